@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "basic/macro.h"
+#include "ipc/ipc-conn.h"
+#include "ipc/ipc.h"
+
+#define IPC_MAX_FDS_PER_MSG 8
+
+struct tx_item {
+        struct tx_item *next;
+        uint8_t *data;
+        size_t len;
+        size_t off;
+        int fd; /* sent with the first byte, then closed */
+};
+
+struct ipc_conn {
+        unsigned n_ref;
+        sd_event *event;
+        sd_event_source *io;
+        int fd;
+        bool open;
+        uid_t uid;
+        pid_t pid;
+
+        struct ipc_frame_decoder dec;
+        int pending_fd;
+
+        struct tx_item *tx_head, *tx_tail;
+        size_t tx_bytes;
+
+        const struct ipc_conn_ops *ops;
+        void *userdata;
+};
+
+static void tx_item_free(struct tx_item *t) {
+        safe_close(t->fd);
+        free(t->data);
+        free(t);
+}
+
+static void tx_clear(ipc_conn *c) {
+        while (c->tx_head) {
+                struct tx_item *t = c->tx_head;
+                c->tx_head = t->next;
+                tx_item_free(t);
+        }
+        c->tx_tail = NULL;
+        c->tx_bytes = 0;
+}
+
+static void conn_free(ipc_conn *c) {
+        tx_clear(c);
+        sd_event_source_disable_unref(c->io);
+        safe_close(c->fd);
+        safe_close(c->pending_fd);
+        ipc_frame_decoder_done(&c->dec);
+        sd_event_unref(c->event);
+        free(c);
+}
+
+ipc_conn *ipc_conn_ref(ipc_conn *c) {
+        if (c)
+                c->n_ref++;
+        return c;
+}
+
+ipc_conn *ipc_conn_unref(ipc_conn *c) {
+        if (c && --c->n_ref == 0)
+                conn_free(c);
+        return NULL;
+}
+
+bool ipc_conn_is_open(const ipc_conn *c) {
+        return c->open;
+}
+int ipc_conn_fd(const ipc_conn *c) {
+        return c->fd;
+}
+uid_t ipc_conn_peer_uid(const ipc_conn *c) {
+        return c->uid;
+}
+pid_t ipc_conn_peer_pid(const ipc_conn *c) {
+        return c->pid;
+}
+size_t ipc_conn_queued_bytes(const ipc_conn *c) {
+        return c->tx_bytes;
+}
+
+int ipc_conn_take_fd(ipc_conn *c) {
+        return TAKE_FD(c->pending_fd);
+}
+
+void ipc_conn_close(ipc_conn *c, int error) {
+        if (!c->open)
+                return;
+        c->open = false;
+        tx_clear(c);
+        c->io = sd_event_source_disable_unref(c->io);
+        (void) shutdown(c->fd, SHUT_RDWR);
+        c->pending_fd = safe_close(c->pending_fd);
+        if (c->ops && c->ops->on_closed) {
+                ipc_conn_ref(c);
+                c->ops->on_closed(c, error, c->userdata);
+                ipc_conn_unref(c);
+        }
+}
+
+static int update_events(ipc_conn *c) {
+        if (!c->io)
+                return 0;
+        return sd_event_source_set_io_events(c->io, EPOLLIN | (c->tx_head ? EPOLLOUT : 0));
+}
+
+static int flush_tx(ipc_conn *c) {
+        while (c->tx_head) {
+                struct tx_item *t = c->tx_head;
+                struct iovec iov = {
+                        .iov_base = t->data + t->off,
+                        .iov_len = t->len - t->off,
+                };
+                union {
+                        struct cmsghdr cmsg;
+                        uint8_t buf[CMSG_SPACE(sizeof(int))];
+                } control = {};
+                struct msghdr mh = {
+                        .msg_iov = &iov,
+                        .msg_iovlen = 1,
+                };
+                if (t->fd >= 0 && t->off == 0) {
+                        mh.msg_control = &control;
+                        mh.msg_controllen = sizeof(control.buf);
+                        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+                        cm->cmsg_level = SOL_SOCKET;
+                        cm->cmsg_type = SCM_RIGHTS;
+                        cm->cmsg_len = CMSG_LEN(sizeof(int));
+                        memcpy(CMSG_DATA(cm), &t->fd, sizeof(int));
+                }
+                ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                break;
+                        return -errno;
+                }
+                if (t->off == 0)
+                        t->fd = safe_close(t->fd);
+                t->off += (size_t) n;
+                c->tx_bytes -= (size_t) n;
+                if (t->off == t->len) {
+                        c->tx_head = t->next;
+                        if (!c->tx_head)
+                                c->tx_tail = NULL;
+                        tx_item_free(t);
+                }
+        }
+        return update_events(c);
+}
+
+static void keep_received_fds(ipc_conn *c, struct msghdr *mh) {
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+                if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < n; i++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+                        /* At most one fd rides with a frame: the newest
+                         * replaces an unclaimed one, surplus ones in the
+                         * same message are closed. */
+                        if (i == 0) {
+                                safe_close(c->pending_fd);
+                                c->pending_fd = fd;
+                        } else
+                                safe_close(fd);
+                }
+        }
+}
+
+/* Reads at most this many times per wakeup so that one busy peer cannot
+ * starve the others on the loop. */
+#define IPC_MAX_READS_PER_WAKEUP 16
+
+static int receive(ipc_conn *c) {
+        for (unsigned iter = 0; iter < IPC_MAX_READS_PER_WAKEUP; iter++) {
+                uint8_t *space;
+                size_t avail;
+                int r = ipc_frame_decoder_space(&c->dec, &space, &avail);
+                if (r < 0)
+                        return r;
+
+                struct iovec iov = {
+                        .iov_base = space,
+                        .iov_len = avail,
+                };
+                union {
+                        struct cmsghdr cmsg;
+                        uint8_t buf[CMSG_SPACE(sizeof(int) * IPC_MAX_FDS_PER_MSG)];
+                } control;
+                struct msghdr mh = {
+                        .msg_iov = &iov,
+                        .msg_iovlen = 1,
+                        .msg_control = &control,
+                        .msg_controllen = sizeof(control.buf),
+                };
+                ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN)
+                                return 0;
+                        return -errno;
+                }
+                keep_received_fds(c, &mh);
+                if (mh.msg_flags & MSG_CTRUNC) {
+                        /* Some fds were dropped by the kernel: the peer is
+                         * misbehaving. */
+                        return -EPROTO;
+                }
+                if (n == 0)
+                        return -ECONNRESET;
+                ipc_frame_decoder_commit(&c->dec, (size_t) n);
+
+                for (;;) {
+                        Perfetto__Protos__IPCFrame *f = NULL;
+                        r = ipc_frame_decoder_pop(&c->dec, &f);
+                        if (r < 0)
+                                return r;
+                        if (r == 0)
+                                break;
+                        if (c->ops && c->ops->on_frame)
+                                c->ops->on_frame(c, f, c->userdata);
+                        perfetto__protos__ipcframe__free_unpacked(f, NULL);
+                        if (!c->open)
+                                return 0;
+                }
+        }
+        return 0;
+}
+
+static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        ipc_conn *c = userdata;
+        int r = 0;
+
+        ipc_conn_ref(c);
+        if (revents & EPOLLIN) {
+                r = receive(c);
+                if (r == -ECONNRESET) {
+                        ipc_conn_close(c, 0);
+                        goto out;
+                }
+                if (r < 0) {
+                        ipc_conn_close(c, r);
+                        goto out;
+                }
+        }
+        if (c->open && (revents & EPOLLOUT)) {
+                r = flush_tx(c);
+                if (r < 0) {
+                        ipc_conn_close(c, r == -EPIPE ? 0 : r);
+                        goto out;
+                }
+        }
+        if (c->open && (revents & (EPOLLHUP | EPOLLERR)) && !(revents & EPOLLIN))
+                ipc_conn_close(c, 0);
+out:
+        ipc_conn_unref(c);
+        return 0;
+}
+
+int ipc_conn_new(sd_event *event, int fd, const struct ipc_conn_ops *ops, void *userdata, ipc_conn **ret) {
+        _cleanup_close_ int owned = fd;
+        int r;
+
+        if (!event || fd < 0 || !ret)
+                return -EINVAL;
+
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return negative_errno();
+        (void) fcntl(fd, F_SETFD, FD_CLOEXEC);
+
+        ipc_conn *c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        *c = (ipc_conn) {
+                .n_ref = 1,
+                .event = sd_event_ref(event),
+                .fd = TAKE_FD(owned),
+                .open = true,
+                .uid = (uid_t) -1,
+                .pid = 0,
+                .pending_fd = -EBADF,
+                .ops = ops,
+                .userdata = userdata,
+        };
+        ipc_frame_decoder_init(&c->dec, IPC_FRAME_MAX_SIZE);
+
+        struct ucred cred;
+        socklen_t len = sizeof(cred);
+        if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && len == sizeof(cred)) {
+                c->uid = cred.uid;
+                c->pid = cred.pid;
+        }
+
+        r = sd_event_add_io(event, &c->io, c->fd, EPOLLIN, on_io, c);
+        if (r < 0) {
+                c->open = false;
+                conn_free(c);
+                return r;
+        }
+        (void) sd_event_source_set_description(c->io, "ipc-conn");
+        *ret = c;
+        return 0;
+}
+
+int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, int fd) {
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len;
+        int r;
+
+        if (!c->open)
+                return -ENOTCONN;
+        r = ipc_frame_encode(frame, &buf, &len);
+        if (r < 0)
+                return r;
+        if (c->tx_bytes + len > IPC_SEND_QUEUE_MAX) {
+                /* The peer does not read: cut it off rather than buffer
+                 * without bound. */
+                ipc_conn_close(c, -ENOBUFS);
+                return -ENOBUFS;
+        }
+
+        struct tx_item *t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        *t = (struct tx_item) {
+                .data = TAKE_PTR(buf),
+                .len = len,
+                .fd = -EBADF,
+        };
+        if (fd >= 0) {
+                t->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+                if (t->fd < 0) {
+                        r = negative_errno();
+                        tx_item_free(t);
+                        return r;
+                }
+        }
+        if (c->tx_tail)
+                c->tx_tail->next = t;
+        else
+                c->tx_head = t;
+        c->tx_tail = t;
+        c->tx_bytes += len;
+
+        /* Try to send right away; what does not fit waits for EPOLLOUT. */
+        r = flush_tx(c);
+        if (r < 0) {
+                ipc_conn_ref(c);
+                ipc_conn_close(c, r == -EPIPE || r == -ECONNRESET ? 0 : r);
+                ipc_conn_unref(c);
+                return -ENOTCONN;
+        }
+        return 0;
+}

@@ -1,0 +1,48 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* IPCFrame codec: <u32 little-endian length><serialized IPCFrame>. Pure
+ * functions over memory, no I/O. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "perfetto/ipc/wire_protocol.pb-c.h"
+
+#define IPC_FRAME_HEADER_SIZE 4u
+
+/* Incremental decoder fed with whatever the socket produced. Memory is
+ * bounded by IPC_FRAME_HEADER_SIZE + max_frame_size. */
+struct ipc_frame_decoder {
+        uint8_t *buf;
+        size_t len;
+        size_t cap;
+        size_t max_frame_size;
+};
+
+void ipc_frame_decoder_init(struct ipc_frame_decoder *d, size_t max_frame_size);
+void ipc_frame_decoder_done(struct ipc_frame_decoder *d);
+
+/* Space to receive into directly: at least one byte is always offered while
+ * the buffered data is below the frame bound. -ENOMEM on allocation
+ * failure. */
+int ipc_frame_decoder_space(struct ipc_frame_decoder *d, uint8_t **ret_ptr, size_t *ret_avail);
+/* Marks n bytes written into the space as received. */
+void ipc_frame_decoder_commit(struct ipc_frame_decoder *d, size_t n);
+/* Copies data in (for tests and fuzzing). May fail with -EMSGSIZE when the
+ * data would exceed the bound before frames are popped. */
+int ipc_frame_decoder_feed(struct ipc_frame_decoder *d, const void *data, size_t n);
+
+/*
+ * Pops the next whole frame.
+ *   1: *ret is a decoded frame (free with perfetto__protos__ipcframe__free_unpacked)
+ *   0: more bytes are needed
+ *   -EMSGSIZE: the length header exceeds the bound (the stream is unusable)
+ *   -EBADMSG:  the frame's bytes are not a valid IPCFrame (the stream is
+ *              unusable: the peer is broken or hostile)
+ */
+int ipc_frame_decoder_pop(struct ipc_frame_decoder *d, Perfetto__Protos__IPCFrame **ret);
+
+/* Serializes a frame with its length header into a new buffer. -EMSGSIZE if
+ * the frame exceeds IPC_FRAME_MAX_SIZE. */
+int ipc_frame_encode(const Perfetto__Protos__IPCFrame *frame, uint8_t **ret_buf, size_t *ret_len);

@@ -1,0 +1,457 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "basic/macro.h"
+#include "ipc/ipc-conn.h"
+#include "ipc/ipc.h"
+
+#define IPC_HOST_MAX_SERVICES 8
+
+struct host_service {
+        const struct ipc_service_desc *desc;
+        void *userdata;
+};
+
+struct listener {
+        struct listener *next;
+        int fd;
+        sd_event_source *src;
+        ipc_host *host;
+};
+
+struct ipc_host {
+        sd_event *event;
+        struct host_service services[IPC_HOST_MAX_SERVICES];
+        size_t n_services;
+        struct listener *listeners;
+        ipc_host_conn *conns;
+        uint64_t next_conn_id;
+};
+
+struct ipc_host_conn {
+        ipc_host_conn *prev, *next;
+        ipc_host *host;
+        ipc_conn *conn;
+        uint64_t id;
+        uint32_t bound_mask; /* bit i: service i bound */
+        void *userdata;
+        ipc_request *requests; /* outstanding, not yet finally answered */
+        sd_event_source *defer; /* frees the connection after it closed */
+};
+
+struct ipc_request {
+        unsigned n_ref;
+        ipc_request *prev, *next;
+        ipc_host_conn *hc; /* NULL once the connection went away */
+        uint64_t request_id;
+        const struct ipc_method_desc *method;
+        bool drop_reply;
+        bool finished;
+        int fd;
+};
+
+static void request_unlink(ipc_request *req) {
+        if (!req->hc)
+                return;
+        if (req->prev)
+                req->prev->next = req->next;
+        else
+                req->hc->requests = req->next;
+        if (req->next)
+                req->next->prev = req->prev;
+        req->prev = req->next = NULL;
+        req->hc = NULL;
+}
+
+ipc_request *ipc_request_ref(ipc_request *req) {
+        if (req)
+                req->n_ref++;
+        return req;
+}
+
+ipc_request *ipc_request_unref(ipc_request *req) {
+        if (!req || --req->n_ref > 0)
+                return NULL;
+        request_unlink(req);
+        safe_close(req->fd);
+        free(req);
+        return NULL;
+}
+
+ipc_host_conn *ipc_request_conn(const ipc_request *req) {
+        return req->hc;
+}
+
+bool ipc_request_connected(const ipc_request *req) {
+        return req->hc && ipc_conn_is_open(req->hc->conn);
+}
+
+int ipc_request_take_fd(ipc_request *req) {
+        return TAKE_FD(req->fd);
+}
+
+static int send_reply(ipc_host_conn *hc, uint64_t request_id, bool success, const uint8_t *data, size_t len,
+                      bool has_more, int fd) {
+        Perfetto__Protos__IPCFrame__InvokeMethodReply reply = PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
+        Perfetto__Protos__IPCFrame frame = PERFETTO__PROTOS__IPCFRAME__INIT;
+
+        reply.has_success = true;
+        reply.success = success;
+        if (has_more) {
+                reply.has_has_more = true;
+                reply.has_more = true;
+        }
+        if (data) {
+                reply.has_reply_proto = true;
+                reply.reply_proto.data = (uint8_t *) data;
+                reply.reply_proto.len = len;
+        }
+        frame.has_request_id = true;
+        frame.request_id = request_id;
+        frame.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
+        frame.msg_invoke_method_reply = &reply;
+        return ipc_conn_send_frame(hc->conn, &frame, fd);
+}
+
+int ipc_request_reply(ipc_request *req, const ProtobufCMessage *msg, bool has_more, int fd) {
+        int r = 0;
+
+        if (!req || req->finished)
+                return -EINVAL;
+        if (!req->hc || !ipc_conn_is_open(req->hc->conn))
+                r = -ENOTCONN;
+        else if (!req->drop_reply) {
+                _cleanup_free_ uint8_t *buf = NULL;
+                size_t len = 0;
+                if (msg) {
+                        len = protobuf_c_message_get_packed_size(msg);
+                        buf = malloc(len ? len : 1);
+                        if (!buf)
+                                return -ENOMEM;
+                        protobuf_c_message_pack(msg, buf);
+                }
+                r = send_reply(req->hc, req->request_id, true, buf ? buf : (const uint8_t *) "", len, has_more, fd);
+        }
+        if (!has_more) {
+                req->finished = true;
+                ipc_request_unref(req);
+        }
+        return r;
+}
+
+int ipc_request_fail(ipc_request *req) {
+        int r = 0;
+
+        if (!req || req->finished)
+                return -EINVAL;
+        if (!req->hc || !ipc_conn_is_open(req->hc->conn))
+                r = -ENOTCONN;
+        else if (!req->drop_reply)
+                r = send_reply(req->hc, req->request_id, false, NULL, 0, false, -EBADF);
+        req->finished = true;
+        ipc_request_unref(req);
+        return r;
+}
+
+uint64_t ipc_host_conn_id(const ipc_host_conn *hc) {
+        return hc->id;
+}
+uid_t ipc_host_conn_uid(const ipc_host_conn *hc) {
+        return ipc_conn_peer_uid(hc->conn);
+}
+pid_t ipc_host_conn_pid(const ipc_host_conn *hc) {
+        return ipc_conn_peer_pid(hc->conn);
+}
+void ipc_host_conn_set_userdata(ipc_host_conn *hc, void *userdata) {
+        hc->userdata = userdata;
+}
+void *ipc_host_conn_get_userdata(const ipc_host_conn *hc) {
+        return hc->userdata;
+}
+
+void ipc_host_conn_close(ipc_host_conn *hc) {
+        ipc_conn_close(hc->conn, 0);
+}
+
+static void handle_bind(ipc_host_conn *hc, const Perfetto__Protos__IPCFrame *f) {
+        ipc_host *h = hc->host;
+        Perfetto__Protos__IPCFrame__BindServiceReply reply = PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__INIT;
+        Perfetto__Protos__IPCFrame frame = PERFETTO__PROTOS__IPCFRAME__INIT;
+        Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo infos[64];
+        Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo *ptrs[64];
+        const char *name = f->msg_bind_service->service_name;
+        struct host_service *svc = NULL;
+        size_t idx = 0;
+
+        for (size_t i = 0; name && i < h->n_services; i++)
+                if (strcmp(h->services[i].desc->name, name) == 0) {
+                        svc = &h->services[i];
+                        idx = i;
+                        break;
+                }
+
+        reply.has_success = true;
+        reply.success = false;
+        if (svc) {
+                bool first = !(hc->bound_mask & (1u << idx));
+                int r = 0;
+                if (first && svc->desc->on_bind)
+                        r = svc->desc->on_bind(hc, svc->userdata);
+                if (r >= 0) {
+                        size_t n = MIN(svc->desc->n_methods, ELEMENTSOF(infos));
+                        hc->bound_mask |= 1u << idx;
+                        reply.success = true;
+                        reply.has_service_id = true;
+                        reply.service_id = (uint32_t) idx + 1;
+                        for (size_t i = 0; i < n; i++) {
+                                infos[i] = (Perfetto__Protos__IPCFrame__BindServiceReply__MethodInfo)
+                                        PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE_REPLY__METHOD_INFO__INIT;
+                                infos[i].has_id = true;
+                                infos[i].id = (uint32_t) i + 1;
+                                infos[i].name = (char *) svc->desc->methods[i].name;
+                                ptrs[i] = &infos[i];
+                        }
+                        reply.n_methods = n;
+                        reply.methods = ptrs;
+                }
+        }
+        frame.has_request_id = f->has_request_id;
+        frame.request_id = f->request_id;
+        frame.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY;
+        frame.msg_bind_service_reply = &reply;
+        (void) ipc_conn_send_frame(hc->conn, &frame, -EBADF);
+}
+
+static void handle_invoke(ipc_host_conn *hc, const Perfetto__Protos__IPCFrame *f) {
+        ipc_host *h = hc->host;
+        const Perfetto__Protos__IPCFrame__InvokeMethod *inv = f->msg_invoke_method;
+        _cleanup_close_ int fd = ipc_conn_take_fd(hc->conn);
+        struct host_service *svc = NULL;
+        const struct ipc_method_desc *m = NULL;
+
+        if (inv->has_service_id && inv->service_id >= 1 && inv->service_id <= h->n_services &&
+            (hc->bound_mask & (1u << (inv->service_id - 1))))
+                svc = &h->services[inv->service_id - 1];
+        if (svc && inv->has_method_id && inv->method_id >= 1 && inv->method_id <= svc->desc->n_methods)
+                m = &svc->desc->methods[inv->method_id - 1];
+
+        ProtobufCMessage *args = NULL;
+        if (m) {
+                args = protobuf_c_message_unpack(m->request_desc, NULL, inv->has_args_proto ? inv->args_proto.len : 0,
+                                                 inv->has_args_proto ? inv->args_proto.data : (const uint8_t *) "");
+        }
+        if (!m || !args || !m->handler) {
+                if (args)
+                        protobuf_c_message_free_unpacked(args, NULL);
+                if (!(inv->has_drop_reply && inv->drop_reply))
+                        (void) send_reply(hc, f->request_id, false, NULL, 0, false, -EBADF);
+                return;
+        }
+
+        ipc_request *req = calloc(1, sizeof(*req));
+        if (!req) {
+                protobuf_c_message_free_unpacked(args, NULL);
+                (void) send_reply(hc, f->request_id, false, NULL, 0, false, -EBADF);
+                return;
+        }
+        *req = (ipc_request) {
+                .n_ref = 1,
+                .hc = hc,
+                .request_id = f->request_id,
+                .method = m,
+                .drop_reply = inv->has_drop_reply && inv->drop_reply,
+                .fd = TAKE_FD(fd),
+        };
+        req->next = hc->requests;
+        if (hc->requests)
+                hc->requests->prev = req;
+        hc->requests = req;
+
+        m->handler(req, args, svc->userdata);
+        protobuf_c_message_free_unpacked(args, NULL);
+}
+
+static void on_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *f, void *userdata) {
+        ipc_host_conn *hc = userdata;
+
+        switch (f->msg_case) {
+        case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE:
+                handle_bind(hc, f);
+                break;
+        case PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD:
+                handle_invoke(hc, f);
+                break;
+        case PERFETTO__PROTOS__IPCFRAME__MSG_SET_PEER_IDENTITY:
+                /* Meaningful only on relayed connections; on a UNIX socket
+                 * the kernel's SO_PEERCRED is the truth. */
+                break;
+        default:
+                /* Replies and errors are not valid towards a host; ignore
+                 * them like an unknown message. */
+                break;
+        }
+}
+
+static void host_conn_free(ipc_host_conn *hc) {
+        ipc_host *h = hc->host;
+
+        if (h) {
+                if (hc->prev)
+                        hc->prev->next = hc->next;
+                else
+                        h->conns = hc->next;
+                if (hc->next)
+                        hc->next->prev = hc->prev;
+        }
+        while (hc->requests)
+                request_unlink(hc->requests);
+        sd_event_source_disable_unref(hc->defer);
+        ipc_conn_unref(hc->conn);
+        free(hc);
+}
+
+static int on_conn_gone_deferred(sd_event_source *s, void *userdata) {
+        host_conn_free(userdata);
+        return 0;
+}
+
+static void on_closed(ipc_conn *c, int error, void *userdata) {
+        ipc_host_conn *hc = userdata;
+        ipc_host *h = hc->host;
+
+        for (size_t i = 0; h && i < h->n_services; i++)
+                if ((hc->bound_mask & (1u << i)) && h->services[i].desc->on_disconnect)
+                        h->services[i].desc->on_disconnect(hc, h->services[i].userdata);
+        hc->bound_mask = 0;
+        /* Requests still held by services stay valid; their replies become
+         * no-ops. */
+        while (hc->requests)
+                request_unlink(hc->requests);
+        /* Free outside of the connection's own callback. */
+        if (!h || sd_event_add_defer(h->event, &hc->defer, on_conn_gone_deferred, hc) < 0) {
+                /* No loop to defer to (host going away): free now; the
+                 * ipc_conn itself stays alive until its caller drops its
+                 * reference. */
+                host_conn_free(hc);
+        }
+}
+
+static const struct ipc_conn_ops host_conn_ops = {
+        .on_frame = on_frame,
+        .on_closed = on_closed,
+};
+
+int ipc_host_adopt(ipc_host *h, int fd, ipc_host_conn **ret) {
+        _cleanup_close_ int owned = fd;
+        int r;
+
+        ipc_host_conn *hc = calloc(1, sizeof(*hc));
+        if (!hc)
+                return -ENOMEM;
+        r = ipc_conn_new(h->event, TAKE_FD(owned), &host_conn_ops, hc, &hc->conn);
+        if (r < 0) {
+                free(hc);
+                return r;
+        }
+        hc->host = h;
+        hc->id = ++h->next_conn_id;
+        hc->next = h->conns;
+        if (h->conns)
+                h->conns->prev = hc;
+        h->conns = hc;
+        if (ret)
+                *ret = hc;
+        return 0;
+}
+
+static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct listener *l = userdata;
+
+        for (unsigned i = 0; i < 32; i++) {
+                int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (cfd < 0)
+                        break; /* EAGAIN, or a transient error: retried on the next wakeup */
+                (void) ipc_host_adopt(l->host, cfd, NULL);
+        }
+        return 0;
+}
+
+int ipc_host_add_listener(ipc_host *h, int listen_fd) {
+        _cleanup_close_ int owned = listen_fd;
+        int r;
+
+        if (!h || listen_fd < 0)
+                return -EINVAL;
+        struct listener *l = calloc(1, sizeof(*l));
+        if (!l)
+                return -ENOMEM;
+        l->host = h;
+        l->fd = TAKE_FD(owned);
+        r = sd_event_add_io(h->event, &l->src, l->fd, EPOLLIN, on_accept, l);
+        if (r < 0) {
+                safe_close(l->fd);
+                free(l);
+                return r;
+        }
+        (void) sd_event_source_set_description(l->src, "ipc-listener");
+        l->next = h->listeners;
+        h->listeners = l;
+        return 0;
+}
+
+int ipc_host_new(sd_event *event, ipc_host **ret) {
+        if (!event || !ret)
+                return -EINVAL;
+        ipc_host *h = calloc(1, sizeof(*h));
+        if (!h)
+                return -ENOMEM;
+        h->event = sd_event_ref(event);
+        *ret = h;
+        return 0;
+}
+
+int ipc_host_add_service(ipc_host *h, const struct ipc_service_desc *desc, void *userdata) {
+        if (!h || !desc || !desc->name || desc->n_methods > 64)
+                return -EINVAL;
+        if (h->n_services >= IPC_HOST_MAX_SERVICES)
+                return -ENOSPC;
+        for (size_t i = 0; i < h->n_services; i++)
+                if (strcmp(h->services[i].desc->name, desc->name) == 0)
+                        return -EEXIST;
+        h->services[h->n_services++] = (struct host_service) {
+                .desc = desc,
+                .userdata = userdata,
+        };
+        return 0;
+}
+
+ipc_host *ipc_host_free(ipc_host *h) {
+        if (!h)
+                return NULL;
+        while (h->listeners) {
+                struct listener *l = h->listeners;
+                h->listeners = l->next;
+                sd_event_source_disable_unref(l->src);
+                safe_close(l->fd);
+                free(l);
+        }
+        while (h->conns) {
+                ipc_host_conn *hc = h->conns;
+                h->conns = hc->next;
+                if (hc->conn && ipc_conn_is_open(hc->conn)) {
+                        hc->host = NULL; /* already unlinked: no list fixup, no defer */
+                        /* on_closed with host NULL frees hc at once. */
+                        ipc_conn_close(hc->conn, 0);
+                } else {
+                        hc->host = NULL;
+                        host_conn_free(hc);
+                }
+        }
+        sd_event_unref(h->event);
+        free(h);
+        return NULL;
+}

@@ -1,0 +1,501 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* Host and client driven over socketpairs on one sd-event loop. The
+ * request/reply types are IPCFrame sub-messages so the test needs no other
+ * protos: BindService carries a string in, RequestError a string out. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "ipc/ipc-frame.h"
+#include "ipc/ipc.h"
+
+typedef Perfetto__Protos__IPCFrame__BindService Req;
+typedef Perfetto__Protos__IPCFrame__RequestError Rep;
+#define REQ_DESC (&perfetto__protos__ipcframe__bind_service__descriptor)
+#define REP_DESC (&perfetto__protos__ipcframe__request_error__descriptor)
+
+static sd_event *ev;
+static ipc_host *host;
+static int n_binds, n_disconnects;
+static ipc_request *deferred;
+static int flood_result;
+static uid_t seen_uid;
+static pid_t seen_pid;
+
+static void reply_str(ipc_request *req, const char *s, bool has_more, int fd) {
+        Rep rep = PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+        rep.error = (char *) s;
+        ipc_request_reply(req, &rep.base, has_more, fd);
+}
+
+static void h_echo(ipc_request *req, const ProtobufCMessage *args, void *ud) {
+        const Req *r = (const Req *) args;
+        ipc_host_conn *hc = ipc_request_conn(req);
+        seen_uid = ipc_host_conn_uid(hc);
+        seen_pid = ipc_host_conn_pid(hc);
+        reply_str(req, r->service_name ? r->service_name : "(null)", false, -EBADF);
+}
+
+static void h_stream(ipc_request *req, const ProtobufCMessage *args, void *ud) {
+        reply_str(req, "one", true, -EBADF);
+        reply_str(req, "two", true, -EBADF);
+        reply_str(req, "three", false, -EBADF);
+}
+
+static void h_fail(ipc_request *req, const ProtobufCMessage *args, void *ud) {
+        ipc_request_fail(req);
+}
+
+static void h_fd(ipc_request *req, const ProtobufCMessage *args, void *ud) {
+        char buf[64] = {};
+        int fd = ipc_request_take_fd(req);
+        if (fd < 0) {
+                ipc_request_fail(req);
+                return;
+        }
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        cr_assert_gt(n, 0);
+        int p[2];
+        cr_assert_eq(pipe(p), 0);
+        cr_assert_eq(write(p[1], "from-host", 9), 9);
+        close(p[1]);
+        reply_str(req, buf, false, p[0]);
+        close(p[0]);
+}
+
+static void h_defer(ipc_request *req, const ProtobufCMessage *args, void *ud) {
+        deferred = req; /* answered later by the test */
+}
+
+static void h_flood(ipc_request *req, const ProtobufCMessage *args, void *ud) {
+        static char big[100 * 1024];
+        memset(big, 'x', sizeof(big) - 1);
+        for (int i = 0; i < 1000; i++) {
+                Rep rep = PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+                rep.error = big;
+                int r = ipc_request_reply(req, &rep.base, true, -EBADF);
+                if (r < 0) {
+                        flood_result = r;
+                        ipc_request_unref(req);
+                        return;
+                }
+        }
+        flood_result = 1;
+        ipc_request_fail(req);
+}
+
+static int on_bind(ipc_host_conn *hc, void *ud) {
+        n_binds++;
+        return 0;
+}
+static void on_disconnect(ipc_host_conn *hc, void *ud) {
+        n_disconnects++;
+        if (deferred && ipc_request_conn(deferred) == hc) {
+                ipc_request_unref(deferred);
+                deferred = NULL;
+        }
+}
+
+static const struct ipc_method_desc methods[] = {
+        { "Echo", REQ_DESC, REP_DESC, h_echo },     { "Stream", REQ_DESC, REP_DESC, h_stream },
+        { "Fail", REQ_DESC, REP_DESC, h_fail },     { "PassFd", REQ_DESC, REP_DESC, h_fd },
+        { "Defer", REQ_DESC, REP_DESC, h_defer },   { "Flood", REQ_DESC, REP_DESC, h_flood },
+};
+static const struct ipc_service_desc service = {
+        .name = "TestPort",
+        .methods = methods,
+        .n_methods = sizeof(methods) / sizeof(methods[0]),
+        .on_bind = on_bind,
+        .on_disconnect = on_disconnect,
+};
+
+static void setup(void) {
+        cr_assert_eq(sd_event_new(&ev), 0);
+        cr_assert_eq(ipc_host_new(ev, &host), 0);
+        cr_assert_eq(ipc_host_add_service(host, &service, NULL), 0);
+        n_binds = n_disconnects = 0;
+        deferred = NULL;
+        flood_result = 0;
+}
+
+static void teardown(void) {
+        host = ipc_host_free(host);
+        ev = sd_event_unref(ev);
+}
+
+static ipc_client *connect_pair(void) {
+        int sv[2];
+        ipc_client *c;
+        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        cr_assert_eq(ipc_host_adopt(host, sv[0], NULL), 0);
+        cr_assert_eq(ipc_client_from_fd(ev, sv[1], &c), 0);
+        return c;
+}
+
+static void spin(int iterations) {
+        for (int i = 0; i < iterations; i++)
+                sd_event_run(ev, 1000);
+}
+
+struct calls {
+        int n;
+        int errors[16];
+        char texts[16][64];
+        bool more[16];
+        int fds[16];
+};
+
+static void collect(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
+        struct calls *k = ud;
+        if (k->n >= 16) {
+                if (fd >= 0)
+                        close(fd);
+                return;
+        }
+        k->errors[k->n] = error;
+        k->more[k->n] = has_more;
+        k->fds[k->n] = fd;
+        if (reply && ((const Rep *) reply)->error)
+                snprintf(k->texts[k->n], sizeof(k->texts[0]), "%s", ((const Rep *) reply)->error);
+        k->n++;
+}
+
+static int64_t call(ipc_client *c, const char *method, const char *arg, int fd, struct calls *k) {
+        Req r = PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+        r.service_name = (char *) arg;
+        return ipc_client_invoke(c, method, &r.base, REP_DESC, fd, k ? collect : NULL, k);
+}
+
+TestSuite(ipc_host, .init = setup, .fini = teardown);
+
+Test(ipc_host, bind_unknown_service_fails) {
+        ipc_client *c = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(c, "NoSuchPort", 2000000), -ENOENT);
+        cr_assert_not(ipc_client_is_bound(c));
+        cr_assert_eq(n_binds, 0);
+        ipc_client_free(c);
+}
+
+Test(ipc_host, bind_lists_methods_and_echo) {
+        struct calls k = {};
+        ipc_client *c = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_eq(n_binds, 1);
+        cr_assert(ipc_client_has_method(c, "Echo"));
+        cr_assert(ipc_client_has_method(c, "Flood"));
+        cr_assert_not(ipc_client_has_method(c, "Nope"));
+        cr_assert_eq(call(c, "Nope", "x", -EBADF, &k), -ENOENT);
+
+        cr_assert_gt(call(c, "Echo", "hello", -EBADF, &k), 0);
+        spin(10);
+        cr_assert_eq(k.n, 1);
+        cr_assert_eq(k.errors[0], 0);
+        cr_assert_str_eq(k.texts[0], "hello");
+        cr_assert_not(k.more[0]);
+        cr_assert_eq(seen_uid, getuid());
+        cr_assert_eq(seen_pid, getpid());
+        ipc_client_free(c);
+        spin(5);
+        cr_assert_eq(n_disconnects, 1);
+}
+
+Test(ipc_host, streaming_replies_in_order) {
+        struct calls k = {};
+        ipc_client *c = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_gt(call(c, "Stream", "", -EBADF, &k), 0);
+        spin(10);
+        cr_assert_eq(k.n, 3);
+        cr_assert_str_eq(k.texts[0], "one");
+        cr_assert_str_eq(k.texts[1], "two");
+        cr_assert_str_eq(k.texts[2], "three");
+        cr_assert(k.more[0]);
+        cr_assert(k.more[1]);
+        cr_assert_not(k.more[2]);
+        ipc_client_free(c);
+}
+
+Test(ipc_host, failed_reply_reaches_caller) {
+        struct calls k = {};
+        ipc_client *c = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_gt(call(c, "Fail", "", -EBADF, &k), 0);
+        spin(10);
+        cr_assert_eq(k.n, 1);
+        cr_assert_eq(k.errors[0], -EREMOTEIO);
+        ipc_client_free(c);
+}
+
+Test(ipc_host, fd_passing_both_ways) {
+        struct calls k = {};
+        int p[2];
+        ipc_client *c = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_eq(pipe(p), 0);
+        cr_assert_eq(write(p[1], "from-client", 11), 11);
+        close(p[1]);
+        cr_assert_gt(call(c, "PassFd", "", p[0], &k), 0);
+        close(p[0]);
+        spin(10);
+        cr_assert_eq(k.n, 1);
+        cr_assert_eq(k.errors[0], 0);
+        cr_assert_str_eq(k.texts[0], "from-client");
+        cr_assert_geq(k.fds[0], 0);
+        char buf[16] = {};
+        cr_assert_eq(read(k.fds[0], buf, sizeof(buf)), 9);
+        cr_assert_str_eq(buf, "from-host");
+        close(k.fds[0]);
+        ipc_client_free(c);
+}
+
+Test(ipc_host, method_without_expected_fd_fails_cleanly) {
+        struct calls k = {};
+        ipc_client *c = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_gt(call(c, "PassFd", "", -EBADF, &k), 0);
+        spin(10);
+        cr_assert_eq(k.n, 1);
+        cr_assert_eq(k.errors[0], -EREMOTEIO);
+        ipc_client_free(c);
+}
+
+Test(ipc_host, deferred_reply_and_drop_reply) {
+        struct calls k = {};
+        ipc_client *c = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_gt(call(c, "Defer", "", -EBADF, &k), 0);
+        /* drop_reply: no callback, no reply frame. */
+        cr_assert_gt(call(c, "Echo", "dropped", -EBADF, NULL), 0);
+        spin(10);
+        cr_assert_eq(k.n, 0);
+        cr_assert_not_null(deferred);
+        reply_str(deferred, "later", false, -EBADF);
+        deferred = NULL;
+        spin(10);
+        cr_assert_eq(k.n, 1);
+        cr_assert_str_eq(k.texts[0], "later");
+        ipc_client_free(c);
+}
+
+static void send_raw(int fd, const void *data, size_t len) {
+        cr_assert_eq(write(fd, data, len), (ssize_t) len);
+}
+
+static void send_frame(int fd, const Perfetto__Protos__IPCFrame *f) {
+        uint8_t *buf;
+        size_t len;
+        cr_assert_eq(ipc_frame_encode(f, &buf, &len), 0);
+        send_raw(fd, buf, len);
+        free(buf);
+}
+
+static Perfetto__Protos__IPCFrame *read_frame(int fd) {
+        struct ipc_frame_decoder d;
+        Perfetto__Protos__IPCFrame *f = NULL;
+        ipc_frame_decoder_init(&d, IPC_FRAME_MAX_SIZE);
+        for (int i = 0; i < 200 && !f; i++) {
+                uint8_t b[4096];
+                spin(1);
+                ssize_t n = recv(fd, b, sizeof(b), MSG_DONTWAIT);
+                if (n > 0)
+                        cr_assert_eq(ipc_frame_decoder_feed(&d, b, (size_t) n), 0);
+                if (ipc_frame_decoder_pop(&d, &f) < 0)
+                        break;
+        }
+        ipc_frame_decoder_done(&d);
+        return f;
+}
+
+Test(ipc_host, unknown_ids_answered_with_failure) {
+        int sv[2];
+        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        cr_assert_eq(ipc_host_adopt(host, sv[0], NULL), 0);
+
+        Perfetto__Protos__IPCFrame__BindService b = PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+        Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+        b.service_name = (char *) "TestPort";
+        f.has_request_id = true;
+        f.request_id = 1;
+        f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+        f.msg_bind_service = &b;
+        send_frame(sv[1], &f);
+        Perfetto__Protos__IPCFrame *r = read_frame(sv[1]);
+        cr_assert_not_null(r);
+        cr_assert_eq(r->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY);
+        cr_assert(r->msg_bind_service_reply->success);
+        uint32_t sid = r->msg_bind_service_reply->service_id;
+        cr_assert_eq(r->msg_bind_service_reply->n_methods, 6);
+        cr_assert_str_eq(r->msg_bind_service_reply->methods[0]->name, "Echo");
+        perfetto__protos__ipcframe__free_unpacked(r, NULL);
+
+        struct {
+                uint32_t service, method;
+        } cases[] = { { sid, 99 }, { sid + 5, 1 }, { 0, 1 } };
+        for (size_t i = 0; i < 3; i++) {
+                Perfetto__Protos__IPCFrame__InvokeMethod inv = PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+                Perfetto__Protos__IPCFrame g = PERFETTO__PROTOS__IPCFRAME__INIT;
+                inv.has_service_id = inv.has_method_id = true;
+                inv.service_id = cases[i].service;
+                inv.method_id = cases[i].method;
+                g.has_request_id = true;
+                g.request_id = 10 + i;
+                g.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+                g.msg_invoke_method = &inv;
+                send_frame(sv[1], &g);
+                r = read_frame(sv[1]);
+                cr_assert_not_null(r, "no reply for case %zu", i);
+                cr_assert_eq(r->request_id, 10 + i);
+                cr_assert_eq(r->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY);
+                cr_assert_not(r->msg_invoke_method_reply->success);
+                perfetto__protos__ipcframe__free_unpacked(r, NULL);
+        }
+
+        /* Args that do not parse as the method's request type. */
+        Perfetto__Protos__IPCFrame__InvokeMethod inv = PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+        Perfetto__Protos__IPCFrame g = PERFETTO__PROTOS__IPCFRAME__INIT;
+        inv.has_service_id = inv.has_method_id = inv.has_args_proto = true;
+        inv.service_id = sid;
+        inv.method_id = 1;
+        inv.args_proto.data = (uint8_t *) "\x0a\x7f";
+        inv.args_proto.len = 2;
+        g.has_request_id = true;
+        g.request_id = 20;
+        g.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+        g.msg_invoke_method = &inv;
+        send_frame(sv[1], &g);
+        r = read_frame(sv[1]);
+        cr_assert_not_null(r);
+        cr_assert_eq(r->request_id, 20);
+        cr_assert_not(r->msg_invoke_method_reply->success);
+        perfetto__protos__ipcframe__free_unpacked(r, NULL);
+        close(sv[1]);
+}
+
+Test(ipc_host, malformed_frame_costs_only_that_connection) {
+        struct calls k = {};
+        int sv[2];
+        ipc_client *good = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(good, "TestPort", 2000000), 0);
+
+        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        cr_assert_eq(ipc_host_adopt(host, sv[0], NULL), 0);
+        Perfetto__Protos__IPCFrame__BindService b = PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+        Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+        b.service_name = (char *) "TestPort";
+        f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+        f.msg_bind_service = &b;
+        send_frame(sv[1], &f);
+        Perfetto__Protos__IPCFrame *r = read_frame(sv[1]);
+        cr_assert_not_null(r);
+        perfetto__protos__ipcframe__free_unpacked(r, NULL);
+        cr_assert_eq(n_binds, 2);
+        /* Oversized length header. */
+        send_raw(sv[1], "\xff\xff\xff\x7f", 4);
+        spin(10);
+        cr_assert_eq(n_disconnects, 1);
+        char x;
+        cr_assert_eq(recv(sv[1], &x, 1, MSG_DONTWAIT), 0, "bad peer not disconnected");
+        close(sv[1]);
+
+        cr_assert_gt(call(good, "Echo", "still here", -EBADF, &k), 0);
+        spin(10);
+        cr_assert_eq(k.n, 1);
+        cr_assert_str_eq(k.texts[0], "still here");
+        ipc_client_free(good);
+}
+
+Test(ipc_host, peer_that_does_not_read_is_disconnected) {
+        int sv[2];
+        cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+        cr_assert_eq(ipc_host_adopt(host, sv[0], NULL), 0);
+
+        Perfetto__Protos__IPCFrame__BindService b = PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+        Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+        b.service_name = (char *) "TestPort";
+        f.has_request_id = true;
+        f.request_id = 1;
+        f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+        f.msg_bind_service = &b;
+        send_frame(sv[1], &f);
+        Perfetto__Protos__IPCFrame *r = read_frame(sv[1]);
+        cr_assert_not_null(r);
+        uint32_t sid = r->msg_bind_service_reply->service_id;
+        perfetto__protos__ipcframe__free_unpacked(r, NULL);
+
+        Perfetto__Protos__IPCFrame__InvokeMethod inv = PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+        Perfetto__Protos__IPCFrame g = PERFETTO__PROTOS__IPCFRAME__INIT;
+        inv.has_service_id = inv.has_method_id = true;
+        inv.service_id = sid;
+        inv.method_id = 6; /* Flood */
+        g.has_request_id = true;
+        g.request_id = 2;
+        g.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+        g.msg_invoke_method = &inv;
+        send_frame(sv[1], &g);
+        spin(20);
+        cr_assert_eq(flood_result, -ENOBUFS, "flood ended with %d", flood_result);
+        cr_assert_eq(n_disconnects, 1);
+        close(sv[1]);
+}
+
+static void on_client_gone(ipc_client *c, void *ud) {
+        (*(int *) ud)++;
+}
+
+Test(ipc_host, disconnect_fails_pending_calls) {
+        struct calls k = {};
+        int gone = 0;
+        ipc_client *c = connect_pair();
+        ipc_client_set_disconnect_cb(c, on_client_gone, &gone);
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_gt(call(c, "Defer", "", -EBADF, &k), 0);
+        spin(5);
+        cr_assert_not_null(deferred);
+        /* The service goes away with the call outstanding. */
+        host = ipc_host_free(host);
+        spin(5);
+        cr_assert_eq(k.n, 1);
+        cr_assert_eq(k.errors[0], -ECONNRESET);
+        cr_assert_eq(gone, 1);
+        cr_assert_not(ipc_client_is_connected(c));
+        if (deferred) {
+                ipc_request_unref(deferred);
+                deferred = NULL;
+        }
+        ipc_client_free(c);
+}
+
+Test(ipc_host, listener_accepts_and_reports_credentials) {
+        int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        char path[] = "/tmp/traced-test-ipc-XXXXXX";
+        cr_assert_not_null(mkdtemp(path));
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", path);
+        cr_assert_eq(bind(l, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        cr_assert_eq(listen(l, 8), 0);
+        cr_assert_eq(ipc_host_add_listener(host, l), 0);
+
+        ipc_client *c;
+        struct calls k = {};
+        cr_assert_eq(ipc_client_connect(ev, sa.sun_path, &c), 0);
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_gt(call(c, "Echo", "via listener", -EBADF, &k), 0);
+        spin(10);
+        cr_assert_eq(k.n, 1);
+        cr_assert_str_eq(k.texts[0], "via listener");
+        cr_assert_eq(seen_pid, getpid());
+        ipc_client_free(c);
+        unlink(sa.sun_path);
+        rmdir(path);
+
+        cr_assert_eq(ipc_client_connect(ev, "/nonexistent/traced.sock", &c), -ENOENT);
+}

@@ -1,0 +1,56 @@
+#!/bin/sh
+# Runs the whole test suite from a clean build: dependencies, a -Werror
+# build with `make check`, the same suite under ASan+UBSan, and (with
+# --distcheck) `make distcheck`.
+#   tools/check.sh [--no-sanitizers] [--distcheck]
+set -eu
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+sanitizers=yes
+distcheck=no
+for a in "$@"; do
+        case "$a" in
+        --no-sanitizers) sanitizers=no ;;
+        --distcheck) distcheck=yes ;;
+        *) echo "usage: $0 [--no-sanitizers] [--distcheck]" >&2; exit 2 ;;
+        esac
+done
+
+"$top/tools/install-deps.sh"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+cd "$top"
+./autogen.sh >/dev/null
+
+run_suite() {
+        dir=$1; shift
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        (
+                cd "$dir"
+                "$top/configure" --enable-werror "$@" >configure.out 2>&1 || { cat configure.out; exit 1; }
+                make -j"$jobs" >make.out 2>&1 || { cat make.out; exit 1; }
+                if ! make -j"$jobs" check; then
+                        for f in $(find . -name '*.log' -path '*tests*'); do
+                                echo "===== $f"; tail -n 60 "$f"
+                        done
+                        exit 1
+                fi
+        )
+}
+
+echo "== build and test ($top/build-check)"
+run_suite "$top/build-check"
+
+if [ "$sanitizers" = yes ]; then
+        echo "== build and test with ASan+UBSan ($top/build-asan)"
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+                run_suite "$top/build-asan" --enable-sanitizers
+fi
+
+if [ "$distcheck" = yes ]; then
+        echo "== make distcheck"
+        (cd "$top/build-check" && make -j"$jobs" distcheck >distcheck.out 2>&1) || { tail -n 80 "$top/build-check/distcheck.out"; exit 1; }
+        echo "distcheck: ok"
+fi
+echo "== all tests passed"

@@ -1,0 +1,34 @@
+#!/bin/sh
+# Installs, from Debian's archive, everything traced needs to build, test
+# and run. Safe to re-run: installs only what is missing.
+set -eu
+
+PACKAGES="
+build-essential autoconf automake libtool pkg-config make
+libsystemd-dev systemd
+libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
+libunwind-dev libbpf-dev libinih-dev
+libcriterion-dev
+clang llvm lld libclang-rt-14-dev
+"
+
+missing=""
+for p in $PACKAGES; do
+        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+                missing="$missing $p"
+        fi
+done
+
+if [ -z "$missing" ]; then
+        echo "install-deps: all build dependencies present"
+        exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+        SUDO="sudo"
+fi
+echo "install-deps: installing:$missing"
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -q
+# shellcheck disable=SC2086
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing
