@@ -16,6 +16,7 @@
 #define _warn_unused_result_ __attribute__((__warn_unused_result__))
 #define _public_ __attribute__((__visibility__("default")))
 #define _hidden_ __attribute__((__visibility__("hidden")))
+#define _fallthrough_ __attribute__((__fallthrough__))
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
@@ -65,4 +66,8 @@ static inline void closep(int *fd) {
 /* Returns -errno of the last failing libc call, never 0. */
 static inline int negative_errno(void) {
         return errno > 0 ? -errno : -EIO;
+}
+
+static inline const char *strna(const char *s) {
+        return s ? s : "n/a";
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -30,6 +31,7 @@ struct ipc_host {
         struct listener *listeners;
         ipc_host_conn *conns;
         uint64_t next_conn_id;
+        bool freeing;
 };
 
 struct ipc_host_conn {
@@ -332,7 +334,7 @@ static void on_closed(ipc_conn *c, int error, void *userdata) {
         while (hc->requests)
                 request_unlink(hc->requests);
         /* Free outside of the connection's own callback. */
-        if (!h || sd_event_add_defer(h->event, &hc->defer, on_conn_gone_deferred, hc) < 0) {
+        if (!h || h->freeing || sd_event_add_defer(h->event, &hc->defer, on_conn_gone_deferred, hc) < 0) {
                 /* No loop to defer to (host going away): free now; the
                  * ipc_conn itself stays alive until its caller drops its
                  * reference. */
@@ -386,6 +388,12 @@ int ipc_host_add_listener(ipc_host *h, int listen_fd) {
 
         if (!h || listen_fd < 0)
                 return -EINVAL;
+        /* Sockets passed by systemd may be blocking: accepting in a loop
+         * must never block the event loop. */
+        int fl = fcntl(listen_fd, F_GETFL);
+        if (fl < 0 || fcntl(listen_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                return negative_errno();
+        (void) fcntl(listen_fd, F_SETFD, FD_CLOEXEC);
         struct listener *l = calloc(1, sizeof(*l));
         if (!l)
                 return -ENOMEM;
@@ -439,17 +447,18 @@ ipc_host *ipc_host_free(ipc_host *h) {
                 safe_close(l->fd);
                 free(l);
         }
+        /* Services see every connection go away (on_disconnect), then the
+         * connection is freed at once (no deferral while freeing). */
+        h->freeing = true;
         while (h->conns) {
                 ipc_host_conn *hc = h->conns;
-                h->conns = hc->next;
                 if (hc->conn && ipc_conn_is_open(hc->conn)) {
-                        hc->host = NULL; /* already unlinked: no list fixup, no defer */
-                        /* on_closed with host NULL frees hc at once. */
-                        ipc_conn_close(hc->conn, 0);
-                } else {
-                        hc->host = NULL;
+                        ipc_conn_ref(hc->conn);
+                        ipc_conn *c = hc->conn;
+                        ipc_conn_close(c, 0); /* frees hc, unlinking it */
+                        ipc_conn_unref(c);
+                } else
                         host_conn_free(hc);
-                }
         }
         sd_event_unref(h->event);
         free(h);

@@ -1,0 +1,522 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The ConsumerPort service: tracing sessions driven by consumers. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "service.h"
+#include "session-read.h"
+#include "session-stats.h"
+
+#include "perfetto/common/observable_events.pb-c.h"
+#include "perfetto/common/tracing_service_capabilities.pb-c.h"
+#include "perfetto/common/tracing_service_state.pb-c.h"
+#include "perfetto/ipc/consumer_port.pb-c.h"
+
+/* Payload bytes per ReadBuffers reply; frames stay well under the IPC cap. */
+#define READ_REPLY_BYTES (64u * 1024u)
+#define DETACH_KEY_MAX 256u
+
+static int on_bind(ipc_host_conn *conn, void *userdata) {
+        struct traced_service *svc = userdata;
+        struct consumer *c = calloc(1, sizeof(*c));
+        if (!c)
+                return log_oom();
+        c->svc = svc;
+        c->conn = conn;
+        c->uid = ipc_host_conn_uid(conn);
+        ipc_host_conn_set_userdata(conn, c);
+        return 0;
+}
+
+static void on_disconnect(ipc_host_conn *conn, void *userdata) {
+        struct consumer *c = ipc_host_conn_get_userdata(conn);
+
+        if (!c)
+                return;
+        ipc_host_conn_set_userdata(conn, NULL);
+        if (c->observe_req) {
+                ipc_request_unref(c->observe_req);
+                c->observe_req = NULL;
+        }
+        if (c->session) {
+                struct session *s = c->session;
+                /* A session dies with its consumer unless it was detached. */
+                log_info("Consumer of session %" PRIu64 " went away; freeing the session.", s->id);
+                s->consumer = NULL;
+                c->session = NULL;
+                if (s->enable_req) {
+                        ipc_request_unref(s->enable_req);
+                        s->enable_req = NULL;
+                }
+                session_force_finalize(s, NULL);
+                session_free(s);
+        }
+        free(c);
+}
+
+static struct consumer *req_consumer(ipc_request *req) {
+        ipc_host_conn *conn = ipc_request_conn(req);
+        return conn ? ipc_host_conn_get_userdata(conn) : NULL;
+}
+
+static void reply(ipc_request *req, const ProtobufCMessage *msg) {
+        (void) ipc_request_reply(req, msg, false, -EBADF);
+}
+
+static void enable_error(ipc_request *req, const char *msg) {
+        Perfetto__Protos__EnableTracingResponse resp = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+        resp.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
+        resp.disabled = true;
+        resp.error = (char *) msg;
+        reply(req, &resp.base);
+}
+
+static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__EnableTracingRequest *a = (const void *) args;
+        struct traced_service *svc = userdata;
+        struct consumer *c = req_consumer(req);
+        _cleanup_close_ int fd = ipc_request_take_fd(req);
+        _cleanup_free_ char *error = NULL;
+        struct session *s = NULL;
+        int r;
+
+        if (!c) {
+                ipc_request_fail(req);
+                return;
+        }
+        if (a->has_attach_notification_only && a->attach_notification_only) {
+                /* After Attach: wait for the attached session to end. */
+                if (!c->session) {
+                        enable_error(req, "No attached tracing session");
+                        return;
+                }
+                if (c->session->state == SESSION_DISABLED) {
+                        enable_error(req, NULL);
+                        return;
+                }
+                if (c->session->enable_req)
+                        ipc_request_unref(c->session->enable_req);
+                c->session->enable_req = req;
+                return;
+        }
+        if (c->session) {
+                enable_error(req, "This consumer already has a tracing session");
+                return;
+        }
+        if (!a->trace_config) {
+                enable_error(req, "EnableTracing without a trace config");
+                return;
+        }
+        const Perfetto__Protos__TraceConfig *cfg = a->trace_config;
+        bool to_file = cfg->has_write_into_file && cfg->write_into_file;
+
+        r = session_create(svc, c, cfg, to_file ? TAKE_FD(fd) : -EBADF, &s, &error);
+        if (r < 0) {
+                log_notice("Refusing a tracing session from uid %u: %s", (unsigned) c->uid,
+                           error ? error : strerror(-r));
+                enable_error(req, error ? error : "Failed to create the tracing session");
+                return;
+        }
+        c->session = s;
+        s->enable_req = req;
+        if (!(cfg->has_deferred_start && cfg->deferred_start)) {
+                r = session_start(s);
+                if (r < 0)
+                        session_disable(s, "Failed to start the tracing session");
+        }
+}
+
+static void m_start_tracing(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        Perfetto__Protos__StartTracingResponse resp = PERFETTO__PROTOS__START_TRACING_RESPONSE__INIT;
+        struct consumer *c = req_consumer(req);
+
+        if (!c || !c->session || session_start(c->session) < 0) {
+                ipc_request_fail(req);
+                return;
+        }
+        reply(req, &resp.base);
+}
+
+static void m_change_trace_config(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        /* Changing a running session's config is not supported; say so
+         * rather than pretend. */
+        log_notice("ChangeTraceConfig is not supported; refusing.");
+        ipc_request_fail(req);
+}
+
+static void m_disable_tracing(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        Perfetto__Protos__DisableTracingResponse resp = PERFETTO__PROTOS__DISABLE_TRACING_RESPONSE__INIT;
+        struct consumer *c = req_consumer(req);
+
+        if (!c || !c->session) {
+                ipc_request_fail(req);
+                return;
+        }
+        session_disable(c->session, NULL);
+        reply(req, &resp.base);
+}
+
+struct read_ctx {
+        ipc_request *req;
+        Perfetto__Protos__ReadBuffersResponse__Slice *slices;
+        Perfetto__Protos__ReadBuffersResponse__Slice **ptrs;
+        size_t n, cap;
+        uint8_t *buf;
+        size_t used, buf_cap;
+        int error;
+};
+
+static int read_flush(struct read_ctx *k, bool final) {
+        Perfetto__Protos__ReadBuffersResponse resp = PERFETTO__PROTOS__READ_BUFFERS_RESPONSE__INIT;
+        /* Slice data points into buf; fix pointers now that it is stable. */
+        size_t off = 0;
+        for (size_t i = 0; i < k->n; i++) {
+                k->slices[i].data.data = k->buf + off;
+                off += k->slices[i].data.len;
+                k->ptrs[i] = &k->slices[i];
+        }
+        resp.n_slices = k->n;
+        resp.slices = k->ptrs;
+        int r = ipc_request_reply(k->req, &resp.base, !final, -EBADF);
+        k->n = 0;
+        k->used = 0;
+        return r;
+}
+
+static int read_add_slice(struct read_ctx *k, const uint8_t *data, size_t len, bool last) {
+        if (k->n == k->cap) {
+                size_t cap = k->cap ? k->cap * 2 : 64;
+                void *a = realloc(k->slices, cap * sizeof(*k->slices));
+                if (!a)
+                        return -ENOMEM;
+                k->slices = a;
+                a = realloc(k->ptrs, cap * sizeof(*k->ptrs));
+                if (!a)
+                        return -ENOMEM;
+                k->ptrs = a;
+                k->cap = cap;
+        }
+        if (k->used + len > k->buf_cap) {
+                size_t cap = MAX(k->buf_cap * 2, k->used + len);
+                uint8_t *b = realloc(k->buf, cap);
+                if (!b)
+                        return -ENOMEM;
+                k->buf = b;
+                k->buf_cap = cap;
+        }
+        memcpy(k->buf + k->used, data, len);
+        k->used += len;
+        k->slices[k->n] = (Perfetto__Protos__ReadBuffersResponse__Slice) PERFETTO__PROTOS__READ_BUFFERS_RESPONSE__SLICE__INIT;
+        k->slices[k->n].has_data = true;
+        k->slices[k->n].data.len = len;
+        k->slices[k->n].has_last_slice_for_packet = true;
+        k->slices[k->n].last_slice_for_packet = last;
+        k->n++;
+        return 0;
+}
+
+static int read_sink(const struct iovec *iov, size_t n_iov, size_t total, void *userdata) {
+        struct read_ctx *k = userdata;
+        size_t left = total;
+        int r;
+
+        /* A packet becomes one or more slices, each within a reply. */
+        size_t i = 0, off = 0;
+        while (left > 0) {
+                size_t room = k->used < READ_REPLY_BYTES ? READ_REPLY_BYTES - k->used : 0;
+                if (room == 0) {
+                        r = read_flush(k, false);
+                        if (r < 0)
+                                return r;
+                        continue;
+                }
+                size_t take = MIN(room, left);
+                /* Gather take bytes from the iovecs into one slice. */
+                size_t got = 0;
+                _cleanup_free_ uint8_t *tmp = malloc(take);
+                if (!tmp)
+                        return -ENOMEM;
+                while (got < take) {
+                        size_t n = MIN(iov[i].iov_len - off, take - got);
+                        memcpy(tmp + got, (const uint8_t *) iov[i].iov_base + off, n);
+                        got += n;
+                        off += n;
+                        if (off == iov[i].iov_len) {
+                                i++;
+                                off = 0;
+                        }
+                }
+                left -= take;
+                r = read_add_slice(k, tmp, take, left == 0);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static void m_read_buffers(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        struct consumer *c = req_consumer(req);
+        struct read_ctx k = { .req = req };
+        int r;
+
+        if (!c || !c->session) {
+                ipc_request_fail(req);
+                return;
+        }
+        if (c->session->file_fd >= 0 || (c->session->config->has_write_into_file && c->session->config->write_into_file)) {
+                /* The trace goes to the file; there is nothing to read. */
+                ipc_request_fail(req);
+                return;
+        }
+        ipc_request_ref(req);
+        r = session_read_packets(c->session, read_sink, &k);
+        if (r >= 0)
+                r = read_flush(&k, true);
+        else
+                ipc_request_fail(req);
+        ipc_request_unref(req);
+        free(k.slices);
+        free(k.ptrs);
+        free(k.buf);
+        if (r < 0)
+                log_debug_errno(r, "ReadBuffers failed: %m");
+}
+
+static void m_free_buffers(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        Perfetto__Protos__FreeBuffersResponse resp = PERFETTO__PROTOS__FREE_BUFFERS_RESPONSE__INIT;
+        struct consumer *c = req_consumer(req);
+
+        if (!c) {
+                ipc_request_fail(req);
+                return;
+        }
+        if (c->session) {
+                struct session *s = c->session;
+                c->session = NULL;
+                s->consumer = NULL;
+                if (s->state != SESSION_DISABLED)
+                        session_force_finalize(s, NULL);
+                session_free(s);
+        }
+        reply(req, &resp.base);
+}
+
+static void flush_reply(struct session *s, bool success, void *userdata) {
+        ipc_request *req = userdata;
+        Perfetto__Protos__FlushResponse resp = PERFETTO__PROTOS__FLUSH_RESPONSE__INIT;
+
+        if (success)
+                reply(req, &resp.base);
+        else
+                ipc_request_fail(req);
+}
+
+static void m_flush(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__FlushRequest *a = (const void *) args;
+        struct consumer *c = req_consumer(req);
+
+        if (!c || !c->session || c->session->state != SESSION_STARTED) {
+                ipc_request_fail(req);
+                return;
+        }
+        if (session_flush(c->session, a->has_timeout_ms ? a->timeout_ms : 0, flush_reply, req) < 0)
+                ipc_request_fail(req);
+}
+
+static void m_detach(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__DetachRequest *a = (const void *) args;
+        Perfetto__Protos__DetachResponse resp = PERFETTO__PROTOS__DETACH_RESPONSE__INIT;
+        struct traced_service *svc = userdata;
+        struct consumer *c = req_consumer(req);
+
+        if (!c || !c->session || !a->key || !a->key[0] || strlen(a->key) > DETACH_KEY_MAX) {
+                ipc_request_fail(req);
+                return;
+        }
+        for (struct session *o = svc->sessions; o; o = o->next)
+                if (o->detach_key && o->uid == c->uid && strcmp(o->detach_key, a->key) == 0) {
+                        ipc_request_fail(req);
+                        return;
+                }
+        struct session *s = c->session;
+        s->detach_key = strdup(a->key);
+        if (!s->detach_key) {
+                ipc_request_fail(req);
+                return;
+        }
+        if (s->enable_req) {
+                ipc_request_unref(s->enable_req);
+                s->enable_req = NULL;
+        }
+        s->consumer = NULL;
+        c->session = NULL;
+        log_info("Session %" PRIu64 " detached as \"%s\".", s->id, s->detach_key);
+        reply(req, &resp.base);
+}
+
+static void m_attach(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__AttachRequest *a = (const void *) args;
+        Perfetto__Protos__AttachResponse resp = PERFETTO__PROTOS__ATTACH_RESPONSE__INIT;
+        struct traced_service *svc = userdata;
+        struct consumer *c = req_consumer(req);
+
+        if (!c || c->session || !a->key) {
+                ipc_request_fail(req);
+                return;
+        }
+        for (struct session *s = svc->sessions; s; s = s->next) {
+                if (!s->detach_key || s->consumer || strcmp(s->detach_key, a->key) != 0 || s->uid != c->uid)
+                        continue;
+                free(s->detach_key);
+                s->detach_key = NULL;
+                s->consumer = c;
+                c->session = s;
+                resp.trace_config = s->config;
+                log_info("Session %" PRIu64 " attached.", s->id);
+                reply(req, &resp.base);
+                return;
+        }
+        ipc_request_fail(req);
+}
+
+static void m_get_trace_stats(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        Perfetto__Protos__GetTraceStatsResponse resp = PERFETTO__PROTOS__GET_TRACE_STATS_RESPONSE__INIT;
+        struct consumer *c = req_consumer(req);
+
+        if (!c || !c->session) {
+                ipc_request_fail(req);
+                return;
+        }
+        Perfetto__Protos__TraceStats *st = session_build_trace_stats(c->session);
+        if (!st) {
+                ipc_request_fail(req);
+                return;
+        }
+        resp.trace_stats = st;
+        reply(req, &resp.base);
+        session_free_trace_stats(st);
+}
+
+static void m_observe_events(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__ObserveEventsRequest *a = (const void *) args;
+        struct consumer *c = req_consumer(req);
+        uint32_t mask = 0;
+
+        if (!c) {
+                ipc_request_fail(req);
+                return;
+        }
+        for (size_t i = 0; i < a->n_events_to_observe; i++)
+                mask |= (uint32_t) a->events_to_observe[i];
+        if (c->observe_req) {
+                ipc_request *old = c->observe_req;
+                c->observe_req = NULL;
+                Perfetto__Protos__ObserveEventsResponse end = PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
+                (void) ipc_request_reply(old, &end.base, false, -EBADF);
+        }
+        if (mask == 0) {
+                Perfetto__Protos__ObserveEventsResponse end = PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
+                reply(req, &end.base);
+                return;
+        }
+        c->observe_req = req;
+        c->observe_mask = mask;
+        if (c->session && c->session->all_started_notified)
+                session_notify_observers(c->session,
+                                         PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
+}
+
+static void m_query_service_state(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__QueryServiceStateRequest *a = (const void *) args;
+        struct traced_service *svc = userdata;
+        Perfetto__Protos__QueryServiceStateResponse resp = PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
+        Perfetto__Protos__TracingServiceState *st = service_build_state(svc, a->has_sessions_only && a->sessions_only,
+                                                                       req_consumer(req));
+        if (!st) {
+                ipc_request_fail(req);
+                return;
+        }
+        resp.service_state = st;
+        reply(req, &resp.base);
+        service_free_state(st);
+}
+
+static void m_query_capabilities(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        Perfetto__Protos__QueryCapabilitiesResponse resp = PERFETTO__PROTOS__QUERY_CAPABILITIES_RESPONSE__INIT;
+        Perfetto__Protos__TracingServiceCapabilities caps = PERFETTO__PROTOS__TRACING_SERVICE_CAPABILITIES__INIT;
+        Perfetto__Protos__ObservableEvents__Type events[] = {
+                PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED,
+        };
+
+        caps.has_has_query_capabilities = true;
+        caps.has_query_capabilities = true;
+        caps.n_observable_events = ELEMENTSOF(events);
+        caps.observable_events = events;
+        caps.has_has_trace_config_output_path = true;
+        caps.has_trace_config_output_path = false;
+        caps.has_has_clone_session = true;
+        caps.has_clone_session = false;
+        resp.capabilities = &caps;
+        reply(req, &resp.base);
+}
+
+static void m_save_trace_for_bugreport(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        Perfetto__Protos__SaveTraceForBugreportResponse resp = PERFETTO__PROTOS__SAVE_TRACE_FOR_BUGREPORT_RESPONSE__INIT;
+        resp.has_success = true;
+        resp.success = false;
+        resp.msg = (char *) "SaveTraceForBugreport is not supported by traced";
+        reply(req, &resp.base);
+}
+
+static void m_clone_session(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        Perfetto__Protos__CloneSessionResponse resp = PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
+        resp.has_success = true;
+        resp.success = false;
+        resp.error = (char *) "CloneSession is not supported by traced yet";
+        reply(req, &resp.base);
+}
+
+#define M(name, req_t, resp_t, fn) { name, &req_t##__descriptor, &resp_t##__descriptor, fn }
+static const struct ipc_method_desc consumer_methods[] = {
+        M("EnableTracing", perfetto__protos__enable_tracing_request, perfetto__protos__enable_tracing_response,
+          m_enable_tracing),
+        M("DisableTracing", perfetto__protos__disable_tracing_request, perfetto__protos__disable_tracing_response,
+          m_disable_tracing),
+        M("ReadBuffers", perfetto__protos__read_buffers_request, perfetto__protos__read_buffers_response,
+          m_read_buffers),
+        M("FreeBuffers", perfetto__protos__free_buffers_request, perfetto__protos__free_buffers_response,
+          m_free_buffers),
+        M("Flush", perfetto__protos__flush_request, perfetto__protos__flush_response, m_flush),
+        M("StartTracing", perfetto__protos__start_tracing_request, perfetto__protos__start_tracing_response,
+          m_start_tracing),
+        M("ChangeTraceConfig", perfetto__protos__change_trace_config_request,
+          perfetto__protos__change_trace_config_response, m_change_trace_config),
+        M("Detach", perfetto__protos__detach_request, perfetto__protos__detach_response, m_detach),
+        M("Attach", perfetto__protos__attach_request, perfetto__protos__attach_response, m_attach),
+        M("GetTraceStats", perfetto__protos__get_trace_stats_request, perfetto__protos__get_trace_stats_response,
+          m_get_trace_stats),
+        M("ObserveEvents", perfetto__protos__observe_events_request, perfetto__protos__observe_events_response,
+          m_observe_events),
+        M("QueryServiceState", perfetto__protos__query_service_state_request,
+          perfetto__protos__query_service_state_response, m_query_service_state),
+        M("QueryCapabilities", perfetto__protos__query_capabilities_request,
+          perfetto__protos__query_capabilities_response, m_query_capabilities),
+        M("SaveTraceForBugreport", perfetto__protos__save_trace_for_bugreport_request,
+          perfetto__protos__save_trace_for_bugreport_response, m_save_trace_for_bugreport),
+        M("CloneSession", perfetto__protos__clone_session_request, perfetto__protos__clone_session_response,
+          m_clone_session),
+};
+
+const struct ipc_service_desc consumer_port_desc = {
+        .name = "ConsumerPort",
+        .methods = consumer_methods,
+        .n_methods = ELEMENTSOF(consumer_methods),
+        .on_bind = on_bind,
+        .on_disconnect = on_disconnect,
+};

@@ -1,0 +1,726 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The ProducerPort service: producer connections, their data source
+ * registrations, their shared memory buffers and the async command stream. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "chunk-sink.h"
+#include "service.h"
+
+#include "perfetto/common/commit_data_request.pb-c.h"
+#include "perfetto/ipc/producer_port.pb-c.h"
+
+struct queued_cmd {
+        struct queued_cmd *next;
+        uint8_t *data;
+        size_t size;
+        int fd;
+};
+
+#define PRODUCER_MAX_QUEUED_CMDS 4096u
+
+struct producer *service_find_producer(struct traced_service *svc, uint16_t id) {
+        for (struct producer *p = svc->producers; p; p = p->next)
+                if (p->id == id)
+                        return p;
+        return NULL;
+}
+
+static uint16_t allocate_producer_id(struct traced_service *svc) {
+        for (unsigned tries = 0; tries < 65535; tries++) {
+                uint16_t id = ++svc->last_producer_id;
+                if (id == 0)
+                        continue;
+                if (!service_find_producer(svc, id))
+                        return id;
+        }
+        return 0;
+}
+
+static void producer_free(struct producer *p) {
+        while (p->cmd_head) {
+                struct queued_cmd *q = p->cmd_head;
+                p->cmd_head = q->next;
+                safe_close(q->fd);
+                free(q->data);
+                free(q);
+        }
+        if (p->async_req)
+                ipc_request_unref(p->async_req);
+        for (size_t i = 0; i < p->n_data_sources; i++) {
+                free(p->data_sources[i].name);
+                free(p->data_sources[i].descriptor);
+        }
+        free(p->data_sources);
+        free(p->writer_targets);
+        if (p->smb)
+                munmap(p->smb, p->smb_size);
+        safe_close(p->smb_fd);
+        safe_close(p->producer_smb_fd);
+        free(p->name);
+        free(p->sdk_version);
+        free(p);
+}
+
+static int on_bind(ipc_host_conn *conn, void *userdata) {
+        struct traced_service *svc = userdata;
+
+        if (svc->n_producers >= SERVICE_MAX_PRODUCERS) {
+                log_warning("Refusing producer pid %d: %zu producers connected already.", (int) ipc_host_conn_pid(conn),
+                            svc->n_producers);
+                return -EUSERS;
+        }
+        struct producer *p = calloc(1, sizeof(*p));
+        if (!p)
+                return log_oom();
+        *p = (struct producer) {
+                .svc = svc,
+                .conn = conn,
+                .id = allocate_producer_id(svc),
+                .uid = ipc_host_conn_uid(conn),
+                .pid = ipc_host_conn_pid(conn),
+                .producer_smb_fd = -EBADF,
+                .smb_fd = -EBADF,
+        };
+        if (p->id == 0) {
+                free(p);
+                return -EUSERS;
+        }
+        p->next = svc->producers;
+        svc->producers = p;
+        svc->n_producers++;
+        ipc_host_conn_set_userdata(conn, p);
+        return 0;
+}
+
+static void on_disconnect(ipc_host_conn *conn, void *userdata) {
+        struct traced_service *svc = userdata;
+        struct producer *p = ipc_host_conn_get_userdata(conn);
+
+        if (!p)
+                return;
+        ipc_host_conn_set_userdata(conn, NULL);
+        log_info("Producer %u \"%s\" (pid %d) disconnected.", p->id, strna(p->name), (int) p->pid);
+        /* Take what it committed before going away. */
+        if (p->smb)
+                producer_scrape_smb(p, false);
+        session_on_producer_gone(svc, p);
+        for (struct producer **pp = &svc->producers; *pp; pp = &(*pp)->next)
+                if (*pp == p) {
+                        *pp = p->next;
+                        break;
+                }
+        svc->n_producers--;
+        producer_free(p);
+        service_state_changed(svc);
+}
+
+static struct producer *req_producer(ipc_request *req) {
+        ipc_host_conn *conn = ipc_request_conn(req);
+        return conn ? ipc_host_conn_get_userdata(conn) : NULL;
+}
+
+/* A protocol violation: the producer loses its connection, nothing else
+ * is affected. */
+static void producer_kick(struct producer *p, const char *why) {
+        log_warning("Disconnecting producer %u \"%s\" (pid %d): %s", p->id, strna(p->name), (int) p->pid, why);
+        ipc_host_conn_close(p->conn);
+}
+
+static void reply_empty(ipc_request *req, const ProtobufCMessage *msg) {
+        (void) ipc_request_reply(req, msg, false, -EBADF);
+}
+
+static void m_initialize_connection(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__InitializeConnectionRequest *a = (const void *) args;
+        Perfetto__Protos__InitializeConnectionResponse resp = PERFETTO__PROTOS__INITIALIZE_CONNECTION_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+        _cleanup_close_ int fd = ipc_request_take_fd(req);
+
+        if (!p || p->initialized) {
+                ipc_request_fail(req);
+                return;
+        }
+        p->name = strdup(a->producer_name ? a->producer_name : "");
+        p->sdk_version = a->sdk_version ? strdup(a->sdk_version) : NULL;
+        if (!p->name) {
+                ipc_request_fail(req);
+                return;
+        }
+        p->smb_size_hint = a->has_shared_memory_size_hint_bytes ? a->shared_memory_size_hint_bytes : 0;
+        p->smb_page_size_hint =
+                a->has_shared_memory_page_size_hint_bytes ? a->shared_memory_page_size_hint_bytes : 0;
+
+        if (a->has_producer_provided_shmem && a->producer_provided_shmem && fd >= 0) {
+                /* Validated when the SMB is set up; keep it until then. */
+                struct stat st;
+                if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+                    (size_t) st.st_size <= SERVICE_MAX_SMB_SIZE) {
+                        p->producer_smb_fd = TAKE_FD(fd);
+                        p->smb_provided_by_producer = true;
+                        resp.has_using_shmem_provided_by_producer = true;
+                        resp.using_shmem_provided_by_producer = true;
+                } else
+                        log_notice("Producer \"%s\" offered an unusable SMB; using a service-created one.", p->name);
+        }
+        p->initialized = true;
+        log_info("Producer %u \"%s\" connected (pid %d, uid %u%s%s).", p->id, p->name, (int) p->pid,
+                 (unsigned) p->uid, p->sdk_version ? ", " : "", p->sdk_version ? p->sdk_version : "");
+        reply_empty(req, &resp.base);
+        service_state_changed(p->svc);
+}
+
+static struct data_source_reg *find_ds(struct producer *p, const char *name) {
+        for (size_t i = 0; i < p->n_data_sources; i++)
+                if (strcmp(p->data_sources[i].name, name) == 0)
+                        return &p->data_sources[i];
+        return NULL;
+}
+
+static int ds_reg_fill(struct data_source_reg *reg, const Perfetto__Protos__DataSourceDescriptor *d) {
+        size_t n = protobuf_c_message_get_packed_size(&d->base);
+        uint8_t *buf = malloc(n ? n : 1);
+        if (!buf)
+                return -ENOMEM;
+        protobuf_c_message_pack(&d->base, buf);
+        free(reg->descriptor);
+        reg->descriptor = buf;
+        reg->descriptor_size = n;
+        reg->id = d->has_id ? d->id : 0;
+        reg->will_notify_on_start = d->has_will_notify_on_start && d->will_notify_on_start;
+        reg->will_notify_on_stop = d->has_will_notify_on_stop && d->will_notify_on_stop;
+        reg->handles_incremental_state_clear =
+                d->has_handles_incremental_state_clear && d->handles_incremental_state_clear;
+        return 0;
+}
+
+static void m_register_data_source(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__RegisterDataSourceRequest *a = (const void *) args;
+        Perfetto__Protos__RegisterDataSourceResponse resp = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+        const Perfetto__Protos__DataSourceDescriptor *d = a->data_source_descriptor;
+
+        if (!p) {
+                ipc_request_fail(req);
+                return;
+        }
+        if (!d || !d->name || !d->name[0]) {
+                resp.error = (char *) "Data source descriptor has no name";
+                reply_empty(req, &resp.base);
+                return;
+        }
+        if (find_ds(p, d->name)) {
+                resp.error = (char *) "Data source already registered by this producer";
+                reply_empty(req, &resp.base);
+                return;
+        }
+        if (p->n_data_sources >= SERVICE_MAX_DATA_SOURCES_PER_PRODUCER) {
+                resp.error = (char *) "Too many data sources";
+                reply_empty(req, &resp.base);
+                return;
+        }
+        struct data_source_reg *arr = realloc(p->data_sources, (p->n_data_sources + 1) * sizeof(*arr));
+        if (!arr) {
+                ipc_request_fail(req);
+                return;
+        }
+        p->data_sources = arr;
+        struct data_source_reg *reg = &arr[p->n_data_sources];
+        *reg = (struct data_source_reg) { .name = strdup(d->name) };
+        if (!reg->name || ds_reg_fill(reg, d) < 0) {
+                free(reg->name);
+                ipc_request_fail(req);
+                return;
+        }
+        p->n_data_sources++;
+        log_debug("Producer %u \"%s\" registered data source \"%s\".", p->id, strna(p->name), reg->name);
+        reply_empty(req, &resp.base);
+        session_on_data_source_registered(p->svc, p, reg);
+        service_state_changed(p->svc);
+}
+
+static void m_update_data_source(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__UpdateDataSourceRequest *a = (const void *) args;
+        Perfetto__Protos__UpdateDataSourceResponse resp = PERFETTO__PROTOS__UPDATE_DATA_SOURCE_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+        const Perfetto__Protos__DataSourceDescriptor *d = a->data_source_descriptor;
+        struct data_source_reg *reg = NULL;
+
+        if (!p) {
+                ipc_request_fail(req);
+                return;
+        }
+        if (d && d->name) {
+                reg = find_ds(p, d->name);
+                /* Matched by id when the producer gave one. */
+                for (size_t i = 0; !reg && d->has_id && d->id && i < p->n_data_sources; i++)
+                        if (p->data_sources[i].id == d->id)
+                                reg = &p->data_sources[i];
+        }
+        if (!reg || ds_reg_fill(reg, d) < 0) {
+                ipc_request_fail(req);
+                return;
+        }
+        reply_empty(req, &resp.base);
+}
+
+static void m_unregister_data_source(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__UnregisterDataSourceRequest *a = (const void *) args;
+        Perfetto__Protos__UnregisterDataSourceResponse resp = PERFETTO__PROTOS__UNREGISTER_DATA_SOURCE_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+
+        if (!p || !a->data_source_name) {
+                ipc_request_fail(req);
+                return;
+        }
+        for (size_t i = 0; i < p->n_data_sources; i++) {
+                if (strcmp(p->data_sources[i].name, a->data_source_name) != 0)
+                        continue;
+                free(p->data_sources[i].name);
+                free(p->data_sources[i].descriptor);
+                memmove(&p->data_sources[i], &p->data_sources[i + 1],
+                        (p->n_data_sources - i - 1) * sizeof(p->data_sources[0]));
+                p->n_data_sources--;
+                reply_empty(req, &resp.base);
+                service_state_changed(p->svc);
+                return;
+        }
+        ipc_request_fail(req);
+}
+
+/* Sends a packed GetAsyncCommandResponse now, or queues it until the
+ * producer asks for the next command. */
+static int send_async(struct producer *p, const Perfetto__Protos__GetAsyncCommandResponse *cmd, int fd) {
+        if (p->async_req && ipc_request_connected(p->async_req))
+                return ipc_request_reply(p->async_req, &cmd->base, true, fd);
+
+        if (p->n_queued >= PRODUCER_MAX_QUEUED_CMDS) {
+                producer_kick(p, "it does not ask for its commands");
+                return -ENOBUFS;
+        }
+        struct queued_cmd *q = calloc(1, sizeof(*q));
+        if (!q)
+                return -ENOMEM;
+        q->size = protobuf_c_message_get_packed_size(&cmd->base);
+        q->data = malloc(q->size ? q->size : 1);
+        q->fd = -EBADF;
+        if (!q->data) {
+                free(q);
+                return -ENOMEM;
+        }
+        protobuf_c_message_pack(&cmd->base, q->data);
+        if (fd >= 0) {
+                q->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+                if (q->fd < 0) {
+                        free(q->data);
+                        free(q);
+                        return negative_errno();
+                }
+        }
+        if (p->cmd_tail)
+                p->cmd_tail->next = q;
+        else
+                p->cmd_head = q;
+        p->cmd_tail = q;
+        p->n_queued++;
+        return 0;
+}
+
+static void flush_queued(struct producer *p) {
+        while (p->cmd_head && p->async_req) {
+                struct queued_cmd *q = p->cmd_head;
+                Perfetto__Protos__GetAsyncCommandResponse *cmd =
+                        perfetto__protos__get_async_command_response__unpack(NULL, q->size, q->data);
+                p->cmd_head = q->next;
+                if (!p->cmd_head)
+                        p->cmd_tail = NULL;
+                p->n_queued--;
+                if (cmd) {
+                        (void) ipc_request_reply(p->async_req, &cmd->base, true, q->fd);
+                        perfetto__protos__get_async_command_response__free_unpacked(cmd, NULL);
+                }
+                safe_close(q->fd);
+                free(q->data);
+                free(q);
+        }
+}
+
+static void m_get_async_command(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        struct producer *p = req_producer(req);
+
+        if (!p) {
+                ipc_request_fail(req);
+                return;
+        }
+        if (p->async_req) {
+                /* Only one command stream per producer: the newest wins. */
+                ipc_request *old = p->async_req;
+                p->async_req = NULL;
+                ipc_request_fail(old);
+        }
+        p->async_req = req;
+        flush_queued(p);
+}
+
+static size_t round_up_pages(size_t size, size_t page) {
+        return (size + page - 1) / page * page;
+}
+
+int producer_setup_smb(struct producer *p) {
+        _cleanup_close_ int fd = -EBADF;
+        size_t page_size, size;
+        int r;
+
+        if (p->setup_tracing_sent)
+                return 0;
+
+        page_size = p->smb_page_size_hint ? p->smb_page_size_hint : SERVICE_DEFAULT_SMB_PAGE_SIZE;
+        if (page_size < SMB_MIN_PAGE_SIZE || page_size > SMB_MAX_PAGE_SIZE || page_size % SMB_MIN_PAGE_SIZE != 0)
+                page_size = SERVICE_DEFAULT_SMB_PAGE_SIZE;
+
+        if (p->smb_provided_by_producer) {
+                struct stat st;
+                fd = TAKE_FD(p->producer_smb_fd);
+                if (fstat(fd, &st) < 0)
+                        return negative_errno();
+                size = (size_t) st.st_size;
+                if (size == 0 || size % page_size != 0 || size > SERVICE_MAX_SMB_SIZE) {
+                        producer_kick(p, "its shared memory buffer has an invalid size");
+                        return -EINVAL;
+                }
+                /* The producer must not be able to shrink it under us. */
+                int seals = fcntl(fd, F_GET_SEALS);
+                if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+                        producer_kick(p, "its shared memory buffer is not sealed against shrinking");
+                        return -EPERM;
+                }
+        } else {
+                size = p->smb_size_hint ? p->smb_size_hint : SERVICE_DEFAULT_SMB_SIZE;
+                if (size > SERVICE_MAX_SMB_SIZE)
+                        size = SERVICE_MAX_SMB_SIZE;
+                size = round_up_pages(size, page_size);
+                if (size < page_size)
+                        size = page_size;
+                fd = memfd_create("traced-smb", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+                if (fd < 0)
+                        return log_error_errno(errno, "Failed to create shared memory buffer: %m");
+                if (ftruncate(fd, (off_t) size) < 0)
+                        return log_error_errno(errno, "Failed to size shared memory buffer: %m");
+                if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0)
+                        return log_error_errno(errno, "Failed to seal shared memory buffer: %m");
+        }
+
+        void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED)
+                return log_error_errno(errno, "Failed to map shared memory buffer of producer %u: %m", p->id);
+        r = smb_abi_init(&p->abi, m, size, page_size);
+        if (r < 0) {
+                munmap(m, size);
+                return r;
+        }
+        p->smb = m;
+        p->smb_size = size;
+        p->smb_fd = TAKE_FD(fd);
+
+        Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+        Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
+                PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
+        st.has_shared_buffer_page_size_kb = true;
+        st.shared_buffer_page_size_kb = (uint32_t) (page_size / 1024);
+        cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+        cmd.setup_tracing = &st;
+        /* The fd goes with the command, unless the producer owns it. */
+        r = send_async(p, &cmd, p->smb_provided_by_producer ? -EBADF : p->smb_fd);
+        if (r < 0)
+                return r;
+        p->setup_tracing_sent = true;
+        log_debug("Producer %u: SMB of %zu KiB, %zu KiB pages.", p->id, size / 1024, page_size / 1024);
+        return 0;
+}
+
+static int send_ds_cmd(struct producer *p, struct ds_instance *inst, bool start) {
+        Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+        Perfetto__Protos__GetAsyncCommandResponse__SetupDataSource setup =
+                PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_DATA_SOURCE__INIT;
+        Perfetto__Protos__GetAsyncCommandResponse__StartDataSource st =
+                PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__START_DATA_SOURCE__INIT;
+        Perfetto__Protos__DataSourceConfig *cfg =
+                perfetto__protos__data_source_config__unpack(NULL, inst->config_size, inst->config);
+        int r;
+
+        if (!cfg)
+                return -EINVAL;
+        if (start) {
+                st.has_new_instance_id = true;
+                st.new_instance_id = inst->id;
+                st.config = cfg;
+                cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
+                cmd.start_data_source = &st;
+        } else {
+                setup.has_new_instance_id = true;
+                setup.new_instance_id = inst->id;
+                setup.config = cfg;
+                cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE;
+                cmd.setup_data_source = &setup;
+        }
+        r = send_async(p, &cmd, -EBADF);
+        perfetto__protos__data_source_config__free_unpacked(cfg, NULL);
+        return r;
+}
+
+int producer_send_setup_data_source(struct producer *p, struct ds_instance *inst) {
+        int r = producer_setup_smb(p);
+        if (r < 0)
+                return r;
+        return send_ds_cmd(p, inst, false);
+}
+
+int producer_send_start_data_source(struct producer *p, struct ds_instance *inst) {
+        return send_ds_cmd(p, inst, true);
+}
+
+int producer_send_stop_data_source(struct producer *p, struct ds_instance *inst) {
+        Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+        Perfetto__Protos__GetAsyncCommandResponse__StopDataSource st =
+                PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__STOP_DATA_SOURCE__INIT;
+
+        st.has_instance_id = true;
+        st.instance_id = inst->id;
+        cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE;
+        cmd.stop_data_source = &st;
+        return send_async(p, &cmd, -EBADF);
+}
+
+int producer_send_flush(struct producer *p, uint64_t request_id, const uint64_t *ds_ids, size_t n) {
+        Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+        Perfetto__Protos__GetAsyncCommandResponse__Flush fl = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__FLUSH__INIT;
+
+        fl.n_data_source_ids = n;
+        fl.data_source_ids = (uint64_t *) ds_ids;
+        fl.has_request_id = true;
+        fl.request_id = request_id;
+        cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH;
+        cmd.flush = &fl;
+        return send_async(p, &cmd, -EBADF);
+}
+
+int producer_send_clear_incremental_state(struct producer *p, const uint64_t *ds_ids, size_t n) {
+        Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+        Perfetto__Protos__GetAsyncCommandResponse__ClearIncrementalState cl =
+                PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CLEAR_INCREMENTAL_STATE__INIT;
+
+        cl.n_data_source_ids = n;
+        cl.data_source_ids = (uint64_t *) ds_ids;
+        cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_CLEAR_INCREMENTAL_STATE;
+        cmd.clear_incremental_state = &cl;
+        return send_async(p, &cmd, -EBADF);
+}
+
+/* Moves one chunk, read from the SMB (or from data when the producer
+ * emulates shared memory), into the target buffer. Returns -EBADMSG for a
+ * protocol violation. */
+static int move_chunk(struct producer *p, uint32_t page, uint32_t chunk_idx, uint32_t target_buffer,
+                      const ProtobufCBinaryData *data) {
+        if (data) {
+                if (data->len < SMB_CHUNK_HEADER_SIZE)
+                        return -EBADMSG;
+                return chunk_sink_copy(p->svc, p, target_buffer, data->data, data->len, true);
+        }
+        if (!p->smb)
+                return -EBADMSG;
+        if (page >= p->abi.num_pages || chunk_idx >= SMB_MAX_CHUNKS_PER_PAGE)
+                return -EBADMSG;
+
+        struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, page, chunk_idx);
+        if (!smb_chunk_is_valid(&c)) {
+                /* Not Complete: a stale or duplicate commit. Upstream
+                 * tolerates it (the chunk may have been scraped). */
+                return 0;
+        }
+        int r = chunk_sink_copy(p->svc, p, target_buffer, c.begin, c.size, true);
+        (void) smb_release_chunk_as_free(&p->abi, &c);
+        return r;
+}
+
+void producer_scrape_smb(struct producer *p, bool scrape_incomplete) {
+        if (!p->smb)
+                return;
+        for (size_t page = 0; page < p->abi.num_pages; page++) {
+                uint32_t bitmap = smb_page_bitmap(&p->abi, page);
+                uint32_t n = smb_bitmap_num_chunks(bitmap);
+                for (uint32_t i = 0; i < n; i++) {
+                        enum smb_chunk_state st = smb_bitmap_chunk_state(bitmap, i);
+                        if (st == SMB_CHUNK_COMPLETE) {
+                                struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, page, i);
+                                if (!smb_chunk_is_valid(&c))
+                                        continue;
+                                (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin, c.size, true);
+                                (void) smb_release_chunk_as_free(&p->abi, &c);
+                        } else if (st == SMB_CHUNK_BEING_WRITTEN && scrape_incomplete) {
+                                /* Copy without changing its state: the
+                                 * writer still owns it; it is committed
+                                 * again (and replaces this copy) later. */
+                                struct smb_chunk c = smb_get_chunk_unchecked(&p->abi, page, bitmap, i);
+                                if (smb_chunk_is_valid(&c))
+                                        (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin,
+                                                               c.size, false);
+                        }
+                }
+        }
+}
+
+static void m_commit_data(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__CommitDataRequest *a = (const void *) args;
+        Perfetto__Protos__CommitDataResponse resp = PERFETTO__PROTOS__COMMIT_DATA_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+
+        if (!p) {
+                ipc_request_fail(req);
+                return;
+        }
+        for (size_t i = 0; i < a->n_chunks_to_move; i++) {
+                const Perfetto__Protos__CommitDataRequest__ChunksToMove *m = a->chunks_to_move[i];
+                int r = move_chunk(p, m->page, m->chunk, m->target_buffer, m->has_data ? &m->data : NULL);
+                if (r == -EBADMSG) {
+                        ipc_request_fail(req);
+                        producer_kick(p, "malformed CommitData (chunk outside its shared memory buffer)");
+                        return;
+                }
+        }
+        for (size_t i = 0; i < a->n_chunks_to_patch; i++) {
+                const Perfetto__Protos__CommitDataRequest__ChunkToPatch *c = a->chunks_to_patch[i];
+                int r = chunk_sink_patch(p->svc, p, c);
+                if (r == -EBADMSG) {
+                        ipc_request_fail(req);
+                        producer_kick(p, "malformed CommitData (bad patch)");
+                        return;
+                }
+        }
+        p->chunks_committed += a->n_chunks_to_move;
+        if (a->has_flush_request_id && a->flush_request_id)
+                session_on_producer_flush_ack(p->svc, p->id, a->flush_request_id);
+        reply_empty(req, &resp.base);
+}
+
+int producer_set_writer_target(struct producer *p, uint16_t writer_id, uint32_t target_buffer) {
+        if (writer_id == 0 || writer_id > SMB_MAX_WRITER_ID)
+                return -EINVAL;
+        if (!p->writer_targets) {
+                p->writer_targets = calloc(SMB_MAX_WRITER_ID + 1, sizeof(uint32_t));
+                if (!p->writer_targets)
+                        return -ENOMEM;
+        }
+        p->writer_targets[writer_id] = target_buffer;
+        return 0;
+}
+
+uint32_t producer_writer_target(const struct producer *p, uint16_t writer_id) {
+        if (!p->writer_targets || writer_id > SMB_MAX_WRITER_ID)
+                return 0;
+        return p->writer_targets[writer_id];
+}
+
+static void m_register_trace_writer(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__RegisterTraceWriterRequest *a = (const void *) args;
+        Perfetto__Protos__RegisterTraceWriterResponse resp = PERFETTO__PROTOS__REGISTER_TRACE_WRITER_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+
+        if (p && a->has_trace_writer_id && a->trace_writer_id <= UINT16_MAX)
+                (void) producer_set_writer_target(p, (uint16_t) a->trace_writer_id,
+                                                  a->has_target_buffer ? a->target_buffer : 0);
+        reply_empty(req, &resp.base);
+}
+
+static void m_unregister_trace_writer(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__UnregisterTraceWriterRequest *a = (const void *) args;
+        Perfetto__Protos__UnregisterTraceWriterResponse resp =
+                PERFETTO__PROTOS__UNREGISTER_TRACE_WRITER_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+
+        if (p && a->has_trace_writer_id && a->trace_writer_id <= UINT16_MAX)
+                (void) producer_set_writer_target(p, (uint16_t) a->trace_writer_id, 0);
+        reply_empty(req, &resp.base);
+}
+
+static void m_notify_started(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__NotifyDataSourceStartedRequest *a = (const void *) args;
+        Perfetto__Protos__NotifyDataSourceStartedResponse resp =
+                PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STARTED_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+
+        if (p && a->has_data_source_id)
+                session_on_ds_started(p->svc, p, a->data_source_id);
+        reply_empty(req, &resp.base);
+}
+
+static void m_notify_stopped(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__NotifyDataSourceStoppedRequest *a = (const void *) args;
+        Perfetto__Protos__NotifyDataSourceStoppedResponse resp =
+                PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STOPPED_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+
+        if (p && a->has_data_source_id)
+                session_on_ds_stopped(p->svc, p, a->data_source_id);
+        reply_empty(req, &resp.base);
+}
+
+static void m_activate_triggers(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__ActivateTriggersRequest *a = (const void *) args;
+        Perfetto__Protos__ActivateTriggersResponse resp = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+
+        if (p)
+                session_on_triggers(p->svc, p, a->trigger_names, a->n_trigger_names);
+        reply_empty(req, &resp.base);
+}
+
+static void m_sync(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        Perfetto__Protos__SyncResponse resp = PERFETTO__PROTOS__SYNC_RESPONSE__INIT;
+        /* Requests are handled in order, so everything sent before is
+         * processed by now. */
+        reply_empty(req, &resp.base);
+}
+
+#define M(name, req_t, resp_t, fn) { name, &req_t##__descriptor, &resp_t##__descriptor, fn }
+static const struct ipc_method_desc producer_methods[] = {
+        M("InitializeConnection", perfetto__protos__initialize_connection_request,
+          perfetto__protos__initialize_connection_response, m_initialize_connection),
+        M("RegisterDataSource", perfetto__protos__register_data_source_request,
+          perfetto__protos__register_data_source_response, m_register_data_source),
+        M("UnregisterDataSource", perfetto__protos__unregister_data_source_request,
+          perfetto__protos__unregister_data_source_response, m_unregister_data_source),
+        M("CommitData", perfetto__protos__commit_data_request, perfetto__protos__commit_data_response,
+          m_commit_data),
+        M("GetAsyncCommand", perfetto__protos__get_async_command_request,
+          perfetto__protos__get_async_command_response, m_get_async_command),
+        M("RegisterTraceWriter", perfetto__protos__register_trace_writer_request,
+          perfetto__protos__register_trace_writer_response, m_register_trace_writer),
+        M("UnregisterTraceWriter", perfetto__protos__unregister_trace_writer_request,
+          perfetto__protos__unregister_trace_writer_response, m_unregister_trace_writer),
+        M("NotifyDataSourceStarted", perfetto__protos__notify_data_source_started_request,
+          perfetto__protos__notify_data_source_started_response, m_notify_started),
+        M("NotifyDataSourceStopped", perfetto__protos__notify_data_source_stopped_request,
+          perfetto__protos__notify_data_source_stopped_response, m_notify_stopped),
+        M("ActivateTriggers", perfetto__protos__activate_triggers_request,
+          perfetto__protos__activate_triggers_response, m_activate_triggers),
+        M("Sync", perfetto__protos__sync_request, perfetto__protos__sync_response, m_sync),
+        M("UpdateDataSource", perfetto__protos__update_data_source_request,
+          perfetto__protos__update_data_source_response, m_update_data_source),
+};
+
+const struct ipc_service_desc producer_port_desc = {
+        .name = "ProducerPort",
+        .methods = producer_methods,
+        .n_methods = ELEMENTSOF(producer_methods),
+        .on_bind = on_bind,
+        .on_disconnect = on_disconnect,
+};

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "service.h"
+
+int service_new(sd_event *event, struct traced_service **ret) {
+        int r;
+
+        struct traced_service *svc = calloc(1, sizeof(*svc));
+        if (!svc)
+                return -ENOMEM;
+        svc->event = sd_event_ref(event);
+        r = ipc_host_new(event, &svc->producer_host);
+        if (r >= 0)
+                r = ipc_host_new(event, &svc->consumer_host);
+        if (r >= 0)
+                r = ipc_host_add_service(svc->producer_host, &producer_port_desc, svc);
+        if (r >= 0)
+                r = ipc_host_add_service(svc->consumer_host, &consumer_port_desc, svc);
+        if (r < 0) {
+                service_free(svc);
+                return r;
+        }
+        *ret = svc;
+        return 0;
+}
+
+int service_attach_listeners(struct traced_service *svc, int producer_fd, int consumer_fd) {
+        int r = ipc_host_add_listener(svc->producer_host, producer_fd);
+        if (r < 0) {
+                safe_close(consumer_fd);
+                return r;
+        }
+        return ipc_host_add_listener(svc->consumer_host, consumer_fd);
+}
+
+void service_state_changed(struct traced_service *svc) {
+        if (svc->state_changed)
+                svc->state_changed(svc);
+}
+
+void service_shutdown(struct traced_service *svc) {
+        /* No time for flushes: take what is committed and write it out. */
+        for (struct session *s = svc->sessions; s; s = s->next)
+                if (s->state != SESSION_DISABLED) {
+                        session_cancel_flushes(s);
+                        if (s->state == SESSION_STARTED || s->state == SESSION_DISABLING)
+                                s->state = SESSION_DISABLING;
+                        session_force_finalize(s, "The tracing service is shutting down");
+                }
+}
+
+struct traced_service *service_free(struct traced_service *svc) {
+        if (!svc)
+                return NULL;
+        svc->state_changed = NULL;
+        while (svc->sessions)
+                session_free(svc->sessions);
+        /* Connections go away with the hosts (producers are freed by the
+         * disconnect callbacks). */
+        svc->consumer_host = ipc_host_free(svc->consumer_host);
+        svc->producer_host = ipc_host_free(svc->producer_host);
+        sd_event_unref(svc->event);
+        free(svc);
+        return NULL;
+}

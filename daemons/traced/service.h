@@ -1,0 +1,314 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * The tracing service core: producers with their shared memory buffers and
+ * data sources, consumers with their tracing sessions and trace buffers.
+ * The IPC adapters (producer-port.c, consumer-port.c) translate the wire
+ * protocol into calls on these objects.
+ */
+
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <systemd/sd-event.h>
+
+#include "ipc/ipc.h"
+#include "smb/smb-abi.h"
+
+#include "perfetto/common/data_source_descriptor.pb-c.h"
+#include "perfetto/config/trace_config.pb-c.h"
+
+/* Limits, in line with upstream's defaults and guardrails. */
+#define SERVICE_DEFAULT_SMB_SIZE (256u * 1024u)
+#define SERVICE_MAX_SMB_SIZE (32u * 1024u * 1024u)
+#define SERVICE_DEFAULT_SMB_PAGE_SIZE 4096u
+#define SERVICE_MAX_SESSIONS 32u
+#define SERVICE_MAX_SESSIONS_PER_UID 5u
+#define SERVICE_MAX_BUFFERS_PER_SESSION 32u
+#define SERVICE_MAX_TOTAL_BUFFER_BYTES (1024ull * 1024u * 1024u) /* per session */
+#define SERVICE_MAX_DATA_SOURCES_PER_PRODUCER 1024u
+#define SERVICE_MAX_PRODUCERS 512u
+#define SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000u
+#define SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000u
+#define SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS 5000u
+#define SERVICE_MIN_FILE_WRITE_PERIOD_MS 100u
+#define SERVICE_MAX_DURATION_MS (7u * 24u * 3600u * 1000u)
+#define SERVICE_SYNC_MARKER_PERIOD_USEC (5u * 1000000u)
+#define SERVICE_SEQUENCE_ID 1u /* trusted_packet_sequence_id of the service's own packets */
+
+struct trace_buffer;
+struct session;
+struct producer;
+struct consumer;
+
+struct data_source_reg {
+        uint64_t id; /* descriptor id if the producer gave one */
+        char *name;
+        bool will_notify_on_start;
+        bool will_notify_on_stop;
+        bool handles_incremental_state_clear;
+        /* The descriptor as the producer sent it, for QueryServiceState. */
+        uint8_t *descriptor;
+        size_t descriptor_size;
+};
+
+enum ds_instance_state {
+        DS_CONFIGURED,
+        DS_STARTING,
+        DS_STARTED,
+        DS_STOPPING,
+        DS_STOPPED,
+};
+
+struct ds_instance {
+        struct ds_instance *next; /* in session */
+        struct session *session;
+        struct producer *producer; /* NULL once the producer is gone */
+        uint16_t producer_id;
+        uint64_t id;
+        char *name;
+        enum ds_instance_state state;
+        bool will_notify_on_start;
+        bool will_notify_on_stop;
+        uint32_t target_buffer; /* global buffer id */
+        /* The DataSourceConfig sent to the producer (packed). */
+        uint8_t *config;
+        size_t config_size;
+};
+
+struct producer {
+        struct producer *next;
+        struct traced_service *svc;
+        ipc_host_conn *conn;
+        uint16_t id;
+        uid_t uid;
+        pid_t pid;
+        char *name;
+        char *sdk_version;
+        bool initialized;
+
+        /* Shared memory buffer. */
+        size_t smb_size_hint;
+        size_t smb_page_size_hint;
+        int producer_smb_fd; /* producer-provided SMB, until set up */
+        bool smb_provided_by_producer;
+        int smb_fd;
+        uint8_t *smb;
+        size_t smb_size;
+        struct smb_abi abi;
+        bool setup_tracing_sent;
+
+        ipc_request *async_req; /* the GetAsyncCommand stream */
+        /* Commands queued while no GetAsyncCommand is outstanding. */
+        struct queued_cmd *cmd_head, *cmd_tail;
+        size_t n_queued;
+
+        struct data_source_reg *data_sources;
+        size_t n_data_sources;
+
+        /* writer id -> target buffer, from RegisterTraceWriter or the
+         * first commit; used to route scraped chunks. */
+        uint32_t *writer_targets; /* SMB_MAX_WRITER_ID + 1 entries, lazily */
+
+        uint64_t chunks_committed;
+        uint64_t abi_violations;
+};
+
+enum session_state {
+        SESSION_CONFIGURED, /* EnableTracing done, deferred start pending */
+        SESSION_STARTED,
+        SESSION_DISABLING, /* flushing and stopping data sources */
+        SESSION_DISABLED,
+};
+
+struct session_buffer {
+        uint32_t id; /* global id, as in DataSourceConfig.target_buffer */
+        struct trace_buffer *tb;
+};
+
+/* Maps (producer, writer) to the trusted_packet_sequence_id in a session. */
+struct sequence_map {
+        uint16_t producer_id;
+        uint16_t writer_id;
+        uint32_t sequence_id;
+        bool seen; /* first packet already emitted */
+};
+
+typedef void (*flush_done_fn)(struct session *s, bool success, void *userdata);
+
+struct pending_flush {
+        struct pending_flush *next;
+        struct session *session;
+        uint64_t request_id;
+        /* Producers we are waiting for (ids), acked ones are removed. */
+        uint16_t *producers;
+        size_t n_producers;
+        /* Every producer asked, scraped when the flush completes. */
+        uint16_t *producers_all;
+        size_t n_producers_all;
+        sd_event_source *timeout;
+        sd_event_source *defer;
+        flush_done_fn done;
+        void *userdata;
+};
+
+/* TracingServiceEvent fields (Perfetto ABI) the service reports. */
+enum {
+        SERVICE_EVENT_ALL_DATA_SOURCES_STARTED = 1,
+        SERVICE_EVENT_TRACING_STARTED = 2,
+        SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED = 3,
+        SERVICE_EVENT_READ_BUFFERS_COMPLETED = 4,
+        SERVICE_EVENT_TRACING_DISABLED = 5,
+        SERVICE_EVENT_FLUSH_STARTED = 9,
+};
+
+struct service_event {
+        unsigned field;
+        uint64_t ts;
+};
+
+struct session {
+        struct session *next;
+        struct traced_service *svc;
+        uint64_t id;
+        struct consumer *consumer; /* NULL while detached */
+        char *detach_key;
+        uid_t uid;
+        enum session_state state;
+
+        Perfetto__Protos__TraceConfig *config;
+        uint8_t *config_bytes; /* packed, for the trace_config packet */
+        size_t config_size;
+
+        struct session_buffer *buffers;
+        size_t n_buffers;
+
+        struct ds_instance *instances;
+
+        struct sequence_map *seqs;
+        size_t n_seqs;
+        uint32_t next_sequence_id;
+
+        /* write_into_file */
+        int file_fd;
+        uint64_t file_bytes;
+        uint64_t max_file_size;
+        sd_event_source *file_timer;
+
+        uint32_t file_period_ms;
+        sd_event_source *duration_timer;
+        sd_event_source *flush_timer;
+        sd_event_source *stop_timer;
+        sd_event_source *sync_timer;
+        sd_event_source *clear_timer;
+        sd_event_source *trigger_timer;
+
+        struct pending_flush *flushes;
+        bool stop_sent;
+        bool all_started_notified;
+        bool waiting_for_start_trigger;
+        uint64_t last_sync_marker_usec;
+
+        ipc_request *enable_req; /* answered when the session is disabled */
+        char *disable_error;
+
+        uint64_t uuid_msb, uuid_lsb;
+        struct service_event events[32];
+        size_t n_events;
+
+        bool initial_packets_emitted;
+        bool sync_marker_due;
+        bool clock_snapshot_due;
+        uint64_t start_boottime_ns;
+        uint64_t started_ns;
+        bool stop_trigger_hit;
+        bool final_stats_emitted;
+        char *triggered_by;
+
+        /* stats beyond the buffers' own */
+        uint64_t packets_invalid;
+        uint64_t chunks_discarded_no_buffer;
+        uint64_t patches_discarded;
+        uint64_t flushes_requested, flushes_succeeded, flushes_failed;
+};
+
+struct consumer {
+        struct traced_service *svc;
+        ipc_host_conn *conn;
+        uid_t uid;
+        struct session *session;
+        ipc_request *observe_req;
+        uint32_t observe_mask;
+};
+
+struct traced_service {
+        sd_event *event;
+        ipc_host *producer_host;
+        ipc_host *consumer_host;
+
+        struct producer *producers;
+        size_t n_producers;
+        uint16_t last_producer_id;
+
+        struct session *sessions;
+        size_t n_sessions;
+        uint64_t last_session_id;
+        uint64_t last_ds_instance_id;
+        uint32_t last_buffer_id;
+        uint64_t last_flush_request_id;
+
+        void (*state_changed)(struct traced_service *svc); /* for sd_notify STATUS= */
+};
+
+int service_new(sd_event *event, struct traced_service **ret);
+struct traced_service *service_free(struct traced_service *svc);
+int service_attach_listeners(struct traced_service *svc, int producer_fd, int consumer_fd);
+/* Disables every session (final writes to files) for shutdown. */
+void service_shutdown(struct traced_service *svc);
+void service_state_changed(struct traced_service *svc);
+
+/* producer-port.c */
+extern const struct ipc_service_desc producer_port_desc;
+struct producer *service_find_producer(struct traced_service *svc, uint16_t id);
+int producer_setup_smb(struct producer *p);
+int producer_send_setup_data_source(struct producer *p, struct ds_instance *inst);
+int producer_send_start_data_source(struct producer *p, struct ds_instance *inst);
+int producer_send_stop_data_source(struct producer *p, struct ds_instance *inst);
+int producer_send_flush(struct producer *p, uint64_t request_id, const uint64_t *ds_ids, size_t n);
+int producer_send_clear_incremental_state(struct producer *p, const uint64_t *ds_ids, size_t n);
+/* Copies every Complete chunk (and, when scrape, those being written) of
+ * the producer's SMB into the owning trace buffers. */
+void producer_scrape_smb(struct producer *p, bool scrape_incomplete);
+int producer_set_writer_target(struct producer *p, uint16_t writer_id, uint32_t target_buffer);
+uint32_t producer_writer_target(const struct producer *p, uint16_t writer_id);
+
+/* consumer-port.c */
+extern const struct ipc_service_desc consumer_port_desc;
+
+/* session.c */
+int session_create(struct traced_service *svc, struct consumer *c, const Perfetto__Protos__TraceConfig *cfg,
+                   int file_fd, struct session **ret, char **ret_error);
+void session_free(struct session *s);
+void session_cancel_flushes(struct session *s);
+size_t session_count_instances(const struct session *s);
+int session_start(struct session *s);
+/* Flush, stop data sources, then mark disabled and answer EnableTracing. */
+void session_disable(struct session *s, const char *error);
+/* Marks disabled now (no flush, no stop acks), writing the file out. */
+void session_force_finalize(struct session *s, const char *error);
+int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, void *userdata);
+void session_on_producer_flush_ack(struct traced_service *svc, uint16_t producer_id, uint64_t request_id);
+void session_on_ds_started(struct traced_service *svc, struct producer *p, uint64_t instance_id);
+void session_on_ds_stopped(struct traced_service *svc, struct producer *p, uint64_t instance_id);
+void session_on_producer_gone(struct traced_service *svc, struct producer *p);
+void session_on_data_source_registered(struct traced_service *svc, struct producer *p, struct data_source_reg *ds);
+void session_on_triggers(struct traced_service *svc, struct producer *p, char **names, size_t n);
+struct session_buffer *service_find_buffer(struct traced_service *svc, uint32_t buffer_id, struct session **ret_session);
+bool session_producer_may_write(struct session *s, uint16_t producer_id);
+int session_write_into_file(struct session *s);
+uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first);
+void session_notify_observers(struct session *s, uint32_t event_mask);
+void session_add_service_event(struct session *s, unsigned field);

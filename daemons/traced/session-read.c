@@ -1,0 +1,451 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysinfo.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/pbw.h"
+#include "service.h"
+#include "session-read.h"
+#include "session-stats.h"
+#include "trace-buffer.h"
+
+/* TracePacket field numbers (Perfetto ABI). */
+enum {
+        TP_TIMESTAMP = 8,
+        TP_TIMESTAMP_CLOCK_ID = 58,
+        TP_TRUSTED_UID = 3,
+        TP_TRUSTED_SEQUENCE_ID = 10,
+        TP_TRUSTED_PID = 79,
+        TP_PREVIOUS_PACKET_DROPPED = 42,
+        TP_FIRST_PACKET_ON_SEQUENCE = 87,
+        TP_CLOCK_SNAPSHOT = 6,
+        TP_TRACE_CONFIG = 33,
+        TP_TRACE_STATS = 35,
+        TP_SYNC_MARKER = 36,
+        TP_SYSTEM_INFO = 45,
+        TP_SERVICE_EVENT = 69,
+        TP_TRACE_UUID = 89,
+};
+
+enum {
+        BUILTIN_CLOCK_REALTIME = 1,
+        BUILTIN_CLOCK_REALTIME_COARSE = 2,
+        BUILTIN_CLOCK_MONOTONIC = 3,
+        BUILTIN_CLOCK_MONOTONIC_COARSE = 4,
+        BUILTIN_CLOCK_MONOTONIC_RAW = 5,
+        BUILTIN_CLOCK_BOOTTIME = 6,
+};
+
+/* The 16-byte marker readers use to find packet boundaries in a damaged
+ * trace; its value is fixed by the trace format. */
+static const uint8_t sync_marker[16] = { 0x82, 0x47, 0x7a, 0x76, 0xb2, 0x8d, 0x42, 0xba,
+                                         0x81, 0xdc, 0x33, 0x32, 0x6d, 0x57, 0xa0, 0x79 };
+
+static uint64_t clock_ns(clockid_t clk) {
+        struct timespec ts;
+        clock_gettime(clk, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* ---- validation of producer packets ----------------------------------- */
+
+struct iov_reader {
+        const struct iovec *iov;
+        size_t n_iov, i, off, left;
+};
+
+static int rd_byte(struct iov_reader *r, uint8_t *ret) {
+        while (r->i < r->n_iov && r->off >= r->iov[r->i].iov_len) {
+                r->i++;
+                r->off = 0;
+        }
+        if (r->left == 0 || r->i >= r->n_iov)
+                return -EBADMSG;
+        *ret = ((const uint8_t *) r->iov[r->i].iov_base)[r->off++];
+        r->left--;
+        return 0;
+}
+
+static int rd_varint(struct iov_reader *r, uint64_t *ret) {
+        uint64_t v = 0;
+        for (unsigned shift = 0; shift < 70; shift += 7) {
+                uint8_t b;
+                if (rd_byte(r, &b) < 0)
+                        return -EBADMSG;
+                if (shift == 63 && b > 1)
+                        return -EBADMSG;
+                v |= (uint64_t) (b & 0x7f) << shift;
+                if (!(b & 0x80)) {
+                        *ret = v;
+                        return 0;
+                }
+        }
+        return -EBADMSG;
+}
+
+static int rd_skip(struct iov_reader *r, uint64_t n) {
+        if (n > r->left)
+                return -EBADMSG;
+        r->left -= n;
+        while (n > 0 && r->i < r->n_iov) {
+                size_t avail = r->iov[r->i].iov_len - r->off;
+                size_t k = MIN(avail, n);
+                r->off += k;
+                n -= k;
+                if (r->off == r->iov[r->i].iov_len) {
+                        r->i++;
+                        r->off = 0;
+                }
+        }
+        return n == 0 ? 0 : -EBADMSG;
+}
+
+bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total) {
+        struct iov_reader r = { .iov = iov, .n_iov = n_iov, .left = total };
+
+        while (r.left > 0) {
+                uint64_t key, v;
+                if (rd_varint(&r, &key) < 0)
+                        return false;
+                uint64_t field = key >> 3;
+                if (field == 0 || field > 536870911u)
+                        return false;
+                /* Fields only the service may write. */
+                if (field == TP_TRUSTED_UID || field == TP_TRUSTED_SEQUENCE_ID || field == TP_TRUSTED_PID)
+                        return false;
+                switch (key & 7) {
+                case 0:
+                        if (rd_varint(&r, &v) < 0)
+                                return false;
+                        break;
+                case 1:
+                        if (rd_skip(&r, 8) < 0)
+                                return false;
+                        break;
+                case 2:
+                        if (rd_varint(&r, &v) < 0 || rd_skip(&r, v) < 0)
+                                return false;
+                        break;
+                case 5:
+                        if (rd_skip(&r, 4) < 0)
+                                return false;
+                        break;
+                default:
+                        return false; /* groups and reserved wire types */
+                }
+        }
+        return true;
+}
+
+/* ---- service packets ---------------------------------------------------- */
+
+static int emit_service_packet(struct session *s, struct pbw *w, bool with_clock_id, packet_sink_fn sink,
+                               void *userdata) {
+        if (with_clock_id)
+                pbw_varint(w, TP_TIMESTAMP_CLOCK_ID, BUILTIN_CLOCK_BOOTTIME);
+        pbw_varint(w, TP_TRUSTED_UID, (uint64_t) (int64_t) (int32_t) getuid());
+        pbw_varint(w, TP_TRUSTED_SEQUENCE_ID, SERVICE_SEQUENCE_ID);
+        if (w->error)
+                return w->error;
+        struct iovec iov = { .iov_base = w->buf, .iov_len = w->len };
+        return sink(&iov, 1, w->len, userdata);
+}
+
+static int emit_clock_snapshot(struct session *s, packet_sink_fn sink, void *userdata) {
+        static const struct {
+                uint32_t id;
+                clockid_t clk;
+        } clocks[] = {
+                { BUILTIN_CLOCK_BOOTTIME, CLOCK_BOOTTIME },
+                { BUILTIN_CLOCK_REALTIME_COARSE, CLOCK_REALTIME_COARSE },
+                { BUILTIN_CLOCK_MONOTONIC_COARSE, CLOCK_MONOTONIC_COARSE },
+                { BUILTIN_CLOCK_REALTIME, CLOCK_REALTIME },
+                { BUILTIN_CLOCK_MONOTONIC, CLOCK_MONOTONIC },
+                { BUILTIN_CLOCK_MONOTONIC_RAW, CLOCK_MONOTONIC_RAW },
+        };
+        _cleanup_(pbw_done) struct pbw w = {}, snap = {};
+
+        for (size_t i = 0; i < ELEMENTSOF(clocks); i++) {
+                _cleanup_(pbw_done) struct pbw c = {};
+                pbw_varint(&c, 1, clocks[i].id);
+                pbw_varint(&c, 2, clock_ns(clocks[i].clk));
+                pbw_message(&snap, 1, &c);
+        }
+        pbw_varint(&snap, 2, BUILTIN_CLOCK_BOOTTIME);
+        pbw_message(&w, TP_CLOCK_SNAPSHOT, &snap);
+        return emit_service_packet(s, &w, true, sink, userdata);
+}
+
+static int emit_sync_marker(struct session *s, packet_sink_fn sink, void *userdata) {
+        _cleanup_(pbw_done) struct pbw w = {};
+        pbw_bytes(&w, TP_SYNC_MARKER, sync_marker, sizeof(sync_marker));
+        return emit_service_packet(s, &w, false, sink, userdata);
+}
+
+static int emit_trace_config(struct session *s, packet_sink_fn sink, void *userdata) {
+        _cleanup_(pbw_done) struct pbw w = {};
+        pbw_bytes(&w, TP_TRACE_CONFIG, s->config_bytes, s->config_size);
+        return emit_service_packet(s, &w, true, sink, userdata);
+}
+
+static int emit_trace_uuid(struct session *s, packet_sink_fn sink, void *userdata) {
+        _cleanup_(pbw_done) struct pbw w = {}, u = {};
+        pbw_varint(&u, 1, s->uuid_msb);
+        pbw_varint(&u, 2, s->uuid_lsb);
+        pbw_message(&w, TP_TRACE_UUID, &u);
+        return emit_service_packet(s, &w, true, sink, userdata);
+}
+
+static int emit_system_info(struct session *s, packet_sink_fn sink, void *userdata) {
+        _cleanup_(pbw_done) struct pbw w = {}, si = {}, uts = {};
+        struct utsname u;
+        struct sysinfo info;
+
+        if (uname(&u) == 0) {
+                pbw_string(&uts, 1, u.sysname);
+                pbw_string(&uts, 2, u.version);
+                pbw_string(&uts, 3, u.release);
+                pbw_string(&uts, 4, u.machine);
+                pbw_message(&si, 1, &uts);
+        }
+        pbw_string(&si, 4, "traced " PACKAGE_VERSION);
+        long page = sysconf(_SC_PAGESIZE);
+        if (page > 0)
+                pbw_varint(&si, 6, (uint64_t) page);
+        long cpus = sysconf(_SC_NPROCESSORS_CONF);
+        if (cpus > 0)
+                pbw_varint(&si, 8, (uint64_t) cpus);
+        long hz = sysconf(_SC_CLK_TCK);
+        if (hz > 0)
+                pbw_varint(&si, 3, (uint64_t) hz);
+        if (sysinfo(&info) == 0)
+                pbw_varint(&si, 16, (uint64_t) info.totalram * info.mem_unit);
+        pbw_message(&w, TP_SYSTEM_INFO, &si);
+        return emit_service_packet(s, &w, true, sink, userdata);
+}
+
+static int emit_service_events(struct session *s, packet_sink_fn sink, void *userdata) {
+        int r;
+        for (size_t i = 0; i < s->n_events; i++) {
+                _cleanup_(pbw_done) struct pbw w = {}, ev = {};
+                pbw_varint(&w, TP_TIMESTAMP, s->events[i].ts);
+                pbw_varint(&ev, s->events[i].field, 1);
+                pbw_message(&w, TP_SERVICE_EVENT, &ev);
+                r = emit_service_packet(s, &w, true, sink, userdata);
+                if (r < 0)
+                        return r;
+        }
+        s->n_events = 0;
+        return 0;
+}
+
+static int emit_trace_stats(struct session *s, packet_sink_fn sink, void *userdata) {
+        _cleanup_(pbw_done) struct pbw w = {};
+        Perfetto__Protos__TraceStats *st = session_build_trace_stats(s);
+        if (!st)
+                return -ENOMEM;
+        size_t n = perfetto__protos__trace_stats__get_packed_size(st);
+        _cleanup_free_ uint8_t *buf = malloc(n ? n : 1);
+        if (!buf) {
+                session_free_trace_stats(st);
+                return -ENOMEM;
+        }
+        perfetto__protos__trace_stats__pack(st, buf);
+        session_free_trace_stats(st);
+        pbw_varint(&w, TP_TIMESTAMP, clock_ns(CLOCK_BOOTTIME));
+        pbw_bytes(&w, TP_TRACE_STATS, buf, n);
+        return emit_service_packet(s, &w, true, sink, userdata);
+}
+
+void session_add_service_event(struct session *s, unsigned field) {
+        if (s->n_events >= ELEMENTSOF(s->events))
+                return;
+        s->events[s->n_events++] = (struct service_event) {
+                .field = field,
+                .ts = clock_ns(CLOCK_BOOTTIME),
+        };
+}
+
+/* ---- producer packets --------------------------------------------------- */
+
+static size_t trailer(uint8_t *buf, uid_t uid, pid_t pid, uint32_t seq, bool dropped, bool first) {
+        size_t n = 0;
+        n += pbw_put_varint(buf + n, (TP_TRUSTED_UID << 3) | 0);
+        n += pbw_put_varint(buf + n, (uint64_t) (int64_t) (int32_t) uid);
+        n += pbw_put_varint(buf + n, (TP_TRUSTED_SEQUENCE_ID << 3) | 0);
+        n += pbw_put_varint(buf + n, seq);
+        if (pid > 0) {
+                n += pbw_put_varint(buf + n, (TP_TRUSTED_PID << 3) | 0);
+                n += pbw_put_varint(buf + n, (uint64_t) pid);
+        }
+        if (dropped) {
+                n += pbw_put_varint(buf + n, (TP_PREVIOUS_PACKET_DROPPED << 3) | 0);
+                n += pbw_put_varint(buf + n, 1);
+        }
+        if (first) {
+                n += pbw_put_varint(buf + n, (TP_FIRST_PACKET_ON_SEQUENCE << 3) | 0);
+                n += pbw_put_varint(buf + n, 1);
+        }
+        return n;
+}
+
+static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_fn sink, void *userdata) {
+        int count = 0, r;
+
+        trace_buffer_begin_read(tb);
+        for (;;) {
+                struct trace_buffer_packet pkt;
+                struct trace_buffer_packet_info info;
+                r = trace_buffer_read_next_packet(tb, &pkt, &info);
+                if (r < 0)
+                        return r;
+                if (r == 0)
+                        break;
+                if (!packet_is_valid(pkt.slices, pkt.n_slices, pkt.size)) {
+                        s->packets_invalid++;
+                        continue;
+                }
+                bool first = false;
+                uint32_t seq = session_sequence_id(s, info.producer_id, info.writer_id, &first);
+                uint8_t tail[64];
+                size_t tn = trailer(tail, info.producer_uid, info.producer_pid, seq, info.previous_packet_dropped,
+                                    first);
+                struct iovec iov[TRACE_BUFFER_MAX_SLICES + 1];
+                size_t n = MIN(pkt.n_slices, (size_t) TRACE_BUFFER_MAX_SLICES);
+                memcpy(iov, pkt.slices, n * sizeof(struct iovec));
+                iov[n] = (struct iovec) { .iov_base = tail, .iov_len = tn };
+                r = sink(iov, n + 1, pkt.size + tn, userdata);
+                if (r < 0)
+                        return r;
+                count++;
+        }
+        return count;
+}
+
+int session_read_packets(struct session *s, packet_sink_fn sink, void *userdata) {
+        int r, count = 0;
+        uint64_t now = clock_ns(CLOCK_MONOTONIC) / 1000u;
+
+        if (!s->initial_packets_emitted) {
+                s->initial_packets_emitted = true;
+                s->last_sync_marker_usec = now;
+                if ((r = emit_clock_snapshot(s, sink, userdata)) < 0 || (r = emit_sync_marker(s, sink, userdata)) < 0 ||
+                    (r = emit_trace_config(s, sink, userdata)) < 0 || (r = emit_trace_uuid(s, sink, userdata)) < 0 ||
+                    (r = emit_system_info(s, sink, userdata)) < 0)
+                        return r;
+                count += 5;
+        } else if (now - s->last_sync_marker_usec >= SERVICE_SYNC_MARKER_PERIOD_USEC) {
+                s->last_sync_marker_usec = now;
+                if ((r = emit_sync_marker(s, sink, userdata)) < 0 || (r = emit_clock_snapshot(s, sink, userdata)) < 0)
+                        return r;
+                count += 2;
+        }
+        r = emit_service_events(s, sink, userdata);
+        if (r < 0)
+                return r;
+
+        for (size_t i = 0; i < s->n_buffers; i++) {
+                r = read_buffer(s, s->buffers[i].tb, sink, userdata);
+                if (r < 0)
+                        return r;
+                count += r;
+        }
+
+        if (s->state == SESSION_DISABLED && !s->final_stats_emitted) {
+                s->final_stats_emitted = true;
+                session_add_service_event(s, SERVICE_EVENT_READ_BUFFERS_COMPLETED);
+                if ((r = emit_service_events(s, sink, userdata)) < 0 || (r = emit_clock_snapshot(s, sink, userdata)) < 0 ||
+                    (r = emit_trace_stats(s, sink, userdata)) < 0)
+                        return r;
+                count += 3;
+        }
+        return count;
+}
+
+/* ---- write_into_file ---------------------------------------------------- */
+
+struct file_ctx {
+        struct session *s;
+        uint8_t *buf;
+        size_t len, cap;
+        bool full;
+};
+
+static int file_flush(struct file_ctx *k) {
+        size_t off = 0;
+        while (off < k->len) {
+                ssize_t n = write(k->s->file_fd, k->buf + off, k->len - off);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                off += (size_t) n;
+        }
+        k->s->file_bytes += k->len;
+        k->len = 0;
+        return 0;
+}
+
+static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, void *userdata) {
+        struct file_ctx *k = userdata;
+        uint8_t hdr[11];
+        size_t hn = 0;
+        int r;
+
+        if (k->full)
+                return 0;
+        hdr[hn++] = (1 << 3) | 2; /* Trace.packet */
+        hn += pbw_put_varint(hdr + hn, total);
+        if (k->s->max_file_size && k->s->file_bytes + k->len + hn + total > k->s->max_file_size) {
+                k->full = true;
+                return 0;
+        }
+        size_t need = hn + total;
+        if (k->len + need > k->cap) {
+                if (k->len > 0) {
+                        r = file_flush(k);
+                        if (r < 0)
+                                return r;
+                }
+                if (need > k->cap) {
+                        uint8_t *b = realloc(k->buf, need);
+                        if (!b)
+                                return -ENOMEM;
+                        k->buf = b;
+                        k->cap = need;
+                }
+        }
+        memcpy(k->buf + k->len, hdr, hn);
+        k->len += hn;
+        for (size_t i = 0; i < n_iov; i++) {
+                memcpy(k->buf + k->len, iov[i].iov_base, iov[i].iov_len);
+                k->len += iov[i].iov_len;
+        }
+        return 0;
+}
+
+int session_write_into_file(struct session *s) {
+        struct file_ctx k = { .s = s, .cap = 256 * 1024 };
+        int r;
+
+        if (s->file_fd < 0)
+                return 0;
+        k.buf = malloc(k.cap);
+        if (!k.buf)
+                return -ENOMEM;
+        r = session_read_packets(s, file_sink, &k);
+        if (r >= 0)
+                r = file_flush(&k);
+        free(k.buf);
+        if (r < 0)
+                return r;
+        return k.full ? -EFBIG : 0;
+}

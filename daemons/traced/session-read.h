@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Turning a session's buffers into trace packets: the service's own
+ * packets (config, clocks, system info, stats, sync markers), then the
+ * producers' packets, validated and stamped with the trusted fields. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/uio.h>
+
+struct session;
+
+/* Receives one packet as a list of byte ranges (the TracePacket message,
+ * without the Trace.packet field header). Negative return aborts. */
+typedef int (*packet_sink_fn)(const struct iovec *iov, size_t n_iov, size_t total, void *userdata);
+
+/* Emits every packet that is ready. Returns the number of packets, or
+ * -errno from the sink. */
+int session_read_packets(struct session *s, packet_sink_fn sink, void *userdata);
+
+/* Appends ready packets to the session's file as a Trace proto stream.
+ * -EFBIG once max_file_size_bytes is reached. */
+int session_write_into_file(struct session *s);
+
+/* Whether a producer-written packet is acceptable: well-formed at the top
+ * level and free of the fields only the service may set. */
+bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total);

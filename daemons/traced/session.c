@@ -1,0 +1,939 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* Tracing sessions: configuration, data source instances on producers,
+ * start/flush/stop state machine, timers and triggers. Reading the buffers
+ * out lives in session-read.c. */
+
+#include <errno.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "service.h"
+#include "session-read.h"
+#include "trace-buffer.h"
+
+#include "perfetto/common/observable_events.pb-c.h"
+#include "perfetto/config/data_source_config.pb-c.h"
+#include "perfetto/ipc/consumer_port.pb-c.h"
+
+static uint64_t now_usec(clockid_t clk) {
+        struct timespec ts;
+        clock_gettime(clk, &ts);
+        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+static int add_timer_ms(struct session *s, sd_event_source **src, uint64_t ms, sd_event_time_handler_t cb) {
+        *src = sd_event_source_disable_unref(*src);
+        return sd_event_add_time_relative(s->svc->event, src, CLOCK_BOOTTIME, ms * 1000u, 1000, cb, s);
+}
+
+static void session_finalize(struct session *s);
+
+static void random_uuid(uint64_t *msb, uint64_t *lsb) {
+        uint64_t v[2] = {};
+        if (getrandom(v, sizeof(v), GRND_NONBLOCK) != (ssize_t) sizeof(v)) {
+                v[0] = now_usec(CLOCK_REALTIME) ^ ((uint64_t) getpid() << 32);
+                v[1] = now_usec(CLOCK_MONOTONIC) * 0x9E3779B97F4A7C15ull;
+        }
+        /* RFC 4122 version 4 layout. */
+        v[0] = (v[0] & ~0xF000ull) | 0x4000ull;
+        v[1] = (v[1] & 0x3FFFFFFFFFFFFFFFull) | 0x8000000000000000ull;
+        *msb = v[0];
+        *lsb = v[1];
+}
+
+struct session_buffer *service_find_buffer(struct traced_service *svc, uint32_t buffer_id,
+                                           struct session **ret_session) {
+        for (struct session *s = svc->sessions; s; s = s->next)
+                for (size_t i = 0; i < s->n_buffers; i++)
+                        if (s->buffers[i].id == buffer_id) {
+                                if (ret_session)
+                                        *ret_session = s;
+                                return &s->buffers[i];
+                        }
+        return NULL;
+}
+
+bool session_producer_may_write(struct session *s, uint16_t producer_id) {
+        for (struct ds_instance *i = s->instances; i; i = i->next)
+                if (i->producer_id == producer_id)
+                        return true;
+        return false;
+}
+
+uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first) {
+        for (size_t i = 0; i < s->n_seqs; i++)
+                if (s->seqs[i].producer_id == producer_id && s->seqs[i].writer_id == writer_id) {
+                        if (ret_first)
+                                *ret_first = !s->seqs[i].seen;
+                        s->seqs[i].seen = true;
+                        return s->seqs[i].sequence_id;
+                }
+        struct sequence_map *n = realloc(s->seqs, (s->n_seqs + 1) * sizeof(*n));
+        if (!n)
+                return 0;
+        s->seqs = n;
+        s->seqs[s->n_seqs] = (struct sequence_map) {
+                .producer_id = producer_id,
+                .writer_id = writer_id,
+                .sequence_id = s->next_sequence_id++,
+                .seen = true,
+        };
+        if (ret_first)
+                *ret_first = true;
+        return s->seqs[s->n_seqs++].sequence_id;
+}
+
+static void instance_free(struct ds_instance *i) {
+        free(i->name);
+        free(i->config);
+        free(i);
+}
+
+void session_free(struct session *s) {
+        if (!s)
+                return;
+        struct traced_service *svc = s->svc;
+        for (struct session **pp = &svc->sessions; *pp; pp = &(*pp)->next)
+                if (*pp == s) {
+                        *pp = s->next;
+                        svc->n_sessions--;
+                        break;
+                }
+        if (s->consumer && s->consumer->session == s)
+                s->consumer->session = NULL;
+        s->state = SESSION_DISABLED;
+        /* Producers still running instances of this session stop them. */
+        for (struct ds_instance *i = s->instances; i; i = i->next)
+                if (i->producer && i->state != DS_STOPPED && i->state != DS_STOPPING)
+                        (void) producer_send_stop_data_source(i->producer, i);
+        while (s->instances) {
+                struct ds_instance *i = s->instances;
+                s->instances = i->next;
+                instance_free(i);
+        }
+        session_cancel_flushes(s);
+        if (s->enable_req) {
+                ipc_request_fail(s->enable_req);
+                s->enable_req = NULL;
+        }
+        for (size_t i = 0; i < s->n_buffers; i++)
+                trace_buffer_free(s->buffers[i].tb);
+        free(s->buffers);
+        free(s->seqs);
+        sd_event_source_disable_unref(s->file_timer);
+        sd_event_source_disable_unref(s->duration_timer);
+        sd_event_source_disable_unref(s->flush_timer);
+        sd_event_source_disable_unref(s->stop_timer);
+        sd_event_source_disable_unref(s->sync_timer);
+        sd_event_source_disable_unref(s->clear_timer);
+        sd_event_source_disable_unref(s->trigger_timer);
+        safe_close(s->file_fd);
+        if (s->config)
+                perfetto__protos__trace_config__free_unpacked(s->config, NULL);
+        free(s->config_bytes);
+        free(s->detach_key);
+        free(s->disable_error);
+        free(s->triggered_by);
+        free(s);
+        service_state_changed(svc);
+}
+
+static bool producer_matches(const Perfetto__Protos__TraceConfig__DataSource *ds, const struct producer *p) {
+        if (ds->n_producer_name_filter == 0 && ds->n_producer_name_regex_filter == 0)
+                return true;
+        for (size_t i = 0; i < ds->n_producer_name_filter; i++)
+                if (p->name && strcmp(ds->producer_name_filter[i], p->name) == 0)
+                        return true;
+        for (size_t i = 0; i < ds->n_producer_name_regex_filter; i++) {
+                regex_t re;
+                if (regcomp(&re, ds->producer_name_regex_filter[i], REG_EXTENDED | REG_NOSUB) != 0)
+                        continue;
+                regmatch_t m[1];
+                /* Whole-string match, like upstream's std::regex_match. */
+                bool ok = p->name && regexec(&re, p->name, 1, m, 0) == 0;
+                regfree(&re);
+                if (ok) {
+                        regex_t full;
+                        size_t len = strlen(ds->producer_name_regex_filter[i]);
+                        char *anchored = malloc(len + 5);
+                        if (!anchored)
+                                continue;
+                        snprintf(anchored, len + 5, "^(%s)$", ds->producer_name_regex_filter[i]);
+                        if (regcomp(&full, anchored, REG_EXTENDED | REG_NOSUB) == 0) {
+                                ok = regexec(&full, p->name, 0, NULL, 0) == 0;
+                                regfree(&full);
+                        }
+                        free(anchored);
+                        if (ok)
+                                return true;
+                }
+        }
+        return false;
+}
+
+/* Builds the DataSourceConfig a producer receives for an instance. */
+static int build_instance_config(struct session *s, const Perfetto__Protos__TraceConfig__DataSource *ds,
+                                 uint32_t target_buffer, struct ds_instance *inst) {
+        /* Copy through pack/unpack to keep fields we don't declare. */
+        size_t n = protobuf_c_message_get_packed_size(&ds->config->base);
+        _cleanup_free_ uint8_t *buf = malloc(n ? n : 1);
+        if (!buf)
+                return -ENOMEM;
+        protobuf_c_message_pack(&ds->config->base, buf);
+        Perfetto__Protos__DataSourceConfig *c = perfetto__protos__data_source_config__unpack(NULL, n, buf);
+        if (!c)
+                return -EINVAL;
+        c->has_target_buffer = true;
+        c->target_buffer = target_buffer;
+        c->has_tracing_session_id = true;
+        c->tracing_session_id = s->id;
+        if (s->config->has_duration_ms) {
+                c->has_trace_duration_ms = true;
+                c->trace_duration_ms = s->config->duration_ms;
+        }
+        c->has_stop_timeout_ms = true;
+        c->stop_timeout_ms = s->config->has_data_source_stop_timeout_ms && s->config->data_source_stop_timeout_ms
+                                     ? s->config->data_source_stop_timeout_ms
+                                     : SERVICE_DEFAULT_STOP_TIMEOUT_MS;
+        c->has_enable_extra_guardrails = true;
+        c->enable_extra_guardrails = s->config->has_enable_extra_guardrails && s->config->enable_extra_guardrails;
+        c->has_session_initiator = true;
+        c->session_initiator = 0;
+        size_t m = perfetto__protos__data_source_config__get_packed_size(c);
+        inst->config = malloc(m ? m : 1);
+        if (!inst->config) {
+                perfetto__protos__data_source_config__free_unpacked(c, NULL);
+                return -ENOMEM;
+        }
+        perfetto__protos__data_source_config__pack(c, inst->config);
+        inst->config_size = m;
+        perfetto__protos__data_source_config__free_unpacked(c, NULL);
+        return 0;
+}
+
+/* Creates and sets up an instance of a data source on a producer. */
+static int setup_instance(struct session *s, const Perfetto__Protos__TraceConfig__DataSource *ds, struct producer *p,
+                          const struct data_source_reg *reg, struct ds_instance **ret) {
+        uint32_t target_idx = ds->config->has_target_buffer ? ds->config->target_buffer : 0;
+        int r;
+
+        if (target_idx >= s->n_buffers) {
+                log_warning("Session %" PRIu64 ": data source \"%s\" targets buffer %u of %zu; skipped.", s->id,
+                            reg->name, target_idx, s->n_buffers);
+                return 0;
+        }
+        struct ds_instance *inst = calloc(1, sizeof(*inst));
+        if (!inst)
+                return -ENOMEM;
+        *inst = (struct ds_instance) {
+                .session = s,
+                .producer = p,
+                .producer_id = p->id,
+                .id = ++s->svc->last_ds_instance_id,
+                .name = strdup(reg->name),
+                .state = DS_CONFIGURED,
+                .will_notify_on_start = reg->will_notify_on_start,
+                .will_notify_on_stop = reg->will_notify_on_stop,
+                .target_buffer = s->buffers[target_idx].id,
+        };
+        if (!inst->name || build_instance_config(s, ds, inst->target_buffer, inst) < 0) {
+                instance_free(inst);
+                return -ENOMEM;
+        }
+        /* Keep creation order: commands go out in it. */
+        struct ds_instance **tail = &s->instances;
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = inst;
+        if (ret)
+                *ret = inst;
+
+        r = producer_send_setup_data_source(p, inst);
+        if (r < 0)
+                log_warning_errno(r, "Failed to set up data source \"%s\" on producer \"%s\": %m", inst->name,
+                                  strna(p->name));
+        return 0;
+}
+
+static int start_instance(struct session *s, struct ds_instance *inst) {
+        if (!inst->producer || inst->state != DS_CONFIGURED)
+                return 0;
+        inst->state = inst->will_notify_on_start ? DS_STARTING : DS_STARTED;
+        return producer_send_start_data_source(inst->producer, inst);
+}
+
+static void check_all_started(struct session *s) {
+        for (struct ds_instance *i = s->instances; i; i = i->next)
+                if (i->state == DS_STARTING)
+                        return;
+        if (!s->all_started_notified && s->state == SESSION_STARTED) {
+                s->all_started_notified = true;
+                session_add_service_event(s, SERVICE_EVENT_ALL_DATA_SOURCES_STARTED);
+                session_notify_observers(s, PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
+        }
+}
+
+static int config_error(char **ret_error, const char *msg) {
+        if (ret_error)
+                *ret_error = strdup(msg);
+        return -EINVAL;
+}
+
+int session_create(struct traced_service *svc, struct consumer *c, const Perfetto__Protos__TraceConfig *cfg,
+                   int file_fd, struct session **ret, char **ret_error) {
+        uint64_t total = 0;
+        unsigned per_uid = 0;
+        int r;
+
+        if (cfg->n_buffers == 0)
+                return config_error(ret_error, "The trace config defines no buffers");
+        if (cfg->n_buffers > SERVICE_MAX_BUFFERS_PER_SESSION)
+                return config_error(ret_error, "Too many buffers in the trace config");
+        for (size_t i = 0; i < cfg->n_buffers; i++) {
+                if (!cfg->buffers[i]->has_size_kb || cfg->buffers[i]->size_kb == 0)
+                        return config_error(ret_error, "A buffer in the trace config has no size_kb");
+                total += (uint64_t) cfg->buffers[i]->size_kb * 1024u;
+        }
+        if (total > SERVICE_MAX_TOTAL_BUFFER_BYTES)
+                return config_error(ret_error, "The trace config's buffers exceed the service's limit of 1 GiB");
+        if (cfg->has_duration_ms && cfg->duration_ms > SERVICE_MAX_DURATION_MS)
+                return config_error(ret_error, "duration_ms exceeds the service's limit of 7 days");
+        if (svc->n_sessions >= SERVICE_MAX_SESSIONS)
+                return config_error(ret_error, "Too many concurrent tracing sessions");
+        for (struct session *o = svc->sessions; o; o = o->next) {
+                if (o->uid == (c ? c->uid : 0))
+                        per_uid++;
+                if (cfg->unique_session_name && cfg->unique_session_name[0] && o->config &&
+                    o->config->unique_session_name && strcmp(o->config->unique_session_name, cfg->unique_session_name) == 0)
+                        return config_error(ret_error, "A session with the same unique_session_name is active");
+        }
+        if (per_uid >= SERVICE_MAX_SESSIONS_PER_UID && c && c->uid != 0)
+                return config_error(ret_error, "Too many concurrent tracing sessions for this user");
+        if (cfg->has_write_into_file && cfg->write_into_file && file_fd < 0)
+                return config_error(ret_error, "write_into_file is set but no output file descriptor was passed");
+        if (cfg->trigger_config && cfg->trigger_config->has_trigger_mode &&
+            cfg->trigger_config->trigger_mode != PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__UNSPECIFIED) {
+                if (cfg->trigger_config->n_triggers == 0)
+                        return config_error(ret_error, "trigger_config has a mode but no triggers");
+                if (!cfg->trigger_config->has_trigger_timeout_ms || cfg->trigger_config->trigger_timeout_ms == 0)
+                        return config_error(ret_error, "trigger_config needs trigger_timeout_ms");
+        }
+
+        struct session *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        *s = (struct session) {
+                .svc = svc,
+                .id = ++svc->last_session_id,
+                .consumer = c,
+                .uid = c ? c->uid : 0,
+                .state = SESSION_CONFIGURED,
+                .file_fd = -EBADF,
+                .next_sequence_id = SERVICE_SEQUENCE_ID + 1,
+        };
+        s->next = svc->sessions;
+        svc->sessions = s;
+        svc->n_sessions++;
+        random_uuid(&s->uuid_msb, &s->uuid_lsb);
+
+        /* Keep our own copy of the config (and its bytes for the trace). */
+        s->config_size = protobuf_c_message_get_packed_size(&cfg->base);
+        s->config_bytes = malloc(s->config_size ? s->config_size : 1);
+        if (!s->config_bytes) {
+                session_free(s);
+                return -ENOMEM;
+        }
+        protobuf_c_message_pack(&cfg->base, s->config_bytes);
+        s->config = perfetto__protos__trace_config__unpack(NULL, s->config_size, s->config_bytes);
+        if (!s->config) {
+                session_free(s);
+                return -ENOMEM;
+        }
+
+        s->buffers = calloc(cfg->n_buffers, sizeof(*s->buffers));
+        if (!s->buffers) {
+                session_free(s);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < cfg->n_buffers; i++) {
+                const Perfetto__Protos__TraceConfig__BufferConfig *b = cfg->buffers[i];
+                bool discard = b->has_fill_policy &&
+                               b->fill_policy == PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD;
+                r = trace_buffer_new((size_t) b->size_kb * 1024u,
+                                     discard ? TRACE_BUFFER_DISCARD : TRACE_BUFFER_RING_BUFFER, &s->buffers[i].tb);
+                if (r < 0) {
+                        session_free(s);
+                        return config_error(ret_error, "Failed to allocate a trace buffer");
+                }
+                s->buffers[i].id = ++svc->last_buffer_id;
+                s->n_buffers++;
+        }
+
+        if (file_fd >= 0) {
+                s->file_fd = file_fd;
+                s->max_file_size = cfg->has_max_file_size_bytes ? cfg->max_file_size_bytes : 0;
+        }
+
+        /* Set up the data sources on every producer that has them. */
+        for (size_t i = 0; i < cfg->n_data_sources; i++) {
+                const Perfetto__Protos__TraceConfig__DataSource *ds = cfg->data_sources[i];
+                if (!ds->config || !ds->config->name)
+                        continue;
+                for (struct producer *p = svc->producers; p; p = p->next) {
+                        if (!p->initialized || !producer_matches(ds, p))
+                                continue;
+                        for (size_t k = 0; k < p->n_data_sources; k++)
+                                if (strcmp(p->data_sources[k].name, ds->config->name) == 0)
+                                        (void) setup_instance(s, ds, p, &p->data_sources[k], NULL);
+                }
+        }
+
+        log_info("Session %" PRIu64 " configured: %zu buffer(s), %zu data source instance(s)%s.", s->id,
+                 s->n_buffers, session_count_instances(s), s->file_fd >= 0 ? ", writing into a file" : "");
+        *ret = s;
+        service_state_changed(svc);
+        return 0;
+}
+
+size_t session_count_instances(const struct session *s) {
+        size_t n = 0;
+        for (struct ds_instance *i = s->instances; i; i = i->next)
+                n++;
+        return n;
+}
+
+static int on_duration(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        log_info("Session %" PRIu64 ": duration reached.", s->id);
+        session_disable(s, NULL);
+        return 0;
+}
+
+static int on_file_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        int r = session_write_into_file(s);
+        if (r == -EFBIG) {
+                log_info("Session %" PRIu64 ": max_file_size_bytes reached, stopping.", s->id);
+                session_disable(s, NULL);
+                return 0;
+        }
+        if (r < 0) {
+                log_warning_errno(r, "Session %" PRIu64 ": writing the trace file failed: %m", s->id);
+                session_disable(s, "Failed to write the trace file");
+                return 0;
+        }
+        return sd_event_source_set_time_relative(src, s->file_period_ms * 1000u) < 0
+                       ? 0
+                       : sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+}
+
+static void periodic_flush_done(struct session *s, bool success, void *userdata) {
+}
+
+static int on_flush_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        if (s->state == SESSION_STARTED)
+                (void) session_flush(s, 0, periodic_flush_done, NULL);
+        (void) sd_event_source_set_time_relative(src, (uint64_t) s->config->flush_period_ms * 1000u);
+        return sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+}
+
+static int on_clear_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        struct traced_service *svc = s->svc;
+
+        for (struct producer *p = svc->producers; p; p = p->next) {
+                uint64_t ids[64];
+                size_t n = 0;
+                for (struct ds_instance *i = s->instances; i; i = i->next) {
+                        if (i->producer != p || i->state != DS_STARTED)
+                                continue;
+                        for (size_t k = 0; k < p->n_data_sources; k++)
+                                if (strcmp(p->data_sources[k].name, i->name) == 0 &&
+                                    p->data_sources[k].handles_incremental_state_clear && n < ELEMENTSOF(ids))
+                                        ids[n++] = i->id;
+                }
+                if (n)
+                        (void) producer_send_clear_incremental_state(p, ids, n);
+        }
+        (void) sd_event_source_set_time_relative(src,
+                                                 (uint64_t) s->config->incremental_state_config->clear_period_ms * 1000u);
+        return sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);
+}
+
+static int on_trigger_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        log_info("Session %" PRIu64 ": no trigger within trigger_timeout_ms, stopping.", s->id);
+        session_disable(s, NULL);
+        return 0;
+}
+
+static bool is_trigger_mode(const struct session *s, int mode) {
+        const Perfetto__Protos__TraceConfig__TriggerConfig *t = s->config->trigger_config;
+        return t && t->has_trigger_mode && (int) t->trigger_mode == mode;
+}
+
+/* Arms the duration and periodic timers and starts every instance. */
+static int session_start_now(struct session *s) {
+        const Perfetto__Protos__TraceConfig *cfg = s->config;
+
+        s->state = SESSION_STARTED;
+        s->started_ns = now_usec(CLOCK_BOOTTIME) * 1000u;
+        session_add_service_event(s, SERVICE_EVENT_TRACING_STARTED);
+        for (struct ds_instance *i = s->instances; i; i = i->next)
+                (void) start_instance(s, i);
+
+        if (cfg->has_duration_ms && cfg->duration_ms > 0 &&
+            !is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING))
+                (void) add_timer_ms(s, &s->duration_timer, cfg->duration_ms, on_duration);
+        if (s->file_fd >= 0) {
+                s->file_period_ms = cfg->has_file_write_period_ms && cfg->file_write_period_ms
+                                            ? MAX(cfg->file_write_period_ms, SERVICE_MIN_FILE_WRITE_PERIOD_MS)
+                                            : SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS;
+                (void) add_timer_ms(s, &s->file_timer, s->file_period_ms, on_file_timer);
+        }
+        if (cfg->has_flush_period_ms && cfg->flush_period_ms > 0)
+                (void) add_timer_ms(s, &s->flush_timer, cfg->flush_period_ms, on_flush_timer);
+        if (cfg->incremental_state_config && cfg->incremental_state_config->has_clear_period_ms &&
+            cfg->incremental_state_config->clear_period_ms > 0)
+                (void) add_timer_ms(s, &s->clear_timer, cfg->incremental_state_config->clear_period_ms, on_clear_timer);
+        if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING))
+                (void) add_timer_ms(s, &s->trigger_timer, cfg->trigger_config->trigger_timeout_ms,
+                                    on_trigger_timeout);
+        log_info("Session %" PRIu64 " started.", s->id);
+        check_all_started(s);
+        service_state_changed(s->svc);
+        return 0;
+}
+
+int session_start(struct session *s) {
+        if (s->state != SESSION_CONFIGURED)
+                return -EBUSY;
+        if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING)) {
+                /* Wait for a start trigger, or give up at the timeout. */
+                s->waiting_for_start_trigger = true;
+                return add_timer_ms(s, &s->trigger_timer, s->config->trigger_config->trigger_timeout_ms,
+                                    on_trigger_timeout);
+        }
+        return session_start_now(s);
+}
+
+/* ---- flushes ---------------------------------------------------------- */
+
+static void flush_complete(struct pending_flush *f, bool success) {
+        struct session *s = f->session;
+
+        for (struct pending_flush **pp = &s->flushes; *pp; pp = &(*pp)->next)
+                if (*pp == f) {
+                        *pp = f->next;
+                        break;
+                }
+        sd_event_source_disable_unref(f->timeout);
+        /* Take what the producers committed, and what they are still
+         * writing, so the flush covers everything written before it. */
+        for (size_t i = 0; i < f->n_producers_all; i++) {
+                struct producer *p = service_find_producer(s->svc, f->producers_all[i]);
+                if (p)
+                        producer_scrape_smb(p, true);
+        }
+        if (success) {
+                s->flushes_succeeded++;
+                session_add_service_event(s, SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED);
+        } else
+                s->flushes_failed++;
+        flush_done_fn done = f->done;
+        void *ud = f->userdata;
+        free(f->producers);
+        free(f->producers_all);
+        free(f);
+        if (done)
+                done(s, success, ud);
+}
+
+static int on_flush_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct pending_flush *f = userdata;
+        log_notice("Session %" PRIu64 ": flush %" PRIu64 " timed out waiting for %zu producer(s).", f->session->id,
+                   f->request_id, f->n_producers);
+        flush_complete(f, false);
+        return 0;
+}
+
+static int on_flush_now(sd_event_source *src, void *userdata) {
+        struct pending_flush *f = userdata;
+        f->defer = sd_event_source_disable_unref(f->defer);
+        flush_complete(f, true);
+        return 0;
+}
+
+int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, void *userdata) {
+        struct traced_service *svc = s->svc;
+        int r;
+
+        struct pending_flush *f = calloc(1, sizeof(*f));
+        if (!f)
+                return -ENOMEM;
+        f->session = s;
+        f->request_id = ++svc->last_flush_request_id;
+        f->done = done;
+        f->userdata = userdata;
+        f->producers = calloc(svc->n_producers ? svc->n_producers : 1, sizeof(uint16_t));
+        f->producers_all = calloc(svc->n_producers ? svc->n_producers : 1, sizeof(uint16_t));
+        if (!f->producers || !f->producers_all) {
+                free(f->producers);
+                free(f->producers_all);
+                free(f);
+                return -ENOMEM;
+        }
+        s->flushes_requested++;
+        session_add_service_event(s, SERVICE_EVENT_FLUSH_STARTED);
+
+        for (struct producer *p = svc->producers; p; p = p->next) {
+                uint64_t ids[256];
+                size_t n = 0;
+                for (struct ds_instance *i = s->instances; i; i = i->next)
+                        if (i->producer == p && (i->state == DS_STARTED || i->state == DS_STARTING) &&
+                            n < ELEMENTSOF(ids))
+                                ids[n++] = i->id;
+                if (n == 0)
+                        continue;
+                f->producers_all[f->n_producers_all++] = p->id;
+                if (producer_send_flush(p, f->request_id, ids, n) >= 0)
+                        f->producers[f->n_producers++] = p->id;
+        }
+
+        f->next = s->flushes;
+        s->flushes = f;
+        if (f->n_producers == 0) {
+                r = sd_event_add_defer(svc->event, &f->defer, on_flush_now, f);
+                return r < 0 ? r : 0;
+        }
+        if (timeout_ms == 0)
+                timeout_ms = s->config->has_flush_timeout_ms && s->config->flush_timeout_ms
+                                     ? s->config->flush_timeout_ms
+                                     : SERVICE_DEFAULT_FLUSH_TIMEOUT_MS;
+        r = sd_event_add_time_relative(svc->event, &f->timeout, CLOCK_MONOTONIC, (uint64_t) timeout_ms * 1000u, 1000,
+                                       on_flush_timeout, f);
+        return r < 0 ? r : 0;
+}
+
+void session_cancel_flushes(struct session *s) {
+        while (s->flushes) {
+                struct pending_flush *f = s->flushes;
+                s->flushes = f->next;
+                sd_event_source_disable_unref(f->timeout);
+                sd_event_source_disable_unref(f->defer);
+                flush_done_fn done = f->done;
+                void *ud = f->userdata;
+                free(f->producers);
+                free(f->producers_all);
+                free(f);
+                /* Waiters (a consumer's Flush) learn that it failed. */
+                if (done)
+                        done(s, false, ud);
+        }
+}
+
+static void flush_ack(struct pending_flush *f, uint16_t producer_id) {
+        for (size_t i = 0; i < f->n_producers; i++)
+                if (f->producers[i] == producer_id) {
+                        f->producers[i] = f->producers[--f->n_producers];
+                        break;
+                }
+        if (f->n_producers == 0)
+                flush_complete(f, true);
+}
+
+void session_on_producer_flush_ack(struct traced_service *svc, uint16_t producer_id, uint64_t request_id) {
+        /* A producer acks the highest flush id it served: every pending
+         * flush up to that id is done for it. */
+        for (struct session *s = svc->sessions; s; s = s->next) {
+                struct pending_flush *f = s->flushes;
+                while (f) {
+                        struct pending_flush *next = f->next;
+                        if (f->request_id <= request_id)
+                                flush_ack(f, producer_id);
+                        f = next;
+                }
+        }
+}
+
+/* ---- stopping ----------------------------------------------------------- */
+
+static void check_all_stopped(struct session *s) {
+        if (s->state != SESSION_DISABLING || !s->stop_sent)
+                return;
+        for (struct ds_instance *i = s->instances; i; i = i->next)
+                if (i->state == DS_STOPPING)
+                        return;
+        session_finalize(s);
+}
+
+static int on_stop_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        for (struct ds_instance *i = s->instances; i; i = i->next)
+                if (i->state == DS_STOPPING) {
+                        log_notice("Session %" PRIu64 ": data source \"%s\" did not acknowledge the stop in time.",
+                                   s->id, i->name);
+                        i->state = DS_STOPPED;
+                }
+        check_all_stopped(s);
+        return 0;
+}
+
+static void stop_all_instances(struct session *s) {
+        uint32_t timeout = s->config->has_data_source_stop_timeout_ms && s->config->data_source_stop_timeout_ms
+                                   ? s->config->data_source_stop_timeout_ms
+                                   : SERVICE_DEFAULT_STOP_TIMEOUT_MS;
+        bool waiting = false;
+
+        for (struct ds_instance *i = s->instances; i; i = i->next) {
+                if (!i->producer || i->state == DS_STOPPED || i->state == DS_CONFIGURED) {
+                        if (i->producer && i->state == DS_CONFIGURED)
+                                (void) producer_send_stop_data_source(i->producer, i);
+                        i->state = DS_STOPPED;
+                        continue;
+                }
+                (void) producer_send_stop_data_source(i->producer, i);
+                if (i->will_notify_on_stop) {
+                        i->state = DS_STOPPING;
+                        waiting = true;
+                } else
+                        i->state = DS_STOPPED;
+        }
+        s->stop_sent = true;
+        if (waiting)
+                (void) add_timer_ms(s, &s->stop_timer, timeout, on_stop_timeout);
+        check_all_stopped(s);
+}
+
+static void disable_flush_done(struct session *s, bool success, void *userdata) {
+        if (s->state == SESSION_DISABLING)
+                stop_all_instances(s);
+}
+
+static void session_finalize(struct session *s) {
+        if (s->state == SESSION_DISABLED)
+                return;
+        s->state = SESSION_DISABLED;
+        s->duration_timer = sd_event_source_disable_unref(s->duration_timer);
+        s->flush_timer = sd_event_source_disable_unref(s->flush_timer);
+        s->stop_timer = sd_event_source_disable_unref(s->stop_timer);
+        s->clear_timer = sd_event_source_disable_unref(s->clear_timer);
+        s->trigger_timer = sd_event_source_disable_unref(s->trigger_timer);
+        s->file_timer = sd_event_source_disable_unref(s->file_timer);
+        session_add_service_event(s, SERVICE_EVENT_TRACING_DISABLED);
+
+        /* Anything committed while stopping. */
+        for (struct ds_instance *i = s->instances; i; i = i->next)
+                if (i->producer)
+                        producer_scrape_smb(i->producer, true);
+        /* Nothing more will arrive: read what can be read, as is. */
+        for (size_t i = 0; i < s->n_buffers; i++)
+                trace_buffer_set_final(s->buffers[i].tb, true);
+
+        if (s->file_fd >= 0) {
+                int r = session_write_into_file(s);
+                if (r < 0 && r != -EFBIG)
+                        log_warning_errno(r, "Session %" PRIu64 ": final write of the trace file failed: %m", s->id);
+                s->file_fd = safe_close(s->file_fd);
+        }
+        log_info("Session %" PRIu64 " disabled%s%s.", s->id, s->disable_error ? ": " : "",
+                 s->disable_error ? s->disable_error : "");
+
+        if (s->enable_req) {
+                Perfetto__Protos__EnableTracingResponse resp = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
+                resp.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
+                resp.disabled = true;
+                resp.error = s->disable_error;
+                ipc_request *req = s->enable_req;
+                s->enable_req = NULL;
+                (void) ipc_request_reply(req, &resp.base, false, -EBADF);
+        }
+        session_notify_observers(s, PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
+        service_state_changed(s->svc);
+}
+
+void session_force_finalize(struct session *s, const char *error) {
+        if (error && !s->disable_error)
+                s->disable_error = strdup(error);
+        stop_all_instances(s);
+        session_finalize(s);
+}
+
+void session_disable(struct session *s, const char *error) {
+        if (error && !s->disable_error)
+                s->disable_error = strdup(error);
+        switch (s->state) {
+        case SESSION_CONFIGURED:
+                stop_all_instances(s);
+                session_finalize(s);
+                break;
+        case SESSION_STARTED:
+                s->state = SESSION_DISABLING;
+                if (session_flush(s, 0, disable_flush_done, NULL) < 0)
+                        stop_all_instances(s);
+                break;
+        case SESSION_DISABLING:
+        case SESSION_DISABLED:
+                break;
+        }
+}
+
+/* ---- producer events ---------------------------------------------------- */
+
+static struct ds_instance *find_instance(struct traced_service *svc, struct producer *p, uint64_t id) {
+        for (struct session *s = svc->sessions; s; s = s->next)
+                for (struct ds_instance *i = s->instances; i; i = i->next)
+                        if (i->id == id && i->producer == p)
+                                return i;
+        return NULL;
+}
+
+void session_on_ds_started(struct traced_service *svc, struct producer *p, uint64_t instance_id) {
+        struct ds_instance *i = find_instance(svc, p, instance_id);
+        if (!i || i->state != DS_STARTING)
+                return;
+        i->state = DS_STARTED;
+        check_all_started(i->session);
+}
+
+void session_on_ds_stopped(struct traced_service *svc, struct producer *p, uint64_t instance_id) {
+        struct ds_instance *i = find_instance(svc, p, instance_id);
+        if (!i || i->state != DS_STOPPING)
+                return;
+        i->state = DS_STOPPED;
+        check_all_stopped(i->session);
+}
+
+void session_on_producer_gone(struct traced_service *svc, struct producer *p) {
+        for (struct session *s = svc->sessions; s; s = s->next) {
+                bool touched = false;
+                for (struct ds_instance *i = s->instances; i; i = i->next)
+                        if (i->producer == p) {
+                                i->producer = NULL;
+                                if (i->state == DS_STARTING || i->state == DS_STOPPING)
+                                        touched = true;
+                                i->state = DS_STOPPED;
+                        }
+                struct pending_flush *f = s->flushes;
+                while (f) {
+                        struct pending_flush *next = f->next;
+                        bool waiting = false;
+                        for (size_t k = 0; k < f->n_producers; k++)
+                                if (f->producers[k] == p->id)
+                                        waiting = true;
+                        if (waiting)
+                                flush_ack(f, p->id);
+                        f = next;
+                }
+                if (touched) {
+                        check_all_started(s);
+                        check_all_stopped(s);
+                }
+        }
+}
+
+void session_on_data_source_registered(struct traced_service *svc, struct producer *p, struct data_source_reg *reg) {
+        /* A data source that appears while a session wants it joins it. */
+        for (struct session *s = svc->sessions; s; s = s->next) {
+                if (s->state != SESSION_CONFIGURED && s->state != SESSION_STARTED)
+                        continue;
+                for (size_t i = 0; i < s->config->n_data_sources; i++) {
+                        const Perfetto__Protos__TraceConfig__DataSource *ds = s->config->data_sources[i];
+                        if (!ds->config || !ds->config->name || strcmp(ds->config->name, reg->name) != 0 ||
+                            !producer_matches(ds, p))
+                                continue;
+                        bool exists = false;
+                        for (struct ds_instance *k = s->instances; k; k = k->next)
+                                if (k->producer == p && strcmp(k->name, reg->name) == 0)
+                                        exists = true;
+                        if (exists)
+                                continue;
+                        struct ds_instance *inst = NULL;
+                        if (setup_instance(s, ds, p, reg, &inst) < 0 || !inst)
+                                continue;
+                        if (s->state == SESSION_STARTED)
+                                (void) start_instance(s, inst);
+                }
+        }
+}
+
+static bool trigger_matches(const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t, const char *name,
+                            const struct producer *p) {
+        if (!t->name || strcmp(t->name, name) != 0)
+                return false;
+        if (t->producer_name_regex && t->producer_name_regex[0]) {
+                regex_t re;
+                size_t len = strlen(t->producer_name_regex);
+                _cleanup_free_ char *anchored = malloc(len + 5);
+                if (!anchored)
+                        return false;
+                snprintf(anchored, len + 5, "^(%s)$", t->producer_name_regex);
+                if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) != 0)
+                        return false;
+                bool ok = p->name && regexec(&re, p->name, 0, NULL, 0) == 0;
+                regfree(&re);
+                return ok;
+        }
+        return true;
+}
+
+static int on_stop_delay(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        session_disable(s, NULL);
+        return 0;
+}
+
+void session_on_triggers(struct traced_service *svc, struct producer *p, char **names, size_t n) {
+        for (struct session *s = svc->sessions; s; s = s->next) {
+                const Perfetto__Protos__TraceConfig__TriggerConfig *tc = s->config->trigger_config;
+                if (!tc)
+                        continue;
+                for (size_t k = 0; k < n; k++)
+                        for (size_t t = 0; t < tc->n_triggers; t++) {
+                                const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *tr = tc->triggers[t];
+                                if (!trigger_matches(tr, names[k], p))
+                                        continue;
+                                log_info("Session %" PRIu64 ": trigger \"%s\" from producer \"%s\".", s->id,
+                                         names[k], strna(p->name));
+                                if (!s->triggered_by)
+                                        s->triggered_by = strdup(names[k]);
+                                if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING) &&
+                                    s->waiting_for_start_trigger) {
+                                        s->waiting_for_start_trigger = false;
+                                        s->trigger_timer = sd_event_source_disable_unref(s->trigger_timer);
+                                        (void) session_start_now(s);
+                                } else if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING) &&
+                                           s->state == SESSION_STARTED && !s->stop_trigger_hit) {
+                                        s->stop_trigger_hit = true;
+                                        s->trigger_timer = sd_event_source_disable_unref(s->trigger_timer);
+                                        (void) add_timer_ms(s, &s->trigger_timer, tr->has_stop_delay_ms ? tr->stop_delay_ms : 0,
+                                                            on_stop_delay);
+                                }
+                        }
+        }
+}
+
+void session_notify_observers(struct session *s, uint32_t event_mask) {
+        struct consumer *c = s->consumer;
+        if (!c || !c->observe_req || !(c->observe_mask & event_mask))
+                return;
+        if (event_mask != PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED)
+                return;
+        if (s->state == SESSION_DISABLED)
+                return;
+        Perfetto__Protos__ObserveEventsResponse resp = PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
+        Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+        ev.has_all_data_sources_started = true;
+        ev.all_data_sources_started = true;
+        resp.events = &ev;
+        (void) ipc_request_reply(c->observe_req, &resp.base, true, -EBADF);
+}

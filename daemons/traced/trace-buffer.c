@@ -1,0 +1,599 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic/macro.h"
+#include "smb/smb-abi.h"
+#include "trace-buffer.h"
+
+#define SEQ_BUCKETS 1024u
+#define MAX_SEQUENCES 65536u
+#define MAX_CHUNK_PAYLOAD (SMB_MAX_PAGE_SIZE - SMB_PAGE_HEADER_SIZE - SMB_CHUNK_HEADER_SIZE)
+/* Largest packet reassembled from fragments; larger ones are dropped. */
+#define MAX_PACKET_SIZE (64u * 1024u * 1024u)
+
+struct tb_seq;
+
+struct tb_chunk {
+        struct tb_chunk *fifo_prev, *fifo_next;
+        struct tb_seq *seq;
+        uint32_t chunk_id;
+        uint16_t num_fragments;
+        uint16_t fragments_read;
+        uint8_t flags;
+        bool complete;
+        size_t read_off;
+        size_t size;
+        size_t cost;
+        uint8_t *payload;
+};
+
+struct tb_seq {
+        struct tb_seq *next, *hnext;
+        uint16_t producer_id, writer_id;
+        uid_t uid;
+        pid_t pid;
+        /* Chunks ordered by chunk id; live entries are [head, n). */
+        struct tb_chunk **chunks;
+        size_t head, n, cap;
+        bool have_last;
+        uint32_t last_chunk_id; /* last chunk consumed or given up on */
+        bool data_lost;
+};
+
+struct trace_buffer {
+        enum trace_buffer_policy policy;
+        size_t capacity;
+        size_t used;
+        struct tb_chunk *fifo_head, *fifo_tail;
+        struct tb_seq *buckets[SEQ_BUCKETS];
+        struct tb_seq *seqs, *seqs_tail;
+        size_t n_seqs;
+        struct tb_seq *read_seq;
+        bool final;
+        uint8_t *packet;
+        size_t packet_cap;
+        struct trace_buffer_stats stats;
+};
+
+static int32_t id_cmp(uint32_t a, uint32_t b) {
+        return (int32_t) (a - b);
+}
+
+int trace_buffer_new(size_t size, enum trace_buffer_policy policy, struct trace_buffer **ret) {
+        if (size < TRACE_BUFFER_MIN_SIZE)
+                return -EINVAL;
+        struct trace_buffer *tb = calloc(1, sizeof(*tb));
+        if (!tb)
+                return -ENOMEM;
+        tb->policy = policy;
+        tb->capacity = size;
+        tb->stats.buffer_size = size;
+        *ret = tb;
+        return 0;
+}
+
+static void chunk_free(struct tb_chunk *c) {
+        free(c->payload);
+        free(c);
+}
+
+void trace_buffer_free(struct trace_buffer *tb) {
+        if (!tb)
+                return;
+        while (tb->fifo_head) {
+                struct tb_chunk *c = tb->fifo_head;
+                tb->fifo_head = c->fifo_next;
+                chunk_free(c);
+        }
+        while (tb->seqs) {
+                struct tb_seq *s = tb->seqs;
+                tb->seqs = s->next;
+                free(s->chunks);
+                free(s);
+        }
+        free(tb->packet);
+        free(tb);
+}
+
+const struct trace_buffer_stats *trace_buffer_get_stats(const struct trace_buffer *tb) {
+        return &tb->stats;
+}
+
+size_t trace_buffer_used_bytes(const struct trace_buffer *tb) {
+        return tb->used;
+}
+
+void trace_buffer_set_final(struct trace_buffer *tb, bool final) {
+        tb->final = final;
+}
+
+static unsigned bucket(uint16_t producer_id, uint16_t writer_id) {
+        return (((unsigned) producer_id * 2654435761u) ^ writer_id) % SEQ_BUCKETS;
+}
+
+static struct tb_seq *seq_find(struct trace_buffer *tb, uint16_t producer_id, uint16_t writer_id) {
+        for (struct tb_seq *s = tb->buckets[bucket(producer_id, writer_id)]; s; s = s->hnext)
+                if (s->producer_id == producer_id && s->writer_id == writer_id)
+                        return s;
+        return NULL;
+}
+
+static struct tb_seq *seq_get(struct trace_buffer *tb, const struct trace_buffer_chunk *c) {
+        struct tb_seq *s = seq_find(tb, c->producer_id, c->writer_id);
+        if (s)
+                return s;
+        if (tb->n_seqs >= MAX_SEQUENCES)
+                return NULL;
+        s = calloc(1, sizeof(*s));
+        if (!s)
+                return NULL;
+        s->producer_id = c->producer_id;
+        s->writer_id = c->writer_id;
+        s->uid = c->producer_uid;
+        s->pid = c->producer_pid;
+        unsigned b = bucket(c->producer_id, c->writer_id);
+        s->hnext = tb->buckets[b];
+        tb->buckets[b] = s;
+        if (tb->seqs_tail)
+                tb->seqs_tail->next = s;
+        else
+                tb->seqs = s;
+        tb->seqs_tail = s;
+        tb->n_seqs++;
+        return s;
+}
+
+static size_t seq_count(const struct tb_seq *s) {
+        return s->n - s->head;
+}
+
+static struct tb_chunk *seq_first(const struct tb_seq *s) {
+        return s->n > s->head ? s->chunks[s->head] : NULL;
+}
+
+/* Index of chunk_id among live entries, or where it would go. */
+static size_t seq_search(const struct tb_seq *s, uint32_t chunk_id, bool *ret_found) {
+        size_t lo = s->head, hi = s->n;
+        /* Fast path: appending. */
+        if (hi > lo && id_cmp(chunk_id, s->chunks[hi - 1]->chunk_id) > 0) {
+                *ret_found = false;
+                return hi;
+        }
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                int32_t c = id_cmp(s->chunks[mid]->chunk_id, chunk_id);
+                if (c == 0) {
+                        *ret_found = true;
+                        return mid;
+                }
+                if (c < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        *ret_found = false;
+        return lo;
+}
+
+static int seq_insert(struct tb_seq *s, size_t pos, struct tb_chunk *c) {
+        if (s->n == s->cap) {
+                if (s->head > 0) {
+                        memmove(s->chunks, s->chunks + s->head, seq_count(s) * sizeof(*s->chunks));
+                        pos -= s->head;
+                        s->n -= s->head;
+                        s->head = 0;
+                } else {
+                        size_t cap = s->cap ? s->cap * 2 : 16;
+                        struct tb_chunk **a = realloc(s->chunks, cap * sizeof(*a));
+                        if (!a)
+                                return -ENOMEM;
+                        s->chunks = a;
+                        s->cap = cap;
+                }
+        }
+        memmove(s->chunks + pos + 1, s->chunks + pos, (s->n - pos) * sizeof(*s->chunks));
+        s->chunks[pos] = c;
+        s->n++;
+        return 0;
+}
+
+static void seq_remove(struct tb_seq *s, struct tb_chunk *c) {
+        if (seq_first(s) == c) {
+                s->head++;
+                if (s->head == s->n)
+                        s->head = s->n = 0;
+                return;
+        }
+        for (size_t i = s->head; i < s->n; i++)
+                if (s->chunks[i] == c) {
+                        memmove(s->chunks + i, s->chunks + i + 1, (s->n - i - 1) * sizeof(*s->chunks));
+                        s->n--;
+                        return;
+                }
+}
+
+static void fifo_unlink(struct trace_buffer *tb, struct tb_chunk *c) {
+        if (c->fifo_prev)
+                c->fifo_prev->fifo_next = c->fifo_next;
+        else
+                tb->fifo_head = c->fifo_next;
+        if (c->fifo_next)
+                c->fifo_next->fifo_prev = c->fifo_prev;
+        else
+                tb->fifo_tail = c->fifo_prev;
+}
+
+/* Drops a chunk from the buffer. */
+static void chunk_delete(struct trace_buffer *tb, struct tb_chunk *c) {
+        seq_remove(c->seq, c);
+        fifo_unlink(tb, c);
+        tb->used -= c->cost;
+        chunk_free(c);
+}
+
+/* Consumes the first chunk of its sequence after reading it. */
+static void chunk_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
+        struct tb_seq *s = c->seq;
+        s->have_last = true;
+        s->last_chunk_id = c->chunk_id;
+        tb->stats.chunks_read++;
+        chunk_delete(tb, c);
+}
+
+static void evict_oldest(struct trace_buffer *tb) {
+        struct tb_chunk *c = tb->fifo_head;
+        struct tb_seq *s = c->seq;
+        if (c->fragments_read < c->num_fragments || !c->complete)
+                s->data_lost = true;
+        /* Reading resumes after it: everything up to it is gone. */
+        if (!s->have_last || id_cmp(c->chunk_id, s->last_chunk_id) > 0) {
+                if (seq_first(s) == c) {
+                        s->have_last = true;
+                        s->last_chunk_id = c->chunk_id;
+                }
+        }
+        tb->stats.chunks_overwritten++;
+        tb->stats.bytes_overwritten += c->size;
+        chunk_delete(tb, c);
+}
+
+int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *in) {
+        if (in->payload_size > MAX_CHUNK_PAYLOAD || in->num_fragments > SMB_MAX_PACKET_COUNT) {
+                tb->stats.abi_violations++;
+                return -EINVAL;
+        }
+        struct tb_seq *s = seq_get(tb, in);
+        if (!s) {
+                tb->stats.chunks_discarded++;
+                return 0;
+        }
+        /* Already read past it (e.g. a duplicate commit). */
+        if (s->have_last && id_cmp(in->chunk_id, s->last_chunk_id) <= 0) {
+                tb->stats.chunks_discarded++;
+                return 0;
+        }
+
+        bool found;
+        size_t pos = seq_search(s, in->chunk_id, &found);
+        if (found) {
+                struct tb_chunk *old = s->chunks[pos];
+                /* A scraped copy is replaced by the committed chunk; a
+                 * complete copy never changes again. */
+                if (old->complete || in->payload_size < old->size || in->num_fragments < old->fragments_read) {
+                        tb->stats.chunks_discarded++;
+                        return 0;
+                }
+                uint8_t *p = malloc(in->payload_size ? in->payload_size : 1);
+                if (!p)
+                        return -ENOMEM;
+                memcpy(p, in->payload, in->payload_size);
+                free(old->payload);
+                old->payload = p;
+                tb->used += in->payload_size - old->size;
+                old->cost += in->payload_size - old->size;
+                old->size = in->payload_size;
+                old->num_fragments = in->num_fragments;
+                old->flags = in->flags;
+                old->complete = in->complete;
+                tb->stats.chunks_rewritten++;
+                tb->stats.bytes_written += in->payload_size;
+                return 0;
+        }
+
+        size_t cost = in->payload_size + TRACE_BUFFER_CHUNK_OVERHEAD;
+        if (cost > tb->capacity) {
+                tb->stats.chunks_discarded++;
+                return 0;
+        }
+        while (tb->used + cost > tb->capacity) {
+                if (tb->policy == TRACE_BUFFER_DISCARD || !tb->fifo_head) {
+                        tb->stats.chunks_discarded++;
+                        return 0;
+                }
+                evict_oldest(tb);
+                tb->stats.write_wrap_count++;
+        }
+        /* Eviction may have changed the sequence. */
+        if (s->have_last && id_cmp(in->chunk_id, s->last_chunk_id) <= 0) {
+                tb->stats.chunks_discarded++;
+                return 0;
+        }
+        pos = seq_search(s, in->chunk_id, &found);
+
+        struct tb_chunk *c = calloc(1, sizeof(*c));
+        if (!c)
+                return -ENOMEM;
+        c->payload = malloc(in->payload_size ? in->payload_size : 1);
+        if (!c->payload) {
+                free(c);
+                return -ENOMEM;
+        }
+        memcpy(c->payload, in->payload, in->payload_size);
+        c->seq = s;
+        c->chunk_id = in->chunk_id;
+        c->num_fragments = in->num_fragments;
+        c->flags = in->flags;
+        c->complete = in->complete;
+        c->size = in->payload_size;
+        c->cost = cost;
+        if (pos != s->n)
+                tb->stats.chunks_committed_out_of_order++;
+        if (seq_insert(s, pos, c) < 0) {
+                chunk_free(c);
+                return -ENOMEM;
+        }
+        c->fifo_prev = tb->fifo_tail;
+        if (tb->fifo_tail)
+                tb->fifo_tail->fifo_next = c;
+        else
+                tb->fifo_head = c;
+        tb->fifo_tail = c;
+        tb->used += cost;
+        tb->stats.chunks_written++;
+        tb->stats.bytes_written += in->payload_size;
+        return 0;
+}
+
+int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16_t writer_id, uint32_t chunk_id,
+                           const struct trace_buffer_patch *patches, size_t n, bool other_patches_pending) {
+        struct tb_seq *s = seq_find(tb, producer_id, writer_id);
+        bool found = false;
+        size_t pos = s ? seq_search(s, chunk_id, &found) : 0;
+        if (!found) {
+                tb->stats.patches_failed++;
+                return -ENOENT;
+        }
+        struct tb_chunk *c = s->chunks[pos];
+        for (size_t i = 0; i < n; i++)
+                if (c->size < TRACE_BUFFER_PATCH_SIZE || patches[i].offset > c->size - TRACE_BUFFER_PATCH_SIZE) {
+                        tb->stats.patches_failed++;
+                        return -ERANGE;
+                }
+        for (size_t i = 0; i < n; i++)
+                memcpy(c->payload + patches[i].offset, patches[i].data, TRACE_BUFFER_PATCH_SIZE);
+        tb->stats.patches_succeeded += n;
+        if (!other_patches_pending)
+                c->flags &= (uint8_t) ~SMB_CHUNK_NEEDS_PATCHING;
+        return 0;
+}
+
+void trace_buffer_begin_read(struct trace_buffer *tb) {
+        tb->read_seq = tb->seqs;
+}
+
+/* Reads the fragment header at the chunk's read offset. 0 ok, -EBADMSG. */
+static int fragment_at(const struct tb_chunk *c, size_t off, size_t *ret_data_off, uint32_t *ret_size) {
+        uint64_t v = 0;
+        size_t p = off;
+        for (unsigned shift = 0;; shift += 7) {
+                if (p >= c->size || shift > 28)
+                        return -EBADMSG;
+                uint8_t b = c->payload[p++];
+                v |= (uint64_t) (b & 0x7f) << shift;
+                if (!(b & 0x80))
+                        break;
+        }
+        if (v > UINT32_MAX)
+                return -EBADMSG;
+        if (v != SMB_PACKET_SIZE_DROP_PACKET && v > c->size - p)
+                return -EBADMSG;
+        *ret_data_off = p;
+        *ret_size = (uint32_t) v;
+        return 0;
+}
+
+static int packet_reserve(struct trace_buffer *tb, size_t n) {
+        if (n > MAX_PACKET_SIZE)
+                return -EMSGSIZE;
+        if (n <= tb->packet_cap)
+                return 0;
+        size_t cap = MAX(n, tb->packet_cap * 2);
+        uint8_t *p = realloc(tb->packet, cap ? cap : 1);
+        if (!p)
+                return -ENOMEM;
+        tb->packet = p;
+        tb->packet_cap = cap;
+        return 0;
+}
+
+/* Skips the fragment being read in c and marks the loss. */
+static void skip_fragment(struct tb_chunk *c, size_t next_off) {
+        c->read_off = next_off;
+        c->fragments_read++;
+        c->seq->data_lost = true;
+}
+
+static void abandon_chunk(struct trace_buffer *tb, struct tb_chunk *c) {
+        c->fragments_read = c->num_fragments;
+        c->read_off = c->size;
+        c->seq->data_lost = true;
+        tb->stats.abi_violations++;
+}
+
+enum readahead_result {
+        RA_DONE,       /* packet assembled */
+        RA_WAIT,       /* the rest has not arrived yet */
+        RA_BROKEN,     /* the chain is broken: drop the start */
+};
+
+/* Assembles a packet that starts with the last fragment of chunk at index
+ * start_idx of s and continues in the following chunks. */
+static enum readahead_result readahead(struct trace_buffer *tb, struct tb_seq *s, size_t start_idx, size_t data_off,
+                                       uint32_t size, size_t *ret_len, size_t *ret_end_idx, size_t *ret_end_off) {
+        struct tb_chunk *c = s->chunks[start_idx];
+        size_t len = 0;
+
+        if (packet_reserve(tb, size) < 0)
+                return RA_BROKEN;
+        memcpy(tb->packet, c->payload + data_off, size);
+        len = size;
+        uint32_t expect = c->chunk_id + 1;
+        for (size_t i = start_idx + 1;; i++) {
+                if (i >= s->n)
+                        return RA_WAIT;
+                struct tb_chunk *n = s->chunks[i];
+                if (n->chunk_id != expect)
+                        return tb->final ? RA_BROKEN : RA_WAIT;
+                if (!(n->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV) || n->num_fragments == 0)
+                        return RA_BROKEN;
+                if ((n->flags & SMB_CHUNK_NEEDS_PATCHING) && !tb->final)
+                        return RA_WAIT;
+                bool only = n->num_fragments == 1;
+                bool cont = only && (n->flags & SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT);
+                if (only && !n->complete && !tb->final)
+                        return RA_WAIT;
+                size_t doff;
+                uint32_t fsize;
+                if (fragment_at(n, 0, &doff, &fsize) < 0 || fsize == SMB_PACKET_SIZE_DROP_PACKET)
+                        return RA_BROKEN;
+                if (packet_reserve(tb, len + fsize) < 0)
+                        return RA_BROKEN;
+                memcpy(tb->packet + len, n->payload + doff, fsize);
+                len += fsize;
+                if (!cont) {
+                        *ret_len = len;
+                        *ret_end_idx = i;
+                        *ret_end_off = doff + fsize;
+                        return RA_DONE;
+                }
+                expect++;
+        }
+}
+
+/* 1: a packet from s in tb->packet; 0: nothing ready in s. */
+static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *ret_len, bool *ret_lost) {
+        for (;;) {
+                struct tb_chunk *c = seq_first(s);
+                if (!c)
+                        return 0;
+                if (c->fragments_read == 0 && c->read_off == 0 && s->have_last &&
+                    c->chunk_id != s->last_chunk_id + 1) {
+                        /* A chunk id gap: data was lost on this sequence. */
+                        s->data_lost = true;
+                        s->last_chunk_id = c->chunk_id - 1;
+                }
+                if ((c->flags & SMB_CHUNK_NEEDS_PATCHING) && !tb->final)
+                        return 0;
+                if (c->fragments_read >= c->num_fragments) {
+                        if (!c->complete && !tb->final)
+                                return 0; /* scraped: more fragments may come */
+                        chunk_consumed(tb, c);
+                        continue;
+                }
+                bool last = c->fragments_read + 1 == c->num_fragments;
+                if (last && !c->complete && !tb->final)
+                        return 0; /* the writer may still be filling it */
+
+                size_t doff;
+                uint32_t size;
+                if (fragment_at(c, c->read_off, &doff, &size) < 0) {
+                        abandon_chunk(tb, c);
+                        continue;
+                }
+                if (size == SMB_PACKET_SIZE_DROP_PACKET) {
+                        skip_fragment(c, c->size);
+                        tb->stats.trace_writer_packet_loss++;
+                        c->fragments_read = c->num_fragments;
+                        continue;
+                }
+                size_t next_off = doff + size;
+                bool from_prev = c->fragments_read == 0 && (c->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV);
+                bool to_next = last && (c->flags & SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT);
+                if (from_prev) {
+                        /* The rest of a packet whose start we never saw. */
+                        skip_fragment(c, next_off);
+                        continue;
+                }
+                if (!to_next) {
+                        c->read_off = next_off;
+                        c->fragments_read++;
+                        if (size == 0)
+                                continue;
+                        if (packet_reserve(tb, size) < 0) {
+                                s->data_lost = true;
+                                continue;
+                        }
+                        memcpy(tb->packet, c->payload + doff, size);
+                        *ret_len = size;
+                        *ret_lost = s->data_lost;
+                        s->data_lost = false;
+                        return 1;
+                }
+
+                size_t len, end_idx, end_off;
+                switch (readahead(tb, s, s->head, doff, size, &len, &end_idx, &end_off)) {
+                case RA_WAIT:
+                        if (!tb->final)
+                                return 0;
+                        _fallthrough_;
+                case RA_BROKEN:
+                        tb->stats.readaheads_failed++;
+                        skip_fragment(c, next_off);
+                        continue;
+                case RA_DONE:
+                        break;
+                }
+                tb->stats.readaheads_succeeded++;
+                /* Consume: the start chunk, every chunk in between, and the
+                 * first fragment of the end chunk. */
+                c->read_off = next_off;
+                c->fragments_read++;
+                struct tb_chunk *end = s->chunks[end_idx];
+                while (seq_first(s) != end)
+                        chunk_consumed(tb, seq_first(s));
+                end->read_off = end_off;
+                end->fragments_read = 1;
+                *ret_len = len;
+                *ret_lost = s->data_lost;
+                s->data_lost = false;
+                return 1;
+        }
+}
+
+int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_packet *ret,
+                                  struct trace_buffer_packet_info *ret_info) {
+        while (tb->read_seq) {
+                struct tb_seq *s = tb->read_seq;
+                size_t len;
+                bool lost;
+                if (seq_next_packet(tb, s, &len, &lost) > 0) {
+                        ret->slices[0] = (struct iovec) { .iov_base = tb->packet, .iov_len = len };
+                        ret->n_slices = 1;
+                        ret->size = len;
+                        *ret_info = (struct trace_buffer_packet_info) {
+                                .producer_id = s->producer_id,
+                                .writer_id = s->writer_id,
+                                .producer_uid = s->uid,
+                                .producer_pid = s->pid,
+                                .previous_packet_dropped = lost,
+                        };
+                        tb->stats.bytes_read += len;
+                        return 1;
+                }
+                tb->read_seq = s->next;
+        }
+        return 0;
+}

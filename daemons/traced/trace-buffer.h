@@ -1,0 +1,113 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * A session's trace buffer, on the service side. Chunks copied out of
+ * producers' shared memory are kept, within a byte budget, indexed by
+ * (producer, writer, chunk id); packets are reassembled from fragments per
+ * sequence (producer, writer) in chunk id order when read. Everything in a
+ * chunk is untrusted: it is validated when read, and bad data costs the
+ * packet (counted), never a crash.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+enum trace_buffer_policy {
+        TRACE_BUFFER_RING_BUFFER, /* overwrite the oldest chunks */
+        TRACE_BUFFER_DISCARD,     /* refuse chunks once full */
+};
+
+#define TRACE_BUFFER_PATCH_SIZE 4u
+#define TRACE_BUFFER_MAX_SLICES 1u
+#define TRACE_BUFFER_MIN_SIZE 4096u
+/* Accounting overhead per stored chunk. */
+#define TRACE_BUFFER_CHUNK_OVERHEAD 64u
+
+struct trace_buffer;
+
+struct trace_buffer_chunk {
+        uint16_t producer_id;
+        uid_t producer_uid;
+        pid_t producer_pid;
+        uint16_t writer_id;
+        uint32_t chunk_id;
+        uint16_t num_fragments;
+        uint8_t flags; /* SMB_CHUNK_* flags */
+        bool complete; /* false: scraped while still being written */
+        const uint8_t *payload;
+        size_t payload_size;
+};
+
+struct trace_buffer_patch {
+        uint32_t offset; /* from the start of the chunk payload */
+        uint8_t data[TRACE_BUFFER_PATCH_SIZE];
+};
+
+/* One packet handed out by read: the bytes stay valid until the next read
+ * call or until the buffer is freed. */
+struct trace_buffer_packet {
+        struct iovec slices[TRACE_BUFFER_MAX_SLICES];
+        size_t n_slices;
+        size_t size;
+};
+
+struct trace_buffer_packet_info {
+        uint16_t producer_id;
+        uint16_t writer_id;
+        uid_t producer_uid;
+        pid_t producer_pid;
+        /* Data of this sequence was lost before this packet. */
+        bool previous_packet_dropped;
+};
+
+struct trace_buffer_stats {
+        uint64_t buffer_size;
+        uint64_t bytes_written;
+        uint64_t bytes_overwritten;
+        uint64_t bytes_read;
+        uint64_t padding_bytes_written;
+        uint64_t padding_bytes_cleared;
+        uint64_t chunks_written;
+        uint64_t chunks_rewritten;
+        uint64_t chunks_overwritten;
+        uint64_t chunks_discarded;
+        uint64_t chunks_read;
+        uint64_t chunks_committed_out_of_order;
+        uint64_t write_wrap_count;
+        uint64_t patches_succeeded;
+        uint64_t patches_failed;
+        uint64_t readaheads_succeeded;
+        uint64_t readaheads_failed;
+        uint64_t abi_violations;
+        uint64_t trace_writer_packet_loss;
+};
+
+int trace_buffer_new(size_t size, enum trace_buffer_policy policy, struct trace_buffer **ret);
+void trace_buffer_free(struct trace_buffer *tb);
+
+/* Stores a chunk (copying the payload). A chunk with a key already stored
+ * replaces the old copy when it is complete or larger (a scraped chunk
+ * committed later). 0 when stored or legitimately dropped (discard policy,
+ * larger than the buffer), -EINVAL for inconsistent metadata, -ENOMEM. */
+int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *chunk);
+
+/* Patches 4-byte fields of a stored chunk of that producer. -ENOENT when
+ * the chunk is gone, -ERANGE for an offset outside it. */
+int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16_t writer_id, uint32_t chunk_id,
+                           const struct trace_buffer_patch *patches, size_t n, bool other_patches_pending);
+
+/* Starts a read pass. */
+void trace_buffer_begin_read(struct trace_buffer *tb);
+/* 1 and a packet, 0 when nothing more is ready in this pass, -errno. With
+ * final set, packets that can never complete are dropped instead of
+ * waited for. Packets are consumed by reading. */
+int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_packet *ret,
+                                  struct trace_buffer_packet_info *ret_info);
+void trace_buffer_set_final(struct trace_buffer *tb, bool final);
+
+const struct trace_buffer_stats *trace_buffer_get_stats(const struct trace_buffer *tb);
+size_t trace_buffer_used_bytes(const struct trace_buffer *tb);

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* A small protobuf writer into a growable heap buffer, for messages built
+ * field by field (nested messages are built in their own writer and
+ * appended). Errors are sticky: check w->error once at the end. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct pbw {
+        uint8_t *buf;
+        size_t len;
+        size_t cap;
+        int error;
+};
+
+void pbw_done(struct pbw *w);
+void pbw_raw(struct pbw *w, const void *data, size_t n);
+void pbw_tag(struct pbw *w, uint32_t field, unsigned wire_type);
+void pbw_varint(struct pbw *w, uint32_t field, uint64_t v);
+void pbw_sint(struct pbw *w, uint32_t field, int64_t v);
+void pbw_fixed64(struct pbw *w, uint32_t field, uint64_t v);
+void pbw_fixed32(struct pbw *w, uint32_t field, uint32_t v);
+void pbw_bytes(struct pbw *w, uint32_t field, const void *data, size_t n);
+void pbw_string(struct pbw *w, uint32_t field, const char *s);
+void pbw_message(struct pbw *w, uint32_t field, const struct pbw *sub);
+/* Encodes v as a varint into p (at least 10 bytes); returns its length. */
+size_t pbw_put_varint(uint8_t *p, uint64_t v);

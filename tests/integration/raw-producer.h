@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* A minimal producer written directly on the IPC layer and the SMB ABI, so
+ * the service's tests do not depend on the client library: it registers
+ * one data source, follows the service's commands and writes TracePackets
+ * carrying for_testing { str, seq_value } into chunks by hand. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <systemd/sd-event.h>
+
+#include "ipc/ipc.h"
+#include "smb/smb-abi.h"
+
+struct raw_producer {
+        sd_event *event;
+        ipc_client *client;
+        const char *ds_name;
+        bool notify_on_stop;
+
+        uint8_t *smb;
+        size_t smb_size;
+        struct smb_abi abi;
+        bool smb_ready;
+
+        uint64_t instance_id;
+        uint32_t target_buffer;
+        int n_setup, n_start, n_stop, n_flush, n_setup_tracing;
+        bool registered;
+        bool connection_lost;
+
+        uint16_t writer_id;
+        uint32_t next_chunk_id;
+        uint32_t next_seq;
+        /* The chunk being written. */
+        struct smb_chunk cur;
+        size_t cur_off;
+        uint16_t cur_count;
+        uint8_t cur_flags;
+        /* Completed chunks waiting for CommitData. */
+        struct {
+                uint32_t page, chunk;
+        } pending[4096];
+        size_t n_pending;
+
+        /* What to write at start. */
+        unsigned packets_at_start;
+        size_t payload_size;
+};
+
+int raw_producer_connect(struct raw_producer *p, sd_event *event, const char *path, const char *name,
+                         const char *ds_name, uint32_t smb_size_hint, uint32_t page_size_hint);
+void raw_producer_free(struct raw_producer *p);
+/* Appends one packet (TracePacket{timestamp, for_testing{str, seq_value}})
+ * whose str is payload_size bytes; fragments across chunks as needed. */
+int raw_producer_write_packet(struct raw_producer *p, size_t payload_size);
+/* Completes the current chunk (if any) and sends CommitData. */
+int raw_producer_commit(struct raw_producer *p, uint64_t flush_request_id);
+/* Runs the loop until cond(p) or timeout; returns true when cond held. */
+bool raw_producer_spin_until(struct raw_producer *p, bool (*cond)(struct raw_producer *), unsigned timeout_ms);
+/* The expected str of packet seq with payload_size bytes. */
+void raw_producer_payload(uint32_t seq, size_t payload_size, char *buf);

@@ -1,0 +1,483 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The real traced, started through systemd-socket-activate, driven by a
+ * producer and a consumer over its sockets; the written traces are
+ * decoded and checked field by field. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "ipc/ipc-frame.h"
+#include "pb-scan.h"
+#include "raw-producer.h"
+#include "test-consumer.h"
+#include "traced-instance.h"
+
+#include "perfetto/common/commit_data_request.pb-c.h"
+#include "perfetto/common/trace_stats.pb-c.h"
+#include "perfetto/common/tracing_service_state.pb-c.h"
+#include "perfetto/ipc/consumer_port.pb-c.h"
+
+/* TracePacket fields checked here (Perfetto ABI numbers). */
+enum {
+        F_TRUSTED_UID = 3,
+        F_CLOCK_SNAPSHOT = 6,
+        F_TIMESTAMP = 8,
+        F_TRUSTED_SEQ = 10,
+        F_TRACE_CONFIG = 33,
+        F_TRACE_STATS = 35,
+        F_SYNC_MARKER = 36,
+        F_SYSTEM_INFO = 45,
+        F_SERVICE_EVENT = 69,
+        F_TRUSTED_PID = 79,
+        F_FIRST_ON_SEQ = 87,
+        F_TRACE_UUID = 89,
+        F_FOR_TESTING = 900,
+};
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static void setup(void) {
+        cr_assert_eq(sd_event_new(&ev), 0);
+        int r = traced_instance_start(&inst, true);
+        cr_assert_eq(r, 0, "could not start traced: %s", strerror(-r));
+}
+
+static void teardown(void) {
+        int st = traced_instance_stop(&inst);
+        if (st != 0)
+                traced_instance_dump_log(&inst);
+        cr_expect_eq(st, 0, "traced exited with status %d", st);
+        ev = sd_event_unref(ev);
+}
+
+TestSuite(traced, .init = setup, .fini = teardown, .timeout = 60);
+
+struct trace_check {
+        size_t n_packets;
+        size_t n_clock, n_config, n_sysinfo, n_stats, n_sync, n_uuid, n_events;
+        size_t n_test;
+        uint32_t seq_of_test;
+        bool seqs_ok;
+        bool payload_ok;
+        bool trusted_ok;
+        size_t n_first;
+        uint32_t next_expected;
+        size_t payload_size;
+        int32_t test_pid;
+        uint64_t invalid_packets;
+};
+
+static void check_trace(const uint8_t *buf, size_t len, size_t payload_size, struct trace_check *k) {
+        static struct pb_field pkts[200000];
+        memset(k, 0, sizeof(*k));
+        k->seqs_ok = k->payload_ok = k->trusted_ok = true;
+        k->payload_size = payload_size;
+        int n = pb_split_trace(buf, len, pkts, ELEMENTSOF(pkts));
+        cr_assert_geq(n, 0, "the trace does not parse as a Trace");
+        k->n_packets = (size_t) n;
+        char *expected = malloc(payload_size + 1);
+        for (int i = 0; i < n && (size_t) i < ELEMENTSOF(pkts); i++) {
+                const uint8_t *p = pkts[i].data;
+                size_t l = pkts[i].len;
+                struct pb_field f, g;
+                if (!pb_get(p, l, F_TRUSTED_SEQ, false, &f) || !pb_get(p, l, F_TRUSTED_UID, false, &g) ||
+                    g.varint != (uint64_t) getuid())
+                        k->trusted_ok = false;
+                if (pb_count(p, l, F_TRUSTED_SEQ) != 1 || pb_count(p, l, F_TRUSTED_UID) != 1)
+                        k->trusted_ok = false;
+                k->n_clock += pb_count(p, l, F_CLOCK_SNAPSHOT);
+                k->n_config += pb_count(p, l, F_TRACE_CONFIG);
+                k->n_sysinfo += pb_count(p, l, F_SYSTEM_INFO);
+                k->n_stats += pb_count(p, l, F_TRACE_STATS);
+                k->n_sync += pb_count(p, l, F_SYNC_MARKER);
+                k->n_uuid += pb_count(p, l, F_TRACE_UUID);
+                k->n_events += pb_count(p, l, F_SERVICE_EVENT);
+                k->n_first += pb_count(p, l, F_FIRST_ON_SEQ);
+                if (pb_get(p, l, F_TRACE_STATS, false, &f)) {
+                        Perfetto__Protos__TraceStats *st = perfetto__protos__trace_stats__unpack(NULL, f.len, f.data);
+                        cr_assert_not_null(st, "TraceStats does not decode");
+                        k->invalid_packets = st->invalid_packets;
+                        cr_assert_geq(st->n_buffer_stats, 1);
+                        perfetto__protos__trace_stats__free_unpacked(st, NULL);
+                }
+                if (pb_get(p, l, F_FOR_TESTING, false, &f)) {
+                        struct pb_field str, seq, seqid, pid;
+                        k->n_test++;
+                        cr_assert(pb_get(f.data, f.len, 1, false, &str));
+                        cr_assert(pb_get(f.data, f.len, 2, false, &seq));
+                        if (seq.varint != k->next_expected)
+                                k->seqs_ok = false;
+                        k->next_expected = (uint32_t) seq.varint + 1;
+                        raw_producer_payload((uint32_t) seq.varint, payload_size, expected);
+                        if (str.len != payload_size || memcmp(str.data, expected, payload_size) != 0)
+                                k->payload_ok = false;
+                        cr_assert(pb_get(p, l, F_TRUSTED_SEQ, false, &seqid));
+                        k->seq_of_test = (uint32_t) seqid.varint;
+                        if (!pb_get(p, l, F_TRUSTED_PID, false, &pid) || pid.varint != (uint64_t) getpid())
+                                k->trusted_ok = false;
+                }
+        }
+        free(expected);
+}
+
+static bool ds_started(struct raw_producer *p) {
+        return p->n_start > 0;
+}
+
+static bool registered(struct raw_producer *p) {
+        return p->registered;
+}
+
+static void run_session(size_t n_packets, size_t payload_size, uint32_t page_size, bool to_file,
+                        struct trace_check *k) {
+        struct raw_producer prod;
+        struct test_consumer cons;
+        int fd = -EBADF;
+        char path[512];
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "test-producer", "test.data", 2 * 1024 * 1024,
+                                          page_size),
+                     0);
+        cr_assert(raw_producer_spin_until(&prod, registered, 5000), "data source not registered");
+        prod.packets_at_start = (unsigned) n_packets;
+        prod.payload_size = payload_size;
+
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(16 * 1024, "test.data", 300);
+        if (to_file) {
+                snprintf(path, sizeof(path), "%s/trace.pftrace", inst.dir);
+                fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+                cr_assert_geq(fd, 0);
+                cfg->has_write_into_file = true;
+                cfg->write_into_file = true;
+                cfg->has_file_write_period_ms = true;
+                cfg->file_write_period_ms = 100;
+        }
+        cr_assert_eq(test_consumer_enable(&cons, cfg, fd), 0);
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&prod, ds_started, 5000), "data source never started");
+        cr_assert_eq(prod.n_setup_tracing, 1, "SetupTracing (with the SMB fd) not received once");
+        cr_assert_eq(prod.n_setup, 1);
+        cr_assert(test_consumer_wait_disabled(&cons, 10000), "EnableTracing was never answered");
+        cr_assert(cons.disabled, "EnableTracing reply does not say disabled");
+        cr_assert_str_eq(cons.error, "");
+        cr_assert_geq(prod.n_flush, 1, "no flush before stop");
+        spin_ms(ev, 50);
+        cr_assert_eq(prod.n_stop, 1);
+
+        if (to_file) {
+                struct stat st;
+                cr_assert_eq(fstat(fd, &st), 0);
+                uint8_t *buf = malloc((size_t) st.st_size + 1);
+                cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
+                check_trace(buf, (size_t) st.st_size, payload_size, k);
+                free(buf);
+                close(fd);
+                /* Reading a file session's buffers is refused. */
+                cr_assert_neq(test_consumer_read(&cons, 5000), 0);
+        } else {
+                cr_assert_eq(test_consumer_read(&cons, 10000), 0);
+                check_trace(cons.data, cons.len, payload_size, k);
+        }
+        Perfetto__Protos__FreeBuffersRequest fr = PERFETTO__PROTOS__FREE_BUFFERS_REQUEST__INIT;
+        cr_assert_eq(test_consumer_call(&cons, "FreeBuffers", &fr.base, &perfetto__protos__free_buffers_response__descriptor,
+                                        NULL, 5000),
+                     0);
+        test_consumer_free(&cons);
+        raw_producer_free(&prod);
+}
+
+static void assert_complete_trace(const struct trace_check *k, size_t n_packets) {
+        cr_assert_geq(k->n_clock, 1, "no ClockSnapshot");
+        cr_assert_eq(k->n_config, 1, "no TraceConfig");
+        cr_assert_eq(k->n_sysinfo, 1, "no SystemInfo");
+        cr_assert_eq(k->n_uuid, 1, "no TraceUuid");
+        cr_assert_geq(k->n_sync, 1, "no synchronization marker");
+        cr_assert_geq(k->n_stats, 1, "no TraceStats");
+        cr_assert_geq(k->n_events, 2, "no service events");
+        cr_assert_eq(k->n_test, n_packets, "got %zu of %zu producer packets", k->n_test, n_packets);
+        cr_assert(k->seqs_ok, "producer packets out of order or missing");
+        cr_assert(k->payload_ok, "producer packet payload corrupted");
+        cr_assert(k->trusted_ok, "trusted fields missing or wrong");
+        cr_assert_geq(k->seq_of_test, 2, "producer sequence id must differ from the service's");
+        cr_assert_eq(k->n_first, 1, "first_packet_on_sequence must mark exactly one packet");
+}
+
+Test(traced, socket_activated_session_read_back) {
+        struct trace_check k;
+        run_session(200, 100, 4096, false, &k);
+        assert_complete_trace(&k, 200);
+}
+
+Test(traced, write_into_file_small_packets) {
+        struct trace_check k;
+        run_session(500, 64, 4096, true, &k);
+        assert_complete_trace(&k, 500);
+}
+
+Test(traced, packets_spanning_many_chunks) {
+        struct trace_check k;
+        /* 4 KiB pages cut in 4: ~1 KiB chunks; 20 KiB packets span ~20. */
+        run_session(20, 20000, 4096, true, &k);
+        assert_complete_trace(&k, 20);
+}
+
+Test(traced, large_pages) {
+        struct trace_check k;
+        run_session(300, 3000, 32768, false, &k);
+        assert_complete_trace(&k, 300);
+}
+
+Test(traced, config_errors_are_reported) {
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 100);
+        cfg->n_buffers = 0; /* no buffers */
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        cfg->n_buffers = 1;
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 5000));
+        cr_assert(strstr(cons.error, "buffers") != NULL, "error was \"%s\"", cons.error);
+
+        cfg = test_config_new(1024, "test.data", 100);
+        cfg->has_write_into_file = true;
+        cfg->write_into_file = true;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 5000));
+        cr_assert(strstr(cons.error, "file descriptor") != NULL, "error was \"%s\"", cons.error);
+        test_consumer_free(&cons);
+}
+
+Test(traced, unsupported_methods_answer_not_hang) {
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__ChangeTraceConfigRequest req = PERFETTO__PROTOS__CHANGE_TRACE_CONFIG_REQUEST__INIT;
+        int r = test_consumer_call(&cons, "ChangeTraceConfig", &req.base,
+                                   &perfetto__protos__change_trace_config_response__descriptor, NULL, 5000);
+        cr_assert_eq(r, -EREMOTEIO, "ChangeTraceConfig answered %d", r);
+
+        Perfetto__Protos__CloneSessionRequest cl = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        r = test_consumer_call(&cons, "CloneSession", &cl.base, &perfetto__protos__clone_session_response__descriptor,
+                               &reply, 5000);
+        cr_assert_eq(r, 0);
+        const Perfetto__Protos__CloneSessionResponse *cr = (const void *) reply;
+        cr_assert(cr->has_success && !cr->success);
+        cr_assert_not_null(cr->error);
+        protobuf_c_message_free_unpacked(reply, NULL);
+        test_consumer_free(&cons);
+}
+
+Test(traced, query_service_state_lists_producers) {
+        struct raw_producer prod;
+        struct test_consumer cons;
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "qss-producer", "qss.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&prod, registered, 5000));
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__QueryServiceStateRequest req = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        cr_assert_eq(test_consumer_call(&cons, "QueryServiceState", &req.base,
+                                        &perfetto__protos__query_service_state_response__descriptor, &reply, 5000),
+                     0);
+        const Perfetto__Protos__QueryServiceStateResponse *r = (const void *) reply;
+        cr_assert_not_null(r->service_state);
+        bool found_p = false, found_ds = false;
+        for (size_t i = 0; i < r->service_state->n_producers; i++)
+                if (r->service_state->producers[i]->name &&
+                    strcmp(r->service_state->producers[i]->name, "qss-producer") == 0) {
+                        found_p = true;
+                        cr_assert_eq(r->service_state->producers[i]->pid, getpid());
+                }
+        for (size_t i = 0; i < r->service_state->n_data_sources; i++)
+                if (r->service_state->data_sources[i]->ds_descriptor &&
+                    strcmp(r->service_state->data_sources[i]->ds_descriptor->name, "qss.data") == 0)
+                        found_ds = true;
+        cr_assert(found_p, "producer not listed");
+        cr_assert(found_ds, "data source not listed");
+        protobuf_c_message_free_unpacked(reply, NULL);
+        test_consumer_free(&cons);
+        raw_producer_free(&prod);
+}
+
+static bool lost(struct raw_producer *p) {
+        return p->connection_lost;
+}
+
+Test(traced, malformed_producer_only_loses_its_connection) {
+        struct raw_producer good, bad;
+        struct test_consumer cons;
+
+        cr_assert_eq(raw_producer_connect(&good, ev, inst.producer_path, "good", "test.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&good, registered, 5000));
+        cr_assert_eq(raw_producer_connect(&bad, ev, inst.producer_path, "bad", "test.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&bad, registered, 5000));
+        good.packets_at_start = 50;
+        good.payload_size = 10;
+
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(4096, "test.data", 400);
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&bad, ds_started, 5000));
+
+        /* A chunk far outside its SMB. */
+        Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+        Perfetto__Protos__CommitDataRequest__ChunksToMove mv = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
+        Perfetto__Protos__CommitDataRequest__ChunksToMove *mvp = &mv;
+        mv.has_page = mv.has_chunk = mv.has_target_buffer = true;
+        mv.page = 100000;
+        mv.chunk = 0;
+        mv.target_buffer = bad.target_buffer;
+        req.n_chunks_to_move = 1;
+        req.chunks_to_move = &mvp;
+        cr_assert_gt(ipc_client_invoke(bad.client, "CommitData", &req.base, NULL, -EBADF, NULL, NULL), 0);
+        cr_assert(raw_producer_spin_until(&bad, lost, 5000), "the misbehaving producer kept its connection");
+
+        cr_assert(test_consumer_wait_disabled(&cons, 10000));
+        cr_assert(cons.disabled);
+        cr_assert_eq(test_consumer_read(&cons, 10000), 0);
+        struct trace_check k;
+        check_trace(cons.data, cons.len, 10, &k);
+        cr_assert_eq(k.n_test, 50, "the good producer's packets were lost");
+        cr_assert(k.payload_ok);
+        cr_assert(traced_instance_alive(&inst));
+        test_consumer_free(&cons);
+        raw_producer_free(&bad);
+        raw_producer_free(&good);
+}
+
+Test(traced, garbage_frames_cost_only_that_connection) {
+        struct raw_producer good;
+        cr_assert_eq(raw_producer_connect(&good, ev, inst.producer_path, "good", "test.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&good, registered, 5000));
+
+        for (int variant = 0; variant < 3; variant++) {
+                int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                struct sockaddr_un sa = { .sun_family = AF_UNIX };
+                const char *target = variant == 1 ? inst.consumer_path : inst.producer_path;
+                cr_assert_lt(strlen(target), sizeof(sa.sun_path));
+                memcpy(sa.sun_path, target, strlen(target) + 1);
+                cr_assert_eq(connect(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+                static const uint8_t huge[] = { 0xff, 0xff, 0xff, 0x7f };
+                static const uint8_t junk[] = { 6, 0, 0, 0, 0x0f, 0xff, 0xff, 0xff, 0xff, 0xff };
+                if (variant == 2)
+                        cr_assert_eq(write(fd, junk, sizeof(junk)), (ssize_t) sizeof(junk));
+                else
+                        cr_assert_eq(write(fd, huge, sizeof(huge)), (ssize_t) sizeof(huge));
+                char c;
+                struct timeval tv = { .tv_sec = 5 };
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+                cr_assert_eq(read(fd, &c, 1), 0, "variant %d: connection not closed", variant);
+                close(fd);
+        }
+        spin_ms(ev, 50);
+        cr_assert(traced_instance_alive(&inst));
+        cr_assert_not(good.connection_lost, "an innocent producer was disconnected");
+        raw_producer_free(&good);
+}
+
+Test(traced, detach_and_attach) {
+        struct raw_producer prod;
+        struct test_consumer a, b;
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&prod, registered, 5000));
+        prod.packets_at_start = 30;
+        prod.payload_size = 20;
+        cr_assert_eq(test_consumer_connect(&a, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 0);
+        cr_assert_eq(test_consumer_enable(&a, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&prod, ds_started, 5000));
+
+        Perfetto__Protos__DetachRequest dr = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+        dr.key = (char *) "my-key";
+        cr_assert_eq(test_consumer_call(&a, "Detach", &dr.base, &perfetto__protos__detach_response__descriptor, NULL,
+                                        5000),
+                     0);
+        test_consumer_free(&a);
+        spin_ms(ev, 100);
+        cr_assert_eq(prod.n_stop, 0, "a detached session must keep running");
+
+        cr_assert_eq(test_consumer_connect(&b, ev, inst.consumer_path), 0);
+        Perfetto__Protos__AttachRequest ar = PERFETTO__PROTOS__ATTACH_REQUEST__INIT;
+        ar.key = (char *) "my-key";
+        ProtobufCMessage *reply = NULL;
+        cr_assert_eq(test_consumer_call(&b, "Attach", &ar.base, &perfetto__protos__attach_response__descriptor, &reply,
+                                        5000),
+                     0);
+        const Perfetto__Protos__AttachResponse *at = (const void *) reply;
+        cr_assert_not_null(at->trace_config);
+        cr_assert_eq(at->trace_config->n_buffers, 1);
+        protobuf_c_message_free_unpacked(reply, NULL);
+
+        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+        Perfetto__Protos__EnableTracingRequest en = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+        en.has_attach_notification_only = true;
+        en.attach_notification_only = true;
+        b.enable_replied = false;
+        cr_assert_gt(ipc_client_invoke(b.client, "EnableTracing", &en.base,
+                                       &perfetto__protos__enable_tracing_response__descriptor, -EBADF, NULL, NULL),
+                     0);
+        cr_assert_eq(test_consumer_call(&b, "DisableTracing", &dis.base,
+                                        &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
+                     0);
+        spin_ms(ev, 300);
+        cr_assert_eq(test_consumer_read(&b, 10000), 0);
+        struct trace_check k;
+        check_trace(b.data, b.len, 20, &k);
+        cr_assert_eq(k.n_test, 30);
+        test_consumer_free(&b);
+        raw_producer_free(&prod);
+}
+
+Test(traced, sigterm_finishes_trace_file) {
+        struct raw_producer prod;
+        struct test_consumer cons;
+        char path[512];
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&prod, registered, 5000));
+        prod.packets_at_start = 40;
+        prod.payload_size = 50;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        snprintf(path, sizeof(path), "%s/term.pftrace", inst.dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 0);
+        cfg->has_write_into_file = true;
+        cfg->write_into_file = true;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, fd), 0);
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&prod, ds_started, 5000));
+        spin_ms(ev, 100);
+        int status = traced_instance_stop(&inst);
+        if (status != 0)
+                traced_instance_dump_log(&inst);
+        cr_assert_eq(status, 0, "traced exited with %d", status);
+
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        uint8_t *buf = malloc((size_t) st.st_size + 1);
+        cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
+        struct trace_check k;
+        check_trace(buf, (size_t) st.st_size, 50, &k);
+        cr_assert_eq(k.n_test, 40, "committed packets lost at shutdown");
+        cr_assert_eq(k.n_config, 1);
+        free(buf);
+        close(fd);
+        test_consumer_free(&cons);
+        raw_producer_free(&prod);
+}

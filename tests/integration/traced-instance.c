@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "traced-instance.h"
+
+#ifndef TRACED_BINARY
+#error "TRACED_BINARY must be defined"
+#endif
+
+static void sleep_ms(unsigned ms) {
+        struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long) (ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+}
+
+int traced_instance_start(struct traced_instance *t, bool socket_activated) {
+        memset(t, 0, sizeof(*t));
+        snprintf(t->dir, sizeof(t->dir), "/tmp/traced-test-XXXXXX");
+        if (!mkdtemp(t->dir))
+                return -errno;
+        snprintf(t->producer_path, sizeof(t->producer_path), "%s/producer.sock", t->dir);
+        snprintf(t->consumer_path, sizeof(t->consumer_path), "%s/consumer.sock", t->dir);
+        snprintf(t->log_path, sizeof(t->log_path), "%s/traced.log", t->dir);
+
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                int fd = open(t->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                if (fd >= 0) {
+                        dup2(fd, STDOUT_FILENO);
+                        dup2(fd, STDERR_FILENO);
+                }
+                unsetenv("JOURNAL_STREAM");
+                unsetenv("NOTIFY_SOCKET");
+                if (socket_activated) {
+                        char l1[320], l2[320];
+                        snprintf(l1, sizeof(l1), "--listen=%s", t->producer_path);
+                        snprintf(l2, sizeof(l2), "--listen=%s", t->consumer_path);
+                        execlp("systemd-socket-activate", "systemd-socket-activate", l1, l2,
+                               "--fdname=producer:consumer", "-E", "TRACED_LOG_LEVEL=debug", TRACED_BINARY,
+                               "--log-target=stderr", (char *) NULL);
+                } else {
+                        char p1[320], p2[320];
+                        snprintf(p1, sizeof(p1), "--producer-socket=%s", t->producer_path);
+                        snprintf(p2, sizeof(p2), "--consumer-socket=%s", t->consumer_path);
+                        execl(TRACED_BINARY, TRACED_BINARY, p1, p2, "--log-target=stderr", "--log-level=debug",
+                              (char *) NULL);
+                }
+                _exit(127);
+        }
+        t->pid = pid;
+
+        /* Wait until both sockets exist (created by the activator or by
+         * traced itself). */
+        for (int i = 0; i < 500; i++) {
+                struct stat st;
+                if (stat(t->producer_path, &st) == 0 && stat(t->consumer_path, &st) == 0)
+                        return 0;
+                if (!traced_instance_alive(t))
+                        return -ECHILD;
+                sleep_ms(10);
+        }
+        return -ETIMEDOUT;
+}
+
+bool traced_instance_alive(struct traced_instance *t) {
+        int status;
+        if (t->pid <= 0)
+                return false;
+        pid_t r = waitpid(t->pid, &status, WNOHANG);
+        if (r == t->pid) {
+                t->pid = -(int) (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status)) - 1;
+                return false;
+        }
+        return r == 0;
+}
+
+int traced_instance_stop(struct traced_instance *t) {
+        int status = 0;
+        if (t->pid > 0) {
+                kill(t->pid, SIGTERM);
+                for (int i = 0; i < 500; i++) {
+                        pid_t r = waitpid(t->pid, &status, WNOHANG);
+                        if (r == t->pid)
+                                break;
+                        if (i == 499) {
+                                kill(t->pid, SIGKILL);
+                                waitpid(t->pid, &status, 0);
+                                return -ETIMEDOUT;
+                        }
+                        sleep_ms(10);
+                }
+                t->pid = 0;
+                return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        }
+        return t->pid < 0 ? -t->pid - 1 : 0;
+}
+
+void traced_instance_dump_log(const struct traced_instance *t) {
+        FILE *f = fopen(t->log_path, "r");
+        char line[1024];
+        if (!f)
+                return;
+        fprintf(stderr, "---- traced log (%s)\n", t->log_path);
+        while (fgets(line, sizeof(line), f))
+                fputs(line, stderr);
+        fclose(f);
+}

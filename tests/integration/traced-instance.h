@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Runs the real traced for a test: under systemd-socket-activate (the
+ * sockets are created by the activator and passed by name) or standalone. */
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct traced_instance {
+        pid_t pid;
+        char dir[256];
+        char producer_path[300];
+        char consumer_path[300];
+        char log_path[300];
+};
+
+/* Starts traced. socket_activated: through systemd-socket-activate;
+ * traced starts on the first connection. Returns -errno. */
+int traced_instance_start(struct traced_instance *t, bool socket_activated);
+/* SIGTERM, wait; returns the exit status (or -errno). */
+int traced_instance_stop(struct traced_instance *t);
+/* True while the process is alive. */
+bool traced_instance_alive(struct traced_instance *t);
+/* Prints the daemon's log (for failed tests). */
+void traced_instance_dump_log(const struct traced_instance *t);
