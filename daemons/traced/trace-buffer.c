@@ -243,8 +243,7 @@ static void chunk_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
         chunk_delete(tb, c);
 }
 
-static void evict_oldest(struct trace_buffer *tb) {
-        struct tb_chunk *c = tb->fifo_head;
+static void evict_chunk(struct trace_buffer *tb, struct tb_chunk *c) {
         struct tb_seq *s = c->seq;
         if (c->fragments_read < c->num_fragments || !c->complete)
                 s->data_lost = true;
@@ -258,6 +257,10 @@ static void evict_oldest(struct trace_buffer *tb) {
         tb->stats.chunks_overwritten++;
         tb->stats.bytes_overwritten += c->size;
         chunk_delete(tb, c);
+}
+
+static void evict_oldest(struct trace_buffer *tb) {
+        evict_chunk(tb, tb->fifo_head);
 }
 
 int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *in) {
@@ -285,6 +288,20 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
                 if (old->complete || in->payload_size < old->size || in->num_fragments < old->fragments_read) {
                         tb->stats.chunks_discarded++;
                         return 0;
+                }
+                /* The grown copy must fit the budget too. */
+                size_t delta = in->payload_size - old->size;
+                while (tb->used + delta > tb->capacity) {
+                        struct tb_chunk *victim = tb->fifo_head == old ? old->fifo_next : tb->fifo_head;
+                        if (tb->policy == TRACE_BUFFER_DISCARD || !victim) {
+                                tb->stats.chunks_discarded++;
+                                return 0;
+                        }
+                        if (victim == tb->fifo_head)
+                                evict_oldest(tb);
+                        else
+                                evict_chunk(tb, victim);
+                        tb->stats.write_wrap_count++;
                 }
                 uint8_t *p = malloc(in->payload_size ? in->payload_size : 1);
                 if (!p)

@@ -481,3 +481,78 @@ Test(traced, sigterm_finishes_trace_file) {
         test_consumer_free(&cons);
         raw_producer_free(&prod);
 }
+
+Test(traced, late_data_source_joins_running_session) {
+        struct raw_producer late;
+        struct test_consumer cons;
+
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "late.data", 600);
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        spin_ms(ev, 100);
+        /* The producer appears after the session started. */
+        cr_assert_eq(raw_producer_connect(&late, ev, inst.producer_path, "late", "late.data", 0, 0), 0);
+        late.packets_at_start = 10;
+        late.payload_size = 8;
+        cr_assert(raw_producer_spin_until(&late, ds_started, 5000), "late data source was not started");
+        cr_assert(test_consumer_wait_disabled(&cons, 10000));
+        cr_assert_eq(test_consumer_read(&cons, 10000), 0);
+        struct trace_check k;
+        check_trace(cons.data, cons.len, 8, &k);
+        cr_assert_eq(k.n_test, 10);
+        test_consumer_free(&cons);
+        raw_producer_free(&late);
+}
+
+Test(traced, producer_written_trusted_fields_are_rejected) {
+        struct raw_producer prod;
+        struct test_consumer cons;
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "spoofer", "test.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&prod, registered, 5000));
+        prod.packets_at_start = 5;
+        prod.payload_size = 4;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 400);
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&prod, ds_started, 5000));
+        /* A packet claiming trusted_uid = 0 (field 3) must be dropped. */
+        uint8_t spoof[] = { 0x18, 0x00, 0x50, 0x01 };
+        struct smb_chunk c;
+        bool ok = false;
+        for (size_t page = 0; page < prod.abi.num_pages && !ok; page++) {
+                if (smb_page_bitmap(&prod.abi, page) == 0)
+                        (void) smb_try_partition_page(&prod.abi, page, SMB_PAGE_DIV4);
+                for (size_t i = 0; i < 4 && !ok; i++) {
+                        c = smb_try_acquire_chunk_for_writing(&prod.abi, page, i, 2, 0);
+                        ok = smb_chunk_is_valid(&c);
+                }
+        }
+        cr_assert(ok);
+        uint8_t *d = smb_chunk_payload(&c);
+        d[0] = 0x84;
+        d[1] = 0x80;
+        d[2] = 0x80;
+        d[3] = 0x00;
+        memcpy(d + 4, spoof, sizeof(spoof));
+        atomic_store(&smb_chunk_header(&c)->packets, smb_packets_pack(1, 0));
+        size_t page, idx;
+        cr_assert_eq(smb_chunk_location(&prod.abi, &c, &page, &idx), 0);
+        cr_assert_geq(smb_release_chunk_as_complete(&prod.abi, &c), 0);
+        prod.pending[prod.n_pending].page = (uint32_t) page;
+        prod.pending[prod.n_pending].chunk = (uint32_t) idx;
+        prod.n_pending++;
+        cr_assert_eq(raw_producer_commit(&prod, 0), 0);
+
+        cr_assert(test_consumer_wait_disabled(&cons, 10000));
+        cr_assert_eq(test_consumer_read(&cons, 10000), 0);
+        struct trace_check k;
+        check_trace(cons.data, cons.len, 4, &k);
+        cr_assert_eq(k.n_test, 5);
+        cr_assert(k.trusted_ok, "a spoofed trusted field reached the trace");
+        cr_assert_eq(k.invalid_packets, 1, "the spoofed packet was not counted as invalid");
+        test_consumer_free(&cons);
+        raw_producer_free(&prod);
+}

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Verifies the generated systemd units with systemd-analyze, with the
+# service pointing at the traced binary of this build.
+set -eu
+builddir=${TOP_BUILDDIR:-.}
+if ! command -v systemd-analyze >/dev/null 2>&1; then
+        echo "SKIP: systemd-analyze is not installed"
+        exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for u in traced.socket traced-consumer.socket traced.service; do
+        sed "s|^ExecStart=.*|ExecStart=$(cd "$builddir" && pwd)/traced|" "$builddir/units/$u" > "$tmp/$u"
+done
+cd "$tmp"
+out=$(systemd-analyze verify --man=no traced.socket traced-consumer.socket traced.service 2>&1) || {
+        echo "$out"; exit 1; }
+if [ -n "$out" ]; then
+        echo "systemd-analyze verify reported:"; echo "$out"; exit 1
+fi
+echo "systemd-analyze verify: ok"
+systemd-analyze security --offline=yes traced.service | tail -n 1
+level=$(systemd-analyze security --offline=yes traced.service | sed -n 's/.*exposure level for traced.service: \([0-9.]*\).*/\1/p')
+# Anything above "MEDIUM" (6.9) is a regression of the unit's hardening.
+awk -v l="$level" 'BEGIN { exit !(l != "" && l + 0 <= 6.9) }' || { echo "exposure $level is too high"; exit 1; }

@@ -1,0 +1,368 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "smb/smb-abi.h"
+#include "trace-buffer.h"
+
+/* Builds chunk payloads: fragments, each with a 4-byte redundant varint. */
+struct cbuf {
+        uint8_t data[8192];
+        size_t len;
+        uint16_t frags;
+};
+
+static void put_frag(struct cbuf *b, const void *data, uint32_t len) {
+        b->data[b->len++] = (uint8_t) ((len & 0x7f) | 0x80);
+        b->data[b->len++] = (uint8_t) (((len >> 7) & 0x7f) | 0x80);
+        b->data[b->len++] = (uint8_t) (((len >> 14) & 0x7f) | 0x80);
+        b->data[b->len++] = (uint8_t) ((len >> 21) & 0x7f);
+        memcpy(b->data + b->len, data, len);
+        b->len += len;
+        b->frags++;
+}
+
+static int copy(struct trace_buffer *tb, uint16_t producer, uint16_t writer, uint32_t id, const struct cbuf *b,
+                uint8_t flags, bool complete) {
+        return trace_buffer_copy_chunk(tb, &(struct trace_buffer_chunk) {
+                                                   .producer_id = producer,
+                                                   .producer_uid = 1000,
+                                                   .producer_pid = 42,
+                                                   .writer_id = writer,
+                                                   .chunk_id = id,
+                                                   .num_fragments = b->frags,
+                                                   .flags = flags,
+                                                   .complete = complete,
+                                                   .payload = b->data,
+                                                   .payload_size = b->len,
+                                           });
+}
+
+struct got {
+        char text[64][256];
+        size_t len[64];
+        bool lost[64];
+        uint16_t writer[64];
+        int n;
+};
+
+static void read_all(struct trace_buffer *tb, struct got *g) {
+        struct trace_buffer_packet p;
+        struct trace_buffer_packet_info info;
+        memset(g, 0, sizeof(*g));
+        trace_buffer_begin_read(tb);
+        while (trace_buffer_read_next_packet(tb, &p, &info) > 0 && g->n < 64) {
+                cr_assert_eq(p.n_slices, 1);
+                size_t l = p.size < 255 ? p.size : 255;
+                memcpy(g->text[g->n], p.slices[0].iov_base, l);
+                g->len[g->n] = p.size;
+                g->lost[g->n] = info.previous_packet_dropped;
+                g->writer[g->n] = info.writer_id;
+                cr_assert_eq(info.producer_uid, 1000);
+                cr_assert_eq(info.producer_pid, 42);
+                g->n++;
+        }
+}
+
+static struct trace_buffer *new_tb(size_t size, enum trace_buffer_policy pol) {
+        struct trace_buffer *tb;
+        cr_assert_eq(trace_buffer_new(size, pol, &tb), 0);
+        return tb;
+}
+
+Test(trace_buffer, single_and_many_packets) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf b = {};
+        put_frag(&b, "alpha", 5);
+        put_frag(&b, "beta", 4);
+        put_frag(&b, "gamma", 5);
+        cr_assert_eq(copy(tb, 1, 1, 0, &b, 0, true), 0);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 3);
+        cr_assert_str_eq(g.text[0], "alpha");
+        cr_assert_str_eq(g.text[1], "beta");
+        cr_assert_str_eq(g.text[2], "gamma");
+        cr_assert_not(g.lost[0]);
+        /* Reading consumes. */
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 0);
+        const struct trace_buffer_stats *st = trace_buffer_get_stats(tb);
+        cr_assert_eq(st->chunks_written, 1);
+        cr_assert_eq(st->chunks_read, 1);
+        cr_assert_eq(st->bytes_read, 14);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, fragments_across_chunks) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {}, c = {};
+        put_frag(&a, "one", 3);
+        put_frag(&a, "tw", 2);                                   /* starts "two-three-four" */
+        put_frag(&b, "o-thr", 5);                                /* middle */
+        put_frag(&c, "ee-four", 7);                              /* end */
+        put_frag(&c, "five", 4);
+        cr_assert_eq(copy(tb, 1, 1, 10, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+        cr_assert_eq(copy(tb, 1, 1, 11, &b,
+                          SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV | SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true),
+                     0);
+        struct got g;
+        read_all(tb, &g);
+        /* The fragmented packet is not complete yet: only "one". */
+        cr_assert_eq(g.n, 1);
+        cr_assert_str_eq(g.text[0], "one");
+        cr_assert_eq(copy(tb, 1, 1, 12, &c, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true), 0);
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 2);
+        cr_assert_str_eq(g.text[0], "two-three-four");
+        cr_assert_str_eq(g.text[1], "five");
+        cr_assert_not(g.lost[0]);
+        cr_assert_not(g.lost[1]);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, out_of_order_commits_read_in_order) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {};
+        put_frag(&a, "first", 5);
+        put_frag(&b, "second", 6);
+        cr_assert_eq(copy(tb, 1, 1, 6, &b, 0, true), 0);
+        cr_assert_eq(copy(tb, 1, 1, 5, &a, 0, true), 0);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 2);
+        cr_assert_str_eq(g.text[0], "first");
+        cr_assert_str_eq(g.text[1], "second");
+        cr_assert_eq(trace_buffer_get_stats(tb)->chunks_committed_out_of_order, 1);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, chunk_id_gap_marks_loss) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {};
+        put_frag(&a, "a", 1);
+        put_frag(&b, "b", 1);
+        cr_assert_eq(copy(tb, 1, 1, 1, &a, 0, true), 0);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 1);
+        cr_assert_eq(copy(tb, 1, 1, 3, &b, 0, true), 0); /* 2 never came */
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 1);
+        cr_assert(g.lost[0], "a chunk id gap must set previous_packet_dropped");
+        /* A late duplicate of a chunk already read is ignored. */
+        cr_assert_eq(copy(tb, 1, 1, 1, &a, 0, true), 0);
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 0);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, ring_overwrites_oldest) {
+        struct trace_buffer *tb = new_tb(4096, TRACE_BUFFER_RING_BUFFER);
+        char big[900];
+        memset(big, 'x', sizeof(big));
+        for (uint32_t id = 0; id < 10; id++) {
+                struct cbuf b = {};
+                big[0] = (char) ('0' + id);
+                put_frag(&b, big, sizeof(big));
+                cr_assert_eq(copy(tb, 1, 1, id, &b, 0, true), 0);
+        }
+        cr_assert_leq(trace_buffer_used_bytes(tb), 4096);
+        const struct trace_buffer_stats *st = trace_buffer_get_stats(tb);
+        cr_assert_gt(st->chunks_overwritten, 0);
+        cr_assert_eq(st->chunks_overwritten + 4, 10, "expected 4 chunks to fit, %llu overwritten",
+                     (unsigned long long) st->chunks_overwritten);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 4);
+        cr_assert_eq(g.text[0][0], '6');
+        cr_assert_eq(g.text[3][0], '9');
+        cr_assert(g.lost[0], "overwritten data must be reported");
+        cr_assert_not(g.lost[1]);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, discard_keeps_oldest) {
+        struct trace_buffer *tb = new_tb(4096, TRACE_BUFFER_DISCARD);
+        char big[900];
+        memset(big, 'y', sizeof(big));
+        for (uint32_t id = 0; id < 10; id++) {
+                struct cbuf b = {};
+                big[0] = (char) ('0' + id);
+                put_frag(&b, big, sizeof(big));
+                cr_assert_eq(copy(tb, 1, 1, id, &b, 0, true), 0);
+        }
+        cr_assert_eq(trace_buffer_get_stats(tb)->chunks_discarded, 6);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 4);
+        cr_assert_eq(g.text[0][0], '0');
+        cr_assert_eq(g.text[3][0], '3');
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, patches_apply_only_to_their_chunk) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {};
+        put_frag(&a, "ABCDEFGH", 8);
+        cr_assert_eq(copy(tb, 1, 1, 0, &a, SMB_CHUNK_NEEDS_PATCHING, true), 0);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 0, "a chunk that needs patching must be held back");
+
+        struct trace_buffer_patch p = { .offset = 4 + 2, .data = { 'x', 'y', 'z', 'w' } };
+        cr_assert_eq(trace_buffer_try_patch(tb, 2, 1, 0, &p, 1, false), -ENOENT, "another producer's chunk");
+        struct trace_buffer_patch far = { .offset = 9, .data = { 0 } };
+        cr_assert_eq(trace_buffer_try_patch(tb, 1, 1, 0, &far, 1, false), -ERANGE);
+        cr_assert_eq(trace_buffer_try_patch(tb, 1, 1, 0, &p, 1, true), 0);
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 0, "more patches pending");
+        struct trace_buffer_patch p2 = { .offset = 4, .data = { 'a', 'b', 'X', 'Y' } };
+        cr_assert_eq(trace_buffer_try_patch(tb, 1, 1, 0, &p2, 1, false), 0);
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 1);
+        cr_assert_str_eq(g.text[0], "abXYzwGH");
+        cr_assert_eq(trace_buffer_try_patch(tb, 1, 1, 0, &p2, 1, false), -ENOENT, "chunk already gone");
+        const struct trace_buffer_stats *st = trace_buffer_get_stats(tb);
+        cr_assert_eq(st->patches_succeeded, 2);
+        cr_assert_eq(st->patches_failed, 3);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, scraped_chunk_then_committed) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf partial = {}, full = {};
+        put_frag(&partial, "p1", 2);
+        put_frag(&partial, "p2", 2);
+        full = partial;
+        put_frag(&full, "p3", 2);
+        cr_assert_eq(copy(tb, 1, 1, 0, &partial, 0, false), 0);
+        struct got g;
+        read_all(tb, &g);
+        /* The last fragment of a chunk still being written may grow. */
+        cr_assert_eq(g.n, 1);
+        cr_assert_str_eq(g.text[0], "p1");
+        cr_assert_eq(copy(tb, 1, 1, 0, &full, 0, true), 0);
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 2);
+        cr_assert_str_eq(g.text[0], "p2");
+        cr_assert_str_eq(g.text[1], "p3");
+        cr_assert_eq(trace_buffer_get_stats(tb)->chunks_rewritten, 1);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, sequences_are_separate) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        for (uint32_t i = 0; i < 3; i++)
+                for (uint16_t w = 1; w <= 2; w++) {
+                        struct cbuf b = {};
+                        char t[8] = { (char) ('a' + w), (char) ('0' + i), 0 };
+                        put_frag(&b, t, 2);
+                        cr_assert_eq(copy(tb, 1, w, i, &b, 0, true), 0);
+                }
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 6);
+        for (int k = 0; k < 6; k++) {
+                int w = g.writer[k];
+                cr_assert_eq(g.text[k][0], 'a' + w);
+        }
+        /* Per writer, in order. */
+        int last[3] = { -1, -1, -1 };
+        for (int k = 0; k < 6; k++) {
+                int w = g.writer[k], v = g.text[k][1] - '0';
+                cr_assert_gt(v, last[w]);
+                last[w] = v;
+        }
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, malicious_fragment_sizes) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct got g;
+
+        /* Size past the end of the chunk. */
+        struct cbuf a = {};
+        put_frag(&a, "ok", 2);
+        a.data[a.len++] = 0x7f; /* claims 127 bytes */
+        a.data[a.len++] = 'z';
+        a.frags++;
+        cr_assert_eq(copy(tb, 1, 1, 0, &a, 0, true), 0);
+        /* An endless varint. */
+        struct cbuf b = {};
+        memset(b.data, 0xff, 16);
+        b.len = 16;
+        b.frags = 1;
+        cr_assert_eq(copy(tb, 1, 1, 1, &b, 0, true), 0);
+        /* More fragments claimed than present. */
+        struct cbuf c = {};
+        put_frag(&c, "c1", 2);
+        c.frags = 50;
+        cr_assert_eq(copy(tb, 1, 1, 2, &c, 0, true), 0);
+        /* A continuation whose start never existed, then a good packet. */
+        struct cbuf d = {};
+        put_frag(&d, "orphan", 6);
+        put_frag(&d, "good", 4);
+        cr_assert_eq(copy(tb, 1, 1, 3, &d, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true), 0);
+        /* Zero-sized packets carry nothing and are skipped. */
+        struct cbuf e = {};
+        put_frag(&e, "", 0);
+        put_frag(&e, "last", 4);
+        cr_assert_eq(copy(tb, 1, 1, 4, &e, 0, true), 0);
+
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 4);
+        cr_assert_str_eq(g.text[0], "ok");
+        cr_assert_str_eq(g.text[1], "c1");
+        cr_assert(g.lost[1]);
+        cr_assert_str_eq(g.text[2], "good");
+        cr_assert(g.lost[2], "an orphan continuation is a loss");
+        cr_assert_str_eq(g.text[3], "last");
+        cr_assert_geq(trace_buffer_get_stats(tb)->abi_violations, 2);
+
+        /* Inconsistent metadata is refused outright. */
+        struct trace_buffer_chunk huge = { .producer_id = 1, .writer_id = 1, .chunk_id = 9, .num_fragments = 2000,
+                                           .payload = a.data, .payload_size = 10, .complete = true };
+        cr_assert_eq(trace_buffer_copy_chunk(tb, &huge), -EINVAL);
+        huge.num_fragments = 1;
+        huge.payload_size = 1u << 20;
+        cr_assert_eq(trace_buffer_copy_chunk(tb, &huge), -EINVAL);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, huge_chunk_id_jumps) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        uint32_t ids[] = { 0, 0x7fffffff, 0x80000000u, 0xffffffffu, 5 };
+        for (size_t i = 0; i < 5; i++) {
+                struct cbuf b = {};
+                put_frag(&b, "j", 1);
+                cr_assert_eq(copy(tb, 1, 1, ids[i], &b, 0, true), 0);
+        }
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_geq(g.n, 1);
+        cr_assert_leq(g.n, 5);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, final_read_drops_unfinished_packets) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {};
+        put_frag(&a, "start", 5);
+        put_frag(&b, "held", 4);
+        cr_assert_eq(copy(tb, 1, 1, 0, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+        cr_assert_eq(copy(tb, 1, 2, 0, &b, SMB_CHUNK_NEEDS_PATCHING, true), 0);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 0);
+        trace_buffer_set_final(tb, true);
+        read_all(tb, &g);
+        /* The unfinished packet is dropped, the unpatched chunk read. */
+        cr_assert_eq(g.n, 1);
+        cr_assert_str_eq(g.text[0], "held");
+        cr_assert_eq(trace_buffer_get_stats(tb)->readaheads_failed, 1);
+        trace_buffer_free(tb);
+}
