@@ -85,6 +85,18 @@ bool traced_instance_alive(struct traced_instance *t) {
         return r == 0;
 }
 
+bool traced_instance_was_activated(const struct traced_instance *t) {
+        char line[1024];
+        bool found = false;
+        FILE *f = fopen(t->log_path, "r");
+        if (!f)
+                return false;
+        while (!found && fgets(line, sizeof(line), f))
+                found = strstr(line, "Execing") != NULL || strstr(line, "traced:") != NULL;
+        fclose(f);
+        return found;
+}
+
 int traced_instance_stop(struct traced_instance *t) {
         int status = 0;
         if (t->pid > 0) {
@@ -101,6 +113,8 @@ int traced_instance_stop(struct traced_instance *t) {
                         sleep_ms(10);
                 }
                 t->pid = 0;
+                if (WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM && !traced_instance_was_activated(t))
+                        return 0; /* the activator, waiting for a first connection */
                 return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
         return t->pid < 0 ? -t->pid - 1 : 0;

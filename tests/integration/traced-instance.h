@@ -22,5 +22,7 @@ int traced_instance_start(struct traced_instance *t, bool socket_activated);
 int traced_instance_stop(struct traced_instance *t);
 /* True while the process is alive. */
 bool traced_instance_alive(struct traced_instance *t);
+/* Whether the activator started traced (a connection came in). */
+bool traced_instance_was_activated(const struct traced_instance *t);
 /* Prints the daemon's log (for failed tests). */
 void traced_instance_dump_log(const struct traced_instance *t);

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* tracectl against the real traced (socket-activated), with a producer in
+ * this process; the files tracectl leaves behind are decoded and checked. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "pb-scan.h"
+#include "raw-producer.h"
+#include "test-consumer.h"
+#include "traced-instance.h"
+
+extern char **environ;
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static void setup(void) {
+        cr_assert_eq(sd_event_new(&ev), 0);
+        cr_assert_eq(traced_instance_start(&inst, true), 0);
+}
+
+static void teardown(void) {
+        int st = traced_instance_stop(&inst);
+        if (st != 0)
+                traced_instance_dump_log(&inst);
+        cr_expect_eq(st, 0);
+        ev = sd_event_unref(ev);
+}
+
+TestSuite(tracectl, .init = setup, .fini = teardown, .timeout = 60);
+
+struct child {
+        pid_t pid;
+        char out[512];
+        char err_path[512];
+};
+
+static void spawn_tracectl(struct child *c, const char *const *args) {
+        char *argv[32];
+        size_t n = 0;
+        argv[n++] = (char *) TRACECTL_BINARY;
+        argv[n++] = (char *) "--socket";
+        argv[n++] = inst.consumer_path;
+        for (size_t i = 0; args[i] && n < 30; i++)
+                argv[n++] = (char *) args[i];
+        argv[n] = NULL;
+        snprintf(c->out, sizeof(c->out), "%s/tracectl.stdout", inst.dir);
+        snprintf(c->err_path, sizeof(c->err_path), "%s/tracectl.stderr", inst.dir);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, c->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, c->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        cr_assert_eq(posix_spawn(&c->pid, TRACECTL_BINARY, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+}
+
+/* Runs the loop (serving the producer) until the child exits. */
+static int wait_child(struct child *c, unsigned timeout_ms) {
+        for (unsigned waited = 0; waited < timeout_ms; waited += 20) {
+                int st;
+                pid_t r = waitpid(c->pid, &st, WNOHANG);
+                if (r == c->pid)
+                        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                spin_ms(ev, 20);
+        }
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, NULL, 0);
+        return -ETIMEDOUT;
+}
+
+static char *slurp(const char *path, size_t *ret_len) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return NULL;
+        char *buf = malloc(1 << 22);
+        size_t n = fread(buf, 1, (1 << 22) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        if (ret_len)
+                *ret_len = n;
+        return buf;
+}
+
+static size_t count_test_packets(const char *path, size_t payload_size) {
+        size_t len;
+        uint8_t *buf = (uint8_t *) slurp(path, &len);
+        cr_assert_not_null(buf, "no trace file %s", path);
+        static struct pb_field pkts[100000];
+        int n = pb_split_trace(buf, len, pkts, 100000);
+        cr_assert_geq(n, 0, "%s is not a trace", path);
+        size_t found = 0;
+        char *expected = malloc(payload_size + 1);
+        for (int i = 0; i < n; i++) {
+                struct pb_field t, str, seq;
+                if (!pb_get(pkts[i].data, pkts[i].len, 900, false, &t))
+                        continue;
+                cr_assert(pb_get(t.data, t.len, 1, false, &str));
+                cr_assert(pb_get(t.data, t.len, 2, false, &seq));
+                cr_assert_eq(seq.varint, found, "packet %zu out of order", found);
+                raw_producer_payload((uint32_t) seq.varint, payload_size, expected);
+                cr_assert_eq(str.len, payload_size);
+                cr_assert_arr_eq(str.data, expected, payload_size);
+                found++;
+        }
+        free(expected);
+        free(buf);
+        return found;
+}
+
+static bool started(struct raw_producer *p) {
+        return p->n_start > 0;
+}
+
+Test(tracectl, record_with_text_config) {
+        struct raw_producer prod;
+        struct child c;
+        char cfg[512], out[512];
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 300;
+        prod.payload_size = 40;
+        snprintf(cfg, sizeof(cfg), "%s/config.pbtxt", inst.dir);
+        snprintf(out, sizeof(out), "%s/trace.pftrace", inst.dir);
+        FILE *f = fopen(cfg, "w");
+        fprintf(f, "# an upstream-style text config\n"
+                   "buffers { size_kb: 4096 fill_policy: RING_BUFFER }\n"
+                   "data_sources { config { name: \"test.data\" } }\n"
+                   "duration_ms: 800\n"
+                   "write_into_file: true\nfile_write_period_ms: 200\n");
+        fclose(f);
+        spawn_tracectl(&c, (const char *const[]) { "record", "-c", cfg, "--txt", "-o", out, NULL });
+        int st = wait_child(&c, 20000);
+        char *so = slurp(c.out, NULL), *se = slurp(c.err_path, NULL);
+        cr_assert_eq(st, 0, "tracectl exited %d\nstdout:\n%s\nstderr:\n%s", st, so, se);
+        cr_assert_eq(count_test_packets(out, 40), 300);
+        cr_assert(strstr(so, "for_testing") != NULL, "the summary does not list the packets:\n%s", so);
+        cr_assert(strstr(so, "trace_config") != NULL);
+        free(so);
+        free(se);
+        raw_producer_free(&prod);
+}
+
+Test(tracectl, record_with_quick_flags) {
+        struct raw_producer prod;
+        struct child c;
+        char out[512];
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 100;
+        prod.payload_size = 10;
+        snprintf(out, sizeof(out), "%s/quick.pftrace", inst.dir);
+        spawn_tracectl(&c, (const char *const[]) { "record", "-t", "700ms", "-b", "2mb", "--no-process-stats", "--ds",
+                                                   "test.data", "-o", out, NULL });
+        int st = wait_child(&c, 20000);
+        char *se = slurp(c.err_path, NULL);
+        cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
+        free(se);
+        cr_assert_eq(count_test_packets(out, 10), 100);
+        /* The config the service recorded is the quick one. */
+        struct child q;
+        spawn_tracectl(&q, (const char *const[]) { "print", out, NULL });
+        cr_assert_eq(wait_child(&q, 10000), 0);
+        char *so = slurp(q.out, NULL);
+        cr_assert(strstr(so, "size_kb: 2048") != NULL, "print output:\n%.2000s", so);
+        cr_assert(strstr(so, "duration_ms: 700") != NULL);
+        free(so);
+        raw_producer_free(&prod);
+}
+
+Test(tracectl, bad_config_is_a_positioned_error) {
+        struct child c;
+        char cfg[512], out[512];
+        snprintf(cfg, sizeof(cfg), "%s/bad.pbtxt", inst.dir);
+        snprintf(out, sizeof(out), "%s/never.pftrace", inst.dir);
+        FILE *f = fopen(cfg, "w");
+        fprintf(f, "buffers {\n  size_kb: 1024\n}\nbuffers {\n  bufer_size_kb: 2\n}\n");
+        fclose(f);
+        spawn_tracectl(&c, (const char *const[]) { "record", "-c", cfg, "--txt", "-o", out, NULL });
+        cr_assert_eq(wait_child(&c, 10000), 3);
+        char *se = slurp(c.err_path, NULL);
+        char expected[700];
+        snprintf(expected, sizeof(expected),
+                 "%s:5:3: unknown field \"bufer_size_kb\" in perfetto.protos.TraceConfig.BufferConfig", cfg);
+        cr_assert(strstr(se, expected) != NULL, "stderr was: %s", se);
+        free(se);
+
+        spawn_tracectl(&c, (const char *const[]) { "record", "-t", "soon", "-o", out, NULL });
+        cr_assert_eq(wait_child(&c, 10000), 2, "a usage error must exit 2");
+        spawn_tracectl(&c, (const char *const[]) { "frobnicate", NULL });
+        cr_assert_eq(wait_child(&c, 10000), 2);
+}
+
+Test(tracectl, unreachable_service) {
+        struct child c;
+        char *argv[] = { (char *) TRACECTL_BINARY, (char *) "--socket", (char *) "/nonexistent/consumer.sock",
+                         (char *) "query", NULL };
+        c.pid = 0;
+        snprintf(c.out, sizeof(c.out), "/dev/null");
+        cr_assert_eq(posix_spawn(&c.pid, TRACECTL_BINARY, NULL, NULL, argv, environ), 0);
+        int st;
+        waitpid(c.pid, &st, 0);
+        cr_assert(WIFEXITED(st));
+        cr_assert_eq(WEXITSTATUS(st), 4);
+}
+
+Test(tracectl, ctrl_c_leaves_a_complete_file) {
+        struct raw_producer prod;
+        struct child c;
+        char out[512];
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 200;
+        prod.payload_size = 30;
+        snprintf(out, sizeof(out), "%s/interrupted.pftrace", inst.dir);
+        spawn_tracectl(&c, (const char *const[]) { "record", "-t", "60s", "--no-process-stats", "--ds", "test.data",
+                                                   "-o", out, NULL });
+        cr_assert(raw_producer_spin_until(&prod, started, 10000));
+        spin_ms(ev, 200);
+        kill(c.pid, SIGINT);
+        int st = wait_child(&c, 20000);
+        char *se = slurp(c.err_path, NULL);
+        cr_assert_eq(st, 0, "tracectl exited %d after Ctrl-C: %s", st, se);
+        free(se);
+        cr_assert_geq(prod.n_flush, 1, "Ctrl-C did not flush");
+        cr_assert_eq(count_test_packets(out, 30), 200);
+        /* And the file ends with the service's stats. */
+        struct child s;
+        spawn_tracectl(&s, (const char *const[]) { "summary", out, NULL });
+        cr_assert_eq(wait_child(&s, 10000), 0);
+        char *so = slurp(s.out, NULL);
+        cr_assert(strstr(so, "trace_stats") != NULL, "%s", so);
+        free(so);
+        raw_producer_free(&prod);
+}
+
+Test(tracectl, query_and_detach) {
+        struct raw_producer prod;
+        struct child c;
+        char out[512];
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "query-me", "test.data", 0, 0), 0);
+        spin_ms(ev, 100);
+        spawn_tracectl(&c, (const char *const[]) { "query", NULL });
+        cr_assert_eq(wait_child(&c, 10000), 0);
+        char *so = slurp(c.out, NULL);
+        cr_assert(strstr(so, "query-me") != NULL && strstr(so, "test.data") != NULL, "%s", so);
+        free(so);
+
+        prod.packets_at_start = 20;
+        prod.payload_size = 5;
+        snprintf(out, sizeof(out), "%s/detached.pftrace", inst.dir);
+        spawn_tracectl(&c, (const char *const[]) { "record", "-t", "60s", "--no-process-stats", "--ds", "test.data",
+                                                   "--detach", "k1", "-o", out, NULL });
+        cr_assert_eq(wait_child(&c, 10000), 0);
+        cr_assert(raw_producer_spin_until(&prod, started, 5000));
+        spawn_tracectl(&c, (const char *const[]) { "stop", "k1", NULL });
+        cr_assert_eq(wait_child(&c, 20000), 0);
+        cr_assert_eq(count_test_packets(out, 5), 20);
+        raw_producer_free(&prod);
+}

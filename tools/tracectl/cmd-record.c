@@ -1,0 +1,534 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* tracectl record / attach / stop. */
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "pbtxt/pbtxt.h"
+#include "tracectl.h"
+
+#include "perfetto/ipc/consumer_port.pb-c.h"
+
+static void record_help(void) {
+        printf("Usage: tracectl record -c CONFIG [--txt] -o FILE [OPTIONS]\n"
+               "       tracectl record [-t DURATION] [-b SIZE] [EVENT...] -o FILE [OPTIONS]\n"
+               "\n"
+               "Records a trace into FILE. The service writes the file itself\n"
+               "(write_into_file), so long traces do not sit in memory.\n"
+               "\n"
+               "  -c, --config FILE      TraceConfig, binary or (with --txt) text format;\n"
+               "                         '-' reads it from standard input\n"
+               "      --txt              the config is in protobuf text format\n"
+               "  -o, --out FILE         the trace file to write\n"
+               "  -t, --time DURATION    quick mode: how long (e.g. 10s, 500ms, 2m)\n"
+               "  -b, --buffer SIZE      quick mode: buffer size (e.g. 64mb, 512kb)\n"
+               "      --ds NAME          quick mode: also enable data source NAME\n"
+               "      --no-process-stats quick mode: no linux.process_stats\n"
+               "  EVENT...               quick mode: ftrace events (group/name, group/*)\n"
+               "      --stop-on-trigger NAME  stop when a producer activates NAME\n"
+               "      --detach KEY       start, detach the session under KEY, exit\n"
+               "      --no-summary       do not summarise the trace at the end\n"
+               "  -h, --help             this help\n"
+               "\n"
+               "Ctrl-C flushes the data sources, stops the session and completes\n"
+               "the file.\n");
+}
+
+static int parse_duration_ms(const char *s, uint32_t *ret) {
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || end == s || v < 0)
+                return -EINVAL;
+        double mult;
+        if (strcmp(end, "ms") == 0)
+                mult = 1;
+        else if (strcmp(end, "s") == 0 || *end == '\0')
+                mult = 1000;
+        else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
+                mult = 60000;
+        else if (strcmp(end, "h") == 0)
+                mult = 3600000;
+        else
+                return -EINVAL;
+        double ms = v * mult;
+        if (ms > UINT32_MAX)
+                return -ERANGE;
+        *ret = (uint32_t) ms;
+        return 0;
+}
+
+static int parse_size_kb(const char *s, uint32_t *ret) {
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (errno || end == s || v <= 0)
+                return -EINVAL;
+        char unit[8] = {};
+        for (size_t i = 0; end[i] && i < sizeof(unit) - 1; i++)
+                unit[i] = (char) tolower((unsigned char) end[i]);
+        double kb;
+        if (strcmp(unit, "kb") == 0 || strcmp(unit, "k") == 0)
+                kb = v;
+        else if (strcmp(unit, "mb") == 0 || strcmp(unit, "m") == 0 || unit[0] == '\0')
+                kb = v * 1024;
+        else if (strcmp(unit, "gb") == 0 || strcmp(unit, "g") == 0)
+                kb = v * 1024 * 1024;
+        else
+                return -EINVAL;
+        if (kb > UINT32_MAX || kb < 1)
+                return -ERANGE;
+        *ret = (uint32_t) kb;
+        return 0;
+}
+
+static char *read_all(const char *path, size_t *ret_len) {
+        FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
+        if (!f)
+                return NULL;
+        size_t cap = 65536, len = 0;
+        char *buf = malloc(cap + 1);
+        while (buf) {
+                size_t n = fread(buf + len, 1, cap - len, f);
+                len += n;
+                if (n == 0)
+                        break;
+                if (len == cap) {
+                        if (cap >= PBTXT_MAX_INPUT) {
+                                free(buf);
+                                buf = NULL;
+                                errno = EFBIG;
+                                break;
+                        }
+                        cap *= 2;
+                        char *b = realloc(buf, cap + 1);
+                        if (!b)
+                                free(buf);
+                        buf = b;
+                }
+        }
+        if (f != stdin)
+                fclose(f);
+        if (buf) {
+                buf[len] = '\0';
+                *ret_len = len;
+        }
+        return buf;
+}
+
+/* Loads a TraceConfig; prints a positioned error and returns EXIT_CONFIG. */
+static int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig **ret) {
+        size_t len;
+        _cleanup_free_ char *data = read_all(path, &len);
+        if (!data) {
+                fprintf(stderr, "tracectl: cannot read config %s: %s\n", path, strerror(errno));
+                return EXIT_CONFIG;
+        }
+        if (txt) {
+                ProtobufCMessage *m = NULL;
+                _cleanup_free_ char *err = NULL;
+                if (pbtxt_parse(&perfetto__protos__trace_config__descriptor, data, len, path, &m, &err) < 0) {
+                        fprintf(stderr, "%s\n", err ? err : "config: parse error");
+                        return EXIT_CONFIG;
+                }
+                *ret = (Perfetto__Protos__TraceConfig *) m;
+                return 0;
+        }
+        *ret = perfetto__protos__trace_config__unpack(NULL, len, (const uint8_t *) data);
+        if (!*ret) {
+                fprintf(stderr, "%s: not a binary TraceConfig%s\n", path,
+                        memchr(data, '{', len) ? " (text format? add --txt)" : "");
+                return EXIT_CONFIG;
+        }
+        return 0;
+}
+
+static Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffer_kb, char **events,
+                                                   size_t n_events, char **extra_ds, size_t n_extra, bool process_stats) {
+        /* Built as text and parsed, so quick flags and config files take
+         * exactly the same path. */
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (!f)
+                return NULL;
+        fprintf(f, "buffers { size_kb: %u fill_policy: RING_BUFFER }\n", buffer_kb);
+        if (n_events > 0) {
+                fprintf(f, "data_sources { config { name: \"linux.ftrace\" ftrace_config {");
+                for (size_t i = 0; i < n_events; i++) {
+                        fputs(" ftrace_events: \"", f);
+                        for (const char *p = events[i]; *p; p++)
+                                if (*p == '"' || *p == '\\')
+                                        fprintf(f, "\\%c", *p);
+                                else
+                                        fputc(*p, f);
+                        fputc('"', f);
+                }
+                fprintf(f, " } } }\n");
+        }
+        if (process_stats)
+                fprintf(f, "data_sources { config { name: \"linux.process_stats\" process_stats_config { "
+                           "scan_all_processes_on_start: true record_thread_names: true } } }\n");
+        for (size_t i = 0; i < n_extra; i++)
+                fprintf(f, "data_sources { config { name: \"%s\" } }\n", extra_ds[i]);
+        if (duration_ms)
+                fprintf(f, "duration_ms: %u\n", duration_ms);
+        fclose(f);
+        ProtobufCMessage *m = NULL;
+        char *err = NULL;
+        int r = pbtxt_parse(&perfetto__protos__trace_config__descriptor, text, len, "<quick flags>", &m, &err);
+        if (r < 0)
+                fprintf(stderr, "%s\n", err ? err : "bad quick flags");
+        free(err);
+        free(text);
+        return (Perfetto__Protos__TraceConfig *) m;
+}
+
+struct session_wait {
+        bool replied;
+        bool disabled;
+        char *error;
+        int ipc_error;
+};
+
+static void on_enable_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
+        struct session_wait *w = ud;
+        const Perfetto__Protos__EnableTracingResponse *r = (const void *) reply;
+        if (fd >= 0)
+                close(fd);
+        w->replied = true;
+        w->ipc_error = error;
+        if (r) {
+                w->disabled = r->state_case == PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED && r->disabled;
+                if (r->error && r->error[0])
+                        w->error = strdup(r->error);
+        }
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+        interrupted++;
+}
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+static void show_progress(struct tracectl *t, int fd, uint64_t start, bool final) {
+        struct stat st;
+        uint64_t written = 0, lost = 0, used = 0, size = 0;
+        ProtobufCMessage *reply = NULL;
+        Perfetto__Protos__GetTraceStatsRequest rq = PERFETTO__PROTOS__GET_TRACE_STATS_REQUEST__INIT;
+        if (!final && tracectl_call(t, "GetTraceStats", &rq.base, &perfetto__protos__get_trace_stats_response__descriptor,
+                                    -EBADF, &reply, 1000) == 0 &&
+            reply) {
+                const Perfetto__Protos__TraceStats *s = ((Perfetto__Protos__GetTraceStatsResponse *) reply)->trace_stats;
+                for (size_t i = 0; s && i < s->n_buffer_stats; i++) {
+                        written += s->buffer_stats[i]->bytes_written;
+                        lost += s->buffer_stats[i]->chunks_overwritten + s->buffer_stats[i]->chunks_discarded;
+                        size += s->buffer_stats[i]->buffer_size;
+                        used += s->buffer_stats[i]->bytes_written - s->buffer_stats[i]->bytes_read;
+                }
+        }
+        if (reply)
+                protobuf_c_message_free_unpacked(reply, NULL);
+        uint64_t file = fstat(fd, &st) == 0 ? (uint64_t) st.st_size : 0;
+        fprintf(stderr, "\r\033[K%6.1fs  file %8.1f KiB  buffer %3.0f%%  lost chunks %" PRIu64,
+                (double) (now_usec() - start) / 1e6, (double) file / 1024.0,
+                size ? 100.0 * (double) MIN(used, size) / (double) size : 0.0, lost);
+        (void) written;
+        if (final)
+                fputc('\n', stderr);
+}
+
+/* Waits for the EnableTracing reply; Ctrl-C flushes and stops. */
+static int wait_session(struct tracectl *t, struct session_wait *w, int progress_fd) {
+        uint64_t start = now_usec(), last_progress = 0;
+        bool tty = progress_fd >= 0 && isatty(STDERR_FILENO);
+        bool stopping = false;
+
+        while (!w->replied) {
+                if (interrupted && !stopping) {
+                        stopping = true;
+                        if (tty)
+                                fputc('\n', stderr);
+                        fprintf(stderr, "tracectl: stopping: flushing and finishing the trace...\n");
+                        Perfetto__Protos__FlushRequest fl = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
+                        fl.has_timeout_ms = true;
+                        fl.timeout_ms = 5000;
+                        (void) tracectl_call(t, "Flush", &fl.base, &perfetto__protos__flush_response__descriptor, -EBADF,
+                                             NULL, 6000);
+                        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+                        (void) tracectl_call(t, "DisableTracing", &dis.base,
+                                             &perfetto__protos__disable_tracing_response__descriptor, -EBADF, NULL, 5000);
+                        continue;
+                }
+                int r = sd_event_run(t->event, 200000);
+                if (r < 0 && r != -EINTR) {
+                        fprintf(stderr, "tracectl: event loop failed: %s\n", strerror(-r));
+                        return EXIT_OTHER;
+                }
+                if (!ipc_client_is_connected(t->client) && !w->replied) {
+                        fprintf(stderr, "\ntracectl: the tracing service went away\n");
+                        return EXIT_SESSION_FAILED;
+                }
+                if (tty && now_usec() - last_progress > 500000) {
+                        last_progress = now_usec();
+                        show_progress(t, progress_fd, start, false);
+                }
+        }
+        if (tty)
+                show_progress(t, progress_fd, start, true);
+        if (w->ipc_error < 0) {
+                fprintf(stderr, "tracectl: the session failed: %s\n", strerror(-w->ipc_error));
+                return EXIT_SESSION_FAILED;
+        }
+        if (w->error) {
+                fprintf(stderr, "tracectl: the session failed: %s\n", w->error);
+                return EXIT_SESSION_FAILED;
+        }
+        return EXIT_OK;
+}
+
+int cmd_record(struct tracectl *t, int argc, char **argv) {
+        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY };
+        static const struct option opts[] = {
+                { "config", required_argument, NULL, 'c' },
+                { "txt", no_argument, NULL, ARG_TXT },
+                { "out", required_argument, NULL, 'o' },
+                { "time", required_argument, NULL, 't' },
+                { "buffer", required_argument, NULL, 'b' },
+                { "ds", required_argument, NULL, ARG_DS },
+                { "no-process-stats", no_argument, NULL, ARG_NO_PS },
+                { "stop-on-trigger", required_argument, NULL, ARG_TRIGGER },
+                { "detach", required_argument, NULL, ARG_DETACH },
+                { "no-summary", no_argument, NULL, ARG_NO_SUMMARY },
+                { "help", no_argument, NULL, 'h' },
+                {},
+        };
+        const char *config_path = NULL, *out = NULL, *trigger = NULL, *detach = NULL;
+        bool txt = false, process_stats = true, summary = true;
+        uint32_t duration_ms = 10000, buffer_kb = 64 * 1024;
+        char *extra[16];
+        size_t n_extra = 0;
+        int c, r;
+
+        while ((c = getopt_long(argc, argv, "c:o:t:b:h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 'c':
+                        config_path = optarg;
+                        break;
+                case ARG_TXT:
+                        txt = true;
+                        break;
+                case 'o':
+                        out = optarg;
+                        break;
+                case 't':
+                        if (parse_duration_ms(optarg, &duration_ms) < 0) {
+                                fprintf(stderr, "tracectl: bad duration \"%s\" (e.g. 10s, 500ms, 2m)\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case 'b':
+                        if (parse_size_kb(optarg, &buffer_kb) < 0) {
+                                fprintf(stderr, "tracectl: bad buffer size \"%s\" (e.g. 64mb, 512kb)\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        break;
+                case ARG_DS:
+                        if (n_extra >= ELEMENTSOF(extra)) {
+                                fprintf(stderr, "tracectl: too many --ds\n");
+                                return EXIT_USAGE;
+                        }
+                        extra[n_extra++] = optarg;
+                        break;
+                case ARG_NO_PS:
+                        process_stats = false;
+                        break;
+                case ARG_TRIGGER:
+                        trigger = optarg;
+                        break;
+                case ARG_DETACH:
+                        detach = optarg;
+                        break;
+                case ARG_NO_SUMMARY:
+                        summary = false;
+                        break;
+                case 'h':
+                        record_help();
+                        return EXIT_OK;
+                default:
+                        return EXIT_USAGE;
+                }
+        }
+        if (!out) {
+                fprintf(stderr, "tracectl record: -o FILE is required\n");
+                return EXIT_USAGE;
+        }
+        if (config_path && optind < argc) {
+                fprintf(stderr, "tracectl record: events cannot be combined with -c\n");
+                return EXIT_USAGE;
+        }
+
+        Perfetto__Protos__TraceConfig *cfg = NULL;
+        if (config_path) {
+                r = load_config(config_path, txt, &cfg);
+                if (r != 0)
+                        return r;
+        } else {
+                cfg = quick_config(duration_ms, buffer_kb, argv + optind, (size_t) (argc - optind), extra, n_extra,
+                                   process_stats);
+                if (!cfg)
+                        return EXIT_CONFIG;
+        }
+        if (trigger) {
+                Perfetto__Protos__TraceConfig__TriggerConfig *tc = calloc(1, sizeof(*tc));
+                Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *tr = calloc(1, sizeof(*tr));
+                perfetto__protos__trace_config__trigger_config__init(tc);
+                perfetto__protos__trace_config__trigger_config__trigger__init(tr);
+                tr->name = strdup(trigger);
+                tc->has_trigger_mode = true;
+                tc->trigger_mode = PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING;
+                tc->n_triggers = 1;
+                tc->triggers = calloc(1, sizeof(void *));
+                tc->triggers[0] = tr;
+                tc->has_trigger_timeout_ms = true;
+                tc->trigger_timeout_ms = cfg->has_duration_ms && cfg->duration_ms ? cfg->duration_ms : 24u * 3600 * 1000;
+                if (cfg->trigger_config)
+                        protobuf_c_message_free_unpacked(&cfg->trigger_config->base, NULL);
+                cfg->trigger_config = tc;
+        }
+
+        /* The service writes the file; it gets the fd with EnableTracing. */
+        _cleanup_close_ int fd = open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) {
+                fprintf(stderr, "tracectl: cannot create %s: %s\n", out, strerror(errno));
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                return EXIT_OTHER;
+        }
+        cfg->has_write_into_file = true;
+        cfg->write_into_file = true;
+        if (!cfg->has_file_write_period_ms) {
+                cfg->has_file_write_period_ms = true;
+                cfg->file_write_period_ms = 1000;
+        }
+
+        r = tracectl_connect(t);
+        if (r != 0) {
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                return r;
+        }
+
+        struct sigaction sa = { .sa_handler = on_sigint };
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+
+        struct session_wait w = {};
+        Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+        req.trace_config = cfg;
+        int64_t id = ipc_client_invoke(t->client, "EnableTracing", &req.base,
+                                       &perfetto__protos__enable_tracing_response__descriptor, fd, on_enable_reply, &w);
+        perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+        if (id < 0) {
+                fprintf(stderr, "tracectl: EnableTracing failed: %s\n", strerror((int) -id));
+                tracectl_disconnect(t);
+                return EXIT_SESSION_FAILED;
+        }
+
+        if (detach) {
+                Perfetto__Protos__DetachRequest dr = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+                dr.key = (char *) detach;
+                r = tracectl_call(t, "Detach", &dr.base, &perfetto__protos__detach_response__descriptor, -EBADF, NULL,
+                                  5000);
+                if (w.replied && w.error) {
+                        fprintf(stderr, "tracectl: the session failed: %s\n", w.error);
+                        free(w.error);
+                        tracectl_disconnect(t);
+                        return EXIT_SESSION_FAILED;
+                }
+                tracectl_disconnect(t);
+                if (r < 0) {
+                        fprintf(stderr, "tracectl: could not detach as \"%s\": %s\n", detach, strerror(-r));
+                        return EXIT_SESSION_FAILED;
+                }
+                printf("Session detached as \"%s\"; the service writes %s.\n", detach, out);
+                return EXIT_OK;
+        }
+
+        r = wait_session(t, &w, fd);
+        free(w.error);
+        tracectl_disconnect(t);
+        if (r != EXIT_OK)
+                return r;
+        if (summary) {
+                printf("Trace written to %s\n", out);
+                return print_trace_summary(out, 10);
+        }
+        return EXIT_OK;
+}
+
+static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
+        int r = tracectl_connect(t);
+        if (r != 0)
+                return r;
+        Perfetto__Protos__AttachRequest ar = PERFETTO__PROTOS__ATTACH_REQUEST__INIT;
+        ar.key = (char *) key;
+        r = tracectl_call(t, "Attach", &ar.base, &perfetto__protos__attach_response__descriptor, -EBADF, NULL, 5000);
+        if (r < 0) {
+                fprintf(stderr, "tracectl: no detached session \"%s\" for this user\n", key);
+                tracectl_disconnect(t);
+                return EXIT_SESSION_FAILED;
+        }
+        struct sigaction sa = { .sa_handler = on_sigint };
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        struct session_wait w = {};
+        Perfetto__Protos__EnableTracingRequest en = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+        en.has_attach_notification_only = true;
+        en.attach_notification_only = true;
+        int64_t id = ipc_client_invoke(t->client, "EnableTracing", &en.base,
+                                       &perfetto__protos__enable_tracing_response__descriptor, -EBADF, on_enable_reply, &w);
+        if (id < 0) {
+                tracectl_disconnect(t);
+                return EXIT_SESSION_FAILED;
+        }
+        if (stop)
+                interrupted = 1; /* flush, stop, wait */
+        r = wait_session(t, &w, -EBADF);
+        free(w.error);
+        tracectl_disconnect(t);
+        if (r == EXIT_OK)
+                printf("Session \"%s\" ended.\n", key);
+        return r;
+}
+
+int cmd_attach(struct tracectl *t, int argc, char **argv) {
+        if (argc != 2 || strcmp(argv[1], "--help") == 0) {
+                printf("Usage: tracectl attach KEY\n\nWaits for the detached session KEY to end (Ctrl-C stops it).\n");
+                return argc == 2 ? EXIT_OK : EXIT_USAGE;
+        }
+        return attach_and_wait(t, argv[1], false);
+}
+
+int cmd_stop(struct tracectl *t, int argc, char **argv) {
+        if (argc != 2 || strcmp(argv[1], "--help") == 0) {
+                printf("Usage: tracectl stop KEY\n\nFlushes and stops the detached session KEY; its file is completed.\n");
+                return argc == 2 ? EXIT_OK : EXIT_USAGE;
+        }
+        return attach_and_wait(t, argv[1], true);
+}

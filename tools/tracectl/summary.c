@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "summary.h"
+
+#include "perfetto/trace/trace_packet.pb-c.h"
+
+void summary_init(struct summary *s) {
+        memset(s, 0, sizeof(*s));
+        s->ts_min = UINT64_MAX;
+        for (size_t i = 0; i < SUMMARY_MAX_CPUS; i++)
+                s->cpu_cur_pid[i] = -1;
+}
+
+void summary_done(struct summary *s) {
+        free(s->tasks);
+        s->tasks = NULL;
+}
+
+static void count_type(struct summary *s, const char *name) {
+        for (size_t i = 0; i < s->n_types; i++)
+                if (strcmp(s->types[i].name, name) == 0) {
+                        s->types[i].count++;
+                        return;
+                }
+        if (s->n_types < SUMMARY_MAX_TYPES)
+                s->types[s->n_types++] = (typeof(s->types[0])) { .name = name, .count = 1 };
+}
+
+uint64_t summary_type_count(const struct summary *s, const char *name) {
+        for (size_t i = 0; i < s->n_types; i++)
+                if (strcmp(s->types[i].name, name) == 0)
+                        return s->types[i].count;
+        return 0;
+}
+
+static void see_ts(struct summary *s, uint64_t ts) {
+        if (ts == 0)
+                return;
+        if (ts < s->ts_min)
+                s->ts_min = ts;
+        if (ts > s->ts_max)
+                s->ts_max = ts;
+}
+
+static struct summary_task *task(struct summary *s, int32_t pid) {
+        for (size_t i = 0; i < s->n_tasks; i++)
+                if (s->tasks[i].pid == pid)
+                        return &s->tasks[i];
+        if (s->n_tasks == s->cap_tasks) {
+                size_t cap = s->cap_tasks ? s->cap_tasks * 2 : 256;
+                struct summary_task *t = realloc(s->tasks, cap * sizeof(*t));
+                if (!t)
+                        return NULL;
+                s->tasks = t;
+                s->cap_tasks = cap;
+        }
+        struct summary_task *t = &s->tasks[s->n_tasks++];
+        *t = (struct summary_task) { .pid = pid };
+        return t;
+}
+
+static void set_comm(struct summary *s, int32_t pid, const char *comm) {
+        if (!comm || !comm[0])
+                return;
+        struct summary_task *t = task(s, pid);
+        if (t)
+                snprintf(t->comm, sizeof(t->comm), "%s", comm);
+}
+
+/* A context switch on cpu at ts to next_pid. */
+static void on_switch(struct summary *s, uint32_t cpu, uint64_t ts, int32_t next_pid, const char *next_comm) {
+        if (cpu >= SUMMARY_MAX_CPUS)
+                return;
+        s->sched_switches++;
+        if (s->cpu_cur_pid[cpu] >= 0 && s->cpu_last_ts[cpu] && ts >= s->cpu_last_ts[cpu] && s->cpu_cur_pid[cpu] != 0) {
+                struct summary_task *t = task(s, s->cpu_cur_pid[cpu]);
+                if (t)
+                        t->runtime_ns += ts - s->cpu_last_ts[cpu];
+        }
+        s->cpu_cur_pid[cpu] = next_pid;
+        s->cpu_last_ts[cpu] = ts;
+        struct summary_task *n = task(s, next_pid);
+        if (n) {
+                n->switches_in++;
+                if (next_comm && next_comm[0])
+                        snprintf(n->comm, sizeof(n->comm), "%s", next_comm);
+        }
+}
+
+static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBundle *b) {
+        uint32_t cpu = b->has_cpu ? b->cpu : 0;
+        if (cpu < SUMMARY_MAX_CPUS && cpu + 1 > s->n_cpus)
+                s->n_cpus = cpu + 1;
+        if (b->has_lost_events && b->lost_events)
+                s->lost_events = true;
+        for (size_t i = 0; i < b->n_event; i++) {
+                const Perfetto__Protos__FtraceEvent *e = b->event[i];
+                s->ftrace_events++;
+                if (cpu < SUMMARY_MAX_CPUS)
+                        s->cpu_events[cpu]++;
+                see_ts(s, e->timestamp);
+                switch (e->event_case) {
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_SWITCH:
+                        set_comm(s, e->sched_switch->prev_pid, e->sched_switch->prev_comm);
+                        on_switch(s, cpu, e->timestamp, e->sched_switch->next_pid, e->sched_switch->next_comm);
+                        break;
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT:
+                        s->prints++;
+                        break;
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_TASK_NEWTASK:
+                        set_comm(s, e->task_newtask->pid, e->task_newtask->comm);
+                        break;
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_TASK_RENAME:
+                        set_comm(s, e->task_rename->pid, e->task_rename->newcomm);
+                        break;
+                default:
+                        break;
+                }
+        }
+        const Perfetto__Protos__FtraceEventBundle__CompactSched *c = b->compact_sched;
+        if (c) {
+                uint64_t ts = 0;
+                for (size_t i = 0; i < c->n_switch_timestamp; i++) {
+                        ts += c->switch_timestamp[i];
+                        s->ftrace_events++;
+                        if (cpu < SUMMARY_MAX_CPUS)
+                                s->cpu_events[cpu]++;
+                        see_ts(s, ts);
+                        int32_t pid = i < c->n_switch_next_pid ? c->switch_next_pid[i] : -1;
+                        const char *comm = NULL;
+                        if (i < c->n_switch_next_comm_index && c->switch_next_comm_index[i] < c->n_intern_table)
+                                comm = c->intern_table[c->switch_next_comm_index[i]];
+                        on_switch(s, cpu, ts, pid, comm);
+                }
+                ts = 0;
+                for (size_t i = 0; i < c->n_waking_timestamp; i++) {
+                        ts += c->waking_timestamp[i];
+                        s->ftrace_events++;
+                        if (cpu < SUMMARY_MAX_CPUS)
+                                s->cpu_events[cpu]++;
+                        see_ts(s, ts);
+                }
+        }
+}
+
+void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
+        s->packets++;
+        s->bytes += len;
+        Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, len, data);
+        if (!p) {
+                s->invalid_packets++;
+                count_type(s, "undecodable");
+                return;
+        }
+        if (p->has_timestamp)
+                see_ts(s, p->timestamp);
+        if (p->optional_trusted_packet_sequence_id_case ==
+            PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID) {
+                uint32_t id = p->trusted_packet_sequence_id;
+                size_t i;
+                for (i = 0; i < s->n_seqs; i++)
+                        if (s->seqs[i].id == id)
+                                break;
+                if (i == s->n_seqs && s->n_seqs < SUMMARY_MAX_SEQS)
+                        s->seqs[s->n_seqs++].id = id;
+                if (i < SUMMARY_MAX_SEQS) {
+                        s->seqs[i].count++;
+                        if (p->has_previous_packet_dropped && p->previous_packet_dropped && s->seqs[i].count > 1)
+                                s->seqs[i].lost = true;
+                }
+        }
+        if (p->has_previous_packet_dropped && p->previous_packet_dropped)
+                s->packets_after_loss++;
+
+        const char *type = "other";
+        switch (p->data_case) {
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS:
+                type = "ftrace_events";
+                add_bundle(s, p->ftrace_events);
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE:
+                type = "process_tree";
+                for (size_t i = 0; i < p->process_tree->n_processes; i++) {
+                        const Perfetto__Protos__ProcessTree__Process *pr = p->process_tree->processes[i];
+                        s->processes_in_tree++;
+                        if (pr->n_cmdline > 0) {
+                                const char *c = strrchr(pr->cmdline[0], '/');
+                                set_comm(s, pr->pid, c ? c + 1 : pr->cmdline[0]);
+                        }
+                }
+                for (size_t i = 0; i < p->process_tree->n_threads; i++)
+                        set_comm(s, p->process_tree->threads[i]->tid, p->process_tree->threads[i]->name);
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT:
+                type = "clock_snapshot";
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_CONFIG:
+                type = "trace_config";
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS: {
+                type = "trace_stats";
+                const Perfetto__Protos__TraceStats *st = p->trace_stats;
+                s->have_stats = true;
+                s->chunks_overwritten = s->chunks_discarded = s->abi_violations = s->patches_failed = 0;
+                s->bytes_written = 0;
+                for (size_t i = 0; i < st->n_buffer_stats; i++) {
+                        s->chunks_overwritten += st->buffer_stats[i]->chunks_overwritten;
+                        s->chunks_discarded += st->buffer_stats[i]->chunks_discarded;
+                        s->abi_violations += st->buffer_stats[i]->abi_violations;
+                        s->patches_failed += st->buffer_stats[i]->patches_failed;
+                        s->bytes_written += st->buffer_stats[i]->bytes_written;
+                }
+                s->stats_invalid_packets = st->invalid_packets;
+                break;
+        }
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_SYNCHRONIZATION_MARKER:
+                type = "synchronization_marker";
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_SYSTEM_INFO:
+                type = "system_info";
+                if (p->system_info->utsname) {
+                        const Perfetto__Protos__Utsname *u = p->system_info->utsname;
+                        snprintf(s->sysname, sizeof(s->sysname), "%s", u->sysname ? u->sysname : "");
+                        snprintf(s->release, sizeof(s->release), "%s", u->release ? u->release : "");
+                        snprintf(s->machine, sizeof(s->machine), "%s", u->machine ? u->machine : "");
+                }
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_SERVICE_EVENT:
+                type = "service_event";
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_UUID:
+                type = "trace_uuid";
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING:
+                type = "for_testing";
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_COMPRESSED_PACKETS:
+                type = "compressed_packets";
+                break;
+        default:
+                break;
+        }
+        count_type(s, type);
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+}
+
+static int by_runtime(const void *a, const void *b) {
+        const struct summary_task *x = a, *y = b;
+        if (x->runtime_ns != y->runtime_ns)
+                return x->runtime_ns < y->runtime_ns ? 1 : -1;
+        return x->pid - y->pid;
+}
+
+void summary_finish(struct summary *s) {
+        if (s->n_tasks)
+                qsort(s->tasks, s->n_tasks, sizeof(*s->tasks), by_runtime);
+}
+
+void summary_print(FILE *f, const struct summary *s, size_t top_n) {
+        fprintf(f, "Packets:        %" PRIu64 " (%" PRIu64 " bytes)\n", s->packets, s->bytes);
+        if (s->sysname[0])
+                fprintf(f, "System:         %s %s %s\n", s->sysname, s->release, s->machine);
+        if (s->ts_max >= s->ts_min && s->ts_min != UINT64_MAX)
+                fprintf(f, "Time span:      %.3f s (boot time %.6f .. %.6f)\n", (double) (s->ts_max - s->ts_min) / 1e9,
+                        (double) s->ts_min / 1e9, (double) s->ts_max / 1e9);
+        fprintf(f, "Packet types:\n");
+        for (size_t i = 0; i < s->n_types; i++)
+                fprintf(f, "  %-24s %" PRIu64 "\n", s->types[i].name, s->types[i].count);
+        fprintf(f, "Sequences:      %zu", s->n_seqs);
+        size_t lossy = 0;
+        for (size_t i = 0; i < s->n_seqs; i++)
+                lossy += s->seqs[i].lost;
+        fprintf(f, " (%zu with data losses)\n", lossy);
+        if (s->ftrace_events) {
+                fprintf(f, "Ftrace events:  %" PRIu64 " (%" PRIu64 " sched_switch, %" PRIu64 " print)%s\n",
+                        s->ftrace_events, s->sched_switches, s->prints, s->lost_events ? ", kernel reported lost events" : "");
+                for (uint32_t c = 0; c < s->n_cpus; c++)
+                        fprintf(f, "  cpu%-3u %" PRIu64 "\n", c, s->cpu_events[c]);
+        }
+        if (s->processes_in_tree)
+                fprintf(f, "Processes:      %u in the process tree\n", s->processes_in_tree);
+        size_t shown = 0;
+        for (size_t i = 0; i < s->n_tasks && shown < top_n; i++) {
+                if (s->tasks[i].runtime_ns == 0)
+                        break;
+                if (shown == 0)
+                        fprintf(f, "Top threads by CPU time:\n  %-8s %-20s %12s %10s\n", "tid", "name", "cpu ms", "switches");
+                fprintf(f, "  %-8d %-20s %12.3f %10" PRIu64 "\n", s->tasks[i].pid,
+                        s->tasks[i].comm[0] ? s->tasks[i].comm : "?", (double) s->tasks[i].runtime_ns / 1e6,
+                        s->tasks[i].switches_in);
+                shown++;
+        }
+        if (s->have_stats)
+                fprintf(f,
+                        "Service stats:  %" PRIu64 " bytes written, %" PRIu64 " chunks overwritten, %" PRIu64
+                        " discarded, %" PRIu64 " invalid packets, %" PRIu64 " ABI violations\n",
+                        s->bytes_written, s->chunks_overwritten, s->chunks_discarded, s->stats_invalid_packets,
+                        s->abi_violations);
+        if (s->invalid_packets)
+                fprintf(f, "Undecodable:    %" PRIu64 " packets\n", s->invalid_packets);
+}

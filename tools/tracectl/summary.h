@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* What a trace contains, computed packet by packet. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define SUMMARY_MAX_CPUS 512
+#define SUMMARY_MAX_TYPES 32
+#define SUMMARY_MAX_SEQS 4096
+
+struct summary_task {
+        int32_t pid;
+        char comm[32];
+        uint64_t runtime_ns;
+        uint64_t switches_in;
+};
+
+struct summary {
+        uint64_t packets;
+        uint64_t bytes;
+        uint64_t invalid_packets; /* that did not decode */
+        struct {
+                const char *name;
+                uint64_t count;
+        } types[SUMMARY_MAX_TYPES];
+        size_t n_types;
+        struct {
+                uint32_t id;
+                uint64_t count;
+                bool lost;
+        } seqs[SUMMARY_MAX_SEQS];
+        size_t n_seqs;
+        uint64_t packets_after_loss;
+        uint64_t ts_min, ts_max;
+        uint64_t cpu_events[SUMMARY_MAX_CPUS];
+        uint32_t n_cpus;
+        uint64_t ftrace_events;
+        uint64_t sched_switches;
+        uint64_t prints;
+        bool lost_events;
+        /* sched accounting */
+        uint64_t cpu_last_ts[SUMMARY_MAX_CPUS];
+        int32_t cpu_cur_pid[SUMMARY_MAX_CPUS];
+        struct summary_task *tasks;
+        size_t n_tasks, cap_tasks;
+        /* from the last TraceStats packet */
+        bool have_stats;
+        uint64_t chunks_overwritten, chunks_discarded, abi_violations, stats_invalid_packets, patches_failed;
+        uint64_t bytes_written;
+        /* from SystemInfo */
+        char sysname[64], release[128], machine[64];
+        uint32_t processes_in_tree;
+};
+
+void summary_init(struct summary *s);
+void summary_done(struct summary *s);
+/* Adds one serialized TracePacket. */
+void summary_add_packet(struct summary *s, const uint8_t *data, size_t len);
+/* Sorts tasks by runtime, descending. */
+void summary_finish(struct summary *s);
+void summary_print(FILE *f, const struct summary *s, size_t top_n);
+uint64_t summary_type_count(const struct summary *s, const char *name);

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "trace-reader.h"
+
+int trace_reader_open(struct trace_reader *r, const char *path) {
+        *r = (struct trace_reader) {};
+        r->f = fopen(path, "re");
+        return r->f ? 0 : -errno;
+}
+
+void trace_reader_close(struct trace_reader *r) {
+        if (r->f)
+                fclose(r->f);
+        free(r->buf);
+        *r = (struct trace_reader) {};
+}
+
+static int read_varint(struct trace_reader *r, uint64_t *ret, bool *eof) {
+        uint64_t v = 0;
+        for (unsigned shift = 0; shift < 64; shift += 7) {
+                int c = fgetc(r->f);
+                if (c == EOF) {
+                        *eof = shift == 0;
+                        return -EBADMSG;
+                }
+                r->offset++;
+                v |= (uint64_t) (c & 0x7f) << shift;
+                if (!(c & 0x80)) {
+                        *ret = v;
+                        return 0;
+                }
+        }
+        return -EBADMSG;
+}
+
+int trace_reader_next(struct trace_reader *r, const uint8_t **ret_data, size_t *ret_len) {
+        for (;;) {
+                uint64_t key, len;
+                bool eof = false;
+                if (read_varint(r, &key, &eof) < 0)
+                        return eof ? 0 : -EBADMSG;
+                unsigned wt = key & 7;
+                if (wt == 0) {
+                        if (read_varint(r, &len, &eof) < 0)
+                                return -EBADMSG;
+                        continue; /* not a packet; skip */
+                }
+                if (wt != 2)
+                        return -EBADMSG;
+                if (read_varint(r, &len, &eof) < 0 || len > TRACE_READER_MAX_PACKET)
+                        return -EBADMSG;
+                if (len > r->cap) {
+                        uint8_t *b = realloc(r->buf, len);
+                        if (!b)
+                                return -ENOMEM;
+                        r->buf = b;
+                        r->cap = len;
+                }
+                if (len && fread(r->buf, 1, len, r->f) != len)
+                        return -EBADMSG;
+                r->offset += len;
+                if ((key >> 3) != 1)
+                        continue; /* only Trace.packet matters */
+                r->n_packets++;
+                *ret_data = r->buf;
+                *ret_len = len;
+                return 1;
+        }
+}

@@ -1,0 +1,189 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* tracectl: the command-line consumer of traced. */
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "tracectl.h"
+
+#define DEFAULT_CONSUMER_SOCKET "/run/traced/consumer.sock"
+
+static void help(void) {
+        printf("Usage: tracectl [--socket PATH] COMMAND [ARGS...]\n"
+               "\n"
+               "Drives the traced tracing service (any Perfetto-protocol service).\n"
+               "\n"
+               "Commands:\n"
+               "  record       record a trace into a file (from a config or quick flags)\n"
+               "  attach KEY   wait for a detached session to end\n"
+               "  stop KEY     stop a detached session\n"
+               "  query        list producers, data sources and sessions\n"
+               "  capabilities show what the service supports\n"
+               "  print FILE   dump a trace, one packet per line\n"
+               "  summary FILE summarise a trace\n"
+               "\n"
+               "The consumer socket is --socket, else $PERFETTO_CONSUMER_SOCK_NAME,\n"
+               "else " DEFAULT_CONSUMER_SOCKET ".\n"
+               "'tracectl COMMAND --help' describes each command.\n"
+               "\n"
+               "Exit codes: 0 ok, 2 usage, 3 config error, 4 service unreachable,\n"
+               "5 session failed, 1 anything else.\n");
+}
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+int tracectl_connect(struct tracectl *t) {
+        int r = sd_event_default(&t->event);
+        if (r < 0) {
+                fprintf(stderr, "tracectl: cannot create an event loop: %s\n", strerror(-r));
+                return EXIT_OTHER;
+        }
+        r = ipc_client_connect(t->event, t->socket, &t->client);
+        if (r < 0) {
+                fprintf(stderr, "tracectl: cannot connect to the tracing service at %s: %s\n", t->socket, strerror(-r));
+                return EXIT_UNREACHABLE;
+        }
+        r = ipc_client_bind_sync(t->client, "ConsumerPort", 10 * 1000000u);
+        if (r < 0) {
+                fprintf(stderr, "tracectl: %s does not offer the consumer port: %s\n", t->socket, strerror(-r));
+                return EXIT_UNREACHABLE;
+        }
+        return 0;
+}
+
+void tracectl_disconnect(struct tracectl *t) {
+        t->client = ipc_client_free(t->client);
+        t->event = sd_event_unref(t->event);
+}
+
+struct call {
+        bool done;
+        int error;
+        ProtobufCMessage *reply;
+        const ProtobufCMessageDescriptor *desc;
+};
+
+static void on_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
+        struct call *k = ud;
+        if (fd >= 0)
+                close(fd);
+        if (k->done)
+                return;
+        k->done = true;
+        k->error = error;
+        if (reply && k->desc) {
+                size_t n = protobuf_c_message_get_packed_size(reply);
+                uint8_t *b = malloc(n ? n : 1);
+                if (b) {
+                        protobuf_c_message_pack(reply, b);
+                        k->reply = protobuf_c_message_unpack(k->desc, NULL, n, b);
+                        free(b);
+                }
+        }
+}
+
+int tracectl_call(struct tracectl *t, const char *method, const ProtobufCMessage *args,
+                  const ProtobufCMessageDescriptor *reply_desc, int fd, ProtobufCMessage **ret_reply, unsigned timeout_ms) {
+        struct call *k = calloc(1, sizeof(*k));
+        if (!k)
+                return -ENOMEM;
+        k->desc = reply_desc;
+        int64_t id = ipc_client_invoke(t->client, method, args, reply_desc, fd, on_reply, k);
+        if (id < 0) {
+                free(k);
+                return (int) id;
+        }
+        uint64_t deadline = now_usec() + (uint64_t) timeout_ms * 1000u;
+        while (!k->done) {
+                uint64_t now = now_usec();
+                if (now >= deadline)
+                        return -ETIMEDOUT; /* k stays: the reply may still come */
+                int r = sd_event_run(t->event, deadline - now);
+                if (r < 0) {
+                        free(k);
+                        return r;
+                }
+        }
+        int e = k->error;
+        if (ret_reply)
+                *ret_reply = k->reply;
+        else if (k->reply)
+                protobuf_c_message_free_unpacked(k->reply, NULL);
+        free(k);
+        return e;
+}
+
+int main(int argc, char **argv) {
+        struct tracectl t = {};
+        static const struct option opts[] = {
+                { "socket", required_argument, NULL, 's' },
+                { "help", no_argument, NULL, 'h' },
+                { "version", no_argument, NULL, 'V' },
+                {},
+        };
+        int c;
+
+        /* Options before the command only. */
+        while ((c = getopt_long(argc, argv, "+h", opts, NULL)) >= 0) {
+                switch (c) {
+                case 's':
+                        t.socket = optarg;
+                        break;
+                case 'h':
+                        help();
+                        return EXIT_OK;
+                case 'V':
+                        printf("tracectl %s\n", PACKAGE_VERSION);
+                        return EXIT_OK;
+                default:
+                        return EXIT_USAGE;
+                }
+        }
+        if (optind >= argc) {
+                help();
+                return EXIT_USAGE;
+        }
+        if (!t.socket)
+                t.socket = getenv("PERFETTO_CONSUMER_SOCK_NAME");
+        if (!t.socket)
+                t.socket = DEFAULT_CONSUMER_SOCKET;
+        (void) signal(SIGPIPE, SIG_IGN);
+
+        const char *cmd = argv[optind];
+        int sub_argc = argc - optind;
+        char **sub_argv = argv + optind;
+        optind = 0; /* reset getopt for the command */
+
+        if (strcmp(cmd, "record") == 0)
+                return cmd_record(&t, sub_argc, sub_argv);
+        if (strcmp(cmd, "attach") == 0)
+                return cmd_attach(&t, sub_argc, sub_argv);
+        if (strcmp(cmd, "stop") == 0)
+                return cmd_stop(&t, sub_argc, sub_argv);
+        if (strcmp(cmd, "query") == 0)
+                return cmd_query(&t, sub_argc, sub_argv);
+        if (strcmp(cmd, "capabilities") == 0)
+                return cmd_capabilities(&t, sub_argc, sub_argv);
+        if (strcmp(cmd, "print") == 0)
+                return cmd_print(sub_argc, sub_argv);
+        if (strcmp(cmd, "summary") == 0)
+                return cmd_summary(sub_argc, sub_argv);
+        if (strcmp(cmd, "help") == 0) {
+                help();
+                return EXIT_OK;
+        }
+        fprintf(stderr, "tracectl: unknown command \"%s\"; see tracectl --help\n", cmd);
+        return EXIT_USAGE;
+}

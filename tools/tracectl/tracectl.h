@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <systemd/sd-event.h>
+
+#include "ipc/ipc.h"
+
+/* Exit codes. */
+enum {
+        EXIT_OK = 0,
+        EXIT_OTHER = 1,
+        EXIT_USAGE = 2,
+        EXIT_CONFIG = 3,
+        EXIT_UNREACHABLE = 4,
+        EXIT_SESSION_FAILED = 5,
+};
+
+struct tracectl {
+        const char *socket;
+        sd_event *event;
+        ipc_client *client;
+};
+
+/* Connects and binds ConsumerPort; prints why not and returns
+ * EXIT_UNREACHABLE on failure. */
+int tracectl_connect(struct tracectl *t);
+void tracectl_disconnect(struct tracectl *t);
+/* Calls a method and waits for its first reply: 0, or -errno. */
+int tracectl_call(struct tracectl *t, const char *method, const ProtobufCMessage *args,
+                  const ProtobufCMessageDescriptor *reply_desc, int fd, ProtobufCMessage **ret_reply, unsigned timeout_ms);
+
+int cmd_record(struct tracectl *t, int argc, char **argv);
+int cmd_attach(struct tracectl *t, int argc, char **argv);
+int cmd_stop(struct tracectl *t, int argc, char **argv);
+int cmd_query(struct tracectl *t, int argc, char **argv);
+int cmd_capabilities(struct tracectl *t, int argc, char **argv);
+int cmd_print(int argc, char **argv);
+int cmd_summary(int argc, char **argv);
+/* Prints the summary of a trace file; returns an exit code. */
+int print_trace_summary(const char *path, unsigned top_n);
