@@ -144,10 +144,17 @@ static void m_start_tracing(ipc_request *req, const ProtobufCMessage *args, void
 }
 
 static void m_change_trace_config(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
-        /* Changing a running session's config is not supported; say so
-         * rather than pretend. */
-        log_notice("ChangeTraceConfig is not supported; refusing.");
-        ipc_request_fail(req);
+        const Perfetto__Protos__ChangeTraceConfigRequest *a = (const void *) args;
+        Perfetto__Protos__ChangeTraceConfigResponse resp = PERFETTO__PROTOS__CHANGE_TRACE_CONFIG_RESPONSE__INIT;
+        struct consumer *c = req_consumer(req);
+
+        /* Like upstream: only producer filters of existing data sources can
+         * change; anything else is refused. */
+        if (!c || !c->session || !a->trace_config || session_change_config(c->session, a->trace_config) < 0) {
+                ipc_request_fail(req);
+                return;
+        }
+        reply(req, &resp.base);
 }
 
 static void m_disable_tracing(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
@@ -461,7 +468,7 @@ static void m_query_capabilities(ipc_request *req, const ProtobufCMessage *args,
         caps.has_has_trace_config_output_path = true;
         caps.has_trace_config_output_path = false;
         caps.has_has_clone_session = true;
-        caps.has_clone_session = false;
+        caps.has_clone_session = true;
         resp.capabilities = &caps;
         reply(req, &resp.base);
 }
@@ -474,12 +481,91 @@ static void m_save_trace_for_bugreport(ipc_request *req, const ProtobufCMessage 
         reply(req, &resp.base);
 }
 
-static void m_clone_session(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+struct clone_ctx {
+        ipc_request *req;
+        uint64_t source_id;
+};
+
+static void clone_error(ipc_request *req, const char *msg) {
         Perfetto__Protos__CloneSessionResponse resp = PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
         resp.has_success = true;
         resp.success = false;
-        resp.error = (char *) "CloneSession is not supported by traced yet";
+        resp.error = (char *) msg;
         reply(req, &resp.base);
+}
+
+static void clone_after_flush(struct session *src, bool success, void *userdata) {
+        struct clone_ctx *k = userdata;
+        ipc_request *req = k->req;
+        free(k);
+        struct consumer *c = req_consumer(req);
+        if (!c) {
+                ipc_request_unref(req);
+                return;
+        }
+        if (c->session) {
+                clone_error(req, "This consumer already has a tracing session");
+                return;
+        }
+        struct session *s = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (session_clone(src, c, &s, &err) < 0) {
+                clone_error(req, err ? err : "Failed to clone the session");
+                return;
+        }
+        c->session = s;
+        Perfetto__Protos__CloneSessionResponse resp = PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
+        resp.has_success = resp.has_uuid_msb = resp.has_uuid_lsb = true;
+        resp.success = true;
+        resp.uuid_msb = (int64_t) s->uuid_msb;
+        resp.uuid_lsb = (int64_t) s->uuid_lsb;
+        reply(req, &resp.base);
+}
+
+static void m_clone_session(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__CloneSessionRequest *a = (const void *) args;
+        struct traced_service *svc = userdata;
+        struct consumer *c = req_consumer(req);
+        struct session *src = NULL;
+
+        if (!c) {
+                ipc_request_fail(req);
+                return;
+        }
+        for (struct session *s = svc->sessions; s && !src; s = s->next) {
+                if (a->selector_case == PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID && s->id == a->session_id)
+                        src = s;
+                else if (a->selector_case == PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME &&
+                         a->unique_session_name && s->config->unique_session_name &&
+                         strcmp(s->config->unique_session_name, a->unique_session_name) == 0)
+                        src = s;
+        }
+        if (!src) {
+                clone_error(req, "Tracing session not found");
+                return;
+        }
+        if (c->uid != 0 && src->uid != c->uid) {
+                clone_error(req, "Not allowed to clone a session of another user");
+                return;
+        }
+        if (c->session) {
+                clone_error(req, "This consumer already has a tracing session");
+                return;
+        }
+        if (src->file_fd >= 0) {
+                clone_error(req, "Cloning a write_into_file session is not supported");
+                return;
+        }
+        /* Flush first so the copy holds what was written until now. */
+        struct clone_ctx *k = calloc(1, sizeof(*k));
+        if (!k) {
+                ipc_request_fail(req);
+                return;
+        }
+        k->req = req;
+        k->source_id = src->id;
+        if (src->state != SESSION_STARTED || session_flush(src, 0, clone_after_flush, k) < 0)
+                clone_after_flush(src, false, k);
 }
 
 #define M(name, req_t, resp_t, fn) { name, &req_t##__descriptor, &resp_t##__descriptor, fn }

@@ -312,3 +312,7 @@ int session_write_into_file(struct session *s);
 uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first);
 void session_notify_observers(struct session *s, uint32_t event_mask);
 void session_add_service_event(struct session *s, unsigned field);
+/* A read-only copy of src's buffers for consumer c. */
+int session_clone(struct session *src, struct consumer *c, struct session **ret, char **ret_error);
+/* Applies new producer filters of a running session's data sources. */
+int session_change_config(struct session *s, const Perfetto__Protos__TraceConfig *cfg);

@@ -937,3 +937,121 @@ void session_notify_observers(struct session *s, uint32_t event_mask) {
         resp.events = &ev;
         (void) ipc_request_reply(c->observe_req, &resp.base, true, -EBADF);
 }
+
+/* ---- cloning and config changes ------------------------------------------ */
+
+int session_clone(struct session *src, struct consumer *c, struct session **ret, char **ret_error) {
+        struct traced_service *svc = src->svc;
+
+        if (src->file_fd >= 0)
+                return config_error(ret_error, "Cloning a write_into_file session is not supported");
+        if (svc->n_sessions >= SERVICE_MAX_SESSIONS)
+                return config_error(ret_error, "Too many concurrent tracing sessions");
+
+        struct session *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        *s = (struct session) {
+                .svc = svc,
+                .id = ++svc->last_session_id,
+                .consumer = c,
+                .uid = c ? c->uid : 0,
+                .state = SESSION_DISABLED, /* read-only snapshot */
+                .file_fd = -EBADF,
+                .next_sequence_id = SERVICE_SEQUENCE_ID + 1,
+                .final_stats_emitted = false,
+        };
+        s->next = svc->sessions;
+        svc->sessions = s;
+        svc->n_sessions++;
+        random_uuid(&s->uuid_msb, &s->uuid_lsb);
+
+        s->config_size = src->config_size;
+        s->config_bytes = malloc(src->config_size ? src->config_size : 1);
+        if (!s->config_bytes) {
+                session_free(s);
+                return -ENOMEM;
+        }
+        memcpy(s->config_bytes, src->config_bytes, src->config_size);
+        s->config = perfetto__protos__trace_config__unpack(NULL, s->config_size, s->config_bytes);
+        s->buffers = calloc(src->n_buffers ? src->n_buffers : 1, sizeof(*s->buffers));
+        if (!s->config || !s->buffers) {
+                session_free(s);
+                return -ENOMEM;
+        }
+        for (size_t i = 0; i < src->n_buffers; i++) {
+                int r = trace_buffer_clone(src->buffers[i].tb, &s->buffers[i].tb);
+                if (r < 0) {
+                        session_free(s);
+                        return config_error(ret_error, "Failed to copy a trace buffer");
+                }
+                /* The clone is read as a finished trace. */
+                trace_buffer_set_final(s->buffers[i].tb, true);
+                s->buffers[i].id = ++svc->last_buffer_id;
+                s->n_buffers++;
+        }
+        log_info("Session %" PRIu64 " cloned from session %" PRIu64 ".", s->id, src->id);
+        *ret = s;
+        service_state_changed(svc);
+        return 0;
+}
+
+int session_change_config(struct session *s, const Perfetto__Protos__TraceConfig *cfg) {
+        /* Only the producer filters of data sources may change: producers
+         * that now match get the data source, nobody is removed. */
+        if (s->state != SESSION_STARTED && s->state != SESSION_CONFIGURED)
+                return -EBUSY;
+        for (size_t i = 0; i < s->config->n_data_sources; i++) {
+                Perfetto__Protos__TraceConfig__DataSource *cur = s->config->data_sources[i];
+                if (!cur->config || !cur->config->name)
+                        continue;
+                const Perfetto__Protos__TraceConfig__DataSource *upd = NULL;
+                for (size_t k = 0; k < cfg->n_data_sources && !upd; k++)
+                        if (cfg->data_sources[k]->config && cfg->data_sources[k]->config->name &&
+                            strcmp(cfg->data_sources[k]->config->name, cur->config->name) == 0)
+                                upd = cfg->data_sources[k];
+                if (!upd)
+                        continue;
+                /* Swap in copies of the new filters. */
+                char **pf = calloc(upd->n_producer_name_filter + 1, sizeof(char *));
+                char **rf = calloc(upd->n_producer_name_regex_filter + 1, sizeof(char *));
+                if (!pf || !rf) {
+                        free(pf);
+                        free(rf);
+                        return -ENOMEM;
+                }
+                for (size_t k = 0; k < upd->n_producer_name_filter; k++)
+                        pf[k] = strdup(upd->producer_name_filter[k]);
+                for (size_t k = 0; k < upd->n_producer_name_regex_filter; k++)
+                        rf[k] = strdup(upd->producer_name_regex_filter[k]);
+                for (size_t k = 0; k < cur->n_producer_name_filter; k++)
+                        free(cur->producer_name_filter[k]);
+                for (size_t k = 0; k < cur->n_producer_name_regex_filter; k++)
+                        free(cur->producer_name_regex_filter[k]);
+                free(cur->producer_name_filter);
+                free(cur->producer_name_regex_filter);
+                cur->producer_name_filter = pf;
+                cur->n_producer_name_filter = upd->n_producer_name_filter;
+                cur->producer_name_regex_filter = rf;
+                cur->n_producer_name_regex_filter = upd->n_producer_name_regex_filter;
+
+                for (struct producer *p = s->svc->producers; p; p = p->next) {
+                        if (!p->initialized || !producer_matches(cur, p))
+                                continue;
+                        for (size_t k = 0; k < p->n_data_sources; k++) {
+                                if (strcmp(p->data_sources[k].name, cur->config->name) != 0)
+                                        continue;
+                                bool exists = false;
+                                for (struct ds_instance *x = s->instances; x; x = x->next)
+                                        if (x->producer == p && strcmp(x->name, cur->config->name) == 0)
+                                                exists = true;
+                                struct ds_instance *inst = NULL;
+                                if (exists || setup_instance(s, cur, p, &p->data_sources[k], &inst) < 0 || !inst)
+                                        continue;
+                                if (s->state == SESSION_STARTED)
+                                        (void) start_instance(s, inst);
+                        }
+                }
+        }
+        return 0;
+}

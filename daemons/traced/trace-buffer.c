@@ -614,3 +614,63 @@ int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_p
         }
         return 0;
 }
+
+int trace_buffer_clone(const struct trace_buffer *tb, struct trace_buffer **ret) {
+        struct trace_buffer *n;
+        int r = trace_buffer_new(tb->capacity, tb->policy, &n);
+        if (r < 0)
+                return r;
+        /* Sequences first, keeping their read state. */
+        for (const struct tb_seq *s = tb->seqs; s; s = s->next) {
+                struct trace_buffer_chunk key = {
+                        .producer_id = s->producer_id,
+                        .producer_uid = s->uid,
+                        .producer_pid = s->pid,
+                        .writer_id = s->writer_id,
+                };
+                struct tb_seq *d = seq_get(n, &key);
+                if (!d) {
+                        trace_buffer_free(n);
+                        return -ENOMEM;
+                }
+                d->have_last = s->have_last;
+                d->last_chunk_id = s->last_chunk_id;
+                d->data_lost = s->data_lost;
+        }
+        /* Chunks in their arrival order, so eviction order is kept too. */
+        for (const struct tb_chunk *c = tb->fifo_head; c; c = c->fifo_next) {
+                struct tb_chunk *k = calloc(1, sizeof(*k));
+                if (!k) {
+                        trace_buffer_free(n);
+                        return -ENOMEM;
+                }
+                *k = *c;
+                k->fifo_prev = k->fifo_next = NULL;
+                k->seq = seq_find(n, c->seq->producer_id, c->seq->writer_id);
+                k->payload = malloc(c->size ? c->size : 1);
+                if (!k->payload || !k->seq) {
+                        free(k->payload);
+                        free(k);
+                        trace_buffer_free(n);
+                        return -ENOMEM;
+                }
+                memcpy(k->payload, c->payload, c->size);
+                bool found;
+                size_t pos = seq_search(k->seq, k->chunk_id, &found);
+                if (seq_insert(k->seq, pos, k) < 0) {
+                        chunk_free(k);
+                        trace_buffer_free(n);
+                        return -ENOMEM;
+                }
+                k->fifo_prev = n->fifo_tail;
+                if (n->fifo_tail)
+                        n->fifo_tail->fifo_next = k;
+                else
+                        n->fifo_head = k;
+                n->fifo_tail = k;
+                n->used += k->cost;
+        }
+        n->stats = tb->stats;
+        *ret = n;
+        return 0;
+}

@@ -109,5 +109,8 @@ int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_p
                                   struct trace_buffer_packet_info *ret_info);
 void trace_buffer_set_final(struct trace_buffer *tb, bool final);
 
+/* A deep copy (chunks, read progress, statistics), for CloneSession. */
+int trace_buffer_clone(const struct trace_buffer *tb, struct trace_buffer **ret);
+
 const struct trace_buffer_stats *trace_buffer_get_stats(const struct trace_buffer *tb);
 size_t trace_buffer_used_bytes(const struct trace_buffer *tb);

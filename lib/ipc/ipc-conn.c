@@ -31,7 +31,13 @@ struct ipc_conn {
         pid_t pid;
 
         struct ipc_frame_decoder dec;
+        /* Stream offset of dec.buf[0], and of the frame being dispatched. */
+        uint64_t rx_abs;
+        uint64_t cur_frame_abs;
+        /* An fd belongs to the frame whose first bytes came with it: the
+         * last frame starting within the read that delivered the fd. */
         int pending_fd;
+        uint64_t pending_fd_frame;
 
         struct tx_item *tx_head, *tx_tail;
         size_t tx_bytes;
@@ -95,7 +101,31 @@ size_t ipc_conn_queued_bytes(const ipc_conn *c) {
 }
 
 int ipc_conn_take_fd(ipc_conn *c) {
+        if (c->pending_fd < 0 || c->pending_fd_frame != c->cur_frame_abs)
+                return -EBADF;
         return TAKE_FD(c->pending_fd);
+}
+
+/* Finds the frame an fd received with the bytes [read_start, read_end) of
+ * the stream belongs to. */
+static uint64_t fd_owner_frame(const ipc_conn *c, uint64_t read_start, uint64_t read_end) {
+        uint64_t target = UINT64_MAX, before = c->rx_abs;
+        size_t pos = 0;
+        while (pos < c->dec.len) {
+                uint64_t abs = c->rx_abs + pos;
+                if (abs >= read_end)
+                        break;
+                if (abs >= read_start)
+                        target = abs;
+                else
+                        before = abs;
+                if (pos + IPC_FRAME_HEADER_SIZE > c->dec.len)
+                        break;
+                const uint8_t *h = c->dec.buf + pos;
+                uint32_t len = (uint32_t) h[0] | ((uint32_t) h[1] << 8) | ((uint32_t) h[2] << 16) | ((uint32_t) h[3] << 24);
+                pos += IPC_FRAME_HEADER_SIZE + (size_t) len;
+        }
+        return target != UINT64_MAX ? target : before;
 }
 
 void ipc_conn_close(ipc_conn *c, int error) {
@@ -165,7 +195,7 @@ static int flush_tx(ipc_conn *c) {
         return update_events(c);
 }
 
-static void keep_received_fds(ipc_conn *c, struct msghdr *mh) {
+static void keep_received_fds(ipc_conn *c, struct msghdr *mh, uint64_t owner) {
         for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
                 if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
                         continue;
@@ -179,6 +209,7 @@ static void keep_received_fds(ipc_conn *c, struct msghdr *mh) {
                         if (i == 0) {
                                 safe_close(c->pending_fd);
                                 c->pending_fd = fd;
+                                c->pending_fd_frame = owner;
                         } else
                                 safe_close(fd);
                 }
@@ -219,7 +250,10 @@ static int receive(ipc_conn *c) {
                                 return 0;
                         return -errno;
                 }
-                keep_received_fds(c, &mh);
+                uint64_t read_start = c->rx_abs + c->dec.len;
+                if (n > 0)
+                        ipc_frame_decoder_commit(&c->dec, (size_t) n);
+                keep_received_fds(c, &mh, fd_owner_frame(c, read_start, read_start + (uint64_t) MAX(n, 0)));
                 if (mh.msg_flags & MSG_CTRUNC) {
                         /* Some fds were dropped by the kernel: the peer is
                          * misbehaving. */
@@ -227,20 +261,26 @@ static int receive(ipc_conn *c) {
                 }
                 if (n == 0)
                         return -ECONNRESET;
-                ipc_frame_decoder_commit(&c->dec, (size_t) n);
 
                 for (;;) {
                         Perfetto__Protos__IPCFrame *f = NULL;
+                        size_t before = c->dec.len;
+                        uint64_t start = c->rx_abs;
                         r = ipc_frame_decoder_pop(&c->dec, &f);
                         if (r < 0)
                                 return r;
                         if (r == 0)
                                 break;
+                        c->rx_abs += before - c->dec.len;
+                        c->cur_frame_abs = start;
                         if (c->ops && c->ops->on_frame)
                                 c->ops->on_frame(c, f, c->userdata);
                         perfetto__protos__ipcframe__free_unpacked(f, NULL);
                         if (!c->open)
                                 return 0;
+                        /* An fd its frame did not claim is closed. */
+                        if (c->pending_fd >= 0 && c->pending_fd_frame == start)
+                                c->pending_fd = safe_close(c->pending_fd);
                 }
         }
         return 0;

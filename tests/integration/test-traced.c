@@ -155,7 +155,7 @@ static void run_session(size_t n_packets, size_t payload_size, uint32_t page_siz
         prod.payload_size = payload_size;
 
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        Perfetto__Protos__TraceConfig *cfg = test_config_new(16 * 1024, "test.data", 300);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(16 * 1024, "test.data", 1000);
         if (to_file) {
                 snprintf(path, sizeof(path), "%s/trace.pftrace", inst.dir);
                 fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -269,7 +269,10 @@ Test(traced, unsupported_methods_answer_not_hang) {
                                    &perfetto__protos__change_trace_config_response__descriptor, NULL, 5000);
         cr_assert_eq(r, -EREMOTEIO, "ChangeTraceConfig answered %d", r);
 
+        /* Cloning a session that does not exist. */
         Perfetto__Protos__CloneSessionRequest cl = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+        cl.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID;
+        cl.session_id = 424242;
         ProtobufCMessage *reply = NULL;
         r = test_consumer_call(&cons, "CloneSession", &cl.base, &perfetto__protos__clone_session_response__descriptor,
                                &reply, 5000);
@@ -328,7 +331,7 @@ Test(traced, malformed_producer_only_loses_its_connection) {
         good.payload_size = 10;
 
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        Perfetto__Protos__TraceConfig *cfg = test_config_new(4096, "test.data", 400);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(4096, "test.data", 1500);
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
         test_config_free(cfg);
         cr_assert(raw_producer_spin_until(&bad, ds_started, 5000));
@@ -487,7 +490,7 @@ Test(traced, late_data_source_joins_running_session) {
         struct test_consumer cons;
 
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "late.data", 600);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "late.data", 0);
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
         test_config_free(cfg);
         spin_ms(ev, 100);
@@ -496,11 +499,19 @@ Test(traced, late_data_source_joins_running_session) {
         late.packets_at_start = 10;
         late.payload_size = 8;
         cr_assert(raw_producer_spin_until(&late, ds_started, 5000), "late data source was not started");
+        spin_ms(ev, 100);
+        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+        cr_assert_eq(test_consumer_call(&cons, "DisableTracing", &dis.base,
+                                        &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
+                     0);
         cr_assert(test_consumer_wait_disabled(&cons, 10000));
         cr_assert_eq(test_consumer_read(&cons, 10000), 0);
         struct trace_check k;
         check_trace(cons.data, cons.len, 8, &k);
-        cr_assert_eq(k.n_test, 10);
+        if (k.n_test != 10)
+                traced_instance_dump_log(&inst);
+        cr_assert_eq(k.n_test, 10, "got %zu packets; producer saw setup_tracing=%d setup=%d start=%d flush=%d stop=%d",
+                     k.n_test, late.n_setup_tracing, late.n_setup, late.n_start, late.n_flush, late.n_stop);
         test_consumer_free(&cons);
         raw_producer_free(&late);
 }
@@ -514,7 +525,7 @@ Test(traced, producer_written_trusted_fields_are_rejected) {
         prod.packets_at_start = 5;
         prod.payload_size = 4;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 400);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 1500);
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
         test_config_free(cfg);
         cr_assert(raw_producer_spin_until(&prod, ds_started, 5000));
@@ -555,4 +566,90 @@ Test(traced, producer_written_trusted_fields_are_rejected) {
         cr_assert_eq(k.invalid_packets, 1, "the spoofed packet was not counted as invalid");
         test_consumer_free(&cons);
         raw_producer_free(&prod);
+}
+
+Test(traced, clone_session_snapshots_a_running_session) {
+        struct raw_producer prod;
+        struct test_consumer a, b;
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&prod, registered, 5000));
+        prod.packets_at_start = 25;
+        prod.payload_size = 12;
+        cr_assert_eq(test_consumer_connect(&a, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 0);
+        cfg->unique_session_name = strdup("clone-me");
+        cr_assert_eq(test_consumer_enable(&a, cfg, -EBADF), 0);
+        free(cfg->unique_session_name);
+        cfg->unique_session_name = NULL;
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&prod, ds_started, 5000));
+        spin_ms(ev, 100);
+
+        cr_assert_eq(test_consumer_connect(&b, ev, inst.consumer_path), 0);
+        Perfetto__Protos__CloneSessionRequest cl = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
+        cl.selector_case = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME;
+        cl.unique_session_name = (char *) "clone-me";
+        ProtobufCMessage *reply = NULL;
+        cr_assert_eq(test_consumer_call(&b, "CloneSession", &cl.base,
+                                        &perfetto__protos__clone_session_response__descriptor, &reply, 10000),
+                     0);
+        const Perfetto__Protos__CloneSessionResponse *cr = (const void *) reply;
+        cr_assert(cr->success, "clone failed: %s", cr->error ? cr->error : "");
+        protobuf_c_message_free_unpacked(reply, NULL);
+        cr_assert_geq(prod.n_flush, 1, "the source was not flushed before cloning");
+
+        cr_assert_eq(test_consumer_read(&b, 10000), 0);
+        struct trace_check k;
+        check_trace(b.data, b.len, 12, &k);
+        cr_assert_eq(k.n_test, 25, "the clone holds %zu of 25 packets", k.n_test);
+        cr_assert_eq(prod.n_stop, 0, "cloning must not stop the source session");
+
+        /* The source still has its own copy. */
+        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+        cr_assert_eq(test_consumer_call(&a, "DisableTracing", &dis.base,
+                                        &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
+                     0);
+        cr_assert(test_consumer_wait_disabled(&a, 10000));
+        cr_assert_eq(test_consumer_read(&a, 10000), 0);
+        check_trace(a.data, a.len, 12, &k);
+        cr_assert_eq(k.n_test, 25);
+        test_consumer_free(&a);
+        test_consumer_free(&b);
+        raw_producer_free(&prod);
+}
+
+Test(traced, change_trace_config_adds_producers) {
+        struct raw_producer p1, p2;
+        struct test_consumer cons;
+
+        cr_assert_eq(raw_producer_connect(&p1, ev, inst.producer_path, "first", "test.data", 0, 0), 0);
+        cr_assert_eq(raw_producer_connect(&p2, ev, inst.producer_path, "second", "test.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&p1, registered, 5000));
+        cr_assert(raw_producer_spin_until(&p2, registered, 5000));
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 0);
+        char *only_first[] = { (char *) "first" };
+        cfg->data_sources[0]->n_producer_name_filter = 1;
+        cfg->data_sources[0]->producer_name_filter = only_first;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        cr_assert(raw_producer_spin_until(&p1, ds_started, 5000));
+        spin_ms(ev, 100);
+        cr_assert_eq(p2.n_start, 0, "the filter let the second producer in");
+
+        char *both[] = { (char *) "first", (char *) "second" };
+        cfg->data_sources[0]->n_producer_name_filter = 2;
+        cfg->data_sources[0]->producer_name_filter = both;
+        Perfetto__Protos__ChangeTraceConfigRequest ch = PERFETTO__PROTOS__CHANGE_TRACE_CONFIG_REQUEST__INIT;
+        ch.trace_config = cfg;
+        cr_assert_eq(test_consumer_call(&cons, "ChangeTraceConfig", &ch.base,
+                                        &perfetto__protos__change_trace_config_response__descriptor, NULL, 5000),
+                     0);
+        cr_assert(raw_producer_spin_until(&p2, ds_started, 5000), "the new filter did not start the second producer");
+        cfg->data_sources[0]->n_producer_name_filter = 0;
+        cfg->data_sources[0]->producer_name_filter = NULL;
+        test_config_free(cfg);
+        test_consumer_free(&cons);
+        raw_producer_free(&p1);
+        raw_producer_free(&p2);
 }

@@ -93,6 +93,18 @@ static void h_flood(ipc_request *req, const ProtobufCMessage *args, void *ud) {
         ipc_request_fail(req);
 }
 
+static void h_fd_second(ipc_request *req, const ProtobufCMessage *args, void *ud) {
+        int p[2];
+        cr_assert_eq(pipe(p), 0);
+        cr_assert_eq(write(p[1], "second", 6), 6);
+        close(p[1]);
+        /* Two replies back to back: they reach the client in one read, the
+         * fd must still go with the second. */
+        reply_str(req, "first", true, -EBADF);
+        reply_str(req, "second", false, p[0]);
+        close(p[0]);
+}
+
 static int on_bind(ipc_host_conn *hc, void *ud) {
         n_binds++;
         return 0;
@@ -109,6 +121,7 @@ static const struct ipc_method_desc methods[] = {
         { "Echo", REQ_DESC, REP_DESC, h_echo },     { "Stream", REQ_DESC, REP_DESC, h_stream },
         { "Fail", REQ_DESC, REP_DESC, h_fail },     { "PassFd", REQ_DESC, REP_DESC, h_fd },
         { "Defer", REQ_DESC, REP_DESC, h_defer },   { "Flood", REQ_DESC, REP_DESC, h_flood },
+        { "FdSecond", REQ_DESC, REP_DESC, h_fd_second },
 };
 static const struct ipc_service_desc service = {
         .name = "TestPort",
@@ -333,7 +346,7 @@ Test(ipc_host, unknown_ids_answered_with_failure) {
         cr_assert_eq(r->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY);
         cr_assert(r->msg_bind_service_reply->success);
         uint32_t sid = r->msg_bind_service_reply->service_id;
-        cr_assert_eq(r->msg_bind_service_reply->n_methods, 6);
+        cr_assert_eq(r->msg_bind_service_reply->n_methods, 7);
         cr_assert_str_eq(r->msg_bind_service_reply->methods[0]->name, "Echo");
         perfetto__protos__ipcframe__free_unpacked(r, NULL);
 
@@ -498,4 +511,21 @@ Test(ipc_host, listener_accepts_and_reports_credentials) {
         rmdir(path);
 
         cr_assert_eq(ipc_client_connect(ev, "/nonexistent/traced.sock", &c), -ENOENT);
+}
+
+Test(ipc_host, fd_goes_with_its_own_frame) {
+        struct calls k = {};
+        ipc_client *c = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_gt(call(c, "FdSecond", "", -EBADF, &k), 0);
+        spin(10);
+        cr_assert_eq(k.n, 2);
+        cr_assert_str_eq(k.texts[0], "first");
+        cr_assert_lt(k.fds[0], 0, "the fd was handed to the wrong frame");
+        cr_assert_geq(k.fds[1], 0, "the fd did not reach its frame");
+        char buf[8] = {};
+        cr_assert_eq(read(k.fds[1], buf, sizeof(buf)), 6);
+        cr_assert_str_eq(buf, "second");
+        close(k.fds[1]);
+        ipc_client_free(c);
 }
