@@ -472,8 +472,10 @@ static enum readahead_result readahead(struct trace_buffer *tb, struct tb_seq *s
                 if (i >= s->n)
                         return RA_WAIT;
                 struct tb_chunk *n = s->chunks[i];
+                /* A gap: the rest of the packet was lost (chunks of one
+                 * writer are committed in order). */
                 if (n->chunk_id != expect)
-                        return tb->final ? RA_BROKEN : RA_WAIT;
+                        return RA_BROKEN;
                 if (!(n->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV) || n->num_fragments == 0)
                         return RA_BROKEN;
                 if ((n->flags & SMB_CHUNK_NEEDS_PATCHING) && !tb->final)

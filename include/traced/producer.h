@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#ifndef TRACED_PRODUCER_H
+#define TRACED_PRODUCER_H
+
+/*
+ * libtraced-client, producer side: connect to a tracing service speaking
+ * the Perfetto protocol (traced, or upstream Perfetto's traced), register
+ * data sources, and write TracePackets into the shared memory buffer the
+ * service hands over, in the Perfetto page/chunk/fragment layout.
+ *
+ * The producer runs on the caller's sd-event loop and is used from that
+ * loop's thread. Functions return 0 or a negative errno.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sd_event sd_event;
+typedef struct traced_producer traced_producer;
+typedef struct traced_trace_writer traced_trace_writer;
+
+/* Data source flags. */
+#define TRACED_DS_WILL_NOTIFY_ON_STOP 0x1u
+#define TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR 0x2u
+
+/* What the producer does when its shared memory buffer is full. */
+#define TRACED_BUFFER_EXHAUSTED_DROP 0u /* drop the packet; the loss is visible in the trace */
+
+struct traced_producer_ops {
+        size_t struct_size; /* sizeof(struct traced_producer_ops) */
+        /* An instance of a registered data source starts. config is the
+         * serialized DataSourceConfig. */
+        void (*start)(traced_producer *p, uint64_t instance_id, const char *data_source, const uint8_t *config,
+                      size_t config_size, void *userdata);
+        /* It stops. With TRACED_DS_WILL_NOTIFY_ON_STOP the data source calls
+         * traced_producer_notify_stopped() when done, else the library
+         * acknowledges after this returns. */
+        void (*stop)(traced_producer *p, uint64_t instance_id, void *userdata);
+        /* Optional: write out anything pending; the library then commits
+         * every writer of the instance and acknowledges the flush. */
+        void (*flush)(traced_producer *p, uint64_t instance_id, void *userdata);
+        /* Optional: the connection to the service was lost. */
+        void (*disconnected)(traced_producer *p, void *userdata);
+};
+
+struct traced_producer_options {
+        size_t struct_size;       /* sizeof(struct traced_producer_options) */
+        const char *socket_path;  /* NULL: $PERFETTO_PRODUCER_SOCK_NAME, else /run/traced/producer.sock */
+        const char *name;         /* producer name, e.g. "com.example.myproducer" */
+        uint32_t smb_size_hint;   /* bytes, 0 for the service's default */
+        uint32_t page_size_hint;  /* bytes, 0 for the service's default */
+};
+
+int traced_producer_connect(sd_event *event, const struct traced_producer_options *options,
+                            const struct traced_producer_ops *ops, void *userdata, traced_producer **ret);
+traced_producer *traced_producer_free(traced_producer *p);
+
+int traced_producer_register_data_source(traced_producer *p, const char *name, uint32_t flags);
+int traced_producer_notify_stopped(traced_producer *p, uint64_t instance_id);
+/* Whether the service set up the shared memory buffer. */
+int traced_producer_is_ready(const traced_producer *p);
+
+/* A writer of one sequence of packets for a data source instance. */
+int traced_producer_new_writer(traced_producer *p, uint64_t instance_id, traced_trace_writer **ret);
+traced_trace_writer *traced_trace_writer_free(traced_trace_writer *w);
+/* Appends one serialized TracePacket (fragmented across chunks as
+ * needed). -ENOBUFS when the buffer was full and the packet was dropped. */
+int traced_trace_writer_write_packet(traced_trace_writer *w, const void *packet, size_t size);
+/* Completes the current chunk and commits everything written. */
+int traced_trace_writer_flush(traced_trace_writer *w);
+/* Packets dropped because the buffer was full. */
+uint64_t traced_trace_writer_dropped(const traced_trace_writer *w);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
