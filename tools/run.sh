@@ -1,13 +1,10 @@
 #!/bin/sh
 # The main job on a fresh Debian 12 machine: install the dependencies,
-# build traced and tracectl, start traced the way systemd does (socket
-# activation, through systemd-socket-activate), record a trace with the
-# default quick configuration and print its summary.
-#
-# Until the producer plugins land (ftrace, perf, bpfstack), nothing on
-# the system serves linux.ftrace or linux.process_stats, so the trace holds
-# the service's own packets (config, clocks, system info, service events,
-# statistics) and whatever producers are connected.
+# build traced, its ftrace plugin and tracectl, start traced the way
+# systemd does (socket activation, through systemd-socket-activate) with
+# the plugin, record a real system trace with the default quick
+# configuration (scheduling events and the process tree) and print its
+# summary. Needs root (tracefs).
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,11 +17,19 @@ cd build
 make -j"$(nproc 2>/dev/null || echo 2)" >make.out 2>&1 || { tail -n 50 make.out; exit 1; }
 
 run=$(mktemp -d /tmp/traced-run-XXXXXX)
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing || true
 systemd-socket-activate -l "$run/producer.sock" -l "$run/consumer.sock" --fdname=producer:consumer \
-        ./traced >"$run/traced.log" 2>&1 &
+        ./traced --plugin-dir="$PWD/plugins/.libs" --plugin-host="$PWD/traced-plugin-host" \
+        >"$run/traced.log" 2>&1 &
 activator=$!
 trap 'kill $activator 2>/dev/null; wait $activator 2>/dev/null; echo "traced log: $run/traced.log"' EXIT
 for _ in $(seq 100); do [ -S "$run/consumer.sock" ] && break; sleep 0.05; done
+# The first connection activates traced, which starts the plugin host.
+./tracectl --socket "$run/consumer.sock" query >/dev/null
+for _ in $(seq 100); do
+        ./tracectl --socket "$run/consumer.sock" query | grep -q linux.ftrace && break
+        sleep 0.1
+done
 
 echo "== tracectl query"
 ./tracectl --socket "$run/consumer.sock" query

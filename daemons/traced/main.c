@@ -3,6 +3,7 @@
 /* traced: the tracing service daemon. */
 
 #include <errno.h>
+#include <stddef.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,12 +16,19 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "plugins.h"
 #include "service.h"
 #include "sockets.h"
+
+#include <sys/socket.h>
+#include <sys/un.h>
 
 struct options {
         const char *producer_socket;
         const char *consumer_socket;
+        const char *plugin_dir;
+        const char *plugin_host;
+        bool no_plugins;
         enum log_target log_target;
 };
 
@@ -36,6 +44,9 @@ static void help(void) {
                "  --consumer-socket=PATH  consumer socket when not socket-activated\n"
                "                          (default: $PERFETTO_CONSUMER_SOCK_NAME, else\n"
                "                          " TRACED_DEFAULT_CONSUMER_SOCKET ")\n"
+               "  --plugin-dir=DIR        producer plugins to run (default: " PLUGINSDIR ")\n"
+               "  --plugin-host=PATH      the plugin host binary (default: " LIBEXECDIR "/traced-plugin-host)\n"
+               "  --no-plugins            run no plugins\n"
                "  --log-level=LEVEL       err, warning, notice, info (default), debug\n"
                "  --log-target=TARGET     auto (default), stderr, journal\n"
                "  -h --help               show this help\n"
@@ -49,11 +60,17 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 ARG_LOG_LEVEL,
                 ARG_LOG_TARGET,
                 ARG_VERSION,
+                ARG_PLUGIN_DIR,
+                ARG_PLUGIN_HOST,
+                ARG_NO_PLUGINS,
         };
         static const struct option opts[] = {
                 { "producer-socket", required_argument, NULL, ARG_PRODUCER },
                 { "consumer-socket", required_argument, NULL, ARG_CONSUMER },
                 { "log-level", required_argument, NULL, ARG_LOG_LEVEL },
+                { "plugin-dir", required_argument, NULL, ARG_PLUGIN_DIR },
+                { "plugin-host", required_argument, NULL, ARG_PLUGIN_HOST },
+                { "no-plugins", no_argument, NULL, ARG_NO_PLUGINS },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -68,6 +85,15 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                         break;
                 case ARG_CONSUMER:
                         o->consumer_socket = optarg;
+                        break;
+                case ARG_PLUGIN_DIR:
+                        o->plugin_dir = optarg;
+                        break;
+                case ARG_PLUGIN_HOST:
+                        o->plugin_host = optarg;
+                        break;
+                case ARG_NO_PLUGINS:
+                        o->no_plugins = true;
                         break;
                 case ARG_LOG_LEVEL: {
                         int l = log_level_from_string(optarg);
@@ -103,6 +129,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
 }
 
 static struct traced_service *the_service;
+static struct plugins *the_plugins;
 
 static void notify_status(struct traced_service *svc) {
         size_t started = 0;
@@ -120,6 +147,8 @@ static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, v
         log_info("Received %s, shutting down.", strsignal((int) si->ssi_signo));
         /* Finish open trace files, then leave the loop. */
         service_shutdown(svc);
+        plugins_stop(the_plugins);
+        the_plugins = NULL;
         return sd_event_exit(sd_event_source_get_event(s), 0);
 }
 
@@ -154,6 +183,7 @@ static int run(int argc, char **argv) {
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGCHLD);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return log_error_errno(errno, "Failed to block signals: %m");
 
@@ -168,6 +198,15 @@ static int run(int argc, char **argv) {
                 return log_error_errno(r, "Failed to create the service: %m");
         }
         the_service->state_changed = notify_status;
+
+        /* Plugin hosts connect to the producer socket by its path. */
+        char producer_path[sizeof(((struct sockaddr_un *) NULL)->sun_path) + 1] = "";
+        struct sockaddr_un sa;
+        socklen_t salen = sizeof(sa);
+        if (getsockname(ls.producer_fd, (struct sockaddr *) &sa, &salen) == 0 && sa.sun_family == AF_UNIX &&
+            salen > offsetof(struct sockaddr_un, sun_path) + 1 && sa.sun_path[0] != '\0')
+                snprintf(producer_path, sizeof(producer_path), "%.*s",
+                         (int) (salen - offsetof(struct sockaddr_un, sun_path)), sa.sun_path);
 
         r = service_attach_listeners(the_service, TAKE_FD(ls.producer_fd), TAKE_FD(ls.consumer_fd));
         if (r < 0) {
@@ -186,10 +225,23 @@ static int run(int argc, char **argv) {
                 log_info("Serving on sockets passed by systemd.");
         else
                 log_info("Serving producers on %s and consumers on %s.", o.producer_socket, o.consumer_socket);
+        if (!o.no_plugins) {
+                if (!producer_path[0])
+                        log_warning("The producer socket has no path; plugins are not started.");
+                else {
+                        r = plugins_start(event, o.plugin_dir ? o.plugin_dir : PLUGINSDIR,
+                                          o.plugin_host ? o.plugin_host : LIBEXECDIR "/traced-plugin-host",
+                                          producer_path, &the_plugins);
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to start the plugins: %m");
+                }
+        }
         (void) sd_notify(false, "READY=1");
         notify_status(the_service);
 
         r = sd_event_loop(event);
+        plugins_stop(the_plugins);
+        the_plugins = NULL;
         the_service = service_free(the_service);
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");

@@ -41,6 +41,7 @@ int log_internal(int level, int error, const char *file, int line, const char *f
 #define log_error(...) log_full_errno(LOG_ERR, 0, __VA_ARGS__)
 #define log_debug_errno(e, ...) log_full_errno(LOG_DEBUG, e, __VA_ARGS__)
 #define log_info_errno(e, ...) log_full_errno(LOG_INFO, e, __VA_ARGS__)
+#define log_notice_errno(e, ...) log_full_errno(LOG_NOTICE, e, __VA_ARGS__)
 #define log_warning_errno(e, ...) log_full_errno(LOG_WARNING, e, __VA_ARGS__)
 #define log_error_errno(e, ...) log_full_errno(LOG_ERR, e, __VA_ARGS__)
 #define log_oom() log_error_errno(ENOMEM, "Out of memory.")

@@ -16,7 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pb-scan.h"
+#include "basic/pbr.h"
 #include "test-consumer.h"
 #include "traced-instance.h"
 
@@ -55,20 +55,20 @@ static pid_t spawn_producer(unsigned packets, size_t size, unsigned page_kb, uns
 
 /* Checks every for_testing packet: payload byte-exact, seq in order. */
 static size_t check_packets(const uint8_t *buf, size_t len, size_t size) {
-        static struct pb_field pkts[100000];
-        int n = pb_split_trace(buf, len, pkts, 100000);
+        static struct pbr_field pkts[100000];
+        int n = pbr_split_trace(buf, len, pkts, 100000);
         cr_assert_geq(n, 0);
         size_t found = 0;
         char *expected = malloc(size + 1);
         for (int i = 0; i < n; i++) {
-                struct pb_field t, str, seq;
-                if (!pb_get(pkts[i].data, pkts[i].len, 900, false, &t))
+                struct pbr_field t, str, seq;
+                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t))
                         continue;
-                cr_assert(pb_get(t.data, t.len, 1, false, &str));
+                cr_assert(pbr_get(t.data, t.len, 1, false, &str));
                 if (found == 0)
-                        cr_assert(!pb_get(t.data, t.len, 2, false, &seq) || seq.varint == 0);
+                        cr_assert(!pbr_get(t.data, t.len, 2, false, &seq) || seq.varint == 0);
                 else {
-                        cr_assert(pb_get(t.data, t.len, 2, false, &seq));
+                        cr_assert(pbr_get(t.data, t.len, 2, false, &seq));
                         cr_assert_eq(seq.varint, found, "packet %zu out of order (got %llu)", found,
                                      (unsigned long long) seq.varint);
                 }

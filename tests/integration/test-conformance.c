@@ -21,7 +21,7 @@
 #include "basic/macro.h"
 #include "ipc/ipc-frame.h"
 #include "ipc/ipc.h"
-#include "pb-scan.h"
+#include "basic/pbr.h"
 #include "traced-instance.h"
 
 #include "perfetto/config/data_source_config.pb-c.h"
@@ -344,9 +344,9 @@ Test(conformance, upstream_producer_and_consumer_replayed) {
                         const uint8_t *d = rb->slices[i]->data.data;
                         size_t l = rb->slices[i]->data.len;
                         packets++;
-                        configs += pb_count(d, l, 33);
-                        clocks += pb_count(d, l, 6);
-                        stats += pb_count(d, l, 35);
+                        configs += pbr_count(d, l, 33);
+                        clocks += pbr_count(d, l, 6);
+                        stats += pbr_count(d, l, 35);
                 }
                 perfetto__protos__read_buffers_response__free_unpacked(rb, NULL);
                 perfetto__protos__ipcframe__free_unpacked(ours, NULL);

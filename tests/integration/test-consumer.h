@@ -12,7 +12,7 @@
 #include <systemd/sd-event.h>
 
 #include "ipc/ipc.h"
-#include "pb-scan.h"
+#include "basic/pbr.h"
 
 #include "perfetto/config/trace_config.pb-c.h"
 

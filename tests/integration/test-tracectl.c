@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "pb-scan.h"
+#include "basic/pbr.h"
 #include "raw-producer.h"
 #include "test-consumer.h"
 #include "traced-instance.h"
@@ -96,17 +96,17 @@ static size_t count_test_packets(const char *path, size_t payload_size) {
         size_t len;
         uint8_t *buf = (uint8_t *) slurp(path, &len);
         cr_assert_not_null(buf, "no trace file %s", path);
-        static struct pb_field pkts[100000];
-        int n = pb_split_trace(buf, len, pkts, 100000);
+        static struct pbr_field pkts[100000];
+        int n = pbr_split_trace(buf, len, pkts, 100000);
         cr_assert_geq(n, 0, "%s is not a trace", path);
         size_t found = 0;
         char *expected = malloc(payload_size + 1);
         for (int i = 0; i < n; i++) {
-                struct pb_field t, str, seq;
-                if (!pb_get(pkts[i].data, pkts[i].len, 900, false, &t))
+                struct pbr_field t, str, seq;
+                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t))
                         continue;
-                cr_assert(pb_get(t.data, t.len, 1, false, &str));
-                cr_assert(pb_get(t.data, t.len, 2, false, &seq));
+                cr_assert(pbr_get(t.data, t.len, 1, false, &str));
+                cr_assert(pbr_get(t.data, t.len, 2, false, &seq));
                 cr_assert_eq(seq.varint, found, "packet %zu out of order", found);
                 raw_producer_payload((uint32_t) seq.varint, payload_size, expected);
                 cr_assert_eq(str.len, payload_size);

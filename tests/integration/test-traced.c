@@ -18,7 +18,7 @@
 
 #include "basic/macro.h"
 #include "ipc/ipc-frame.h"
-#include "pb-scan.h"
+#include "basic/pbr.h"
 #include "raw-producer.h"
 #include "test-consumer.h"
 #include "traced-instance.h"
@@ -80,52 +80,52 @@ struct trace_check {
 };
 
 static void check_trace(const uint8_t *buf, size_t len, size_t payload_size, struct trace_check *k) {
-        static struct pb_field pkts[200000];
+        static struct pbr_field pkts[200000];
         memset(k, 0, sizeof(*k));
         k->seqs_ok = k->payload_ok = k->trusted_ok = true;
         k->payload_size = payload_size;
-        int n = pb_split_trace(buf, len, pkts, ELEMENTSOF(pkts));
+        int n = pbr_split_trace(buf, len, pkts, ELEMENTSOF(pkts));
         cr_assert_geq(n, 0, "the trace does not parse as a Trace");
         k->n_packets = (size_t) n;
         char *expected = malloc(payload_size + 1);
         for (int i = 0; i < n && (size_t) i < ELEMENTSOF(pkts); i++) {
                 const uint8_t *p = pkts[i].data;
                 size_t l = pkts[i].len;
-                struct pb_field f, g;
-                if (!pb_get(p, l, F_TRUSTED_SEQ, false, &f) || !pb_get(p, l, F_TRUSTED_UID, false, &g) ||
+                struct pbr_field f, g;
+                if (!pbr_get(p, l, F_TRUSTED_SEQ, false, &f) || !pbr_get(p, l, F_TRUSTED_UID, false, &g) ||
                     g.varint != (uint64_t) getuid())
                         k->trusted_ok = false;
-                if (pb_count(p, l, F_TRUSTED_SEQ) != 1 || pb_count(p, l, F_TRUSTED_UID) != 1)
+                if (pbr_count(p, l, F_TRUSTED_SEQ) != 1 || pbr_count(p, l, F_TRUSTED_UID) != 1)
                         k->trusted_ok = false;
-                k->n_clock += pb_count(p, l, F_CLOCK_SNAPSHOT);
-                k->n_config += pb_count(p, l, F_TRACE_CONFIG);
-                k->n_sysinfo += pb_count(p, l, F_SYSTEM_INFO);
-                k->n_stats += pb_count(p, l, F_TRACE_STATS);
-                k->n_sync += pb_count(p, l, F_SYNC_MARKER);
-                k->n_uuid += pb_count(p, l, F_TRACE_UUID);
-                k->n_events += pb_count(p, l, F_SERVICE_EVENT);
-                k->n_first += pb_count(p, l, F_FIRST_ON_SEQ);
-                if (pb_get(p, l, F_TRACE_STATS, false, &f)) {
+                k->n_clock += pbr_count(p, l, F_CLOCK_SNAPSHOT);
+                k->n_config += pbr_count(p, l, F_TRACE_CONFIG);
+                k->n_sysinfo += pbr_count(p, l, F_SYSTEM_INFO);
+                k->n_stats += pbr_count(p, l, F_TRACE_STATS);
+                k->n_sync += pbr_count(p, l, F_SYNC_MARKER);
+                k->n_uuid += pbr_count(p, l, F_TRACE_UUID);
+                k->n_events += pbr_count(p, l, F_SERVICE_EVENT);
+                k->n_first += pbr_count(p, l, F_FIRST_ON_SEQ);
+                if (pbr_get(p, l, F_TRACE_STATS, false, &f)) {
                         Perfetto__Protos__TraceStats *st = perfetto__protos__trace_stats__unpack(NULL, f.len, f.data);
                         cr_assert_not_null(st, "TraceStats does not decode");
                         k->invalid_packets = st->invalid_packets;
                         cr_assert_geq(st->n_buffer_stats, 1);
                         perfetto__protos__trace_stats__free_unpacked(st, NULL);
                 }
-                if (pb_get(p, l, F_FOR_TESTING, false, &f)) {
-                        struct pb_field str, seq, seqid, pid;
+                if (pbr_get(p, l, F_FOR_TESTING, false, &f)) {
+                        struct pbr_field str, seq, seqid, pid;
                         k->n_test++;
-                        cr_assert(pb_get(f.data, f.len, 1, false, &str));
-                        cr_assert(pb_get(f.data, f.len, 2, false, &seq));
+                        cr_assert(pbr_get(f.data, f.len, 1, false, &str));
+                        cr_assert(pbr_get(f.data, f.len, 2, false, &seq));
                         if (seq.varint != k->next_expected)
                                 k->seqs_ok = false;
                         k->next_expected = (uint32_t) seq.varint + 1;
                         raw_producer_payload((uint32_t) seq.varint, payload_size, expected);
                         if (str.len != payload_size || memcmp(str.data, expected, payload_size) != 0)
                                 k->payload_ok = false;
-                        cr_assert(pb_get(p, l, F_TRUSTED_SEQ, false, &seqid));
+                        cr_assert(pbr_get(p, l, F_TRUSTED_SEQ, false, &seqid));
                         k->seq_of_test = (uint32_t) seqid.varint;
-                        if (!pb_get(p, l, F_TRUSTED_PID, false, &pid) || pid.varint != (uint64_t) getpid())
+                        if (!pbr_get(p, l, F_TRUSTED_PID, false, &pid) || pid.varint != (uint64_t) getpid())
                                 k->trusted_ok = false;
                 }
         }

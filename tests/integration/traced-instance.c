@@ -23,6 +23,11 @@ static void sleep_ms(unsigned ms) {
 }
 
 int traced_instance_start(struct traced_instance *t, bool socket_activated) {
+        static const char *const no_plugins[] = { "--no-plugins", NULL };
+        return traced_instance_start_args(t, socket_activated, no_plugins);
+}
+
+int traced_instance_start_args(struct traced_instance *t, bool socket_activated, const char *const *args) {
         memset(t, 0, sizeof(*t));
         snprintf(t->dir, sizeof(t->dir), "/tmp/traced-test-XXXXXX");
         if (!mkdtemp(t->dir))
@@ -42,20 +47,32 @@ int traced_instance_start(struct traced_instance *t, bool socket_activated) {
                 }
                 unsetenv("JOURNAL_STREAM");
                 unsetenv("NOTIFY_SOCKET");
+                char *argv[40];
+                size_t n = 0;
+                char l1[320], l2[320];
                 if (socket_activated) {
-                        char l1[320], l2[320];
                         snprintf(l1, sizeof(l1), "--listen=%s", t->producer_path);
                         snprintf(l2, sizeof(l2), "--listen=%s", t->consumer_path);
-                        execlp("systemd-socket-activate", "systemd-socket-activate", l1, l2,
-                               "--fdname=producer:consumer", "-E", "TRACED_LOG_LEVEL=debug", TRACED_BINARY,
-                               "--log-target=stderr", (char *) NULL);
+                        argv[n++] = (char *) "systemd-socket-activate";
+                        argv[n++] = l1;
+                        argv[n++] = l2;
+                        argv[n++] = (char *) "--fdname=producer:consumer";
+                        argv[n++] = (char *) "-E";
+                        argv[n++] = (char *) "TRACED_LOG_LEVEL=debug";
+                        argv[n++] = (char *) TRACED_BINARY;
                 } else {
-                        char p1[320], p2[320];
-                        snprintf(p1, sizeof(p1), "--producer-socket=%s", t->producer_path);
-                        snprintf(p2, sizeof(p2), "--consumer-socket=%s", t->consumer_path);
-                        execl(TRACED_BINARY, TRACED_BINARY, p1, p2, "--log-target=stderr", "--log-level=debug",
-                              (char *) NULL);
+                        snprintf(l1, sizeof(l1), "--producer-socket=%s", t->producer_path);
+                        snprintf(l2, sizeof(l2), "--consumer-socket=%s", t->consumer_path);
+                        argv[n++] = (char *) TRACED_BINARY;
+                        argv[n++] = l1;
+                        argv[n++] = l2;
+                        argv[n++] = (char *) "--log-level=debug";
                 }
+                argv[n++] = (char *) "--log-target=stderr";
+                for (size_t i = 0; args && args[i] && n < 38; i++)
+                        argv[n++] = (char *) args[i];
+                argv[n] = NULL;
+                execvp(argv[0], argv);
                 _exit(127);
         }
         t->pid = pid;

@@ -18,6 +18,9 @@ struct traced_instance {
 /* Starts traced. socket_activated: through systemd-socket-activate;
  * traced starts on the first connection. Returns -errno. */
 int traced_instance_start(struct traced_instance *t, bool socket_activated);
+/* Same, with extra traced arguments (NULL-terminated; by default traced
+ * runs with --no-plugins). */
+int traced_instance_start_args(struct traced_instance *t, bool socket_activated, const char *const *args);
 /* SIGTERM, wait; returns the exit status (or -errno). */
 int traced_instance_stop(struct traced_instance *t);
 /* True while the process is alive. */

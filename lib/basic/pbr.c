@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-#include "pb-scan.h"
+#include "basic/pbr.h"
 
 static int rd_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *ret) {
         uint64_t v = 0;
@@ -17,13 +17,13 @@ static int rd_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *ret)
         return -1;
 }
 
-int pb_next(const uint8_t *buf, size_t len, size_t *pos, struct pb_field *ret) {
+int pbr_next(const uint8_t *buf, size_t len, size_t *pos, struct pbr_field *ret) {
         uint64_t key;
         if (*pos >= len)
                 return 0;
         if (rd_varint(buf, len, pos, &key) < 0)
                 return -1;
-        *ret = (struct pb_field) { .number = (uint32_t) (key >> 3), .wire_type = (unsigned) (key & 7) };
+        *ret = (struct pbr_field) { .number = (uint32_t) (key >> 3), .wire_type = (unsigned) (key & 7) };
         switch (ret->wire_type) {
         case 0:
                 return rd_varint(buf, len, pos, &ret->varint) < 0 ? -1 : 1;
@@ -51,11 +51,11 @@ int pb_next(const uint8_t *buf, size_t len, size_t *pos, struct pb_field *ret) {
         }
 }
 
-bool pb_get(const uint8_t *buf, size_t len, uint32_t number, bool last, struct pb_field *ret) {
+bool pbr_get(const uint8_t *buf, size_t len, uint32_t number, bool last, struct pbr_field *ret) {
         size_t pos = 0;
-        struct pb_field f;
+        struct pbr_field f;
         bool found = false;
-        while (pb_next(buf, len, &pos, &f) > 0)
+        while (pbr_next(buf, len, &pos, &f) > 0)
                 if (f.number == number) {
                         *ret = f;
                         found = true;
@@ -65,20 +65,20 @@ bool pb_get(const uint8_t *buf, size_t len, uint32_t number, bool last, struct p
         return found;
 }
 
-size_t pb_count(const uint8_t *buf, size_t len, uint32_t number) {
+size_t pbr_count(const uint8_t *buf, size_t len, uint32_t number) {
         size_t pos = 0, n = 0;
-        struct pb_field f;
-        while (pb_next(buf, len, &pos, &f) > 0)
+        struct pbr_field f;
+        while (pbr_next(buf, len, &pos, &f) > 0)
                 if (f.number == number)
                         n++;
         return n;
 }
 
-int pb_split_trace(const uint8_t *buf, size_t len, struct pb_field *ret, size_t max) {
+int pbr_split_trace(const uint8_t *buf, size_t len, struct pbr_field *ret, size_t max) {
         size_t pos = 0, n = 0;
-        struct pb_field f;
+        struct pbr_field f;
         int r;
-        while ((r = pb_next(buf, len, &pos, &f)) > 0) {
+        while ((r = pbr_next(buf, len, &pos, &f)) > 0) {
                 if (f.number != 1 || f.wire_type != 2)
                         return -1;
                 if (n < max)

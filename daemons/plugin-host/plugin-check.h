@@ -1,0 +1,10 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+#include <stddef.h>
+
+#include "traced/plugin.h"
+
+/* Validates a plugin descriptor against this host's ABI. 0, or -EINVAL
+ * with the reason written into why. */
+int plugin_check_descriptor(const struct traced_plugin_descriptor *d, char *why, size_t why_size);

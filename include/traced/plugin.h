@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#ifndef TRACED_PLUGIN_H
+#define TRACED_PLUGIN_H
+
+/*
+ * The traced producer plugin ABI (C89).
+ *
+ * A plugin is a shared object exporting one function, traced_plugin_entry,
+ * that returns a constant descriptor; use TRACED_PLUGIN_DEFINE to write it.
+ * The host (traced-plugin-host, started by traced for each plugin) checks
+ * the descriptor, then calls ops->create with a table of host services: an
+ * event loop (fds, timers), data source registration and trace writers on
+ * the plugin's own shared memory buffer.
+ *
+ * Evolution rules: structures only grow at their end; every structure
+ * starts with its size and readers check it before touching a later field.
+ * A plugin whose abi_major is not the host's, or whose abi_minor is newer
+ * than the host's, is refused. Fixed-width types only.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TRACED_PLUGIN_MAGIC 0x44435254u /* "TRCD" little-endian */
+#define TRACED_PLUGIN_ABI_MAJOR 1u
+#define TRACED_PLUGIN_ABI_MINOR 0u
+#define TRACED_PLUGIN_ENTRY_SYMBOL "traced_plugin_entry"
+
+/* Log levels (syslog's). */
+#define TRACED_LOG_ERR 3
+#define TRACED_LOG_WARNING 4
+#define TRACED_LOG_INFO 6
+#define TRACED_LOG_DEBUG 7
+
+/* Capabilities a plugin needs (bit = Linux capability number). */
+#define TRACED_CAP(n) ((uint64_t) 1 << (n))
+
+/* Data source flags for register_data_source. */
+#define TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP 0x1u
+
+struct traced_host;   /* opaque: the host's state */
+struct traced_writer; /* opaque: one packet sequence */
+struct traced_source; /* opaque: an fd or timer registration */
+
+typedef void (*traced_fd_cb)(int fd, uint32_t revents, void *userdata);
+typedef void (*traced_timer_cb)(void *userdata);
+
+struct traced_host_api {
+        uint32_t struct_size;
+        uint32_t abi_minor;
+        void (*log)(struct traced_host *host, int level, const char *message);
+        int32_t (*register_data_source)(struct traced_host *host, const char *name, uint32_t flags);
+        /* events: EPOLLIN etc. */
+        int32_t (*add_fd)(struct traced_host *host, int fd, uint32_t events, traced_fd_cb cb, void *userdata,
+                          struct traced_source **ret);
+        /* Calls cb every period_ms milliseconds until removed. */
+        int32_t (*add_timer)(struct traced_host *host, uint32_t period_ms, traced_timer_cb cb, void *userdata,
+                             struct traced_source **ret);
+        void (*remove_source)(struct traced_host *host, struct traced_source *source);
+        int32_t (*new_writer)(struct traced_host *host, uint64_t instance_id, struct traced_writer **ret);
+        /* One serialized TracePacket. */
+        int32_t (*write_packet)(struct traced_writer *writer, const void *packet, size_t size);
+        int32_t (*flush_writer)(struct traced_writer *writer);
+        void (*free_writer)(struct traced_writer *writer);
+        int32_t (*notify_stopped)(struct traced_host *host, uint64_t instance_id);
+        /* End of ABI 1.0. */
+};
+
+struct traced_plugin_ops {
+        uint32_t struct_size;
+        /* Returns 0 and the plugin's state, or a negative errno (the plugin
+         * is then reported and skipped). */
+        int32_t (*create)(const struct traced_host_api *api, struct traced_host *host, void **ret_state);
+        void (*destroy)(void *state);
+        /* config: serialized DataSourceConfig. */
+        void (*start)(void *state, uint64_t instance_id, const char *data_source, const uint8_t *config,
+                      size_t config_size);
+        void (*stop)(void *state, uint64_t instance_id);
+        /* Optional: write out what is pending; the host then commits. */
+        void (*flush)(void *state, uint64_t instance_id);
+        /* End of ABI 1.0. */
+};
+
+struct traced_plugin_descriptor {
+        uint32_t magic;
+        uint32_t abi_major;
+        uint32_t abi_minor;
+        uint32_t struct_size;
+        const char *name;
+        const char *version;
+        uint64_t capabilities; /* TRACED_CAP() bits the plugin needs */
+        const struct traced_plugin_ops *ops;
+        /* End of ABI 1.0. */
+};
+
+typedef const struct traced_plugin_descriptor *(*traced_plugin_entry_fn)(void);
+
+#if defined(__GNUC__)
+#define TRACED_PLUGIN_EXPORT __attribute__((visibility("default")))
+#else
+#define TRACED_PLUGIN_EXPORT
+#endif
+
+/* Defines the entry point; authors never spell the magic or the sizes. */
+#define TRACED_PLUGIN_DEFINE(plugin_name, plugin_version, plugin_caps, plugin_ops)                     \
+        TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void);         \
+        TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void) {        \
+                static const struct traced_plugin_descriptor d = {                                       \
+                        TRACED_PLUGIN_MAGIC,                                                           \
+                        TRACED_PLUGIN_ABI_MAJOR,                                                       \
+                        TRACED_PLUGIN_ABI_MINOR,                                                       \
+                        sizeof(struct traced_plugin_descriptor),                                       \
+                        plugin_name,                                                                   \
+                        plugin_version,                                                                \
+                        plugin_caps,                                                                   \
+                        &plugin_ops,                                                                   \
+                };                                                                                     \
+                return &d;                                                                             \
+        }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* Event formats from events/<group>/<name>/format. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FORMAT_MAX_FIELDS 32
+
+struct format_field {
+        char name[48];
+        uint16_t offset;
+        uint16_t size;
+        bool is_signed;
+        bool is_string;   /* char name[N] */
+        bool is_data_loc; /* __data_loc: u32 (len << 16 | offset) */
+        bool is_dyn_tail; /* char name[] with size 0: to the end of the record */
+};
+
+struct event_format {
+        char group[64];
+        char name[64];
+        uint16_t id;
+        struct format_field fields[FORMAT_MAX_FIELDS];
+        size_t n_fields;
+        int16_t common_pid_offset;
+        int16_t common_flags_offset;
+};
+
+/* Parses a format file's text. -EINVAL for what is not a format. */
+int format_parse(const char *text, const char *group, struct event_format *ret);
+const struct format_field *format_field(const struct event_format *f, const char *name);
+
+/* Reads an integer field from a record (bounds-checked; 0 when outside). */
+int64_t format_read_int(const struct format_field *f, const uint8_t *rec, size_t len);
+/* Copies a string field into buf (NUL-terminated, truncated). */
+void format_read_str(const struct format_field *f, const uint8_t *rec, size_t len, char *buf, size_t size);

@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.ftrace: one tracefs instance per data source instance, per-CPU raw
+ * pages drained periodically into FtraceEventBundle packets. */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "basic/pbr.h"
+#include "basic/pbw.h"
+#include "format.h"
+#include "ftrace-ds.h"
+#include "page.h"
+#include "tracefs.h"
+
+#define MAX_EVENTS 256
+#define MAX_CPUS 1024
+#define DEFAULT_BUFFER_KB 2048u
+#define DEFAULT_DRAIN_MS 100u
+#define MAX_PAGES_PER_DRAIN 256
+#define BUNDLE_FLUSH_BYTES (256u * 1024u)
+
+struct ftrace_session {
+        struct ftrace_session *next;
+        struct plugin *pl;
+        uint64_t instance_id;
+        struct traced_writer *writer;
+        char name[64];
+        char root[512];
+        struct event_format *formats;
+        size_t n_formats;
+        int *cpu_fds;
+        int n_cpus;
+        uint8_t *page;
+        size_t page_size;
+        struct traced_source *timer;
+        /* the bundle being built */
+        struct pbw bundle;
+        int bundle_cpu;
+        size_t bundle_events;
+        uint64_t events, pages, bad_pages, lost;
+        bool lost_pending;
+};
+
+static struct ftrace_session *find_session(struct plugin *pl, uint64_t id) {
+        for (struct ftrace_session *s = pl->sessions; s; s = s->next)
+                if (s->instance_id == id)
+                        return s;
+        return NULL;
+}
+
+static const struct event_format *format_by_id(const struct ftrace_session *s, uint16_t id) {
+        for (size_t i = 0; i < s->n_formats; i++)
+                if (s->formats[i].id == id)
+                        return &s->formats[i];
+        return NULL;
+}
+
+static int add_event(struct ftrace_session *s, const char *group, const char *name) {
+        char rel[256], text[8192];
+        if (s->n_formats >= MAX_EVENTS)
+                return -ENOSPC;
+        for (size_t i = 0; i < s->n_formats; i++)
+                if (strcmp(s->formats[i].group, group) == 0 && strcmp(s->formats[i].name, name) == 0)
+                        return 0;
+        snprintf(rel, sizeof(rel), "events/%s/%s/format", group, name);
+        if (tracefs_read(s->pl->tracefs, rel, text, sizeof(text)) < 0)
+                return -ENOENT;
+        struct event_format *f = &s->formats[s->n_formats];
+        if (format_parse(text, group, f) < 0)
+                return -EINVAL;
+        snprintf(rel, sizeof(rel), "events/%s/%s/enable", group, name);
+        int r = tracefs_write(s->root, rel, "1");
+        /* ftrace's own records (print, bprint) have no switch: they are
+         * always recorded. */
+        if (r == -ENOENT && strcmp(group, "ftrace") == 0)
+                r = 0;
+        if (r < 0)
+                return r;
+        s->n_formats++;
+        return 0;
+}
+
+/* "group/name", "group/ *" (every event of a group) or a bare "name"
+ * (searched in every group). */
+static int add_event_spec(struct ftrace_session *s, const char *spec) {
+        char group[128] = "", name[128];
+        const char *slash = strchr(spec, '/');
+        if (slash) {
+                snprintf(group, sizeof(group), "%.*s", (int) (slash - spec), spec);
+                snprintf(name, sizeof(name), "%s", slash + 1);
+        } else
+                snprintf(name, sizeof(name), "%s", spec);
+
+        char dir[512];
+        int added = 0;
+        if (group[0] && strcmp(name, "*") != 0)
+                return add_event(s, group, name);
+        snprintf(dir, sizeof(dir), "%s/events", s->pl->tracefs);
+        DIR *d = opendir(dir);
+        if (!d)
+                return negative_errno();
+        struct dirent *g;
+        while ((g = readdir(d))) {
+                if (g->d_name[0] == '.' || (group[0] && strcmp(g->d_name, group) != 0))
+                        continue;
+                if (strcmp(name, "*") != 0) {
+                        if (add_event(s, g->d_name, name) == 0)
+                                added++;
+                        continue;
+                }
+                char sub[768];
+                snprintf(sub, sizeof(sub), "%s/%s", dir, g->d_name);
+                DIR *e = opendir(sub);
+                if (!e)
+                        continue;
+                struct dirent *ev;
+                while ((ev = readdir(e)))
+                        if (ev->d_name[0] != '.' && ev->d_type == DT_DIR && add_event(s, g->d_name, ev->d_name) == 0)
+                                added++;
+                closedir(e);
+        }
+        closedir(d);
+        return added > 0 ? 0 : -ENOENT;
+}
+
+static void bundle_emit(struct ftrace_session *s) {
+        if (s->bundle_events == 0 && !s->lost_pending)
+                return;
+        struct pbw b = {}, pkt = {};
+        pbw_varint(&b, 1, (uint64_t) s->bundle_cpu);
+        pbw_raw(&b, s->bundle.buf, s->bundle.len);
+        if (s->lost_pending)
+                pbw_varint(&b, 3, 1);
+        pbw_message(&pkt, 1, &b); /* TracePacket.ftrace_events */
+        if (!pkt.error)
+                (void) s->pl->api->write_packet(s->writer, pkt.buf, pkt.len);
+        pbw_done(&b);
+        pbw_done(&pkt);
+        pbw_done(&s->bundle);
+        s->bundle_events = 0;
+        s->lost_pending = false;
+}
+
+static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userdata) {
+        struct ftrace_session *s = userdata;
+        if (len < 2)
+                return;
+        uint16_t id;
+        memcpy(&id, data, 2);
+        const struct event_format *f = format_by_id(s, id);
+        if (!f)
+                return;
+        ftrace_encode_event(&s->bundle, f, ts, data, len);
+        s->bundle_events++;
+        s->events++;
+        if (s->bundle.len >= BUNDLE_FLUSH_BYTES)
+                bundle_emit(s);
+}
+
+static void drain(struct ftrace_session *s) {
+        for (int cpu = 0; cpu < s->n_cpus; cpu++) {
+                if (s->cpu_fds[cpu] < 0)
+                        continue;
+                s->bundle_cpu = cpu;
+                for (int k = 0; k < MAX_PAGES_PER_DRAIN; k++) {
+                        ssize_t n = read(s->cpu_fds[cpu], s->page, s->page_size);
+                        if (n <= 0)
+                                break;
+                        struct page_info info;
+                        s->pages++;
+                        if (page_parse(s->page, (size_t) n, on_record, s, &info) < 0) {
+                                s->bad_pages++;
+                                s->lost_pending = true;
+                                continue;
+                        }
+                        if (info.missed || info.lost_events) {
+                                s->lost += info.lost_events ? info.lost_events : 1;
+                                s->lost_pending = true;
+                        }
+                }
+                bundle_emit(s);
+        }
+}
+
+static void on_timer(void *userdata) {
+        drain(userdata);
+}
+
+static void session_free(struct ftrace_session *s) {
+        struct plugin *pl = s->pl;
+        if (s->timer)
+                pl->api->remove_source(pl->host, s->timer);
+        for (int i = 0; s->cpu_fds && i < s->n_cpus; i++)
+                safe_close(s->cpu_fds[i]);
+        if (s->name[0])
+                (void) tracefs_instance_remove(pl->tracefs, s->name);
+        if (s->writer) {
+                (void) pl->api->flush_writer(s->writer);
+                pl->api->free_writer(s->writer);
+        }
+        pbw_done(&s->bundle);
+        free(s->cpu_fds);
+        free(s->formats);
+        free(s->page);
+        free(s);
+}
+
+int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size) {
+        struct pbr_field fc, f;
+        uint32_t buffer_kb = DEFAULT_BUFFER_KB, drain_ms = DEFAULT_DRAIN_MS;
+        char val[64];
+        int r;
+
+        if (!pl->tracefs[0]) {
+                plugin_log(pl, TRACED_LOG_ERR, "tracefs is not available; linux.ftrace cannot start");
+                return -ENOENT;
+        }
+        struct ftrace_session *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->pl = pl;
+        s->instance_id = instance_id;
+        s->formats = calloc(MAX_EVENTS, sizeof(*s->formats));
+        s->page_size = (size_t) sysconf(_SC_PAGESIZE);
+        s->page = malloc(s->page_size);
+        if (!s->formats || !s->page) {
+                session_free(s);
+                return -ENOMEM;
+        }
+        bool have_cfg = pbr_get(config, size, 100, false, &fc) && fc.wire_type == 2;
+        if (have_cfg) {
+                if (pbr_get(fc.data, fc.len, 10, false, &f) && f.varint > 0 && f.varint < 1024 * 1024)
+                        buffer_kb = (uint32_t) f.varint;
+                if (pbr_get(fc.data, fc.len, 11, false, &f) && f.varint >= 1 && f.varint <= 60000)
+                        drain_ms = (uint32_t) f.varint;
+        }
+
+        snprintf(s->name, sizeof(s->name), TRACEFS_INSTANCE_PREFIX "%d_%llu", (int) getpid(),
+                 (unsigned long long) instance_id);
+        r = tracefs_instance_create(pl->tracefs, s->name, s->root, sizeof(s->root));
+        if (r < 0) {
+                plugin_log(pl, TRACED_LOG_ERR, "cannot create ftrace instance %s: %s", s->name, strerror(-r));
+                s->name[0] = '\0';
+                session_free(s);
+                return r;
+        }
+        (void) tracefs_write(s->root, "tracing_on", "0");
+        if (tracefs_write(s->root, "trace_clock", "boot") < 0)
+                plugin_log(pl, TRACED_LOG_WARNING, "trace_clock boot unavailable; timestamps may not line up");
+        snprintf(val, sizeof(val), "%u", buffer_kb);
+        (void) tracefs_write(s->root, "buffer_size_kb", val);
+
+        bool want_print = false;
+        size_t pos = 0;
+        while (have_cfg && pbr_next(fc.data, fc.len, &pos, &f) > 0) {
+                if (f.number != 1 || f.wire_type != 2 || f.len == 0 || f.len >= 128)
+                        continue;
+                char spec[128];
+                snprintf(spec, sizeof(spec), "%.*s", (int) f.len, (const char *) f.data);
+                if (strcmp(spec, "ftrace/print") == 0 || strcmp(spec, "print") == 0)
+                        want_print = true;
+                r = add_event_spec(s, spec);
+                if (r < 0)
+                        plugin_log(pl, TRACED_LOG_WARNING, "ftrace event \"%s\" unavailable: %s", spec, strerror(-r));
+        }
+        if (want_print && tracefs_write(s->root, "options/copy_trace_marker", "1") < 0)
+                plugin_log(pl, TRACED_LOG_WARNING,
+                           "this kernel cannot copy trace_marker writes into instances; print events come only "
+                           "from this instance's own trace_marker");
+
+        long ncpus = sysconf(_SC_NPROCESSORS_CONF);
+        s->n_cpus = (int) MIN(MAX(ncpus, 1), MAX_CPUS);
+        s->cpu_fds = calloc((size_t) s->n_cpus, sizeof(int));
+        if (!s->cpu_fds) {
+                session_free(s);
+                return -ENOMEM;
+        }
+        for (int cpu = 0; cpu < s->n_cpus; cpu++) {
+                char rel[640];
+                snprintf(rel, sizeof(rel), "%s/per_cpu/cpu%d/trace_pipe_raw", s->root, cpu);
+                s->cpu_fds[cpu] = open(rel, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        }
+        r = pl->api->new_writer(pl->host, instance_id, &s->writer);
+        if (r < 0) {
+                session_free(s);
+                return r;
+        }
+        r = tracefs_write(s->root, "tracing_on", "1");
+        if (r < 0) {
+                session_free(s);
+                return r;
+        }
+        r = pl->api->add_timer(pl->host, drain_ms, on_timer, s, &s->timer);
+        if (r < 0) {
+                session_free(s);
+                return r;
+        }
+        s->next = pl->sessions;
+        pl->sessions = s;
+        plugin_log(pl, TRACED_LOG_INFO, "linux.ftrace instance %llu: %zu events, %u KiB per CPU, drain every %u ms",
+                   (unsigned long long) instance_id, s->n_formats, buffer_kb, drain_ms);
+        return 0;
+}
+
+void ftrace_session_flush(struct plugin *pl, uint64_t instance_id) {
+        struct ftrace_session *s = find_session(pl, instance_id);
+        if (!s)
+                return;
+        drain(s);
+        (void) pl->api->flush_writer(s->writer);
+}
+
+void ftrace_session_stop(struct plugin *pl, uint64_t instance_id) {
+        for (struct ftrace_session **pp = &pl->sessions; *pp; pp = &(*pp)->next)
+                if ((*pp)->instance_id == instance_id) {
+                        struct ftrace_session *s = *pp;
+                        *pp = s->next;
+                        (void) tracefs_write(s->root, "tracing_on", "0");
+                        drain(s);
+                        plugin_log(pl, TRACED_LOG_INFO,
+                                   "linux.ftrace instance %llu stopped: %llu events, %llu pages, %llu lost",
+                                   (unsigned long long) instance_id, (unsigned long long) s->events,
+                                   (unsigned long long) s->pages, (unsigned long long) s->lost);
+                        session_free(s);
+                        /* Registered with will_notify_on_stop: the service
+                         * waits for this, so the last pages make it in. */
+                        (void) pl->api->notify_stopped(pl->host, instance_id);
+                        return;
+                }
+}
+
+void ftrace_sessions_free(struct plugin *pl) {
+        while (pl->sessions) {
+                struct ftrace_session *s = pl->sessions;
+                pl->sessions = s->next;
+                session_free(s);
+        }
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <string.h>
+
+#include "page.h"
+
+enum {
+        TYPE_PADDING = 29,
+        TYPE_TIME_EXTEND = 30,
+        TYPE_TIME_STAMP = 31,
+};
+
+static uint32_t rd32(const uint8_t *p) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        return v;
+}
+
+static uint64_t rd64(const uint8_t *p) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+}
+
+int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *userdata, struct page_info *ret_info) {
+        struct page_info info = {};
+        if (page_size < PAGE_HEADER_SIZE)
+                return -EBADMSG;
+        uint64_t ts = rd64(page);
+        uint64_t commit = rd64(page + 8);
+        size_t size = (size_t) (commit & ~(PAGE_COMMIT_MISSED_EVENTS | PAGE_COMMIT_MISSED_STORED) & 0xffffffffull);
+        const uint8_t *data = page + PAGE_HEADER_SIZE, *end;
+
+        if (commit & PAGE_COMMIT_MISSED_EVENTS)
+                info.missed = 1;
+        if (size > page_size - PAGE_HEADER_SIZE)
+                return -EBADMSG;
+        end = data + size;
+        if ((commit & PAGE_COMMIT_MISSED_STORED) && size + 8 <= page_size - PAGE_HEADER_SIZE)
+                info.lost_events = rd64(end);
+
+        const uint8_t *p = data;
+        while (p + 4 <= end) {
+                uint32_t hdr = rd32(p);
+                unsigned type_len = hdr & 0x1f;
+                uint32_t delta = hdr >> 5;
+                p += 4;
+                switch (type_len) {
+                case TYPE_PADDING:
+                        if (delta == 0)
+                                goto done; /* the rest of the page is padding */
+                        if (p + 4 > end)
+                                return -EBADMSG;
+                        {
+                                uint32_t skip = rd32(p);
+                                if (skip > (size_t) (end - p))
+                                        return -EBADMSG;
+                                if (skip == 0)
+                                        return -EBADMSG; /* would loop forever */
+                                p += skip;
+                        }
+                        break;
+                case TYPE_TIME_EXTEND:
+                        if (p + 4 > end)
+                                return -EBADMSG;
+                        ts += (uint64_t) delta | ((uint64_t) rd32(p) << 27);
+                        p += 4;
+                        break;
+                case TYPE_TIME_STAMP:
+                        if (p + 4 > end)
+                                return -EBADMSG;
+                        /* Absolute: the low 59 bits; keep the page's top bits. */
+                        ts = (ts & ~((1ull << 59) - 1)) | ((uint64_t) delta | ((uint64_t) rd32(p) << 27));
+                        p += 4;
+                        break;
+                default: {
+                        size_t len;
+                        ts += delta;
+                        if (type_len == 0) {
+                                if (p + 4 > end)
+                                        return -EBADMSG;
+                                uint32_t l = rd32(p);
+                                p += 4;
+                                if (l < 4)
+                                        return -EBADMSG;
+                                len = l - 4;
+                        } else
+                                len = (size_t) type_len * 4;
+                        if (len > (size_t) (end - p))
+                                return -EBADMSG;
+                        if (fn)
+                                fn(ts, p, len, userdata);
+                        info.records++;
+                        size_t adv = (len + 3) & ~(size_t) 3;
+                        if (adv > (size_t) (end - p))
+                                adv = (size_t) (end - p);
+                        p += adv;
+                        break;
+                }
+                }
+        }
+done:
+        if (ret_info)
+                *ret_info = info;
+        return 0;
+}

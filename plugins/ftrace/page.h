@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* One page of the kernel's per-CPU ring buffer, as read from
+ * per_cpu/cpuN/trace_pipe_raw: a header (timestamp, commit) and records
+ * with 5-bit type_len / 27-bit time deltas. Nothing is trusted: a bad page
+ * ends with -EBADMSG, never a read outside it. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PAGE_HEADER_SIZE 16u /* u64 timestamp + 8-byte commit (64-bit kernels) */
+#define PAGE_COMMIT_MISSED_EVENTS (1ull << 31)
+#define PAGE_COMMIT_MISSED_STORED (1ull << 30)
+
+/* Called for each data record: its timestamp and payload. */
+typedef void (*page_record_fn)(uint64_t ts, const uint8_t *data, size_t len, void *userdata);
+
+struct page_info {
+        uint64_t records;
+        uint64_t lost_events; /* reported by the kernel for before this page */
+        int missed;           /* the kernel dropped events before this page */
+};
+
+int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *userdata, struct page_info *ret_info);

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The ftrace plugin: data sources linux.ftrace and linux.process_stats. */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ftrace-ds.h"
+#include "tracefs.h"
+
+void plugin_log(struct plugin *pl, int level, const char *fmt, ...) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        pl->api->log(pl->host, level, msg);
+}
+
+static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {
+        if (api->struct_size < sizeof(struct traced_host_api))
+                return -EPROTO;
+        struct plugin *pl = calloc(1, sizeof(*pl));
+        if (!pl)
+                return -ENOMEM;
+        pl->api = api;
+        pl->host = host;
+        int r = tracefs_find(pl->tracefs, sizeof(pl->tracefs));
+        if (r < 0) {
+                plugin_log(pl, TRACED_LOG_WARNING, "tracefs not found and not mountable (%s); linux.ftrace disabled",
+                           strerror(-r));
+                pl->tracefs[0] = '\0';
+        } else {
+                r = tracefs_remove_stale_instances(pl->tracefs);
+                if (r > 0)
+                        plugin_log(pl, TRACED_LOG_INFO, "removed %d stale ftrace instance(s)", r);
+                r = api->register_data_source(host, "linux.ftrace", TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
+                if (r < 0) {
+                        free(pl);
+                        return r;
+                }
+        }
+        r = api->register_data_source(host, "linux.process_stats", 0);
+        if (r < 0) {
+                free(pl);
+                return r;
+        }
+        *ret = pl;
+        return 0;
+}
+
+static void destroy(void *state) {
+        struct plugin *pl = state;
+        ftrace_sessions_free(pl);
+        free(pl);
+}
+
+static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, size_t n) {
+        struct plugin *pl = state;
+        int r = 0;
+        if (strcmp(ds, "linux.ftrace") == 0)
+                r = ftrace_session_start(pl, id, cfg, n);
+        else if (strcmp(ds, "linux.process_stats") == 0)
+                r = process_stats_dump(pl, id);
+        if (r < 0)
+                plugin_log(pl, TRACED_LOG_ERR, "%s instance %llu failed to start: %s", ds, (unsigned long long) id,
+                           strerror(-r));
+}
+
+static void stop(void *state, uint64_t id) {
+        ftrace_session_stop(state, id);
+}
+
+static void flush(void *state, uint64_t id) {
+        ftrace_session_flush(state, id);
+}
+
+static const struct traced_plugin_ops ops = {
+        .struct_size = sizeof(struct traced_plugin_ops),
+        .create = create,
+        .destroy = destroy,
+        .start = start,
+        .stop = stop,
+        .flush = flush,
+};
+
+/* CAP_SYS_ADMIN (21) for tracefs. */
+TRACED_PLUGIN_DEFINE("ftrace", PACKAGE_VERSION, TRACED_CAP(21), ops)

@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The ftrace plugin on the real kernel, run by the real traced (socket-
+ * activated) through its plugin host: markers written to the top-level
+ * trace_marker, a child with a known name and busy work on every CPU must
+ * all show up in the decoded trace. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/pbr.h"
+#include "pbtxt/pbtxt.h"
+#include "test-consumer.h"
+#include "traced-instance.h"
+
+#include "perfetto/ipc/consumer_port.pb-c.h"
+#include "perfetto/trace/trace_packet.pb-c.h"
+
+#define N_MARKERS 10
+#define CHILD_NAME "tracedkid"
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static bool tracefs_usable(void) {
+        struct stat st;
+        if (stat("/sys/kernel/tracing/trace_marker", &st) == 0)
+                return true;
+        /* The plugin would mount it; see whether that is possible here. */
+        return system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0 &&
+               stat("/sys/kernel/tracing/trace_marker", &st) == 0;
+}
+
+static void setup(void) {
+        if (!tracefs_usable())
+                return;
+        const char *const args[] = { "--plugin-dir=" TOP_BUILDDIR "/plugins/.libs",
+                                     "--plugin-host=" TOP_BUILDDIR "/traced-plugin-host", NULL };
+        cr_assert_eq(sd_event_new(&ev), 0);
+        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+}
+
+static void teardown(void) {
+        if (!ev)
+                return;
+        int st = traced_instance_stop(&inst);
+        if (st != 0)
+                traced_instance_dump_log(&inst);
+        cr_expect_eq(st, 0);
+        ev = sd_event_unref(ev);
+}
+
+static bool producer_registered(struct test_consumer *c) {
+        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        bool found = false;
+        if (test_consumer_call(c, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
+                               &reply, 5000) == 0 &&
+            reply) {
+                const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+                for (size_t i = 0; st && i < st->n_data_sources; i++)
+                        if (st->data_sources[i]->ds_descriptor &&
+                            strcmp(st->data_sources[i]->ds_descriptor->name, "linux.ftrace") == 0)
+                                found = true;
+                protobuf_c_message_free_unpacked(reply, NULL);
+        }
+        return found;
+}
+
+static void busy_ms(unsigned ms) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        do
+                clock_gettime(CLOCK_MONOTONIC, &b);
+        while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+}
+
+/* A child renamed to CHILD_NAME that spins a little on every CPU. */
+static pid_t spawn_child(void) {
+        pid_t pid = fork();
+        if (pid == 0) {
+                prctl(PR_SET_NAME, CHILD_NAME);
+                long n = sysconf(_SC_NPROCESSORS_ONLN);
+                for (long cpu = 0; cpu < n; cpu++) {
+                        cpu_set_t set;
+                        CPU_ZERO(&set);
+                        CPU_SET((int) cpu, &set);
+                        sched_setaffinity(0, sizeof(set), &set);
+                        busy_ms(30);
+                        usleep(10000);
+                }
+                _exit(0);
+        }
+        return pid;
+}
+
+TestSuite(ftrace, .init = setup, .fini = teardown, .timeout = 90);
+
+Test(ftrace, markers_child_and_every_cpu) {
+        if (!ev)
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        struct test_consumer cons;
+        char path[512], markers[N_MARKERS][64];
+
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        bool ready = false;
+        for (int i = 0; i < 100 && !ready; i++) {
+                ready = producer_registered(&cons);
+                if (!ready)
+                        spin_ms(ev, 50);
+        }
+        if (!ready)
+                traced_instance_dump_log(&inst);
+        cr_assert(ready, "the ftrace plugin never registered linux.ftrace");
+
+        /* The config, as a user would write it. */
+        snprintf(path, sizeof(path), "%s/ftrace.pftrace", inst.dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        cr_assert_geq(fd, 0);
+        const char *text = "buffers { size_kb: 32768 fill_policy: DISCARD }\n"
+                           "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                           "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"sched/sched_waking\"\n"
+                           "  ftrace_events: \"sched/sched_process_fork\" ftrace_events: \"task/task_newtask\"\n"
+                           "  ftrace_events: \"task/task_rename\" ftrace_events: \"ftrace/print\"\n"
+                           "  drain_period_ms: 50 } } }\n"
+                           "data_sources { config { name: \"linux.process_stats\" } }\n"
+                           "write_into_file: true file_write_period_ms: 200\n";
+
+
+        ProtobufCMessage *m = NULL;
+        char *err = NULL;
+        cr_assert_eq(pbtxt_parse(&perfetto__protos__trace_config__descriptor, text, strlen(text), "cfg", &m, &err), 0,
+                     "%s", err);
+        cr_assert_eq(test_consumer_enable(&cons, (Perfetto__Protos__TraceConfig *) m, fd), 0);
+        protobuf_c_message_free_unpacked(m, NULL);
+        spin_ms(ev, 500); /* the plugin sets up its ftrace instance */
+
+        int mfd = open("/sys/kernel/tracing/trace_marker", O_WRONLY | O_CLOEXEC);
+        cr_assert_geq(mfd, 0);
+        for (int i = 0; i < N_MARKERS; i++) {
+                snprintf(markers[i], sizeof(markers[i]), "traced-it-marker-%d-%d", i, (int) getpid());
+                cr_assert_eq(write(mfd, markers[i], strlen(markers[i])), (ssize_t) strlen(markers[i]));
+        }
+        close(mfd);
+        pid_t child = spawn_child();
+        cr_assert_gt(child, 0);
+        while (waitpid(child, NULL, WNOHANG) == 0)
+                spin_ms(ev, 20);
+        spin_ms(ev, 200);
+
+        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+        cr_assert_eq(test_consumer_call(&cons, "DisableTracing", &dis.base,
+                                        &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
+                     0);
+        cr_assert(test_consumer_wait_disabled(&cons, 20000));
+        cr_assert_str_eq(cons.error, "");
+
+        /* Decode. */
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        uint8_t *buf = malloc((size_t) st.st_size + 1);
+        cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
+        close(fd);
+        static struct pbr_field pkts[200000];
+        int n = pbr_split_trace(buf, (size_t) st.st_size, pkts, 200000);
+        cr_assert_gt(n, 0);
+        bool found_marker[N_MARKERS] = {};
+        bool fork_seen = false, rename_seen = false, child_in_tree = false;
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        unsigned long switches[256] = {};
+        for (int i = 0; i < n; i++) {
+                Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkts[i].len, pkts[i].data);
+                cr_assert_not_null(p, "packet %d does not decode", i);
+                if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS) {
+                        const Perfetto__Protos__FtraceEventBundle *b = p->ftrace_events;
+                        for (size_t k = 0; k < b->n_event; k++) {
+                                const Perfetto__Protos__FtraceEvent *e = b->event[k];
+                                cr_assert_gt(e->timestamp, 0);
+                                if (e->event_case == PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_SWITCH && b->cpu < 256)
+                                        switches[b->cpu]++;
+                                if (e->event_case == PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT && e->print->buf)
+                                        for (int j = 0; j < N_MARKERS; j++)
+                                                if (strncmp(e->print->buf, markers[j], strlen(markers[j])) == 0)
+                                                        found_marker[j] = true;
+                                if (e->event_case == PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_PROCESS_FORK &&
+                                    e->sched_process_fork->child_pid == child)
+                                        fork_seen = true;
+                                if (e->event_case == PERFETTO__PROTOS__FTRACE_EVENT__EVENT_TASK_RENAME &&
+                                    e->task_rename->pid == child && e->task_rename->newcomm &&
+                                    strcmp(e->task_rename->newcomm, CHILD_NAME) == 0)
+                                        rename_seen = true;
+                        }
+                }
+                if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE)
+                        for (size_t k = 0; k < p->process_tree->n_processes; k++)
+                                if (p->process_tree->processes[k]->pid == getpid())
+                                        child_in_tree = true; /* this test process is in the tree */
+                perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        }
+        for (int j = 0; j < N_MARKERS; j++)
+                cr_assert(found_marker[j], "marker %d (%s) missing from the trace", j, markers[j]);
+        cr_assert(fork_seen, "the child's sched_process_fork is missing");
+        cr_assert(rename_seen, "the child's rename to %s is missing", CHILD_NAME);
+        cr_assert(child_in_tree, "the process tree does not list this test process");
+        for (long cpu = 0; cpu < ncpu && cpu < 256; cpu++)
+                cr_assert_gt(switches[cpu], 0, "no sched_switch on cpu %ld", cpu);
+        free(buf);
+        test_consumer_free(&cons);
+}
