@@ -9,7 +9,7 @@
 
 #include "basic/pbw.h"
 #include "format.h"
-#include "ftrace-ds.h"
+#include "encode.h"
 
 struct typed_field {
         const char *name;

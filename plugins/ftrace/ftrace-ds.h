@@ -24,7 +24,4 @@ void ftrace_sessions_free(struct plugin *pl);
 /* linux.process_stats: one ProcessTree of every process and thread. */
 int process_stats_dump(struct plugin *pl, uint64_t instance_id);
 
-/* Encodes one ftrace record as an FtraceEvent into w (a struct pbw). */
-struct event_format;
-struct pbw;
-void ftrace_encode_event(struct pbw *w, const struct event_format *f, uint64_t ts, const uint8_t *rec, size_t len);
+#include "encode.h"

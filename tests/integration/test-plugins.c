@@ -1,0 +1,208 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The plugin host and traced's supervision: broken plugins are refused
+ * with their reason and not restarted; a plugin that crashes is restarted
+ * while traced and the other plugins keep serving. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "basic/pbr.h"
+#include "test-consumer.h"
+#include "traced-instance.h"
+
+#include "perfetto/ipc/consumer_port.pb-c.h"
+
+extern char **environ;
+
+#define HOST TOP_BUILDDIR "/traced-plugin-host"
+#define PLUGIN(n) TOP_BUILDDIR "/tests/plugins/.libs/" n ".so"
+
+static struct traced_instance inst;
+static sd_event *ev;
+static char plugin_dir[256];
+
+static void start_with_plugins(const char *const *names) {
+        snprintf(plugin_dir, sizeof(plugin_dir), "/tmp/traced-plugins-XXXXXX");
+        cr_assert_not_null(mkdtemp(plugin_dir));
+        for (size_t i = 0; names[i]; i++) {
+                char src[512], dst[512];
+                snprintf(src, sizeof(src), TOP_BUILDDIR "/tests/plugins/.libs/%s.so", names[i]);
+                snprintf(dst, sizeof(dst), "%s/%s.so", plugin_dir, names[i]);
+                cr_assert_eq(symlink(src, dst), 0);
+        }
+        char dir_arg[300];
+        snprintf(dir_arg, sizeof(dir_arg), "--plugin-dir=%s", plugin_dir);
+        const char *const args[] = { dir_arg, "--plugin-host=" HOST, NULL };
+        cr_assert_eq(sd_event_new(&ev), 0);
+        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+}
+
+static void teardown(void) {
+        if (ev) {
+                int st = traced_instance_stop(&inst);
+                if (st != 0)
+                        traced_instance_dump_log(&inst);
+                cr_expect_eq(st, 0);
+                ev = sd_event_unref(ev);
+        }
+}
+
+TestSuite(plugins, .fini = teardown, .timeout = 60);
+
+/* Runs the host on one plugin; returns its exit status, stderr in err. */
+static int run_host(const char *plugin, const char *socket, char *err, size_t size) {
+        char log[] = "/tmp/traced-host-log-XXXXXX";
+        int fd = mkstemp(log);
+        cr_assert_geq(fd, 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
+        char *argv[] = { (char *) HOST, (char *) "--socket", (char *) socket, (char *) plugin, NULL };
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, HOST, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        int st;
+        for (int i = 0; i < 500; i++) {
+                if (waitpid(pid, &st, WNOHANG) == pid)
+                        break;
+                if (ev)
+                        spin_ms(ev, 10);
+                else
+                        usleep(10000);
+                if (i == 499) {
+                        kill(pid, SIGKILL);
+                        waitpid(pid, &st, 0);
+                }
+        }
+        ssize_t n = pread(fd, err, size - 1, 0);
+        err[n > 0 ? n : 0] = '\0';
+        close(fd);
+        unlink(log);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+Test(plugins, broken_plugins_are_refused_with_a_reason) {
+        static const struct {
+                const char *plugin, *why;
+        } cases[] = {
+                { PLUGIN("bad_magic"), "bad magic" },
+                { PLUGIN("future_major"), "this host speaks 1.x" },
+                { PLUGIN("newer_minor"), "newer than this host's" },
+                { PLUGIN("no_entry"), "no traced_plugin_entry symbol" },
+                { TOP_BUILDDIR "/tests/plugins/.libs/does-not-exist.so", "cannot load it" },
+        };
+        char err[4096];
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                int st = run_host(cases[i].plugin, "/nonexistent.sock", err, sizeof(err));
+                cr_assert_eq(st, 78, "%s: exit %d, stderr: %s", cases[i].plugin, st, err);
+                cr_assert(strstr(err, cases[i].why) != NULL, "%s: stderr lacks \"%s\": %s", cases[i].plugin,
+                          cases[i].why, err);
+        }
+}
+
+Test(plugins, create_failure_is_refused) {
+        const char *const none[] = { NULL };
+        start_with_plugins(none);
+        char err[4096];
+        int st = run_host(PLUGIN("create_fails"), inst.producer_path, err, sizeof(err));
+        cr_assert_eq(st, 78, "exit %d: %s", st, err);
+        cr_assert(strstr(err, "create() failed") != NULL, "%s", err);
+}
+
+static size_t count_hello(const uint8_t *buf, size_t len) {
+        static struct pbr_field pkts[10000];
+        int n = pbr_split_trace(buf, len, pkts, 10000);
+        size_t found = 0;
+        for (int i = 0; i < n; i++) {
+                struct pbr_field t, s;
+                if (pbr_get(pkts[i].data, pkts[i].len, 900, false, &t) && pbr_get(t.data, t.len, 1, false, &s) &&
+                    s.len == 19 && memcmp(s.data, "hello from a plugin", 19) == 0)
+                        found++;
+        }
+        return found;
+}
+
+static int run_session(struct test_consumer *cons, unsigned ms) {
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.plugin", ms);
+        int r = test_consumer_enable(cons, cfg, -EBADF);
+        test_config_free(cfg);
+        if (r < 0)
+                return r;
+        if (!test_consumer_wait_disabled(cons, 20000))
+                return -ETIMEDOUT;
+        return test_consumer_read(cons, 10000);
+}
+
+static bool wait_for_data_source(struct test_consumer *c, unsigned producers) {
+        for (int i = 0; i < 200; i++) {
+                Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+                ProtobufCMessage *reply = NULL;
+                unsigned n = 0;
+                if (test_consumer_call(c, "QueryServiceState", &rq.base,
+                                       &perfetto__protos__query_service_state_response__descriptor, &reply, 5000) == 0 &&
+                    reply) {
+                        const Perfetto__Protos__TracingServiceState *st =
+                                ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+                        for (size_t k = 0; st && k < st->n_data_sources; k++)
+                                if (st->data_sources[k]->ds_descriptor &&
+                                    strcmp(st->data_sources[k]->ds_descriptor->name, "test.plugin") == 0)
+                                        n++;
+                        protobuf_c_message_free_unpacked(reply, NULL);
+                }
+                if (n >= producers)
+                        return true;
+                spin_ms(ev, 50);
+        }
+        return false;
+}
+
+Test(plugins, good_plugin_traces_end_to_end) {
+        const char *const names[] = { "good", NULL };
+        start_with_plugins(names);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 1), "the plugin's data source never appeared");
+        cr_assert_eq(run_session(&cons, 500), 0);
+        cr_assert_eq(count_hello(cons.data, cons.len), 1);
+        test_consumer_free(&cons);
+}
+
+Test(plugins, a_crashing_plugin_leaves_traced_serving) {
+        const char *const names[] = { "good", "crash_on_start", NULL };
+        start_with_plugins(names);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 2), "both plugins should register test.plugin");
+        /* The session starts the data source in both: one crashes. */
+        cr_assert_eq(run_session(&cons, 800), 0);
+        cr_assert_eq(count_hello(cons.data, cons.len), 1, "the good plugin's packet is missing");
+        cr_assert(traced_instance_alive(&inst), "traced died with its plugin");
+        test_consumer_free(&cons);
+
+        /* The crashed host is restarted; a second session still works. */
+        struct test_consumer again;
+        cr_assert_eq(test_consumer_connect(&again, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&again, 2), "the crashed plugin was not restarted");
+        cr_assert_eq(run_session(&again, 500), 0);
+        cr_assert_eq(count_hello(again.data, again.len), 1);
+        test_consumer_free(&again);
+        char log[8192];
+        FILE *f = fopen(inst.log_path, "r");
+        size_t n = f ? fread(log, 1, sizeof(log) - 1, f) : 0;
+        log[n] = '\0';
+        if (f)
+                fclose(f);
+        /* A plain build dies of SIGSEGV; under ASan the host exits with an
+         * error status instead. Either way traced reports and restarts. */
+        cr_assert(strstr(log, "crash_on_start.so") != NULL && strstr(log, "restarting in") != NULL,
+                  "traced did not report the crash:\n%s", log);
+}

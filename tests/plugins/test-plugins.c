@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* Deliberately broken and well-behaved plugins for the loader tests. One
+ * source, built several times with -DVARIANT=... */
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "traced/plugin.h"
+
+#define V_GOOD 0
+#define V_BAD_MAGIC 1
+#define V_FUTURE_MAJOR 2
+#define V_NEWER_MINOR 3
+#define V_NO_ENTRY 4
+#define V_CREATE_FAILS 5
+#define V_CRASH_ON_START 6
+
+struct state {
+        const struct traced_host_api *api;
+        struct traced_host *host;
+};
+
+static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {
+        if (VARIANT == V_CREATE_FAILS)
+                return -ENODEV;
+        struct state *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->api = api;
+        s->host = host;
+        int32_t r = api->register_data_source(host, "test.plugin", 0);
+        if (r < 0) {
+                free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+static void destroy(void *state) {
+        free(state);
+}
+
+static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, size_t n) {
+        struct state *s = state;
+        struct traced_writer *w;
+        if (VARIANT == V_CRASH_ON_START)
+                raise(SIGSEGV);
+        if (s->api->new_writer(s->host, id, &w) < 0)
+                return;
+        /* TracePacket { for_testing { str: "hello from a plugin" } } */
+        static const char msg[] = "hello from a plugin";
+        uint8_t pkt[64];
+        size_t len = sizeof(msg) - 1;
+        pkt[0] = 0xa2; /* field 900, wire type 2 */
+        pkt[1] = 0x38;
+        pkt[2] = (uint8_t) (len + 2);
+        pkt[3] = 0x0a;
+        pkt[4] = (uint8_t) len;
+        memcpy(pkt + 5, msg, len);
+        s->api->write_packet(w, pkt, len + 5);
+        s->api->flush_writer(w);
+        s->api->free_writer(w);
+}
+
+static void stop(void *state, uint64_t id) {
+}
+
+static const struct traced_plugin_ops ops = {
+        .struct_size = sizeof(struct traced_plugin_ops),
+        .create = create,
+        .destroy = destroy,
+        .start = start,
+        .stop = stop,
+};
+
+#if VARIANT == V_NO_ENTRY
+/* No entry point at all. */
+int traced_plugin_not_the_entry(void);
+int traced_plugin_not_the_entry(void) {
+        return ops.struct_size > 0;
+}
+#elif VARIANT == V_GOOD || VARIANT == V_CREATE_FAILS || VARIANT == V_CRASH_ON_START
+TRACED_PLUGIN_DEFINE("test", "1.0", 0, ops)
+#else
+TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void);
+TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void) {
+        static const struct traced_plugin_descriptor d = {
+                VARIANT == V_BAD_MAGIC ? 0x12345678u : TRACED_PLUGIN_MAGIC,
+                VARIANT == V_FUTURE_MAJOR ? TRACED_PLUGIN_ABI_MAJOR + 1 : TRACED_PLUGIN_ABI_MAJOR,
+                VARIANT == V_NEWER_MINOR ? TRACED_PLUGIN_ABI_MINOR + 5 : TRACED_PLUGIN_ABI_MINOR,
+                sizeof(struct traced_plugin_descriptor),
+                "broken",
+                "0",
+                0,
+                &ops,
+        };
+        return &d;
+}
+#endif
