@@ -287,6 +287,43 @@ static int config_error(char **ret_error, const char *msg) {
         return -EINVAL;
 }
 
+/* A new session in the service's list, with its own copy of cfg (and its
+ * bytes, for the trace_config packet). */
+static int session_alloc(struct traced_service *svc, struct consumer *c, enum session_state state,
+                         const Perfetto__Protos__TraceConfig *cfg, struct session **ret) {
+        struct session *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        *s = (struct session) {
+                .svc = svc,
+                .id = ++svc->last_session_id,
+                .consumer = c,
+                .uid = c ? c->uid : 0,
+                .state = state,
+                .file_fd = -EBADF,
+                .next_sequence_id = SERVICE_SEQUENCE_ID + 1,
+        };
+        s->next = svc->sessions;
+        svc->sessions = s;
+        svc->n_sessions++;
+        random_uuid(&s->uuid_msb, &s->uuid_lsb);
+
+        s->config_size = protobuf_c_message_get_packed_size(&cfg->base);
+        s->config_bytes = malloc(s->config_size ? s->config_size : 1);
+        if (!s->config_bytes) {
+                session_free(s);
+                return -ENOMEM;
+        }
+        protobuf_c_message_pack(&cfg->base, s->config_bytes);
+        s->config = perfetto__protos__trace_config__unpack(NULL, s->config_size, s->config_bytes);
+        if (!s->config) {
+                session_free(s);
+                return -ENOMEM;
+        }
+        *ret = s;
+        return 0;
+}
+
 int session_create(struct traced_service *svc, struct consumer *c, const Perfetto__Protos__TraceConfig *cfg,
                    int file_fd, struct session **ret, char **ret_error) {
         uint64_t total = 0;
@@ -327,36 +364,10 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
                         return config_error(ret_error, "trigger_config needs trigger_timeout_ms");
         }
 
-        struct session *s = calloc(1, sizeof(*s));
-        if (!s)
-                return -ENOMEM;
-        *s = (struct session) {
-                .svc = svc,
-                .id = ++svc->last_session_id,
-                .consumer = c,
-                .uid = c ? c->uid : 0,
-                .state = SESSION_CONFIGURED,
-                .file_fd = -EBADF,
-                .next_sequence_id = SERVICE_SEQUENCE_ID + 1,
-        };
-        s->next = svc->sessions;
-        svc->sessions = s;
-        svc->n_sessions++;
-        random_uuid(&s->uuid_msb, &s->uuid_lsb);
-
-        /* Keep our own copy of the config (and its bytes for the trace). */
-        s->config_size = protobuf_c_message_get_packed_size(&cfg->base);
-        s->config_bytes = malloc(s->config_size ? s->config_size : 1);
-        if (!s->config_bytes) {
-                session_free(s);
-                return -ENOMEM;
-        }
-        protobuf_c_message_pack(&cfg->base, s->config_bytes);
-        s->config = perfetto__protos__trace_config__unpack(NULL, s->config_size, s->config_bytes);
-        if (!s->config) {
-                session_free(s);
-                return -ENOMEM;
-        }
+        struct session *s;
+        int r2 = session_alloc(svc, c, SESSION_CONFIGURED, cfg, &s);
+        if (r2 < 0)
+                return r2;
 
         s->buffers = calloc(cfg->n_buffers, sizeof(*s->buffers));
         if (!s->buffers) {
@@ -948,39 +959,18 @@ int session_clone(struct session *src, struct consumer *c, struct session **ret,
         if (svc->n_sessions >= SERVICE_MAX_SESSIONS)
                 return config_error(ret_error, "Too many concurrent tracing sessions");
 
-        struct session *s = calloc(1, sizeof(*s));
-        if (!s)
-                return -ENOMEM;
-        *s = (struct session) {
-                .svc = svc,
-                .id = ++svc->last_session_id,
-                .consumer = c,
-                .uid = c ? c->uid : 0,
-                .state = SESSION_DISABLED, /* read-only snapshot */
-                .file_fd = -EBADF,
-                .next_sequence_id = SERVICE_SEQUENCE_ID + 1,
-                .final_stats_emitted = false,
-        };
-        s->next = svc->sessions;
-        svc->sessions = s;
-        svc->n_sessions++;
-        random_uuid(&s->uuid_msb, &s->uuid_lsb);
-
-        s->config_size = src->config_size;
-        s->config_bytes = malloc(src->config_size ? src->config_size : 1);
-        if (!s->config_bytes) {
-                session_free(s);
-                return -ENOMEM;
-        }
-        memcpy(s->config_bytes, src->config_bytes, src->config_size);
-        s->config = perfetto__protos__trace_config__unpack(NULL, s->config_size, s->config_bytes);
+        struct session *s;
+        /* A read-only snapshot: disabled from the start. */
+        int r = session_alloc(svc, c, SESSION_DISABLED, src->config, &s);
+        if (r < 0)
+                return r;
         s->buffers = calloc(src->n_buffers ? src->n_buffers : 1, sizeof(*s->buffers));
-        if (!s->config || !s->buffers) {
+        if (!s->buffers) {
                 session_free(s);
                 return -ENOMEM;
         }
         for (size_t i = 0; i < src->n_buffers; i++) {
-                int r = trace_buffer_clone(src->buffers[i].tb, &s->buffers[i].tb);
+                r = trace_buffer_clone(src->buffers[i].tb, &s->buffers[i].tb);
                 if (r < 0) {
                         session_free(s);
                         return config_error(ret_error, "Failed to copy a trace buffer");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "basic/macro.h"
+#include "pbtxt/pbtxt-internal.h"
 #include "pbtxt/pbtxt.h"
 
 enum tok_type {
@@ -304,34 +305,6 @@ static void *field_ptr(ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) {
         return (uint8_t *) m + f->offset;
 }
 
-static size_t scalar_size(ProtobufCType type) {
-        switch (type) {
-        case PROTOBUF_C_TYPE_INT32:
-        case PROTOBUF_C_TYPE_SINT32:
-        case PROTOBUF_C_TYPE_SFIXED32:
-        case PROTOBUF_C_TYPE_UINT32:
-        case PROTOBUF_C_TYPE_FIXED32:
-        case PROTOBUF_C_TYPE_FLOAT:
-        case PROTOBUF_C_TYPE_ENUM:
-                return 4;
-        case PROTOBUF_C_TYPE_INT64:
-        case PROTOBUF_C_TYPE_SINT64:
-        case PROTOBUF_C_TYPE_SFIXED64:
-        case PROTOBUF_C_TYPE_UINT64:
-        case PROTOBUF_C_TYPE_FIXED64:
-        case PROTOBUF_C_TYPE_DOUBLE:
-                return 8;
-        case PROTOBUF_C_TYPE_BOOL:
-                return sizeof(protobuf_c_boolean);
-        case PROTOBUF_C_TYPE_STRING:
-        case PROTOBUF_C_TYPE_MESSAGE:
-                return sizeof(void *);
-        case PROTOBUF_C_TYPE_BYTES:
-                return sizeof(ProtobufCBinaryData);
-        }
-        return 0;
-}
-
 static int parse_message_body(struct parser *p, ProtobufCMessage *m, char close);
 
 /* Parses one value of field f into dst (storage of the field's C type). */
@@ -462,7 +435,7 @@ static int parse_value(struct parser *p, const ProtobufCFieldDescriptor *f, void
 static int parse_repeated_element(struct parser *p, ProtobufCMessage *m, const ProtobufCFieldDescriptor *f) {
         size_t *n = (size_t *) ((uint8_t *) m + f->quantifier_offset);
         void **arr = (void **) field_ptr(m, f);
-        size_t es = scalar_size(f->type);
+        size_t es = pbtxt_type_size(f->type);
         uint8_t *a = realloc(*arr, (*n + 1) * es);
         if (!a)
                 return -ENOMEM;
@@ -613,3 +586,32 @@ int pbtxt_parse(const ProtobufCMessageDescriptor *desc, const char *text, size_t
         *ret_msg = m;
         return 0;
 }
+
+size_t pbtxt_type_size(ProtobufCType type) {
+        switch (type) {
+        case PROTOBUF_C_TYPE_INT32:
+        case PROTOBUF_C_TYPE_SINT32:
+        case PROTOBUF_C_TYPE_SFIXED32:
+        case PROTOBUF_C_TYPE_UINT32:
+        case PROTOBUF_C_TYPE_FIXED32:
+        case PROTOBUF_C_TYPE_FLOAT:
+        case PROTOBUF_C_TYPE_ENUM:
+                return 4;
+        case PROTOBUF_C_TYPE_INT64:
+        case PROTOBUF_C_TYPE_SINT64:
+        case PROTOBUF_C_TYPE_SFIXED64:
+        case PROTOBUF_C_TYPE_UINT64:
+        case PROTOBUF_C_TYPE_FIXED64:
+        case PROTOBUF_C_TYPE_DOUBLE:
+                return 8;
+        case PROTOBUF_C_TYPE_BOOL:
+                return sizeof(protobuf_c_boolean);
+        case PROTOBUF_C_TYPE_STRING:
+        case PROTOBUF_C_TYPE_MESSAGE:
+                return sizeof(void *);
+        case PROTOBUF_C_TYPE_BYTES:
+                return sizeof(ProtobufCBinaryData);
+        }
+        return 0;
+}
+

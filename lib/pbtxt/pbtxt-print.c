@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "pbtxt/pbtxt-internal.h"
 #include "pbtxt/pbtxt.h"
 
 static void print_escaped(FILE *f, const uint8_t *s, size_t n) {
@@ -126,27 +127,6 @@ static void print_value(struct out *o, const ProtobufCFieldDescriptor *fd, const
         }
 }
 
-static size_t elem_size(ProtobufCType t) {
-        switch (t) {
-        case PROTOBUF_C_TYPE_INT64:
-        case PROTOBUF_C_TYPE_SINT64:
-        case PROTOBUF_C_TYPE_SFIXED64:
-        case PROTOBUF_C_TYPE_UINT64:
-        case PROTOBUF_C_TYPE_FIXED64:
-        case PROTOBUF_C_TYPE_DOUBLE:
-                return 8;
-        case PROTOBUF_C_TYPE_BOOL:
-                return sizeof(protobuf_c_boolean);
-        case PROTOBUF_C_TYPE_STRING:
-        case PROTOBUF_C_TYPE_MESSAGE:
-                return sizeof(void *);
-        case PROTOBUF_C_TYPE_BYTES:
-                return sizeof(ProtobufCBinaryData);
-        default:
-                return 4;
-        }
-}
-
 static void print_field(struct out *o, const ProtobufCFieldDescriptor *fd, const void *v, unsigned indent) {
         sep(o, indent);
         fputs(fd->name, o->f);
@@ -166,7 +146,7 @@ static void print_message(struct out *o, const ProtobufCMessage *m, unsigned ind
                         size_t n = *(const size_t *) (base + fd->quantifier_offset);
                         const uint8_t *arr = *(const uint8_t *const *) v;
                         for (size_t k = 0; k < n; k++)
-                                print_field(o, fd, arr + k * elem_size(fd->type), indent);
+                                print_field(o, fd, arr + k * pbtxt_type_size(fd->type), indent);
                         continue;
                 }
                 bool set;
