@@ -51,6 +51,10 @@ static void raw_varint(struct pbw *w, uint64_t v) {
         pbw_raw(w, tmp, pbw_put_varint(tmp, v));
 }
 
+void pbw_raw_varint(struct pbw *w, uint64_t v) {
+        raw_varint(w, v);
+}
+
 void pbw_tag(struct pbw *w, uint32_t field, unsigned wire_type) {
         raw_varint(w, ((uint64_t) field << 3) | wire_type);
 }

@@ -18,6 +18,8 @@ struct pbw {
 void pbw_done(struct pbw *w);
 void pbw_raw(struct pbw *w, const void *data, size_t n);
 void pbw_tag(struct pbw *w, uint32_t field, unsigned wire_type);
+/* A bare varint, for the elements of packed repeated fields. */
+void pbw_raw_varint(struct pbw *w, uint64_t v);
 void pbw_varint(struct pbw *w, uint32_t field, uint64_t v);
 void pbw_sint(struct pbw *w, uint32_t field, int64_t v);
 void pbw_fixed64(struct pbw *w, uint32_t field, uint64_t v);

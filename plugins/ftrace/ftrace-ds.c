@@ -47,6 +47,14 @@ struct ftrace_session {
         struct pbw bundle;
         int bundle_cpu;
         size_t bundle_events;
+        /* compact_sched: columns of sched_switch and sched_waking */
+        bool compact;
+        const struct event_format *switch_fmt, *waking_fmt;
+        struct pbw sw_ts, sw_state, sw_pid, sw_prio, sw_comm;
+        struct pbw wk_ts, wk_pid, wk_cpu, wk_prio, wk_comm, wk_flags;
+        uint64_t sw_last_ts, wk_last_ts;
+        char (*intern)[16];
+        size_t n_intern;
         uint64_t events, pages, bad_pages, lost;
         bool lost_pending;
 };
@@ -133,12 +141,15 @@ static int add_event_spec(struct ftrace_session *s, const char *spec) {
         return added > 0 ? 0 : -ENOENT;
 }
 
+static void compact_write(struct ftrace_session *s, struct pbw *bundle);
+
 static void bundle_emit(struct ftrace_session *s) {
         if (s->bundle_events == 0 && !s->lost_pending)
                 return;
         struct pbw b = {}, pkt = {};
         pbw_varint(&b, 1, (uint64_t) s->bundle_cpu);
         pbw_raw(&b, s->bundle.buf, s->bundle.len);
+        compact_write(s, &b);
         if (s->lost_pending)
                 pbw_varint(&b, 3, 1);
         pbw_message(&pkt, 1, &b); /* TracePacket.ftrace_events */
@@ -151,6 +162,77 @@ static void bundle_emit(struct ftrace_session *s) {
         s->lost_pending = false;
 }
 
+#define MAX_INTERN 1024
+
+static uint32_t intern(struct ftrace_session *s, const char *comm) {
+        for (size_t i = 0; i < s->n_intern; i++)
+                if (strncmp(s->intern[i], comm, 16) == 0)
+                        return (uint32_t) i;
+        if (s->n_intern == MAX_INTERN)
+                return 0; /* table full: the bundle is emitted before this happens */
+        snprintf(s->intern[s->n_intern], 16, "%s", comm);
+        return (uint32_t) s->n_intern++;
+}
+
+static void compact_reset(struct ftrace_session *s) {
+        struct pbw *cols[] = { &s->sw_ts, &s->sw_state, &s->sw_pid, &s->sw_prio, &s->sw_comm,
+                               &s->wk_ts, &s->wk_pid, &s->wk_cpu, &s->wk_prio, &s->wk_comm, &s->wk_flags };
+        for (size_t i = 0; i < ELEMENTSOF(cols); i++)
+                pbw_done(cols[i]);
+        s->sw_last_ts = s->wk_last_ts = 0;
+        s->n_intern = 0;
+}
+
+/* sched_switch and sched_waking as columns: a few bytes per event. */
+static bool compact_add(struct ftrace_session *s, const struct event_format *f, uint64_t ts, const uint8_t *rec,
+                        size_t len) {
+        char comm[16];
+        if (f == s->switch_fmt) {
+                format_read_str(format_field(f, "next_comm"), rec, len, comm, sizeof(comm));
+                pbw_raw_varint(&s->sw_ts, ts - s->sw_last_ts);
+                s->sw_last_ts = ts;
+                pbw_raw_varint(&s->sw_state, (uint64_t) format_read_int(format_field(f, "prev_state"), rec, len));
+                pbw_raw_varint(&s->sw_pid, (uint64_t) format_read_int(format_field(f, "next_pid"), rec, len));
+                pbw_raw_varint(&s->sw_prio, (uint64_t) format_read_int(format_field(f, "next_prio"), rec, len));
+                pbw_raw_varint(&s->sw_comm, intern(s, comm));
+                return true;
+        }
+        if (f == s->waking_fmt) {
+                format_read_str(format_field(f, "comm"), rec, len, comm, sizeof(comm));
+                pbw_raw_varint(&s->wk_ts, ts - s->wk_last_ts);
+                s->wk_last_ts = ts;
+                pbw_raw_varint(&s->wk_pid, (uint64_t) format_read_int(format_field(f, "pid"), rec, len));
+                pbw_raw_varint(&s->wk_cpu, (uint64_t) format_read_int(format_field(f, "target_cpu"), rec, len));
+                pbw_raw_varint(&s->wk_prio, (uint64_t) format_read_int(format_field(f, "prio"), rec, len));
+                pbw_raw_varint(&s->wk_comm, intern(s, comm));
+                pbw_raw_varint(&s->wk_flags, f->common_flags_offset >= 0 && (size_t) f->common_flags_offset < len
+                                                     ? rec[f->common_flags_offset]
+                                                     : 0);
+                return true;
+        }
+        return false;
+}
+
+static void compact_write(struct ftrace_session *s, struct pbw *bundle) {
+        if (!s->compact || (s->sw_ts.len == 0 && s->wk_ts.len == 0))
+                return;
+        struct pbw c = {};
+        for (size_t i = 0; i < s->n_intern; i++)
+                pbw_string(&c, 5, s->intern[i]);
+        const struct {
+                uint32_t field;
+                struct pbw *col;
+        } cols[] = { { 1, &s->sw_ts },  { 2, &s->sw_state }, { 3, &s->sw_pid },  { 4, &s->sw_prio },
+                     { 6, &s->sw_comm }, { 7, &s->wk_ts },   { 8, &s->wk_pid },  { 9, &s->wk_cpu },
+                     { 10, &s->wk_prio }, { 11, &s->wk_comm }, { 12, &s->wk_flags } };
+        for (size_t i = 0; i < ELEMENTSOF(cols); i++)
+                if (cols[i].col->len)
+                        pbw_bytes(&c, cols[i].field, cols[i].col->buf, cols[i].col->len);
+        pbw_message(bundle, 4, &c); /* FtraceEventBundle.compact_sched */
+        pbw_done(&c);
+        compact_reset(s);
+}
+
 static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userdata) {
         struct ftrace_session *s = userdata;
         if (len < 2)
@@ -160,10 +242,11 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
         const struct event_format *f = format_by_id(s, id);
         if (!f)
                 return;
-        ftrace_encode_event(&s->bundle, f, ts, data, len);
+        if (!(s->compact && compact_add(s, f, ts, data, len)))
+                ftrace_encode_event(&s->bundle, f, ts, data, len);
         s->bundle_events++;
         s->events++;
-        if (s->bundle.len >= BUNDLE_FLUSH_BYTES)
+        if (s->bundle.len + s->sw_ts.len * 4 >= BUNDLE_FLUSH_BYTES || s->n_intern >= MAX_INTERN - 1)
                 bundle_emit(s);
 }
 
@@ -209,6 +292,8 @@ static void session_free(struct ftrace_session *s) {
                 pl->api->free_writer(s->writer);
         }
         pbw_done(&s->bundle);
+        compact_reset(s);
+        free(s->intern);
         free(s->cpu_fds);
         free(s->formats);
         free(s->page);
@@ -273,6 +358,22 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 if (r < 0)
                         plugin_log(pl, TRACED_LOG_WARNING, "ftrace event \"%s\" unavailable: %s", spec, strerror(-r));
         }
+        if (have_cfg && pbr_get(fc.data, fc.len, 12, false, &f) && f.wire_type == 2) {
+                struct pbr_field en;
+                s->compact = pbr_get(f.data, f.len, 1, false, &en) && en.varint;
+        }
+        for (size_t i = 0; i < s->n_formats; i++) {
+                if (strcmp(s->formats[i].group, "sched") != 0)
+                        continue;
+                if (strcmp(s->formats[i].name, "sched_switch") == 0)
+                        s->switch_fmt = &s->formats[i];
+                else if (strcmp(s->formats[i].name, "sched_waking") == 0)
+                        s->waking_fmt = &s->formats[i];
+        }
+        if (s->compact && !(s->intern = calloc(MAX_INTERN, sizeof(*s->intern)))) {
+                session_free(s);
+                return -ENOMEM;
+        }
         if (want_print && tracefs_write(s->root, "options/copy_trace_marker", "1") < 0)
                 plugin_log(pl, TRACED_LOG_WARNING,
                            "this kernel cannot copy trace_marker writes into instances; print events come only "
@@ -307,8 +408,9 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         }
         s->next = pl->sessions;
         pl->sessions = s;
-        plugin_log(pl, TRACED_LOG_INFO, "linux.ftrace instance %llu: %zu events, %u KiB per CPU, drain every %u ms",
-                   (unsigned long long) instance_id, s->n_formats, buffer_kb, drain_ms);
+        plugin_log(pl, TRACED_LOG_INFO, "linux.ftrace instance %llu: %zu events, %u KiB per CPU, drain every %u ms%s",
+                   (unsigned long long) instance_id, s->n_formats, buffer_kb, drain_ms,
+                   s->compact ? ", compact sched" : "");
         return 0;
 }
 

@@ -218,3 +218,87 @@ Test(ftrace, markers_child_and_every_cpu) {
         free(buf);
         test_consumer_free(&cons);
 }
+
+Test(ftrace, compact_sched_columns) {
+        if (!ev)
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        struct test_consumer cons;
+        char path[512];
+
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        bool ready = false;
+        for (int i = 0; i < 100 && !ready; i++) {
+                ready = producer_registered(&cons);
+                if (!ready)
+                        spin_ms(ev, 50);
+        }
+        cr_assert(ready);
+        snprintf(path, sizeof(path), "%s/compact.pftrace", inst.dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        const char *text = "buffers { size_kb: 32768 }\n"
+                           "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                           "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"sched/sched_waking\"\n"
+                           "  compact_sched { enabled: true } drain_period_ms: 50 } } }\n"
+                           "write_into_file: true file_write_period_ms: 200\n";
+        ProtobufCMessage *m = NULL;
+        char *err = NULL;
+        cr_assert_eq(pbtxt_parse(&perfetto__protos__trace_config__descriptor, text, strlen(text), "cfg", &m, &err), 0,
+                     "%s", err);
+        cr_assert_eq(test_consumer_enable(&cons, (Perfetto__Protos__TraceConfig *) m, fd), 0);
+        protobuf_c_message_free_unpacked(m, NULL);
+        spin_ms(ev, 500);
+        pid_t child = spawn_child();
+        while (waitpid(child, NULL, WNOHANG) == 0)
+                spin_ms(ev, 20);
+        spin_ms(ev, 200);
+        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+        cr_assert_eq(test_consumer_call(&cons, "DisableTracing", &dis.base,
+                                        &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
+                     0);
+        cr_assert(test_consumer_wait_disabled(&cons, 20000));
+
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        uint8_t *buf = malloc((size_t) st.st_size + 1);
+        cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
+        close(fd);
+        static struct pbr_field pkts[200000];
+        int n = pbr_split_trace(buf, (size_t) st.st_size, pkts, 200000);
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        unsigned long switches[256] = {}, total = 0, full_events = 0;
+        bool child_seen = false;
+        for (int i = 0; i < n; i++) {
+                Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkts[i].len, pkts[i].data);
+                cr_assert_not_null(p);
+                if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS) {
+                        const Perfetto__Protos__FtraceEventBundle *b = p->ftrace_events;
+                        full_events += b->n_event;
+                        const Perfetto__Protos__FtraceEventBundle__CompactSched *c = b->compact_sched;
+                        if (c) {
+                                cr_assert_eq(c->n_switch_timestamp, c->n_switch_next_pid);
+                                cr_assert_eq(c->n_switch_timestamp, c->n_switch_next_comm_index);
+                                cr_assert_eq(c->n_waking_timestamp, c->n_waking_pid);
+                                for (size_t k = 0; k < c->n_switch_next_comm_index; k++) {
+                                        cr_assert_lt(c->switch_next_comm_index[k], c->n_intern_table);
+                                        if (c->switch_next_pid[k] == child)
+                                                child_seen = strcmp(c->intern_table[c->switch_next_comm_index[k]],
+                                                                    CHILD_NAME) == 0 ||
+                                                             child_seen;
+                                }
+                                if (b->cpu < 256)
+                                        switches[b->cpu] += c->n_switch_timestamp;
+                                total += c->n_switch_timestamp + c->n_waking_timestamp;
+                        }
+                }
+                perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        }
+        cr_assert_eq(full_events, 0, "sched events were not all in compact form");
+        cr_assert(child_seen, "the child never appears as next task under its name");
+        for (long cpu = 0; cpu < ncpu && cpu < 256; cpu++)
+                cr_assert_gt(switches[cpu], 0, "no compact sched_switch on cpu %ld", cpu);
+        /* Columns are far smaller than one message per event. */
+        cr_assert_lt((double) st.st_size / (double) total, 30.0, "%.1f bytes per event",
+                     (double) st.st_size / (double) total);
+        free(buf);
+        test_consumer_free(&cons);
+}
