@@ -7,6 +7,10 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -161,6 +165,34 @@ static void on_disconnected(traced_producer *p, void *ud) {
         sd_event_exit(h->event, 1);
 }
 
+/* Keeps only the capabilities the plugin declared: everything else leaves
+ * the bounding set, and the effective/permitted/inheritable sets. */
+static int drop_capabilities(uint64_t keep) {
+        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[2];
+
+        for (unsigned cap = 0; cap < 64; cap++) {
+                if (keep & ((uint64_t) 1 << cap))
+                        continue;
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
+                        return -errno;
+        }
+        if (syscall(SYS_capget, &hdr, data) < 0)
+                return -errno;
+        uint64_t permitted = (uint64_t) data[0].permitted | ((uint64_t) data[1].permitted << 32);
+        uint64_t mask = keep & permitted;
+        data[0].effective = data[0].permitted = (uint32_t) mask;
+        data[1].effective = data[1].permitted = (uint32_t) (mask >> 32);
+        data[0].inheritable = data[1].inheritable = 0;
+        if (syscall(SYS_capset, &hdr, data) < 0)
+                return -errno;
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
+        log_info("Plugin host keeps capabilities 0x%llx (requested 0x%llx).", (unsigned long long) mask,
+                 (unsigned long long) keep);
+        return 0;
+}
+
 static int run(int argc, char **argv) {
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, 's' },
@@ -208,6 +240,9 @@ static int run(int argc, char **argv) {
                 return EXIT_PLUGIN_REFUSED;
         }
         snprintf(h.name, sizeof(h.name), "%s", h.desc->name);
+        r = drop_capabilities(h.desc->capabilities);
+        if (r < 0)
+                return log_error_errno(r, "Failed to restrict the capabilities of plugin %s: %m", h.name);
 
         r = sd_event_default(&h.event);
         if (r < 0)

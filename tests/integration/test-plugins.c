@@ -165,12 +165,40 @@ static bool wait_for_data_source(struct test_consumer *c, unsigned producers) {
         return false;
 }
 
+/* CapEff of the first producer named name, from /proc. */
+static bool producer_capabilities(struct test_consumer *c, const char *name, unsigned long long *ret) {
+        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        int pid = 0;
+        if (test_consumer_call(c, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
+                               &reply, 5000) != 0 || !reply)
+                return false;
+        const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+        for (size_t k = 0; st && k < st->n_producers && !pid; k++)
+                if (st->producers[k]->name && strcmp(st->producers[k]->name, name) == 0)
+                        pid = st->producers[k]->pid;
+        protobuf_c_message_free_unpacked(reply, NULL);
+        char path[64], line[256];
+        snprintf(path, sizeof(path), "/proc/%d/status", pid);
+        FILE *f = pid ? fopen(path, "r") : NULL;
+        bool found = false;
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "CapEff: %llx", ret) == 1)
+                        found = true;
+        if (f)
+                fclose(f);
+        return found;
+}
+
 Test(plugins, good_plugin_traces_end_to_end) {
         const char *const names[] = { "good", NULL };
         start_with_plugins(names);
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
         cr_assert(wait_for_data_source(&cons, 1), "the plugin's data source never appeared");
+        unsigned long long caps = ~0ull;
+        cr_assert(producer_capabilities(&cons, "traced.test", &caps), "no plugin host process found");
+        cr_assert_eq(caps, 0, "a plugin that declares no capabilities runs with 0x%llx", caps);
         cr_assert_eq(run_session(&cons, 500), 0);
         cr_assert_eq(count_hello(cons.data, cons.len), 1);
         test_consumer_free(&cons);
