@@ -16,6 +16,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "config.h"
 #include "plugins.h"
 #include "service.h"
 #include "sockets.h"
@@ -28,6 +29,7 @@ struct options {
         const char *consumer_socket;
         const char *plugin_dir;
         const char *plugin_host;
+        const char *config;
         bool no_plugins;
         enum log_target log_target;
 };
@@ -47,6 +49,7 @@ static void help(void) {
                "  --plugin-dir=DIR        producer plugins to run (default: " PLUGINSDIR ")\n"
                "  --plugin-host=PATH      the plugin host binary (default: " LIBEXECDIR "/traced-plugin-host)\n"
                "  --no-plugins            run no plugins\n"
+               "  --config=PATH           configuration file (default: " SYSCONFDIR "/traced/traced.conf)\n"
                "  --log-level=LEVEL       err, warning, notice, info (default), debug\n"
                "  --log-target=TARGET     auto (default), stderr, journal\n"
                "  -h --help               show this help\n"
@@ -63,6 +66,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 ARG_PLUGIN_DIR,
                 ARG_PLUGIN_HOST,
                 ARG_NO_PLUGINS,
+                ARG_CONFIG,
         };
         static const struct option opts[] = {
                 { "producer-socket", required_argument, NULL, ARG_PRODUCER },
@@ -71,6 +75,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 { "plugin-dir", required_argument, NULL, ARG_PLUGIN_DIR },
                 { "plugin-host", required_argument, NULL, ARG_PLUGIN_HOST },
                 { "no-plugins", no_argument, NULL, ARG_NO_PLUGINS },
+                { "config", required_argument, NULL, ARG_CONFIG },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -94,6 +99,9 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                         break;
                 case ARG_NO_PLUGINS:
                         o->no_plugins = true;
+                        break;
+                case ARG_CONFIG:
+                        o->config = optarg;
                         break;
                 case ARG_LOG_LEVEL: {
                         int l = log_level_from_string(optarg);
@@ -163,6 +171,17 @@ static int run(int argc, char **argv) {
         if (r <= 0)
                 return r;
 
+        /* A bad configuration file is an error naming its line and field;
+         * a missing one means the defaults. */
+        struct traced_config cfg;
+        _cleanup_free_ char *cfg_error = NULL;
+        r = traced_config_load(o.config ? o.config : SYSCONFDIR "/traced/traced.conf", &cfg, &cfg_error);
+        if (r < 0) {
+                if (cfg_error)
+                        log_error("%s", cfg_error);
+                return log_error_errno(r, "Failed to load the configuration: %m");
+        }
+
         if (!o.producer_socket)
                 o.producer_socket = getenv("PERFETTO_PRODUCER_SOCK_NAME");
         if (!o.producer_socket)
@@ -225,13 +244,14 @@ static int run(int argc, char **argv) {
                 log_info("Serving on sockets passed by systemd.");
         else
                 log_info("Serving producers on %s and consumers on %s.", o.producer_socket, o.consumer_socket);
-        if (!o.no_plugins) {
+        if (!o.no_plugins && cfg.plugins_enabled) {
                 if (!producer_path[0])
                         log_warning("The producer socket has no path; plugins are not started.");
                 else {
-                        r = plugins_start(event, o.plugin_dir ? o.plugin_dir : PLUGINSDIR,
+                        r = plugins_start(event,
+                                          o.plugin_dir ? o.plugin_dir : cfg.plugin_dir ? cfg.plugin_dir : PLUGINSDIR,
                                           o.plugin_host ? o.plugin_host : LIBEXECDIR "/traced-plugin-host",
-                                          producer_path, &the_plugins);
+                                          producer_path, cfg.disabled, cfg.n_disabled, &the_plugins);
                         if (r < 0)
                                 log_warning_errno(r, "Failed to start the plugins: %m");
                 }
@@ -240,6 +260,7 @@ static int run(int argc, char **argv) {
         notify_status(the_service);
 
         r = sd_event_loop(event);
+        traced_config_done(&cfg);
         plugins_stop(the_plugins);
         the_plugins = NULL;
         the_service = service_free(the_service);

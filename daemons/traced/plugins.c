@@ -98,7 +98,8 @@ static int spawn(struct plugin_proc *pp) {
         return 0;
 }
 
-int plugins_start(sd_event *event, const char *dir, const char *host_binary, const char *socket, struct plugins **ret) {
+int plugins_start(sd_event *event, const char *dir, const char *host_binary, const char *socket,
+                  char *const *disabled, unsigned n_disabled, struct plugins **ret) {
         struct plugins *ps = calloc(1, sizeof(*ps));
         if (!ps)
                 return -ENOMEM;
@@ -121,6 +122,14 @@ int plugins_start(sd_event *event, const char *dir, const char *host_binary, con
                 size_t l = strlen(de->d_name);
                 if (l < 4 || strcmp(de->d_name + l - 3, ".so") != 0)
                         continue;
+                bool off = false;
+                for (unsigned i = 0; i < n_disabled; i++)
+                        if (strlen(disabled[i]) == l - 3 && strncmp(disabled[i], de->d_name, l - 3) == 0)
+                                off = true;
+                if (off) {
+                        log_info("Plugin %s is disabled in the configuration.", de->d_name);
+                        continue;
+                }
                 struct plugin_proc *pp = &ps->procs[ps->n];
                 *pp = (struct plugin_proc) { .owner = ps, .backoff_usec = 1000000u };
                 if (asprintf(&pp->path, "%s/%s", dir, de->d_name) < 0)

@@ -9,6 +9,7 @@
 
 struct plugins;
 
+/* disabled: plugin names (file names without .so) not to run. */
 int plugins_start(sd_event *event, const char *plugin_dir, const char *host_binary, const char *producer_socket,
-                  struct plugins **ret);
+                  char *const *disabled, unsigned n_disabled, struct plugins **ret);
 void plugins_stop(struct plugins *p);

@@ -142,8 +142,8 @@ static int run_session(struct test_consumer *cons, unsigned ms) {
         return test_consumer_read(cons, 10000);
 }
 
-static bool wait_for_data_source(struct test_consumer *c, unsigned producers) {
-        for (int i = 0; i < 200; i++) {
+static bool wait_for_data_source_n(struct test_consumer *c, unsigned producers, int tries) {
+        for (int i = 0; i < tries; i++) {
                 Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
                 ProtobufCMessage *reply = NULL;
                 unsigned n = 0;
@@ -163,6 +163,14 @@ static bool wait_for_data_source(struct test_consumer *c, unsigned producers) {
                 spin_ms(ev, 50);
         }
         return false;
+}
+
+static bool wait_for_data_source(struct test_consumer *c, unsigned producers) {
+        return wait_for_data_source_n(c, producers, 200);
+}
+
+static bool wait_for_data_source_quick(struct test_consumer *c, unsigned producers) {
+        return wait_for_data_source_n(c, producers, 1);
 }
 
 /* CapEff of the first producer named name, from /proc. */
@@ -233,4 +241,60 @@ Test(plugins, a_crashing_plugin_leaves_traced_serving) {
          * error status instead. Either way traced reports and restarts. */
         cr_assert(strstr(log, "crash_on_start.so") != NULL && strstr(log, "restarting in") != NULL,
                   "traced did not report the crash:\n%s", log);
+}
+
+Test(plugins, configuration_disables_plugins_and_bad_lines_are_named) {
+        char conf[512];
+        /* A bad file: traced refuses to start and names the line and field. */
+        snprintf(conf, sizeof(conf), "/tmp/traced-conf-%d.conf", (int) getpid());
+        FILE *f = fopen(conf, "w");
+        fprintf(f, "# traced configuration\n[plugins]\nenabled = yes\ndirectry = /usr/lib\n");
+        fclose(f);
+        char arg[600], err[4096], log[] = "/tmp/traced-conf-log-XXXXXX";
+        snprintf(arg, sizeof(arg), "--config=%s", conf);
+        int fd = mkstemp(log);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
+        char *argv[] = { (char *) TRACED_BINARY, arg, (char *) "--producer-socket=/tmp/traced-conf-p.sock",
+                         (char *) "--consumer-socket=/tmp/traced-conf-c.sock", NULL };
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, TRACED_BINARY, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        ssize_t n = pread(fd, err, sizeof(err) - 1, 0);
+        err[n > 0 ? n : 0] = '\0';
+        close(fd);
+        unlink(log);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "traced started with a bad configuration");
+        char expected[700];
+        snprintf(expected, sizeof(expected), "%s:4: unknown field \"directry\" in section [plugins]", conf);
+        cr_assert(strstr(err, expected) != NULL, "stderr: %s", err);
+
+        /* A good one disables a plugin by name. */
+        f = fopen(conf, "w");
+        fprintf(f, "[plugins]\ndisable = crash_on_start, something_else\n");
+        fclose(f);
+        const char *const names[] = { "good", "crash_on_start", NULL };
+        snprintf(plugin_dir, sizeof(plugin_dir), "/tmp/traced-plugins-XXXXXX");
+        cr_assert_not_null(mkdtemp(plugin_dir));
+        for (size_t i = 0; names[i]; i++) {
+                char src[512], dst[512];
+                snprintf(src, sizeof(src), TOP_BUILDDIR "/tests/plugins/.libs/%s.so", names[i]);
+                snprintf(dst, sizeof(dst), "%s/%s.so", plugin_dir, names[i]);
+                cr_assert_eq(symlink(src, dst), 0);
+        }
+        char dir_arg[300];
+        snprintf(dir_arg, sizeof(dir_arg), "--plugin-dir=%s", plugin_dir);
+        const char *const args[] = { dir_arg, "--plugin-host=" HOST, arg, NULL };
+        cr_assert_eq(sd_event_new(&ev), 0);
+        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 1));
+        spin_ms(ev, 500);
+        cr_assert_not(wait_for_data_source_quick(&cons, 2), "the disabled plugin was started");
+        test_consumer_free(&cons);
+        unlink(conf);
 }

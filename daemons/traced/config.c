@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "basic/macro.h"
+#include "config.h"
+
+struct ctx {
+        struct traced_config *cfg;
+        char error[512];
+};
+
+/* Records why the current line is bad; inih stops and reports its
+ * number. */
+_printf_(2, 3) static int fail(struct ctx *k, const char *fmt, ...) {
+        va_list ap;
+        if (!k->error[0]) {
+                va_start(ap, fmt);
+                vsnprintf(k->error, sizeof(k->error), fmt, ap);
+                va_end(ap);
+        }
+        return 0;
+}
+
+static char *trim(char *s) {
+        while (*s == ' ' || *s == '\t')
+                s++;
+        size_t n = strlen(s);
+        while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+                s[--n] = '\0';
+        return s;
+}
+
+static int handler(void *user, const char *section, const char *name, const char *value) {
+        struct ctx *k = user;
+        struct traced_config *cfg = k->cfg;
+
+        if (strcasecmp(section, "plugins") != 0)
+                return fail(k, "unknown section [%s]", section);
+        if (strcmp(name, "enabled") == 0) {
+                if (strcasecmp(value, "yes") == 0 || strcasecmp(value, "true") == 0 || strcmp(value, "1") == 0)
+                        cfg->plugins_enabled = true;
+                else if (strcasecmp(value, "no") == 0 || strcasecmp(value, "false") == 0 || strcmp(value, "0") == 0)
+                        cfg->plugins_enabled = false;
+                else
+                        return fail(k, "\"%s\" is not yes or no (field \"%s\")", value, name);
+                return 1;
+        }
+        if (strcmp(name, "directory") == 0) {
+                if (value[0] != '/')
+                        return fail(k, "\"%s\" is not an absolute path (field \"%s\")", value, name);
+                free(cfg->plugin_dir);
+                cfg->plugin_dir = strdup(value);
+                return cfg->plugin_dir ? 1 : 0;
+        }
+        if (strcmp(name, "disable") == 0) {
+                _cleanup_free_ char *copy = strdup(value);
+                if (!copy)
+                        return 0;
+                for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                        char *t = trim(tok);
+                        if (!*t)
+                                continue;
+                        if (cfg->n_disabled == TRACED_CONFIG_MAX_DISABLED)
+                                return fail(k, "too many plugins in field \"%s\"", name);
+                        cfg->disabled[cfg->n_disabled] = strdup(t);
+                        if (!cfg->disabled[cfg->n_disabled])
+                                return 0;
+                        cfg->n_disabled++;
+                }
+                return 1;
+        }
+        return fail(k, "unknown field \"%s\" in section [%s]", name, section);
+}
+
+int traced_config_load(const char *path, struct traced_config *cfg, char **ret_error) {
+        *cfg = (struct traced_config) { .plugins_enabled = true };
+        if (ret_error)
+                *ret_error = NULL;
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return errno == ENOENT ? 0 : -errno;
+        struct ctx k = { .cfg = cfg };
+        int line = ini_parse_file(f, handler, &k);
+        fclose(f);
+        if (line != 0) {
+                if (ret_error && asprintf(ret_error, "%s:%d: %s", path, line,
+                                          k.error[0] ? k.error : "not a valid line (expected [section] or key = value)") < 0)
+                        *ret_error = NULL;
+                traced_config_done(cfg);
+                return -EINVAL;
+        }
+        return 0;
+}
+
+void traced_config_done(struct traced_config *cfg) {
+        free(cfg->plugin_dir);
+        for (unsigned i = 0; i < cfg->n_disabled; i++)
+                free(cfg->disabled[i]);
+        *cfg = (struct traced_config) { .plugins_enabled = true };
+}
+
+bool traced_config_plugin_disabled(const struct traced_config *cfg, const char *name) {
+        for (unsigned i = 0; i < cfg->n_disabled; i++)
+                if (strcmp(cfg->disabled[i], name) == 0)
+                        return true;
+        return false;
+}

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* /etc/traced/traced.conf: INI, parsed with libinih.
+ *
+ *   [plugins]
+ *   enabled = yes|no          run plugins at all (default yes)
+ *   directory = PATH          where they are (default the built-in one)
+ *   disable = NAME[, NAME...] plugins (file names without .so) not to run
+ */
+
+#include <stdbool.h>
+
+#define TRACED_CONFIG_MAX_DISABLED 32
+
+struct traced_config {
+        bool plugins_enabled;
+        char *plugin_dir;
+        char *disabled[TRACED_CONFIG_MAX_DISABLED];
+        unsigned n_disabled;
+};
+
+/* Reads path into cfg (defaults for what it does not set). A missing
+ * file is not an error (0). On a bad file returns -EINVAL and *ret_error
+ * names the line and the field. */
+int traced_config_load(const char *path, struct traced_config *cfg, char **ret_error);
+void traced_config_done(struct traced_config *cfg);
+bool traced_config_plugin_disabled(const struct traced_config *cfg, const char *name);
