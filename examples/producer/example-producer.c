@@ -26,6 +26,7 @@ struct state {
         const char *ds;
         unsigned long written, dropped;
         bool exit_on_stop;
+        bool stream; /* zero-copy streaming API instead of whole packets */
 };
 
 static uint64_t boottime_ns(void) {
@@ -46,6 +47,27 @@ static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint
                 struct pbw pkt = {}, ev = {};
                 for (size_t k = 0; k < st->size; k++)
                         payload[k] = (char) ('a' + (i + k) % 26);
+                if (st->stream) {
+                        /* Written field by field into the shared memory. */
+                        traced_msg *root, *test;
+                        int r = traced_trace_writer_begin_packet(w, &root);
+                        if (r >= 0)
+                                r = traced_msg_append_varint(root, 8, boottime_ns());
+                        if (r >= 0)
+                                r = traced_msg_begin_nested(root, 900, &test);
+                        if (r >= 0)
+                                r = traced_msg_append_bytes(test, 1, payload, st->size);
+                        if (r >= 0)
+                                r = traced_msg_append_varint(test, 2, i);
+                        if (r >= 0)
+                                r = traced_msg_end_nested(test);
+                        int e = traced_trace_writer_end_packet(w);
+                        if (r >= 0 && e >= 0)
+                                st->written++;
+                        else
+                                st->dropped++;
+                        continue;
+                }
                 pbw_bytes(&ev, 1, payload, st->size);
                 pbw_varint(&ev, 2, i);
                 pbw_varint(&pkt, 8, boottime_ns());
@@ -83,6 +105,7 @@ int main(int argc, char **argv) {
                 { "socket", required_argument, NULL, 's' },  { "packets", required_argument, NULL, 'n' },
                 { "size", required_argument, NULL, 'z' },    { "smb-kb", required_argument, NULL, 'm' },
                 { "page-kb", required_argument, NULL, 'p' }, { "once", no_argument, NULL, '1' },
+                { "stream", no_argument, NULL, 'S' },
                 { "help", no_argument, NULL, 'h' },          {},
         };
         int c, r;
@@ -107,11 +130,15 @@ int main(int argc, char **argv) {
                 case '1':
                         st.exit_on_stop = true;
                         break;
+                case 'S':
+                        st.stream = true;
+                        break;
                 case 'h':
                         printf("Usage: example-producer [--socket PATH] [--packets N] [--size BYTES]\n"
-                               "                        [--smb-kb KB] [--page-kb KB] [--once]\n"
+                               "                        [--smb-kb KB] [--page-kb KB] [--once] [--stream]\n"
                                "Registers \"example.data\"; each started instance gets N packets.\n"
-                               "--once exits when the first instance stops.\n");
+                               "--once exits when the first instance stops; --stream writes packets\n"
+                               "field by field with the zero-copy API.\n");
                         return 0;
                 default:
                         return 2;

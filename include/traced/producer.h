@@ -70,6 +70,23 @@ traced_trace_writer *traced_trace_writer_free(traced_trace_writer *w);
 /* Appends one serialized TracePacket (fragmented across chunks as
  * needed). -ENOBUFS when the buffer was full and the packet was dropped. */
 int traced_trace_writer_write_packet(traced_trace_writer *w, const void *packet, size_t size);
+/*
+ * Zero-copy packets: fields are appended straight into the shared memory
+ * buffer. Nested messages get a 4-byte size field that is filled in when
+ * the message ends; if the message spilled into later chunks by then, the
+ * size is delivered to the service as a patch of the earlier chunk.
+ * Nesting depth is limited to TRACED_MSG_MAX_DEPTH.
+ */
+#define TRACED_MSG_MAX_DEPTH 32
+typedef struct traced_msg traced_msg;
+int traced_trace_writer_begin_packet(traced_trace_writer *w, traced_msg **ret_root);
+int traced_msg_append_varint(traced_msg *m, uint32_t field, uint64_t value);
+int traced_msg_append_bytes(traced_msg *m, uint32_t field, const void *data, size_t size);
+int traced_msg_begin_nested(traced_msg *m, uint32_t field, traced_msg **ret_child);
+int traced_msg_end_nested(traced_msg *child);
+/* Ends the packet (and any nested message still open). */
+int traced_trace_writer_end_packet(traced_trace_writer *w);
+
 /* Completes the current chunk and commits everything written. */
 int traced_trace_writer_flush(traced_trace_writer *w);
 /* Packets dropped because the buffer was full. */

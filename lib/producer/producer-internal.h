@@ -44,9 +44,31 @@ struct traced_producer {
         size_t n_pending;
         sd_event_source *commit_defer;
 
+        struct pending_patch *patches;
+        size_t n_patches, cap_patches;
+
         traced_trace_writer *writers;
         uint16_t last_writer_id;
         size_t next_page_hint;
+};
+
+/* An open nested message of the packet being streamed. */
+struct traced_msg {
+        traced_trace_writer *w;
+        unsigned depth;     /* 0: the packet itself */
+        uint32_t chunk_id;  /* chunk holding the size field */
+        size_t size_off;    /* payload offset of the size field */
+        bool remote;        /* that chunk was handed over: patch it */
+        uint32_t size;      /* bytes written inside so far */
+};
+
+struct pending_patch {
+        uint16_t writer_id;
+        uint32_t chunk_id;
+        uint32_t target_buffer;
+        uint32_t offset;
+        uint8_t data[4];
+        bool more; /* more patches of this chunk will follow */
 };
 
 struct traced_trace_writer {
@@ -62,6 +84,18 @@ struct traced_trace_writer {
         uint8_t cur_flags;
         uint64_t dropped;
         bool lost_since_last_chunk;
+        /* streaming */
+        bool in_packet;
+        bool dropping;          /* the packet being streamed is lost */
+        size_t frag_off;        /* payload offset of the fragment's size field */
+        struct traced_msg stack[TRACED_MSG_MAX_DEPTH];
+        unsigned depth;         /* open messages, including the packet */
+        /* chunks handed over with size fields still to come */
+        struct {
+                uint32_t chunk_id;
+                unsigned outstanding;
+        } waiting[TRACED_MSG_MAX_DEPTH];
+        unsigned n_waiting;
 };
 
 struct producer_instance *producer_find_instance(traced_producer *p, uint64_t id);
@@ -69,5 +103,6 @@ struct producer_instance *producer_find_instance(traced_producer *p, uint64_t id
 int producer_queue_commit(traced_producer *p, size_t page, size_t chunk, uint32_t target_buffer);
 /* Sends CommitData for everything queued (flush_request_id 0: none). */
 int producer_commit(traced_producer *p, uint64_t flush_request_id);
+int producer_queue_patch(traced_producer *p, const struct pending_patch *patch);
 /* A free chunk for writer w, or an invalid chunk when the SMB is full. */
 struct smb_chunk producer_acquire_chunk(traced_producer *p, uint16_t writer_id, uint32_t chunk_id);

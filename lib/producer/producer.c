@@ -69,11 +69,30 @@ int producer_queue_commit(traced_producer *p, size_t page, size_t chunk, uint32_
         return 0;
 }
 
+int producer_queue_patch(traced_producer *p, const struct pending_patch *patch) {
+        if (p->n_patches == p->cap_patches) {
+                size_t cap = p->cap_patches ? p->cap_patches * 2 : 64;
+                struct pending_patch *n = realloc(p->patches, cap * sizeof(*n));
+                if (!n)
+                        return -ENOMEM;
+                p->patches = n;
+                p->cap_patches = cap;
+        }
+        p->patches[p->n_patches++] = *patch;
+        if (!p->commit_defer)
+                (void) sd_event_add_defer(p->event, &p->commit_defer, on_commit_defer, p);
+        return 0;
+}
+
 int producer_commit(traced_producer *p, uint64_t flush_request_id) {
         Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
         Perfetto__Protos__CommitDataRequest__ChunksToMove moves[512];
         Perfetto__Protos__CommitDataRequest__ChunksToMove *ptrs[512];
-        size_t done = 0;
+        Perfetto__Protos__CommitDataRequest__ChunkToPatch cps[64];
+        Perfetto__Protos__CommitDataRequest__ChunkToPatch *cpp[64];
+        Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch pts[64];
+        Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch *ptp[64];
+        size_t done = 0, pdone = 0;
 
         if (!p->client)
                 return -ENOTCONN;
@@ -91,15 +110,46 @@ int producer_commit(traced_producer *p, uint64_t flush_request_id) {
                 req.n_chunks_to_move = n;
                 req.chunks_to_move = ptrs;
                 done += n;
-                req.has_flush_request_id = flush_request_id && done == p->n_pending;
+                /* Patches go in the last request, after every move. */
+                size_t np = 0;
+                if (done == p->n_pending) {
+                        np = MIN(p->n_patches - pdone, ELEMENTSOF(cps));
+                        for (size_t i = 0; i < np; i++) {
+                                const struct pending_patch *pt = &p->patches[pdone + i];
+                                cps[i] = (Perfetto__Protos__CommitDataRequest__ChunkToPatch)
+                                        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNK_TO_PATCH__INIT;
+                                pts[i] = (Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch)
+                                        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNK_TO_PATCH__PATCH__INIT;
+                                pts[i].has_offset = pts[i].has_data = true;
+                                pts[i].offset = pt->offset;
+                                pts[i].data.data = (uint8_t *) pt->data;
+                                pts[i].data.len = 4;
+                                ptp[i] = &pts[i];
+                                cps[i].has_target_buffer = cps[i].has_writer_id = cps[i].has_chunk_id = true;
+                                cps[i].target_buffer = pt->target_buffer;
+                                cps[i].writer_id = pt->writer_id;
+                                cps[i].chunk_id = pt->chunk_id;
+                                cps[i].n_patches = 1;
+                                cps[i].patches = &ptp[i];
+                                cps[i].has_has_more_patches = pt->more;
+                                cps[i].has_more_patches = pt->more;
+                                cpp[i] = &cps[i];
+                        }
+                        req.n_chunks_to_patch = np;
+                        req.chunks_to_patch = cpp;
+                        pdone += np;
+                }
+                req.has_flush_request_id = flush_request_id && done == p->n_pending && pdone == p->n_patches;
                 req.flush_request_id = flush_request_id;
-                if (n == 0 && !req.has_flush_request_id)
+                if (n == 0 && np == 0 && !req.has_flush_request_id)
                         break;
                 int64_t r = ipc_client_invoke(p->client, "CommitData", &req.base, NULL, -EBADF, NULL, NULL);
                 if (r < 0)
                         return (int) r;
-        } while (done < p->n_pending);
+                req.n_chunks_to_patch = 0;
+        } while (done < p->n_pending || pdone < p->n_patches);
         p->n_pending = 0;
+        p->n_patches = 0;
         return 0;
 }
 
@@ -342,6 +392,7 @@ _public_ traced_producer *traced_producer_free(traced_producer *p) {
         while (p->instances)
                 remove_instance(p, p->instances->id);
         p->commit_defer = sd_event_source_disable_unref(p->commit_defer);
+        free(p->patches);
         p->client = ipc_client_free(p->client);
         if (p->smb)
                 munmap(p->smb, p->smb_size);

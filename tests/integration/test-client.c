@@ -40,14 +40,15 @@ static void teardown(void) {
         ev = sd_event_unref(ev);
 }
 
-static pid_t spawn_producer(unsigned packets, size_t size, unsigned page_kb, unsigned smb_kb) {
+static pid_t spawn_producer(unsigned packets, size_t size, unsigned page_kb, unsigned smb_kb, bool stream) {
         char n[32], z[32], pk[32], sk[32];
         snprintf(n, sizeof(n), "%u", packets);
         snprintf(z, sizeof(z), "%zu", size);
         snprintf(pk, sizeof(pk), "%u", page_kb);
         snprintf(sk, sizeof(sk), "%u", smb_kb);
         char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets", n,
-                         (char *) "--size", z, (char *) "--page-kb", pk, (char *) "--smb-kb", sk, (char *) "--once", NULL };
+                         (char *) "--size", z, (char *) "--page-kb", pk, (char *) "--smb-kb", sk, (char *) "--once",
+                         stream ? (char *) "--stream" : NULL, NULL };
         pid_t pid;
         cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, NULL, NULL, argv, environ), 0);
         return pid;
@@ -87,6 +88,7 @@ struct size_case {
         size_t size;
         unsigned page_kb;
         unsigned smb_kb;
+        bool stream;
 };
 
 ParameterizedTestParameters(client, round_trip) {
@@ -96,13 +98,19 @@ ParameterizedTestParameters(client, round_trip) {
                 { 100, 5000, 4, 2048 },   /* across several chunks */
                 { 20, 40000, 32, 4096 },  /* larger than a 32 KiB page */
                 { 5, 300000, 4, 4096 },   /* far larger than a page */
+                /* The same through the zero-copy streaming API: nested
+                 * sizes of messages spanning chunks arrive as patches. */
+                { 2000, 10, 4, 1024, true },
+                { 100, 5000, 4, 2048, true },
+                { 20, 40000, 32, 4096, true },
+                { 5, 300000, 4, 4096, true },
         };
         return cr_make_param_array(struct size_case, cases, sizeof(cases) / sizeof(cases[0]));
 }
 
 ParameterizedTest(struct size_case *c, client, round_trip, .init = setup, .fini = teardown, .timeout = 120) {
         struct test_consumer cons;
-        pid_t pid = spawn_producer(c->packets, c->size, c->page_kb, c->smb_kb);
+        pid_t pid = spawn_producer(c->packets, c->size, c->page_kb, c->smb_kb, c->stream);
         /* Wait for the producer's data source to show up. */
         spin_ms(ev, 300);
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
