@@ -28,16 +28,11 @@ static struct traced_instance inst;
 static sd_event *ev;
 
 static void setup(void) {
-        cr_assert_eq(sd_event_new(&ev), 0);
-        cr_assert_eq(traced_instance_start(&inst, true), 0);
+        cr_assert(traced_test_setup(&inst, &ev), "could not start traced");
 }
 
 static void teardown(void) {
-        int st = traced_instance_stop(&inst);
-        if (st != 0)
-                traced_instance_dump_log(&inst);
-        cr_expect_eq(st, 0);
-        ev = sd_event_unref(ev);
+        cr_expect(traced_test_teardown(&inst, &ev), "traced did not exit cleanly");
 }
 
 static pid_t spawn_producer(unsigned packets, size_t size, unsigned page_kb, unsigned smb_kb, bool stream) {

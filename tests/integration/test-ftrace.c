@@ -105,6 +105,17 @@ static pid_t spawn_child(void) {
         return pid;
 }
 
+/* Starts a session from a text config, its trace written into fd. */
+static void enable_text(struct test_consumer *cons, const char *text, int fd) {
+        ProtobufCMessage *m = NULL;
+        char *err = NULL;
+        cr_assert_eq(pbtxt_parse(&perfetto__protos__trace_config__descriptor, text, strlen(text), "cfg", &m, &err), 0,
+                     "%s", err);
+        cr_assert_eq(test_consumer_enable(cons, (Perfetto__Protos__TraceConfig *) m, fd), 0);
+        protobuf_c_message_free_unpacked(m, NULL);
+        spin_ms(ev, 500); /* the plugin sets up its ftrace instance */
+}
+
 TestSuite(ftrace, .init = setup, .fini = teardown, .timeout = 90);
 
 Test(ftrace, markers_child_and_every_cpu) {
@@ -138,13 +149,7 @@ Test(ftrace, markers_child_and_every_cpu) {
                            "write_into_file: true file_write_period_ms: 200\n";
 
 
-        ProtobufCMessage *m = NULL;
-        char *err = NULL;
-        cr_assert_eq(pbtxt_parse(&perfetto__protos__trace_config__descriptor, text, strlen(text), "cfg", &m, &err), 0,
-                     "%s", err);
-        cr_assert_eq(test_consumer_enable(&cons, (Perfetto__Protos__TraceConfig *) m, fd), 0);
-        protobuf_c_message_free_unpacked(m, NULL);
-        spin_ms(ev, 500); /* the plugin sets up its ftrace instance */
+        enable_text(&cons, text, fd);
 
         int mfd = open("/sys/kernel/tracing/trace_marker", O_WRONLY | O_CLOEXEC);
         cr_assert_geq(mfd, 0);
@@ -240,13 +245,7 @@ Test(ftrace, compact_sched_columns) {
                            "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"sched/sched_waking\"\n"
                            "  compact_sched { enabled: true } drain_period_ms: 50 } } }\n"
                            "write_into_file: true file_write_period_ms: 200\n";
-        ProtobufCMessage *m = NULL;
-        char *err = NULL;
-        cr_assert_eq(pbtxt_parse(&perfetto__protos__trace_config__descriptor, text, strlen(text), "cfg", &m, &err), 0,
-                     "%s", err);
-        cr_assert_eq(test_consumer_enable(&cons, (Perfetto__Protos__TraceConfig *) m, fd), 0);
-        protobuf_c_message_free_unpacked(m, NULL);
-        spin_ms(ev, 500);
+        enable_text(&cons, text, fd);
         pid_t child = spawn_child();
         while (waitpid(child, NULL, WNOHANG) == 0)
                 spin_ms(ev, 20);

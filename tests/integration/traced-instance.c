@@ -147,3 +147,15 @@ void traced_instance_dump_log(const struct traced_instance *t) {
                 fputs(line, stderr);
         fclose(f);
 }
+
+bool traced_test_setup(struct traced_instance *t, sd_event **ret_event) {
+        return sd_event_new(ret_event) >= 0 && traced_instance_start(t, true) == 0;
+}
+
+bool traced_test_teardown(struct traced_instance *t, sd_event **event) {
+        int st = traced_instance_stop(t);
+        if (st != 0)
+                traced_instance_dump_log(t);
+        *event = sd_event_unref(*event);
+        return st == 0;
+}

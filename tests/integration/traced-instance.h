@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include <systemd/sd-event.h>
+
 struct traced_instance {
         pid_t pid;
         char dir[256];
@@ -25,6 +27,11 @@ int traced_instance_start_args(struct traced_instance *t, bool socket_activated,
 int traced_instance_stop(struct traced_instance *t);
 /* True while the process is alive. */
 bool traced_instance_alive(struct traced_instance *t);
+/* For test suites: start a socket-activated traced without plugins and
+ * an event loop; stop both, dumping the log if traced did not exit
+ * cleanly. Return false on trouble (the caller asserts). */
+bool traced_test_setup(struct traced_instance *t, sd_event **ret_event);
+bool traced_test_teardown(struct traced_instance *t, sd_event **event);
 /* Whether the activator started traced (a connection came in). */
 bool traced_instance_was_activated(const struct traced_instance *t);
 /* Prints the daemon's log (for failed tests). */
