@@ -275,6 +275,52 @@ static void drain(struct ftrace_session *s) {
         }
 }
 
+/* An FtraceStats packet (TracePacket.ftrace_stats): the kernel's per-CPU
+ * counters of our instance, at the start and at the end of the trace, so
+ * overruns and drops are visible in the trace itself. */
+static void emit_stats(struct ftrace_session *s, unsigned phase) {
+        struct pbw st = {}, pkt = {};
+        pbw_varint(&st, 1, phase);
+        for (int cpu = 0; cpu < s->n_cpus; cpu++) {
+                char rel[64], text[1024];
+                snprintf(rel, sizeof(rel), "per_cpu/cpu%d/stats", cpu);
+                if (tracefs_read(s->root, rel, text, sizeof(text)) < 0)
+                        continue;
+                static const struct {
+                        const char *key;
+                        uint32_t field;
+                        bool is_double;
+                } keys[] = {
+                        { "entries:", 2, false },        { "overrun:", 3, false },
+                        { "commit overrun:", 4, false }, { "bytes:", 5, false },
+                        { "oldest event ts:", 6, true }, { "now ts:", 7, true },
+                        { "dropped events:", 8, false }, { "read events:", 9, false },
+                };
+                struct pbw c = {};
+                pbw_varint(&c, 1, (uint64_t) cpu);
+                for (size_t k = 0; k < ELEMENTSOF(keys); k++) {
+                        const char *at = strstr(text, keys[k].key);
+                        if (!at)
+                                continue;
+                        at += strlen(keys[k].key);
+                        if (keys[k].is_double) {
+                                double d = strtod(at, NULL);
+                                uint64_t bits;
+                                memcpy(&bits, &d, 8);
+                                pbw_fixed64(&c, keys[k].field, bits);
+                        } else
+                                pbw_varint(&c, keys[k].field, strtoull(at, NULL, 10));
+                }
+                pbw_message(&st, 2, &c);
+                pbw_done(&c);
+        }
+        pbw_message(&pkt, 34, &st);
+        if (!pkt.error)
+                (void) s->pl->api->write_packet(s->writer, pkt.buf, pkt.len);
+        pbw_done(&st);
+        pbw_done(&pkt);
+}
+
 static void on_timer(void *userdata) {
         drain(userdata);
 }
@@ -396,6 +442,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 session_free(s);
                 return r;
         }
+        emit_stats(s, 1); /* START_OF_TRACE */
         r = tracefs_write(s->root, "tracing_on", "1");
         if (r < 0) {
                 session_free(s);
@@ -429,6 +476,7 @@ void ftrace_session_stop(struct plugin *pl, uint64_t instance_id) {
                         *pp = s->next;
                         (void) tracefs_write(s->root, "tracing_on", "0");
                         drain(s);
+                        emit_stats(s, 2); /* END_OF_TRACE */
                         plugin_log(pl, TRACED_LOG_INFO,
                                    "linux.ftrace instance %llu stopped: %llu events, %llu pages, %llu lost",
                                    (unsigned long long) instance_id, (unsigned long long) s->events,

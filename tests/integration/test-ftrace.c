@@ -184,6 +184,7 @@ Test(ftrace, markers_child_and_every_cpu) {
         bool fork_seen = false, rename_seen = false, child_in_tree = false;
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         unsigned long switches[256] = {};
+        unsigned stats_start = 0, stats_end = 0;
         for (int i = 0; i < n; i++) {
                 Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkts[i].len, pkts[i].data);
                 cr_assert_not_null(p, "packet %d does not decode", i);
@@ -207,6 +208,17 @@ Test(ftrace, markers_child_and_every_cpu) {
                                         rename_seen = true;
                         }
                 }
+                if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_STATS) {
+                        const Perfetto__Protos__FtraceStats *fs = p->ftrace_stats;
+                        if (fs->phase == PERFETTO__PROTOS__FTRACE_STATS__PHASE__START_OF_TRACE)
+                                stats_start++;
+                        if (fs->phase == PERFETTO__PROTOS__FTRACE_STATS__PHASE__END_OF_TRACE) {
+                                stats_end++;
+                                cr_assert_eq(fs->n_cpu_stats, (size_t) ncpu, "per-CPU stats missing");
+                                for (size_t k = 0; k < fs->n_cpu_stats; k++)
+                                        cr_assert_eq(fs->cpu_stats[k]->overrun, 0, "the kernel overran cpu %zu", k);
+                        }
+                }
                 if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE)
                         for (size_t k = 0; k < p->process_tree->n_processes; k++)
                                 if (p->process_tree->processes[k]->pid == getpid())
@@ -215,6 +227,8 @@ Test(ftrace, markers_child_and_every_cpu) {
         }
         for (int j = 0; j < N_MARKERS; j++)
                 cr_assert(found_marker[j], "marker %d (%s) missing from the trace", j, markers[j]);
+        cr_assert_eq(stats_start, 1, "no FtraceStats at the start of the trace");
+        cr_assert_eq(stats_end, 1, "no FtraceStats at the end of the trace");
         cr_assert(fork_seen, "the child's sched_process_fork is missing");
         cr_assert(rename_seen, "the child's rename to %s is missing", CHILD_NAME);
         cr_assert(child_in_tree, "the process tree does not list this test process");

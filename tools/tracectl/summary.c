@@ -238,6 +238,15 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING:
                 type = "for_testing";
                 break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_STATS:
+                type = "ftrace_stats";
+                if (p->ftrace_stats->phase == PERFETTO__PROTOS__FTRACE_STATS__PHASE__END_OF_TRACE) {
+                        s->kernel_overrun = 0;
+                        for (size_t i = 0; i < p->ftrace_stats->n_cpu_stats; i++)
+                                s->kernel_overrun += p->ftrace_stats->cpu_stats[i]->overrun;
+                        s->have_kernel_stats = true;
+                }
+                break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_COMPRESSED_PACKETS:
                 type = "compressed_packets";
                 break;
@@ -281,6 +290,8 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 for (uint32_t c = 0; c < s->n_cpus; c++)
                         fprintf(f, "  cpu%-3u %" PRIu64 "\n", c, s->cpu_events[c]);
         }
+        if (s->have_kernel_stats)
+                fprintf(f, "Kernel buffer:  %" PRIu64 " events overwritten before they were read\n", s->kernel_overrun);
         if (s->processes_in_tree)
                 fprintf(f, "Processes:      %u in the process tree\n", s->processes_in_tree);
         size_t shown = 0;

@@ -54,6 +54,9 @@ struct summary {
         /* from SystemInfo */
         char sysname[64], release[128], machine[64];
         uint32_t processes_in_tree;
+        /* from the last FtraceStats (end of trace) */
+        bool have_kernel_stats;
+        uint64_t kernel_overrun;
 };
 
 void summary_init(struct summary *s);
