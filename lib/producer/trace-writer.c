@@ -77,13 +77,12 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
                 if (full) {
                         r = next_chunk(w);
                         if (r < 0) {
-                                if (r == -ENOBUFS) {
-                                        /* Give up on the packet. Fragments
-                                         * already written end a chain the
-                                         * service drops as incomplete. */
-                                        w->dropped++;
-                                        w->lost_since_last_chunk = true;
-                                }
+                                /* Give up on the packet (no free chunk, or
+                                 * the service is gone). Fragments already
+                                 * written end a chain the service drops as
+                                 * incomplete. */
+                                w->dropped++;
+                                w->lost_since_last_chunk = true;
                                 return r;
                         }
                         if (continuing)
