@@ -200,19 +200,39 @@ static int seq_insert(struct tb_seq *s, size_t pos, struct tb_chunk *c) {
         return 0;
 }
 
-static void seq_remove(struct tb_seq *s, struct tb_chunk *c) {
-        if (seq_first(s) == c) {
-                s->head++;
-                if (s->head == s->n)
-                        s->head = s->n = 0;
+/* Keeps the index proportional to the chunks it holds: an array that grew
+ * for a burst is given back once most of its entries are gone. */
+static void seq_shrink(struct tb_seq *s) {
+        size_t live = seq_count(s);
+        if (live == 0) {
+                free(s->chunks);
+                s->chunks = NULL;
+                s->head = s->n = s->cap = 0;
                 return;
         }
-        for (size_t i = s->head; i < s->n; i++)
-                if (s->chunks[i] == c) {
-                        memmove(s->chunks + i, s->chunks + i + 1, (s->n - i - 1) * sizeof(*s->chunks));
-                        s->n--;
-                        return;
-                }
+        if (s->cap <= 16 || live > s->cap / 4)
+                return;
+        memmove(s->chunks, s->chunks + s->head, live * sizeof(*s->chunks));
+        s->head = 0;
+        s->n = live;
+        struct tb_chunk **a = realloc(s->chunks, (s->cap / 2) * sizeof(*a));
+        if (a) { /* on failure the larger array simply stays */
+                s->chunks = a;
+                s->cap /= 2;
+        }
+}
+
+static void seq_remove(struct tb_seq *s, struct tb_chunk *c) {
+        if (seq_first(s) == c)
+                s->head++;
+        else
+                for (size_t i = s->head; i < s->n; i++)
+                        if (s->chunks[i] == c) {
+                                memmove(s->chunks + i, s->chunks + i + 1, (s->n - i - 1) * sizeof(*s->chunks));
+                                s->n--;
+                                break;
+                        }
+        seq_shrink(s);
 }
 
 static void fifo_unlink(struct trace_buffer *tb, struct tb_chunk *c) {

@@ -2,6 +2,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -364,5 +365,33 @@ Test(trace_buffer, final_read_drops_unfinished_packets) {
         cr_assert_eq(g.n, 1);
         cr_assert_str_eq(g.text[0], "held");
         cr_assert_eq(trace_buffer_get_stats(tb)->readaheads_failed, 1);
+        trace_buffer_free(tb);
+}
+
+/* One producer cycling through every writer id must not make the buffer's
+ * index outgrow the buffer: each sequence's chunk array has to shrink as
+ * its chunks are overwritten. */
+Test(trace_buffer, index_memory_follows_live_chunks) {
+        struct trace_buffer *tb;
+        const size_t cap = 1u << 20;
+        cr_assert_eq(trace_buffer_new(cap, TRACE_BUFFER_RING_BUFFER, &tb), 0);
+        uint8_t payload[284] = { 0x84, 0x80, 0x80, 0x00, 'a', 'b', 'c', 'd' };
+        size_t before = mallinfo2().uordblks;
+        uint32_t per_seq = (uint32_t) (cap / (sizeof(payload) + TRACE_BUFFER_CHUNK_OVERHEAD)) + 1;
+        for (uint16_t w = 1; w <= SMB_MAX_WRITER_ID; w++)
+                for (uint32_t id = 0; id < per_seq; id++)
+                        cr_assert_eq(trace_buffer_copy_chunk(tb, &(struct trace_buffer_chunk) {
+                                                                     .producer_id = 1,
+                                                                     .writer_id = w,
+                                                                     .chunk_id = id,
+                                                                     .num_fragments = 1,
+                                                                     .complete = true,
+                                                                     .payload = payload,
+                                                                     .payload_size = sizeof(payload),
+                                                             }),
+                                     0);
+        size_t heap = mallinfo2().uordblks - before;
+        cr_assert_leq(trace_buffer_used_bytes(tb), cap);
+        cr_assert_lt(heap, 2 * cap, "%zu bytes of heap for a %zu byte buffer", heap, cap);
         trace_buffer_free(tb);
 }
