@@ -41,15 +41,40 @@ static int handler(void *user, const char *section, const char *name, const char
         struct ctx *k = user;
         struct traced_config *cfg = k->cfg;
 
+        if (strcasecmp(section, "service") == 0) {
+                if (strcmp(name, "user") == 0) {
+                        if (!value[0] || strlen(value) > 32 || strpbrk(value, " \t:/"))
+                                return fail(k, "\"%s\" is not a user name or uid (field \"%s\")", value, name);
+                        free(cfg->user);
+                        cfg->user = strdup(value);
+                        return cfg->user ? 1 : 0;
+                }
+                return fail(k, "unknown field \"%s\" in section [%s]", name, section);
+        }
         if (strcasecmp(section, "plugins") != 0)
                 return fail(k, "unknown section [%s]", section);
-        if (strcmp(name, "enabled") == 0) {
+        if (strcmp(name, "enabled") == 0 || strcmp(name, "in_process") == 0) {
+                bool v;
                 if (strcasecmp(value, "yes") == 0 || strcasecmp(value, "true") == 0 || strcmp(value, "1") == 0)
-                        cfg->plugins_enabled = true;
+                        v = true;
                 else if (strcasecmp(value, "no") == 0 || strcasecmp(value, "false") == 0 || strcmp(value, "0") == 0)
-                        cfg->plugins_enabled = false;
+                        v = false;
                 else
                         return fail(k, "\"%s\" is not yes or no (field \"%s\")", value, name);
+                if (name[0] == 'e')
+                        cfg->plugins_enabled = v;
+                else
+                        cfg->plugins_in_process = v;
+                return 1;
+        }
+        if (strcmp(name, "watchdog_sec") == 0) {
+                char *end;
+                errno = 0;
+                unsigned long v = strtoul(value, &end, 10);
+                if (errno || end == value || *end || value[0] == '-' || v > TRACED_CONFIG_MAX_WATCHDOG_SEC)
+                        return fail(k, "\"%s\" is not a number of seconds from 0 to %u (field \"%s\")", value,
+                                    TRACED_CONFIG_MAX_WATCHDOG_SEC, name);
+                cfg->watchdog_sec = (unsigned) v;
                 return 1;
         }
         if (strcmp(name, "directory") == 0) {
@@ -80,7 +105,7 @@ static int handler(void *user, const char *section, const char *name, const char
 }
 
 int traced_config_load(const char *path, struct traced_config *cfg, char **ret_error) {
-        *cfg = (struct traced_config) { .plugins_enabled = true };
+        *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC };
         if (ret_error)
                 *ret_error = NULL;
         FILE *f = fopen(path, "re");
@@ -101,9 +126,10 @@ int traced_config_load(const char *path, struct traced_config *cfg, char **ret_e
 
 void traced_config_done(struct traced_config *cfg) {
         free(cfg->plugin_dir);
+        free(cfg->user);
         for (unsigned i = 0; i < cfg->n_disabled; i++)
                 free(cfg->disabled[i]);
-        *cfg = (struct traced_config) { .plugins_enabled = true };
+        *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC };
 }
 
 bool traced_config_plugin_disabled(const struct traced_config *cfg, const char *name) {

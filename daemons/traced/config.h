@@ -7,6 +7,12 @@
  *   enabled = yes|no          run plugins at all (default yes)
  *   directory = PATH          where they are (default the built-in one)
  *   disable = NAME[, NAME...] plugins (file names without .so) not to run
+ *   watchdog_sec = SECONDS    a plugin host silent this long is killed and
+ *                             restarted (default 10, 0 = never)
+ *   in_process = yes|no       run plugins as threads of traced (debugging)
+ *
+ *   [service]
+ *   user = NAME|UID           the service core's user when started as root
  */
 
 #include <stdbool.h>
@@ -18,7 +24,13 @@ struct traced_config {
         char *plugin_dir;
         char *disabled[TRACED_CONFIG_MAX_DISABLED];
         unsigned n_disabled;
+        unsigned watchdog_sec;
+        bool plugins_in_process;
+        char *user; /* NULL: the default */
 };
+
+#define TRACED_CONFIG_DEFAULT_WATCHDOG_SEC 10u
+#define TRACED_CONFIG_MAX_WATCHDOG_SEC 3600u
 
 /* Reads path into cfg (defaults for what it does not set). A missing
  * file is not an error (0). On a bad file returns -EINVAL and *ret_error

@@ -17,9 +17,11 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "config.h"
-#include "plugins.h"
-#include "service.h"
+#include "core.h"
+#include "in-process.h"
+#include "privileges.h"
 #include "sockets.h"
+#include "supervisor.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -30,7 +32,9 @@ struct options {
         const char *plugin_dir;
         const char *plugin_host;
         const char *config;
+        const char *user;
         bool no_plugins;
+        bool plugins_in_process;
         enum log_target log_target;
 };
 
@@ -49,6 +53,10 @@ static void help(void) {
                "  --plugin-dir=DIR        producer plugins to run (default: " PLUGINSDIR ")\n"
                "  --plugin-host=PATH      the plugin host binary (default: " LIBEXECDIR "/traced-plugin-host)\n"
                "  --no-plugins            run no plugins\n"
+               "  --plugins-in-process    run the plugins as threads of traced, without\n"
+               "                          isolation (debugging)\n"
+               "  --user=USER             the service core's user when started as root\n"
+               "                          (default: traced, else nobody)\n"
                "  --config=PATH           configuration file (default: " SYSCONFDIR "/traced/traced.conf)\n"
                "  --log-level=LEVEL       err, warning, notice, info (default), debug\n"
                "  --log-target=TARGET     auto (default), stderr, journal\n"
@@ -67,6 +75,8 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 ARG_PLUGIN_HOST,
                 ARG_NO_PLUGINS,
                 ARG_CONFIG,
+                ARG_IN_PROCESS,
+                ARG_USER,
         };
         static const struct option opts[] = {
                 { "producer-socket", required_argument, NULL, ARG_PRODUCER },
@@ -76,6 +86,8 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 { "plugin-host", required_argument, NULL, ARG_PLUGIN_HOST },
                 { "no-plugins", no_argument, NULL, ARG_NO_PLUGINS },
                 { "config", required_argument, NULL, ARG_CONFIG },
+                { "plugins-in-process", no_argument, NULL, ARG_IN_PROCESS },
+                { "user", required_argument, NULL, ARG_USER },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -102,6 +114,12 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                         break;
                 case ARG_CONFIG:
                         o->config = optarg;
+                        break;
+                case ARG_IN_PROCESS:
+                        o->plugins_in_process = true;
+                        break;
+                case ARG_USER:
+                        o->user = optarg;
                         break;
                 case ARG_LOG_LEVEL: {
                         int l = log_level_from_string(optarg);
@@ -136,33 +154,32 @@ static int parse_argv(int argc, char **argv, struct options *o) {
         return 1;
 }
 
-static struct traced_service *the_service;
-static struct plugins *the_plugins;
-
-static void notify_status(struct traced_service *svc) {
-        size_t started = 0;
-        for (struct session *s = svc->sessions; s; s = s->next)
-                if (s->state == SESSION_STARTED)
-                        started++;
-        (void) sd_notifyf(false, "STATUS=%zu producer(s), %zu session(s), %zu tracing", svc->n_producers,
-                          svc->n_sessions, started);
-}
-
-static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
-        struct traced_service *svc = userdata;
-
-        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down");
-        log_info("Received %s, shutting down.", strsignal((int) si->ssi_signo));
-        /* Finish open trace files, then leave the loop. */
-        service_shutdown(svc);
-        plugins_stop(the_plugins);
-        the_plugins = NULL;
-        return sd_event_exit(sd_event_source_get_event(s), 0);
+/* The user the service core runs as when traced starts as root: the
+ * configured one must exist; the default "traced" falls back to nobody. */
+static int core_user(const char *configured, uid_t *ret_uid, gid_t *ret_gid) {
+        int r;
+        if (configured) {
+                r = privileges_lookup_user(configured, ret_uid, ret_gid);
+                if (r < 0)
+                        return log_error_errno(r, "Unknown user \"%s\" for the service core.", configured);
+                return 0;
+        }
+        r = privileges_lookup_user(TRACED_USER, ret_uid, ret_gid);
+        if (r >= 0)
+                return 0;
+        r = privileges_lookup_user("nobody", ret_uid, ret_gid);
+        if (r >= 0) {
+                log_notice("No user \"" TRACED_USER "\" (see sysusers.d/traced.conf); the service core runs as nobody.");
+                return 0;
+        }
+        *ret_uid = 65534;
+        *ret_gid = 65534;
+        log_notice("No user \"" TRACED_USER "\" or nobody; the service core runs as uid 65534.");
+        return 0;
 }
 
 static int run(int argc, char **argv) {
         struct options o = { .log_target = LOG_TARGET_AUTO };
-        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         struct listen_sockets ls = { .producer_fd = -EBADF, .consumer_fd = -EBADF };
         int r;
 
@@ -190,83 +207,70 @@ static int run(int argc, char **argv) {
                 o.consumer_socket = getenv("PERFETTO_CONSUMER_SOCK_NAME");
         if (!o.consumer_socket)
                 o.consumer_socket = TRACED_DEFAULT_CONSUMER_SOCKET;
-
-        /* A consumer or producer going away mid-write must not kill us. */
         (void) signal(SIGPIPE, SIG_IGN);
-
-        r = sd_event_default(&event);
-        if (r < 0)
-                return log_error_errno(r, "Failed to allocate event loop: %m");
 
         sigset_t mask;
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGCHLD);
-        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
-                return log_error_errno(errno, "Failed to block signals: %m");
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
+                r = log_error_errno(errno, "Failed to block signals: %m");
+                goto out;
+        }
+
+        bool in_process = o.plugins_in_process || cfg.plugins_in_process;
+        bool plugins = !o.no_plugins && cfg.plugins_enabled;
+        const char *plugin_dir = o.plugin_dir ? o.plugin_dir : cfg.plugin_dir ? cfg.plugin_dir : PLUGINSDIR;
+        struct supervisor_options so = {
+                .plugins = plugins,
+                .plugin = {
+                        .dir = plugin_dir,
+                        .host_binary = o.plugin_host ? o.plugin_host : LIBEXECDIR "/traced-plugin-host",
+                        .disabled = cfg.disabled,
+                        .n_disabled = cfg.n_disabled,
+                        .watchdog_usec = (uint64_t) cfg.watchdog_sec * 1000000u,
+                },
+        };
+        if (!in_process && geteuid() == 0) {
+                r = core_user(o.user ? o.user : cfg.user, &so.uid, &so.gid);
+                if (r < 0)
+                        goto out;
+                so.drop_user = true;
+        }
 
         r = listen_sockets_open(o.producer_socket, o.consumer_socket, &ls);
-        if (r < 0)
-                return log_error_errno(r, "Failed to set up the listening sockets (%s, %s): %m", o.producer_socket,
-                                       o.consumer_socket);
-
-        r = service_new(event, &the_service);
         if (r < 0) {
-                listen_sockets_close(&ls);
-                return log_error_errno(r, "Failed to create the service: %m");
+                log_error_errno(r, "Failed to set up the listening sockets (%s, %s): %m", o.producer_socket,
+                                o.consumer_socket);
+                goto out;
         }
-        the_service->state_changed = notify_status;
+        so.core = (struct core_options) {
+                .producer_fd = TAKE_FD(ls.producer_fd),
+                .consumer_fd = TAKE_FD(ls.consumer_fd),
+                .from_systemd = ls.from_systemd,
+                .producer_path = o.producer_socket,
+                .consumer_path = o.consumer_socket,
+                .control_fd = -EBADF,
+        };
 
-        /* Plugin hosts connect to the producer socket by its path. */
-        char producer_path[sizeof(((struct sockaddr_un *) NULL)->sun_path) + 1] = "";
-        struct sockaddr_un sa;
-        socklen_t salen = sizeof(sa);
-        if (getsockname(ls.producer_fd, (struct sockaddr *) &sa, &salen) == 0 && sa.sun_family == AF_UNIX &&
-            salen > offsetof(struct sockaddr_un, sun_path) + 1 && sa.sun_path[0] != '\0')
-                snprintf(producer_path, sizeof(producer_path), "%.*s",
-                         (int) (salen - offsetof(struct sockaddr_un, sun_path)), sa.sun_path);
-
-        r = service_attach_listeners(the_service, TAKE_FD(ls.producer_fd), TAKE_FD(ls.consumer_fd));
-        if (r < 0) {
-                the_service = service_free(the_service);
-                return log_error_errno(r, "Failed to listen: %m");
-        }
-
-        (void) sd_event_add_signal(event, NULL, SIGTERM, on_terminate, the_service);
-        (void) sd_event_add_signal(event, NULL, SIGINT, on_terminate, the_service);
-        /* Sends WATCHDOG=1 on its own when WATCHDOG_USEC is set. */
-        r = sd_event_set_watchdog(event, true);
-        if (r < 0)
-                log_warning_errno(r, "Failed to enable the watchdog: %m");
-
-        if (ls.from_systemd)
-                log_info("Serving on sockets passed by systemd.");
-        else
-                log_info("Serving producers on %s and consumers on %s.", o.producer_socket, o.consumer_socket);
-        if (!o.no_plugins && cfg.plugins_enabled) {
-                if (!producer_path[0])
-                        log_warning("The producer socket has no path; plugins are not started.");
-                else {
-                        r = plugins_start(event,
-                                          o.plugin_dir ? o.plugin_dir : cfg.plugin_dir ? cfg.plugin_dir : PLUGINSDIR,
-                                          o.plugin_host ? o.plugin_host : LIBEXECDIR "/traced-plugin-host",
-                                          producer_path, cfg.disabled, cfg.n_disabled, &the_plugins);
-                        if (r < 0)
-                                log_warning_errno(r, "Failed to start the plugins: %m");
+        if (in_process) {
+                struct in_process_options ipo = {
+                        .dir = plugin_dir,
+                        .disabled = cfg.disabled,
+                        .n_disabled = cfg.n_disabled,
+                };
+                if (plugins) {
+                        so.core.started = in_process_start;
+                        so.core.stopping = in_process_stop;
+                        so.core.userdata = &ipo;
                 }
-        }
-        (void) sd_notify(false, "READY=1");
-        notify_status(the_service);
-
-        r = sd_event_loop(event);
+                r = core_run(&so.core);
+        } else
+                r = supervisor_run(&so) == EXIT_SUCCESS ? 0 : -EIO;
+out:
         traced_config_done(&cfg);
-        plugins_stop(the_plugins);
-        the_plugins = NULL;
-        the_service = service_free(the_service);
-        if (r < 0)
-                return log_error_errno(r, "Event loop failed: %m");
-        return 0;
+        return r;
 }
 
 int main(int argc, char **argv) {

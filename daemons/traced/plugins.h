@@ -2,14 +2,37 @@
 #pragma once
 
 /* Supervision of plugin hosts: one traced-plugin-host process per plugin
- * found in the plugin directory, restarted with backoff when it dies; a
- * plugin the host refuses (exit 78) is reported and not restarted. */
+ * found in the plugin directory. Each host gets one end of a socketpair
+ * to the service (the other end goes to the service core through
+ * handoff) and a pipe it writes a heartbeat into. A host that dies or
+ * stops beating is killed and restarted with backoff; a plugin the host
+ * refuses (exit 78) is reported and not restarted. */
+
+#include <stdint.h>
+#include <sys/types.h>
 
 #include <systemd/sd-event.h>
 
 struct plugins;
 
-/* disabled: plugin names (file names without .so) not to run. */
-int plugins_start(sd_event *event, const char *plugin_dir, const char *host_binary, const char *producer_socket,
-                  char *const *disabled, unsigned n_disabled, struct plugins **ret);
+/* Gives the service's end of a new plugin host's connection to the
+ * service core. Takes fd. */
+typedef int (*plugins_handoff_fn)(int fd, pid_t host_pid, const char *plugin, void *userdata);
+
+struct plugins_options {
+        const char *dir;
+        const char *host_binary;
+        char *const *disabled; /* plugin names (file names without .so) not to run */
+        unsigned n_disabled;
+        uint64_t watchdog_usec; /* 0: no hang detection */
+        plugins_handoff_fn handoff;
+        void *userdata;
+};
+
+int plugins_start(sd_event *event, const struct plugins_options *o, struct plugins **ret);
+/* SIGTERM to every host, SIGKILL to those still there after 2 s. */
 void plugins_stop(struct plugins *p);
+
+/* Finds the *.so files of dir that are not disabled, sorted by name.
+ * Returns the number found (at most max) or -errno. */
+int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, char **ret_paths, unsigned max);

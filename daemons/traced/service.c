@@ -38,6 +38,16 @@ int service_attach_listeners(struct traced_service *svc, int producer_fd, int co
         return ipc_host_add_listener(svc->consumer_host, consumer_fd);
 }
 
+int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid) {
+        ipc_host_conn *conn;
+        int r = ipc_host_adopt(svc->producer_host, fd, &conn);
+        if (r < 0)
+                return r;
+        if (pid > 0)
+                ipc_host_conn_set_pid(conn, pid);
+        return 0;
+}
+
 void service_state_changed(struct traced_service *svc) {
         if (svc->state_changed)
                 svc->state_changed(svc);

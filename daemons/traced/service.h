@@ -266,6 +266,9 @@ struct traced_service {
 int service_new(sd_event *event, struct traced_service **ret);
 struct traced_service *service_free(struct traced_service *svc);
 int service_attach_listeners(struct traced_service *svc, int producer_fd, int consumer_fd);
+/* Serves an already connected producer socket (a plugin host's end of a
+ * socketpair); pid names the process behind it when known. Takes fd. */
+int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid);
 /* Disables every session (final writes to files) for shutdown. */
 void service_shutdown(struct traced_service *svc);
 void service_state_changed(struct traced_service *svc);

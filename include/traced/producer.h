@@ -53,6 +53,11 @@ struct traced_producer_options {
         const char *name;         /* producer name, e.g. "com.example.myproducer" */
         uint32_t smb_size_hint;   /* bytes, 0 for the service's default */
         uint32_t page_size_hint;  /* bytes, 0 for the service's default */
+        /* Appended in 0.1 (readers check struct_size): an already connected
+         * socket to the service (e.g. one end of a socketpair handed over
+         * by a supervisor) used instead of socket_path; the producer takes
+         * it. 0 or negative: connect by path. */
+        int socket_fd;
 };
 
 int traced_producer_connect(sd_event *event, const struct traced_producer_options *options,

@@ -41,6 +41,7 @@ struct ipc_host_conn {
         uint64_t id;
         uint32_t bound_mask; /* bit i: service i bound */
         void *userdata;
+        pid_t pid_override; /* > 0: set by whoever handed the socket over */
         ipc_request *requests; /* outstanding, not yet finally answered */
         sd_event_source *defer; /* frees the connection after it closed */
 };
@@ -166,7 +167,12 @@ uid_t ipc_host_conn_uid(const ipc_host_conn *hc) {
         return ipc_conn_peer_uid(hc->conn);
 }
 pid_t ipc_host_conn_pid(const ipc_host_conn *hc) {
+        if (hc->pid_override > 0)
+                return hc->pid_override;
         return ipc_conn_peer_pid(hc->conn);
+}
+void ipc_host_conn_set_pid(ipc_host_conn *hc, pid_t pid) {
+        hc->pid_override = pid;
 }
 void ipc_host_conn_set_userdata(ipc_host_conn *hc, void *userdata) {
         hc->userdata = userdata;

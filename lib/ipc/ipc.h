@@ -80,6 +80,9 @@ int ipc_host_adopt(ipc_host *host, int fd, ipc_host_conn **ret);
 uint64_t ipc_host_conn_id(const ipc_host_conn *conn);
 uid_t ipc_host_conn_uid(const ipc_host_conn *conn);
 pid_t ipc_host_conn_pid(const ipc_host_conn *conn);
+/* For an adopted socketpair, SO_PEERCRED names the process that created
+ * the pair; the one that handed it over may name the real peer. */
+void ipc_host_conn_set_pid(ipc_host_conn *conn, pid_t pid);
 void ipc_host_conn_set_userdata(ipc_host_conn *conn, void *userdata);
 void *ipc_host_conn_get_userdata(const ipc_host_conn *conn);
 /* Closes the connection (deferred to a safe point of the loop). Pending

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -305,8 +306,13 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
                             const struct traced_producer_ops *ops, void *userdata, traced_producer **ret) {
         int r;
 
-        if (!event || !o || !ret || o->struct_size < sizeof(struct traced_producer_options) || !o->name)
+        /* Callers built against an older header pass a shorter struct. */
+        if (!event || !o || !ret || !o->name ||
+            o->struct_size < offsetof(struct traced_producer_options, page_size_hint) + sizeof(uint32_t))
                 return -EINVAL;
+        int socket_fd = o->struct_size >= offsetof(struct traced_producer_options, socket_fd) + sizeof(int) ?
+                                o->socket_fd :
+                                -EBADF;
         const char *path = o->socket_path;
         if (!path)
                 path = getenv("PERFETTO_PRODUCER_SOCK_NAME");
@@ -314,18 +320,26 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
                 path = DEFAULT_PRODUCER_SOCKET;
 
         traced_producer *p = calloc(1, sizeof(*p));
-        if (!p)
+        if (!p) {
+                if (socket_fd > 0)
+                        safe_close(socket_fd);
                 return -ENOMEM;
+        }
         p->event = sd_event_ref(event);
         p->userdata = userdata;
         if (ops)
                 memcpy(&p->ops, ops, MIN(ops->struct_size, sizeof(p->ops)));
         p->name = strdup(o->name);
         if (!p->name) {
+                if (socket_fd > 0)
+                        safe_close(socket_fd);
                 traced_producer_free(p);
                 return -ENOMEM;
         }
-        r = ipc_client_connect(event, path, &p->client);
+        if (socket_fd > 0)
+                r = ipc_client_from_fd(event, socket_fd, &p->client);
+        else
+                r = ipc_client_connect(event, path, &p->client);
         if (r >= 0)
                 r = ipc_client_bind_sync(p->client, "ProducerPort", 10 * 1000000u);
         if (r < 0) {

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "plugin-check.h"
+#include "runner.h"
+#include "traced/plugin.h"
+#include "traced/producer.h"
+
+/* What the plugin sees as its host. */
+struct traced_host {
+        sd_event *event;
+        traced_producer *producer;
+        const struct traced_plugin_descriptor *desc;
+        void *state;
+        bool created;
+        char name[128];
+};
+
+struct plugin_runner {
+        struct traced_host host;
+        void *dl;
+};
+
+struct traced_source {
+        sd_event_source *src;
+        traced_fd_cb fd_cb;
+        traced_timer_cb timer_cb;
+        void *userdata;
+        uint32_t period_ms;
+};
+
+static void host_log(struct traced_host *h, int level, const char *message) {
+        log_full_errno(level, 0, "%s: %s", h->name, message);
+}
+
+static int32_t host_register(struct traced_host *h, const char *name, uint32_t flags) {
+        uint32_t f = (flags & TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP) ? TRACED_DS_WILL_NOTIFY_ON_STOP : 0;
+        return traced_producer_register_data_source(h->producer, name, f);
+}
+
+static int on_fd(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct traced_source *src = userdata;
+        src->fd_cb(fd, revents, src->userdata);
+        return 0;
+}
+
+static int32_t host_add_fd(struct traced_host *h, int fd, uint32_t events, traced_fd_cb cb, void *userdata,
+                           struct traced_source **ret) {
+        if (!cb || !ret)
+                return -EINVAL;
+        struct traced_source *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->fd_cb = cb;
+        s->userdata = userdata;
+        int r = sd_event_add_io(h->event, &s->src, fd, events, on_fd, s);
+        if (r < 0) {
+                free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+static int on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
+        struct traced_source *s = userdata;
+        (void) sd_event_source_set_time_relative(es, (uint64_t) s->period_ms * 1000u);
+        (void) sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
+        s->timer_cb(s->userdata);
+        return 0;
+}
+
+static int32_t host_add_timer(struct traced_host *h, uint32_t period_ms, traced_timer_cb cb, void *userdata,
+                              struct traced_source **ret) {
+        if (period_ms == 0 || !cb || !ret)
+                return -EINVAL;
+        struct traced_source *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->timer_cb = cb;
+        s->userdata = userdata;
+        s->period_ms = period_ms;
+        int r = sd_event_add_time_relative(h->event, &s->src, CLOCK_MONOTONIC, (uint64_t) period_ms * 1000u, 1000,
+                                           on_timer, s);
+        if (r < 0) {
+                free(s);
+                return r;
+        }
+        *ret = s;
+        return 0;
+}
+
+static void host_remove(struct traced_host *h, struct traced_source *s) {
+        if (!s)
+                return;
+        sd_event_source_disable_unref(s->src);
+        free(s);
+}
+
+static int32_t host_new_writer(struct traced_host *h, uint64_t instance_id, struct traced_writer **ret) {
+        return traced_producer_new_writer(h->producer, instance_id, (traced_trace_writer **) ret);
+}
+static int32_t host_write(struct traced_writer *w, const void *packet, size_t size) {
+        return traced_trace_writer_write_packet((traced_trace_writer *) w, packet, size);
+}
+static int32_t host_flush(struct traced_writer *w) {
+        return traced_trace_writer_flush((traced_trace_writer *) w);
+}
+static void host_free_writer(struct traced_writer *w) {
+        traced_trace_writer_free((traced_trace_writer *) w);
+}
+static int32_t host_notify_stopped(struct traced_host *h, uint64_t instance_id) {
+        return traced_producer_notify_stopped(h->producer, instance_id);
+}
+
+static const struct traced_host_api host_api = {
+        .struct_size = sizeof(struct traced_host_api),
+        .abi_minor = TRACED_PLUGIN_ABI_MINOR,
+        .log = host_log,
+        .register_data_source = host_register,
+        .add_fd = host_add_fd,
+        .add_timer = host_add_timer,
+        .remove_source = host_remove,
+        .new_writer = host_new_writer,
+        .write_packet = host_write,
+        .flush_writer = host_flush,
+        .free_writer = host_free_writer,
+        .notify_stopped = host_notify_stopped,
+};
+
+static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t n, void *ud) {
+        struct traced_host *h = ud;
+        if (h->desc->ops->start)
+                h->desc->ops->start(h->state, id, ds, cfg, n);
+}
+
+static void on_stop(traced_producer *p, uint64_t id, void *ud) {
+        struct traced_host *h = ud;
+        if (h->desc->ops->stop)
+                h->desc->ops->stop(h->state, id);
+}
+
+static void on_flush(traced_producer *p, uint64_t id, void *ud) {
+        struct traced_host *h = ud;
+        if (h->desc->ops->flush)
+                h->desc->ops->flush(h->state, id);
+}
+
+static void on_disconnected(traced_producer *p, void *ud) {
+        struct traced_host *h = ud;
+        log_warning("%s: the tracing service went away.", h->name);
+        sd_event_exit(h->event, 1);
+}
+
+int plugin_runner_load(const char *path, struct plugin_runner **ret, char *why, size_t why_size) {
+        void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+        if (!dl) {
+                snprintf(why, why_size, "cannot load it: %s", dlerror());
+                return -ENOEXEC;
+        }
+        traced_plugin_entry_fn entry = (traced_plugin_entry_fn) dlsym(dl, TRACED_PLUGIN_ENTRY_SYMBOL);
+        if (!entry) {
+                snprintf(why, why_size, "no %s symbol", TRACED_PLUGIN_ENTRY_SYMBOL);
+                dlclose(dl);
+                return -ENOEXEC;
+        }
+        const struct traced_plugin_descriptor *desc = entry();
+        if (plugin_check_descriptor(desc, why, why_size) < 0) {
+                dlclose(dl);
+                return -ENOEXEC;
+        }
+        struct plugin_runner *r = calloc(1, sizeof(*r));
+        if (!r) {
+                dlclose(dl);
+                return -ENOMEM;
+        }
+        r->dl = dl;
+        r->host.desc = desc;
+        snprintf(r->host.name, sizeof(r->host.name), "%s", desc->name);
+        *ret = r;
+        return 0;
+}
+
+const char *plugin_runner_name(const struct plugin_runner *r) {
+        return r->host.name;
+}
+
+const char *plugin_runner_version(const struct plugin_runner *r) {
+        return r->host.desc->version ? r->host.desc->version : "";
+}
+
+uint64_t plugin_runner_capabilities(const struct plugin_runner *r) {
+        return r->host.desc->capabilities;
+}
+
+int plugin_runner_start(struct plugin_runner *r, sd_event *event, int socket_fd, const char *socket_path,
+                        char *why, size_t why_size) {
+        struct traced_host *h = &r->host;
+        int k;
+
+        h->event = sd_event_ref(event);
+        char producer_name[160];
+        snprintf(producer_name, sizeof(producer_name), "traced.%s", h->desc->name);
+        struct traced_producer_options o = {
+                .struct_size = sizeof(o),
+                .socket_path = socket_path,
+                .name = producer_name,
+                .smb_size_hint = 4u * 1024u * 1024u,
+                .socket_fd = socket_fd,
+        };
+        struct traced_producer_ops ops = {
+                .struct_size = sizeof(ops),
+                .start = on_start,
+                .stop = on_stop,
+                .flush = on_flush,
+                .disconnected = on_disconnected,
+        };
+        k = traced_producer_connect(event, &o, &ops, h, &h->producer);
+        if (k < 0) {
+                snprintf(why, why_size, "cannot connect to the tracing service: %s", strerror(-k));
+                return k;
+        }
+        k = h->desc->ops->create(&host_api, h, &h->state);
+        if (k < 0) {
+                snprintf(why, why_size, "its create() failed: %s", strerror(k < -4095 ? EINVAL : -k));
+                h->producer = traced_producer_free(h->producer);
+                return -ENOEXEC;
+        }
+        h->created = true;
+        return 0;
+}
+
+struct plugin_runner *plugin_runner_free(struct plugin_runner *r) {
+        if (!r)
+                return NULL;
+        if (r->host.created && r->host.desc->ops->destroy)
+                r->host.desc->ops->destroy(r->host.state);
+        traced_producer_free(r->host.producer);
+        sd_event_unref(r->host.event);
+        /* The plugin's code stays mapped: a thread or atexit handler it
+         * left behind must not jump into unmapped memory. */
+        free(r);
+        return NULL;
+}

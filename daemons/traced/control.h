@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The channel between traced's supervisor and its service core: a
+ * SOCK_SEQPACKET socketpair. The supervisor hands over the service's end of
+ * each plugin host's connection, naming the host's pid and plugin. */
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#define CONTROL_NAME_MAX 64
+
+struct control_msg {
+        pid_t pid;                    /* the plugin host */
+        char name[CONTROL_NAME_MAX]; /* the plugin, NUL-terminated */
+};
+
+int control_pair(int ret_fds[2]);
+/* Sends msg with fd attached (the fd stays the caller's). */
+int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd);
+/* Receives one message. Returns 1 with *ret_fd set (or -EBADF if none came
+ * with it), 0 at end of file, -EAGAIN when nothing is pending, or -errno;
+ * a malformed message is -EBADMSG (any fd it carried is closed). */
+int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd);

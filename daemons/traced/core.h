@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The service core: the event loop that serves producers and consumers on
+ * the two listening sockets. Under the supervisor it runs in its own,
+ * unprivileged process and receives plugin hosts' connections over the
+ * control socket. */
+
+#include <stdbool.h>
+
+#include <systemd/sd-event.h>
+
+struct traced_service;
+
+struct core_options {
+        int producer_fd; /* listening sockets, taken */
+        int consumer_fd;
+        bool from_systemd;
+        const char *producer_path; /* for the log */
+        const char *consumer_path;
+        int control_fd; /* from the supervisor, taken; -EBADF when none */
+        /* Optional: called once the service listens (e.g. to start plugins
+         * in process) and when it shuts down. */
+        int (*started)(sd_event *event, struct traced_service *svc, void *userdata);
+        void (*stopping)(void *userdata);
+        void *userdata;
+};
+
+/* Runs until SIGTERM/SIGINT or the supervisor goes away. Returns 0 or
+ * -errno. */
+int core_run(const struct core_options *o);

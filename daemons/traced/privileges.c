@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "privileges.h"
+
+int privileges_lookup_user(const char *name, uid_t *ret_uid, gid_t *ret_gid) {
+        if (!name || !name[0])
+                return -EINVAL;
+        char *end;
+        errno = 0;
+        unsigned long n = strtoul(name, &end, 10);
+        if (*end == '\0' && errno == 0 && n < (unsigned long) (uid_t) -1) {
+                *ret_uid = (uid_t) n;
+                struct passwd *pw = getpwuid((uid_t) n);
+                *ret_gid = pw ? pw->pw_gid : (gid_t) n;
+                return 0;
+        }
+        errno = 0;
+        struct passwd *pw = getpwnam(name);
+        if (!pw)
+                return errno > 0 ? -errno : -ESRCH;
+        *ret_uid = pw->pw_uid;
+        *ret_gid = pw->pw_gid;
+        return 0;
+}
+
+static int caps_get(uint64_t *ret_effective, uint64_t *ret_permitted) {
+        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[2] = {};
+        if (syscall(SYS_capget, &hdr, data) < 0)
+                return -errno;
+        *ret_effective = (uint64_t) data[0].effective | ((uint64_t) data[1].effective << 32);
+        *ret_permitted = (uint64_t) data[0].permitted | ((uint64_t) data[1].permitted << 32);
+        return 0;
+}
+
+int privileges_drop(uid_t uid, gid_t gid) {
+        /* The bounding set first: emptying it needs CAP_SETPCAP, which the
+         * switch of user takes away. Without it (not started as root) the
+         * set stays as it is, which no_new_privs makes harmless. */
+        for (unsigned cap = 0; cap < 64; cap++)
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
+                        return -errno;
+
+        if (geteuid() == 0 && uid != 0) {
+                if (setgroups(0, NULL) < 0)
+                        return -errno;
+                if (setresgid(gid, gid, gid) < 0)
+                        return -errno;
+                if (setresuid(uid, uid, uid) < 0)
+                        return -errno;
+        }
+
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+                return -errno;
+        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct none[2] = {};
+        if (syscall(SYS_capset, &hdr, none) < 0)
+                return -errno;
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
+
+        uint64_t eff = ~0ull, perm = ~0ull;
+        int r = caps_get(&eff, &perm);
+        if (r < 0)
+                return r;
+        if (eff != 0 || perm != 0)
+                return -EPERM;
+        if (uid != 0 && (getuid() == 0 || geteuid() == 0))
+                return -EPERM;
+        return 0;
+}
+
+int privileges_effective_caps(pid_t pid, unsigned long long *ret) {
+        char path[64], line[256];
+        if (pid > 0)
+                snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+        else
+                snprintf(path, sizeof(path), "/proc/self/status");
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -errno;
+        int r = -ENODATA;
+        while (fgets(line, sizeof(line), f))
+                if (strncmp(line, "CapEff:", 7) == 0) {
+                        *ret = strtoull(line + 7, NULL, 16);
+                        r = 0;
+                        break;
+                }
+        fclose(f);
+        return r;
+}

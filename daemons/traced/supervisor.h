@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* traced's privileged part: starts the service core in its own process
+ * with no capabilities (as an unprivileged user when started as root) and
+ * one plugin host per plugin, connects each host to the core through a
+ * socketpair, restarts hosts that crash or hang, and stops everything on
+ * SIGTERM. If the core dies, traced exits with an error (systemd restarts
+ * the whole service). */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core.h"
+#include "plugins.h"
+
+struct supervisor_options {
+        struct core_options core;
+        bool drop_user; /* switch the core to uid/gid (started as root) */
+        uid_t uid;
+        gid_t gid;
+        bool plugins; /* run plugin hosts */
+        struct plugins_options plugin;
+};
+
+/* Returns the exit status for main(). */
+int supervisor_run(struct supervisor_options *o);
