@@ -5,6 +5,8 @@
  * while traced and the other plugins keep serving. */
 
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -30,7 +32,13 @@ static struct traced_instance inst;
 static sd_event *ev;
 static char plugin_dir[256];
 
+static void start_with_plugins_args(const char *const *names, const char *extra1, const char *extra2);
+
 static void start_with_plugins(const char *const *names) {
+        start_with_plugins_args(names, NULL, NULL);
+}
+
+static void start_with_plugins_args(const char *const *names, const char *extra1, const char *extra2) {
         snprintf(plugin_dir, sizeof(plugin_dir), "/tmp/traced-plugins-XXXXXX");
         cr_assert_not_null(mkdtemp(plugin_dir));
         for (size_t i = 0; names[i]; i++) {
@@ -41,7 +49,7 @@ static void start_with_plugins(const char *const *names) {
         }
         char dir_arg[300];
         snprintf(dir_arg, sizeof(dir_arg), "--plugin-dir=%s", plugin_dir);
-        const char *const args[] = { dir_arg, "--plugin-host=" HOST, NULL };
+        const char *const args[] = { dir_arg, "--plugin-host=" HOST, extra1, extra2, NULL };
         cr_assert_eq(sd_event_new(&ev), 0);
         cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
 }
@@ -297,4 +305,247 @@ Test(plugins, configuration_disables_plugins_and_bad_lines_are_named) {
         cr_assert_not(wait_for_data_source_quick(&cons, 2), "the disabled plugin was started");
         test_consumer_free(&cons);
         unlink(conf);
+}
+
+/* pid of the first producer named name (0 if none). */
+static int producer_pid(struct test_consumer *c, const char *name) {
+        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        int pid = 0;
+        if (test_consumer_call(c, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
+                               &reply, 5000) != 0 || !reply)
+                return 0;
+        const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+        for (size_t k = 0; st && k < st->n_producers && !pid; k++)
+                if (st->producers[k]->name && strcmp(st->producers[k]->name, name) == 0)
+                        pid = st->producers[k]->pid;
+        protobuf_c_message_free_unpacked(reply, NULL);
+        return pid;
+}
+
+struct proc_info {
+        int ppid;
+        unsigned uid;
+        unsigned long long cap_eff, cap_bnd;
+        int no_new_privs;
+};
+
+static bool proc_info(int pid, struct proc_info *ret) {
+        char path[64], line[256];
+        snprintf(path, sizeof(path), "/proc/%d/status", pid);
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return false;
+        *ret = (struct proc_info) { .ppid = -1, .no_new_privs = -1 };
+        while (fgets(line, sizeof(line), f)) {
+                (void) sscanf(line, "PPid: %d", &ret->ppid);
+                (void) sscanf(line, "Uid: %u", &ret->uid);
+                (void) sscanf(line, "CapEff: %llx", &ret->cap_eff);
+                (void) sscanf(line, "CapBnd: %llx", &ret->cap_bnd);
+                (void) sscanf(line, "NoNewPrivs: %d", &ret->no_new_privs);
+        }
+        fclose(f);
+        return ret->ppid >= 0;
+}
+
+/* The child of parent that is not skip (the service core). */
+static int other_child(int parent, int skip) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        int found = 0;
+        while (d && (de = readdir(d)) && !found) {
+                int pid = atoi(de->d_name);
+                struct proc_info pi;
+                if (pid > 0 && pid != skip && proc_info(pid, &pi) && pi.ppid == parent)
+                        found = pid;
+        }
+        if (d)
+                closedir(d);
+        return found;
+}
+
+Test(plugins, the_core_runs_unprivileged_and_hosts_keep_declared_capabilities) {
+        const char *const names[] = { "good", NULL };
+        start_with_plugins(names);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 1), "the plugin's data source never appeared");
+        int host = producer_pid(&cons, "traced.test");
+        cr_assert_gt(host, 0);
+        int core = other_child(inst.pid, host);
+        cr_assert_gt(core, 0, "no service core process under traced (%d)", (int) inst.pid);
+        struct proc_info sup, c, h;
+        cr_assert(proc_info(inst.pid, &sup) && proc_info(core, &c) && proc_info(host, &h));
+        cr_assert_eq(h.ppid, inst.pid, "the plugin host is not the supervisor's child");
+        cr_assert_eq(c.cap_eff, 0, "the service core has capabilities 0x%llx", c.cap_eff);
+        cr_assert_eq(c.no_new_privs, 1);
+        cr_assert_eq(h.cap_eff, 0, "a plugin declaring no capabilities runs with 0x%llx", h.cap_eff);
+        cr_assert_eq(h.no_new_privs, 1);
+        if (geteuid() == 0) {
+                cr_assert_eq(sup.uid, 0);
+                cr_assert_neq(c.uid, 0, "the service core still runs as root");
+                cr_assert_eq(c.cap_bnd, 0, "the core's bounding set is 0x%llx", c.cap_bnd);
+        }
+        /* The core still serves: a session through it works. */
+        cr_assert_eq(run_session(&cons, 300), 0);
+        cr_assert_eq(count_hello(cons.data, cons.len), 1);
+        test_consumer_free(&cons);
+}
+
+/* Distinct trusted_pid values of the hello packets. */
+static size_t hello_pids(const uint8_t *buf, size_t len) {
+        static struct pbr_field pkts[10000];
+        uint64_t pids[8];
+        size_t n_pids = 0;
+        int n = pbr_split_trace(buf, len, pkts, 10000);
+        for (int i = 0; i < n; i++) {
+                struct pbr_field t, pid;
+                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t) ||
+                    !pbr_get(pkts[i].data, pkts[i].len, 79, false, &pid))
+                        continue;
+                bool seen = false;
+                for (size_t k = 0; k < n_pids; k++)
+                        seen = seen || pids[k] == pid.varint;
+                if (!seen && n_pids < 8)
+                        pids[n_pids++] = pid.varint;
+        }
+        return n_pids;
+}
+
+static void read_log(char *buf, size_t size) {
+        FILE *f = fopen(inst.log_path, "r");
+        size_t n = f ? fread(buf, 1, size - 1, f) : 0;
+        buf[n] = '\0';
+        if (f)
+                fclose(f);
+}
+
+Test(plugins, killing_a_host_mid_session_is_survived) {
+        const char *const names[] = { "good", NULL };
+        start_with_plugins(names);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 1));
+        int host = producer_pid(&cons, "traced.test");
+        cr_assert_gt(host, 0);
+
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.plugin", 6000);
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        spin_ms(ev, 500);
+        cr_assert_eq(kill(host, SIGKILL), 0);
+        /* Restarted after the 1 s backoff, it registers again and joins the
+         * session that is still running. */
+        int again = 0;
+        for (int i = 0; i < 100 && (again == 0 || again == host); i++) {
+                spin_ms(ev, 50);
+                again = producer_pid(&cons, "traced.test");
+        }
+        cr_assert(again > 0 && again != host, "the plugin host was not restarted");
+        cr_assert(test_consumer_wait_disabled(&cons, 20000), "the session did not end");
+        cr_assert_eq(test_consumer_read(&cons, 10000), 0);
+        cr_assert_eq(count_hello(cons.data, cons.len), 2, "expected one packet from each incarnation");
+        cr_assert_eq(hello_pids(cons.data, cons.len), 2, "the packets should come from two host processes");
+        cr_assert(traced_instance_alive(&inst));
+        test_consumer_free(&cons);
+}
+
+Test(plugins, a_hanging_host_is_killed_and_restarted) {
+        char conf[128], arg[160];
+        snprintf(conf, sizeof(conf), "/tmp/traced-hang-%d.conf", (int) getpid());
+        FILE *f = fopen(conf, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "[plugins]\nwatchdog_sec = 1\n");
+        fclose(f);
+        snprintf(arg, sizeof(arg), "--config=%s", conf);
+        const char *const names[] = { "good", "hang_on_stop", NULL };
+        start_with_plugins_args(names, arg, NULL);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 2));
+        /* Both write their packet at start; one never returns from stop. */
+        cr_assert_eq(run_session(&cons, 500), 0);
+        cr_assert_eq(count_hello(cons.data, cons.len), 2);
+        test_consumer_free(&cons);
+        cr_assert(traced_instance_alive(&inst), "traced died with its plugin");
+
+        /* The stop never returns, so the heartbeat stops: within about a
+         * second the supervisor kills the host and starts it again. */
+        char log[16384];
+        for (int i = 0; i < 100; i++) {
+                read_log(log, sizeof(log));
+                const char *killed = strstr(log, "hang_on_stop.so was killed after it hung; restarting");
+                if (killed && strstr(killed, "Started plugin host"))
+                        break;
+                spin_ms(ev, 50);
+        }
+        cr_assert(strstr(log, "has not shown a sign of life") != NULL &&
+                          strstr(log, "hang_on_stop.so was killed after it hung; restarting") != NULL,
+                  "traced did not report the hang:\n%s", log);
+        cr_assert_not_null(strstr(strstr(log, "was killed after it hung"), "Started plugin host"),
+                           "the hung plugin was not restarted:\n%s", log);
+        struct test_consumer again;
+        cr_assert_eq(test_consumer_connect(&again, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&again, 2), "the restarted plugin did not register");
+        cr_assert_eq(run_session(&again, 300), 0);
+        cr_assert_eq(count_hello(again.data, again.len), 2);
+        test_consumer_free(&again);
+        unlink(conf);
+}
+
+Test(plugins, plugins_in_process_share_the_traced_process) {
+        const char *const names[] = { "good", "bad_magic", NULL };
+        start_with_plugins_args(names, "--plugins-in-process", NULL);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 1));
+        cr_assert_eq(producer_pid(&cons, "traced.test"), inst.pid, "the plugin does not run inside traced");
+        cr_assert_eq(run_session(&cons, 300), 0);
+        cr_assert_eq(count_hello(cons.data, cons.len), 1);
+        test_consumer_free(&cons);
+        char log[16384];
+        read_log(log, sizeof(log));
+        cr_assert(strstr(log, "bad_magic.so: bad magic") != NULL, "the bad plugin was not reported:\n%s", log);
+}
+
+Test(plugins, configuration_values_are_checked) {
+        static const struct {
+                const char *text, *expected;
+        } cases[] = {
+                { "[plugins]\nwatchdog_sec = soon\n", ":2: \"soon\" is not a number of seconds" },
+                { "[plugins]\nin_process = maybe\n", ":2: \"maybe\" is not yes or no (field \"in_process\")" },
+                { "[service]\nuser = a b\n", ":2: \"a b\" is not a user name or uid (field \"user\")" },
+                { "[service]\n\nusr = traced\n", ":3: unknown field \"usr\" in section [service]" },
+                { "[service]\nuser = no-such-user-here\n", "Unknown user \"no-such-user-here\"" },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                if (strstr(cases[i].expected, "Unknown user") && geteuid() != 0)
+                        continue; /* only root switches users */
+                char conf[128], arg[160], err[4096], log[] = "/tmp/traced-conf-log-XXXXXX";
+                snprintf(conf, sizeof(conf), "/tmp/traced-conf-%d-%zu.conf", (int) getpid(), i);
+                FILE *f = fopen(conf, "w");
+                fputs(cases[i].text, f);
+                fclose(f);
+                snprintf(arg, sizeof(arg), "--config=%s", conf);
+                int fd = mkstemp(log);
+                posix_spawn_file_actions_t fa;
+                posix_spawn_file_actions_init(&fa);
+                posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
+                char *argv[] = { (char *) TRACED_BINARY, arg, (char *) "--no-plugins",
+                                 (char *) "--producer-socket=/tmp/traced-conf-p.sock",
+                                 (char *) "--consumer-socket=/tmp/traced-conf-c.sock", NULL };
+                pid_t pid;
+                cr_assert_eq(posix_spawn(&pid, TRACED_BINARY, &fa, NULL, argv, environ), 0);
+                posix_spawn_file_actions_destroy(&fa);
+                int st;
+                cr_assert_eq(waitpid(pid, &st, 0), pid);
+                ssize_t n = pread(fd, err, sizeof(err) - 1, 0);
+                err[n > 0 ? n : 0] = '\0';
+                close(fd);
+                unlink(log);
+                unlink(conf);
+                cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "traced started with: %s", cases[i].text);
+                cr_assert(strstr(err, cases[i].expected) != NULL, "expected \"%s\", stderr: %s", cases[i].expected,
+                          err);
+        }
 }

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "traced/plugin.h"
 
@@ -17,6 +18,7 @@
 #define V_NO_ENTRY 4
 #define V_CREATE_FAILS 5
 #define V_CRASH_ON_START 6
+#define V_HANG_ON_STOP 7
 
 struct state {
         const struct traced_host_api *api;
@@ -67,6 +69,9 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
 }
 
 static void stop(void *state, uint64_t id) {
+        /* Never returns: the host's loop stops, and with it its heartbeat. */
+        while (VARIANT == V_HANG_ON_STOP)
+                pause();
 }
 
 static const struct traced_plugin_ops ops = {
@@ -83,7 +88,7 @@ int traced_plugin_not_the_entry(void);
 int traced_plugin_not_the_entry(void) {
         return ops.struct_size > 0;
 }
-#elif VARIANT == V_GOOD || VARIANT == V_CREATE_FAILS || VARIANT == V_CRASH_ON_START
+#elif VARIANT == V_GOOD || VARIANT == V_CREATE_FAILS || VARIANT == V_CRASH_ON_START || VARIANT == V_HANG_ON_STOP
 TRACED_PLUGIN_DEFINE("test", "1.0", 0, ops)
 #else
 TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void);
