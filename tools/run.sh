@@ -16,6 +16,11 @@ cd build
 [ -f Makefile ] || ../configure >configure.out
 make -j"$(nproc 2>/dev/null || echo 2)" >make.out 2>&1 || { tail -n 50 make.out; exit 1; }
 
+# The service core drops to the traced user, as a package would create it.
+if ! getent passwd traced >/dev/null && command -v systemd-sysusers >/dev/null; then
+        systemd-sysusers "$top/units/sysusers.d/traced.conf" || true
+fi
+
 run=$(mktemp -d /tmp/traced-run-XXXXXX)
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing || true
 systemd-socket-activate -l "$run/producer.sock" -l "$run/consumer.sock" --fdname=producer:consumer \
@@ -33,6 +38,12 @@ done
 
 echo "== tracectl query"
 ./tracectl --socket "$run/consumer.sock" query
+echo "== processes: supervisor, service core, plugin hosts"
+tracedpid=$(pgrep -o -f "traced --plugin-dir=$PWD/plugins/.libs" || true)
+for pid in $tracedpid $(pgrep -P "${tracedpid:-0}" || true); do
+        printf '%-8s %-16s user %-8s CapEff %s\n' "$pid" "$(cat /proc/$pid/comm)" \
+                "$(ps -o user= -p "$pid")" "$(awk '/^CapEff/ {print $2}' /proc/$pid/status)"
+done
 echo "== tracectl record -t 3s sched/sched_switch sched/sched_waking -o $run/trace.pftrace"
 ./tracectl --socket "$run/consumer.sock" record -t 3s -b 16mb sched/sched_switch sched/sched_waking \
         -o "$run/trace.pftrace"
