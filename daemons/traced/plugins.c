@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <limits.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -222,7 +224,35 @@ static int cmp_str(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+/* Whether a plugin file or directory is safe to load code from: owned
+ * by root (or by the user traced runs as) and not writable by everyone. */
+static bool path_trusted(const char *path, bool want_dir, char *why, size_t why_size) {
+        struct stat st;
+        if (stat(path, &st) < 0) {
+                snprintf(why, why_size, "%s: %s", path, strerror(errno));
+                return false;
+        }
+        if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+                snprintf(why, why_size, "%s is not a %s", path, want_dir ? "directory" : "regular file");
+                return false;
+        }
+        if (st.st_uid != 0 && st.st_uid != geteuid()) {
+                snprintf(why, why_size, "%s is owned by uid %u, not by root", path, (unsigned) st.st_uid);
+                return false;
+        }
+        if (st.st_mode & S_IWOTH) {
+                snprintf(why, why_size, "%s is writable by every user", path);
+                return false;
+        }
+        return true;
+}
+
 int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, char **ret_paths, unsigned max) {
+        char why[512];
+        if (!path_trusted(dir, true, why, sizeof(why))) {
+                log_error("Not running plugins from %s: %s.", dir, why);
+                return -EPERM;
+        }
         DIR *d = opendir(dir);
         if (!d)
                 return -errno;
@@ -238,6 +268,24 @@ int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, ch
                                 off = true;
                 if (off) {
                         log_info("Plugin %s is disabled in the configuration.", de->d_name);
+                        continue;
+                }
+                /* A symbolic link is judged by the file it leads to and
+                 * that file's directory. */
+                char path[PATH_MAX], real[PATH_MAX];
+                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+                if (!realpath(path, real)) {
+                        log_error("Skipping plugin %s: %m", path);
+                        continue;
+                }
+                char *slash = strrchr(real, '/');
+                bool ok = path_trusted(real, false, why, sizeof(why));
+                if (ok && slash && slash != real) {
+                        *slash = '\0';
+                        ok = path_trusted(real, true, why, sizeof(why));
+                }
+                if (!ok) {
+                        log_error("Skipping plugin %s: %s.", path, why);
                         continue;
                 }
                 if (asprintf(&ret_paths[n], "%s/%s", dir, de->d_name) < 0) {

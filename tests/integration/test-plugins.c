@@ -549,3 +549,48 @@ Test(plugins, configuration_values_are_checked) {
                           err);
         }
 }
+
+Test(plugins, plugins_writable_by_everyone_are_not_run) {
+        /* The directory is fine, but one plugin is a file anyone could
+         * have replaced. */
+        char dir[] = "/tmp/traced-unsafe-XXXXXX", bad[300], buf[65536];
+        cr_assert_not_null(mkdtemp(dir));
+        snprintf(bad, sizeof(bad), "%s/copy", dir);
+        cr_assert_eq(mkdir(bad, 0755), 0);
+        snprintf(bad, sizeof(bad), "%s/copy/crash_on_start.so", dir);
+        int in = open(PLUGIN("crash_on_start"), O_RDONLY), out = open(bad, O_WRONLY | O_CREAT, 0755);
+        cr_assert(in >= 0 && out >= 0);
+        ssize_t n;
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                cr_assert_eq(write(out, buf, (size_t) n), n);
+        close(in);
+        close(out);
+        cr_assert_eq(chmod(bad, 0777), 0);
+
+        const char *const names[] = { "good", NULL };
+        snprintf(plugin_dir, sizeof(plugin_dir), "/tmp/traced-plugins-XXXXXX");
+        cr_assert_not_null(mkdtemp(plugin_dir));
+        char src[512], dst[512];
+        snprintf(src, sizeof(src), "%s", PLUGIN("good"));
+        snprintf(dst, sizeof(dst), "%s/good.so", plugin_dir);
+        cr_assert_eq(symlink(src, dst), 0);
+        snprintf(dst, sizeof(dst), "%s/unsafe.so", plugin_dir);
+        cr_assert_eq(symlink(bad, dst), 0);
+        (void) names;
+        char dir_arg[300];
+        snprintf(dir_arg, sizeof(dir_arg), "--plugin-dir=%s", plugin_dir);
+        const char *const args[] = { dir_arg, "--plugin-host=" HOST, NULL };
+        cr_assert_eq(sd_event_new(&ev), 0);
+        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 1));
+        spin_ms(ev, 300);
+        cr_assert_not(wait_for_data_source_quick(&cons, 2), "the world-writable plugin was run");
+        test_consumer_free(&cons);
+        char log[16384];
+        read_log(log, sizeof(log));
+        cr_assert(strstr(log, "unsafe.so: ") != NULL && strstr(log, "is writable by every user") != NULL,
+                  "the unsafe plugin was not reported:\n%s", log);
+        unlink(bad);
+}
