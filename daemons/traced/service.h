@@ -133,7 +133,7 @@ struct session_buffer {
 struct sequence_map {
         uint16_t producer_id;
         uint16_t writer_id;
-        uint32_t sequence_id;
+        uint32_t sequence_id; /* 0: an empty slot */
         bool seen; /* first packet already emitted */
 };
 
@@ -188,8 +188,8 @@ struct session {
 
         struct ds_instance *instances;
 
-        struct sequence_map *seqs;
-        size_t n_seqs;
+        struct sequence_map *seqs; /* open addressing, seq_cap slots (a power of 2) */
+        size_t n_seqs, seq_cap;
         uint32_t next_sequence_id;
 
         /* write_into_file */
