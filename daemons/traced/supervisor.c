@@ -71,14 +71,9 @@ static int on_terminate(sd_event_source *src, const struct signalfd_siginfo *si,
 }
 
 /* In the forked child: become the service core. Never returns. */
-_Noreturn static void run_core(struct supervisor_options *o, int control_fd) {
+_Noreturn static void run_core(struct supervisor_options *o, int control_fd, pid_t supervisor) {
         int r;
 
-        /* The core follows the supervisor out. */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
-                log_warning_errno(errno, "Failed to tie the core to the supervisor: %m");
-        if (getppid() == 1)
-                _exit(EXIT_FAILURE);
         /* sd_event_set_watchdog() checks that WATCHDOG_PID names us. */
         if (getenv("WATCHDOG_USEC")) {
                 char pid[32];
@@ -90,6 +85,13 @@ _Noreturn static void run_core(struct supervisor_options *o, int control_fd) {
                 log_error_errno(r, "Failed to drop the service core's privileges: %m");
                 _exit(EXIT_FAILURE);
         }
+        /* The core follows the supervisor out (also when the control
+         * socket's end of file is missed). Set after the switch of user,
+         * which clears it. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
+                log_warning_errno(errno, "Failed to tie the core to the supervisor: %m");
+        if (getppid() != supervisor)
+                _exit(EXIT_FAILURE);
         log_info("Service core %d running as uid %d, gid %d, with no capabilities.", (int) getpid(),
                  (int) getuid(), (int) getgid());
         o->core.control_fd = control_fd;
@@ -106,6 +108,7 @@ int supervisor_run(struct supervisor_options *o) {
                 log_error_errno(r, "Failed to create the control channel: %m");
                 goto fail;
         }
+        pid_t self = getpid();
         pid_t pid = fork();
         if (pid < 0) {
                 log_error_errno(errno, "Failed to start the service core: %m");
@@ -115,7 +118,7 @@ int supervisor_run(struct supervisor_options *o) {
         }
         if (pid == 0) {
                 safe_close(ctl[0]);
-                run_core(o, ctl[1]);
+                run_core(o, ctl[1], self);
         }
         safe_close(ctl[1]);
         s.control_fd = ctl[0];
