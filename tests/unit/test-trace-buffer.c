@@ -395,3 +395,108 @@ Test(trace_buffer, index_memory_follows_live_chunks) {
         cr_assert_lt(heap, 2 * cap, "%zu bytes of heap for a %zu byte buffer", heap, cap);
         trace_buffer_free(tb);
 }
+
+/* A fragment header holding only the drop sentinel (no data follows). */
+static void put_drop(struct cbuf *b) {
+        uint32_t v = SMB_PACKET_SIZE_DROP_PACKET;
+        b->data[b->len++] = (uint8_t) ((v & 0x7f) | 0x80);
+        b->data[b->len++] = (uint8_t) (((v >> 7) & 0x7f) | 0x80);
+        b->data[b->len++] = (uint8_t) (((v >> 14) & 0x7f) | 0x80);
+        b->data[b->len++] = (uint8_t) ((v >> 21) & 0x7f);
+        b->frags++;
+}
+
+Test(trace_buffer, drop_sentinel_counts_and_marks_the_next_packet) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {};
+        put_frag(&a, "one", 3);
+        put_frag(&a, "cut", 3);
+        /* The writer aborted the packet it had started in chunk 0. */
+        put_drop(&b);
+        struct cbuf c = {};
+        put_frag(&c, "two", 3);
+        cr_assert_eq(copy(tb, 1, 1, 0, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+        cr_assert_eq(copy(tb, 1, 1, 1, &b, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true), 0);
+        cr_assert_eq(copy(tb, 1, 1, 2, &c, 0, true), 0);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 2);
+        cr_assert_eq(memcmp(g.text[0], "one", 3), 0);
+        cr_assert_eq(memcmp(g.text[1], "two", 3), 0);
+        cr_assert_not(g.lost[0]);
+        cr_assert(g.lost[1], "the packet after a dropped one must say so");
+        const struct trace_buffer_stats *st = trace_buffer_get_stats(tb);
+        cr_assert_eq(st->trace_writer_packet_loss, 1);
+        cr_assert_eq(st->abi_violations, 0);
+
+        /* The sentinel alone in a chunk of its own, between two whole
+         * packets: nothing else shows the loss. */
+        struct cbuf d = {}, e = {}, f = {};
+        put_frag(&d, "three", 5);
+        put_drop(&e);
+        put_frag(&f, "four", 4);
+        cr_assert_eq(copy(tb, 1, 2, 0, &d, 0, true), 0);
+        cr_assert_eq(copy(tb, 1, 2, 1, &e, 0, true), 0);
+        cr_assert_eq(copy(tb, 1, 2, 2, &f, 0, true), 0);
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 2);
+        cr_assert_eq(memcmp(g.text[0], "three", 5), 0);
+        cr_assert_eq(memcmp(g.text[1], "four", 4), 0);
+        cr_assert_not(g.lost[0]);
+        cr_assert(g.lost[1], "the packet after the sentinel must be flagged");
+        cr_assert_eq(trace_buffer_get_stats(tb)->trace_writer_packet_loss, 2);
+        cr_assert_eq(trace_buffer_get_stats(tb)->abi_violations, 0);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, chunk_id_wraps_inside_a_fragmented_packet) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {}, c = {};
+        put_frag(&a, "abc", 3);
+        put_frag(&a, "defg", 4);
+        put_frag(&b, "hijk", 4);
+        put_frag(&b, "lmn", 3);
+        put_frag(&c, "opq", 3);
+        cr_assert_eq(copy(tb, 1, 1, UINT32_MAX, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+        cr_assert_eq(copy(tb, 1, 1, 0, &b, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true), 0);
+        cr_assert_eq(copy(tb, 1, 1, 1, &c, 0, true), 0);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 4);
+        cr_assert_eq(g.len[1], 8);
+        cr_assert_eq(memcmp(g.text[1], "defghijk", 8), 0, "the packet spanning the wrap is not reassembled");
+        cr_assert_eq(memcmp(g.text[2], "lmn", 3), 0);
+        cr_assert_eq(memcmp(g.text[3], "opq", 3), 0);
+        for (int i = 0; i < g.n; i++)
+                cr_assert_not(g.lost[i], "packet %d flagged lost across the chunk id wrap", i);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, ring_wrap_stats_are_exact) {
+        const size_t payload = 500, per_chunk = payload + TRACE_BUFFER_CHUNK_OVERHEAD;
+        struct trace_buffer *tb = new_tb(10 * per_chunk, TRACE_BUFFER_RING_BUFFER);
+        for (uint32_t id = 0; id < 15; id++) {
+                struct cbuf b = {};
+                char data[496];
+                memset(data, 'a' + (int) id, sizeof(data));
+                put_frag(&b, data, sizeof(data));
+                cr_assert_eq(b.len, payload);
+                cr_assert_eq(copy(tb, 1, 1, id, &b, 0, true), 0);
+        }
+        const struct trace_buffer_stats *st = trace_buffer_get_stats(tb);
+        cr_assert_eq(st->chunks_written, 15);
+        cr_assert_eq(st->bytes_written, 15 * payload);
+        cr_assert_eq(st->chunks_overwritten, 5);
+        cr_assert_eq(st->bytes_overwritten, 5 * payload);
+        cr_assert_eq(st->write_wrap_count, 5);
+        cr_assert_eq(st->chunks_discarded, 0);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 10);
+        cr_assert_eq(g.text[0][0], 'a' + 5, "reading must start at the oldest chunk left");
+        cr_assert(g.lost[0], "the overwritten chunks were never read: that is a loss");
+        for (int i = 1; i < g.n; i++)
+                cr_assert_not(g.lost[i]);
+        cr_assert_eq(trace_buffer_get_stats(tb)->chunks_read, 10);
+        trace_buffer_free(tb);
+}
