@@ -8,8 +8,24 @@
  * data sources, and write TracePackets into the shared memory buffer the
  * service hands over, in the Perfetto page/chunk/fragment layout.
  *
- * The producer runs on the caller's sd-event loop and is used from that
- * loop's thread. Functions return 0 or a negative errno.
+ * The producer runs on the caller's sd-event loop. Functions return 0 or
+ * a negative errno.
+ *
+ * Threads: traced_producer_* functions and the callbacks belong to the
+ * loop's thread (the one that called traced_producer_connect). Trace
+ * writers may be created, used and freed on any thread, one thread per
+ * writer at a time (make one writer per thread); chunks they fill off the
+ * loop thread are committed by the loop thread, which must keep running.
+ * A writer used off the loop thread is flushed by its own thread
+ * (traced_trace_writer_flush or _free), not by the library on the
+ * service's flush or stop requests: free such writers before returning
+ * from the stop callback or soon after.
+ *
+ * When the connection to the service is lost, every running instance gets
+ * its stop callback, writers of that connection drop what they are given
+ * (-ENOTCONN), and, unless TRACED_PRODUCER_NO_RECONNECT is set, the
+ * producer connects again with backoff (100 ms doubling to 10 s) and
+ * registers its data sources again; ops.connected tells when.
  */
 
 #include <stddef.h>
@@ -26,9 +42,18 @@ typedef struct traced_trace_writer traced_trace_writer;
 /* Data source flags. */
 #define TRACED_DS_WILL_NOTIFY_ON_STOP 0x1u
 #define TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR 0x2u
+/* Default to TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP for this data source
+ * (a session's DataSourceConfig.buffer_exhausted_policy overrides it). */
+#define TRACED_DS_STALL_WHEN_FULL 0x4u
 
-/* What the producer does when its shared memory buffer is full. */
+/* What a writer does when the shared memory buffer is full, with the
+ * values of DataSourceConfig.BufferExhaustedPolicy. */
 #define TRACED_BUFFER_EXHAUSTED_DROP 0u /* drop the packet; the loss is visible in the trace */
+#define TRACED_BUFFER_EXHAUSTED_STALL_THEN_ABORT 2u /* wait up to 5 s for room, then abort() */
+#define TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP 3u  /* wait up to 5 s for room, then drop */
+
+/* Producer option flags. */
+#define TRACED_PRODUCER_NO_RECONNECT 0x1u /* a lost connection stays lost */
 
 struct traced_producer_ops {
         size_t struct_size; /* sizeof(struct traced_producer_ops) */
@@ -45,6 +70,9 @@ struct traced_producer_ops {
         void (*flush)(traced_producer *p, uint64_t instance_id, void *userdata);
         /* Optional: the connection to the service was lost. */
         void (*disconnected)(traced_producer *p, void *userdata);
+        /* Appended in 0.1, optional: connected again after a loss, data
+         * sources registered again. */
+        void (*connected)(traced_producer *p, void *userdata);
 };
 
 struct traced_producer_options {
@@ -56,8 +84,10 @@ struct traced_producer_options {
         /* Appended in 0.1 (readers check struct_size): an already connected
          * socket to the service (e.g. one end of a socketpair handed over
          * by a supervisor) used instead of socket_path; the producer takes
-         * it. 0 or negative: connect by path. */
+         * it. 0 or negative: connect by path. Such a producer does not
+         * reconnect. */
         int socket_fd;
+        uint32_t flags; /* TRACED_PRODUCER_* */
 };
 
 int traced_producer_connect(sd_event *event, const struct traced_producer_options *options,
@@ -94,8 +124,10 @@ int traced_trace_writer_end_packet(traced_trace_writer *w);
 
 /* Completes the current chunk and commits everything written. */
 int traced_trace_writer_flush(traced_trace_writer *w);
-/* Packets dropped because the buffer was full. */
+/* Packets dropped because the buffer was full or the connection was lost. */
 uint64_t traced_trace_writer_dropped(const traced_trace_writer *w);
+/* How many times the producer connected again after losing the service. */
+unsigned traced_producer_reconnects(const traced_producer *p);
 
 #ifdef __cplusplus
 }

@@ -36,7 +36,6 @@ static uint32_t cur_chunk_id(traced_trace_writer *w) {
 
 /* Hands the full chunk over and continues the packet in a new one. */
 static int switch_chunk(traced_trace_writer *w) {
-        traced_producer *p = w->producer;
         uint32_t id = cur_chunk_id(w);
         unsigned open_here = 0;
         size_t page, idx;
@@ -59,12 +58,12 @@ static int switch_chunk(traced_trace_writer *w) {
         }
         atomic_store_explicit(&smb_chunk_header(&w->cur)->packets, smb_packets_pack(w->cur_count, w->cur_flags),
                               memory_order_release);
-        if (smb_chunk_location(&p->abi, &w->cur, &page, &idx) < 0 || smb_release_chunk_as_complete(&p->abi, &w->cur) < 0)
+        if (smb_chunk_location(&w->abi, &w->cur, &page, &idx) < 0 || smb_release_chunk_as_complete(&w->abi, &w->cur) < 0)
                 return -EBUSY;
-        (void) producer_queue_commit(p, page, idx, w->target_buffer);
+        (void) writer_queue_commit(w, page, idx);
         w->cur = (struct smb_chunk) {};
 
-        struct smb_chunk c = producer_acquire_chunk(p, w->writer_id, w->next_chunk_id);
+        struct smb_chunk c = writer_acquire_chunk(w, w->next_chunk_id);
         if (!smb_chunk_is_valid(&c))
                 return -ENOBUFS;
         w->next_chunk_id++;
@@ -134,25 +133,26 @@ static int reserve_size(traced_trace_writer *w, uint32_t *ret_chunk, size_t *ret
 _public_ int traced_trace_writer_begin_packet(traced_trace_writer *w, traced_msg **ret_root) {
         if (!w || !ret_root || w->in_packet)
                 return -EINVAL;
-        if (!w->producer->ready)
+        if (!writer_alive(w)) {
+                w->dropped++;
                 return -ENOTCONN;
+        }
         /* A new packet needs room for its header and one byte. */
         if (room(w) < SIZE_FIELD + 1 || w->cur_count >= SMB_MAX_PACKET_COUNT) {
-                traced_producer *p = w->producer;
                 if (smb_chunk_is_valid(&w->cur)) {
                         size_t page, idx;
                         atomic_store_explicit(&smb_chunk_header(&w->cur)->packets,
                                               smb_packets_pack(w->cur_count, w->cur_flags), memory_order_release);
-                        if (smb_chunk_location(&p->abi, &w->cur, &page, &idx) == 0 &&
-                            smb_release_chunk_as_complete(&p->abi, &w->cur) >= 0)
-                                (void) producer_queue_commit(p, page, idx, w->target_buffer);
+                        if (smb_chunk_location(&w->abi, &w->cur, &page, &idx) == 0 &&
+                            smb_release_chunk_as_complete(&w->abi, &w->cur) >= 0)
+                                (void) writer_queue_commit(w, page, idx);
                         w->cur = (struct smb_chunk) {};
                 }
                 if (w->lost_since_last_chunk) {
                         w->next_chunk_id++;
                         w->lost_since_last_chunk = false;
                 }
-                struct smb_chunk c = producer_acquire_chunk(p, w->writer_id, w->next_chunk_id);
+                struct smb_chunk c = writer_acquire_chunk(w, w->next_chunk_id);
                 if (!smb_chunk_is_valid(&c)) {
                         w->dropped++;
                         w->lost_since_last_chunk = true;
@@ -259,7 +259,7 @@ _public_ int traced_msg_end_nested(traced_msg *c) {
         };
         put_size(pt.data, c->size);
         chunk_patched(w, c->chunk_id, &pt.more);
-        return producer_queue_patch(w->producer, &pt);
+        return writer_queue_patch(w, &pt);
 }
 
 _public_ int traced_trace_writer_end_packet(traced_trace_writer *w) {

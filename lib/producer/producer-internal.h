@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "ipc/ipc.h"
@@ -8,6 +10,13 @@
 #include "traced/producer.h"
 
 #define PRODUCER_MAX_PENDING_COMMITS 4096u
+#define PRODUCER_MAX_RETIRED 16u
+/* Reconnection: first retry after this, doubling up to the cap. */
+#define PRODUCER_BACKOFF_FIRST_USEC 100000u
+#define PRODUCER_BACKOFF_MAX_USEC (10u * 1000000u)
+/* How long a stalling writer waits for a free chunk in all. */
+#define PRODUCER_STALL_LIMIT_USEC (5u * 1000000u)
+#define PRODUCER_STALL_MAX_SLEEP_USEC 100000u
 
 struct producer_instance {
         struct producer_instance *next;
@@ -16,6 +25,15 @@ struct producer_instance {
         char *data_source;
         bool notify_on_stop;
         bool stopped;
+        uint32_t exhausted_policy; /* TRACED_BUFFER_EXHAUSTED_* */
+};
+
+/* An SMB of an earlier connection, kept mapped while writers of that
+ * connection still hold chunks in it. */
+struct retired_smb {
+        void *mem;
+        size_t size;
+        unsigned generation;
 };
 
 struct traced_producer {
@@ -25,10 +43,34 @@ struct traced_producer {
         void *userdata;
         char *name;
 
+        /* Guards what writer threads share with the loop thread: the
+         * writer list, the instance list, the commit and patch queues,
+         * the SMB and its generation. Recursive; never held while calling
+         * back into the user. */
+        pthread_mutex_t lock;
+        pthread_t loop_thread;
+        int wake_fd; /* eventfd: writer threads ask the loop to commit */
+        sd_event_source *wake_src;
+
         uint8_t *smb;
         size_t smb_size;
         struct smb_abi abi;
-        bool ready;
+        atomic_bool ready;
+        /* Bumped when a connection ends: writers of an older generation
+         * write nothing more. */
+        atomic_uint generation;
+        struct retired_smb retired[PRODUCER_MAX_RETIRED];
+        size_t n_retired;
+
+        /* Reconnection. */
+        bool reconnect;
+        char *socket_path;
+        uint32_t smb_size_hint, page_size_hint;
+        sd_event_source *retry;
+        ipc_client *dead_client; /* freed outside its own callbacks */
+        uint64_t backoff_usec;
+        uint64_t stall_limit_usec;
+        unsigned reconnects;
 
         struct producer_instance *instances;
         struct {
@@ -74,6 +116,11 @@ struct pending_patch {
 struct traced_trace_writer {
         traced_trace_writer *next;
         traced_producer *producer;
+        /* The SMB of the connection the writer was made on. */
+        struct smb_abi abi;
+        unsigned generation;
+        pthread_t owner;
+        uint32_t exhausted_policy;
         uint64_t instance_id;
         uint32_t target_buffer;
         uint16_t writer_id;
@@ -98,11 +145,24 @@ struct traced_trace_writer {
         unsigned n_waiting;
 };
 
+/* Sets up the lock and the wake-up channel; the calling thread is the
+ * loop's. */
+int producer_init(traced_producer *p);
 struct producer_instance *producer_find_instance(traced_producer *p, uint64_t id);
-/* Queues a completed chunk for the next CommitData. */
-int producer_queue_commit(traced_producer *p, size_t page, size_t chunk, uint32_t target_buffer);
-/* Sends CommitData for everything queued (flush_request_id 0: none). */
+bool producer_on_loop(const traced_producer *p);
+/* Queues a completed chunk of w for the next CommitData (nothing if w
+ * belongs to an earlier connection). */
+int writer_queue_commit(traced_trace_writer *w, size_t page, size_t chunk);
+/* Sends CommitData for everything queued (flush_request_id 0: none).
+ * Loop thread only; elsewhere the loop is woken to do it. */
 int producer_commit(traced_producer *p, uint64_t flush_request_id);
-int producer_queue_patch(traced_producer *p, const struct pending_patch *patch);
-/* A free chunk for writer w, or an invalid chunk when the SMB is full. */
-struct smb_chunk producer_acquire_chunk(traced_producer *p, uint16_t writer_id, uint32_t chunk_id);
+int writer_queue_patch(traced_trace_writer *w, const struct pending_patch *patch);
+/* A free chunk for w with chunk_id, waiting for one as the writer's
+ * buffer-exhausted policy says; an invalid chunk when there is none (the
+ * caller drops and counts) or w's connection is gone. */
+struct smb_chunk writer_acquire_chunk(traced_trace_writer *w, uint32_t chunk_id);
+/* With the lock held: unmaps the SMBs of earlier connections no writer
+ * uses any more. */
+void producer_release_retired(traced_producer *p);
+/* Whether w may still write (its connection is the current one). */
+bool writer_alive(const traced_trace_writer *w);

@@ -4,7 +4,9 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
@@ -15,26 +17,54 @@
 
 #define DEFAULT_PRODUCER_SOCKET "/run/traced/producer.sock"
 
+static void lock(traced_producer *p) {
+        pthread_mutex_lock(&p->lock);
+}
+static void unlock(traced_producer *p) {
+        pthread_mutex_unlock(&p->lock);
+}
+
+bool producer_on_loop(const traced_producer *p) {
+        return pthread_equal(pthread_self(), p->loop_thread);
+}
+
 struct producer_instance *producer_find_instance(traced_producer *p, uint64_t id) {
-        for (struct producer_instance *i = p->instances; i; i = i->next)
+        struct producer_instance *found = NULL;
+        lock(p);
+        for (struct producer_instance *i = p->instances; i && !found; i = i->next)
                 if (i->id == id)
-                        return i;
-        return NULL;
+                        found = i;
+        unlock(p);
+        return found;
 }
 
 _public_ int traced_producer_is_ready(const traced_producer *p) {
-        return p && p->ready;
+        return p && atomic_load(&p->ready);
 }
 
-struct smb_chunk producer_acquire_chunk(traced_producer *p, uint16_t writer_id, uint32_t chunk_id) {
-        /* Start where the last search ended, so writers spread over pages. */
-        for (size_t k = 0; k < p->abi.num_pages; k++) {
-                size_t page = (p->next_page_hint + k) % p->abi.num_pages;
-                if (smb_page_bitmap(&p->abi, page) == 0)
-                        (void) smb_try_partition_page(&p->abi, page, SMB_PAGE_DIV4);
-                uint32_t n = smb_bitmap_num_chunks(smb_page_bitmap(&p->abi, page));
+_public_ unsigned traced_producer_reconnects(const traced_producer *p) {
+        return p ? p->reconnects : 0;
+}
+
+bool writer_alive(const traced_trace_writer *w) {
+        traced_producer *p = w->producer;
+        return atomic_load(&p->ready) && w->generation == atomic_load(&p->generation);
+}
+
+static struct smb_chunk try_acquire(traced_trace_writer *w, uint32_t chunk_id) {
+        traced_producer *p = w->producer;
+        struct smb_abi *abi = &w->abi;
+        /* Start where the last search ended, so writers spread over pages.
+         * The SMB's own compare-and-swap makes concurrent writers safe; the
+         * hint is only a hint. */
+        size_t hint = p->next_page_hint;
+        for (size_t k = 0; k < abi->num_pages; k++) {
+                size_t page = (hint + k) % abi->num_pages;
+                if (smb_page_bitmap(abi, page) == 0)
+                        (void) smb_try_partition_page(abi, page, SMB_PAGE_DIV4);
+                uint32_t n = smb_bitmap_num_chunks(smb_page_bitmap(abi, page));
                 for (uint32_t i = 0; i < n; i++) {
-                        struct smb_chunk c = smb_try_acquire_chunk_for_writing(&p->abi, page, i, writer_id, chunk_id);
+                        struct smb_chunk c = smb_try_acquire_chunk_for_writing(abi, page, i, w->writer_id, chunk_id);
                         if (smb_chunk_is_valid(&c)) {
                                 p->next_page_hint = page;
                                 return c;
@@ -44,6 +74,49 @@ struct smb_chunk producer_acquire_chunk(traced_producer *p, uint16_t writer_id, 
         return (struct smb_chunk) {};
 }
 
+static void wake_loop(traced_producer *p) {
+        if (p->wake_fd >= 0)
+                (void) eventfd_write(p->wake_fd, 1);
+}
+
+static uint64_t now_usec(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+struct smb_chunk writer_acquire_chunk(traced_trace_writer *w, uint32_t chunk_id) {
+        traced_producer *p = w->producer;
+        if (!writer_alive(w))
+                return (struct smb_chunk) {};
+        struct smb_chunk c = try_acquire(w, chunk_id);
+        if (smb_chunk_is_valid(&c) || w->exhausted_policy == TRACED_BUFFER_EXHAUSTED_DROP)
+                return c;
+
+        /* Stall: get what is written to the service, which frees chunks as
+         * it copies them, and look again with growing pauses. */
+        uint64_t start = now_usec(), limit = p->stall_limit_usec ? p->stall_limit_usec : PRODUCER_STALL_LIMIT_USEC;
+        unsigned pause_usec = 1000;
+        while (!smb_chunk_is_valid(&c)) {
+                if (!writer_alive(w))
+                        return (struct smb_chunk) {};
+                if (now_usec() - start >= limit) {
+                        if (w->exhausted_policy == TRACED_BUFFER_EXHAUSTED_STALL_THEN_ABORT)
+                                abort();
+                        return c;
+                }
+                if (producer_on_loop(p))
+                        (void) producer_commit(p, 0);
+                else
+                        wake_loop(p);
+                struct timespec ts = { .tv_nsec = (long) pause_usec * 1000 };
+                (void) nanosleep(&ts, NULL);
+                pause_usec = MIN(pause_usec * 2, PRODUCER_STALL_MAX_SLEEP_USEC);
+                c = try_acquire(w, chunk_id);
+        }
+        return c;
+}
+
 static int on_commit_defer(sd_event_source *s, void *userdata) {
         traced_producer *p = userdata;
         p->commit_defer = sd_event_source_disable_unref(p->commit_defer);
@@ -51,37 +124,90 @@ static int on_commit_defer(sd_event_source *s, void *userdata) {
         return 0;
 }
 
-int producer_queue_commit(traced_producer *p, size_t page, size_t chunk, uint32_t target_buffer) {
-        if (p->n_pending == PRODUCER_MAX_PENDING_COMMITS) {
-                int r = producer_commit(p, 0);
-                if (r < 0)
-                        return r;
+static int on_wake(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        traced_producer *p = userdata;
+        eventfd_t v;
+        (void) eventfd_read(fd, &v);
+        (void) producer_commit(p, 0);
+        return 0;
+}
+
+/* With the lock held: make sure the queue gets sent soon. */
+static int schedule_commit(traced_producer *p) {
+        if (!producer_on_loop(p)) {
+                wake_loop(p);
+                return 0;
         }
-        p->pending[p->n_pending].page = (uint32_t) page;
-        p->pending[p->n_pending].chunk = (uint32_t) chunk;
-        p->pending[p->n_pending].target_buffer = target_buffer;
-        p->n_pending++;
-        /* Commit in batches: at the latest when control returns to the
-         * loop, or right away once half the buffer waits. */
-        if (p->n_pending * p->abi.page_size / 4 >= p->smb_size / 2)
-                return producer_commit(p, 0);
         if (!p->commit_defer)
                 (void) sd_event_add_defer(p->event, &p->commit_defer, on_commit_defer, p);
         return 0;
 }
 
-int producer_queue_patch(traced_producer *p, const struct pending_patch *patch) {
+int writer_queue_commit(traced_trace_writer *w, size_t page, size_t chunk) {
+        traced_producer *p = w->producer;
+        bool now = false;
+
+        lock(p);
+        if (w->generation != atomic_load(&p->generation)) {
+                unlock(p);
+                return 0; /* that SMB is gone with its connection */
+        }
+        while (p->n_pending == PRODUCER_MAX_PENDING_COMMITS) {
+                if (producer_on_loop(p)) {
+                        int r = producer_commit(p, 0);
+                        if (r < 0) {
+                                unlock(p);
+                                return r;
+                        }
+                        continue;
+                }
+                /* Another thread: let the loop drain the queue. */
+                wake_loop(p);
+                unlock(p);
+                struct timespec ts = { .tv_nsec = 1000000 };
+                (void) nanosleep(&ts, NULL);
+                lock(p);
+                if (w->generation != atomic_load(&p->generation)) {
+                        unlock(p);
+                        return 0;
+                }
+        }
+        p->pending[p->n_pending].page = (uint32_t) page;
+        p->pending[p->n_pending].chunk = (uint32_t) chunk;
+        p->pending[p->n_pending].target_buffer = w->target_buffer;
+        p->n_pending++;
+        /* Commit in batches: at the latest when control returns to the
+         * loop, or right away once half the buffer waits. */
+        now = p->n_pending * p->abi.page_size / 4 >= p->smb_size / 2;
+        int r = 0;
+        if (now && producer_on_loop(p))
+                r = producer_commit(p, 0);
+        else
+                r = schedule_commit(p);
+        unlock(p);
+        return r;
+}
+
+int writer_queue_patch(traced_trace_writer *w, const struct pending_patch *patch) {
+        traced_producer *p = w->producer;
+        lock(p);
+        if (w->generation != atomic_load(&p->generation)) {
+                unlock(p);
+                return 0;
+        }
         if (p->n_patches == p->cap_patches) {
                 size_t cap = p->cap_patches ? p->cap_patches * 2 : 64;
                 struct pending_patch *n = realloc(p->patches, cap * sizeof(*n));
-                if (!n)
+                if (!n) {
+                        unlock(p);
                         return -ENOMEM;
+                }
                 p->patches = n;
                 p->cap_patches = cap;
         }
         p->patches[p->n_patches++] = *patch;
-        if (!p->commit_defer)
-                (void) sd_event_add_defer(p->event, &p->commit_defer, on_commit_defer, p);
+        (void) schedule_commit(p);
+        unlock(p);
         return 0;
 }
 
@@ -95,8 +221,15 @@ int producer_commit(traced_producer *p, uint64_t flush_request_id) {
         Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch *ptp[64];
         size_t done = 0, pdone = 0;
 
-        if (!p->client)
+        if (!producer_on_loop(p)) {
+                wake_loop(p);
+                return 0;
+        }
+        lock(p);
+        if (!p->client || !atomic_load(&p->ready)) {
+                unlock(p);
                 return -ENOTCONN;
+        }
         do {
                 size_t n = MIN(p->n_pending - done, ELEMENTSOF(moves));
                 for (size_t i = 0; i < n; i++) {
@@ -145,26 +278,34 @@ int producer_commit(traced_producer *p, uint64_t flush_request_id) {
                 if (n == 0 && np == 0 && !req.has_flush_request_id)
                         break;
                 int64_t r = ipc_client_invoke(p->client, "CommitData", &req.base, NULL, -EBADF, NULL, NULL);
-                if (r < 0)
+                if (r < 0) {
+                        unlock(p);
                         return (int) r;
+                }
                 req.n_chunks_to_patch = 0;
         } while (done < p->n_pending || pdone < p->n_patches);
         p->n_pending = 0;
         p->n_patches = 0;
+        unlock(p);
         return 0;
 }
 
+/* Hands over the current chunk of each writer of the instance that the
+ * loop thread owns; writers of other threads flush themselves. */
 static void commit_instance_writers(traced_producer *p, uint64_t instance_id) {
+        lock(p);
         for (traced_trace_writer *w = p->writers; w; w = w->next)
-                if (w->instance_id == instance_id && smb_chunk_is_valid(&w->cur)) {
+                if (w->instance_id == instance_id && pthread_equal(w->owner, p->loop_thread) &&
+                    smb_chunk_is_valid(&w->cur) && !w->in_packet) {
                         size_t page, idx;
                         atomic_store_explicit(&smb_chunk_header(&w->cur)->packets,
                                               smb_packets_pack(w->cur_count, w->cur_flags), memory_order_release);
-                        if (smb_chunk_location(&p->abi, &w->cur, &page, &idx) == 0 &&
-                            smb_release_chunk_as_complete(&p->abi, &w->cur) >= 0)
-                                (void) producer_queue_commit(p, page, idx, w->target_buffer);
+                        if (smb_chunk_location(&w->abi, &w->cur, &page, &idx) == 0 &&
+                            smb_release_chunk_as_complete(&w->abi, &w->cur) >= 0)
+                                (void) writer_queue_commit(w, page, idx);
                         w->cur = (struct smb_chunk) {};
                 }
+        unlock(p);
 }
 
 static int notify(traced_producer *p, const char *method, uint64_t instance_id) {
@@ -176,7 +317,7 @@ static int notify(traced_producer *p, const char *method, uint64_t instance_id) 
 }
 
 _public_ int traced_producer_notify_stopped(traced_producer *p, uint64_t instance_id) {
-        if (!p || !p->client)
+        if (!p || !p->client || !atomic_load(&p->ready))
                 return -ENOTCONN;
         commit_instance_writers(p, instance_id);
         (void) producer_commit(p, 0);
@@ -201,13 +342,17 @@ static void on_setup_tracing(traced_producer *p, const Perfetto__Protos__GetAsyn
         void *m = mmap(NULL, (size_t) size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (m == MAP_FAILED)
                 return;
-        if (smb_abi_init(&p->abi, m, (size_t) size, page) < 0) {
+        struct smb_abi abi;
+        if (smb_abi_init(&abi, m, (size_t) size, page) < 0) {
                 munmap(m, (size_t) size);
                 return;
         }
+        lock(p);
+        p->abi = abi;
         p->smb = m;
         p->smb_size = (size_t) size;
-        p->ready = true;
+        atomic_store(&p->ready, true);
+        unlock(p);
 }
 
 static void add_instance(traced_producer *p, uint64_t id, const Perfetto__Protos__DataSourceConfig *cfg) {
@@ -219,20 +364,40 @@ static void add_instance(traced_producer *p, uint64_t id, const Perfetto__Protos
         i->id = id;
         i->target_buffer = cfg->target_buffer;
         i->data_source = strdup(cfg->name);
-        i->notify_on_stop = ds_flags(p, cfg->name) & TRACED_DS_WILL_NOTIFY_ON_STOP;
+        uint32_t flags = ds_flags(p, cfg->name);
+        i->notify_on_stop = flags & TRACED_DS_WILL_NOTIFY_ON_STOP;
+        /* The session's choice wins over the data source's default. */
+        switch (cfg->has_buffer_exhausted_policy ? (int) cfg->buffer_exhausted_policy : 0) {
+        case PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_ABORT:
+                i->exhausted_policy = TRACED_BUFFER_EXHAUSTED_STALL_THEN_ABORT;
+                break;
+        case PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP:
+                i->exhausted_policy = TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP;
+                break;
+        case PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_DROP:
+                i->exhausted_policy = TRACED_BUFFER_EXHAUSTED_DROP;
+                break;
+        default:
+                i->exhausted_policy = (flags & TRACED_DS_STALL_WHEN_FULL) ? TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP :
+                                                                           TRACED_BUFFER_EXHAUSTED_DROP;
+        }
+        lock(p);
         i->next = p->instances;
         p->instances = i;
+        unlock(p);
 }
 
 static void remove_instance(traced_producer *p, uint64_t id) {
+        lock(p);
         for (struct producer_instance **pp = &p->instances; *pp; pp = &(*pp)->next)
                 if ((*pp)->id == id) {
                         struct producer_instance *i = *pp;
                         *pp = i->next;
                         free(i->data_source);
                         free(i);
-                        return;
+                        break;
                 }
+        unlock(p);
 }
 
 static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
@@ -240,7 +405,7 @@ static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bo
         const Perfetto__Protos__GetAsyncCommandResponse *cmd = (const void *) reply;
         _cleanup_close_ int owned = fd;
 
-        if (error < 0 || !cmd)
+        if (error < 0 || !cmd || c != p->client)
                 return;
         switch (cmd->cmd_case) {
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING:
@@ -271,6 +436,7 @@ static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bo
                 if (!i)
                         break;
                 bool notify_on_stop = i->notify_on_stop;
+                i->stopped = true;
                 if (p->ops.stop)
                         p->ops.stop(p, id, p->userdata);
                 commit_instance_writers(p, id);
@@ -295,11 +461,159 @@ static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bo
         }
 }
 
+void producer_release_retired(traced_producer *p) {
+        for (size_t i = 0; i < p->n_retired;) {
+                bool used = false;
+                for (traced_trace_writer *w = p->writers; w && !used; w = w->next)
+                        used = w->generation == p->retired[i].generation;
+                if (used) {
+                        i++;
+                        continue;
+                }
+                munmap(p->retired[i].mem, p->retired[i].size);
+                p->retired[i] = p->retired[--p->n_retired];
+        }
+}
+
+static int send_hello(traced_producer *p);
+static void schedule_reconnect(traced_producer *p);
+
+static void on_bound(ipc_client *c, int error, void *ud) {
+        traced_producer *p = ud;
+        if (c != p->client)
+                return;
+        if (error < 0 || send_hello(p) < 0) {
+                p->dead_client = p->client;
+                p->client = NULL;
+                schedule_reconnect(p);
+                return;
+        }
+        /* Everything the user registered, again. */
+        for (size_t i = 0; i < p->n_ds; i++) {
+                Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+                Perfetto__Protos__RegisterDataSourceRequest rq = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+                d.name = p->ds[i].name;
+                d.has_will_notify_on_stop = d.will_notify_on_stop = (p->ds[i].flags & TRACED_DS_WILL_NOTIFY_ON_STOP) != 0;
+                d.has_handles_incremental_state_clear = d.handles_incremental_state_clear =
+                        (p->ds[i].flags & TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR) != 0;
+                rq.data_source_descriptor = &d;
+                (void) ipc_client_invoke(p->client, "RegisterDataSource", &rq.base, NULL, -EBADF, NULL, NULL);
+        }
+        p->backoff_usec = PRODUCER_BACKOFF_FIRST_USEC;
+        p->reconnects++;
+        if (p->ops.connected)
+                p->ops.connected(p, p->userdata);
+}
+
+static int on_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        traced_producer *p = userdata;
+        p->retry = sd_event_source_disable_unref(p->retry);
+        p->dead_client = ipc_client_free(p->dead_client);
+        ipc_client *c = NULL;
+        int r = ipc_client_connect(p->event, p->socket_path, &c);
+        if (r >= 0) {
+                p->client = c;
+                ipc_client_set_disconnect_cb(c, NULL, NULL);
+                r = ipc_client_bind(c, "ProducerPort", on_bound, p);
+        }
+        if (r < 0) {
+                p->client = ipc_client_free(p->client);
+                schedule_reconnect(p);
+        }
+        return 0;
+}
+
+static void schedule_reconnect(traced_producer *p) {
+        if (!p->reconnect || p->retry)
+                return;
+        uint64_t delay = p->backoff_usec;
+        p->backoff_usec = MIN(p->backoff_usec * 2, (uint64_t) PRODUCER_BACKOFF_MAX_USEC);
+        (void) sd_event_add_time_relative(p->event, &p->retry, CLOCK_MONOTONIC, delay, delay / 10, on_retry, p);
+}
+
 static void on_disconnect(ipc_client *c, void *ud) {
         traced_producer *p = ud;
-        p->ready = false;
+        if (c != p->client)
+                return;
+
+        /* Writers of this connection stop writing; its SMB stays mapped
+         * while they hold chunks in it. */
+        lock(p);
+        atomic_store(&p->ready, false);
+        atomic_fetch_add(&p->generation, 1);
+        p->n_pending = 0;
+        p->n_patches = 0;
+        if (p->smb) {
+                bool used = p->writers != NULL;
+                if (used && p->n_retired < PRODUCER_MAX_RETIRED)
+                        p->retired[p->n_retired++] = (struct retired_smb) {
+                                .mem = p->smb,
+                                .size = p->smb_size,
+                                .generation = atomic_load(&p->generation) - 1,
+                        };
+                else if (!used)
+                        munmap(p->smb, p->smb_size);
+                /* else: more than PRODUCER_MAX_RETIRED dead connections
+                 * with live writers; keep it mapped for good. */
+                p->smb = NULL;
+                p->smb_size = 0;
+        }
+        unlock(p);
+
+        /* The instances ended with the connection. */
+        for (;;) {
+                lock(p);
+                struct producer_instance *i = p->instances;
+                uint64_t id = i ? i->id : 0;
+                bool stopped = i ? i->stopped : true;
+                unlock(p);
+                if (!i)
+                        break;
+                if (!stopped && p->ops.stop)
+                        p->ops.stop(p, id, p->userdata);
+                remove_instance(p, id);
+        }
+        p->dead_client = p->client;
+        p->client = NULL;
         if (p->ops.disconnected)
                 p->ops.disconnected(p, p->userdata);
+        schedule_reconnect(p);
+}
+
+/* InitializeConnection and the command stream, on a bound client. */
+static int send_hello(traced_producer *p) {
+        Perfetto__Protos__InitializeConnectionRequest init = PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
+        init.producer_name = p->name;
+        init.sdk_version = (char *) "traced " PACKAGE_VERSION;
+        if (p->smb_size_hint) {
+                init.has_shared_memory_size_hint_bytes = true;
+                init.shared_memory_size_hint_bytes = p->smb_size_hint;
+        }
+        if (p->page_size_hint) {
+                init.has_shared_memory_page_size_hint_bytes = true;
+                init.shared_memory_page_size_hint_bytes = p->page_size_hint;
+        }
+        ipc_client_set_disconnect_cb(p->client, on_disconnect, p);
+        Perfetto__Protos__GetAsyncCommandRequest get = PERFETTO__PROTOS__GET_ASYNC_COMMAND_REQUEST__INIT;
+        int64_t id = ipc_client_invoke(p->client, "InitializeConnection", &init.base, NULL, -EBADF, NULL, NULL);
+        if (id >= 0)
+                id = ipc_client_invoke(p->client, "GetAsyncCommand", &get.base,
+                                       &perfetto__protos__get_async_command_response__descriptor, -EBADF, on_async, p);
+        return id < 0 ? (int) id : 0;
+}
+
+int producer_init(traced_producer *p) {
+        pthread_mutexattr_t a;
+        pthread_mutexattr_init(&a);
+        pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+        int r = -pthread_mutex_init(&p->lock, &a);
+        pthread_mutexattr_destroy(&a);
+        if (r < 0)
+                return r;
+        p->loop_thread = pthread_self();
+        p->wake_fd = -EBADF;
+        p->backoff_usec = PRODUCER_BACKOFF_FIRST_USEC;
+        return 0;
 }
 
 _public_ int traced_producer_connect(sd_event *event, const struct traced_producer_options *o,
@@ -313,6 +627,9 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
         int socket_fd = o->struct_size >= offsetof(struct traced_producer_options, socket_fd) + sizeof(int) ?
                                 o->socket_fd :
                                 -EBADF;
+        uint32_t flags = o->struct_size >= offsetof(struct traced_producer_options, flags) + sizeof(uint32_t) ?
+                                 o->flags :
+                                 0;
         const char *path = o->socket_path;
         if (!path)
                 path = getenv("PERFETTO_PRODUCER_SOCK_NAME");
@@ -320,7 +637,8 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
                 path = DEFAULT_PRODUCER_SOCKET;
 
         traced_producer *p = calloc(1, sizeof(*p));
-        if (!p) {
+        if (!p || producer_init(p) < 0) {
+                free(p);
                 if (socket_fd > 0)
                         safe_close(socket_fd);
                 return -ENOMEM;
@@ -330,11 +648,30 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
         if (ops)
                 memcpy(&p->ops, ops, MIN(ops->struct_size, sizeof(p->ops)));
         p->name = strdup(o->name);
-        if (!p->name) {
+        p->socket_path = strdup(path);
+        p->smb_size_hint = o->smb_size_hint;
+        p->page_size_hint = o->page_size_hint;
+        p->reconnect = socket_fd <= 0 && !(flags & TRACED_PRODUCER_NO_RECONNECT);
+        if (!p->name || !p->socket_path) {
                 if (socket_fd > 0)
                         safe_close(socket_fd);
                 traced_producer_free(p);
                 return -ENOMEM;
+        }
+        p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (p->wake_fd < 0) {
+                r = -errno;
+                if (socket_fd > 0)
+                        safe_close(socket_fd);
+                traced_producer_free(p);
+                return r;
+        }
+        r = sd_event_add_io(event, &p->wake_src, p->wake_fd, EPOLLIN, on_wake, p);
+        if (r < 0) {
+                if (socket_fd > 0)
+                        safe_close(socket_fd);
+                traced_producer_free(p);
+                return r;
         }
         if (socket_fd > 0)
                 r = ipc_client_from_fd(event, socket_fd, &p->client);
@@ -342,31 +679,11 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
                 r = ipc_client_connect(event, path, &p->client);
         if (r >= 0)
                 r = ipc_client_bind_sync(p->client, "ProducerPort", 10 * 1000000u);
+        if (r >= 0)
+                r = send_hello(p);
         if (r < 0) {
                 traced_producer_free(p);
                 return r;
-        }
-        ipc_client_set_disconnect_cb(p->client, on_disconnect, p);
-
-        Perfetto__Protos__InitializeConnectionRequest init = PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
-        init.producer_name = p->name;
-        init.sdk_version = (char *) "traced " PACKAGE_VERSION;
-        if (o->smb_size_hint) {
-                init.has_shared_memory_size_hint_bytes = true;
-                init.shared_memory_size_hint_bytes = o->smb_size_hint;
-        }
-        if (o->page_size_hint) {
-                init.has_shared_memory_page_size_hint_bytes = true;
-                init.shared_memory_page_size_hint_bytes = o->page_size_hint;
-        }
-        Perfetto__Protos__GetAsyncCommandRequest get = PERFETTO__PROTOS__GET_ASYNC_COMMAND_REQUEST__INIT;
-        int64_t id = ipc_client_invoke(p->client, "InitializeConnection", &init.base, NULL, -EBADF, NULL, NULL);
-        if (id >= 0)
-                id = ipc_client_invoke(p->client, "GetAsyncCommand", &get.base,
-                                       &perfetto__protos__get_async_command_response__descriptor, -EBADF, on_async, p);
-        if (id < 0) {
-                traced_producer_free(p);
-                return (int) id;
         }
         *ret = p;
         return 0;
@@ -394,26 +711,38 @@ _public_ int traced_producer_register_data_source(traced_producer *p, const char
                 return -ENOMEM;
         p->ds[p->n_ds].flags = flags;
         p->n_ds++;
+        /* Without a connection right now, it is registered on the next. */
+        if (!p->client)
+                return 0;
         int64_t r = ipc_client_invoke(p->client, "RegisterDataSource", &rq.base, NULL, -EBADF, NULL, NULL);
-        return r < 0 ? (int) r : 0;
+        return r < 0 && r != -ENOTCONN ? (int) r : 0;
 }
 
 _public_ traced_producer *traced_producer_free(traced_producer *p) {
         if (!p)
                 return NULL;
+        p->retry = sd_event_source_disable_unref(p->retry);
+        p->reconnect = false;
         while (p->writers)
                 traced_trace_writer_free(p->writers);
         while (p->instances)
                 remove_instance(p, p->instances->id);
         p->commit_defer = sd_event_source_disable_unref(p->commit_defer);
+        p->wake_src = sd_event_source_disable_unref(p->wake_src);
+        p->wake_fd = safe_close(p->wake_fd);
         free(p->patches);
         p->client = ipc_client_free(p->client);
+        p->dead_client = ipc_client_free(p->dead_client);
         if (p->smb)
                 munmap(p->smb, p->smb_size);
+        for (size_t i = 0; i < p->n_retired; i++)
+                munmap(p->retired[i].mem, p->retired[i].size);
         for (size_t i = 0; i < p->n_ds; i++)
                 free(p->ds[i].name);
         free(p->name);
+        free(p->socket_path);
         sd_event_unref(p->event);
+        pthread_mutex_destroy(&p->lock);
         free(p);
         return NULL;
 }

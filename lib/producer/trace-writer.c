@@ -21,19 +21,18 @@ static void put_size(uint8_t *dst, uint32_t v) {
 }
 
 static int complete_chunk(traced_trace_writer *w) {
-        traced_producer *p = w->producer;
         size_t page, idx;
 
         if (!smb_chunk_is_valid(&w->cur))
                 return 0;
         atomic_store_explicit(&smb_chunk_header(&w->cur)->packets, smb_packets_pack(w->cur_count, w->cur_flags),
                               memory_order_release);
-        if (smb_chunk_location(&p->abi, &w->cur, &page, &idx) < 0)
+        if (smb_chunk_location(&w->abi, &w->cur, &page, &idx) < 0)
                 return -EINVAL;
-        if (smb_release_chunk_as_complete(&p->abi, &w->cur) < 0)
+        if (smb_release_chunk_as_complete(&w->abi, &w->cur) < 0)
                 return -EBUSY;
         w->cur = (struct smb_chunk) {};
-        return producer_queue_commit(p, page, idx, w->target_buffer);
+        return writer_queue_commit(w, page, idx);
 }
 
 static int next_chunk(traced_trace_writer *w) {
@@ -46,7 +45,7 @@ static int next_chunk(traced_trace_writer *w) {
                 w->next_chunk_id++;
                 w->lost_since_last_chunk = false;
         }
-        struct smb_chunk c = producer_acquire_chunk(w->producer, w->writer_id, w->next_chunk_id);
+        struct smb_chunk c = writer_acquire_chunk(w, w->next_chunk_id);
         if (!smb_chunk_is_valid(&c))
                 return -ENOBUFS;
         w->next_chunk_id++;
@@ -65,8 +64,10 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
 
         if (!w || (!packet && size))
                 return -EINVAL;
-        if (!w->producer->ready)
+        if (!writer_alive(w)) {
+                w->dropped++;
                 return -ENOTCONN;
+        }
         if (size >= SMB_PACKET_SIZE_DROP_PACKET)
                 return -EMSGSIZE;
 
@@ -119,33 +120,47 @@ _public_ uint64_t traced_trace_writer_dropped(const traced_trace_writer *w) {
 }
 
 _public_ int traced_producer_new_writer(traced_producer *p, uint64_t instance_id, traced_trace_writer **ret) {
+        if (!p || !ret)
+                return -EINVAL;
+        traced_trace_writer *w = calloc(1, sizeof(*w));
+        if (!w)
+                return -ENOMEM;
+
+        pthread_mutex_lock(&p->lock);
         struct producer_instance *inst = producer_find_instance(p, instance_id);
-        if (!inst)
-                return -ENOENT;
+        if (!inst || !atomic_load(&p->ready)) {
+                pthread_mutex_unlock(&p->lock);
+                free(w);
+                return inst ? -ENOTCONN : -ENOENT;
+        }
         uint16_t id = 0;
         for (unsigned tries = 0; tries < SMB_MAX_WRITER_ID && !id; tries++) {
                 uint16_t cand = (uint16_t) (p->last_writer_id % SMB_MAX_WRITER_ID + 1);
                 p->last_writer_id = cand;
                 bool used = false;
-                for (traced_trace_writer *o = p->writers; o; o = o->next)
-                        if (o->writer_id == cand)
-                                used = true;
+                for (traced_trace_writer *o = p->writers; o && !used; o = o->next)
+                        used = o->writer_id == cand;
                 if (!used)
                         id = cand;
         }
-        if (!id)
+        if (!id) {
+                pthread_mutex_unlock(&p->lock);
+                free(w);
                 return -EMFILE;
-        traced_trace_writer *w = calloc(1, sizeof(*w));
-        if (!w)
-                return -ENOMEM;
+        }
         *w = (traced_trace_writer) {
                 .producer = p,
+                .abi = p->abi,
+                .generation = atomic_load(&p->generation),
+                .owner = pthread_self(),
+                .exhausted_policy = inst->exhausted_policy,
                 .instance_id = instance_id,
                 .target_buffer = inst->target_buffer,
                 .writer_id = id,
         };
         w->next = p->writers;
         p->writers = w;
+        pthread_mutex_unlock(&p->lock);
         *ret = w;
         return 0;
 }
@@ -155,11 +170,14 @@ _public_ traced_trace_writer *traced_trace_writer_free(traced_trace_writer *w) {
                 return NULL;
         traced_producer *p = w->producer;
         (void) traced_trace_writer_flush(w);
+        pthread_mutex_lock(&p->lock);
         for (traced_trace_writer **pp = &p->writers; *pp; pp = &(*pp)->next)
                 if (*pp == w) {
                         *pp = w->next;
                         break;
                 }
         free(w);
+        producer_release_retired(p);
+        pthread_mutex_unlock(&p->lock);
         return NULL;
 }

@@ -22,6 +22,7 @@
 
 static traced_producer *fake_producer(sd_event **ret_event) {
         traced_producer *p = calloc(1, sizeof(*p));
+        cr_assert_eq(producer_init(p), 0);
         cr_assert_eq(sd_event_new(ret_event), 0);
         p->event = sd_event_ref(*ret_event);
         void *m = mmap(NULL, SMB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
