@@ -3,10 +3,15 @@
 /* example-producer: registers the data source "example.data" and, when a
  * session starts it, writes N TracePackets of a chosen size (for_testing {
  * str, seq_value }), then flushes. Used by the tests and benchmarks; the
- * payload of packet i is reproducible (bytes 'a' + (i + k) % 26). */
+ * payload of packet i is reproducible (bytes 'a' + (i + k) % 26). With
+ * --threads T, T threads each write N packets through a writer of their
+ * own (one sequence each); with --reconnect it outlives a restart of the
+ * service and serves the next one. */
 
 #include <errno.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,6 +32,21 @@ struct state {
         unsigned long written, dropped;
         bool exit_on_stop;
         bool stream; /* zero-copy streaming API instead of whole packets */
+        bool reconnect;
+        unsigned threads;
+        pthread_t tids[64];
+        unsigned n_tids;
+        atomic_uint n_done;
+        atomic_bool stopping;
+        uint64_t stopping_id;
+        sd_event_source *reaper;
+        traced_producer *producer;
+        pthread_mutex_t lock;
+};
+
+struct job {
+        struct state *st;
+        traced_trace_writer *w;
 };
 
 static uint64_t boottime_ns(void) {
@@ -35,15 +55,15 @@ static uint64_t boottime_ns(void) {
         return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t n, void *ud) {
-        struct state *st = ud;
-        traced_trace_writer *w;
+/* Writes the packets of one sequence through w, then frees w. */
+static void write_all(struct state *st, traced_trace_writer *w) {
+        unsigned long written = 0, dropped = 0;
         char *payload = malloc(st->size + 1);
-        if (!payload || traced_producer_new_writer(p, id, &w) < 0) {
-                free(payload);
+        if (!payload) {
+                traced_trace_writer_free(w);
                 return;
         }
-        for (unsigned long i = 0; i < st->packets; i++) {
+        for (unsigned long i = 0; i < st->packets && !atomic_load(&st->stopping); i++) {
                 struct pbw pkt = {}, ev = {};
                 for (size_t k = 0; k < st->size; k++)
                         payload[k] = (char) ('a' + (i + k) % 26);
@@ -63,9 +83,9 @@ static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint
                                 r = traced_msg_end_nested(test);
                         int e = traced_trace_writer_end_packet(w);
                         if (r >= 0 && e >= 0)
-                                st->written++;
+                                written++;
                         else
-                                st->dropped++;
+                                dropped++;
                         continue;
                 }
                 pbw_bytes(&ev, 1, payload, st->size);
@@ -73,21 +93,99 @@ static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint
                 pbw_varint(&pkt, 8, boottime_ns());
                 pbw_message(&pkt, 900, &ev);
                 if (!pkt.error && traced_trace_writer_write_packet(w, pkt.buf, pkt.len) == 0)
-                        st->written++;
+                        written++;
                 else
-                        st->dropped++;
+                        dropped++;
                 pbw_done(&ev);
                 pbw_done(&pkt);
         }
         (void) traced_trace_writer_flush(w);
         traced_trace_writer_free(w);
         free(payload);
+        pthread_mutex_lock(&st->lock);
+        st->written += written;
+        st->dropped += dropped;
+        pthread_mutex_unlock(&st->lock);
+}
+
+static void *thread_main(void *arg) {
+        struct job *j = arg;
+        struct state *st = j->st;
+        write_all(st, j->w);
+        free(j);
+        atomic_fetch_add(&st->n_done, 1);
+        return NULL;
+}
+
+static void join_threads(struct state *st) {
+        for (unsigned i = 0; i < st->n_tids; i++)
+                pthread_join(st->tids[i], NULL);
+        st->n_tids = 0;
+}
+
+static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t n, void *ud) {
+        struct state *st = ud;
+        traced_trace_writer *w;
+        if (st->threads == 0) {
+                if (traced_producer_new_writer(p, id, &w) < 0)
+                        return;
+                write_all(st, w);
+                fprintf(stderr, "example-producer: instance %llu: wrote %lu packets of %zu bytes, dropped %lu\n",
+                        (unsigned long long) id, st->written, st->size, st->dropped);
+                return;
+        }
+        /* The writers are made here, used and freed on their threads; the
+         * loop keeps running to commit what they fill. */
+        join_threads(st);
+        atomic_store(&st->n_done, 0);
+        atomic_store(&st->stopping, false);
+        for (unsigned t = 0; t < st->threads && st->n_tids < 64; t++) {
+                struct job *j = malloc(sizeof(*j));
+                if (!j || traced_producer_new_writer(p, id, &j->w) < 0) {
+                        free(j);
+                        break;
+                }
+                j->st = st;
+                if (pthread_create(&st->tids[st->n_tids], NULL, thread_main, j) != 0) {
+                        traced_trace_writer_free(j->w);
+                        free(j);
+                        break;
+                }
+                st->n_tids++;
+        }
+        fprintf(stderr, "example-producer: instance %llu: %u threads writing\n", (unsigned long long) id,
+                st->n_tids);
+}
+
+/* Threads still writing when the instance stops are asked to finish;
+ * the loop must keep running meanwhile (it commits what they write), so
+ * they are reaped from a timer and the stop is acknowledged then. */
+static int on_reap(sd_event_source *s, uint64_t usec, void *ud) {
+        struct state *st = ud;
+        if (atomic_load(&st->n_done) < st->n_tids) {
+                (void) sd_event_source_set_time_relative(s, 10000);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                return 0;
+        }
+        st->reaper = sd_event_source_disable_unref(st->reaper);
+        join_threads(st);
         fprintf(stderr, "example-producer: instance %llu: wrote %lu packets of %zu bytes, dropped %lu\n",
-                (unsigned long long) id, st->written, st->size, st->dropped);
+                (unsigned long long) st->stopping_id, st->written, st->size, st->dropped);
+        (void) traced_producer_notify_stopped(st->producer, st->stopping_id);
+        if (st->exit_on_stop)
+                sd_event_exit(st->event, 0);
+        return 0;
 }
 
 static void on_stop(traced_producer *p, uint64_t id, void *ud) {
         struct state *st = ud;
+        if (st->threads) {
+                atomic_store(&st->stopping, true);
+                st->stopping_id = id;
+                if (!st->reaper)
+                        (void) sd_event_add_time_relative(st->event, &st->reaper, CLOCK_MONOTONIC, 0, 0, on_reap, st);
+                return;
+        }
         if (st->exit_on_stop)
                 sd_event_exit(st->event, 0);
 }
@@ -95,17 +193,23 @@ static void on_stop(traced_producer *p, uint64_t id, void *ud) {
 static void on_disconnected(traced_producer *p, void *ud) {
         struct state *st = ud;
         fprintf(stderr, "example-producer: the service went away\n");
-        sd_event_exit(st->event, 1);
+        if (!st->reconnect)
+                sd_event_exit(st->event, 1);
+}
+
+static void on_connected(traced_producer *p, void *ud) {
+        fprintf(stderr, "example-producer: connected again (%u)\n", traced_producer_reconnects(p));
 }
 
 int main(int argc, char **argv) {
-        struct state st = { .packets = 1000, .size = 100, .ds = "example.data" };
+        struct state st = { .packets = 1000, .size = 100, .ds = "example.data", .lock = PTHREAD_MUTEX_INITIALIZER };
         struct traced_producer_options o = { .struct_size = sizeof(o), .name = "example-producer" };
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, 's' },  { "packets", required_argument, NULL, 'n' },
                 { "size", required_argument, NULL, 'z' },    { "smb-kb", required_argument, NULL, 'm' },
                 { "page-kb", required_argument, NULL, 'p' }, { "once", no_argument, NULL, '1' },
-                { "stream", no_argument, NULL, 'S' },
+                { "stream", no_argument, NULL, 'S' },        { "threads", required_argument, NULL, 'T' },
+                { "reconnect", no_argument, NULL, 'R' },
                 { "help", no_argument, NULL, 'h' },          {},
         };
         int c, r;
@@ -133,12 +237,24 @@ int main(int argc, char **argv) {
                 case 'S':
                         st.stream = true;
                         break;
+                case 'T':
+                        st.threads = (unsigned) strtoul(optarg, NULL, 0);
+                        if (st.threads > 64) {
+                                fprintf(stderr, "example-producer: at most 64 threads\n");
+                                return 2;
+                        }
+                        break;
+                case 'R':
+                        st.reconnect = true;
+                        break;
                 case 'h':
                         printf("Usage: example-producer [--socket PATH] [--packets N] [--size BYTES]\n"
                                "                        [--smb-kb KB] [--page-kb KB] [--once] [--stream]\n"
+                               "                        [--threads T] [--reconnect]\n"
                                "Registers \"example.data\"; each started instance gets N packets.\n"
                                "--once exits when the first instance stops; --stream writes packets\n"
-                               "field by field with the zero-copy API.\n");
+                               "field by field with the zero-copy API; --threads writes N packets\n"
+                               "from each of T threads; --reconnect survives a restart of the service.\n");
                         return 0;
                 default:
                         return 2;
@@ -152,14 +268,19 @@ int main(int argc, char **argv) {
                 .start = on_start,
                 .stop = on_stop,
                 .disconnected = on_disconnected,
+                .connected = on_connected,
         };
         traced_producer *p;
+        if (!st.reconnect)
+                o.flags |= TRACED_PRODUCER_NO_RECONNECT;
         r = traced_producer_connect(st.event, &o, &ops, &st, &p);
         if (r < 0) {
                 fprintf(stderr, "example-producer: cannot connect: %s\n", strerror(-r));
                 return 1;
         }
-        r = traced_producer_register_data_source(p, st.ds, 0);
+        st.producer = p;
+        /* With threads, the stop is acknowledged once they are done. */
+        r = traced_producer_register_data_source(p, st.ds, st.threads ? TRACED_DS_WILL_NOTIFY_ON_STOP : 0);
         if (r < 0) {
                 fprintf(stderr, "example-producer: cannot register: %s\n", strerror(-r));
                 return 1;
@@ -173,6 +294,9 @@ int main(int argc, char **argv) {
         sd_event_add_signal(st.event, NULL, SIGINT, NULL, NULL);
         fprintf(stderr, "example-producer: ready\n");
         r = sd_event_loop(st.event);
+        atomic_store(&st.stopping, true);
+        join_threads(&st);
+        st.reaper = sd_event_source_disable_unref(st.reaper);
         traced_producer_free(p);
         sd_event_unref(st.event);
         return r < 0 ? 1 : r;

@@ -179,13 +179,14 @@ int writer_queue_commit(traced_trace_writer *w, size_t page, size_t chunk) {
         /* Commit in batches: at the latest when control returns to the
          * loop, or right away once half the buffer waits. */
         now = p->n_pending * p->abi.page_size / 4 >= p->smb_size / 2;
-        int r = 0;
+        /* The chunk is queued either way; a connection that failed is
+         * dealt with by its disconnect handler. */
         if (now && producer_on_loop(p))
-                r = producer_commit(p, 0);
+                (void) producer_commit(p, 0);
         else
-                r = schedule_commit(p);
+                (void) schedule_commit(p);
         unlock(p);
-        return r;
+        return 0;
 }
 
 int writer_queue_patch(traced_trace_writer *w, const struct pending_patch *patch) {

@@ -126,3 +126,156 @@ ParameterizedTest(struct size_case *c, client, round_trip, .init = setup, .fini 
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
         test_consumer_free(&cons);
 }
+
+/* Packets of several sequences: per trusted_packet_sequence_id, seq 0..
+ * in order with the expected payload. Returns the number of sequences
+ * that were complete with n packets each. */
+static unsigned check_sequences(const uint8_t *buf, size_t len, size_t size, unsigned long n) {
+        static struct pbr_field pkts[100000];
+        struct {
+                uint64_t id;
+                unsigned long next;
+                bool bad;
+        } seqs[64] = {};
+        unsigned n_seqs = 0;
+        int np = pbr_split_trace(buf, len, pkts, 100000);
+        cr_assert_geq(np, 0);
+        char *expected = malloc(size + 1);
+        for (int i = 0; i < np; i++) {
+                struct pbr_field t, str, seq, sid;
+                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t))
+                        continue;
+                cr_assert(pbr_get(pkts[i].data, pkts[i].len, 10, false, &sid), "no trusted sequence id");
+                unsigned k = 0;
+                while (k < n_seqs && seqs[k].id != sid.varint)
+                        k++;
+                if (k == n_seqs) {
+                        cr_assert_lt(n_seqs, 64);
+                        seqs[n_seqs++].id = sid.varint;
+                }
+                cr_assert(pbr_get(t.data, t.len, 1, false, &str));
+                uint64_t v = pbr_get(t.data, t.len, 2, false, &seq) ? seq.varint : 0;
+                if (v != seqs[k].next)
+                        seqs[k].bad = true;
+                for (size_t b = 0; b < size; b++)
+                        expected[b] = (char) ('a' + (v + b) % 26);
+                if (str.len != size || memcmp(str.data, expected, size) != 0)
+                        seqs[k].bad = true;
+                seqs[k].next = v + 1;
+        }
+        free(expected);
+        unsigned good = 0;
+        for (unsigned k = 0; k < n_seqs; k++)
+                if (!seqs[k].bad && seqs[k].next == n)
+                        good++;
+        return good;
+}
+
+static void record_and_check_threads(bool stream) {
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+                         (char *) "2000", (char *) "--size", (char *) "300", (char *) "--smb-kb", (char *) "256",
+                         (char *) "--threads", (char *) "4", (char *) "--once", stream ? (char *) "--stream" : NULL,
+                         NULL };
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, NULL, NULL, argv, environ), 0);
+        spin_ms(ev, 300);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(64 * 1024, "example.data", 6000);
+        /* A 256 KiB SMB cannot hold 4 x 600 KB: the writers stall until
+         * the service has taken chunks, and nothing is lost. */
+        cfg->data_sources[0]->config->has_buffer_exhausted_policy = true;
+        cfg->data_sources[0]->config->buffer_exhausted_policy =
+                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 30000));
+        cr_assert_eq(test_consumer_read(&cons, 20000), 0);
+        unsigned good = check_sequences(cons.data, cons.len, 300, 2000);
+        cr_assert_eq(good, 4, "%u of 4 thread sequences arrived whole and in order", good);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
+        test_consumer_free(&cons);
+}
+
+Test(client, writers_on_four_threads, .init = setup, .fini = teardown, .timeout = 120) {
+        record_and_check_threads(false);
+}
+
+Test(client, streaming_writers_on_four_threads, .init = setup, .fini = teardown, .timeout = 120) {
+        record_and_check_threads(true);
+}
+
+static bool has_data_source(struct test_consumer *c, const char *name) {
+        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        bool found = false;
+        if (test_consumer_call(c, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
+                               &reply, 5000) != 0 || !reply)
+                return false;
+        const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+        for (size_t k = 0; st && k < st->n_data_sources; k++)
+                if (st->data_sources[k]->ds_descriptor && strcmp(st->data_sources[k]->ds_descriptor->name, name) == 0)
+                        found = true;
+        protobuf_c_message_free_unpacked(reply, NULL);
+        return found;
+}
+
+Test(client, producer_reconnects_when_the_service_restarts, .init = setup, .fini = teardown, .timeout = 120) {
+        char log[] = "/tmp/example-producer-log-XXXXXX";
+        int fd = mkstemp(log);
+        cr_assert_geq(fd, 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+                         (char *) "50", (char *) "--size", (char *) "200", (char *) "--reconnect", NULL };
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        bool seen = false;
+        for (int i = 0; i < 100 && !seen; i++) {
+                seen = has_data_source(&cons, "example.data");
+                if (!seen)
+                        spin_ms(ev, 50);
+        }
+        cr_assert(seen, "the producer never registered");
+        test_consumer_free(&cons);
+
+        /* The service goes away and comes back on the same socket. */
+        cr_assert_eq(traced_instance_stop(&inst), 0);
+        spin_ms(ev, 300);
+        cr_assert_eq(traced_instance_restart(&inst, false, NULL), 0);
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        seen = false;
+        for (int i = 0; i < 200 && !seen; i++) {
+                seen = has_data_source(&cons, "example.data");
+                if (!seen)
+                        spin_ms(ev, 50);
+        }
+        cr_assert(seen, "the producer did not register again with the new service");
+
+        /* And it records through the new connection. */
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(4096, "example.data", 800);
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 20000));
+        cr_assert_eq(test_consumer_read(&cons, 20000), 0);
+        cr_assert_eq(check_packets(cons.data, cons.len, 200), 50);
+        test_consumer_free(&cons);
+
+        cr_assert_eq(kill(pid, SIGTERM), 0);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        char out[4096];
+        ssize_t n = pread(fd, out, sizeof(out) - 1, 0);
+        out[n > 0 ? n : 0] = '\0';
+        close(fd);
+        unlink(log);
+        cr_assert(strstr(out, "the service went away") && strstr(out, "connected again (1)"),
+                  "producer log: %s", out);
+}

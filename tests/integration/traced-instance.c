@@ -27,6 +27,8 @@ int traced_instance_start(struct traced_instance *t, bool socket_activated) {
         return traced_instance_start_args(t, socket_activated, no_plugins);
 }
 
+static int spawn_instance(struct traced_instance *t, bool socket_activated, const char *const *args);
+
 int traced_instance_start_args(struct traced_instance *t, bool socket_activated, const char *const *args) {
         memset(t, 0, sizeof(*t));
         snprintf(t->dir, sizeof(t->dir), "/tmp/traced-test-XXXXXX");
@@ -35,12 +37,24 @@ int traced_instance_start_args(struct traced_instance *t, bool socket_activated,
         snprintf(t->producer_path, sizeof(t->producer_path), "%s/producer.sock", t->dir);
         snprintf(t->consumer_path, sizeof(t->consumer_path), "%s/consumer.sock", t->dir);
         snprintf(t->log_path, sizeof(t->log_path), "%s/traced.log", t->dir);
+        return spawn_instance(t, socket_activated, args);
+}
 
+int traced_instance_restart(struct traced_instance *t, bool socket_activated, const char *const *args) {
+        static const char *const no_plugins[] = { "--no-plugins", NULL };
+        if (t->pid > 0)
+                return -EBUSY;
+        (void) unlink(t->producer_path);
+        (void) unlink(t->consumer_path);
+        return spawn_instance(t, socket_activated, args ? args : no_plugins);
+}
+
+static int spawn_instance(struct traced_instance *t, bool socket_activated, const char *const *args) {
         pid_t pid = fork();
         if (pid < 0)
                 return -errno;
         if (pid == 0) {
-                int fd = open(t->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                int fd = open(t->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
                 if (fd >= 0) {
                         dup2(fd, STDOUT_FILENO);
                         dup2(fd, STDERR_FILENO);

@@ -23,6 +23,9 @@ int traced_instance_start(struct traced_instance *t, bool socket_activated);
 /* Same, with extra traced arguments (NULL-terminated; by default traced
  * runs with --no-plugins). */
 int traced_instance_start_args(struct traced_instance *t, bool socket_activated, const char *const *args);
+/* Starts a stopped instance again on the same socket paths (the log
+ * continues). args NULL: --no-plugins. */
+int traced_instance_restart(struct traced_instance *t, bool socket_activated, const char *const *args);
 /* SIGTERM, wait; returns the exit status (or -errno). */
 int traced_instance_stop(struct traced_instance *t);
 /* True while the process is alive. */

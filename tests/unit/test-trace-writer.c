@@ -7,6 +7,9 @@
  * encoder's size fields (in place and patched), and loss on a full SMB. */
 
 #include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -223,6 +226,124 @@ Test(trace_writer, misuse_is_refused) {
         /* end_packet closes what is still open */
         cr_assert_eq(traced_trace_writer_end_packet(w), 0);
         cr_assert_eq(traced_trace_writer_end_packet(w), -EINVAL);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
+/* Fills the SMB with complete chunks through a dropping writer. */
+static void fill_smb(traced_producer *p) {
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        for (uint32_t seq = 0;; seq++) {
+                struct pbw pkt = {};
+                expected_packet(seq, 1000, &pkt);
+                int r = traced_trace_writer_write_packet(w, pkt.buf, pkt.len);
+                pbw_done(&pkt);
+                if (r == -ENOBUFS)
+                        break;
+                cr_assert_eq(r, 0);
+                cr_assert_lt(seq, 10000);
+        }
+        (void) traced_trace_writer_flush(w);
+}
+
+struct freer {
+        traced_producer *p;
+        atomic_bool freed;
+};
+
+/* Plays the service: after a while, takes one complete chunk. */
+static void *free_one_chunk_later(void *arg) {
+        struct freer *f = arg;
+        struct timespec ts = { .tv_nsec = 100 * 1000000L };
+        nanosleep(&ts, NULL);
+        for (size_t page = 0; page < f->p->abi.num_pages && !atomic_load(&f->freed); page++) {
+                uint32_t bm = smb_page_bitmap(&f->p->abi, page);
+                for (uint32_t i = 0; i < smb_bitmap_num_chunks(bm); i++) {
+                        struct smb_chunk c = smb_try_acquire_chunk_for_reading(&f->p->abi, page, i);
+                        if (smb_chunk_is_valid(&c) && smb_release_chunk_as_free(&f->p->abi, &c) >= 0) {
+                                atomic_store(&f->freed, true);
+                                break;
+                        }
+                }
+        }
+        return NULL;
+}
+
+static int write_one(traced_trace_writer *w) {
+        struct pbw pkt = {};
+        expected_packet(1, 100, &pkt);
+        int r = traced_trace_writer_write_packet(w, pkt.buf, pkt.len);
+        pbw_done(&pkt);
+        return r;
+}
+
+Test(trace_writer, full_buffer_stall_waits_for_a_free_chunk) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        fill_smb(p);
+        traced_trace_writer *drop, *stall;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &drop), 0);
+        p->instances->exhausted_policy = TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &stall), 0);
+        /* Dropping gives up at once. */
+        cr_assert_eq(write_one(drop), -ENOBUFS);
+        /* Stalling waits until the "service" frees a chunk. */
+        struct freer f = { .p = p };
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, free_one_chunk_later, &f), 0);
+        cr_assert_eq(write_one(stall), 0, "the stalling writer did not get the freed chunk");
+        pthread_join(t, NULL);
+        cr_assert(atomic_load(&f.freed));
+        cr_assert_eq(traced_trace_writer_dropped(stall), 0);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
+Test(trace_writer, full_buffer_stall_then_drop_gives_up) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        p->stall_limit_usec = 200000;
+        fill_smb(p);
+        p->instances->exhausted_policy = TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        cr_assert_eq(write_one(w), -ENOBUFS);
+        cr_assert_eq(traced_trace_writer_dropped(w), 1);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
+Test(trace_writer, full_buffer_stall_then_abort_aborts, .signal = SIGABRT) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        p->stall_limit_usec = 100000;
+        fill_smb(p);
+        p->instances->exhausted_policy = TRACED_BUFFER_EXHAUSTED_STALL_THEN_ABORT;
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        (void) write_one(w);
+}
+
+Test(trace_writer, writers_of_a_lost_connection_drop) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        cr_assert_eq(write_one(w), 0);
+        /* What the library does when the connection ends. */
+        atomic_store(&p->ready, false);
+        atomic_fetch_add(&p->generation, 1);
+        cr_assert_eq(write_one(w), -ENOTCONN);
+        traced_msg *root;
+        cr_assert_eq(traced_trace_writer_begin_packet(w, &root), -ENOTCONN);
+        cr_assert_eq(traced_trace_writer_dropped(w), 2);
+        /* Even once a new connection is up, the old writer stays out. */
+        atomic_store(&p->ready, true);
+        cr_assert_eq(write_one(w), -ENOTCONN);
+        traced_trace_writer *fresh;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &fresh), 0);
+        cr_assert_eq(write_one(fresh), 0);
         traced_producer_free(p);
         sd_event_unref(e);
 }
