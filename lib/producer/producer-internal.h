@@ -91,7 +91,7 @@ struct traced_producer {
 
         traced_trace_writer *writers;
         uint16_t last_writer_id;
-        size_t next_page_hint;
+        atomic_size_t next_page_hint; /* where the last search for a chunk ended */
 };
 
 /* An open nested message of the packet being streamed. */

@@ -57,7 +57,7 @@ static struct smb_chunk try_acquire(traced_trace_writer *w, uint32_t chunk_id) {
         /* Start where the last search ended, so writers spread over pages.
          * The SMB's own compare-and-swap makes concurrent writers safe; the
          * hint is only a hint. */
-        size_t hint = p->next_page_hint;
+        size_t hint = atomic_load_explicit(&p->next_page_hint, memory_order_relaxed);
         for (size_t k = 0; k < abi->num_pages; k++) {
                 size_t page = (hint + k) % abi->num_pages;
                 if (smb_page_bitmap(abi, page) == 0)
@@ -66,7 +66,7 @@ static struct smb_chunk try_acquire(traced_trace_writer *w, uint32_t chunk_id) {
                 for (uint32_t i = 0; i < n; i++) {
                         struct smb_chunk c = smb_try_acquire_chunk_for_writing(abi, page, i, w->writer_id, chunk_id);
                         if (smb_chunk_is_valid(&c)) {
-                                p->next_page_hint = page;
+                                atomic_store_explicit(&p->next_page_hint, page, memory_order_relaxed);
                                 return c;
                         }
                 }
