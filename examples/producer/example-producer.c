@@ -129,9 +129,14 @@ static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint
         if (st->threads == 0) {
                 if (traced_producer_new_writer(p, id, &w) < 0)
                         return;
+                struct timespec a, b;
+                clock_gettime(CLOCK_MONOTONIC, &a);
                 write_all(st, w);
-                fprintf(stderr, "example-producer: instance %llu: wrote %lu packets of %zu bytes, dropped %lu\n",
-                        (unsigned long long) id, st->written, st->size, st->dropped);
+                clock_gettime(CLOCK_MONOTONIC, &b);
+                double secs = (double) (b.tv_sec - a.tv_sec) + (double) (b.tv_nsec - a.tv_nsec) / 1e9;
+                fprintf(stderr,
+                        "example-producer: instance %llu: wrote %lu packets of %zu bytes, dropped %lu, in %.6f s\n",
+                        (unsigned long long) id, st->written, st->size, st->dropped, secs);
                 return;
         }
         /* The writers are made here, used and freed on their threads; the
