@@ -11,6 +11,20 @@ void pbw_done(struct pbw *w) {
         *w = (struct pbw) {};
 }
 
+void pbw_reset(struct pbw *w) {
+        w->len = 0;
+        w->error = 0;
+}
+
+size_t pbw_varint_size(uint64_t v) {
+        size_t n = 1;
+        while (v >= 0x80) {
+                v >>= 7;
+                n++;
+        }
+        return n;
+}
+
 static int reserve(struct pbw *w, size_t n) {
         if (w->error)
                 return w->error;
@@ -47,8 +61,10 @@ size_t pbw_put_varint(uint8_t *p, uint64_t v) {
 }
 
 static void raw_varint(struct pbw *w, uint64_t v) {
-        uint8_t tmp[10];
-        pbw_raw(w, tmp, pbw_put_varint(tmp, v));
+        /* Encoded in place: this runs for every field of every event. */
+        if (w->len + 10 > w->cap && reserve(w, 10) < 0)
+                return;
+        w->len += pbw_put_varint(w->buf + w->len, v);
 }
 
 void pbw_raw_varint(struct pbw *w, uint64_t v) {

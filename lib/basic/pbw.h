@@ -16,6 +16,10 @@ struct pbw {
 };
 
 void pbw_done(struct pbw *w);
+/* Empties w but keeps its memory for the next message. */
+void pbw_reset(struct pbw *w);
+/* Bytes a varint of v takes. */
+size_t pbw_varint_size(uint64_t v);
 void pbw_raw(struct pbw *w, const void *data, size_t n);
 void pbw_tag(struct pbw *w, uint32_t field, unsigned wire_type);
 /* A bare varint, for the elements of packed repeated fields. */

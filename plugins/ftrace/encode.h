@@ -9,4 +9,4 @@ struct pbw;
 
 /* Appends one kernel record, as FtraceEventBundle.event (an FtraceEvent),
  * to w: a typed message for the known events, GenericFtraceEvent else. */
-void ftrace_encode_event(struct pbw *w, const struct event_format *f, uint64_t ts, const uint8_t *rec, size_t len);
+void ftrace_encode_event(struct pbw *w, struct event_format *f, uint64_t ts, const uint8_t *rec, size_t len);

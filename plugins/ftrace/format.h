@@ -27,6 +27,10 @@ struct event_format {
         size_t n_fields;
         int16_t common_pid_offset;
         int16_t common_flags_offset;
+        /* The encoder's lookups, made once on first use. */
+        uint8_t enc_state; /* 0: not yet, 1: generic, 2: typed */
+        uint8_t enc_typed; /* index in the encoder's table */
+        const struct format_field *enc_fields[8];
 };
 
 /* Parses a format file's text. -EINVAL for what is not a format. */

@@ -23,6 +23,8 @@
 #include "tracefs.h"
 
 #define MAX_EVENTS 256
+#define ID_SLOTS 512 /* > 2 x MAX_EVENTS, a power of 2 */
+#define INTERN_SLOTS 2048 /* > 2 x MAX_INTERN, a power of 2 */
 #define MAX_CPUS 1024
 #define DEFAULT_BUFFER_KB 2048u
 #define DEFAULT_DRAIN_MS 100u
@@ -45,11 +47,16 @@ struct ftrace_session {
         struct traced_source *timer;
         /* the bundle being built */
         struct pbw bundle;
+        struct pbw packet; /* kept between bundles */
         int bundle_cpu;
         size_t bundle_events;
+        int16_t by_id[ID_SLOTS]; /* index into formats, -1: free */
         /* compact_sched: columns of sched_switch and sched_waking */
         bool compact;
         const struct event_format *switch_fmt, *waking_fmt;
+        const struct format_field *sw_next_comm, *sw_prev_state, *sw_next_pid, *sw_next_prio;
+        const struct format_field *wk_comm_f, *wk_pid_f, *wk_cpu_f, *wk_prio_f;
+        int16_t intern_slots[INTERN_SLOTS]; /* index into intern, -1: free */
         struct pbw sw_ts, sw_state, sw_pid, sw_prio, sw_comm;
         struct pbw wk_ts, wk_pid, wk_cpu, wk_prio, wk_comm, wk_flags;
         uint64_t sw_last_ts, wk_last_ts;
@@ -66,11 +73,26 @@ static struct ftrace_session *find_session(struct plugin *pl, uint64_t id) {
         return NULL;
 }
 
-static const struct event_format *format_by_id(const struct ftrace_session *s, uint16_t id) {
-        for (size_t i = 0; i < s->n_formats; i++)
-                if (s->formats[i].id == id)
-                        return &s->formats[i];
-        return NULL;
+/* The format of a record's event id: a small open-addressing table, since
+ * this runs for every record. */
+static struct event_format *format_by_id(struct ftrace_session *s, uint16_t id) {
+        for (size_t i = id & (ID_SLOTS - 1);; i = (i + 1) & (ID_SLOTS - 1)) {
+                int16_t k = s->by_id[i];
+                if (k < 0)
+                        return NULL;
+                if (s->formats[k].id == id)
+                        return &s->formats[k];
+        }
+}
+
+static void index_formats(struct ftrace_session *s) {
+        memset(s->by_id, 0xff, sizeof(s->by_id));
+        for (size_t n = 0; n < s->n_formats; n++) {
+                size_t i = s->formats[n].id & (ID_SLOTS - 1);
+                while (s->by_id[i] >= 0)
+                        i = (i + 1) & (ID_SLOTS - 1);
+                s->by_id[i] = (int16_t) n;
+        }
 }
 
 static int add_event(struct ftrace_session *s, const char *group, const char *name) {
@@ -141,36 +163,59 @@ static int add_event_spec(struct ftrace_session *s, const char *spec) {
         return added > 0 ? 0 : -ENOENT;
 }
 
-static void compact_write(struct ftrace_session *s, struct pbw *bundle);
+static void compact_write(struct ftrace_session *s, struct pbw *out, size_t size);
 
+static size_t compact_size(const struct ftrace_session *s);
+
+/* The bundle goes out as TracePacket { ftrace_events { cpu, event...,
+ * compact_sched, lost_events } }, assembled in one pass into a buffer kept
+ * from one bundle to the next. */
 static void bundle_emit(struct ftrace_session *s) {
         if (s->bundle_events == 0 && !s->lost_pending)
                 return;
-        struct pbw b = {}, pkt = {};
-        pbw_varint(&b, 1, (uint64_t) s->bundle_cpu);
-        pbw_raw(&b, s->bundle.buf, s->bundle.len);
-        compact_write(s, &b);
+        size_t compact = compact_size(s);
+        size_t inner = 1 + pbw_varint_size((uint64_t) s->bundle_cpu) + s->bundle.len +
+                       (compact ? 1 + pbw_varint_size(compact) + compact : 0) + (s->lost_pending ? 2 : 0);
+        struct pbw *pkt = &s->packet;
+        pbw_reset(pkt);
+        pbw_tag(pkt, 1, 2); /* TracePacket.ftrace_events */
+        pbw_raw_varint(pkt, inner);
+        pbw_varint(pkt, 1, (uint64_t) s->bundle_cpu);
+        pbw_raw(pkt, s->bundle.buf, s->bundle.len);
+        compact_write(s, pkt, compact);
         if (s->lost_pending)
-                pbw_varint(&b, 3, 1);
-        pbw_message(&pkt, 1, &b); /* TracePacket.ftrace_events */
-        if (!pkt.error)
-                (void) s->pl->api->write_packet(s->writer, pkt.buf, pkt.len);
-        pbw_done(&b);
-        pbw_done(&pkt);
-        pbw_done(&s->bundle);
+                pbw_varint(pkt, 3, 1);
+        if (!pkt->error)
+                (void) s->pl->api->write_packet(s->writer, pkt->buf, pkt->len);
+        pbw_reset(&s->bundle);
         s->bundle_events = 0;
         s->lost_pending = false;
 }
 
 #define MAX_INTERN 1024
 
+static uint32_t comm_hash(const char *comm) {
+        uint32_t h = 2166136261u;
+        for (size_t i = 0; i < 16 && comm[i]; i++)
+                h = (h ^ (uint8_t) comm[i]) * 16777619u;
+        return h;
+}
+
+/* The index of comm (16 bytes, zero-padded) in the bundle's table of
+ * names, added if new. */
 static uint32_t intern(struct ftrace_session *s, const char *comm) {
-        for (size_t i = 0; i < s->n_intern; i++)
-                if (strncmp(s->intern[i], comm, 16) == 0)
-                        return (uint32_t) i;
+        size_t i = comm_hash(comm) & (INTERN_SLOTS - 1);
+        for (;; i = (i + 1) & (INTERN_SLOTS - 1)) {
+                int16_t k = s->intern_slots[i];
+                if (k < 0)
+                        break;
+                if (memcmp(s->intern[k], comm, 16) == 0)
+                        return (uint32_t) k;
+        }
         if (s->n_intern == MAX_INTERN)
                 return 0; /* table full: the bundle is emitted before this happens */
-        snprintf(s->intern[s->n_intern], 16, "%s", comm);
+        memcpy(s->intern[s->n_intern], comm, 16);
+        s->intern_slots[i] = (int16_t) s->n_intern;
         return (uint32_t) s->n_intern++;
 }
 
@@ -178,32 +223,33 @@ static void compact_reset(struct ftrace_session *s) {
         struct pbw *cols[] = { &s->sw_ts, &s->sw_state, &s->sw_pid, &s->sw_prio, &s->sw_comm,
                                &s->wk_ts, &s->wk_pid, &s->wk_cpu, &s->wk_prio, &s->wk_comm, &s->wk_flags };
         for (size_t i = 0; i < ELEMENTSOF(cols); i++)
-                pbw_done(cols[i]);
+                pbw_reset(cols[i]);
         s->sw_last_ts = s->wk_last_ts = 0;
         s->n_intern = 0;
+        memset(s->intern_slots, 0xff, sizeof(s->intern_slots));
 }
 
 /* sched_switch and sched_waking as columns: a few bytes per event. */
 static bool compact_add(struct ftrace_session *s, const struct event_format *f, uint64_t ts, const uint8_t *rec,
                         size_t len) {
-        char comm[16];
+        char comm[16] = {};
         if (f == s->switch_fmt) {
-                format_read_str(format_field(f, "next_comm"), rec, len, comm, sizeof(comm));
+                format_read_str(s->sw_next_comm, rec, len, comm, sizeof(comm));
                 pbw_raw_varint(&s->sw_ts, ts - s->sw_last_ts);
                 s->sw_last_ts = ts;
-                pbw_raw_varint(&s->sw_state, (uint64_t) format_read_int(format_field(f, "prev_state"), rec, len));
-                pbw_raw_varint(&s->sw_pid, (uint64_t) format_read_int(format_field(f, "next_pid"), rec, len));
-                pbw_raw_varint(&s->sw_prio, (uint64_t) format_read_int(format_field(f, "next_prio"), rec, len));
+                pbw_raw_varint(&s->sw_state, (uint64_t) format_read_int(s->sw_prev_state, rec, len));
+                pbw_raw_varint(&s->sw_pid, (uint64_t) format_read_int(s->sw_next_pid, rec, len));
+                pbw_raw_varint(&s->sw_prio, (uint64_t) format_read_int(s->sw_next_prio, rec, len));
                 pbw_raw_varint(&s->sw_comm, intern(s, comm));
                 return true;
         }
         if (f == s->waking_fmt) {
-                format_read_str(format_field(f, "comm"), rec, len, comm, sizeof(comm));
+                format_read_str(s->wk_comm_f, rec, len, comm, sizeof(comm));
                 pbw_raw_varint(&s->wk_ts, ts - s->wk_last_ts);
                 s->wk_last_ts = ts;
-                pbw_raw_varint(&s->wk_pid, (uint64_t) format_read_int(format_field(f, "pid"), rec, len));
-                pbw_raw_varint(&s->wk_cpu, (uint64_t) format_read_int(format_field(f, "target_cpu"), rec, len));
-                pbw_raw_varint(&s->wk_prio, (uint64_t) format_read_int(format_field(f, "prio"), rec, len));
+                pbw_raw_varint(&s->wk_pid, (uint64_t) format_read_int(s->wk_pid_f, rec, len));
+                pbw_raw_varint(&s->wk_cpu, (uint64_t) format_read_int(s->wk_cpu_f, rec, len));
+                pbw_raw_varint(&s->wk_prio, (uint64_t) format_read_int(s->wk_prio_f, rec, len));
                 pbw_raw_varint(&s->wk_comm, intern(s, comm));
                 pbw_raw_varint(&s->wk_flags, f->common_flags_offset >= 0 && (size_t) f->common_flags_offset < len
                                                      ? rec[f->common_flags_offset]
@@ -213,23 +259,51 @@ static bool compact_add(struct ftrace_session *s, const struct event_format *f, 
         return false;
 }
 
-static void compact_write(struct ftrace_session *s, struct pbw *bundle) {
+#define N_COLUMNS 11
+
+static void compact_columns(struct ftrace_session *s, uint32_t ret_fields[N_COLUMNS], struct pbw *ret_cols[N_COLUMNS]) {
+        static const uint32_t fields[N_COLUMNS] = { 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12 };
+        struct pbw *cols[N_COLUMNS] = { &s->sw_ts,  &s->sw_state, &s->sw_pid,  &s->sw_prio, &s->sw_comm, &s->wk_ts,
+                                        &s->wk_pid, &s->wk_cpu,   &s->wk_prio, &s->wk_comm, &s->wk_flags };
+        memcpy(ret_fields, fields, sizeof(fields));
+        memcpy(ret_cols, cols, sizeof(cols));
+}
+
+/* Bytes of the FtraceEventBundle.CompactSched message, 0 if none. */
+static size_t compact_size(const struct ftrace_session *s) {
         if (!s->compact || (s->sw_ts.len == 0 && s->wk_ts.len == 0))
+                return 0;
+        uint32_t fields[N_COLUMNS];
+        struct pbw *cols[N_COLUMNS];
+        compact_columns((struct ftrace_session *) s, fields, cols);
+        size_t n = 0;
+        for (size_t i = 0; i < s->n_intern; i++) {
+                size_t l = strnlen(s->intern[i], 16);
+                n += 1 + pbw_varint_size(l) + l;
+        }
+        for (size_t i = 0; i < N_COLUMNS; i++)
+                if (cols[i]->len)
+                        n += 1 + pbw_varint_size(cols[i]->len) + cols[i]->len;
+        return n;
+}
+
+static void compact_write(struct ftrace_session *s, struct pbw *out, size_t size) {
+        if (size == 0)
                 return;
-        struct pbw c = {};
-        for (size_t i = 0; i < s->n_intern; i++)
-                pbw_string(&c, 5, s->intern[i]);
-        const struct {
-                uint32_t field;
-                struct pbw *col;
-        } cols[] = { { 1, &s->sw_ts },  { 2, &s->sw_state }, { 3, &s->sw_pid },  { 4, &s->sw_prio },
-                     { 6, &s->sw_comm }, { 7, &s->wk_ts },   { 8, &s->wk_pid },  { 9, &s->wk_cpu },
-                     { 10, &s->wk_prio }, { 11, &s->wk_comm }, { 12, &s->wk_flags } };
-        for (size_t i = 0; i < ELEMENTSOF(cols); i++)
-                if (cols[i].col->len)
-                        pbw_bytes(&c, cols[i].field, cols[i].col->buf, cols[i].col->len);
-        pbw_message(bundle, 4, &c); /* FtraceEventBundle.compact_sched */
-        pbw_done(&c);
+        uint32_t fields[N_COLUMNS];
+        struct pbw *cols[N_COLUMNS];
+        compact_columns(s, fields, cols);
+        pbw_tag(out, 4, 2); /* FtraceEventBundle.compact_sched */
+        pbw_raw_varint(out, size);
+        for (size_t i = 0; i < s->n_intern; i++) {
+                size_t l = strnlen(s->intern[i], 16);
+                pbw_tag(out, 5, 2);
+                pbw_raw_varint(out, l);
+                pbw_raw(out, s->intern[i], l);
+        }
+        for (size_t i = 0; i < N_COLUMNS; i++)
+                if (cols[i]->len)
+                        pbw_bytes(out, fields[i], cols[i]->buf, cols[i]->len);
         compact_reset(s);
 }
 
@@ -239,7 +313,7 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
                 return;
         uint16_t id;
         memcpy(&id, data, 2);
-        const struct event_format *f = format_by_id(s, id);
+        struct event_format *f = format_by_id(s, id);
         if (!f)
                 return;
         if (!(s->compact && compact_add(s, f, ts, data, len)))
@@ -338,7 +412,11 @@ static void session_free(struct ftrace_session *s) {
                 pl->api->free_writer(s->writer);
         }
         pbw_done(&s->bundle);
-        compact_reset(s);
+        pbw_done(&s->packet);
+        struct pbw *cols[] = { &s->sw_ts, &s->sw_state, &s->sw_pid, &s->sw_prio, &s->sw_comm,
+                               &s->wk_ts, &s->wk_pid, &s->wk_cpu, &s->wk_prio, &s->wk_comm, &s->wk_flags };
+        for (size_t i = 0; i < ELEMENTSOF(cols); i++)
+                pbw_done(cols[i]);
         free(s->intern);
         free(s->cpu_fds);
         free(s->formats);
@@ -415,6 +493,20 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                         s->switch_fmt = &s->formats[i];
                 else if (strcmp(s->formats[i].name, "sched_waking") == 0)
                         s->waking_fmt = &s->formats[i];
+        }
+        index_formats(s);
+        memset(s->intern_slots, 0xff, sizeof(s->intern_slots));
+        if (s->switch_fmt) {
+                s->sw_next_comm = format_field(s->switch_fmt, "next_comm");
+                s->sw_prev_state = format_field(s->switch_fmt, "prev_state");
+                s->sw_next_pid = format_field(s->switch_fmt, "next_pid");
+                s->sw_next_prio = format_field(s->switch_fmt, "next_prio");
+        }
+        if (s->waking_fmt) {
+                s->wk_comm_f = format_field(s->waking_fmt, "comm");
+                s->wk_pid_f = format_field(s->waking_fmt, "pid");
+                s->wk_cpu_f = format_field(s->waking_fmt, "target_cpu");
+                s->wk_prio_f = format_field(s->waking_fmt, "prio");
         }
         if (s->compact && !(s->intern = calloc(MAX_INTERN, sizeof(*s->intern)))) {
                 session_free(s);
