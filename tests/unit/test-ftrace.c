@@ -292,3 +292,123 @@ Test(ftrace_encode, sched_switch_round_trip) {
         cr_assert(k.done, "no sched_switch to encode");
         free(pages);
 }
+
+/* Builds a record for format f: common fields, then the named integer
+ * fields set (strings are written by the caller). */
+static size_t make_record(const struct event_format *f, uint8_t *rec, size_t size, int32_t pid) {
+        memset(rec, 0, size);
+        memcpy(rec, &f->id, 2);
+        memcpy(rec + 4, &pid, 4);
+        size_t len = 8;
+        for (size_t i = 0; i < f->n_fields; i++)
+                if ((size_t) f->fields[i].offset + f->fields[i].size > len)
+                        len = (size_t) f->fields[i].offset + f->fields[i].size;
+        cr_assert_leq(len, size);
+        return len;
+}
+
+static void set_int(const struct event_format *f, uint8_t *rec, const char *name, int64_t v) {
+        const struct format_field *ff = format_field(f, name);
+        cr_assert_not_null(ff, "%s has no field %s", f->name, name);
+        memcpy(rec + ff->offset, &v, ff->size < 8 ? ff->size : 8);
+}
+
+static Perfetto__Protos__FtraceEvent *encode_one(struct event_format *f, const uint8_t *rec, size_t len,
+                                                 Perfetto__Protos__FtraceEventBundle **ret_bundle) {
+        struct pbw w = {};
+        ftrace_encode_event(&w, f, 1234, rec, len);
+        Perfetto__Protos__FtraceEventBundle *b = perfetto__protos__ftrace_event_bundle__unpack(NULL, w.len, w.buf);
+        pbw_done(&w);
+        cr_assert_not_null(b);
+        cr_assert_eq(b->n_event, 1);
+        *ret_bundle = b;
+        return b->event[0];
+}
+
+Test(ftrace_encode, irq_power_and_syscall_events_are_typed) {
+        struct event_format f;
+        uint8_t rec[256];
+        Perfetto__Protos__FtraceEventBundle *b;
+        Perfetto__Protos__FtraceEvent *e;
+        size_t len;
+
+        /* irq_handler_entry: irq and the handler's name (__data_loc). */
+        load_format("format-irq_handler_entry", "irq", &f);
+        len = make_record(&f, rec, 64, 0);
+        set_int(&f, rec, "irq", 27);
+        const struct format_field *name = format_field(&f, "name");
+        cr_assert(name && name->is_data_loc);
+        uint32_t loc = (6u << 16) | (uint32_t) len;
+        memcpy(rec + name->offset, &loc, 4);
+        memcpy(rec + len, "virtio", 6);
+        e = encode_one(&f, rec, len + 6, &b);
+        cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_IRQ_HANDLER_ENTRY);
+        cr_assert_eq(e->irq_handler_entry->irq, 27);
+        cr_assert_str_eq(e->irq_handler_entry->name, "virtio");
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+
+        load_format("format-irq_handler_exit", "irq", &f);
+        len = make_record(&f, rec, sizeof(rec), 0);
+        set_int(&f, rec, "irq", 27);
+        set_int(&f, rec, "ret", 1);
+        e = encode_one(&f, rec, len, &b);
+        cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_IRQ_HANDLER_EXIT);
+        cr_assert_eq(e->irq_handler_exit->ret, 1);
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+
+        load_format("format-softirq_entry", "irq", &f);
+        len = make_record(&f, rec, sizeof(rec), 0);
+        set_int(&f, rec, "vec", 3);
+        e = encode_one(&f, rec, len, &b);
+        cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SOFTIRQ_ENTRY);
+        cr_assert_eq(e->softirq_entry->vec, 3);
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+
+        load_format("format-cpu_frequency", "power", &f);
+        len = make_record(&f, rec, sizeof(rec), 0);
+        set_int(&f, rec, "state", 2400000);
+        set_int(&f, rec, "cpu_id", 1);
+        e = encode_one(&f, rec, len, &b);
+        cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_CPU_FREQUENCY);
+        cr_assert_eq(e->cpu_frequency->state, 2400000);
+        cr_assert_eq(e->cpu_frequency->cpu_id, 1);
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+
+        load_format("format-cpu_idle", "power", &f);
+        len = make_record(&f, rec, sizeof(rec), 0);
+        set_int(&f, rec, "state", 4294967295u); /* leaving idle: (u32) -1 */
+        set_int(&f, rec, "cpu_id", 0);
+        e = encode_one(&f, rec, len, &b);
+        cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_CPU_IDLE);
+        cr_assert_eq(e->cpu_idle->state, 4294967295u);
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+
+        /* sys_enter: the id and the six argument registers. */
+        load_format("format-sys_enter", "raw_syscalls", &f);
+        len = make_record(&f, rec, sizeof(rec), 4242);
+        set_int(&f, rec, "id", 39);
+        const struct format_field *args = format_field(&f, "args");
+        cr_assert(args && args->size == 48);
+        for (uint64_t k = 0; k < 6; k++) {
+                uint64_t v = 0x1000 + k;
+                memcpy(rec + args->offset + 8 * k, &v, 8);
+        }
+        e = encode_one(&f, rec, len, &b);
+        cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SYS_ENTER);
+        cr_assert_eq(e->pid, 4242);
+        cr_assert_eq(e->sys_enter->id, 39);
+        cr_assert_eq(e->sys_enter->n_args, 6);
+        for (size_t k = 0; k < 6; k++)
+                cr_assert_eq(e->sys_enter->args[k], 0x1000 + k);
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+
+        load_format("format-sys_exit", "raw_syscalls", &f);
+        len = make_record(&f, rec, sizeof(rec), 4242);
+        set_int(&f, rec, "id", 0);
+        set_int(&f, rec, "ret", -11);
+        e = encode_one(&f, rec, len, &b);
+        cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SYS_EXIT);
+        cr_assert_eq(e->sys_exit->id, 0);
+        cr_assert_eq(e->sys_exit->ret, -11, "a negative return must stay negative");
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+}
