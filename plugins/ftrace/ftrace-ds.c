@@ -19,7 +19,9 @@
 #include "basic/pbw.h"
 #include "format.h"
 #include "ftrace-ds.h"
+#include "kprobes.h"
 #include "page.h"
+#include "syscalls.h"
 #include "tracefs.h"
 
 #define MAX_EVENTS 256
@@ -38,6 +40,7 @@ struct ftrace_session {
         struct traced_writer *writer;
         char name[64];
         char root[512];
+        char kprobe_group[64]; /* set while probes of ours exist */
         struct event_format *formats;
         size_t n_formats;
         int *cpu_fds;
@@ -164,6 +167,106 @@ static int add_event_spec(struct ftrace_session *s, const char *spec) {
 }
 
 static void compact_write(struct ftrace_session *s, struct pbw *out, size_t size);
+
+#define MAX_SYSCALL_NAMES 512
+
+/* FtraceConfig.syscall_events: raw_syscalls sys_enter/sys_exit, filtered
+ * in our instance to the named calls. A name this architecture does not
+ * have is reported and skipped. */
+static int add_syscalls(struct ftrace_session *s, const struct pbr_field *fc) {
+        const char *names[MAX_SYSCALL_NAMES];
+        char store[MAX_SYSCALL_NAMES][64];
+        size_t n = 0, pos = 0, unknown = 0;
+        struct pbr_field f;
+        bool unfiltered = false;
+
+        while (pbr_next(fc->data, fc->len, &pos, &f) > 0) {
+                if (f.number == 1 && f.wire_type == 2 && f.len >= 12 && memcmp(f.data, "raw_syscalls", 12) == 0)
+                        unfiltered = true; /* asked for all of them as plain events */
+                if (f.number != 18 || f.wire_type != 2 || f.len == 0 || f.len >= 64 || n == MAX_SYSCALL_NAMES)
+                        continue;
+                snprintf(store[n], sizeof(store[n]), "%.*s", (int) f.len, (const char *) f.data);
+                names[n] = store[n];
+                n++;
+        }
+        if (n == 0)
+                return 0;
+        char filter[8192], first[64] = "";
+        int used = syscall_filter(names, n, filter, sizeof(filter), &unknown, first, sizeof(first));
+        if (used < 0) {
+                plugin_log(s->pl, TRACED_LOG_ERR, "syscall_events: too many system calls for one filter");
+                return used;
+        }
+        if (unknown)
+                plugin_log(s->pl, TRACED_LOG_WARNING,
+                           "syscall_events: %zu name(s) unknown on this architecture, skipped (first: \"%s\")",
+                           unknown, first);
+        if (used == 0)
+                return 0;
+        static const char *const events[] = { "sys_enter", "sys_exit" };
+        for (size_t i = 0; i < 2; i++) {
+                int r = add_event(s, "raw_syscalls", events[i]);
+                if (r < 0) {
+                        plugin_log(s->pl, TRACED_LOG_ERR, "syscall_events: raw_syscalls/%s unavailable: %s",
+                                   events[i], strerror(-r));
+                        return r;
+                }
+                if (unfiltered)
+                        continue;
+                char rel[128];
+                snprintf(rel, sizeof(rel), "events/raw_syscalls/%s/filter", events[i]);
+                r = tracefs_write(s->root, rel, filter);
+                if (r < 0) {
+                        plugin_log(s->pl, TRACED_LOG_ERR, "syscall_events: cannot set the filter \"%s\": %s", filter,
+                                   strerror(-r));
+                        return r;
+                }
+        }
+        return 0;
+}
+
+/* FtraceConfig.kprobe_events: { probe: "function" type: KPROBE | KRETPROBE
+ * | BOTH }. A probe the kernel refuses (no such function) is reported and
+ * skipped. */
+static int add_kprobes(struct ftrace_session *s, const struct pbr_field *fc) {
+        size_t pos = 0;
+        struct pbr_field f;
+
+        while (pbr_next(fc->data, fc->len, &pos, &f) > 0) {
+                if (f.number != 30 || f.wire_type != 2)
+                        continue;
+                struct pbr_field probe, type;
+                if (!pbr_get(f.data, f.len, 1, false, &probe) || probe.wire_type != 2 || probe.len == 0 ||
+                    probe.len >= 100) {
+                        plugin_log(s->pl, TRACED_LOG_WARNING, "kprobe_events: an entry without a probe, skipped");
+                        continue;
+                }
+                char func[100];
+                snprintf(func, sizeof(func), "%.*s", (int) probe.len, (const char *) probe.data);
+                enum kprobe_kind kind = KPROBE_ENTRY;
+                if (pbr_get(f.data, f.len, 2, false, &type) && type.varint >= 1 && type.varint <= 3)
+                        kind = (enum kprobe_kind) type.varint;
+                if (!s->kprobe_group[0])
+                        snprintf(s->kprobe_group, sizeof(s->kprobe_group), KPROBE_GROUP_PREFIX "%d_%llu",
+                                 (int) getpid(), (unsigned long long) s->instance_id);
+                char names[2][256];
+                int n = kprobe_add(s->pl->tracefs, s->kprobe_group, func, kind, names);
+                if (n < 0) {
+                        plugin_log(s->pl, TRACED_LOG_WARNING, "kprobe_events: cannot probe \"%s\": %s", func,
+                                   strerror(-n));
+                        continue;
+                }
+                for (int i = 0; i < n; i++) {
+                        char *slash = strchr(names[i], '/');
+                        *slash = '\0';
+                        int r = add_event(s, names[i], slash + 1);
+                        if (r < 0)
+                                plugin_log(s->pl, TRACED_LOG_WARNING, "kprobe_events: %s/%s cannot be enabled: %s",
+                                           names[i], slash + 1, strerror(-r));
+                }
+        }
+        return 0;
+}
 
 static size_t compact_size(const struct ftrace_session *s);
 
@@ -407,6 +510,9 @@ static void session_free(struct ftrace_session *s) {
                 safe_close(s->cpu_fds[i]);
         if (s->name[0])
                 (void) tracefs_instance_remove(pl->tracefs, s->name);
+        /* Only once no instance records them may the probes go. */
+        if (s->kprobe_group[0])
+                (void) kprobe_remove_group(pl->tracefs, s->kprobe_group);
         if (s->writer) {
                 (void) pl->api->flush_writer(s->writer);
                 pl->api->free_writer(s->writer);
@@ -481,6 +587,15 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 r = add_event_spec(s, spec);
                 if (r < 0)
                         plugin_log(pl, TRACED_LOG_WARNING, "ftrace event \"%s\" unavailable: %s", spec, strerror(-r));
+        }
+        if (have_cfg) {
+                r = add_syscalls(s, &fc);
+                if (r >= 0)
+                        r = add_kprobes(s, &fc);
+                if (r < 0) {
+                        session_free(s);
+                        return r;
+                }
         }
         if (have_cfg && pbr_get(fc.data, fc.len, 12, false, &f) && f.wire_type == 2) {
                 struct pbr_field en;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "ftrace-ds.h"
+#include "kprobes.h"
 #include "tracefs.h"
 
 void plugin_log(struct plugin *pl, int level, const char *fmt, ...) {
@@ -37,6 +38,9 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 r = tracefs_remove_stale_instances(pl->tracefs);
                 if (r > 0)
                         plugin_log(pl, TRACED_LOG_INFO, "removed %d stale ftrace instance(s)", r);
+                r = kprobe_remove_stale(pl->tracefs);
+                if (r > 0)
+                        plugin_log(pl, TRACED_LOG_INFO, "removed %d stale kprobe(s)", r);
                 r = api->register_data_source(host, "linux.ftrace", TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
                 if (r < 0) {
                         free(pl);

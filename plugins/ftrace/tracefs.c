@@ -51,6 +51,19 @@ int tracefs_write(const char *root, const char *rel, const char *value) {
         return r;
 }
 
+int tracefs_append(const char *root, const char *rel, const char *value) {
+        char p[512];
+        snprintf(p, sizeof(p), "%s/%s", root, rel);
+        int fd = open(p, O_WRONLY | O_CLOEXEC | O_APPEND);
+        if (fd < 0)
+                return negative_errno();
+        size_t n = strlen(value);
+        ssize_t w = write(fd, value, n);
+        int r = w == (ssize_t) n ? 0 : (w < 0 ? negative_errno() : -EIO);
+        close(fd);
+        return r;
+}
+
 int tracefs_read(const char *root, const char *rel, char *buf, size_t size) {
         char p[512];
         snprintf(p, sizeof(p), "%s/%s", root, rel);

@@ -14,6 +14,9 @@
 int tracefs_find(char *ret, size_t size);
 
 int tracefs_write(const char *root, const char *rel, const char *value);
+/* Appends (for files such as kprobe_events, where a truncating write
+ * would clear what others set up). */
+int tracefs_append(const char *root, const char *rel, const char *value);
 /* Reads a small file into buf (NUL-terminated). */
 int tracefs_read(const char *root, const char *rel, char *buf, size_t size);
 

@@ -9,11 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "basic/pbw.h"
 #include "encode.h"
 #include "format.h"
+#include "kprobes.h"
 #include "page.h"
+#include "syscalls.h"
 
 #include "perfetto/trace/ftrace/ftrace_event_bundle.pb-c.h"
 
@@ -411,4 +415,83 @@ Test(ftrace_encode, irq_power_and_syscall_events_are_typed) {
         cr_assert_eq(e->sys_exit->id, 0);
         cr_assert_eq(e->sys_exit->ret, -11, "a negative return must stay negative");
         perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+}
+
+Test(ftrace_syscalls, names_map_to_this_architecture) {
+        cr_assert_eq(syscall_number("getpid"), SYS_getpid);
+        cr_assert_eq(syscall_number("sys_getpid"), SYS_getpid);
+        cr_assert_eq(syscall_number("read"), SYS_read);
+        cr_assert_eq(syscall_number("openat"), SYS_openat);
+        cr_assert_eq(syscall_number("sys_no_such_call"), -ENOENT);
+        const char *names[] = { "sys_read", "bogus", "sys_getpid", "also_bogus" };
+        char filter[128], first[32];
+        size_t unknown;
+        cr_assert_eq(syscall_filter(names, 4, filter, sizeof(filter), &unknown, first, sizeof(first)), 2);
+        char expected[64];
+        snprintf(expected, sizeof(expected), "id == %d || id == %d", SYS_read, SYS_getpid);
+        cr_assert_str_eq(filter, expected);
+        cr_assert_eq(unknown, 2);
+        cr_assert_str_eq(first, "bogus");
+        cr_assert_eq(syscall_filter(names, 4, filter, 8, &unknown, first, sizeof(first)), -ENOSPC);
+}
+
+static char *read_text(const char *path) {
+        FILE *f = fopen(path, "r");
+        cr_assert_not_null(f);
+        char *buf = calloc(1, 8192);
+        size_t n = fread(buf, 1, 8191, f);
+        buf[n] = '\0';
+        fclose(f);
+        return buf;
+}
+
+/* On a fake tracefs: kprobe_events is a plain file, so what traced
+ * writes (appends, never truncates) stays there to be checked. */
+Test(ftrace_kprobes, probes_are_appended_and_removed_by_group) {
+        char root[] = "/tmp/traced-fake-tracefs-XXXXXX", path[256];
+        cr_assert_not_null(mkdtemp(root));
+        snprintf(path, sizeof(path), "%s/kprobe_events", root);
+        FILE *f = fopen(path, "w");
+        /* Someone else's probe, and one of a process that is gone. */
+        fprintf(f, "p:kprobes/theirs do_exit\np:traced_kp_999999999_4/old_entry vfs_read\n");
+        fclose(f);
+
+        char group[64], names[2][256];
+        snprintf(group, sizeof(group), KPROBE_GROUP_PREFIX "%d_7", (int) getpid());
+        cr_assert_eq(kprobe_add(root, group, "do_sys_openat2", KPROBE_BOTH, names), 2);
+        char expected[512];
+        snprintf(expected, sizeof(expected), "%s/do_sys_openat2_entry", group);
+        cr_assert_str_eq(names[0], expected);
+        snprintf(expected, sizeof(expected), "%s/do_sys_openat2_return", group);
+        cr_assert_str_eq(names[1], expected);
+        cr_assert_eq(kprobe_add(root, group, "vfs_write.isra.0", KPROBE_ENTRY, names), 1, "a local symbol");
+        snprintf(expected, sizeof(expected), "%s/vfs_write_isra_0_entry", group);
+        cr_assert_str_eq(names[0], expected, "dots are not allowed in event names");
+        cr_assert_eq(kprobe_add(root, group, "evil/../name", KPROBE_ENTRY, names), -EINVAL);
+        cr_assert_eq(kprobe_add(root, group, "x y", KPROBE_ENTRY, names), -EINVAL);
+
+        char *text = read_text(path);
+        snprintf(expected, sizeof(expected), "p:%s/do_sys_openat2_entry do_sys_openat2\nr:%s/do_sys_openat2_return "
+                                             "do_sys_openat2\np:%s/vfs_write_isra_0_entry vfs_write.isra.0\n",
+                 group, group, group);
+        cr_assert_not_null(strstr(text, expected), "kprobe_events: %s", text);
+        cr_assert_not_null(strstr(text, "p:kprobes/theirs do_exit\n"), "another tool's probe was lost");
+        free(text);
+
+        /* The stale group goes; ours (alive) and theirs stay. */
+        cr_assert_eq(kprobe_remove_stale(root), 1);
+        text = read_text(path);
+        cr_assert_not_null(strstr(text, "-:traced_kp_999999999_4/old_entry\n"));
+        snprintf(expected, sizeof(expected), "-:%s/", group);
+        cr_assert_null(strstr(text, expected));
+        free(text);
+
+        cr_assert_eq(kprobe_remove_group(root, group), 3);
+        text = read_text(path);
+        snprintf(expected, sizeof(expected), "-:%s/do_sys_openat2_entry\n-:%s/do_sys_openat2_return\n", group, group);
+        cr_assert_not_null(strstr(text, expected), "kprobe_events: %s", text);
+        cr_assert_null(strstr(text, "-:kprobes/theirs"), "another tool's probe was removed");
+        free(text);
+        unlink(path);
+        rmdir(root);
 }
