@@ -37,6 +37,11 @@ struct ftrace_session {
         struct ftrace_session *next;
         struct plugin *pl;
         uint64_t instance_id;
+        uint64_t tracing_session_id;
+        /* During a drain: the session's process_stats instance, told
+         * about every pid the records name. */
+        struct ps_session *ps;
+        const struct format_field **pid_field; /* per format: the pid a record is about */
         struct traced_writer *writer;
         char name[64];
         char root[512];
@@ -341,7 +346,8 @@ static bool compact_add(struct ftrace_session *s, const struct event_format *f, 
                 pbw_raw_varint(&s->sw_ts, ts - s->sw_last_ts);
                 s->sw_last_ts = ts;
                 pbw_raw_varint(&s->sw_state, (uint64_t) format_read_int(s->sw_prev_state, rec, len));
-                pbw_raw_varint(&s->sw_pid, (uint64_t) format_read_int(s->sw_next_pid, rec, len));
+                int64_t next_pid = format_read_int(s->sw_next_pid, rec, len);
+                pbw_raw_varint(&s->sw_pid, (uint64_t) next_pid);
                 pbw_raw_varint(&s->sw_prio, (uint64_t) format_read_int(s->sw_next_prio, rec, len));
                 pbw_raw_varint(&s->sw_comm, intern(s, comm));
                 return true;
@@ -350,7 +356,8 @@ static bool compact_add(struct ftrace_session *s, const struct event_format *f, 
                 format_read_str(s->wk_comm_f, rec, len, comm, sizeof(comm));
                 pbw_raw_varint(&s->wk_ts, ts - s->wk_last_ts);
                 s->wk_last_ts = ts;
-                pbw_raw_varint(&s->wk_pid, (uint64_t) format_read_int(s->wk_pid_f, rec, len));
+                int64_t pid = format_read_int(s->wk_pid_f, rec, len);
+                pbw_raw_varint(&s->wk_pid, (uint64_t) pid);
                 pbw_raw_varint(&s->wk_cpu, (uint64_t) format_read_int(s->wk_cpu_f, rec, len));
                 pbw_raw_varint(&s->wk_prio, (uint64_t) format_read_int(s->wk_prio_f, rec, len));
                 pbw_raw_varint(&s->wk_comm, intern(s, comm));
@@ -419,6 +426,16 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
         struct event_format *f = format_by_id(s, id);
         if (!f)
                 return;
+        if (s->ps) {
+                const struct format_field *pf = s->pid_field[f - s->formats];
+                if (pf)
+                        process_stats_note_pid(s->ps, (int32_t) format_read_int(pf, data, len));
+                if (f->common_pid_offset >= 0 && (size_t) f->common_pid_offset + 4 <= len) {
+                        int32_t pid;
+                        memcpy(&pid, data + f->common_pid_offset, 4);
+                        process_stats_note_pid(s->ps, pid);
+                }
+        }
         if (!(s->compact && compact_add(s, f, ts, data, len)))
                 ftrace_encode_event(&s->bundle, f, ts, data, len);
         s->bundle_events++;
@@ -428,6 +445,7 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
 }
 
 static void drain(struct ftrace_session *s) {
+        s->ps = process_stats_for_session(s->pl, s->tracing_session_id);
         for (int cpu = 0; cpu < s->n_cpus; cpu++) {
                 if (s->cpu_fds[cpu] < 0)
                         continue;
@@ -450,6 +468,8 @@ static void drain(struct ftrace_session *s) {
                 }
                 bundle_emit(s);
         }
+        process_stats_resolve_pending(s->ps);
+        s->ps = NULL;
 }
 
 /* An FtraceStats packet (TracePacket.ftrace_stats): the kernel's per-CPU
@@ -524,6 +544,7 @@ static void session_free(struct ftrace_session *s) {
         for (size_t i = 0; i < ELEMENTSOF(cols); i++)
                 pbw_done(cols[i]);
         free(s->intern);
+        free(s->pid_field);
         free(s->cpu_fds);
         free(s->formats);
         free(s->page);
@@ -552,6 +573,8 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 session_free(s);
                 return -ENOMEM;
         }
+        if (pbr_get(config, size, 4, false, &f) && f.wire_type == 0)
+                s->tracing_session_id = f.varint;
         bool have_cfg = pbr_get(config, size, 100, false, &fc) && fc.wire_type == 2;
         if (have_cfg) {
                 if (pbr_get(fc.data, fc.len, 10, false, &f) && f.varint > 0 && f.varint < 1024 * 1024)
@@ -611,6 +634,24 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         }
         index_formats(s);
         memset(s->intern_slots, 0xff, sizeof(s->intern_slots));
+        s->pid_field = calloc(MAX_EVENTS, sizeof(*s->pid_field));
+        if (!s->pid_field) {
+                session_free(s);
+                return -ENOMEM;
+        }
+        static const struct {
+                const char *group, *name, *field;
+        } pid_fields[] = {
+                { "sched", "sched_switch", "next_pid" },        { "sched", "sched_waking", "pid" },
+                { "sched", "sched_wakeup", "pid" },             { "sched", "sched_wakeup_new", "pid" },
+                { "sched", "sched_process_fork", "child_pid" }, { "task", "task_newtask", "pid" },
+                { "task", "task_rename", "pid" },
+        };
+        for (size_t i = 0; i < s->n_formats; i++)
+                for (size_t k = 0; k < ELEMENTSOF(pid_fields); k++)
+                        if (strcmp(s->formats[i].group, pid_fields[k].group) == 0 &&
+                            strcmp(s->formats[i].name, pid_fields[k].name) == 0)
+                                s->pid_field[i] = format_field(&s->formats[i], pid_fields[k].field);
         if (s->switch_fmt) {
                 s->sw_next_comm = format_field(s->switch_fmt, "next_comm");
                 s->sw_prev_state = format_field(s->switch_fmt, "prev_state");

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -11,6 +12,7 @@ struct plugin {
         struct traced_host *host;
         char tracefs[256];
         struct ftrace_session *sessions;
+        struct ps_session *ps_sessions;
 };
 
 void plugin_log(struct plugin *pl, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -21,7 +23,18 @@ void ftrace_session_stop(struct plugin *pl, uint64_t instance_id);
 void ftrace_session_flush(struct plugin *pl, uint64_t instance_id);
 void ftrace_sessions_free(struct plugin *pl);
 
-/* linux.process_stats: one ProcessTree of every process and thread. */
-int process_stats_dump(struct plugin *pl, uint64_t instance_id);
+/* linux.process_stats */
+struct ps_session;
+int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);
+/* False if instance_id is not a process_stats instance. */
+bool process_stats_stop(struct plugin *pl, uint64_t instance_id);
+void process_stats_flush(struct plugin *pl, uint64_t instance_id);
+void process_stats_free_all(struct plugin *pl);
+/* The process_stats instance of a tracing session, if there is one: the
+ * ftrace side reports the pids it sees, described at the end of each
+ * drain. */
+struct ps_session *process_stats_for_session(struct plugin *pl, uint64_t tracing_session_id);
+void process_stats_note_pid(struct ps_session *ps, int32_t pid);
+void process_stats_resolve_pending(struct ps_session *ps);
 
 #include "encode.h"

@@ -59,6 +59,7 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
 static void destroy(void *state) {
         struct plugin *pl = state;
         ftrace_sessions_free(pl);
+        process_stats_free_all(pl);
         free(pl);
 }
 
@@ -68,18 +69,20 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
         if (strcmp(ds, "linux.ftrace") == 0)
                 r = ftrace_session_start(pl, id, cfg, n);
         else if (strcmp(ds, "linux.process_stats") == 0)
-                r = process_stats_dump(pl, id);
+                r = process_stats_start(pl, id, cfg, n);
         if (r < 0)
                 plugin_log(pl, TRACED_LOG_ERR, "%s instance %llu failed to start: %s", ds, (unsigned long long) id,
                            strerror(-r));
 }
 
 static void stop(void *state, uint64_t id) {
-        ftrace_session_stop(state, id);
+        if (!process_stats_stop(state, id))
+                ftrace_session_stop(state, id);
 }
 
 static void flush(void *state, uint64_t id) {
         ftrace_session_flush(state, id);
+        process_stats_flush(state, id);
 }
 
 static const struct traced_plugin_ops ops = {

@@ -1,56 +1,46 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* linux.process_stats: the process tree (pid, ppid, uid, cmdline; threads
- * with their names) read from /proc when an instance starts. */
+ * with their names) at start when scan_all_processes_on_start is set, and
+ * on demand for the pids the same session's ftrace events name; with
+ * proc_stats_poll_ms, ProcessStats (memory counters, oom_score_adj, CPU
+ * time) of every process at that period. */
 
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/pbr.h"
 #include "basic/pbw.h"
 #include "ftrace-ds.h"
+#include "proc.h"
 
 #define PROCESSES_PER_PACKET 200
+#define MIN_POLL_MS 100u
+#define MAX_PENDING 4096
+#define SEEN_MAX (1u << 20) /* pids remembered per session */
 
-static ssize_t read_file(const char *path, char *buf, size_t size) {
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -1;
-        ssize_t n = read(fd, buf, size - 1);
-        close(fd);
-        if (n >= 0)
-                buf[n] = '\0';
-        return n;
-}
-
-static void read_status(int pid, int *ppid, int *uid) {
-        char path[64], buf[4096];
-        snprintf(path, sizeof(path), "/proc/%d/status", pid);
-        *ppid = 0;
-        *uid = -1;
-        if (read_file(path, buf, sizeof(buf)) <= 0)
-                return;
-        char *p = strstr(buf, "\nPPid:");
-        if (p)
-                *ppid = atoi(p + 6);
-        p = strstr(buf, "\nUid:");
-        if (p)
-                *uid = atoi(p + 5);
-}
-
-static void read_comm(const char *path, char *buf, size_t size) {
-        if (read_file(path, buf, size) <= 0) {
-                buf[0] = '\0';
-                return;
-        }
-        buf[strcspn(buf, "\n")] = '\0';
-}
+struct ps_session {
+        struct ps_session *next;
+        struct plugin *pl;
+        uint64_t instance_id, tracing_session_id;
+        struct traced_writer *writer;
+        struct traced_source *poll_timer;
+        uint32_t poll_ms;
+        bool on_demand, record_runtime;
+        long ticks_per_sec;
+        /* Pids (and tids) already described: open addressing, 0 = free. */
+        int32_t *seen;
+        size_t seen_cap, n_seen;
+        int32_t pending[MAX_PENDING];
+        size_t n_pending;
+        uint64_t described, polls;
+};
 
 static uint64_t boottime_ns(void) {
         struct timespec ts;
@@ -58,90 +48,338 @@ static uint64_t boottime_ns(void) {
         return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-static void emit(struct plugin *pl, struct traced_writer *w, struct pbw *tree) {
-        struct pbw pkt = {};
-        pbw_varint(&pkt, 8, boottime_ns());
-        pbw_message(&pkt, 2, tree); /* TracePacket.process_tree */
-        if (!pkt.error)
-                (void) pl->api->write_packet(w, pkt.buf, pkt.len);
-        pbw_done(&pkt);
-        pbw_done(tree);
+static bool seen_insert(struct ps_session *ps, int32_t pid) {
+        if (pid <= 0)
+                return false;
+        if ((ps->n_seen + 1) * 2 > ps->seen_cap) {
+                size_t cap = ps->seen_cap ? ps->seen_cap * 2 : 1024;
+                if (cap > SEEN_MAX * 2)
+                        return false; /* enough: stop describing */
+                int32_t *n = calloc(cap, sizeof(*n));
+                if (!n)
+                        return false;
+                for (size_t i = 0; i < ps->seen_cap; i++)
+                        if (ps->seen[i] > 0) {
+                                size_t k = ((uint32_t) ps->seen[i] * 2654435761u) & (cap - 1);
+                                while (n[k])
+                                        k = (k + 1) & (cap - 1);
+                                n[k] = ps->seen[i];
+                        }
+                free(ps->seen);
+                ps->seen = n;
+                ps->seen_cap = cap;
+        }
+        size_t k = ((uint32_t) pid * 2654435761u) & (ps->seen_cap - 1);
+        for (; ps->seen[k]; k = (k + 1) & (ps->seen_cap - 1))
+                if (ps->seen[k] == pid)
+                        return false;
+        ps->seen[k] = pid;
+        ps->n_seen++;
+        return true;
 }
 
-int process_stats_dump(struct plugin *pl, uint64_t instance_id) {
-        struct traced_writer *w;
-        int r = pl->api->new_writer(pl->host, instance_id, &w);
-        if (r < 0)
-                return r;
-        DIR *d = opendir("/proc");
-        if (!d) {
-                pl->api->free_writer(w);
-                return -errno;
+static bool seen_has(const struct ps_session *ps, int32_t pid) {
+        if (!ps->seen_cap)
+                return false;
+        for (size_t k = ((uint32_t) pid * 2654435761u) & (ps->seen_cap - 1); ps->seen[k];
+             k = (k + 1) & (ps->seen_cap - 1))
+                if (ps->seen[k] == pid)
+                        return true;
+        return false;
+}
+
+static void emit(struct ps_session *ps, uint32_t field, struct pbw *body) {
+        struct pbw pkt = {};
+        pbw_varint(body, field == 2 ? 3 : 2, boottime_ns()); /* collection_end_timestamp */
+        pbw_varint(&pkt, 8, boottime_ns());
+        pbw_message(&pkt, field, body); /* TracePacket.process_tree (2) / process_stats (9) */
+        if (!pkt.error)
+                (void) ps->pl->api->write_packet(ps->writer, pkt.buf, pkt.len);
+        pbw_done(&pkt);
+        pbw_reset(body);
+}
+
+/* ProcessTree.Process of pid. */
+static void add_process(struct pbw *tree, int pid, const struct proc_status *st) {
+        char buf[4096];
+        struct pbw proc = {};
+        pbw_varint(&proc, 1, (uint64_t) pid);
+        pbw_varint(&proc, 2, (uint64_t) (st->ppid >= 0 ? st->ppid : 0));
+        ssize_t n = proc_read_cmdline("/proc", pid, buf, sizeof(buf));
+        if (n > 0) {
+                for (ssize_t off = 0; off < n;) {
+                        size_t l = strnlen(buf + off, (size_t) (n - off));
+                        pbw_bytes(&proc, 3, buf + off, l);
+                        off += (ssize_t) l + 1;
+                }
+        } else {
+                /* Kernel threads have no cmdline: the comm stands in. */
+                pbw_string(&proc, 3, st->name);
+                pbw_varint(&proc, 9, 1); /* cmdline_is_comm */
         }
+        if (st->uid >= 0)
+                pbw_varint(&proc, 5, (uint64_t) st->uid);
+        pbw_message(tree, 1, &proc);
+        pbw_done(&proc);
+}
+
+static void add_thread(struct pbw *tree, int tid, int tgid, const char *name) {
+        struct pbw th = {};
+        pbw_varint(&th, 1, (uint64_t) tid);
+        if (name)
+                pbw_string(&th, 2, name);
+        pbw_varint(&th, 3, (uint64_t) tgid);
+        pbw_message(tree, 2, &th);
+        pbw_done(&th);
+}
+
+/* Describes a process and all its threads. */
+static void describe_process(struct ps_session *ps, struct pbw *tree, int pid) {
+        struct proc_status st;
+        if (proc_read_status("/proc", pid, &st) < 0)
+                return; /* gone meanwhile */
+        seen_insert(ps, pid);
+        add_process(tree, pid, &st);
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/task", pid);
+        DIR *t = opendir(path);
+        struct dirent *te;
+        while (t && (te = readdir(t))) {
+                if (!isdigit((unsigned char) te->d_name[0]))
+                        continue;
+                int tid = atoi(te->d_name);
+                struct proc_status ts;
+                seen_insert(ps, tid);
+                if (proc_read_status(path, tid, &ts) == 0)
+                        add_thread(tree, tid, pid, ts.name);
+        }
+        if (t)
+                closedir(t);
+        ps->described++;
+}
+
+static void scan_all_processes(struct ps_session *ps) {
+        DIR *d = opendir("/proc");
+        if (!d)
+                return;
         struct pbw tree = {};
-        unsigned in_packet = 0, total = 0;
+        unsigned in_packet = 0;
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (!isdigit((unsigned char) de->d_name[0]))
                         continue;
-                int pid = atoi(de->d_name), ppid, uid;
-                char path[128], buf[4096];
-                read_status(pid, &ppid, &uid);
-                struct pbw proc = {};
-                pbw_varint(&proc, 1, (uint64_t) pid);
-                pbw_varint(&proc, 2, (uint64_t) ppid);
-                snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
-                ssize_t n = read_file(path, buf, sizeof(buf));
-                if (n > 0) {
-                        for (ssize_t off = 0; off < n;) {
-                                size_t l = strnlen(buf + off, (size_t) (n - off));
-                                pbw_bytes(&proc, 3, buf + off, l);
-                                off += (ssize_t) l + 1;
-                        }
-                } else {
-                        /* Kernel threads have no cmdline: use the comm. */
-                        snprintf(path, sizeof(path), "/proc/%d/comm", pid);
-                        read_comm(path, buf, sizeof(buf));
-                        pbw_string(&proc, 3, buf);
-                        pbw_varint(&proc, 9, 1); /* cmdline_is_comm */
-                }
-                if (uid >= 0)
-                        pbw_varint(&proc, 5, (uint64_t) uid);
-                pbw_message(&tree, 1, &proc);
-                pbw_done(&proc);
-
-                snprintf(path, sizeof(path), "/proc/%d/task", pid);
-                DIR *t = opendir(path);
-                struct dirent *te;
-                while (t && (te = readdir(t))) {
-                        if (!isdigit((unsigned char) te->d_name[0]))
-                                continue;
-                        int tid = atoi(te->d_name);
-                        char cpath[160], comm[64];
-                        snprintf(cpath, sizeof(cpath), "/proc/%d/task/%d/comm", pid, tid);
-                        read_comm(cpath, comm, sizeof(comm));
-                        struct pbw th = {};
-                        pbw_varint(&th, 1, (uint64_t) tid);
-                        pbw_string(&th, 2, comm);
-                        pbw_varint(&th, 3, (uint64_t) pid);
-                        pbw_message(&tree, 2, &th);
-                        pbw_done(&th);
-                }
-                if (t)
-                        closedir(t);
-                total++;
+                describe_process(ps, &tree, atoi(de->d_name));
                 if (++in_packet == PROCESSES_PER_PACKET) {
-                        emit(pl, w, &tree);
+                        emit(ps, 2, &tree);
                         in_packet = 0;
                 }
         }
         closedir(d);
         if (in_packet)
-                emit(pl, w, &tree);
+                emit(ps, 2, &tree);
         pbw_done(&tree);
-        (void) pl->api->flush_writer(w);
-        pl->api->free_writer(w);
-        plugin_log(pl, TRACED_LOG_INFO, "linux.process_stats instance %llu: %u processes",
-                   (unsigned long long) instance_id, total);
+}
+
+void process_stats_note_pid(struct ps_session *ps, int32_t pid) {
+        if (!ps || !ps->on_demand || pid <= 0 || seen_has(ps, pid))
+                return;
+        if (ps->n_pending == MAX_PENDING || !seen_insert(ps, pid))
+                return;
+        ps->pending[ps->n_pending++] = pid;
+}
+
+void process_stats_resolve_pending(struct ps_session *ps) {
+        if (!ps || ps->n_pending == 0)
+                return;
+        struct pbw tree = {};
+        unsigned in_packet = 0;
+        for (size_t i = 0; i < ps->n_pending; i++) {
+                int tid = ps->pending[i];
+                struct proc_status st;
+                if (proc_read_status("/proc", tid, &st) < 0)
+                        continue; /* exited already */
+                if (st.tgid != tid && !seen_has(ps, st.tgid)) {
+                        describe_process(ps, &tree, st.tgid);
+                        in_packet++;
+                } else if (st.tgid == tid) {
+                        add_process(&tree, tid, &st);
+                        add_thread(&tree, tid, tid, st.name);
+                        ps->described++;
+                        in_packet++;
+                } else
+                        add_thread(&tree, tid, st.tgid, st.name);
+                if (in_packet >= PROCESSES_PER_PACKET) {
+                        emit(ps, 2, &tree);
+                        in_packet = 0;
+                }
+        }
+        if (tree.len)
+                emit(ps, 2, &tree);
+        pbw_done(&tree);
+        ps->n_pending = 0;
+}
+
+static void put_kb(struct pbw *w, uint32_t field, int64_t v) {
+        if (v != PROC_NO_VALUE && v >= 0)
+                pbw_varint(w, field, (uint64_t) v);
+}
+
+/* ProcessStats of every process. */
+static void poll_stats(struct ps_session *ps) {
+        DIR *d = opendir("/proc");
+        if (!d)
+                return;
+        struct pbw stats = {};
+        unsigned in_packet = 0;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (!isdigit((unsigned char) de->d_name[0]))
+                        continue;
+                int pid = atoi(de->d_name);
+                struct proc_status st;
+                if (proc_read_status("/proc", pid, &st) < 0)
+                        continue;
+                struct pbw p = {};
+                pbw_varint(&p, 1, (uint64_t) pid);
+                put_kb(&p, 2, st.vm_size);
+                put_kb(&p, 3, st.vm_rss);
+                put_kb(&p, 4, st.rss_anon);
+                put_kb(&p, 5, st.rss_file);
+                put_kb(&p, 6, st.rss_shmem);
+                put_kb(&p, 7, st.vm_swap);
+                put_kb(&p, 8, st.vm_locked);
+                put_kb(&p, 9, st.vm_hwm);
+                int64_t oom;
+                if (proc_read_oom_score_adj("/proc", pid, &oom) == 0)
+                        pbw_varint(&p, 10, (uint64_t) oom);
+                uint64_t ut, stt;
+                if (ps->record_runtime && proc_read_times("/proc", pid, &ut, &stt) == 0) {
+                        uint64_t ns_per_tick = 1000000000u / (uint64_t) ps->ticks_per_sec;
+                        pbw_varint(&p, 21, ut * ns_per_tick);
+                        pbw_varint(&p, 22, stt * ns_per_tick);
+                }
+                pbw_message(&stats, 1, &p);
+                pbw_done(&p);
+                if (++in_packet == PROCESSES_PER_PACKET) {
+                        emit(ps, 9, &stats);
+                        in_packet = 0;
+                }
+        }
+        closedir(d);
+        if (in_packet)
+                emit(ps, 9, &stats);
+        pbw_done(&stats);
+        ps->polls++;
+}
+
+static void on_poll(void *userdata) {
+        poll_stats(userdata);
+        (void) ((struct ps_session *) userdata)->pl->api->flush_writer(((struct ps_session *) userdata)->writer);
+}
+
+struct ps_session *process_stats_for_session(struct plugin *pl, uint64_t tracing_session_id) {
+        for (struct ps_session *ps = pl->ps_sessions; ps; ps = ps->next)
+                if (ps->tracing_session_id == tracing_session_id)
+                        return ps;
+        return NULL;
+}
+
+static void ps_free(struct ps_session *ps) {
+        struct plugin *pl = ps->pl;
+        if (ps->poll_timer)
+                pl->api->remove_source(pl->host, ps->poll_timer);
+        if (ps->writer) {
+                (void) pl->api->flush_writer(ps->writer);
+                pl->api->free_writer(ps->writer);
+        }
+        free(ps->seen);
+        free(ps);
+}
+
+int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size) {
+        struct pbr_field f, pc;
+        struct ps_session *ps = calloc(1, sizeof(*ps));
+        if (!ps)
+                return -ENOMEM;
+        ps->pl = pl;
+        ps->instance_id = instance_id;
+        ps->on_demand = true;
+        ps->ticks_per_sec = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
+        bool scan_all = false;
+        if (pbr_get(config, size, 4, false, &f) && f.wire_type == 0)
+                ps->tracing_session_id = f.varint;
+        if (pbr_get(config, size, 103, false, &pc) && pc.wire_type == 2) { /* process_stats_config */
+                size_t pos = 0;
+                while (pbr_next(pc.data, pc.len, &pos, &f) > 0) {
+                        if (f.number == 1 && f.wire_type == 0 && f.varint == 2) /* DISABLE_ON_DEMAND */
+                                ps->on_demand = false;
+                        else if (f.number == 2 && f.wire_type == 0)
+                                scan_all = f.varint != 0;
+                        else if (f.number == 4 && f.wire_type == 0)
+                                ps->poll_ms = f.varint > UINT32_MAX ? UINT32_MAX : (uint32_t) f.varint;
+                        else if (f.number == 12 && f.wire_type == 0)
+                                ps->record_runtime = f.varint != 0;
+                }
+        }
+        if (ps->poll_ms && ps->poll_ms < MIN_POLL_MS) {
+                plugin_log(pl, TRACED_LOG_WARNING, "proc_stats_poll_ms %u is below %u ms; using %u",
+                           ps->poll_ms, MIN_POLL_MS, MIN_POLL_MS);
+                ps->poll_ms = MIN_POLL_MS;
+        }
+        int r = pl->api->new_writer(pl->host, instance_id, &ps->writer);
+        if (r < 0) {
+                free(ps);
+                return r;
+        }
+        if (scan_all)
+                scan_all_processes(ps);
+        if (ps->poll_ms) {
+                poll_stats(ps);
+                r = pl->api->add_timer(pl->host, ps->poll_ms, on_poll, ps, &ps->poll_timer);
+                if (r < 0) {
+                        ps_free(ps);
+                        return r;
+                }
+        }
+        (void) pl->api->flush_writer(ps->writer);
+        ps->next = pl->ps_sessions;
+        pl->ps_sessions = ps;
+        plugin_log(pl, TRACED_LOG_INFO, "linux.process_stats instance %llu: %llu processes at start%s%s",
+                   (unsigned long long) instance_id, (unsigned long long) ps->described,
+                   ps->on_demand ? ", more on demand" : "", ps->poll_ms ? ", polling stats" : "");
         return 0;
+}
+
+bool process_stats_stop(struct plugin *pl, uint64_t instance_id) {
+        for (struct ps_session **pp = &pl->ps_sessions; *pp; pp = &(*pp)->next)
+                if ((*pp)->instance_id == instance_id) {
+                        struct ps_session *ps = *pp;
+                        *pp = ps->next;
+                        process_stats_resolve_pending(ps);
+                        /* A last sample, so CPU times cover the whole trace. */
+                        if (ps->poll_ms)
+                                poll_stats(ps);
+                        plugin_log(pl, TRACED_LOG_INFO, "linux.process_stats instance %llu stopped: %llu processes "
+                                   "described, %llu polls", (unsigned long long) instance_id,
+                                   (unsigned long long) ps->described, (unsigned long long) ps->polls);
+                        ps_free(ps);
+                        return true;
+                }
+        return false;
+}
+
+void process_stats_flush(struct plugin *pl, uint64_t instance_id) {
+        for (struct ps_session *ps = pl->ps_sessions; ps; ps = ps->next)
+                if (ps->instance_id == instance_id) {
+                        process_stats_resolve_pending(ps);
+                        (void) pl->api->flush_writer(ps->writer);
+                }
+}
+
+void process_stats_free_all(struct plugin *pl) {
+        while (pl->ps_sessions) {
+                struct ps_session *ps = pl->ps_sessions;
+                pl->ps_sessions = ps->next;
+                ps_free(ps);
+        }
 }

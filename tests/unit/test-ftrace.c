@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "format.h"
 #include "kprobes.h"
 #include "page.h"
+#include "proc.h"
 #include "syscalls.h"
 
 #include "perfetto/trace/ftrace/ftrace_event_bundle.pb-c.h"
@@ -494,4 +496,75 @@ Test(ftrace_kprobes, probes_are_appended_and_removed_by_group) {
         free(text);
         unlink(path);
         rmdir(root);
+}
+
+static void put_file(const char *root, int pid, const char *name, const char *text) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%d", root, pid);
+        (void) mkdir(path, 0755);
+        snprintf(path, sizeof(path), "%s/%d/%s", root, pid, name);
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        fputs(text, f);
+        fclose(f);
+}
+
+Test(proc, status_stat_and_oom_on_a_fake_tree) {
+        char root[] = "/tmp/traced-fake-proc-XXXXXX";
+        cr_assert_not_null(mkdtemp(root));
+        put_file(root, 42, "status",
+                 "Name:\tweb server\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t42\nNgid:\t0\nPid:\t42\nPPid:\t1\n"
+                 "Uid:\t1000\t1000\t1000\t1000\nVmPeak:\t 20000 kB\nVmSize:\t   18000 kB\nVmLck:\t       0 kB\n"
+                 "VmHWM:\t    9000 kB\nVmRSS:\t    8000 kB\nRssAnon:\t    5000 kB\nRssFile:\t    2900 kB\n"
+                 "RssShmem:\t     100 kB\nVmSwap:\t      12 kB\nThreads:\t3\n");
+        /* A comm with spaces and parentheses: fields count from the last ')'. */
+        put_file(root, 42, "stat", "42 (a) b (c)) S 1 42 42 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 900 ...\n");
+        put_file(root, 42, "oom_score_adj", "-17\n");
+        put_file(root, 42, "cmdline", "nginx\0-g\0daemon off;\0");
+        struct proc_status st;
+        cr_assert_eq(proc_read_status(root, 42, &st), 0);
+        cr_assert_str_eq(st.name, "web server");
+        cr_assert_eq(st.tgid, 42);
+        cr_assert_eq(st.ppid, 1);
+        cr_assert_eq(st.uid, 1000);
+        cr_assert_eq(st.vm_size, 18000);
+        cr_assert_eq(st.vm_rss, 8000);
+        cr_assert_eq(st.rss_anon, 5000);
+        cr_assert_eq(st.rss_file, 2900);
+        cr_assert_eq(st.rss_shmem, 100);
+        cr_assert_eq(st.vm_swap, 12);
+        cr_assert_eq(st.vm_locked, 0);
+        cr_assert_eq(st.vm_hwm, 9000);
+        uint64_t ut = 0, stt = 0;
+        cr_assert_eq(proc_read_times(root, 42, &ut, &stt), 0);
+        cr_assert_eq(ut, 250);
+        cr_assert_eq(stt, 75);
+        int64_t oom;
+        cr_assert_eq(proc_read_oom_score_adj(root, 42, &oom), 0);
+        cr_assert_eq(oom, -17);
+
+        /* A kernel thread: no memory lines, no cmdline. */
+        put_file(root, 2, "status", "Name:\tkthreadd\nTgid:\t2\nPid:\t2\nPPid:\t0\nUid:\t0\t0\t0\t0\n");
+        put_file(root, 2, "cmdline", "");
+        cr_assert_eq(proc_read_status(root, 2, &st), 0);
+        cr_assert_eq(st.vm_rss, PROC_NO_VALUE);
+        char buf[64];
+        cr_assert_eq(proc_read_cmdline(root, 2, buf, sizeof(buf)), 0);
+
+        /* Truncated and garbage files are errors, not crashes. */
+        put_file(root, 7, "stat", "7 (cut");
+        cr_assert_eq(proc_read_times(root, 7, &ut, &stt), -EBADMSG);
+        put_file(root, 8, "stat", "8 (short) S 1 2 3\n");
+        cr_assert_eq(proc_read_times(root, 8, &ut, &stt), -EBADMSG);
+        put_file(root, 8, "status", "Name:\tno tgid line\n");
+        cr_assert_eq(proc_read_status(root, 8, &st), -EBADMSG);
+        put_file(root, 8, "oom_score_adj", "lots\n");
+        cr_assert_eq(proc_read_oom_score_adj(root, 8, &oom), -EBADMSG);
+        /* A process that is gone. */
+        cr_assert_eq(proc_read_status(root, 99999, &st), -ENOENT);
+        cr_assert_eq(proc_read_times(root, 99999, &ut, &stt), -ENOENT);
+
+        char cmd[256];
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+        cr_assert_eq(system(cmd), 0);
 }

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.process_stats on the real system, through the real traced and the
+ * ftrace plugin's host: periodic ProcessStats of our own process, and
+ * processes described on demand when the session's scheduling events
+ * first name them, without a full scan. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/pbr.h"
+#include "pbtxt/pbtxt.h"
+#include "test-consumer.h"
+#include "traced-instance.h"
+
+#include "perfetto/ipc/consumer_port.pb-c.h"
+#include "perfetto/trace/trace_packet.pb-c.h"
+
+#define CHILD_NAME "tracedondemand"
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static bool tracefs_usable(void) {
+        struct stat st;
+        if (stat("/sys/kernel/tracing/trace_marker", &st) == 0)
+                return true;
+        return system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0 &&
+               stat("/sys/kernel/tracing/trace_marker", &st) == 0;
+}
+
+static void setup(void) {
+        const char *const args[] = { "--plugin-dir=" TOP_BUILDDIR "/plugins/.libs",
+                                     "--plugin-host=" TOP_BUILDDIR "/traced-plugin-host", NULL };
+        cr_assert_eq(sd_event_new(&ev), 0);
+        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+}
+
+static void teardown(void) {
+        int st = traced_instance_stop(&inst);
+        if (st != 0)
+                traced_instance_dump_log(&inst);
+        cr_expect_eq(st, 0);
+        ev = sd_event_unref(ev);
+}
+
+TestSuite(process_stats, .init = setup, .fini = teardown, .timeout = 90);
+
+static bool registered(struct test_consumer *c, const char *name) {
+        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        bool found = false;
+        if (test_consumer_call(c, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
+                               &reply, 5000) == 0 &&
+            reply) {
+                const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+                for (size_t i = 0; st && i < st->n_data_sources; i++)
+                        if (st->data_sources[i]->ds_descriptor && strcmp(st->data_sources[i]->ds_descriptor->name, name) == 0)
+                                found = true;
+                protobuf_c_message_free_unpacked(reply, NULL);
+        }
+        return found;
+}
+
+typedef void (*packet_fn)(const Perfetto__Protos__TracePacket *p, void *userdata);
+
+/* Records a text config while running action, then calls fn for every
+ * packet of the trace. */
+static void record(const char *config, void (*action)(void *), void *action_data, packet_fn fn, void *userdata) {
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        bool ready = false;
+        for (int i = 0; i < 100 && !ready; i++) {
+                ready = registered(&cons, "linux.process_stats");
+                if (!ready)
+                        spin_ms(ev, 50);
+        }
+        cr_assert(ready, "linux.process_stats never registered");
+        char path[512];
+        snprintf(path, sizeof(path), "%s/ps.pftrace", inst.dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        cr_assert_geq(fd, 0);
+        ProtobufCMessage *m = NULL;
+        char *err = NULL;
+        cr_assert_eq(pbtxt_parse(&perfetto__protos__trace_config__descriptor, config, strlen(config), "cfg", &m, &err),
+                     0, "%s", err);
+        cr_assert_eq(test_consumer_enable(&cons, (Perfetto__Protos__TraceConfig *) m, fd), 0);
+        protobuf_c_message_free_unpacked(m, NULL);
+        spin_ms(ev, 500);
+        action(action_data);
+        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+        cr_assert_eq(test_consumer_call(&cons, "DisableTracing", &dis.base,
+                                        &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
+                     0);
+        cr_assert(test_consumer_wait_disabled(&cons, 20000));
+        test_consumer_free(&cons);
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        uint8_t *buf = malloc((size_t) st.st_size + 1);
+        cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
+        close(fd);
+        static struct pbr_field pkts[200000];
+        int n = pbr_split_trace(buf, (size_t) st.st_size, pkts, 200000);
+        cr_assert_geq(n, 0);
+        for (int i = 0; i < n; i++) {
+                Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkts[i].len, pkts[i].data);
+                cr_assert_not_null(p);
+                fn(p, userdata);
+                perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        }
+        free(buf);
+}
+
+static void busy_ms(unsigned ms) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        do
+                clock_gettime(CLOCK_MONOTONIC, &b);
+        while ((b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000 < ms);
+}
+
+static void work_a_second(void *unused) {
+        for (int i = 0; i < 10; i++) {
+                busy_ms(50);
+                spin_ms(ev, 50);
+        }
+}
+
+struct poll_check {
+        unsigned packets_with_us;
+        uint64_t rss_kb, user_ns, kernel_ns;
+};
+
+static void check_stats(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct poll_check *c = userdata;
+        if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_STATS)
+                return;
+        cr_assert(p->process_stats->has_collection_end_timestamp);
+        for (size_t i = 0; i < p->process_stats->n_processes; i++) {
+                const Perfetto__Protos__ProcessStats__Process *pr = p->process_stats->processes[i];
+                if (pr->pid != getpid())
+                        continue;
+                c->packets_with_us++;
+                c->rss_kb = pr->vm_rss_kb;
+                c->user_ns = pr->runtime_user_mode;
+                c->kernel_ns = pr->runtime_kernel_mode;
+        }
+}
+
+Test(process_stats, polls_memory_and_cpu_time) {
+        struct poll_check c = {};
+        record("buffers { size_kb: 8192 }\n"
+               "data_sources { config { name: \"linux.process_stats\" process_stats_config {\n"
+               "  proc_stats_poll_ms: 100 record_process_runtime: true } } }\n"
+               "write_into_file: true file_write_period_ms: 200\n",
+               work_a_second, NULL, check_stats, &c);
+        cr_assert_geq(c.packets_with_us, 3, "our process was in %u ProcessStats samples", c.packets_with_us);
+        /* The last sample: a running test has a resident set, and has
+         * spent most of a second busy. */
+        cr_assert_gt(c.rss_kb, 1000, "vm_rss_kb %llu", (unsigned long long) c.rss_kb);
+        cr_assert_geq(c.user_ns + c.kernel_ns, 300000000ull, "cpu time %llu ns",
+                      (unsigned long long) (c.user_ns + c.kernel_ns));
+}
+
+struct demand {
+        pid_t sleeper, child;
+};
+
+static void spawn_named_child(void *userdata) {
+        struct demand *d = userdata;
+        d->child = fork();
+        if (d->child == 0) {
+                prctl(PR_SET_NAME, CHILD_NAME);
+                busy_ms(100);
+                usleep(200000);
+                _exit(0);
+        }
+        cr_assert_gt(d->child, 0);
+        /* Still alive while the drain that saw it asks /proc about it. */
+        spin_ms(ev, 150);
+        waitpid(d->child, NULL, 0);
+}
+
+struct tree_check {
+        const struct demand *d;
+        bool child_process, child_thread, sleeper_seen;
+        unsigned processes;
+};
+
+static void check_tree(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct tree_check *c = userdata;
+        if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE)
+                return;
+        for (size_t i = 0; i < p->process_tree->n_processes; i++) {
+                const Perfetto__Protos__ProcessTree__Process *pr = p->process_tree->processes[i];
+                c->processes++;
+                if (pr->pid == c->d->sleeper)
+                        c->sleeper_seen = true;
+                if (pr->pid == c->d->child) {
+                        cr_assert_eq(pr->ppid, getpid(), "the child's parent is %d", pr->ppid);
+                        cr_assert_gt(pr->n_cmdline, 0);
+                        c->child_process = true;
+                }
+        }
+        for (size_t i = 0; i < p->process_tree->n_threads; i++) {
+                const Perfetto__Protos__ProcessTree__Thread *t = p->process_tree->threads[i];
+                if (t->tid == c->d->child && t->name && strcmp(t->name, CHILD_NAME) == 0)
+                        c->child_thread = true;
+        }
+}
+
+Test(process_stats, new_processes_are_described_on_demand) {
+        if (!tracefs_usable())
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        /* A process that sleeps through the whole trace: never scheduled,
+         * so never named by an event, so not described. */
+        pid_t sleeper = fork();
+        if (sleeper == 0) {
+                pause();
+                _exit(0);
+        }
+        struct demand d = { .sleeper = sleeper };
+        struct tree_check c = { .d = &d };
+        spin_ms(ev, 100);
+        record("buffers { size_kb: 16384 }\n"
+               "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+               "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"sched/sched_waking\"\n"
+               "  compact_sched { enabled: true } drain_period_ms: 50 } } }\n"
+               "data_sources { config { name: \"linux.process_stats\" } }\n"
+               "write_into_file: true file_write_period_ms: 200\n",
+               spawn_named_child, &d, check_tree, &c);
+        kill(sleeper, SIGKILL);
+        waitpid(sleeper, NULL, 0);
+        cr_assert(c.child_process, "the child started during the trace was not described");
+        cr_assert(c.child_thread, "the child's thread is not named " CHILD_NAME);
+        cr_assert_not(c.sleeper_seen, "a process no event named was described: that is a full scan");
+}
