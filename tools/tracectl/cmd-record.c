@@ -180,8 +180,11 @@ static Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_
                 fprintf(f, " compact_sched { enabled: true } } } }\n");
         }
         if (process_stats)
+                /* The tree at start, new processes as they appear, and each
+                 * process's memory and CPU time every second. */
                 fprintf(f, "data_sources { config { name: \"linux.process_stats\" process_stats_config { "
-                           "scan_all_processes_on_start: true record_thread_names: true } } }\n");
+                           "scan_all_processes_on_start: true record_thread_names: true "
+                           "proc_stats_poll_ms: 1000 record_process_runtime: true } } }\n");
         for (size_t i = 0; i < n_extra; i++)
                 fprintf(f, "data_sources { config { name: \"%s\" } }\n", extra_ds[i]);
         if (duration_ms)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,25 @@ void summary_init(struct summary *s) {
 void summary_done(struct summary *s) {
         free(s->tasks);
         s->tasks = NULL;
+        free(s->procs);
+        s->procs = NULL;
+}
+
+static struct summary_proc *proc(struct summary *s, int32_t pid) {
+        for (size_t i = 0; i < s->n_procs; i++)
+                if (s->procs[i].pid == pid)
+                        return &s->procs[i];
+        if (s->n_procs == s->cap_procs) {
+                size_t cap = s->cap_procs ? s->cap_procs * 2 : 256;
+                struct summary_proc *n = realloc(s->procs, cap * sizeof(*n));
+                if (!n)
+                        return NULL;
+                s->procs = n;
+                s->cap_procs = cap;
+        }
+        struct summary_proc *p = &s->procs[s->n_procs++];
+        *p = (struct summary_proc) { .pid = pid };
+        return p;
 }
 
 static void count_type(struct summary *s, const char *name) {
@@ -190,10 +210,37 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         if (pr->n_cmdline > 0) {
                                 const char *c = strrchr(pr->cmdline[0], '/');
                                 set_comm(s, pr->pid, c ? c + 1 : pr->cmdline[0]);
+                                struct summary_proc *sp = proc(s, pr->pid);
+                                if (sp)
+                                        snprintf(sp->name, sizeof(sp->name), "%s", c ? c + 1 : pr->cmdline[0]);
                         }
                 }
-                for (size_t i = 0; i < p->process_tree->n_threads; i++)
-                        set_comm(s, p->process_tree->threads[i]->tid, p->process_tree->threads[i]->name);
+                for (size_t i = 0; i < p->process_tree->n_threads; i++) {
+                        const Perfetto__Protos__ProcessTree__Thread *th = p->process_tree->threads[i];
+                        set_comm(s, th->tid, th->name);
+                        struct summary_task *t = task(s, th->tid);
+                        if (t && th->has_tgid)
+                                t->tgid = th->tgid;
+                }
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_STATS:
+                type = "process_stats";
+                s->process_stats_samples++;
+                for (size_t i = 0; i < p->process_stats->n_processes; i++) {
+                        const Perfetto__Protos__ProcessStats__Process *pr = p->process_stats->processes[i];
+                        struct summary_proc *sp = proc(s, pr->pid);
+                        if (!sp)
+                                continue;
+                        if (pr->has_runtime_user_mode || pr->has_runtime_kernel_mode) {
+                                uint64_t rt = pr->runtime_user_mode + pr->runtime_kernel_mode;
+                                if (!sp->have_runtime)
+                                        sp->runtime_first_ns = rt;
+                                sp->runtime_last_ns = rt;
+                                sp->have_runtime = true;
+                        }
+                        if (pr->has_vm_rss_kb)
+                                sp->rss_kb = pr->vm_rss_kb;
+                }
                 break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT:
                 type = "clock_snapshot";
@@ -264,9 +311,35 @@ static int by_runtime(const void *a, const void *b) {
         return x->pid - y->pid;
 }
 
+static uint64_t proc_cpu(const struct summary_proc *p) {
+        return p->sched_ns ? p->sched_ns : p->runtime_last_ns - p->runtime_first_ns;
+}
+
+static int by_proc_cpu(const void *a, const void *b) {
+        const struct summary_proc *x = a, *y = b;
+        if (proc_cpu(x) != proc_cpu(y))
+                return proc_cpu(x) < proc_cpu(y) ? 1 : -1;
+        return x->pid - y->pid;
+}
+
 void summary_finish(struct summary *s) {
+        /* Threads' scheduled time adds up to their process's. */
+        for (size_t i = 0; i < s->n_tasks; i++) {
+                const struct summary_task *t = &s->tasks[i];
+                if (t->runtime_ns == 0 || t->pid == 0)
+                        continue;
+                struct summary_proc *p = proc(s, t->tgid > 0 ? t->tgid : t->pid);
+                if (!p)
+                        continue;
+                p->sched_ns += t->runtime_ns;
+                p->threads++;
+                if (!p->name[0] && (t->tgid <= 0 || t->tgid == t->pid) && t->comm[0])
+                        snprintf(p->name, sizeof(p->name), "%s", t->comm);
+        }
         if (s->n_tasks)
                 qsort(s->tasks, s->n_tasks, sizeof(*s->tasks), by_runtime);
+        if (s->n_procs)
+                qsort(s->procs, s->n_procs, sizeof(*s->procs), by_proc_cpu);
 }
 
 void summary_print(FILE *f, const struct summary *s, size_t top_n) {
@@ -303,6 +376,23 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 fprintf(f, "  %-8d %-20s %12.3f %10" PRIu64 "\n", s->tasks[i].pid,
                         s->tasks[i].comm[0] ? s->tasks[i].comm : "?", (double) s->tasks[i].runtime_ns / 1e6,
                         s->tasks[i].switches_in);
+                shown++;
+        }
+        shown = 0;
+        for (size_t i = 0; i < s->n_procs && shown < top_n; i++) {
+                const struct summary_proc *p = &s->procs[i];
+                if (proc_cpu(p) == 0)
+                        break;
+                if (shown == 0)
+                        fprintf(f, "Top processes by CPU time%s:\n  %-8s %-20s %12s %8s %14s %10s\n",
+                                s->process_stats_samples ? " (scheduled; and from /proc over the trace)" : "", "pid",
+                                "name", "cpu ms", "threads", "/proc cpu ms", "rss MB");
+                fprintf(f, "  %-8d %-20s %12.3f %8u", p->pid, p->name[0] ? p->name : "?", (double) p->sched_ns / 1e6,
+                        p->threads);
+                if (p->have_runtime)
+                        fprintf(f, " %14.3f %10.1f", (double) (p->runtime_last_ns - p->runtime_first_ns) / 1e6,
+                                (double) p->rss_kb / 1024.0);
+                fputc('\n', f);
                 shown++;
         }
         if (s->have_stats)

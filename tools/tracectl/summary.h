@@ -14,9 +14,22 @@
 
 struct summary_task {
         int32_t pid;
+        int32_t tgid; /* 0: not known */
         char comm[32];
         uint64_t runtime_ns;
         uint64_t switches_in;
+};
+
+/* A process: its threads' scheduled time (from sched_switch) and, when
+ * the trace has ProcessStats, its CPU time and memory from /proc. */
+struct summary_proc {
+        int32_t pid;
+        char name[32];
+        uint64_t sched_ns;
+        uint32_t threads;
+        bool have_runtime;
+        uint64_t runtime_first_ns, runtime_last_ns; /* user + kernel */
+        uint64_t rss_kb;
 };
 
 struct summary {
@@ -47,6 +60,9 @@ struct summary {
         int32_t cpu_cur_pid[SUMMARY_MAX_CPUS];
         struct summary_task *tasks;
         size_t n_tasks, cap_tasks;
+        struct summary_proc *procs;
+        size_t n_procs, cap_procs;
+        uint64_t process_stats_samples;
         /* from the last TraceStats packet */
         bool have_stats;
         uint64_t chunks_overwritten, chunks_discarded, abi_violations, stats_invalid_packets, patches_failed;
