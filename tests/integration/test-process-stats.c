@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@
 #include "perfetto/trace/trace_packet.pb-c.h"
 
 #define CHILD_NAME "tracedondemand"
+
+extern char **environ;
 
 static struct traced_instance inst;
 static sd_event *ev;
@@ -244,4 +247,70 @@ Test(process_stats, new_processes_are_described_on_demand) {
         cr_assert(c.child_process, "the child started during the trace was not described");
         cr_assert(c.child_thread, "the child's thread is not named " CHILD_NAME);
         cr_assert_not(c.sleeper_seen, "a process no event named was described: that is a full scan");
+}
+
+/* The issue's done-when: quick-mode tracectl with scheduling events and
+ * process stats; the summary lists processes by name with CPU time. */
+Test(process_stats, tracectl_quick_mode_summary_lists_processes_with_cpu_time) {
+        if (!tracefs_usable())
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        char out[512], so[512];
+        snprintf(out, sizeof(out), "%s/quick.pftrace", inst.dir);
+        snprintf(so, sizeof(so), "%s/quick.stdout", inst.dir);
+        char *argv[] = { (char *) TRACECTL_BINARY, (char *) "--socket", inst.consumer_path, (char *) "record",
+                         (char *) "-t", (char *) "2500ms", (char *) "sched/sched_switch", (char *) "sched/sched_waking",
+                         (char *) "-o", out, NULL };
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, so, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, TRACECTL_BINARY, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        /* Be busy for a while, and note how much CPU that took (other
+         * work on the machine may have taken its share). */
+        spin_ms(ev, 700);
+        struct timespec a, b;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
+        for (int i = 0; i < 8; i++) {
+                busy_ms(100);
+                spin_ms(ev, 20);
+        }
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &b);
+        double used_ms = (double) (b.tv_sec - a.tv_sec) * 1e3 + (double) (b.tv_nsec - a.tv_nsec) / 1e6;
+        int st;
+        while (waitpid(pid, &st, WNOHANG) == 0)
+                spin_ms(ev, 50);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tracectl failed");
+        FILE *f = fopen(so, "r");
+        cr_assert_not_null(f);
+        static char text[65536];
+        size_t n = fread(text, 1, sizeof(text) - 1, f);
+        text[n] = '\0';
+        fclose(f);
+        const char *table = strstr(text, "Top processes by CPU time (scheduled; and from /proc over the trace)");
+        cr_assert_not_null(table, "no process table in the summary:\n%s", text);
+        char me[32];
+        snprintf(me, sizeof(me), "\n  %-8d ", (int) getpid());
+        const char *line = strstr(table, me);
+        cr_assert_not_null(line, "this process (%d) is not in the table:\n%s", (int) getpid(), table);
+        int rpid;
+        char name[64];
+        double cpu_ms, proc_ms, rss;
+        unsigned threads;
+        cr_assert_eq(sscanf(line + 1, "%d %63s %lf %u %lf %lf", &rpid, name, &cpu_ms, &threads, &proc_ms, &rss), 6,
+                     "line: %.120s", line + 1);
+        /* Named as the process tree has it: the command's base name. */
+        char cmd[256] = "";
+        FILE *c = fopen("/proc/self/cmdline", "r");
+        cr_assert_not_null(c);
+        size_t cl = fread(cmd, 1, sizeof(cmd) - 1, c);
+        cmd[cl] = '\0';
+        fclose(c);
+        const char *base = strrchr(cmd, '/') ? strrchr(cmd, '/') + 1 : cmd;
+        cr_assert(strncmp(name, base, 19) == 0, "named %s, expected %s", name, base);
+        cr_assert_gt(used_ms, 50.0, "the busy loop got %.1f ms of CPU", used_ms);
+        cr_assert_geq(cpu_ms, 0.8 * used_ms, "scheduled %.1f ms, used %.1f ms", cpu_ms, used_ms);
+        /* /proc counts in clock ticks (10 ms here). */
+        cr_assert_geq(proc_ms + 20.0, 0.8 * used_ms, "/proc says %.1f ms, used %.1f ms", proc_ms, used_ms);
+        cr_assert_gt(rss, 0.5);
 }
