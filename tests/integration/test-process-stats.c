@@ -258,7 +258,7 @@ Test(process_stats, tracectl_quick_mode_summary_lists_processes_with_cpu_time) {
         snprintf(out, sizeof(out), "%s/quick.pftrace", inst.dir);
         snprintf(so, sizeof(so), "%s/quick.stdout", inst.dir);
         char *argv[] = { (char *) TRACECTL_BINARY, (char *) "--socket", inst.consumer_path, (char *) "record",
-                         (char *) "-t", (char *) "2500ms", (char *) "sched/sched_switch", (char *) "sched/sched_waking",
+                         (char *) "-t", (char *) "6s", (char *) "sched/sched_switch", (char *) "sched/sched_waking",
                          (char *) "-o", out, NULL };
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
@@ -266,9 +266,10 @@ Test(process_stats, tracectl_quick_mode_summary_lists_processes_with_cpu_time) {
         pid_t pid;
         cr_assert_eq(posix_spawn(&pid, TRACECTL_BINARY, &fa, NULL, argv, environ), 0);
         posix_spawn_file_actions_destroy(&fa);
-        /* Be busy for a while, and note how much CPU that took (other
-         * work on the machine may have taken its share). */
-        spin_ms(ev, 700);
+        /* Be busy for a while, well inside the 6 s trace, and note how
+         * much CPU that took (other work on the machine may take its
+         * share and stretch the loop). */
+        spin_ms(ev, 1000);
         struct timespec a, b;
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &a);
         for (int i = 0; i < 8; i++) {
@@ -309,8 +310,8 @@ Test(process_stats, tracectl_quick_mode_summary_lists_processes_with_cpu_time) {
         const char *base = strrchr(cmd, '/') ? strrchr(cmd, '/') + 1 : cmd;
         cr_assert(strncmp(name, base, 19) == 0, "named %s, expected %s", name, base);
         cr_assert_gt(used_ms, 50.0, "the busy loop got %.1f ms of CPU", used_ms);
-        cr_assert_geq(cpu_ms, 0.8 * used_ms, "scheduled %.1f ms, used %.1f ms", cpu_ms, used_ms);
+        cr_assert_geq(cpu_ms, 0.6 * used_ms, "scheduled %.1f ms, used %.1f ms", cpu_ms, used_ms);
         /* /proc counts in clock ticks (10 ms here). */
-        cr_assert_geq(proc_ms + 20.0, 0.8 * used_ms, "/proc says %.1f ms, used %.1f ms", proc_ms, used_ms);
+        cr_assert_geq(proc_ms + 20.0, 0.6 * used_ms, "/proc says %.1f ms, used %.1f ms", proc_ms, used_ms);
         cr_assert_gt(rss, 0.5);
 }
