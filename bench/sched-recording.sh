@@ -1,29 +1,73 @@
 #!/bin/sh
-# Records the same scheduling-heavy workload (perf bench sched pipe) with
-# traced's ftrace plugin and with `perf record` on the same tracepoints, in
-# the same run, and prints for each: events, CPU seconds of the recording
-# processes, CPU seconds per million events, bytes per event, and the
-# ratios traced/perf. Run as root from a build directory:
-#   ../bench/sched-recording.sh [LOOPS...]
-# (default loop counts: 20000 100000). Not part of make check.
+# Records the same scheduling-heavy workload (perf bench sched pipe) at
+# several event rates with traced's ftrace plugin (compact sched), with
+# `perf record -a` on the same tracepoints and, where it can run, with
+# `trace-cmd record`, in the same run. For each tool and rate it prints:
+# events recorded, event rate, CPU seconds of the recording processes (and
+# per million events), bytes per event in the output, events lost.
+#
+# The rate is set by running the workload in a CPU cgroup limited to a
+# share of one CPU (cgroup v2 cpu.max or v1 cfs quota); "max" is unlimited.
+# Run as root from a build directory:
+#   ../bench/sched-recording.sh [SHARE...]        (default: 5 25 max)
+# Environment: DURATION (seconds of workload per run, default 3).
+# Not part of make check.
 set -eu
 
 build=$(pwd)
 [ -x "$build/traced" ] && [ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
 command -v perf >/dev/null || { echo "needs perf (Debian: linux-perf)" >&2; exit 2; }
-loops=${*:-20000 100000}
+shares=${*:-5 25 max}
+duration=${DURATION:-3}
 work=$(mktemp -d /tmp/traced-bench-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+cg=""
+cleanup() {
+        [ -n "$cg" ] && rmdir "$cg" 2>/dev/null || true
+        rm -rf "$work"
+}
+trap cleanup EXIT
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+
+# A cgroup whose CPU share the runs set.
+if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
+        grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+        cg=/sys/fs/cgroup/traced-bench-$$
+        mkdir "$cg" 2>/dev/null && [ -f "$cg/cpu.max" ] || cg=""
+        cgv=2
+elif [ -f /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then
+        cg=/sys/fs/cgroup/cpu/traced-bench-$$
+        mkdir "$cg" 2>/dev/null || cg=""
+        cgv=1
+fi
+[ -n "$cg" ] || { echo "note: no writable CPU cgroup; every run is unlimited" >&2; shares=max; }
+
+set_share() { # percent of one CPU, or max
+        [ -n "$cg" ] || return 0
+        if [ "$cgv" = 2 ]; then
+                if [ "$1" = max ]; then echo "max 100000" >"$cg/cpu.max"; else echo "$(($1 * 1000)) 100000" >"$cg/cpu.max"; fi
+        else
+                echo 100000 >"$cg/cpu.cfs_period_us"
+                if [ "$1" = max ]; then echo -1 >"$cg/cpu.cfs_quota_us"; else echo $(($1 * 1000)) >"$cg/cpu.cfs_quota_us"; fi
+        fi
+}
+
+workload() { # perf bench sched pipe in the cgroup for $duration seconds
+        sh -c '[ -n "$1" ] && echo $$ >"$1/cgroup.procs"; exec timeout -s INT "$2" perf bench sched pipe -l 2000000000' \
+                sh "$cg" "$duration" >/dev/null 2>&1 || true
+}
 
 cpu_of() { # utime+stime (s) of a finished process tree, from /usr/bin/time -f
         tail -n 1 "$1" | awk '{ print $1 + $2 }'
 }
 
-printf "%-8s %-7s %10s %8s %12s %9s\n" loops tool events cpu_s cpu_s/Mev bytes/ev
-for n in $loops; do
-        # traced + the ftrace plugin, recording through tracectl.
-        rm -f "$work"/*.sock
+row() { # share tool events cpu bytes lost
+        echo "$@" | awk -v d="$duration" '{
+                printf "%-6s %-9s %10d %9.0f %8.3f %10.3f %9.2f %8s\n", $1, $2, $3, $3 / d, $4,
+                        $3 ? $4 * 1e6 / $3 : 0, $3 ? $5 / $3 : 0, $6 }'
+}
+
+run_traced() {
+        rm -f "$work"/*.sock "$work/t.pftrace"
         /usr/bin/time -f "%U %S" -o "$work/traced.time" \
                 "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
                 --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
@@ -38,39 +82,81 @@ for n in $loops; do
                 sched/sched_switch sched/sched_waking -o "$work/t.pftrace" >/dev/null 2>&1 &
         cpid=$!
         sleep 1
-        perf bench sched pipe -l "$n" >/dev/null 2>&1
+        workload
         sleep 0.3
         pkill -INT -P $cpid
         wait $cpid || true
         # traced's children (the plugin host) are counted with it.
         pkill -TERM -P $tpid
         wait $tpid || true
-        ev=$("$build/tracectl" summary "$work/t.pftrace" | sed -n 's/^Ftrace events: *\([0-9]*\).*/\1/p')
+        "$build/tracectl" summary "$work/t.pftrace" >"$work/summary.txt"
+        ev=$(sed -n 's/^Ftrace events: *\([0-9]*\).*/\1/p' "$work/summary.txt")
+        lost=$(sed -n 's/^Kernel buffer: *\([0-9]*\) events overwritten.*/\1/p' "$work/summary.txt")
+        grep -q "kernel reported lost events" "$work/summary.txt" && lost="${lost:-0}+"
         cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time")" | awk '{ print $1 + $2 }')
-        size=$(stat -c %s "$work/t.pftrace")
-        t_ev=$ev t_cpu=$cpu t_bytes=$size
-        printf "%-8s %-7s %10s %8.3f %12.3f %9.2f\n" "$n" traced "$ev" "$cpu" \
-                "$(echo "$cpu $ev" | awk '{ print $2 ? $1 * 1e6 / $2 : 0 }')" "$(echo "$size $ev" | awk '{ print $2 ? $1 / $2 : 0 }')"
+        row "$1" traced "${ev:-0}" "$cpu" "$(stat -c %s "$work/t.pftrace")" "${lost:-?}"
+}
 
-        # perf record on the same tracepoints, system-wide.
+run_perf() {
         /usr/bin/time -f "%U %S" -o "$work/perf.time" \
                 perf record -q -a -e sched:sched_switch -e sched:sched_waking -o "$work/perf.data" \
                 >/dev/null 2>"$work/perf.log" &
         ppid=$!
         sleep 1
-        perf bench sched pipe -l "$n" >/dev/null 2>&1
+        workload
         sleep 0.3
         pkill -INT -P $ppid
         wait $ppid || true
-        pev=$(perf report -i "$work/perf.data" --stdio --sort dso 2>/dev/null | sed -n 's/^# Samples: *\([0-9.]*\)\([KM]*\).*/\1 \2/p' |
-              awk '{ m = ($2 == "K") ? 1e3 : ($2 == "M") ? 1e6 : 1; s += $1 * m } END { printf "%d", s }')
-        pcpu=$(cpu_of "$work/perf.time")
-        psize=$(stat -c %s "$work/perf.data")
-        printf "%-8s %-7s %10s %8.3f %12.3f %9.2f\n" "$n" perf "$pev" "$pcpu" \
-                "$(echo "$pcpu $pev" | awk '{ print $2 ? $1 * 1e6 / $2 : 0 }')" "$(echo "$psize $pev" | awk '{ print $2 ? $1 / $2 : 0 }')"
-        echo "$n $t_ev $t_cpu $t_bytes $pev $pcpu $psize" | awk '{
-                tc = $2 ? $3 * 1e6 / $2 : 0; pc = $5 ? $6 * 1e6 / $5 : 0;
-                tb = $2 ? $4 / $2 : 0; pb = $5 ? $7 / $5 : 0;
-                printf "%-8s ratio   traced/perf: cpu per event %.2f, bytes per event %.2f\n", $1,
-                        pc ? tc / pc : 0, pb ? tb / pb : 0 }'
+        # Exact counts: SAMPLE records, and LOST / LOST_SAMPLES records
+        # (each reports samples perf could not keep).
+        perf report -i "$work/perf.data" --stats >"$work/perf.stats" 2>/dev/null || true
+        pev=$(sed -n 's/^ *SAMPLE events: *\([0-9]*\).*/\1/p' "$work/perf.stats" | head -n 1)
+        plost=$(sed -n 's/^ *LOST\(_SAMPLES\)\{0,1\} events: *\([0-9]*\).*/\2/p' "$work/perf.stats" | head -n 2 |
+                awk '{ s += $1 } END { printf "%d", s }')
+        row "$1" perf "${pev:-0}" "$(cpu_of "$work/perf.time")" "$(stat -c %s "$work/perf.data")" "${plost:-?}"
+        rm -f "$work/perf.data"
+}
+
+tracecmd_reason=""
+if ! command -v trace-cmd >/dev/null; then
+        tracecmd_reason="not installed (Debian: trace-cmd)"
+fi
+ftrace_enabled_note=""
+if ! (cat /proc/sys/kernel/ftrace_enabled >/proc/sys/kernel/ftrace_enabled) 2>/dev/null; then
+        ftrace_enabled_note=" (/proc/sys/kernel/ftrace_enabled is not writable here; trace-cmd record writes it)"
+fi
+
+run_tracecmd() {
+        rm -f "$work/tc.dat"
+        /usr/bin/time -f "%U %S" -o "$work/tc.time" \
+                trace-cmd record -e sched:sched_switch -e sched:sched_waking -o "$work/tc.dat" \
+                >"$work/tc.log" 2>&1 &
+        tcpid=$!
+        sleep 1
+        if ! kill -0 $tcpid 2>/dev/null; then
+                wait $tcpid || true
+                echo "$1 trace-cmd cannot run: $(tr '\n' ' ' <"$work/tc.log" | sed 's/  */ /g')$ftrace_enabled_note"
+                return 0
+        fi
+        workload
+        sleep 0.3
+        pkill -INT -P $tcpid
+        wait $tcpid || true
+        tev=$(trace-cmd report -i "$work/tc.dat" 2>/dev/null | grep -c 'sched_switch:\|sched_waking:' || true)
+        tlost=$(trace-cmd report -i "$work/tc.dat" 2>/dev/null | sed -n 's/.*\[LOST \([0-9]*\) EVENTS\].*/\1/p' |
+                awk '{ s += $1 } END { printf "%d", s }')
+        row "$1" trace-cmd "${tev:-0}" "$(cpu_of "$work/tc.time")" "$(stat -c %s "$work/tc.dat")" "${tlost:-?}"
+}
+
+echo "workload: perf bench sched pipe for ${duration}s per run, CPU share of the workload as given"
+printf "%-6s %-9s %10s %9s %8s %10s %9s %8s\n" share tool events ev/s cpu_s cpu_s/Mev bytes/ev lost
+for share in $shares; do
+        set_share "$share"
+        run_traced "$share"
+        run_perf "$share"
+        if [ -n "$tracecmd_reason" ]; then
+                echo "$share trace-cmd skipped: $tracecmd_reason"
+        else
+                run_tracecmd "$share"
+        fi
 done
