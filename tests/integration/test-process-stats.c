@@ -310,8 +310,12 @@ Test(process_stats, tracectl_quick_mode_summary_lists_processes_with_cpu_time) {
         const char *base = strrchr(cmd, '/') ? strrchr(cmd, '/') + 1 : cmd;
         cr_assert(strncmp(name, base, 19) == 0, "named %s, expected %s", name, base);
         cr_assert_gt(used_ms, 50.0, "the busy loop got %.1f ms of CPU", used_ms);
-        cr_assert_geq(cpu_ms, 0.6 * used_ms, "scheduled %.1f ms, used %.1f ms", cpu_ms, used_ms);
+        fprintf(stderr, "scheduled %.1f ms, /proc %.1f ms, used %.1f ms\n", cpu_ms, proc_ms, used_ms);
+        /* Scheduled time is reconstructed from switches and wakeups; this
+         * kernel records no switch from idle to a woken task, so it is a
+         * lower bound. /proc is exact to a clock tick. */
+        cr_assert_geq(cpu_ms, 0.5 * used_ms, "scheduled %.1f ms, used %.1f ms", cpu_ms, used_ms);
         /* /proc counts in clock ticks (10 ms here). */
-        cr_assert_geq(proc_ms + 20.0, 0.6 * used_ms, "/proc says %.1f ms, used %.1f ms", proc_ms, used_ms);
+        cr_assert_geq(proc_ms + 20.0, 0.8 * used_ms, "/proc says %.1f ms, used %.1f ms", proc_ms, used_ms);
         cr_assert_gt(rss, 0.5);
 }

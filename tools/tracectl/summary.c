@@ -91,18 +91,40 @@ static void set_comm(struct summary *s, int32_t pid, const char *comm) {
                 snprintf(t->comm, sizeof(t->comm), "%s", comm);
 }
 
-/* A context switch on cpu at ts to next_pid. */
-static void on_switch(struct summary *s, uint32_t cpu, uint64_t ts, int32_t next_pid, const char *next_comm) {
+static void on_waking(struct summary *s, uint64_t ts, int32_t pid, int32_t target_cpu) {
+        if (target_cpu < 0 || target_cpu >= SUMMARY_MAX_CPUS || pid <= 0)
+                return;
+        if (s->cpu_cur_pid[target_cpu] == 0) {
+                s->cpu_wake_pid[target_cpu] = pid;
+                s->cpu_wake_ts[target_cpu] = ts;
+        }
+}
+
+/* A context switch on cpu at ts from prev_pid (-1: not recorded, as in
+ * compact sched) to next_pid. The time since the CPU's last switch goes
+ * to the task that ran: prev_pid, else the one switched in last; when
+ * the CPU was idle and a task was woken onto it meanwhile, that task,
+ * from its wakeup (the kernel may record no switch from idle to it). */
+static void on_switch(struct summary *s, uint32_t cpu, uint64_t ts, int32_t prev_pid, int32_t next_pid,
+                      const char *next_comm) {
         if (cpu >= SUMMARY_MAX_CPUS)
                 return;
         s->sched_switches++;
-        if (s->cpu_cur_pid[cpu] >= 0 && s->cpu_last_ts[cpu] && ts >= s->cpu_last_ts[cpu] && s->cpu_cur_pid[cpu] != 0) {
-                struct summary_task *t = task(s, s->cpu_cur_pid[cpu]);
+        int32_t ran = prev_pid >= 0 ? prev_pid : s->cpu_cur_pid[cpu];
+        uint64_t start = s->cpu_last_ts[cpu];
+        if (s->cpu_cur_pid[cpu] == 0 && s->cpu_wake_pid[cpu] > 0 && s->cpu_wake_ts[cpu] >= start &&
+            (ran <= 0 || ran == s->cpu_wake_pid[cpu])) {
+                ran = s->cpu_wake_pid[cpu];
+                start = s->cpu_wake_ts[cpu];
+        }
+        if (ran > 0 && start && ts >= start) {
+                struct summary_task *t = task(s, ran);
                 if (t)
-                        t->runtime_ns += ts - s->cpu_last_ts[cpu];
+                        t->runtime_ns += ts - start;
         }
         s->cpu_cur_pid[cpu] = next_pid;
         s->cpu_last_ts[cpu] = ts;
+        s->cpu_wake_pid[cpu] = 0;
         struct summary_task *n = task(s, next_pid);
         if (n) {
                 n->switches_in++;
@@ -126,7 +148,12 @@ static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBun
                 switch (e->event_case) {
                 case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_SWITCH:
                         set_comm(s, e->sched_switch->prev_pid, e->sched_switch->prev_comm);
-                        on_switch(s, cpu, e->timestamp, e->sched_switch->next_pid, e->sched_switch->next_comm);
+                        on_switch(s, cpu, e->timestamp, e->sched_switch->has_prev_pid ? e->sched_switch->prev_pid : -1,
+                                  e->sched_switch->next_pid, e->sched_switch->next_comm);
+                        break;
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_WAKING:
+                        on_waking(s, e->timestamp, e->sched_waking->pid,
+                                  e->sched_waking->has_target_cpu ? e->sched_waking->target_cpu : -1);
                         break;
                 case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT:
                         s->prints++;
@@ -143,26 +170,35 @@ static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBun
         }
         const Perfetto__Protos__FtraceEventBundle__CompactSched *c = b->compact_sched;
         if (c) {
-                uint64_t ts = 0;
-                for (size_t i = 0; i < c->n_switch_timestamp; i++) {
-                        ts += c->switch_timestamp[i];
+                /* Switches and wakings are separate columns: walk both in
+                 * time order. */
+                uint64_t sw_ts = 0, wk_ts = 0;
+                size_t i = 0, k = 0;
+                if (c->n_switch_timestamp)
+                        sw_ts = c->switch_timestamp[0];
+                if (c->n_waking_timestamp)
+                        wk_ts = c->waking_timestamp[0];
+                while (i < c->n_switch_timestamp || k < c->n_waking_timestamp) {
                         s->ftrace_events++;
                         if (cpu < SUMMARY_MAX_CPUS)
                                 s->cpu_events[cpu]++;
-                        see_ts(s, ts);
+                        bool waking_first = k < c->n_waking_timestamp && (i >= c->n_switch_timestamp || wk_ts <= sw_ts);
+                        if (waking_first) {
+                                see_ts(s, wk_ts);
+                                on_waking(s, wk_ts, k < c->n_waking_pid ? c->waking_pid[k] : -1,
+                                          k < c->n_waking_target_cpu ? c->waking_target_cpu[k] : -1);
+                                if (++k < c->n_waking_timestamp)
+                                        wk_ts += c->waking_timestamp[k];
+                                continue;
+                        }
+                        see_ts(s, sw_ts);
                         int32_t pid = i < c->n_switch_next_pid ? c->switch_next_pid[i] : -1;
                         const char *comm = NULL;
                         if (i < c->n_switch_next_comm_index && c->switch_next_comm_index[i] < c->n_intern_table)
                                 comm = c->intern_table[c->switch_next_comm_index[i]];
-                        on_switch(s, cpu, ts, pid, comm);
-                }
-                ts = 0;
-                for (size_t i = 0; i < c->n_waking_timestamp; i++) {
-                        ts += c->waking_timestamp[i];
-                        s->ftrace_events++;
-                        if (cpu < SUMMARY_MAX_CPUS)
-                                s->cpu_events[cpu]++;
-                        see_ts(s, ts);
+                        on_switch(s, cpu, sw_ts, -1, pid, comm);
+                        if (++i < c->n_switch_timestamp)
+                                sw_ts += c->switch_timestamp[i];
                 }
         }
 }

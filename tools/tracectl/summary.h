@@ -58,6 +58,10 @@ struct summary {
         /* sched accounting */
         uint64_t cpu_last_ts[SUMMARY_MAX_CPUS];
         int32_t cpu_cur_pid[SUMMARY_MAX_CPUS];
+        /* A task woken onto an idle CPU: some kernels record no switch
+         * from idle to it, so the waking marks when it began to run. */
+        int32_t cpu_wake_pid[SUMMARY_MAX_CPUS];
+        uint64_t cpu_wake_ts[SUMMARY_MAX_CPUS];
         struct summary_task *tasks;
         size_t n_tasks, cap_tasks;
         struct summary_proc *procs;
