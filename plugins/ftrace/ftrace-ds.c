@@ -281,8 +281,10 @@ static int add_kprobes(struct ftrace_session *s, const struct pbr_field *fc) {
 static size_t compact_size(const struct ftrace_session *s);
 
 /* symbolize_ksyms: the names of the iids new since the last packet go out
- * in this one, as InternedData.kernel_symbols; the first packet of each
- * drain (iids restart from 1 every drain) clears the sequence's state. */
+ * in this one, as InternedData.kernel_symbols. iids restart from 1 every
+ * drain, so the drain's first packet that uses any clears the sequence's
+ * state, even when none of its addresses has a name: an iid must never
+ * resolve to a name of the previous drain. */
 static void ksyms_append(struct ftrace_session *s, struct pbw *pkt) {
         if (!s->kt || s->kt->n == s->kt->written)
                 return;
@@ -292,15 +294,14 @@ static void ksyms_append(struct ftrace_session *s, struct pbw *pkt) {
                 const char *name = ksyms_lookup(s->ksyms, s->kt->addrs[iid - 1]);
                 if (!name)
                         continue; /* not a function (the work item, a heap pointer) */
-                struct pbw sym = {};
-                pbw_varint(&sym, 1, iid);
-                pbw_string(&sym, 2, name);
-                pbw_message(&s->interned, 26, &sym); /* kernel_symbols */
-                pbw_done(&sym);
+                size_t l = strlen(name);
+                pbw_tag(&s->interned, 26, 2); /* kernel_symbols { iid, str } */
+                pbw_raw_varint(&s->interned, 1 + pbw_varint_size(iid) + 1 + pbw_varint_size(l) + l);
+                pbw_varint(&s->interned, 1, iid);
+                pbw_bytes(&s->interned, 2, name, l);
         }
-        if (s->interned.len == 0)
-                return; /* no name yet: the next packet still clears the state */
-        pbw_message(pkt, 12, &s->interned); /* TracePacket.interned_data */
+        if (s->interned.len)
+                pbw_message(pkt, 12, &s->interned); /* TracePacket.interned_data */
         if (first)
                 pbw_varint(pkt, 13, 1); /* sequence_flags: SEQ_INCREMENTAL_STATE_CLEARED */
         s->kt->written = s->kt->n;
