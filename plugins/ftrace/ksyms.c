@@ -87,6 +87,13 @@ int ksyms_load(FILE *f, struct ksyms **ret) {
                 ksyms_free(k);
                 return -ENODATA;
         }
+        /* Give back what the doublings left unused. */
+        struct ksym *syms = reallocarray(k->syms, k->n, sizeof(*syms));
+        if (syms)
+                k->syms = syms;
+        char *names = realloc(k->names, k->names_len);
+        if (names)
+                k->names = names;
         qsort(k->syms, k->n, sizeof(*k->syms), cmp_ksym);
         *ret = k;
         return 0;
