@@ -12,11 +12,13 @@
 #include "basic/pbw.h"
 #include "format.h"
 #include "encode.h"
+#include "ksyms.h"
 
 enum field_kind {
         K_INT,   /* varint (signed values sign-extended, as int32/int64) */
         K_STR,   /* string */
         K_U64S,  /* array of 64-bit values: one repeated varint each */
+        K_ADDR,  /* kernel address: an iid of kernel_symbols when symbolizing */
 };
 
 struct typed_field {
@@ -63,6 +65,13 @@ static const struct typed_event typed[] = {
         /* System calls. */
         { "raw_syscalls", "sys_enter", 329, { { "id", 1, K_INT }, { "args", 2, K_U64S } } },
         { "raw_syscalls", "sys_exit", 330, { { "id", 1, K_INT }, { "ret", 2, K_INT } } },
+        /* Workqueues: the work item and its function. */
+        { "workqueue", "workqueue_activate_work", 56, { { "work", 1, K_ADDR }, { "function", 2, K_ADDR } } },
+        { "workqueue", "workqueue_execute_end", 57, { { "work", 1, K_ADDR }, { "function", 2, K_ADDR } } },
+        { "workqueue", "workqueue_execute_start", 58, { { "work", 1, K_ADDR }, { "function", 2, K_ADDR } } },
+        { "workqueue", "workqueue_queue_work", 59,
+          { { "work", 1, K_ADDR }, { "function", 2, K_ADDR }, { "req_cpu", 4, K_INT }, { "cpu", 5, K_INT },
+            { "workqueue", 6, K_STR } } },
 };
 
 #define FTRACE_EVENT_GENERIC 327
@@ -91,7 +100,20 @@ static void put_u64s(struct pbw *w, uint32_t number, const struct format_field *
         }
 }
 
+/* A kernel address: as it is, or its iid in kt. */
+static uint64_t addr_value(const struct format_field *ff, const uint8_t *rec, size_t len, struct kaddr_table *kt) {
+        uint64_t v = (uint64_t) format_read_int(ff, rec, len);
+        if (ff->size == 4)
+                v &= UINT32_MAX;
+        return kt && v ? kaddr_intern(kt, v) : v;
+}
+
 void ftrace_encode_event(struct pbw *w, struct event_format *f, uint64_t ts, const uint8_t *rec, size_t len) {
+        ftrace_encode_event_ksyms(w, f, ts, rec, len, NULL);
+}
+
+void ftrace_encode_event_ksyms(struct pbw *w, struct event_format *f, uint64_t ts, const uint8_t *rec, size_t len,
+                               struct kaddr_table *kt) {
         struct pbw ev = {}, body = {};
         char str[4096];
 
@@ -120,6 +142,9 @@ void ftrace_encode_event(struct pbw *w, struct event_format *f, uint64_t ts, con
                         case K_U64S:
                                 put_u64s(&body, t->fields[i].number, ff, rec, len);
                                 break;
+                        case K_ADDR:
+                                pbw_varint(&body, t->fields[i].number, addr_value(ff, rec, len, kt));
+                                break;
                         default:
                                 pbw_varint(&body, t->fields[i].number, (uint64_t) format_read_int(ff, rec, len));
                         }
@@ -147,7 +172,9 @@ void ftrace_encode_event(struct pbw *w, struct event_format *f, uint64_t ts, con
                         if (ff->is_string || ff->is_data_loc) {
                                 format_read_str(ff, rec, len, str, sizeof(str));
                                 pbw_string(&field, 3, str);
-                        } else if (ff->is_signed)
+                        } else if (ff->is_kaddr)
+                                pbw_varint(&field, 5, addr_value(ff, rec, len, kt));
+                        else if (ff->is_signed)
                                 pbw_varint(&field, 4, (uint64_t) format_read_int(ff, rec, len));
                         else
                                 pbw_varint(&field, 5, (uint64_t) format_read_int(ff, rec, len));

@@ -69,6 +69,9 @@ int format_parse(const char *text, const char *group, struct event_format *ret) 
                                 f->size = (uint16_t) size;
                                 f->is_signed = sgn != 0;
                                 f->is_dyn_tail = f->is_string && size == 0;
+                                const char *d = decl + strspn(decl, " \t");
+                                f->is_kaddr = (size == 4 || size == 8) &&
+                                              (strncmp(d, "void *", 6) == 0 || strncmp(d, "void*", 5) == 0);
                                 if (strcmp(f->name, "common_pid") == 0)
                                         ret->common_pid_offset = (int16_t) off;
                                 else if (strcmp(f->name, "common_flags") == 0)

@@ -17,6 +17,7 @@ struct format_field {
         bool is_string;   /* char name[N] */
         bool is_data_loc; /* __data_loc: u32 (len << 16 | offset) */
         bool is_dyn_tail; /* char name[] with size 0: to the end of the record */
+        bool is_kaddr;    /* void *: a kernel address, symbolized on request */
 };
 
 struct event_format {

@@ -20,6 +20,7 @@
 #include "format.h"
 #include "ftrace-ds.h"
 #include "kprobes.h"
+#include "ksyms.h"
 #include "page.h"
 #include "syscalls.h"
 #include "tracefs.h"
@@ -72,6 +73,10 @@ struct ftrace_session {
         size_t n_intern;
         uint64_t events, pages, bad_pages, lost;
         bool lost_pending;
+        /* symbolize_ksyms: kernel addresses of this drain, as iids */
+        struct ksyms *ksyms;
+        struct kaddr_table *kt;
+        struct pbw interned;
 };
 
 static struct ftrace_session *find_session(struct plugin *pl, uint64_t id) {
@@ -275,6 +280,33 @@ static int add_kprobes(struct ftrace_session *s, const struct pbr_field *fc) {
 
 static size_t compact_size(const struct ftrace_session *s);
 
+/* symbolize_ksyms: the names of the iids new since the last packet go out
+ * in this one, as InternedData.kernel_symbols. iids restart from 1 every
+ * drain, so the drain's first packet that uses any clears the sequence's
+ * state, even when none of its addresses has a name: an iid must never
+ * resolve to a name of the previous drain. */
+static void ksyms_append(struct ftrace_session *s, struct pbw *pkt) {
+        if (!s->kt || s->kt->n == s->kt->written)
+                return;
+        bool first = s->kt->written == 0;
+        pbw_reset(&s->interned);
+        for (uint32_t iid = s->kt->written + 1; iid <= s->kt->n; iid++) {
+                const char *name = ksyms_lookup(s->ksyms, s->kt->addrs[iid - 1]);
+                if (!name)
+                        continue; /* not a function (the work item, a heap pointer) */
+                size_t l = strlen(name);
+                pbw_tag(&s->interned, 26, 2); /* kernel_symbols { iid, str } */
+                pbw_raw_varint(&s->interned, 1 + pbw_varint_size(iid) + 1 + pbw_varint_size(l) + l);
+                pbw_varint(&s->interned, 1, iid);
+                pbw_bytes(&s->interned, 2, name, l);
+        }
+        if (s->interned.len)
+                pbw_message(pkt, 12, &s->interned); /* TracePacket.interned_data */
+        if (first)
+                pbw_varint(pkt, 13, 1); /* sequence_flags: SEQ_INCREMENTAL_STATE_CLEARED */
+        s->kt->written = s->kt->n;
+}
+
 /* The bundle goes out as TracePacket { ftrace_events { cpu, event...,
  * compact_sched, lost_events } }, assembled in one pass into a buffer kept
  * from one bundle to the next. */
@@ -293,6 +325,7 @@ static void bundle_emit(struct ftrace_session *s) {
         compact_write(s, pkt, compact);
         if (s->lost_pending)
                 pbw_varint(pkt, 3, 1);
+        ksyms_append(s, pkt);
         if (!pkt->error)
                 (void) s->pl->api->write_packet(s->writer, pkt->buf, pkt->len);
         pbw_reset(&s->bundle);
@@ -436,8 +469,12 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
                         process_stats_note_pid(s->ps, pid);
                 }
         }
+        if (s->kt && s->kt->n + FORMAT_MAX_FIELDS > KADDR_MAX) {
+                bundle_emit(s);
+                kaddr_reset(s->kt);
+        }
         if (!(s->compact && compact_add(s, f, ts, data, len)))
-                ftrace_encode_event(&s->bundle, f, ts, data, len);
+                ftrace_encode_event_ksyms(&s->bundle, f, ts, data, len, s->kt);
         s->bundle_events++;
         s->events++;
         if (s->bundle.len + s->sw_ts.len * 4 >= BUNDLE_FLUSH_BYTES || s->n_intern >= MAX_INTERN - 1)
@@ -470,6 +507,8 @@ static void drain(struct ftrace_session *s) {
         }
         process_stats_resolve_pending(s->ps);
         s->ps = NULL;
+        if (s->kt)
+                kaddr_reset(s->kt);
 }
 
 /* An FtraceStats packet (TracePacket.ftrace_stats): the kernel's per-CPU
@@ -545,10 +584,36 @@ static void session_free(struct ftrace_session *s) {
                 pbw_done(cols[i]);
         free(s->intern);
         free(s->pid_field);
+        pbw_done(&s->interned);
+        free(s->kt);
+        ksyms_free(s->ksyms);
         free(s->cpu_fds);
         free(s->formats);
         free(s->page);
         free(s);
+}
+
+/* symbolize_ksyms: without the symbols (kernel pointers hidden from us),
+ * the session goes on with the addresses as they are. */
+static void load_ksyms(struct ftrace_session *s) {
+        FILE *f = fopen("/proc/kallsyms", "re");
+        int r = f ? ksyms_load(f, &s->ksyms) : negative_errno();
+        if (f)
+                fclose(f);
+        if (r >= 0) {
+                s->kt = malloc(sizeof(*s->kt));
+                if (!s->kt)
+                        r = -ENOMEM;
+                else
+                        kaddr_reset(s->kt);
+        }
+        if (r < 0)
+                plugin_log(s->pl, TRACED_LOG_WARNING,
+                           "symbolize_ksyms: kernel symbols unavailable (%s%s); addresses left as they are",
+                           strerror(-r), r == -EPERM ? ": kptr_restrict or no CAP_SYSLOG" : "");
+        else
+                plugin_log(s->pl, TRACED_LOG_INFO, "symbolize_ksyms: %zu kernel text symbols",
+                           ksyms_count(s->ksyms));
 }
 
 int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size) {
@@ -620,6 +685,8 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                         return r;
                 }
         }
+        if (have_cfg && pbr_get(fc.data, fc.len, 13, false, &f) && f.wire_type == 0 && f.varint)
+                load_ksyms(s);
         if (have_cfg && pbr_get(fc.data, fc.len, 12, false, &f) && f.wire_type == 2) {
                 struct pbr_field en;
                 s->compact = pbr_get(f.data, f.len, 1, false, &en) && en.varint;

@@ -94,5 +94,6 @@ static const struct traced_plugin_ops ops = {
         .flush = flush,
 };
 
-/* CAP_SYS_ADMIN (21) for tracefs. */
-TRACED_PLUGIN_DEFINE("ftrace", PACKAGE_VERSION, TRACED_CAP(21), ops)
+/* CAP_SYS_ADMIN (21) for tracefs, CAP_SYSLOG (34) for the addresses in
+ * /proc/kallsyms (symbolize_ksyms). */
+TRACED_PLUGIN_DEFINE("ftrace", PACKAGE_VERSION, TRACED_CAP(21) | TRACED_CAP(34), ops)

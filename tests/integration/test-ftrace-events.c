@@ -76,10 +76,11 @@ static bool ftrace_registered(struct test_consumer *c) {
 }
 
 typedef void (*event_fn)(const Perfetto__Protos__FtraceEvent *e, void *userdata);
+typedef void (*packet_fn)(const Perfetto__Protos__TracePacket *p, void *userdata);
 
 /* Records with the given FtraceConfig body while running action, then
- * calls fn for every FtraceEvent of the trace. */
-static void record(const char *ftrace_config, void (*action)(void), event_fn fn, void *userdata) {
+ * calls fn for every packet of the trace, in order. */
+static void record_packets(const char *ftrace_config, void (*action)(void), packet_fn fn, void *userdata) {
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
         bool ready = false;
@@ -125,12 +126,28 @@ static void record(const char *ftrace_config, void (*action)(void), event_fn fn,
         for (int i = 0; i < n; i++) {
                 Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkts[i].len, pkts[i].data);
                 cr_assert_not_null(p);
-                if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS)
-                        for (size_t k = 0; k < p->ftrace_events->n_event; k++)
-                                fn(p->ftrace_events->event[k], userdata);
+                fn(p, userdata);
                 perfetto__protos__trace_packet__free_unpacked(p, NULL);
         }
         free(buf);
+}
+
+struct each_event {
+        event_fn fn;
+        void *userdata;
+};
+
+static void each_event(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct each_event *e = userdata;
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS)
+                for (size_t k = 0; k < p->ftrace_events->n_event; k++)
+                        e->fn(p->ftrace_events->event[k], e->userdata);
+}
+
+/* The same, calling fn for every FtraceEvent of the trace. */
+static void record(const char *ftrace_config, void (*action)(void), event_fn fn, void *userdata) {
+        struct each_event e = { fn, userdata };
+        record_packets(ftrace_config, action, each_event, &e);
 }
 
 static void call_getpid(void) {
@@ -224,4 +241,128 @@ Test(ftrace_events, kprobes_fire_and_are_removed) {
         cr_assert_geq(c.begin, N_CALLS, "%u kprobe hits of our %d calls", c.begin, N_CALLS);
         cr_assert_geq(c.end, N_CALLS, "%u kretprobe hits of our %d calls", c.end, N_CALLS);
         cr_assert_not(probes_of_ours_left(), "the session's probes were not removed");
+}
+
+/* symbolize_ksyms: workqueue functions come back as iids whose names, sent
+ * in the packets' InternedData.kernel_symbols, are kernel functions. The
+ * plugin reads /proc/kallsyms with CAP_SYSLOG, which its host must keep. */
+#define MAX_IID 4096
+
+struct ksyms_check {
+        char *names[MAX_IID + 1]; /* the sequence's current table */
+        bool cleared;             /* a packet cleared the state before any name */
+        unsigned packets_with_names, names_seen;
+        unsigned events, resolved, raw_addresses, unresolved_functions;
+        char first_function[128];
+};
+
+static void ksyms_reset(struct ksyms_check *c) {
+        for (size_t i = 0; i <= MAX_IID; i++) {
+                free(c->names[i]);
+                c->names[i] = NULL;
+        }
+}
+
+static void check_ksyms_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct ksyms_check *c = userdata;
+        if (p->has_sequence_flags && (p->sequence_flags & 1)) {
+                ksyms_reset(c);
+                c->cleared = true;
+        }
+        if (p->interned_data && p->interned_data->n_kernel_symbols) {
+                cr_assert(c->cleared, "kernel symbols before any SEQ_INCREMENTAL_STATE_CLEARED");
+                c->packets_with_names++;
+                for (size_t i = 0; i < p->interned_data->n_kernel_symbols; i++) {
+                        const Perfetto__Protos__InternedString *s = p->interned_data->kernel_symbols[i];
+                        cr_assert(s->has_iid && s->iid >= 1 && s->iid <= MAX_IID, "iid %llu", (unsigned long long) s->iid);
+                        cr_assert(s->has_str && s->str.len > 0);
+                        free(c->names[s->iid]);
+                        c->names[s->iid] = strndup((const char *) s->str.data, s->str.len);
+                        c->names_seen++;
+                }
+        }
+        if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS)
+                return;
+        for (size_t k = 0; k < p->ftrace_events->n_event; k++) {
+                const Perfetto__Protos__FtraceEvent *e = p->ftrace_events->event[k];
+                if (e->event_case != PERFETTO__PROTOS__FTRACE_EVENT__EVENT_WORKQUEUE_EXECUTE_START)
+                        continue;
+                c->events++;
+                uint64_t fn = e->workqueue_execute_start->function, work = e->workqueue_execute_start->work;
+                if (fn > MAX_IID || work > MAX_IID) {
+                        c->raw_addresses++;
+                        continue;
+                }
+                if (!c->names[fn]) {
+                        c->unresolved_functions++;
+                        continue;
+                }
+                c->resolved++;
+                if (!c->first_function[0])
+                        snprintf(c->first_function, sizeof(c->first_function), "%s", c->names[fn]);
+        }
+}
+
+static void queue_some_work(void) {
+        /* Writeback, vmstat and friends run on workqueues; sync() and a
+         * second of time make sure some of them do. */
+        for (int i = 0; i < 10; i++) {
+                sync();
+                usleep(100 * 1000);
+        }
+}
+
+Test(ftrace_events, symbolize_ksyms_names_workqueue_functions) {
+        if (!ev)
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        struct stat st;
+        if (stat("/sys/kernel/tracing/events/workqueue/workqueue_execute_start", &st) < 0)
+                cr_skip_test("this kernel has no workqueue tracepoints");
+        struct ksyms_check *c = calloc(1, sizeof(*c));
+        cr_assert_not_null(c);
+        record_packets("ftrace_events: \"workqueue/workqueue_execute_start\" symbolize_ksyms: true", queue_some_work,
+                       check_ksyms_packet, c);
+        cr_assert_gt(c->events, 0, "no workqueue_execute_start in the trace");
+        cr_assert_eq(c->raw_addresses, 0, "%u of %u events carry raw addresses, not iids", c->raw_addresses,
+                     c->events);
+        cr_assert_gt(c->packets_with_names, 0, "no InternedData.kernel_symbols in the trace");
+        cr_assert_eq(c->unresolved_functions, 0, "%u of %u functions have no name", c->unresolved_functions,
+                     c->events);
+        cr_assert_eq(c->resolved, c->events);
+        cr_assert(kernel_has_symbol(c->first_function), "\"%s\" is not a kernel symbol", c->first_function);
+        fprintf(stderr, "%u workqueue_execute_start, %u names in %u packets, e.g. %s\n", c->events, c->names_seen,
+                    c->packets_with_names, c->first_function);
+        ksyms_reset(c);
+        free(c);
+}
+
+struct raw_check {
+        unsigned events, kernel_addresses;
+};
+
+static void check_raw(const Perfetto__Protos__FtraceEvent *e, void *userdata) {
+        struct raw_check *c = userdata;
+        if (e->event_case != PERFETTO__PROTOS__FTRACE_EVENT__EVENT_WORKQUEUE_EXECUTE_START)
+                return;
+        c->events++;
+#if defined(__x86_64__)
+        /* x86_64 kernel text and modules live in the top 2 GiB. */
+        if (e->workqueue_execute_start->function >= 0xffffffff80000000ull)
+#else
+        if (e->workqueue_execute_start->function > MAX_IID)
+#endif
+                c->kernel_addresses++;
+}
+
+Test(ftrace_events, without_symbolize_ksyms_addresses_stay) {
+        if (!ev)
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        struct stat st;
+        if (stat("/sys/kernel/tracing/events/workqueue/workqueue_execute_start", &st) < 0)
+                cr_skip_test("this kernel has no workqueue tracepoints");
+        struct raw_check c = {};
+        record("ftrace_events: \"workqueue/workqueue_execute_start\"", queue_some_work, check_raw, &c);
+        cr_assert_gt(c.events, 0, "no workqueue_execute_start in the trace");
+        cr_assert_eq(c.kernel_addresses, c.events, "%u of %u functions are kernel text addresses", c.kernel_addresses,
+                     c.events);
 }

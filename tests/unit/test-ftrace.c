@@ -17,6 +17,7 @@
 #include "encode.h"
 #include "format.h"
 #include "kprobes.h"
+#include "ksyms.h"
 #include "page.h"
 #include "proc.h"
 #include "syscalls.h"
@@ -417,6 +418,181 @@ Test(ftrace_encode, irq_power_and_syscall_events_are_typed) {
         cr_assert_eq(e->sys_exit->id, 0);
         cr_assert_eq(e->sys_exit->ret, -11, "a negative return must stay negative");
         perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+}
+
+Test(ftrace_format, void_pointers_are_kernel_addresses) {
+        struct event_format f;
+        load_format("format-workqueue_queue_work", "workqueue", &f);
+        cr_assert(format_field(&f, "work")->is_kaddr);
+        cr_assert(format_field(&f, "function")->is_kaddr);
+        cr_assert_not(format_field(&f, "cpu")->is_kaddr);
+        cr_assert_not(format_field(&f, "workqueue")->is_kaddr);
+        /* Not pointers: an unsigned long, a pointer-sized array, a char *. */
+        const char *text = "name: x\nID: 9\nformat:\n"
+                           "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+                           "\tfield:unsigned long ip;\toffset:8;\tsize:8;\tsigned:0;\n"
+                           "\tfield:void *ptrs[2];\toffset:16;\tsize:16;\tsigned:0;\n"
+                           "\tfield:const char * s;\toffset:32;\tsize:8;\tsigned:0;\n"
+                           "\tfield:void *p32;\toffset:40;\tsize:4;\tsigned:0;\n";
+        cr_assert_eq(format_parse(text, "g", &f), 0);
+        cr_assert_not(format_field(&f, "ip")->is_kaddr);
+        cr_assert_not(format_field(&f, "ptrs")->is_kaddr);
+        cr_assert_not(format_field(&f, "s")->is_kaddr);
+        cr_assert(format_field(&f, "p32")->is_kaddr);
+}
+
+/* A kallsyms excerpt: text symbols (t, T, w), data (D, b, r) to skip, a
+ * module's symbol, lines that are not symbols, out of order. */
+static const char kallsyms_text[] = "ffffffff81001000 T second_func\n"
+                                    "ffffffff81000000 T first_func\n"
+                                    "ffffffff81000800 D some_data\n"
+                                    "ffffffff81002000 t static_func\n"
+                                    "garbage line\n"
+                                    "ffffffff81003000\n"
+                                    "ffffffff81003000 b bss_thing\n"
+                                    "ffffffff81004000 W weak_func\n"
+                                    "ffffffffc0001000 t mod_func\t[somemod]\n"
+                                    "ffffffff81005000 r rodata\n";
+
+static struct ksyms *load_text(const char *text, int *ret) {
+        FILE *f = fmemopen((void *) text, strlen(text), "r");
+        cr_assert_not_null(f);
+        struct ksyms *k = NULL;
+        *ret = ksyms_load(f, &k);
+        fclose(f);
+        return k;
+}
+
+Test(ftrace_ksyms, lookup_finds_the_enclosing_function) {
+        int r;
+        struct ksyms *k = load_text(kallsyms_text, &r);
+        cr_assert_eq(r, 0);
+        cr_assert_eq(ksyms_count(k), 5, "%zu text symbols", ksyms_count(k));
+        cr_assert_null(ksyms_lookup(k, 0xffffffff80ffffffull), "below the first symbol");
+        cr_assert_null(ksyms_lookup(k, 0xffff888012345678ull), "a heap address");
+        cr_assert_str_eq(ksyms_lookup(k, 0xffffffff81000000ull), "first_func");
+        /* Data symbols do not split functions. */
+        cr_assert_str_eq(ksyms_lookup(k, 0xffffffff81000900ull), "first_func");
+        cr_assert_str_eq(ksyms_lookup(k, 0xffffffff81001fffull), "second_func");
+        cr_assert_str_eq(ksyms_lookup(k, 0xffffffff81002010ull), "static_func");
+        cr_assert_str_eq(ksyms_lookup(k, 0xffffffff81004004ull), "weak_func");
+        cr_assert_str_eq(ksyms_lookup(k, 0xffffffffc0001234ull), "mod_func", "the module name is not part of it");
+        cr_assert_null(ksyms_lookup(k, 0xffffffffc1001000ull), "far past the last symbol");
+        ksyms_free(k);
+}
+
+Test(ftrace_ksyms, hidden_or_empty_tables_are_errors) {
+        int r;
+        /* What readers without CAP_SYSLOG get under kptr_restrict. */
+        struct ksyms *k = load_text("0000000000000000 T first_func\n0000000000000000 t other\n", &r);
+        cr_assert_eq(r, -EPERM);
+        cr_assert_null(k);
+        k = load_text("ffffffff81000800 D some_data\n", &r);
+        cr_assert_eq(r, -ENODATA);
+        k = load_text("", &r);
+        cr_assert_eq(r, -ENODATA);
+        cr_assert_null(ksyms_lookup(NULL, 0xffffffff81000000ull));
+}
+
+Test(ftrace_ksyms, addresses_are_numbered_in_order_of_use) {
+        struct kaddr_table *t = malloc(sizeof(*t));
+        cr_assert_not_null(t);
+        kaddr_reset(t);
+        cr_assert_eq(kaddr_intern(t, 0xffffffff81000000ull), 1);
+        cr_assert_eq(kaddr_intern(t, 0xffff888000001000ull), 2);
+        cr_assert_eq(kaddr_intern(t, 0xffffffff81000000ull), 1);
+        for (uint64_t i = 2; i < KADDR_MAX; i++)
+                cr_assert_eq(kaddr_intern(t, 0x1000 + i * 64), i + 1);
+        cr_assert_eq(t->n, KADDR_MAX);
+        cr_assert_eq(kaddr_intern(t, 0x42), 0, "a full table gives no iid");
+        cr_assert_eq(kaddr_intern(t, 0x1000 + 100 * 64), 101, "known ones still resolve");
+        kaddr_reset(t);
+        cr_assert_eq(t->n, 0);
+        cr_assert_eq(kaddr_intern(t, 0x42), 1, "numbering restarts");
+        free(t);
+}
+
+Test(ftrace_encode, kernel_addresses_become_iids_when_symbolizing) {
+        struct event_format f;
+        uint8_t rec[256];
+        struct kaddr_table *t = malloc(sizeof(*t));
+        cr_assert_not_null(t);
+        kaddr_reset(t);
+
+        load_format("format-workqueue_execute_start", "workqueue", &f);
+        size_t len = make_record(&f, rec, sizeof(rec), 77);
+        set_int(&f, rec, "work", (int64_t) 0xffff888001234560ull);
+        set_int(&f, rec, "function", (int64_t) 0xffffffff81002010ull);
+
+        /* Without a table: the addresses as the kernel wrote them. */
+        Perfetto__Protos__FtraceEventBundle *b;
+        Perfetto__Protos__FtraceEvent *e = encode_one(&f, rec, len, &b);
+        cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_WORKQUEUE_EXECUTE_START);
+        cr_assert_eq(e->workqueue_execute_start->work, 0xffff888001234560ull);
+        cr_assert_eq(e->workqueue_execute_start->function, 0xffffffff81002010ull);
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+
+        /* With one, twice: the same iids both times. */
+        struct pbw w = {};
+        ftrace_encode_event_ksyms(&w, &f, 1, rec, len, t);
+        ftrace_encode_event_ksyms(&w, &f, 2, rec, len, t);
+        b = perfetto__protos__ftrace_event_bundle__unpack(NULL, w.len, w.buf);
+        cr_assert_not_null(b);
+        cr_assert_eq(b->n_event, 2);
+        for (size_t i = 0; i < 2; i++) {
+                cr_assert_eq(b->event[i]->workqueue_execute_start->work, 1);
+                cr_assert_eq(b->event[i]->workqueue_execute_start->function, 2);
+        }
+        cr_assert_eq(t->n, 2);
+        cr_assert_eq(t->addrs[1], 0xffffffff81002010ull);
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+        pbw_done(&w);
+
+        /* queue_work keeps its other fields. */
+        load_format("format-workqueue_queue_work", "workqueue", &f);
+        len = make_record(&f, rec, sizeof(rec), 77);
+        set_int(&f, rec, "function", (int64_t) 0xffffffff81000040ull);
+        set_int(&f, rec, "cpu", 1);
+        set_int(&f, rec, "req_cpu", 8192);
+        const struct format_field *wq = format_field(&f, "workqueue");
+        uint32_t loc = (7u << 16) | (uint32_t) len;
+        memcpy(rec + wq->offset, &loc, 4);
+        memcpy(rec + len, "events", 7);
+        ftrace_encode_event_ksyms(&w, &f, 3, rec, len + 7, t);
+        b = perfetto__protos__ftrace_event_bundle__unpack(NULL, w.len, w.buf);
+        cr_assert_not_null(b);
+        e = b->event[0];
+        cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_WORKQUEUE_QUEUE_WORK);
+        cr_assert_eq(e->workqueue_queue_work->function, 3);
+        cr_assert_eq(e->workqueue_queue_work->work, 0, "a null pointer stays 0, not an iid");
+        cr_assert_eq(e->workqueue_queue_work->cpu, 1);
+        cr_assert_eq(e->workqueue_queue_work->req_cpu, 8192);
+        cr_assert_str_eq(e->workqueue_queue_work->workqueue, "events");
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+        pbw_done(&w);
+
+        /* A generic event's void * fields (4 or 8 bytes) too. */
+        const char *text = "name: probe_x\nID: 900\nformat:\n"
+                           "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+                           "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n"
+                           "\tfield:void * fn;\toffset:8;\tsize:8;\tsigned:0;\n"
+                           "\tfield:unsigned long ip;\toffset:16;\tsize:8;\tsigned:0;\n";
+        cr_assert_eq(format_parse(text, "other", &f), 0);
+        len = make_record(&f, rec, sizeof(rec), 77);
+        set_int(&f, rec, "fn", (int64_t) 0xffffffff81002010ull);
+        set_int(&f, rec, "ip", (int64_t) 0xffffffff81002010ull);
+        ftrace_encode_event_ksyms(&w, &f, 4, rec, len, t);
+        b = perfetto__protos__ftrace_event_bundle__unpack(NULL, w.len, w.buf);
+        cr_assert_not_null(b);
+        e = b->event[0];
+        cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_GENERIC);
+        cr_assert_eq(e->generic->n_field, 2);
+        cr_assert_str_eq(e->generic->field[0]->name, "fn");
+        cr_assert_eq(e->generic->field[0]->uint_value, 2, "the address seen before keeps its iid");
+        cr_assert_eq(e->generic->field[1]->uint_value, 0xffffffff81002010ull, "an unsigned long is not symbolized");
+        perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
+        pbw_done(&w);
+        free(t);
 }
 
 Test(ftrace_syscalls, names_map_to_this_architecture) {

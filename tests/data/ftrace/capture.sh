@@ -12,7 +12,8 @@ cp "$t/events/header_page" "$out/header_page"
 cp "$t/events/header_event" "$out/header_event"
 for e in sched/sched_switch sched/sched_waking ftrace/print task/task_newtask task/task_rename \
          sched/sched_process_fork irq/irq_handler_entry irq/irq_handler_exit irq/softirq_entry \
-         power/cpu_frequency power/cpu_idle raw_syscalls/sys_enter raw_syscalls/sys_exit; do
+         power/cpu_frequency power/cpu_idle raw_syscalls/sys_enter raw_syscalls/sys_exit \
+         workqueue/workqueue_execute_start workqueue/workqueue_queue_work; do
         cp "$t/events/$e/format" "$out/format-$(basename "$e")"
 done
 i="$t/instances/traced_capture_$$"
