@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/macro.h"
 #include "basic/pbr.h"
 #include "basic/pbw.h"
 #include "ftrace-ds.h"
@@ -24,6 +25,17 @@
 #define MIN_POLL_MS 100u
 #define MAX_PENDING 4096
 #define SEEN_MAX (1u << 20) /* pids remembered per session */
+#define MAX_POLL_PROCESSES 16384 /* bound on one poll's work */
+#define COUNTERS 11
+/* proc_stats_cache_ttl_ms: last values per pid, open addressing; a power
+ * of two well above MAX_POLL_PROCESSES. */
+#define CACHE_SLOTS 32768u
+
+struct cached_counters {
+        int32_t pid; /* 0: free */
+        uint32_t has; /* bit i: v[i] valid */
+        uint64_t v[COUNTERS];
+};
 
 struct ps_session {
         struct ps_session *next;
@@ -32,6 +44,11 @@ struct ps_session {
         struct traced_writer *writer;
         struct traced_source *poll_timer;
         uint32_t poll_ms;
+        /* proc_stats_cache_ttl_ms in polls (rounded down): within it, a
+         * counter equal to the value last emitted is left out; the cache is
+         * cleared every ttl_polls polls. NULL when every value is sent. */
+        uint32_t ttl_polls;
+        struct cached_counters *cache;
         bool on_demand, record_runtime;
         long ticks_per_sec;
         /* Pids (and tids) already described: open addressing, 0 = free. */
@@ -219,47 +236,67 @@ void process_stats_resolve_pending(struct ps_session *ps) {
         ps->n_pending = 0;
 }
 
-static void put_kb(struct pbw *w, uint32_t field, int64_t v) {
-        if (v != PROC_NO_VALUE && v >= 0)
-                pbw_varint(w, field, (uint64_t) v);
+static struct cached_counters *cache_slot(struct ps_session *ps, int32_t pid) {
+        uint32_t h = ((uint32_t) pid * 2654435761u) & (CACHE_SLOTS - 1);
+        for (uint32_t n = 0; n < CACHE_SLOTS; n++, h = (h + 1) & (CACHE_SLOTS - 1))
+                if (ps->cache[h].pid == pid || ps->cache[h].pid == 0)
+                        return &ps->cache[h];
+        return NULL;
 }
 
-/* ProcessStats of every process. */
+/* ProcessStats.Process field numbers of the counters, in order:
+ * vm_size .. vm_hwm (kB), oom_score_adj, runtime_user/kernel_mode (ns). */
+static const uint32_t counter_field[COUNTERS] = { 2, 3, 4, 5, 6, 7, 8, 9, 10, 21, 22 };
+
+/* ProcessStats of every process (at most MAX_POLL_PROCESSES). */
 static void poll_stats(struct ps_session *ps) {
         DIR *d = opendir("/proc");
         if (!d)
                 return;
+        if (ps->cache && ps->polls % ps->ttl_polls == 0)
+                memset(ps->cache, 0, CACHE_SLOTS * sizeof(*ps->cache));
         struct pbw stats = {};
-        unsigned in_packet = 0;
+        unsigned in_packet = 0, total = 0;
         struct dirent *de;
-        while ((de = readdir(d))) {
+        while (total < MAX_POLL_PROCESSES && (de = readdir(d))) {
                 if (!isdigit((unsigned char) de->d_name[0]))
                         continue;
                 int pid = atoi(de->d_name);
                 struct proc_status st;
-                if (proc_read_status("/proc", pid, &st) < 0)
+                if (pid <= 0 || proc_read_status("/proc", pid, &st) < 0)
                         continue;
-                struct pbw p = {};
-                pbw_varint(&p, 1, (uint64_t) pid);
-                put_kb(&p, 2, st.vm_size);
-                put_kb(&p, 3, st.vm_rss);
-                put_kb(&p, 4, st.rss_anon);
-                put_kb(&p, 5, st.rss_file);
-                put_kb(&p, 6, st.rss_shmem);
-                put_kb(&p, 7, st.vm_swap);
-                put_kb(&p, 8, st.vm_locked);
-                put_kb(&p, 9, st.vm_hwm);
+                struct cached_counters c = { .pid = pid };
+                const int64_t kb[8] = { st.vm_size,   st.vm_rss,  st.rss_anon,  st.rss_file,
+                                        st.rss_shmem, st.vm_swap, st.vm_locked, st.vm_hwm };
+                for (unsigned i = 0; i < 8; i++)
+                        if (kb[i] != PROC_NO_VALUE && kb[i] >= 0) {
+                                c.v[i] = (uint64_t) kb[i];
+                                c.has |= 1u << i;
+                        }
                 int64_t oom;
-                if (proc_read_oom_score_adj("/proc", pid, &oom) == 0)
-                        pbw_varint(&p, 10, (uint64_t) oom);
+                if (proc_read_oom_score_adj("/proc", pid, &oom) == 0) {
+                        c.v[8] = (uint64_t) oom; /* int64: two's complement */
+                        c.has |= 1u << 8;
+                }
                 uint64_t ut, stt;
                 if (ps->record_runtime && proc_read_times("/proc", pid, &ut, &stt) == 0) {
                         uint64_t ns_per_tick = 1000000000u / (uint64_t) ps->ticks_per_sec;
-                        pbw_varint(&p, 21, ut * ns_per_tick);
-                        pbw_varint(&p, 22, stt * ns_per_tick);
+                        c.v[9] = ut * ns_per_tick;
+                        c.v[10] = stt * ns_per_tick;
+                        c.has |= 3u << 9;
                 }
+                struct cached_counters *prev = ps->cache ? cache_slot(ps, pid) : NULL;
+                struct pbw p = {};
+                pbw_varint(&p, 1, (uint64_t) pid);
+                for (unsigned i = 0; i < COUNTERS; i++)
+                        if ((c.has & (1u << i)) &&
+                            !(prev && prev->pid == pid && (prev->has & (1u << i)) && prev->v[i] == c.v[i]))
+                                pbw_varint(&p, counter_field[i], c.v[i]);
+                if (prev)
+                        *prev = c;
                 pbw_message(&stats, 1, &p);
                 pbw_done(&p);
+                total++;
                 if (++in_packet == PROCESSES_PER_PACKET) {
                         emit(ps, 9, &stats);
                         in_packet = 0;
@@ -293,6 +330,7 @@ static void ps_free(struct ps_session *ps) {
                 pl->api->free_writer(ps->writer);
         }
         free(ps->seen);
+        free(ps->cache);
         free(ps);
 }
 
@@ -306,6 +344,7 @@ int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *
         ps->on_demand = true;
         ps->ticks_per_sec = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
         bool scan_all = false;
+        uint64_t ttl_ms = 0;
         if (pbr_get(config, size, 4, false, &f) && f.wire_type == 0)
                 ps->tracing_session_id = f.varint;
         if (pbr_get(config, size, 103, false, &pc) && pc.wire_type == 2) { /* process_stats_config */
@@ -313,6 +352,10 @@ int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *
                 while (pbr_next(pc.data, pc.len, &pos, &f) > 0) {
                         if (f.number == 1 && f.wire_type == 0 && f.varint == 2) /* DISABLE_ON_DEMAND */
                                 ps->on_demand = false;
+                        else if (f.number == 1 && f.wire_type == 2 && memchr(f.data, 2, f.len)) /* packed */
+                                ps->on_demand = false;
+                        else if (f.number == 6 && f.wire_type == 0)
+                                ttl_ms = f.varint;
                         else if (f.number == 2 && f.wire_type == 0)
                                 scan_all = f.varint != 0;
                         else if (f.number == 4 && f.wire_type == 0)
@@ -326,9 +369,16 @@ int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *
                            ps->poll_ms, MIN_POLL_MS, MIN_POLL_MS);
                 ps->poll_ms = MIN_POLL_MS;
         }
+        /* Upstream: 0 or unset means one poll (no caching); other values are
+         * rounded down to a multiple of the poll period. */
+        ps->ttl_polls = ps->poll_ms && ttl_ms >= ps->poll_ms ? (uint32_t) MIN(ttl_ms / ps->poll_ms, 100000u) : 1;
+        if (ps->ttl_polls > 1 && !(ps->cache = calloc(CACHE_SLOTS, sizeof(*ps->cache)))) {
+                ps_free(ps);
+                return -ENOMEM;
+        }
         int r = pl->api->new_writer(pl->host, instance_id, &ps->writer);
         if (r < 0) {
-                free(ps);
+                ps_free(ps);
                 return r;
         }
         if (scan_all)

@@ -186,6 +186,49 @@ Test(process_stats, polls_memory_and_cpu_time) {
                      (unsigned long long) cpu_after_work_ns);
 }
 
+struct ttl_check {
+        unsigned samples, full, partial;
+};
+
+static void check_ttl(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct ttl_check *c = userdata;
+        if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_STATS)
+                return;
+        for (size_t i = 0; i < p->process_stats->n_processes; i++) {
+                const Perfetto__Protos__ProcessStats__Process *pr = p->process_stats->processes[i];
+                if (pr->pid != getpid())
+                        continue;
+                if (c->samples++ == 0)
+                        cr_assert(pr->has_vm_size_kb && pr->has_vm_hwm_kb && pr->has_oom_score_adj,
+                                  "the first sample lacks counters");
+                /* oom_score_adj does not change here: present only in a
+                 * TTL's first sample. */
+                if (pr->has_oom_score_adj)
+                        c->full++;
+                else
+                        c->partial++;
+        }
+}
+
+static void wait_1600ms(void *unused) {
+        spin_ms(ev, 1600);
+}
+
+/* proc_stats_cache_ttl_ms: within a TTL, counters equal to the last values
+ * sent are left out; each TTL starts again with every counter. */
+Test(process_stats, cache_ttl_leaves_out_unchanged_counters) {
+        struct ttl_check c = {};
+        record("buffers { size_kb: 8192 }\n"
+               "data_sources { config { name: \"linux.process_stats\" process_stats_config {\n"
+               "  proc_stats_poll_ms: 100 proc_stats_cache_ttl_ms: 500 } } }\n"
+               "write_into_file: true file_write_period_ms: 200\n",
+               wait_1600ms, NULL, check_ttl, &c);
+        cr_assert_geq(c.samples, 8, "%u samples", c.samples);
+        /* 5 polls per TTL: about one full sample in five. */
+        cr_assert_geq(c.full, 2, "%u full samples of %u", c.full, c.samples);
+        cr_assert_geq(c.partial, 2 * c.full, "%u full samples of %u", c.full, c.samples);
+}
+
 struct demand {
         pid_t sleeper, child;
 };
