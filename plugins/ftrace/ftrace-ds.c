@@ -31,7 +31,6 @@
 #define MAX_CPUS 1024
 #define DEFAULT_BUFFER_KB 2048u
 #define DEFAULT_DRAIN_MS 100u
-#define MAX_PAGES_PER_DRAIN 256
 #define BUNDLE_FLUSH_BYTES (256u * 1024u)
 
 struct ftrace_session {
@@ -51,6 +50,7 @@ struct ftrace_session {
         size_t n_formats;
         int *cpu_fds;
         int n_cpus;
+        size_t max_pages_per_drain;
         uint8_t *page;
         size_t page_size;
         struct traced_source *timer;
@@ -487,7 +487,10 @@ static void drain(struct ftrace_session *s) {
                 if (s->cpu_fds[cpu] < 0)
                         continue;
                 s->bundle_cpu = cpu;
-                for (int k = 0; k < MAX_PAGES_PER_DRAIN; k++) {
+                /* Everything the kernel has, but no more than a buffer's worth:
+                 * at a rate the reader cannot follow, the loop still gets
+                 * control back. */
+                for (size_t k = 0; k < s->max_pages_per_drain; k++) {
                         ssize_t n = read(s->cpu_fds[cpu], s->page, s->page_size);
                         if (n <= 0)
                                 break;
@@ -660,6 +663,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         (void) tracefs_write(s->root, "tracing_on", "0");
         if (tracefs_write(s->root, "trace_clock", "boot") < 0)
                 plugin_log(pl, TRACED_LOG_WARNING, "trace_clock boot unavailable; timestamps may not line up");
+        s->max_pages_per_drain = (size_t) buffer_kb * 1024u / s->page_size + 16;
         snprintf(val, sizeof(val), "%u", buffer_kb);
         (void) tracefs_write(s->root, "buffer_size_kb", val);
 
