@@ -42,6 +42,7 @@ struct ftrace_session {
          * about every pid the records name. */
         struct ps_session *ps;
         const struct format_field **pid_field; /* per format: the pid a record is about */
+        bool *redescribe; /* per format: that pid changed its command or name */
         struct traced_writer *writer;
         char name[64];
         char root[512];
@@ -461,7 +462,9 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
                 return;
         if (s->ps) {
                 const struct format_field *pf = s->pid_field[f - s->formats];
-                if (pf)
+                if (pf && s->redescribe[f - s->formats])
+                        process_stats_redescribe(s->ps, (int32_t) format_read_int(pf, data, len));
+                else if (pf)
                         process_stats_note_pid(s->ps, (int32_t) format_read_int(pf, data, len));
                 if (f->common_pid_offset >= 0 && (size_t) f->common_pid_offset + 4 <= len) {
                         int32_t pid;
@@ -587,6 +590,7 @@ static void session_free(struct ftrace_session *s) {
                 pbw_done(cols[i]);
         free(s->intern);
         free(s->pid_field);
+        free(s->redescribe);
         pbw_done(&s->interned);
         free(s->kt);
         ksyms_free(s->ksyms);
@@ -716,13 +720,21 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 { "sched", "sched_switch", "next_pid" },        { "sched", "sched_waking", "pid" },
                 { "sched", "sched_wakeup", "pid" },             { "sched", "sched_wakeup_new", "pid" },
                 { "sched", "sched_process_fork", "child_pid" }, { "task", "task_newtask", "pid" },
-                { "task", "task_rename", "pid" },
+                { "task", "task_rename", "pid" },               { "sched", "sched_process_exec", "pid" },
         };
+        s->redescribe = calloc(MAX_EVENTS, sizeof(*s->redescribe));
+        if (!s->redescribe) {
+                session_free(s);
+                return -ENOMEM;
+        }
         for (size_t i = 0; i < s->n_formats; i++)
                 for (size_t k = 0; k < ELEMENTSOF(pid_fields); k++)
                         if (strcmp(s->formats[i].group, pid_fields[k].group) == 0 &&
-                            strcmp(s->formats[i].name, pid_fields[k].name) == 0)
+                            strcmp(s->formats[i].name, pid_fields[k].name) == 0) {
                                 s->pid_field[i] = format_field(&s->formats[i], pid_fields[k].field);
+                                s->redescribe[i] = strcmp(pid_fields[k].name, "task_rename") == 0 ||
+                                                   strcmp(pid_fields[k].name, "sched_process_exec") == 0;
+                        }
         if (s->switch_fmt) {
                 s->sw_next_comm = format_field(s->switch_fmt, "next_comm");
                 s->sw_prev_state = format_field(s->switch_fmt, "prev_state");

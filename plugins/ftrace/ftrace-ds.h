@@ -35,6 +35,8 @@ void process_stats_free_all(struct plugin *pl);
  * drain. */
 struct ps_session *process_stats_for_session(struct plugin *pl, uint64_t tracing_session_id);
 void process_stats_note_pid(struct ps_session *ps, int32_t pid);
+/* pid exec'd or renamed itself: describe it again (new cmdline, name). */
+void process_stats_redescribe(struct ps_session *ps, int32_t pid);
 void process_stats_resolve_pending(struct ps_session *ps);
 
 #include "encode.h"

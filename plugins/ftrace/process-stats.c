@@ -205,6 +205,16 @@ void process_stats_note_pid(struct ps_session *ps, int32_t pid) {
         ps->pending[ps->n_pending++] = pid;
 }
 
+void process_stats_redescribe(struct ps_session *ps, int32_t pid) {
+        if (!ps || !ps->on_demand || pid <= 0 || ps->n_pending == MAX_PENDING)
+                return;
+        for (size_t i = 0; i < ps->n_pending; i++)
+                if (ps->pending[i] == pid)
+                        return;
+        (void) seen_insert(ps, pid);
+        ps->pending[ps->n_pending++] = pid;
+}
+
 void process_stats_resolve_pending(struct ps_session *ps) {
         if (!ps || ps->n_pending == 0)
                 return;

@@ -373,3 +373,54 @@ Test(process_stats, tracectl_quick_mode_summary_lists_processes_with_cpu_time) {
         cr_assert_geq(proc_ms + 20.0, 0.8 * used_ms, "/proc says %.1f ms, used %.1f ms", proc_ms, used_ms);
         cr_assert_gt(rss, 0.5);
 }
+
+static void fork_then_exec(void *userdata) {
+        struct demand *d = userdata;
+        d->child = fork();
+        if (d->child == 0) {
+                /* Seen (and described as a copy of us) before the exec. */
+                busy_ms(150);
+                usleep(150000);
+                execl("/bin/sleep", "sleep", "0.4", (char *) NULL);
+                _exit(127);
+        }
+        cr_assert_gt(d->child, 0);
+        spin_ms(ev, 600);
+        waitpid(d->child, NULL, 0);
+}
+
+struct exec_check {
+        const struct demand *d;
+        unsigned descriptions;
+        bool as_sleep;
+};
+
+static void check_exec(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct exec_check *c = userdata;
+        if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE)
+                return;
+        for (size_t i = 0; i < p->process_tree->n_processes; i++) {
+                const Perfetto__Protos__ProcessTree__Process *pr = p->process_tree->processes[i];
+                if (pr->pid != c->d->child)
+                        continue;
+                c->descriptions++;
+                if (pr->n_cmdline >= 2 && strcmp(pr->cmdline[0], "sleep") == 0 && strcmp(pr->cmdline[1], "0.4") == 0)
+                        c->as_sleep = true;
+        }
+}
+
+Test(process_stats, an_exec_is_described_again) {
+        if (!tracefs_usable())
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        struct demand d = {};
+        struct exec_check c = { .d = &d };
+        record("buffers { size_kb: 16384 }\n"
+               "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+               "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"sched/sched_process_exec\"\n"
+               "  compact_sched { enabled: true } drain_period_ms: 50 } } }\n"
+               "data_sources { config { name: \"linux.process_stats\" } }\n"
+               "write_into_file: true file_write_period_ms: 200\n",
+               fork_then_exec, &d, check_exec, &c);
+        cr_assert_geq(c.descriptions, 2, "the child was described %u time(s)", c.descriptions);
+        cr_assert(c.as_sleep, "after its exec the child is not described as \"sleep 0.4\"");
+}
