@@ -13,8 +13,11 @@
  *
  * Threads: traced_producer_* functions and the callbacks belong to the
  * loop's thread (the one that called traced_producer_connect). Trace
- * writers may be created, used and freed on any thread, one thread per
- * writer at a time (make one writer per thread); chunks they fill off the
+ * writers may be created and freed on any thread and used on one thread
+ * each (make one writer per thread). The thread of a writer's first write
+ * is its thread for good: a writer made on the loop thread (e.g. in the
+ * start callback) may be handed to another thread before it writes, and
+ * one that wrote on the loop thread stays there. Chunks they fill off the
  * loop thread are committed by the loop thread, which must keep running.
  * A writer used off the loop thread is flushed by its own thread
  * (traced_trace_writer_flush or _free), not by the library on the

@@ -118,7 +118,7 @@ ParameterizedTest(struct size_case *c, client, round_trip, .init = setup, .fini 
                                         &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
                      0);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
-        cr_assert_eq(test_consumer_read(&cons, 20000), 0);
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
         size_t got = check_packets(cons.data, cons.len, c->size);
         cr_assert_eq(got, c->packets, "%zu of %u packets of %zu bytes arrived", got, c->packets, c->size);
         int st;
@@ -190,7 +190,7 @@ static void record_and_check_threads(bool stream) {
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
         test_config_free(cfg);
         cr_assert(test_consumer_wait_disabled(&cons, 30000));
-        cr_assert_eq(test_consumer_read(&cons, 20000), 0);
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
         unsigned good = check_sequences(cons.data, cons.len, 300, 2000);
         cr_assert_eq(good, 4, "%u of 4 thread sequences arrived whole and in order", good);
         int st;
@@ -264,7 +264,7 @@ Test(client, producer_reconnects_when_the_service_restarts, .init = setup, .fini
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
         test_config_free(cfg);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
-        cr_assert_eq(test_consumer_read(&cons, 20000), 0);
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
         cr_assert_eq(check_packets(cons.data, cons.len, 200), 50);
         test_consumer_free(&cons);
 
@@ -351,7 +351,7 @@ Test(client, loop_thread_writer_stalls_without_loss, .init = setup, .fini = tear
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
         test_config_free(cfg);
         cr_assert(test_consumer_wait_disabled(&cons, 30000));
-        cr_assert_eq(test_consumer_read(&cons, 20000), 0);
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
         char out[4096];
         read_log(fd, out, sizeof(out));
         cr_assert(strstr(out, "wrote 2000 packets of 1000 bytes, dropped 0"), "producer log: %s", out);
