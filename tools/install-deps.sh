@@ -10,6 +10,7 @@ libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 libunwind-dev libbpf-dev libinih-dev
 libcriterion-dev
 clang llvm lld libclang-rt-14-dev
+time lttng-tools liblttng-ust-dev
 "
 
 missing=""
