@@ -19,8 +19,8 @@ volume_mb=${1:-256}
 sizes=${*:-1024 65536}
 work=$(mktemp -d /tmp/traced-tput-XXXXXX)
 cleanup() {
-        pkill -f "traced --producer-socket=$work" 2>/dev/null || true
-        lttng destroy -a >/dev/null 2>&1 || true
+        [ -n "${sup:-}" ] && kill "$sup" 2>/dev/null || true
+        lttng destroy tput >/dev/null 2>&1 || true
         [ -n "${sessiond:-}" ] && kill "$sessiond" 2>/dev/null || true
         [ -n "${KEEP:-}" ] || rm -rf "$work"
 }
@@ -44,9 +44,13 @@ if ! command -v lttng >/dev/null || ! command -v lttng-sessiond >/dev/null ||
 fi
 if [ $have_lttng = yes ]; then
         cc -O2 -I"$src/lttng-ust" -o "$work/blob-writer" "$src/lttng-ust/blob-writer.c" -llttng-ust -ldl
-        lttng-sessiond --daemonize --no-kernel >/dev/null 2>&1 || true
-        sleep 1
-        sessiond=$(pgrep -o -x lttng-sessiond || true)
+        # Our own session daemon; one that was already running is used
+        # and left alone.
+        if ! pgrep -x lttng-sessiond >/dev/null; then
+                lttng-sessiond --daemonize --no-kernel >/dev/null 2>&1 || true
+                sleep 1
+                sessiond=$(pgrep -o -x lttng-sessiond || true)
+        fi
 fi
 
 printf "%-7s %-7s %9s %9s %9s %11s %11s %6s\n" size tool packets MB/s cpu_s cpu_s/MB writer_cpu/MB lost

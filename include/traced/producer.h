@@ -13,13 +13,23 @@
  *
  * Threads: traced_producer_* functions and the callbacks belong to the
  * loop's thread (the one that called traced_producer_connect). Trace
- * writers may be created, used and freed on any thread, one thread per
- * writer at a time (make one writer per thread); chunks they fill off the
+ * writers may be created and freed on any thread and used on one thread
+ * each (make one writer per thread). The thread of a writer's first write
+ * is its thread for good: a writer made on the loop thread (e.g. in the
+ * start callback) may be handed to another thread before it writes, and
+ * one that wrote on the loop thread stays there. Chunks they fill off the
  * loop thread are committed by the loop thread, which must keep running.
  * A writer used off the loop thread is flushed by its own thread
  * (traced_trace_writer_flush or _free), not by the library on the
  * service's flush or stop requests: free such writers before returning
  * from the stop callback or soon after.
+ *
+ * A writer whose buffer-exhausted policy stalls waits on its own thread.
+ * On the loop thread the loop cannot run meanwhile, so the writer sends
+ * the CommitData itself (the socket write is attempted at once); should
+ * the socket to the service be full, that data only leaves when the loop
+ * runs again, and the stall ends with a drop after its bound. Writers
+ * that may stall are best kept off the loop thread.
  *
  * When the connection to the service is lost, every running instance gets
  * its stop callback, writers of that connection drop what they are given
@@ -46,8 +56,11 @@ typedef struct traced_trace_writer traced_trace_writer;
  * (a session's DataSourceConfig.buffer_exhausted_policy overrides it). */
 #define TRACED_DS_STALL_WHEN_FULL 0x4u
 
-/* What a writer does when the shared memory buffer is full, with the
- * values of DataSourceConfig.BufferExhaustedPolicy. */
+/* What a writer does when the shared memory buffer is full. The two
+ * stall values are those of DataSourceConfig.BufferExhaustedPolicy; the
+ * proto's BUFFER_EXHAUSTED_DROP (1) means TRACED_BUFFER_EXHAUSTED_DROP, and
+ * its UNSPECIFIED (0) the data source's default: DROP, or STALL_THEN_DROP
+ * with TRACED_DS_STALL_WHEN_FULL. */
 #define TRACED_BUFFER_EXHAUSTED_DROP 0u /* drop the packet; the loss is visible in the trace */
 #define TRACED_BUFFER_EXHAUSTED_STALL_THEN_ABORT 2u /* wait up to 5 s for room, then abort() */
 #define TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP 3u  /* wait up to 5 s for room, then drop */

@@ -131,7 +131,10 @@ static int reserve_size(traced_trace_writer *w, uint32_t *ret_chunk, size_t *ret
 }
 
 _public_ int traced_trace_writer_begin_packet(traced_trace_writer *w, traced_msg **ret_root) {
-        if (!w || !ret_root || w->in_packet)
+        if (!w || !ret_root)
+                return -EINVAL;
+        writer_note_thread(w);
+        if (w->in_packet)
                 return -EINVAL;
         if (!writer_alive(w)) {
                 w->dropped++;

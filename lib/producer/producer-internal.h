@@ -119,7 +119,10 @@ struct traced_trace_writer {
         /* The SMB of the connection the writer was made on. */
         struct smb_abi abi;
         unsigned generation;
-        pthread_t owner;
+        /* WRITER_USED_*: set by the first thread that writes (before it
+         * touches anything else), so that the loop thread only ever
+         * completes chunks of writers it uses itself. */
+        atomic_uchar used_on;
         uint32_t exhausted_policy;
         uint64_t instance_id;
         uint32_t target_buffer;
@@ -144,6 +147,15 @@ struct traced_trace_writer {
         } waiting[TRACED_MSG_MAX_DEPTH];
         unsigned n_waiting;
 };
+
+enum {
+        WRITER_USED_NOWHERE = 0,
+        WRITER_USED_ON_LOOP = 1,
+        WRITER_USED_ELSEWHERE = 2,
+};
+
+/* Called by each writing entry point before it touches w. */
+void writer_note_thread(traced_trace_writer *w);
 
 /* Sets up the lock and the wake-up channel; the calling thread is the
  * loop's. */

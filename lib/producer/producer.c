@@ -46,6 +46,11 @@ _public_ unsigned traced_producer_reconnects(const traced_producer *p) {
         return p ? p->reconnects : 0;
 }
 
+void writer_note_thread(traced_trace_writer *w) {
+        if (atomic_load_explicit(&w->used_on, memory_order_relaxed) == WRITER_USED_NOWHERE)
+                atomic_store(&w->used_on, producer_on_loop(w->producer) ? WRITER_USED_ON_LOOP : WRITER_USED_ELSEWHERE);
+}
+
 bool writer_alive(const traced_trace_writer *w) {
         traced_producer *p = w->producer;
         return atomic_load(&p->ready) && w->generation == atomic_load(&p->generation);
@@ -292,11 +297,12 @@ int producer_commit(traced_producer *p, uint64_t flush_request_id) {
 }
 
 /* Hands over the current chunk of each writer of the instance that the
- * loop thread owns; writers of other threads flush themselves. */
+ * loop thread writes with; writers of other threads (even if made on the
+ * loop thread) flush themselves, and are not touched here. */
 static void commit_instance_writers(traced_producer *p, uint64_t instance_id) {
         lock(p);
         for (traced_trace_writer *w = p->writers; w; w = w->next)
-                if (w->instance_id == instance_id && pthread_equal(w->owner, p->loop_thread) &&
+                if (w->instance_id == instance_id && atomic_load(&w->used_on) == WRITER_USED_ON_LOOP &&
                     smb_chunk_is_valid(&w->cur) && !w->in_packet) {
                         size_t page, idx;
                         atomic_store_explicit(&smb_chunk_header(&w->cur)->packets,

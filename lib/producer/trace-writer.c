@@ -64,6 +64,7 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
 
         if (!w || (!packet && size))
                 return -EINVAL;
+        writer_note_thread(w);
         if (!writer_alive(w)) {
                 w->dropped++;
                 return -ENOTCONN;
@@ -109,6 +110,7 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
 _public_ int traced_trace_writer_flush(traced_trace_writer *w) {
         if (!w)
                 return -EINVAL;
+        writer_note_thread(w);
         int r = complete_chunk(w);
         if (r < 0)
                 return r;
@@ -152,7 +154,6 @@ _public_ int traced_producer_new_writer(traced_producer *p, uint64_t instance_id
                 .producer = p,
                 .abi = p->abi,
                 .generation = atomic_load(&p->generation),
-                .owner = pthread_self(),
                 .exhausted_policy = inst->exhausted_policy,
                 .instance_id = instance_id,
                 .target_buffer = inst->target_buffer,

@@ -118,7 +118,7 @@ ParameterizedTest(struct size_case *c, client, round_trip, .init = setup, .fini 
                                         &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
                      0);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
-        cr_assert_eq(test_consumer_read(&cons, 20000), 0);
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
         size_t got = check_packets(cons.data, cons.len, c->size);
         cr_assert_eq(got, c->packets, "%zu of %u packets of %zu bytes arrived", got, c->packets, c->size);
         int st;
@@ -191,7 +191,7 @@ static void record_and_check_threads(bool stream) {
         test_config_free(cfg);
         /* Generous: under ASan on a loaded machine the stalls add up. */
         cr_assert(test_consumer_wait_disabled(&cons, 90000), "the session did not end");
-        cr_assert_eq(test_consumer_read(&cons, 20000), 0);
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
         unsigned good = check_sequences(cons.data, cons.len, 300, 2000);
         cr_assert_eq(good, 4, "%u of 4 thread sequences arrived whole and in order", good);
         int st;
@@ -265,7 +265,7 @@ Test(client, producer_reconnects_when_the_service_restarts, .init = setup, .fini
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
         test_config_free(cfg);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
-        cr_assert_eq(test_consumer_read(&cons, 20000), 0);
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
         cr_assert_eq(check_packets(cons.data, cons.len, 200), 50);
         test_consumer_free(&cons);
 
@@ -279,4 +279,153 @@ Test(client, producer_reconnects_when_the_service_restarts, .init = setup, .fini
         unlink(log);
         cr_assert(strstr(out, "the service went away") && strstr(out, "connected again (1)"),
                   "producer log: %s", out);
+}
+
+static pid_t logged_pid;
+
+/* Does not leave the producer behind when a test fails. */
+static void teardown_logged(void) {
+        if (logged_pid > 0) {
+                (void) kill(logged_pid, SIGKILL);
+                (void) waitpid(logged_pid, NULL, 0);
+        }
+        teardown();
+}
+
+/* Spawns example-producer with its stderr in a temporary file. */
+static pid_t spawn_logged(char *const argv[], char log[static 40], int *ret_fd) {
+        snprintf(log, 40, "/tmp/example-producer-log-XXXXXX");
+        int fd = mkstemp(log);
+        cr_assert_geq(fd, 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        *ret_fd = fd;
+        logged_pid = pid;
+        return pid;
+}
+
+static void read_log(int fd, char *out, size_t size) {
+        ssize_t n = pread(fd, out, size - 1, 0);
+        out[n > 0 ? n : 0] = '\0';
+}
+
+/* Waits (up to timeout_ms) until the log holds `what` `count` times. */
+static bool wait_log(int fd, const char *what, unsigned count, unsigned timeout_ms) {
+        static char out[65536];
+        for (unsigned waited = 0;; waited += 20) {
+                read_log(fd, out, sizeof(out));
+                unsigned seen = 0;
+                for (const char *s = strstr(out, what); s; s = strstr(s + 1, what))
+                        seen++;
+                if (seen >= count)
+                        return true;
+                if (waited >= timeout_ms)
+                        return false;
+                spin_ms(ev, 20);
+        }
+}
+
+/* A writer on the loop thread (the start callback writes everything) with
+ * a 64 KiB SMB and 2 MB to write, STALL_THEN_DROP: the loop cannot run
+ * meanwhile, so its CommitData must leave synchronously from the writer
+ * (once half the SMB waits, and on each retry of a stall). With DROP, or
+ * without the stall, some 1,300 of the 2,000 packets are lost. */
+Test(client, loop_thread_writer_stalls_without_loss, .init = setup, .fini = teardown_logged, .timeout = 120) {
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+                         (char *) "2000", (char *) "--size", (char *) "1000", (char *) "--smb-kb", (char *) "64",
+                         (char *) "--once", NULL };
+        char log[40];
+        int fd;
+        pid_t pid = spawn_logged(argv, log, &fd);
+        cr_assert(wait_log(fd, "ready", 1, 10000), "the producer did not start");
+        spin_ms(ev, 200);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(16 * 1024, "example.data", 3000);
+        cfg->data_sources[0]->config->has_buffer_exhausted_policy = true;
+        cfg->data_sources[0]->config->buffer_exhausted_policy =
+                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 30000));
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
+        char out[4096];
+        read_log(fd, out, sizeof(out));
+        cr_assert(strstr(out, "wrote 2000 packets of 1000 bytes, dropped 0"), "producer log: %s", out);
+        cr_assert_eq(check_packets(cons.data, cons.len, 1000), 2000);
+        test_consumer_free(&cons);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        logged_pid = 0;
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
+        close(fd);
+        unlink(log);
+}
+
+/* The service goes away while four threads write (and stall on a small
+ * SMB): the instance gets its stop, the writers drop what follows without
+ * touching the old SMB, the producer connects again, and a new session
+ * records every packet of every thread whole and in order. */
+Test(client, service_restart_while_threads_write, .init = setup, .fini = teardown_logged, .timeout = 180) {
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+                         (char *) "3000", (char *) "--size", (char *) "300", (char *) "--smb-kb", (char *) "64",
+                         (char *) "--threads", (char *) "4", (char *) "--reconnect", NULL };
+        char log[40];
+        int fd;
+        pid_t pid = spawn_logged(argv, log, &fd);
+        cr_assert(wait_log(fd, "ready", 1, 10000), "the producer did not start");
+        spin_ms(ev, 200);
+
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(64 * 1024, "example.data", 60000);
+        cfg->data_sources[0]->config->has_buffer_exhausted_policy = true;
+        cfg->data_sources[0]->config->buffer_exhausted_policy =
+                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(wait_log(fd, "4 threads writing", 1, 10000), "the instance did not start");
+        /* In the middle of writing. */
+        cr_assert_eq(traced_instance_stop(&inst), 0, "traced did not stop cleanly");
+        test_consumer_free(&cons);
+        cr_assert(wait_log(fd, "the service went away", 1, 10000));
+        /* The stop callback ran: the threads finished and were reaped. */
+        cr_assert(wait_log(fd, "packets of 300 bytes, dropped", 1, 20000), "the instance was not stopped");
+        cr_assert_eq(traced_instance_restart(&inst, false, NULL), 0);
+        cr_assert(wait_log(fd, "connected again (1)", 1, 20000), "the producer did not connect again");
+        spin_ms(ev, 200);
+
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        /* Long enough for 3.6 MB through the small SMB (and under the
+         * service's 8 MiB send queue for ReadBuffers). */
+        cfg = test_config_new(64 * 1024, "example.data", 15000);
+        cfg->data_sources[0]->config->has_buffer_exhausted_policy = true;
+        cfg->data_sources[0]->config->buffer_exhausted_policy =
+                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(wait_log(fd, "4 threads writing", 2, 10000), "no instance on the new connection");
+        cr_assert(test_consumer_wait_disabled(&cons, 60000));
+        int rr = test_consumer_read(&cons, 90000);
+        if (rr != 0)
+                traced_instance_dump_log(&inst);
+        cr_assert_eq(rr, 0, "ReadBuffers: %s", strerror(-rr));
+        unsigned good = check_sequences(cons.data, cons.len, 300, 3000);
+        cr_assert_eq(good, 4, "%u of 4 thread sequences arrived whole and in order", good);
+        test_consumer_free(&cons);
+
+        cr_assert_eq(kill(pid, SIGTERM), 0);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        logged_pid = 0;
+        cr_assert(WIFEXITED(st), "example-producer crashed");
+        char out[4096];
+        read_log(fd, out, sizeof(out));
+        cr_log_info("producer log: %s", out);
+        close(fd);
+        unlink(log);
 }
