@@ -370,7 +370,7 @@ Test(client, loop_thread_writer_stalls_without_loss, .init = setup, .fini = tear
  * SMB): the instance gets its stop, the writers drop what follows without
  * touching the old SMB, the producer connects again, and a new session
  * records every packet of every thread whole and in order. */
-Test(client, service_restart_while_threads_write, .init = setup, .fini = teardown_logged, .timeout = 180) {
+Test(client, service_restart_while_threads_write, .init = setup, .fini = teardown_logged, .timeout = 120) {
         char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
                          (char *) "3000", (char *) "--size", (char *) "300", (char *) "--smb-kb", (char *) "64",
                          (char *) "--threads", (char *) "4", (char *) "--reconnect", NULL };
