@@ -58,6 +58,14 @@ static void teardown(void) {
 
 TestSuite(ftrace_events, .init = setup, .fini = teardown, .timeout = 90);
 
+/* Criterion runs no .fini after a skip: stop traced (started by .init)
+ * first, or its socket activator would stay behind. */
+#define SKIP(...)                                \
+        do {                                     \
+                teardown();                      \
+                cr_skip_test(__VA_ARGS__);       \
+        } while (0)
+
 static bool ftrace_registered(struct test_consumer *c) {
         Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
         ProtobufCMessage *reply = NULL;
@@ -179,7 +187,7 @@ Test(ftrace_events, syscall_events_are_filtered_to_the_named_calls) {
                 cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
         struct stat st;
         if (stat("/sys/kernel/tracing/events/raw_syscalls/sys_enter", &st) < 0)
-                cr_skip_test("this kernel has no raw_syscalls tracepoints (CONFIG_FTRACE_SYSCALLS)");
+                SKIP("this kernel has no raw_syscalls tracepoints (CONFIG_FTRACE_SYSCALLS)");
         struct syscall_count c = {};
         record("syscall_events: \"sys_getpid\" syscall_events: \"sys_no_such_call\"", call_getpid, count_syscalls, &c);
         cr_assert_geq(c.enter_ours, N_CALLS, "%u of our %d getpid() calls entered", c.enter_ours, N_CALLS);
@@ -233,9 +241,9 @@ Test(ftrace_events, kprobes_fire_and_are_removed) {
                 cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
         struct stat st;
         if (stat("/sys/kernel/tracing/kprobe_events", &st) < 0)
-                cr_skip_test("this kernel has no kprobe_events (CONFIG_KPROBE_EVENTS)");
+                SKIP("this kernel has no kprobe_events (CONFIG_KPROBE_EVENTS)");
         if (!kernel_has_symbol(KPROBE_FUNC))
-                cr_skip_test("this kernel has no function " KPROBE_FUNC " to probe");
+                SKIP("this kernel has no function " KPROBE_FUNC " to probe");
         struct kprobe_count c = {};
         record("kprobe_events { probe: \"" KPROBE_FUNC "\" type: KPROBE_TYPE_BOTH }", call_getpid, count_kprobes, &c);
         cr_assert_geq(c.begin, N_CALLS, "%u kprobe hits of our %d calls", c.begin, N_CALLS);
@@ -317,7 +325,7 @@ Test(ftrace_events, symbolize_ksyms_names_workqueue_functions) {
                 cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
         struct stat st;
         if (stat("/sys/kernel/tracing/events/workqueue/workqueue_execute_start", &st) < 0)
-                cr_skip_test("this kernel has no workqueue tracepoints");
+                SKIP("this kernel has no workqueue tracepoints");
         struct ksyms_check *c = calloc(1, sizeof(*c));
         cr_assert_not_null(c);
         record_packets("ftrace_events: \"workqueue/workqueue_execute_start\" symbolize_ksyms: true", queue_some_work,
@@ -359,7 +367,7 @@ Test(ftrace_events, without_symbolize_ksyms_addresses_stay) {
                 cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
         struct stat st;
         if (stat("/sys/kernel/tracing/events/workqueue/workqueue_execute_start", &st) < 0)
-                cr_skip_test("this kernel has no workqueue tracepoints");
+                SKIP("this kernel has no workqueue tracepoints");
         struct raw_check c = {};
         record("ftrace_events: \"workqueue/workqueue_execute_start\"", queue_some_work, check_raw, &c);
         cr_assert_gt(c.events, 0, "no workqueue_execute_start in the trace");
