@@ -44,6 +44,11 @@ struct ipc_conn {
 
         const struct ipc_conn_ops *ops;
         void *userdata;
+        /* A close that happened inside a send: reported from the loop, not
+         * from under the caller, who may be in the middle of using what
+         * on_closed frees. */
+        sd_event_source *close_defer;
+        int close_error;
 };
 
 static void tx_item_free(struct tx_item *t) {
@@ -128,19 +133,61 @@ static uint64_t fd_owner_frame(const ipc_conn *c, uint64_t read_start, uint64_t 
         return target != UINT64_MAX ? target : before;
 }
 
-void ipc_conn_close(ipc_conn *c, int error) {
-        if (!c->open)
-                return;
+static void shut(ipc_conn *c) {
         c->open = false;
         tx_clear(c);
         c->io = sd_event_source_disable_unref(c->io);
         (void) shutdown(c->fd, SHUT_RDWR);
         c->pending_fd = safe_close(c->pending_fd);
+}
+
+static void report_closed(ipc_conn *c, int error) {
         if (c->ops && c->ops->on_closed) {
                 ipc_conn_ref(c);
                 c->ops->on_closed(c, error, c->userdata);
                 ipc_conn_unref(c);
         }
+}
+
+/* Reports a deferred close now (the owner closes or lets go). */
+static void flush_close_defer(ipc_conn *c) {
+        if (!c->close_defer)
+                return;
+        c->close_defer = sd_event_source_disable_unref(c->close_defer);
+        report_closed(c, c->close_error);
+        ipc_conn_unref(c); /* the deferral's reference */
+}
+
+void ipc_conn_close(ipc_conn *c, int error) {
+        if (!c->open) {
+                flush_close_defer(c);
+                return;
+        }
+        shut(c);
+        report_closed(c, error);
+}
+
+static int on_close_defer(sd_event_source *s, void *userdata) {
+        flush_close_defer(userdata);
+        return 0;
+}
+
+/* Closes now, reports from the event loop. */
+static void close_from_send(ipc_conn *c, int error) {
+        if (!c->open)
+                return;
+        shut(c);
+        c->close_error = error;
+        ipc_conn_ref(c);
+        if (sd_event_add_defer(c->event, &c->close_defer, on_close_defer, c) < 0) {
+                /* Cannot defer: report at once, as before. */
+                report_closed(c, error);
+                ipc_conn_unref(c);
+        }
+}
+
+bool ipc_conn_close_pending(const ipc_conn *c) {
+        return c->close_defer != NULL;
 }
 
 static int update_events(ipc_conn *c) {
@@ -375,7 +422,7 @@ int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, in
         if (c->tx_bytes + len > IPC_SEND_QUEUE_MAX) {
                 /* The peer does not read: cut it off rather than buffer
                  * without bound. */
-                ipc_conn_close(c, -ENOBUFS);
+                close_from_send(c, -ENOBUFS);
                 return -ENOBUFS;
         }
 
@@ -405,9 +452,7 @@ int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, in
         /* Try to send right away; what does not fit waits for EPOLLOUT. */
         r = flush_tx(c);
         if (r < 0) {
-                ipc_conn_ref(c);
-                ipc_conn_close(c, r == -EPIPE || r == -ECONNRESET ? 0 : r);
-                ipc_conn_unref(c);
+                close_from_send(c, r == -EPIPE || r == -ECONNRESET ? 0 : r);
                 return -ENOTCONN;
         }
         return 0;

@@ -37,6 +37,9 @@ int ipc_conn_take_fd(ipc_conn *c);
 
 /* Closes now: stops I/O, drops queued data, calls on_closed. */
 void ipc_conn_close(ipc_conn *c, int error);
+/* A send failed and closed the connection; on_closed comes from the event
+ * loop (or from the owner's own ipc_conn_close, whichever is first). */
+bool ipc_conn_close_pending(const ipc_conn *c);
 bool ipc_conn_is_open(const ipc_conn *c);
 
 int ipc_conn_fd(const ipc_conn *c);

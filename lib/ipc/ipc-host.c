@@ -171,6 +171,9 @@ pid_t ipc_host_conn_pid(const ipc_host_conn *hc) {
                 return hc->pid_override;
         return ipc_conn_peer_pid(hc->conn);
 }
+size_t ipc_host_conn_queued_bytes(const ipc_host_conn *hc) {
+        return hc->conn ? ipc_conn_queued_bytes(hc->conn) : 0;
+}
 void ipc_host_conn_set_pid(ipc_host_conn *hc, pid_t pid) {
         hc->pid_override = pid;
 }
@@ -458,7 +461,7 @@ ipc_host *ipc_host_free(ipc_host *h) {
         h->freeing = true;
         while (h->conns) {
                 ipc_host_conn *hc = h->conns;
-                if (hc->conn && ipc_conn_is_open(hc->conn)) {
+                if (hc->conn && (ipc_conn_is_open(hc->conn) || ipc_conn_close_pending(hc->conn))) {
                         ipc_conn_ref(hc->conn);
                         ipc_conn *c = hc->conn;
                         ipc_conn_close(c, 0); /* frees hc, unlinking it */

@@ -83,6 +83,8 @@ pid_t ipc_host_conn_pid(const ipc_host_conn *conn);
 /* For an adopted socketpair, SO_PEERCRED names the process that created
  * the pair; the one that handed it over may name the real peer. */
 void ipc_host_conn_set_pid(ipc_host_conn *conn, pid_t pid);
+/* Bytes queued for sending that the peer has not taken yet. */
+size_t ipc_host_conn_queued_bytes(const ipc_host_conn *conn);
 void ipc_host_conn_set_userdata(ipc_host_conn *conn, void *userdata);
 void *ipc_host_conn_get_userdata(const ipc_host_conn *conn);
 /* Closes the connection (deferred to a safe point of the loop). Pending

@@ -264,3 +264,32 @@ Test(tracectl, query_and_detach) {
         cr_assert_eq(count_test_packets(out, 5), 20);
         raw_producer_free(&prod);
 }
+
+/* A consumer killed outright while traced is told to stop: the service
+ * answers a consumer that is gone while finishing its session, and must
+ * neither crash nor lose its exit status. (The core used to free the
+ * session from inside that answer and then use it.) */
+Test(tracectl, killed_consumer_and_shutdown_together) {
+        for (int round = 0; round < 4; round++) {
+                if (round > 0) {
+                        cr_assert_eq(traced_instance_stop(&inst), 0, "round %d: traced did not exit cleanly", round);
+                        cr_assert_eq(traced_instance_restart(&inst, true, NULL), 0);
+                }
+                struct raw_producer prod;
+                struct child c;
+                char out[512];
+                cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+                prod.packets_at_start = 50;
+                prod.payload_size = 30;
+                snprintf(out, sizeof(out), "%s/killed-%d.pftrace", inst.dir, round);
+                spawn_tracectl(&c, (const char *const[]) { "record", "-t", "60s", "--no-process-stats", "--ds",
+                                                           "test.data", "-o", out, NULL });
+                cr_assert(raw_producer_spin_until(&prod, started, 10000));
+                /* Both at once: traced learns of the dead consumer while it
+                 * is already shutting the session down. */
+                kill(c.pid, SIGKILL);
+                kill(inst.pid, SIGTERM);
+                (void) wait_child(&c, 10000);
+                raw_producer_free(&prod);
+        }
+}
