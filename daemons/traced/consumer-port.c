@@ -44,6 +44,8 @@ static void on_disconnect(ipc_host_conn *conn, void *userdata) {
                 ipc_request_unref(c->observe_req);
                 c->observe_req = NULL;
         }
+        c->read_timer = sd_event_source_disable_unref(c->read_timer);
+        c->read_req = ipc_request_unref(c->read_req);
         if (c->session) {
                 struct session *s = c->session;
                 /* A session dies with its consumer unless it was detached. */
@@ -169,8 +171,15 @@ static void m_disable_tracing(ipc_request *req, const ProtobufCMessage *args, vo
         reply(req, &resp.base);
 }
 
+/* ReadBuffers stops queuing replies once this much waits for the consumer,
+ * and goes on when it has taken half of it: a large trace is never held
+ * in the send queue at once (whose limit would cut the consumer off). */
+#define READ_PAUSE_BYTES (2u * 1024u * 1024u)
+#define READ_POLL_USEC 2000u
+
 struct read_ctx {
         ipc_request *req;
+        ipc_host_conn *conn;
         Perfetto__Protos__ReadBuffersResponse__Slice *slices;
         Perfetto__Protos__ReadBuffersResponse__Slice **ptrs;
         size_t n, cap;
@@ -264,15 +273,58 @@ static int read_sink(const struct iovec *iov, size_t n_iov, size_t total, void *
                 if (r < 0)
                         return r;
         }
+        /* Taken; pause if the consumer is behind. */
+        return k->conn && ipc_host_conn_queued_bytes(k->conn) >= READ_PAUSE_BYTES ? 1 : 0;
+}
+
+static void read_step(struct consumer *c);
+
+static int on_read_timer(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct consumer *c = userdata;
+        if (ipc_host_conn_queued_bytes(c->conn) > READ_PAUSE_BYTES / 2) {
+                (void) sd_event_source_set_time_relative(s, READ_POLL_USEC);
+                (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
+                return 0;
+        }
+        read_step(c);
         return 0;
+}
+
+/* Reads what the session has, until done or the consumer falls behind. */
+static void read_step(struct consumer *c) {
+        struct read_ctx k = { .req = c->read_req, .conn = c->conn };
+        bool paused = false;
+        int r = c->session ? session_read_packets_paced(c->session, read_sink, &k, &paused) : -ESRCH;
+        if (r >= 0 && (!paused || k.n > 0))
+                r = read_flush(&k, !paused);
+        free(k.slices);
+        free(k.ptrs);
+        free(k.buf);
+        if (r < 0) {
+                log_debug_errno(r, "ReadBuffers failed: %m");
+                (void) ipc_request_fail(c->read_req);
+                paused = false;
+        }
+        if (paused) {
+                if (c->read_timer)
+                        r = sd_event_source_set_time_relative(c->read_timer, READ_POLL_USEC) < 0 ? -1 :
+                            sd_event_source_set_enabled(c->read_timer, SD_EVENT_ONESHOT);
+                else
+                        r = sd_event_add_time_relative(c->svc->event, &c->read_timer, CLOCK_MONOTONIC, READ_POLL_USEC,
+                                                       1000, on_read_timer, c);
+                if (r >= 0)
+                        return;
+                (void) ipc_request_fail(c->read_req);
+        }
+        c->read_timer = sd_event_source_disable_unref(c->read_timer);
+        c->read_req = ipc_request_unref(c->read_req);
 }
 
 static void m_read_buffers(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
         struct consumer *c = req_consumer(req);
-        struct read_ctx k = { .req = req };
-        int r;
 
-        if (!c || !c->session) {
+        if (!c || !c->session || c->read_req) {
+                /* No session, or a read already in progress. */
                 ipc_request_fail(req);
                 return;
         }
@@ -281,18 +333,8 @@ static void m_read_buffers(ipc_request *req, const ProtobufCMessage *args, void 
                 ipc_request_fail(req);
                 return;
         }
-        ipc_request_ref(req);
-        r = session_read_packets(c->session, read_sink, &k);
-        if (r >= 0)
-                r = read_flush(&k, true);
-        else
-                ipc_request_fail(req);
-        ipc_request_unref(req);
-        free(k.slices);
-        free(k.ptrs);
-        free(k.buf);
-        if (r < 0)
-                log_debug_errno(r, "ReadBuffers failed: %m");
+        c->read_req = ipc_request_ref(req);
+        read_step(c);
 }
 
 static void m_free_buffers(ipc_request *req, const ProtobufCMessage *args, void *userdata) {

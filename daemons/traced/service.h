@@ -242,6 +242,9 @@ struct consumer {
         struct session *session;
         ipc_request *observe_req;
         uint32_t observe_mask;
+        /* A ReadBuffers in progress, paced by what the consumer takes. */
+        ipc_request *read_req;
+        sd_event_source *read_timer;
 };
 
 struct traced_service {

@@ -296,7 +296,8 @@ static size_t trailer(uint8_t *buf, uid_t uid, pid_t pid, uint32_t seq, bool dro
         return n;
 }
 
-static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_fn sink, void *userdata) {
+static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_fn sink, void *userdata,
+                       bool *paused) {
         int count = 0, r;
 
         trace_buffer_begin_read(tb);
@@ -325,12 +326,22 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                 if (r < 0)
                         return r;
                 count++;
+                if (r > 0) {
+                        *paused = true;
+                        break;
+                }
         }
         return count;
 }
 
 int session_read_packets(struct session *s, packet_sink_fn sink, void *userdata) {
+        bool paused;
+        return session_read_packets_paced(s, sink, userdata, &paused);
+}
+
+int session_read_packets_paced(struct session *s, packet_sink_fn sink, void *userdata, bool *ret_paused) {
         int r, count = 0;
+        *ret_paused = false;
         uint64_t now = clock_ns(CLOCK_MONOTONIC) / 1000u;
 
         if (!s->initial_packets_emitted) {
@@ -352,10 +363,12 @@ int session_read_packets(struct session *s, packet_sink_fn sink, void *userdata)
                 return r;
 
         for (size_t i = 0; i < s->n_buffers; i++) {
-                r = read_buffer(s, s->buffers[i].tb, sink, userdata);
+                r = read_buffer(s, s->buffers[i].tb, sink, userdata, ret_paused);
                 if (r < 0)
                         return r;
                 count += r;
+                if (*ret_paused)
+                        return count;
         }
 
         if (s->state == SESSION_DISABLED && !s->final_stats_emitted) {

@@ -18,6 +18,10 @@ typedef int (*packet_sink_fn)(const struct iovec *iov, size_t n_iov, size_t tota
 /* Emits every packet that is ready. Returns the number of packets, or
  * -errno from the sink. */
 int session_read_packets(struct session *s, packet_sink_fn sink, void *userdata);
+/* The same, but a sink that returns 1 (packet taken) stops the reading of
+ * the trace buffers there: *ret_paused is set, and the next call goes on
+ * where this one stopped. */
+int session_read_packets_paced(struct session *s, packet_sink_fn sink, void *userdata, bool *ret_paused);
 
 /* Appends ready packets to the session's file as a Trace proto stream.
  * -EFBIG once max_file_size_bytes is reached. */

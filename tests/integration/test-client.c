@@ -93,6 +93,9 @@ ParameterizedTestParameters(client, round_trip) {
                 { 100, 5000, 4, 2048 },   /* across several chunks */
                 { 20, 40000, 32, 4096 },  /* larger than a 32 KiB page */
                 { 5, 300000, 4, 4096 },   /* far larger than a page */
+                /* 12 MB read back with ReadBuffers: more than the IPC send
+                 * queue holds, so the service must pace its replies. */
+                { 1200, 10000, 32, 8192 },
                 /* The same through the zero-copy streaming API: nested
                  * sizes of messages spanning chunks arrive as patches. */
                 { 2000, 10, 4, 1024, true },
