@@ -2,7 +2,7 @@
 # Runs the whole test suite from a clean build: dependencies, a -Werror
 # build with `make check`, the same suite under ASan+UBSan, and (with
 # --distcheck) `make distcheck`.
-#   tools/check.sh [--no-sanitizers] [--distcheck]
+#   tools/check.sh [--sanitizers | --no-sanitizers] [--distcheck]
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,9 +10,10 @@ sanitizers=yes
 distcheck=no
 for a in "$@"; do
         case "$a" in
+        --sanitizers) sanitizers=yes ;;
         --no-sanitizers) sanitizers=no ;;
         --distcheck) distcheck=yes ;;
-        *) echo "usage: $0 [--no-sanitizers] [--distcheck]" >&2; exit 2 ;;
+        *) echo "usage: $0 [--sanitizers | --no-sanitizers] [--distcheck]" >&2; exit 2 ;;
         esac
 done
 
