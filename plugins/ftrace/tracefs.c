@@ -38,10 +38,10 @@ int tracefs_find(char *ret, size_t size) {
         return errno == EPERM ? -EPERM : -ENOENT;
 }
 
-int tracefs_write(const char *root, const char *rel, const char *value) {
+static int write_file(const char *root, const char *rel, const char *value, int flags) {
         char p[512];
         snprintf(p, sizeof(p), "%s/%s", root, rel);
-        int fd = open(p, O_WRONLY | O_CLOEXEC | O_TRUNC);
+        int fd = open(p, O_WRONLY | O_CLOEXEC | flags);
         if (fd < 0)
                 return negative_errno();
         size_t n = strlen(value);
@@ -51,17 +51,12 @@ int tracefs_write(const char *root, const char *rel, const char *value) {
         return r;
 }
 
+int tracefs_write(const char *root, const char *rel, const char *value) {
+        return write_file(root, rel, value, O_TRUNC);
+}
+
 int tracefs_append(const char *root, const char *rel, const char *value) {
-        char p[512];
-        snprintf(p, sizeof(p), "%s/%s", root, rel);
-        int fd = open(p, O_WRONLY | O_CLOEXEC | O_APPEND);
-        if (fd < 0)
-                return negative_errno();
-        size_t n = strlen(value);
-        ssize_t w = write(fd, value, n);
-        int r = w == (ssize_t) n ? 0 : (w < 0 ? negative_errno() : -EIO);
-        close(fd);
-        return r;
+        return write_file(root, rel, value, O_APPEND);
 }
 
 int tracefs_read(const char *root, const char *rel, char *buf, size_t size) {
