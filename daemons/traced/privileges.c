@@ -81,23 +81,3 @@ int privileges_drop(uid_t uid, gid_t gid) {
                 return -EPERM;
         return 0;
 }
-
-int privileges_effective_caps(pid_t pid, unsigned long long *ret) {
-        char path[64], line[256];
-        if (pid > 0)
-                snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
-        else
-                snprintf(path, sizeof(path), "/proc/self/status");
-        FILE *f = fopen(path, "re");
-        if (!f)
-                return -errno;
-        int r = -ENODATA;
-        while (fgets(line, sizeof(line), f))
-                if (strncmp(line, "CapEff:", 7) == 0) {
-                        *ret = strtoull(line + 7, NULL, 16);
-                        r = 0;
-                        break;
-                }
-        fclose(f);
-        return r;
-}

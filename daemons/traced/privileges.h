@@ -19,6 +19,3 @@ int privileges_lookup_user(const char *name, uid_t *ret_uid, gid_t *ret_gid);
  * left.
  */
 int privileges_drop(uid_t uid, gid_t gid);
-
-/* The effective capability set of a process (0 = self) from /proc. */
-int privileges_effective_caps(pid_t pid, unsigned long long *ret);
