@@ -18,8 +18,7 @@
 
 #include "basic/pbr.h"
 #include "pbtxt/pbtxt.h"
-#include "test-consumer.h"
-#include "traced-instance.h"
+#include "plugin-fixture.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "perfetto/trace/trace_packet.pb-c.h"
@@ -29,31 +28,13 @@
 static struct traced_instance inst;
 static sd_event *ev;
 
-static bool tracefs_usable(void) {
-        struct stat st;
-        if (stat("/sys/kernel/tracing/trace_marker", &st) == 0)
-                return true;
-        return system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0 &&
-               stat("/sys/kernel/tracing/trace_marker", &st) == 0;
-}
-
 static void setup(void) {
-        if (!tracefs_usable())
-                return;
-        const char *const args[] = { "--plugin-dir=" TOP_BUILDDIR "/plugins/.libs",
-                                     "--plugin-host=" TOP_BUILDDIR "/traced-plugin-host", NULL };
-        cr_assert_eq(sd_event_new(&ev), 0);
-        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+        if (fixture_tracefs_usable())
+                cr_assert_eq(fixture_start(&inst, &ev), 0);
 }
 
 static void teardown(void) {
-        if (!ev)
-                return;
-        int st = traced_instance_stop(&inst);
-        if (st != 0)
-                traced_instance_dump_log(&inst);
-        cr_expect_eq(st, 0);
-        ev = sd_event_unref(ev);
+        cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
 }
 
 TestSuite(ftrace_events, .init = setup, .fini = teardown, .timeout = 90);
@@ -66,78 +47,30 @@ TestSuite(ftrace_events, .init = setup, .fini = teardown, .timeout = 90);
                 cr_skip_test(__VA_ARGS__);       \
         } while (0)
 
-static bool ftrace_registered(struct test_consumer *c) {
-        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
-        ProtobufCMessage *reply = NULL;
-        bool found = false;
-        if (test_consumer_call(c, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
-                               &reply, 5000) == 0 &&
-            reply) {
-                const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
-                for (size_t i = 0; st && i < st->n_data_sources; i++)
-                        if (st->data_sources[i]->ds_descriptor &&
-                            strcmp(st->data_sources[i]->ds_descriptor->name, "linux.ftrace") == 0)
-                                found = true;
-                protobuf_c_message_free_unpacked(reply, NULL);
-        }
-        return found;
-}
-
 typedef void (*event_fn)(const Perfetto__Protos__FtraceEvent *e, void *userdata);
-typedef void (*packet_fn)(const Perfetto__Protos__TracePacket *p, void *userdata);
+typedef fixture_packet_fn packet_fn;
+
+struct action {
+        void (*fn)(void);
+};
+
+/* Runs the test's action, then lets the last drain happen. */
+static void run_action(void *userdata) {
+        ((struct action *) userdata)->fn();
+        spin_ms(ev, 300);
+}
 
 /* Records with the given FtraceConfig body while running action, then
  * calls fn for every packet of the trace, in order. */
 static void record_packets(const char *ftrace_config, void (*action)(void), packet_fn fn, void *userdata) {
-        struct test_consumer cons;
-        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        bool ready = false;
-        for (int i = 0; i < 100 && !ready; i++) {
-                ready = ftrace_registered(&cons);
-                if (!ready)
-                        spin_ms(ev, 50);
-        }
-        cr_assert(ready, "linux.ftrace never registered");
-        char path[512], text[2048];
-        snprintf(path, sizeof(path), "%s/events.pftrace", inst.dir);
-        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        cr_assert_geq(fd, 0);
+        char text[2048];
         snprintf(text, sizeof(text),
                  "buffers { size_kb: 16384 }\n"
                  "data_sources { config { name: \"linux.ftrace\" ftrace_config { %s drain_period_ms: 50 } } }\n"
                  "write_into_file: true file_write_period_ms: 200\n",
                  ftrace_config);
-        ProtobufCMessage *m = NULL;
-        char *err = NULL;
-        cr_assert_eq(pbtxt_parse(&perfetto__protos__trace_config__descriptor, text, strlen(text), "cfg", &m, &err), 0,
-                     "%s", err);
-        cr_assert_eq(test_consumer_enable(&cons, (Perfetto__Protos__TraceConfig *) m, fd), 0);
-        protobuf_c_message_free_unpacked(m, NULL);
-        spin_ms(ev, 500); /* the plugin sets up its instance */
-        action();
-        spin_ms(ev, 300);
-        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
-        cr_assert_eq(test_consumer_call(&cons, "DisableTracing", &dis.base,
-                                        &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
-                     0);
-        cr_assert(test_consumer_wait_disabled(&cons, 20000));
-        test_consumer_free(&cons);
-
-        struct stat st;
-        cr_assert_eq(fstat(fd, &st), 0);
-        uint8_t *buf = malloc((size_t) st.st_size + 1);
-        cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
-        close(fd);
-        static struct pbr_field pkts[200000];
-        int n = pbr_split_trace(buf, (size_t) st.st_size, pkts, 200000);
-        cr_assert_geq(n, 0);
-        for (int i = 0; i < n; i++) {
-                Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkts[i].len, pkts[i].data);
-                cr_assert_not_null(p);
-                fn(p, userdata);
-                perfetto__protos__trace_packet__free_unpacked(p, NULL);
-        }
-        free(buf);
+        struct action a = { action };
+        fixture_record(&inst, ev, "linux.ftrace", text, run_action, &a, fn, userdata);
 }
 
 struct each_event {

@@ -21,8 +21,7 @@
 
 #include "basic/pbr.h"
 #include "pbtxt/pbtxt.h"
-#include "test-consumer.h"
-#include "traced-instance.h"
+#include "plugin-fixture.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "perfetto/trace/trace_packet.pb-c.h"
@@ -33,49 +32,13 @@
 static struct traced_instance inst;
 static sd_event *ev;
 
-static bool tracefs_usable(void) {
-        struct stat st;
-        if (stat("/sys/kernel/tracing/trace_marker", &st) == 0)
-                return true;
-        /* The plugin would mount it; see whether that is possible here. */
-        return system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0 &&
-               stat("/sys/kernel/tracing/trace_marker", &st) == 0;
-}
-
 static void setup(void) {
-        if (!tracefs_usable())
-                return;
-        const char *const args[] = { "--plugin-dir=" TOP_BUILDDIR "/plugins/.libs",
-                                     "--plugin-host=" TOP_BUILDDIR "/traced-plugin-host", NULL };
-        cr_assert_eq(sd_event_new(&ev), 0);
-        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+        if (fixture_tracefs_usable())
+                cr_assert_eq(fixture_start(&inst, &ev), 0);
 }
 
 static void teardown(void) {
-        if (!ev)
-                return;
-        int st = traced_instance_stop(&inst);
-        if (st != 0)
-                traced_instance_dump_log(&inst);
-        cr_expect_eq(st, 0);
-        ev = sd_event_unref(ev);
-}
-
-static bool producer_registered(struct test_consumer *c) {
-        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
-        ProtobufCMessage *reply = NULL;
-        bool found = false;
-        if (test_consumer_call(c, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
-                               &reply, 5000) == 0 &&
-            reply) {
-                const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
-                for (size_t i = 0; st && i < st->n_data_sources; i++)
-                        if (st->data_sources[i]->ds_descriptor &&
-                            strcmp(st->data_sources[i]->ds_descriptor->name, "linux.ftrace") == 0)
-                                found = true;
-                protobuf_c_message_free_unpacked(reply, NULL);
-        }
-        return found;
+        cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
 }
 
 static void busy_ms(unsigned ms) {
@@ -107,12 +70,7 @@ static pid_t spawn_child(void) {
 
 /* Starts a session from a text config, its trace written into fd. */
 static void enable_text(struct test_consumer *cons, const char *text, int fd) {
-        ProtobufCMessage *m = NULL;
-        char *err = NULL;
-        cr_assert_eq(pbtxt_parse(&perfetto__protos__trace_config__descriptor, text, strlen(text), "cfg", &m, &err), 0,
-                     "%s", err);
-        cr_assert_eq(test_consumer_enable(cons, (Perfetto__Protos__TraceConfig *) m, fd), 0);
-        protobuf_c_message_free_unpacked(m, NULL);
+        fixture_enable_text(cons, text, fd);
         spin_ms(ev, 500); /* the plugin sets up its ftrace instance */
 }
 
@@ -125,12 +83,7 @@ Test(ftrace, markers_child_and_every_cpu) {
         char path[512], markers[N_MARKERS][64];
 
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        bool ready = false;
-        for (int i = 0; i < 100 && !ready; i++) {
-                ready = producer_registered(&cons);
-                if (!ready)
-                        spin_ms(ev, 50);
-        }
+        bool ready = fixture_wait_data_source(&cons, ev, "linux.ftrace", 1, 5000);
         if (!ready)
                 traced_instance_dump_log(&inst);
         cr_assert(ready, "the ftrace plugin never registered linux.ftrace");
@@ -245,13 +198,7 @@ Test(ftrace, compact_sched_columns) {
         char path[512];
 
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        bool ready = false;
-        for (int i = 0; i < 100 && !ready; i++) {
-                ready = producer_registered(&cons);
-                if (!ready)
-                        spin_ms(ev, 50);
-        }
-        cr_assert(ready);
+        cr_assert(fixture_wait_data_source(&cons, ev, "linux.ftrace", 1, 5000), "linux.ftrace never registered");
         snprintf(path, sizeof(path), "%s/compact.pftrace", inst.dir);
         int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         const char *text = "buffers { size_kb: 32768 }\n"

@@ -21,8 +21,7 @@
 
 #include "basic/pbr.h"
 #include "pbtxt/pbtxt.h"
-#include "test-consumer.h"
-#include "traced-instance.h"
+#include "plugin-fixture.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "perfetto/trace/trace_packet.pb-c.h"
@@ -34,29 +33,12 @@ extern char **environ;
 static struct traced_instance inst;
 static sd_event *ev;
 
-static bool tracefs_usable(void) {
-        struct stat st;
-        if (stat("/sys/kernel/tracing/trace_marker", &st) == 0)
-                return true;
-        return system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0 &&
-               stat("/sys/kernel/tracing/trace_marker", &st) == 0;
-}
-
 static void setup(void) {
-        const char *const args[] = { "--plugin-dir=" TOP_BUILDDIR "/plugins/.libs",
-                                     "--plugin-host=" TOP_BUILDDIR "/traced-plugin-host", NULL };
-        cr_assert_eq(sd_event_new(&ev), 0);
-        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+        cr_assert_eq(fixture_start(&inst, &ev), 0);
 }
 
 static void teardown(void) {
-        if (!ev)
-                return;
-        int st = traced_instance_stop(&inst);
-        if (st != 0)
-                traced_instance_dump_log(&inst);
-        cr_expect_eq(st, 0);
-        ev = sd_event_unref(ev);
+        cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
 }
 
 TestSuite(process_stats, .init = setup, .fini = teardown, .timeout = 90);
@@ -69,69 +51,10 @@ TestSuite(process_stats, .init = setup, .fini = teardown, .timeout = 90);
                 cr_skip_test(__VA_ARGS__);       \
         } while (0)
 
-static bool registered(struct test_consumer *c, const char *name) {
-        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
-        ProtobufCMessage *reply = NULL;
-        bool found = false;
-        if (test_consumer_call(c, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
-                               &reply, 5000) == 0 &&
-            reply) {
-                const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
-                for (size_t i = 0; st && i < st->n_data_sources; i++)
-                        if (st->data_sources[i]->ds_descriptor && strcmp(st->data_sources[i]->ds_descriptor->name, name) == 0)
-                                found = true;
-                protobuf_c_message_free_unpacked(reply, NULL);
-        }
-        return found;
-}
+typedef fixture_packet_fn packet_fn;
 
-typedef void (*packet_fn)(const Perfetto__Protos__TracePacket *p, void *userdata);
-
-/* Records a text config while running action, then calls fn for every
- * packet of the trace. */
 static void record(const char *config, void (*action)(void *), void *action_data, packet_fn fn, void *userdata) {
-        struct test_consumer cons;
-        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        bool ready = false;
-        for (int i = 0; i < 100 && !ready; i++) {
-                ready = registered(&cons, "linux.process_stats");
-                if (!ready)
-                        spin_ms(ev, 50);
-        }
-        cr_assert(ready, "linux.process_stats never registered");
-        char path[512];
-        snprintf(path, sizeof(path), "%s/ps.pftrace", inst.dir);
-        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        cr_assert_geq(fd, 0);
-        ProtobufCMessage *m = NULL;
-        char *err = NULL;
-        cr_assert_eq(pbtxt_parse(&perfetto__protos__trace_config__descriptor, config, strlen(config), "cfg", &m, &err),
-                     0, "%s", err);
-        cr_assert_eq(test_consumer_enable(&cons, (Perfetto__Protos__TraceConfig *) m, fd), 0);
-        protobuf_c_message_free_unpacked(m, NULL);
-        spin_ms(ev, 500);
-        action(action_data);
-        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
-        cr_assert_eq(test_consumer_call(&cons, "DisableTracing", &dis.base,
-                                        &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
-                     0);
-        cr_assert(test_consumer_wait_disabled(&cons, 20000));
-        test_consumer_free(&cons);
-        struct stat st;
-        cr_assert_eq(fstat(fd, &st), 0);
-        uint8_t *buf = malloc((size_t) st.st_size + 1);
-        cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
-        close(fd);
-        static struct pbr_field pkts[200000];
-        int n = pbr_split_trace(buf, (size_t) st.st_size, pkts, 200000);
-        cr_assert_geq(n, 0);
-        for (int i = 0; i < n; i++) {
-                Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkts[i].len, pkts[i].data);
-                cr_assert_not_null(p);
-                fn(p, userdata);
-                perfetto__protos__trace_packet__free_unpacked(p, NULL);
-        }
-        free(buf);
+        fixture_record(&inst, ev, "linux.process_stats", config, action, action_data, fn, userdata);
 }
 
 static void busy_ms(unsigned ms) {
@@ -287,7 +210,7 @@ static void check_tree(const Perfetto__Protos__TracePacket *p, void *userdata) {
 }
 
 Test(process_stats, new_processes_are_described_on_demand) {
-        if (!tracefs_usable())
+        if (!fixture_tracefs_usable())
                 SKIP("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
         /* A process that sleeps through the whole trace: never scheduled,
          * so never named by an event, so not described. */
@@ -316,7 +239,7 @@ Test(process_stats, new_processes_are_described_on_demand) {
 /* The issue's done-when: quick-mode tracectl with scheduling events and
  * process stats; the summary lists processes by name with CPU time. */
 Test(process_stats, tracectl_quick_mode_summary_lists_processes_with_cpu_time) {
-        if (!tracefs_usable())
+        if (!fixture_tracefs_usable())
                 SKIP("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
         char out[512], so[512];
         snprintf(out, sizeof(out), "%s/quick.pftrace", inst.dir);
@@ -420,7 +343,7 @@ static void check_exec(const Perfetto__Protos__TracePacket *p, void *userdata) {
 }
 
 Test(process_stats, an_exec_is_described_again) {
-        if (!tracefs_usable())
+        if (!fixture_tracefs_usable())
                 SKIP("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
         struct demand d = {};
         struct exec_check c = { .d = &d };

@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/pbr.h"
+#include "pbtxt/pbtxt.h"
+#include "plugin-fixture.h"
+
+#include "perfetto/ipc/consumer_port.pb-c.h"
+
+bool fixture_tracefs_usable(void) {
+        struct stat st;
+        if (stat("/sys/kernel/tracing/trace_marker", &st) == 0)
+                return true;
+        /* The plugin would mount it; see whether that is possible here. */
+        return system("mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null") == 0 &&
+               stat("/sys/kernel/tracing/trace_marker", &st) == 0;
+}
+
+int fixture_start(struct traced_instance *inst, sd_event **ret_event) {
+        const char *const args[] = { "--plugin-dir=" TOP_BUILDDIR "/plugins/.libs",
+                                     "--plugin-host=" TOP_BUILDDIR "/traced-plugin-host", NULL };
+        int r = sd_event_new(ret_event);
+        if (r < 0)
+                return r;
+        r = traced_instance_start_args(inst, true, args);
+        if (r < 0)
+                *ret_event = sd_event_unref(*ret_event);
+        return r;
+}
+
+bool fixture_stop(struct traced_instance *inst, sd_event **event) {
+        if (!*event)
+                return true;
+        int st = traced_instance_stop(inst);
+        if (st != 0)
+                traced_instance_dump_log(inst);
+        *event = sd_event_unref(*event);
+        return st == 0;
+}
+
+unsigned fixture_count_data_source(struct test_consumer *c, const char *name) {
+        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        unsigned n = 0;
+        if (test_consumer_call(c, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
+                               &reply, 5000) != 0 || !reply)
+                return 0;
+        const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+        for (size_t i = 0; st && i < st->n_data_sources; i++)
+                if (st->data_sources[i]->ds_descriptor && strcmp(st->data_sources[i]->ds_descriptor->name, name) == 0)
+                        n++;
+        protobuf_c_message_free_unpacked(reply, NULL);
+        return n;
+}
+
+bool fixture_wait_data_source(struct test_consumer *c, sd_event *event, const char *name, unsigned n,
+                              unsigned timeout_ms) {
+        for (unsigned waited = 0;; waited += 50) {
+                if (fixture_count_data_source(c, name) >= n)
+                        return true;
+                if (waited >= timeout_ms)
+                        return false;
+                spin_ms(event, 50);
+        }
+}
+
+void fixture_enable_text(struct test_consumer *c, const char *text, int fd) {
+        ProtobufCMessage *m = NULL;
+        char *err = NULL;
+        cr_assert_eq(pbtxt_parse(&perfetto__protos__trace_config__descriptor, text, strlen(text), "cfg", &m, &err), 0,
+                     "%s", err);
+        cr_assert_eq(test_consumer_enable(c, (Perfetto__Protos__TraceConfig *) m, fd), 0);
+        protobuf_c_message_free_unpacked(m, NULL);
+}
+
+void fixture_for_each_packet(int fd, fixture_packet_fn fn, void *userdata) {
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        uint8_t *buf = malloc((size_t) st.st_size + 1);
+        cr_assert_not_null(buf);
+        cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
+        static struct pbr_field pkts[200000];
+        int n = pbr_split_trace(buf, (size_t) st.st_size, pkts, 200000);
+        cr_assert_geq(n, 0, "the trace does not parse");
+        for (int i = 0; i < n; i++) {
+                Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkts[i].len, pkts[i].data);
+                cr_assert_not_null(p, "packet %d does not decode", i);
+                fn(p, userdata);
+                perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        }
+        free(buf);
+}
+
+void fixture_record(struct traced_instance *inst, sd_event *event, const char *wait_for, const char *config,
+                    void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata) {
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, event, inst->consumer_path), 0);
+        cr_assert(fixture_wait_data_source(&cons, event, wait_for, 1, 5000), "%s never registered", wait_for);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/recorded.pftrace", inst->dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        cr_assert_geq(fd, 0);
+        fixture_enable_text(&cons, config, fd);
+        spin_ms(event, 500); /* the plugin sets up its instances */
+        action(action_data);
+        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+        cr_assert_eq(test_consumer_call(&cons, "DisableTracing", &dis.base,
+                                        &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
+                     0);
+        cr_assert(test_consumer_wait_disabled(&cons, 20000));
+        test_consumer_free(&cons);
+        fixture_for_each_packet(fd, fn, userdata);
+        close(fd);
+}

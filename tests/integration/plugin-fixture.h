@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* For tests that run traced with this build's plugins (the ftrace plugin):
+ * starting it, waiting for a data source, recording a text config while
+ * something happens, and walking the packets of the trace written. */
+
+#include <stdbool.h>
+
+#include <systemd/sd-event.h>
+
+#include "test-consumer.h"
+#include "traced-instance.h"
+
+#include "perfetto/trace/trace_packet.pb-c.h"
+
+/* Whether tracefs is mounted, or can be mounted here. */
+bool fixture_tracefs_usable(void);
+/* Starts a socket-activated traced with the plugins of this build and an
+ * event loop. Returns -errno. */
+int fixture_start(struct traced_instance *inst, sd_event **ret_event);
+/* Stops both (nothing if event is NULL), dumping the log if traced did
+ * not exit cleanly; false then. */
+bool fixture_stop(struct traced_instance *inst, sd_event **event);
+
+/* Data sources named name that producers registered (QueryServiceState). */
+unsigned fixture_count_data_source(struct test_consumer *c, const char *name);
+/* Waits until at least n are registered. */
+bool fixture_wait_data_source(struct test_consumer *c, sd_event *event, const char *name, unsigned n,
+                              unsigned timeout_ms);
+
+/* Starts a session from a text TraceConfig, its trace written into fd. */
+void fixture_enable_text(struct test_consumer *c, const char *text, int fd);
+
+typedef void (*fixture_packet_fn)(const Perfetto__Protos__TracePacket *p, void *userdata);
+/* Calls fn for every packet of the trace file fd. */
+void fixture_for_each_packet(int fd, fixture_packet_fn fn, void *userdata);
+
+/*
+ * Records: waits for data source wait_for, starts the text config
+ * (written into a file under inst->dir), runs action, disables the
+ * session, then calls fn for every packet of the trace.
+ */
+void fixture_record(struct traced_instance *inst, sd_event *event, const char *wait_for, const char *config,
+                    void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata);
