@@ -14,6 +14,7 @@
 #include "basic/macro.h"
 #include "basic/pbr.h"
 #include "profile.h"
+#include "summary.h"
 
 /* TracePacket fields (protos/perfetto/trace/trace_packet.proto) */
 enum {
@@ -395,7 +396,8 @@ static void process_tree(struct profile *p, const uint8_t *d, size_t n) {
         while (pbr_next(d, n, &pos, &f) > 0) {
                 if (f.wire_type != 2 || (f.number != 1 && f.number != 2))
                         continue;
-                int32_t id = -1, tgid = -1;
+                int32_t id = -1, tgid = -1, ppid = -1;
+                bool is_comm = false;
                 const uint8_t *name = NULL;
                 size_t name_len = 0;
                 size_t q = 0;
@@ -404,6 +406,10 @@ static void process_tree(struct profile *p, const uint8_t *d, size_t n) {
                                 id = (int32_t) g.varint;
                         else if (f.number == 2 && g.number == 3 && g.wire_type == 0)
                                 tgid = (int32_t) g.varint;
+                        else if (f.number == 1 && g.number == 2 && g.wire_type == 0)
+                                ppid = (int32_t) g.varint;
+                        else if (f.number == 1 && (g.number == 8 || g.number == 9) && g.wire_type == 0)
+                                is_comm |= g.varint != 0; /* is_kthread, cmdline_is_comm */
                         else if (g.wire_type == 2 && ((f.number == 2 && g.number == 2) || (f.number == 1 && g.number == 3))) {
                                 if (f.number == 1 && name)
                                         continue; /* argv[0] only */
@@ -420,18 +426,12 @@ static void process_tree(struct profile *p, const uint8_t *d, size_t n) {
                         t->tgid = tgid;
                 if (name && name_len) {
                         if (f.number == 1) {
-                                /* argv[0]: a path keeps its last component. */
-                                const uint8_t *slash = memrchr(name, '/', name_len);
-                                if (slash && (size_t) (slash + 1 - name) < name_len) {
-                                        name_len -= (size_t) (slash + 1 - name);
-                                        name = slash + 1;
-                                }
-                                size_t sp = 0; /* "cmd arg" in one string */
-                                while (sp < name_len && name[sp] != ' ')
-                                        sp++;
-                                name_len = sp ? sp : name_len;
-                        }
-                        set_str(&t->name, name, name_len);
+                                char raw[256], shown[256];
+                                snprintf(raw, sizeof(raw), "%.*s", (int) name_len, (const char *) name);
+                                summary_cmdline_name(raw, is_comm, ppid, shown, sizeof(shown));
+                                set_str(&t->name, (const uint8_t *) shown, strlen(shown));
+                        } else
+                                set_str(&t->name, name, name_len);
                 }
         }
 }
