@@ -133,14 +133,19 @@ static void print_compact_sched(uint32_t cpu, const Perfetto__Protos__FtraceEven
                 char st[32];
                 int32_t next = i < c->n_switch_next_pid ? c->switch_next_pid[i] : -1;
                 const char *next_comm = interned(c, c->n_switch_next_comm_index, c->switch_next_comm_index, i);
+                int64_t state = i < c->n_switch_prev_state ? c->switch_prev_state[i] : -1;
+                /* Idle never sleeps: a sleeping task leaving a CPU thought
+                 * idle was switched in without a record (it happens for
+                 * tasks woken onto an idle CPU): who it was is unknown. */
+                bool prev_known = known && cur->pid[cpu] >= 0 && !(cur->pid[cpu] == 0 && state > 0);
                 printf("         %" PRIu64 " cpu %u sched_switch prev_comm=%s prev_pid=", sw_ts, cpu,
-                       known && cur->comm[cpu] ? cur->comm[cpu] : "?");
-                if (known && cur->pid[cpu] >= 0)
+                       prev_known && cur->comm[cpu] ? cur->comm[cpu] : "?");
+                if (prev_known)
                         printf("%d", cur->pid[cpu]);
                 else
                         putchar('?');
                 printf(" prev_state=%s ==> next_comm=%s next_pid=%d next_prio=%d\n",
-                       task_state(i < c->n_switch_prev_state ? c->switch_prev_state[i] : -1, st, sizeof(st)), next_comm,
+                       task_state(state, st, sizeof(st)), next_comm,
                        next, i < c->n_switch_next_prio ? c->switch_next_prio[i] : -1);
                 if (known) {
                         cur->pid[cpu] = next;
