@@ -236,7 +236,8 @@ int cmd_report(int argc, char **argv) {
         if (r >= 0 && fflush(stdout) != 0)
                 r = -errno;
         if (r < 0) {
-                fprintf(stderr, "tracectl report: cannot write the report: %s\n", strerror(-r));
+                if (r != -EPIPE) /* the reader stopped early (| head) */
+                        fprintf(stderr, "tracectl report: cannot write the report: %s\n", strerror(-r));
                 ret = EXIT_OTHER;
         }
 out:

@@ -46,6 +46,9 @@ struct seq_mapping {
         uint64_t build_id;
         uint64_t *path_ids;
         size_t n_path;
+        char *path;             /* resolved on first use */
+        const char *build_id_s; /* owned by the build_ids table */
+        bool resolved;
 };
 
 struct seq_frame {
@@ -58,7 +61,11 @@ struct seq_callstack {
         uint64_t *frame_ids;
         size_t n_frames;
         uint32_t *syms; /* resolved on first use */
+        uint64_t hash, check; /* two independent hashes of syms */
         bool resolved;
+        /* the leaf this callstack reached last, under which thread node
+         * (+1; 0: none) of which tree: most samples repeat it */
+        uint32_t cache_thread, cache_leaf, cache_kind;
 };
 
 struct profile_seq {
@@ -66,6 +73,9 @@ struct profile_seq {
         struct table function_names, mapping_paths, build_ids, mappings, frames, callstacks;
         enum profile_kind kind;
         bool lost;
+        /* the thread node of the last sample */
+        bool have_last;
+        uint32_t last_pid, last_tid, last_kind, last_thread;
 };
 
 static void *table_get(struct table *t, uint64_t iid) {
@@ -116,6 +126,7 @@ static void free_string(void *e) {
 }
 static void free_mapping(void *e) {
         free(((struct seq_mapping *) e)->path_ids);
+        free(((struct seq_mapping *) e)->path);
 }
 static void free_callstack(void *e) {
         struct seq_callstack *c = e;
@@ -131,12 +142,15 @@ static void seq_clear(struct profile_seq *s) {
         table_done(&s->frames, NULL);
         table_done(&s->callstacks, free_callstack);
         s->kind = PROFILE_ON_CPU;
+        s->have_last = false;
 }
 
 static struct profile_seq *seq_get(struct profile *p, uint32_t id) {
         uint32_t i;
+        if (p->last_seq && p->last_seq->id == id)
+                return p->last_seq;
         if (u64map_get(&p->seq_index, id, &i))
-                return p->seqs[i];
+                return (p->last_seq = p->seqs[i]);
         struct profile_seq **v = realloc(p->seqs, (p->n_seqs + 1) * sizeof(*v));
         if (!v)
                 return NULL;
@@ -158,6 +172,7 @@ static struct profile_seq *seq_get(struct profile *p, uint32_t id) {
                 return NULL;
         }
         p->seqs[p->n_seqs++] = s;
+        p->last_seq = s;
         return s;
 }
 
@@ -199,8 +214,11 @@ void profile_done(struct profile *p) {
         }
         free(p->tasks);
         u64map_clear(&p->task_index);
-        for (size_t k = 0; k < _PROFILE_KIND_MAX; k++)
+        for (size_t k = 0; k < _PROFILE_KIND_MAX; k++) {
                 profile_tree_done(&p->trees[k]);
+                u64map_clear(&p->leaves[k]);
+                free(p->leaf_entries[k]);
+        }
         free(p->timebase);
         free(p->scratch);
         *p = (struct profile) {};
@@ -664,26 +682,31 @@ static uint32_t resolve_frame(struct profile *p, struct profile_seq *s, uint64_t
         }
         if (fr->sym != UINT32_MAX)
                 return fr->sym;
-        char path[1024] = "";
-        const char *build_id = NULL;
-        struct seq_mapping *m = fr->mapping_id ? table_get(&s->mappings, fr->mapping_id) : NULL;
-        if (!m && fr->mapping_id == 0)
-                m = table_get(&s->mappings, 0);
-        if (m) {
+        const char *path = "", *build_id = NULL;
+        struct seq_mapping *m = table_get(&s->mappings, fr->mapping_id);
+        if (m && !m->resolved) {
+                char buf[1024] = "";
                 size_t len = 0;
                 for (size_t i = 0; i < m->n_path; i++) {
                         struct seq_string *c = table_get(&s->mapping_paths, m->path_ids[i]);
                         if (!c || !c->s[0])
                                 continue;
                         bool bracket = len == 0 && c->s[0] == '[';
-                        int k = snprintf(path + len, sizeof(path) - len, "%s%s", bracket ? "" : "/", c->s);
-                        if (k < 0 || (size_t) k >= sizeof(path) - len)
+                        int k = snprintf(buf + len, sizeof(buf) - len, "%s%s", bracket ? "" : "/", c->s);
+                        if (k < 0 || (size_t) k >= sizeof(buf) - len)
                                 break;
                         len += (size_t) k;
                 }
+                m->path = strdup(buf);
+                if (!m->path)
+                        return UINT32_MAX;
                 struct seq_string *b = m->build_id ? table_get(&s->build_ids, m->build_id) : NULL;
-                if (b && b->s[0])
-                        build_id = b->s;
+                m->build_id_s = b && b->s[0] ? b->s : NULL;
+                m->resolved = true;
+        }
+        if (m) {
+                path = m->path;
+                build_id = m->build_id_s;
         }
         bool kernel = fr->kind == 2 || strncmp(path, "[kernel", 7) == 0 || strstr(path, ".ko") != NULL;
         struct seq_string *fn = fr->function_name_id ? table_get(&s->function_names, fr->function_name_id) : NULL;
@@ -718,8 +741,74 @@ static int resolve_callstack(struct profile *p, struct profile_seq *s, struct se
                 if (c->syms[i] == UINT32_MAX)
                         return -ENOMEM;
         }
+        c->hash = hash_bytes(c->syms, c->n_frames * sizeof(uint32_t));
+        c->check = c->n_frames;
+        for (size_t i = 0; i < c->n_frames; i++)
+                c->check = (c->check ^ c->syms[i]) * 0xff51afd7ed558ccdULL + (c->check >> 29);
         c->resolved = true;
         return 0;
+}
+
+/* Names a process that has none from its outermost user frame,
+ * preferring an executable to a library. */
+static int guess_name(struct profile *p, int32_t pid, const uint32_t *syms, size_t nf) {
+        struct profile_task *proc = task_get(p, true, pid, true);
+        if (!proc)
+                return -ENOMEM;
+        if (proc->name || proc->guess)
+                return 0;
+        const char *lib = NULL, *exe = NULL;
+        for (size_t i = 0; i < nf && !exe; i++) {
+                const struct profile_sym *sy = &p->syms[syms[i]];
+                if (sy->kernel || !sy->module || sy->module[0] == '[')
+                        continue;
+                if (strstr(sy->module, ".so"))
+                        lib = lib ? lib : sy->module;
+                else
+                        exe = sy->module;
+        }
+        if (exe || lib) {
+                proc->guess = strdup(exe ? exe : lib);
+                if (!proc->guess)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static bool frame_wanted(const struct profile *p, uint32_t sym) {
+        bool k = p->syms[sym].kernel;
+        return !((p->filter.kernel_only && !k) || (p->filter.user_only && k));
+}
+
+/* (thread, stack) -> leaf, keyed by one 64-bit hash of both and checked
+ * with the thread and a second, independent 64-bit hash of the stack. */
+static bool leaf_lookup(struct profile *p, enum profile_kind kind, uint64_t key, uint32_t thread, uint64_t check,
+                        uint32_t *ret) {
+        uint32_t i;
+        if (!u64map_get(&p->leaves[kind], key, &i))
+                return false;
+        const struct profile_leaf *e = &p->leaf_entries[kind][i];
+        if (e->thread != thread || e->check != check)
+                return false;
+        *ret = e->leaf;
+        return true;
+}
+
+static int leaf_add(struct profile *p, enum profile_kind kind, uint64_t key, uint32_t thread, uint64_t check, uint32_t leaf) {
+        uint32_t i;
+        if (u64map_get(&p->leaves[kind], key, &i))
+                return 0; /* a collision: that key stays with its first stack */
+        if (p->n_leaf_entries[kind] == p->cap_leaf_entries[kind]) {
+                size_t cap = p->cap_leaf_entries[kind] ? p->cap_leaf_entries[kind] * 2 : 1024;
+                struct profile_leaf *v = realloc(p->leaf_entries[kind], cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                p->leaf_entries[kind] = v;
+                p->cap_leaf_entries[kind] = cap;
+        }
+        i = (uint32_t) p->n_leaf_entries[kind]++;
+        p->leaf_entries[kind][i] = (struct profile_leaf) { .thread = thread, .leaf = leaf, .check = check };
+        return u64map_put(&p->leaves[kind], key, i);
 }
 
 static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, uint64_t ts, const uint8_t *d, size_t n) {
@@ -810,29 +899,54 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
         if (unwind_error)
                 p->unwind_errors++;
 
-        /* Name a process that has none from its outermost user frame. */
-        struct profile_task *proc = task_get(p, true, (int32_t) pid, true);
-        if (!proc)
-                return -ENOMEM;
-        if (!proc->name && !proc->guess)
-                for (size_t i = 0; i < nf; i++)
-                        if (!p->syms[syms[i]].kernel && p->syms[syms[i]].module) {
-                                proc->guess = strdup(p->syms[syms[i]].module);
-                                break;
-                        }
-
         struct profile_tree *t = &p->trees[kind];
-        uint32_t node = profile_tree_child(t, 0, NODE_PROCESS, (uint32_t) pid);
-        if (node != UINT32_MAX)
-                node = profile_tree_child(t, node, NODE_THREAD, (uint32_t) tid);
-        for (size_t i = 0; i < nf && node != UINT32_MAX; i++) {
-                const struct profile_sym *sy = &p->syms[syms[i]];
-                if ((flt->kernel_only && !sy->kernel) || (flt->user_only && sy->kernel))
-                        continue;
-                node = profile_tree_child(t, node, NODE_FRAME, syms[i]);
+        uint32_t thread;
+        if (s->have_last && s->last_pid == pid && s->last_tid == tid && s->last_kind == kind)
+                thread = s->last_thread;
+        else {
+                size_t before = t->n_nodes;
+                thread = profile_tree_child(t, 0, NODE_PROCESS, (uint32_t) pid);
+                if (thread == UINT32_MAX)
+                        return -ENOMEM;
+                if (t->n_nodes > before && guess_name(p, (int32_t) pid, syms, nf) < 0)
+                        return -ENOMEM;
+                thread = profile_tree_child(t, thread, NODE_THREAD, (uint32_t) tid);
+                if (thread == UINT32_MAX)
+                        return -ENOMEM;
+                s->have_last = true;
+                s->last_pid = (uint32_t) pid;
+                s->last_tid = (uint32_t) tid;
+                s->last_kind = kind;
+                s->last_thread = thread;
         }
-        if (node == UINT32_MAX)
-                return -ENOMEM;
+        /* The leaf: the callstack's last one for this thread; else from
+         * (thread, stack content) -> leaf, which outlives the clearing of
+         * a sequence's interned state; else walked down from the thread. */
+        uint32_t node;
+        uint64_t leaf_key = c ? (c->hash ^ ((uint64_t) thread * 0x9e3779b97f4a7c15ULL)) : 0;
+        if (c && c->cache_thread == thread + 1 && c->cache_kind == kind)
+                node = c->cache_leaf;
+        else if (c && leaf_lookup(p, kind, leaf_key, thread, c->check, &node)) {
+                c->cache_thread = thread + 1;
+                c->cache_leaf = node;
+                c->cache_kind = kind;
+        } else {
+                node = thread;
+                for (size_t i = 0; i < nf && node != UINT32_MAX; i++) {
+                        if (!frame_wanted(p, syms[i]))
+                                continue;
+                        node = profile_tree_child(t, node, NODE_FRAME, syms[i]);
+                }
+                if (node == UINT32_MAX)
+                        return -ENOMEM;
+                if (c) {
+                        c->cache_thread = thread + 1;
+                        c->cache_leaf = node;
+                        c->cache_kind = kind;
+                        if (leaf_add(p, kind, leaf_key, thread, c->check, node) < 0)
+                                return -ENOMEM;
+                }
+        }
         t->nodes[node].self[0] += 1;
         /* Off-CPU samples weigh their blocked time; a sample without one
          * weighs nothing in time but still counts as a sample. */

@@ -82,6 +82,7 @@ struct profile {
         struct profile_seq **seqs;
         size_t n_seqs;
         struct u64map seq_index;
+        struct profile_seq *last_seq;
         struct profile_task *tasks;
         size_t n_tasks, cap_tasks;
         struct u64map task_index; /* (kind << 32 | id) -> task */
@@ -89,6 +90,12 @@ struct profile {
          * root first; tree is the one reported (profile_finish) */
         struct profile_tree trees[_PROFILE_KIND_MAX];
         struct profile_tree *tree;
+        struct u64map leaves[_PROFILE_KIND_MAX]; /* hash(thread, stack) -> leaf_entries */
+        struct profile_leaf {
+                uint32_t thread, leaf;
+                uint64_t check;
+        } *leaf_entries[_PROFILE_KIND_MAX];
+        size_t n_leaf_entries[_PROFILE_KIND_MAX], cap_leaf_entries[_PROFILE_KIND_MAX];
         enum profile_kind kind;
         unsigned metric; /* index into self[] and total[] */
         /* what was seen */
