@@ -199,7 +199,7 @@ int report_svg(FILE *f, struct profile *p, const struct report_options *o) {
                    "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%.0f\" height=\"%.0f\" "
                    "viewBox=\"0 0 %.0f %.0f\" font-family=\"monospace\" font-size=\"12\">\n",
                 SVG_WIDTH, s.height, SVG_WIDTH, s.height);
-        fprintf(f, "<style>g.f:hover rect{stroke:black;stroke-width:0.5;cursor:pointer} text{pointer-events:none}"
+        fprintf(f, "<style>g.f:hover rect{stroke:black;stroke-width:0.5;cursor:pointer} g.f text{pointer-events:none}"
                    " #unzoom,#search{cursor:pointer}</style>\n");
         fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"rgb(250,250,240)\"/>\n", SVG_WIDTH, s.height);
         fprintf(f, "<text x=\"%.0f\" y=\"20\" text-anchor=\"middle\" font-size=\"16\">", SVG_WIDTH / 2);
