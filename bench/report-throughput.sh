@@ -34,18 +34,20 @@ target_mb=${TARGET_MB:-1024}
 work=$(mktemp -d /tmp/report-bench-XXXXXX)
 pids=""
 cleanup() {
-        for p in $pids; do kill "$p" 2>/dev/null || true; done
+        for p in $pids; do kill -TERM -- "-$p" 2>/dev/null || kill "$p" 2>/dev/null || true; done
         rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 
 echo "== recording $duration s at $freq Hz (perf record -a -g)" >&2
-perf bench sched messaging -l 1000000 >/dev/null 2>&1 &
+# The workload runs in process groups of its own (setsid), killed whole:
+# messaging as threads of one process, two groups of 20 senders/receivers.
+setsid perf bench sched messaging -t -g 2 -l 100000000 >/dev/null 2>&1 &
 pids="$pids $!"
-sh -c 'while :; do gzip -9 <"$1" >/dev/null; done' sh "$build/tracectl" &
+setsid sh -c 'while :; do gzip -9 <"$1" >/dev/null; done' sh "$build/tracectl" &
 pids="$pids $!"
 perf record -q -F "$freq" -a -g -o "$work/perf.data" -- sleep "$duration" 2>/dev/null
-for p in $pids; do kill "$p" 2>/dev/null || true; done
+for p in $pids; do kill -TERM -- "-$p" 2>/dev/null || kill "$p" 2>/dev/null || true; done
 pids=""
 wait 2>/dev/null || true
 
@@ -58,15 +60,15 @@ rm -f "$work/script.txt"
 samples=$(sed -n 's/^\([0-9]*\) samples.*/\1/p' "$work/convert.txt")
 cat "$work/perf.data" "$work/same.pftrace" "$work/large.pftrace" >/dev/null
 
-run() { # name cmd... ; appends "seconds maxrss_kB" to $work/$name
+run() { # name cmd... ; appends "wall_s maxrss_kB cpu_s" to $work/$name
         name=$1
         shift
-        /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null 2>"$work/err.txt" || {
+        /usr/bin/time -f "%e %M %U %S" -o "$work/time.txt" "$@" >/dev/null 2>"$work/err.txt" || {
                 echo "failed: $*" >&2
                 cat "$work/err.txt" >&2
                 exit 1
         }
-        tail -n 1 "$work/time.txt" >>"$work/$name"
+        tail -n 1 "$work/time.txt" | awk '{ print $1, $2, $3 + $4 }' >>"$work/$name"
 }
 
 r=1
@@ -79,8 +81,11 @@ while [ "$r" -le "$rounds" ]; do
         r=$((r + 1))
 done
 
-stats() { # file -> "min median max maxrss"
-        sort -n "$1" | awk '{ t[NR] = $1; if ($2 > m) m = $2 } END { printf "%.3f %.3f %.3f %d", t[1], t[int((NR + 1) / 2)], t[NR], m }'
+stats() { # file -> "min median max maxrss cpu_median" (wall seconds; CPU seconds user+sys)
+        wall=$(sort -n "$1" | awk '{ t[NR] = $1; if ($2 > m) m = $2 }
+                END { printf "%.3f %.3f %.3f %d", t[1], t[int((NR + 1) / 2)], t[NR], m }')
+        cpu=$(awk '{ print $3 }' "$1" | sort -n | awk '{ c[NR] = $1 } END { printf "%.3f", c[int((NR + 1) / 2)] }')
+        echo "$wall $cpu"
 }
 
 perf_bytes=$(stat -c %s "$work/perf.data")
@@ -88,13 +93,16 @@ large_bytes=$(stat -c %s "$work/large.pftrace")
 set -- $(stats "$work/perf")
 perf_med=$2
 echo
-echo "Samples: $samples per copy ($(cat "$work/convert.txt")); rounds: $rounds"
-printf '%-34s %10s %12s %8s %8s %8s %9s %12s %9s\n' tool input-MB samples min-s med-s max-s MB/s samples/s max-RSS-MB
+echo "Workload: $(cat "$work/convert.txt"); the large trace is $copies copies; rounds: $rounds"
+echo "Wall seconds min/median/max; MB/s and samples/s at the median wall time; CPU: median user+sys seconds"
+echo "and MB/s per CPU second; ratio: samples/s at the median against perf report's."
+printf '%-34s %9s %10s %7s %7s %7s %8s %11s %7s %8s %8s %7s\n' tool input-MB samples min-s med-s max-s MB/s samples/s cpu-s MB/cpu-s RSS-MB ratio
 line() { # label bytes samples statsfile
         set -- "$1" "$2" "$3" $(stats "$4")
-        awk -v l="$1" -v b="$2" -v n="$3" -v mn="$4" -v md="$5" -v mx="$6" -v rss="$7" -v pm="$perf_med" -v ps="$samples" \
-                'BEGIN { printf "%-34s %10.1f %12d %8.3f %8.3f %8.3f %9.1f %12.0f %9.1f   x%.2f vs perf report\n",
-                         l, b / 1048576, n, mn, md, mx, b / 1048576 / md, n / md, rss / 1024, (n / md) / (ps / pm) }'
+        awk -v l="$1" -v b="$2" -v n="$3" -v mn="$4" -v md="$5" -v mx="$6" -v rss="$7" -v cpu="$8" -v pm="$perf_med" -v ps="$samples" \
+                'BEGIN { printf "%-34s %9.1f %10d %7.3f %7.3f %7.3f %8.1f %11.0f %7.3f %8.1f %8.1f %6.1fx\n",
+                         l, b / 1048576, n, mn, md, mx, b / 1048576 / md, n / md, cpu, b / 1048576 / (cpu > 0 ? cpu : 0.001),
+                         rss / 1024, (n / md) / (ps / pm) }'
 }
 line "perf report --stdio (perf.data)" "$perf_bytes" "$samples" "$work/perf"
 line "tracectl report (same samples)" "$copy_bytes" "$samples" "$work/same"
