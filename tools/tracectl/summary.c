@@ -551,8 +551,9 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 fprintf(f,
                         "Scheduling:     %zu switches out had no switch in recorded (the kernel leaves out some\n"
                         "                switches from idle to a woken task); %" PRIu64 " were timed from the task's\n"
-                        "                waking: %.3f ms counted, of which at least %.3f ms certain (after\n"
-                        "                the first event the task caused); %.3f ms stayed unattributed%s\n",
+                        "                waking: %.3f ms counted (an upper bound: the wakeup latency is in it;\n"
+                        "                %.3f ms of it came after the next event on that CPU); %.3f ms stayed\n"
+                        "                unattributed%s\n",
                         s->n_gaps, s->gaps_from_waking, (double) s->gaps_upper_ns / 1e6, (double) s->gaps_lower_ns / 1e6,
                         (double) s->gaps_unattributed_ns / 1e6,
                         s->wakes_dropped ? " (too many wakings to keep them all)" : "");
