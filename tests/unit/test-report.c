@@ -842,3 +842,41 @@ Test(summary, empty_and_truncated_files_fail) {
         free(empty);
         free(cut);
 }
+
+/* A real capture: two compact bundles (cpu 0 and 1) recorded by traced's
+ * ftrace plugin on Linux 6.18 (tests/data/ftrace/compact-sched.pftrace). */
+Test(print, compact_sched_kernel_capture) {
+        char *out, *err;
+        cr_assert_eq(run_tracectl("print " TEST_DATA_DIR "/ftrace/compact-sched.pftrace", &out, &err), 0, "%s", err);
+        cr_assert_not_null(strstr(out, "cpu 0, 53 events (36 switches, 17 wakings compact)"), "%s", out);
+        cr_assert_not_null(strstr(out, "cpu 1, 199 events (136 switches, 63 wakings compact)"), "%s", out);
+        size_t switches = 0, wakings = 0;
+        uint64_t last_ts[2] = { 0, 0 };
+        long last_next[2] = { -1, -1 };
+        char *save = NULL;
+        for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                unsigned long long ts;
+                unsigned cpu;
+                char what[32];
+                if (sscanf(line, " %llu cpu %u %31s", &ts, &cpu, what) != 3)
+                        continue;
+                cr_assert_lt(cpu, 2);
+                cr_assert_geq(ts, last_ts[cpu], "time goes back on cpu %u: %s", cpu, line);
+                last_ts[cpu] = ts;
+                if (strcmp(what, "sched_waking") == 0) {
+                        wakings++;
+                        continue;
+                }
+                cr_assert_str_eq(what, "sched_switch");
+                switches++;
+                const char *prev = strstr(line, " prev_pid="), *next = strstr(line, " next_pid=");
+                cr_assert(prev && next, "%s", line);
+                if (prev[10] != '?')
+                        cr_assert_eq(strtol(prev + 10, NULL, 10), last_next[cpu], "%s", line);
+                last_next[cpu] = strtol(next + 10, NULL, 10);
+        }
+        cr_assert_eq(switches, 36 + 136);
+        cr_assert_eq(wakings, 17 + 63);
+        free(out);
+        free(err);
+}
