@@ -546,6 +546,8 @@ Test(report, filters_and_kinds) {
         load(&p, path, &flt);
         fo = render(&p, folded_fn, NULL);
         cr_assert_eq(folded_count(fo, "app;do_syscall_64"), 3, "%s", fo);
+        cr_assert_eq(p.tree->nodes[0].total[0], 3, "samples without kernel frames count: %s", fo);
+        cr_assert_eq(p.samples_filtered, 8 + 1); /* and the off-CPU one without kernel frames */
         free(fo);
         profile_done(&p);
 

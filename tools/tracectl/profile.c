@@ -947,6 +947,11 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                                 return -ENOMEM;
                 }
         }
+        if (node == thread && (flt->kernel_only || flt->user_only)) {
+                /* --kernel or --user left nothing of this stack */
+                p->samples_filtered++;
+                return 0;
+        }
         t->nodes[node].self[0] += 1;
         /* Off-CPU samples weigh their blocked time; a sample without one
          * weighs nothing in time but still counts as a sample. */
