@@ -708,7 +708,10 @@ static uint32_t resolve_frame(struct profile *p, struct profile_seq *s, uint64_t
                 path = m->path;
                 build_id = m->build_id_s;
         }
-        bool kernel = fr->kind == 2 || strncmp(path, "[kernel", 7) == 0 || strstr(path, ".ko") != NULL;
+        /* Kernel frames: upstream traced_perf puts them in a mapping named
+         * "kernel", perf tools in "[kernel.kallsyms]" and modules. */
+        bool kernel = fr->kind == 2 || strncmp(path, "[kernel", 7) == 0 || strcmp(path, "/kernel") == 0 ||
+                      strstr(path, ".ko") != NULL;
         struct seq_string *fn = fr->function_name_id ? table_get(&s->function_names, fr->function_name_id) : NULL;
         const char *module = path[0] ? basename_of(path) : NULL;
         uint32_t sym;
