@@ -132,6 +132,10 @@ static int run_tracectl(const char *args, char **ret_out, char **ret_err) {
 enum { FN_MAIN = 1, FN_WORK, FN_SPIN, FN_KERNEL };
 enum { CS_SPIN = 1, CS_UNSYM, CS_KERNEL };
 
+/* The kernel's mapping: perf tools call it "[kernel.kallsyms]", upstream
+ * traced_perf "kernel". */
+static const char *kernel_mapping = "[kernel.kallsyms]";
+
 static void write_profile_header(FILE *f, uint32_t seq, bool off_cpu) {
         Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
         Perfetto__Protos__TracePacketDefaults d = PERFETTO__PROTOS__TRACE_PACKET_DEFAULTS__INIT;
@@ -151,7 +155,7 @@ static void write_profile_header(FILE *f, uint32_t seq, bool off_cpu) {
 
         Perfetto__Protos__InternedData in = PERFETTO__PROTOS__INTERNED_DATA__INIT;
         Perfetto__Protos__InternedString s[8], *sp[8];
-        const char *paths[] = { "usr", "bin", "app", "[kernel.kallsyms]" };
+        const char *paths[] = { "usr", "bin", "app", kernel_mapping };
         for (size_t i = 0; i < 4; i++) {
                 s[i] = (Perfetto__Protos__InternedString) PERFETTO__PROTOS__INTERNED_STRING__INIT;
                 s[i].iid = i + 1;
@@ -586,7 +590,20 @@ Test(report, filters_and_kinds) {
         free(path);
 }
 
-/* A frame that recurses counts once in its total. */
+Test(report, upstream_kernel_mapping_is_kernel) {
+        kernel_mapping = "kernel";
+        char *path = synthetic_profile();
+        struct profile p;
+        struct profile_filter flt = { .pid = -1, .tid = -1, .cpu = -1, .kernel_only = true };
+        load(&p, path, &flt);
+        char *fo = render(&p, folded_fn, NULL);
+        cr_assert_eq(folded_count(fo, "app;do_syscall_64"), 3, "%s", fo);
+        free(fo);
+        profile_done(&p);
+        unlink(path);
+        free(path);
+}
+
 Test(report, text_thread_tables) {
         char *path = synthetic_profile();
         char *out, *err, *args;
