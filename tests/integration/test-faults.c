@@ -1,0 +1,573 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* What traced promises about data when a peer misbehaves or dies: a
+ * hostile producer that writes its own shared memory (impossible chunk
+ * headers, page layouts flipped while the service reads, CommitData naming
+ * chunks it does not own, patches out of bounds, trusted fields) and a
+ * producer SIGKILLed mid-chunk and mid-fragment. Each test runs a
+ * legitimate producer in the same session and checks every one of its
+ * packets in the decoded trace: sequence number and payload byte for byte
+ * (the payload is a function of the sequence number, so a changed byte is
+ * caught like a checksum would catch it). The man page's RELIABILITY
+ * section names these tests. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "basic/pbr.h"
+#include "raw-producer.h"
+#include "test-consumer.h"
+#include "traced-instance.h"
+
+#include "perfetto/common/commit_data_request.pb-c.h"
+#include "perfetto/common/trace_stats.pb-c.h"
+#include "perfetto/ipc/consumer_port.pb-c.h"
+
+enum {
+        F_TRUSTED_UID = 3,
+        F_TRUSTED_SEQ = 10,
+        F_TRACE_STATS = 35,
+        F_TRUSTED_PID = 79,
+        F_FOR_TESTING = 900,
+};
+
+#define GOOD_PACKETS 300u
+/* Larger than a quarter of a 4 KiB page: every packet of the legitimate
+ * producer spans two chunks, so fragments are exercised too. */
+#define GOOD_PAYLOAD 1500u
+#define HOSTILE_TAG "HOSTILE"
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static void setup(void) {
+        cr_assert(traced_test_setup(&inst, &ev), "could not start traced");
+}
+
+static void teardown(void) {
+        cr_expect(traced_test_teardown(&inst, &ev), "traced did not exit cleanly");
+}
+
+TestSuite(hostile, .init = setup, .fini = teardown, .timeout = 120);
+TestSuite(faults, .init = setup, .fini = teardown, .timeout = 120);
+
+static bool started(struct raw_producer *p) {
+        return p->n_start > 0;
+}
+
+static bool registered(struct raw_producer *p) {
+        return p->registered;
+}
+
+static bool lost(struct raw_producer *p) {
+        return p->connection_lost;
+}
+
+struct outcome {
+        /* Packets of the legitimate producer (lowercase payloads). */
+        size_t good;
+        uint32_t next_seq;
+        bool good_in_order, good_payload_ok;
+        /* Packets carrying the hostile tag that reached the trace. */
+        size_t hostile;
+        /* Packets whose trusted fields are not the service's. */
+        size_t spoofed;
+        uint64_t abi_violations, chunks_discarded, patches_failed, patches_discarded, invalid_packets;
+        uint64_t trace_writer_packet_loss;
+        bool have_stats;
+};
+
+static void decode(const uint8_t *buf, size_t len, size_t payload_size, struct outcome *o) {
+        static struct pbr_field pkts[200000];
+        memset(o, 0, sizeof(*o));
+        o->good_in_order = o->good_payload_ok = true;
+        int n = pbr_split_trace(buf, len, pkts, ELEMENTSOF(pkts));
+        cr_assert_geq(n, 0, "the trace does not parse");
+        _cleanup_free_ char *expected = malloc(payload_size + 1);
+        cr_assert_not_null(expected);
+        for (int i = 0; i < n; i++) {
+                const uint8_t *p = pkts[i].data;
+                size_t l = pkts[i].len;
+                struct pbr_field f, g;
+                if (pbr_count(p, l, F_TRUSTED_SEQ) != 1 || pbr_count(p, l, F_TRUSTED_UID) > 1 ||
+                    pbr_count(p, l, F_TRUSTED_PID) > 1)
+                        o->spoofed++;
+                if (pbr_get(p, l, F_TRACE_STATS, false, &f)) {
+                        Perfetto__Protos__TraceStats *st = perfetto__protos__trace_stats__unpack(NULL, f.len, f.data);
+                        cr_assert_not_null(st, "TraceStats does not decode");
+                        o->have_stats = true;
+                        for (size_t b = 0; b < st->n_buffer_stats; b++) {
+                                o->abi_violations += st->buffer_stats[b]->abi_violations;
+                                o->chunks_discarded += st->buffer_stats[b]->chunks_discarded;
+                                o->patches_failed += st->buffer_stats[b]->patches_failed;
+                                o->trace_writer_packet_loss += st->buffer_stats[b]->trace_writer_packet_loss;
+                        }
+                        o->patches_discarded = st->patches_discarded;
+                        o->invalid_packets = st->invalid_packets;
+                        perfetto__protos__trace_stats__free_unpacked(st, NULL);
+                }
+                if (!pbr_get(p, l, F_FOR_TESTING, false, &f))
+                        continue;
+                struct pbr_field str, seq;
+                if (pbr_get(f.data, f.len, 1, false, &str) && str.len >= strlen(HOSTILE_TAG) &&
+                    memcmp(str.data, HOSTILE_TAG, strlen(HOSTILE_TAG)) == 0) {
+                        o->hostile++;
+                        continue;
+                }
+                if (!pbr_get(f.data, f.len, 1, false, &str) || !pbr_get(f.data, f.len, 2, false, &seq)) {
+                        o->good_payload_ok = false;
+                        continue;
+                }
+                /* Only the legitimate producer writes lowercase payloads. */
+                o->good++;
+                if (seq.varint != o->next_seq)
+                        o->good_in_order = false;
+                o->next_seq = (uint32_t) seq.varint + 1;
+                raw_producer_payload((uint32_t) seq.varint, payload_size, expected);
+                if (str.len != payload_size || memcmp(str.data, expected, payload_size) != 0)
+                        o->good_payload_ok = false;
+                if (!pbr_get(p, l, F_TRUSTED_PID, false, &g) || g.varint != (uint64_t) getpid())
+                        o->spoofed++;
+        }
+}
+
+/* Takes a free chunk of p's SMB for writer_id, returns it (page, index). */
+static struct smb_chunk grab_chunk(struct raw_producer *p, uint16_t writer_id, uint32_t chunk_id) {
+        for (size_t page = 0; page < p->abi.num_pages; page++) {
+                if (smb_page_bitmap(&p->abi, page) == 0)
+                        (void) smb_try_partition_page(&p->abi, page, SMB_PAGE_DIV4);
+                uint32_t n = smb_bitmap_num_chunks(smb_page_bitmap(&p->abi, page));
+                for (size_t i = 0; i < n; i++) {
+                        struct smb_chunk c = smb_try_acquire_chunk_for_writing(&p->abi, page, i, writer_id, chunk_id);
+                        if (smb_chunk_is_valid(&c))
+                                return c;
+                }
+        }
+        cr_assert_fail("the hostile producer's SMB is full");
+        return (struct smb_chunk) {};
+}
+
+static void queue_commit(struct raw_producer *p, const struct smb_chunk *c) {
+        size_t page, idx;
+        cr_assert_eq(smb_chunk_location(&p->abi, c, &page, &idx), 0);
+        p->pending[p->n_pending].page = (uint32_t) page;
+        p->pending[p->n_pending].chunk = (uint32_t) idx;
+        p->n_pending++;
+}
+
+/* Writes payload into a chunk whose header says count/flags, completes it
+ * and queues its commit. */
+static void hostile_chunk(struct raw_producer *p, uint16_t writer_id, uint32_t chunk_id, uint16_t count, uint8_t flags,
+                          const uint8_t *payload, size_t len) {
+        struct smb_chunk c = grab_chunk(p, writer_id, chunk_id);
+        cr_assert_leq(len, smb_chunk_payload_size(&c));
+        memcpy(smb_chunk_payload(&c), payload, len);
+        atomic_store(&smb_chunk_header(&c)->packets, smb_packets_pack(count, flags));
+        queue_commit(p, &c);
+        cr_assert_geq(smb_release_chunk_as_complete(&p->abi, &c), 0);
+}
+
+static void put_varint4(uint8_t *dst, uint32_t v) {
+        dst[0] = (uint8_t) ((v & 0x7f) | 0x80);
+        dst[1] = (uint8_t) (((v >> 7) & 0x7f) | 0x80);
+        dst[2] = (uint8_t) (((v >> 14) & 0x7f) | 0x80);
+        dst[3] = (uint8_t) ((v >> 21) & 0x7f);
+}
+
+/* A TracePacket { for_testing { str: "HOSTILE…" } } with extra leading
+ * bytes (extra, extra_len), framed as one fragment; returns its size. */
+static size_t hostile_packet(uint8_t *dst, const uint8_t *extra, size_t extra_len) {
+        static const char tag[] = HOSTILE_TAG "-packet";
+        size_t str_len = strlen(tag);
+        size_t inner = 2 + str_len;
+        size_t body = extra_len + 3 + inner;
+        put_varint4(dst, (uint32_t) body);
+        uint8_t *q = dst + SMB_PACKET_HEADER_SIZE;
+        memcpy(q, extra, extra_len);
+        q += extra_len;
+        *q++ = 0xa2; /* field 900, length-delimited */
+        *q++ = 0x38;
+        *q++ = (uint8_t) inner;
+        *q++ = 0x0a; /* str */
+        *q++ = (uint8_t) str_len;
+        memcpy(q, tag, str_len);
+        return SMB_PACKET_HEADER_SIZE + body;
+}
+
+struct scene {
+        struct raw_producer good, bad;
+        struct test_consumer cons;
+};
+
+static void scene_start(struct scene *s, uint32_t duration_ms) {
+        cr_assert_eq(raw_producer_connect(&s->good, ev, inst.producer_path, "good", "test.data", 2 * 1024 * 1024, 4096),
+                     0);
+        cr_assert(raw_producer_spin_until(&s->good, registered, 10000));
+        cr_assert_eq(raw_producer_connect(&s->bad, ev, inst.producer_path, "bad", "test.data", 256 * 1024, 4096), 0);
+        cr_assert(raw_producer_spin_until(&s->bad, registered, 10000));
+        s->good.packets_at_start = GOOD_PACKETS;
+        s->good.payload_size = GOOD_PAYLOAD;
+        cr_assert_eq(test_consumer_connect(&s->cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(4096, "test.data", duration_ms);
+        cr_assert_eq(test_consumer_enable(&s->cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&s->good, started, 10000));
+        cr_assert(raw_producer_spin_until(&s->bad, started, 10000));
+        cr_assert(s->bad.smb_ready);
+}
+
+/* Waits for the session's end, reads it and checks the legitimate
+ * producer lost nothing and the service still serves. */
+static void scene_finish(struct scene *s, struct outcome *o) {
+        cr_assert(test_consumer_wait_disabled(&s->cons, 30000), "the session did not end");
+        cr_assert(s->cons.disabled);
+        cr_assert_eq(test_consumer_read(&s->cons, 20000), 0);
+        decode(s->cons.data, s->cons.len, GOOD_PAYLOAD, o);
+        cr_assert(o->have_stats, "no TraceStats in the trace");
+        cr_assert_eq(o->good, GOOD_PACKETS, "the legitimate producer lost packets: %zu of %u", o->good,
+                     GOOD_PACKETS);
+        cr_assert(o->good_in_order, "the legitimate producer's sequence has a gap or a reorder");
+        cr_assert(o->good_payload_ok, "a legitimate packet's payload changed");
+        cr_assert_eq(o->spoofed, 0, "a packet carries trusted fields that are not the service's");
+        cr_assert_not(s->good.connection_lost, "the legitimate producer was disconnected");
+        cr_assert(traced_instance_alive(&inst), "traced died");
+        test_consumer_free(&s->cons);
+        raw_producer_free(&s->bad);
+        raw_producer_free(&s->good);
+
+        /* The service keeps serving: a fresh session records completely. */
+        struct raw_producer p;
+        struct test_consumer c;
+        cr_assert_eq(raw_producer_connect(&p, ev, inst.producer_path, "after", "test.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&p, registered, 10000));
+        p.packets_at_start = 20;
+        p.payload_size = 16;
+        cr_assert_eq(test_consumer_connect(&c, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 300);
+        cr_assert_eq(test_consumer_enable(&c, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&c, 20000), "a later session did not end");
+        cr_assert_eq(test_consumer_read(&c, 20000), 0);
+        struct outcome after;
+        decode(c.data, c.len, 16, &after);
+        cr_assert_eq(after.good, 20, "a later session lost packets");
+        test_consumer_free(&c);
+        raw_producer_free(&p);
+}
+
+static void commit_bad(struct scene *s) {
+        cr_assert_eq(raw_producer_commit(&s->bad, 0), 0);
+        spin_ms(ev, 20);
+}
+
+Test(hostile, impossible_chunk_headers_are_dropped_and_counted) {
+        struct scene s;
+        struct outcome o;
+        uint8_t buf[1024];
+        size_t n;
+        uint32_t id = 100;
+
+        scene_start(&s, 2500);
+
+        /* 1. A packet count of 1023 over one packet and 0xff filler. */
+        memset(buf, 0xff, sizeof(buf));
+        n = hostile_packet(buf, NULL, 0);
+        hostile_chunk(&s.bad, 7, id++, SMB_MAX_PACKET_COUNT, 0, buf, 1000);
+        /* 2. A fragment whose size runs past the chunk. */
+        memset(buf, 0, sizeof(buf));
+        put_varint4(buf, 5000);
+        hostile_chunk(&s.bad, 7, id++, 1, 0, buf, 64);
+        /* 3. A size of 2^28 - 2 and the drop sentinel with data after. */
+        put_varint4(buf, (1u << 28) - 2);
+        hostile_chunk(&s.bad, 7, id++, 1, 0, buf, 64);
+        put_varint4(buf, SMB_PACKET_SIZE_DROP_PACKET);
+        n = hostile_packet(buf + 4, NULL, 0);
+        hostile_chunk(&s.bad, 7, id++, 2, 0, buf, 4 + n);
+        /* 4. A count of 0 over a valid-looking packet. */
+        n = hostile_packet(buf, NULL, 0);
+        hostile_chunk(&s.bad, 7, id++, 0, 0, buf, n);
+        /* 5. Fragment flags with nothing to continue from or into: a
+         * continuation on a fresh writer, a packet continuing into a chunk
+         * that never comes, both flags on a one-fragment chunk, and every
+         * undefined flag bit set. */
+        n = hostile_packet(buf, NULL, 0);
+        hostile_chunk(&s.bad, 8, 0, 1, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, buf, n);
+        hostile_chunk(&s.bad, 8, 1, 1, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, buf, n);
+        hostile_chunk(&s.bad, 9, 0, 1,
+                      SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV | SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, buf, n);
+        hostile_chunk(&s.bad, 10, 0, 1, 0x3f, buf, n);
+        /* 6. The same chunk id twice, and ids running backwards. */
+        hostile_chunk(&s.bad, 11, 5, 1, 0, buf, n);
+        hostile_chunk(&s.bad, 11, 5, 1, 0, buf, n);
+        hostile_chunk(&s.bad, 11, 4, 1, 0, buf, n);
+        hostile_chunk(&s.bad, 11, UINT32_MAX, 1, 0, buf, n);
+        commit_bad(&s);
+        /* 7. Writer ids 0 and past the maximum written into the header
+         * after the chunk was taken. */
+        for (unsigned w = 0; w < 2; w++) {
+                struct smb_chunk c = grab_chunk(&s.bad, 12, id++);
+                n = hostile_packet(smb_chunk_payload(&c), NULL, 0);
+                atomic_store(&smb_chunk_header(&c)->packets, smb_packets_pack(1, 0));
+                atomic_store(&smb_chunk_header(&c)->writer_id, w == 0 ? 0 : 0xffff);
+                queue_commit(&s.bad, &c);
+                /* The release checks the header no more; flip the state. */
+                (void) smb_release_chunk_as_complete(&s.bad.abi, &c);
+        }
+        commit_bad(&s);
+
+        scene_finish(&s, &o);
+        cr_assert_gt(o.abi_violations + o.chunks_discarded + o.invalid_packets, 0,
+                     "the hostile chunks were dropped without being counted");
+        cr_log_info("hostile: %zu tagged packets kept, abi_violations %lu, chunks_discarded %lu, invalid %lu",
+                    o.hostile, (unsigned long) o.abi_violations, (unsigned long) o.chunks_discarded,
+                    (unsigned long) o.invalid_packets);
+}
+
+struct flipper {
+        struct raw_producer *p;
+        atomic_bool stop;
+        unsigned long flips;
+};
+
+static void *flip_pages(void *arg) {
+        struct flipper *f = arg;
+        unsigned seed = 1;
+        while (!atomic_load(&f->stop)) {
+                for (size_t page = 0; page < f->p->abi.num_pages; page++) {
+                        _Atomic uint32_t *h = &smb_page_header(&f->p->abi, page)->header_bitmap;
+                        seed = seed * 1103515245u + 12345u;
+                        /* Any layout (including the invalid ones) with any
+                         * chunk states. */
+                        atomic_store_explicit(h, seed, memory_order_relaxed);
+                        f->flips++;
+                }
+                /* Chunk headers too: packets, ids. */
+                uint8_t *start = f->p->smb + SMB_PAGE_HEADER_SIZE;
+                seed = seed * 1103515245u + 12345u;
+                size_t off = (seed >> 4) % (f->p->smb_size - SMB_PAGE_HEADER_SIZE - 8);
+                memcpy(start + off, &seed, sizeof(seed));
+        }
+        return NULL;
+}
+
+Test(hostile, page_layouts_flipped_while_the_service_reads) {
+        struct scene s;
+        struct outcome o;
+        struct flipper f = { .p = NULL };
+        pthread_t t;
+
+        scene_start(&s, 3000);
+        f.p = &s.bad;
+        cr_assert_eq(pthread_create(&t, NULL, flip_pages, &f), 0);
+        /* Keep naming chunks in the pages being flipped: every page and
+         * chunk index the ABI allows, many times. */
+        for (int round = 0; round < 40; round++) {
+                Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+                Perfetto__Protos__CommitDataRequest__ChunksToMove mv[64], *mvp[64];
+                size_t k = 0;
+                for (size_t page = 0; page < s.bad.abi.num_pages && k < ELEMENTSOF(mv); page++)
+                        for (uint32_t i = 0; i < 4 && k < ELEMENTSOF(mv); i++, k++) {
+                                mv[k] = (Perfetto__Protos__CommitDataRequest__ChunksToMove)
+                                        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
+                                mv[k].has_page = mv[k].has_chunk = mv[k].has_target_buffer = true;
+                                mv[k].page = (uint32_t) page;
+                                mv[k].chunk = (i + (uint32_t) round) % SMB_MAX_CHUNKS_PER_PAGE;
+                                mv[k].target_buffer = s.bad.target_buffer;
+                                mvp[k] = &mv[k];
+                        }
+                req.n_chunks_to_move = k;
+                req.chunks_to_move = mvp;
+                if (ipc_client_invoke(s.bad.client, "CommitData", &req.base, NULL, -EBADF, NULL, NULL) < 0)
+                        break;
+                spin_ms(ev, 25);
+                if (s.bad.connection_lost)
+                        break;
+        }
+        atomic_store(&f.stop, true);
+        cr_assert_eq(pthread_join(t, NULL), 0);
+        cr_log_info("flipped %lu page headers", f.flips);
+        scene_finish(&s, &o);
+}
+
+Test(hostile, commits_of_chunks_not_owned_or_out_of_range) {
+        struct scene s;
+        struct outcome o;
+        struct raw_producer other;
+        struct test_consumer other_cons;
+        uint8_t buf[256];
+
+        scene_start(&s, 2500);
+        /* A second session, another data source: its buffer is not the
+         * hostile producer's to write. */
+        cr_assert_eq(raw_producer_connect(&other, ev, inst.producer_path, "other", "other.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&other, registered, 10000));
+        other.packets_at_start = 10;
+        other.payload_size = 32;
+        cr_assert_eq(test_consumer_connect(&other_cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "other.data", 2000);
+        cr_assert_eq(test_consumer_enable(&other_cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&other, started, 10000));
+        cr_assert_neq(other.target_buffer, s.bad.target_buffer);
+
+        size_t n = hostile_packet(buf, NULL, 0);
+        /* Into the other session's buffer, and into one that does not exist. */
+        struct smb_chunk c = grab_chunk(&s.bad, 20, 0);
+        memcpy(smb_chunk_payload(&c), buf, n);
+        atomic_store(&smb_chunk_header(&c)->packets, smb_packets_pack(1, 0));
+        queue_commit(&s.bad, &c);
+        cr_assert_geq(smb_release_chunk_as_complete(&s.bad.abi, &c), 0);
+        s.bad.target_buffer = other.target_buffer;
+        commit_bad(&s);
+        c = grab_chunk(&s.bad, 21, 0);
+        memcpy(smb_chunk_payload(&c), buf, n);
+        atomic_store(&smb_chunk_header(&c)->packets, smb_packets_pack(1, 0));
+        queue_commit(&s.bad, &c);
+        cr_assert_geq(smb_release_chunk_as_complete(&s.bad.abi, &c), 0);
+        s.bad.target_buffer = 0x7fffffff;
+        commit_bad(&s);
+
+        /* Chunks that are free, still being written, or past the page's
+         * layout (index 13 of a page cut in four). */
+        c = grab_chunk(&s.bad, 22, 0);
+        memcpy(smb_chunk_payload(&c), buf, n);
+        queue_commit(&s.bad, &c); /* never released: still being written */
+        size_t page, idx;
+        cr_assert_eq(smb_chunk_location(&s.bad.abi, &c, &page, &idx), 0);
+        s.bad.pending[s.bad.n_pending].page = (uint32_t) page;
+        s.bad.pending[s.bad.n_pending].chunk = SMB_MAX_CHUNKS_PER_PAGE - 1;
+        s.bad.n_pending++;
+        s.bad.pending[s.bad.n_pending].page = (uint32_t) (s.bad.abi.num_pages - 1);
+        s.bad.pending[s.bad.n_pending].chunk = 3;
+        s.bad.n_pending++;
+        commit_bad(&s);
+        cr_assert_not(s.bad.connection_lost, "a stale commit inside the SMB cost the connection");
+
+        /* The first page index past the SMB: a protocol violation. */
+        s.bad.pending[s.bad.n_pending].page = (uint32_t) s.bad.abi.num_pages;
+        s.bad.pending[s.bad.n_pending].chunk = 0;
+        s.bad.n_pending++;
+        commit_bad(&s);
+        cr_assert(raw_producer_spin_until(&s.bad, lost, 10000), "a commit past the SMB kept its connection");
+
+        cr_assert(test_consumer_wait_disabled(&other_cons, 30000));
+        cr_assert_eq(test_consumer_read(&other_cons, 20000), 0);
+        struct outcome oo;
+        decode(other_cons.data, other_cons.len, 32, &oo);
+        cr_assert_eq(oo.hostile, 0, "a producer wrote into another session's buffer");
+        cr_assert_eq(oo.good, 10);
+        test_consumer_free(&other_cons);
+        raw_producer_free(&other);
+
+        scene_finish(&s, &o);
+        cr_assert_eq(o.hostile, 0, "a chunk committed with a foreign target reached the trace");
+}
+
+static void send_patch(struct raw_producer *p, uint32_t writer, uint32_t chunk, uint32_t target, uint32_t offset,
+                       size_t data_len, size_t n_patches) {
+        Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+        Perfetto__Protos__CommitDataRequest__ChunkToPatch cp =
+                PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNK_TO_PATCH__INIT;
+        Perfetto__Protos__CommitDataRequest__ChunkToPatch *cpp = &cp;
+        Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch pt[80], *ptp[80];
+        uint8_t data[8] = { 0xde, 0xad, 0xbe, 0xef, 0xde, 0xad, 0xbe, 0xef };
+
+        cr_assert_leq(n_patches, ELEMENTSOF(pt));
+        for (size_t i = 0; i < n_patches; i++) {
+                pt[i] = (Perfetto__Protos__CommitDataRequest__ChunkToPatch__Patch)
+                        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNK_TO_PATCH__PATCH__INIT;
+                pt[i].has_offset = pt[i].has_data = true;
+                pt[i].offset = offset;
+                pt[i].data.data = data;
+                pt[i].data.len = data_len;
+                ptp[i] = &pt[i];
+        }
+        cp.has_writer_id = cp.has_chunk_id = cp.has_target_buffer = true;
+        cp.writer_id = writer;
+        cp.chunk_id = chunk;
+        cp.target_buffer = target;
+        cp.n_patches = n_patches;
+        cp.patches = ptp;
+        req.n_chunks_to_patch = 1;
+        req.chunks_to_patch = &cpp;
+        (void) ipc_client_invoke(p->client, "CommitData", &req.base, NULL, -EBADF, NULL, NULL);
+        spin_ms(ev, 20);
+}
+
+Test(hostile, patches_out_of_bounds) {
+        struct scene s;
+        struct outcome o;
+        uint8_t buf[256];
+
+        scene_start(&s, 2500);
+        /* A chunk of its own with one packet, to aim patches at. */
+        size_t n = hostile_packet(buf, NULL, 0);
+        hostile_chunk(&s.bad, 30, 0, 1, 0, buf, n);
+        commit_bad(&s);
+        uint32_t tb = s.bad.target_buffer;
+
+        /* Past the chunk, straddling its end, at 2^32 - 1; then aimed at the
+         * legitimate producer's chunks (writer 1, ids 0..) of the same
+         * buffer: patches are keyed by producer, those must not land. */
+        send_patch(&s.bad, 30, 0, tb, 4096, 4, 1);
+        send_patch(&s.bad, 30, 0, tb, 1014, 4, 1);
+        send_patch(&s.bad, 30, 0, tb, UINT32_MAX, 4, 1);
+        send_patch(&s.bad, 30, 0, tb, UINT32_MAX - 2, 4, 1);
+        for (uint32_t id = 0; id < 8; id++)
+                send_patch(&s.bad, 1, id, tb, 8, 4, 1);
+        send_patch(&s.bad, 30, 0, 0x7fffffff, 4, 4, 1);
+        cr_assert_not(s.bad.connection_lost, "a well-formed patch that fails cost the connection");
+        /* Malformed patches: data of 3 bytes, more patches than allowed. */
+        send_patch(&s.bad, 30, 0, tb, 4, 3, 1);
+        cr_assert(raw_producer_spin_until(&s.bad, lost, 10000), "a 3-byte patch kept its connection");
+
+        scene_finish(&s, &o);
+        cr_assert_geq(o.patches_failed + o.patches_discarded, 4, "failed patches were not counted");
+        cr_log_info("patches_failed %lu patches_discarded %lu", (unsigned long) o.patches_failed,
+                    (unsigned long) o.patches_discarded);
+}
+
+Test(hostile, too_many_patches_cost_the_connection) {
+        struct scene s;
+        struct outcome o;
+        scene_start(&s, 1500);
+        send_patch(&s.bad, 30, 0, s.bad.target_buffer, 4, 4, 80);
+        cr_assert(raw_producer_spin_until(&s.bad, lost, 10000), "80 patches in one chunk kept the connection");
+        scene_finish(&s, &o);
+}
+
+Test(hostile, trusted_fields_written_by_the_producer) {
+        struct scene s;
+        struct outcome o;
+        uint8_t buf[512];
+        size_t n = 0;
+
+        scene_start(&s, 2500);
+        /* trusted_uid = 0, trusted_packet_sequence_id = 1 (the service's),
+         * trusted_pid = 1, and each alone, in a chunk of their own. */
+        static const uint8_t uid0[] = { 0x18, 0x00 };
+        static const uint8_t seq1[] = { 0x50, 0x01 };
+        static const uint8_t pid1[] = { 0xf8, 0x04, 0x01 };
+        static const uint8_t all[] = { 0x18, 0x00, 0x50, 0x01, 0xf8, 0x04, 0x01 };
+        const struct {
+                const uint8_t *b;
+                size_t l;
+        } spoofs[] = { { uid0, sizeof(uid0) }, { seq1, sizeof(seq1) }, { pid1, sizeof(pid1) }, { all, sizeof(all) } };
+        for (size_t i = 0; i < ELEMENTSOF(spoofs); i++) {
+                n = hostile_packet(buf, spoofs[i].b, spoofs[i].l);
+                hostile_chunk(&s.bad, (uint16_t) (40 + i), 0, 1, 0, buf, n);
+        }
+        commit_bad(&s);
+        scene_finish(&s, &o);
+        cr_assert_eq(o.hostile, 0, "a packet with producer-written trusted fields reached the trace");
+        cr_assert_eq(o.invalid_packets, ELEMENTSOF(spoofs), "spoofed packets not counted as invalid");
+}
