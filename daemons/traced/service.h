@@ -231,6 +231,8 @@ struct session {
         /* stats beyond the buffers' own */
         uint64_t packets_invalid;
         uint64_t chunks_discarded_no_buffer;
+        /* Chunks a producer was still writing when it went away. */
+        uint64_t chunks_torn;
         uint64_t patches_discarded;
         uint64_t flushes_requested, flushes_succeeded, flushes_failed;
 };

@@ -74,7 +74,7 @@ Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s) {
         st->has_total_buffers = true;
         st->total_buffers = (uint32_t) s->n_buffers;
         st->has_chunks_discarded = true;
-        st->chunks_discarded = s->chunks_discarded_no_buffer;
+        st->chunks_discarded = s->chunks_discarded_no_buffer + s->chunks_torn;
         st->has_patches_discarded = true;
         st->patches_discarded = s->patches_discarded;
         st->has_invalid_packets = true;
