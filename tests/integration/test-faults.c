@@ -13,6 +13,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -31,6 +32,7 @@
 #include "perfetto/common/commit_data_request.pb-c.h"
 #include "perfetto/common/trace_stats.pb-c.h"
 #include "perfetto/ipc/consumer_port.pb-c.h"
+#include "perfetto/ipc/producer_port.pb-c.h"
 
 enum {
         F_TRUSTED_UID = 3,
@@ -81,15 +83,22 @@ struct outcome {
         size_t hostile;
         /* Packets whose trusted fields are not the service's. */
         size_t spoofed;
-        uint64_t abi_violations, chunks_discarded, patches_failed, patches_discarded, invalid_packets;
-        uint64_t trace_writer_packet_loss;
+        uint64_t abi_violations, chunks_discarded, session_chunks_discarded, patches_failed, patches_discarded, invalid_packets;
+        uint64_t trace_writer_packet_loss, readaheads_failed;
         bool have_stats;
+        /* Packets of a second legitimate producer whose payloads are
+         * victim_payload bytes long (0: none expected). */
+        size_t victim_payload, victim;
+        uint32_t victim_next;
+        bool victim_in_order;
 };
 
 static void decode(const uint8_t *buf, size_t len, size_t payload_size, struct outcome *o) {
         static struct pbr_field pkts[200000];
+        size_t victim_payload = o->victim_payload;
         memset(o, 0, sizeof(*o));
-        o->good_in_order = o->good_payload_ok = true;
+        o->victim_payload = victim_payload;
+        o->good_in_order = o->good_payload_ok = o->victim_in_order = true;
         int n = pbr_split_trace(buf, len, pkts, ELEMENTSOF(pkts));
         cr_assert_geq(n, 0, "the trace does not parse");
         _cleanup_free_ char *expected = malloc(payload_size + 1);
@@ -110,8 +119,10 @@ static void decode(const uint8_t *buf, size_t len, size_t payload_size, struct o
                                 o->chunks_discarded += st->buffer_stats[b]->chunks_discarded;
                                 o->patches_failed += st->buffer_stats[b]->patches_failed;
                                 o->trace_writer_packet_loss += st->buffer_stats[b]->trace_writer_packet_loss;
+                                o->readaheads_failed += st->buffer_stats[b]->readaheads_failed;
                         }
                         o->patches_discarded = st->patches_discarded;
+                        o->session_chunks_discarded = st->chunks_discarded;
                         o->invalid_packets = st->invalid_packets;
                         perfetto__protos__trace_stats__free_unpacked(st, NULL);
                 }
@@ -125,6 +136,16 @@ static void decode(const uint8_t *buf, size_t len, size_t payload_size, struct o
                 }
                 if (!pbr_get(f.data, f.len, 1, false, &str) || !pbr_get(f.data, f.len, 2, false, &seq)) {
                         o->good_payload_ok = false;
+                        continue;
+                }
+                if (victim_payload && str.len == victim_payload) {
+                        raw_producer_payload((uint32_t) seq.varint, victim_payload, expected);
+                        if (memcmp(str.data, expected, victim_payload) != 0)
+                                o->good_payload_ok = false;
+                        if (seq.varint != o->victim_next)
+                                o->victim_in_order = false;
+                        o->victim_next = (uint32_t) seq.varint + 1;
+                        o->victim++;
                         continue;
                 }
                 /* Only the legitimate producer writes lowercase payloads. */
@@ -231,6 +252,8 @@ static void scene_finish(struct scene *s, struct outcome *o) {
         cr_assert(test_consumer_wait_disabled(&s->cons, 30000), "the session did not end");
         cr_assert(s->cons.disabled);
         cr_assert_eq(test_consumer_read(&s->cons, 20000), 0);
+        if (!o->victim_payload)
+                memset(o, 0, sizeof(*o));
         decode(s->cons.data, s->cons.len, GOOD_PAYLOAD, o);
         cr_assert(o->have_stats, "no TraceStats in the trace");
         cr_assert_eq(o->good, GOOD_PACKETS, "the legitimate producer lost packets: %zu of %u", o->good,
@@ -271,7 +294,7 @@ static void commit_bad(struct scene *s) {
 
 Test(hostile, impossible_chunk_headers_are_dropped_and_counted) {
         struct scene s;
-        struct outcome o;
+        struct outcome o = {};
         uint8_t buf[1024];
         size_t n;
         uint32_t id = 100;
@@ -361,7 +384,7 @@ static void *flip_pages(void *arg) {
 
 Test(hostile, page_layouts_flipped_while_the_service_reads) {
         struct scene s;
-        struct outcome o;
+        struct outcome o = {};
         struct flipper f = { .p = NULL };
         pthread_t t;
 
@@ -400,7 +423,7 @@ Test(hostile, page_layouts_flipped_while_the_service_reads) {
 
 Test(hostile, commits_of_chunks_not_owned_or_out_of_range) {
         struct scene s;
-        struct outcome o;
+        struct outcome o = {};
         struct raw_producer other;
         struct test_consumer other_cons;
         uint8_t buf[256];
@@ -505,7 +528,7 @@ static void send_patch(struct raw_producer *p, uint32_t writer, uint32_t chunk, 
 
 Test(hostile, patches_out_of_bounds) {
         struct scene s;
-        struct outcome o;
+        struct outcome o = {};
         uint8_t buf[256];
 
         scene_start(&s, 2500);
@@ -538,7 +561,7 @@ Test(hostile, patches_out_of_bounds) {
 
 Test(hostile, too_many_patches_cost_the_connection) {
         struct scene s;
-        struct outcome o;
+        struct outcome o = {};
         scene_start(&s, 1500);
         send_patch(&s.bad, 30, 0, s.bad.target_buffer, 4, 4, 80);
         cr_assert(raw_producer_spin_until(&s.bad, lost, 10000), "80 patches in one chunk kept the connection");
@@ -547,7 +570,7 @@ Test(hostile, too_many_patches_cost_the_connection) {
 
 Test(hostile, trusted_fields_written_by_the_producer) {
         struct scene s;
-        struct outcome o;
+        struct outcome o = {};
         uint8_t buf[512];
         size_t n = 0;
 
@@ -570,4 +593,109 @@ Test(hostile, trusted_fields_written_by_the_producer) {
         scene_finish(&s, &o);
         cr_assert_eq(o.hostile, 0, "a packet with producer-written trusted fields reached the trace");
         cr_assert_eq(o.invalid_packets, ELEMENTSOF(spoofs), "spoofed packets not counted as invalid");
+}
+
+/* A producer in a child process: commits VICTIM_PACKETS packets, then
+ * leaves a torn write behind and is SIGKILLed. */
+#define VICTIM_PACKETS 50u
+#define VICTIM_PAYLOAD 100u
+
+enum tear { TEAR_MID_CHUNK, TEAR_MID_FRAGMENT };
+
+static bool replied;
+static void on_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
+        replied = true;
+}
+
+static bool got_reply(struct raw_producer *p) {
+        return replied;
+}
+
+static _Noreturn void victim_main(const char *path, enum tear tear, int ready_fd) {
+        sd_event *e = NULL;
+        struct raw_producer p;
+        if (sd_event_new(&e) < 0 ||
+            raw_producer_connect(&p, e, path, "victim", "test.data", 256 * 1024, 4096) < 0)
+                _exit(2);
+        p.packets_at_start = VICTIM_PACKETS;
+        p.payload_size = VICTIM_PAYLOAD;
+        if (!raw_producer_spin_until(&p, started, 20000))
+                _exit(3);
+        /* start_writing committed the packets. Now the torn write: */
+        if (tear == TEAR_MID_CHUNK) {
+                /* packets in a chunk still being written */
+                for (int i = 0; i < 3; i++)
+                        if (raw_producer_write_packet(&p, VICTIM_PAYLOAD) < 0)
+                                _exit(4);
+        } else {
+                /* a packet over three chunks: the first two committed,
+                 * the last still being written */
+                if (raw_producer_write_packet(&p, 2500) < 0)
+                        _exit(4);
+                struct smb_chunk cur = p.cur;
+                p.cur = (struct smb_chunk) {};
+                if (raw_producer_commit(&p, 0) < 0)
+                        _exit(5);
+                p.cur = cur;
+        }
+        /* A round trip: everything sent before is processed. */
+        Perfetto__Protos__CommitDataRequest rq = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+        if (ipc_client_invoke(p.client, "CommitData", &rq.base, &perfetto__protos__commit_data_response__descriptor,
+                              -EBADF, on_reply, NULL) < 0 ||
+            !raw_producer_spin_until(&p, got_reply, 20000))
+                _exit(6);
+        char c = 1;
+        if (write(ready_fd, &c, 1) != 1)
+                _exit(7);
+        for (;;)
+                pause();
+}
+
+static void killed_producer(enum tear tear) {
+        struct scene s;
+        struct outcome o = { .victim_payload = VICTIM_PAYLOAD };
+        int pfd[2];
+
+        cr_assert_eq(pipe(pfd), 0);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+                close(pfd[0]);
+                victim_main(inst.producer_path, tear, pfd[1]);
+        }
+        close(pfd[1]);
+        /* The session starts the victim along with good and bad. */
+        scene_start(&s, 3000);
+        char c;
+        struct pollfd pl = { .fd = pfd[0], .events = POLLIN };
+        cr_assert_eq(poll(&pl, 1, 30000), 1, "the victim did not get to its torn write");
+        cr_assert_eq(read(pfd[0], &c, 1), 1, "the victim did not get to its torn write");
+        close(pfd[0]);
+        cr_assert_eq(kill(pid, SIGKILL), 0);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the victim exited with %d", st);
+
+        scene_finish(&s, &o);
+        cr_assert_eq(o.victim, VICTIM_PACKETS, "the killed producer's committed packets: %zu of %u", o.victim,
+                     VICTIM_PACKETS);
+        cr_assert(o.victim_in_order, "the killed producer's committed packets are not all in order");
+        /* The chunk still being written is counted as discarded; a
+         * packet whose start was committed but whose end was not is
+         * counted as a failed readahead. */
+        cr_assert_eq(o.session_chunks_discarded, 1, "the unfinished chunk was dropped without being counted");
+        if (tear == TEAR_MID_FRAGMENT)
+                cr_assert_geq(o.readaheads_failed, 1, "the torn packet was dropped without being counted");
+        cr_log_info("readaheads_failed %lu, chunks_discarded %lu (buffers %lu), abi_violations %lu",
+                    (unsigned long) o.readaheads_failed, (unsigned long) o.session_chunks_discarded,
+                    (unsigned long) o.chunks_discarded,
+                    (unsigned long) o.abi_violations);
+}
+
+Test(faults, producer_sigkilled_mid_chunk) {
+        killed_producer(TEAR_MID_CHUNK);
+}
+
+Test(faults, producer_sigkilled_mid_fragment) {
+        killed_producer(TEAR_MID_FRAGMENT);
 }
