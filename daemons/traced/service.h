@@ -163,11 +163,15 @@ enum {
         SERVICE_EVENT_READ_BUFFERS_COMPLETED = 4,
         SERVICE_EVENT_TRACING_DISABLED = 5,
         SERVICE_EVENT_FLUSH_STARTED = 9,
+        SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES = 8,
 };
 
 struct service_event {
         unsigned field;
         uint64_t ts;
+        /* A message payload (e.g. DataSources), or NULL for a flag. */
+        uint8_t *msg;
+        size_t msg_len;
 };
 
 struct session {
@@ -320,6 +324,9 @@ int session_write_into_file(struct session *s);
 uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first);
 void session_notify_observers(struct session *s, uint32_t event_mask);
 void session_add_service_event(struct session *s, unsigned field);
+void session_clear_service_events(struct session *s);
+/* Same, with a message payload (copied). */
+void session_add_service_event_msg(struct session *s, unsigned field, const uint8_t *msg, size_t len);
 /* A read-only copy of src's buffers for consumer c. */
 int session_clone(struct session *src, struct consumer *c, struct session **ret, char **ret_error);
 /* Applies new producer filters of a running session's data sources. */

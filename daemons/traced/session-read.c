@@ -236,13 +236,16 @@ static int emit_service_events(struct session *s, packet_sink_fn sink, void *use
         for (size_t i = 0; i < s->n_events; i++) {
                 _cleanup_(pbw_done) struct pbw w = {}, ev = {};
                 pbw_varint(&w, TP_TIMESTAMP, s->events[i].ts);
-                pbw_varint(&ev, s->events[i].field, 1);
+                if (s->events[i].msg)
+                        pbw_bytes(&ev, s->events[i].field, s->events[i].msg, s->events[i].msg_len);
+                else
+                        pbw_varint(&ev, s->events[i].field, 1);
                 pbw_message(&w, TP_SERVICE_EVENT, &ev);
                 r = emit_service_packet(s, &w, true, sink, userdata);
                 if (r < 0)
                         return r;
         }
-        s->n_events = 0;
+        session_clear_service_events(s);
         return 0;
 }
 
@@ -262,6 +265,27 @@ static int emit_trace_stats(struct session *s, packet_sink_fn sink, void *userda
         pbw_varint(&w, TP_TIMESTAMP, clock_ns(CLOCK_BOOTTIME));
         pbw_bytes(&w, TP_TRACE_STATS, buf, n);
         return emit_service_packet(s, &w, true, sink, userdata);
+}
+
+void session_clear_service_events(struct session *s) {
+        for (size_t i = 0; i < s->n_events; i++)
+                free(s->events[i].msg);
+        s->n_events = 0;
+}
+
+void session_add_service_event_msg(struct session *s, unsigned field, const uint8_t *msg, size_t len) {
+        if (s->n_events >= ELEMENTSOF(s->events))
+                return;
+        uint8_t *copy = malloc(len ? len : 1);
+        if (!copy)
+                return;
+        memcpy(copy, msg, len);
+        s->events[s->n_events++] = (struct service_event) {
+                .field = field,
+                .ts = clock_ns(CLOCK_BOOTTIME),
+                .msg = copy,
+                .msg_len = len,
+        };
 }
 
 void session_add_service_event(struct session *s, unsigned field) {

@@ -15,6 +15,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "basic/pbw.h"
 #include "service.h"
 #include "session-read.h"
 #include "trace-buffer.h"
@@ -166,6 +167,7 @@ void session_free(struct session *s) {
         if (s->config)
                 perfetto__protos__trace_config__free_unpacked(s->config, NULL);
         free(s->config_bytes);
+        session_clear_service_events(s);
         free(s->detach_key);
         free(s->disable_error);
         free(s->triggered_by);
@@ -596,10 +598,34 @@ static void flush_complete(struct pending_flush *f, bool success) {
                 done(s, success, ud);
 }
 
+/* Names the producers a flush still waits for: in the log, and in the
+ * trace as TracingServiceEvent.last_flush_slow_data_sources. */
+static void report_slow_flush(struct pending_flush *f) {
+        struct session *s = f->session;
+        _cleanup_(pbw_done) struct pbw list = {};
+
+        for (size_t k = 0; k < f->n_producers; k++) {
+                struct producer *p = service_find_producer(s->svc, f->producers[k]);
+                log_notice("Session %" PRIu64 ": flush %" PRIu64 " timed out waiting for producer %u \"%s\" (pid %d).",
+                           s->id, f->request_id, f->producers[k], p ? strna(p->name) : "(gone)",
+                           p ? (int) p->pid : 0);
+                for (struct ds_instance *i = s->instances; i; i = i->next) {
+                        if (i->producer_id != f->producers[k])
+                                continue;
+                        _cleanup_(pbw_done) struct pbw ds = {};
+                        if (p && p->name)
+                                pbw_string(&ds, 1, p->name);
+                        pbw_string(&ds, 2, i->name);
+                        pbw_message(&list, 1, &ds);
+                }
+        }
+        if (!list.error && list.len > 0)
+                session_add_service_event_msg(s, SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES, list.buf, list.len);
+}
+
 static int on_flush_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
         struct pending_flush *f = userdata;
-        log_notice("Session %" PRIu64 ": flush %" PRIu64 " timed out waiting for %zu producer(s).", f->session->id,
-                   f->request_id, f->n_producers);
+        report_slow_flush(f);
         flush_complete(f, false);
         return 0;
 }
@@ -718,8 +744,10 @@ static int on_stop_timeout(sd_event_source *src, uint64_t usec, void *userdata) 
         struct session *s = userdata;
         for (struct ds_instance *i = s->instances; i; i = i->next)
                 if (i->state == DS_STOPPING) {
-                        log_notice("Session %" PRIu64 ": data source \"%s\" did not acknowledge the stop in time.",
-                                   s->id, i->name);
+                        log_notice("Session %" PRIu64 ": data source \"%s\" of producer %u \"%s\" (pid %d) did not "
+                                   "acknowledge the stop in time.",
+                                   s->id, i->name, i->producer_id, i->producer ? strna(i->producer->name) : "(gone)",
+                                   i->producer ? (int) i->producer->pid : 0);
                         i->state = DS_STOPPED;
                 }
         check_all_stopped(s);
