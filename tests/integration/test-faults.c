@@ -86,6 +86,7 @@ struct outcome {
         uint64_t abi_violations, chunks_discarded, session_chunks_discarded, patches_failed, patches_discarded, invalid_packets;
         uint64_t trace_writer_packet_loss, readaheads_failed;
         bool have_stats;
+        uint64_t flushes_failed;
         /* Packets of a second legitimate producer whose payloads are
          * victim_payload bytes long (0: none expected). */
         size_t victim_payload, victim;
@@ -123,6 +124,7 @@ static void decode(const uint8_t *buf, size_t len, size_t payload_size, struct o
                         }
                         o->patches_discarded = st->patches_discarded;
                         o->session_chunks_discarded = st->chunks_discarded;
+                        o->flushes_failed = st->flushes_failed;
                         o->invalid_packets = st->invalid_packets;
                         perfetto__protos__trace_stats__free_unpacked(st, NULL);
                 }
@@ -213,7 +215,8 @@ static size_t hostile_packet(uint8_t *dst, const uint8_t *extra, size_t extra_le
         size_t body = extra_len + 3 + inner;
         put_varint4(dst, (uint32_t) body);
         uint8_t *q = dst + SMB_PACKET_HEADER_SIZE;
-        memcpy(q, extra, extra_len);
+        if (extra_len)
+                memcpy(q, extra, extra_len);
         q += extra_len;
         *q++ = 0xa2; /* field 900, length-delimited */
         *q++ = 0x38;
@@ -698,4 +701,89 @@ Test(faults, producer_sigkilled_mid_chunk) {
 
 Test(faults, producer_sigkilled_mid_fragment) {
         killed_producer(TEAR_MID_FRAGMENT);
+}
+
+/* Whether the trace has a TracingServiceEvent.last_flush_slow_data_sources
+ * naming producer/data_source. */
+static bool trace_names_slow(const uint8_t *buf, size_t len, const char *producer, const char *ds) {
+        static struct pbr_field pkts[200000];
+        int n = pbr_split_trace(buf, len, pkts, ELEMENTSOF(pkts));
+        for (int i = 0; i < n; i++) {
+                struct pbr_field sev, list;
+                if (!pbr_get(pkts[i].data, pkts[i].len, 69, false, &sev) || !pbr_get(sev.data, sev.len, 8, false, &list))
+                        continue;
+                size_t pos = 0;
+                struct pbr_field item;
+                while (pbr_next(list.data, list.len, &pos, &item) > 0) {
+                        struct pbr_field pn, dn;
+                        if (item.number != 1 || item.wire_type != 2)
+                                continue;
+                        if (pbr_get(item.data, item.len, 1, false, &pn) &&
+                            pbr_get(item.data, item.len, 2, false, &dn) && pn.len == strlen(producer) &&
+                            memcmp(pn.data, producer, pn.len) == 0 && dn.len == strlen(ds) &&
+                            memcmp(dn.data, ds, dn.len) == 0)
+                                return true;
+                }
+        }
+        return false;
+}
+
+static char *read_log(void) {
+        FILE *f = fopen(inst.log_path, "re");
+        cr_assert_not_null(f);
+        char *buf = calloc(1, 1 << 20);
+        size_t n = fread(buf, 1, (1 << 20) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        return buf;
+}
+
+Test(faults, producer_that_never_acknowledges_flush_or_stop) {
+        struct raw_producer good, stuck;
+        struct test_consumer cons;
+        struct outcome o = {};
+
+        cr_assert_eq(raw_producer_connect(&good, ev, inst.producer_path, "good", "test.data", 2 * 1024 * 1024, 4096), 0);
+        cr_assert(raw_producer_spin_until(&good, registered, 10000));
+        good.packets_at_start = GOOD_PACKETS;
+        good.payload_size = GOOD_PAYLOAD;
+        cr_assert_eq(raw_producer_connect_flags(&stuck, ev, inst.producer_path, "stuck-producer", "test.data", 0, 0,
+                                                RAW_PRODUCER_NOTIFY_ON_STOP | RAW_PRODUCER_IGNORE_FLUSH |
+                                                        RAW_PRODUCER_IGNORE_STOP),
+                     0);
+        cr_assert(raw_producer_spin_until(&stuck, registered, 10000));
+
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(4096, "test.data", 500);
+        cfg->has_flush_timeout_ms = true;
+        cfg->flush_timeout_ms = 1000;
+        cfg->has_data_source_stop_timeout_ms = true;
+        cfg->data_source_stop_timeout_ms = 1000;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&stuck, started, 10000));
+        /* It stops anyway, within its timeouts (asserted generously: no
+         * duration is measured). */
+        cr_assert(test_consumer_wait_disabled(&cons, 30000), "a producer that never answers held the session");
+        cr_assert(cons.disabled);
+        cr_assert_geq(stuck.n_flush, 1);
+        cr_assert_geq(stuck.n_stop, 1);
+        cr_assert_eq(test_consumer_read(&cons, 20000), 0);
+        decode(cons.data, cons.len, GOOD_PAYLOAD, &o);
+        cr_assert_eq(o.good, GOOD_PACKETS, "the other producer lost packets");
+        cr_assert(o.good_in_order && o.good_payload_ok);
+        cr_assert(trace_names_slow(cons.data, cons.len, "stuck-producer", "test.data"),
+                  "the trace does not say which producer held the flush");
+        cr_assert_not(trace_names_slow(cons.data, cons.len, "good", "test.data"),
+                      "the trace blames a producer that answered");
+        cr_assert_geq(o.flushes_failed, 1, "the failed flush is not in the trace stats");
+        test_consumer_free(&cons);
+
+        _cleanup_free_ char *log = read_log();
+        cr_assert_not_null(strstr(log, "timed out waiting for producer"), "the log does not name the slow flush");
+        cr_assert_not_null(strstr(log, "\"stuck-producer\" (pid"), "the log does not name the stuck producer");
+        cr_assert_not_null(strstr(log, "did not acknowledge the stop"), "the log does not report the stop timeout");
+        cr_assert(traced_instance_alive(&inst));
+        raw_producer_free(&stuck);
+        raw_producer_free(&good);
 }
