@@ -13,13 +13,16 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +36,8 @@
 #include "perfetto/common/trace_stats.pb-c.h"
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"
+
+extern char **environ;
 
 enum {
         F_TRUSTED_UID = 3,
@@ -786,4 +791,153 @@ Test(faults, producer_that_never_acknowledges_flush_or_stop) {
         cr_assert(traced_instance_alive(&inst));
         raw_producer_free(&stuck);
         raw_producer_free(&good);
+}
+
+static bool has_data_source(struct test_consumer *c, const char *name) {
+        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        bool found = false;
+        if (test_consumer_call(c, "QueryServiceState", &rq.base,
+                               &perfetto__protos__query_service_state_response__descriptor, &reply, 5000) != 0 ||
+            !reply)
+                return false;
+        const Perfetto__Protos__TracingServiceState *st =
+                ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+        for (size_t k = 0; st && k < st->n_data_sources; k++)
+                if (st->data_sources[k]->ds_descriptor && strcmp(st->data_sources[k]->ds_descriptor->name, name) == 0)
+                        found = true;
+        protobuf_c_message_free_unpacked(reply, NULL);
+        return found;
+}
+
+static bool wait_data_source(const char *name, unsigned timeout_ms) {
+        struct test_consumer c;
+        bool seen = false;
+        cr_assert_eq(test_consumer_connect(&c, ev, inst.consumer_path), 0);
+        for (unsigned waited = 0; !seen && waited < timeout_ms; waited += 50) {
+                seen = has_data_source(&c, name);
+                if (!seen)
+                        spin_ms(ev, 50);
+        }
+        test_consumer_free(&c);
+        return seen;
+}
+
+/* The length of the longest prefix of buf made of whole Trace.packet
+ * entries: what a reader of a file cut short can use. */
+static size_t complete_prefix(const uint8_t *buf, size_t len) {
+        size_t pos = 0;
+        for (;;) {
+                size_t p = pos;
+                if (p >= len || buf[p] != 0x0a)
+                        return pos;
+                p++;
+                uint64_t v = 0;
+                unsigned shift = 0;
+                for (;;) {
+                        if (p >= len || shift > 63)
+                                return pos;
+                        uint8_t b = buf[p++];
+                        v |= (uint64_t) (b & 0x7f) << shift;
+                        shift += 7;
+                        if (!(b & 0x80))
+                                break;
+                }
+                if (v > len - p)
+                        return pos;
+                pos = p + v;
+        }
+}
+
+static pid_t core_pid_of(pid_t supervisor) {
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) supervisor, (int) supervisor);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -1;
+        int pid = -1;
+        if (fscanf(f, "%d", &pid) != 1)
+                pid = -1;
+        fclose(f);
+        return pid;
+}
+
+Test(faults, service_core_sigkilled_during_write_into_file) {
+        struct raw_producer p;
+        struct test_consumer cons;
+        char path[512], elog[] = "/tmp/traced-faults-example-XXXXXX";
+
+        /* A libtraced-client producer that reconnects with backoff. */
+        int efd = mkstemp(elog);
+        cr_assert_geq(efd, 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, efd, STDERR_FILENO);
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+                         (char *) "10", (char *) "--size", (char *) "64", (char *) "--reconnect", NULL };
+        pid_t example;
+        cr_assert_eq(posix_spawn(&example, EXAMPLE_PRODUCER, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        cr_assert(wait_data_source("example.data", 20000), "example-producer never registered");
+
+        cr_assert_eq(raw_producer_connect(&p, ev, inst.producer_path, "streamer", "test.data", 1024 * 1024, 4096), 0);
+        cr_assert(raw_producer_spin_until(&p, registered, 10000));
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        snprintf(path, sizeof(path), "%s/killed.pftrace", inst.dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        cr_assert_geq(fd, 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(4096, "test.data", 60000);
+        cfg->has_write_into_file = cfg->write_into_file = true;
+        cfg->has_file_write_period_ms = true;
+        cfg->file_write_period_ms = 100;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, fd), 0);
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&p, started, 10000));
+
+        /* Stream until the file holds some of it, then kill the core in
+         * the middle of the stream. */
+        pid_t core = core_pid_of(inst.pid);
+        cr_assert_gt(core, 0, "no service core under traced %d", (int) inst.pid);
+        struct stat st;
+        for (int round = 0; round < 2000; round++) {
+                for (int i = 0; i < 5; i++)
+                        cr_assert_eq(raw_producer_write_packet(&p, 200), 0);
+                cr_assert_eq(raw_producer_commit(&p, 0), 0);
+                spin_ms(ev, 10);
+                cr_assert_eq(fstat(fd, &st), 0);
+                if (st.st_size > 64 * 1024)
+                        break;
+        }
+        cr_assert_gt(st.st_size, 64 * 1024, "the trace file does not grow");
+        cr_assert_eq(kill(core, SIGKILL), 0);
+        int status = traced_instance_stop(&inst);
+        cr_assert_neq(status, 0, "traced exited cleanly after losing its core: a supervisor would not restart it");
+        _cleanup_free_ char *log = read_log();
+        cr_assert_not_null(strstr(log, "service core died"), "the supervisor did not report the core's death");
+        test_consumer_free(&cons);
+        raw_producer_free(&p);
+
+        /* The file: readable to its last complete packet, the streamer's
+         * packets in order from the first with none missing. */
+        cr_assert_eq(fstat(fd, &st), 0);
+        _cleanup_free_ uint8_t *buf = malloc((size_t) st.st_size + 1);
+        cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
+        close(fd);
+        size_t usable = complete_prefix(buf, (size_t) st.st_size);
+        cr_log_info("trace file %ld bytes, %zu readable", (long) st.st_size, usable);
+        cr_assert_geq(usable + 64 * 1024, (size_t) st.st_size, "more than a write's worth of the file is unreadable");
+        struct outcome o = {};
+        decode(buf, usable, 200, &o);
+        cr_assert_gt(o.good, 0, "no producer packet in the file");
+        cr_assert(o.good_in_order, "the streamer's packets in the file have a gap");
+        cr_assert(o.good_payload_ok, "a packet in the file is damaged");
+
+        /* What a supervisor does (Restart=on-failure): start it again; the
+         * client library's producer comes back by itself. */
+        cr_assert_eq(traced_instance_restart(&inst, true, NULL), 0);
+        cr_assert(wait_data_source("example.data", 30000), "example-producer did not reconnect");
+        (void) kill(example, SIGTERM);
+        cr_assert_eq(waitpid(example, NULL, 0), example);
+        close(efd);
+        unlink(elog);
 }
