@@ -34,6 +34,7 @@
 
 #include "perfetto/common/commit_data_request.pb-c.h"
 #include "perfetto/common/trace_stats.pb-c.h"
+#include "perfetto/config/data_source_config.pb-c.h"
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"
 
@@ -940,4 +941,145 @@ Test(faults, service_core_sigkilled_during_write_into_file) {
         cr_assert_eq(waitpid(example, NULL, 0), example);
         close(efd);
         unlink(elog);
+}
+
+/* Spawns example-producer with its stderr in a temporary file. */
+static pid_t spawn_example(char *const argv[], char log[static 40], int *ret_fd) {
+        snprintf(log, 40, "/tmp/traced-faults-example-XXXXXX");
+        int fd = mkstemp(log);
+        cr_assert_geq(fd, 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        *ret_fd = fd;
+        return pid;
+}
+
+static bool wait_in_file(int fd, const char *what, unsigned timeout_ms) {
+        static char out[65536];
+        for (unsigned waited = 0;; waited += 20) {
+                ssize_t n = pread(fd, out, sizeof(out) - 1, 0);
+                out[n > 0 ? n : 0] = '\0';
+                if (strstr(out, what))
+                        return true;
+                if (waited >= timeout_ms)
+                        return false;
+                spin_ms(ev, 20);
+        }
+}
+
+struct loss_count {
+        size_t received, gaps_missing, gaps, gaps_flagged;
+        bool damaged;
+};
+
+/* Counts example-producer's packets (for_testing{str, seq}) in a trace:
+ * how many arrived, how many are missing between them, and whether each
+ * gap is flagged with previous_packet_dropped (field 42). */
+static void count_losses(const uint8_t *buf, size_t len, size_t size, struct loss_count *lc) {
+        static struct pbr_field pkts[200000];
+        memset(lc, 0, sizeof(*lc));
+        int n = pbr_split_trace(buf, len, pkts, ELEMENTSOF(pkts));
+        cr_assert_geq(n, 0);
+        _cleanup_free_ char *expected = malloc(size + 1);
+        uint64_t next = 0;
+        for (int i = 0; i < n; i++) {
+                struct pbr_field t, str, seq, dropped;
+                if (!pbr_get(pkts[i].data, pkts[i].len, F_FOR_TESTING, false, &t))
+                        continue;
+                if (!pbr_get(t.data, t.len, 1, false, &str))
+                        lc->damaged = true;
+                uint64_t s = pbr_get(t.data, t.len, 2, false, &seq) ? seq.varint : 0;
+                if (s < next) {
+                        lc->damaged = true;
+                        continue;
+                }
+                if (s > next) {
+                        lc->gaps++;
+                        lc->gaps_missing += s - next;
+                        if (pbr_get(pkts[i].data, pkts[i].len, 42, false, &dropped) && dropped.varint)
+                                lc->gaps_flagged++;
+                }
+                for (size_t k = 0; k < size; k++)
+                        expected[k] = (char) ('a' + (s + k) % 26);
+                if (str.len != size || memcmp(str.data, expected, size) != 0)
+                        lc->damaged = true;
+                lc->received++;
+                next = s + 1;
+        }
+        (void) expected;
+}
+
+/* One writer thread (the loop thread keeps committing meanwhile, so the
+ * SMB drains while it writes and drops fall between packets that get
+ * through). */
+static void smb_full_under_policy(int policy, bool expect_drops) {
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+                         (char *) "3000", (char *) "--size", (char *) "1000", (char *) "--smb-kb", (char *) "16",
+                         (char *) "--threads", (char *) "1", (char *) "--once", NULL };
+        char log[40];
+        int fd;
+        pid_t pid = spawn_example(argv, log, &fd);
+        cr_assert(wait_in_file(fd, "ready", 20000), "example-producer did not start");
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(32 * 1024, "example.data", 3000);
+        cfg->data_sources[0]->config->has_buffer_exhausted_policy = true;
+        cfg->data_sources[0]->config->buffer_exhausted_policy = policy;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 60000));
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
+        char out[4096];
+        ssize_t n = pread(fd, out, sizeof(out) - 1, 0);
+        out[n > 0 ? n : 0] = '\0';
+        close(fd);
+        unlink(log);
+        unsigned long written, dropped;
+        const char *line = strstr(out, "wrote ");
+        cr_assert_not_null(line, "producer log: %s", out);
+        cr_assert_eq(sscanf(line, "wrote %lu packets of 1000 bytes, dropped %lu", &written, &dropped), 2);
+        cr_assert_eq(written + dropped, 3000);
+        struct loss_count lc;
+        count_losses(cons.data, cons.len, 1000, &lc);
+        cr_log_info("policy %d: writer wrote %lu, was told of %lu drops; trace has %zu, %zu missing in %zu gaps "
+                    "(%zu flagged)",
+                    policy, written, dropped, lc.received, lc.gaps_missing, lc.gaps, lc.gaps_flagged);
+        cr_assert_not(lc.damaged, "a packet arrived damaged or out of order");
+        /* Exact: every packet the writer was told was written is in the
+         * trace; every drop it was told of is missing there and no other;
+         * each gap is flagged on the packet after it. A loss at the very
+         * end has no packet after it to count it. */
+        cr_assert_eq(lc.received, written, "the writer was told %lu were written, the trace has %zu", written,
+                     lc.received);
+        cr_assert_leq(lc.gaps_missing, dropped);
+        cr_assert_eq(lc.gaps_missing + (3000 - (lc.received + lc.gaps_missing)), dropped,
+                     "the writer was told of %lu drops, the trace misses %zu", dropped,
+                     (size_t) (3000 - lc.received));
+        cr_assert_eq(lc.gaps_flagged, lc.gaps, "a gap is not flagged as previous_packet_dropped");
+        if (expect_drops)
+                cr_assert_gt(dropped, 0, "a 16 KiB SMB took 3 MB without a drop: the test proves nothing");
+        test_consumer_free(&cons);
+}
+
+Test(faults, smb_full_with_drop_policy_counts_every_loss) {
+        smb_full_under_policy(PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_DROP, true);
+}
+
+Test(faults, smb_full_with_stall_then_drop_policy_counts_every_loss) {
+        smb_full_under_policy(
+                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP,
+                false);
+}
+
+Test(faults, smb_full_with_stall_then_abort_policy_counts_every_loss) {
+        smb_full_under_policy(
+                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_ABORT,
+                false);
 }
