@@ -1083,3 +1083,118 @@ Test(faults, smb_full_with_stall_then_abort_policy_counts_every_loss) {
                 PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_ABORT,
                 false);
 }
+
+static bool commit_replied;
+static void on_commit_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd,
+                            void *ud) {
+        commit_replied = true;
+}
+static bool commit_answered(struct raw_producer *p) {
+        return commit_replied || p->connection_lost;
+}
+
+/* Writes n packets of size bytes and commits them, then waits until the
+ * service has processed the commit (its chunks are free again). Returns
+ * the number of packets that found no room in the SMB. */
+static unsigned feed(struct raw_producer *p, unsigned n, size_t size) {
+        unsigned stalled = 0;
+        for (unsigned i = 0; i < n; i++)
+                if (raw_producer_write_packet(p, size) < 0)
+                        stalled++;
+        cr_assert_eq(raw_producer_commit(p, 0), 0);
+        Perfetto__Protos__CommitDataRequest rq = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+        commit_replied = false;
+        cr_assert_gt(ipc_client_invoke(p->client, "CommitData", &rq.base,
+                                       &perfetto__protos__commit_data_response__descriptor, -EBADF, on_commit_reply,
+                                       NULL),
+                     0);
+        cr_assert(raw_producer_spin_until(p, commit_answered, 20000), "the service does not answer CommitData");
+        cr_assert_not(p->connection_lost);
+        return stalled;
+}
+
+/* The child: a consumer that enables a session on stuck.data, asks for
+ * its buffers when told to, and then never reads its socket again. */
+static _Noreturn void stuck_consumer_main(const char *path, int to_parent, int from_parent, bool ring) {
+        sd_event *e = NULL;
+        struct test_consumer c;
+        char x = 0;
+        if (sd_event_new(&e) < 0 || test_consumer_connect(&c, e, path) < 0)
+                _exit(2);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(2048, "stuck.data", 0);
+        cfg->buffers[0]->has_fill_policy = true;
+        cfg->buffers[0]->fill_policy = ring ? PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__RING_BUFFER
+                                            : PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__FILL_POLICY__DISCARD;
+        if (test_consumer_enable(&c, cfg, -EBADF) < 0)
+                _exit(3);
+        test_config_free(cfg);
+        if (write(to_parent, &x, 1) != 1 || read(from_parent, &x, 1) != 1)
+                _exit(4);
+        Perfetto__Protos__ReadBuffersRequest rb = PERFETTO__PROTOS__READ_BUFFERS_REQUEST__INIT;
+        if (ipc_client_invoke(c.client, "ReadBuffers", &rb.base, &perfetto__protos__read_buffers_response__descriptor,
+                              -EBADF, NULL, NULL) < 0)
+                _exit(5);
+        if (write(to_parent, &x, 1) != 1)
+                _exit(6);
+        for (;;)
+                pause(); /* the loop never runs again: the socket is not read */
+}
+
+static void consumer_that_stops_reading(bool ring) {
+        int up[2], down[2];
+        char x = 0;
+        struct raw_producer feeder;
+
+        cr_assert_eq(raw_producer_connect(&feeder, ev, inst.producer_path, "feeder", "stuck.data", 512 * 1024, 4096),
+                     0);
+        cr_assert(raw_producer_spin_until(&feeder, registered, 10000));
+        cr_assert_eq(pipe(up), 0);
+        cr_assert_eq(pipe(down), 0);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0)
+                stuck_consumer_main(inst.consumer_path, up[1], down[0], ring);
+        struct pollfd pl = { .fd = up[0], .events = POLLIN };
+        cr_assert(raw_producer_spin_until(&feeder, started, 20000), "the stuck consumer's session never started");
+        cr_assert_eq(poll(&pl, 1, 20000), 1);
+        cr_assert_eq(read(up[0], &x, 1), 1);
+
+        /* 8 MB into a 2 MB buffer nobody drains: the producer never waits
+         * for room in its SMB. */
+        unsigned stalled = 0;
+        for (int round = 0; round < 40; round++)
+                stalled += feed(&feeder, 100, 2000);
+        cr_assert_eq(stalled, 0, "%u packets found the SMB full: the producer is held by the consumer", stalled);
+
+        /* Now the consumer asks for 2 MB and reads none of it. */
+        cr_assert_eq(write(down[1], &x, 1), 1);
+        cr_assert_eq(poll(&pl, 1, 20000), 1);
+        cr_assert_eq(read(up[0], &x, 1), 1);
+        spin_ms(ev, 300);
+        for (int round = 0; round < 20; round++)
+                stalled += feed(&feeder, 100, 2000);
+        cr_assert_eq(stalled, 0, "%u packets found the SMB full while the consumer does not read", stalled);
+
+        /* Nothing else is blocked: another session records completely. */
+        struct scene s;
+        struct outcome o = {};
+        scene_start(&s, 1500);
+        scene_finish(&s, &o);
+
+        cr_assert(traced_instance_alive(&inst));
+        cr_assert_eq(kill(pid, SIGKILL), 0);
+        cr_assert_eq(waitpid(pid, NULL, 0), pid);
+        raw_producer_free(&feeder);
+        close(up[0]);
+        close(up[1]);
+        close(down[0]);
+        close(down[1]);
+}
+
+Test(faults, consumer_that_stops_reading_ring_buffer) {
+        consumer_that_stops_reading(true);
+}
+
+Test(faults, consumer_that_stops_reading_discard_buffer) {
+        consumer_that_stops_reading(false);
+}
