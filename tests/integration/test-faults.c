@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1197,4 +1198,80 @@ Test(faults, consumer_that_stops_reading_ring_buffer) {
 
 Test(faults, consumer_that_stops_reading_discard_buffer) {
         consumer_that_stops_reading(false);
+}
+
+/* write_into_file onto a 256 KiB tmpfs that the trace outgrows. */
+Test(faults, write_into_file_on_a_full_file_system) {
+        char mnt[512], path[600];
+        snprintf(mnt, sizeof(mnt), "%s/small", inst.dir);
+        cr_assert_eq(mkdir(mnt, 0755), 0);
+        if (mount("tmpfs", mnt, "tmpfs", 0, "size=256k") < 0) {
+                cr_log_warn("cannot mount a small tmpfs (%s): skipping the full file system test", strerror(errno));
+                rmdir(mnt);
+                cr_skip_test("no privilege to mount a tmpfs");
+        }
+        snprintf(path, sizeof(path), "%s/trace.pftrace", mnt);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        cr_assert_geq(fd, 0);
+
+        struct raw_producer p;
+        struct test_consumer cons;
+        cr_assert_eq(raw_producer_connect(&p, ev, inst.producer_path, "streamer", "test.data", 1024 * 1024, 4096), 0);
+        cr_assert(raw_producer_spin_until(&p, registered, 10000));
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(4096, "test.data", 60000);
+        cfg->has_write_into_file = cfg->write_into_file = true;
+        cfg->has_file_write_period_ms = true;
+        cfg->file_write_period_ms = 100;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, fd), 0);
+        test_config_free(cfg);
+        cr_assert(raw_producer_spin_until(&p, started, 10000));
+        /* 1 MB in all, paced so that several periodic writes happen. */
+        for (int round = 0; round < 100 && !cons.enable_replied; round++) {
+                for (int i = 0; i < 5; i++)
+                        if (raw_producer_write_packet(&p, 2000) < 0)
+                                break;
+                (void) raw_producer_commit(&p, 0);
+                spin_ms(ev, 20);
+        }
+        /* The session ends by itself, with an error that says why. */
+        cr_assert(test_consumer_wait_disabled(&cons, 30000), "the session did not end when the disk filled");
+        cr_log_info("EnableTracing ended with: \"%s\"", cons.error);
+        cr_assert_neq(cons.error[0], '\0', "the session ended without an error");
+        /* "Failed to write the trace file" on main; with the non-blocking
+         * output path the errno text follows ("...: No space left on
+         * device"). */
+        cr_assert_not_null(strstr(cons.error, "trace file"), "the error does not say what went wrong: %s", cons.error);
+        cr_assert(traced_instance_alive(&inst));
+
+        /* The file: every packet up to the last complete one. */
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        _cleanup_free_ uint8_t *buf = malloc((size_t) st.st_size + 1);
+        cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
+        close(fd);
+        size_t usable = complete_prefix(buf, (size_t) st.st_size);
+        cr_log_info("full tmpfs: file %ld bytes, %zu readable", (long) st.st_size, usable);
+        struct outcome o = {};
+        decode(buf, usable, 2000, &o);
+        cr_assert_gt(o.good, 0, "no producer packet in the file");
+        cr_assert(o.good_in_order, "the file has a gap before its last complete packet");
+        cr_assert(o.good_payload_ok, "a packet in the file is damaged");
+        cr_assert_gt(usable, (size_t) st.st_size / 2);
+
+        /* tracectl reads it to that packet too. */
+        char cmd[1200];
+        snprintf(cmd, sizeof(cmd), "%s summary '%s' 2>&1", TRACECTL_BINARY, path);
+        FILE *f = popen(cmd, "r");
+        cr_assert_not_null(f);
+        char out[16384];
+        size_t n = fread(out, 1, sizeof(out) - 1, f);
+        out[n] = '\0';
+        pclose(f);
+        cr_assert_not_null(strstr(out, "File:"), "tracectl summary could not read the file:\n%s", out);
+
+        test_consumer_free(&cons);
+        raw_producer_free(&p);
+        (void) umount2(mnt, MNT_DETACH);
+        (void) rmdir(mnt);
 }
