@@ -9,6 +9,7 @@
  */
 
 #include <inttypes.h>
+#include <regex.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -37,10 +38,23 @@
 #define SERVICE_MIN_FILE_WRITE_PERIOD_MS 100u
 #define SERVICE_MAX_DURATION_MS (7u * 24u * 3600u * 1000u)
 #define SERVICE_SYNC_MARKER_PERIOD_USEC (5u * 1000000u)
+/* Per TraceConfig: every producer filter is tried against every producer
+ * on EnableTracing and on each registration, so their number is bounded
+ * (and each regex is, see lib/basic/regex-limits.h). */
+#define SERVICE_MAX_CONFIG_DATA_SOURCES 1024u
+#define SERVICE_MAX_CONFIG_REGEX_FILTERS 64u
+#define SERVICE_CONFIG_REGEX_BUDGET 1024u /* expanded size of all of them, see regex_compile_budgeted */
+#define SERVICE_MAX_CONFIG_NAME_FILTERS 4096u
+#define SERVICE_MAX_CONFIG_TRIGGERS 256u
 #define SERVICE_SEQUENCE_ID 1u /* trusted_packet_sequence_id of the service's own packets */
 
 struct trace_buffer;
 struct session;
+
+struct compiled_regexes {
+        regex_t *re;
+        size_t n;
+};
 struct producer;
 struct consumer;
 
@@ -180,6 +194,12 @@ struct session {
         enum session_state state;
 
         Perfetto__Protos__TraceConfig *config;
+        /* config->data_sources[i]->producer_name_regex_filter, compiled
+         * once: ds_regex[i] holds n_producer_name_regex_filter of them.
+         * trigger_regex[t] is the trigger's producer_name_regex (NULL:
+         * none). */
+        struct compiled_regexes *ds_regex;
+        regex_t **trigger_regex;
         uint8_t *config_bytes; /* packed, for the trace_config packet */
         size_t config_size;
 
