@@ -156,6 +156,11 @@ bool ipc_client_has_method(const ipc_client *c, const char *method_name);
 int64_t ipc_client_invoke(ipc_client *c, const char *method_name, const ProtobufCMessage *args,
                           const ProtobufCMessageDescriptor *reply_desc, int fd, ipc_reply_cb cb, void *userdata);
 
+/* Forgets the callback of a request the caller gave up on (a timeout):
+ * a late reply is then dropped and the callback's userdata is the
+ * caller's to free. */
+void ipc_client_cancel(ipc_client *c, int64_t request_id);
+
 /* Blocking helpers for simple tools: run the loop until the bind / the
  * first final reply. */
 int ipc_client_bind_sync(ipc_client *c, const char *service_name, uint64_t timeout_usec);
