@@ -32,6 +32,15 @@
 #define SERVICE_MAX_TOTAL_BUFFER_BYTES (1024ull * 1024u * 1024u) /* per session */
 #define SERVICE_MAX_DATA_SOURCES_PER_PRODUCER 1024u
 #define SERVICE_MAX_PRODUCERS 512u
+/* What a registration may hold (see man traced(8), LIMITS): one
+ * descriptor (so a QueryServiceState reply with it fits an IPC frame),
+ * names, and the memory all of a producer's, a uid's and everybody's
+ * registrations take (name + descriptor + bookkeeping). */
+#define SERVICE_MAX_DESCRIPTOR_SIZE (112u * 1024u)
+#define SERVICE_MAX_NAME_LENGTH 1024u
+#define SERVICE_MAX_REGISTRATION_BYTES_PER_PRODUCER (8u * 1024u * 1024u)
+#define SERVICE_MAX_REGISTRATION_BYTES_PER_UID (32u * 1024u * 1024u)
+#define SERVICE_MAX_REGISTRATION_BYTES (256u * 1024u * 1024u)
 #define SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS 5000u
@@ -122,6 +131,7 @@ struct producer {
 
         struct data_source_reg *data_sources;
         size_t n_data_sources;
+        size_t registration_bytes; /* charged against the quotas */
 
         /* writer id -> target buffer, from RegisterTraceWriter or the
          * first commit; used to route scraped chunks. */

@@ -470,6 +470,8 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
         }
         if (total > SERVICE_MAX_TOTAL_BUFFER_BYTES)
                 return config_error(ret_error, "The trace config's buffers exceed the service's limit of 1 GiB");
+        if (cfg->unique_session_name && strlen(cfg->unique_session_name) > SERVICE_MAX_NAME_LENGTH)
+                return config_error(ret_error, "unique_session_name is longer than 1024 bytes");
         if (cfg->has_duration_ms && cfg->duration_ms > SERVICE_MAX_DURATION_MS)
                 return config_error(ret_error, "duration_ms exceeds the service's limit of 7 days");
         if (svc->n_sessions >= SERVICE_MAX_SESSIONS)

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -246,4 +248,391 @@ Test(security, regex_filters_cannot_freeze_the_core) {
         legit_query_ok("regex attack");
         cr_assert_eq(attacker_finish(&a, ANSWER_TIMEOUT_MS), 0, "the attacker did not get a clear refusal");
         legit_finish(&l, "regex attack");
+}
+
+/* ---- a producer written for the attacks --------------------------------- */
+
+struct flood {
+        int ok, refused, failed;
+        char last_error[256];
+};
+
+static void on_flood_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
+        struct flood *f = ud;
+        const Perfetto__Protos__RegisterDataSourceResponse *r = (const void *) reply;
+        if (fd >= 0)
+                close(fd);
+        if (error < 0 || !r) {
+                f->failed++;
+                snprintf(f->last_error, sizeof(f->last_error), "IPC error %d", error);
+        }
+        else if (r->error) {
+                f->refused++;
+                snprintf(f->last_error, sizeof(f->last_error), "%s", r->error);
+        } else
+                f->ok++;
+}
+
+static ipc_client *attack_producer(sd_event *e, const char *name) {
+        ipc_client *c = NULL;
+        if (ipc_client_connect(e, inst.producer_path, &c) < 0 || ipc_client_bind_sync(c, "ProducerPort", 10000000) < 0)
+                return ipc_client_free(c);
+        Perfetto__Protos__InitializeConnectionRequest init = PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
+        init.producer_name = (char *) name;
+        if (ipc_client_invoke(c, "InitializeConnection", &init.base, NULL, -EBADF, NULL, NULL) < 0)
+                return ipc_client_free(c);
+        return c;
+}
+
+/* Registers name with a descriptor carrying payload bytes in field 5 (a
+ * large descriptor, like upstream's gpu_counter_descriptor). */
+static int register_ds(ipc_client *c, const char *name, size_t payload, struct flood *f) {
+        static uint8_t blob[120 * 1024 + 8];
+        Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+        Perfetto__Protos__RegisterDataSourceRequest reg = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+        /* protobuf-c keeps an unknown length-delimited field with its
+         * length varint in front. */
+        payload = MIN(payload, sizeof(blob) - 8);
+        size_t hn = 0;
+        for (size_t v = payload;; v >>= 7) {
+                blob[hn++] = (uint8_t) ((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+                if (v < 0x80)
+                        break;
+        }
+        memset(blob + hn, 'd', payload);
+        ProtobufCMessageUnknownField extra = {
+                .tag = 5,
+                .wire_type = PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED,
+                .len = hn + payload,
+                .data = blob,
+        };
+        d.name = (char *) name;
+        if (payload) {
+                d.base.n_unknown_fields = 1;
+                d.base.unknown_fields = &extra;
+        }
+        reg.data_source_descriptor = &d;
+        int64_t r = ipc_client_invoke(c, "RegisterDataSource", &reg.base,
+                                      &perfetto__protos__register_data_source_response__descriptor, -EBADF,
+                                      on_flood_reply, f);
+        return r < 0 ? (int) r : 0;
+}
+
+/* Runs e until n replies came or the connection went. */
+static bool flood_wait(sd_event *e, ipc_client *c, struct flood *f, int n, unsigned timeout_ms) {
+        uint64_t deadline = now_usec() + (uint64_t) timeout_ms * 1000u;
+        while (f->ok + f->refused + f->failed < n) {
+                uint64_t now = now_usec();
+                if (now >= deadline || !ipc_client_is_connected(c))
+                        return false;
+                sd_event_run(e, deadline - now);
+        }
+        return true;
+}
+
+/* A pipe the parent closes to end an attack that holds its connections. */
+struct holder {
+        int fd[2];
+};
+
+static void holder_init(struct holder *h) {
+        cr_assert_eq(pipe2(h->fd, O_CLOEXEC), 0);
+}
+
+/* Stays connected until the parent closes the other end of the holder. */
+static void hold(sd_event *e, struct holder *h) {
+        int hold_fd = h->fd[0];
+        close(h->fd[1]);
+        struct pollfd pfd = { .fd = hold_fd, .events = POLLIN };
+        uint64_t deadline = now_usec() + 120u * 1000000u;
+        while (now_usec() < deadline) {
+                if (poll(&pfd, 1, 0) > 0)
+                        return;
+                sd_event_run(e, 20000);
+        }
+}
+
+/* ---- 4: large descriptors and QueryServiceState --------------------------- */
+
+static int attack_large_descriptors(sd_event *e, int ready_fd, void *userdata) {
+        struct holder *q = userdata;
+        struct flood f = {};
+        ipc_client *c = attack_producer(e, "big-descriptors");
+        if (!c)
+                return 10;
+        char name[32];
+        for (int i = 0; i < 4; i++) {
+                snprintf(name, sizeof(name), "big.%d", i);
+                if (register_ds(c, name, 100 * 1024, &f) < 0)
+                        return 11;
+        }
+        /* One alone cannot fit a frame: refused at registration. */
+        if (register_ds(c, "too.big", 118 * 1024, &f) < 0)
+                return 12;
+        if (!flood_wait(e, c, &f, 5, 30000))
+                return 13;
+        fprintf(stderr, "security: large descriptors: %d registered, %d refused, %d failed (%s)\n", f.ok, f.refused, f.failed,
+                f.last_error);
+        if (f.ok != 4 || f.refused != 1 || !strstr(f.last_error, "larger than"))
+                return 14;
+        signal_ready(ready_fd);
+        hold(e, q);
+        ipc_client_free(c);
+        return 0;
+}
+
+/* QueryServiceState, streamed replies concatenated (as the perfetto CLI
+ * does). */
+struct qss_call {
+        uint8_t *bytes;
+        size_t len;
+        int replies;
+        bool done;
+        int error;
+};
+
+static void on_qss(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
+        struct qss_call *k = ud;
+        if (fd >= 0)
+                close(fd);
+        if (error < 0) {
+                k->error = error;
+                k->done = true;
+                return;
+        }
+        size_t n = protobuf_c_message_get_packed_size(reply);
+        k->bytes = realloc(k->bytes, k->len + n + 1);
+        protobuf_c_message_pack(reply, k->bytes + k->len);
+        k->len += n;
+        k->replies++;
+        k->done = !has_more;
+}
+
+Test(security, large_descriptors_do_not_deny_query_service_state) {
+        struct legit l;
+        struct attacker a;
+        struct holder q;
+
+        legit_start(&l, 3000);
+        holder_init(&q);
+        attacker_start(&a, true, attack_large_descriptors, &q);
+        close(q.fd[0]);
+        attacker_wait_ready(&a);
+
+        struct test_consumer c;
+        struct qss_call k = {};
+        Perfetto__Protos__QueryServiceStateRequest req = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        uint64_t t0 = now_usec();
+        cr_assert_eq(test_consumer_connect(&c, ev, inst.consumer_path), 0);
+        cr_assert_gt(ipc_client_invoke(c.client, "QueryServiceState", &req.base,
+                                       &perfetto__protos__query_service_state_response__descriptor, -EBADF, on_qss, &k),
+                     0);
+        uint64_t deadline = now_usec() + ANSWER_TIMEOUT_MS * 1000u;
+        while (!k.done && now_usec() < deadline)
+                sd_event_run(ev, 100000);
+        fprintf(stderr, "security: large descriptors: QueryServiceState %s after %.1f ms in %d replies\n",
+                k.done ? "answered" : "failed", (double) (now_usec() - t0) / 1000.0, k.replies);
+        cr_assert(k.done && k.error == 0, "QueryServiceState was not answered");
+        cr_assert_gt(k.replies, 1, "a reply over the frame limit cannot have come in one frame");
+        Perfetto__Protos__QueryServiceStateResponse *r =
+                perfetto__protos__query_service_state_response__unpack(NULL, k.len, k.bytes);
+        cr_assert_not_null(r);
+        int big = 0, legit_ds = 0;
+        for (size_t i = 0; i < r->service_state->n_data_sources; i++) {
+                const char *n = r->service_state->data_sources[i]->ds_descriptor->name;
+                big += strncmp(n, "big.", 4) == 0;
+                legit_ds += strcmp(n, "legit.data") == 0;
+                cr_assert_neq(strcmp(n, "too.big"), 0, "the oversized descriptor was registered");
+        }
+        cr_assert_eq(big, 4);
+        cr_assert_eq(legit_ds, 1);
+        bool nobody_listed = false;
+        for (size_t i = 0; i < r->service_state->n_producers; i++)
+                if (strcmp(r->service_state->producers[i]->name, "big-descriptors") == 0)
+                        nobody_listed = r->service_state->producers[i]->uid == NOBODY;
+        cr_assert(nobody_listed, "the attacker's producer is not listed with its uid");
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+        free(k.bytes);
+        test_consumer_free(&c);
+
+        /* tracectl query concatenates too, and names each producer's uid. */
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), "%s --socket=%s query", TRACECTL_BINARY, inst.consumer_path);
+        FILE *out = popen(cmd, "r");
+        cr_assert_not_null(out);
+        char line[512];
+        bool seen = false;
+        int n_big = 0;
+        while (fgets(line, sizeof(line), out)) {
+                if (strstr(line, "big-descriptors") && strstr(line, "uid 65534"))
+                        seen = true;
+                if (strstr(line, "big."))
+                        n_big++;
+        }
+        cr_assert_eq(pclose(out), 0, "tracectl query failed");
+        cr_assert(seen, "tracectl query does not show the producer's uid");
+        cr_assert_eq(n_big, 4);
+
+        close(q.fd[1]);
+        cr_assert_eq(attacker_finish(&a, ANSWER_TIMEOUT_MS), 0, "the attacker's registrations went otherwise");
+        legit_finish(&l, "large descriptors");
+}
+
+/* ---- 5: registration memory -------------------------------------------------- */
+
+static pid_t core_pid(void) {
+        /* Under the supervisor the core is traced's child. */
+        pid_t found = inst.pid;
+        FILE *f = NULL;
+        char path[64], buf[512];
+        for (pid_t p = 1; p < 4194304 && found == inst.pid; p++) {
+                snprintf(path, sizeof(path), "/proc/%d/stat", (int) p);
+                f = fopen(path, "re");
+                if (!f)
+                        continue;
+                if (fgets(buf, sizeof(buf), f)) {
+                        char *rp = strrchr(buf, ')');
+                        int ppid = 0;
+                        if (rp && sscanf(rp + 2, "%*c %d", &ppid) == 1 && ppid == inst.pid)
+                                found = p;
+                }
+                fclose(f);
+        }
+        return found;
+}
+
+static long rss_kb(pid_t pid) {
+        char path[64], line[256];
+        long kb = -1;
+        snprintf(path, sizeof(path), "/proc/%d/status", (int) pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -1;
+        while (fgets(line, sizeof(line), f))
+                if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+                        break;
+        fclose(f);
+        return kb;
+}
+
+#define FLOOD_PRODUCERS 8
+#define FLOOD_PER_PRODUCER 100
+
+static int attack_registration_flood(sd_event *e, int ready_fd, void *userdata) {
+        struct holder *q = userdata;
+        ipc_client *c[FLOOD_PRODUCERS] = {};
+        struct flood f[FLOOD_PRODUCERS] = {};
+        char name[64];
+        int producer_quota = 0, uid_quota = 0, ok = 0;
+
+        for (int i = 0; i < FLOOD_PRODUCERS; i++) {
+                snprintf(name, sizeof(name), "flood-%d", i);
+                c[i] = attack_producer(e, name);
+                if (!c[i])
+                        return 10;
+                for (int k = 0; k < FLOOD_PER_PRODUCER; k++) {
+                        snprintf(name, sizeof(name), "flood.%d.%d", i, k);
+                        if (register_ds(c[i], name, 100 * 1024, &f[i]) < 0)
+                                return 11;
+                        /* Keep the send queue short. */
+                        if (k % 8 == 7 && !flood_wait(e, c[i], &f[i], k + 1, 60000))
+                                return 12;
+                }
+                if (!flood_wait(e, c[i], &f[i], FLOOD_PER_PRODUCER, 60000))
+                        return 13;
+                ok += f[i].ok;
+                if (strstr(f[i].last_error, "producer's quota"))
+                        producer_quota++;
+                if (strstr(f[i].last_error, "user's quota"))
+                        uid_quota++;
+        }
+        fprintf(stderr, "security: registration flood: %d accepted of %d; %d producers hit their quota, %d the uid's\n",
+                ok, FLOOD_PRODUCERS * FLOOD_PER_PRODUCER, producer_quota, uid_quota);
+        signal_ready(ready_fd);
+        hold(e, q);
+        for (int i = 0; i < FLOOD_PRODUCERS; i++)
+                ipc_client_free(c[i]);
+        /* Every producer hit a quota, and the uid's quota capped the rest. */
+        return producer_quota > 0 && uid_quota > 0 && producer_quota + uid_quota == FLOOD_PRODUCERS ? 0 : 14;
+}
+
+Test(security, registrations_are_bounded_per_producer_and_uid) {
+        struct legit l;
+        struct attacker a;
+        struct holder q;
+
+        legit_start(&l, 4000);
+        pid_t core = core_pid();
+        long before = rss_kb(core);
+        holder_init(&q);
+        attacker_start(&a, true, attack_registration_flood, &q);
+        close(q.fd[0]);
+        attacker_wait_ready(&a);
+        long during = rss_kb(core);
+        legit_query_ok("registration flood");
+        close(q.fd[1]);
+        cr_assert_eq(attacker_finish(&a, 60000), 0, "the flood was not refused by the quotas");
+        spin_ms(ev, 500);
+        long after = rss_kb(core);
+        fprintf(stderr, "security: registration flood: core (pid %d) RSS %ld kB before, %ld kB during, %ld kB after\n",
+                (int) core, before, during, after);
+        /* 32 MiB of registrations for the uid, plus slack for the heap. */
+        cr_assert_lt(during - before, 64 * 1024, "the core grew by %ld kB", during - before);
+        cr_assert_lt(after - before, 16 * 1024, "the core kept %ld kB after the producers left", after - before);
+        legit_finish(&l, "registration flood");
+}
+
+/* ---- 8: tracectl and a service that never answers -------------------------- */
+
+static void never_answer(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        ipc_request **held = userdata;
+        if (*held)
+                ipc_request_unref(*held);
+        *held = req;
+}
+
+Test(security, tracectl_query_timeout_frees_everything) {
+        /* A consumer port that binds and then never answers. */
+        char path[300];
+        snprintf(path, sizeof(path), "%s/silent.sock", inst.dir);
+        pid_t srv = fork();
+        cr_assert_geq(srv, 0);
+        if (srv == 0) {
+                static ipc_request *held;
+                static const struct ipc_method_desc methods[] = {
+                        { "QueryServiceState", &perfetto__protos__query_service_state_request__descriptor,
+                          &perfetto__protos__query_service_state_response__descriptor, never_answer },
+                };
+                static const struct ipc_service_desc desc = { .name = "ConsumerPort", .methods = methods, .n_methods = 1 };
+                sd_event *e = NULL;
+                ipc_host *h = NULL;
+                int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                struct sockaddr_un sa = { .sun_family = AF_UNIX };
+                if (strlen(path) >= sizeof(sa.sun_path))
+                        _exit(2);
+                memcpy(sa.sun_path, path, strlen(path) + 1);
+                if (fd < 0 || bind(fd, (struct sockaddr *) &sa, sizeof(sa)) < 0 || listen(fd, 4) < 0 ||
+                    sd_event_new(&e) < 0 || ipc_host_new(e, &h) < 0 || ipc_host_add_service(h, &desc, &held) < 0 ||
+                    ipc_host_add_listener(h, fd) < 0)
+                        _exit(1);
+                sd_event_loop(e);
+                _exit(0);
+        }
+        for (int i = 0; i < 100 && access(path, F_OK) < 0; i++)
+                usleep(20000);
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), "%s --socket=%s query 2>&1", TRACECTL_BINARY, path);
+        FILE *out = popen(cmd, "r");
+        cr_assert_not_null(out);
+        char text[4096] = "";
+        size_t n = fread(text, 1, sizeof(text) - 1, out);
+        text[n] = '\0';
+        int st = pclose(out);
+        kill(srv, SIGKILL);
+        waitpid(srv, NULL, 0);
+        /* Under ASan+UBSan, LeakSanitizer turns the 24 bytes into a
+         * failing exit status and a report in text. */
+        cr_assert(strstr(text, "timed out"), "tracectl said: %s", text);
+        cr_assert(!strstr(text, "LeakSanitizer"), "tracectl leaked: %s", text);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "tracectl exited with %d: %s", st, text);
 }
