@@ -55,6 +55,8 @@
 #define SERVICE_CONFIG_REGEX_BUDGET 1024u /* expanded size of all of them, see regex_compile_budgeted */
 #define SERVICE_MAX_CONFIG_NAME_FILTERS 4096u
 #define SERVICE_MAX_CONFIG_TRIGGERS 256u
+/* A write_into_file fd that takes nothing this long fails its session. */
+#define SERVICE_OUTPUT_STALL_USEC (30u * 1000000u)
 #define SERVICE_SEQUENCE_ID 1u /* trusted_packet_sequence_id of the service's own packets */
 
 struct trace_buffer;
@@ -222,11 +224,20 @@ struct session {
         size_t n_seqs, seq_cap;
         uint32_t next_sequence_id;
 
-        /* write_into_file */
+        /* write_into_file (session-output.c) */
         int file_fd;
-        uint64_t file_bytes;
+        uint64_t file_bytes; /* taken from the buffers for the file */
         uint64_t max_file_size;
         sd_event_source *file_timer;
+        uint8_t *out_buf; /* bytes the fd has not taken yet: out_buf[out_off..out_len) */
+        size_t out_off, out_len, out_cap;
+        bool out_pollable; /* a pipe, socket or device: written without blocking, driven by out_io */
+        bool out_more; /* the buffers hold more than out_buf could take */
+        bool out_full; /* max_file_size reached */
+        bool out_finalizing; /* the session is over once the output drained */
+        int out_error; /* the first write error, -errno */
+        sd_event_source *out_io;
+        sd_event_source *out_stall;
 
         uint32_t file_period_ms;
         sd_event_source *duration_timer;
@@ -244,6 +255,7 @@ struct session {
 
         ipc_request *enable_req; /* answered when the session is disabled */
         char *disable_error;
+        char *state_text; /* QueryServiceState's state with disable_error */
 
         uint64_t uuid_msb, uuid_lsb;
         struct service_event events[32];
@@ -344,7 +356,19 @@ void session_on_data_source_registered(struct traced_service *svc, struct produc
 void session_on_triggers(struct traced_service *svc, struct producer *p, char **names, size_t n);
 struct session_buffer *service_find_buffer(struct traced_service *svc, uint32_t buffer_id, struct session **ret_session);
 bool session_producer_may_write(struct session *s, uint16_t producer_id);
+/* session-output.c: the write_into_file fd, never written with a
+ * blocking call. session_output_open checks and takes fd (-EINVAL with
+ * *ret_error for an fd that cannot take a trace). session_write_into_file
+ * moves ready packets towards the fd; it returns 0 (written, or waiting
+ * for the fd), -EFBIG at max_file_size_bytes, or the write error. */
+int session_output_open(struct session *s, int fd, char **ret_error);
 int session_write_into_file(struct session *s);
+bool session_output_drained(const struct session *s);
+void session_output_free(struct session *s);
+/* A message for a write error (static storage). */
+const char *session_output_error_message(int error);
+/* session.c: the finalizing session's output drained or failed. */
+void session_output_finished(struct session *s);
 uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first);
 void session_notify_observers(struct session *s, uint32_t event_mask);
 void session_add_service_event(struct session *s, unsigned field);

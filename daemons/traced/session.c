@@ -165,6 +165,7 @@ void session_free(struct session *s) {
         sd_event_source_disable_unref(s->sync_timer);
         sd_event_source_disable_unref(s->clear_timer);
         sd_event_source_disable_unref(s->trigger_timer);
+        session_output_free(s);
         safe_close(s->file_fd);
         session_free_regexes(s);
         if (s->config)
@@ -172,6 +173,7 @@ void session_free(struct session *s) {
         free(s->config_bytes);
         free(s->detach_key);
         free(s->disable_error);
+        free(s->state_text);
         free(s->triggered_by);
         free(s);
         service_state_changed(svc);
@@ -455,6 +457,8 @@ static int session_alloc(struct traced_service *svc, struct consumer *c, enum se
 
 int session_create(struct traced_service *svc, struct consumer *c, const Perfetto__Protos__TraceConfig *cfg,
                    int file_fd, struct session **ret, char **ret_error) {
+        /* Taken: closed on every refusal. */
+        _cleanup_close_ int out_fd = file_fd;
         uint64_t total = 0;
         unsigned per_uid = 0;
         int r;
@@ -524,8 +528,12 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
                 s->n_buffers++;
         }
 
-        if (file_fd >= 0) {
-                s->file_fd = file_fd;
+        if (out_fd >= 0) {
+                r = session_output_open(s, TAKE_FD(out_fd), ret_error);
+                if (r < 0) {
+                        session_free(s);
+                        return r;
+                }
                 s->max_file_size = cfg->has_max_file_size_bytes ? cfg->max_file_size_bytes : 0;
         }
 
@@ -573,8 +581,7 @@ static int on_file_timer(sd_event_source *src, uint64_t usec, void *userdata) {
                 return 0;
         }
         if (r < 0) {
-                log_warning_errno(r, "Session %" PRIu64 ": writing the trace file failed: %m", s->id);
-                session_disable(s, "Failed to write the trace file");
+                session_disable(s, session_output_error_message(r));
                 return 0;
         }
         return sd_event_source_set_time_relative(src, s->file_period_ms * 1000u) < 0
@@ -888,8 +895,24 @@ static void session_finalize(struct session *s) {
 
         if (s->file_fd >= 0) {
                 int r = session_write_into_file(s);
-                if (r < 0 && r != -EFBIG)
-                        log_warning_errno(r, "Session %" PRIu64 ": final write of the trace file failed: %m", s->id);
+                if (r >= 0 || r == -EFBIG) {
+                        if (!session_output_drained(s)) {
+                                /* The fd takes the rest from the loop; the
+                                 * consumer hears of the end after that. */
+                                s->out_finalizing = true;
+                                return;
+                        }
+                }
+        }
+        session_output_finished(s);
+}
+
+void session_output_finished(struct session *s) {
+        s->out_finalizing = false;
+        if (s->file_fd >= 0) {
+                if (s->out_error < 0 && !s->disable_error)
+                        s->disable_error = strdup(session_output_error_message(s->out_error));
+                session_output_free(s);
                 s->file_fd = safe_close(s->file_fd);
         }
         log_info("Session %" PRIu64 " disabled%s%s.", s->id, s->disable_error ? ": " : "",

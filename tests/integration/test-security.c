@@ -636,3 +636,153 @@ Test(security, tracectl_query_timeout_frees_everything) {
         cr_assert(!strstr(text, "LeakSanitizer"), "tracectl leaked: %s", text);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "tracectl exited with %d: %s", st, text);
 }
+
+/* ---- 2: a pipe nobody reads ---------------------------------------------- */
+
+static Perfetto__Protos__TraceConfig *file_config(const char *ds, uint32_t duration_ms, size_t config_padding) {
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, ds, duration_ms);
+        cfg->has_write_into_file = cfg->write_into_file = true;
+        cfg->has_file_write_period_ms = true;
+        cfg->file_write_period_ms = 100;
+        if (config_padding) {
+                /* The trace_config packet alone then fills a small pipe. */
+                char *pad = malloc(config_padding + 1);
+                memset(pad, 'p', config_padding);
+                pad[config_padding] = '\0';
+                cfg->data_sources[0]->config->legacy_config = pad;
+        }
+        return cfg;
+}
+
+static void file_config_free(Perfetto__Protos__TraceConfig *cfg) {
+        free(cfg->data_sources[0]->config->legacy_config);
+        cfg->data_sources[0]->config->legacy_config = NULL;
+        test_config_free(cfg);
+}
+
+static int attack_stuck_pipe(sd_event *e, int ready_fd, void *userdata) {
+        struct test_consumer c;
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return 10;
+        (void) fcntl(p[1], F_SETPIPE_SZ, 4096);
+        if (test_consumer_connect(&c, e, inst.consumer_path) < 0)
+                return 11;
+        Perfetto__Protos__TraceConfig *cfg = file_config("nothing.here", 2000, 60000);
+        int r = test_consumer_enable(&c, cfg, p[1]);
+        file_config_free(cfg);
+        if (r < 0)
+                return 12;
+        /* The service now has the write end; p[0] is never read. */
+        spin_ms(e, 1000);
+        close(p[1]);
+        signal_ready(ready_fd);
+        if (!test_consumer_wait_disabled(&c, 180000))
+                return 13;
+        fprintf(stderr, "security: stuck pipe: the attacker was told: %s\n", c.error);
+        close(p[0]);
+        return strstr(c.error, "took no data") ? 0 : 14;
+}
+
+Test(security, a_pipe_nobody_reads_does_not_freeze_the_core) {
+        struct legit l;
+        struct attacker a;
+        legit_start(&l, 3000);
+        attacker_start(&a, true, attack_stuck_pipe, NULL);
+        attacker_wait_ready(&a);
+        legit_query_ok("stuck pipe");
+        cr_assert_eq(waitpid(a.pid, NULL, WNOHANG), 0, "the attack should still be under way");
+        legit_finish(&l, "stuck pipe");
+        legit_query_ok("stuck pipe, after the legitimate session");
+        cr_assert_eq(attacker_finish(&a, 120000), 0, "the stuck session did not end with a clear error");
+}
+
+/* ---- 3: write errors reach the consumer ----------------------------------- */
+
+static void expect_enable_error(int fd, const char *ds, const char *expected) {
+        struct test_consumer c;
+        cr_assert_eq(test_consumer_connect(&c, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = file_config(ds, 1000, 0);
+        cr_assert_eq(test_consumer_enable(&c, cfg, fd), 0);
+        file_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&c, 30000), "EnableTracing (%s) was never answered", expected);
+        fprintf(stderr, "security: write errors: the consumer was told: %s\n", c.error);
+        cr_assert(strstr(c.error, expected), "expected \"%s\", the error was \"%s\"", expected, c.error);
+        test_consumer_free(&c);
+}
+
+/* Runs tracectl with the loop going (the legitimate producer lives on
+ * it); returns its exit status and its output in text. */
+static int run_tracectl(const char *const *args, char *text, size_t size) {
+        int p[2];
+        cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
+                dup2(p[1], STDOUT_FILENO);
+                dup2(p[1], STDERR_FILENO);
+                execv(TRACECTL_BINARY, (char *const *) args);
+                _exit(127);
+        }
+        close(p[1]);
+        (void) fcntl(p[0], F_SETFL, O_NONBLOCK);
+        size_t len = 0;
+        int st = 0;
+        for (;;) {
+                ssize_t n = read(p[0], text + len, size - 1 - len);
+                if (n > 0)
+                        len += (size_t) n;
+                if (waitpid(pid, &st, WNOHANG) == pid)
+                        break;
+                spin_ms(ev, 20);
+        }
+        ssize_t n = read(p[0], text + len, size - 1 - len);
+        if (n > 0)
+                len += (size_t) n;
+        text[len] = '\0';
+        close(p[0]);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+Test(security, write_errors_fail_the_session_with_the_reason) {
+        struct legit l;
+        char path[512];
+        legit_start(&l, 4000);
+
+        /* A read-only fd and a directory: refused at EnableTracing. */
+        snprintf(path, sizeof(path), "%s/readonly.pftrace", inst.dir);
+        int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+        cr_assert_geq(fd, 0);
+        expect_enable_error(fd, "nothing.here", "not open for writing");
+        close(fd);
+        fd = open(inst.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        expect_enable_error(fd, "nothing.here", "is a directory");
+        close(fd);
+
+        /* A pipe whose reader is gone: EPIPE at the first write. */
+        int p[2];
+        cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+        close(p[0]);
+        expect_enable_error(p[1], "nothing.here", "Broken pipe");
+        close(p[1]);
+        legit_query_ok("write errors");
+
+        /* A full disk, through tracectl: it exits non-zero naming it. */
+        snprintf(path, sizeof(path), "%s/full.pbtxt", inst.dir);
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f);
+        fprintf(f, "buffers { size_kb: 1024 }\ndata_sources { config { name: \"nothing.here\" } }\nduration_ms: 500\n"
+                   "file_write_period_ms: 100\n");
+        fclose(f);
+        char sock[400], text[4096];
+        snprintf(sock, sizeof(sock), "--socket=%s", inst.consumer_path);
+        const char *args[] = { TRACECTL_BINARY, sock, "record", "-c", path, "--txt", "-o", "/dev/full", "--no-summary",
+                               NULL };
+        int st = run_tracectl(args, text, sizeof(text));
+        fprintf(stderr, "security: write errors: tracectl -o /dev/full exited %d: %s", st, text);
+        cr_assert_neq(st, 0, "tracectl succeeded writing to /dev/full");
+        cr_assert(strstr(text, "No space left on device"), "tracectl said: %s", text);
+
+        legit_finish(&l, "write errors");
+}
