@@ -96,6 +96,7 @@ static int on_bind(ipc_host_conn *conn, void *userdata) {
                 free(p);
                 return -EUSERS;
         }
+        p->plugin_host = service_take_plugin_conn(svc, ipc_host_conn_id(conn));
         p->next = svc->producers;
         svc->producers = p;
         svc->n_producers++;
@@ -159,6 +160,14 @@ static void m_initialize_connection(ipc_request *req, const ProtobufCMessage *ar
             (a->sdk_version && strlen(a->sdk_version) > SERVICE_MAX_NAME_LENGTH)) {
                 log_notice("Refusing producer pid %d (uid %u): name or sdk_version longer than 1024 bytes.",
                            (int) p->pid, (unsigned) p->uid);
+                ipc_request_fail(req);
+                return;
+        }
+        if (a->producer_name && service_name_is_reserved(p->svc, a->producer_name) &&
+            !service_producer_is_trusted(p->svc, p)) {
+                /* Nobody else may pass for one of the suite's plugins. */
+                log_notice("Refusing producer \"%.64s\" (pid %d, uid %u): the name is reserved for the tracing "
+                           "service's own plugins.", a->producer_name, (int) p->pid, (unsigned) p->uid);
                 ipc_request_fail(req);
                 return;
         }
@@ -276,6 +285,12 @@ static void m_register_data_source(ipc_request *req, const ProtobufCMessage *arg
         size_t packed = d ? protobuf_c_message_get_packed_size(&d->base) : 0;
         if (!descriptor_acceptable(d, packed, &why)) {
                 refuse_registration(req, p, d ? d->name : NULL, why);
+                return;
+        }
+        if (service_name_is_reserved(p->svc, d->name) && !service_producer_is_trusted(p->svc, p)) {
+                refuse_registration(req, p, d->name,
+                                    "This data source name is reserved for the tracing service's own plugins "
+                                    "(trusted_data_sources in traced.conf)");
                 return;
         }
         if (find_ds(p, d->name)) {

@@ -114,6 +114,7 @@ struct producer {
         char *name;
         char *sdk_version;
         bool initialized;
+        bool plugin_host; /* a connection traced made for its plugins */
 
         /* Shared memory buffer. */
         size_t smb_size_hint;
@@ -306,6 +307,17 @@ struct traced_service {
         uint64_t last_flush_request_id;
 
         void (*state_changed)(struct traced_service *svc); /* for sd_notify STATUS= */
+
+        /* Reserved data source names (NAME or PREFIX*) and who besides the
+         * plugin hosts and root may register them. */
+        const char *const *trusted_names;
+        size_t n_trusted_names;
+        const uid_t *trusted_uids;
+        size_t n_trusted_uids;
+        /* Connections traced made for its plugins (ipc_host_conn_id),
+         * until their producer binds. */
+        uint64_t *plugin_conns;
+        size_t n_plugin_conns;
 };
 
 int service_new(sd_event *event, struct traced_service **ret);
@@ -317,6 +329,12 @@ int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid);
 /* Disables every session (final writes to files) for shutdown. */
 void service_shutdown(struct traced_service *svc);
 void service_state_changed(struct traced_service *svc);
+/* Whether name is reserved (trusted_names), and whether p may register
+ * reserved names. */
+bool service_name_is_reserved(const struct traced_service *svc, const char *name);
+bool service_producer_is_trusted(const struct traced_service *svc, const struct producer *p);
+/* Whether conn is one traced made for a plugin (consumes the mark). */
+bool service_take_plugin_conn(struct traced_service *svc, uint64_t conn_id);
 
 /* producer-port.c */
 extern const struct ipc_service_desc producer_port_desc;

@@ -333,6 +333,7 @@ static bool flood_wait(sd_event *e, ipc_client *c, struct flood *f, int n, unsig
 /* A pipe the parent closes to end an attack that holds its connections. */
 struct holder {
         int fd[2];
+        bool trusted; /* the attack expects to be let in */
 };
 
 static void holder_init(struct holder *h) {
@@ -785,4 +786,122 @@ Test(security, write_errors_fail_the_session_with_the_reason) {
         cr_assert(strstr(text, "No space left on device"), "tracectl said: %s", text);
 
         legit_finish(&l, "write errors");
+}
+
+/* ---- 6: data source names reserved for the suite's plugins --------------------- */
+
+static int attack_impersonate(sd_event *e, int ready_fd, void *userdata) {
+        struct holder *q = userdata;
+        struct flood f = {};
+        ipc_client *c = attack_producer(e, "impostor");
+        ipc_client *named = attack_producer(e, "traced.ftrace");
+        if (!c || !named)
+                return 10;
+        if (register_ds(c, "linux.ftrace", 0, &f) < 0 || register_ds(c, "traced.anything", 0, &f) < 0 ||
+            register_ds(c, "impostor.own", 0, &f) < 0)
+                return 11;
+        if (!flood_wait(e, c, &f, 3, 30000))
+                return 12;
+        fprintf(stderr, "security: impersonation: %d registered, %d refused (%s)\n", f.ok, f.refused, f.last_error);
+        signal_ready(ready_fd);
+        hold(e, q);
+        ipc_client_free(named);
+        ipc_client_free(c);
+        if (!q->trusted)
+                return f.ok == 1 && f.refused == 2 && strstr(f.last_error, "reserved") ? 0 : 13;
+        return f.ok == 3 ? 0 : 14;
+}
+
+/* The number of data source instances of this consumer's session, and
+ * whether a producer of that name and uid is listed. */
+static void state_of(int *ret_instances, const char *producer, int uid, bool *ret_listed) {
+        Perfetto__Protos__QueryServiceStateResponse *r = legit_query("impersonation", NULL);
+        cr_assert_not_null(r);
+        *ret_instances = -1;
+        for (size_t i = 0; i < r->service_state->n_tracing_sessions; i++)
+                if (r->service_state->tracing_sessions[i]->unique_session_name &&
+                    strcmp(r->service_state->tracing_sessions[i]->unique_session_name, "wants-ftrace") == 0)
+                        *ret_instances = (int) r->service_state->tracing_sessions[i]->num_data_sources;
+        *ret_listed = false;
+        for (size_t i = 0; i < r->service_state->n_producers; i++)
+                if (r->service_state->producers[i]->name &&
+                    strcmp(r->service_state->producers[i]->name, producer) == 0 &&
+                    r->service_state->producers[i]->uid == uid)
+                        *ret_listed = true;
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+}
+
+static void root_wants_ftrace(struct test_consumer *c) {
+        cr_assert_eq(test_consumer_connect(c, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "linux.ftrace", 2000);
+        cfg->unique_session_name = (char *) "wants-ftrace";
+        cr_assert_eq(test_consumer_enable(c, cfg, -EBADF), 0);
+        cfg->unique_session_name = NULL;
+        test_config_free(cfg);
+        spin_ms(ev, 300);
+}
+
+Test(security, reserved_data_source_names_need_a_trusted_producer) {
+        struct legit l;
+        struct attacker a;
+        struct holder q = {};
+        struct test_consumer root;
+        int instances;
+        bool listed;
+
+        legit_start(&l, 4000);
+        holder_init(&q);
+        attacker_start(&a, true, attack_impersonate, &q);
+        close(q.fd[0]);
+        attacker_wait_ready(&a);
+
+        root_wants_ftrace(&root);
+        state_of(&instances, "traced.ftrace", NOBODY, &listed);
+        cr_assert_eq(instances, 0, "root's linux.ftrace session got %d instance(s) from nobody", instances);
+        cr_assert(!listed, "nobody passes for traced.ftrace");
+        test_consumer_free(&root);
+
+        close(q.fd[1]);
+        cr_assert_eq(attacker_finish(&a, ANSWER_TIMEOUT_MS), 0, "the reserved names were not refused clearly");
+        legit_finish(&l, "impersonation");
+
+        /* The refusal is logged with the uid and pid. */
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "grep -q 'Refusing data source \"linux.ftrace\".*uid 65534, pid [0-9]' %s",
+                 inst.log_path);
+        cr_assert_eq(system(cmd), 0, "the refusal is not in the log with uid and pid");
+}
+
+Test(security, trusted_users_may_register_reserved_names) {
+        struct attacker a;
+        struct holder q = { .trusted = true };
+        struct test_consumer root;
+        char conf[400], arg[450];
+        int instances;
+        bool listed;
+
+        /* traced again, with nobody trusted. */
+        cr_assert_eq(traced_instance_stop(&inst), 0);
+        snprintf(conf, sizeof(conf), "%s/traced.conf", inst.dir);
+        FILE *f = fopen(conf, "we");
+        cr_assert_not_null(f);
+        fprintf(f, "[service]\ntrusted_users = %d\n", NOBODY);
+        fclose(f);
+        snprintf(arg, sizeof(arg), "--config=%s", conf);
+        const char *args[] = { "--no-plugins", arg, NULL };
+        cr_assert_eq(traced_instance_restart(&inst, true, args), 0);
+        (void) chmod(inst.producer_path, 0666);
+        (void) chmod(inst.consumer_path, 0666);
+
+        holder_init(&q);
+        attacker_start(&a, true, attack_impersonate, &q);
+        close(q.fd[0]);
+        attacker_wait_ready(&a);
+        root_wants_ftrace(&root);
+        state_of(&instances, "traced.ftrace", NOBODY, &listed);
+        cr_assert_eq(instances, 1, "a trusted user's linux.ftrace was not used");
+        cr_assert(listed);
+        test_consumer_free(&root);
+        close(q.fd[1]);
+        cr_assert_eq(attacker_finish(&a, ANSWER_TIMEOUT_MS), 0);
 }
