@@ -208,27 +208,20 @@ static struct data_source_reg *find_ds(struct producer *p, const char *name) {
 }
 
 static size_t ds_reg_cost(const char *name, size_t descriptor_size) {
-        return sizeof(struct data_source_reg) + strlen(name) + 1 + descriptor_size;
+        return registration_cost(name, descriptor_size);
 }
 
 /* Whether extra bytes of registrations fit this producer's, its uid's and
  * the service's quotas; *ret_error says which one does not. */
 static bool registration_fits(struct producer *p, size_t extra, const char **ret_error) {
-        size_t uid_bytes = 0, all_bytes = 0;
+        struct registration_usage u = { .producer = p->registration_bytes };
         for (struct producer *o = p->svc->producers; o; o = o->next) {
-                all_bytes += o->registration_bytes;
+                u.all += o->registration_bytes;
                 if (o->uid == p->uid)
-                        uid_bytes += o->registration_bytes;
+                        u.uid += o->registration_bytes;
         }
-        if (p->registration_bytes + extra > SERVICE_MAX_REGISTRATION_BYTES_PER_PRODUCER)
-                *ret_error = "Data source registrations exceed this producer's quota of 8 MiB";
-        else if (uid_bytes + extra > SERVICE_MAX_REGISTRATION_BYTES_PER_UID)
-                *ret_error = "Data source registrations exceed this user's quota of 32 MiB";
-        else if (all_bytes + extra > SERVICE_MAX_REGISTRATION_BYTES)
-                *ret_error = "Data source registrations exceed the service's limit of 256 MiB";
-        else
-                return true;
-        return false;
+        *ret_error = registration_quota_refusal(&u, extra);
+        return !*ret_error;
 }
 
 /* Whether a descriptor may be registered; *ret_error says why not. */

@@ -17,6 +17,7 @@
 #include <systemd/sd-event.h>
 
 #include "ipc/ipc.h"
+#include "quota.h"
 #include "smb/smb-abi.h"
 
 #include "perfetto/common/data_source_descriptor.pb-c.h"
@@ -38,9 +39,6 @@
  * registrations take (name + descriptor + bookkeeping). */
 #define SERVICE_MAX_DESCRIPTOR_SIZE (112u * 1024u)
 #define SERVICE_MAX_NAME_LENGTH 1024u
-#define SERVICE_MAX_REGISTRATION_BYTES_PER_PRODUCER (8u * 1024u * 1024u)
-#define SERVICE_MAX_REGISTRATION_BYTES_PER_UID (32u * 1024u * 1024u)
-#define SERVICE_MAX_REGISTRATION_BYTES (256u * 1024u * 1024u)
 #define SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS 5000u
