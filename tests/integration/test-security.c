@@ -905,3 +905,58 @@ Test(security, trusted_users_may_register_reserved_names) {
         close(q.fd[1]);
         cr_assert_eq(attacker_finish(&a, ANSWER_TIMEOUT_MS), 0);
 }
+
+/* ---- 7, 8: text configs ----------------------------------------------------- */
+
+Test(security, text_configs_parse_in_linear_time_and_refuse_out_of_range_values) {
+        struct legit l;
+        char path[512], out[512], sock[400], text[4096];
+        legit_start(&l, 4000);
+        snprintf(sock, sizeof(sock), "--socket=%s", inst.consumer_path);
+        snprintf(out, sizeof(out), "%s/text.pftrace", inst.dir);
+
+        /* 100,000 adjacent literals (a config that still fits one IPC frame):
+         * quadratic under ASan, this took half a minute. */
+        snprintf(path, sizeof(path), "%s/literals.pbtxt", inst.dir);
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f);
+        fprintf(f, "buffers { size_kb: 1024 }\nduration_ms: 300\n"
+                   "data_sources { config { name: \"nothing.here\" legacy_config: ");
+        for (int i = 0; i < 100000; i++)
+                fputs("\"a\" ", f);
+        fprintf(f, "} }\n");
+        fclose(f);
+        const char *a1[] = { TRACECTL_BINARY, sock, "record", "-c", path, "--txt", "-o", out, "--no-summary", NULL };
+        uint64_t t0 = now_usec();
+        int st = run_tracectl(a1, text, sizeof(text));
+        fprintf(stderr, "security: 100,000 literals: tracectl exited %d after %.1f ms\n", st,
+                (double) (now_usec() - t0) / 1000.0);
+        cr_assert_eq(st, 0, "tracectl: %s", text);
+        legit_query_ok("text configs");
+
+        /* size_kb: 2^40 + 4 is refused where it is, not cut to 4 KiB. */
+        snprintf(path, sizeof(path), "%s/range.pbtxt", inst.dir);
+        f = fopen(path, "we");
+        cr_assert_not_null(f);
+        fprintf(f, "duration_ms: 300\nbuffers {\n  size_kb: 1099511627780\n}\n");
+        fclose(f);
+        const char *a2[] = { TRACECTL_BINARY, sock, "record", "-c", path, "--txt", "-o", out, NULL };
+        st = run_tracectl(a2, text, sizeof(text));
+        cr_assert_eq(st, 3, "tracectl exited %d: %s", st, text);
+        cr_assert(strstr(text, ":3:12:") && strstr(text, "size_kb"), "tracectl said: %s", text);
+
+        /* The same value in a binary config. */
+        static const uint8_t bin[] = { 0x0a, 0x07, 0x08, 0x84, 0x80, 0x80, 0x80, 0x80, 0x20, 0x18, 0x64 };
+        snprintf(path, sizeof(path), "%s/range.bin", inst.dir);
+        f = fopen(path, "we");
+        cr_assert_not_null(f);
+        cr_assert_eq(fwrite(bin, 1, sizeof(bin), f), sizeof(bin));
+        fclose(f);
+        const char *a3[] = { TRACECTL_BINARY, sock, "record", "-c", path, "-o", out, NULL };
+        st = run_tracectl(a3, text, sizeof(text));
+        fprintf(stderr, "security: out-of-range size_kb: %s", text);
+        cr_assert_eq(st, 3, "tracectl exited %d: %s", st, text);
+        cr_assert(strstr(text, "size_kb") && strstr(text, "1099511627780"), "tracectl said: %s", text);
+
+        legit_finish(&l, "text configs");
+}
