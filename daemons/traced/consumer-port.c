@@ -3,12 +3,14 @@
 /* The ConsumerPort service: tracing sessions driven by consumers. */
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "pbtxt/pb-check.h"
 #include "service.h"
 #include "session-read.h"
 #include "session-stats.h"
@@ -113,6 +115,21 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
         }
         if (!a->trace_config) {
                 enable_error(req, "EnableTracing without a trace config");
+                return;
+        }
+        /* protobuf-c keeps the low bits of a value too large for its
+         * field (size_kb: 2^40 + 4 would be 4 KiB): refuse those. */
+        size_t args_len;
+        const uint8_t *args_bytes = ipc_request_args(req, &args_len);
+        _cleanup_free_ char *range_error = NULL;
+        if (args_bytes &&
+            pb_check_ranges(&perfetto__protos__enable_tracing_request__descriptor, args_bytes, args_len, &range_error) < 0) {
+                _cleanup_free_ char *msg = NULL;
+                if (asprintf(&msg, "The trace config has an out-of-range value: %s",
+                             range_error ? range_error : "?") < 0)
+                        msg = NULL;
+                log_notice("Refusing a tracing session from uid %u: %s", (unsigned) c->uid, msg ? msg : "out of range");
+                enable_error(req, msg ? msg : "The trace config has an out-of-range value");
                 return;
         }
         const Perfetto__Protos__TraceConfig *cfg = a->trace_config;

@@ -96,6 +96,9 @@ ipc_host_conn *ipc_request_conn(const ipc_request *req);
 /* The fd that arrived with the InvokeMethod frame, handed over to the
  * caller (-EBADF when none). */
 int ipc_request_take_fd(ipc_request *req);
+/* The serialized arguments, while the method handler runs (NULL, 0
+ * afterwards): for checks protobuf-c does not make. */
+const uint8_t *ipc_request_args(const ipc_request *req, size_t *ret_len);
 bool ipc_request_connected(const ipc_request *req);
 
 /*

@@ -958,5 +958,25 @@ Test(security, text_configs_parse_in_linear_time_and_refuse_out_of_range_values)
         cr_assert_eq(st, 3, "tracectl exited %d: %s", st, text);
         cr_assert(strstr(text, "size_kb") && strstr(text, "1099511627780"), "tracectl said: %s", text);
 
+        /* And straight to traced, from a client that does not check. */
+        struct test_consumer c;
+        cr_assert_eq(test_consumer_connect(&c, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1, "nothing.here", 300);
+        static const uint8_t big_varint[] = { 0x84, 0x80, 0x80, 0x80, 0x80, 0x20 };
+        ProtobufCMessageUnknownField size_kb = {
+                .tag = 1, .wire_type = PROTOBUF_C_WIRE_TYPE_VARINT, .len = sizeof(big_varint), .data = (uint8_t *) big_varint,
+        };
+        cfg->buffers[0]->has_size_kb = false;
+        cfg->buffers[0]->base.n_unknown_fields = 1;
+        cfg->buffers[0]->base.unknown_fields = &size_kb;
+        cr_assert_eq(test_consumer_enable(&c, cfg, -EBADF), 0);
+        cfg->buffers[0]->base.n_unknown_fields = 0;
+        cfg->buffers[0]->base.unknown_fields = NULL;
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&c, ANSWER_TIMEOUT_MS));
+        fprintf(stderr, "security: out-of-range size_kb over the wire: %s\n", c.error);
+        cr_assert(strstr(c.error, "out-of-range") && strstr(c.error, "size_kb"), "the error was \"%s\"", c.error);
+        test_consumer_free(&c);
+
         legit_finish(&l, "text configs");
 }
