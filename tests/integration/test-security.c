@@ -577,9 +577,16 @@ Test(security, registrations_are_bounded_per_producer_and_uid) {
         long after = rss_kb(core);
         fprintf(stderr, "security: registration flood: core (pid %d) RSS %ld kB before, %ld kB during, %ld kB after\n",
                 (int) core, before, during, after);
+#if defined(__SANITIZE_ADDRESS__)
+        /* AddressSanitizer's shadow memory and its quarantine of freed
+         * blocks (256 MiB) make RSS say nothing about the heap here; the
+         * quotas were checked by the attacker's refusals. */
+        fprintf(stderr, "security: registration flood: RSS not asserted under AddressSanitizer\n");
+#else
         /* 32 MiB of registrations for the uid, plus slack for the heap. */
         cr_assert_lt(during - before, 64 * 1024, "the core grew by %ld kB", during - before);
         cr_assert_lt(after - before, 16 * 1024, "the core kept %ld kB after the producers left", after - before);
+#endif
         legit_finish(&l, "registration flood");
 }
 
