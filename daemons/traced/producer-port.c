@@ -767,6 +767,13 @@ static void m_activate_triggers(ipc_request *req, const ProtobufCMessage *args, 
         Perfetto__Protos__ActivateTriggersResponse resp = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_RESPONSE__INIT;
         struct producer *p = req_producer(req);
 
+        if (p && a->n_trigger_names > SERVICE_MAX_TRIGGERS_PER_REQUEST) {
+                /* Every name is tried on every trigger of every session. */
+                log_notice("Refusing %zu triggers at once from producer %u \"%.64s\" (uid %u, pid %d).",
+                           a->n_trigger_names, p->id, strna(p->name), (unsigned) p->uid, (int) p->pid);
+                ipc_request_fail(req);
+                return;
+        }
         if (p)
                 session_on_triggers(p->svc, p, a->trigger_names, a->n_trigger_names);
         reply_empty(req, &resp.base);

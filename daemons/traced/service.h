@@ -53,6 +53,7 @@
 #define SERVICE_CONFIG_REGEX_BUDGET 1024u /* expanded size of all of them, see regex_compile_budgeted */
 #define SERVICE_MAX_CONFIG_NAME_FILTERS 4096u
 #define SERVICE_MAX_CONFIG_TRIGGERS 256u
+#define SERVICE_MAX_TRIGGERS_PER_REQUEST 64u /* names in one ActivateTriggers */
 /* A write_into_file fd that takes nothing this long fails its session. */
 #define SERVICE_OUTPUT_STALL_USEC (30u * 1000000u)
 #define SERVICE_SEQUENCE_ID 1u /* trusted_packet_sequence_id of the service's own packets */

@@ -206,6 +206,13 @@ static void signal_ready(int fd) {
         (void) write(fd, "x", 1);
 }
 
+struct flood {
+        int ok, refused, failed;
+        char last_error[256];
+};
+static void on_flood_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud);
+static bool flood_wait(sd_event *e, ipc_client *c, struct flood *f, int n, unsigned timeout_ms);
+
 /* ---- 1: regular expressions -------------------------------------------- */
 
 static int attack_regex(sd_event *e, int ready_fd, void *userdata) {
@@ -247,15 +254,29 @@ Test(security, regex_filters_cannot_freeze_the_core) {
         attacker_wait_ready(&a);
         legit_query_ok("regex attack");
         cr_assert_eq(attacker_finish(&a, ANSWER_TIMEOUT_MS), 0, "the attacker did not get a clear refusal");
+
+        /* The same bound on a producer's ActivateTriggers: every name is
+         * tried on every trigger of every session. */
+        Perfetto__Protos__ActivateTriggersRequest tr = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
+        char *names[1000];
+        for (size_t i = 0; i < ELEMENTSOF(names); i++)
+                names[i] = (char *) "t";
+        tr.n_trigger_names = ELEMENTSOF(names);
+        tr.trigger_names = names;
+        struct flood f = {};
+        cr_assert_gt(ipc_client_invoke(l.prod.client, "ActivateTriggers", &tr.base,
+                                       &perfetto__protos__activate_triggers_response__descriptor, -EBADF, on_flood_reply, &f),
+                     0);
+        cr_assert(flood_wait(ev, l.prod.client, &f, 1, ANSWER_TIMEOUT_MS));
+        cr_assert_eq(f.failed, 1, "1000 triggers at once were accepted");
         legit_finish(&l, "regex attack");
+        char cmd[600];
+        snprintf(cmd, sizeof(cmd), "grep -q 'Refusing 1000 triggers at once.*uid 0, pid' %s", inst.log_path);
+        cr_assert_eq(system(cmd), 0, "the refusal is not logged");
 }
 
 /* ---- a producer written for the attacks --------------------------------- */
 
-struct flood {
-        int ok, refused, failed;
-        char last_error[256];
-};
 
 static void on_flood_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
         struct flood *f = ud;
@@ -707,7 +728,7 @@ Test(security, a_pipe_nobody_reads_does_not_freeze_the_core) {
 
 /* ---- 3: write errors reach the consumer ----------------------------------- */
 
-static void expect_enable_error(int fd, const char *ds, const char *expected) {
+static void expect_enable_error(int fd, const char *ds, const char *expected, struct test_consumer *ret_kept) {
         struct test_consumer c;
         cr_assert_eq(test_consumer_connect(&c, ev, inst.consumer_path), 0);
         Perfetto__Protos__TraceConfig *cfg = file_config(ds, 1000, 0);
@@ -716,7 +737,10 @@ static void expect_enable_error(int fd, const char *ds, const char *expected) {
         cr_assert(test_consumer_wait_disabled(&c, 30000), "EnableTracing (%s) was never answered", expected);
         fprintf(stderr, "security: write errors: the consumer was told: %s\n", c.error);
         cr_assert(strstr(c.error, expected), "expected \"%s\", the error was \"%s\"", expected, c.error);
-        test_consumer_free(&c);
+        if (ret_kept)
+                *ret_kept = c;
+        else
+                test_consumer_free(&c);
 }
 
 /* Runs tracectl with the loop going (the legitimate producer lives on
@@ -761,19 +785,34 @@ Test(security, write_errors_fail_the_session_with_the_reason) {
         snprintf(path, sizeof(path), "%s/readonly.pftrace", inst.dir);
         int fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
         cr_assert_geq(fd, 0);
-        expect_enable_error(fd, "nothing.here", "not open for writing");
+        expect_enable_error(fd, "nothing.here", "not open for writing", NULL);
         close(fd);
         fd = open(inst.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         cr_assert_geq(fd, 0);
-        expect_enable_error(fd, "nothing.here", "is a directory");
+        expect_enable_error(fd, "nothing.here", "is a directory", NULL);
         close(fd);
 
-        /* A pipe whose reader is gone: EPIPE at the first write. */
+        /* A pipe whose reader is gone: EPIPE at the first write; the
+         * session's state says so too while its consumer is there. */
         int p[2];
         cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
         close(p[0]);
-        expect_enable_error(p[1], "nothing.here", "Broken pipe");
+        struct test_consumer held;
+        expect_enable_error(p[1], "nothing.here", "Broken pipe", &held);
         close(p[1]);
+        Perfetto__Protos__QueryServiceStateResponse *qs = legit_query("write errors, session state", NULL);
+        cr_assert_not_null(qs);
+        bool shown = false;
+        for (size_t i = 0; i < qs->service_state->n_tracing_sessions; i++)
+                if (qs->service_state->tracing_sessions[i]->state &&
+                    strstr(qs->service_state->tracing_sessions[i]->state, "Broken pipe")) {
+                        fprintf(stderr, "security: write errors: session state \"%s\"\n",
+                                qs->service_state->tracing_sessions[i]->state);
+                        shown = true;
+                }
+        cr_assert(shown, "no session state names the write error");
+        protobuf_c_message_free_unpacked(&qs->base, NULL);
+        test_consumer_free(&held);
         legit_query_ok("write errors");
 
         /* A full disk, through tracectl: it exits non-zero naming it. */
