@@ -277,7 +277,7 @@ Test(plugins, a_plugin_crashing_after_its_first_commit_keeps_that_packet) {
                   "traced did not report the crash:\n%s", log);
 }
 
-Test(plugins, a_crash_loop_backs_off_and_costs_only_itself, .timeout = 120) {
+Test(plugins, a_crash_loop_backs_off_and_costs_only_itself) {
         const char *const names[] = { "good", "crash_at_load", NULL };
         start_with_plugins(names);
         static char log[65536];
