@@ -538,6 +538,53 @@ EOF
         fi
 }
 
+# Our perf plugin (when this tree builds it) under our traced, read by
+# trace_processor: perf samples with callstacks.
+pair_perf_plugin_to_trace_processor() {
+        local name="our perf plugin -> trace_processor"
+        selected "$name" || return 0
+        if [ ! -e "$OURS_PLUGINS/perf.so" ]; then
+                result "$name" SKIP "this tree builds no perf plugin ($OURS_PLUGINS/perf.so)"
+                return
+        fi
+        needs trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_HOST" "ours:$OURS_TRACECTL" ||
+                { skip_missing "$name"; return; }
+        local d
+        d=$(pairing_dir)
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p" --consumer-socket="$d/c" \
+                --plugin-dir="$OURS_PLUGINS" --plugin-host="$OURS_HOST" --log-target=stderr
+        wait_socket "$d/c" || { result "$name" FAIL "our traced: no consumer socket"; stop_all; return; }
+        start "$d" busy sh -c 'while :; do :; done'
+        local busy=${PIDS[-1]}
+        sleep 1
+        cat >"$d/cfg" <<EOF
+buffers { size_kb: 32768 }
+data_sources { config { name: "linux.perf" perf_event_config {
+        timebase { frequency: 200 counter: SW_CPU_CLOCK }
+        callstack_sampling { scope { target_pid: $busy } }
+} } }
+duration_ms: 3000
+EOF
+        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
+                >"$d/tracectl.log" 2>&1
+        local st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                return
+        fi
+        local n bad
+        n=$(tp_num "$d/trace" "select count(*) from perf_sample where callsite_id is not null")
+        bad=$(bad_stats "$d/trace" "")
+        if [ "$n" -lt 1 ]; then
+                result "$name" FAIL "trace_processor finds no perf_sample with a callsite in our perf plugin's trace"
+        elif [ -n "$bad" ]; then
+                result "$name" FAIL "trace_processor on our perf trace: $bad"
+        else
+                result "$name" PASS "$n samples with callsites"
+        fi
+}
+
 # ---- main ----------------------------------------------------------------
 
 echo "traced interop with upstream Perfetto (PERFETTO_BIN_DIR=${BIN:-unset})"
@@ -562,6 +609,7 @@ pair_client_to_upstream "dropping large (small SMB)" "--packets 200 --size 20000
 pair_tracectl_to_upstream
 pair_ours_to_trace_processor
 pair_perf_to_ours
+pair_perf_plugin_to_trace_processor
 
 echo
 echo "$n_pass passed, $n_fail failed, $n_skip skipped"
