@@ -226,7 +226,9 @@ make_activity() {
         local i
         for i in 1 2 3 4 5; do
                 sh -c 'true' </dev/null
-                [ -n "${1:-}" ] && echo "traced-interop-mark-$i" >"$1" 2>/dev/null
+                # atrace's counter syntax: trace_processor parses it (a
+                # free-form marker would count as systrace_parse_failure).
+                [ -n "${1:-}" ] && echo "C|$$|traced_interop_mark|$i" >"$1" 2>/dev/null
                 sleep 0.2
         done
 }
@@ -290,7 +292,7 @@ pair_probes_to_ours() {
         fi
         local marks
         marks=$(tp_num "$d/trace" "select count(*) from ftrace_event e join args a using (arg_set_id)
-                                   where e.name = 'print' and a.display_value like '%traced-interop-mark%'")
+                                   where e.name = 'print' and a.display_value like '%traced_interop_mark%'")
         if [ "$marks" -lt 1 ]; then
                 result "$name" FAIL "our traced's trace: no print events with their text in args"
                 return
