@@ -611,7 +611,7 @@ pair_client_to_upstream "fragmented streamed" "--packets 500 --size 3000 --strea
 pair_client_to_upstream "multi-threaded" "--packets 1000 --size 200 --threads 4 --smb-kb 2048"
 pair_client_to_upstream "dropping (small SMB)" "--packets 2000 --size 900 --threads 1" \
         "traced_buf_trace_writer_packet_loss|traced_buf_sequence_packet_loss" drop
-pair_client_to_upstream "dropping large (small SMB)" "--packets 200 --size 20000 --threads 1" \
+pair_client_to_upstream "dropping large (small SMB)" "--packets 1000 --size 20000 --threads 1" \
         "traced_buf_trace_writer_packet_loss|traced_buf_sequence_packet_loss" drop
 pair_tracectl_to_upstream
 pair_ours_to_trace_processor
