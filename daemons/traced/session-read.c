@@ -486,8 +486,10 @@ int session_write_into_file(struct session *s) {
         struct file_ctx k = { .s = s, .cap = 256 * 1024 };
         int r;
 
-        /* Like ReadBuffers: nothing until a trigger came. */
-        if (s->file_fd < 0 || session_waiting_for_trigger(s))
+        /* Unlike ReadBuffers, a session waiting for a trigger still writes
+         * its file: upstream refuses write_into_file with STOP_TRACING,
+         * traced keeps it for tracectl record --stop-on-trigger. */
+        if (s->file_fd < 0)
                 return 0;
         k.buf = malloc(k.cap);
         if (!k.buf)

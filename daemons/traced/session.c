@@ -400,6 +400,10 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
             strspn(cfg->bugreport_filename, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") !=
                     strlen(cfg->bugreport_filename))
                 return config_error(ret_error, "bugreport_filename may only contain [a-zA-Z0-9-_.]");
+        if (cfg->has_write_into_file && cfg->write_into_file && cfg->trigger_config &&
+            cfg->trigger_config->has_trigger_mode &&
+            cfg->trigger_config->trigger_mode == PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT)
+                return config_error(ret_error, "Trigger mode CLONE_SNAPSHOT and write_into_file together are unsupported");
         if (cfg->has_write_into_file && cfg->write_into_file && file_fd < 0)
                 return config_error(ret_error, "write_into_file is set but no output file descriptor was passed");
         if (cfg->trigger_config && cfg->trigger_config->has_trigger_mode &&

@@ -622,3 +622,25 @@ Test(upstream_compat, clone_snapshot_trigger_tells_the_consumer) {
         test_consumer_free(&cons);
         raw_producer_free(&prod);
 }
+
+Test(upstream_compat, clone_snapshot_with_write_into_file_is_refused) {
+        struct test_consumer cons;
+        char path[512];
+        snprintf(path, sizeof(path), "%s/refused.pftrace", inst.dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(256, "nobody.data", 0);
+        cfg->has_write_into_file = true;
+        cfg->write_into_file = true;
+        cfg->trigger_config = trigger_config(PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT,
+                                             "snap", 0, 10000);
+        cr_assert_eq(test_consumer_enable(&cons, cfg, fd), 0);
+        close(fd);
+        trigger_config_free(cfg->trigger_config);
+        cfg->trigger_config = NULL;
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 5000));
+        cr_assert(strstr(cons.error, "CLONE_SNAPSHOT") != NULL, "error: \"%s\"", cons.error);
+        test_consumer_free(&cons);
+}
