@@ -38,6 +38,7 @@
 #define SERVICE_MAX_DURATION_MS (7u * 24u * 3600u * 1000u)
 #define SERVICE_SYNC_MARKER_PERIOD_USEC (5u * 1000000u)
 #define SERVICE_MAX_TRIGGERS_PER_SESSION 1024u
+#define SERVICE_MAX_TRIGGER_HISTORY 4096u
 #define SERVICE_SEQUENCE_ID 1u /* trusted_packet_sequence_id of the service's own packets */
 
 struct trace_buffer;
@@ -296,6 +297,14 @@ struct traced_service {
         uint64_t last_ds_instance_id;
         uint32_t last_buffer_id;
         uint64_t last_flush_request_id;
+
+        /* Triggers that matched a session in the last 24 hours, oldest
+         * first, for TriggerConfig.Trigger.max_per_24_h. */
+        struct trigger_history {
+                uint64_t ts_ns;
+                uint64_t name_hash;
+        } *trigger_history;
+        size_t n_trigger_history;
 
         void (*state_changed)(struct traced_service *svc); /* for sd_notify STATUS= */
 };

@@ -1074,6 +1074,49 @@ static void session_set_duration(struct session *s, uint32_t ms) {
         s->config_size = n;
 }
 
+static uint64_t name_hash(const char *name) {
+        uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+        for (const unsigned char *c = (const unsigned char *) name; *c; c++)
+                h = (h ^ *c) * 0x100000001b3ull;
+        return h;
+}
+
+/* Drops history older than a day; returns how often name_hash matched in
+ * the day before now. */
+static size_t trigger_history_count(struct traced_service *svc, uint64_t now_ns, uint64_t hash) {
+        const uint64_t day_ns = 24ull * 3600u * 1000000000u;
+        size_t old = 0, count = 0;
+        while (old < svc->n_trigger_history && svc->trigger_history[old].ts_ns + day_ns < now_ns)
+                old++;
+        memmove(svc->trigger_history, svc->trigger_history + old,
+                (svc->n_trigger_history - old) * sizeof(*svc->trigger_history));
+        svc->n_trigger_history -= old;
+        for (size_t i = 0; i < svc->n_trigger_history; i++)
+                count += svc->trigger_history[i].name_hash == hash;
+        return count;
+}
+
+static void trigger_history_add(struct traced_service *svc, uint64_t now_ns, uint64_t hash) {
+        if (!svc->trigger_history) {
+                svc->trigger_history = calloc(SERVICE_MAX_TRIGGER_HISTORY, sizeof(*svc->trigger_history));
+                if (!svc->trigger_history)
+                        return;
+        }
+        if (svc->n_trigger_history == SERVICE_MAX_TRIGGER_HISTORY) {
+                memmove(svc->trigger_history, svc->trigger_history + 1,
+                        (SERVICE_MAX_TRIGGER_HISTORY - 1) * sizeof(*svc->trigger_history));
+                svc->n_trigger_history--;
+        }
+        svc->trigger_history[svc->n_trigger_history++] = (struct trigger_history) { now_ns, hash };
+}
+
+static double random_unit(void) {
+        uint64_t v;
+        if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t) sizeof(v))
+                v = now_usec(CLOCK_MONOTONIC) * 0x9E3779B97F4A7C15ull;
+        return (double) (v >> 11) / (double) (1ull << 53); /* [0, 1) */
+}
+
 void session_on_triggers(struct traced_service *svc, struct producer *p, char **names, size_t n) {
         struct timespec ts;
         clock_gettime(CLOCK_BOOTTIME, &ts);
@@ -1082,6 +1125,9 @@ void session_on_triggers(struct traced_service *svc, struct producer *p, char **
         for (size_t k = 0; k < n; k++) {
                 if (!names[k])
                         continue;
+                uint64_t hash = name_hash(names[k]);
+                size_t in_window = trigger_history_count(svc, now_ns, hash);
+                bool matched = false;
                 for (struct session *s = svc->sessions; s; s = s->next) {
                         const Perfetto__Protos__TraceConfig__TriggerConfig *tc = s->config->trigger_config;
                         if (!tc || s->is_clone || s->state == SESSION_DISABLED)
@@ -1093,6 +1139,14 @@ void session_on_triggers(struct traced_service *svc, struct producer *p, char **
                                         tr = tc->triggers[t];
                         if (!tr || !producer_regex_matches(tr->producer_name_regex, p->name))
                                 continue;
+                        if (tr->has_skip_probability && random_unit() < tr->skip_probability)
+                                continue;
+                        if (tr->has_max_per_24_h && tr->max_per_24_h > 0 && in_window >= tr->max_per_24_h) {
+                                log_info("Session %" PRIu64 ": trigger \"%s\" ignored, max_per_24_h reached.", s->id,
+                                         names[k]);
+                                continue;
+                        }
+                        matched = true;
                         struct received_trigger rt = {
                                 .trigger_name = names[k],
                                 .producer_name = p->name,
@@ -1126,6 +1180,8 @@ void session_on_triggers(struct traced_service *svc, struct producer *p, char **
                         } else if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT))
                                 schedule_clone_hit(s, &rt);
                 }
+                if (matched)
+                        trigger_history_add(svc, now_ns, hash);
         }
 }
 

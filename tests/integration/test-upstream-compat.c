@@ -644,3 +644,59 @@ Test(upstream_compat, clone_snapshot_with_write_into_file_is_refused) {
         cr_assert(strstr(cons.error, "CLONE_SNAPSHOT") != NULL, "error: \"%s\"", cons.error);
         test_consumer_free(&cons);
 }
+
+static void start_with_trigger(struct test_consumer *c, Perfetto__Protos__TraceConfig__TriggerConfig *tc) {
+        cr_assert_eq(test_consumer_connect(c, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(256, "nobody.data", 0);
+        cfg->trigger_config = tc;
+        cr_assert_eq(test_consumer_enable(c, cfg, -EBADF), 0);
+        cfg->trigger_config = NULL;
+        test_config_free(cfg);
+        spin_ms(ev, 100);
+}
+
+Test(upstream_compat, max_per_24_h_and_skip_probability_hold_triggers_back) {
+        struct raw_producer prod;
+        struct test_consumer first, second, skipped;
+        static const char *const lim[] = { "lim" }, *const never[] = { "never" };
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "limits", "test.data", 0, 0), 0);
+        cr_assert(raw_producer_spin_until(&prod, registered, 5000));
+
+        Perfetto__Protos__TraceConfig__TriggerConfig *tc =
+                trigger_config(PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING, "lim", 0, 60000);
+        tc->triggers[0]->has_max_per_24_h = true;
+        tc->triggers[0]->max_per_24_h = 1;
+        start_with_trigger(&first, tc);
+        cr_assert_eq(raw_producer_activate_triggers(&prod, lim, 1), 0);
+        cr_assert(test_consumer_wait_disabled(&first, 10000), "the first trigger did not stop the session");
+        test_consumer_free(&first);
+
+        /* A second session with the same limit: the day's one is used up. */
+        start_with_trigger(&second, tc);
+        cr_assert_eq(raw_producer_activate_triggers(&prod, lim, 1), 0);
+        spin_ms(ev, 1000);
+        cr_assert(!second.enable_replied, "a trigger over max_per_24_h stopped the session");
+
+        /* skip_probability 1: never taken. */
+        trigger_config_free(tc);
+        tc = trigger_config(PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING, "never", 0, 60000);
+        tc->triggers[0]->has_skip_probability = true;
+        tc->triggers[0]->skip_probability = 1.0;
+        start_with_trigger(&skipped, tc);
+        cr_assert_eq(raw_producer_activate_triggers(&prod, never, 1), 0);
+        spin_ms(ev, 1000);
+        cr_assert(!skipped.enable_replied, "a trigger with skip_probability 1 stopped the session");
+        trigger_config_free(tc);
+
+        /* Neither saw a trigger: nothing to read, as upstream. */
+        disable(&second);
+        cr_assert_eq(test_consumer_read(&second, 10000), 0);
+        cr_assert_eq(second.n_packets, 0);
+        disable(&skipped);
+        cr_assert_eq(test_consumer_read(&skipped, 10000), 0);
+        cr_assert_eq(skipped.n_packets, 0);
+        test_consumer_free(&second);
+        test_consumer_free(&skipped);
+        raw_producer_free(&prod);
+}
