@@ -1213,9 +1213,11 @@ static size_t trigger_history_count(struct traced_service *svc, uint64_t now_ns,
         size_t old = 0, count = 0;
         while (old < svc->n_trigger_history && svc->trigger_history[old].ts_ns + day_ns < now_ns)
                 old++;
-        memmove(svc->trigger_history, svc->trigger_history + old,
-                (svc->n_trigger_history - old) * sizeof(*svc->trigger_history));
-        svc->n_trigger_history -= old;
+        if (old > 0) {
+                memmove(svc->trigger_history, svc->trigger_history + old,
+                        (svc->n_trigger_history - old) * sizeof(*svc->trigger_history));
+                svc->n_trigger_history -= old;
+        }
         for (size_t i = 0; i < svc->n_trigger_history; i++)
                 count += svc->trigger_history[i].name_hash == hash;
         return count;
