@@ -513,7 +513,10 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
         ar.key = (char *) key;
         r = tracectl_call(t, "Attach", &ar.base, &perfetto__protos__attach_response__descriptor, -EBADF, NULL, 5000);
         if (r < 0) {
-                fprintf(stderr, "tracectl: no detached session \"%s\" for this user\n", key);
+                fprintf(stderr,
+                        "tracectl: no detached session \"%s\" for this user (one that ended while detached is "
+                        "gone, its output file complete)\n",
+                        key);
                 tracectl_disconnect(t);
                 return EXIT_SESSION_FAILED;
         }
