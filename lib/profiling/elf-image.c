@@ -243,6 +243,17 @@ bool elf_image_offset_to_vaddr(const struct elf_image *img, uint64_t off, uint64
         return false;
 }
 
+bool elf_image_vaddr_to_offset(const struct elf_image *img, uint64_t vaddr, uint64_t *ret_offset) {
+        for (size_t k = 0; k < img->n_seg; k++) {
+                const struct segment *s = &img->seg[k];
+                if (vaddr >= s->vaddr && vaddr - s->vaddr < s->filesz) {
+                        *ret_offset = vaddr - s->vaddr + s->offset;
+                        return true;
+                }
+        }
+        return false;
+}
+
 uint64_t elf_image_load_bias(const struct elf_image *img) {
         return img->load_bias;
 }

@@ -44,6 +44,8 @@ const uint8_t *elf_image_data(const struct elf_image *img, size_t *ret_size);
  * addresses (through the PT_LOAD segment holding it); false when no
  * segment holds it. */
 bool elf_image_offset_to_vaddr(const struct elf_image *img, uint64_t off, uint64_t *ret_vaddr);
+/* Any thread. The reverse: the file offset of virtual address vaddr. */
+bool elf_image_vaddr_to_offset(const struct elf_image *img, uint64_t vaddr, uint64_t *ret_offset);
 /* Any thread. p_vaddr - p_offset of the executable segment (0 for most
  * files): Mapping.load_bias. */
 uint64_t elf_image_load_bias(const struct elf_image *img);

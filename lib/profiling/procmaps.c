@@ -19,6 +19,7 @@ struct proc_node {
 
 struct proc_table {
         char *proc_dir;
+        void (*free_userdata)(void *userdata);
         struct proc_node *buckets[BUCKETS];
         size_t n;
 };
@@ -219,9 +220,15 @@ int proc_table_new(const char *proc_dir, struct proc_table **ret) {
         return 0;
 }
 
-static void node_free(struct proc_node *p) {
+static void node_free(struct proc_table *t, struct proc_node *p) {
         proc_maps_clear(&p->info.maps);
+        if (p->info.userdata && t->free_userdata)
+                t->free_userdata(p->info.userdata);
         free(p);
+}
+
+void proc_table_set_free_userdata(struct proc_table *t, void (*free_userdata)(void *userdata)) {
+        t->free_userdata = free_userdata;
 }
 
 void proc_table_free(struct proc_table *t) {
@@ -230,7 +237,7 @@ void proc_table_free(struct proc_table *t) {
         for (size_t b = 0; b < BUCKETS; b++)
                 for (struct proc_node *p = t->buckets[b], *next; p; p = next) {
                         next = p->next;
-                        node_free(p);
+                        node_free(t, p);
                 }
         free(t->proc_dir);
         free(t);
@@ -347,7 +354,7 @@ int proc_table_fork(struct proc_table *t, int pid, int ppid) {
         child->comm[0] = '\0';
         if (!parent)
                 return 0;
-        memcpy(child->comm, parent->comm, sizeof(child->comm));
+        snprintf(child->comm, sizeof(child->comm), "%s", parent->comm);
         int r = proc_maps_copy(&parent->maps, &child->maps);
         if (r < 0)
                 return r;
@@ -370,7 +377,7 @@ size_t proc_table_reap(struct proc_table *t, uint64_t before) {
                         struct proc_node *p = *pp;
                         if (p->info.exited && p->info.exit_time < before) {
                                 *pp = p->next;
-                                node_free(p);
+                                node_free(t, p);
                                 t->n--;
                                 n++;
                         } else

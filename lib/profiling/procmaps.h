@@ -63,6 +63,9 @@ struct proc_info {
         /* bumped on every exec: callers caching per-process results key
          * them with it */
         uint32_t generation;
+        /* The caller's, e.g. per-process unwinder state; freed with the
+         * process by the table's free_userdata (if set). */
+        void *userdata;
 };
 
 struct proc_table;
@@ -71,6 +74,8 @@ struct proc_table;
  * their own). Copied. */
 int proc_table_new(const char *proc_dir, struct proc_table **ret);
 void proc_table_free(struct proc_table *t);
+/* What frees a process's userdata when the table drops the process. */
+void proc_table_set_free_userdata(struct proc_table *t, void (*free_userdata)(void *userdata));
 size_t proc_table_count(const struct proc_table *t);
 
 /* The process pid, created when unknown. When its maps are not loaded

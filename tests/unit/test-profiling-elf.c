@@ -47,6 +47,9 @@ Test(profiling_elf, symbolizes_this_program) {
         uint64_t vaddr, off;
         uint64_t pc = (uint64_t) (uintptr_t) profiling_elf_probe_function + 4;
         cr_assert(elf_image_offset_to_vaddr(img, pc - m->start + m->pgoff, &vaddr));
+        uint64_t back;
+        cr_assert(elf_image_vaddr_to_offset(img, vaddr, &back));
+        cr_assert_eq(back, pc - m->start + m->pgoff, "offset -> vaddr -> offset");
         const char *name = elf_image_symbolize(c, img, vaddr, &off);
         cr_assert_not_null(name);
         cr_assert_str_eq(name, "profiling_elf_probe_function");

@@ -118,6 +118,12 @@ static void rm_fake_proc(char *dir) {
         free(dir);
 }
 
+static int freed;
+static void count_free(void *p) {
+        freed++;
+        free(p);
+}
+
 Test(procmaps, table_follows_exec_fork_exit) {
         char *dir = fake_proc(42, maps_text);
         struct proc_table *t;
@@ -157,12 +163,16 @@ Test(procmaps, table_follows_exec_fork_exit) {
         cr_assert_eq(p->maps.n, 1);
         cr_assert_str_eq(p->maps.v[0].path, "/usr/bin/newprog");
 
-        /* Exit keeps the process until reaped past its exit time. */
+        /* Exit keeps the process until reaped past its exit time; its
+         * userdata goes with it. */
+        proc_table_set_free_userdata(t, count_free);
+        c->userdata = malloc(8);
         proc_table_exit(t, 43, 1000);
         cr_assert_eq(proc_table_reap(t, 1000), 0);
         cr_assert_not_null(proc_table_peek(t, 43));
         cr_assert_eq(proc_table_reap(t, 1001), 1);
         cr_assert_null(proc_table_peek(t, 43));
+        cr_assert_eq(freed, 1);
 
         /* A process whose maps cannot be read: known, empty, not retried. */
         struct proc_info *gone = proc_table_get(t, 77);
