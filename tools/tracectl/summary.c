@@ -238,6 +238,23 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                 type = "ftrace_events";
                 add_bundle(s, p->ftrace_events);
                 break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE: {
+                const Perfetto__Protos__PerfSample *ps = p->perf_sample;
+                type = "perf_sample";
+                if (ps->has_kernel_records_lost && ps->kernel_records_lost)
+                        s->perf_lost += ps->kernel_records_lost;
+                else if (ps->optional_sample_skipped_reason_case ==
+                         PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_SAMPLE_SKIPPED_REASON_SAMPLE_SKIPPED_REASON)
+                        s->perf_skipped++;
+                else {
+                        s->perf_samples++;
+                        s->perf_stacks += ps->has_callstack_iid;
+                        s->perf_unwind_errors += ps->optional_unwind_error_case ==
+                                                         PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_UNWIND_ERROR_UNWIND_ERROR &&
+                                                 ps->unwind_error != PERFETTO__PROTOS__PROFILING__STACK_UNWIND_ERROR__UNWIND_ERROR_NONE;
+                }
+                break;
+        }
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE:
                 type = "process_tree";
                 for (size_t i = 0; i < p->process_tree->n_processes; i++) {
@@ -399,6 +416,11 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 for (uint32_t c = 0; c < s->n_cpus; c++)
                         fprintf(f, "  cpu%-3u %" PRIu64 "\n", c, s->cpu_events[c]);
         }
+        if (s->perf_samples || s->perf_skipped || s->perf_lost)
+                fprintf(f,
+                        "Perf samples:   %" PRIu64 " (%" PRIu64 " with callstacks, %" PRIu64 " unwind errors), %" PRIu64
+                        " skipped, %" PRIu64 " lost by the kernel\n",
+                        s->perf_samples, s->perf_stacks, s->perf_unwind_errors, s->perf_skipped, s->perf_lost);
         if (s->have_kernel_stats)
                 fprintf(f, "Kernel buffer:  %" PRIu64 " events overwritten before they were read\n", s->kernel_overrun);
         if (s->processes_in_tree)
