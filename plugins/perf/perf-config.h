@@ -43,7 +43,7 @@ struct perf_config {
 
 /* Defaults and limits (man 7 traced-perf). */
 #define PERF_DEFAULT_FREQUENCY 10u
-#define PERF_DEFAULT_RING_PAGES 256u
+#define PERF_DEFAULT_RING_PAGES 512u
 #define PERF_MAX_RING_PAGES 65536u
 #define PERF_DEFAULT_READ_PERIOD_MS 100u
 #define PERF_DEFAULT_MAX_ENQUEUED_KB (64u * 1024u)

@@ -40,9 +40,13 @@
 #define REAP_DELAY_NS (5ull * 1000000000ull)
 #define INTERN_MEMORY_BOUND (128u << 20)
 #define FLUSH_WAIT_MS 5000
+/* At stop, what the worker has not unwound after this long is written as
+ * skipped (the plugin host's loop waits for the worker meanwhile). */
+#define STOP_UNWIND_MS 3000
 
 /* PerfSample.SampleSkipReason */
 #define SKIP_NONE 0
+#define SKIP_UNWIND_STAGE 2
 #define SKIP_UNWIND_ENQUEUE 3
 #define SKIP_NOT_IN_SCOPE 4
 
@@ -111,10 +115,11 @@ struct perf_session {
         struct intern_writer *iw;
         struct pbw pkt;
         uint64_t last_clear, last_reap, latest_time;
+        atomic_uint_fast64_t stop_deadline; /* now_ms() after which samples are not unwound; 0: none */
 
         /* counters (any thread) */
-        atomic_uint_fast64_t samples, unwound, unwind_errors, skipped_enqueue, skipped_scope, lost, throttles,
-                bad_records;
+        atomic_uint_fast64_t samples, unwound, unwind_errors, skipped_enqueue, skipped_scope, skipped_stop, lost,
+                throttles, bad_records;
 };
 
 void perf_log(struct perf_plugin *pl, int level, const char *fmt, ...) {
@@ -476,9 +481,21 @@ static void process_record(struct perf_session *s, const struct item *it) {
         if (r.time > s->latest_time)
                 s->latest_time = r.time;
         switch (r.kind) {
-        case PERF_REC_SAMPLE:
+        case PERF_REC_SAMPLE: {
+                uint64_t deadline = s->stop_deadline;
+                if (deadline && now_ms() > deadline) {
+                        struct sample_out o = {
+                                .cpu = it->cpu, .pid = r.u.sample.pid, .tid = r.u.sample.tid, .misc = r.misc,
+                                .time = r.u.sample.time, .count = it->count, .skip_reason = SKIP_UNWIND_STAGE,
+                        };
+                        s->skipped_stop++;
+                        begin_packet(s);
+                        write_sample(s, &o);
+                        break;
+                }
                 process_sample(s, it, &r);
                 break;
+        }
         case PERF_REC_MMAP2: {
                 if (r.u.mmap2.len == 0 || r.u.mmap2.addr + r.u.mmap2.len < r.u.mmap2.addr)
                         break;
@@ -704,7 +721,9 @@ static int setup(struct perf_session *s) {
         a->sample_id_all = 1;
         a->disabled = 1;
         a->watermark = 1;
-        a->wakeup_watermark = (uint32_t) ((size_t) sysconf(_SC_PAGESIZE) * c->ring_buffer_pages / 2);
+        /* Woken with a quarter of the ring filled: room for three more
+         * quarters while the loop gets to it. */
+        a->wakeup_watermark = (uint32_t) ((size_t) sysconf(_SC_PAGESIZE) * c->ring_buffer_pages / 4);
         s->layout = (struct perf_layout) { .sample_type = a->sample_type, .sample_id_all = true,
                                            .n_user_regs = (uint32_t) __builtin_popcountll(a->sample_regs_user) };
 
@@ -853,6 +872,7 @@ static void stop_session(struct perf_session *s) {
                 (void) ioctl(s->rings[k].fd, PERF_EVENT_IOC_DISABLE, 0);
         drain_all(s);
         if (s->worker_started) {
+                s->stop_deadline = now_ms() + STOP_UNWIND_MS;
                 struct item *it = item_new(IT_STOP, 0);
                 if (it) {
                         enqueue(s, it);
@@ -862,12 +882,12 @@ static void stop_session(struct perf_session *s) {
         }
         perf_log(s->pl, TRACED_LOG_INFO,
                  "linux.perf instance %llu stopped: %llu samples, %llu unwound (%llu with unwind errors), "
-                 "%llu not in scope, %llu dropped (queue full), %llu records lost by the kernel, %llu throttles, "
-                 "%llu bad records",
+                 "%llu not in scope, %llu dropped (queue full), %llu not unwound before the stop, "
+                 "%llu records lost by the kernel, %llu throttles, %llu bad records",
                  (unsigned long long) s->instance_id, (unsigned long long) s->samples,
                  (unsigned long long) s->unwound, (unsigned long long) s->unwind_errors,
                  (unsigned long long) s->skipped_scope, (unsigned long long) s->skipped_enqueue,
-                 (unsigned long long) s->lost, (unsigned long long) s->throttles,
+                 (unsigned long long) s->skipped_stop, (unsigned long long) s->lost, (unsigned long long) s->throttles,
                  (unsigned long long) s->bad_records);
 }
 

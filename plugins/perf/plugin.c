@@ -64,5 +64,7 @@ static const struct traced_plugin_ops ops = {
  * CAP_PERFMON. CAP_SYSLOG (34): real addresses in /proc/kallsyms, to name
  * kernel frames. CAP_SYS_PTRACE (19): /proc/PID/maps and /proc/PID/root of
  * other users' processes (ptrace read access is what the kernel checks
- * there; CAP_DAC_READ_SEARCH is not enough). */
-TRACED_PLUGIN_DEFINE("perf", PACKAGE_VERSION, TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19), ops)
+ * there; CAP_DAC_READ_SEARCH is not enough). CAP_IPC_LOCK (14): rings
+ * beyond perf_event_mlock_kb per CPU (the default 2 MiB rings on a machine
+ * with many CPUs, or larger ring_buffer_pages). */
+TRACED_PLUGIN_DEFINE("perf", PACKAGE_VERSION, TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(14), ops)
