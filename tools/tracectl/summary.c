@@ -247,11 +247,17 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                          PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_SAMPLE_SKIPPED_REASON_SAMPLE_SKIPPED_REASON)
                         s->perf_skipped++;
                 else {
+                        bool err = ps->optional_unwind_error_case ==
+                                           PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_UNWIND_ERROR_UNWIND_ERROR &&
+                                   ps->unwind_error != PERFETTO__PROTOS__PROFILING__STACK_UNWIND_ERROR__UNWIND_ERROR_NONE;
                         s->perf_samples++;
                         s->perf_stacks += ps->has_callstack_iid;
-                        s->perf_unwind_errors += ps->optional_unwind_error_case ==
-                                                         PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_UNWIND_ERROR_UNWIND_ERROR &&
-                                                 ps->unwind_error != PERFETTO__PROTOS__PROFILING__STACK_UNWIND_ERROR__UNWIND_ERROR_NONE;
+                        s->perf_unwind_errors += err;
+                        struct summary_proc *sp = ps->pid ? proc(s, (int32_t) ps->pid) : NULL;
+                        if (sp) {
+                                sp->perf_samples++;
+                                sp->perf_unwind_errors += err;
+                        }
                 }
                 break;
         }
@@ -421,6 +427,25 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                         "Perf samples:   %" PRIu64 " (%" PRIu64 " with callstacks, %" PRIu64 " unwind errors), %" PRIu64
                         " skipped, %" PRIu64 " lost by the kernel\n",
                         s->perf_samples, s->perf_stacks, s->perf_unwind_errors, s->perf_skipped, s->perf_lost);
+        /* The processes sampled most, with their unwind errors. */
+        for (size_t shown = 0, last = SIZE_MAX; shown < top_n && s->perf_samples; shown++) {
+                size_t best = SIZE_MAX;
+                for (size_t i = 0; i < s->n_procs; i++) {
+                        const struct summary_proc *sp = &s->procs[i];
+                        if (!sp->perf_samples || (last != SIZE_MAX && (sp->perf_samples > s->procs[last].perf_samples ||
+                                                                       (sp->perf_samples == s->procs[last].perf_samples &&
+                                                                        i <= last))))
+                                continue;
+                        if (best == SIZE_MAX || sp->perf_samples > s->procs[best].perf_samples)
+                                best = i;
+                }
+                if (best == SIZE_MAX)
+                        break;
+                fprintf(f, "  pid %-8d %-16s %8" PRIu64 " samples, %" PRIu64 " unwind errors\n", s->procs[best].pid,
+                        s->procs[best].name[0] ? s->procs[best].name : "?", s->procs[best].perf_samples,
+                        s->procs[best].perf_unwind_errors);
+                last = best;
+        }
         if (s->have_kernel_stats)
                 fprintf(f, "Kernel buffer:  %" PRIu64 " events overwritten before they were read\n", s->kernel_overrun);
         if (s->processes_in_tree)

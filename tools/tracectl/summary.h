@@ -30,6 +30,7 @@ struct summary_proc {
         bool have_runtime;
         uint64_t runtime_first_ns, runtime_last_ns; /* user + kernel */
         uint64_t rss_kb;
+        uint64_t perf_samples, perf_unwind_errors; /* linux.perf */
 };
 
 struct summary {
