@@ -253,3 +253,69 @@ Test(perf_record, ring_copy_wraps) {
                      "a record past the head");
         cr_assert_eq(perf_ring_copy(ring, 256, tail, tail + n, out, 16), -EBADMSG, "a record larger than the buffer");
 }
+
+/* Upstream traced_perf's own trace: the layout the plugin copies (a
+ * defaults packet with the timebase and SEQ_INCREMENTAL_STATE_CLEARED,
+ * then samples needing the sequence's state, callstacks root first made of
+ * interned frames named by interned function names) reads back with our
+ * protos as upstream wrote it. */
+#include "perfetto/trace/trace.pb-c.h"
+
+Test(perf_upstream, traced_perf_trace_layout) {
+        FILE *f = fopen(TEST_DATA_DIR "/upstream/trace-perf-python3.pftrace", "rb");
+        cr_assert_not_null(f);
+        static uint8_t buf[4 << 20];
+        size_t len = fread(buf, 1, sizeof(buf), f);
+        fclose(f);
+        Perfetto__Protos__Trace *t = perfetto__protos__trace__unpack(NULL, len, buf);
+        cr_assert_not_null(t);
+        uint32_t seq = 0;
+        bool defaults = false, saw_builtin_sum = false;
+        size_t samples = 0, with_stack = 0, resolved = 0;
+        /* iid -> name, frame -> name iid, callstack -> its innermost frame */
+        static char names[4096][64];
+        static uint64_t frame_fn[4096], cs_leaf[4096];
+        for (size_t k = 0; k < t->n_packet; k++) {
+                const Perfetto__Protos__TracePacket *p = t->packet[k];
+                if (p->trace_packet_defaults && p->trace_packet_defaults->perf_sample_defaults) {
+                        cr_assert(p->has_sequence_flags && p->sequence_flags == 1);
+                        cr_assert_not_null(p->trace_packet_defaults->perf_sample_defaults->timebase);
+                        cr_assert_eq(p->trace_packet_defaults->perf_sample_defaults->timebase->frequency, 99);
+                        defaults = true;
+                        seq = p->trusted_packet_sequence_id;
+                }
+                const Perfetto__Protos__InternedData *d = p->interned_data;
+                for (size_t j = 0; d && j < d->n_function_names; j++)
+                        if (d->function_names[j]->iid < 4096)
+                                snprintf(names[d->function_names[j]->iid], 64, "%.*s",
+                                         (int) d->function_names[j]->str.len,
+                                         (const char *) d->function_names[j]->str.data);
+                for (size_t j = 0; d && j < d->n_frames; j++)
+                        if (d->frames[j]->iid < 4096)
+                                frame_fn[d->frames[j]->iid] = d->frames[j]->function_name_id;
+                for (size_t j = 0; d && j < d->n_callstacks; j++)
+                        if (d->callstacks[j]->iid < 4096 && d->callstacks[j]->n_frame_ids)
+                                cs_leaf[d->callstacks[j]->iid] =
+                                        d->callstacks[j]->frame_ids[d->callstacks[j]->n_frame_ids - 1];
+                for (size_t j = 0; d && j < d->n_mappings; j++)
+                        cr_assert(d->mappings[j]->has_build_id, "mappings name their build id");
+                if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE)
+                        continue;
+                cr_assert(defaults, "the defaults come first");
+                cr_assert_eq(p->trusted_packet_sequence_id, seq);
+                cr_assert_eq(p->sequence_flags, 2, "SEQ_NEEDS_INCREMENTAL_STATE");
+                samples++;
+                if (!p->perf_sample->has_callstack_iid)
+                        continue;
+                with_stack++;
+                uint64_t leaf = cs_leaf[p->perf_sample->callstack_iid];
+                const char *name = names[frame_fn[leaf]];
+                resolved += name[0] != '\0';
+                saw_builtin_sum |= strcmp(name, "builtin_sum") == 0;
+        }
+        cr_assert_eq(samples, 213);
+        cr_assert_eq(with_stack, 196);
+        cr_assert_gt(resolved, 150, "leaf frames are named: %zu", resolved);
+        cr_assert(saw_builtin_sum);
+        perfetto__protos__trace__free_unpacked(t, NULL);
+}
