@@ -27,7 +27,7 @@
 #include "format.h"
 #include "ftrace-ds.h"
 #include "kprobes.h"
-#include "ksyms.h"
+#include "profiling/ksyms.h"
 #include "page.h"
 #include "syscalls.h"
 #include "tracefs.h"

@@ -17,7 +17,7 @@
 #include "encode.h"
 #include "format.h"
 #include "kprobes.h"
-#include "ksyms.h"
+#include "profiling/ksyms.h"
 #include "page.h"
 #include "proc.h"
 #include "syscalls.h"

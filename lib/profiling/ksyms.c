@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "basic/macro.h"
-#include "ksyms.h"
+#include "profiling/ksyms.h"
 
 /* A symbol past the last one is trusted this far from its start. */
 #define LAST_SYMBOL_SPAN (64u * 1024u)
@@ -100,6 +100,15 @@ int ksyms_load(FILE *f, struct ksyms **ret) {
 oom:
         ksyms_free(k);
         return -ENOMEM;
+}
+
+int ksyms_load_proc(struct ksyms **ret) {
+        FILE *f = fopen("/proc/kallsyms", "re");
+        if (!f)
+                return negative_errno();
+        int r = ksyms_load(f, ret);
+        fclose(f);
+        return r;
 }
 
 void ksyms_free(struct ksyms *k) {
