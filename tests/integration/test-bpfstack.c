@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -372,4 +373,55 @@ Test(bpfstack, depth_over_127_is_refused) {
 
 Test(bpfstack, kernel_without_btf_is_refused) {
         check_refused("btf_path: \"/nonexistent/vmlinux\"", "refused: no kernel BTF at /nonexistent/vmlinux");
+}
+
+/* tracectl record --bpf-stacks: every process, on-CPU at 99 Hz and
+ * off-CPU; the workload is found in the file tracectl wrote. */
+Test(bpfstack, tracectl_quick_flag) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        struct test_consumer cons = {};
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(fixture_wait_data_source(&cons, ev, "linux.bpf_stack", 1, 5000), "linux.bpf_stack registered");
+        test_consumer_free(&cons);
+
+        char out[512];
+        snprintf(out, sizeof(out), "%s/quick.pftrace", inst.dir);
+        const char *argv[] = { TRACECTL_BINARY, "--socket", inst.consumer_path, "record", "-t", "4s", "--bpf-stacks",
+                               "--no-process-stats", "--no-summary", "-o", out, NULL };
+        pid_t tc;
+        cr_assert_eq(posix_spawn(&tc, TRACECTL_BINARY, NULL, NULL, (char *const *) argv, environ), 0);
+        usleep(1000 * 1000); /* the session is up */
+        struct run r = { .argv = { WORKLOAD, "1500", "2", "100", "100", NULL } };
+        run_workload(&r);
+        int status;
+        cr_assert_eq(waitpid(tc, &status, 0), tc);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tracectl record succeeded");
+
+        int fd = open(out, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "%s", out);
+        struct collect c = {};
+        fixture_for_each_packet(fd, collect_packet, &c);
+        close(fd);
+        size_t on = 0, on_chain = 0, off_blocking = 0, others = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                const struct sample *s = &c.s[k];
+                if (s->pid != (uint32_t) r.pid) {
+                        others++;
+                        continue;
+                }
+                if (!s->off_cpu) {
+                        on++;
+                        on_chain += has_chain(s, spin_chain, 3);
+                } else if (has_name(s, "block_sleep") || has_name(s, "block_read"))
+                        off_blocking++;
+        }
+        cr_log_info("--bpf-stacks: %zu samples of the workload on CPU (%zu with the chain), %zu off CPU blocking, "
+                    "%zu of other processes",
+                    on, on_chain, off_blocking, others);
+        cr_assert_gt(on, 50, "99 Hz for 1.5 s on CPU: %zu samples", on);
+        cr_assert_geq(on_chain * 10, on * 8, "the chain in %zu of %zu", on_chain, on);
+        cr_assert_geq(off_blocking, 3, "two sleeps and a read: %zu", off_blocking);
+        collect_free(&c);
 }
