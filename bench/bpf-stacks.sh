@@ -14,8 +14,8 @@
 #
 # For each tool, over ROUNDS rounds (min / median / max):
 #   bpf_ns/run  the tool's BPF programs' run time per run (bpftool prog
-#               show: run_time_ns / run_cnt, programs owned by the tool's
-#               processes), i.e. per sample or per context switch
+#               show: run_time_ns / run_cnt of the programs the tool
+#               loaded), i.e. per sample or per context switch
 #   cpu_us/run  the whole tool's CPU time (user + system of all its
 #               processes, from /usr/bin/time, plus the BPF run time) per
 #               program run
@@ -62,39 +62,38 @@ pipes() { # the off-CPU workload: until done, at most $duration seconds
         timeout "$duration" perf bench sched pipe -l "$pipe_loops" >/dev/null 2>&1 || true
 }
 
-# run_time_ns and run_cnt summed over the programs of the processes whose
-# pids are in $work/owners (and their children).
+# Debian's bpftool does not say which process holds a program, so a tool's
+# programs are those loaded since it started ($work/before lists the ids
+# there were) whose names are in $names: linux.bpf_stack's on_cpu and
+# switch_btf/switch_raw, bpftrace's profile probe (named after its rate),
+# bcc profile's do_perf_event, bcc offcputime's oncpu.
+programs_before() {
+        bpftool prog show --json 2>/dev/null | python3 -c '
+import json, sys
+print(" ".join(str(p["id"]) for p in json.load(sys.stdin)))' >"$work/before"
+}
+
+# "run_time_ns run_cnt count" summed over the tool's programs.
 bpf_snapshot() {
         bpftool prog show --json 2>/dev/null | python3 -c '
 import json, sys
-owners = set(int(x) for x in open(sys.argv[1]).read().split())
-t = n = 0
+before = set(int(x) for x in open(sys.argv[1]).read().split())
+names = set(sys.argv[2].split())
+t = n = c = 0
 for p in json.load(sys.stdin):
-    if any(o.get("pid") in owners for o in p.get("pids", [])) and p.get("type") in ("perf_event", "tracing", "raw_tracepoint", "kprobe"):
-        t += p.get("run_time_ns", 0); n += p.get("run_cnt", 0)
-print(t, n)' "$work/owners"
-}
-
-prog_count() { # programs owned by the pids in $work/owners
-        bpftool prog show --json 2>/dev/null | python3 -c '
-import json, sys
-owners = set(int(x) for x in open(sys.argv[1]).read().split())
-print(sum(1 for p in json.load(sys.stdin) if any(o.get("pid") in owners for o in p.get("pids", []))))' "$work/owners"
-}
-
-owners_of() { # pid and its descendants into $work/owners
-        { echo "$1"; pgrep -P "$1" || true; for c in $(pgrep -P "$1" || true); do pgrep -P "$c" || true; done; } \
-                >"$work/owners"
+    if p["id"] not in before and p.get("name") in names:
+        t += p.get("run_time_ns", 0); n += p.get("run_cnt", 0); c += 1
+print(t, n, c)' "$work/before" "$names"
 }
 
 cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
         tail -n 1 "$1" | awk '{ print $1 + $2 }'
 }
 
-result() { # "bpf_ns runs cpu_s" -> "bpf_ns/run cpu_us/run cpu%"
+result() { # "bpf_ns runs progs cpu_s" -> "bpf_ns/run cpu_us/run cpu%"
         echo "$1" | awk -v d="$duration" '{
-                if ($2 == 0) { print "0 0 0"; exit }
-                c = $3 + $1 / 1e9
+                if ($2 == 0) { print "failed"; exit }
+                c = $4 + $1 / 1e9
                 printf "%.0f %.2f %.3f\n", $1 / $2, c * 1e6 / $2, 100 * c / d }'
 }
 
@@ -112,6 +111,8 @@ start_traced() {
 }
 
 run_traced() { # "config text" workload -> result
+        names="on_cpu switch_btf switch_raw"
+        programs_before
         start_traced
         printf 'buffers { size_kb: 262144 }\ndata_sources { config { name: "linux.bpf_stack" bpf_stack_config { %s } } }\nduration_ms: %s\n' \
                 "$1" "$((duration * 1000 + 1000))" >"$work/cfg.pbtxt"
@@ -120,9 +121,8 @@ run_traced() { # "config text" workload -> result
                 -o "$work/t.pftrace" >/dev/null 2>&1 &
         cpid=$!
         sleep 0.5
-        owners_of $tpid
         $2
-        snap=$(bpf_snapshot)
+        snap=$(bpf_snapshot | cut -d' ' -f1,2,3)
         wait $cpid || true
         pkill -TERM -P $tpid || true
         kill -TERM $tpid 2>/dev/null || true
@@ -131,13 +131,14 @@ run_traced() { # "config text" workload -> result
         result "$snap $cpu"
 }
 
-run_peer() { # "command..." workload -> result (the command runs until killed with SIGINT)
+run_peer() { # "command..." "prog names" workload -> result (the command runs until SIGINT)
         cmd=$1
+        names=$2
+        programs_before
         /usr/bin/time -f "%U %S" -o "$work/peer.time" sh -c "exec $cmd" >"$work/peer.out" 2>&1 &
         ppid=$!
-        for _ in $(seq 300); do # attached: its programs are loaded
-                owners_of $ppid
-                [ "$(prog_count)" -gt 0 ] && break
+        for _ in $(seq 600); do # attached: its programs are loaded
+                [ "$(bpf_snapshot | cut -d' ' -f3)" -gt 0 ] && break
                 kill -0 $ppid 2>/dev/null || break
                 sleep 0.1
         done
@@ -145,10 +146,9 @@ run_peer() { # "command..." workload -> result (the command runs until killed wi
                 echo "failed"
                 return
         fi
-        $2
-        owners_of $ppid
+        $3
         snap=$(bpf_snapshot)
-        for p in $(cat "$work/owners"); do kill -INT "$p" 2>/dev/null || true; done
+        kill -INT $(pgrep -P $ppid) $ppid 2>/dev/null || true
         wait $ppid || true
         result "$snap $(cpu_of "$work/peer.time")"
 }
@@ -196,9 +196,9 @@ for hz in $rates; do
         r=0
         while [ $r -lt "$rounds" ]; do
                 run_traced "frequency: $hz off_cpu: false" busy >>"$work/traced.rows"
-                run_peer "bpftrace -e 'profile:hz:$hz { @[kstack, ustack] = count(); }'" busy >>"$work/bpftrace.rows"
+                run_peer "bpftrace -e 'profile:hz:$hz { @[kstack, ustack] = count(); }'" "$hz" busy >>"$work/bpftrace.rows"
                 if [ -n "$profile" ]; then
-                        run_peer "$profile -F $hz" busy >>"$work/bcc.rows"
+                        run_peer "$profile -F $hz" do_perf_event busy >>"$work/bcc.rows"
                 fi
                 r=$((r + 1))
         done
@@ -210,7 +210,7 @@ r=0
 while [ $r -lt "$rounds" ]; do
         run_traced "on_cpu: false off_cpu: true" pipes >>"$work/traced.rows"
         if [ -n "$offcputime" ]; then
-                run_peer "$offcputime" pipes >>"$work/bcc.rows"
+                run_peer "$offcputime" oncpu pipes >>"$work/bcc.rows"
         fi
         r=$((r + 1))
 done
