@@ -124,8 +124,8 @@ run_traced() { # "config text" workload -> result
         $2
         snap=$(bpf_snapshot | cut -d' ' -f1,2,3)
         wait $cpid || true
+        # traced's children (the plugin host) are counted with it.
         pkill -TERM -P $tpid || true
-        kill -TERM $tpid 2>/dev/null || true
         wait $tpid || true
         cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time")" | awk '{ print $1 + $2 }')
         result "$snap $cpu"
@@ -135,7 +135,12 @@ run_peer() { # "command..." "prog names" workload -> result (the command runs un
         cmd=$1
         names=$2
         programs_before
-        /usr/bin/time -f "%U %S" -o "$work/peer.time" sh -c "exec $cmd" >"$work/peer.out" 2>&1 &
+        # A background job of this shell starts with SIGINT ignored, and
+        # bcc's Python tools then never see Ctrl-C: give it back first.
+        /usr/bin/time -f "%U %S" -o "$work/peer.time" python3 -c '
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp("sh", ["sh", "-c", "exec " + sys.argv[1]])' "$cmd" >"$work/peer.out" 2>&1 &
         ppid=$!
         for _ in $(seq 600); do # attached: its programs are loaded
                 [ "$(bpf_snapshot | cut -d' ' -f3)" -gt 0 ] && break

@@ -487,6 +487,7 @@ static int setup(struct bpfstack_session *s) {
         memcpy((void *) ro->comms, c->comms, sizeof(c->comms));
         ro->cgroup_id = cgroup_id;
         ro->with_preempted = c->with_preempted;
+        ro->wakeup_bytes = (uint64_t) c->ring_buffer_kb * 1024u / 4u;
         if ((r = bpf_map__set_value_size(s->skel->maps.stacks, c->max_depth * sizeof(uint64_t))) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.stacks, c->stack_map_entries)) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.records, c->ring_buffer_kb * 1024u)) < 0)

@@ -34,6 +34,7 @@ const volatile __u32 pids[BPFSTACK_MAX_PIDS] = {};
 const volatile __u32 tids[BPFSTACK_MAX_PIDS] = {};
 const volatile char comms[BPFSTACK_MAX_COMMS][BPFSTACK_COMM_LEN] = {};
 const volatile __u64 cgroup_id = 0; /* 0: any */
+const volatile __u64 wakeup_bytes = 1 << 20; /* wake the drainer past this much data */
 const volatile bool with_preempted = false; /* off-CPU: also tasks switched out still runnable */
 
 /* Sizes are set by the plugin before load (max depth, entries). */
@@ -113,6 +114,13 @@ static __always_inline bool wanted(__u32 pid, __u32 tid, const char *comm, bool 
         return true;
 }
 
+/* Waking user space for every record costs an irq_work each; the drainer
+ * also runs on a timer, so wake it only when the ring fills up. */
+static __always_inline __u64 submit_flags(void) {
+        return bpf_ringbuf_query(&records, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+                                                                               : BPF_RB_NO_WAKEUP;
+}
+
 static __always_inline __s32 stack_of(void *ctx, __u64 flags, bool want) {
         if (!want)
                 return -EFAULT;
@@ -148,7 +156,7 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
         r->ustack_id = stack_of(ctx, BPF_F_USER_STACK, want_user);
         r->kind = BPFSTACK_ON_CPU;
         __builtin_memcpy(r->comm, comm, sizeof(comm));
-        bpf_ringbuf_submit(r, 0);
+        bpf_ringbuf_submit(r, submit_flags());
         return 0;
 }
 
@@ -197,7 +205,7 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
                         r->ustack_id = was->ustack_id;
                         r->kind = BPFSTACK_OFF_CPU;
                         __builtin_memcpy(r->comm, was->comm, sizeof(r->comm));
-                        bpf_ringbuf_submit(r, 0);
+                        bpf_ringbuf_submit(r, submit_flags());
                 } else
                         count(BPFSTACK_CNT_RING_LOST);
         }

@@ -30,8 +30,11 @@ extern char **environ;
 static struct traced_instance inst;
 static sd_event *ev;
 
+static void workload_copy(void);
+
 static void setup(void) {
         cr_assert_eq(fixture_start(&inst, &ev), 0);
+        workload_copy();
 }
 
 static void teardown(void) {
@@ -262,7 +265,26 @@ static char *log_text(void) {
 }
 
 #define WORKLOAD BPFSTACK_TEST_BIN_DIR "/bpfstack-workload"
-#define WORKLOAD_COMM "bpfstack-worklo" /* 15 characters of the name */
+
+/* Criterion runs tests in parallel, and other tests of the machine may
+ * run this program too: each test runs its own copy, named after the
+ * test's pid, and filters on that name. */
+static char workload[512], workload_comm[16];
+
+static void workload_copy(void) {
+        snprintf(workload_comm, sizeof(workload_comm), "bsw%d", (int) getpid());
+        snprintf(workload, sizeof(workload), "%s/%s", inst.dir, workload_comm);
+        int in = open(WORKLOAD, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(in, 0, "%s: %s", WORKLOAD, strerror(errno));
+        int out = open(workload, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+        cr_assert_geq(out, 0, "%s: %s", workload, strerror(errno));
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                cr_assert_eq(write(out, buf, (size_t) n), n);
+        close(in);
+        close(out);
+}
 
 static const char *const spin_chain[] = { "spin_inner", "spin_outer", "main" };
 
@@ -270,14 +292,19 @@ Test(bpfstack, on_cpu_and_off_cpu_stacks_and_blocked_time) {
         const char *why = bpf_refused();
         if (why)
                 SKIP("%s", why);
-        const char *cfg = "buffers { size_kb: 65536 }\n"
-                          "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config {\n"
-                          "  frequency: 999 filter: \"comm=" WORKLOAD_COMM "\"\n"
-                          "} } }\n"
-                          "write_into_file: true file_write_period_ms: 250\n";
-        struct run r = { .argv = { WORKLOAD, "1500", "4", "100", "300", NULL } };
+        char *cfg;
+        cr_assert_gt(asprintf(&cfg,
+                              "buffers { size_kb: 65536 }\n"
+                              "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config {\n"
+                              "  frequency: 999 filter: \"comm=%s\"\n"
+                              "} } }\n"
+                              "write_into_file: true file_write_period_ms: 250\n",
+                              workload_comm),
+                     0);
+        struct run r = { .argv = { workload, "1500", "4", "100", "300", NULL } };
         struct collect c = {};
         fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_workload, &r, collect_packet, &c);
+        free(cfg);
 
         size_t on = 0, on_chain = 0, off = 0, off_blocking = 0;
         uint64_t blocked_total = 0, blocked_in_blocking = 0;
@@ -335,11 +362,11 @@ static void check_refused(const char *bad, const char *expect) {
                               "buffers { size_kb: 16384 }\n"
                               "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config { %s } } }\n"
                               "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config {\n"
-                              "  off_cpu: false frequency: 999 filter: \"comm=" WORKLOAD_COMM "\" } } }\n"
+                              "  off_cpu: false frequency: 999 filter: \"comm=%s\" } } }\n"
                               "write_into_file: true file_write_period_ms: 250\n",
-                              bad),
+                              bad, workload_comm),
                      0);
-        struct run r = { .argv = { WORKLOAD, "500", "1", "1", "1", NULL } };
+        struct run r = { .argv = { workload, "500", "1", "1", "1", NULL } };
         struct collect c = {};
         fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_workload, &r, collect_packet, &c);
         free(cfg);
@@ -393,7 +420,7 @@ Test(bpfstack, tracectl_quick_flag) {
         pid_t tc;
         cr_assert_eq(posix_spawn(&tc, TRACECTL_BINARY, NULL, NULL, (char *const *) argv, environ), 0);
         usleep(1000 * 1000); /* the session is up */
-        struct run r = { .argv = { WORKLOAD, "1500", "2", "100", "100", NULL } };
+        struct run r = { .argv = { workload, "1500", "2", "100", "100", NULL } };
         run_workload(&r);
         int status;
         cr_assert_eq(waitpid(tc, &status, 0), tc);
