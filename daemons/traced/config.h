@@ -13,11 +13,18 @@
  *
  *   [service]
  *   user = NAME|UID           the service core's user when started as root
+ *   trusted_data_sources = PATTERN[, PATTERN...]
+ *                             data source names (NAME or PREFIX*) only the
+ *                             plugin hosts, root and trusted_users may
+ *                             register (default linux.*, traced.*)
+ *   trusted_users = NAME|UID[, ...]  users who may register them too
  */
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define TRACED_CONFIG_MAX_DISABLED 32
+#define TRACED_CONFIG_MAX_TRUSTED 32
 
 struct traced_config {
         bool plugins_enabled;
@@ -27,7 +34,15 @@ struct traced_config {
         unsigned watchdog_sec;
         bool plugins_in_process;
         char *user; /* NULL: the default */
+        char *trusted_data_sources[TRACED_CONFIG_MAX_TRUSTED];
+        unsigned n_trusted_data_sources;
+        bool trusted_data_sources_set; /* false: the default */
+        uid_t trusted_uids[TRACED_CONFIG_MAX_TRUSTED];
+        unsigned n_trusted_uids;
 };
+
+/* Data source names reserved for the suite's own plugins by default. */
+#define TRACED_CONFIG_DEFAULT_TRUSTED_DATA_SOURCES { "linux.*", "traced.*" }
 
 #define TRACED_CONFIG_DEFAULT_WATCHDOG_SEC 10u
 #define TRACED_CONFIG_MAX_WATCHDOG_SEC 3600u

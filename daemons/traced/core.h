@@ -7,6 +7,8 @@
  * control socket. */
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
 
 #include <systemd/sd-event.h>
 
@@ -19,6 +21,12 @@ struct core_options {
         const char *producer_path; /* for the log */
         const char *consumer_path;
         int control_fd; /* from the supervisor, taken; -EBADF when none */
+        /* Data source names only plugin hosts, root and trusted_uids may
+         * register (NAME or PREFIX*). */
+        const char *const *trusted_names;
+        size_t n_trusted_names;
+        const uid_t *trusted_uids;
+        size_t n_trusted_uids;
         /* Optional: called once the service listens (e.g. to start plugins
          * in process) and when it shuts down. */
         int (*started)(sd_event *event, struct traced_service *svc, void *userdata);

@@ -56,7 +56,8 @@ static uint64_t hash_bytes(const void *p, size_t n) {
                 n -= 8;
         }
         uint64_t v = 0;
-        memcpy(&v, b, n);
+        if (n)
+                memcpy(&v, b, n);
         h = (h ^ v) * 0xc4ceb9fe1a85ec53ull;
         return h ^ (h >> 29);
 }
@@ -108,7 +109,7 @@ static uint64_t itab_intern(struct itab *t, const void *key, size_t len, bool *r
                 if (!iid)
                         break;
                 const struct ient *e = &t->ents[iid - 1];
-                if (e->hash == h && e->len == len && memcmp(t->arena + e->off, key, len) == 0)
+                if (e->hash == h && e->len == len && (len == 0 || memcmp(t->arena + e->off, key, len) == 0))
                         return iid;
         }
         if (t->n == t->cap) {

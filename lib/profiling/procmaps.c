@@ -294,6 +294,7 @@ static void load_maps(struct proc_table *t, struct proc_info *i) {
         proc_maps_clear(&i->maps);
         i->maps = m;
         i->maps_loaded = true;
+        i->maps_version++;
         if (!i->comm[0]) {
                 snprintf(path, sizeof(path), "%s/%d/comm", t->proc_dir, i->pid);
                 f = fopen(path, "re");
@@ -316,6 +317,7 @@ int proc_table_mmap(struct proc_table *t, int pid, const struct pmap *e) {
         struct proc_info *i = get_or_add(t, pid);
         if (!i)
                 return -ENOMEM;
+        i->maps_version++;
         return proc_maps_add(&i->maps, e);
 }
 
@@ -328,6 +330,7 @@ int proc_table_exec(struct proc_table *t, int pid, const char *comm) {
         i->maps_unreadable = false;
         i->exited = false;
         i->generation++;
+        i->maps_version++;
         snprintf(i->comm, sizeof(i->comm), "%s", comm ? comm : "");
         return 0;
 }
@@ -351,6 +354,7 @@ int proc_table_fork(struct proc_table *t, int pid, int ppid) {
         proc_maps_clear(&child->maps);
         child->maps_loaded = child->maps_unreadable = child->exited = false;
         child->generation++;
+        child->maps_version++;
         child->comm[0] = '\0';
         if (!parent)
                 return 0;

@@ -63,6 +63,9 @@ struct proc_info {
         /* bumped on every exec: callers caching per-process results key
          * them with it */
         uint32_t generation;
+        /* bumped on every change of maps (mmap notes, exec, fork, a read
+         * of /proc): callers caching per-address results key them with it */
+        uint32_t maps_version;
         /* The caller's, e.g. per-process unwinder state; freed with the
          * process by the table's free_userdata (if set). */
         void *userdata;

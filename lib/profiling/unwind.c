@@ -82,6 +82,10 @@ struct walk {
          * own addresses may lie in segments no mapping note told us about. */
         struct elf_image *img;
         uint64_t base;
+        /* The last mapping met, for the many reads in the same place. */
+        const struct pmap *last_map;
+        struct elf_image *last_img;
+        uint64_t last_base;
 };
 
 static void proc_unwind_free(void *p) {
@@ -92,16 +96,22 @@ static void proc_unwind_free(void *p) {
 
 /* The image mapped at addr, and the base such that addr = base + vaddr. */
 static struct elf_image *image_at(struct walk *w, uint64_t addr, const struct pmap **ret_map, uint64_t *ret_base) {
-        const struct pmap *m = proc_maps_find(&w->p->maps, addr);
-        if (!m)
-                return NULL;
-        struct elf_image *img = symbolizer_image(w->u->sym, w->p, m);
-        uint64_t vaddr;
-        if (!img || !elf_image_offset_to_vaddr(img, m->pgoff, &vaddr))
+        const struct pmap *m = w->last_map;
+        if (!m || addr < m->start || addr >= m->end) {
+                m = proc_maps_find(&w->p->maps, addr);
+                if (!m)
+                        return NULL;
+                struct elf_image *img = symbolizer_image(w->u->sym, w->p, m);
+                uint64_t vaddr;
+                w->last_map = m;
+                w->last_img = img && elf_image_offset_to_vaddr(img, m->pgoff, &vaddr) ? img : NULL;
+                w->last_base = w->last_img ? m->start - vaddr : 0;
+        }
+        if (!w->last_img)
                 return NULL;
         *ret_map = m;
-        *ret_base = m->start - vaddr;
-        return img;
+        *ret_base = w->last_base;
+        return w->last_img;
 }
 
 static bool image_read(struct elf_image *img, uint64_t base, uint64_t addr, uint64_t *ret) {
@@ -251,7 +261,9 @@ static unw_addr_space_t addr_space(struct unwinder *u, struct proc_info *p) {
                         free(pu);
                         return NULL;
                 }
-                unw_set_caching_policy(pu->as, UNW_CACHE_GLOBAL);
+                /* One thread unwinds: per-thread caching needs no locks
+                 * (the global one blocks signals around each use). */
+                unw_set_caching_policy(pu->as, UNW_CACHE_PER_THREAD);
                 pu->generation = p->generation;
                 pu->epoch = u->epoch;
                 p->userdata = pu;

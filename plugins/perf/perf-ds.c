@@ -40,6 +40,7 @@
 #define REAP_DELAY_NS (5ull * 1000000000ull)
 #define INTERN_MEMORY_BOUND (128u << 20)
 #define FLUSH_WAIT_MS 5000
+#define FRAME_CACHE_SLOTS (1u << 16) /* a power of two */
 /* At stop, what the worker has not unwound after this long is written as
  * skipped (the plugin host's loop waits for the worker meanwhile). */
 #define STOP_UNWIND_MS 3000
@@ -75,6 +76,15 @@ struct cpu_ring {
         uint64_t count; /* sum of the periods sampled: the timebase counter */
 };
 
+/* pc -> interned frame, per process and state of its maps, valid for one
+ * interning epoch: most samples hit the same few addresses. */
+struct frame_slot {
+        uint64_t pc;
+        int32_t pid; /* -1: kernel */
+        uint32_t maps_version, generation, epoch;
+        uint64_t iid;
+};
+
 struct scope_slot {
         int32_t pid; /* 0: free */
         uint8_t state; /* 0 unknown, 1 in scope, 2 out */
@@ -90,12 +100,14 @@ struct perf_session {
         size_t n_rings;
         struct traced_source *timer;
         struct traced_writer *writer;
-        uint8_t *scratch;
-        size_t scratch_size;
         struct scope_slot *scope;
         size_t scope_used;
         uint32_t additional_left;
 
+        /* the batch the loop thread is filling */
+        struct item *batch_head, **batch_tailp;
+        uint64_t batch_bytes;
+        size_t batch_items;
         /* the queue */
         pthread_mutex_t mu;
         pthread_cond_t cv, done_cv;
@@ -115,6 +127,8 @@ struct perf_session {
         struct intern_writer *iw;
         struct pbw pkt;
         uint64_t last_clear, last_reap, latest_time;
+        struct frame_slot *frames;
+        uint32_t epoch; /* bumped with every intern_clear */
         atomic_uint_fast64_t stop_deadline; /* now_ms() after which samples are not unwound; 0: none */
 
         /* counters (any thread) */
@@ -139,15 +153,30 @@ static uint64_t now_ms(void) {
 
 /* ---- the queue ---- */
 
+/* Loop thread: items gather in a batch, handed to the worker at the end
+ * of each drain (one lock and one wake-up per drain, not per sample). */
 static void enqueue(struct perf_session *s, struct item *it) {
-        pthread_mutex_lock(&s->mu);
         it->next = NULL;
-        *s->tailp = it;
-        s->tailp = &it->next;
-        s->queued_bytes += it->len;
-        s->queued_items++;
+        *s->batch_tailp = it;
+        s->batch_tailp = &it->next;
+        s->batch_bytes += it->len;
+        s->batch_items++;
+}
+
+static void publish(struct perf_session *s) {
+        if (!s->batch_head)
+                return;
+        pthread_mutex_lock(&s->mu);
+        *s->tailp = s->batch_head;
+        s->tailp = s->batch_tailp;
+        __atomic_store_n(&s->queued_bytes, s->queued_bytes + s->batch_bytes, __ATOMIC_RELAXED);
+        s->queued_items += s->batch_items;
         pthread_cond_signal(&s->cv);
         pthread_mutex_unlock(&s->mu);
+        s->batch_head = NULL;
+        s->batch_tailp = &s->batch_head;
+        s->batch_bytes = 0;
+        s->batch_items = 0;
 }
 
 static struct item *dequeue(struct perf_session *s) {
@@ -158,25 +187,23 @@ static struct item *dequeue(struct perf_session *s) {
         s->head = it->next;
         if (!s->head)
                 s->tailp = &s->head;
-        s->queued_bytes -= it->len;
+        __atomic_store_n(&s->queued_bytes, s->queued_bytes - it->len, __ATOMIC_RELAXED);
         s->queued_items--;
         pthread_mutex_unlock(&s->mu);
         return it;
 }
 
+/* Loop thread; the worker's side of the count is read without the lock
+ * (a bound, not an exact figure). */
 static bool queue_has_room(struct perf_session *s, size_t len) {
-        pthread_mutex_lock(&s->mu);
-        bool ok = s->queued_bytes + len <= s->cfg.max_enqueued_bytes && s->queued_items < MAX_QUEUED_ITEMS;
-        pthread_mutex_unlock(&s->mu);
-        return ok;
+        uint64_t queued = __atomic_load_n(&s->queued_bytes, __ATOMIC_RELAXED) + s->batch_bytes;
+        return queued + len <= s->cfg.max_enqueued_bytes && s->batch_items < MAX_QUEUED_ITEMS;
 }
 
 static struct item *item_new(enum item_kind kind, size_t len) {
-        struct item *it = calloc(1, sizeof(*it) + len);
-        if (it) {
-                it->kind = (uint8_t) kind;
-                it->len = (uint32_t) len;
-        }
+        struct item *it = malloc(sizeof(*it) + len);
+        if (it)
+                *it = (struct item) { .kind = (uint8_t) kind, .len = (uint32_t) len };
         return it;
 }
 
@@ -242,43 +269,34 @@ static void note(struct perf_session *s, const struct perf_record *r, struct cpu
         enqueue(s, it);
 }
 
-static void handle_record(struct perf_session *s, struct cpu_ring *ring, const uint8_t *rec, size_t len) {
+/* Takes it (a copied record). */
+static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct item *it) {
         struct perf_record r;
-        if (perf_record_parse(rec, len, &s->layout, &r) < 0) {
+        if (perf_record_parse(it->rec, it->len, &s->layout, &r) < 0) {
                 s->bad_records++;
+                free(it);
                 return;
         }
+        it->cpu = (uint32_t) ring->cpu;
         switch (r.kind) {
-        case PERF_REC_SAMPLE: {
+        case PERF_REC_SAMPLE:
                 s->samples++;
                 ring->count += r.u.sample.period;
-                if (!s->cfg.callstacks) {
+                if (!s->cfg.callstacks)
                         note(s, &r, ring, SKIP_NONE);
-                        return;
-                }
-                if (!in_scope(s, (int) r.u.sample.pid)) {
+                else if (!in_scope(s, (int) r.u.sample.pid)) {
                         s->skipped_scope++;
                         note(s, &r, ring, SKIP_NOT_IN_SCOPE);
-                        return;
-                }
-                /* The stack copy's unused part stays behind. */
-                size_t keep = len;
-                if (!queue_has_room(s, keep)) {
+                } else if (!queue_has_room(s, it->len)) {
                         s->skipped_enqueue++;
                         note(s, &r, ring, SKIP_UNWIND_ENQUEUE);
+                } else {
+                        it->count = ring->count;
+                        enqueue(s, it);
                         return;
                 }
-                struct item *it = item_new(IT_RECORD, keep);
-                if (!it) {
-                        s->skipped_enqueue++;
-                        return;
-                }
-                memcpy(it->rec, rec, keep);
-                it->cpu = (uint32_t) ring->cpu;
-                it->count = ring->count;
-                enqueue(s, it);
+                free(it);
                 return;
-        }
         case PERF_REC_COMM:
                 if (r.u.comm.exec)
                         scope_forget(s, (int) r.u.comm.pid);
@@ -291,29 +309,22 @@ static void handle_record(struct perf_session *s, struct cpu_ring *ring, const u
         case PERF_REC_MMAP2:
                 break;
         case PERF_REC_LOST:
-        case PERF_REC_LOST_SAMPLES: {
+        case PERF_REC_LOST_SAMPLES:
                 s->lost += r.u.lost.lost;
-                struct item *it = item_new(IT_LOST, 0);
-                if (it) {
-                        it->cpu = (uint32_t) ring->cpu;
-                        it->count = r.u.lost.lost;
-                        it->time = r.time;
-                        enqueue(s, it);
-                }
+                it->kind = IT_LOST;
+                it->count = r.u.lost.lost;
+                it->time = r.time;
+                enqueue(s, it);
                 return;
-        }
         case PERF_REC_THROTTLE:
                 s->throttles++;
+                free(it);
                 return;
         default:
+                free(it);
                 return;
         }
         /* Process notes go to the worker, in ring order with the samples. */
-        struct item *it = item_new(IT_RECORD, len);
-        if (!it)
-                return;
-        memcpy(it->rec, rec, len);
-        it->cpu = (uint32_t) ring->cpu;
         enqueue(s, it);
 }
 
@@ -321,20 +332,28 @@ static void drain_ring(struct cpu_ring *ring) {
         struct perf_session *s = ring->s;
         struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) ring->base;
         uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
-        uint64_t tail = mp->data_tail;
-        while (tail < head) {
-                int len = perf_ring_copy(ring->data, ring->data_size, tail, head, s->scratch, s->scratch_size);
-                if (len <= 0) {
-                        if (len < 0) {
-                                s->bad_records++;
-                                tail = head;
-                        }
+        uint64_t tail = mp->data_tail, mask = ring->data_size - 1;
+        while (head - tail >= sizeof(struct perf_event_header)) {
+                struct perf_event_header h;
+                for (size_t k = 0; k < sizeof(h); k++)
+                        ((uint8_t *) &h)[k] = ring->data[(tail + k) & mask];
+                if (h.size < sizeof(h) || h.size > head - tail) {
+                        s->bad_records++;
+                        tail = head;
                         break;
                 }
-                handle_record(s, ring, s->scratch, (size_t) len);
-                tail += (uint64_t) len;
+                /* Copied once, straight into what the worker gets. */
+                struct item *it = item_new(IT_RECORD, h.size);
+                if (it && perf_ring_copy(ring->data, ring->data_size, tail, head, it->rec, h.size) == h.size)
+                        handle_record(s, ring, it);
+                else {
+                        free(it);
+                        s->skipped_enqueue++;
+                }
+                tail += h.size;
         }
         __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+        publish(s);
 }
 
 static void drain_all(struct perf_session *s) {
@@ -409,6 +428,20 @@ static void write_sample(struct perf_session *s, const struct sample_out *o) {
         write_packet(s);
 }
 
+static uint64_t cached_frame(struct perf_session *s, const struct proc_info *p, uint64_t pc) {
+        int32_t pid = p ? p->pid : -1;
+        uint32_t mv = p ? p->maps_version : 0, gen = p ? p->generation : 0;
+        uint64_t h = (pc ^ ((uint64_t) (uint32_t) pid << 40)) * 0x9e3779b97f4a7c15ull;
+        struct frame_slot *f = &s->frames[(h >> 40) & (FRAME_CACHE_SLOTS - 1)];
+        if (f->epoch == s->epoch && f->pc == pc && f->pid == pid && f->maps_version == mv && f->generation == gen)
+                return f->iid;
+        uint64_t iid = p ? symbolizer_user_frame(&s->sym, s->iw, p, pc) : symbolizer_kernel_frame(&s->sym, s->iw, pc);
+        if (iid)
+                *f = (struct frame_slot) { .pc = pc, .pid = pid, .maps_version = mv, .generation = gen,
+                                           .epoch = s->epoch, .iid = iid };
+        return iid;
+}
+
 static bool is_marker(uint64_t v) {
         return v >= (uint64_t) PERF_CONTEXT_MAX;
 }
@@ -451,12 +484,13 @@ static void process_sample(struct perf_session *s, const struct item *it, const 
 
         begin_packet(s);
         for (size_t k = n_user; k-- > 0;) {
-                uint64_t f = symbolizer_user_frame(&s->sym, s->iw, p, k > 0 ? user[k] - 1 : user[k]);
+                uint64_t pc = k > 0 ? user[k] - 1 : user[k];
+                uint64_t f = p ? cached_frame(s, p, pc) : symbolizer_user_frame(&s->sym, s->iw, NULL, pc);
                 if (f)
                         frames[n++] = f;
         }
         for (size_t k = n_kern; k-- > 0;) {
-                uint64_t f = symbolizer_kernel_frame(&s->sym, s->iw, kern[k]);
+                uint64_t f = cached_frame(s, NULL, kern[k]);
                 if (f)
                         frames[n++] = f;
         }
@@ -532,6 +566,7 @@ static void housekeeping(struct perf_session *s) {
         if ((s->cfg.unwind_state_clear_period_ms && now - s->last_clear >= s->cfg.unwind_state_clear_period_ms) ||
             intern_memory(s->iw) > INTERN_MEMORY_BOUND) {
                 intern_clear(s->iw);
+                s->epoch++;
                 unwinder_flush(s->unw);
                 s->last_clear = now;
         }
@@ -669,9 +704,13 @@ static void session_free(struct perf_session *s) {
                 next = it->next;
                 free(it);
         }
+        for (struct item *it = s->batch_head, *next; it; it = next) {
+                next = it->next;
+                free(it);
+        }
         free(s->rings);
-        free(s->scratch);
         free(s->scope);
+        free(s->frames);
         unwinder_free(s->unw);
         proc_table_free(s->procs);
         elf_cache_free(s->elves);
@@ -737,10 +776,10 @@ static int setup(struct perf_session *s) {
                 return r;
         }
         s->rings = calloc(n_cpus, sizeof(*s->rings));
-        s->scratch_size = (size_t) sysconf(_SC_PAGESIZE) * c->ring_buffer_pages;
-        s->scratch = malloc(s->scratch_size);
         s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope));
-        if (!s->rings || !s->scratch || !s->scope)
+        s->frames = calloc(FRAME_CACHE_SLOTS, sizeof(*s->frames));
+        s->epoch = 1;
+        if (!s->rings || !s->scope || !s->frames)
                 return -ENOMEM;
         for (size_t k = 0; k < n_cpus; k++) {
                 struct cpu_ring *ring = &s->rings[s->n_rings];
@@ -805,6 +844,7 @@ int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8
         s->pl = pl;
         s->instance_id = instance_id;
         s->tailp = &s->head;
+        s->batch_tailp = &s->batch_head;
         pthread_mutex_init(&s->mu, NULL);
         pthread_cond_init(&s->cv, NULL);
         pthread_cond_init(&s->done_cv, NULL);
@@ -857,6 +897,7 @@ void perf_session_flush(struct perf_plugin *pl, uint64_t id) {
         uint64_t want = ++s->flush_asked;
         pthread_mutex_unlock(&s->mu);
         enqueue(s, it);
+        publish(s);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += FLUSH_WAIT_MS / 1000;
@@ -876,6 +917,7 @@ static void stop_session(struct perf_session *s) {
                 struct item *it = item_new(IT_STOP, 0);
                 if (it) {
                         enqueue(s, it);
+                        publish(s);
                         pthread_join(s->worker, NULL);
                 }
                 s->worker_started = false;

@@ -28,7 +28,8 @@ struct tracectl {
  * EXIT_UNREACHABLE on failure. */
 int tracectl_connect(struct tracectl *t);
 void tracectl_disconnect(struct tracectl *t);
-/* Calls a method and waits for its first reply: 0, or -errno. */
+/* Calls a method and waits for its last reply (streamed replies are
+ * concatenated): 0, or -errno. */
 int tracectl_call(struct tracectl *t, const char *method, const ProtobufCMessage *args,
                   const ProtobufCMessageDescriptor *reply_desc, int fd, ProtobufCMessage **ret_reply, unsigned timeout_ms);
 
