@@ -380,7 +380,7 @@ static void session_free(struct bpfstack_session *s) {
 }
 
 /* What the kernel must offer; a clear error naming what it lacks. */
-static int probe(struct bpfstack_session *s, bool *ret_btf_tp) {
+static int probe(struct bpfstack_session *s) {
         struct bpfstack_plugin *pl = s->pl;
         const char *btf_path = s->cfg.btf_path;
         struct btf *btf = btf__parse(btf_path, NULL);
@@ -427,7 +427,6 @@ static int probe(struct bpfstack_session *s, bool *ret_btf_tp) {
                                      (unsigned long long) s->instance_id, maps[k].what);
                         return -EOPNOTSUPP;
                 }
-        *ret_btf_tp = libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_TRACING, NULL) == 1;
         return 0;
 }
 
@@ -443,36 +442,16 @@ static int open_cpu_clock(uint32_t cpu, uint32_t hz) {
         return fd < 0 ? -errno : fd;
 }
 
-static int setup(struct bpfstack_session *s) {
-        struct bpfstack_plugin *pl = s->pl;
+/* Opens the skeleton with the config in .rodata and the maps sized, and
+ * loads it: the off-CPU program as a BTF tracepoint or a raw one. */
+static int open_load(struct bpfstack_session *s, uint64_t cgroup_id, bool btf_tp) {
         const struct bpfstack_config *c = &s->cfg;
-        unsigned long long id = (unsigned long long) s->instance_id;
-        bool btf_tp = false;
-        int r = probe(s, &btf_tp);
-        if (r < 0)
-                return r;
-
-        uint64_t cgroup_id = 0;
-        if (c->cgroup[0]) {
-                struct stat st;
-                if (stat(c->cgroup, &st) < 0 || !S_ISDIR(st.st_mode)) {
-                        bpfstack_log(pl, TRACED_LOG_ERR,
-                                     "linux.bpf_stack instance %llu refused: filter: cgroup=%s: not a cgroup "
-                                     "directory",
-                                     id, c->cgroup);
-                        return -EINVAL;
-                }
-                cgroup_id = st.st_ino; /* cgroup v2: the directory's inode is the cgroup id */
-        }
-
+        int r;
+        bpfstack__destroy(s->skel);
         LIBBPF_OPTS(bpf_object_open_opts, oo, .btf_custom_path = c->btf_path);
         s->skel = bpfstack__open_opts(&oo);
-        if (!s->skel) {
-                r = -errno;
-                bpfstack_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu: opening the BPF object failed: %s",
-                             id, strerror(-r));
-                return r;
-        }
+        if (!s->skel)
+                return -errno;
         struct bpfstack__rodata *ro = s->skel->rodata;
         ro->want_on_cpu = c->on_cpu;
         ro->want_off_cpu = c->off_cpu;
@@ -495,7 +474,42 @@ static int setup(struct bpfstack_session *s) {
         (void) bpf_program__set_autoload(s->skel->progs.on_cpu, c->on_cpu);
         (void) bpf_program__set_autoload(s->skel->progs.switch_btf, c->off_cpu && btf_tp);
         (void) bpf_program__set_autoload(s->skel->progs.switch_raw, c->off_cpu && !btf_tp);
-        if ((r = bpfstack__load(s->skel)) < 0) {
+        return bpfstack__load(s->skel);
+}
+
+static int setup(struct bpfstack_session *s) {
+        struct bpfstack_plugin *pl = s->pl;
+        const struct bpfstack_config *c = &s->cfg;
+        unsigned long long id = (unsigned long long) s->instance_id;
+        int r = probe(s);
+        if (r < 0)
+                return r;
+
+        uint64_t cgroup_id = 0;
+        if (c->cgroup[0]) {
+                struct stat st;
+                if (stat(c->cgroup, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                        bpfstack_log(pl, TRACED_LOG_ERR,
+                                     "linux.bpf_stack instance %llu refused: filter: cgroup=%s: not a cgroup "
+                                     "directory",
+                                     id, c->cgroup);
+                        return -EINVAL;
+                }
+                cgroup_id = st.st_ino; /* cgroup v2: the directory's inode is the cgroup id */
+        }
+
+        /* BTF tracepoint first; when the kernel refuses it, the raw one. */
+        bool btf_tp = c->off_cpu;
+        r = open_load(s, cgroup_id, btf_tp);
+        if (r < 0 && btf_tp) {
+                bpfstack_log(pl, TRACED_LOG_INFO,
+                             "linux.bpf_stack instance %llu: tp_btf/sched_switch refused (%s), using the raw "
+                             "tracepoint",
+                             id, strerror(-r));
+                btf_tp = false;
+                r = open_load(s, cgroup_id, false);
+        }
+        if (r < 0) {
                 bpfstack_log(pl, TRACED_LOG_ERR,
                              "linux.bpf_stack instance %llu: loading the BPF programs failed: %s (the verifier's "
                              "log is above)",
