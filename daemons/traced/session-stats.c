@@ -181,6 +181,10 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
                 t->is_started = s->state == SESSION_STARTED;
                 t->num_data_sources = (uint32_t) session_count_instances(s);
                 t->unique_session_name = s->config->unique_session_name;
+                /* What perfetto --save-all-for-bugreport picks sessions by. */
+                t->has_bugreport_score = s->config->has_bugreport_score;
+                t->bugreport_score = s->config->bugreport_score;
+                t->bugreport_filename = s->config->bugreport_filename;
                 if (s->config->has_duration_ms) {
                         t->has_duration_ms = true;
                         t->duration_ms = s->config->duration_ms;

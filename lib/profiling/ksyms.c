@@ -161,3 +161,7 @@ uint32_t kaddr_intern(struct kaddr_table *t, uint64_t addr) {
         t->slots[i] = t->n;
         return t->n;
 }
+
+size_t ksyms_memory_bytes(const struct ksyms *k) {
+        return k ? sizeof(*k) + k->n * sizeof(struct ksym) + k->names_len : 0;
+}

@@ -23,6 +23,8 @@ int ksyms_load(FILE *f, struct ksyms **ret);
 int ksyms_load_proc(struct ksyms **ret);
 void ksyms_free(struct ksyms *k);
 size_t ksyms_count(const struct ksyms *k);
+/* What the table takes in memory (FtraceStats.kernel_symbols_mem_kb). */
+size_t ksyms_memory_bytes(const struct ksyms *k);
 /* The function containing addr (the nearest text symbol at or below it,
  * not past the next one), or NULL. */
 const char *ksyms_lookup(const struct ksyms *k, uint64_t addr);

@@ -311,3 +311,11 @@ bool raw_producer_spin_until(struct raw_producer *p, bool (*cond)(struct raw_pro
         }
         return true;
 }
+
+int raw_producer_activate_triggers(struct raw_producer *p, const char *const *names, size_t n) {
+        Perfetto__Protos__ActivateTriggersRequest req = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
+        req.n_trigger_names = n;
+        req.trigger_names = (char **) names;
+        int64_t r = ipc_client_invoke(p->client, "ActivateTriggers", &req.base, NULL, -EBADF, NULL, NULL);
+        return r < 0 ? (int) r : 0;
+}

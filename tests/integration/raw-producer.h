@@ -63,3 +63,5 @@ int raw_producer_commit(struct raw_producer *p, uint64_t flush_request_id);
 bool raw_producer_spin_until(struct raw_producer *p, bool (*cond)(struct raw_producer *), unsigned timeout_ms);
 /* The expected str of packet seq with payload_size bytes. */
 void raw_producer_payload(uint32_t seq, size_t payload_size, char *buf);
+/* Sends ActivateTriggers with these names. */
+int raw_producer_activate_triggers(struct raw_producer *p, const char *const *names, size_t n);

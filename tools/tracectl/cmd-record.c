@@ -18,6 +18,7 @@
 #include "basic/macro.h"
 #include "pbtxt/pb-check.h"
 #include "pbtxt/pbtxt.h"
+#include "config-lint.h"
 #include "tracectl.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -212,6 +213,9 @@ static Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_
                 fprintf(f, "data_sources { config { name: \"%s\" } }\n", extra_ds[i]);
         if (duration_ms)
                 fprintf(f, "duration_ms: %u\n", duration_ms);
+        /* The file is written as the trace goes: producers flush
+         * periodically too, so what they hold reaches it. */
+        fprintf(f, "flush_period_ms: %u\n", CONFIG_LINT_FLUSH_PERIOD_MS);
         fclose(f);
         ProtobufCMessage *m = NULL;
         char *err = NULL;
@@ -433,6 +437,15 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 r = load_config(config_path, txt, &cfg);
                 if (r != 0)
                         return r;
+                /* tracectl always records with write_into_file. When the
+                 * config did not ask for it, the flush period that goes with
+                 * it is tracectl's to choose too; what the user chose is
+                 * only warned about. */
+                if (!(cfg->has_write_into_file && cfg->write_into_file) && !cfg->has_flush_period_ms) {
+                        cfg->has_flush_period_ms = true;
+                        cfg->flush_period_ms = CONFIG_LINT_FLUSH_PERIOD_MS;
+                }
+                (void) config_lint(cfg, true, strcmp(config_path, "-") ? config_path : "<stdin>", stderr);
         } else {
                 cfg = quick_config(duration_ms, buffer_kb, argv + optind, (size_t) (argc - optind), extra, n_extra,
                                    process_stats, perf_hz, bpf_stacks);
@@ -533,7 +546,10 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
         ar.key = (char *) key;
         r = tracectl_call(t, "Attach", &ar.base, &perfetto__protos__attach_response__descriptor, -EBADF, NULL, 5000);
         if (r < 0) {
-                fprintf(stderr, "tracectl: no detached session \"%s\" for this user\n", key);
+                fprintf(stderr,
+                        "tracectl: no detached session \"%s\" for this user (one that ended while detached is "
+                        "gone, its output file complete)\n",
+                        key);
                 tracectl_disconnect(t);
                 return EXIT_SESSION_FAILED;
         }
