@@ -79,6 +79,7 @@ struct bpfstack_session {
          * map's entries. */
         uint32_t *seen_ids;
         size_t n_seen, cap_seen;
+        bool collecting;
         int refreshed[REFRESH_SLOTS]; /* pids whose maps were read again this drain */
         size_t n_refreshed;
 
@@ -154,6 +155,8 @@ static bool set_has(const uint32_t *set, size_t cap, uint32_t id) {
 }
 
 static void seen_add(struct bpfstack_session *s, uint32_t id) {
+        if (s->collecting)
+                return; /* read now and deleted just after; seen again next time */
         if (s->n_seen < s->cap_seen / 2 && set_add(s->seen_ids, s->cap_seen, id))
                 s->n_seen++;
 }
@@ -179,6 +182,12 @@ static void collect_stacks(struct bpfstack_session *s) {
                         if (ids[j] >= 0 && n_live < cap / 2 && set_add(live, cap, (uint32_t) ids[j]))
                                 n_live++;
         }
+        /* A task that came back while we walked out_since sent its record
+         * before or during the walk: read those now, before deleting their
+         * stacks. One back after the walk was live in it. */
+        s->collecting = true;
+        (void) ring_buffer__consume(s->rb);
+        s->collecting = false;
         for (size_t k = 0; k < cap; k++) {
                 uint32_t v = s->seen_ids[k];
                 if (v && !set_has(live, cap, v - 1)) {
