@@ -447,7 +447,8 @@ Test(bpfstack, tracectl_quick_flag) {
         cr_log_info("--bpf-stacks: %zu samples of the workload on CPU (%zu with the chain), %zu off CPU blocking, "
                     "%zu of other processes",
                     on, on_chain, off_blocking, others);
-        cr_assert_gt(on, 50, "99 Hz for 1.5 s on CPU: %zu samples", on);
+        /* 99 Hz for 1.5 s: at most ~150, fewer when the machine is busy. */
+        cr_assert_gt(on, 20, "99 Hz for 1.5 s on CPU: %zu samples", on);
         cr_assert_geq(on_chain * 10, on * 8, "the chain in %zu of %zu", on_chain, on);
         cr_assert_geq(off_blocking, 3, "two sleeps and a read: %zu", off_blocking);
         collect_free(&c);
