@@ -9,6 +9,7 @@ libsystemd-dev systemd
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev
 libcriterion-dev libxml2-dev
+bpftool
 clang llvm lld libclang-rt-14-dev
 "
 

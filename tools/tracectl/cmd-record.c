@@ -40,6 +40,8 @@ static void record_help(void) {
                "      --no-process-stats quick mode: no linux.process_stats\n"
                "      --perf HZ          quick mode: sample every CPU HZ times a second\n"
                "                         (linux.perf), with kernel and user stacks\n"
+               "      --bpf-stacks       quick mode: on-CPU stacks at 99 Hz and off-CPU\n"
+               "                         stacks with blocked time, every process (linux.bpf_stack)\n"
                "  EVENT...               quick mode: ftrace events (group/name, group/*)\n"
                "      --stop-on-trigger NAME  stop when a producer activates NAME\n"
                "      --detach KEY       start, detach the session under KEY, exit\n"
@@ -166,7 +168,7 @@ static int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig
 
 static Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffer_kb, char **events,
                                                    size_t n_events, char **extra_ds, size_t n_extra, bool process_stats,
-                                                   uint32_t perf_hz) {
+                                                   uint32_t perf_hz, bool bpf_stacks) {
         /* Built as text and parsed, so quick flags and config files take
          * exactly the same path. */
         char *text = NULL;
@@ -202,6 +204,11 @@ static Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_
                            "timebase { frequency: %u counter: SW_CPU_CLOCK } "
                            "callstack_sampling { kernel_frames: true user_frames: UNWIND_DWARF } } } }\n",
                         perf_hz);
+        if (bpf_stacks)
+                /* Every process: on-CPU at 99 Hz (off the beat of timers),
+                 * off-CPU each time a task comes back from blocking. */
+                fprintf(f, "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config { "
+                           "frequency: 99 on_cpu: true off_cpu: true } } }\n");
         for (size_t i = 0; i < n_extra; i++)
                 fprintf(f, "data_sources { config { name: \"%s\" } }\n", extra_ds[i]);
         if (duration_ms)
@@ -329,7 +336,7 @@ static int wait_session(struct tracectl *t, struct session_wait *w, int progress
 }
 
 int cmd_record(struct tracectl *t, int argc, char **argv) {
-        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF };
+        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS };
         static const struct option opts[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "txt", no_argument, NULL, ARG_TXT },
@@ -342,11 +349,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 { "detach", required_argument, NULL, ARG_DETACH },
                 { "no-summary", no_argument, NULL, ARG_NO_SUMMARY },
                 { "perf", required_argument, NULL, ARG_PERF },
+                { "bpf-stacks", no_argument, NULL, ARG_BPF_STACKS },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *config_path = NULL, *out = NULL, *trigger = NULL, *detach = NULL;
-        bool txt = false, process_stats = true, summary = true;
+        bool txt = false, process_stats = true, summary = true, bpf_stacks = false;
         uint32_t duration_ms = 10000, buffer_kb = 64 * 1024, perf_hz = 0;
         char *extra[16];
         size_t n_extra = 0;
@@ -394,6 +402,9 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 case ARG_NO_SUMMARY:
                         summary = false;
                         break;
+                case ARG_BPF_STACKS:
+                        bpf_stacks = true;
+                        break;
                 case ARG_PERF: {
                         char *end;
                         errno = 0;
@@ -437,7 +448,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 (void) config_lint(cfg, true, strcmp(config_path, "-") ? config_path : "<stdin>", stderr);
         } else {
                 cfg = quick_config(duration_ms, buffer_kb, argv + optind, (size_t) (argc - optind), extra, n_extra,
-                                   process_stats, perf_hz);
+                                   process_stats, perf_hz, bpf_stacks);
                 if (!cfg)
                         return EXIT_CONFIG;
         }
