@@ -10,6 +10,8 @@ libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 libunwind-dev libbpf-dev libinih-dev
 libcriterion-dev
 clang llvm lld libclang-rt-14-dev
+libselinux1-dev selinux-policy-dev selinux-policy-default setools semodule-utils bzip2
+mandoc man-db procps
 "
 
 missing=""

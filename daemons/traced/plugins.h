@@ -33,6 +33,13 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
 /* SIGTERM to every host, SIGKILL to those still there after 2 s. */
 void plugins_stop(struct plugins *p);
 
+/* The union of the capabilities the plugins of o->dir (not disabled)
+ * declare, each asked of the plugin host (--print-capabilities) in a
+ * process holding none. A plugin that does not answer adds nothing (the
+ * host refuses it later anyway). Returns 0, or -errno when the directory
+ * cannot be read. */
+int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret);
+
 /* Finds the *.so files of dir that are not disabled, sorted by name.
  * Returns the number found (at most max) or -errno. */
 int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, char **ret_paths, unsigned max);

@@ -13,6 +13,7 @@
 #include "basic/macro.h"
 #include "control.h"
 #include "privileges.h"
+#include "selinux-label.h"
 #include "supervisor.h"
 
 struct supervisor {
@@ -79,6 +80,11 @@ _Noreturn static void run_core(struct supervisor_options *o, int control_fd, pid
                 char pid[32];
                 snprintf(pid, sizeof(pid), "%d", (int) getpid());
                 (void) setenv("WATCHDOG_PID", pid, 1);
+        }
+        r = selinux_label_enter_core();
+        if (r < 0) {
+                log_error_errno(r, "Failed to enter the service core's SELinux domain: %m");
+                _exit(EXIT_FAILURE);
         }
         r = privileges_drop(o->drop_user ? o->uid : getuid(), o->drop_user ? o->gid : getgid());
         if (r < 0) {
