@@ -37,6 +37,11 @@ static char *trim(char *s) {
         return s;
 }
 
+static char *mfree_str(char *p) {
+        free(p);
+        return NULL;
+}
+
 static int handler(void *user, const char *section, const char *name, const char *value) {
         struct ctx *k = user;
         struct traced_config *cfg = k->cfg;
@@ -48,6 +53,21 @@ static int handler(void *user, const char *section, const char *name, const char
                         free(cfg->user);
                         cfg->user = strdup(value);
                         return cfg->user ? 1 : 0;
+                }
+                if (strcmp(name, "trace_directory") == 0) {
+                        if (!value[0]) {
+                                cfg->trace_dir = mfree_str(cfg->trace_dir);
+                                cfg->no_trace_dir = true;
+                                return 1;
+                        }
+                        if (value[0] != '/' || strstr(value, "/../") || strstr(value, "/./") ||
+                            strlen(value) >= 1000)
+                                return fail(k, "\"%s\" is not an absolute path without . or .. (field \"%s\")",
+                                            value, name);
+                        free(cfg->trace_dir);
+                        cfg->trace_dir = strdup(value);
+                        cfg->no_trace_dir = false;
+                        return cfg->trace_dir ? 1 : 0;
                 }
                 return fail(k, "unknown field \"%s\" in section [%s]", name, section);
         }
@@ -127,9 +147,16 @@ int traced_config_load(const char *path, struct traced_config *cfg, char **ret_e
 void traced_config_done(struct traced_config *cfg) {
         free(cfg->plugin_dir);
         free(cfg->user);
+        free(cfg->trace_dir);
         for (unsigned i = 0; i < cfg->n_disabled; i++)
                 free(cfg->disabled[i]);
         *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC };
+}
+
+const char *traced_config_trace_directory(const struct traced_config *cfg) {
+        if (cfg->no_trace_dir)
+                return NULL;
+        return cfg->trace_dir ? cfg->trace_dir : TRACED_CONFIG_DEFAULT_TRACE_DIR;
 }
 
 bool traced_config_plugin_disabled(const struct traced_config *cfg, const char *name) {

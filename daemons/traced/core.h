@@ -19,6 +19,9 @@ struct core_options {
         const char *producer_path; /* for the log */
         const char *consumer_path;
         int control_fd; /* from the supervisor, taken; -EBADF when none */
+        /* Without a supervisor: the trace directory (output-path.h), NULL
+         * for none. Under one, the supervisor sends it. */
+        const char *trace_dir;
         /* Optional: called once the service listens (e.g. to start plugins
          * in process) and when it shuts down. */
         int (*started)(sd_event *event, struct traced_service *svc, void *userdata);

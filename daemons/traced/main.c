@@ -244,6 +244,7 @@ static int run(int argc, char **argv) {
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SIGHUP);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
                 r = log_error_errno(errno, "Failed to block signals: %m");
                 goto out;
@@ -253,6 +254,8 @@ static int run(int argc, char **argv) {
         bool plugins = !o.no_plugins && cfg.plugins_enabled;
         const char *plugin_dir = o.plugin_dir ? o.plugin_dir : cfg.plugin_dir ? cfg.plugin_dir : PLUGINSDIR;
         struct supervisor_options so = {
+                .config_path = o.config ? o.config : SYSCONFDIR "/traced/traced.conf",
+                .config = &cfg,
                 .plugins = plugins,
                 .plugin = {
                         .dir = plugin_dir,
@@ -287,6 +290,7 @@ static int run(int argc, char **argv) {
                 .producer_path = o.producer_socket,
                 .consumer_path = o.consumer_socket,
                 .control_fd = -EBADF,
+                .trace_dir = traced_config_trace_directory(&cfg),
         };
 
         if (in_process) {

@@ -419,6 +419,11 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
         return 0;
 }
 
+void plugins_set_watchdog(struct plugins *ps, uint64_t usec) {
+        if (ps)
+                ps->watchdog_usec = usec;
+}
+
 void plugins_stop(struct plugins *ps) {
         if (!ps)
                 return;

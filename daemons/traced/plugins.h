@@ -30,6 +30,10 @@ struct plugins_options {
 };
 
 int plugins_start(sd_event *event, const struct plugins_options *o, struct plugins **ret);
+/* The hang timeout for hosts from now on (0: none); a host's pipe is set
+ * up when it starts, so a change from or to 0 applies to hosts started
+ * later. */
+void plugins_set_watchdog(struct plugins *p, uint64_t usec);
 /* SIGTERM to every host, SIGKILL to those still there after 2 s. */
 void plugins_stop(struct plugins *p);
 

@@ -264,6 +264,10 @@ struct traced_service {
         uint64_t last_flush_request_id;
 
         void (*state_changed)(struct traced_service *svc); /* for sd_notify STATUS= */
+
+        /* Where TraceConfig.output_path may point (output-path.h). */
+        char *trace_dir;
+        int trace_dir_fd;
 };
 
 int service_new(sd_event *event, struct traced_service **ret);
@@ -275,6 +279,8 @@ int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid);
 /* Disables every session (final writes to files) for shutdown. */
 void service_shutdown(struct traced_service *svc);
 void service_state_changed(struct traced_service *svc);
+/* The trace directory from now on (path NULL or fd < 0: none). Takes fd. */
+int service_set_trace_directory(struct traced_service *svc, const char *path, int fd);
 
 /* producer-port.c */
 extern const struct ipc_service_desc producer_port_desc;
