@@ -80,7 +80,7 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                         else if (pfd >= 0)
                                 log_info("Trace files by output_path go into %s.", msg.path);
                         else
-                                log_info("No trace directory: output_path is refused.");
+                                log_debug("No trace directory: output_path is refused.");
                         continue;
                 }
                 if (pfd < 0) {
