@@ -8,7 +8,8 @@
 #   - a user outside the group is refused at the socket;
 #   - SIGHUP (systemctl reload) re-reads traced.conf while a session runs:
 #     a bad file is reported and the old configuration stays; a good one
-#     moves the trace directory; the running session ends normally.
+#     moves the trace directory; the running session ends normally;
+#   - tracectl started before traced waits for its socket.
 set -u
 builddir=$(cd "${TOP_BUILDDIR:-.}" && pwd)
 if [ "$(id -u)" -ne 0 ]; then
@@ -54,12 +55,20 @@ fail() {
         exit 1
 }
 
+# tracectl started before the service waits for its socket (the README's
+# "Try it" lines start traced in the background and record at once).
+"$builddir/tracectl" --socket "$tmp/consumer.sock" query >"$tmp/early.out" 2>&1 &
+early=$!
+sleep 1
 systemd-socket-activate -l "$tmp/producer.sock" -l "$tmp/consumer.sock" --fdname=producer:consumer \
         "$builddir/traced" --config="$tmp/traced.conf" --plugin-dir="$builddir/plugins/.libs" \
         --plugin-host="$builddir/traced-plugin-host" --log-target=stderr >"$tmp/traced.log" 2>&1 &
 activator=$!
 for _ in $(seq 200); do [ -S "$tmp/consumer.sock" ] && break; sleep 0.05; done
 [ -S "$tmp/consumer.sock" ] || fail "no consumer socket"
+wait "$early" || fail "tracectl started before traced did not wait for it: $(cat "$tmp/early.out")"
+grep -q "waiting for the tracing service" "$tmp/early.out" || fail "tracectl did not wait: $(cat "$tmp/early.out")"
+echo "ok: tracectl started 1 s before traced waited for it"
 # As traced.socket sets it up: the consumer socket belongs to the group.
 chgrp "$gid" "$tmp/consumer.sock"
 chmod 0660 "$tmp/consumer.sock"
