@@ -8,7 +8,7 @@ build-essential autoconf automake libtool pkg-config make
 libsystemd-dev systemd
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 libunwind-dev libbpf-dev libinih-dev
-libcriterion-dev
+libcriterion-dev libxml2-dev
 clang llvm lld libclang-rt-14-dev
 libselinux1-dev selinux-policy-dev selinux-policy-default setools semodule-utils bzip2
 mandoc man-db procps

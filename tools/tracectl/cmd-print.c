@@ -45,6 +45,118 @@ static const char *data_name(const Perfetto__Protos__TracePacket *p, const Proto
         return p->base.n_unknown_fields ? "unknown" : "empty";
 }
 
+/* The task state letters of sched_switch's prev_state, as the kernel's
+ * format prints them ("R+" for a preempted task). */
+static const char *task_state(int64_t st, char *buf, size_t size) {
+        static const char letters[] = "SDTtXZPI";
+        size_t n = 0;
+        if (st < 0 || size < 12)
+                return "?";
+        if ((st & 0xff) == 0)
+                buf[n++] = 'R';
+        for (unsigned i = 0; i < 8; i++)
+                if (st & (1 << i)) {
+                        if (n && n + 2 < size)
+                                buf[n++] = '|';
+                        if (n + 1 < size)
+                                buf[n++] = letters[i];
+                }
+        if ((st & ~(int64_t) 0xff) && n + 1 < size)
+                buf[n++] = '+';
+        buf[n] = 0;
+        return buf;
+}
+
+/* What each CPU last switched to, across bundles: the prev side of
+ * compact switches, which record only the next task. */
+struct cpu_current {
+        int32_t *pid;
+        char **comm;
+        size_t n;
+};
+
+static void cpu_current_done(struct cpu_current *c) {
+        for (size_t i = 0; i < c->n; i++)
+                free(c->comm[i]);
+        free(c->pid);
+        free(c->comm);
+        *c = (struct cpu_current) {};
+}
+
+static bool cpu_current_grow(struct cpu_current *c, uint32_t cpu) {
+        if (cpu < c->n)
+                return true;
+        if (cpu >= 65536)
+                return false;
+        size_t n = (size_t) cpu + 1;
+        int32_t *p = realloc(c->pid, n * sizeof(*p));
+        if (!p)
+                return false;
+        c->pid = p;
+        char **s = realloc(c->comm, n * sizeof(*s));
+        if (!s)
+                return false;
+        c->comm = s;
+        for (size_t i = c->n; i < n; i++) {
+                c->pid[i] = -1;
+                c->comm[i] = NULL;
+        }
+        c->n = n;
+        return true;
+}
+
+static const char *interned(const Perfetto__Protos__FtraceEventBundle__CompactSched *c, size_t n_idx, const uint32_t *idx,
+                            size_t i) {
+        if (i >= n_idx || idx[i] >= c->n_intern_table)
+                return "?";
+        return c->intern_table[idx[i]];
+}
+
+/* One line per switch and waking of a compact bundle, in time order
+ * (the two columns are delta-encoded separately). */
+static void print_compact_sched(uint32_t cpu, const Perfetto__Protos__FtraceEventBundle__CompactSched *c,
+                                struct cpu_current *cur) {
+        uint64_t sw_ts = c->n_switch_timestamp ? c->switch_timestamp[0] : 0;
+        uint64_t wk_ts = c->n_waking_timestamp ? c->waking_timestamp[0] : 0;
+        size_t i = 0, k = 0;
+        bool known = cpu_current_grow(cur, cpu);
+        while (i < c->n_switch_timestamp || k < c->n_waking_timestamp) {
+                if (k < c->n_waking_timestamp && (i >= c->n_switch_timestamp || wk_ts <= sw_ts)) {
+                        printf("         %" PRIu64 " cpu %u sched_waking comm=%s pid=%d prio=%d target_cpu=%d\n", wk_ts, cpu,
+                               interned(c, c->n_waking_comm_index, c->waking_comm_index, k),
+                               k < c->n_waking_pid ? c->waking_pid[k] : -1, k < c->n_waking_prio ? c->waking_prio[k] : -1,
+                               k < c->n_waking_target_cpu ? c->waking_target_cpu[k] : -1);
+                        if (++k < c->n_waking_timestamp)
+                                wk_ts += c->waking_timestamp[k];
+                        continue;
+                }
+                char st[32];
+                int32_t next = i < c->n_switch_next_pid ? c->switch_next_pid[i] : -1;
+                const char *next_comm = interned(c, c->n_switch_next_comm_index, c->switch_next_comm_index, i);
+                int64_t state = i < c->n_switch_prev_state ? c->switch_prev_state[i] : -1;
+                /* Idle never sleeps: a sleeping task leaving a CPU thought
+                 * idle was switched in without a record (it happens for
+                 * tasks woken onto an idle CPU): who it was is unknown. */
+                bool prev_known = known && cur->pid[cpu] >= 0 && !(cur->pid[cpu] == 0 && state > 0);
+                printf("         %" PRIu64 " cpu %u sched_switch prev_comm=%s prev_pid=", sw_ts, cpu,
+                       prev_known && cur->comm[cpu] ? cur->comm[cpu] : "?");
+                if (prev_known)
+                        printf("%d", cur->pid[cpu]);
+                else
+                        putchar('?');
+                printf(" prev_state=%s ==> next_comm=%s next_pid=%d next_prio=%d\n",
+                       task_state(state, st, sizeof(st)), next_comm,
+                       next, i < c->n_switch_next_prio ? c->switch_next_prio[i] : -1);
+                if (known) {
+                        cur->pid[cpu] = next;
+                        free(cur->comm[cpu]);
+                        cur->comm[cpu] = strcmp(next_comm, "?") ? strdup(next_comm) : NULL;
+                }
+                if (++i < c->n_switch_timestamp)
+                        sw_ts += c->switch_timestamp[i];
+        }
+}
+
 int cmd_print(int argc, char **argv) {
         if (argc != 2 || strcmp(argv[1], "--help") == 0) {
                 printf("Usage: tracectl print FILE\n\nPrints every packet of a trace on a line: index, timestamp,\n"
@@ -60,6 +172,7 @@ int cmd_print(int argc, char **argv) {
         const uint8_t *data;
         size_t len;
         uint64_t idx = 0;
+        struct cpu_current cur = {};
         while ((r = trace_reader_next(&rd, &data, &len)) > 0) {
                 Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, len, data);
                 if (!p) {
@@ -73,7 +186,16 @@ int cmd_print(int argc, char **argv) {
                        name);
                 if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS) {
                         const Perfetto__Protos__FtraceEventBundle *b = p->ftrace_events;
-                        printf("cpu %u, %zu events%s\n", b->cpu, b->n_event, b->compact_sched ? ", compact sched" : "");
+                        size_t n_compact = b->compact_sched ? b->compact_sched->n_switch_timestamp +
+                                                                      b->compact_sched->n_waking_timestamp
+                                                            : 0;
+                        printf("cpu %u, %zu events", b->cpu, b->n_event + n_compact);
+                        if (b->compact_sched)
+                                printf(" (%zu switches, %zu wakings compact)", b->compact_sched->n_switch_timestamp,
+                                       b->compact_sched->n_waking_timestamp);
+                        printf("%s\n", b->has_lost_events && b->lost_events ? ", kernel lost events before" : "");
+                        if (b->compact_sched)
+                                print_compact_sched(b->cpu, b->compact_sched, &cur);
                         for (size_t i = 0; i < b->n_event; i++) {
                                 printf("         %" PRIu64 " pid %u ", b->event[i]->timestamp, b->event[i]->pid);
                                 const Perfetto__Protos__FtraceEvent *e = b->event[i];
@@ -99,6 +221,7 @@ int cmd_print(int argc, char **argv) {
                 perfetto__protos__trace_packet__free_unpacked(p, NULL);
         }
         trace_reader_close(&rd);
+        cpu_current_done(&cur);
         if (r < 0) {
                 fprintf(stderr, "tracectl: %s is damaged after %" PRIu64 " packets\n", argv[1], idx);
                 return EXIT_OTHER;
@@ -120,13 +243,25 @@ int print_trace_summary(const char *path, unsigned top_n) {
         while ((r = trace_reader_next(&rd, &data, &len)) > 0)
                 summary_add_packet(&s, data, len);
         summary_finish(&s);
-        printf("File:           %s (%" PRIu64 " bytes)\n", path, rd.offset);
-        summary_print(stdout, &s, top_n);
-        if (r < 0)
-                printf("Warning:        the file is damaged after %" PRIu64 " packets\n", rd.n_packets);
+        int ret = EXIT_OK;
+        if (r == 0 && rd.n_packets == 0) {
+                fprintf(stderr, "tracectl: %s is empty: it holds no trace packets\n", path);
+                ret = EXIT_OTHER;
+        } else {
+                printf("File:           %s (%" PRIu64 " bytes)\n", path, rd.offset);
+                summary_print(stdout, &s, top_n);
+                fflush(stdout);
+                if (r < 0) {
+                        fprintf(stderr,
+                                "tracectl: %s is truncated or damaged after %" PRIu64 " packets (byte %" PRIu64
+                                "): the summary covers only those\n",
+                                path, rd.n_packets, rd.offset);
+                        ret = EXIT_OTHER;
+                }
+        }
         trace_reader_close(&rd);
         summary_done(&s);
-        return r < 0 ? EXIT_OTHER : EXIT_OK;
+        return ret;
 }
 
 int cmd_summary(int argc, char **argv) {

@@ -9,6 +9,15 @@
 
 #include "perfetto/trace/trace_packet.pb-c.h"
 
+void summary_cmdline_name(const char *argv0, bool is_comm, int32_t ppid, char *buf, size_t size) {
+        /* Kernel threads (children of kthreadd, pid 2) have no cmdline; a
+         * comm standing in for one may hold '/' ("migration/0"). So does
+         * a title a process set itself ("sshd: user@pts/0"). */
+        const char *slash = strrchr(argv0, '/');
+        bool path = slash && slash[1] && !is_comm && ppid != 2 && !strchr(argv0, ' ') && !strchr(argv0, ':');
+        snprintf(buf, size, "%s", path ? slash + 1 : argv0);
+}
+
 void summary_init(struct summary *s) {
         memset(s, 0, sizeof(*s));
         s->ts_min = UINT64_MAX;
@@ -17,6 +26,10 @@ void summary_init(struct summary *s) {
 }
 
 void summary_done(struct summary *s) {
+        free(s->gaps);
+        s->gaps = NULL;
+        free(s->wakes);
+        s->wakes = NULL;
         free(s->tasks);
         s->tasks = NULL;
         free(s->procs);
@@ -91,40 +104,74 @@ static void set_comm(struct summary *s, int32_t pid, const char *comm) {
                 snprintf(t->comm, sizeof(t->comm), "%s", comm);
 }
 
-static void on_waking(struct summary *s, uint64_t ts, int32_t pid, int32_t target_cpu) {
+/* A waking on cpu (the CPU that recorded it: its current task woke pid). */
+static void on_waking(struct summary *s, uint32_t cpu, uint64_t ts, int32_t pid, int32_t target_cpu) {
+        if (cpu < SUMMARY_MAX_CPUS && !s->cpu_first_event[cpu])
+                s->cpu_first_event[cpu] = ts;
         if (target_cpu < 0 || target_cpu >= SUMMARY_MAX_CPUS || pid <= 0)
                 return;
-        if (s->cpu_cur_pid[target_cpu] == 0) {
-                s->cpu_wake_pid[target_cpu] = pid;
-                s->cpu_wake_ts[target_cpu] = ts;
+        if (s->n_wakes == s->cap_wakes) {
+                size_t cap = s->cap_wakes ? s->cap_wakes * 2 : 4096;
+                struct summary_wake *w = cap <= SUMMARY_MAX_WAKES ? realloc(s->wakes, cap * sizeof(*w)) : NULL;
+                if (!w) {
+                        s->wakes_dropped++;
+                        return;
+                }
+                s->wakes = w;
+                s->cap_wakes = cap;
         }
+        s->wakes[s->n_wakes++] = (struct summary_wake) { .ts = ts, .pid = pid, .cpu = (uint32_t) target_cpu };
+}
+
+static void add_runtime(struct summary *s, int32_t pid, uint64_t ns) {
+        if (pid <= 0 || ns == 0)
+                return;
+        struct summary_task *t = task(s, pid);
+        if (t)
+                t->runtime_ns += ns;
+}
+
+static void add_gap(struct summary *s, uint32_t cpu, uint64_t start, uint64_t end, uint64_t first_own, int32_t pid) {
+        if (s->n_gaps == s->cap_gaps) {
+                size_t cap = s->cap_gaps ? s->cap_gaps * 2 : 1024;
+                struct summary_gap *g = realloc(s->gaps, cap * sizeof(*g));
+                if (!g) {
+                        add_runtime(s, pid, end - start);
+                        return;
+                }
+                s->gaps = g;
+                s->cap_gaps = cap;
+        }
+        s->gaps[s->n_gaps++] = (struct summary_gap) {
+                .start = start, .end = end, .first_own = first_own, .pid = pid, .cpu = cpu
+        };
 }
 
 /* A context switch on cpu at ts from prev_pid (-1: not recorded, as in
- * compact sched) to next_pid. The time since the CPU's last switch goes
- * to the task that ran: prev_pid, else the one switched in last; when
- * the CPU was idle and a task was woken onto it meanwhile, that task,
- * from its wakeup (the kernel may record no switch from idle to it). */
-static void on_switch(struct summary *s, uint32_t cpu, uint64_t ts, int32_t prev_pid, int32_t next_pid,
-                      const char *next_comm) {
+ * compact sched) in prev_state to next_pid. The time since the CPU's
+ * last switch goes to the task switched in then. When the task leaving
+ * is not that one (or, in compact sched, idle was switched in but a task
+ * that sleeps leaves), its switch in was not recorded: when it began to
+ * run is found later, from its waking. */
+static void on_switch(struct summary *s, uint32_t cpu, uint64_t ts, int32_t prev_pid, int64_t prev_state,
+                      int32_t next_pid, const char *next_comm) {
         if (cpu >= SUMMARY_MAX_CPUS)
                 return;
         s->sched_switches++;
-        int32_t ran = prev_pid >= 0 ? prev_pid : s->cpu_cur_pid[cpu];
+        int32_t cur = s->cpu_cur_pid[cpu];
         uint64_t start = s->cpu_last_ts[cpu];
-        if (s->cpu_cur_pid[cpu] == 0 && s->cpu_wake_pid[cpu] > 0 && s->cpu_wake_ts[cpu] >= start &&
-            (ran <= 0 || ran == s->cpu_wake_pid[cpu])) {
-                ran = s->cpu_wake_pid[cpu];
-                start = s->cpu_wake_ts[cpu];
+        if (start && ts >= start && cur >= 0) {
+                bool missed_in = prev_pid >= 0 ? prev_pid != cur : (cur == 0 && prev_state > 0);
+                if (!missed_in)
+                        add_runtime(s, cur, ts - start);
+                else
+                        add_gap(s, cpu, start, ts,
+                                s->cpu_first_event[cpu] >= start && s->cpu_first_event[cpu] ? s->cpu_first_event[cpu] : ts,
+                                prev_pid);
         }
-        if (ran > 0 && start && ts >= start) {
-                struct summary_task *t = task(s, ran);
-                if (t)
-                        t->runtime_ns += ts - start;
-        }
+        s->cpu_first_event[cpu] = 0;
         s->cpu_cur_pid[cpu] = next_pid;
         s->cpu_last_ts[cpu] = ts;
-        s->cpu_wake_pid[cpu] = 0;
         struct summary_task *n = task(s, next_pid);
         if (n) {
                 n->switches_in++;
@@ -133,12 +180,63 @@ static void on_switch(struct summary *s, uint32_t cpu, uint64_t ts, int32_t prev
         }
 }
 
+static int by_cpu_ts(const void *a, const void *b) {
+        const struct summary_wake *x = a, *y = b;
+        if (x->cpu != y->cpu)
+                return x->cpu < y->cpu ? -1 : 1;
+        return x->ts < y->ts ? -1 : x->ts > y->ts;
+}
+
+/* The gaps: the task ran from its last waking onto that CPU within the
+ * gap; before it, the CPU was idle. */
+static void resolve_gaps(struct summary *s) {
+        if (s->n_wakes)
+                qsort(s->wakes, s->n_wakes, sizeof(*s->wakes), by_cpu_ts);
+        for (size_t i = 0; i < s->n_gaps; i++) {
+                const struct summary_gap *g = &s->gaps[i];
+                /* last waking with (cpu, ts) <= (g->cpu, g->end) */
+                size_t lo = 0, hi = s->n_wakes;
+                while (lo < hi) {
+                        size_t mid = (lo + hi) / 2;
+                        const struct summary_wake *w = &s->wakes[mid];
+                        if (w->cpu < g->cpu || (w->cpu == g->cpu && w->ts <= g->end))
+                                lo = mid + 1;
+                        else
+                                hi = mid;
+                }
+                const struct summary_wake *found = NULL;
+                for (size_t k = lo, scanned = 0; k-- > 0 && scanned < 64; scanned++) {
+                        const struct summary_wake *w = &s->wakes[k];
+                        if (w->cpu != g->cpu || w->ts < g->start)
+                                break;
+                        if (g->pid < 0 || w->pid == g->pid) {
+                                found = w;
+                                break;
+                        }
+                }
+                if (found) {
+                        s->gaps_from_waking++;
+                        add_runtime(s, found->pid, g->end - found->ts);
+                        s->gaps_upper_ns += g->end - found->ts;
+                        s->gaps_lower_ns += g->end - (g->first_own > found->ts ? g->first_own : found->ts);
+                } else if (g->pid > 0)
+                        add_runtime(s, g->pid, g->end - g->start);
+                else
+                        s->gaps_unattributed_ns += g->end - g->start;
+        }
+}
+
 static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBundle *b) {
         uint32_t cpu = b->has_cpu ? b->cpu : 0;
         if (cpu < SUMMARY_MAX_CPUS && cpu + 1 > s->n_cpus)
                 s->n_cpus = cpu + 1;
-        if (b->has_lost_events && b->lost_events)
+        if (b->has_lost_events && b->lost_events) {
+                /* Switches are missing before this bundle: do not carry
+                 * the CPU's last task across them. */
                 s->lost_events = true;
+                if (cpu < SUMMARY_MAX_CPUS)
+                        s->cpu_cur_pid[cpu] = -1;
+        }
         for (size_t i = 0; i < b->n_event; i++) {
                 const Perfetto__Protos__FtraceEvent *e = b->event[i];
                 s->ftrace_events++;
@@ -149,10 +247,11 @@ static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBun
                 case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_SWITCH:
                         set_comm(s, e->sched_switch->prev_pid, e->sched_switch->prev_comm);
                         on_switch(s, cpu, e->timestamp, e->sched_switch->has_prev_pid ? e->sched_switch->prev_pid : -1,
+                                  e->sched_switch->has_prev_state ? e->sched_switch->prev_state : -1,
                                   e->sched_switch->next_pid, e->sched_switch->next_comm);
                         break;
                 case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SCHED_WAKING:
-                        on_waking(s, e->timestamp, e->sched_waking->pid,
+                        on_waking(s, cpu, e->timestamp, e->sched_waking->pid,
                                   e->sched_waking->has_target_cpu ? e->sched_waking->target_cpu : -1);
                         break;
                 case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT:
@@ -185,7 +284,7 @@ static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBun
                         bool waking_first = k < c->n_waking_timestamp && (i >= c->n_switch_timestamp || wk_ts <= sw_ts);
                         if (waking_first) {
                                 see_ts(s, wk_ts);
-                                on_waking(s, wk_ts, k < c->n_waking_pid ? c->waking_pid[k] : -1,
+                                on_waking(s, cpu, wk_ts, k < c->n_waking_pid ? c->waking_pid[k] : -1,
                                           k < c->n_waking_target_cpu ? c->waking_target_cpu[k] : -1);
                                 if (++k < c->n_waking_timestamp)
                                         wk_ts += c->waking_timestamp[k];
@@ -196,7 +295,7 @@ static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBun
                         const char *comm = NULL;
                         if (i < c->n_switch_next_comm_index && c->switch_next_comm_index[i] < c->n_intern_table)
                                 comm = c->intern_table[c->switch_next_comm_index[i]];
-                        on_switch(s, cpu, sw_ts, -1, pid, comm);
+                        on_switch(s, cpu, sw_ts, -1, i < c->n_switch_prev_state ? c->switch_prev_state[i] : -1, pid, comm);
                         if (++i < c->n_switch_timestamp)
                                 sw_ts += c->switch_timestamp[i];
                 }
@@ -244,11 +343,15 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         const Perfetto__Protos__ProcessTree__Process *pr = p->process_tree->processes[i];
                         s->processes_in_tree++;
                         if (pr->n_cmdline > 0) {
-                                const char *c = strrchr(pr->cmdline[0], '/');
-                                set_comm(s, pr->pid, c ? c + 1 : pr->cmdline[0]);
+                                char name[32];
+                                summary_cmdline_name(pr->cmdline[0],
+                                                     (pr->has_cmdline_is_comm && pr->cmdline_is_comm) ||
+                                                             (pr->has_is_kthread && pr->is_kthread),
+                                                     pr->has_ppid ? pr->ppid : -1, name, sizeof(name));
+                                set_comm(s, pr->pid, name);
                                 struct summary_proc *sp = proc(s, pr->pid);
                                 if (sp)
-                                        snprintf(sp->name, sizeof(sp->name), "%s", c ? c + 1 : pr->cmdline[0]);
+                                        snprintf(sp->name, sizeof(sp->name), "%s", name);
                         }
                 }
                 for (size_t i = 0; i < p->process_tree->n_threads; i++) {
@@ -262,6 +365,12 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_STATS:
                 type = "process_stats";
                 s->process_stats_samples++;
+                if (p->has_timestamp) {
+                        if (!s->ps_first_ts || p->timestamp < s->ps_first_ts)
+                                s->ps_first_ts = p->timestamp;
+                        if (p->timestamp > s->ps_last_ts)
+                                s->ps_last_ts = p->timestamp;
+                }
                 for (size_t i = 0; i < p->process_stats->n_processes; i++) {
                         const Perfetto__Protos__ProcessStats__Process *pr = p->process_stats->processes[i];
                         struct summary_proc *sp = proc(s, pr->pid);
@@ -359,6 +468,7 @@ static int by_proc_cpu(const void *a, const void *b) {
 }
 
 void summary_finish(struct summary *s) {
+        resolve_gaps(s);
         /* Threads' scheduled time adds up to their process's. */
         for (size_t i = 0; i < s->n_tasks; i++) {
                 const struct summary_task *t = &s->tasks[i];
@@ -419,10 +529,16 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 const struct summary_proc *p = &s->procs[i];
                 if (proc_cpu(p) == 0)
                         break;
-                if (shown == 0)
-                        fprintf(f, "Top processes by CPU time%s:\n  %-8s %-20s %12s %8s %14s %10s\n",
-                                s->process_stats_samples ? " (scheduled; and from /proc over the trace)" : "", "pid",
-                                "name", "cpu ms", "threads", "/proc cpu ms", "rss MB");
+                if (shown == 0) {
+                        fprintf(f, "Top processes by CPU time (\"cpu ms\": scheduled, from sched_switch, over %.3f s",
+                                s->ts_max > s->ts_min && s->ts_min != UINT64_MAX ? (double) (s->ts_max - s->ts_min) / 1e9 : 0.0);
+                        if (s->process_stats_samples)
+                                fprintf(f, ";\n  \"/proc cpu ms\": the kernel's count between the first and last process\n"
+                                           "  stats, %.3f s apart, in clock ticks",
+                                        (double) (s->ps_last_ts - s->ps_first_ts) / 1e9);
+                        fprintf(f, "):\n  %-8s %-20s %12s %8s %14s %10s\n", "pid", "name", "cpu ms", "threads",
+                                "/proc cpu ms", "rss MB");
+                }
                 fprintf(f, "  %-8d %-20s %12.3f %8u", p->pid, p->name[0] ? p->name : "?", (double) p->sched_ns / 1e6,
                         p->threads);
                 if (p->have_runtime)
@@ -431,6 +547,19 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 fputc('\n', f);
                 shown++;
         }
+        if (s->n_gaps)
+                fprintf(f,
+                        "Scheduling:     %zu switches out had no switch in recorded (the kernel leaves out some\n"
+                        "                switches from idle to a woken task); %" PRIu64 " were timed from the task's\n"
+                        "                waking: %.3f ms counted (an upper bound: the wakeup latency is in it;\n"
+                        "                %.3f ms of it came after the next event on that CPU); %.3f ms stayed\n"
+                        "                unattributed%s\n",
+                        s->n_gaps, s->gaps_from_waking, (double) s->gaps_upper_ns / 1e6, (double) s->gaps_lower_ns / 1e6,
+                        (double) s->gaps_unattributed_ns / 1e6,
+                        s->wakes_dropped ? " (too many wakings to keep them all)" : "");
+        if (shown && (s->lost_events || (s->have_kernel_stats && s->kernel_overrun)))
+                fprintf(f, "Note:           the kernel lost scheduling events: CPU time across them is not counted,\n"
+                           "                so \"cpu ms\" is below the kernel's own accounting (\"/proc cpu ms\")\n");
         if (s->have_stats)
                 fprintf(f,
                         "Service stats:  %" PRIu64 " bytes written, %" PRIu64 " chunks overwritten, %" PRIu64

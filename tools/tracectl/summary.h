@@ -11,6 +11,7 @@
 #define SUMMARY_MAX_CPUS 512
 #define SUMMARY_MAX_TYPES 32
 #define SUMMARY_MAX_SEQS 4096
+#define SUMMARY_MAX_WAKES (8u * 1024u * 1024u)
 
 struct summary_task {
         int32_t pid;
@@ -58,15 +59,36 @@ struct summary {
         /* sched accounting */
         uint64_t cpu_last_ts[SUMMARY_MAX_CPUS];
         int32_t cpu_cur_pid[SUMMARY_MAX_CPUS];
-        /* A task woken onto an idle CPU: some kernels record no switch
-         * from idle to it, so the waking marks when it began to run. */
-        int32_t cpu_wake_pid[SUMMARY_MAX_CPUS];
-        uint64_t cpu_wake_ts[SUMMARY_MAX_CPUS];
+        /* Switches that found another task than the one last switched
+         * in: the kernel recorded no switch in (this happens for tasks
+         * woken onto an idle CPU, seen on 6.x kernels), or events were
+         * lost. Each is resolved after the last packet from the wakings
+         * targeting that CPU (bundles of different CPUs are not in time
+         * order, so a waking may come later in the file). */
+        struct summary_gap {
+                uint64_t start, end;
+                uint64_t first_own; /* first event on that CPU after start, else end */
+                int32_t pid; /* -1: not recorded (compact sched) */
+                uint32_t cpu;
+        } *gaps;
+        size_t n_gaps, cap_gaps;
+        struct summary_wake {
+                uint64_t ts;
+                int32_t pid;
+                uint32_t cpu;
+        } *wakes;
+        size_t n_wakes, cap_wakes;
+        uint64_t wakes_dropped;         /* beyond SUMMARY_MAX_WAKES */
+        uint64_t gaps_from_waking;      /* resolved by a waking */
+        uint64_t gaps_unattributed_ns;  /* no task known */
+        uint64_t gaps_upper_ns, gaps_lower_ns; /* from the waking; from the first event on the CPU */
+        uint64_t cpu_first_event[SUMMARY_MAX_CPUS];
         struct summary_task *tasks;
         size_t n_tasks, cap_tasks;
         struct summary_proc *procs;
         size_t n_procs, cap_procs;
         uint64_t process_stats_samples;
+        uint64_t ps_first_ts, ps_last_ts; /* the window "/proc cpu ms" covers */
         /* from the last TraceStats packet */
         bool have_stats;
         uint64_t chunks_overwritten, chunks_discarded, abi_violations, stats_invalid_packets, patches_failed;
@@ -78,6 +100,11 @@ struct summary {
         bool have_kernel_stats;
         uint64_t kernel_overrun;
 };
+
+/* The name a process tree entry shows for cmdline[0]: the last
+ * component of an executable's path; a kernel thread's name (its comm
+ * standing in, "kworker/u8:0") whole. */
+void summary_cmdline_name(const char *argv0, bool is_comm, int32_t ppid, char *buf, size_t size);
 
 void summary_init(struct summary *s);
 void summary_done(struct summary *s);

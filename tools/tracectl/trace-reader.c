@@ -9,7 +9,10 @@
 int trace_reader_open(struct trace_reader *r, const char *path) {
         *r = (struct trace_reader) {};
         r->f = fopen(path, "re");
-        return r->f ? 0 : -errno;
+        if (!r->f)
+                return -errno;
+        (void) setvbuf(r->f, NULL, _IOFBF, 1 << 20);
+        return 0;
 }
 
 void trace_reader_close(struct trace_reader *r) {
@@ -22,7 +25,7 @@ void trace_reader_close(struct trace_reader *r) {
 static int read_varint(struct trace_reader *r, uint64_t *ret, bool *eof) {
         uint64_t v = 0;
         for (unsigned shift = 0; shift < 64; shift += 7) {
-                int c = fgetc(r->f);
+                int c = getc_unlocked(r->f);
                 if (c == EOF) {
                         *eof = shift == 0;
                         return -EBADMSG;

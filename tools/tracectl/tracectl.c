@@ -29,6 +29,7 @@ static void help(void) {
                "  capabilities show what the service supports\n"
                "  print FILE   dump a trace, one packet per line\n"
                "  summary FILE summarise a trace\n"
+               "  report FILE  profile: top functions, folded stacks, flamegraph\n"
                "\n"
                "The consumer socket is --socket, else $PERFETTO_CONSUMER_SOCK_NAME,\n"
                "else " DEFAULT_CONSUMER_SOCKET ".\n"
@@ -189,6 +190,8 @@ int main(int argc, char **argv) {
                 return cmd_print(sub_argc, sub_argv);
         if (strcmp(cmd, "summary") == 0)
                 return cmd_summary(sub_argc, sub_argv);
+        if (strcmp(cmd, "report") == 0)
+                return cmd_report(sub_argc, sub_argv);
         if (strcmp(cmd, "help") == 0) {
                 help();
                 return EXIT_OK;

@@ -44,5 +44,6 @@ int cmd_query(struct tracectl *t, int argc, char **argv);
 int cmd_capabilities(struct tracectl *t, int argc, char **argv);
 int cmd_print(int argc, char **argv);
 int cmd_summary(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 /* Prints the summary of a trace file; returns an exit code. */
 int print_trace_summary(const char *path, unsigned top_n);

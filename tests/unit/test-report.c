@@ -1,0 +1,901 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/*
+ * tracectl report, print and summary: the upstream traced_perf trace against
+ * golden outputs, folded stacks parsed back, the SVG parsed as XML, a
+ * million-sample trace in bounded memory, synthetic traces written with the
+ * generated protobuf code for the filters, off-CPU weights, compact sched
+ * and kernel thread names, and empty or truncated files.
+ */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+
+#include "perfetto/trace/trace_packet.pb-c.h"
+#include "tools/tracectl/profile.h"
+#include "tools/tracectl/summary.h"
+#include "tools/tracectl/trace-reader.h"
+
+#define PERF_TRACE TEST_DATA_DIR "/profiling/trace-perf-python3.pftrace"
+#define TRACECTL TOP_BUILDDIR "/tracectl"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static char *slurp_text(const char *path) {
+        FILE *f = fopen(path, "re");
+        cr_assert_not_null(f, "cannot open %s: %s", path, strerror(errno));
+        char *buf = NULL;
+        size_t cap = 0, len = 0;
+        for (;;) {
+                if (cap - len < 4096) {
+                        cap = cap ? cap * 2 : 65536;
+                        buf = realloc(buf, cap + 1);
+                        cr_assert_not_null(buf);
+                }
+                size_t n = fread(buf + len, 1, cap - len, f);
+                len += n;
+                if (n == 0)
+                        break;
+        }
+        fclose(f);
+        buf[len] = 0;
+        return buf;
+}
+
+static void load(struct profile *p, const char *path, const struct profile_filter *flt) {
+        struct trace_reader rd;
+        cr_assert_eq(trace_reader_open(&rd, path), 0, "cannot open %s", path);
+        profile_init(p, flt);
+        const uint8_t *data;
+        size_t len;
+        int r;
+        while ((r = trace_reader_next(&rd, &data, &len)) > 0)
+                cr_assert_eq(profile_add_packet(p, data, len), 0);
+        cr_assert_eq(r, 0, "%s is damaged", path);
+        trace_reader_close(&rd);
+        profile_finish(p);
+}
+
+/* Runs a report output into a string. */
+static char *render(struct profile *p, int (*fn)(FILE *, struct profile *, const struct report_options *),
+                    const struct report_options *o) {
+        char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        cr_assert_not_null(f);
+        cr_assert_geq(fn(f, p, o), 0);
+        fclose(f);
+        return buf;
+}
+
+static int folded_fn(FILE *f, struct profile *p, const struct report_options *o) {
+        (void) o;
+        return report_folded(f, p);
+}
+
+static void write_packet(FILE *f, const Perfetto__Protos__TracePacket *p) {
+        uint8_t stack[512];
+        size_t n = perfetto__protos__trace_packet__get_packed_size(p);
+        uint8_t *b = n <= sizeof(stack) ? stack : malloc(n);
+        cr_assert_not_null(b);
+        perfetto__protos__trace_packet__pack(p, b);
+        uint8_t hdr[11] = { 0x0a };
+        size_t h = 1;
+        for (size_t v = n;; v >>= 7) {
+                hdr[h++] = (uint8_t) ((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
+                if (v < 0x80)
+                        break;
+        }
+        cr_assert_eq(fwrite(hdr, 1, h, f), h);
+        cr_assert_eq(fwrite(b, 1, n, f), n);
+        if (b != stack)
+                free(b);
+}
+
+static char *tmp_path(const char *name) {
+        char *p;
+        cr_assert_geq(asprintf(&p, "/tmp/test-report-%d-%s", (int) getpid(), name), 0);
+        return p;
+}
+
+/* Runs tracectl with args; returns its exit code, with stdout and stderr. */
+static int run_tracectl(const char *args, char **ret_out, char **ret_err) {
+        char *out = tmp_path("out"), *err = tmp_path("err"), *cmd;
+        cr_assert_geq(asprintf(&cmd, "%s %s >%s 2>%s", TRACECTL, args, out, err), 0);
+        int st = system(cmd);
+        cr_assert(WIFEXITED(st), "%s did not exit", cmd);
+        *ret_out = slurp_text(out);
+        *ret_err = slurp_text(err);
+        unlink(out);
+        unlink(err);
+        free(out);
+        free(err);
+        free(cmd);
+        return WEXITSTATUS(st);
+}
+
+/* ---- a synthetic profile ------------------------------------------------ */
+
+/* One sequence: app (main -> work -> spin | unsymbolized | spin -> kernel)
+ * on- or off-CPU. */
+enum { FN_MAIN = 1, FN_WORK, FN_SPIN, FN_KERNEL };
+enum { CS_SPIN = 1, CS_UNSYM, CS_KERNEL };
+
+/* The kernel's mapping: perf tools call it "[kernel.kallsyms]", upstream
+ * traced_perf "kernel". */
+static const char *kernel_mapping = "[kernel.kallsyms]";
+
+static void write_profile_header(FILE *f, uint32_t seq, bool off_cpu) {
+        Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        Perfetto__Protos__TracePacketDefaults d = PERFETTO__PROTOS__TRACE_PACKET_DEFAULTS__INIT;
+        Perfetto__Protos__PerfSampleDefaults psd = PERFETTO__PROTOS__PERF_SAMPLE_DEFAULTS__INIT;
+        Perfetto__Protos__PerfEvents__Timebase tb = PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INIT;
+        tb.name = (char *) (off_cpu ? "bpfstack off-cpu" : "bpfstack on-cpu");
+        tb.interval_case = PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_FREQUENCY;
+        tb.frequency = 99;
+        psd.timebase = &tb;
+        d.perf_sample_defaults = &psd;
+        p.trace_packet_defaults = &d;
+        p.optional_trusted_packet_sequence_id_case =
+                PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
+        p.trusted_packet_sequence_id = seq;
+        p.has_sequence_flags = true;
+        p.sequence_flags = PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_INCREMENTAL_STATE_CLEARED;
+
+        Perfetto__Protos__InternedData in = PERFETTO__PROTOS__INTERNED_DATA__INIT;
+        Perfetto__Protos__InternedString s[8], *sp[8];
+        const char *paths[] = { "usr", "bin", "app", kernel_mapping };
+        for (size_t i = 0; i < 4; i++) {
+                s[i] = (Perfetto__Protos__InternedString) PERFETTO__PROTOS__INTERNED_STRING__INIT;
+                s[i].iid = i + 1;
+                s[i].has_iid = true;
+                s[i].has_str = true;
+                s[i].str.data = (uint8_t *) paths[i];
+                s[i].str.len = strlen(paths[i]);
+                sp[i] = &s[i];
+        }
+        in.mapping_paths = sp;
+        in.n_mapping_paths = 4;
+        const char *fns[] = { "main", "work", "spin", "do_syscall_64" };
+        Perfetto__Protos__InternedString fs[4], *fsp[4];
+        for (size_t i = 0; i < 4; i++) {
+                fs[i] = (Perfetto__Protos__InternedString) PERFETTO__PROTOS__INTERNED_STRING__INIT;
+                fs[i].has_iid = fs[i].has_str = true;
+                fs[i].iid = i + 1;
+                fs[i].str.data = (uint8_t *) fns[i];
+                fs[i].str.len = strlen(fns[i]);
+                fsp[i] = &fs[i];
+        }
+        in.function_names = fsp;
+        in.n_function_names = 4;
+        static uint8_t bid[4] = { 0xab, 0xcd, 0x01, 0x23 };
+        Perfetto__Protos__InternedString b = PERFETTO__PROTOS__INTERNED_STRING__INIT, *bp = &b;
+        b.has_iid = b.has_str = true;
+        b.iid = 1;
+        b.str.data = bid;
+        b.str.len = sizeof(bid);
+        in.build_ids = &bp;
+        in.n_build_ids = 1;
+        uint64_t app_path[] = { 1, 2, 3 }, k_path[] = { 4 };
+        Perfetto__Protos__Mapping m[2] = { PERFETTO__PROTOS__MAPPING__INIT, PERFETTO__PROTOS__MAPPING__INIT }, *mp[2];
+        m[0].has_iid = m[0].has_build_id = true;
+        m[0].iid = 1;
+        m[0].build_id = 1;
+        m[0].path_string_ids = app_path;
+        m[0].n_path_string_ids = 3;
+        m[1].has_iid = true;
+        m[1].iid = 2;
+        m[1].path_string_ids = k_path;
+        m[1].n_path_string_ids = 1;
+        mp[0] = &m[0];
+        mp[1] = &m[1];
+        in.mappings = mp;
+        in.n_mappings = 2;
+        Perfetto__Protos__Frame fr[5], *frp[5];
+        for (size_t i = 0; i < 5; i++) {
+                fr[i] = (Perfetto__Protos__Frame) PERFETTO__PROTOS__FRAME__INIT;
+                fr[i].has_iid = fr[i].has_function_name_id = fr[i].has_mapping_id = fr[i].has_rel_pc = true;
+                fr[i].iid = i + 1;
+                fr[i].mapping_id = 1;
+                frp[i] = &fr[i];
+        }
+        fr[0].function_name_id = FN_MAIN;
+        fr[1].function_name_id = FN_WORK;
+        fr[2].function_name_id = FN_SPIN;
+        fr[3].function_name_id = 0; /* not symbolized */
+        fr[3].rel_pc = 0x1234;
+        fr[4].function_name_id = FN_KERNEL;
+        fr[4].mapping_id = 2;
+        in.frames = frp;
+        in.n_frames = 5;
+        uint64_t c1[] = { 1, 2, 3 }, c2[] = { 1, 2, 4 }, c3[] = { 1, 2, 3, 5 };
+        Perfetto__Protos__Callstack cs[3], *csp[3];
+        uint64_t *cf[] = { c1, c2, c3 };
+        size_t cn[] = { 3, 3, 4 };
+        for (size_t i = 0; i < 3; i++) {
+                cs[i] = (Perfetto__Protos__Callstack) PERFETTO__PROTOS__CALLSTACK__INIT;
+                cs[i].has_iid = true;
+                cs[i].iid = i + 1;
+                cs[i].frame_ids = cf[i];
+                cs[i].n_frame_ids = cn[i];
+                csp[i] = &cs[i];
+        }
+        in.callstacks = csp;
+        in.n_callstacks = 3;
+        p.interned_data = &in;
+        write_packet(f, &p);
+}
+
+static void write_sample(FILE *f, uint32_t seq, uint64_t ts, uint32_t cpu, uint32_t pid, uint32_t tid, uint64_t callstack,
+                         uint64_t count) {
+        Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        Perfetto__Protos__PerfSample s = PERFETTO__PROTOS__PERF_SAMPLE__INIT;
+        s.has_cpu = s.has_pid = s.has_tid = s.has_callstack_iid = true;
+        s.cpu = cpu;
+        s.pid = pid;
+        s.tid = tid;
+        s.callstack_iid = callstack;
+        if (count) {
+                s.has_timebase_count = true;
+                s.timebase_count = count;
+        }
+        p.perf_sample = &s;
+        p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE;
+        p.has_timestamp = true;
+        p.timestamp = ts;
+        p.optional_trusted_packet_sequence_id_case =
+                PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
+        p.trusted_packet_sequence_id = seq;
+        p.has_sequence_flags = true;
+        p.sequence_flags = PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_NEEDS_INCREMENTAL_STATE;
+        write_packet(f, &p);
+}
+
+static void write_process(FILE *f, int32_t pid, int32_t ppid, const char *cmdline, bool is_comm, int32_t tid,
+                          const char *thread_name) {
+        Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        Perfetto__Protos__ProcessTree t = PERFETTO__PROTOS__PROCESS_TREE__INIT;
+        Perfetto__Protos__ProcessTree__Process pr = PERFETTO__PROTOS__PROCESS_TREE__PROCESS__INIT, *prp = &pr;
+        Perfetto__Protos__ProcessTree__Thread th = PERFETTO__PROTOS__PROCESS_TREE__THREAD__INIT, *thp = &th;
+        char *argv[] = { (char *) cmdline };
+        pr.has_pid = pr.has_ppid = true;
+        pr.pid = pid;
+        pr.ppid = ppid;
+        pr.cmdline = argv;
+        pr.n_cmdline = 1;
+        if (is_comm) {
+                pr.has_cmdline_is_comm = true;
+                pr.cmdline_is_comm = true;
+        }
+        t.processes = &prp;
+        t.n_processes = 1;
+        if (thread_name) {
+                th.has_tid = th.has_tgid = true;
+                th.tid = tid;
+                th.tgid = pid;
+                th.name = (char *) thread_name;
+                t.threads = &thp;
+                t.n_threads = 1;
+        }
+        p.process_tree = &t;
+        p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE;
+        p.has_timestamp = true;
+        p.timestamp = 1;
+        write_packet(f, &p);
+}
+
+/* ---- upstream traced_perf: golden outputs ------------------------------- */
+
+static void check_golden(const char *got, const char *golden_name) {
+        char *path;
+        cr_assert_geq(asprintf(&path, "%s/profiling/%s", TEST_DATA_DIR, golden_name), 0);
+        char *want = slurp_text(path);
+        if (strcmp(got, want) != 0) {
+                char *dump = tmp_path(golden_name);
+                FILE *f = fopen(dump, "we");
+                if (f) {
+                        fputs(got, f);
+                        fclose(f);
+                }
+                cr_assert_fail("output differs from %s; got it in %s", path, dump);
+        }
+        free(want);
+        free(path);
+}
+
+Test(report, upstream_text_golden) {
+        struct profile p;
+        load(&p, PERF_TRACE, NULL);
+        cr_assert_eq(p.samples, 213);
+        cr_assert_eq(p.samples - p.samples_no_stack, 196, "samples with a callstack: %" PRIu64, p.samples - p.samples_no_stack);
+        struct report_options o = { .top_n = 20 };
+        char *text = render(&p, report_text, &o);
+        check_golden(text, "trace-perf-python3.report.txt");
+        /* Unsymbolized frames carry module, offset and build id. */
+        cr_assert_not_null(strstr(text, "libc.so.6+0x27249 [buildid 93ac61ec5a8eb1396f9fbd350e3169a558528a40]"));
+        free(text);
+        profile_done(&p);
+}
+
+Test(report, upstream_folded_golden_and_parsed_back) {
+        struct profile p;
+        load(&p, PERF_TRACE, NULL);
+        char *folded = render(&p, folded_fn, NULL);
+        check_golden(folded, "trace-perf-python3.folded");
+
+        /* Parse it as FlameGraph does: the count after the last space, the
+         * frames split on ';', root first. */
+        uint64_t sum = 0, eval_self = 0, lines = 0;
+        char *save = NULL;
+        for (char *line = strtok_r(folded, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char *sp = strrchr(line, ' ');
+                cr_assert_not_null(sp, "no count in \"%s\"", line);
+                char *end;
+                unsigned long long n = strtoull(sp + 1, &end, 10);
+                cr_assert(*end == 0 && n > 0, "bad count in \"%s\"", line);
+                *sp = 0;
+                cr_assert(strncmp(line, "python3.11;", 11) == 0, "stack does not start with the comm: \"%s\"", line);
+                const char *leaf = strrchr(line, ';');
+                cr_assert_not_null(leaf);
+                if (strcmp(leaf + 1, "_PyEval_EvalFrameDefault") == 0)
+                        eval_self += n;
+                sum += n;
+                lines++;
+        }
+        cr_assert_eq(sum, 196, "folded counts add up to %" PRIu64, sum);
+        cr_assert_eq(eval_self, 74);
+        cr_assert_eq(lines, 24);
+        free(folded);
+        profile_done(&p);
+}
+
+/* ---- SVG ------------------------------------------------------------------ */
+
+static const char *attr(xmlNode *n, const char *name) {
+        static char buf[4][1024];
+        static int k;
+        xmlChar *v = xmlGetProp(n, (const xmlChar *) name);
+        if (!v)
+                return NULL;
+        k = (k + 1) % 4;
+        snprintf(buf[k], sizeof(buf[k]), "%s", (const char *) v);
+        xmlFree(v);
+        return buf[k];
+}
+
+static void collect_frames(xmlNode *n, xmlNode **out, size_t *n_out, size_t max) {
+        for (; n; n = n->next) {
+                if (n->type == XML_ELEMENT_NODE && strcmp((const char *) n->name, "g") == 0) {
+                        const char *cls = attr(n, "class");
+                        if (cls && strcmp(cls, "f") == 0) {
+                                cr_assert_lt(*n_out, max);
+                                out[(*n_out)++] = n;
+                        }
+                }
+                collect_frames(n->children, out, n_out, max);
+        }
+}
+
+static xmlNode *child(xmlNode *n, const char *name) {
+        for (xmlNode *c = n->children; c; c = c->next)
+                if (c->type == XML_ELEMENT_NODE && strcmp((const char *) c->name, name) == 0)
+                        return c;
+        return NULL;
+}
+
+static void check_svg(bool icicle) {
+        struct profile p;
+        load(&p, PERF_TRACE, NULL);
+        struct report_options o = { .top_n = 20, .icicle = icicle };
+        char *svg = render(&p, report_svg, &o);
+
+        /* The distinct prefixes of the folded stacks are the frames. */
+        char *folded = render(&p, folded_fn, NULL);
+        size_t n_prefixes = 0;
+        char **prefixes = NULL;
+        char *save = NULL;
+        for (char *line = strtok_r(folded, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                *strrchr(line, ' ') = 0;
+                for (char *c = line;; c++)
+                        if (*c == ';' || *c == 0) {
+                                char *pre = strndup(line, (size_t) (c - line));
+                                bool seen = false;
+                                for (size_t i = 0; i < n_prefixes && !seen; i++)
+                                        seen = strcmp(prefixes[i], pre) == 0;
+                                if (seen)
+                                        free(pre);
+                                else {
+                                        prefixes = realloc(prefixes, (n_prefixes + 1) * sizeof(char *));
+                                        prefixes[n_prefixes++] = pre;
+                                }
+                                if (*c == 0)
+                                        break;
+                        }
+        }
+
+        xmlDoc *doc = xmlReadMemory(svg, (int) strlen(svg), "flame.svg", NULL, XML_PARSE_NONET);
+        cr_assert_not_null(doc, "the SVG is not well-formed XML");
+        xmlNode *root = xmlDocGetRootElement(doc);
+        cr_assert_str_eq((const char *) root->name, "svg");
+        cr_assert_not_null(strstr(svg, "xmlns=\"http://www.w3.org/2000/svg\""), "no SVG namespace");
+        cr_assert_null(strstr(svg, "<script src"), "fetches a script");
+        cr_assert_null(strstr(svg, "href=\"http"), "fetches something");
+        xmlNode *frames[4096];
+        size_t n = 0;
+        collect_frames(root, frames, &n, 4096);
+        /* One per frame: every prefix, plus the root ("all"). */
+        cr_assert_eq(n, n_prefixes + 1, "%zu frames drawn, %zu distinct stack prefixes + root", n, n_prefixes);
+        double total_w = 0;
+        uint64_t total_v = 0;
+        double root_y = 0;
+        for (size_t i = 0; i < n; i++) {
+                xmlNode *rect = child(frames[i], "rect"), *title = child(frames[i], "title");
+                cr_assert_not_null(rect);
+                cr_assert_not_null(title, "a frame without a tooltip");
+                if (attr(frames[i], "data-d")[0] == '0' && attr(frames[i], "data-d")[1] == 0) {
+                        total_w = strtod(attr(rect, "width"), NULL);
+                        total_v = strtoull(attr(frames[i], "data-v"), NULL, 10);
+                        root_y = strtod(attr(rect, "y"), NULL);
+                }
+        }
+        cr_assert_eq(total_v, 196);
+        cr_assert_float_eq(total_w, 1180.0, 0.01);
+        for (size_t i = 0; i < n; i++) {
+                xmlNode *rect = child(frames[i], "rect");
+                double w = strtod(attr(rect, "width"), NULL), y = strtod(attr(rect, "y"), NULL);
+                uint64_t v = strtoull(attr(frames[i], "data-v"), NULL, 10);
+                cr_assert_float_eq(w / total_w, (double) v / (double) total_v, 1e-4, "frame %s: width %f for %" PRIu64,
+                                   attr(frames[i], "data-name"), w, v);
+                long d = strtol(attr(frames[i], "data-d"), NULL, 10);
+                cr_assert_float_eq(y, root_y + (icicle ? 16.0 : -16.0) * (double) d, 1e-6);
+        }
+        /* The sum of the widths of a frame's children is at most its own. */
+        xmlFreeDoc(doc);
+        for (size_t i = 0; i < n_prefixes; i++)
+                free(prefixes[i]);
+        free(prefixes);
+        free(folded);
+        free(svg);
+        profile_done(&p);
+}
+
+Test(report, svg_one_rect_per_frame_widths_proportional) {
+        check_svg(false);
+}
+
+Test(report, svg_icicle_top_down) {
+        check_svg(true);
+}
+
+/* ---- filters, kinds, weights ---------------------------------------------- */
+
+static char *synthetic_profile(void) {
+        char *path = tmp_path("synthetic.pftrace");
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f);
+        write_process(f, 100, 1, "/usr/bin/app", false, 101, "worker");
+        write_profile_header(f, 1, false);
+        write_profile_header(f, 2, true);
+        uint64_t t0 = 1000000000;
+        /* on-CPU: pid 100 tid 100 cpu 0: 6 spin, 2 unsym; tid 101 cpu 1: 3 kernel */
+        for (int i = 0; i < 6; i++)
+                write_sample(f, 1, t0 + (uint64_t) i * 10000000, 0, 100, 100, CS_SPIN, 0);
+        for (int i = 0; i < 2; i++)
+                write_sample(f, 1, t0 + 100000000 + (uint64_t) i * 10000000, 0, 100, 100, CS_UNSYM, 0);
+        for (int i = 0; i < 3; i++)
+                write_sample(f, 1, t0 + 2000000000ull + (uint64_t) i * 10000000, 1, 100, 101, CS_KERNEL, 0);
+        /* off-CPU: 2 ms and 5 ms blocked */
+        write_sample(f, 2, t0 + 50000000, 0, 100, 100, CS_KERNEL, 2000000);
+        write_sample(f, 2, t0 + 60000000, 0, 100, 101, CS_UNSYM, 5000000);
+        fclose(f);
+        return path;
+}
+
+static uint64_t folded_count(const char *folded, const char *stack) {
+        uint64_t n = 0;
+        size_t k = strlen(stack);
+        for (const char *l = folded; l && *l;) {
+                const char *e = strchr(l, '\n');
+                if (strncmp(l, stack, k) == 0 && l[k] == ' ')
+                        n += strtoull(l + k + 1, NULL, 10);
+                l = e ? e + 1 : NULL;
+        }
+        return n;
+}
+
+Test(report, filters_and_kinds) {
+        char *path = synthetic_profile();
+        struct profile p;
+        struct profile_filter flt = { .pid = -1, .tid = -1, .cpu = -1 };
+
+        load(&p, path, &flt);
+        char *fo = render(&p, folded_fn, NULL);
+        cr_assert_eq(folded_count(fo, "app;main;work;spin"), 6, "%s", fo);
+        cr_assert_eq(folded_count(fo, "app;main;work;app+0x1234 [buildid abcd0123]"), 2, "%s", fo);
+        cr_assert_eq(folded_count(fo, "app;main;work;spin;do_syscall_64"), 3, "%s", fo);
+        free(fo);
+        profile_done(&p);
+
+        flt.tid = 101;
+        load(&p, path, &flt);
+        cr_assert_eq(p.tree->nodes[0].total[0], 3);
+        profile_done(&p);
+
+        flt.tid = -1;
+        flt.cpu = 0;
+        load(&p, path, &flt);
+        cr_assert_eq(p.tree->nodes[0].total[0], 8);
+        profile_done(&p);
+
+        flt.cpu = -1;
+        flt.have_since = true;
+        flt.since_ns = 1500000000; /* only the kernel samples, 2 s in */
+        load(&p, path, &flt);
+        cr_assert_eq(p.tree->nodes[0].total[0], 3);
+        profile_done(&p);
+
+        flt.have_since = false;
+        flt.kernel_only = true;
+        load(&p, path, &flt);
+        fo = render(&p, folded_fn, NULL);
+        cr_assert_eq(folded_count(fo, "app;do_syscall_64"), 3, "%s", fo);
+        cr_assert_eq(p.tree->nodes[0].total[0], 3, "samples without kernel frames count: %s", fo);
+        cr_assert_eq(p.samples_filtered, 8 + 1); /* and the off-CPU one without kernel frames */
+        free(fo);
+        profile_done(&p);
+
+        flt.kernel_only = false;
+        flt.user_only = true;
+        load(&p, path, &flt);
+        fo = render(&p, folded_fn, NULL);
+        cr_assert_eq(folded_count(fo, "app;main;work;spin"), 9, "%s", fo);
+        free(fo);
+        profile_done(&p);
+
+        flt.user_only = false;
+        flt.comm = "worker";
+        load(&p, path, &flt);
+        cr_assert_eq(p.tree->nodes[0].total[0], 3);
+        profile_done(&p);
+
+        /* Off-CPU: weighted by blocked time, in microseconds when folded. */
+        flt.comm = NULL;
+        flt.kind = PROFILE_OFF_CPU;
+        flt.kind_explicit = true;
+        load(&p, path, &flt);
+        cr_assert_eq(p.tree->nodes[0].total[1], 7000000);
+        fo = render(&p, folded_fn, NULL);
+        cr_assert_eq(folded_count(fo, "app;main;work;spin;do_syscall_64"), 2000, "%s", fo);
+        cr_assert_eq(folded_count(fo, "app;main;work;app+0x1234 [buildid abcd0123]"), 5000, "%s", fo);
+        free(fo);
+        struct report_options o = { .top_n = 5 };
+        char *text = render(&p, report_text, &o);
+        cr_assert_not_null(strstr(text, "off-CPU"), "%s", text);
+        cr_assert_not_null(strstr(text, "7.000 ms"), "%s", text);
+        free(text);
+        profile_done(&p);
+
+        unlink(path);
+        free(path);
+}
+
+Test(report, upstream_kernel_mapping_is_kernel) {
+        kernel_mapping = "kernel";
+        char *path = synthetic_profile();
+        struct profile p;
+        struct profile_filter flt = { .pid = -1, .tid = -1, .cpu = -1, .kernel_only = true };
+        load(&p, path, &flt);
+        char *fo = render(&p, folded_fn, NULL);
+        cr_assert_eq(folded_count(fo, "app;do_syscall_64"), 3, "%s", fo);
+        free(fo);
+        profile_done(&p);
+        unlink(path);
+        free(path);
+}
+
+Test(report, text_thread_tables) {
+        char *path = synthetic_profile();
+        char *out, *err, *args;
+        cr_assert_geq(asprintf(&args, "report %s", path), 0);
+        cr_assert_eq(run_tracectl(args, &out, &err), 0, "%s", err);
+        cr_assert_not_null(strstr(out, "# Process app (pid 100): 11 samples"), "%s", out);
+        cr_assert_not_null(strstr(out, "# Thread worker (tid 101) of app (pid 100)"), "%s", out);
+        cr_assert_not_null(strstr(err, "2 off-CPU samples"), "%s", err);
+        free(out);
+        free(err);
+        free(args);
+        unlink(path);
+        free(path);
+}
+
+/* ---- a million samples in bounded memory ---------------------------------- */
+
+static long maxrss_kb(void) {
+        struct rusage ru;
+        cr_assert_eq(getrusage(RUSAGE_SELF, &ru), 0);
+        return ru.ru_maxrss;
+}
+
+Test(report, million_samples_bounded_memory, .timeout = 600) {
+        char *path = tmp_path("million.pftrace");
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f);
+        write_profile_header(f, 1, false);
+        for (uint32_t i = 0; i < 1000000; i++)
+                write_sample(f, 1, 1000000000ull + i * 1000ull, i % 4, 1000 + i % 50, 1000 + i % 200, 1 + i % 3, 0);
+        cr_assert_eq(fclose(f), 0);
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0);
+        long before = maxrss_kb();
+
+        struct profile p;
+        load(&p, path, NULL);
+        char *fo = render(&p, folded_fn, NULL);
+        long after = maxrss_kb();
+        cr_assert_eq(p.samples, 1000000);
+        cr_assert_eq(p.tree->nodes[0].total[0], 1000000);
+        free(fo);
+        profile_done(&p);
+        unlink(path);
+        free(path);
+
+        /* 200 threads x 3 stacks: the tree is a few thousand nodes. Reading
+         * the file whole, or keeping anything per sample, would grow the
+         * peak by at least the file's size. */
+        long grown = after - before;
+        cr_log_info("trace %lld kB, peak RSS grew %ld kB", (long long) st.st_size / 1024, grown);
+        cr_assert_gt(st.st_size, 16 * 1024 * 1024);
+        cr_assert_lt(grown, 8 * 1024, "peak RSS grew by %ld kB reading a %lld kB trace", grown,
+                     (long long) st.st_size / 1024);
+}
+
+/* ---- print: compact sched ------------------------------------------------- */
+
+static void write_compact(FILE *f, uint32_t cpu, bool lost, size_t n_sw, const uint64_t *sw_ts, const int64_t *sw_state,
+                          const int32_t *sw_pid, const uint32_t *sw_comm, size_t n_wk, const uint64_t *wk_ts,
+                          const int32_t *wk_pid, const int32_t *wk_cpu, const uint32_t *wk_comm, char **table, size_t n_table) {
+        Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
+        Perfetto__Protos__FtraceEventBundle b = PERFETTO__PROTOS__FTRACE_EVENT_BUNDLE__INIT;
+        Perfetto__Protos__FtraceEventBundle__CompactSched c = PERFETTO__PROTOS__FTRACE_EVENT_BUNDLE__COMPACT_SCHED__INIT;
+        int32_t prio[16];
+        for (size_t i = 0; i < 16; i++)
+                prio[i] = 120;
+        c.intern_table = table;
+        c.n_intern_table = n_table;
+        c.switch_timestamp = (uint64_t *) sw_ts;
+        c.n_switch_timestamp = n_sw;
+        c.switch_prev_state = (int64_t *) sw_state;
+        c.n_switch_prev_state = n_sw;
+        c.switch_next_pid = (int32_t *) sw_pid;
+        c.n_switch_next_pid = n_sw;
+        c.switch_next_prio = prio;
+        c.n_switch_next_prio = n_sw;
+        c.switch_next_comm_index = (uint32_t *) sw_comm;
+        c.n_switch_next_comm_index = n_sw;
+        c.waking_timestamp = (uint64_t *) wk_ts;
+        c.n_waking_timestamp = n_wk;
+        c.waking_pid = (int32_t *) wk_pid;
+        c.n_waking_pid = n_wk;
+        c.waking_target_cpu = (int32_t *) wk_cpu;
+        c.n_waking_target_cpu = n_wk;
+        c.waking_prio = prio;
+        c.n_waking_prio = n_wk;
+        c.waking_comm_index = (uint32_t *) wk_comm;
+        c.n_waking_comm_index = n_wk;
+        b.has_cpu = true;
+        b.cpu = cpu;
+        if (lost) {
+                b.has_lost_events = true;
+                b.lost_events = true;
+        }
+        b.compact_sched = &c;
+        p.ftrace_events = &b;
+        p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS;
+        p.optional_trusted_packet_sequence_id_case =
+                PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID;
+        p.trusted_packet_sequence_id = 3;
+        write_packet(f, &p);
+}
+
+/* cpu 1: idle -> pipe (500) at 1000, pipe sleeps at 3000 (-> idle), and
+ * at 9000 pipe sleeps again with no switch in recorded; cpu 0 woke it
+ * onto cpu 1 at 6000, a bundle later in the file. */
+static char *compact_trace(void) {
+        char *path = tmp_path("compact.pftrace");
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f);
+        write_process(f, 500, 1, "/usr/bin/pipe", false, 500, "pipe");
+        char *table1[] = { (char *) "swapper/1", (char *) "pipe" };
+        uint64_t sw_ts[] = { 1000, 2000, 6000 }; /* deltas: 1000, 3000, 9000 */
+        int64_t sw_state[] = { 0, 1, 1 };
+        int32_t sw_pid[] = { 500, 0, 0 };
+        uint32_t sw_comm[] = { 1, 0, 0 };
+        write_compact(f, 1, false, 3, sw_ts, sw_state, sw_pid, sw_comm, 0, NULL, NULL, NULL, NULL, table1, 2);
+        char *table0[] = { (char *) "pipe" };
+        uint64_t wk_ts[] = { 6000 };
+        int32_t wk_pid[] = { 500 }, wk_cpu[] = { 1 };
+        uint32_t wk_comm[] = { 0 };
+        write_compact(f, 0, false, 0, NULL, NULL, NULL, NULL, 1, wk_ts, wk_pid, wk_cpu, wk_comm, table0, 1);
+        fclose(f);
+        return path;
+}
+
+Test(print, compact_sched_one_line_per_event) {
+        char *path = compact_trace(), *out, *err, *args;
+        cr_assert_geq(asprintf(&args, "print %s", path), 0);
+        cr_assert_eq(run_tracectl(args, &out, &err), 0, "%s", err);
+        cr_assert_not_null(strstr(out, "cpu 1, 3 events (3 switches, 0 wakings compact)"), "%s", out);
+        cr_assert_not_null(strstr(out, "         1000 cpu 1 sched_switch prev_comm=? prev_pid=? prev_state=R ==> "
+                                       "next_comm=pipe next_pid=500 next_prio=120\n"),
+                           "%s", out);
+        cr_assert_not_null(strstr(out, "         3000 cpu 1 sched_switch prev_comm=pipe prev_pid=500 prev_state=S ==> "
+                                       "next_comm=swapper/1 next_pid=0 next_prio=120\n"),
+                           "%s", out);
+        /* idle does not sleep: whoever left was switched in unrecorded */
+        cr_assert_not_null(strstr(out, "         9000 cpu 1 sched_switch prev_comm=? prev_pid=? prev_state=S ==> "
+                                       "next_comm=swapper/1 next_pid=0 next_prio=120\n"),
+                           "%s", out);
+        cr_assert_not_null(strstr(out, "         6000 cpu 0 sched_waking comm=pipe pid=500 prio=120 target_cpu=1\n"), "%s", out);
+        cr_assert_null(strstr(out, "0 events, compact sched"));
+        free(out);
+        free(err);
+        free(args);
+        unlink(path);
+        free(path);
+}
+
+/* ---- summary ------------------------------------------------------------- */
+
+static void summarise(const char *path, struct summary *s) {
+        struct trace_reader rd;
+        cr_assert_eq(trace_reader_open(&rd, path), 0);
+        summary_init(s);
+        const uint8_t *data;
+        size_t len;
+        while (trace_reader_next(&rd, &data, &len) > 0)
+                summary_add_packet(s, data, len);
+        trace_reader_close(&rd);
+        summary_finish(s);
+}
+
+Test(summary, switch_in_not_recorded_timed_from_waking) {
+        char *path = compact_trace();
+        struct summary s;
+        summarise(path, &s);
+        /* 1000..3000 switched in and out: 2000 ns; then woken at 6000 and
+         * out at 9000 with no switch in: 3000 ns more. */
+        uint64_t pipe_ns = 0;
+        for (size_t i = 0; i < s.n_tasks; i++)
+                if (s.tasks[i].pid == 500)
+                        pipe_ns = s.tasks[i].runtime_ns;
+        cr_assert_eq(pipe_ns, 5000, "pipe ran %" PRIu64 " ns", pipe_ns);
+        cr_assert_eq(s.n_gaps, 1);
+        cr_assert_eq(s.gaps_from_waking, 1);
+        summary_done(&s);
+        unlink(path);
+        free(path);
+}
+
+Test(summary, kernel_thread_names_whole) {
+        char buf[64];
+        summary_cmdline_name("migration/0", true, 2, buf, sizeof(buf));
+        cr_assert_str_eq(buf, "migration/0");
+        summary_cmdline_name("kworker/u8:0-events_unbound", false, 2, buf, sizeof(buf));
+        cr_assert_str_eq(buf, "kworker/u8:0-events_unbound");
+        summary_cmdline_name("/usr/lib/systemd/systemd-journald", false, 1, buf, sizeof(buf));
+        cr_assert_str_eq(buf, "systemd-journald");
+        summary_cmdline_name("sshd: root@pts/0", false, 1, buf, sizeof(buf));
+        cr_assert_str_eq(buf, "sshd: root@pts/0");
+
+        char *path = tmp_path("kthreads.pftrace");
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f);
+        write_process(f, 17, 2, "migration/0", true, 17, NULL);
+        write_process(f, 40, 2, "kworker/u8:0-events_unbound", true, 40, NULL);
+        write_process(f, 300, 1, "/usr/sbin/cron", false, 300, NULL);
+        char *table[] = { (char *) "migration/0", (char *) "kworker/u8:0", (char *) "cron" };
+        uint64_t sw_ts[] = { 1000, 1000, 1000, 1000 };
+        int64_t sw_state[] = { 0, 1, 1, 1 };
+        int32_t sw_pid[] = { 17, 40, 300, 0 };
+        uint32_t sw_comm[] = { 0, 1, 2, 0 };
+        write_compact(f, 0, false, 4, sw_ts, sw_state, sw_pid, sw_comm, 0, NULL, NULL, NULL, NULL, table, 3);
+        fclose(f);
+        char *out, *err, *args;
+        cr_assert_geq(asprintf(&args, "summary %s", path), 0);
+        cr_assert_eq(run_tracectl(args, &out, &err), 0, "%s", err);
+        cr_assert_not_null(strstr(out, " migration/0 "), "%s", out);
+        cr_assert_not_null(strstr(out, " kworker/u8:0-events_unbound"), "%s", out);
+        cr_assert_not_null(strstr(out, " cron "), "%s", out);
+        cr_assert_null(strstr(out, " u8:0"), "%s", out);
+        free(out);
+        free(err);
+        free(args);
+        unlink(path);
+        free(path);
+}
+
+static void expect_failure(const char *cmd, const char *file, const char *message) {
+        char *out, *err, *args;
+        cr_assert_geq(asprintf(&args, "%s %s", cmd, file), 0);
+        int rc = run_tracectl(args, &out, &err);
+        cr_assert_neq(rc, 0, "tracectl %s succeeded", args);
+        cr_assert_not_null(strstr(err, message), "tracectl %s: stderr \"%s\"", args, err);
+        free(out);
+        free(err);
+        free(args);
+}
+
+Test(summary, empty_and_truncated_files_fail) {
+        char *empty = tmp_path("empty.pftrace"), *cut = tmp_path("cut.pftrace");
+        FILE *f = fopen(empty, "we");
+        cr_assert_not_null(f);
+        fclose(f);
+        char *whole = slurp_text(PERF_TRACE); /* binary, but only its first bytes are used */
+        f = fopen(cut, "we");
+        cr_assert_not_null(f);
+        FILE *in = fopen(PERF_TRACE, "re");
+        cr_assert_not_null(in);
+        char buf[5000];
+        cr_assert_eq(fread(buf, 1, sizeof(buf), in), sizeof(buf));
+        fclose(in);
+        fwrite(buf, 1, sizeof(buf), f);
+        fclose(f);
+        free(whole);
+        expect_failure("summary", empty, "is empty");
+        expect_failure("report", empty, "is empty");
+        expect_failure("summary", cut, "is truncated");
+        expect_failure("report", cut, "is truncated");
+        unlink(empty);
+        unlink(cut);
+        free(empty);
+        free(cut);
+}
+
+/* A real capture: two compact bundles (cpu 0 and 1) recorded by traced's
+ * ftrace plugin on Linux 6.18 (tests/data/ftrace/compact-sched.pftrace). */
+Test(print, compact_sched_kernel_capture) {
+        char *out, *err;
+        cr_assert_eq(run_tracectl("print " TEST_DATA_DIR "/ftrace/compact-sched.pftrace", &out, &err), 0, "%s", err);
+        cr_assert_not_null(strstr(out, "cpu 0, 53 events (36 switches, 17 wakings compact)"), "%s", out);
+        cr_assert_not_null(strstr(out, "cpu 1, 199 events (136 switches, 63 wakings compact)"), "%s", out);
+        size_t switches = 0, wakings = 0;
+        uint64_t last_ts[2] = { 0, 0 };
+        long last_next[2] = { -1, -1 };
+        char *save = NULL;
+        for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                unsigned long long ts;
+                unsigned cpu;
+                char what[32];
+                if (sscanf(line, " %llu cpu %u %31s", &ts, &cpu, what) != 3)
+                        continue;
+                cr_assert_lt(cpu, 2);
+                cr_assert_geq(ts, last_ts[cpu], "time goes back on cpu %u: %s", cpu, line);
+                last_ts[cpu] = ts;
+                if (strcmp(what, "sched_waking") == 0) {
+                        wakings++;
+                        continue;
+                }
+                cr_assert_str_eq(what, "sched_switch");
+                switches++;
+                const char *prev = strstr(line, " prev_pid="), *next = strstr(line, " next_pid=");
+                cr_assert(prev && next, "%s", line);
+                if (prev[10] != '?')
+                        cr_assert_eq(strtol(prev + 10, NULL, 10), last_next[cpu], "%s", line);
+                last_next[cpu] = strtol(next + 10, NULL, 10);
+        }
+        cr_assert_eq(switches, 36 + 136);
+        cr_assert_eq(wakings, 17 + 63);
+        free(out);
+        free(err);
+}

@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The profile of a trace: PerfSample packets and their interned callstacks
+ * (per packet sequence, as upstream traced_perf and our perf and bpfstack
+ * plugins write them) folded, packet by packet, into one call tree per
+ * thread. Memory grows with the number of distinct frames and call paths,
+ * never with the number of samples. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "u64map.h"
+
+/* What a sample counts. On-CPU samples count 1 each; off-CPU samples weigh
+ * the time the thread was blocked, in nanoseconds. */
+enum profile_kind {
+        PROFILE_ON_CPU,
+        PROFILE_OFF_CPU,
+        _PROFILE_KIND_MAX,
+};
+
+struct profile_filter {
+        int64_t pid, tid, cpu;   /* -1: any */
+        const char *comm;        /* NULL: any; compared with the process and the thread name */
+        bool kernel_only, user_only;
+        enum profile_kind kind;  /* which samples make the tree */
+        bool kind_explicit;      /* the user chose it (else on-CPU, or off-CPU when only those exist) */
+        bool have_since, have_until;
+        uint64_t since_ns, until_ns; /* relative to the first sample's timestamp */
+};
+
+/* A distinct frame: its label (function name, or module+offset with the
+ * build id when not symbolized) and module. */
+struct profile_sym {
+        char *name;
+        char *module; /* basename of the mapping, or NULL */
+        char *path;   /* the mapping's path, or NULL */
+        char *build_id;
+        bool kernel;
+        bool symbolized;
+};
+
+enum profile_node_kind {
+        NODE_ROOT,
+        NODE_PROCESS, /* value: pid */
+        NODE_THREAD,  /* value: tid */
+        NODE_FRAME,   /* value: sym index */
+        NODE_COMM,    /* value: sym index of the comm (merged trees) */
+};
+
+struct profile_node {
+        uint32_t parent, first_child, next_sibling;
+        uint32_t kind, value;
+        uint32_t depth;
+        /* [0]: samples; [1]: weight (samples on CPU, blocked ns off CPU) */
+        uint64_t self[2], total[2];
+};
+
+struct profile_tree {
+        struct profile_node *nodes;
+        size_t n_nodes, cap_nodes;
+        struct u64map children; /* (parent, kind, value) -> node */
+};
+
+struct profile_task {
+        int32_t id;
+        int32_t tgid;
+        char *name;      /* from the trace's process tree */
+        char *guess;     /* processes without a name: module of their outermost user frame */
+};
+
+struct profile_seq; /* per packet sequence interning state, in profile.c */
+
+struct profile {
+        struct profile_filter filter;
+        /* interning, across sequences */
+        struct profile_sym *syms;
+        size_t n_syms, cap_syms;
+        struct u64map sym_index; /* hash(name, module) -> sym */
+        struct profile_seq **seqs;
+        size_t n_seqs;
+        struct u64map seq_index;
+        struct profile_seq *last_seq;
+        struct profile_task *tasks;
+        size_t n_tasks, cap_tasks;
+        struct u64map task_index; /* (kind << 32 | id) -> task */
+        /* the call trees, one per kind: root, process, thread, frames
+         * root first; tree is the one reported (profile_finish) */
+        struct profile_tree trees[_PROFILE_KIND_MAX];
+        struct profile_tree *tree;
+        struct u64map leaves[_PROFILE_KIND_MAX]; /* hash(thread, stack) -> leaf_entries */
+        struct profile_leaf {
+                uint32_t thread, leaf;
+                uint64_t check;
+        } *leaf_entries[_PROFILE_KIND_MAX];
+        size_t n_leaf_entries[_PROFILE_KIND_MAX], cap_leaf_entries[_PROFILE_KIND_MAX];
+        enum profile_kind kind;
+        unsigned metric; /* index into self[] and total[] */
+        /* what was seen */
+        uint64_t packets, samples, samples_used, samples_no_stack, samples_filtered;
+        uint64_t samples_kind[_PROFILE_KIND_MAX];
+        uint64_t skipped[8];       /* by PerfSample.SampleSkipReason */
+        uint64_t unwind_errors;    /* samples with a partial stack */
+        uint64_t kernel_records_lost;
+        uint64_t missing_interned; /* callstacks or frames referred to but never interned */
+        uint64_t sequences_with_loss;
+        bool have_first_ts;
+        uint64_t first_ts, last_ts;
+        char *timebase; /* description of the first sequence's timebase */
+        uint32_t *scratch;
+        size_t cap_scratch;
+};
+
+void profile_init(struct profile *p, const struct profile_filter *filter);
+void profile_done(struct profile *p);
+/* Folds one serialized TracePacket in. 0, -EBADMSG for a packet that does
+ * not decode (counted and skipped), -ENOMEM. */
+int profile_add_packet(struct profile *p, const uint8_t *data, size_t len);
+/* Picks the tree to report (the filter's kind; else on-CPU unless the
+ * trace has only off-CPU samples), applies the comm filter, sums totals. */
+void profile_finish(struct profile *p);
+
+/* Names for reports. */
+const char *profile_process_name(const struct profile *p, int32_t pid);
+const char *profile_thread_name(const struct profile *p, int32_t tid);
+/* A frame's label with no ';' or newline, for folded stacks. */
+const char *profile_node_label(const struct profile *p, const struct profile_node *n, char *buf, size_t size);
+
+/* Trees */
+void profile_tree_done(struct profile_tree *t);
+/* Child of parent with (kind, value), created if absent; UINT32_MAX on ENOMEM. */
+uint32_t profile_tree_child(struct profile_tree *t, uint32_t parent, uint32_t kind, uint32_t value);
+/* Recomputes every node's total from the selfs. */
+void profile_tree_totals(struct profile_tree *t);
+/* The tree with processes of the same name merged and the thread level
+ * dropped, as folded stacks and flamegraphs show it ("comm;frame;frame").
+ * The comm of each process becomes a NODE_COMM node. */
+int profile_merged_tree(struct profile *p, struct profile_tree *ret);
+uint32_t profile_intern_name(struct profile *p, const char *name, const char *module, bool kernel, bool symbolized,
+                             const char *path, const char *build_id);
+
+/* Outputs (report-text.c, report-folded.c, report-svg.c) */
+#include <stdio.h>
+struct report_options {
+        size_t top_n;
+        bool icicle;
+        const char *title;
+};
+int report_text(FILE *f, struct profile *p, const struct report_options *o);
+int report_folded(FILE *f, struct profile *p);
+int report_svg(FILE *f, struct profile *p, const struct report_options *o);
+/* "samples" or "ms" (off-CPU), for headers. */
+const char *profile_unit(const struct profile *p);
+/* A weight as the unit prints it. */
+double profile_value(const struct profile *p, uint64_t w);
+/* The children of node n sorted by label (then id); *ret is malloc'd. */
+size_t profile_children_sorted(const struct profile *p, const struct profile_tree *t, uint32_t n, uint32_t **ret);
