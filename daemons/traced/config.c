@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <ini.h>
 #include <stdio.h>
@@ -42,6 +43,70 @@ static char *mfree_str(char *p) {
         return NULL;
 }
 
+static bool valid_pattern(const char *t) {
+        /* A data source name, optionally ending in '*' (a prefix). */
+        size_t n = strlen(t);
+        if (n == 0 || n > 256)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (t[i] == '*' ? i != n - 1 : (t[i] <= ' ' || t[i] == ','))
+                        return false;
+        return true;
+}
+
+static int parse_user(const char *t, uid_t *ret) {
+        char *end;
+        errno = 0;
+        unsigned long v = strtoul(t, &end, 10);
+        if (!errno && end != t && !*end && t[0] != '-' && v < (unsigned long) (uid_t) -1) {
+                *ret = (uid_t) v;
+                return 0;
+        }
+        struct passwd *pw = getpwnam(t);
+        if (!pw)
+                return -ESRCH;
+        *ret = pw->pw_uid;
+        return 0;
+}
+
+/* trusted_data_sources / trusted_users: comma-separated, replacing the
+ * default (an empty value: nothing reserved / nobody extra). */
+static int trusted_list(struct ctx *k, const char *name, const char *value) {
+        struct traced_config *cfg = k->cfg;
+        bool names = strcmp(name, "trusted_data_sources") == 0;
+        _cleanup_free_ char *copy = strdup(value);
+        if (!copy)
+                return 0;
+        if (names) {
+                for (unsigned i = 0; i < cfg->n_trusted_data_sources; i++)
+                        free(cfg->trusted_data_sources[i]);
+                cfg->n_trusted_data_sources = 0;
+                cfg->trusted_data_sources_set = true;
+        } else
+                cfg->n_trusted_uids = 0;
+        for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+                char *t = trim(tok);
+                if (!*t)
+                        continue;
+                if ((names ? cfg->n_trusted_data_sources : cfg->n_trusted_uids) == TRACED_CONFIG_MAX_TRUSTED)
+                        return fail(k, "more than %u entries in field \"%s\"", TRACED_CONFIG_MAX_TRUSTED, name);
+                if (names) {
+                        if (!valid_pattern(t))
+                                return fail(k, "\"%s\" is not a data source name or prefix* (field \"%s\")", t, name);
+                        cfg->trusted_data_sources[cfg->n_trusted_data_sources] = strdup(t);
+                        if (!cfg->trusted_data_sources[cfg->n_trusted_data_sources])
+                                return 0;
+                        cfg->n_trusted_data_sources++;
+                } else {
+                        uid_t uid;
+                        if (parse_user(t, &uid) < 0)
+                                return fail(k, "unknown user \"%s\" (field \"%s\")", t, name);
+                        cfg->trusted_uids[cfg->n_trusted_uids++] = uid;
+                }
+        }
+        return 1;
+}
+
 static int handler(void *user, const char *section, const char *name, const char *value) {
         struct ctx *k = user;
         struct traced_config *cfg = k->cfg;
@@ -69,6 +134,8 @@ static int handler(void *user, const char *section, const char *name, const char
                         cfg->no_trace_dir = false;
                         return cfg->trace_dir ? 1 : 0;
                 }
+                if (strcmp(name, "trusted_data_sources") == 0 || strcmp(name, "trusted_users") == 0)
+                        return trusted_list(k, name, value);
                 return fail(k, "unknown field \"%s\" in section [%s]", name, section);
         }
         if (strcasecmp(section, "plugins") != 0)
@@ -150,6 +217,8 @@ void traced_config_done(struct traced_config *cfg) {
         free(cfg->trace_dir);
         for (unsigned i = 0; i < cfg->n_disabled; i++)
                 free(cfg->disabled[i]);
+        for (unsigned i = 0; i < cfg->n_trusted_data_sources; i++)
+                free(cfg->trusted_data_sources[i]);
         *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC };
 }
 

@@ -15,11 +15,18 @@
  *   user = NAME|UID           the service core's user when started as root
  *   trace_directory = PATH    where TraceConfig.output_path may point
  *                             (default /var/lib/traced/traces; empty: none)
+ *   trusted_data_sources = PATTERN[, PATTERN...]
+ *                             data source names (NAME or PREFIX*) only the
+ *                             plugin hosts, root and trusted_users may
+ *                             register (default linux.*, traced.*)
+ *   trusted_users = NAME|UID[, ...]  users who may register them too
  */
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #define TRACED_CONFIG_MAX_DISABLED 32
+#define TRACED_CONFIG_MAX_TRUSTED 32
 
 struct traced_config {
         bool plugins_enabled;
@@ -31,7 +38,15 @@ struct traced_config {
         char *user; /* NULL: the default */
         char *trace_dir; /* NULL: the default */
         bool no_trace_dir;
+        char *trusted_data_sources[TRACED_CONFIG_MAX_TRUSTED];
+        unsigned n_trusted_data_sources;
+        bool trusted_data_sources_set; /* false: the default */
+        uid_t trusted_uids[TRACED_CONFIG_MAX_TRUSTED];
+        unsigned n_trusted_uids;
 };
+
+/* Data source names reserved for the suite's own plugins by default. */
+#define TRACED_CONFIG_DEFAULT_TRUSTED_DATA_SOURCES { "linux.*", "traced.*" }
 
 #define TRACED_CONFIG_DEFAULT_TRACE_DIR "/var/lib/traced/traces"
 

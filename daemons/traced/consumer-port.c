@@ -3,6 +3,7 @@
 /* The ConsumerPort service: tracing sessions driven by consumers. */
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/utsname.h>
@@ -10,6 +11,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "output-path.h"
+#include "pbtxt/pb-check.h"
 #include "service.h"
 #include "session-read.h"
 #include "session-stats.h"
@@ -114,6 +116,21 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
         }
         if (!a->trace_config) {
                 enable_error(req, "EnableTracing without a trace config");
+                return;
+        }
+        /* protobuf-c keeps the low bits of a value too large for its
+         * field (size_kb: 2^40 + 4 would be 4 KiB): refuse those. */
+        size_t args_len;
+        const uint8_t *args_bytes = ipc_request_args(req, &args_len);
+        _cleanup_free_ char *range_error = NULL;
+        if (args_bytes &&
+            pb_check_ranges(&perfetto__protos__enable_tracing_request__descriptor, args_bytes, args_len, &range_error) < 0) {
+                _cleanup_free_ char *msg = NULL;
+                if (asprintf(&msg, "The trace config has an out-of-range value: %s",
+                             range_error ? range_error : "?") < 0)
+                        msg = NULL;
+                log_notice("Refusing a tracing session from uid %u: %s", (unsigned) c->uid, msg ? msg : "out of range");
+                enable_error(req, msg ? msg : "The trace config has an out-of-range value");
                 return;
         }
         const Perfetto__Protos__TraceConfig *cfg = a->trace_config;
@@ -494,18 +511,84 @@ static void m_observe_events(ipc_request *req, const ProtobufCMessage *args, voi
                                          PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
 }
 
+/* QueryServiceState is streamed: each reply carries a slice of the
+ * producers, data sources and sessions, and the perfetto CLI (like
+ * tracectl) concatenates the replies. Every element is bounded at its
+ * source (names, descriptors: SERVICE_MAX_DESCRIPTOR_SIZE), so a slice
+ * with one element always fits a frame. */
+#define QSS_SLICE_BYTES (64u * 1024u)
+
+struct qss_slicer {
+        ipc_request *req;
+        Perfetto__Protos__TracingServiceState part;
+        size_t bytes;
+        unsigned n_replies;
+        int error;
+};
+
+static void qss_send(struct qss_slicer *k, bool has_more) {
+        Perfetto__Protos__QueryServiceStateResponse resp = PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
+        resp.service_state = &k->part;
+        int r = ipc_request_reply(k->req, &resp.base, has_more, -EBADF);
+        if (r < 0 && r != -ENOTCONN && !k->error) {
+                k->error = r;
+                log_warning_errno(r, "Failed to send a QueryServiceState reply (%zu bytes): %m", k->bytes);
+        }
+        k->n_replies++;
+        /* Later slices carry only the lists: the scalars came first. */
+        perfetto__protos__tracing_service_state__init(&k->part);
+        k->bytes = 0;
+}
+
+/* Makes room for an element of size n: the current slice goes out first
+ * when the element would not fit in it. */
+static void qss_room(struct qss_slicer *k, size_t n) {
+        size_t total = n + 8; /* tag and length */
+        bool empty = k->part.n_producers == 0 && k->part.n_data_sources == 0 && k->part.n_tracing_sessions == 0;
+        if (!empty && k->bytes + total > QSS_SLICE_BYTES)
+                qss_send(k, true);
+        k->bytes += total;
+}
+
 static void m_query_service_state(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
         const Perfetto__Protos__QueryServiceStateRequest *a = (const void *) args;
         struct traced_service *svc = userdata;
-        Perfetto__Protos__QueryServiceStateResponse resp = PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
         Perfetto__Protos__TracingServiceState *st = service_build_state(svc, a->has_sessions_only && a->sessions_only,
                                                                        req_consumer(req));
         if (!st) {
                 ipc_request_fail(req);
                 return;
         }
-        resp.service_state = st;
-        reply(req, &resp.base);
+        struct qss_slicer k = { .req = req };
+        /* The first slice: the scalars, then as many elements as fit. */
+        k.part = *st;
+        k.part.producers = NULL;
+        k.part.data_sources = NULL;
+        k.part.tracing_sessions = NULL;
+        k.part.n_producers = k.part.n_data_sources = k.part.n_tracing_sessions = 0;
+        k.bytes = protobuf_c_message_get_packed_size(&k.part.base);
+
+        for (size_t i = 0; i < st->n_producers; i++) {
+                qss_room(&k, protobuf_c_message_get_packed_size(&st->producers[i]->base));
+                if (k.part.n_producers == 0)
+                        k.part.producers = &st->producers[i];
+                k.part.n_producers++;
+        }
+        for (size_t i = 0; i < st->n_data_sources; i++) {
+                qss_room(&k, protobuf_c_message_get_packed_size(&st->data_sources[i]->base));
+                if (k.part.n_data_sources == 0)
+                        k.part.data_sources = &st->data_sources[i];
+                k.part.n_data_sources++;
+        }
+        for (size_t i = 0; i < st->n_tracing_sessions; i++) {
+                qss_room(&k, protobuf_c_message_get_packed_size(&st->tracing_sessions[i]->base));
+                if (k.part.n_tracing_sessions == 0)
+                        k.part.tracing_sessions = &st->tracing_sessions[i];
+                k.part.n_tracing_sessions++;
+        }
+        qss_send(&k, false);
+        if (k.n_replies > 1)
+                log_debug("QueryServiceState answered in %u replies.", k.n_replies);
         service_free_state(st);
 }
 

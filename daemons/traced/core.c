@@ -113,6 +113,10 @@ int core_run(const struct core_options *o) {
         if (r < 0)
                 return log_error_errno(r, "Failed to create the service: %m");
         c.svc->state_changed = notify_status;
+        c.svc->trusted_names = o->trusted_names;
+        c.svc->n_trusted_names = o->n_trusted_names;
+        c.svc->trusted_uids = o->trusted_uids;
+        c.svc->n_trusted_uids = o->n_trusted_uids;
         r = service_attach_listeners(c.svc, TAKE_FD(producer_fd), TAKE_FD(consumer_fd));
         if (r < 0) {
                 c.svc = service_free(c.svc);

@@ -7,6 +7,8 @@
  * control socket. */
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
 
 #include <systemd/sd-event.h>
 
@@ -22,6 +24,12 @@ struct core_options {
         /* Without a supervisor: the trace directory (output-path.h), NULL
          * for none. Under one, the supervisor sends it. */
         const char *trace_dir;
+        /* Data source names only plugin hosts, root and trusted_uids may
+         * register (NAME or PREFIX*). */
+        const char *const *trusted_names;
+        size_t n_trusted_names;
+        const uid_t *trusted_uids;
+        size_t n_trusted_uids;
         /* Optional: called once the service listens (e.g. to start plugins
          * in process) and when it shuts down. */
         int (*started)(sd_event *event, struct traced_service *svc, void *userdata);

@@ -291,7 +291,17 @@ static int run(int argc, char **argv) {
                 .consumer_path = o.consumer_socket,
                 .control_fd = -EBADF,
                 .trace_dir = traced_config_trace_directory(&cfg),
+                .trusted_uids = cfg.trusted_uids,
+                .n_trusted_uids = cfg.n_trusted_uids,
         };
+        static const char *const default_trusted[] = TRACED_CONFIG_DEFAULT_TRUSTED_DATA_SOURCES;
+        if (cfg.trusted_data_sources_set) {
+                so.core.trusted_names = (const char *const *) cfg.trusted_data_sources;
+                so.core.n_trusted_names = cfg.n_trusted_data_sources;
+        } else {
+                so.core.trusted_names = default_trusted;
+                so.core.n_trusted_names = ELEMENTSOF(default_trusted);
+        }
 
         if (in_process) {
                 struct in_process_options ipo = {

@@ -4,6 +4,7 @@
  * registrations, their shared memory buffers and the async command stream. */
 
 #include <errno.h>
+#include <malloc.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,7 @@ static int on_bind(ipc_host_conn *conn, void *userdata) {
                 free(p);
                 return -EUSERS;
         }
+        p->plugin_host = service_take_plugin_conn(svc, ipc_host_conn_id(conn));
         p->next = svc->producers;
         svc->producers = p;
         svc->n_producers++;
@@ -120,7 +122,11 @@ static void on_disconnect(ipc_host_conn *conn, void *userdata) {
                         break;
                 }
         svc->n_producers--;
+        bool trim = p->registration_bytes >= 1024u * 1024u;
         producer_free(p);
+        /* Large registrations leave free heap behind; give it back. */
+        if (trim)
+                (void) malloc_trim(0);
         service_state_changed(svc);
 }
 
@@ -147,6 +153,21 @@ static void m_initialize_connection(ipc_request *req, const ProtobufCMessage *ar
         _cleanup_close_ int fd = ipc_request_take_fd(req);
 
         if (!p || p->initialized) {
+                ipc_request_fail(req);
+                return;
+        }
+        if ((a->producer_name && strlen(a->producer_name) > SERVICE_MAX_NAME_LENGTH) ||
+            (a->sdk_version && strlen(a->sdk_version) > SERVICE_MAX_NAME_LENGTH)) {
+                log_notice("Refusing producer pid %d (uid %u): name or sdk_version longer than 1024 bytes.",
+                           (int) p->pid, (unsigned) p->uid);
+                ipc_request_fail(req);
+                return;
+        }
+        if (a->producer_name && service_name_is_reserved(p->svc, a->producer_name) &&
+            !service_producer_is_trusted(p->svc, p)) {
+                /* Nobody else may pass for one of the suite's plugins. */
+                log_notice("Refusing producer \"%.64s\" (pid %d, uid %u): the name is reserved for the tracing "
+                           "service's own plugins.", a->producer_name, (int) p->pid, (unsigned) p->uid);
                 ipc_request_fail(req);
                 return;
         }
@@ -186,6 +207,37 @@ static struct data_source_reg *find_ds(struct producer *p, const char *name) {
         return NULL;
 }
 
+static size_t ds_reg_cost(const char *name, size_t descriptor_size) {
+        return registration_cost(name, descriptor_size);
+}
+
+/* Whether extra bytes of registrations fit this producer's, its uid's and
+ * the service's quotas; *ret_error says which one does not. */
+static bool registration_fits(struct producer *p, size_t extra, const char **ret_error) {
+        struct registration_usage u = { .producer = p->registration_bytes };
+        for (struct producer *o = p->svc->producers; o; o = o->next) {
+                u.all += o->registration_bytes;
+                if (o->uid == p->uid)
+                        u.uid += o->registration_bytes;
+        }
+        *ret_error = registration_quota_refusal(&u, extra);
+        return !*ret_error;
+}
+
+/* Whether a descriptor may be registered; *ret_error says why not. */
+static bool descriptor_acceptable(const Perfetto__Protos__DataSourceDescriptor *d, size_t packed,
+                                  const char **ret_error) {
+        if (!d || !d->name || !d->name[0])
+                *ret_error = "Data source descriptor has no name";
+        else if (strlen(d->name) > SERVICE_MAX_NAME_LENGTH)
+                *ret_error = "Data source name longer than 1024 bytes";
+        else if (packed > SERVICE_MAX_DESCRIPTOR_SIZE)
+                *ret_error = "Data source descriptor larger than 112 KiB";
+        else
+                return true;
+        return false;
+}
+
 static int ds_reg_fill(struct data_source_reg *reg, const Perfetto__Protos__DataSourceDescriptor *d) {
         size_t n = protobuf_c_message_get_packed_size(&d->base);
         uint8_t *buf = malloc(n ? n : 1);
@@ -203,19 +255,35 @@ static int ds_reg_fill(struct data_source_reg *reg, const Perfetto__Protos__Data
         return 0;
 }
 
+/* Refuses a registration with its reason, logged once with who asked. */
+static void refuse_registration(ipc_request *req, struct producer *p, const char *name, const char *why) {
+        Perfetto__Protos__RegisterDataSourceResponse resp = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_RESPONSE__INIT;
+        log_notice("Refusing data source \"%.64s\" of producer %u \"%.64s\" (uid %u, pid %d): %s", strna(name), p->id,
+                   strna(p->name), (unsigned) p->uid, (int) p->pid, why);
+        resp.error = (char *) why;
+        reply_empty(req, &resp.base);
+}
+
 static void m_register_data_source(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
         const Perfetto__Protos__RegisterDataSourceRequest *a = (const void *) args;
         Perfetto__Protos__RegisterDataSourceResponse resp = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_RESPONSE__INIT;
         struct producer *p = req_producer(req);
         const Perfetto__Protos__DataSourceDescriptor *d = a->data_source_descriptor;
+        const char *why = NULL;
 
         if (!p) {
                 ipc_request_fail(req);
                 return;
         }
-        if (!d || !d->name || !d->name[0]) {
-                resp.error = (char *) "Data source descriptor has no name";
-                reply_empty(req, &resp.base);
+        size_t packed = d ? protobuf_c_message_get_packed_size(&d->base) : 0;
+        if (!descriptor_acceptable(d, packed, &why)) {
+                refuse_registration(req, p, d ? d->name : NULL, why);
+                return;
+        }
+        if (service_name_is_reserved(p->svc, d->name) && !service_producer_is_trusted(p->svc, p)) {
+                refuse_registration(req, p, d->name,
+                                    "This data source name is reserved for the tracing service's own plugins "
+                                    "(trusted_data_sources in traced.conf)");
                 return;
         }
         if (find_ds(p, d->name)) {
@@ -224,8 +292,12 @@ static void m_register_data_source(ipc_request *req, const ProtobufCMessage *arg
                 return;
         }
         if (p->n_data_sources >= SERVICE_MAX_DATA_SOURCES_PER_PRODUCER) {
-                resp.error = (char *) "Too many data sources";
-                reply_empty(req, &resp.base);
+                refuse_registration(req, p, d->name, "Too many data sources (the limit is 1024 per producer)");
+                return;
+        }
+        size_t cost = ds_reg_cost(d->name, packed);
+        if (!registration_fits(p, cost, &why)) {
+                refuse_registration(req, p, d->name, why);
                 return;
         }
         struct data_source_reg *arr = realloc(p->data_sources, (p->n_data_sources + 1) * sizeof(*arr));
@@ -242,6 +314,7 @@ static void m_register_data_source(ipc_request *req, const ProtobufCMessage *arg
                 return;
         }
         p->n_data_sources++;
+        p->registration_bytes += cost;
         log_debug("Producer %u \"%s\" registered data source \"%s\".", p->id, strna(p->name), reg->name);
         reply_empty(req, &resp.base);
         session_on_data_source_registered(p->svc, p, reg);
@@ -266,10 +339,25 @@ static void m_update_data_source(ipc_request *req, const ProtobufCMessage *args,
                         if (p->data_sources[i].id == d->id)
                                 reg = &p->data_sources[i];
         }
-        if (!reg || ds_reg_fill(reg, d) < 0) {
+        if (!reg) {
                 ipc_request_fail(req);
                 return;
         }
+        const char *why = NULL;
+        size_t packed = protobuf_c_message_get_packed_size(&d->base);
+        size_t old_cost = ds_reg_cost(reg->name, reg->descriptor_size), new_cost = ds_reg_cost(reg->name, packed);
+        if (!descriptor_acceptable(d, packed, &why) ||
+            (new_cost > old_cost && !registration_fits(p, new_cost - old_cost, &why))) {
+                log_notice("Refusing an update of data source \"%.64s\" of producer %u \"%.64s\" (uid %u, pid %d): %s",
+                           reg->name, p->id, strna(p->name), (unsigned) p->uid, (int) p->pid, why);
+                ipc_request_fail(req);
+                return;
+        }
+        if (ds_reg_fill(reg, d) < 0) {
+                ipc_request_fail(req);
+                return;
+        }
+        p->registration_bytes = p->registration_bytes - old_cost + new_cost;
         reply_empty(req, &resp.base);
 }
 
@@ -285,6 +373,7 @@ static void m_unregister_data_source(ipc_request *req, const ProtobufCMessage *a
         for (size_t i = 0; i < p->n_data_sources; i++) {
                 if (strcmp(p->data_sources[i].name, a->data_source_name) != 0)
                         continue;
+                p->registration_bytes -= ds_reg_cost(p->data_sources[i].name, p->data_sources[i].descriptor_size);
                 free(p->data_sources[i].name);
                 free(p->data_sources[i].descriptor);
                 memmove(&p->data_sources[i], &p->data_sources[i + 1],
@@ -678,6 +767,13 @@ static void m_activate_triggers(ipc_request *req, const ProtobufCMessage *args, 
         Perfetto__Protos__ActivateTriggersResponse resp = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_RESPONSE__INIT;
         struct producer *p = req_producer(req);
 
+        if (p && a->n_trigger_names > SERVICE_MAX_TRIGGERS_PER_REQUEST) {
+                /* Every name is tried on every trigger of every session. */
+                log_notice("Refusing %zu triggers at once from producer %u \"%.64s\" (uid %u, pid %d).",
+                           a->n_trigger_names, p->id, strna(p->name), (unsigned) p->uid, (int) p->pid);
+                ipc_request_fail(req);
+                return;
+        }
         if (p)
                 session_on_triggers(p->svc, p, a->trigger_names, a->n_trigger_names);
         reply_empty(req, &resp.base);

@@ -47,7 +47,42 @@ int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid) {
                 return r;
         if (pid > 0)
                 ipc_host_conn_set_pid(conn, pid);
+        uint64_t *ids = realloc(svc->plugin_conns, (svc->n_plugin_conns + 1) * sizeof(*ids));
+        if (!ids) {
+                ipc_host_conn_close(conn);
+                return -ENOMEM;
+        }
+        svc->plugin_conns = ids;
+        svc->plugin_conns[svc->n_plugin_conns++] = ipc_host_conn_id(conn);
         return 0;
+}
+
+bool service_take_plugin_conn(struct traced_service *svc, uint64_t conn_id) {
+        for (size_t i = 0; i < svc->n_plugin_conns; i++)
+                if (svc->plugin_conns[i] == conn_id) {
+                        svc->plugin_conns[i] = svc->plugin_conns[--svc->n_plugin_conns];
+                        return true;
+                }
+        return false;
+}
+
+bool service_name_is_reserved(const struct traced_service *svc, const char *name) {
+        for (size_t i = 0; i < svc->n_trusted_names; i++) {
+                const char *pat = svc->trusted_names[i];
+                size_t n = strlen(pat);
+                if (n > 0 && pat[n - 1] == '*' ? strncmp(name, pat, n - 1) == 0 : strcmp(name, pat) == 0)
+                        return true;
+        }
+        return false;
+}
+
+bool service_producer_is_trusted(const struct traced_service *svc, const struct producer *p) {
+        if (p->plugin_host || p->uid == 0)
+                return true;
+        for (size_t i = 0; i < svc->n_trusted_uids; i++)
+                if (svc->trusted_uids[i] == p->uid)
+                        return true;
+        return false;
 }
 
 void service_state_changed(struct traced_service *svc) {
@@ -79,6 +114,7 @@ struct traced_service *service_free(struct traced_service *svc) {
         sd_event_unref(svc->event);
         safe_close(svc->trace_dir_fd);
         free(svc->trace_dir);
+        free(svc->plugin_conns);
         free(svc);
         return NULL;
 }

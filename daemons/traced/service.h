@@ -9,6 +9,7 @@
  */
 
 #include <inttypes.h>
+#include <regex.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -16,6 +17,7 @@
 #include <systemd/sd-event.h>
 
 #include "ipc/ipc.h"
+#include "quota.h"
 #include "smb/smb-abi.h"
 
 #include "perfetto/common/data_source_descriptor.pb-c.h"
@@ -31,16 +33,38 @@
 #define SERVICE_MAX_TOTAL_BUFFER_BYTES (1024ull * 1024u * 1024u) /* per session */
 #define SERVICE_MAX_DATA_SOURCES_PER_PRODUCER 1024u
 #define SERVICE_MAX_PRODUCERS 512u
+/* What a registration may hold (see man traced(8), LIMITS): one
+ * descriptor (so a QueryServiceState reply with it fits an IPC frame),
+ * names, and the memory all of a producer's, a uid's and everybody's
+ * registrations take (name + descriptor + bookkeeping). */
+#define SERVICE_MAX_DESCRIPTOR_SIZE (112u * 1024u)
+#define SERVICE_MAX_NAME_LENGTH 1024u
 #define SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS 5000u
 #define SERVICE_MIN_FILE_WRITE_PERIOD_MS 100u
 #define SERVICE_MAX_DURATION_MS (7u * 24u * 3600u * 1000u)
 #define SERVICE_SYNC_MARKER_PERIOD_USEC (5u * 1000000u)
+/* Per TraceConfig: every producer filter is tried against every producer
+ * on EnableTracing and on each registration, so their number is bounded
+ * (and each regex is, see lib/basic/regex-limits.h). */
+#define SERVICE_MAX_CONFIG_DATA_SOURCES 1024u
+#define SERVICE_MAX_CONFIG_REGEX_FILTERS 64u
+#define SERVICE_CONFIG_REGEX_BUDGET 1024u /* expanded size of all of them, see regex_compile_budgeted */
+#define SERVICE_MAX_CONFIG_NAME_FILTERS 4096u
+#define SERVICE_MAX_CONFIG_TRIGGERS 256u
+#define SERVICE_MAX_TRIGGERS_PER_REQUEST 64u /* names in one ActivateTriggers */
+/* A write_into_file fd that takes nothing this long fails its session. */
+#define SERVICE_OUTPUT_STALL_USEC (30u * 1000000u)
 #define SERVICE_SEQUENCE_ID 1u /* trusted_packet_sequence_id of the service's own packets */
 
 struct trace_buffer;
 struct session;
+
+struct compiled_regexes {
+        regex_t *re;
+        size_t n;
+};
 struct producer;
 struct consumer;
 
@@ -89,6 +113,7 @@ struct producer {
         char *name;
         char *sdk_version;
         bool initialized;
+        bool plugin_host; /* a connection traced made for its plugins */
 
         /* Shared memory buffer. */
         size_t smb_size_hint;
@@ -108,6 +133,7 @@ struct producer {
 
         struct data_source_reg *data_sources;
         size_t n_data_sources;
+        size_t registration_bytes; /* charged against the quotas */
 
         /* writer id -> target buffer, from RegisterTraceWriter or the
          * first commit; used to route scraped chunks. */
@@ -180,6 +206,12 @@ struct session {
         enum session_state state;
 
         Perfetto__Protos__TraceConfig *config;
+        /* config->data_sources[i]->producer_name_regex_filter, compiled
+         * once: ds_regex[i] holds n_producer_name_regex_filter of them.
+         * trigger_regex[t] is the trigger's producer_name_regex (NULL:
+         * none). */
+        struct compiled_regexes *ds_regex;
+        regex_t **trigger_regex;
         uint8_t *config_bytes; /* packed, for the trace_config packet */
         size_t config_size;
 
@@ -192,11 +224,20 @@ struct session {
         size_t n_seqs, seq_cap;
         uint32_t next_sequence_id;
 
-        /* write_into_file */
+        /* write_into_file (session-output.c) */
         int file_fd;
-        uint64_t file_bytes;
+        uint64_t file_bytes; /* taken from the buffers for the file */
         uint64_t max_file_size;
         sd_event_source *file_timer;
+        uint8_t *out_buf; /* bytes the fd has not taken yet: out_buf[out_off..out_len) */
+        size_t out_off, out_len, out_cap;
+        bool out_pollable; /* a pipe, socket or device: written without blocking, driven by out_io */
+        bool out_more; /* the buffers hold more than out_buf could take */
+        bool out_full; /* max_file_size reached */
+        bool out_finalizing; /* the session is over once the output drained */
+        int out_error; /* the first write error, -errno */
+        sd_event_source *out_io;
+        sd_event_source *out_stall;
 
         uint32_t file_period_ms;
         sd_event_source *duration_timer;
@@ -214,6 +255,7 @@ struct session {
 
         ipc_request *enable_req; /* answered when the session is disabled */
         char *disable_error;
+        char *state_text; /* QueryServiceState's state with disable_error */
 
         uint64_t uuid_msb, uuid_lsb;
         struct service_event events[32];
@@ -268,6 +310,16 @@ struct traced_service {
         /* Where TraceConfig.output_path may point (output-path.h). */
         char *trace_dir;
         int trace_dir_fd;
+        /* Reserved data source names (NAME or PREFIX*) and who besides the
+         * plugin hosts and root may register them. */
+        const char *const *trusted_names;
+        size_t n_trusted_names;
+        const uid_t *trusted_uids;
+        size_t n_trusted_uids;
+        /* Connections traced made for its plugins (ipc_host_conn_id),
+         * until their producer binds. */
+        uint64_t *plugin_conns;
+        size_t n_plugin_conns;
 };
 
 int service_new(sd_event *event, struct traced_service **ret);
@@ -281,6 +333,12 @@ void service_shutdown(struct traced_service *svc);
 void service_state_changed(struct traced_service *svc);
 /* The trace directory from now on (path NULL or fd < 0: none). Takes fd. */
 int service_set_trace_directory(struct traced_service *svc, const char *path, int fd);
+/* Whether name is reserved (trusted_names), and whether p may register
+ * reserved names. */
+bool service_name_is_reserved(const struct traced_service *svc, const char *name);
+bool service_producer_is_trusted(const struct traced_service *svc, const struct producer *p);
+/* Whether conn is one traced made for a plugin (consumes the mark). */
+bool service_take_plugin_conn(struct traced_service *svc, uint64_t conn_id);
 
 /* producer-port.c */
 extern const struct ipc_service_desc producer_port_desc;
@@ -320,7 +378,19 @@ void session_on_data_source_registered(struct traced_service *svc, struct produc
 void session_on_triggers(struct traced_service *svc, struct producer *p, char **names, size_t n);
 struct session_buffer *service_find_buffer(struct traced_service *svc, uint32_t buffer_id, struct session **ret_session);
 bool session_producer_may_write(struct session *s, uint16_t producer_id);
+/* session-output.c: the write_into_file fd, never written with a
+ * blocking call. session_output_open checks and takes fd (-EINVAL with
+ * *ret_error for an fd that cannot take a trace). session_write_into_file
+ * moves ready packets towards the fd; it returns 0 (written, or waiting
+ * for the fd), -EFBIG at max_file_size_bytes, or the write error. */
+int session_output_open(struct session *s, int fd, char **ret_error);
 int session_write_into_file(struct session *s);
+bool session_output_drained(const struct session *s);
+void session_output_free(struct session *s);
+/* A message for a write error (static storage). */
+const char *session_output_error_message(int error);
+/* session.c: the finalizing session's output drained or failed. */
+void session_output_finished(struct session *s);
 uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first);
 void session_notify_observers(struct session *s, uint32_t event_mask);
 void session_add_service_event(struct session *s, unsigned field);

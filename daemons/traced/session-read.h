@@ -23,10 +23,6 @@ int session_read_packets(struct session *s, packet_sink_fn sink, void *userdata)
  * where this one stopped. */
 int session_read_packets_paced(struct session *s, packet_sink_fn sink, void *userdata, bool *ret_paused);
 
-/* Appends ready packets to the session's file as a Trace proto stream.
- * -EFBIG once max_file_size_bytes is reached. */
-int session_write_into_file(struct session *s);
-
 /* Whether a producer-written packet is acceptable: well-formed at the top
  * level and free of the fields only the service may set. */
 bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -170,6 +171,13 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
                 t->id = s->id;
                 t->consumer_uid = (int32_t) s->uid;
                 t->state = (char *) state_name(s->state);
+                if (s->state == SESSION_DISABLED && s->disable_error) {
+                        /* Why it ended, for whoever looks at the state. */
+                        if (!s->state_text && asprintf(&s->state_text, "DISABLED (%s)", s->disable_error) < 0)
+                                s->state_text = NULL;
+                        if (s->state_text)
+                                t->state = s->state_text;
+                }
                 t->is_started = s->state == SESSION_STARTED;
                 t->num_data_sources = (uint32_t) session_count_instances(s);
                 t->unique_session_name = s->config->unique_session_name;

@@ -15,6 +15,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "basic/regex-limits.h"
 #include "service.h"
 #include "session-read.h"
 #include "trace-buffer.h"
@@ -35,6 +36,8 @@ static int add_timer_ms(struct session *s, sd_event_source **src, uint64_t ms, s
 }
 
 static void session_finalize(struct session *s);
+static int config_error(char **ret_error, const char *msg);
+static void session_free_regexes(struct session *s);
 
 static void random_uuid(uint64_t *msb, uint64_t *lsb) {
         uint64_t v[2] = {};
@@ -162,47 +165,148 @@ void session_free(struct session *s) {
         sd_event_source_disable_unref(s->sync_timer);
         sd_event_source_disable_unref(s->clear_timer);
         sd_event_source_disable_unref(s->trigger_timer);
+        session_output_free(s);
         safe_close(s->file_fd);
+        session_free_regexes(s);
         if (s->config)
                 perfetto__protos__trace_config__free_unpacked(s->config, NULL);
         free(s->config_bytes);
         free(s->detach_key);
         free(s->disable_error);
+        free(s->state_text);
         free(s->triggered_by);
         free(s);
         service_state_changed(svc);
 }
 
-static bool producer_matches(const Perfetto__Protos__TraceConfig__DataSource *ds, const struct producer *p) {
+static void compiled_regexes_done(struct compiled_regexes *c) {
+        for (size_t i = 0; i < c->n; i++)
+                regfree(&c->re[i]);
+        free(c->re);
+        *c = (struct compiled_regexes) {};
+}
+
+static void session_free_regexes(struct session *s) {
+        if (s->ds_regex) {
+                for (size_t i = 0; i < s->config->n_data_sources; i++)
+                        compiled_regexes_done(&s->ds_regex[i]);
+                free(s->ds_regex);
+                s->ds_regex = NULL;
+        }
+        if (s->trigger_regex) {
+                size_t n = s->config->trigger_config ? s->config->trigger_config->n_triggers : 0;
+                for (size_t i = 0; i < n; i++)
+                        if (s->trigger_regex[i]) {
+                                regfree(s->trigger_regex[i]);
+                                free(s->trigger_regex[i]);
+                        }
+                free(s->trigger_regex);
+                s->trigger_regex = NULL;
+        }
+}
+
+static int regex_error(char **ret_error, const char *what, const char *pattern, const char *owner, const char *reason) {
+        if (ret_error && asprintf(ret_error, "%s \"%.64s%s\" of %s: %s", what, pattern,
+                                  strlen(pattern) > 64 ? "..." : "", owner, reason) < 0)
+                *ret_error = NULL;
+        return -EINVAL;
+}
+
+/* Compiles a data source entry's producer_name_regex_filter. */
+static int compile_ds_filters(const Perfetto__Protos__TraceConfig__DataSource *ds, size_t *budget_used,
+                              struct compiled_regexes *ret, char **ret_error) {
+        struct compiled_regexes c = {};
+        const char *reason;
+        int r;
+
+        if (ds->n_producer_name_regex_filter == 0) {
+                *ret = c;
+                return 0;
+        }
+        c.re = calloc(ds->n_producer_name_regex_filter, sizeof(regex_t));
+        if (!c.re)
+                return -ENOMEM;
+        for (size_t k = 0; k < ds->n_producer_name_regex_filter; k++) {
+                r = regex_compile_budgeted(ds->producer_name_regex_filter[k], SERVICE_CONFIG_REGEX_BUDGET, budget_used,
+                                           &c.re[c.n], &reason);
+                if (r < 0) {
+                        compiled_regexes_done(&c);
+                        _cleanup_free_ char *owner = NULL;
+                        if (asprintf(&owner, "data source \"%.64s\"",
+                                     ds->config && ds->config->name ? ds->config->name : "") < 0)
+                                return -ENOMEM;
+                        return regex_error(ret_error, "producer_name_regex_filter", ds->producer_name_regex_filter[k],
+                                           owner, reason);
+                }
+                c.n++;
+        }
+        *ret = c;
+        return 0;
+}
+
+/* Bounds the work a config can ask for, then compiles its regexes once. */
+static int session_compile_regexes(struct session *s, char **ret_error) {
+        const Perfetto__Protos__TraceConfig *cfg = s->config;
+        size_t n_regex = 0, n_names = 0, budget_used = 0;
+        const char *reason;
+        int r;
+
+        if (cfg->n_data_sources > SERVICE_MAX_CONFIG_DATA_SOURCES)
+                return config_error(ret_error, "The trace config has more than 1024 data sources");
+        for (size_t i = 0; i < cfg->n_data_sources; i++) {
+                n_regex += cfg->data_sources[i]->n_producer_name_regex_filter;
+                n_names += cfg->data_sources[i]->n_producer_name_filter;
+        }
+        if (n_regex > SERVICE_MAX_CONFIG_REGEX_FILTERS)
+                return config_error(ret_error, "The trace config has more than 64 producer_name_regex_filter entries");
+        if (n_names > SERVICE_MAX_CONFIG_NAME_FILTERS)
+                return config_error(ret_error, "The trace config has more than 4096 producer_name_filter entries");
+        if (cfg->trigger_config && cfg->trigger_config->n_triggers > SERVICE_MAX_CONFIG_TRIGGERS)
+                return config_error(ret_error, "The trace config has more than 256 triggers");
+
+        s->ds_regex = calloc(cfg->n_data_sources + 1, sizeof(*s->ds_regex));
+        if (!s->ds_regex)
+                return -ENOMEM;
+        for (size_t i = 0; i < cfg->n_data_sources; i++) {
+                r = compile_ds_filters(cfg->data_sources[i], &budget_used, &s->ds_regex[i], ret_error);
+                if (r < 0)
+                        return r;
+        }
+        if (!cfg->trigger_config)
+                return 0;
+        s->trigger_regex = calloc(cfg->trigger_config->n_triggers + 1, sizeof(regex_t *));
+        if (!s->trigger_regex)
+                return -ENOMEM;
+        for (size_t t = 0; t < cfg->trigger_config->n_triggers; t++) {
+                const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *tr = cfg->trigger_config->triggers[t];
+                if (!tr->producer_name_regex || !tr->producer_name_regex[0])
+                        continue;
+                regex_t *re = malloc(sizeof(*re));
+                if (!re)
+                        return -ENOMEM;
+                r = regex_compile_budgeted(tr->producer_name_regex, SERVICE_CONFIG_REGEX_BUDGET, &budget_used, re,
+                                           &reason);
+                if (r < 0) {
+                        free(re);
+                        return regex_error(ret_error, "producer_name_regex", tr->producer_name_regex,
+                                           "a trigger", reason);
+                }
+                s->trigger_regex[t] = re;
+        }
+        return 0;
+}
+
+static bool producer_matches(const struct session *s, size_t idx, const struct producer *p) {
+        const Perfetto__Protos__TraceConfig__DataSource *ds = s->config->data_sources[idx];
         if (ds->n_producer_name_filter == 0 && ds->n_producer_name_regex_filter == 0)
                 return true;
         for (size_t i = 0; i < ds->n_producer_name_filter; i++)
                 if (p->name && strcmp(ds->producer_name_filter[i], p->name) == 0)
                         return true;
-        for (size_t i = 0; i < ds->n_producer_name_regex_filter; i++) {
-                regex_t re;
-                if (regcomp(&re, ds->producer_name_regex_filter[i], REG_EXTENDED | REG_NOSUB) != 0)
-                        continue;
-                regmatch_t m[1];
-                /* Whole-string match, like upstream's std::regex_match. */
-                bool ok = p->name && regexec(&re, p->name, 1, m, 0) == 0;
-                regfree(&re);
-                if (ok) {
-                        regex_t full;
-                        size_t len = strlen(ds->producer_name_regex_filter[i]);
-                        char *anchored = malloc(len + 5);
-                        if (!anchored)
-                                continue;
-                        snprintf(anchored, len + 5, "^(%s)$", ds->producer_name_regex_filter[i]);
-                        if (regcomp(&full, anchored, REG_EXTENDED | REG_NOSUB) == 0) {
-                                ok = regexec(&full, p->name, 0, NULL, 0) == 0;
-                                regfree(&full);
-                        }
-                        free(anchored);
-                        if (ok)
-                                return true;
-                }
-        }
+        /* Compiled once, when the session was created. */
+        for (size_t i = 0; s->ds_regex && i < s->ds_regex[idx].n; i++)
+                if (regex_matches(&s->ds_regex[idx].re[i], p->name))
+                        return true;
         return false;
 }
 
@@ -353,6 +457,8 @@ static int session_alloc(struct traced_service *svc, struct consumer *c, enum se
 
 int session_create(struct traced_service *svc, struct consumer *c, const Perfetto__Protos__TraceConfig *cfg,
                    int file_fd, struct session **ret, char **ret_error) {
+        /* Taken: closed on every refusal. */
+        _cleanup_close_ int out_fd = file_fd;
         uint64_t total = 0;
         unsigned per_uid = 0;
         int r;
@@ -368,6 +474,8 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
         }
         if (total > SERVICE_MAX_TOTAL_BUFFER_BYTES)
                 return config_error(ret_error, "The trace config's buffers exceed the service's limit of 1 GiB");
+        if (cfg->unique_session_name && strlen(cfg->unique_session_name) > SERVICE_MAX_NAME_LENGTH)
+                return config_error(ret_error, "unique_session_name is longer than 1024 bytes");
         if (cfg->has_duration_ms && cfg->duration_ms > SERVICE_MAX_DURATION_MS)
                 return config_error(ret_error, "duration_ms exceeds the service's limit of 7 days");
         if (svc->n_sessions >= SERVICE_MAX_SESSIONS)
@@ -395,6 +503,11 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
         int r2 = session_alloc(svc, c, SESSION_CONFIGURED, cfg, &s);
         if (r2 < 0)
                 return r2;
+        r = session_compile_regexes(s, ret_error);
+        if (r < 0) {
+                session_free(s);
+                return r;
+        }
 
         s->buffers = calloc(cfg->n_buffers, sizeof(*s->buffers));
         if (!s->buffers) {
@@ -415,8 +528,12 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
                 s->n_buffers++;
         }
 
-        if (file_fd >= 0) {
-                s->file_fd = file_fd;
+        if (out_fd >= 0) {
+                r = session_output_open(s, TAKE_FD(out_fd), ret_error);
+                if (r < 0) {
+                        session_free(s);
+                        return r;
+                }
                 s->max_file_size = cfg->has_max_file_size_bytes ? cfg->max_file_size_bytes : 0;
         }
 
@@ -426,7 +543,7 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
                 if (!ds->config || !ds->config->name)
                         continue;
                 for (struct producer *p = svc->producers; p; p = p->next) {
-                        if (!p->initialized || !producer_matches(ds, p))
+                        if (!p->initialized || !producer_matches(s, i, p))
                                 continue;
                         for (size_t k = 0; k < p->n_data_sources; k++)
                                 if (strcmp(p->data_sources[k].name, ds->config->name) == 0)
@@ -464,8 +581,7 @@ static int on_file_timer(sd_event_source *src, uint64_t usec, void *userdata) {
                 return 0;
         }
         if (r < 0) {
-                log_warning_errno(r, "Session %" PRIu64 ": writing the trace file failed: %m", s->id);
-                session_disable(s, "Failed to write the trace file");
+                session_disable(s, session_output_error_message(r));
                 return 0;
         }
         return sd_event_source_set_time_relative(src, s->file_period_ms * 1000u) < 0
@@ -779,8 +895,24 @@ static void session_finalize(struct session *s) {
 
         if (s->file_fd >= 0) {
                 int r = session_write_into_file(s);
-                if (r < 0 && r != -EFBIG)
-                        log_warning_errno(r, "Session %" PRIu64 ": final write of the trace file failed: %m", s->id);
+                if (r >= 0 || r == -EFBIG) {
+                        if (!session_output_drained(s)) {
+                                /* The fd takes the rest from the loop; the
+                                 * consumer hears of the end after that. */
+                                s->out_finalizing = true;
+                                return;
+                        }
+                }
+        }
+        session_output_finished(s);
+}
+
+void session_output_finished(struct session *s) {
+        s->out_finalizing = false;
+        if (s->file_fd >= 0) {
+                if (s->out_error < 0 && !s->disable_error)
+                        s->disable_error = strdup(session_output_error_message(s->out_error));
+                session_output_free(s);
                 s->file_fd = safe_close(s->file_fd);
         }
         log_info("Session %" PRIu64 " disabled%s%s.", s->id, s->disable_error ? ": " : "",
@@ -887,7 +1019,7 @@ void session_on_data_source_registered(struct traced_service *svc, struct produc
                 for (size_t i = 0; i < s->config->n_data_sources; i++) {
                         const Perfetto__Protos__TraceConfig__DataSource *ds = s->config->data_sources[i];
                         if (!ds->config || !ds->config->name || strcmp(ds->config->name, reg->name) != 0 ||
-                            !producer_matches(ds, p))
+                            !producer_matches(s, i, p))
                                 continue;
                         bool exists = false;
                         for (struct ds_instance *k = s->instances; k; k = k->next)
@@ -904,23 +1036,13 @@ void session_on_data_source_registered(struct traced_service *svc, struct produc
         }
 }
 
-static bool trigger_matches(const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t, const char *name,
-                            const struct producer *p) {
+static bool trigger_matches(const struct session *s, size_t idx, const char *name, const struct producer *p) {
+        const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t = s->config->trigger_config->triggers[idx];
         if (!t->name || strcmp(t->name, name) != 0)
                 return false;
-        if (t->producer_name_regex && t->producer_name_regex[0]) {
-                regex_t re;
-                size_t len = strlen(t->producer_name_regex);
-                _cleanup_free_ char *anchored = malloc(len + 5);
-                if (!anchored)
-                        return false;
-                snprintf(anchored, len + 5, "^(%s)$", t->producer_name_regex);
-                if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) != 0)
-                        return false;
-                bool ok = p->name && regexec(&re, p->name, 0, NULL, 0) == 0;
-                regfree(&re);
-                return ok;
-        }
+        if (t->producer_name_regex && t->producer_name_regex[0])
+                /* Compiled once, when the session was created. */
+                return s->trigger_regex && s->trigger_regex[idx] && regex_matches(s->trigger_regex[idx], p->name);
         return true;
 }
 
@@ -938,7 +1060,7 @@ void session_on_triggers(struct traced_service *svc, struct producer *p, char **
                 for (size_t k = 0; k < n; k++)
                         for (size_t t = 0; t < tc->n_triggers; t++) {
                                 const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *tr = tc->triggers[t];
-                                if (!trigger_matches(tr, names[k], p))
+                                if (!trigger_matches(s, t, names[k], p))
                                         continue;
                                 log_info("Session %" PRIu64 ": trigger \"%s\" from producer \"%s\".", s->id,
                                          names[k], strna(p->name));
@@ -991,6 +1113,11 @@ int session_clone(struct session *src, struct consumer *c, struct session **ret,
         int r = session_alloc(svc, c, SESSION_DISABLED, src->config, &s);
         if (r < 0)
                 return r;
+        r = session_compile_regexes(s, ret_error);
+        if (r < 0) {
+                session_free(s);
+                return r;
+        }
         s->buffers = calloc(src->n_buffers ? src->n_buffers : 1, sizeof(*s->buffers));
         if (!s->buffers) {
                 session_free(s);
@@ -1014,10 +1141,13 @@ int session_clone(struct session *src, struct consumer *c, struct session **ret,
 }
 
 int session_change_config(struct session *s, const Perfetto__Protos__TraceConfig *cfg) {
+        int r;
         /* Only the producer filters of data sources may change: producers
          * that now match get the data source, nobody is removed. */
         if (s->state != SESSION_STARTED && s->state != SESSION_CONFIGURED)
                 return -EBUSY;
+        if (cfg->n_data_sources > SERVICE_MAX_CONFIG_DATA_SOURCES)
+                return -E2BIG;
         for (size_t i = 0; i < s->config->n_data_sources; i++) {
                 Perfetto__Protos__TraceConfig__DataSource *cur = s->config->data_sources[i];
                 if (!cur->config || !cur->config->name)
@@ -1029,12 +1159,21 @@ int session_change_config(struct session *s, const Perfetto__Protos__TraceConfig
                                 upd = cfg->data_sources[k];
                 if (!upd)
                         continue;
+                if (upd->n_producer_name_regex_filter > SERVICE_MAX_CONFIG_REGEX_FILTERS ||
+                    upd->n_producer_name_filter > SERVICE_MAX_CONFIG_NAME_FILTERS)
+                        return -E2BIG;
+                struct compiled_regexes re;
+                size_t budget_used = 0;
+                r = compile_ds_filters(upd, &budget_used, &re, NULL);
+                if (r < 0)
+                        return r;
                 /* Swap in copies of the new filters. */
                 char **pf = calloc(upd->n_producer_name_filter + 1, sizeof(char *));
                 char **rf = calloc(upd->n_producer_name_regex_filter + 1, sizeof(char *));
                 if (!pf || !rf) {
                         free(pf);
                         free(rf);
+                        compiled_regexes_done(&re);
                         return -ENOMEM;
                 }
                 for (size_t k = 0; k < upd->n_producer_name_filter; k++)
@@ -1051,9 +1190,11 @@ int session_change_config(struct session *s, const Perfetto__Protos__TraceConfig
                 cur->n_producer_name_filter = upd->n_producer_name_filter;
                 cur->producer_name_regex_filter = rf;
                 cur->n_producer_name_regex_filter = upd->n_producer_name_regex_filter;
+                compiled_regexes_done(&s->ds_regex[i]);
+                s->ds_regex[i] = re;
 
                 for (struct producer *p = s->svc->producers; p; p = p->next) {
-                        if (!p->initialized || !producer_matches(cur, p))
+                        if (!p->initialized || !producer_matches(s, i, p))
                                 continue;
                         for (size_t k = 0; k < p->n_data_sources; k++) {
                                 if (strcmp(p->data_sources[k].name, cur->config->name) != 0)

@@ -97,6 +97,14 @@ static struct pending *pending_take(ipc_client *c, uint64_t request_id) {
         return NULL;
 }
 
+void ipc_client_cancel(ipc_client *c, int64_t request_id) {
+        if (!c || request_id <= 0)
+                return;
+        for (struct pending *p = c->pending; p; p = p->next)
+                if (p->request_id == (uint64_t) request_id)
+                        p->cb = NULL;
+}
+
 static struct pending *pending_find(ipc_client *c, uint64_t request_id) {
         for (struct pending *p = c->pending; p; p = p->next)
                 if (p->request_id == request_id)

@@ -55,6 +55,8 @@ struct ipc_request {
         bool drop_reply;
         bool finished;
         int fd;
+        const uint8_t *args; /* during the handler */
+        size_t args_len;
 };
 
 static void request_unlink(ipc_request *req) {
@@ -144,6 +146,11 @@ int ipc_request_reply(ipc_request *req, const ProtobufCMessage *msg, bool has_mo
                 ipc_request_unref(req);
         }
         return r;
+}
+
+const uint8_t *ipc_request_args(const ipc_request *req, size_t *ret_len) {
+        *ret_len = req->args_len;
+        return req->args;
 }
 
 int ipc_request_fail(ipc_request *req) {
@@ -282,7 +289,14 @@ static void handle_invoke(ipc_host_conn *hc, const Perfetto__Protos__IPCFrame *f
                 hc->requests->prev = req;
         hc->requests = req;
 
+        /* The frame outlives the handler call, not the request. */
+        ipc_request_ref(req);
+        req->args = inv->has_args_proto ? inv->args_proto.data : (const uint8_t *) "";
+        req->args_len = inv->has_args_proto ? inv->args_proto.len : 0;
         m->handler(req, args, svc->userdata);
+        req->args = NULL;
+        req->args_len = 0;
+        ipc_request_unref(req);
         protobuf_c_message_free_unpacked(args, NULL);
 }
 

@@ -96,6 +96,9 @@ ipc_host_conn *ipc_request_conn(const ipc_request *req);
 /* The fd that arrived with the InvokeMethod frame, handed over to the
  * caller (-EBADF when none). */
 int ipc_request_take_fd(ipc_request *req);
+/* The serialized arguments, while the method handler runs (NULL, 0
+ * afterwards): for checks protobuf-c does not make. */
+const uint8_t *ipc_request_args(const ipc_request *req, size_t *ret_len);
 bool ipc_request_connected(const ipc_request *req);
 
 /*
@@ -155,6 +158,11 @@ bool ipc_client_has_method(const ipc_client *c, const char *method_name);
  */
 int64_t ipc_client_invoke(ipc_client *c, const char *method_name, const ProtobufCMessage *args,
                           const ProtobufCMessageDescriptor *reply_desc, int fd, ipc_reply_cb cb, void *userdata);
+
+/* Forgets the callback of a request the caller gave up on (a timeout):
+ * a late reply is then dropped and the callback's userdata is the
+ * caller's to free. */
+void ipc_client_cancel(ipc_client *c, int64_t request_id);
 
 /* Blocking helpers for simple tools: run the loop until the bind / the
  * first final reply. */

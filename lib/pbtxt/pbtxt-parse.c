@@ -137,13 +137,35 @@ static bool tok_is(const struct token *t, const char *word) {
         return t->type == TOK_IDENT && t->len == strlen(word) && memcmp(t->start, word, t->len) == 0;
 }
 
-/* Decodes the escapes of a quoted string token (without the quotes). */
-static int unescape(struct parser *p, const struct token *t, uint8_t **ret, size_t *ret_len) {
-        const char *s = t->start + 1, *end = t->start + t->len - 1;
-        uint8_t *out = malloc(t->len + 1);
-        size_t n = 0;
-        if (!out)
+/* A string being decoded: adjacent literals append to it, and its
+ * capacity doubles, so "a" "a" ... costs linear time and memory. */
+struct strbuf {
+        uint8_t *data;
+        size_t len, cap;
+};
+
+static int strbuf_reserve(struct strbuf *b, size_t more) {
+        if (b->len + more + 1 <= b->cap)
+                return 0;
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + more + 1)
+                cap *= 2;
+        uint8_t *d = realloc(b->data, cap);
+        if (!d)
                 return -ENOMEM;
+        b->data = d;
+        b->cap = cap;
+        return 0;
+}
+
+/* Decodes the escapes of a quoted string token (without the quotes) and
+ * appends them to b. */
+static int unescape(struct parser *p, const struct token *t, struct strbuf *b) {
+        const char *s = t->start + 1, *end = t->start + t->len - 1;
+        if (strbuf_reserve(b, t->len) < 0)
+                return -ENOMEM;
+        uint8_t *out = b->data + b->len;
+        size_t n = 0;
         while (s < end) {
                 if (*s != '\\') {
                         out[n++] = (uint8_t) *s++;
@@ -172,7 +194,6 @@ static int unescape(struct parser *p, const struct token *t, uint8_t **ret, size
                                 k++;
                         }
                         if (k == 0) {
-                                free(out);
                                 return fail_at(p, t, "bad \\x escape in string");
                         }
                         out[n++] = (uint8_t) v;
@@ -186,56 +207,37 @@ static int unescape(struct parser *p, const struct token *t, uint8_t **ret, size
                                         k++;
                                 }
                                 if (v > 255) {
-                                        free(out);
                                         return fail_at(p, t, "octal escape out of range");
                                 }
                                 out[n++] = (uint8_t) v;
                                 break;
                         }
-                        free(out);
                         return fail_at(p, t, "unknown escape \\%c in string", e);
                 }
         }
         out[n] = '\0';
-        *ret = out;
-        *ret_len = n;
+        b->len += n;
         return 0;
 }
 
 static int parse_string_value(struct parser *p, uint8_t **ret, size_t *ret_len) {
-        uint8_t *acc = NULL;
-        size_t acc_len = 0;
+        struct strbuf b = {};
         int r;
 
         if (p->tok.type != TOK_STRING)
                 return fail_at(p, &p->tok, "expected a string");
         /* Adjacent strings are concatenated. */
         while (p->tok.type == TOK_STRING) {
-                uint8_t *s = NULL;
-                size_t n = 0;
-                r = unescape(p, &p->tok, &s, &n);
+                r = unescape(p, &p->tok, &b);
+                if (r >= 0)
+                        r = next(p);
                 if (r < 0) {
-                        free(acc);
-                        return r;
-                }
-                uint8_t *m = realloc(acc, acc_len + n + 1);
-                if (!m) {
-                        free(s);
-                        free(acc);
-                        return -ENOMEM;
-                }
-                memcpy(m + acc_len, s, n + 1);
-                free(s);
-                acc = m;
-                acc_len += n;
-                r = next(p);
-                if (r < 0) {
-                        free(acc);
+                        free(b.data);
                         return r;
                 }
         }
-        *ret = acc;
-        *ret_len = acc_len;
+        *ret = b.data;
+        *ret_len = b.len;
         return 0;
 }
 

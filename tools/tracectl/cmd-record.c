@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "pbtxt/pb-check.h"
 #include "pbtxt/pbtxt.h"
 #include "tracectl.h"
 
@@ -150,6 +151,11 @@ static int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig
                 }
                 *ret = (Perfetto__Protos__TraceConfig *) m;
                 return 0;
+        }
+        _cleanup_free_ char *range_err = NULL;
+        if (pb_check_ranges(&perfetto__protos__trace_config__descriptor, (const uint8_t *) data, len, &range_err) < 0) {
+                fprintf(stderr, "%s: %s\n", path, range_err ? range_err : "a value is out of range");
+                return EXIT_CONFIG;
         }
         *ret = perfetto__protos__trace_config__unpack(NULL, len, (const uint8_t *) data);
         if (!*ret) {

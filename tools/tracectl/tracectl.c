@@ -83,6 +83,10 @@ struct call {
         int error;
         ProtobufCMessage *reply;
         const ProtobufCMessageDescriptor *desc;
+        /* A streamed reply (has_more), concatenated like the perfetto CLI
+         * does: serialized messages merge when appended. */
+        uint8_t *bytes;
+        size_t len;
 };
 
 static void on_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
@@ -91,17 +95,36 @@ static void on_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bo
                 close(fd);
         if (k->done)
                 return;
-        k->done = true;
-        k->error = error;
+        if (error < 0) {
+                k->done = true;
+                k->error = error;
+                return;
+        }
         if (reply && k->desc) {
                 size_t n = protobuf_c_message_get_packed_size(reply);
-                uint8_t *b = malloc(n ? n : 1);
-                if (b) {
-                        protobuf_c_message_pack(reply, b);
-                        k->reply = protobuf_c_message_unpack(k->desc, NULL, n, b);
-                        free(b);
+                uint8_t *b = realloc(k->bytes, k->len + n + 1);
+                if (!b) {
+                        k->done = true;
+                        k->error = -ENOMEM;
+                        return;
                 }
+                protobuf_c_message_pack(reply, b + k->len);
+                k->bytes = b;
+                k->len += n;
         }
+        if (has_more)
+                return;
+        k->done = true;
+        if (k->desc && k->bytes) {
+                k->reply = protobuf_c_message_unpack(k->desc, NULL, k->len, k->bytes);
+                if (!k->reply)
+                        k->error = -EBADMSG;
+        }
+}
+
+static void call_free(struct call *k) {
+        free(k->bytes);
+        free(k);
 }
 
 int tracectl_call(struct tracectl *t, const char *method, const ProtobufCMessage *args,
@@ -112,17 +135,17 @@ int tracectl_call(struct tracectl *t, const char *method, const ProtobufCMessage
         k->desc = reply_desc;
         int64_t id = ipc_client_invoke(t->client, method, args, reply_desc, fd, on_reply, k);
         if (id < 0) {
-                free(k);
+                call_free(k);
                 return (int) id;
         }
         uint64_t deadline = now_usec() + (uint64_t) timeout_ms * 1000u;
         while (!k->done) {
                 uint64_t now = now_usec();
-                if (now >= deadline)
-                        return -ETIMEDOUT; /* k stays: the reply may still come */
-                int r = sd_event_run(t->event, deadline - now);
+                int r = now >= deadline ? -ETIMEDOUT : sd_event_run(t->event, deadline - now);
                 if (r < 0) {
-                        free(k);
+                        /* A late reply must not reach k any more. */
+                        ipc_client_cancel(t->client, id);
+                        call_free(k);
                         return r;
                 }
         }
@@ -131,7 +154,7 @@ int tracectl_call(struct tracectl *t, const char *method, const ProtobufCMessage
                 *ret_reply = k->reply;
         else if (k->reply)
                 protobuf_c_message_free_unpacked(k->reply, NULL);
-        free(k);
+        call_free(k);
         return e;
 }
 

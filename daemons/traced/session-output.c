@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* write_into_file: the session's packets go to the consumer's fd as a
+ * Trace proto stream. The service core never blocks on that fd: a pipe,
+ * socket or device is put in non-blocking mode and written when the event
+ * loop says it can take data; what it has not taken waits in a bounded
+ * buffer while the trace buffers keep the rest (ring buffers overwrite, as
+ * they would for a slow ReadBuffers). An fd that takes nothing for
+ * SERVICE_OUTPUT_STALL_USEC, or that fails a write, fails its session with
+ * the reason. Regular files are written directly: the kernel does not let
+ * them say "would block". */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/log.h"
+#include "basic/macro.h"
+#include "basic/pbw.h"
+#include "service.h"
+#include "session-read.h"
+
+/* Packets are gathered up to this much before a write; reading stops
+ * while this much waits for the fd. */
+#define OUT_CHUNK (256u * 1024u)
+
+int session_output_open(struct session *s, int fd, char **ret_error) {
+        _cleanup_close_ int owned = fd;
+        struct stat st;
+        const char *why = NULL;
+
+        if (fstat(fd, &st) < 0)
+                why = "The output file descriptor cannot be examined";
+        else if (S_ISDIR(st.st_mode))
+                why = "The output file descriptor is a directory";
+        else {
+                int fl = fcntl(fd, F_GETFL);
+                if (fl < 0)
+                        why = "The output file descriptor cannot be examined";
+                else if ((fl & O_ACCMODE) == O_RDONLY || (fl & O_PATH))
+                        why = "The output file descriptor is not open for writing";
+                else if (!S_ISREG(st.st_mode)) {
+                        /* Ours from here on: the consumer handed it over. */
+                        if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+                                why = "The output file descriptor cannot be made non-blocking";
+                        s->out_pollable = true;
+                }
+        }
+        if (why) {
+                if (ret_error)
+                        *ret_error = strdup(why);
+                return -EINVAL;
+        }
+        s->file_fd = TAKE_FD(owned);
+        return 0;
+}
+
+const char *session_output_error_message(int error) {
+        static char buf[160];
+        if (error == -ETIMEDOUT)
+                return "The output file descriptor took no data for 30 s";
+        snprintf(buf, sizeof(buf), "Writing the trace file failed: %s", strerror(-error));
+        return buf;
+}
+
+bool session_output_drained(const struct session *s) {
+        return s->out_error < 0 || (s->out_off == s->out_len && !s->out_more);
+}
+
+void session_output_free(struct session *s) {
+        s->out_io = sd_event_source_disable_unref(s->out_io);
+        s->out_stall = sd_event_source_disable_unref(s->out_stall);
+        free(s->out_buf);
+        s->out_buf = NULL;
+        s->out_off = s->out_len = s->out_cap = 0;
+}
+
+static int on_out_io(sd_event_source *src, int fd, uint32_t revents, void *userdata);
+static int on_out_stall(sd_event_source *src, uint64_t usec, void *userdata);
+
+/* Records the first write error. While running the session is disabled
+ * with it; a finalizing session completes with it. */
+static int output_fail(struct session *s, int error) {
+        if (s->out_error < 0)
+                return s->out_error;
+        s->out_error = error;
+        s->out_io = sd_event_source_disable_unref(s->out_io);
+        s->out_stall = sd_event_source_disable_unref(s->out_stall);
+        log_warning("Session %" PRIu64 ": %s.", s->id, session_output_error_message(error));
+        return error;
+}
+
+/* Arms (or disarms) the wait for the fd and the stall timer. */
+static int output_wait(struct session *s, bool wait, bool progress) {
+        int r;
+        if (!wait) {
+                s->out_io = sd_event_source_disable_unref(s->out_io);
+                s->out_stall = sd_event_source_disable_unref(s->out_stall);
+                return 0;
+        }
+        if (!s->out_io) {
+                r = sd_event_add_io(s->svc->event, &s->out_io, s->file_fd, EPOLLOUT, on_out_io, s);
+                if (r < 0)
+                        return r;
+        } else
+                (void) sd_event_source_set_enabled(s->out_io, SD_EVENT_ON);
+        if (!s->out_stall || progress) {
+                s->out_stall = sd_event_source_disable_unref(s->out_stall);
+                r = sd_event_add_time_relative(s->svc->event, &s->out_stall, CLOCK_MONOTONIC,
+                                               SERVICE_OUTPUT_STALL_USEC, 1000000, on_out_stall, s);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Writes what the fd takes: 0 when out_buf is empty, 1 when the fd would
+ * block, -errno on a write error. */
+static int output_flush(struct session *s, bool *ret_progress) {
+        while (s->out_off < s->out_len) {
+                ssize_t n = write(s->file_fd, s->out_buf + s->out_off, s->out_len - s->out_off);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (errno == EAGAIN && s->out_pollable)
+                                return 1;
+                        return -errno;
+                }
+                if (n == 0)
+                        return -EIO;
+                s->out_off += (size_t) n;
+                if (ret_progress)
+                        *ret_progress = true;
+        }
+        s->out_off = s->out_len = 0;
+        return 0;
+}
+
+struct file_ctx {
+        struct session *s;
+        int error;
+};
+
+static int out_reserve(struct session *s, size_t need) {
+        if (s->out_len + need <= s->out_cap)
+                return 0;
+        if (s->out_off > 0) {
+                memmove(s->out_buf, s->out_buf + s->out_off, s->out_len - s->out_off);
+                s->out_len -= s->out_off;
+                s->out_off = 0;
+                if (s->out_len + need <= s->out_cap)
+                        return 0;
+        }
+        size_t cap = MAX(s->out_cap ? s->out_cap : (size_t) OUT_CHUNK, s->out_len + need);
+        uint8_t *b = realloc(s->out_buf, cap);
+        if (!b)
+                return -ENOMEM;
+        s->out_buf = b;
+        s->out_cap = cap;
+        return 0;
+}
+
+static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, void *userdata) {
+        struct file_ctx *k = userdata;
+        struct session *s = k->s;
+        uint8_t hdr[11];
+        size_t hn = 0;
+        int r;
+
+        if (s->out_full)
+                return 0;
+        hdr[hn++] = (1 << 3) | 2; /* Trace.packet */
+        hn += pbw_put_varint(hdr + hn, total);
+        if (s->max_file_size && s->file_bytes + hn + total > s->max_file_size) {
+                s->out_full = true;
+                return 0;
+        }
+        r = out_reserve(s, hn + total);
+        if (r < 0)
+                return r;
+        memcpy(s->out_buf + s->out_len, hdr, hn);
+        s->out_len += hn;
+        for (size_t i = 0; i < n_iov; i++) {
+                memcpy(s->out_buf + s->out_len, iov[i].iov_base, iov[i].iov_len);
+                s->out_len += iov[i].iov_len;
+        }
+        s->file_bytes += hn + total;
+        if (s->out_len - s->out_off < OUT_CHUNK)
+                return 0;
+        /* A chunk is ready: write it, and stop reading if the fd is full. */
+        r = output_flush(s, NULL);
+        if (r < 0) {
+                k->error = r;
+                return r;
+        }
+        return r > 0 ? 1 : 0;
+}
+
+int session_write_into_file(struct session *s) {
+        bool progress = false, paused = false;
+        int r;
+
+        if (s->file_fd < 0)
+                return 0;
+        if (s->out_error < 0)
+                return s->out_error;
+        r = output_flush(s, &progress);
+        if (r == 0) {
+                struct file_ctx k = { .s = s };
+                s->out_more = false;
+                r = session_read_packets_paced(s, file_sink, &k, &paused);
+                if (r < 0)
+                        return output_fail(s, k.error < 0 ? k.error : r);
+                s->out_more = paused;
+                r = output_flush(s, &progress);
+        }
+        if (r < 0)
+                return output_fail(s, r);
+        r = output_wait(s, r > 0 || s->out_more, progress);
+        if (r < 0)
+                return output_fail(s, r);
+        return s->out_full ? -EFBIG : 0;
+}
+
+static void output_progressed(struct session *s, int r) {
+        if (r < 0 || session_output_drained(s)) {
+                if (s->out_finalizing)
+                        session_output_finished(s);
+                else if (r < 0 && r != -EFBIG)
+                        session_disable(s, session_output_error_message(r));
+        }
+}
+
+static int on_out_io(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        struct session *s = userdata;
+        (void) sd_event_source_set_enabled(src, SD_EVENT_OFF);
+        int r = session_write_into_file(s);
+        if (r == -EFBIG)
+                r = 0;
+        output_progressed(s, r);
+        return 0;
+}
+
+static int on_out_stall(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        output_progressed(s, output_fail(s, -ETIMEDOUT));
+        return 0;
+}
