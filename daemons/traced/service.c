@@ -30,8 +30,8 @@ int service_new(sd_event *event, struct traced_service **ret) {
         return 0;
 }
 
-int service_attach_listeners(struct traced_service *svc, int producer_fd, int consumer_fd) {
-        int r = ipc_host_add_listener(svc->producer_host, producer_fd);
+int service_attach_listeners(struct traced_service *svc, int producer_fd, bool producer_relay, int consumer_fd) {
+        int r = ipc_host_add_listener_flags(svc->producer_host, producer_fd, producer_relay ? IPC_LISTENER_RELAY : 0);
         if (r < 0) {
                 safe_close(consumer_fd);
                 return r;
@@ -76,6 +76,9 @@ bool service_name_is_reserved(const struct traced_service *svc, const char *name
 }
 
 bool service_producer_is_trusted(const struct traced_service *svc, const struct producer *p) {
+        /* A relayed producer's uid is a claim nobody checked. */
+        if (p->remote)
+                return false;
         if (p->plugin_host || p->uid == 0)
                 return true;
         for (size_t i = 0; i < svc->n_trusted_uids; i++)

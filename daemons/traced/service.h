@@ -33,6 +33,7 @@
 #define SERVICE_MAX_TOTAL_BUFFER_BYTES (1024ull * 1024u * 1024u) /* per session */
 #define SERVICE_MAX_DATA_SOURCES_PER_PRODUCER 1024u
 #define SERVICE_MAX_PRODUCERS 512u
+#define SERVICE_MAX_PRODUCERS_PER_MACHINE 128u /* per remote machine */
 /* What a registration may hold (see man traced(8), LIMITS): one
  * descriptor (so a QueryServiceState reply with it fits an IPC frame),
  * names, and the memory all of a producer's, a uid's and everybody's
@@ -114,6 +115,12 @@ struct producer {
         char *sdk_version;
         bool initialized;
         bool plugin_host; /* a connection traced made for its plugins */
+        /* Relayed from another machine (a TCP or vsock listener): its uid
+         * and pid are what the relay claims, and it has no SMB of ours
+         * (shared memory emulation: chunks arrive inside CommitData). */
+        bool remote;
+        uint32_t machine_id; /* 0: this machine */
+        char *machine_name;
 
         /* Shared memory buffer. */
         size_t smb_size_hint;
@@ -321,7 +328,7 @@ struct traced_service {
 
 int service_new(sd_event *event, struct traced_service **ret);
 struct traced_service *service_free(struct traced_service *svc);
-int service_attach_listeners(struct traced_service *svc, int producer_fd, int consumer_fd);
+int service_attach_listeners(struct traced_service *svc, int producer_fd, bool producer_relay, int consumer_fd);
 /* Serves an already connected producer socket (a plugin host's end of a
  * socketpair); pid names the process behind it when known. Takes fd. */
 int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid);

@@ -25,6 +25,8 @@ enum {
         TP_TRUSTED_PID = 79,
         TP_PREVIOUS_PACKET_DROPPED = 42,
         TP_FIRST_PACKET_ON_SEQUENCE = 87,
+        TP_MACHINE_ID = 98,
+        TP_REMOTE_CLOCK_SYNC = 107,
         TP_CLOCK_SNAPSHOT = 6,
         TP_TRACE_CONFIG = 33,
         TP_TRACE_STATS = 35,
@@ -118,7 +120,8 @@ bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total) {
                 if (field == 0 || field > 536870911u)
                         return false;
                 /* Fields only the service may write. */
-                if (field == TP_TRUSTED_UID || field == TP_TRUSTED_SEQUENCE_ID || field == TP_TRUSTED_PID)
+                if (field == TP_TRUSTED_UID || field == TP_TRUSTED_SEQUENCE_ID || field == TP_TRUSTED_PID ||
+                    field == TP_MACHINE_ID)
                         return false;
                 switch (key & 7) {
                 case 0:
@@ -275,8 +278,13 @@ void session_add_service_event(struct session *s, unsigned field) {
 
 /* ---- producer packets --------------------------------------------------- */
 
-static size_t trailer(uint8_t *buf, uid_t uid, pid_t pid, uint32_t seq, bool dropped, bool first) {
+static size_t trailer(uint8_t *buf, uid_t uid, pid_t pid, uint32_t machine_id, uint32_t seq, bool dropped,
+                      bool first) {
         size_t n = 0;
+        if (machine_id != 0) {
+                n += pbw_put_varint(buf + n, (TP_MACHINE_ID << 3) | 0);
+                n += pbw_put_varint(buf + n, machine_id);
+        }
         n += pbw_put_varint(buf + n, (TP_TRUSTED_UID << 3) | 0);
         n += pbw_put_varint(buf + n, (uint64_t) (int64_t) (int32_t) uid);
         n += pbw_put_varint(buf + n, (TP_TRUSTED_SEQUENCE_ID << 3) | 0);
@@ -316,8 +324,8 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                 bool first = false;
                 uint32_t seq = session_sequence_id(s, info.producer_id, info.writer_id, &first);
                 uint8_t tail[64];
-                size_t tn = trailer(tail, info.producer_uid, info.producer_pid, seq, info.previous_packet_dropped,
-                                    first);
+                size_t tn = trailer(tail, info.producer_uid, info.producer_pid, info.machine_id, seq,
+                                    info.previous_packet_dropped, first);
                 struct iovec iov[TRACE_BUFFER_MAX_SLICES + 1];
                 size_t n = MIN(pkt.n_slices, (size_t) TRACE_BUFFER_MAX_SLICES);
                 memcpy(iov, pkt.slices, n * sizeof(struct iovec));
