@@ -178,8 +178,7 @@ static void m_initialize_connection(ipc_request *req, const ProtobufCMessage *ar
                 ipc_request_fail(req);
                 return;
         }
-        if (a->producer_name && service_name_is_reserved(p->svc, a->producer_name) &&
-            !service_producer_is_trusted(p->svc, p)) {
+        if (a->producer_name && !service_producer_may_use_name(p->svc, p, a->producer_name)) {
                 /* Nobody else may pass for one of the suite's plugins. */
                 log_notice("Refusing producer \"%.64s\" (pid %d, uid %u): the name is reserved for the tracing "
                            "service's own plugins.", a->producer_name, (int) p->pid, (unsigned) p->uid);
@@ -306,7 +305,7 @@ static void m_register_data_source(ipc_request *req, const ProtobufCMessage *arg
                 refuse_registration(req, p, d ? d->name : NULL, why);
                 return;
         }
-        if (service_name_is_reserved(p->svc, d->name) && !service_producer_is_trusted(p->svc, p)) {
+        if (!service_producer_may_use_name(p->svc, p, d->name)) {
                 refuse_registration(req, p, d->name,
                                     "This data source name is reserved for the tracing service's own plugins "
                                     "(trusted_data_sources in traced.conf)");
@@ -498,9 +497,17 @@ int producer_setup_smb(struct producer *p) {
         if (p->setup_tracing_sent)
                 return 0;
         if (p->remote) {
+                /* The producer makes its SMB itself; the page size is ours
+                 * to give (it bounds the chunks CommitData carries). */
                 Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
                 Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
                         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
+                page_size = p->smb_page_size_hint ? p->smb_page_size_hint : SERVICE_DEFAULT_SMB_PAGE_SIZE;
+                if (page_size < SMB_MIN_PAGE_SIZE || page_size > SMB_MAX_PAGE_SIZE ||
+                    page_size % SMB_MIN_PAGE_SIZE != 0)
+                        page_size = SERVICE_DEFAULT_SMB_PAGE_SIZE;
+                st.has_shared_buffer_page_size_kb = true;
+                st.shared_buffer_page_size_kb = (uint32_t) (page_size / 1024);
                 cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
                 cmd.setup_tracing = &st;
                 r = send_async(p, &cmd, -EBADF);

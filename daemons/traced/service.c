@@ -22,6 +22,8 @@ int service_new(sd_event *event, struct traced_service **ret) {
                 r = ipc_host_add_service(svc->producer_host, &producer_port_desc, svc);
         if (r >= 0)
                 r = ipc_host_add_service(svc->consumer_host, &consumer_port_desc, svc);
+        if (r >= 0)
+                r = ipc_host_add_service(svc->producer_host, &relay_port_desc, svc);
         if (r < 0) {
                 service_free(svc);
                 return r;
@@ -87,6 +89,18 @@ bool service_producer_is_trusted(const struct traced_service *svc, const struct 
         return false;
 }
 
+bool service_producer_may_use_name(const struct traced_service *svc, const struct producer *p, const char *name) {
+        if (!service_name_is_reserved(svc, name))
+                return true;
+        /* Reserved names are this machine's. A relayed machine's producers
+         * name their own machine's sources: every packet of theirs carries
+         * their machine id, so they cannot pass for ours. A TCP peer that
+         * named no machine is machine 0 and gets no such leeway. */
+        if (p->remote)
+                return p->machine_id != 0;
+        return service_producer_is_trusted(svc, p);
+}
+
 void service_state_changed(struct traced_service *svc) {
         if (svc->state_changed)
                 svc->state_changed(svc);
@@ -115,6 +129,7 @@ struct traced_service *service_free(struct traced_service *svc) {
         svc->producer_host = ipc_host_free(svc->producer_host);
         sd_event_unref(svc->event);
         free(svc->plugin_conns);
+        relay_machines_done(&svc->machines);
         free(svc);
         return NULL;
 }

@@ -18,6 +18,7 @@
 
 #include "ipc/ipc.h"
 #include "quota.h"
+#include "relay-port.h"
 #include "smb/smb-abi.h"
 
 #include "perfetto/common/data_source_descriptor.pb-c.h"
@@ -269,6 +270,10 @@ struct session {
         size_t n_events;
 
         bool initial_packets_emitted;
+        /* Relayed machines whose system_info / remote_clock_sync packets
+         * this session has. */
+        uint32_t machines_emitted[RELAY_MAX_MACHINES];
+        size_t n_machines_emitted;
         bool sync_marker_due;
         bool clock_snapshot_due;
         uint64_t start_boottime_ns;
@@ -324,6 +329,8 @@ struct traced_service {
          * until their producer binds. */
         uint64_t *plugin_conns;
         size_t n_plugin_conns;
+        /* Machines behind traced_relay (RelayPort). */
+        struct relay_machines machines;
 };
 
 int service_new(sd_event *event, struct traced_service **ret);
@@ -338,6 +345,8 @@ void service_state_changed(struct traced_service *svc);
 /* Whether name is reserved (trusted_names), and whether p may register
  * reserved names. */
 bool service_name_is_reserved(const struct traced_service *svc, const char *name);
+/* Whether p may register (or call itself) name, reserved or not. */
+bool service_producer_may_use_name(const struct traced_service *svc, const struct producer *p, const char *name);
 bool service_producer_is_trusted(const struct traced_service *svc, const struct producer *p);
 /* Whether conn is one traced made for a plugin (consumes the mark). */
 bool service_take_plugin_conn(struct traced_service *svc, uint64_t conn_id);
