@@ -605,3 +605,160 @@ Test(relay, forged_root_is_not_root) {
         cr_assert(register_ftrace(&p, "another-machine"));
         peer_close(&p);
 }
+
+/* Binds service on p and returns the id of method (0 if absent). */
+static uint32_t bind_and_find(struct peer *p, const char *service, const char *method) {
+        send_bind(p, service);
+        Perfetto__Protos__IPCFrame *f = peer_recv(p, 5000);
+        cr_assert_not_null(f);
+        cr_assert(f->msg_bind_service_reply->success);
+        uint32_t id = 0;
+        for (size_t i = 0; i < f->msg_bind_service_reply->n_methods; i++)
+                if (strcmp(f->msg_bind_service_reply->methods[i]->name, method) == 0)
+                        id = f->msg_bind_service_reply->methods[i]->id;
+        perfetto__protos__ipcframe__free_unpacked(f, NULL);
+        return id;
+}
+
+static void invoke(struct peer *p, uint64_t request_id, uint32_t method_id, const ProtobufCMessage *args) {
+        Perfetto__Protos__IPCFrame__InvokeMethod inv = PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD__INIT;
+        Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+        size_t n = protobuf_c_message_get_packed_size(args);
+        uint8_t *buf = malloc(n + 1);
+        cr_assert_not_null(buf);
+        protobuf_c_message_pack(args, buf);
+        inv.has_service_id = inv.has_method_id = inv.has_args_proto = true;
+        inv.service_id = 1;
+        inv.method_id = method_id;
+        inv.args_proto.len = n;
+        inv.args_proto.data = buf;
+        f.has_request_id = true;
+        f.request_id = request_id;
+        f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD;
+        f.msg_invoke_method = &inv;
+        peer_send_frame(p, &f);
+        free(buf);
+}
+
+/* Runs a 300 ms session of data source "relay.test" and returns how many
+ * SetupDataSource commands the relayed producer got for it. */
+static unsigned session_reaches_remote(struct peer *prod, const char *machine_filter, bool all_machines) {
+        struct peer cons;
+        peer_connect_unix(&cons, inst.consumer_path);
+        uint32_t enable = bind_and_find(&cons, "ConsumerPort", "EnableTracing");
+        cr_assert_gt(enable, 0);
+
+        Perfetto__Protos__TraceConfig cfg = PERFETTO__PROTOS__TRACE_CONFIG__INIT;
+        Perfetto__Protos__TraceConfig__BufferConfig buf = PERFETTO__PROTOS__TRACE_CONFIG__BUFFER_CONFIG__INIT;
+        Perfetto__Protos__TraceConfig__DataSource ds = PERFETTO__PROTOS__TRACE_CONFIG__DATA_SOURCE__INIT;
+        Perfetto__Protos__DataSourceConfig dsc = PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
+        Perfetto__Protos__TraceConfig__BufferConfig *bufs[] = { &buf };
+        Perfetto__Protos__TraceConfig__DataSource *dss[] = { &ds };
+        char *filters[] = { (char *) machine_filter };
+        buf.has_size_kb = true;
+        buf.size_kb = 256;
+        dsc.name = (char *) "relay.test";
+        ds.config = &dsc;
+        if (machine_filter) {
+                ds.n_machine_name_filter = 1;
+                ds.machine_name_filter = filters;
+        }
+        cfg.n_buffers = 1;
+        cfg.buffers = bufs;
+        cfg.n_data_sources = 1;
+        cfg.data_sources = dss;
+        cfg.has_duration_ms = true;
+        cfg.duration_ms = 300;
+        if (all_machines) {
+                cfg.has_trace_all_machines = true;
+                cfg.trace_all_machines = true;
+        }
+        Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
+        req.trace_config = &cfg;
+        invoke(&cons, 2, enable, &req.base);
+
+        /* The session's end answers EnableTracing; whatever the producer
+         * was sent for it has been sent by then. */
+        Perfetto__Protos__IPCFrame *f = peer_recv(&cons, 15000);
+        cr_assert_not_null(f, "EnableTracing never answered");
+        perfetto__protos__ipcframe__free_unpacked(f, NULL);
+        peer_close(&cons);
+
+        unsigned setups = 0;
+        for (;;) {
+                f = peer_recv(prod, 500);
+                if (!f)
+                        break;
+                if (f->msg_case == PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY &&
+                    f->msg_invoke_method_reply->has_more) {
+                        Perfetto__Protos__GetAsyncCommandResponse *c = async_cmd(f);
+                        setups += c->cmd_case == PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE;
+                        perfetto__protos__get_async_command_response__free_unpacked(c, NULL);
+                }
+                perfetto__protos__ipcframe__free_unpacked(f, NULL);
+        }
+        return setups;
+}
+
+Test(relay, machines_filter_and_query) {
+        struct peer prod;
+
+        /* A relayed producer of machine "forged" with data source
+         * relay.test, waiting for commands. */
+        peer_connect_tcp(&prod, plain_port);
+        send_identity(&prod, "machine-of-the-filter-test");
+        send_bind(&prod, "ProducerPort");
+        cr_assert(bind_reply_ok(&prod));
+        Perfetto__Protos__InitializeConnectionRequest ic = PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
+        ic.producer_name = (char *) "relay-filter-test";
+        invoke(&prod, 2, 1, &ic.base);
+        Perfetto__Protos__RegisterDataSourceRequest rd = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
+        Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
+        d.name = (char *) "relay.test";
+        rd.data_source_descriptor = &d;
+        invoke(&prod, 3, 2, &rd.base);
+        Perfetto__Protos__GetAsyncCommandRequest ga = PERFETTO__PROTOS__GET_ASYNC_COMMAND_REQUEST__INIT;
+        invoke(&prod, 4, 5, &ga.base);
+        for (int i = 0; i < 2; i++) {
+                Perfetto__Protos__IPCFrame *f = peer_recv(&prod, 5000);
+                cr_assert_not_null(f);
+                cr_assert(f->msg_invoke_method_reply->success);
+                perfetto__protos__ipcframe__free_unpacked(f, NULL);
+        }
+
+        /* QueryServiceState names the producer's machine. */
+        struct peer q;
+        peer_connect_unix(&q, inst.consumer_path);
+        uint32_t qss = bind_and_find(&q, "ConsumerPort", "QueryServiceState");
+        cr_assert_gt(qss, 0);
+        Perfetto__Protos__QueryServiceStateRequest qr = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        invoke(&q, 2, qss, &qr.base);
+        bool found = false;
+        for (bool more = true; more;) {
+                Perfetto__Protos__IPCFrame *f = peer_recv(&q, 5000);
+                cr_assert_not_null(f);
+                more = f->msg_invoke_method_reply->has_more;
+                Perfetto__Protos__QueryServiceStateResponse *r = perfetto__protos__query_service_state_response__unpack(
+                        NULL, f->msg_invoke_method_reply->reply_proto.len, f->msg_invoke_method_reply->reply_proto.data);
+                cr_assert_not_null(r);
+                for (size_t i = 0; r->service_state && i < r->service_state->n_producers; i++) {
+                        const Perfetto__Protos__TracingServiceState__Producer *p = r->service_state->producers[i];
+                        if (p->name && strcmp(p->name, "relay-filter-test") == 0) {
+                                found = true;
+                                cr_assert(p->has_machine_id && p->machine_id != 0);
+                                cr_assert_str_eq(p->machine_name, "forged");
+                        }
+                }
+                perfetto__protos__query_service_state_response__free_unpacked(r, NULL);
+                perfetto__protos__ipcframe__free_unpacked(f, NULL);
+        }
+        cr_assert(found, "the relayed producer is not in QueryServiceState");
+        peer_close(&q);
+
+        /* By default only this machine's data sources start. */
+        cr_assert_eq(session_reaches_remote(&prod, NULL, false), 0);
+        cr_assert_eq(session_reaches_remote(&prod, "host", false), 0);
+        cr_assert_eq(session_reaches_remote(&prod, "forged", false), 1);
+        cr_assert_eq(session_reaches_remote(&prod, NULL, true), 1);
+        peer_close(&prod);
+}
