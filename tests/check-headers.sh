@@ -18,3 +18,11 @@ for h in "$top"/include/traced/*.h; do
         fi
         echo "ok: $name"
 done
+# The profiling library's headers (internal, gnu11) compile alone too.
+for h in "$top"/lib/profiling/*.h; do
+        name=$(basename "$h")
+        printf '#include "profiling/%s"\nint traced_header_test_dummy;\n' "$name" > "$tmp/t.c"
+        $cc -std=gnu11 -Wall -Wextra -Werror -I"$top/lib" -c "$tmp/t.c" -o "$tmp/t.o" ||
+                { echo "FAIL: lib/profiling/$name"; exit 1; }
+        echo "ok: lib/profiling/$name"
+done

@@ -2,18 +2,22 @@
 # Runs the whole test suite from a clean build: dependencies, a -Werror
 # build with `make check`, the same suite under ASan+UBSan, and (with
 # --distcheck) `make distcheck`.
-#   tools/check.sh [--sanitizers | --no-sanitizers] [--distcheck]
+# With --fuzz=SECONDS, each libFuzzer target then runs that long on top of
+# its corpus (`make fuzz-run`; crashers land in tests/fuzz/corpus/).
+#   tools/check.sh [--sanitizers | --no-sanitizers] [--distcheck] [--fuzz=SECONDS]
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 sanitizers=yes
 distcheck=no
+fuzz_seconds=
 for a in "$@"; do
         case "$a" in
         --sanitizers) sanitizers=yes ;;
         --no-sanitizers) sanitizers=no ;;
         --distcheck) distcheck=yes ;;
-        *) echo "usage: $0 [--sanitizers | --no-sanitizers] [--distcheck]" >&2; exit 2 ;;
+        --fuzz=*) fuzz_seconds=${a#--fuzz=} ;;
+        *) echo "usage: $0 [--sanitizers | --no-sanitizers] [--distcheck] [--fuzz=SECONDS]" >&2; exit 2 ;;
         esac
 done
 
@@ -53,5 +57,10 @@ if [ "$distcheck" = yes ]; then
         echo "== make distcheck"
         (cd "$top/build-check" && make -j"$jobs" distcheck >distcheck.out 2>&1) || { tail -n 80 "$top/build-check/distcheck.out"; exit 1; }
         echo "distcheck: ok"
+fi
+if [ -n "$fuzz_seconds" ]; then
+        echo "== fuzzing each target for ${fuzz_seconds}s"
+        (cd "$top/build-check" && make -j"$jobs" fuzz >fuzz-build.out 2>&1) || { tail -n 40 "$top/build-check/fuzz-build.out"; exit 1; }
+        (cd "$top/build-check" && make fuzz-run FUZZ_SECONDS="$fuzz_seconds")
 fi
 echo "== all tests passed"

@@ -7,8 +7,9 @@ PACKAGES="
 build-essential autoconf automake libtool pkg-config make
 libsystemd-dev systemd
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
-libunwind-dev libbpf-dev libinih-dev
+libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev
 libcriterion-dev libxml2-dev
+bpftool
 clang llvm lld libclang-rt-14-dev
 "
 

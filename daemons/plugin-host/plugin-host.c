@@ -29,10 +29,28 @@
 
 /* Keeps only the capabilities the plugin declared: everything else leaves
  * the bounding set, and the effective/permitted/inheritable sets. */
+/* CAP_PERFMON (38) arrived in Linux 5.8; before it, perf_event_open's
+ * privileged uses needed CAP_SYS_ADMIN (21). A plugin declaring CAP_PERFMON
+ * gets CAP_SYS_ADMIN on a kernel that does not know CAP_PERFMON. */
+static uint64_t perfmon_fallback(uint64_t keep) {
+        const uint64_t perfmon = (uint64_t) 1 << 38, sys_admin = (uint64_t) 1 << 21;
+        if (!(keep & perfmon))
+                return keep;
+        FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
+        int last = 63;
+        if (f) {
+                if (fscanf(f, "%d", &last) != 1)
+                        last = 63;
+                fclose(f);
+        }
+        return last < 38 ? keep | sys_admin : keep;
+}
+
 static int drop_capabilities(uint64_t keep) {
         struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
         struct __user_cap_data_struct data[2];
 
+        keep = perfmon_fallback(keep);
         for (unsigned cap = 0; cap < 64; cap++) {
                 if (keep & ((uint64_t) 1 << cap))
                         continue;

@@ -3,10 +3,13 @@
 /* The ConsumerPort service: tracing sessions driven by consumers. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
+#include <unistd.h>
 
 #include "basic/log.h"
 #include "basic/macro.h"
@@ -350,6 +353,13 @@ static void m_read_buffers(ipc_request *req, const ProtobufCMessage *args, void 
                 ipc_request_fail(req);
                 return;
         }
+        if (session_waiting_for_trigger(c->session)) {
+                /* Like upstream: a session still waiting for its trigger
+                 * (or read only through clones) has no trace yet. */
+                Perfetto__Protos__ReadBuffersResponse empty = PERFETTO__PROTOS__READ_BUFFERS_RESPONSE__INIT;
+                reply(req, &empty.base);
+                return;
+        }
         c->read_req = ipc_request_ref(req);
         read_step(c);
 }
@@ -584,6 +594,7 @@ static void m_query_capabilities(ipc_request *req, const ProtobufCMessage *args,
         Perfetto__Protos__TracingServiceCapabilities caps = PERFETTO__PROTOS__TRACING_SERVICE_CAPABILITIES__INIT;
         Perfetto__Protos__ObservableEvents__Type events[] = {
                 PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED,
+                PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_CLONE_TRIGGER_HIT,
         };
 
         caps.has_has_query_capabilities = true;
@@ -598,18 +609,19 @@ static void m_query_capabilities(ipc_request *req, const ProtobufCMessage *args,
         reply(req, &resp.base);
 }
 
-static void m_save_trace_for_bugreport(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
-        Perfetto__Protos__SaveTraceForBugreportResponse resp = PERFETTO__PROTOS__SAVE_TRACE_FOR_BUGREPORT_RESPONSE__INIT;
-        resp.has_success = true;
-        resp.success = false;
-        resp.msg = (char *) "SaveTraceForBugreport is not supported by traced";
-        reply(req, &resp.base);
-}
-
 struct clone_ctx {
         ipc_request *req;
-        uint64_t source_id;
+        int out_fd;
+        struct received_trigger clone_trigger;
+        /* SaveTraceForBugreport: write the copy to this path instead. */
+        bool for_save;
 };
+
+static void clone_ctx_free(struct clone_ctx *k) {
+        safe_close(k->out_fd);
+        received_trigger_done(&k->clone_trigger);
+        free(k);
+}
 
 static void clone_error(ipc_request *req, const char *msg) {
         Perfetto__Protos__CloneSessionResponse resp = PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
@@ -619,43 +631,178 @@ static void clone_error(ipc_request *req, const char *msg) {
         reply(req, &resp.base);
 }
 
+static void save_reply(ipc_request *req, bool success, const char *msg) {
+        Perfetto__Protos__SaveTraceForBugreportResponse resp = PERFETTO__PROTOS__SAVE_TRACE_FOR_BUGREPORT_RESPONSE__INIT;
+        resp.has_success = true;
+        resp.success = success;
+        resp.msg = (char *) msg;
+        reply(req, &resp.base);
+}
+
+/* Where SaveTraceForBugreport leaves the trace: as upstream off Android,
+ * bugreport.pftrace in the temporary directory. */
+static int bugreport_path(char **ret_path) {
+        const char *dir = secure_getenv("TMPDIR");
+        if (!dir || dir[0] != '/')
+                dir = "/tmp";
+        return asprintf(ret_path, "%s/bugreport.pftrace", dir) < 0 ? -ENOMEM : 0;
+}
+
+/* SaveTraceForBugreport: the snapshot written into a fresh file next to
+ * the final path, then renamed over it. */
+static void save_after_flush(struct session *src, struct clone_ctx *k) {
+        _cleanup_free_ char *path = NULL, *tmp = NULL;
+        _cleanup_free_ char *err = NULL;
+        struct session *s = NULL;
+        bool wrote = false;
+        int fd;
+
+        if (bugreport_path(&path) < 0 || asprintf(&tmp, "%s.tmp", path) < 0) {
+                save_reply(k->req, false, "Out of memory");
+                return;
+        }
+        (void) unlink(tmp);
+        fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0) {
+                log_warning_errno(errno, "Failed to create %s for SaveTraceForBugreport: %m", tmp);
+                save_reply(k->req, false, "Failed to create the bugreport trace file");
+                return;
+        }
+        (void) fchmod(fd, 0644);
+        if (src->file_fd >= 0) {
+                /* The clone continues the source's file into fd. */
+                if (session_clone(src, NULL, fd, &s, &wrote, &err) < 0) {
+                        (void) unlink(tmp);
+                        save_reply(k->req, false, err ? err : "Failed to copy the session");
+                        return;
+                }
+        } else {
+                if (session_clone(src, NULL, -EBADF, &s, &wrote, &err) < 0) {
+                        safe_close(fd);
+                        (void) unlink(tmp);
+                        save_reply(k->req, false, err ? err : "Failed to copy the session");
+                        return;
+                }
+                s->file_fd = fd;
+                int r = session_write_into_file(s);
+                s->file_fd = safe_close(s->file_fd);
+                if (r < 0) {
+                        session_free(s);
+                        (void) unlink(tmp);
+                        save_reply(k->req, false, "Failed to write the bugreport trace file");
+                        return;
+                }
+        }
+        session_free(s);
+        if (rename(tmp, path) < 0) {
+                log_warning_errno(errno, "Failed to rename %s to %s: %m", tmp, path);
+                (void) unlink(tmp);
+                save_reply(k->req, false, "Failed to move the bugreport trace file in place");
+                return;
+        }
+        log_info("Session %" PRIu64 " saved for a bugreport into %s.", src->id, path);
+        save_reply(k->req, true, path);
+}
+
 static void clone_after_flush(struct session *src, bool success, void *userdata) {
         struct clone_ctx *k = userdata;
         ipc_request *req = k->req;
-        free(k);
         struct consumer *c = req_consumer(req);
         if (!c) {
                 ipc_request_unref(req);
+                clone_ctx_free(k);
+                return;
+        }
+        if (src->freeing) {
+                if (k->for_save)
+                        save_reply(req, false, "The tracing session went away");
+                else
+                        clone_error(req, "The tracing session went away");
+                clone_ctx_free(k);
+                return;
+        }
+        if (k->for_save) {
+                save_after_flush(src, k);
+                clone_ctx_free(k);
                 return;
         }
         if (c->session) {
                 clone_error(req, "This consumer already has a tracing session");
+                clone_ctx_free(k);
                 return;
         }
         struct session *s = NULL;
         _cleanup_free_ char *err = NULL;
-        if (session_clone(src, c, &s, &err) < 0) {
+        bool wrote_file = false;
+        int fd = TAKE_FD(k->out_fd);
+        if (src->file_fd < 0)
+                fd = safe_close(fd); /* read back over IPC, as usual */
+        if (session_clone(src, c, fd, &s, &wrote_file, &err) < 0) {
                 clone_error(req, err ? err : "Failed to clone the session");
+                clone_ctx_free(k);
                 return;
         }
+        s->clone_trigger = k->clone_trigger;
+        k->clone_trigger = (struct received_trigger) {};
+        clone_ctx_free(k);
         c->session = s;
         Perfetto__Protos__CloneSessionResponse resp = PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
-        resp.has_success = resp.has_uuid_msb = resp.has_uuid_lsb = true;
+        resp.has_success = resp.has_uuid_msb = resp.has_uuid_lsb = resp.has_was_write_into_file = true;
         resp.success = true;
         resp.uuid_msb = (int64_t) s->uuid_msb;
         resp.uuid_lsb = (int64_t) s->uuid_lsb;
+        resp.was_write_into_file = wrote_file;
         reply(req, &resp.base);
+}
+
+/* Flushes src, then clones it (k->req is answered either way). */
+static void clone_start(struct session *src, struct clone_ctx *k) {
+        if (src->state != SESSION_STARTED || session_flush(src, 0, clone_after_flush, k) < 0)
+                clone_after_flush(src, false, k);
+}
+
+static void m_save_trace_for_bugreport(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        struct traced_service *svc = userdata;
+        struct consumer *c = req_consumer(req);
+        struct session *src = service_find_bugreport_session(svc);
+
+        if (!c) {
+                ipc_request_fail(req);
+                return;
+        }
+        if (!src || (c->uid != 0 && src->uid != c->uid)) {
+                save_reply(req, false, "No trace with TraceConfig.bugreport_score > 0 eligible for bug reporting was found");
+                return;
+        }
+        struct clone_ctx *k = calloc(1, sizeof(*k));
+        if (!k) {
+                ipc_request_fail(req);
+                return;
+        }
+        *k = (struct clone_ctx) { .req = req, .out_fd = -EBADF, .for_save = true };
+        clone_start(src, k);
 }
 
 static void m_clone_session(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
         const Perfetto__Protos__CloneSessionRequest *a = (const void *) args;
         struct traced_service *svc = userdata;
         struct consumer *c = req_consumer(req);
+        _cleanup_close_ int fd = ipc_request_take_fd(req);
         struct session *src = NULL;
 
         if (!c) {
                 ipc_request_fail(req);
                 return;
+        }
+        if (a->selector_case == PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID &&
+            a->session_id == UINT64_MAX) {
+                /* The bugreport id: the started session with the highest
+                 * bugreport_score. */
+                src = service_find_bugreport_session(svc);
+                if (!src) {
+                        clone_error(req, "No tracing sessions eligible for bugreport found");
+                        return;
+                }
         }
         for (struct session *s = svc->sessions; s && !src; s = s->next) {
                 if (a->selector_case == PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID && s->id == a->session_id)
@@ -677,8 +824,8 @@ static void m_clone_session(ipc_request *req, const ProtobufCMessage *args, void
                 clone_error(req, "This consumer already has a tracing session");
                 return;
         }
-        if (src->file_fd >= 0) {
-                clone_error(req, "Cloning a write_into_file session is not supported");
+        if (src->file_fd >= 0 && fd < 0) {
+                clone_error(req, "Cloning a write_into_file session needs an output file descriptor");
                 return;
         }
         /* Flush first so the copy holds what was written until now. */
@@ -687,10 +834,20 @@ static void m_clone_session(ipc_request *req, const ProtobufCMessage *args, void
                 ipc_request_fail(req);
                 return;
         }
-        k->req = req;
-        k->source_id = src->id;
-        if (src->state != SESSION_STARTED || session_flush(src, 0, clone_after_flush, k) < 0)
-                clone_after_flush(src, false, k);
+        *k = (struct clone_ctx) { .req = req, .out_fd = TAKE_FD(fd) };
+        if (a->clone_trigger_name) {
+                k->clone_trigger.trigger_name = strdup(a->clone_trigger_name);
+                k->clone_trigger.producer_name = strdup(a->clone_trigger_producer_name ? a->clone_trigger_producer_name : "");
+                k->clone_trigger.producer_uid = (uid_t) a->clone_trigger_trusted_producer_uid;
+                k->clone_trigger.boot_time_ns = a->clone_trigger_boot_time_ns;
+                k->clone_trigger.stop_delay_ms = (uint32_t) a->clone_trigger_delay_ms;
+                if (!k->clone_trigger.trigger_name || !k->clone_trigger.producer_name) {
+                        clone_ctx_free(k);
+                        ipc_request_fail(req);
+                        return;
+                }
+        }
+        clone_start(src, k);
 }
 
 #define M(name, req_t, resp_t, fn) { name, &req_t##__descriptor, &resp_t##__descriptor, fn }

@@ -119,6 +119,34 @@ static int on_bind(ipc_host_conn *conn, void *userdata) {
         return 0;
 }
 
+/* Counts the chunks a departing producer left being written against the
+ * sessions their writers served: what they held is lost, not silently.
+ * Returns the number counted. */
+static size_t count_torn_chunks(struct producer *p) {
+        size_t n = 0;
+
+        for (size_t page = 0; page < p->abi.num_pages; page++) {
+                uint32_t bitmap = smb_page_bitmap(&p->abi, page);
+                uint32_t k = smb_bitmap_num_chunks(bitmap);
+                for (uint32_t i = 0; i < k; i++) {
+                        if (smb_bitmap_chunk_state(bitmap, i) != SMB_CHUNK_BEING_WRITTEN)
+                                continue;
+                        struct smb_chunk c = smb_get_chunk_unchecked(&p->abi, page, bitmap, i);
+                        if (!smb_chunk_is_valid(&c))
+                                continue;
+                        uint16_t w = atomic_load_explicit(&smb_chunk_header(&c)->writer_id, memory_order_relaxed);
+                        struct session *s = NULL;
+                        uint32_t target = producer_writer_target(p, w);
+                        if (target == 0 || !service_find_buffer(p->svc, target, &s) ||
+                            !session_producer_may_write(s, p->id))
+                                continue;
+                        s->chunks_torn++;
+                        n++;
+                }
+        }
+        return n;
+}
+
 static void on_disconnect(ipc_host_conn *conn, void *userdata) {
         struct traced_service *svc = userdata;
         struct producer *p = ipc_host_conn_get_userdata(conn);
@@ -127,9 +155,15 @@ static void on_disconnect(ipc_host_conn *conn, void *userdata) {
                 return;
         ipc_host_conn_set_userdata(conn, NULL);
         log_info("Producer %u \"%s\" (pid %d) disconnected.", p->id, strna(p->name), (int) p->pid);
-        /* Take what it committed before going away. */
-        if (p->smb)
+        /* Take what it committed before going away; count what it was
+         * still writing. */
+        if (p->smb) {
                 producer_scrape_smb(p, false);
+                size_t torn = count_torn_chunks(p);
+                if (torn > 0)
+                        log_info("Producer %u \"%s\" left %zu chunk(s) unfinished; counted as discarded.", p->id,
+                                 strna(p->name), torn);
+        }
         session_on_producer_gone(svc, p);
         for (struct producer **pp = &svc->producers; *pp; pp = &(*pp)->next)
                 if (*pp == p) {

@@ -128,6 +128,7 @@ struct traced_service *service_free(struct traced_service *svc) {
         svc->consumer_host = ipc_host_free(svc->consumer_host);
         svc->producer_host = ipc_host_free(svc->producer_host);
         sd_event_unref(svc->event);
+        free(svc->trigger_history);
         free(svc->plugin_conns);
         relay_machines_done(&svc->machines);
         free(svc);

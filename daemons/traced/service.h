@@ -30,7 +30,7 @@
 #define SERVICE_DEFAULT_SMB_PAGE_SIZE 4096u
 #define SERVICE_MAX_SESSIONS 32u
 #define SERVICE_MAX_SESSIONS_PER_UID 5u
-#define SERVICE_MAX_BUFFERS_PER_SESSION 32u
+#define SERVICE_MAX_BUFFERS_PER_SESSION 128u
 #define SERVICE_MAX_TOTAL_BUFFER_BYTES (1024ull * 1024u * 1024u) /* per session */
 #define SERVICE_MAX_DATA_SOURCES_PER_PRODUCER 1024u
 #define SERVICE_MAX_PRODUCERS 512u
@@ -47,6 +47,8 @@
 #define SERVICE_MIN_FILE_WRITE_PERIOD_MS 100u
 #define SERVICE_MAX_DURATION_MS (7u * 24u * 3600u * 1000u)
 #define SERVICE_SYNC_MARKER_PERIOD_USEC (5u * 1000000u)
+#define SERVICE_MAX_TRIGGERS_PER_SESSION 1024u
+#define SERVICE_MAX_TRIGGER_HISTORY 4096u
 /* Per TraceConfig: every producer filter is tried against every producer
  * on EnableTracing and on each registration, so their number is bounded
  * (and each regex is, see lib/basic/regex-limits.h). */
@@ -197,11 +199,33 @@ enum {
         SERVICE_EVENT_READ_BUFFERS_COMPLETED = 4,
         SERVICE_EVENT_TRACING_DISABLED = 5,
         SERVICE_EVENT_FLUSH_STARTED = 9,
+        SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES = 8,
 };
 
 struct service_event {
         unsigned field;
         uint64_t ts;
+        /* A message payload (e.g. DataSources), or NULL for a flag. */
+        uint8_t *msg;
+        size_t msg_len;
+};
+
+/* A trigger that matched a session: written into its trace as a
+ * TracePacket.trigger, and for CLONE_SNAPSHOT sessions told to the
+ * consumer (ObservableEvents.clone_trigger_hit) after its stop_delay_ms. */
+struct received_trigger {
+        char *trigger_name;
+        char *producer_name;
+        uid_t producer_uid;
+        uint64_t boot_time_ns;
+        uint32_t stop_delay_ms;
+};
+
+struct clone_trigger_hit {
+        struct clone_trigger_hit *next;
+        struct session *session;
+        sd_event_source *timer;
+        struct received_trigger trigger;
 };
 
 struct session {
@@ -281,10 +305,27 @@ struct session {
         bool stop_trigger_hit;
         bool final_stats_emitted;
         char *triggered_by;
+        /* Triggers received, the first n_triggers_emitted already in the
+         * trace. */
+        struct received_trigger *triggers;
+        size_t n_triggers, n_triggers_emitted;
+        uint64_t n_triggers_received; /* ever, clones included */
+        /* A clone made for a CLONE_SNAPSHOT trigger: the trigger, written
+         * as TracePacket.clone_snapshot_trigger. */
+        struct received_trigger clone_trigger;
+        bool is_clone;
+        bool freeing; /* in session_free: flush callbacks must not use it */
+        struct clone_trigger_hit *clone_hits; /* waiting for their delay */
+        /* Freed once disabled when no consumer is attached (the duration
+         * or a trigger ended it, as upstream's FlushAndDisableTracing). */
+        bool free_if_detached;
+        sd_event_source *free_defer;
 
         /* stats beyond the buffers' own */
         uint64_t packets_invalid;
         uint64_t chunks_discarded_no_buffer;
+        /* Chunks a producer was still writing when it went away. */
+        uint64_t chunks_torn;
         uint64_t patches_discarded;
         uint64_t flushes_requested, flushes_succeeded, flushes_failed;
 };
@@ -316,6 +357,14 @@ struct traced_service {
         uint64_t last_ds_instance_id;
         uint32_t last_buffer_id;
         uint64_t last_flush_request_id;
+
+        /* Triggers that matched a session in the last 24 hours, oldest
+         * first, for TriggerConfig.Trigger.max_per_24_h. */
+        struct trigger_history {
+                uint64_t ts_ns;
+                uint64_t name_hash;
+        } *trigger_history;
+        size_t n_trigger_history;
 
         void (*state_changed)(struct traced_service *svc); /* for sd_notify STATUS= */
 
@@ -405,7 +454,20 @@ void session_output_finished(struct session *s);
 uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first);
 void session_notify_observers(struct session *s, uint32_t event_mask);
 void session_add_service_event(struct session *s, unsigned field);
-/* A read-only copy of src's buffers for consumer c. */
-int session_clone(struct session *src, struct consumer *c, struct session **ret, char **ret_error);
+void session_clear_service_events(struct session *s);
+/* Same, with a message payload (copied). */
+void session_add_service_event_msg(struct session *s, unsigned field, const uint8_t *msg, size_t len);
+/* A read-only copy of src's buffers for consumer c. For a write_into_file
+ * source, out_fd (taken) receives what the source already wrote to its
+ * file, then the copy's packets; *ret_wrote_file says so. */
+int session_clone(struct session *src, struct consumer *c, int out_fd, struct session **ret, bool *ret_wrote_file,
+                  char **ret_error);
+/* The started session with the highest TraceConfig.bugreport_score > 0,
+ * or NULL. */
+struct session *service_find_bugreport_session(struct traced_service *svc);
+/* Whether the trace is held back until a trigger: a session with triggers
+ * that received none, or a CLONE_SNAPSHOT session (read through clones). */
+bool session_waiting_for_trigger(const struct session *s);
+void received_trigger_done(struct received_trigger *t);
 /* Applies new producer filters of a running session's data sources. */
 int session_change_config(struct session *s, const Perfetto__Protos__TraceConfig *cfg);

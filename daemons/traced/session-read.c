@@ -34,6 +34,8 @@ enum {
         TP_SYSTEM_INFO = 45,
         TP_SERVICE_EVENT = 69,
         TP_TRACE_UUID = 89,
+        TP_TRIGGER = 46,
+        TP_CLONE_SNAPSHOT_TRIGGER = 113,
 };
 
 enum {
@@ -295,13 +297,16 @@ static int emit_service_events(struct session *s, packet_sink_fn sink, void *use
         for (size_t i = 0; i < s->n_events; i++) {
                 _cleanup_(pbw_done) struct pbw w = {}, ev = {};
                 pbw_varint(&w, TP_TIMESTAMP, s->events[i].ts);
-                pbw_varint(&ev, s->events[i].field, 1);
+                if (s->events[i].msg)
+                        pbw_bytes(&ev, s->events[i].field, s->events[i].msg, s->events[i].msg_len);
+                else
+                        pbw_varint(&ev, s->events[i].field, 1);
                 pbw_message(&w, TP_SERVICE_EVENT, &ev);
                 r = emit_service_packet(s, &w, true, sink, userdata);
                 if (r < 0)
                         return r;
         }
-        s->n_events = 0;
+        session_clear_service_events(s);
         return 0;
 }
 
@@ -321,6 +326,52 @@ static int emit_trace_stats(struct session *s, packet_sink_fn sink, void *userda
         pbw_varint(&w, TP_TIMESTAMP, clock_ns(CLOCK_BOOTTIME));
         pbw_bytes(&w, TP_TRACE_STATS, buf, n);
         return emit_service_packet(s, &w, true, sink, userdata);
+}
+
+void session_clear_service_events(struct session *s) {
+        for (size_t i = 0; i < s->n_events; i++)
+                free(s->events[i].msg);
+        s->n_events = 0;
+}
+
+void session_add_service_event_msg(struct session *s, unsigned field, const uint8_t *msg, size_t len) {
+        if (s->n_events >= ELEMENTSOF(s->events))
+                return;
+        uint8_t *copy = malloc(len ? len : 1);
+        if (!copy)
+                return;
+        memcpy(copy, msg, len);
+        s->events[s->n_events++] = (struct service_event) {
+                .field = field,
+                .ts = clock_ns(CLOCK_BOOTTIME),
+                .msg = copy,
+                .msg_len = len,
+        };
+}
+
+static int emit_trigger(struct session *s, unsigned field, const struct received_trigger *t, packet_sink_fn sink,
+                        void *userdata) {
+        _cleanup_(pbw_done) struct pbw w = {}, tr = {};
+        pbw_string(&tr, 1, t->trigger_name ? t->trigger_name : "");
+        pbw_string(&tr, 2, t->producer_name ? t->producer_name : "");
+        pbw_varint(&tr, 3, (uint64_t) (int64_t) (int32_t) t->producer_uid);
+        pbw_varint(&tr, 4, t->stop_delay_ms);
+        pbw_varint(&w, TP_TIMESTAMP, t->boot_time_ns);
+        pbw_message(&w, field, &tr);
+        return emit_service_packet(s, &w, true, sink, userdata);
+}
+
+/* Each trigger the session received, once. */
+static int emit_received_triggers(struct session *s, packet_sink_fn sink, void *userdata) {
+        int count = 0;
+        while (s->n_triggers_emitted < s->n_triggers) {
+                int r = emit_trigger(s, TP_TRIGGER, &s->triggers[s->n_triggers_emitted], sink, userdata);
+                if (r < 0)
+                        return r;
+                s->n_triggers_emitted++;
+                count++;
+        }
+        return count;
 }
 
 void session_add_service_event(struct session *s, unsigned field) {
@@ -416,12 +467,22 @@ int session_read_packets_paced(struct session *s, packet_sink_fn sink, void *use
                     (r = emit_system_info(s, sink, userdata)) < 0)
                         return r;
                 count += 5;
+                if (s->clone_trigger.trigger_name) {
+                        r = emit_trigger(s, TP_CLONE_SNAPSHOT_TRIGGER, &s->clone_trigger, sink, userdata);
+                        if (r < 0)
+                                return r;
+                        count++;
+                }
         } else if (now - s->last_sync_marker_usec >= SERVICE_SYNC_MARKER_PERIOD_USEC) {
                 s->last_sync_marker_usec = now;
                 if ((r = emit_sync_marker(s, sink, userdata)) < 0 || (r = emit_clock_snapshot(s, sink, userdata)) < 0)
                         return r;
                 count += 2;
         }
+        r = emit_received_triggers(s, sink, userdata);
+        if (r < 0)
+                return r;
+        count += r;
         r = emit_service_events(s, sink, userdata);
         if (r < 0)
                 return r;

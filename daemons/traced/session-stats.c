@@ -75,7 +75,7 @@ Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s) {
         st->has_total_buffers = true;
         st->total_buffers = (uint32_t) s->n_buffers;
         st->has_chunks_discarded = true;
-        st->chunks_discarded = s->chunks_discarded_no_buffer;
+        st->chunks_discarded = s->chunks_discarded_no_buffer + s->chunks_torn;
         st->has_patches_discarded = true;
         st->patches_discarded = s->patches_discarded;
         st->has_invalid_packets = true;
@@ -186,6 +186,10 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
                 t->is_started = s->state == SESSION_STARTED;
                 t->num_data_sources = (uint32_t) session_count_instances(s);
                 t->unique_session_name = s->config->unique_session_name;
+                /* What perfetto --save-all-for-bugreport picks sessions by. */
+                t->has_bugreport_score = s->config->has_bugreport_score;
+                t->bugreport_score = s->config->bugreport_score;
+                t->bugreport_filename = s->config->bugreport_filename;
                 if (s->config->has_duration_ms) {
                         t->has_duration_ms = true;
                         t->duration_ms = s->config->duration_ms;

@@ -15,6 +15,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "basic/pbw.h"
 #include "basic/regex-limits.h"
 #include "service.h"
 #include "session-read.h"
@@ -140,6 +141,7 @@ void session_free(struct session *s) {
         if (s->consumer && s->consumer->session == s)
                 s->consumer->session = NULL;
         s->state = SESSION_DISABLED;
+        s->freeing = true;
         /* Producers still running instances of this session stop them. */
         for (struct ds_instance *i = s->instances; i; i = i->next)
                 if (i->producer && i->state != DS_STOPPED && i->state != DS_STOPPING)
@@ -167,10 +169,23 @@ void session_free(struct session *s) {
         sd_event_source_disable_unref(s->trigger_timer);
         session_output_free(s);
         safe_close(s->file_fd);
+        while (s->clone_hits) {
+                struct clone_trigger_hit *h = s->clone_hits;
+                s->clone_hits = h->next;
+                sd_event_source_disable_unref(h->timer);
+                received_trigger_done(&h->trigger);
+                free(h);
+        }
+        for (size_t i = 0; i < s->n_triggers; i++)
+                received_trigger_done(&s->triggers[i]);
+        free(s->triggers);
+        received_trigger_done(&s->clone_trigger);
+        sd_event_source_disable_unref(s->free_defer);
         session_free_regexes(s);
         if (s->config)
                 perfetto__protos__trace_config__free_unpacked(s->config, NULL);
         free(s->config_bytes);
+        session_clear_service_events(s);
         free(s->detach_key);
         free(s->disable_error);
         free(s->state_text);
@@ -486,8 +501,8 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
         unsigned per_uid = 0;
         int r;
 
-        if (cfg->n_buffers == 0)
-                return config_error(ret_error, "The trace config defines no buffers");
+        /* No buffers is valid (a session that only writes the service's
+         * packets, or a placeholder for detach/attach); too many is not. */
         if (cfg->n_buffers > SERVICE_MAX_BUFFERS_PER_SESSION)
                 return config_error(ret_error, "Too many buffers in the trace config");
         for (size_t i = 0; i < cfg->n_buffers; i++) {
@@ -512,6 +527,16 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
         }
         if (per_uid >= SERVICE_MAX_SESSIONS_PER_UID && c && c->uid != 0)
                 return config_error(ret_error, "Too many concurrent tracing sessions for this user");
+        /* A file name, as upstream: perfetto --save-all-for-bugreport
+         * writes to <bugreport dir>/<bugreport_filename>. */
+        if (cfg->bugreport_filename &&
+            strspn(cfg->bugreport_filename, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") !=
+                    strlen(cfg->bugreport_filename))
+                return config_error(ret_error, "bugreport_filename may only contain [a-zA-Z0-9-_.]");
+        if (cfg->has_write_into_file && cfg->write_into_file && cfg->trigger_config &&
+            cfg->trigger_config->has_trigger_mode &&
+            cfg->trigger_config->trigger_mode == PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT)
+                return config_error(ret_error, "Trigger mode CLONE_SNAPSHOT and write_into_file together are unsupported");
         if (cfg->has_write_into_file && cfg->write_into_file && file_fd < 0)
                 return config_error(ret_error, "write_into_file is set but no output file descriptor was passed");
         if (cfg->trigger_config && cfg->trigger_config->has_trigger_mode &&
@@ -532,7 +557,7 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
                 return r;
         }
 
-        s->buffers = calloc(cfg->n_buffers, sizeof(*s->buffers));
+        s->buffers = calloc(cfg->n_buffers ? cfg->n_buffers : 1, sizeof(*s->buffers));
         if (!s->buffers) {
                 session_free(s);
                 return -ENOMEM;
@@ -591,6 +616,7 @@ size_t session_count_instances(const struct session *s) {
 static int on_duration(sd_event_source *src, uint64_t usec, void *userdata) {
         struct session *s = userdata;
         log_info("Session %" PRIu64 ": duration reached.", s->id);
+        s->free_if_detached = true;
         session_disable(s, NULL);
         return 0;
 }
@@ -649,6 +675,7 @@ static int on_clear_timer(sd_event_source *src, uint64_t usec, void *userdata) {
 static int on_trigger_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
         struct session *s = userdata;
         log_info("Session %" PRIu64 ": no trigger within trigger_timeout_ms, stopping.", s->id);
+        s->free_if_detached = true;
         session_disable(s, NULL);
         return 0;
 }
@@ -668,8 +695,9 @@ static int session_start_now(struct session *s) {
         for (struct ds_instance *i = s->instances; i; i = i->next)
                 (void) start_instance(s, i);
 
-        if (cfg->has_duration_ms && cfg->duration_ms > 0 &&
-            !is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING))
+        bool stop_or_clone = is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING) ||
+                             is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT);
+        if (cfg->has_duration_ms && cfg->duration_ms > 0 && !stop_or_clone)
                 (void) add_timer_ms(s, &s->duration_timer, cfg->duration_ms, on_duration);
         if (s->file_fd >= 0) {
                 s->file_period_ms = cfg->has_file_write_period_ms && cfg->file_write_period_ms
@@ -682,7 +710,9 @@ static int session_start_now(struct session *s) {
         if (cfg->incremental_state_config && cfg->incremental_state_config->has_clear_period_ms &&
             cfg->incremental_state_config->clear_period_ms > 0)
                 (void) add_timer_ms(s, &s->clear_timer, cfg->incremental_state_config->clear_period_ms, on_clear_timer);
-        if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING))
+        /* STOP_TRACING and CLONE_SNAPSHOT sessions end at the trigger
+         * timeout (a stop trigger may end them sooner). */
+        if (stop_or_clone)
                 (void) add_timer_ms(s, &s->trigger_timer, cfg->trigger_config->trigger_timeout_ms,
                                     on_trigger_timeout);
         log_info("Session %" PRIu64 " started.", s->id);
@@ -735,10 +765,34 @@ static void flush_complete(struct pending_flush *f, bool success) {
                 done(s, success, ud);
 }
 
+/* Names the producers a flush still waits for: in the log, and in the
+ * trace as TracingServiceEvent.last_flush_slow_data_sources. */
+static void report_slow_flush(struct pending_flush *f) {
+        struct session *s = f->session;
+        _cleanup_(pbw_done) struct pbw list = {};
+
+        for (size_t k = 0; k < f->n_producers; k++) {
+                struct producer *p = service_find_producer(s->svc, f->producers[k]);
+                log_notice("Session %" PRIu64 ": flush %" PRIu64 " timed out waiting for producer %u \"%s\" (pid %d).",
+                           s->id, f->request_id, f->producers[k], p ? strna(p->name) : "(gone)",
+                           p ? (int) p->pid : 0);
+                for (struct ds_instance *i = s->instances; i; i = i->next) {
+                        if (i->producer_id != f->producers[k])
+                                continue;
+                        _cleanup_(pbw_done) struct pbw ds = {};
+                        if (p && p->name)
+                                pbw_string(&ds, 1, p->name);
+                        pbw_string(&ds, 2, i->name);
+                        pbw_message(&list, 1, &ds);
+                }
+        }
+        if (!list.error && list.len > 0)
+                session_add_service_event_msg(s, SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES, list.buf, list.len);
+}
+
 static int on_flush_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
         struct pending_flush *f = userdata;
-        log_notice("Session %" PRIu64 ": flush %" PRIu64 " timed out waiting for %zu producer(s).", f->session->id,
-                   f->request_id, f->n_producers);
+        report_slow_flush(f);
         flush_complete(f, false);
         return 0;
 }
@@ -857,8 +911,10 @@ static int on_stop_timeout(sd_event_source *src, uint64_t usec, void *userdata) 
         struct session *s = userdata;
         for (struct ds_instance *i = s->instances; i; i = i->next)
                 if (i->state == DS_STOPPING) {
-                        log_notice("Session %" PRIu64 ": data source \"%s\" did not acknowledge the stop in time.",
-                                   s->id, i->name);
+                        log_notice("Session %" PRIu64 ": data source \"%s\" of producer %u \"%s\" (pid %d) did not "
+                                   "acknowledge the stop in time.",
+                                   s->id, i->name, i->producer_id, i->producer ? strna(i->producer->name) : "(gone)",
+                                   i->producer ? (int) i->producer->pid : 0);
                         i->state = DS_STOPPED;
                 }
         check_all_stopped(s);
@@ -894,6 +950,16 @@ static void stop_all_instances(struct session *s) {
 static void disable_flush_done(struct session *s, bool success, void *userdata) {
         if (s->state == SESSION_DISABLING)
                 stop_all_instances(s);
+}
+
+static int on_free_detached(sd_event_source *src, void *userdata) {
+        struct session *s = userdata;
+        s->free_defer = sd_event_source_disable_unref(s->free_defer);
+        if (s->consumer)
+                return 0; /* attached again meanwhile: its consumer decides */
+        log_info("Session %" PRIu64 " ended while detached; freed.", s->id);
+        session_free(s);
+        return 0;
 }
 
 static void session_finalize(struct session *s) {
@@ -952,6 +1018,12 @@ void session_output_finished(struct session *s) {
         }
         session_notify_observers(s, PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
         service_state_changed(s->svc);
+        /* Nobody can read a detached session that ended by itself: free it
+         * (its file, if any, is complete), so its key no longer attaches.
+         * Deferred, as callers may be walking the session list. */
+        if (s->free_if_detached && !s->consumer && !s->free_defer &&
+            sd_event_add_defer(s->svc->event, &s->free_defer, on_free_detached, s) < 0)
+                log_warning("Session %" PRIu64 ": could not schedule freeing the detached session.", s->id);
 }
 
 void session_force_finalize(struct session *s, const char *error) {
@@ -1069,40 +1141,250 @@ static bool trigger_matches(const struct session *s, size_t idx, const char *nam
         return true;
 }
 
+void received_trigger_done(struct received_trigger *t) {
+        free(t->trigger_name);
+        free(t->producer_name);
+        *t = (struct received_trigger) {};
+}
+
+static int received_trigger_copy(const struct received_trigger *from, struct received_trigger *to) {
+        *to = *from;
+        to->trigger_name = strdup(from->trigger_name ? from->trigger_name : "");
+        to->producer_name = strdup(from->producer_name ? from->producer_name : "");
+        if (!to->trigger_name || !to->producer_name) {
+                received_trigger_done(to);
+                return -ENOMEM;
+        }
+        return 0;
+}
+
 static int on_stop_delay(sd_event_source *src, uint64_t usec, void *userdata) {
         struct session *s = userdata;
+        s->free_if_detached = true;
         session_disable(s, NULL);
         return 0;
 }
 
-void session_on_triggers(struct traced_service *svc, struct producer *p, char **names, size_t n) {
-        for (struct session *s = svc->sessions; s; s = s->next) {
-                const Perfetto__Protos__TraceConfig__TriggerConfig *tc = s->config->trigger_config;
-                if (!tc)
-                        continue;
-                for (size_t k = 0; k < n; k++)
-                        for (size_t t = 0; t < tc->n_triggers; t++) {
-                                const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *tr = tc->triggers[t];
-                                if (!trigger_matches(s, t, names[k], p))
-                                        continue;
-                                log_info("Session %" PRIu64 ": trigger \"%s\" from producer \"%s\".", s->id,
-                                         names[k], strna(p->name));
-                                if (!s->triggered_by)
-                                        s->triggered_by = strdup(names[k]);
-                                if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING) &&
-                                    s->waiting_for_start_trigger) {
-                                        s->waiting_for_start_trigger = false;
-                                        s->trigger_timer = sd_event_source_disable_unref(s->trigger_timer);
-                                        (void) session_start_now(s);
-                                } else if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING) &&
-                                           s->state == SESSION_STARTED && !s->stop_trigger_hit) {
-                                        s->stop_trigger_hit = true;
-                                        s->trigger_timer = sd_event_source_disable_unref(s->trigger_timer);
-                                        (void) add_timer_ms(s, &s->trigger_timer, tr->has_stop_delay_ms ? tr->stop_delay_ms : 0,
-                                                            on_stop_delay);
-                                }
-                        }
+static void notify_clone_trigger_hit(struct session *s, const struct received_trigger *t) {
+        struct consumer *c = s->consumer;
+        if (!c || !c->observe_req ||
+            !(c->observe_mask & PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_CLONE_TRIGGER_HIT))
+                return;
+        Perfetto__Protos__ObserveEventsResponse resp = PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
+        Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+        Perfetto__Protos__ObservableEvents__CloneTriggerHit hit = PERFETTO__PROTOS__OBSERVABLE_EVENTS__CLONE_TRIGGER_HIT__INIT;
+        hit.has_tracing_session_id = hit.has_producer_uid = hit.has_boot_time_ns = hit.has_trigger_delay_ms = true;
+        hit.tracing_session_id = (int64_t) s->id;
+        hit.trigger_name = t->trigger_name;
+        hit.producer_name = t->producer_name;
+        hit.producer_uid = (uint32_t) t->producer_uid;
+        hit.boot_time_ns = t->boot_time_ns;
+        hit.trigger_delay_ms = t->stop_delay_ms;
+        ev.clone_trigger_hit = &hit;
+        resp.events = &ev;
+        (void) ipc_request_reply(c->observe_req, &resp.base, true, -EBADF);
+}
+
+static int on_clone_hit_due(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct clone_trigger_hit *h = userdata;
+        struct session *s = h->session;
+        for (struct clone_trigger_hit **pp = &s->clone_hits; *pp; pp = &(*pp)->next)
+                if (*pp == h) {
+                        *pp = h->next;
+                        break;
+                }
+        if (s->state == SESSION_STARTED)
+                notify_clone_trigger_hit(s, &h->trigger);
+        sd_event_source_disable_unref(h->timer);
+        received_trigger_done(&h->trigger);
+        free(h);
+        return 0;
+}
+
+static void schedule_clone_hit(struct session *s, const struct received_trigger *t) {
+        struct clone_trigger_hit *h = calloc(1, sizeof(*h));
+        if (!h || received_trigger_copy(t, &h->trigger) < 0) {
+                free(h);
+                log_oom();
+                return;
         }
+        h->session = s;
+        if (sd_event_add_time_relative(s->svc->event, &h->timer, CLOCK_BOOTTIME, (uint64_t) t->stop_delay_ms * 1000u,
+                                       1000, on_clone_hit_due, h) < 0) {
+                received_trigger_done(&h->trigger);
+                free(h);
+                log_warning("Session %" PRIu64 ": could not schedule a clone trigger.", s->id);
+                return;
+        }
+        h->next = s->clone_hits;
+        s->clone_hits = h;
+}
+
+static int session_record_trigger(struct session *s, const struct received_trigger *t) {
+        if (s->n_triggers >= SERVICE_MAX_TRIGGERS_PER_SESSION)
+                return -ENOBUFS;
+        struct received_trigger *a = realloc(s->triggers, (s->n_triggers + 1) * sizeof(*a));
+        if (!a)
+                return -ENOMEM;
+        s->triggers = a;
+        int r = received_trigger_copy(t, &s->triggers[s->n_triggers]);
+        if (r < 0)
+                return r;
+        s->n_triggers++;
+        s->n_triggers_received++;
+        return 0;
+}
+
+/* Sets duration_ms in the session's config (and its packed copy, which
+ * the trace_config packet carries). */
+static void session_set_duration(struct session *s, uint32_t ms) {
+        s->config->has_duration_ms = true;
+        s->config->duration_ms = ms;
+        size_t n = protobuf_c_message_get_packed_size(&s->config->base);
+        uint8_t *b = malloc(n ? n : 1);
+        if (!b)
+                return;
+        protobuf_c_message_pack(&s->config->base, b);
+        free(s->config_bytes);
+        s->config_bytes = b;
+        s->config_size = n;
+}
+
+static uint64_t name_hash(const char *name) {
+        uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+        for (const unsigned char *c = (const unsigned char *) name; *c; c++)
+                h = (h ^ *c) * 0x100000001b3ull;
+        return h;
+}
+
+/* Drops history older than a day; returns how often name_hash matched in
+ * the day before now. */
+static size_t trigger_history_count(struct traced_service *svc, uint64_t now_ns, uint64_t hash) {
+        const uint64_t day_ns = 24ull * 3600u * 1000000000u;
+        size_t old = 0, count = 0;
+        while (old < svc->n_trigger_history && svc->trigger_history[old].ts_ns + day_ns < now_ns)
+                old++;
+        if (old > 0) {
+                memmove(svc->trigger_history, svc->trigger_history + old,
+                        (svc->n_trigger_history - old) * sizeof(*svc->trigger_history));
+                svc->n_trigger_history -= old;
+        }
+        for (size_t i = 0; i < svc->n_trigger_history; i++)
+                count += svc->trigger_history[i].name_hash == hash;
+        return count;
+}
+
+static void trigger_history_add(struct traced_service *svc, uint64_t now_ns, uint64_t hash) {
+        if (!svc->trigger_history) {
+                svc->trigger_history = calloc(SERVICE_MAX_TRIGGER_HISTORY, sizeof(*svc->trigger_history));
+                if (!svc->trigger_history)
+                        return;
+        }
+        if (svc->n_trigger_history == SERVICE_MAX_TRIGGER_HISTORY) {
+                memmove(svc->trigger_history, svc->trigger_history + 1,
+                        (SERVICE_MAX_TRIGGER_HISTORY - 1) * sizeof(*svc->trigger_history));
+                svc->n_trigger_history--;
+        }
+        svc->trigger_history[svc->n_trigger_history++] = (struct trigger_history) { now_ns, hash };
+}
+
+static double random_unit(void) {
+        uint64_t v;
+        if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != (ssize_t) sizeof(v))
+                v = now_usec(CLOCK_MONOTONIC) * 0x9E3779B97F4A7C15ull;
+        return (double) (v >> 11) / (double) (1ull << 53); /* [0, 1) */
+}
+
+void session_on_triggers(struct traced_service *svc, struct producer *p, char **names, size_t n) {
+        struct timespec ts;
+        clock_gettime(CLOCK_BOOTTIME, &ts);
+        uint64_t now_ns = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+
+        for (size_t k = 0; k < n; k++) {
+                if (!names[k])
+                        continue;
+                uint64_t hash = name_hash(names[k]);
+                size_t in_window = trigger_history_count(svc, now_ns, hash);
+                bool matched = false;
+                for (struct session *s = svc->sessions; s; s = s->next) {
+                        const Perfetto__Protos__TraceConfig__TriggerConfig *tc = s->config->trigger_config;
+                        if (!tc || s->is_clone || s->state == SESSION_DISABLED)
+                                continue;
+                        /* The first trigger of that name decides, as upstream. */
+                        size_t t = 0;
+                        while (t < tc->n_triggers && !(tc->triggers[t]->name && strcmp(tc->triggers[t]->name, names[k]) == 0))
+                                t++;
+                        if (t == tc->n_triggers || !trigger_matches(s, t, names[k], p))
+                                continue;
+                        const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *tr = tc->triggers[t];
+                        if (tr->has_skip_probability && random_unit() < tr->skip_probability)
+                                continue;
+                        if (tr->has_max_per_24_h && tr->max_per_24_h > 0 && in_window >= tr->max_per_24_h) {
+                                log_info("Session %" PRIu64 ": trigger \"%s\" ignored, max_per_24_h reached.", s->id,
+                                         names[k]);
+                                continue;
+                        }
+                        matched = true;
+                        struct received_trigger rt = {
+                                .trigger_name = names[k],
+                                .producer_name = p->name,
+                                .producer_uid = p->uid,
+                                .boot_time_ns = now_ns,
+                                .stop_delay_ms = tr->has_stop_delay_ms ? tr->stop_delay_ms : 0,
+                        };
+                        bool first = s->n_triggers_received == 0;
+                        int r = session_record_trigger(s, &rt);
+                        if (r < 0)
+                                log_warning_errno(r, "Session %" PRIu64 ": trigger \"%s\" not recorded: %m", s->id,
+                                                  names[k]);
+                        log_info("Session %" PRIu64 ": trigger \"%s\" from producer \"%s\".", s->id, names[k],
+                                 strna(p->name));
+                        if (!s->triggered_by)
+                                s->triggered_by = strdup(names[k]);
+                        if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__START_TRACING)) {
+                                if (s->state != SESSION_CONFIGURED || !s->waiting_for_start_trigger)
+                                        continue;
+                                s->waiting_for_start_trigger = false;
+                                s->trigger_timer = sd_event_source_disable_unref(s->trigger_timer);
+                                /* The trace lasts the trigger's stop_delay_ms from now. */
+                                session_set_duration(s, rt.stop_delay_ms);
+                                (void) session_start_now(s);
+                        } else if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING)) {
+                                if (!first || s->state != SESSION_STARTED || s->stop_trigger_hit)
+                                        continue;
+                                s->stop_trigger_hit = true;
+                                s->trigger_timer = sd_event_source_disable_unref(s->trigger_timer);
+                                (void) add_timer_ms(s, &s->trigger_timer, rt.stop_delay_ms, on_stop_delay);
+                        } else if (is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT))
+                                schedule_clone_hit(s, &rt);
+                }
+                if (matched)
+                        trigger_history_add(svc, now_ns, hash);
+        }
+}
+
+struct session *service_find_bugreport_session(struct traced_service *svc) {
+        struct session *best = NULL;
+        for (struct session *s = svc->sessions; s; s = s->next) {
+                int32_t score = s->config->has_bugreport_score ? s->config->bugreport_score : 0;
+                if (score <= 0 || s->state != SESSION_STARTED || s->is_clone)
+                        continue;
+                if (!best || score > best->config->bugreport_score)
+                        best = s;
+        }
+        return best;
+}
+
+bool session_waiting_for_trigger(const struct session *s) {
+        if (s->is_clone)
+                return false;
+        const Perfetto__Protos__TraceConfig__TriggerConfig *tc = s->config->trigger_config;
+        if (!tc)
+                return false;
+        if (tc->n_triggers > 0 && s->n_triggers_received == 0)
+                return true;
+        return tc->has_trigger_mode &&
+               tc->trigger_mode == PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT;
 }
 
 void session_notify_observers(struct session *s, uint32_t event_mask) {
@@ -1123,19 +1405,51 @@ void session_notify_observers(struct session *s, uint32_t event_mask) {
 
 /* ---- cloning and config changes ------------------------------------------ */
 
-int session_clone(struct session *src, struct consumer *c, struct session **ret, char **ret_error) {
-        struct traced_service *svc = src->svc;
+/* Appends what src already wrote to its file to out_fd. */
+static int copy_written_file(struct session *src, int out_fd) {
+        uint8_t buf[32 * 1024];
+        off_t off = 0;
 
-        if (src->file_fd >= 0)
-                return config_error(ret_error, "Cloning a write_into_file session is not supported");
+        for (;;) {
+                ssize_t n = pread(src->file_fd, buf, sizeof(buf), off);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (n == 0)
+                        return 0;
+                off += n;
+                for (ssize_t done = 0; done < n;) {
+                        ssize_t w = write(out_fd, buf + done, (size_t) (n - done));
+                        if (w < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                return -errno;
+                        }
+                        done += w;
+                }
+        }
+}
+
+int session_clone(struct session *src, struct consumer *c, int out_fd, struct session **ret, bool *ret_wrote_file,
+                  char **ret_error) {
+        _cleanup_close_ int fd = out_fd;
+        struct traced_service *svc = src->svc;
+        int r;
+
+        *ret_wrote_file = false;
+        if (src->file_fd >= 0 && fd < 0)
+                return config_error(ret_error, "Cloning a write_into_file session needs an output file descriptor");
         if (svc->n_sessions >= SERVICE_MAX_SESSIONS)
                 return config_error(ret_error, "Too many concurrent tracing sessions");
 
         struct session *s;
         /* A read-only snapshot: disabled from the start. */
-        int r = session_alloc(svc, c, SESSION_DISABLED, src->config, &s);
+        r = session_alloc(svc, c, SESSION_DISABLED, src->config, &s);
         if (r < 0)
                 return r;
+        s->is_clone = true;
         r = session_compile_regexes(s, ret_error);
         if (r < 0) {
                 session_free(s);
@@ -1157,7 +1471,58 @@ int session_clone(struct session *src, struct consumer *c, struct session **ret,
                 s->buffers[i].id = ++svc->last_buffer_id;
                 s->n_buffers++;
         }
-        log_info("Session %" PRIu64 " cloned from session %" PRIu64 ".", s->id, src->id);
+        /* The triggers the source saw since its last clone go with this
+         * one, as upstream does. */
+        s->triggers = src->triggers;
+        s->n_triggers = src->n_triggers;
+        s->n_triggers_received = src->n_triggers_received;
+        src->triggers = NULL;
+        src->n_triggers = src->n_triggers_emitted = 0;
+        s->packets_invalid = src->packets_invalid;
+        s->flushes_requested = src->flushes_requested;
+        s->flushes_succeeded = src->flushes_succeeded;
+        s->flushes_failed = src->flushes_failed;
+
+        if (src->file_fd >= 0) {
+                /* The copy continues the source's file: first what it
+                 * wrote, then what its buffers still hold (the read
+                 * progress is cloned too, so nothing appears twice), with
+                 * the same sequence ids. */
+                r = copy_written_file(src, fd);
+                if (r < 0) {
+                        session_free(s);
+                        return config_error(ret_error, "Failed to copy the write_into_file session's file");
+                }
+                if (src->seq_cap > 0) {
+                        s->seqs = calloc(src->seq_cap, sizeof(*s->seqs));
+                        if (!s->seqs) {
+                                session_free(s);
+                                return -ENOMEM;
+                        }
+                        memcpy(s->seqs, src->seqs, src->seq_cap * sizeof(*s->seqs));
+                        s->seq_cap = src->seq_cap;
+                        s->n_seqs = src->n_seqs;
+                        s->next_sequence_id = src->next_sequence_id;
+                }
+                r = session_output_open(s, TAKE_FD(fd), ret_error);
+                if (r < 0) {
+                        session_free(s);
+                        return r;
+                }
+                r = session_write_into_file(s);
+                if (r < 0 && r != -EFBIG) {
+                        session_free(s);
+                        return config_error(ret_error, "Failed to write the clone into the output file");
+                }
+                if (session_output_drained(s)) {
+                        session_output_free(s);
+                        s->file_fd = safe_close(s->file_fd);
+                } else
+                        s->out_finalizing = true; /* a pipe: the loop writes the rest */
+                *ret_wrote_file = true;
+        }
+        log_info("Session %" PRIu64 " cloned from session %" PRIu64 "%s.", s->id, src->id,
+                 *ret_wrote_file ? " into the consumer's file" : "");
         *ret = s;
         service_state_changed(svc);
         return 0;

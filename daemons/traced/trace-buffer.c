@@ -305,9 +305,20 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
         size_t pos = seq_search(s, in->chunk_id, &found);
         if (found) {
                 struct tb_chunk *old = s->chunks[pos];
-                /* A scraped copy is replaced by the committed chunk; a
-                 * complete copy never changes again. */
-                if (old->complete || in->payload_size < old->size || in->num_fragments < old->fragments_read) {
+                /* The same chunk again (a scraped copy, then the committed
+                 * one): its size never changes, its fragments and flags only
+                 * grow. Anything else breaks the ABI, and upstream's buffer
+                 * counts it as a violation and keeps the old copy. Flags of
+                 * the last fragment of a scraped copy do not count yet. */
+                uint8_t kept = old->complete ? old->flags :
+                                               (uint8_t) (old->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV);
+                if (in->payload_size != old->size || in->num_fragments < old->num_fragments ||
+                    (in->flags & kept) != kept) {
+                        tb->stats.abi_violations++;
+                        return 0;
+                }
+                /* A complete copy never changes again. */
+                if (old->complete || in->num_fragments < old->fragments_read) {
                         tb->stats.chunks_discarded++;
                         return 0;
                 }
@@ -476,6 +487,7 @@ enum readahead_result {
         RA_DONE,       /* packet assembled */
         RA_WAIT,       /* the rest has not arrived yet */
         RA_BROKEN,     /* the chain is broken: drop the start */
+        RA_DROPPED,    /* the writer gave the packet up: drop the start */
 };
 
 /* Assembles a packet that starts with the last fragment of chunk at index
@@ -508,8 +520,13 @@ static enum readahead_result readahead(struct trace_buffer *tb, struct tb_seq *s
                         return RA_WAIT;
                 size_t doff;
                 uint32_t fsize;
-                if (fragment_at(n, 0, &doff, &fsize) < 0 || fsize == SMB_PACKET_SIZE_DROP_PACKET)
+                if (fragment_at(n, 0, &doff, &fsize) < 0)
                         return RA_BROKEN;
+                /* The chain ends as the ABI allows: the packet is lost, the
+                 * sequence goes on (the loss is counted when that chunk is
+                 * read). */
+                if (fsize == SMB_PACKET_SIZE_DROP_PACKET)
+                        return RA_DROPPED;
                 if (packet_reserve(tb, len + fsize) < 0)
                         return RA_BROKEN;
                 memcpy(tb->packet + len, n->payload + doff, fsize);
@@ -592,6 +609,9 @@ static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *re
                         _fallthrough_;
                 case RA_BROKEN:
                         tb->stats.readaheads_failed++;
+                        skip_fragment(c, next_off);
+                        continue;
+                case RA_DROPPED:
                         skip_fragment(c, next_off);
                         continue;
                 case RA_DONE:

@@ -135,9 +135,15 @@ int traced_msg_end_nested(traced_msg *child);
 /* Ends the packet (and any nested message still open). */
 int traced_trace_writer_end_packet(traced_trace_writer *w);
 
-/* Completes the current chunk and commits everything written. */
+/* Completes the current chunk and commits everything written. -EBUSY
+ * between begin_packet and end_packet (a packet cannot be handed over half
+ * written). */
 int traced_trace_writer_flush(traced_trace_writer *w);
-/* Packets dropped because the buffer was full or the connection was lost. */
+/* Packets dropped because the buffer was full or the connection was lost
+ * (also a packet left open when its writer is freed). A packet given up
+ * after part of it went into the buffer is marked for the service to
+ * discard, and the next packet the writer writes carries
+ * previous_packet_dropped, so the loss shows in the trace. */
 uint64_t traced_trace_writer_dropped(const traced_trace_writer *w);
 /* How many times the producer connected again after losing the service. */
 unsigned traced_producer_reconnects(const traced_producer *p);

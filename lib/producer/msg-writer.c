@@ -15,13 +15,6 @@
 
 #define SIZE_FIELD 4u
 
-static void put_size(uint8_t *dst, uint32_t v) {
-        dst[0] = (uint8_t) ((v & 0x7f) | 0x80);
-        dst[1] = (uint8_t) (((v >> 7) & 0x7f) | 0x80);
-        dst[2] = (uint8_t) (((v >> 14) & 0x7f) | 0x80);
-        dst[3] = (uint8_t) ((v >> 21) & 0x7f);
-}
-
 static uint8_t *cur_payload(traced_trace_writer *w) {
         return smb_chunk_payload(&w->cur);
 }
@@ -34,15 +27,12 @@ static uint32_t cur_chunk_id(traced_trace_writer *w) {
         return atomic_load_explicit(&smb_chunk_header(&w->cur)->chunk_id, memory_order_relaxed);
 }
 
-/* Hands the full chunk over and continues the packet in a new one. */
-static int switch_chunk(traced_trace_writer *w) {
+/* Size fields of open messages in the chunk being handed over will be
+ * delivered as patches: the chunk waits for them in the service. */
+static void hand_over_open_sizes(traced_trace_writer *w) {
         uint32_t id = cur_chunk_id(w);
         unsigned open_here = 0;
-        size_t page, idx;
 
-        /* The fragment in this chunk is complete. */
-        put_size(cur_payload(w) + w->frag_off, (uint32_t) (w->cur_off - w->frag_off - SIZE_FIELD));
-        w->cur_flags |= SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT;
         for (unsigned i = 1; i < w->depth; i++)
                 if (!w->stack[i].remote && w->stack[i].chunk_id == id) {
                         w->stack[i].remote = true;
@@ -56,20 +46,16 @@ static int switch_chunk(traced_trace_writer *w) {
                         w->n_waiting++;
                 }
         }
-        atomic_store_explicit(&smb_chunk_header(&w->cur)->packets, smb_packets_pack(w->cur_count, w->cur_flags),
-                              memory_order_release);
-        if (smb_chunk_location(&w->abi, &w->cur, &page, &idx) < 0 || smb_release_chunk_as_complete(&w->abi, &w->cur) < 0)
-                return -EBUSY;
-        (void) writer_queue_commit(w, page, idx);
-        w->cur = (struct smb_chunk) {};
+}
 
-        struct smb_chunk c = writer_acquire_chunk(w, w->next_chunk_id);
-        if (!smb_chunk_is_valid(&c))
-                return -ENOBUFS;
-        w->next_chunk_id++;
-        w->cur = c;
+/* Hands the full chunk over and continues the packet in a new one. When
+ * there is no new one, the chunk goes with its fragment marked dropped
+ * and its open size fields are never written: the packet is lost. */
+static int switch_chunk(traced_trace_writer *w) {
+        int r = writer_continue_in_next_chunk(w, w->frag_off, hand_over_open_sizes);
+        if (r < 0)
+                return r;
         w->cur_count = 1;
-        w->cur_flags = SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV;
         w->frag_off = 0;
         w->cur_off = SIZE_FIELD;
         return 0;
@@ -137,43 +123,33 @@ _public_ int traced_trace_writer_begin_packet(traced_trace_writer *w, traced_msg
         if (w->in_packet)
                 return -EINVAL;
         if (!writer_alive(w)) {
-                w->dropped++;
+                writer_note_loss(w);
                 return -ENOTCONN;
         }
         /* A new packet needs room for its header and one byte. */
-        if (room(w) < SIZE_FIELD + 1 || w->cur_count >= SMB_MAX_PACKET_COUNT) {
-                if (smb_chunk_is_valid(&w->cur)) {
-                        size_t page, idx;
-                        atomic_store_explicit(&smb_chunk_header(&w->cur)->packets,
-                                              smb_packets_pack(w->cur_count, w->cur_flags), memory_order_release);
-                        if (smb_chunk_location(&w->abi, &w->cur, &page, &idx) == 0 &&
-                            smb_release_chunk_as_complete(&w->abi, &w->cur) >= 0)
-                                (void) writer_queue_commit(w, page, idx);
-                        w->cur = (struct smb_chunk) {};
+        if (!writer_new_packet_fits(w)) {
+                int r = writer_start_chunk(w);
+                if (r < 0) {
+                        writer_note_loss(w);
+                        return r;
                 }
-                if (w->lost_since_last_chunk) {
-                        w->next_chunk_id++;
-                        w->lost_since_last_chunk = false;
-                }
-                struct smb_chunk c = writer_acquire_chunk(w, w->next_chunk_id);
-                if (!smb_chunk_is_valid(&c)) {
-                        w->dropped++;
-                        w->lost_since_last_chunk = true;
-                        return -ENOBUFS;
-                }
-                w->next_chunk_id++;
-                w->cur = c;
-                w->cur_off = 0;
-                w->cur_count = 0;
-                w->cur_flags = 0;
         }
         w->in_packet = true;
         w->dropping = false;
         w->frag_off = w->cur_off;
+        writer_put_size(cur_payload(w) + w->frag_off, 0);
         w->cur_off += SIZE_FIELD;
         w->cur_count++;
         w->depth = 1;
         w->stack[0] = (struct traced_msg) { .w = w, .depth = 0 };
+        w->packet_marks_loss = false;
+        if (w->signal_loss) {
+                /* Packets before this one were lost: say so in it. */
+                uint8_t marker[WRITER_LOSS_MARKER_MAX];
+                size_t n = writer_loss_marker(marker);
+                (void) put(w, marker, n); /* a failure drops the packet */
+                w->packet_marks_loss = true;
+        }
         *ret_root = &w->stack[0];
         return 0;
 }
@@ -248,7 +224,7 @@ _public_ int traced_msg_end_nested(traced_msg *c) {
                         return -ENOBUFS;
                 if (c->size >= (1u << 28))
                         return -EMSGSIZE;
-                put_size(cur_payload(w) + c->size_off, c->size);
+                writer_put_size(cur_payload(w) + c->size_off, c->size);
                 return 0;
         }
         /* Its chunk waits in the service for this size: send it even for a
@@ -260,7 +236,7 @@ _public_ int traced_msg_end_nested(traced_msg *c) {
                 .target_buffer = w->target_buffer,
                 .offset = (uint32_t) c->size_off,
         };
-        put_size(pt.data, c->size);
+        writer_put_size(pt.data, c->size);
         chunk_patched(w, c->chunk_id, &pt.more);
         return writer_queue_patch(w, &pt);
 }
@@ -278,10 +254,26 @@ _public_ int traced_trace_writer_end_packet(traced_trace_writer *w) {
         w->in_packet = false;
         if (w->dropping) {
                 w->dropping = false;
-                w->dropped++;
-                w->lost_since_last_chunk = true;
+                writer_note_loss(w);
                 return -ENOBUFS;
         }
-        put_size(cur_payload(w) + w->frag_off, (uint32_t) (w->cur_off - w->frag_off - SIZE_FIELD));
+        writer_put_size(cur_payload(w) + w->frag_off, (uint32_t) (w->cur_off - w->frag_off - SIZE_FIELD));
+        if (w->packet_marks_loss)
+                w->signal_loss = false;
         return r;
+}
+
+void writer_abandon_packet(traced_trace_writer *w) {
+        if (!w->in_packet)
+                return;
+        /* Chunks handed over with a size field still open wait for its
+         * patch: send them (what they say no longer matters). */
+        while (w->depth > 1)
+                (void) traced_msg_end_nested(&w->stack[w->depth - 1]);
+        if (!w->dropping && smb_chunk_is_valid(&w->cur))
+                writer_put_size(cur_payload(w) + w->frag_off, SMB_PACKET_SIZE_DROP_PACKET);
+        w->depth = 0;
+        w->in_packet = false;
+        w->dropping = false;
+        writer_note_loss(w);
 }

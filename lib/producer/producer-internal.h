@@ -133,7 +133,10 @@ struct traced_trace_writer {
         uint16_t cur_count;
         uint8_t cur_flags;
         uint64_t dropped;
-        bool lost_since_last_chunk;
+        /* Packets were lost: the next packet written says so
+         * (previous_packet_dropped). */
+        bool signal_loss;
+        bool packet_marks_loss; /* the packet being streamed says so */
         /* streaming */
         bool in_packet;
         bool dropping;          /* the packet being streamed is lost */
@@ -178,3 +181,33 @@ struct smb_chunk writer_acquire_chunk(traced_trace_writer *w, uint32_t chunk_id)
 void producer_release_retired(traced_producer *p);
 /* Whether w may still write (its connection is the current one). */
 bool writer_alive(const traced_trace_writer *w);
+
+/* TracePacket.previous_packet_dropped, and what the writer puts in it:
+ * DATA_LOSS_PRESENT | DATA_LOSS_SMB_FULL. */
+#define WRITER_FIELD_PREVIOUS_PACKET_DROPPED 42u
+#define WRITER_LOSS_SMB_FULL 257u
+#define WRITER_LOSS_MARKER_MAX 8u
+/* The serialized field; returns its length. */
+size_t writer_loss_marker(uint8_t buf[static WRITER_LOSS_MARKER_MAX]);
+/* A 4-byte redundant varint. */
+void writer_put_size(uint8_t *dst, uint32_t v);
+/* Stores the packet count and flags of w's current chunk and hands it to
+ * the service (queued for CommitData). */
+int writer_complete_chunk(traced_trace_writer *w);
+/* Whether a new packet can start in the current chunk. */
+bool writer_new_packet_fits(const traced_trace_writer *w);
+/* A packet of w was dropped. */
+void writer_note_loss(traced_trace_writer *w);
+/* A fresh chunk for a new packet; the current one is handed over either
+ * way. -ENOBUFS when there is none. */
+int writer_start_chunk(traced_trace_writer *w);
+/* The fragment at frag_off of the current chunk is full and the packet
+ * goes on: gets the next chunk first; then closes the fragment, flags the
+ * chunk as continuing (before_release may add to it) and hands it over.
+ * Without a next chunk, the fragment is closed with the drop-packet size
+ * instead, the chunk is handed over without the continues flag, and
+ * -ENOBUFS returned. */
+int writer_continue_in_next_chunk(traced_trace_writer *w, size_t frag_off,
+                                  void (*before_release)(traced_trace_writer *w));
+/* Gives up the packet being streamed (writer freed mid-packet). */
+void writer_abandon_packet(traced_trace_writer *w);

@@ -303,15 +303,8 @@ static void commit_instance_writers(traced_producer *p, uint64_t instance_id) {
         lock(p);
         for (traced_trace_writer *w = p->writers; w; w = w->next)
                 if (w->instance_id == instance_id && atomic_load(&w->used_on) == WRITER_USED_ON_LOOP &&
-                    smb_chunk_is_valid(&w->cur) && !w->in_packet) {
-                        size_t page, idx;
-                        atomic_store_explicit(&smb_chunk_header(&w->cur)->packets,
-                                              smb_packets_pack(w->cur_count, w->cur_flags), memory_order_release);
-                        if (smb_chunk_location(&w->abi, &w->cur, &page, &idx) == 0 &&
-                            smb_release_chunk_as_complete(&w->abi, &w->cur) >= 0)
-                                (void) writer_queue_commit(w, page, idx);
-                        w->cur = (struct smb_chunk) {};
-                }
+                    smb_chunk_is_valid(&w->cur) && !w->in_packet)
+                        (void) writer_complete_chunk(w);
         unlock(p);
 }
 

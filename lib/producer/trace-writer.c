@@ -4,7 +4,14 @@
  * varint with its size; a packet that does not fit continues in the next
  * chunk of the same writer (chunk flags mark both ends). Packets are handed
  * over whole, so every size is known when written and no chunk ever needs
- * patching afterwards. */
+ * patching afterwards.
+ *
+ * A packet that cannot get the chunk it continues in is given up: its last
+ * fragment is marked with the drop-packet size and the chunk does not say
+ * that the packet continues; the next packet written carries
+ * previous_packet_dropped. Chunk ids have no gaps: a service waits for the
+ * chunk with the next id when a fragment continues, and reads a sequence
+ * in chunk id order. */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -13,39 +20,61 @@
 #include "basic/macro.h"
 #include "producer-internal.h"
 
-static void put_size(uint8_t *dst, uint32_t v) {
+void writer_put_size(uint8_t *dst, uint32_t v) {
         dst[0] = (uint8_t) ((v & 0x7f) | 0x80);
         dst[1] = (uint8_t) (((v >> 7) & 0x7f) | 0x80);
         dst[2] = (uint8_t) (((v >> 14) & 0x7f) | 0x80);
         dst[3] = (uint8_t) ((v >> 21) & 0x7f);
 }
 
-static int complete_chunk(traced_trace_writer *w) {
+size_t writer_loss_marker(uint8_t buf[static WRITER_LOSS_MARKER_MAX]) {
+        size_t n = 0;
+        uint64_t key = (uint64_t) WRITER_FIELD_PREVIOUS_PACKET_DROPPED << 3, v = WRITER_LOSS_SMB_FULL;
+        do {
+                buf[n++] = (uint8_t) ((key & 0x7f) | (key > 0x7f ? 0x80 : 0));
+                key >>= 7;
+        } while (key);
+        do {
+                buf[n++] = (uint8_t) ((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
+                v >>= 7;
+        } while (v);
+        return n;
+}
+
+int writer_complete_chunk(traced_trace_writer *w) {
         size_t page, idx;
 
         if (!smb_chunk_is_valid(&w->cur))
                 return 0;
         atomic_store_explicit(&smb_chunk_header(&w->cur)->packets, smb_packets_pack(w->cur_count, w->cur_flags),
                               memory_order_release);
-        if (smb_chunk_location(&w->abi, &w->cur, &page, &idx) < 0)
-                return -EINVAL;
-        if (smb_release_chunk_as_complete(&w->abi, &w->cur) < 0)
-                return -EBUSY;
+        struct smb_chunk c = w->cur;
         w->cur = (struct smb_chunk) {};
+        if (smb_chunk_location(&w->abi, &c, &page, &idx) < 0)
+                return -EINVAL;
+        if (smb_release_chunk_as_complete(&w->abi, &c) < 0)
+                return -EBUSY;
         return writer_queue_commit(w, page, idx);
 }
 
-static int next_chunk(traced_trace_writer *w) {
-        int r = complete_chunk(w);
-        if (r < 0)
-                return r;
-        /* A chunk id gap tells the service (and the trace) that packets
-         * were lost on this sequence. */
-        if (w->lost_since_last_chunk) {
-                w->next_chunk_id++;
-                w->lost_since_last_chunk = false;
-        }
+bool writer_new_packet_fits(const traced_trace_writer *w) {
+        return smb_chunk_is_valid(&w->cur) &&
+               smb_chunk_payload_size(&w->cur) - w->cur_off >= SMB_PACKET_HEADER_SIZE + 1 &&
+               w->cur_count < SMB_MAX_PACKET_COUNT;
+}
+
+void writer_note_loss(traced_trace_writer *w) {
+        w->dropped++;
+        w->signal_loss = true;
+}
+
+int writer_start_chunk(traced_trace_writer *w) {
+        /* Ask for the next chunk before handing the current one over, as
+         * for a fragment; either way the current one goes to the service.
+         * Chunk ids only advance with chunks actually taken: a gap in them
+         * is a chunk the service would wait for. */
         struct smb_chunk c = writer_acquire_chunk(w, w->next_chunk_id);
+        (void) writer_complete_chunk(w);
         if (!smb_chunk_is_valid(&c))
                 return -ENOBUFS;
         w->next_chunk_id++;
@@ -56,54 +85,95 @@ static int next_chunk(traced_trace_writer *w) {
         return 0;
 }
 
+int writer_continue_in_next_chunk(traced_trace_writer *w, size_t frag_off, void (*before_release)(traced_trace_writer *w)) {
+        struct smb_chunk c = writer_acquire_chunk(w, w->next_chunk_id);
+        if (!smb_chunk_is_valid(&c)) {
+                /* The rest of the packet has nowhere to go. The fragment
+                 * already in the chunk is marked for the service to drop,
+                 * and the chunk does not say the packet continues: a
+                 * service would wait forever for a chunk that never
+                 * comes. */
+                writer_put_size(smb_chunk_payload(&w->cur) + frag_off, SMB_PACKET_SIZE_DROP_PACKET);
+                w->cur_flags &= (uint8_t) ~SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT;
+                (void) writer_complete_chunk(w);
+                return -ENOBUFS;
+        }
+        writer_put_size(smb_chunk_payload(&w->cur) + frag_off,
+                        (uint32_t) (w->cur_off - frag_off - SMB_PACKET_HEADER_SIZE));
+        w->cur_flags |= SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT;
+        if (before_release)
+                before_release(w);
+        (void) writer_complete_chunk(w);
+        w->next_chunk_id++;
+        w->cur = c;
+        w->cur_off = 0;
+        w->cur_count = 0;
+        w->cur_flags = SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV;
+        return 0;
+}
+
+/* Copies len bytes from offset off of the concatenation of two pieces. */
+static void copy_pieces(uint8_t *dst, const uint8_t *a, size_t na, const uint8_t *b, size_t off, size_t len) {
+        if (off < na) {
+                size_t k = MIN(na - off, len);
+                memcpy(dst, a + off, k);
+                dst += k;
+                len -= k;
+                off = na;
+        }
+        if (len)
+                memcpy(dst, b + (off - na), len);
+}
+
 _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void *packet, size_t size) {
-        const uint8_t *data = packet;
-        size_t off = 0;
-        bool continuing = false;
+        uint8_t marker[WRITER_LOSS_MARKER_MAX];
+        size_t off = 0, n_marker = 0;
         int r;
 
         if (!w || (!packet && size))
                 return -EINVAL;
         writer_note_thread(w);
+        if (w->in_packet)
+                return -EBUSY;
         if (!writer_alive(w)) {
-                w->dropped++;
+                writer_note_loss(w);
                 return -ENOTCONN;
         }
-        if (size >= SMB_PACKET_SIZE_DROP_PACKET)
+        /* After a loss, the packet tells the service (and the trace) that
+         * packets before it on this sequence were lost. */
+        if (w->signal_loss)
+                n_marker = writer_loss_marker(marker);
+        size_t total = size + n_marker;
+        if (total >= SMB_PACKET_SIZE_DROP_PACKET)
                 return -EMSGSIZE;
 
-        do {
-                bool full = !smb_chunk_is_valid(&w->cur) ||
-                            smb_chunk_payload_size(&w->cur) - w->cur_off < SMB_PACKET_HEADER_SIZE + 1 ||
-                            w->cur_count >= SMB_MAX_PACKET_COUNT;
-                if (full) {
-                        r = next_chunk(w);
-                        if (r < 0) {
-                                /* Give up on the packet (no free chunk, or
-                                 * the service is gone). Fragments already
-                                 * written end a chain the service drops as
-                                 * incomplete. */
-                                w->dropped++;
-                                w->lost_since_last_chunk = true;
-                                return r;
-                        }
-                        if (continuing)
-                                w->cur_flags |= SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV;
+        if (!writer_new_packet_fits(w)) {
+                r = writer_start_chunk(w);
+                if (r < 0) {
+                        writer_note_loss(w);
+                        return r;
                 }
-                size_t room = smb_chunk_payload_size(&w->cur) - w->cur_off - SMB_PACKET_HEADER_SIZE;
-                size_t take = MIN(room, size - off);
-                uint8_t *dst = smb_chunk_payload(&w->cur) + w->cur_off;
-                put_size(dst, (uint32_t) take);
-                memcpy(dst + SMB_PACKET_HEADER_SIZE, data + off, take);
+        }
+        for (;;) {
+                size_t frag_off = w->cur_off;
+                size_t room = smb_chunk_payload_size(&w->cur) - frag_off - SMB_PACKET_HEADER_SIZE;
+                size_t take = MIN(room, total - off);
+                uint8_t *dst = smb_chunk_payload(&w->cur) + frag_off;
+                writer_put_size(dst, (uint32_t) take);
+                copy_pieces(dst + SMB_PACKET_HEADER_SIZE, packet, size, marker, off, take);
                 w->cur_off += SMB_PACKET_HEADER_SIZE + take;
                 w->cur_count++;
                 off += take;
-                if (off < size) {
-                        w->cur_flags |= SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT;
-                        w->cur_off = smb_chunk_payload_size(&w->cur); /* the next fragment starts a new chunk */
-                        continuing = true;
+                if (off == total)
+                        break;
+                r = writer_continue_in_next_chunk(w, frag_off, NULL);
+                if (r < 0) {
+                        writer_note_loss(w);
+                        return r;
                 }
-        } while (off < size);
+        }
+        if (n_marker)
+                w->signal_loss = false;
         return 0;
 }
 
@@ -111,7 +181,10 @@ _public_ int traced_trace_writer_flush(traced_trace_writer *w) {
         if (!w)
                 return -EINVAL;
         writer_note_thread(w);
-        int r = complete_chunk(w);
+        /* A packet being written cannot be handed over half done. */
+        if (w->in_packet)
+                return -EBUSY;
+        int r = writer_complete_chunk(w);
         if (r < 0)
                 return r;
         return producer_commit(w->producer, 0);
@@ -170,6 +243,10 @@ _public_ traced_trace_writer *traced_trace_writer_free(traced_trace_writer *w) {
         if (!w)
                 return NULL;
         traced_producer *p = w->producer;
+        /* Freed in the middle of a packet: the packet is lost, and the
+         * service is told so rather than left waiting for its end. */
+        if (w->in_packet)
+                writer_abandon_packet(w);
         (void) traced_trace_writer_flush(w);
         pthread_mutex_lock(&p->lock);
         for (traced_trace_writer **pp = &p->writers; *pp; pp = &(*pp)->next)

@@ -12,7 +12,7 @@
 #include "basic/pbw.h"
 #include "format.h"
 #include "encode.h"
-#include "ksyms.h"
+#include "profiling/ksyms.h"
 
 enum field_kind {
         K_INT,   /* varint (signed values sign-extended, as int32/int64) */

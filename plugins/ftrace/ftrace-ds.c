@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* linux.ftrace: one tracefs instance per data source instance, per-CPU raw
- * pages drained periodically into FtraceEventBundle packets. */
+/* linux.ftrace: per-CPU raw pages of a tracefs instance drained
+ * periodically into FtraceEventBundle packets. Like upstream's
+ * traced_probes, a config without instance_name records in the top-level
+ * (root) instance, one with instance_name in instances/<name>; what the
+ * session changed there is put back when it ends. When the root is already
+ * taken (by another session of ours, in this or another traced), the
+ * session records in a private instance of its own instead. */
 
 #include <dirent.h>
 #include <errno.h>
@@ -11,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,7 +27,7 @@
 #include "format.h"
 #include "ftrace-ds.h"
 #include "kprobes.h"
-#include "ksyms.h"
+#include "profiling/ksyms.h"
 #include "page.h"
 #include "syscalls.h"
 #include "tracefs.h"
@@ -33,8 +40,30 @@
 #define DEFAULT_DRAIN_MS 100u
 #define BUNDLE_FLUSH_BYTES (256u * 1024u)
 
+/* A tracefs file as it was before the session first wrote it. */
+struct saved_file {
+        char *rel;
+        char *value;
+};
+
+#define MAX_STAT_EVENTS 64
+
 struct ftrace_session {
         struct ftrace_session *next;
+        bool in_root;       /* the top-level instance */
+        bool named;         /* FtraceConfig.instance_name */
+        bool keep_instance; /* a named instance that existed before us */
+        int root_lock_fd;   /* flock()ed tracefs root while in_root */
+        struct saved_file *saved;
+        size_t n_saved;
+        /* FtraceStats beyond the kernel's counters */
+        char *unknown_events[MAX_STAT_EVENTS];
+        size_t n_unknown;
+        char *failed_events[MAX_STAT_EVENTS];
+        size_t n_failed;
+        const char *atrace_error;
+        bool preserve_buffer;
+        uint32_t parse_errors; /* bit n: FtraceParseStatus n was seen */
         struct plugin *pl;
         uint64_t instance_id;
         uint64_t tracing_session_id;
@@ -87,6 +116,77 @@ static struct ftrace_session *find_session(struct plugin *pl, uint64_t id) {
         return NULL;
 }
 
+/* The value to write back for a tracefs file read as text: the selected
+ * clock of trace_clock, the size of buffer_size_kb, "0" for an event
+ * filter that was "none". */
+static char *restore_value(const char *rel, char *text) {
+        text[strcspn(text, "\n")] = '\0';
+        const char *base = strrchr(rel, '/');
+        base = base ? base + 1 : rel;
+        if (strcmp(base, "trace_clock") == 0) {
+                char *a = strchr(text, '['), *b = a ? strchr(a, ']') : NULL;
+                if (!a || !b)
+                        return NULL;
+                *b = '\0';
+                return strdup(a + 1);
+        }
+        if (strcmp(base, "buffer_size_kb") == 0) {
+                /* "7 (expanded: 1408)": not allocated yet; the size it
+                 * would have grown to is the one to give back. */
+                char *exp = strstr(text, "expanded: ");
+                if (exp)
+                        text = exp + strlen("expanded: ");
+                text[strspn(text, "0123456789")] = '\0';
+                return text[0] ? strdup(text) : NULL;
+        }
+        if (strcmp(base, "filter") == 0 && strcmp(text, "none") == 0)
+                return strdup("0");
+        return strdup(text);
+}
+
+/* Writes a file of the session's instance. In an instance that is not ours
+ * alone (the root, or a named one that existed), the file's value before
+ * the first write is kept, to be put back when the session ends. */
+static int session_write(struct ftrace_session *s, const char *rel, const char *value) {
+        if (s->in_root || s->keep_instance) {
+                bool seen = false;
+                for (size_t i = 0; i < s->n_saved && !seen; i++)
+                        seen = strcmp(s->saved[i].rel, rel) == 0;
+                char text[4096];
+                if (!seen && tracefs_read(s->root, rel, text, sizeof(text)) >= 0) {
+                        char *v = restore_value(rel, text);
+                        struct saved_file *a = v ? realloc(s->saved, (s->n_saved + 1) * sizeof(*a)) : NULL;
+                        char *r = a ? strdup(rel) : NULL;
+                        if (a)
+                                s->saved = a;
+                        if (!r) {
+                                free(v);
+                                return -ENOMEM;
+                        }
+                        s->saved[s->n_saved++] = (struct saved_file) { .rel = r, .value = v };
+                }
+        }
+        return tracefs_write(s->root, rel, value);
+}
+
+/* Puts back what session_write changed, newest first (so tracing_on,
+ * changed first, is restored last). */
+static void session_restore(struct ftrace_session *s) {
+        while (s->n_saved > 0) {
+                struct saved_file *f = &s->saved[--s->n_saved];
+                (void) tracefs_write(s->root, f->rel, f->value);
+                free(f->rel);
+                free(f->value);
+        }
+        free(s->saved);
+        s->saved = NULL;
+}
+
+static void note_event(char **list, size_t *n, const char *spec) {
+        if (*n < MAX_STAT_EVENTS && (list[*n] = strdup(spec)))
+                (*n)++;
+}
+
 /* The format of a record's event id: a small open-addressing table, since
  * this runs for every record. */
 static struct event_format *format_by_id(struct ftrace_session *s, uint16_t id) {
@@ -123,7 +223,7 @@ static int add_event(struct ftrace_session *s, const char *group, const char *na
         if (format_parse(text, group, f) < 0)
                 return -EINVAL;
         snprintf(rel, sizeof(rel), "events/%s/%s/enable", group, name);
-        int r = tracefs_write(s->root, rel, "1");
+        int r = session_write(s, rel, "1");
         /* ftrace's own records (print, bprint) have no switch: they are
          * always recorded. */
         if (r == -ENOENT && strcmp(group, "ftrace") == 0)
@@ -226,7 +326,7 @@ static int add_syscalls(struct ftrace_session *s, const struct pbr_field *fc) {
                         continue;
                 char rel[128];
                 snprintf(rel, sizeof(rel), "events/raw_syscalls/%s/filter", events[i]);
-                r = tracefs_write(s->root, rel, filter);
+                r = session_write(s, rel, filter);
                 if (r < 0) {
                         plugin_log(s->pl, TRACED_LOG_ERR, "syscall_events: cannot set the filter \"%s\": %s", filter,
                                    strerror(-r));
@@ -453,8 +553,10 @@ static void compact_write(struct ftrace_session *s, struct pbw *out, size_t size
 
 static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userdata) {
         struct ftrace_session *s = userdata;
-        if (len < 2)
+        if (len < 2) {
+                s->parse_errors |= 1u << PAGE_STATUS_SHORT_EVENT_ID;
                 return;
+        }
         uint16_t id;
         memcpy(&id, data, 2);
         struct event_format *f = format_by_id(s, id);
@@ -495,6 +597,8 @@ static void drain(struct ftrace_session *s) {
                  * control back. */
                 for (size_t k = 0; k < s->max_pages_per_drain; k++) {
                         ssize_t n = read(s->cpu_fds[cpu], s->page, s->page_size);
+                        if (n < 0 && errno != EAGAIN && errno != EINTR)
+                                s->parse_errors |= 1u << PAGE_STATUS_UNEXPECTED_READ_ERROR;
                         if (n <= 0)
                                 break;
                         struct page_info info;
@@ -502,6 +606,8 @@ static void drain(struct ftrace_session *s) {
                         if (page_parse(s->page, (size_t) n, on_record, s, &info) < 0) {
                                 s->bad_pages++;
                                 s->lost_pending = true;
+                                if (info.status < 32)
+                                        s->parse_errors |= 1u << info.status;
                                 continue;
                         }
                         if (info.missed || info.lost_events) {
@@ -556,6 +662,21 @@ static void emit_stats(struct ftrace_session *s, unsigned phase) {
                 pbw_message(&st, 2, &c);
                 pbw_done(&c);
         }
+        if (s->ksyms) {
+                pbw_varint(&st, 3, ksyms_count(s->ksyms)); /* kernel_symbols_parsed */
+                pbw_varint(&st, 4, (ksyms_memory_bytes(s->ksyms) + 1023) / 1024); /* kernel_symbols_mem_kb */
+        }
+        if (s->atrace_error)
+                pbw_string(&st, 5, s->atrace_error);
+        for (size_t i = 0; i < s->n_unknown; i++)
+                pbw_string(&st, 6, s->unknown_events[i]);
+        for (size_t i = 0; i < s->n_failed; i++)
+                pbw_string(&st, 7, s->failed_events[i]);
+        if (s->preserve_buffer)
+                pbw_varint(&st, 8, 1);
+        for (unsigned e = 0; e < 32; e++)
+                if (s->parse_errors & (1u << e))
+                        pbw_varint(&st, 9, e); /* ftrace_parse_errors */
         pbw_message(&pkt, 34, &st);
         if (!pkt.error)
                 (void) s->pl->api->write_packet(s->writer, pkt.buf, pkt.len);
@@ -573,8 +694,15 @@ static void session_free(struct ftrace_session *s) {
                 pl->api->remove_source(pl->host, s->timer);
         for (int i = 0; s->cpu_fds && i < s->n_cpus; i++)
                 safe_close(s->cpu_fds[i]);
-        if (s->name[0])
+        if (s->in_root || s->keep_instance)
+                session_restore(s);
+        else if (s->name[0])
                 (void) tracefs_instance_remove(pl->tracefs, s->name);
+        safe_close(s->root_lock_fd);
+        for (size_t i = 0; i < s->n_unknown; i++)
+                free(s->unknown_events[i]);
+        for (size_t i = 0; i < s->n_failed; i++)
+                free(s->failed_events[i]);
         /* Only once no instance records them may the probes go. */
         if (s->kprobe_group[0])
                 (void) kprobe_remove_group(pl->tracefs, s->kprobe_group);
@@ -623,6 +751,66 @@ static void load_ksyms(struct ftrace_session *s) {
                            ksyms_count(s->ksyms));
 }
 
+static bool instance_name_valid(const char *n) {
+        return n[0] && strcmp(n, ".") != 0 && strcmp(n, "..") != 0 && !strchr(n, '/');
+}
+
+/* FtraceConfig.instance_name (25): that instance, created if missing. No
+ * name: the root instance, if no other session of ours holds it (an
+ * exclusive flock on the tracefs directory, shared by every traced on the
+ * machine); else a private instance. */
+static int choose_instance(struct ftrace_session *s, const struct pbr_field *fc) {
+        struct plugin *pl = s->pl;
+        struct pbr_field f;
+        int r;
+
+        if (fc && pbr_get(fc->data, fc->len, 25, false, &f) && f.wire_type == 2 && f.len > 0) {
+                char name[64];
+                if (f.len >= sizeof(name)) {
+                        plugin_log(pl, TRACED_LOG_ERR, "instance_name is longer than %zu bytes", sizeof(name) - 1);
+                        return -EINVAL;
+                }
+                snprintf(name, sizeof(name), "%.*s", (int) f.len, (const char *) f.data);
+                if (!instance_name_valid(name)) {
+                        plugin_log(pl, TRACED_LOG_ERR, "instance_name \"%s\" is not a tracefs instance name", name);
+                        return -EINVAL;
+                }
+                snprintf(s->root, sizeof(s->root), "%s/instances/%s", pl->tracefs, name);
+                s->named = true;
+                if (mkdir(s->root, 0700) < 0) {
+                        if (errno != EEXIST) {
+                                r = negative_errno();
+                                plugin_log(pl, TRACED_LOG_ERR, "cannot create ftrace instance %s: %s", name,
+                                           strerror(-r));
+                                return r;
+                        }
+                        s->keep_instance = true; /* someone else's: restored, not removed */
+                } else
+                        snprintf(s->name, sizeof(s->name), "%s", name);
+                return 0;
+        }
+
+        s->root_lock_fd = open(pl->tracefs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (s->root_lock_fd >= 0 && flock(s->root_lock_fd, LOCK_EX | LOCK_NB) == 0) {
+                s->in_root = true;
+                snprintf(s->root, sizeof(s->root), "%s", pl->tracefs);
+                return 0;
+        }
+        s->root_lock_fd = safe_close(s->root_lock_fd);
+        plugin_log(pl, TRACED_LOG_INFO,
+                   "linux.ftrace instance %llu: the root ftrace instance is in use by another session; "
+                   "recording in a private instance",
+                   (unsigned long long) s->instance_id);
+        snprintf(s->name, sizeof(s->name), TRACEFS_INSTANCE_PREFIX "%d_%llu", (int) getpid(),
+                 (unsigned long long) s->instance_id);
+        r = tracefs_instance_create(pl->tracefs, s->name, s->root, sizeof(s->root));
+        if (r < 0) {
+                plugin_log(pl, TRACED_LOG_ERR, "cannot create ftrace instance %s: %s", s->name, strerror(-r));
+                s->name[0] = '\0';
+        }
+        return r;
+}
+
 int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size) {
         struct pbr_field fc, f;
         uint32_t buffer_kb = DEFAULT_BUFFER_KB, drain_ms = DEFAULT_DRAIN_MS;
@@ -638,6 +826,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 return -ENOMEM;
         s->pl = pl;
         s->instance_id = instance_id;
+        s->root_lock_fd = -EBADF;
         s->formats = calloc(MAX_EVENTS, sizeof(*s->formats));
         s->page_size = (size_t) sysconf(_SC_PAGESIZE);
         s->page = malloc(s->page_size);
@@ -655,21 +844,25 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                         drain_ms = (uint32_t) f.varint;
         }
 
-        snprintf(s->name, sizeof(s->name), TRACEFS_INSTANCE_PREFIX "%d_%llu", (int) getpid(),
-                 (unsigned long long) instance_id);
-        r = tracefs_instance_create(pl->tracefs, s->name, s->root, sizeof(s->root));
+        r = choose_instance(s, have_cfg ? &fc : NULL);
         if (r < 0) {
-                plugin_log(pl, TRACED_LOG_ERR, "cannot create ftrace instance %s: %s", s->name, strerror(-r));
-                s->name[0] = '\0';
                 session_free(s);
                 return r;
         }
-        (void) tracefs_write(s->root, "tracing_on", "0");
-        if (tracefs_write(s->root, "trace_clock", "boot") < 0)
+        if (have_cfg && pbr_get(fc.data, fc.len, 23, false, &f) && f.wire_type == 0 && f.varint)
+                s->preserve_buffer = true;
+        (void) session_write(s, "tracing_on", "0");
+        if (session_write(s, "trace_clock", "boot") < 0)
                 plugin_log(pl, TRACED_LOG_WARNING, "trace_clock boot unavailable; timestamps may not line up");
         s->max_pages_per_drain = (size_t) buffer_kb * 1024u / s->page_size + 16;
         snprintf(val, sizeof(val), "%u", buffer_kb);
-        (void) tracefs_write(s->root, "buffer_size_kb", val);
+        (void) session_write(s, "buffer_size_kb", val);
+        /* What others left in a shared buffer is not this trace's, unless
+         * asked to keep it (preserve_ftrace_buffer). */
+        if ((s->in_root || s->keep_instance) && !s->preserve_buffer)
+                (void) tracefs_write(s->root, "trace", "");
+        if (have_cfg && (pbr_count(fc.data, fc.len, 2) > 0 || pbr_count(fc.data, fc.len, 3) > 0))
+                s->atrace_error = "atrace_categories/atrace_apps: atrace is Android's; traced records ftrace events only";
 
         bool want_print = false;
         size_t pos = 0;
@@ -681,8 +874,13 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 if (strcmp(spec, "ftrace/print") == 0 || strcmp(spec, "print") == 0)
                         want_print = true;
                 r = add_event_spec(s, spec);
-                if (r < 0)
+                if (r < 0) {
                         plugin_log(pl, TRACED_LOG_WARNING, "ftrace event \"%s\" unavailable: %s", spec, strerror(-r));
+                        if (r == -ENOENT)
+                                note_event(s->unknown_events, &s->n_unknown, spec);
+                        else
+                                note_event(s->failed_events, &s->n_failed, spec);
+                }
         }
         if (have_cfg) {
                 r = add_syscalls(s, &fc);
@@ -751,7 +949,10 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 session_free(s);
                 return -ENOMEM;
         }
-        if (want_print && tracefs_write(s->root, "options/copy_trace_marker", "1") < 0)
+        /* A private instance gets the top-level trace_marker's writes
+         * copied; the root has them, a named instance has its own. */
+        if (want_print && !s->in_root && !s->keep_instance && !s->named &&
+            tracefs_write(s->root, "options/copy_trace_marker", "1") < 0)
                 plugin_log(pl, TRACED_LOG_WARNING,
                            "this kernel cannot copy trace_marker writes into instances; print events come only "
                            "from this instance's own trace_marker");
@@ -774,7 +975,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 return r;
         }
         emit_stats(s, 1); /* START_OF_TRACE */
-        r = tracefs_write(s->root, "tracing_on", "1");
+        r = session_write(s, "tracing_on", "1");
         if (r < 0) {
                 session_free(s);
                 return r;
@@ -786,9 +987,10 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         }
         s->next = pl->sessions;
         pl->sessions = s;
-        plugin_log(pl, TRACED_LOG_INFO, "linux.ftrace instance %llu: %zu events, %u KiB per CPU, drain every %u ms%s",
+        plugin_log(pl, TRACED_LOG_INFO,
+                   "linux.ftrace instance %llu: %zu events, %u KiB per CPU, drain every %u ms%s, in %s",
                    (unsigned long long) instance_id, s->n_formats, buffer_kb, drain_ms,
-                   s->compact ? ", compact sched" : "");
+                   s->compact ? ", compact sched" : "", s->in_root ? "the root instance" : s->root);
         return 0;
 }
 
@@ -805,7 +1007,7 @@ void ftrace_session_stop(struct plugin *pl, uint64_t instance_id) {
                 if ((*pp)->instance_id == instance_id) {
                         struct ftrace_session *s = *pp;
                         *pp = s->next;
-                        (void) tracefs_write(s->root, "tracing_on", "0");
+                        (void) session_write(s, "tracing_on", "0");
                         drain(s);
                         emit_stats(s, 2); /* END_OF_TRACE */
                         plugin_log(pl, TRACED_LOG_INFO,

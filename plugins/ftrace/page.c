@@ -23,10 +23,18 @@ static uint64_t rd64(const uint8_t *p) {
         return v;
 }
 
+#define REFUSE(st)                          \
+        do {                                \
+                info.status = (st);         \
+                if (ret_info)               \
+                        *ret_info = info;   \
+                return -EBADMSG;            \
+        } while (0)
+
 int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *userdata, struct page_info *ret_info) {
-        struct page_info info = {};
+        struct page_info info = { .status = PAGE_STATUS_OK };
         if (page_size < PAGE_HEADER_SIZE)
-                return -EBADMSG;
+                REFUSE(PAGE_STATUS_INVALID_PAGE_HEADER);
         uint64_t ts = rd64(page);
         uint64_t commit = rd64(page + 8);
         size_t size = (size_t) (commit & ~(PAGE_COMMIT_MISSED_EVENTS | PAGE_COMMIT_MISSED_STORED) & 0xffffffffull);
@@ -35,7 +43,7 @@ int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *u
         if (commit & PAGE_COMMIT_MISSED_EVENTS)
                 info.missed = 1;
         if (size > page_size - PAGE_HEADER_SIZE)
-                return -EBADMSG;
+                REFUSE(PAGE_STATUS_INVALID_PAGE_HEADER);
         end = data + size;
         if ((commit & PAGE_COMMIT_MISSED_STORED) && size + 8 <= page_size - PAGE_HEADER_SIZE)
                 info.lost_events = rd64(end);
@@ -51,25 +59,25 @@ int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *u
                         if (delta == 0)
                                 goto done; /* the rest of the page is padding */
                         if (p + 4 > end)
-                                return -EBADMSG;
+                                REFUSE(PAGE_STATUS_SHORT_PADDING_LENGTH);
                         {
                                 uint32_t skip = rd32(p);
                                 if (skip > (size_t) (end - p))
-                                        return -EBADMSG;
+                                        REFUSE(PAGE_STATUS_INVALID_PADDING_LENGTH);
                                 if (skip == 0)
-                                        return -EBADMSG; /* would loop forever */
+                                        REFUSE(PAGE_STATUS_INVALID_PADDING_LENGTH); /* would loop forever */
                                 p += skip;
                         }
                         break;
                 case TYPE_TIME_EXTEND:
                         if (p + 4 > end)
-                                return -EBADMSG;
+                                REFUSE(PAGE_STATUS_SHORT_TIME_EXTEND);
                         ts += (uint64_t) delta | ((uint64_t) rd32(p) << 27);
                         p += 4;
                         break;
                 case TYPE_TIME_STAMP:
                         if (p + 4 > end)
-                                return -EBADMSG;
+                                REFUSE(PAGE_STATUS_SHORT_TIME_STAMP);
                         /* Absolute: the low 59 bits; keep the page's top bits. */
                         ts = (ts & ~((1ull << 59) - 1)) | ((uint64_t) delta | ((uint64_t) rd32(p) << 27));
                         p += 4;
@@ -79,16 +87,18 @@ int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *u
                         ts += delta;
                         if (type_len == 0) {
                                 if (p + 4 > end)
-                                        return -EBADMSG;
+                                        REFUSE(PAGE_STATUS_SHORT_DATA_LENGTH);
                                 uint32_t l = rd32(p);
                                 p += 4;
+                                if (l == 0)
+                                        REFUSE(PAGE_STATUS_ZERO_DATA_LENGTH);
                                 if (l < 4)
-                                        return -EBADMSG;
+                                        REFUSE(PAGE_STATUS_INVALID_DATA_LENGTH);
                                 len = l - 4;
                         } else
                                 len = (size_t) type_len * 4;
                         if (len > (size_t) (end - p))
-                                return -EBADMSG;
+                                REFUSE(PAGE_STATUS_INVALID_DATA_LENGTH);
                         if (fn)
                                 fn(ts, p, len, userdata);
                         info.records++;

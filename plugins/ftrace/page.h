@@ -16,10 +16,29 @@
 /* Called for each data record: its timestamp and payload. */
 typedef void (*page_record_fn)(uint64_t ts, const uint8_t *data, size_t len, void *userdata);
 
+/* Why a page was refused: FtraceParseStatus values (Perfetto ABI). */
+enum {
+        PAGE_STATUS_OK = 1,
+        PAGE_STATUS_UNEXPECTED_READ_ERROR = 2,
+        PAGE_STATUS_PARTIAL_PAGE_READ = 3,
+        PAGE_STATUS_INVALID_PAGE_HEADER = 4,
+        PAGE_STATUS_SHORT_PADDING_LENGTH = 7,
+        PAGE_STATUS_INVALID_PADDING_LENGTH = 8,
+        PAGE_STATUS_SHORT_TIME_EXTEND = 9,
+        PAGE_STATUS_SHORT_TIME_STAMP = 10,
+        PAGE_STATUS_SHORT_DATA_LENGTH = 11,
+        PAGE_STATUS_ZERO_DATA_LENGTH = 12,
+        PAGE_STATUS_INVALID_DATA_LENGTH = 13,
+        PAGE_STATUS_SHORT_EVENT_ID = 14,
+};
+
 struct page_info {
+        unsigned status; /* PAGE_STATUS_*, also filled when the page is refused */
         uint64_t records;
         uint64_t lost_events; /* reported by the kernel for before this page */
         int missed;           /* the kernel dropped events before this page */
 };
 
+/* -EBADMSG for a page that breaks the ring buffer ABI; ret_info (if not
+ * NULL) is filled either way, with the reason in status. */
 int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *userdata, struct page_info *ret_info);

@@ -116,9 +116,13 @@ int tracefs_remove_stale_instances(const char *root) {
         while ((de = readdir(d))) {
                 if (strncmp(de->d_name, TRACEFS_INSTANCE_PREFIX, strlen(TRACEFS_INSTANCE_PREFIX)) != 0)
                         continue;
-                /* traced_<pid>_<n>: stale when that process is gone. */
-                long pid = strtol(de->d_name + strlen(TRACEFS_INSTANCE_PREFIX), NULL, 10);
-                if (pid > 0 && (kill((pid_t) pid, 0) == 0 || errno != ESRCH))
+                /* traced_<pid>_<n>: stale when that process is gone. Any
+                 * other name (a user's instance_name) is not ours. */
+                char *end;
+                long pid = strtol(de->d_name + strlen(TRACEFS_INSTANCE_PREFIX), &end, 10);
+                if (pid <= 0 || *end != '_' || !end[1] || end[strspn(end + 1, "0123456789") + 1] != '\0')
+                        continue;
+                if (kill((pid_t) pid, 0) == 0 || errno != ESRCH)
                         continue;
                 if (tracefs_instance_remove(root, de->d_name) == 0)
                         removed++;

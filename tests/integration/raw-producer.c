@@ -81,7 +81,7 @@ static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bo
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE:
                 p->n_stop++;
                 (void) raw_producer_commit(p, 0);
-                if (p->notify_on_stop) {
+                if (p->notify_on_stop && !p->ignore_stop) {
                         Perfetto__Protos__NotifyDataSourceStoppedRequest rq =
                                 PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STOPPED_REQUEST__INIT;
                         rq.has_data_source_id = true;
@@ -92,7 +92,7 @@ static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bo
                 break;
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH:
                 p->n_flush++;
-                (void) raw_producer_commit(p, cmd->flush->request_id);
+                (void) raw_producer_commit(p, p->ignore_flush ? 0 : cmd->flush->request_id);
                 break;
         default:
                 break;
@@ -109,9 +109,17 @@ static void on_registered(ipc_client *c, int error, const ProtobufCMessage *repl
 
 int raw_producer_connect(struct raw_producer *p, sd_event *event, const char *path, const char *name,
                          const char *ds_name, uint32_t smb_size_hint, uint32_t page_size_hint) {
+        return raw_producer_connect_flags(p, event, path, name, ds_name, smb_size_hint, page_size_hint, 0);
+}
+
+int raw_producer_connect_flags(struct raw_producer *p, sd_event *event, const char *path, const char *name,
+                               const char *ds_name, uint32_t smb_size_hint, uint32_t page_size_hint, unsigned flags) {
         int r;
 
         memset(p, 0, sizeof(*p));
+        p->notify_on_stop = flags & RAW_PRODUCER_NOTIFY_ON_STOP;
+        p->ignore_flush = flags & RAW_PRODUCER_IGNORE_FLUSH;
+        p->ignore_stop = flags & RAW_PRODUCER_IGNORE_STOP;
         p->event = event;
         p->ds_name = ds_name;
         p->writer_id = 1;
@@ -310,4 +318,12 @@ bool raw_producer_spin_until(struct raw_producer *p, bool (*cond)(struct raw_pro
                 sd_event_run(p->event, deadline - now);
         }
         return true;
+}
+
+int raw_producer_activate_triggers(struct raw_producer *p, const char *const *names, size_t n) {
+        Perfetto__Protos__ActivateTriggersRequest req = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
+        req.n_trigger_names = n;
+        req.trigger_names = (char **) names;
+        int64_t r = ipc_client_invoke(p->client, "ActivateTriggers", &req.base, NULL, -EBADF, NULL, NULL);
+        return r < 0 ? (int) r : 0;
 }

@@ -20,6 +20,9 @@ struct raw_producer {
         ipc_client *client;
         const char *ds_name;
         bool notify_on_stop;
+        /* Misbehaviours for fault tests: never acknowledge a Flush or a
+         * StopDataSource. */
+        bool ignore_flush, ignore_stop;
 
         uint8_t *smb;
         size_t smb_size;
@@ -53,6 +56,14 @@ struct raw_producer {
 
 int raw_producer_connect(struct raw_producer *p, sd_event *event, const char *path, const char *name,
                          const char *ds_name, uint32_t smb_size_hint, uint32_t page_size_hint);
+enum {
+        RAW_PRODUCER_NOTIFY_ON_STOP = 1 << 0,
+        RAW_PRODUCER_IGNORE_FLUSH = 1 << 1,
+        RAW_PRODUCER_IGNORE_STOP = 1 << 2,
+};
+/* Same, with RAW_PRODUCER_* flags. */
+int raw_producer_connect_flags(struct raw_producer *p, sd_event *event, const char *path, const char *name,
+                               const char *ds_name, uint32_t smb_size_hint, uint32_t page_size_hint, unsigned flags);
 void raw_producer_free(struct raw_producer *p);
 /* Appends one packet (TracePacket{timestamp, for_testing{str, seq_value}})
  * whose str is payload_size bytes; fragments across chunks as needed. */
@@ -63,3 +74,5 @@ int raw_producer_commit(struct raw_producer *p, uint64_t flush_request_id);
 bool raw_producer_spin_until(struct raw_producer *p, bool (*cond)(struct raw_producer *), unsigned timeout_ms);
 /* The expected str of packet seq with payload_size bytes. */
 void raw_producer_payload(uint32_t seq, size_t payload_size, char *buf);
+/* Sends ActivateTriggers with these names. */
+int raw_producer_activate_triggers(struct raw_producer *p, const char *const *names, size_t n);

@@ -432,3 +432,92 @@ Test(client, service_restart_while_threads_write, .init = setup, .fini = teardow
         close(fd);
         unlink(log);
 }
+
+/* One writer thread outruns the service through a 64 KiB SMB with the
+ * DROP policy: most 20 KB packets are given up part-way, their first
+ * fragments already handed over. Every packet the producer reports as
+ * written must be in the trace, in order and whole, each one after a loss
+ * must say so (previous_packet_dropped), and the service must have seen
+ * the drops as the ABI writes them (fragments with the drop-packet size),
+ * not as chains that break or chunk ids that skip: a strict service
+ * (upstream Perfetto's) stops reading a sequence at either. */
+Test(client, drops_mid_fragment_lose_nothing_after_them, .init = setup, .fini = teardown_logged, .timeout = 120) {
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+                         (char *) "1500", (char *) "--size", (char *) "20000", (char *) "--smb-kb", (char *) "64",
+                         (char *) "--threads", (char *) "1", (char *) "--once", NULL };
+        char log[40];
+        int fd;
+        pid_t pid = spawn_logged(argv, log, &fd);
+        cr_assert(wait_log(fd, "ready", 1, 10000), "the producer did not start");
+        spin_ms(ev, 200);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(64 * 1024, "example.data", 4000);
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 60000), "the session did not end");
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
+        cr_assert(wait_log(fd, "wrote ", 1, 20000), "the producer did not report");
+        char out[4096];
+        read_log(fd, out, sizeof(out));
+        const char *w = strstr(out, "wrote ");
+        unsigned long written = 0, dropped = 0;
+        cr_assert(w && sscanf(w, "wrote %lu packets of 20000 bytes, dropped %lu", &written, &dropped) == 2,
+                  "producer log: %s", out);
+        cr_assert_gt(dropped, 0, "nothing was dropped: the SMB never filled (%s)", out);
+        cr_assert_gt(written, 0);
+
+        static struct pbr_field pkts[100000];
+        int n = pbr_split_trace(cons.data, cons.len, pkts, 100000);
+        cr_assert_geq(n, 0);
+        char *expected = malloc(20000);
+        unsigned long found = 0, after_gap = 0;
+        uint64_t next = 0;
+        struct pbr_field stats = {};
+        bool have_stats = false;
+        for (int i = 0; i < n; i++) {
+                struct pbr_field t, str, seq, lost;
+                if (pbr_get(pkts[i].data, pkts[i].len, 35, false, &stats))
+                        have_stats = true;
+                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t))
+                        continue;
+                cr_assert(pbr_get(t.data, t.len, 1, false, &str));
+                uint64_t v = pbr_get(t.data, t.len, 2, false, &seq) ? seq.varint : 0;
+                cr_assert_geq(v, next, "packet %llu after %llu: out of order", (unsigned long long) v,
+                              (unsigned long long) next);
+                if (v > next) {
+                        after_gap++;
+                        cr_assert(pbr_get(pkts[i].data, pkts[i].len, 42, true, &lost) && lost.varint != 0,
+                                  "packet %llu follows lost ones but does not say so", (unsigned long long) v);
+                }
+                for (size_t k = 0; k < 20000; k++)
+                        expected[k] = (char) ('a' + (v + k) % 26);
+                cr_assert_eq(str.len, 20000);
+                cr_assert_arr_eq(str.data, expected, 20000, "packet %llu corrupted", (unsigned long long) v);
+                next = v + 1;
+                found++;
+        }
+        free(expected);
+        cr_assert_eq(found, written, "%lu packets in the trace, the producer wrote %lu (dropped %lu)", found, written,
+                     dropped);
+        cr_assert_gt(after_gap, 0);
+
+        /* The service's view, from the trace's TraceStats. */
+        cr_assert(have_stats, "no trace_stats packet");
+        struct pbr_field buf, v;
+        cr_assert(pbr_get(stats.data, stats.len, 1, false, &buf), "no buffer_stats");
+        cr_assert(pbr_get(buf.data, buf.len, 19, true, &v) && v.varint > 0,
+                  "no fragment with the drop-packet size reached the service");
+        cr_assert(!pbr_get(buf.data, buf.len, 8, true, &v) || v.varint == 0,
+                  "%llu readaheads failed: a fragment chain was left dangling", (unsigned long long) v.varint);
+        cr_assert(!pbr_get(buf.data, buf.len, 9, true, &v) || v.varint == 0, "%llu ABI violations",
+                  (unsigned long long) v.varint);
+
+        test_consumer_free(&cons);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        logged_pid = 0;
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
+        close(fd);
+        unlink(log);
+}

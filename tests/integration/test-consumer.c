@@ -168,11 +168,17 @@ static void on_call(ipc_client *cl, int error, const ProtobufCMessage *reply, bo
 int test_consumer_call(struct test_consumer *c, const char *method, const ProtobufCMessage *args,
                        const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **ret_reply,
                        unsigned timeout_ms) {
+        return test_consumer_call_fd(c, method, args, -EBADF, reply_desc, ret_reply, timeout_ms);
+}
+
+int test_consumer_call_fd(struct test_consumer *c, const char *method, const ProtobufCMessage *args, int fd,
+                          const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **ret_reply,
+                          unsigned timeout_ms) {
         struct call_state *st = calloc(1, sizeof(*st));
         if (!st)
                 return -ENOMEM;
         st->desc = reply_desc;
-        int64_t r = ipc_client_invoke(c->client, method, args, reply_desc, -EBADF, on_call, st);
+        int64_t r = ipc_client_invoke(c->client, method, args, reply_desc, fd, on_call, st);
         if (r < 0) {
                 free(st);
                 return (int) r;

@@ -43,6 +43,10 @@ bool test_consumer_wait_disabled(struct test_consumer *c, unsigned timeout_ms);
 int test_consumer_call(struct test_consumer *c, const char *method, const ProtobufCMessage *args,
                        const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **ret_reply,
                        unsigned timeout_ms);
+/* The same, sending fd (not taken) with the request. */
+int test_consumer_call_fd(struct test_consumer *c, const char *method, const ProtobufCMessage *args, int fd,
+                          const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **ret_reply,
+                          unsigned timeout_ms);
 void spin_ms(sd_event *event, unsigned ms);
 
 /* A one-buffer config for data source ds_name. */

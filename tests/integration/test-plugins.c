@@ -251,6 +251,64 @@ Test(plugins, a_crashing_plugin_leaves_traced_serving) {
                   "traced did not report the crash:\n%s", log);
 }
 
+static void read_traced_log(char *log, size_t size) {
+        FILE *f = fopen(inst.log_path, "r");
+        size_t n = f ? fread(log, 1, size - 1, f) : 0;
+        log[n] = '\0';
+        if (f)
+                fclose(f);
+}
+
+Test(plugins, a_plugin_crashing_after_its_first_commit_keeps_that_packet) {
+        const char *const names[] = { "good", "crash_after_commit", NULL };
+        start_with_plugins(names);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 2), "both plugins should register test.plugin");
+        cr_assert_eq(run_session(&cons, 800), 0);
+        /* The good plugin's packet and the one the crashing plugin
+         * committed before it died. */
+        cr_assert_eq(count_hello(cons.data, cons.len), 2, "a committed packet died with its plugin");
+        cr_assert(traced_instance_alive(&inst));
+        test_consumer_free(&cons);
+        static char log[65536];
+        read_traced_log(log, sizeof(log));
+        cr_assert(strstr(log, "crash_after_commit.so") != NULL && strstr(log, "restarting in") != NULL,
+                  "traced did not report the crash:\n%s", log);
+}
+
+Test(plugins, a_crash_loop_backs_off_and_costs_only_itself) {
+        const char *const names[] = { "good", "crash_at_load", NULL };
+        start_with_plugins(names);
+        static char log[65536];
+        /* A first connection starts the socket-activated traced. */
+        struct test_consumer first;
+        cr_assert_eq(test_consumer_connect(&first, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&first, 1));
+        test_consumer_free(&first);
+        /* Three crashes in a row: the delays double. */
+        bool looped = false;
+        for (int i = 0; i < 300 && !looped; i++) {
+                read_traced_log(log, sizeof(log));
+                looped = strstr(log, "restarting in 1.0s") && strstr(log, "restarting in 2.0s") &&
+                         strstr(log, "restarting in 4.0s");
+                if (!looped)
+                        spin_ms(ev, 100);
+        }
+        cr_assert(looped, "no doubling backoff in the log:\n%s", log);
+        cr_assert_not_null(strstr(log, "crash_at_load.so"), "the crashing plugin is not named:\n%s", log);
+        /* Meanwhile the other plugin serves, session after session. */
+        for (int round = 0; round < 2; round++) {
+                struct test_consumer cons;
+                cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+                cr_assert(wait_for_data_source(&cons, 1));
+                cr_assert_eq(run_session(&cons, 300), 0);
+                cr_assert_eq(count_hello(cons.data, cons.len), 1, "the good plugin's packet is missing");
+                test_consumer_free(&cons);
+        }
+        cr_assert(traced_instance_alive(&inst));
+}
+
 Test(plugins, configuration_disables_plugins_and_bad_lines_are_named) {
         char conf[512];
         /* A bad file: traced refuses to start and names the line and field. */

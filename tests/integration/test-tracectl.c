@@ -160,6 +160,7 @@ Test(tracectl, record_with_quick_flags) {
         int st = wait_child(&c, 20000);
         char *se = slurp(c.err_path, NULL);
         cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "warning") == NULL, "tracectl warns about its own config: %s", se);
         free(se);
         cr_assert_eq(count_test_packets(out, 10), 100);
         /* The config the service recorded is the quick one. */
@@ -169,7 +170,57 @@ Test(tracectl, record_with_quick_flags) {
         char *so = slurp(q.out, NULL);
         cr_assert(strstr(so, "size_kb: 2048") != NULL, "print output:\n%.2000s", so);
         cr_assert(strstr(so, "duration_ms: 700") != NULL);
+        /* write_into_file without a flush period is an error in
+         * trace_processor's stats (config_write_into_file_no_flush). */
+        cr_assert(strstr(so, "write_into_file: true") != NULL, "print output:\n%.2000s", so);
+        cr_assert(strstr(so, "flush_period_ms: 5000") != NULL, "print output:\n%.2000s", so);
         free(so);
+        raw_producer_free(&prod);
+}
+
+/* A user's config that trace_processor would flag is recorded as asked,
+ * with a warning naming what trace_processor will report. */
+Test(tracectl, config_trace_processor_flags_is_warned_about) {
+        struct raw_producer prod;
+        struct child c;
+        char cfg[512], out[512];
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 50;
+        prod.payload_size = 20;
+        snprintf(cfg, sizeof(cfg), "%s/flagged.pbtxt", inst.dir);
+        snprintf(out, sizeof(out), "%s/flagged.pftrace", inst.dir);
+        FILE *f = fopen(cfg, "w");
+        fprintf(f, "buffers { size_kb: 1024 fill_policy: RING_BUFFER }\n"
+                   "buffers { size_kb: 1024 fill_policy: DISCARD }\n"
+                   "data_sources { config { name: \"test.data\" } }\n"
+                   "duration_ms: 500\n"
+                   "write_into_file: true\n");
+        fclose(f);
+        spawn_tracectl(&c, (const char *const[]) { "record", "-c", cfg, "--txt", "-o", out, "--no-summary", NULL });
+        int st = wait_child(&c, 20000);
+        char *se = slurp(c.err_path, NULL);
+        cr_assert_eq(st, 0, "a warning is not fatal: tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "config_write_into_file_no_flush") != NULL, "stderr: %s", se);
+        cr_assert(strstr(se, "buffers[1]") != NULL && strstr(se, "config_write_into_file_discard") != NULL,
+                  "stderr: %s", se);
+        cr_assert(strstr(se, "buffers[0]") == NULL, "the RING_BUFFER is fine: %s", se);
+        free(se);
+        cr_assert_eq(count_test_packets(out, 20), 50);
+
+        /* Without write_into_file in the config, tracectl picks the flush
+         * period that goes with the file it writes: nothing to warn. */
+        f = fopen(cfg, "w");
+        fprintf(f, "buffers { size_kb: 1024 }\n"
+                   "data_sources { config { name: \"test.data\" } }\n"
+                   "duration_ms: 300\n");
+        fclose(f);
+        spawn_tracectl(&c, (const char *const[]) { "record", "-c", cfg, "--txt", "-o", out, "--no-summary", NULL });
+        st = wait_child(&c, 20000);
+        se = slurp(c.err_path, NULL);
+        cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "warning") == NULL, "stderr: %s", se);
+        free(se);
         raw_producer_free(&prod);
 }
 

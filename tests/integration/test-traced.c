@@ -247,8 +247,15 @@ Test(traced, config_errors_are_reported) {
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
         Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 100);
-        cfg->n_buffers = 0; /* no buffers */
+        /* More buffers than upstream allows (128); none is fine. */
+        Perfetto__Protos__TraceConfig__BufferConfig **one = cfg->buffers;
+        cfg->n_buffers = 129;
+        cfg->buffers = calloc(129, sizeof(void *));
+        for (size_t i = 0; i < 129; i++)
+                cfg->buffers[i] = one[0];
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        free(cfg->buffers);
+        cfg->buffers = one;
         cfg->n_buffers = 1;
         test_config_free(cfg);
         cr_assert(test_consumer_wait_disabled(&cons, 5000));

@@ -37,6 +37,11 @@ int traced_instance_start_args(struct traced_instance *t, bool socket_activated,
         snprintf(t->producer_path, sizeof(t->producer_path), "%s/producer.sock", t->dir);
         snprintf(t->consumer_path, sizeof(t->consumer_path), "%s/consumer.sock", t->dir);
         snprintf(t->log_path, sizeof(t->log_path), "%s/traced.log", t->dir);
+        /* traced's TMPDIR (where SaveTraceForBugreport writes), open to the
+         * unprivileged service core like /tmp. */
+        snprintf(t->tmp_dir, sizeof(t->tmp_dir), "%s/tmp", t->dir);
+        if (chmod(t->dir, 0711) < 0 || mkdir(t->tmp_dir, 0755) < 0 || chmod(t->tmp_dir, 01777) < 0)
+                return -errno;
         return spawn_instance(t, socket_activated, args);
 }
 
@@ -63,7 +68,9 @@ static int spawn_instance(struct traced_instance *t, bool socket_activated, cons
                 unsetenv("NOTIFY_SOCKET");
                 char *argv[40];
                 size_t n = 0;
-                char l1[320], l2[320];
+                char l1[320], l2[320], tmpdir[340];
+                snprintf(tmpdir, sizeof(tmpdir), "TMPDIR=%s", t->tmp_dir);
+                setenv("TMPDIR", t->tmp_dir, 1);
                 if (socket_activated) {
                         snprintf(l1, sizeof(l1), "--listen=%s", t->producer_path);
                         snprintf(l2, sizeof(l2), "--listen=%s", t->consumer_path);
@@ -73,6 +80,8 @@ static int spawn_instance(struct traced_instance *t, bool socket_activated, cons
                         argv[n++] = (char *) "--fdname=producer:consumer";
                         argv[n++] = (char *) "-E";
                         argv[n++] = (char *) "TRACED_LOG_LEVEL=debug";
+                        argv[n++] = (char *) "-E";
+                        argv[n++] = tmpdir;
                         argv[n++] = (char *) TRACED_BINARY;
                 } else {
                         snprintf(l1, sizeof(l1), "--producer-socket=%s", t->producer_path);

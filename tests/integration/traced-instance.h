@@ -15,6 +15,7 @@ struct traced_instance {
         char producer_path[300];
         char consumer_path[300];
         char log_path[300];
+        char tmp_dir[300]; /* traced's TMPDIR */
 };
 
 /* Starts traced. socket_activated: through systemd-socket-activate;

@@ -19,6 +19,8 @@
 #define V_CREATE_FAILS 5
 #define V_CRASH_ON_START 6
 #define V_HANG_ON_STOP 7
+#define V_CRASH_AFTER_COMMIT 8
+#define V_CRASH_AT_LOAD 9
 
 struct state {
         const struct traced_host_api *api;
@@ -28,6 +30,8 @@ struct state {
 static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {
         if (VARIANT == V_CREATE_FAILS)
                 return -ENODEV;
+        if (VARIANT == V_CRASH_AT_LOAD)
+                raise(SIGSEGV); /* every start of its host: a crash loop */
         struct state *s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
@@ -65,6 +69,9 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
         memcpy(pkt + 5, msg, len);
         s->api->write_packet(w, pkt, len + 5);
         s->api->flush_writer(w);
+        /* Its packet is committed; now it dies. */
+        if (VARIANT == V_CRASH_AFTER_COMMIT)
+                raise(SIGSEGV);
         s->api->free_writer(w);
 }
 
@@ -88,7 +95,8 @@ int traced_plugin_not_the_entry(void);
 int traced_plugin_not_the_entry(void) {
         return ops.struct_size > 0;
 }
-#elif VARIANT == V_GOOD || VARIANT == V_CREATE_FAILS || VARIANT == V_CRASH_ON_START || VARIANT == V_HANG_ON_STOP
+#elif VARIANT == V_GOOD || VARIANT == V_CREATE_FAILS || VARIANT == V_CRASH_ON_START || VARIANT == V_HANG_ON_STOP || \
+        VARIANT == V_CRASH_AFTER_COMMIT || VARIANT == V_CRASH_AT_LOAD
 TRACED_PLUGIN_DEFINE("test", "1.0", 0, ops)
 #else
 TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void);

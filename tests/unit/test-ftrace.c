@@ -17,10 +17,11 @@
 #include "encode.h"
 #include "format.h"
 #include "kprobes.h"
-#include "ksyms.h"
+#include "profiling/ksyms.h"
 #include "page.h"
 #include "proc.h"
 #include "syscalls.h"
+#include "tracefs.h"
 
 #include "perfetto/trace/ftrace/ftrace_event_bundle.pb-c.h"
 
@@ -223,28 +224,46 @@ Test(ftrace_page, lost_events_and_end_padding) {
 Test(ftrace_page, malformed_pages_are_refused) {
         struct syn s = {};
         struct seen seen = {};
+        struct page_info info;
         /* commit beyond the page */
         finish(&s, 0, 5000);
-        cr_assert_eq(page_parse(s.page, sizeof(s.page), rec_seen, &seen, NULL), -EBADMSG);
+        cr_assert_eq(page_parse(s.page, sizeof(s.page), rec_seen, &seen, &info), -EBADMSG);
+        cr_assert_eq(info.status, PAGE_STATUS_INVALID_PAGE_HEADER);
         /* a long record claiming more than is there */
         s = (struct syn) {};
         put32(&s, 0);
         put32(&s, 4000);
         finish(&s, 0, 0);
-        cr_assert_eq(page_parse(s.page, sizeof(s.page), rec_seen, &seen, NULL), -EBADMSG);
+        cr_assert_eq(page_parse(s.page, sizeof(s.page), rec_seen, &seen, &info), -EBADMSG);
+        cr_assert_eq(info.status, PAGE_STATUS_INVALID_DATA_LENGTH);
+        /* a long record of length zero */
+        s = (struct syn) {};
+        put32(&s, 0);
+        put32(&s, 0);
+        finish(&s, 0, 0);
+        cr_assert_eq(page_parse(s.page, sizeof(s.page), rec_seen, &seen, &info), -EBADMSG);
+        cr_assert_eq(info.status, PAGE_STATUS_ZERO_DATA_LENGTH);
         /* a time extend cut short */
         s = (struct syn) {};
         put32(&s, 30);
         finish(&s, 0, 0);
-        cr_assert_eq(page_parse(s.page, sizeof(s.page), rec_seen, &seen, NULL), -EBADMSG);
+        cr_assert_eq(page_parse(s.page, sizeof(s.page), rec_seen, &seen, &info), -EBADMSG);
+        cr_assert_eq(info.status, PAGE_STATUS_SHORT_TIME_EXTEND);
         /* zero-length padding would never advance */
         s = (struct syn) {};
         put32(&s, (1u << 5) | 29);
         put32(&s, 0);
         finish(&s, 0, 0);
-        cr_assert_eq(page_parse(s.page, sizeof(s.page), rec_seen, &seen, NULL), -EBADMSG);
+        cr_assert_eq(page_parse(s.page, sizeof(s.page), rec_seen, &seen, &info), -EBADMSG);
+        cr_assert_eq(info.status, PAGE_STATUS_INVALID_PADDING_LENGTH);
         /* a page shorter than its header */
-        cr_assert_eq(page_parse(s.page, 8, rec_seen, &seen, NULL), -EBADMSG);
+        cr_assert_eq(page_parse(s.page, 8, rec_seen, &seen, &info), -EBADMSG);
+        cr_assert_eq(info.status, PAGE_STATUS_INVALID_PAGE_HEADER);
+        /* a good page says so */
+        s = (struct syn) {};
+        finish(&s, 0, 0);
+        cr_assert_eq(page_parse(s.page, sizeof(s.page), rec_seen, &seen, &info), 0);
+        cr_assert_eq(info.status, PAGE_STATUS_OK);
         /* random garbage: any answer, no crash */
         srand(1);
         for (int round = 0; round < 2000; round++) {
@@ -743,4 +762,34 @@ Test(proc, status_stat_and_oom_on_a_fake_tree) {
         char cmd[256];
         snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
         cr_assert_eq(system(cmd), 0);
+}
+
+Test(ftrace_tracefs, only_our_dead_instances_are_stale) {
+        char root[] = "/tmp/traced-tracefs-XXXXXX", p[400];
+        cr_assert_not_null(mkdtemp(root));
+        snprintf(p, sizeof(p), "%s/instances", root);
+        cr_assert_eq(mkdir(p, 0700), 0);
+        /* A dead pid of ours, a live one (this process), and names that
+         * only start like ours: a user's instance_name. */
+        char names[4][64];
+        snprintf(names[0], sizeof(names[0]), "traced_999999999_1");
+        snprintf(names[1], sizeof(names[1]), "traced_%d_2", (int) getpid());
+        snprintf(names[2], sizeof(names[2]), "traced_mine");
+        snprintf(names[3], sizeof(names[3]), "traced_12_x");
+        for (size_t i = 0; i < 4; i++) {
+                snprintf(p, sizeof(p), "%s/instances/%s", root, names[i]);
+                cr_assert_eq(mkdir(p, 0700), 0);
+        }
+        cr_assert_eq(tracefs_remove_stale_instances(root), 1);
+        struct stat st;
+        snprintf(p, sizeof(p), "%s/instances/traced_999999999_1", root);
+        cr_assert_neq(stat(p, &st), 0);
+        for (size_t i = 1; i < 4; i++) {
+                snprintf(p, sizeof(p), "%s/instances/%s", root, names[i]);
+                cr_assert_eq(stat(p, &st), 0, "%s was removed", names[i]);
+                cr_assert_eq(rmdir(p), 0);
+        }
+        snprintf(p, sizeof(p), "%s/instances", root);
+        rmdir(p);
+        rmdir(root);
 }

@@ -240,6 +240,7 @@ Test(trace_buffer, scraped_chunk_then_committed) {
         put_frag(&partial, "p2", 2);
         full = partial;
         put_frag(&full, "p3", 2);
+        partial.len = full.len; /* a chunk has one size, scraped or not */
         cr_assert_eq(copy(tb, 1, 1, 0, &partial, 0, false), 0);
         struct got g;
         read_all(tb, &g);
@@ -428,6 +429,7 @@ Test(trace_buffer, drop_sentinel_counts_and_marks_the_next_packet) {
         const struct trace_buffer_stats *st = trace_buffer_get_stats(tb);
         cr_assert_eq(st->trace_writer_packet_loss, 1);
         cr_assert_eq(st->abi_violations, 0);
+        cr_assert_eq(st->readaheads_failed, 0, "a chain ended by the drop sentinel is not a failed readahead");
 
         /* The sentinel alone in a chunk of its own, between two whole
          * packets: nothing else shows the loss. */
@@ -498,5 +500,78 @@ Test(trace_buffer, ring_wrap_stats_are_exact) {
         for (int i = 1; i < g.n; i++)
                 cr_assert_not(g.lost[i]);
         cr_assert_eq(trace_buffer_get_stats(tb)->chunks_read, 10);
+        trace_buffer_free(tb);
+}
+
+/* Where upstream's buffer is stricter than the reassembly needs, the same
+ * statistics count it, so a producer tested against traced also works
+ * against Perfetto's service. */
+Test(trace_buffer, recommit_that_changes_a_chunk_is_an_abi_violation) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf two = {}, one = {}, bigger = {};
+        put_frag(&two, "a1", 2);
+        put_frag(&two, "a2", 2);
+        put_frag(&one, "a1", 2);
+        one.len = two.len;
+        bigger = two;
+        bigger.len += 8;
+        cr_assert_eq(copy(tb, 1, 1, 0, &two, SMB_CHUNK_NEEDS_PATCHING, true), 0);
+        const struct trace_buffer_stats *st = trace_buffer_get_stats(tb);
+
+        cr_assert_eq(copy(tb, 1, 1, 0, &two, SMB_CHUNK_NEEDS_PATCHING, true), 0);
+        cr_assert_eq(st->abi_violations, 0, "the same chunk again is fine");
+        cr_assert_eq(copy(tb, 1, 1, 0, &one, SMB_CHUNK_NEEDS_PATCHING, true), 0);
+        cr_assert_eq(st->abi_violations, 1, "fewer fragments");
+        cr_assert_eq(copy(tb, 1, 1, 0, &bigger, SMB_CHUNK_NEEDS_PATCHING, true), 0);
+        cr_assert_eq(st->abi_violations, 2, "another size");
+        cr_assert_eq(copy(tb, 1, 1, 0, &two, 0, true), 0);
+        cr_assert_eq(st->abi_violations, 3, "a flag removed");
+
+        /* The first copy stays, still waiting for its patch. */
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 0);
+        struct trace_buffer_patch pt = { .offset = 0, .data = { 0x82, 0x80, 0x80, 0x00 } };
+        cr_assert_eq(trace_buffer_try_patch(tb, 1, 1, 0, &pt, 1, false), 0);
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 2);
+        cr_assert_eq(memcmp(g.text[0], "a1", 2), 0);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, chunk_id_gap_mid_fragment_is_a_failed_readahead) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, c = {};
+        put_frag(&a, "one", 3);
+        put_frag(&a, "cu", 2);
+        put_frag(&c, "t", 1);
+        put_frag(&c, "two", 3);
+        cr_assert_eq(copy(tb, 1, 1, 0, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+        /* Chunk 1 never comes. */
+        cr_assert_eq(copy(tb, 1, 1, 2, &c, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true), 0);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 2);
+        cr_assert_eq(memcmp(g.text[1], "two", 3), 0);
+        cr_assert(g.lost[1]);
+        cr_assert_eq(trace_buffer_get_stats(tb)->readaheads_failed, 1);
+        trace_buffer_free(tb);
+}
+
+Test(trace_buffer, continuation_flags_that_do_not_match_are_a_failed_readahead) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {};
+        put_frag(&a, "one", 3);
+        put_frag(&a, "cu", 2);
+        put_frag(&b, "two", 3);
+        cr_assert_eq(copy(tb, 1, 1, 0, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+        /* The next chunk does not say it continues anything. */
+        cr_assert_eq(copy(tb, 1, 1, 1, &b, 0, true), 0);
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 2);
+        cr_assert_eq(memcmp(g.text[1], "two", 3), 0);
+        cr_assert(g.lost[1]);
+        cr_assert_eq(trace_buffer_get_stats(tb)->readaheads_failed, 1);
         trace_buffer_free(tb);
 }

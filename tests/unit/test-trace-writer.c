@@ -4,13 +4,16 @@
  * an in-memory SMB, then the chunks and the queued patches are handed to
  * the service's trace buffer exactly as traced would; every packet must
  * come back byte for byte. Covers chunk fragmentation, the zero-copy
- * encoder's size fields (in place and patched), and loss on a full SMB. */
+ * encoder's size fields (in place and patched), and loss on a full SMB:
+ * a packet given up mid-fragment must leave nothing a strict service (one
+ * that reads like upstream Perfetto's) would wait for forever. */
 
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -344,6 +347,386 @@ Test(trace_writer, writers_of_a_lost_connection_drop) {
         traced_trace_writer *fresh;
         cr_assert_eq(traced_producer_new_writer(p, 7, &fresh), 0);
         cr_assert_eq(write_one(fresh), 0);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
+/* ---- giving up on a packet -------------------------------------------- */
+
+/* Chunks as a service took them out of the SMB. */
+struct taken {
+        uint16_t writer_id;
+        uint32_t chunk_id;
+        uint16_t num_fragments;
+        uint8_t flags;
+        size_t size;
+        uint8_t payload[SMB_MAX_PAGE_SIZE];
+};
+
+struct strict {
+        struct taken **c;
+        size_t n, cap;
+        unsigned patches_failed;
+};
+
+static void strict_free(struct strict *st) {
+        for (size_t i = 0; i < st->n; i++)
+                free(st->c[i]);
+        free(st->c);
+}
+
+/* Plays the service: copies and frees every complete chunk, then applies
+ * the queued patches. */
+static void strict_take(traced_producer *p, struct strict *st) {
+        for (size_t page = 0; page < p->abi.num_pages; page++) {
+                uint32_t bm = smb_page_bitmap(&p->abi, page);
+                for (uint32_t i = 0; i < smb_bitmap_num_chunks(bm); i++) {
+                        struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, page, i);
+                        if (!smb_chunk_is_valid(&c))
+                                continue;
+                        struct smb_chunk_header *h = smb_chunk_header(&c);
+                        struct taken *t = calloc(1, sizeof(*t));
+                        uint16_t packets = atomic_load(&h->packets);
+                        t->writer_id = atomic_load(&h->writer_id);
+                        t->chunk_id = atomic_load(&h->chunk_id);
+                        t->num_fragments = smb_packets_count(packets);
+                        t->flags = smb_packets_flags(packets);
+                        t->size = smb_chunk_payload_size(&c);
+                        memcpy(t->payload, smb_chunk_payload(&c), t->size);
+                        if (st->n == st->cap) {
+                                st->cap = st->cap ? st->cap * 2 : 64;
+                                st->c = realloc(st->c, st->cap * sizeof(*st->c));
+                        }
+                        st->c[st->n++] = t;
+                        cr_assert_geq(smb_release_chunk_as_free(&p->abi, &c), 0);
+                }
+        }
+        for (size_t i = 0; i < p->n_patches; i++) {
+                const struct pending_patch *pt = &p->patches[i];
+                struct taken *t = NULL;
+                for (size_t k = 0; k < st->n && !t; k++)
+                        if (st->c[k]->writer_id == pt->writer_id && st->c[k]->chunk_id == pt->chunk_id)
+                                t = st->c[k];
+                if (!t || pt->offset + 4 > t->size) {
+                        st->patches_failed++;
+                        continue;
+                }
+                memcpy(t->payload + pt->offset, pt->data, 4);
+                if (!pt->more)
+                        t->flags &= (uint8_t) ~SMB_CHUNK_NEEDS_PATCHING;
+        }
+        p->n_patches = 0;
+        p->n_pending = 0; /* no connection: nothing was sent */
+}
+
+static int taken_cmp(const void *a, const void *b) {
+        const struct taken *x = *(struct taken *const *) a, *y = *(struct taken *const *) b;
+        return x->chunk_id < y->chunk_id ? -1 : x->chunk_id > y->chunk_id;
+}
+
+/* Whether a chunk says its last packet goes on in a chunk that is not
+ * there (or that does not say it continues one). */
+static bool dangling_continuation(const struct strict *st, uint16_t writer_id, uint32_t *ret_chunk) {
+        for (size_t i = 0; i < st->n; i++) {
+                const struct taken *t = st->c[i];
+                if (t->writer_id != writer_id || !(t->flags & SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT))
+                        continue;
+                bool next = false;
+                for (size_t k = 0; k < st->n && !next; k++)
+                        next = st->c[k]->writer_id == writer_id && st->c[k]->chunk_id == t->chunk_id + 1 &&
+                               (st->c[k]->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV);
+                if (!next) {
+                        *ret_chunk = t->chunk_id;
+                        return true;
+                }
+        }
+        return false;
+}
+
+static uint32_t frag_size(const struct taken *t, size_t off) {
+        cr_assert_leq(off + 4, t->size, "chunk %u: fragment header outside the chunk", t->chunk_id);
+        const uint8_t *b = t->payload + off;
+        return (uint32_t) (b[0] & 0x7f) | (uint32_t) (b[1] & 0x7f) << 7 | (uint32_t) (b[2] & 0x7f) << 14 |
+               (uint32_t) (b[3] & 0x7f) << 21;
+}
+
+struct strict_result {
+        uint8_t **pkts;
+        size_t *lens;
+        size_t n;
+        bool stalled;
+        uint32_t stalled_at;
+        unsigned drop_markers;
+};
+
+static void result_free(struct strict_result *r) {
+        for (size_t i = 0; i < r->n; i++)
+                free(r->pkts[i]);
+        free(r->pkts);
+        free(r->lens);
+}
+
+static void emit(struct strict_result *r, const uint8_t *data, size_t len) {
+        r->pkts = realloc(r->pkts, (r->n + 1) * sizeof(*r->pkts));
+        r->lens = realloc(r->lens, (r->n + 1) * sizeof(*r->lens));
+        r->pkts[r->n] = malloc(len + 1);
+        memcpy(r->pkts[r->n], data, len);
+        r->lens[r->n++] = len;
+}
+
+/* Reads one writer's sequence the way upstream Perfetto's trace buffer
+ * does, which is stricter than traced's: in chunk id order, stopping for
+ * good at a missing chunk id, a chunk still waiting for patches, or a
+ * fragment chain whose next chunk does not continue it. A fragment with
+ * the drop-packet size discards the packet and the rest of its chunk; a
+ * fragment that does not fit its chunk is an ABI violation (the test
+ * fails). */
+static struct strict_result strict_read(struct strict *st, uint16_t writer_id) {
+        struct strict_result r = {};
+        struct taken **ch = calloc(st->n + 1, sizeof(*ch));
+        size_t n = 0;
+        for (size_t i = 0; i < st->n; i++)
+                if (st->c[i]->writer_id == writer_id)
+                        ch[n++] = st->c[i];
+        qsort(ch, n, sizeof(*ch), taken_cmp);
+
+        uint8_t *buf = NULL;
+        size_t blen = 0;
+        bool assembling = false;
+        for (size_t i = 0; i < n && !r.stalled; i++) {
+                const struct taken *t = ch[i];
+                if ((i > 0 && t->chunk_id != ch[i - 1]->chunk_id + 1) || (t->flags & SMB_CHUNK_NEEDS_PATCHING)) {
+                        r.stalled = true;
+                        r.stalled_at = t->chunk_id;
+                        break;
+                }
+                size_t off = 0;
+                for (uint16_t f = 0; f < t->num_fragments; f++) {
+                        uint32_t size = frag_size(t, off);
+                        bool cont_prev = f == 0 && (t->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV);
+                        bool cont_next = f + 1 == t->num_fragments &&
+                                         (t->flags & SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT);
+                        if (assembling && !cont_prev) {
+                                r.stalled = true; /* the chain does not go on where it must */
+                                r.stalled_at = t->chunk_id;
+                                break;
+                        }
+                        if (size == SMB_PACKET_SIZE_DROP_PACKET) {
+                                r.drop_markers++;
+                                assembling = false;
+                                break;
+                        }
+                        cr_assert_leq(off + 4 + size, t->size, "chunk %u fragment %u: size %u past the chunk",
+                                      t->chunk_id, f, size);
+                        const uint8_t *data = t->payload + off + 4;
+                        off += 4 + size;
+                        if (cont_prev && !assembling)
+                                continue; /* the rest of a packet whose start is gone */
+                        if (!cont_prev)
+                                blen = 0;
+                        buf = realloc(buf, blen + size + 1);
+                        memcpy(buf + blen, data, size);
+                        blen += size;
+                        assembling = cont_next;
+                        if (!assembling && blen > 0)
+                                emit(&r, buf, blen);
+                }
+        }
+        if (assembling && !r.stalled) {
+                r.stalled = true;
+                r.stalled_at = n ? ch[n - 1]->chunk_id + 1 : 0;
+        }
+        free(buf);
+        free(ch);
+        return r;
+}
+
+/* Checks that the packets read are, in order, exactly those the writer
+ * accepted (seq numbers in ok[]), and that the first packet after each loss
+ * says packets were dropped. */
+static void check_strict(const struct strict_result *r, const uint32_t *ok, const bool *after_loss, size_t n_ok) {
+        cr_assert_not(r->stalled, "the sequence stalls at chunk %u: %zu of %zu packets read", r->stalled_at, r->n,
+                      n_ok);
+        cr_assert_eq(r->n, n_ok, "%zu packets read, %zu written", r->n, n_ok);
+        for (size_t i = 0; i < n_ok; i++) {
+                Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, r->lens[i], r->pkts[i]);
+                cr_assert_not_null(p, "packet %zu does not decode", i);
+                cr_assert(p->has_timestamp);
+                cr_assert_eq(p->timestamp, 1000 + ok[i], "packet %zu is seq %" PRIu64 ", expected %u", i,
+                             p->timestamp - 1000, ok[i]);
+                if (after_loss[i]) {
+                        cr_assert(p->has_previous_packet_dropped, "seq %u follows a loss but does not say so", ok[i]);
+                        cr_assert_eq(p->previous_packet_dropped, 257u);
+                } else
+                        cr_assert_not(p->has_previous_packet_dropped && p->previous_packet_dropped,
+                                      "seq %u says packets were lost", ok[i]);
+                perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        }
+}
+
+struct drop_run {
+        uint32_t *ok;
+        bool *after_loss;
+        size_t n_ok;
+        bool lost;
+        unsigned dropped;
+};
+
+static void drop_run_write(struct drop_run *d, traced_trace_writer *w, uint32_t seq, size_t size, bool stream) {
+        int r;
+        if (stream) {
+                traced_msg *root, *ev;
+                char *s = malloc(size + 1);
+                for (size_t k = 0; k < size; k++)
+                        s[k] = (char) ('a' + (seq + k) % 26);
+                r = traced_trace_writer_begin_packet(w, &root);
+                if (r == 0) {
+                        (void) traced_msg_append_varint(root, 8, 1000 + seq);
+                        if (traced_msg_begin_nested(root, 900, &ev) == 0) {
+                                (void) traced_msg_append_bytes(ev, 1, s, size);
+                                (void) traced_msg_append_varint(ev, 2, seq);
+                                (void) traced_msg_end_nested(ev);
+                        }
+                        r = traced_trace_writer_end_packet(w);
+                }
+                free(s);
+        } else {
+                struct pbw pkt = {};
+                expected_packet(seq, size, &pkt);
+                r = traced_trace_writer_write_packet(w, pkt.buf, pkt.len);
+                pbw_done(&pkt);
+        }
+        if (r == 0) {
+                d->ok = realloc(d->ok, (d->n_ok + 1) * sizeof(*d->ok));
+                d->after_loss = realloc(d->after_loss, (d->n_ok + 1) * sizeof(*d->after_loss));
+                d->ok[d->n_ok] = seq;
+                d->after_loss[d->n_ok++] = d->lost;
+                d->lost = false;
+        } else {
+                cr_assert_eq(r, -ENOBUFS, "seq %u: %s", seq, strerror(-r));
+                d->lost = true;
+                d->dropped++;
+        }
+}
+
+/* Writes packets of size bytes into an SMB nobody empties until the
+ * writer drops, goes on dropping for a while, then the service takes the
+ * chunks and the writer writes more. A strict reader must read every
+ * packet the writer accepted, before and after the loss. */
+static void drop_mid_fragment(size_t size, bool stream, uint32_t policy) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        p->stall_limit_usec = 50000;
+        p->instances->exhausted_policy = policy;
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        struct strict st = {};
+        struct drop_run d = {};
+        uint32_t seq = 0;
+
+        for (unsigned round = 0; round < 3; round++) {
+                unsigned dropped_before = d.dropped;
+                while (d.dropped < dropped_before + 3) {
+                        drop_run_write(&d, w, seq++, size, stream);
+                        cr_assert_lt(seq, 100000);
+                }
+                strict_take(p, &st);
+                for (unsigned k = 0; k < 20; k++)
+                        drop_run_write(&d, w, seq++, size, stream);
+        }
+        cr_assert_eq(traced_trace_writer_dropped(w), d.dropped);
+        cr_assert_eq(traced_trace_writer_flush(w), -ENOTCONN); /* no service: the commit itself fails */
+        strict_take(p, &st);
+        cr_assert_eq(st.patches_failed, 0);
+
+        uint32_t chunk;
+        cr_assert_not(dangling_continuation(&st, w->writer_id, &chunk),
+                      "chunk %u says its last packet continues in a chunk that never comes", chunk);
+        struct strict_result r = strict_read(&st, w->writer_id);
+        cr_assert_gt(r.drop_markers, 0, "no packet was given up mid-fragment: the test proves nothing");
+        check_strict(&r, d.ok, d.after_loss, d.n_ok);
+        result_free(&r);
+        strict_free(&st);
+        free(d.ok);
+        free(d.after_loss);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
+Test(trace_writer_drop, whole_packets_dropped_mid_fragment) {
+        drop_mid_fragment(3000, false, TRACED_BUFFER_EXHAUSTED_DROP);
+}
+Test(trace_writer_drop, large_whole_packets_dropped_mid_fragment) {
+        drop_mid_fragment(20000, false, TRACED_BUFFER_EXHAUSTED_DROP);
+}
+Test(trace_writer_drop, streamed_packets_dropped_mid_fragment) {
+        drop_mid_fragment(3000, true, TRACED_BUFFER_EXHAUSTED_DROP);
+}
+Test(trace_writer_drop, large_streamed_packets_dropped_mid_fragment) {
+        drop_mid_fragment(20000, true, TRACED_BUFFER_EXHAUSTED_DROP);
+}
+Test(trace_writer_drop, stall_timeout_mid_fragment) {
+        drop_mid_fragment(3000, false, TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP);
+}
+Test(trace_writer_drop, streamed_stall_timeout_mid_fragment) {
+        drop_mid_fragment(20000, true, TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP);
+}
+
+Test(trace_writer_drop, freed_mid_packet) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        uint16_t id = w->writer_id;
+        for (uint32_t seq = 0; seq < 5; seq++)
+                write_streamed(w, seq, 100);
+        /* A packet whose nested message spans chunks, never ended. */
+        traced_msg *root, *ev;
+        char big[5000];
+        memset(big, 'x', sizeof(big));
+        cr_assert_eq(traced_trace_writer_begin_packet(w, &root), 0);
+        cr_assert_eq(traced_msg_append_varint(root, 8, 2000), 0);
+        cr_assert_eq(traced_msg_begin_nested(root, 900, &ev), 0);
+        cr_assert_eq(traced_msg_append_bytes(ev, 1, big, sizeof(big)), 0);
+        traced_trace_writer_free(w);
+
+        struct strict st = {};
+        strict_take(p, &st);
+        cr_assert_eq(st.patches_failed, 0);
+        uint32_t chunk;
+        cr_assert_not(dangling_continuation(&st, id, &chunk), "chunk %u continues into nothing", chunk);
+        struct strict_result r = strict_read(&st, id);
+        cr_assert_not(r.stalled, "the sequence stalls at chunk %u", r.stalled_at);
+        cr_assert_eq(r.n, 5, "%zu packets read", r.n);
+        cr_assert_eq(r.drop_markers, 1, "the abandoned packet is not marked dropped");
+        result_free(&r);
+        strict_free(&st);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
+Test(trace_writer_drop, flush_mid_packet_is_refused) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        uint16_t id = w->writer_id;
+        traced_msg *root;
+        cr_assert_eq(traced_trace_writer_begin_packet(w, &root), 0);
+        cr_assert_eq(traced_msg_append_varint(root, 8, 1000), 0);
+        cr_assert_eq(traced_trace_writer_flush(w), -EBUSY);
+        cr_assert_eq(traced_trace_writer_write_packet(w, "", 0), -EBUSY, "a whole packet inside a packet");
+        struct strict st = {};
+        strict_take(p, &st);
+        cr_assert_eq(st.n, 0, "a chunk with a packet half written was handed over");
+        cr_assert_eq(traced_trace_writer_end_packet(w), 0);
+        (void) traced_trace_writer_flush(w);
+        strict_take(p, &st);
+        struct strict_result r = strict_read(&st, id);
+        cr_assert_eq(r.n, 1);
+        result_free(&r);
+        strict_free(&st);
+        traced_trace_writer_free(w);
         traced_producer_free(p);
         sd_event_unref(e);
 }

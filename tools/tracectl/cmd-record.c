@@ -18,6 +18,7 @@
 #include "basic/macro.h"
 #include "pbtxt/pb-check.h"
 #include "pbtxt/pbtxt.h"
+#include "config-lint.h"
 #include "tracectl.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -37,6 +38,10 @@ static void record_help(void) {
                "  -b, --buffer SIZE      quick mode: buffer size (e.g. 64mb, 512kb)\n"
                "      --ds NAME          quick mode: also enable data source NAME\n"
                "      --no-process-stats quick mode: no linux.process_stats\n"
+               "      --perf HZ          quick mode: sample every CPU HZ times a second\n"
+               "                         (linux.perf), with kernel and user stacks\n"
+               "      --bpf-stacks       quick mode: on-CPU stacks at 99 Hz and off-CPU\n"
+               "                         stacks with blocked time, every process (linux.bpf_stack)\n"
                "  EVENT...               quick mode: ftrace events (group/name, group/*)\n"
                "      --stop-on-trigger NAME  stop when a producer activates NAME\n"
                "      --detach KEY       start, detach the session under KEY, exit\n"
@@ -162,7 +167,8 @@ static int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig
 }
 
 static Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffer_kb, char **events,
-                                                   size_t n_events, char **extra_ds, size_t n_extra, bool process_stats) {
+                                                   size_t n_events, char **extra_ds, size_t n_extra, bool process_stats,
+                                                   uint32_t perf_hz, bool bpf_stacks) {
         /* Built as text and parsed, so quick flags and config files take
          * exactly the same path. */
         char *text = NULL;
@@ -191,10 +197,25 @@ static Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_
                 fprintf(f, "data_sources { config { name: \"linux.process_stats\" process_stats_config { "
                            "scan_all_processes_on_start: true record_thread_names: true "
                            "proc_stats_poll_ms: 1000 record_process_runtime: true } } }\n");
+        if (perf_hz)
+                /* Every CPU, every process: user stacks unwound with DWARF
+                 * unwind tables, kernel stacks from the kernel. */
+                fprintf(f, "data_sources { config { name: \"linux.perf\" perf_event_config { "
+                           "timebase { frequency: %u counter: SW_CPU_CLOCK } "
+                           "callstack_sampling { kernel_frames: true user_frames: UNWIND_DWARF } } } }\n",
+                        perf_hz);
+        if (bpf_stacks)
+                /* Every process: on-CPU at 99 Hz (off the beat of timers),
+                 * off-CPU each time a task comes back from blocking. */
+                fprintf(f, "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config { "
+                           "frequency: 99 on_cpu: true off_cpu: true } } }\n");
         for (size_t i = 0; i < n_extra; i++)
                 fprintf(f, "data_sources { config { name: \"%s\" } }\n", extra_ds[i]);
         if (duration_ms)
                 fprintf(f, "duration_ms: %u\n", duration_ms);
+        /* The file is written as the trace goes: producers flush
+         * periodically too, so what they hold reaches it. */
+        fprintf(f, "flush_period_ms: %u\n", CONFIG_LINT_FLUSH_PERIOD_MS);
         fclose(f);
         ProtobufCMessage *m = NULL;
         char *err = NULL;
@@ -315,7 +336,7 @@ static int wait_session(struct tracectl *t, struct session_wait *w, int progress
 }
 
 int cmd_record(struct tracectl *t, int argc, char **argv) {
-        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY };
+        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS };
         static const struct option opts[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "txt", no_argument, NULL, ARG_TXT },
@@ -327,12 +348,14 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 { "stop-on-trigger", required_argument, NULL, ARG_TRIGGER },
                 { "detach", required_argument, NULL, ARG_DETACH },
                 { "no-summary", no_argument, NULL, ARG_NO_SUMMARY },
+                { "perf", required_argument, NULL, ARG_PERF },
+                { "bpf-stacks", no_argument, NULL, ARG_BPF_STACKS },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *config_path = NULL, *out = NULL, *trigger = NULL, *detach = NULL;
-        bool txt = false, process_stats = true, summary = true;
-        uint32_t duration_ms = 10000, buffer_kb = 64 * 1024;
+        bool txt = false, process_stats = true, summary = true, bpf_stacks = false;
+        uint32_t duration_ms = 10000, buffer_kb = 64 * 1024, perf_hz = 0;
         char *extra[16];
         size_t n_extra = 0;
         int c, r;
@@ -379,6 +402,20 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 case ARG_NO_SUMMARY:
                         summary = false;
                         break;
+                case ARG_BPF_STACKS:
+                        bpf_stacks = true;
+                        break;
+                case ARG_PERF: {
+                        char *end;
+                        errno = 0;
+                        unsigned long hz = strtoul(optarg, &end, 10);
+                        if (errno || end == optarg || *end || hz == 0 || hz > 100000) {
+                                fprintf(stderr, "tracectl: bad --perf frequency \"%s\" (1..100000 Hz)\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        perf_hz = (uint32_t) hz;
+                        break;
+                }
                 case 'h':
                         record_help();
                         return EXIT_OK;
@@ -400,9 +437,18 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 r = load_config(config_path, txt, &cfg);
                 if (r != 0)
                         return r;
+                /* tracectl always records with write_into_file. When the
+                 * config did not ask for it, the flush period that goes with
+                 * it is tracectl's to choose too; what the user chose is
+                 * only warned about. */
+                if (!(cfg->has_write_into_file && cfg->write_into_file) && !cfg->has_flush_period_ms) {
+                        cfg->has_flush_period_ms = true;
+                        cfg->flush_period_ms = CONFIG_LINT_FLUSH_PERIOD_MS;
+                }
+                (void) config_lint(cfg, true, strcmp(config_path, "-") ? config_path : "<stdin>", stderr);
         } else {
                 cfg = quick_config(duration_ms, buffer_kb, argv + optind, (size_t) (argc - optind), extra, n_extra,
-                                   process_stats);
+                                   process_stats, perf_hz, bpf_stacks);
                 if (!cfg)
                         return EXIT_CONFIG;
         }
@@ -500,7 +546,10 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
         ar.key = (char *) key;
         r = tracectl_call(t, "Attach", &ar.base, &perfetto__protos__attach_response__descriptor, -EBADF, NULL, 5000);
         if (r < 0) {
-                fprintf(stderr, "tracectl: no detached session \"%s\" for this user\n", key);
+                fprintf(stderr,
+                        "tracectl: no detached session \"%s\" for this user (one that ended while detached is "
+                        "gone, its output file complete)\n",
+                        key);
                 tracectl_disconnect(t);
                 return EXIT_SESSION_FAILED;
         }

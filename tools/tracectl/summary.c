@@ -337,6 +337,29 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                 type = "ftrace_events";
                 add_bundle(s, p->ftrace_events);
                 break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE: {
+                const Perfetto__Protos__PerfSample *ps = p->perf_sample;
+                type = "perf_sample";
+                if (ps->has_kernel_records_lost && ps->kernel_records_lost)
+                        s->perf_lost += ps->kernel_records_lost;
+                else if (ps->optional_sample_skipped_reason_case ==
+                         PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_SAMPLE_SKIPPED_REASON_SAMPLE_SKIPPED_REASON)
+                        s->perf_skipped++;
+                else {
+                        bool err = ps->optional_unwind_error_case ==
+                                           PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_UNWIND_ERROR_UNWIND_ERROR &&
+                                   ps->unwind_error != PERFETTO__PROTOS__PROFILING__STACK_UNWIND_ERROR__UNWIND_ERROR_NONE;
+                        s->perf_samples++;
+                        s->perf_stacks += ps->has_callstack_iid;
+                        s->perf_unwind_errors += err;
+                        struct summary_proc *sp = ps->pid ? proc(s, (int32_t) ps->pid) : NULL;
+                        if (sp) {
+                                sp->perf_samples++;
+                                sp->perf_unwind_errors += err;
+                        }
+                }
+                break;
+        }
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE:
                 type = "process_tree";
                 for (size_t i = 0; i < p->process_tree->n_processes; i++) {
@@ -508,6 +531,30 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                         s->ftrace_events, s->sched_switches, s->prints, s->lost_events ? ", kernel reported lost events" : "");
                 for (uint32_t c = 0; c < s->n_cpus; c++)
                         fprintf(f, "  cpu%-3u %" PRIu64 "\n", c, s->cpu_events[c]);
+        }
+        if (s->perf_samples || s->perf_skipped || s->perf_lost)
+                fprintf(f,
+                        "Perf samples:   %" PRIu64 " (%" PRIu64 " with callstacks, %" PRIu64 " unwind errors), %" PRIu64
+                        " skipped, %" PRIu64 " lost by the kernel\n",
+                        s->perf_samples, s->perf_stacks, s->perf_unwind_errors, s->perf_skipped, s->perf_lost);
+        /* The processes sampled most, with their unwind errors. */
+        for (size_t shown = 0, last = SIZE_MAX; shown < top_n && s->perf_samples; shown++) {
+                size_t best = SIZE_MAX;
+                for (size_t i = 0; i < s->n_procs; i++) {
+                        const struct summary_proc *sp = &s->procs[i];
+                        if (!sp->perf_samples || (last != SIZE_MAX && (sp->perf_samples > s->procs[last].perf_samples ||
+                                                                       (sp->perf_samples == s->procs[last].perf_samples &&
+                                                                        i <= last))))
+                                continue;
+                        if (best == SIZE_MAX || sp->perf_samples > s->procs[best].perf_samples)
+                                best = i;
+                }
+                if (best == SIZE_MAX)
+                        break;
+                fprintf(f, "  pid %-8d %-16s %8" PRIu64 " samples, %" PRIu64 " unwind errors\n", s->procs[best].pid,
+                        s->procs[best].name[0] ? s->procs[best].name : "?", s->procs[best].perf_samples,
+                        s->procs[best].perf_unwind_errors);
+                last = best;
         }
         if (s->have_kernel_stats)
                 fprintf(f, "Kernel buffer:  %" PRIu64 " events overwritten before they were read\n", s->kernel_overrun);

@@ -31,6 +31,7 @@ struct summary_proc {
         bool have_runtime;
         uint64_t runtime_first_ns, runtime_last_ns; /* user + kernel */
         uint64_t rss_kb;
+        uint64_t perf_samples, perf_unwind_errors; /* linux.perf */
 };
 
 struct summary {
@@ -53,6 +54,9 @@ struct summary {
         uint64_t cpu_events[SUMMARY_MAX_CPUS];
         uint32_t n_cpus;
         uint64_t ftrace_events;
+        /* linux.perf: samples with a callstack, without (skipped: out of
+         * scope, dropped), with an unwind error; records the kernel lost */
+        uint64_t perf_samples, perf_stacks, perf_skipped, perf_unwind_errors, perf_lost;
         uint64_t sched_switches;
         uint64_t prints;
         bool lost_events;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "basic/macro.h"
-#include "ksyms.h"
+#include "profiling/ksyms.h"
 
 /* A symbol past the last one is trusted this far from its start. */
 #define LAST_SYMBOL_SPAN (64u * 1024u)
@@ -102,6 +102,15 @@ oom:
         return -ENOMEM;
 }
 
+int ksyms_load_proc(struct ksyms **ret) {
+        FILE *f = fopen("/proc/kallsyms", "re");
+        if (!f)
+                return negative_errno();
+        int r = ksyms_load(f, ret);
+        fclose(f);
+        return r;
+}
+
 void ksyms_free(struct ksyms *k) {
         if (!k)
                 return;
@@ -151,4 +160,8 @@ uint32_t kaddr_intern(struct kaddr_table *t, uint64_t addr) {
         t->addrs[t->n++] = addr;
         t->slots[i] = t->n;
         return t->n;
+}
+
+size_t ksyms_memory_bytes(const struct ksyms *k) {
+        return k ? sizeof(*k) + k->n * sizeof(struct ksym) + k->names_len : 0;
 }

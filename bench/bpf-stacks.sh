@@ -1,0 +1,222 @@
+#!/bin/sh
+# Stack sampling by BPF, system-wide, against bpftrace and bcc on the same
+# workload in the same run, with kernel.bpf_stats_enabled on so the kernel
+# counts each program's run time.
+#
+# On-CPU, at each rate, two busy python3 processes for DURATION seconds:
+#   traced:   tracectl record with linux.bpf_stack (on-CPU only, every
+#             process, kernel and user stacks)
+#   bpftrace: profile:hz:N { @[kstack, ustack] = count(); }
+#   bcc:      profile -F N (kernel and user stacks, counted in BPF)
+# Off-CPU, `perf bench sched pipe` (two tasks ping-ponging over pipes):
+#   traced:   linux.bpf_stack with on_cpu: false
+#   bcc:      offcputime
+#
+# For each tool, over ROUNDS rounds (min / median / max):
+#   bpf_ns/run  the tool's BPF programs' run time per run (bpftool prog
+#               show: run_time_ns / run_cnt of the programs the tool
+#               loaded), i.e. per sample or per context switch
+#   cpu_us/run  the whole tool's CPU time (user + system of all its
+#               processes, from /usr/bin/time, plus the BPF run time) per
+#               program run
+#   cpu%        that CPU time as a share of one CPU over the run
+# and the ratio of traced's median to each peer's.
+#
+# bcc compiles its programs against the running kernel's headers; on a
+# kernel without them set BCC_KERNEL_SOURCE to the closest headers (the
+# numbers are then indicative: offcputime reads task_struct fields at the
+# headers' offsets). A peer that cannot run is reported as such.
+#
+# Run as root from a build directory:
+#   ../bench/bpf-stacks.sh [HZ...]          (default: 99 999)
+# Environment: DURATION (default 10), ROUNDS (default 3),
+#              PIPE_LOOPS (default 2000000).
+# Not part of make check.
+set -eu
+
+build=$(pwd)
+[ -x "$build/traced" ] && [ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
+for t in bpftool bpftrace python3 perf; do
+        command -v $t >/dev/null || { echo "needs $t (Debian: bpftool bpftrace python3 linux-perf)" >&2; exit 2; }
+done
+profile=$(command -v profile-bpfcc || true)
+offcputime=$(command -v offcputime-bpfcc || true)
+rates=${*:-99 999}
+duration=${DURATION:-10}
+rounds=${ROUNDS:-3}
+pipe_loops=${PIPE_LOOPS:-2000000}
+work=$(mktemp -d /tmp/traced-bpf-bench-XXXXXX)
+old_stats=$(sysctl -n kernel.bpf_stats_enabled)
+trap 'sysctl -q -w kernel.bpf_stats_enabled="$old_stats"; rm -rf "$work"' EXIT
+sysctl -q -w kernel.bpf_stats_enabled=1
+
+busy() { # two busy python3 processes for $duration seconds
+        timeout "$duration" python3 -c 'while True: sum(range(1000))' &
+        b1=$!
+        timeout "$duration" python3 -c 'while True: sorted(range(500), key=lambda x: -x)' &
+        b2=$!
+        wait $b1 $b2 || true
+}
+
+pipes() { # the off-CPU workload: until done, at most $duration seconds
+        timeout "$duration" perf bench sched pipe -l "$pipe_loops" >/dev/null 2>&1 || true
+}
+
+# Debian's bpftool does not say which process holds a program, so a tool's
+# programs are those loaded since it started ($work/before lists the ids
+# there were) whose names are in $names: linux.bpf_stack's on_cpu and
+# switch_btf/switch_raw, bpftrace's profile probe (named after its rate),
+# bcc profile's do_perf_event, bcc offcputime's oncpu.
+programs_before() {
+        bpftool prog show --json 2>/dev/null | python3 -c '
+import json, sys
+print(" ".join(str(p["id"]) for p in json.load(sys.stdin)))' >"$work/before"
+}
+
+# "run_time_ns run_cnt count" summed over the tool's programs.
+bpf_snapshot() {
+        bpftool prog show --json 2>/dev/null | python3 -c '
+import json, sys
+before = set(int(x) for x in open(sys.argv[1]).read().split())
+names = set(sys.argv[2].split())
+t = n = c = 0
+for p in json.load(sys.stdin):
+    if p["id"] not in before and p.get("name") in names:
+        t += p.get("run_time_ns", 0); n += p.get("run_cnt", 0); c += 1
+print(t, n, c)' "$work/before" "$names"
+}
+
+cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
+        tail -n 1 "$1" | awk '{ print $1 + $2 }'
+}
+
+result() { # "bpf_ns runs progs cpu_s" -> "bpf_ns/run cpu_us/run cpu%"
+        echo "$1" | awk -v d="$duration" '{
+                if ($2 == 0) { print "failed"; exit }
+                c = $4 + $1 / 1e9
+                printf "%.0f %.2f %.3f\n", $1 / $2, c * 1e6 / $2, 100 * c / d }'
+}
+
+start_traced() {
+        rm -f "$work"/*.sock
+        /usr/bin/time -f "%U %S" -o "$work/traced.time" \
+                "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
+                --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
+                --log-level=warning 2>"$work/traced.log" &
+        tpid=$!
+        for _ in $(seq 100); do
+                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.bpf_stack && break
+                sleep 0.1
+        done
+}
+
+run_traced() { # "config text" workload -> result
+        names="on_cpu switch_btf switch_raw"
+        programs_before
+        start_traced
+        printf 'buffers { size_kb: 262144 }\ndata_sources { config { name: "linux.bpf_stack" bpf_stack_config { %s } } }\nduration_ms: %s\n' \
+                "$1" "$((duration * 1000 + 1000))" >"$work/cfg.pbtxt"
+        /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+                "$build/tracectl" --socket "$work/c.sock" record -c "$work/cfg.pbtxt" --txt --no-summary \
+                -o "$work/t.pftrace" >/dev/null 2>&1 &
+        cpid=$!
+        sleep 0.5
+        $2
+        snap=$(bpf_snapshot | cut -d' ' -f1,2,3)
+        wait $cpid || true
+        # traced's children (the plugin host) are counted with it.
+        pkill -TERM -P $tpid || true
+        wait $tpid || true
+        cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time")" | awk '{ print $1 + $2 }')
+        result "$snap $cpu"
+}
+
+run_peer() { # "command..." "prog names" workload -> result (the command runs until SIGINT)
+        cmd=$1
+        names=$2
+        programs_before
+        # A background job of this shell starts with SIGINT ignored, and
+        # bcc's Python tools then never see Ctrl-C: give it back first.
+        /usr/bin/time -f "%U %S" -o "$work/peer.time" python3 -c '
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp("sh", ["sh", "-c", "exec " + sys.argv[1]])' "$cmd" >"$work/peer.out" 2>&1 &
+        ppid=$!
+        for _ in $(seq 600); do # attached: its programs are loaded
+                [ "$(bpf_snapshot | cut -d' ' -f3)" -gt 0 ] && break
+                kill -0 $ppid 2>/dev/null || break
+                sleep 0.1
+        done
+        if ! kill -0 $ppid 2>/dev/null; then
+                echo "failed"
+                return
+        fi
+        $3
+        snap=$(bpf_snapshot)
+        kill -INT $(pgrep -P $ppid) $ppid 2>/dev/null || true
+        wait $ppid || true
+        result "$snap $(cpu_of "$work/peer.time")"
+}
+
+stats() { # column of numbers -> "min median max"
+        sort -g | awk '{ v[NR] = $1 } END {
+                if (NR == 0) { print "- - -"; exit }
+                m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+                printf "%s %s %s\n", v[1], m, v[NR] }'
+}
+
+table() { # label tools...
+        label=$1
+        shift
+        for tool in "$@"; do
+                if grep -q failed "$work/$tool.rows" 2>/dev/null || [ ! -s "$work/$tool.rows" ]; then
+                        printf "%-14s %-9s %s\n" "$label" "$tool" "could not run (see its output: $(tail -n 1 "$work/peer.out" 2>/dev/null))"
+                        continue
+                fi
+                b=$(cut -d' ' -f1 "$work/$tool.rows" | stats | tr ' ' /)
+                c=$(cut -d' ' -f2 "$work/$tool.rows" | stats | tr ' ' /)
+                p=$(cut -d' ' -f3 "$work/$tool.rows" | stats | tr ' ' /)
+                printf "%-14s %-9s %-24s %-24s %-24s\n" "$label" "$tool" "$b" "$c" "$p"
+        done
+        for tool in "$@"; do
+                [ "$tool" = traced ] && continue
+                grep -q failed "$work/$tool.rows" 2>/dev/null && continue
+                [ -s "$work/$tool.rows" ] || continue
+                for col in 1 2; do
+                        o=$(cut -d' ' -f$col "$work/traced.rows" | stats | cut -d' ' -f2)
+                        t=$(cut -d' ' -f$col "$work/$tool.rows" | stats | cut -d' ' -f2)
+                        echo "$o $t" | awk -v l="$label" -v tool="$tool" -v col=$col '{ if ($2 > 0)
+                                printf "%-14s traced / %s, %s (medians): %.3f\n", l, tool,
+                                        col == 1 ? "BPF ns per run" : "CPU per run", $1 / $2 }'
+                done
+        done
+}
+
+echo "$(nproc) CPUs, ${duration}s per run, $rounds rounds; kernel $(uname -r)"
+printf "%-14s %-9s %-24s %-24s %-24s\n" run tool "bpf_ns/run min/med/max" "cpu_us/run min/med/max" "cpu% min/med/max"
+for hz in $rates; do
+        : >"$work/traced.rows"
+        : >"$work/bpftrace.rows"
+        : >"$work/bcc.rows"
+        r=0
+        while [ $r -lt "$rounds" ]; do
+                run_traced "frequency: $hz off_cpu: false" busy >>"$work/traced.rows"
+                run_peer "bpftrace -e 'profile:hz:$hz { @[kstack, ustack] = count(); }'" "$hz" busy >>"$work/bpftrace.rows"
+                if [ -n "$profile" ]; then
+                        run_peer "$profile -F $hz" do_perf_event busy >>"$work/bcc.rows"
+                fi
+                r=$((r + 1))
+        done
+        table "on-CPU ${hz}Hz" traced bpftrace bcc
+done
+: >"$work/traced.rows"
+: >"$work/bcc.rows"
+r=0
+while [ $r -lt "$rounds" ]; do
+        run_traced "on_cpu: false off_cpu: true" pipes >>"$work/traced.rows"
+        if [ -n "$offcputime" ]; then
+                run_peer "$offcputime" oncpu pipes >>"$work/bcc.rows"
+        fi
+        r=$((r + 1))
+done
+table "off-CPU pipe" traced bcc

@@ -1,0 +1,140 @@
+#!/bin/sh
+# CPU profiling, system-wide, against perf on the same workload in the same
+# run: two busy python3 processes started through an exec shim (as pyenv's
+# shims do) and the known-chain test program, sampled on every CPU at each
+# rate for DURATION seconds with kernel and user stacks.
+#
+#   traced: tracectl record --perf HZ (linux.perf: DWARF unwinding and
+#           symbolization on the machine, while recording)
+#   perf:   perf record -a --call-graph dwarf -F HZ, then perf report
+#           (perf unwinds and symbolizes in the report)
+#
+# For each tool and rate, over ROUNDS rounds (min / median / max):
+#   kept%    samples in the output of the expected CPUs x HZ x DURATION
+#   uerr%    samples of the workload's three processes with an unwind
+#            error (traced: PerfSample.unwind_error; perf reports none,
+#            shown as -). Other processes of the machine are sampled too
+#            (and count in kept% and us/smp) but not here: a deep stack
+#            (a compiler's) outgrows any stack copy.
+#   us/smp   CPU time of the whole tool (traced with its plugin host and
+#            tracectl; perf record + perf report) per sample kept
+# and the ratio of traced's median us/smp to perf's.
+#
+# Run as root from a build directory (after make check, which builds the
+# test program):
+#   ../bench/perf-sampling.sh [HZ...]          (default: 99 999)
+# Environment: DURATION (default 10), ROUNDS (default 3).
+# Not part of make check.
+set -eu
+
+build=$(pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
+[ -x "$build/traced" ] && [ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
+chain="$build/tests/perf/chain-O2-nofp"
+[ -x "$chain" ] || { echo "build the test program first: make tests/perf/chain-O2-nofp" >&2; exit 2; }
+command -v perf >/dev/null || { echo "needs perf (Debian: linux-perf)" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "needs python3" >&2; exit 2; }
+rates=${*:-99 999}
+duration=${DURATION:-10}
+rounds=${ROUNDS:-3}
+cpus=$(nproc)
+work=$(mktemp -d /tmp/traced-perf-bench-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+
+workload() { # the three processes, for $duration seconds; their pids in $work/pids
+        timeout "$duration" "$src/tests/perf/exec-shim.sh" python3 -c 'while True: sum(range(1000))' &
+        t1=$!
+        timeout "$duration" "$src/tests/perf/exec-shim.sh" python3 -c 'while True: sorted(range(500), key=lambda x: -x)' &
+        t2=$!
+        "$chain" "$duration" >/dev/null &
+        t3=$!
+        echo $t3 >"$work/pids"
+        sleep 0.5
+        # timeout's child is the shim, which becomes python3 (same pid).
+        pgrep -P $t1 >>"$work/pids" || true
+        pgrep -P $t2 >>"$work/pids" || true
+        wait $t1 $t2 $t3 || true
+}
+
+cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
+        tail -n 1 "$1" | awk '{ print $1 + $2 }'
+}
+
+run_traced() { # hz -> "kept uerr us"
+        rm -f "$work"/*.sock "$work/t.pftrace"
+        /usr/bin/time -f "%U %S" -o "$work/traced.time" \
+                "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
+                --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
+                --log-level=warning 2>"$work/traced.log" &
+        tpid=$!
+        for _ in $(seq 100); do
+                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.perf && break
+                sleep 0.1
+        done
+        /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+                "$build/tracectl" --socket "$work/c.sock" record -t "${duration}s" -b 256mb --no-process-stats \
+                --no-summary --perf "$1" -o "$work/t.pftrace" >/dev/null 2>&1 &
+        cpid=$!
+        workload
+        wait $cpid || true
+        # traced's children (the plugin host) are counted with it.
+        pkill -TERM -P $tpid
+        wait $tpid || true
+        "$build/tracectl" summary "$work/t.pftrace" >"$work/summary.txt"
+        line=$(grep '^Perf samples:' "$work/summary.txt" || echo "Perf samples: 0 (0 with callstacks, 0 unwind errors)")
+        n=$(echo "$line" | sed -n 's/^Perf samples: *\([0-9]*\) .*/\1/p')
+        # Unwind errors of the workload's processes (the per-process lines).
+        we=$(for p in $(cat "$work/pids"); do
+                sed -n "s/^  pid $p  *[^ ]*  *\([0-9]*\) samples, \([0-9]*\) unwind errors/\1 \2/p" "$work/summary.txt"
+        done | awk '{ n += $1; e += $2 } END { printf "%d %d", n, e }')
+        cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time")" | awk '{ print $1 + $2 }')
+        echo "${n:-0} $we $cpu" | awk -v want="$((cpus * $1 * duration))" \
+                '{ printf "%.2f %.3f %.2f\n", 100 * $1 / want, $2 ? 100 * $3 / $2 : 0, $1 ? $4 * 1e6 / $1 : 0 }'
+}
+
+run_perf() { # hz -> "kept - us"
+        rm -f "$work/perf.data"
+        /usr/bin/time -f "%U %S" -o "$work/perf.time" \
+                perf record -q -a --call-graph dwarf -F "$1" -o "$work/perf.data" -- sleep "$duration" \
+                >/dev/null 2>"$work/perf.log" &
+        ppid=$!
+        workload
+        wait $ppid || true
+        /usr/bin/time -f "%U %S" -o "$work/report.time" \
+                perf report -i "$work/perf.data" --stdio >/dev/null 2>&1 || true
+        perf report -i "$work/perf.data" --stats >"$work/perf.stats" 2>/dev/null || true
+        n=$(sed -n 's/^ *SAMPLE events: *\([0-9]*\).*/\1/p' "$work/perf.stats" | head -n 1)
+        cpu=$(echo "$(cpu_of "$work/perf.time") $(cpu_of "$work/report.time")" | awk '{ print $1 + $2 }')
+        echo "${n:-0} $cpu" | awk -v want="$((cpus * $1 * duration))" \
+                '{ printf "%.2f - %.2f\n", 100 * $1 / want, $1 ? $2 * 1e6 / $1 : 0 }'
+}
+
+stats() { # column of numbers -> "min median max"
+        sort -g | awk '{ v[NR] = $1 } END {
+                if (NR == 0) { print "- - -"; exit }
+                m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+                printf "%s %s %s\n", v[1], m, v[NR] }'
+}
+
+echo "workload: 2 python3 (through an exec shim) + chain-O2-nofp for ${duration}s; $cpus CPUs; $rounds rounds"
+printf "%-5s %-7s %-22s %-22s %-24s\n" hz tool "kept% min/med/max" "uerr% min/med/max" "us/sample min/med/max"
+for hz in $rates; do
+        : >"$work/traced.rows"
+        : >"$work/perf.rows"
+        r=0
+        while [ $r -lt "$rounds" ]; do
+                run_traced "$hz" >>"$work/traced.rows"
+                run_perf "$hz" >>"$work/perf.rows"
+                r=$((r + 1))
+        done
+        for tool in traced perf; do
+                k=$(cut -d' ' -f1 "$work/$tool.rows" | stats)
+                if [ "$tool" = perf ]; then e="- - -"; else e=$(cut -d' ' -f2 "$work/$tool.rows" | stats); fi
+                u=$(cut -d' ' -f3 "$work/$tool.rows" | stats)
+                printf "%-5s %-7s %-22s %-22s %-24s\n" "$hz" "$tool" "$(echo $k | tr ' ' /)" "$(echo $e | tr ' ' /)" \
+                        "$(echo $u | tr ' ' /)"
+        done
+        ours=$(cut -d' ' -f3 "$work/traced.rows" | stats | cut -d' ' -f2)
+        theirs=$(cut -d' ' -f3 "$work/perf.rows" | stats | cut -d' ' -f2)
+        echo "$ours $theirs" | awk -v hz="$hz" '{ if ($2 > 0) printf "%-5s CPU per sample, traced / perf (medians): %.3f\n", hz, $1 / $2 }'
+done

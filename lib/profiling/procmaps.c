@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "basic/macro.h"
+#include "profiling/procmaps.h"
+
+#define BUCKETS 1024u /* a power of two */
+
+struct proc_node {
+        struct proc_node *next;
+        struct proc_info info;
+};
+
+struct proc_table {
+        char *proc_dir;
+        void (*free_userdata)(void *userdata);
+        struct proc_node *buckets[BUCKETS];
+        size_t n;
+};
+
+static void pmap_done(struct pmap *e) {
+        free(e->path);
+        e->path = NULL;
+}
+
+void proc_maps_clear(struct proc_maps *m) {
+        for (size_t i = 0; i < m->n; i++)
+                pmap_done(&m->v[i]);
+        free(m->v);
+        *m = (struct proc_maps) {};
+}
+
+static int reserve(struct proc_maps *m, size_t extra) {
+        if (m->n + extra <= m->cap)
+                return 0;
+        size_t cap = m->cap ? m->cap * 2 : 32;
+        while (cap < m->n + extra)
+                cap *= 2;
+        struct pmap *v = reallocarray(m->v, cap, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        m->v = v;
+        m->cap = cap;
+        return 0;
+}
+
+/* The first region ending after addr. */
+static size_t lower_bound(const struct proc_maps *m, uint64_t addr) {
+        size_t lo = 0, hi = m->n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (m->v[mid].end <= addr)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo;
+}
+
+const struct pmap *proc_maps_find(const struct proc_maps *m, uint64_t addr) {
+        size_t i = lower_bound(m, addr);
+        if (i < m->n && m->v[i].start <= addr)
+                return &m->v[i];
+        return NULL;
+}
+
+int proc_maps_add(struct proc_maps *m, const struct pmap *e) {
+        if (e->start >= e->end)
+                return -EINVAL;
+        char *path = strdup(e->path ? e->path : "");
+        if (!path)
+                return -ENOMEM;
+        /* Room for the new region and a split of one old region in two. */
+        if (reserve(m, 2) < 0) {
+                free(path);
+                return -ENOMEM;
+        }
+        size_t i = lower_bound(m, e->start);
+        /* An old region straddling start keeps its head; one straddling end
+         * too keeps its tail as a region of its own. */
+        if (i < m->n && m->v[i].start < e->start) {
+                struct pmap *o = &m->v[i];
+                if (o->end > e->end) {
+                        char *tail_path = strdup(o->path);
+                        if (!tail_path) {
+                                free(path);
+                                return -ENOMEM;
+                        }
+                        struct pmap tail = *o;
+                        tail.path = tail_path;
+                        tail.pgoff += e->end - o->start;
+                        tail.start = e->end;
+                        memmove(&m->v[i + 2], &m->v[i + 1], (m->n - i - 1) * sizeof(*m->v));
+                        m->v[i + 1] = tail;
+                        m->n++;
+                }
+                o->end = e->start;
+                i++;
+        }
+        /* Regions wholly inside go; one reaching past end keeps its tail. */
+        size_t j = i;
+        while (j < m->n && m->v[j].end <= e->end)
+                pmap_done(&m->v[j++]);
+        if (j < m->n && m->v[j].start < e->end) {
+                struct pmap *o = &m->v[j];
+                o->pgoff += e->end - o->start;
+                o->start = e->end;
+        }
+        /* Now [i, j) are free slots; make it exactly one. */
+        if (j == i) {
+                memmove(&m->v[i + 1], &m->v[i], (m->n - i) * sizeof(*m->v));
+                m->n++;
+        } else if (j > i + 1) {
+                memmove(&m->v[i + 1], &m->v[j], (m->n - j) * sizeof(*m->v));
+                m->n -= j - i - 1;
+        }
+        m->v[i] = *e;
+        m->v[i].path = path;
+        return 0;
+}
+
+int proc_maps_copy(const struct proc_maps *from, struct proc_maps *to) {
+        struct proc_maps m = {};
+        if (reserve(&m, from->n) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < from->n; i++) {
+                m.v[i] = from->v[i];
+                m.v[i].path = strdup(from->v[i].path);
+                if (!m.v[i].path) {
+                        m.n = i;
+                        proc_maps_clear(&m);
+                        return -ENOMEM;
+                }
+        }
+        m.n = from->n;
+        proc_maps_clear(to);
+        *to = m;
+        return 0;
+}
+
+/* "start-end perms offset major:minor inode   path" */
+static bool parse_line(char *line, struct pmap *e, char **ret_path) {
+        char perms[8];
+        int path_at = 0;
+        unsigned maj, min;
+        uint64_t start, end, off, ino;
+        if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n", &start, &end, perms, &off,
+                   &maj, &min, &ino, &path_at) < 7 ||
+            start >= end)
+                return false;
+        char *path = path_at > 0 ? line + path_at : line + strlen(line);
+        path[strcspn(path, "\n")] = '\0';
+        *e = (struct pmap) {
+                .start = start,
+                .end = end,
+                .pgoff = off,
+                .inode = ino,
+                .dev_major = maj,
+                .dev_minor = min,
+                .prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+                        (perms[2] == 'x' ? PROT_EXEC : 0),
+        };
+        *ret_path = path;
+        return true;
+}
+
+int proc_maps_parse(FILE *f, struct proc_maps *m) {
+        struct proc_maps n = {};
+        char *line = NULL;
+        size_t cap = 0;
+        int r = 0;
+        while (getline(&line, &cap, f) > 0) {
+                struct pmap e;
+                char *path;
+                if (!parse_line(line, &e, &path))
+                        continue;
+                /* The kernel lists them sorted and disjoint; proc_maps_add
+                 * keeps that true whatever the input. */
+                e.path = path;
+                if (n.n > 0 && n.v[n.n - 1].end <= e.start) {
+                        if (reserve(&n, 1) < 0) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        e.path = strdup(path);
+                        if (!e.path) {
+                                r = -ENOMEM;
+                                break;
+                        }
+                        n.v[n.n++] = e;
+                } else if ((r = proc_maps_add(&n, &e)) < 0)
+                        break;
+        }
+        free(line);
+        if (r < 0) {
+                proc_maps_clear(&n);
+                return r;
+        }
+        proc_maps_clear(m);
+        *m = n;
+        return 0;
+}
+
+int proc_table_new(const char *proc_dir, struct proc_table **ret) {
+        struct proc_table *t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        t->proc_dir = strdup(proc_dir ? proc_dir : "/proc");
+        if (!t->proc_dir) {
+                free(t);
+                return -ENOMEM;
+        }
+        *ret = t;
+        return 0;
+}
+
+static void node_free(struct proc_table *t, struct proc_node *p) {
+        proc_maps_clear(&p->info.maps);
+        if (p->info.userdata && t->free_userdata)
+                t->free_userdata(p->info.userdata);
+        free(p);
+}
+
+void proc_table_set_free_userdata(struct proc_table *t, void (*free_userdata)(void *userdata)) {
+        t->free_userdata = free_userdata;
+}
+
+void proc_table_free(struct proc_table *t) {
+        if (!t)
+                return;
+        for (size_t b = 0; b < BUCKETS; b++)
+                for (struct proc_node *p = t->buckets[b], *next; p; p = next) {
+                        next = p->next;
+                        node_free(t, p);
+                }
+        free(t->proc_dir);
+        free(t);
+}
+
+size_t proc_table_count(const struct proc_table *t) {
+        return t->n;
+}
+
+static struct proc_node **bucket(struct proc_table *t, int pid) {
+        return &t->buckets[((uint32_t) pid * 2654435761u) >> 22 & (BUCKETS - 1)];
+}
+
+struct proc_info *proc_table_peek(struct proc_table *t, int pid) {
+        for (struct proc_node *p = *bucket(t, pid); p; p = p->next)
+                if (p->info.pid == pid)
+                        return &p->info;
+        return NULL;
+}
+
+static struct proc_info *get_or_add(struct proc_table *t, int pid) {
+        struct proc_info *i = proc_table_peek(t, pid);
+        if (i)
+                return i;
+        struct proc_node *p = calloc(1, sizeof(*p));
+        if (!p)
+                return NULL;
+        p->info.pid = pid;
+        struct proc_node **b = bucket(t, pid);
+        p->next = *b;
+        *b = p;
+        t->n++;
+        return &p->info;
+}
+
+static void load_maps(struct proc_table *t, struct proc_info *i) {
+        char path[512];
+        snprintf(path, sizeof(path), "%s/%d/maps", t->proc_dir, i->pid);
+        FILE *f = fopen(path, "re");
+        if (!f) {
+                i->maps_unreadable = true;
+                return;
+        }
+        struct proc_maps m = {};
+        int r = proc_maps_parse(f, &m);
+        fclose(f);
+        /* An empty read: the process became a zombie between open and
+         * read; keep what the notes said. */
+        if (r < 0 || m.n == 0) {
+                proc_maps_clear(&m);
+                i->maps_unreadable = true;
+                return;
+        }
+        proc_maps_clear(&i->maps);
+        i->maps = m;
+        i->maps_loaded = true;
+        i->maps_version++;
+        if (!i->comm[0]) {
+                snprintf(path, sizeof(path), "%s/%d/comm", t->proc_dir, i->pid);
+                f = fopen(path, "re");
+                if (f) {
+                        if (fgets(i->comm, sizeof(i->comm), f))
+                                i->comm[strcspn(i->comm, "\n")] = '\0';
+                        fclose(f);
+                }
+        }
+}
+
+struct proc_info *proc_table_get(struct proc_table *t, int pid) {
+        struct proc_info *i = get_or_add(t, pid);
+        if (i && !i->maps_loaded && !i->maps_unreadable && !i->exited)
+                load_maps(t, i);
+        return i;
+}
+
+int proc_table_mmap(struct proc_table *t, int pid, const struct pmap *e) {
+        struct proc_info *i = get_or_add(t, pid);
+        if (!i)
+                return -ENOMEM;
+        i->maps_version++;
+        return proc_maps_add(&i->maps, e);
+}
+
+int proc_table_exec(struct proc_table *t, int pid, const char *comm) {
+        struct proc_info *i = get_or_add(t, pid);
+        if (!i)
+                return -ENOMEM;
+        proc_maps_clear(&i->maps);
+        i->maps_loaded = false;
+        i->maps_unreadable = false;
+        i->exited = false;
+        i->generation++;
+        i->maps_version++;
+        snprintf(i->comm, sizeof(i->comm), "%s", comm ? comm : "");
+        return 0;
+}
+
+int proc_table_comm(struct proc_table *t, int pid, const char *comm) {
+        struct proc_info *i = get_or_add(t, pid);
+        if (!i)
+                return -ENOMEM;
+        snprintf(i->comm, sizeof(i->comm), "%s", comm ? comm : "");
+        return 0;
+}
+
+int proc_table_fork(struct proc_table *t, int pid, int ppid) {
+        if (pid == ppid)
+                return 0;
+        struct proc_info *parent = proc_table_peek(t, ppid);
+        struct proc_info *child = get_or_add(t, pid);
+        if (!child)
+                return -ENOMEM;
+        /* pid reuse: whatever was known under this pid is void. */
+        proc_maps_clear(&child->maps);
+        child->maps_loaded = child->maps_unreadable = child->exited = false;
+        child->generation++;
+        child->maps_version++;
+        child->comm[0] = '\0';
+        if (!parent)
+                return 0;
+        snprintf(child->comm, sizeof(child->comm), "%s", parent->comm);
+        int r = proc_maps_copy(&parent->maps, &child->maps);
+        if (r < 0)
+                return r;
+        child->maps_loaded = parent->maps_loaded;
+        return 0;
+}
+
+void proc_table_exit(struct proc_table *t, int pid, uint64_t time) {
+        struct proc_info *i = proc_table_peek(t, pid);
+        if (!i)
+                return;
+        i->exited = true;
+        i->exit_time = time;
+}
+
+size_t proc_table_reap(struct proc_table *t, uint64_t before) {
+        size_t n = 0;
+        for (size_t b = 0; b < BUCKETS; b++)
+                for (struct proc_node **pp = &t->buckets[b]; *pp;) {
+                        struct proc_node *p = *pp;
+                        if (p->info.exited && p->info.exit_time < before) {
+                                *pp = p->next;
+                                node_free(t, p);
+                                t->n--;
+                                n++;
+                        } else
+                                pp = &p->next;
+                }
+        return n;
+}
+
+int proc_table_open_file(const struct proc_table *t, int pid, const char *path) {
+        char buf[4096];
+        if (!path || path[0] != '/')
+                return -EINVAL;
+        if (snprintf(buf, sizeof(buf), "%s/%d/root%s", t->proc_dir, pid, path) < (int) sizeof(buf)) {
+                int fd = open(buf, O_RDONLY | O_CLOEXEC);
+                if (fd >= 0)
+                        return fd;
+        }
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        return fd >= 0 ? fd : negative_errno();
+}

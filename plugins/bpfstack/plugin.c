@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The bpfstack plugin: data source linux.bpf_stack (on-CPU and off-CPU
+ * stacks collected by BPF programs). */
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <bpf/libbpf.h>
+
+#include "bpfstack-ds.h"
+
+#define DS_NAME "linux.bpf_stack"
+
+/* libbpf's messages have no context pointer: the one plugin of this
+ * process gets them. Warnings only (verifier logs, missing features). */
+static struct bpfstack_plugin *libbpf_owner;
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap) {
+        if (level == LIBBPF_DEBUG || !libbpf_owner)
+                return 0;
+        char buf[1024];
+        vsnprintf(buf, sizeof(buf), fmt, ap);
+        size_t n = strlen(buf);
+        while (n > 0 && buf[n - 1] == '\n')
+                buf[--n] = '\0';
+        bpfstack_log(libbpf_owner, level == LIBBPF_WARN ? TRACED_LOG_WARNING : TRACED_LOG_INFO, "libbpf: %s", buf);
+        return 0;
+}
+
+static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {
+        if (api->struct_size < sizeof(struct traced_host_api))
+                return -EPROTO;
+        struct bpfstack_plugin *pl = calloc(1, sizeof(*pl));
+        if (!pl)
+                return -ENOMEM;
+        pl->api = api;
+        pl->host = host;
+        int r = api->register_data_source(host, DS_NAME, 0);
+        if (r < 0) {
+                free(pl);
+                return r;
+        }
+        libbpf_owner = pl;
+        (void) libbpf_set_print(libbpf_print);
+        *ret = pl;
+        return 0;
+}
+
+static void destroy(void *state) {
+        struct bpfstack_plugin *pl = state;
+        bpfstack_sessions_free(pl);
+        if (libbpf_owner == pl)
+                libbpf_owner = NULL;
+        free(pl);
+}
+
+static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, size_t n) {
+        struct bpfstack_plugin *pl = state;
+        if (strcmp(ds, DS_NAME) != 0)
+                return;
+        int r = bpfstack_session_start(pl, id, cfg, n);
+        if (r < 0 && r != -EINVAL && r != -EOPNOTSUPP)
+                bpfstack_log(pl, TRACED_LOG_ERR, DS_NAME " instance %llu failed to start: %s", (unsigned long long) id,
+                             strerror(-r));
+}
+
+static void stop(void *state, uint64_t id) {
+        bpfstack_session_stop(state, id);
+}
+
+static void flush(void *state, uint64_t id) {
+        bpfstack_session_flush(state, id);
+}
+
+static const struct traced_plugin_ops ops = {
+        .struct_size = sizeof(struct traced_plugin_ops),
+        .create = create,
+        .destroy = destroy,
+        .start = start,
+        .stop = stop,
+        .flush = flush,
+};
+
+/* CAP_BPF (39): load programs and maps. CAP_PERFMON (38): perf_event
+ * programs, cpu-clock events on every CPU, bpf_get_stackid and kernel
+ * addresses; the plugin host grants CAP_SYS_ADMIN (21) instead on kernels
+ * older than CAP_BPF/CAP_PERFMON. CAP_SYSLOG (34): real addresses in
+ * /proc/kallsyms, to name kernel frames. */
+TRACED_PLUGIN_DEFINE("bpfstack", PACKAGE_VERSION, TRACED_CAP(39) | TRACED_CAP(38) | TRACED_CAP(34), ops)

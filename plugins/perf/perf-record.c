@@ -1,0 +1,222 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <linux/perf_event.h>
+#include <string.h>
+
+#include "perf-record.h"
+
+struct cursor {
+        const uint8_t *p, *end;
+        bool bad;
+};
+
+static uint64_t u64(struct cursor *c) {
+        uint64_t v = 0;
+        if ((size_t) (c->end - c->p) < 8) {
+                c->bad = true;
+                return 0;
+        }
+        memcpy(&v, c->p, 8);
+        c->p += 8;
+        return v;
+}
+
+static void u32x2(struct cursor *c, uint32_t *a, uint32_t *b) {
+        uint64_t v = u64(c);
+        *a = (uint32_t) v;
+        *b = (uint32_t) (v >> 32);
+}
+
+static const uint8_t *take(struct cursor *c, uint64_t n) {
+        if ((uint64_t) (c->end - c->p) < n) {
+                c->bad = true;
+                return NULL;
+        }
+        const uint8_t *p = c->p;
+        c->p += n;
+        return p;
+}
+
+/* A NUL-terminated string padded to 8 bytes, inside the record. */
+static const char *string(struct cursor *c) {
+        const uint8_t *nul = memchr(c->p, 0, (size_t) (c->end - c->p));
+        if (!nul) {
+                c->bad = true;
+                return NULL;
+        }
+        const char *s = (const char *) c->p;
+        size_t n = (size_t) (nul - c->p) + 1;
+        n = (n + 7) & ~(size_t) 7;
+        c->p = (size_t) (c->end - c->p) < n ? c->end : c->p + n;
+        return s;
+}
+
+/* The sample_id trailer of non-sample records (sample_id_all): we ask for
+ * TID|TIME|CPU at most; time is all we use. */
+static uint64_t trailer_time(const uint8_t *end, const uint8_t *start, const struct perf_layout *l) {
+        if (!l->sample_id_all || !(l->sample_type & PERF_SAMPLE_TIME))
+                return 0;
+        size_t n = 0;
+        if (l->sample_type & PERF_SAMPLE_TID)
+                n += 8;
+        n += 8; /* time */
+        if (l->sample_type & PERF_SAMPLE_ID)
+                n += 8;
+        if (l->sample_type & PERF_SAMPLE_STREAM_ID)
+                n += 8;
+        if (l->sample_type & PERF_SAMPLE_CPU)
+                n += 8;
+        if (l->sample_type & PERF_SAMPLE_IDENTIFIER)
+                n += 8;
+        if ((size_t) (end - start) < n)
+                return 0;
+        const uint8_t *p = end - n + ((l->sample_type & PERF_SAMPLE_TID) ? 8 : 0);
+        uint64_t t;
+        memcpy(&t, p, 8);
+        return t;
+}
+
+static int parse_sample(struct cursor *c, const struct perf_layout *l, struct perf_record *r) {
+        struct perf_sample_view *s = &r->u.sample;
+        uint64_t t = l->sample_type;
+        memset(s, 0, sizeof(*s));
+        if (t & PERF_SAMPLE_IDENTIFIER)
+                (void) u64(c);
+        if (t & PERF_SAMPLE_IP)
+                s->ip = u64(c);
+        if (t & PERF_SAMPLE_TID)
+                u32x2(c, &s->pid, &s->tid);
+        if (t & PERF_SAMPLE_TIME)
+                s->time = r->time = u64(c);
+        if (t & PERF_SAMPLE_ADDR)
+                (void) u64(c);
+        if (t & PERF_SAMPLE_ID)
+                (void) u64(c);
+        if (t & PERF_SAMPLE_STREAM_ID)
+                (void) u64(c);
+        if (t & PERF_SAMPLE_CPU) {
+                uint32_t res;
+                u32x2(c, &s->cpu, &res);
+        }
+        if (t & PERF_SAMPLE_PERIOD)
+                s->period = u64(c);
+        if (t & (PERF_SAMPLE_READ | PERF_SAMPLE_RAW | PERF_SAMPLE_BRANCH_STACK))
+                return -EOPNOTSUPP; /* never asked for */
+        if (t & PERF_SAMPLE_CALLCHAIN) {
+                uint64_t n = u64(c);
+                if (n > (uint64_t) (c->end - c->p) / 8)
+                        return -EBADMSG;
+                s->callchain = (const uint64_t *) (const void *) take(c, n * 8);
+                s->callchain_len = n;
+        }
+        if (t & PERF_SAMPLE_REGS_USER) {
+                s->regs_abi = u64(c);
+                if (s->regs_abi != PERF_SAMPLE_REGS_ABI_NONE) {
+                        if (l->n_user_regs > PERF_MAX_USER_REGS)
+                                return -EBADMSG;
+                        for (uint32_t k = 0; k < l->n_user_regs; k++)
+                                s->regs[k] = u64(c);
+                }
+        }
+        if (t & PERF_SAMPLE_STACK_USER) {
+                uint64_t size = u64(c);
+                if (size > 0) {
+                        s->stack = take(c, size);
+                        uint64_t dyn = u64(c);
+                        s->stack_size = dyn <= size ? dyn : size;
+                }
+        }
+        return c->bad ? -EBADMSG : 0;
+}
+
+int perf_record_parse(const uint8_t *rec, size_t len, const struct perf_layout *l, struct perf_record *r) {
+        struct perf_event_header h;
+        if (len < sizeof(h))
+                return -EBADMSG;
+        memcpy(&h, rec, sizeof(h));
+        if (h.size != len)
+                return -EBADMSG;
+        struct cursor c = { .p = rec + sizeof(h), .end = rec + len };
+        memset(r, 0, sizeof(*r));
+        r->misc = h.misc;
+        switch (h.type) {
+        case PERF_RECORD_SAMPLE:
+                r->kind = PERF_REC_SAMPLE;
+                return parse_sample(&c, l, r);
+        case PERF_RECORD_MMAP2:
+                r->kind = PERF_REC_MMAP2;
+                u32x2(&c, &r->u.mmap2.pid, &r->u.mmap2.tid);
+                r->u.mmap2.addr = u64(&c);
+                r->u.mmap2.len = u64(&c);
+                r->u.mmap2.pgoff = u64(&c);
+                if (h.misc & PERF_RECORD_MISC_MMAP_BUILD_ID) {
+                        (void) take(&c, 24); /* build id size, pad, 20 bytes */
+                } else {
+                        u32x2(&c, &r->u.mmap2.maj, &r->u.mmap2.min);
+                        r->u.mmap2.ino = u64(&c);
+                        (void) u64(&c); /* ino_generation */
+                }
+                u32x2(&c, &r->u.mmap2.prot, &r->u.mmap2.flags);
+                if (c.bad)
+                        return -EBADMSG;
+                r->u.mmap2.filename = string(&c);
+                break;
+        case PERF_RECORD_COMM:
+                r->kind = PERF_REC_COMM;
+                u32x2(&c, &r->u.comm.pid, &r->u.comm.tid);
+                if (c.bad)
+                        return -EBADMSG;
+                r->u.comm.comm = string(&c);
+                r->u.comm.exec = h.misc & PERF_RECORD_MISC_COMM_EXEC;
+                break;
+        case PERF_RECORD_FORK:
+        case PERF_RECORD_EXIT:
+                r->kind = h.type == PERF_RECORD_FORK ? PERF_REC_FORK : PERF_REC_EXIT;
+                u32x2(&c, &r->u.task.pid, &r->u.task.ppid);
+                u32x2(&c, &r->u.task.tid, &r->u.task.ptid);
+                r->u.task.time = u64(&c);
+                r->time = r->u.task.time;
+                return c.bad ? -EBADMSG : 0;
+        case PERF_RECORD_LOST:
+                r->kind = PERF_REC_LOST;
+                r->u.lost.id = u64(&c);
+                r->u.lost.lost = u64(&c);
+                break;
+        case PERF_RECORD_LOST_SAMPLES:
+                r->kind = PERF_REC_LOST_SAMPLES;
+                r->u.lost.lost = u64(&c);
+                break;
+        case PERF_RECORD_THROTTLE:
+        case PERF_RECORD_UNTHROTTLE:
+                r->kind = h.type == PERF_RECORD_THROTTLE ? PERF_REC_THROTTLE : PERF_REC_UNTHROTTLE;
+                r->u.throttle.time = u64(&c);
+                r->u.throttle.id = u64(&c);
+                r->u.throttle.stream_id = u64(&c);
+                r->time = r->u.throttle.time;
+                return c.bad ? -EBADMSG : 0;
+        default:
+                r->kind = PERF_REC_OTHER;
+                return 0;
+        }
+        if (c.bad)
+                return -EBADMSG;
+        r->time = trailer_time(c.end, c.p, l);
+        return 0;
+}
+
+int perf_ring_copy(const uint8_t *data, uint64_t size, uint64_t tail, uint64_t head, uint8_t *buf, size_t buf_size) {
+        struct perf_event_header h;
+        if (head - tail < sizeof(h))
+                return 0;
+        uint64_t mask = size - 1, off = tail & mask;
+        /* The header itself may wrap. */
+        for (size_t k = 0; k < sizeof(h); k++)
+                ((uint8_t *) &h)[k] = data[(off + k) & mask];
+        if (h.size < sizeof(h) || h.size > head - tail || h.size > buf_size || h.size > size)
+                return -EBADMSG;
+        uint64_t first = size - off < h.size ? size - off : h.size;
+        memcpy(buf, data + off, first);
+        memcpy(buf + first, data, h.size - first);
+        return h.size;
+}

@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.bpf_stack on the real kernel, through the real traced and the
+ * bpfstack plugin's host: tests/bpfstack/bpfstack-workload (frame
+ * pointers) spins in spin_inner <- spin_outer <- main, then blocks in
+ * block_sleep (nanosleep) and block_read (an empty pipe). The stacks and
+ * the blocked time are read back from the trace's two packet sequences as
+ * trace_processor would. Bad configs and a kernel without BTF (a BTF path
+ * that does not exist) must give an error naming the field, and traced
+ * goes on. */
+
+#include <bpf/libbpf.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "plugin-fixture.h"
+
+#include "perfetto/trace/trace_packet.pb-c.h"
+
+extern char **environ;
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static void workload_copy(void);
+
+static void setup(void) {
+        cr_assert_eq(fixture_start(&inst, &ev), 0);
+        workload_copy();
+}
+
+static void teardown(void) {
+        cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
+}
+
+TestSuite(bpfstack, .init = setup, .fini = teardown, .timeout = 120);
+
+#define SKIP(...)                          \
+        do {                               \
+                teardown();                \
+                cr_skip_test(__VA_ARGS__); \
+        } while (0)
+
+static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap) {
+        return 0;
+}
+
+/* What the plugin needs from the kernel, and whether we may use it. */
+static const char *bpf_refused(void) {
+        libbpf_set_print(quiet);
+        if (access("/sys/kernel/btf/vmlinux", R_OK) < 0)
+                return "the kernel has no BTF (/sys/kernel/btf/vmlinux)";
+        if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_PERF_EVENT, NULL) != 1)
+                return "BPF perf_event programs are refused here";
+        if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1)
+                return "BPF ring buffers are refused here";
+        return NULL;
+}
+
+/* ---- reading the trace ---- */
+
+struct seqstate {
+        uint32_t id;
+        bool off_cpu; /* its timebase is the off-CPU one */
+        char **fn;
+        size_t n_fn;
+        uint64_t *frame_fn;
+        size_t n_frame;
+        uint64_t **cs;
+        size_t *cs_n;
+        size_t n_cs;
+};
+
+struct sample {
+        bool off_cpu;
+        uint32_t pid, tid;
+        uint64_t ts, blocked_ns;
+        char **names; /* leaf first */
+        size_t n_names;
+};
+
+struct collect {
+        struct seqstate seq[8];
+        size_t n_seq;
+        struct sample *s;
+        size_t n_s, cap_s;
+};
+
+static void grow(void **p, size_t *n, size_t need, size_t elem) {
+        if (need <= *n)
+                return;
+        size_t cap = need * 2;
+        *p = realloc(*p, cap * elem);
+        cr_assert_not_null(*p);
+        memset((char *) *p + *n * elem, 0, (cap - *n) * elem);
+        *n = cap;
+}
+
+static struct seqstate *seq_of(struct collect *c, uint32_t id) {
+        for (size_t k = 0; k < c->n_seq; k++)
+                if (c->seq[k].id == id)
+                        return &c->seq[k];
+        cr_assert_lt(c->n_seq, 8);
+        c->seq[c->n_seq].id = id;
+        return &c->seq[c->n_seq++];
+}
+
+static void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct collect *c = userdata;
+        const Perfetto__Protos__PerfSample *ps =
+                p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE ? p->perf_sample : NULL;
+        if (!ps && !p->trace_packet_defaults && !p->interned_data)
+                return;
+        struct seqstate *q = seq_of(c, p->trusted_packet_sequence_id);
+        if (p->trace_packet_defaults && p->trace_packet_defaults->perf_sample_defaults) {
+                const Perfetto__Protos__PerfEvents__Timebase *tb =
+                        p->trace_packet_defaults->perf_sample_defaults->timebase;
+                cr_assert_not_null(tb, "a timebase in the defaults");
+                cr_assert_not_null(tb->name, "the timebase names this source");
+                cr_assert(strstr(tb->name, "linux.bpf_stack"), "timebase %s", tb->name);
+                cr_assert_eq(p->trace_packet_defaults->timestamp_clock_id, 6, "BOOTTIME timestamps");
+                q->off_cpu = strstr(tb->name, "off-CPU") != NULL;
+        }
+        const Perfetto__Protos__InternedData *d = p->interned_data;
+        if (d) {
+                for (size_t k = 0; k < d->n_function_names; k++) {
+                        uint64_t iid = d->function_names[k]->iid;
+                        grow((void **) &q->fn, &q->n_fn, iid + 1, sizeof(*q->fn));
+                        free(q->fn[iid]);
+                        q->fn[iid] = strndup((const char *) d->function_names[k]->str.data,
+                                             d->function_names[k]->str.len);
+                }
+                for (size_t k = 0; k < d->n_frames; k++) {
+                        uint64_t iid = d->frames[k]->iid;
+                        grow((void **) &q->frame_fn, &q->n_frame, iid + 1, sizeof(*q->frame_fn));
+                        q->frame_fn[iid] = d->frames[k]->function_name_id;
+                }
+                for (size_t k = 0; k < d->n_callstacks; k++) {
+                        uint64_t iid = d->callstacks[k]->iid;
+                        size_t had = q->n_cs;
+                        grow((void **) &q->cs, &had, iid + 1, sizeof(*q->cs));
+                        grow((void **) &q->cs_n, &q->n_cs, iid + 1, sizeof(*q->cs_n));
+                        free(q->cs[iid]);
+                        q->cs_n[iid] = d->callstacks[k]->n_frame_ids;
+                        q->cs[iid] = malloc((q->cs_n[iid] + 1) * sizeof(uint64_t));
+                        memcpy(q->cs[iid], d->callstacks[k]->frame_ids, q->cs_n[iid] * sizeof(uint64_t));
+                }
+        }
+        if (!ps)
+                return;
+        grow((void **) &c->s, &c->cap_s, c->n_s + 1, sizeof(*c->s));
+        struct sample *s = &c->s[c->n_s++];
+        s->off_cpu = q->off_cpu;
+        s->pid = ps->pid;
+        s->tid = ps->tid;
+        s->ts = p->timestamp;
+        s->blocked_ns = ps->timebase_count;
+        if (!ps->has_callstack_iid)
+                return;
+        cr_assert_lt(ps->callstack_iid, q->n_cs, "callstack interned before its use");
+        uint64_t *frames = q->cs[ps->callstack_iid];
+        size_t n = q->cs_n[ps->callstack_iid];
+        cr_assert_not_null(frames);
+        s->n_names = n;
+        s->names = calloc(n + 1, sizeof(char *));
+        for (size_t k = 0; k < n; k++) {
+                uint64_t f = frames[n - 1 - k];
+                cr_assert_lt(f, q->n_frame, "frame %llu interned", (unsigned long long) f);
+                uint64_t name = q->frame_fn[f];
+                s->names[k] = name && name < q->n_fn ? q->fn[name] : NULL;
+        }
+}
+
+static void collect_free(struct collect *c) {
+        for (size_t j = 0; j < c->n_seq; j++) {
+                struct seqstate *q = &c->seq[j];
+                for (size_t k = 0; k < q->n_fn; k++)
+                        free(q->fn[k]);
+                for (size_t k = 0; k < q->n_cs; k++)
+                        free(q->cs[k]);
+                free(q->fn);
+                free(q->frame_fn);
+                free(q->cs);
+                free(q->cs_n);
+        }
+        for (size_t k = 0; k < c->n_s; k++)
+                free(c->s[k].names);
+        free(c->s);
+}
+
+/* Whether names[at..] reads chain (leaf first), anywhere in the stack. */
+static bool has_chain(const struct sample *s, const char *const *chain, size_t n) {
+        for (size_t k = 0; k + n <= s->n_names; k++) {
+                bool ok = true;
+                for (size_t j = 0; j < n && ok; j++)
+                        ok = s->names[k + j] && strcmp(s->names[k + j], chain[j]) == 0;
+                if (ok)
+                        return true;
+        }
+        return false;
+}
+
+static bool has_name(const struct sample *s, const char *name) {
+        for (size_t k = 0; k < s->n_names; k++)
+                if (s->names[k] && strcmp(s->names[k], name) == 0)
+                        return true;
+        return false;
+}
+
+/* ---- the program ---- */
+
+struct run {
+        const char *argv[8];
+        pid_t pid;
+        uint64_t blocked_ns; /* as it measured */
+};
+
+static void run_workload(void *userdata) {
+        struct run *r = userdata;
+        int out[2];
+        cr_assert_eq(pipe(out), 0);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+        posix_spawn_file_actions_addclose(&fa, out[0]);
+        int e = posix_spawn(&r->pid, r->argv[0], &fa, NULL, (char *const *) r->argv, environ);
+        cr_assert_eq(e, 0, "%s: %s", r->argv[0], strerror(e));
+        posix_spawn_file_actions_destroy(&fa);
+        close(out[1]);
+        char buf[128] = "";
+        ssize_t n = read(out[0], buf, sizeof(buf) - 1);
+        close(out[0]);
+        int status;
+        cr_assert_eq(waitpid(r->pid, &status, 0), r->pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the workload ran");
+        unsigned long long b = 0;
+        cr_assert(n > 0 && sscanf(buf, "blocked_ns %llu", &b) == 1, "the workload said how long it blocked: %s",
+                  buf);
+        r->blocked_ns = b;
+        /* Its last records still travel through the ring buffer. */
+        usleep(300 * 1000);
+}
+
+static char *log_text(void) {
+        FILE *f = fopen(inst.log_path, "re");
+        cr_assert_not_null(f, "%s", inst.log_path);
+        char *text = NULL;
+        size_t size = 0;
+        FILE *m = open_memstream(&text, &size);
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+                fwrite(buf, 1, n, m);
+        fclose(f);
+        fclose(m);
+        return text;
+}
+
+#define WORKLOAD BPFSTACK_TEST_BIN_DIR "/bpfstack-workload"
+
+/* Criterion runs tests in parallel, and other tests of the machine may
+ * run this program too: each test runs its own copy, named after the
+ * test's pid, and filters on that name. */
+static char workload[512], workload_comm[16];
+
+static void workload_copy(void) {
+        snprintf(workload_comm, sizeof(workload_comm), "bsw%d", (int) getpid());
+        snprintf(workload, sizeof(workload), "%s/%s", inst.dir, workload_comm);
+        int in = open(WORKLOAD, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(in, 0, "%s: %s", WORKLOAD, strerror(errno));
+        int out = open(workload, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+        cr_assert_geq(out, 0, "%s: %s", workload, strerror(errno));
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                cr_assert_eq(write(out, buf, (size_t) n), n);
+        close(in);
+        close(out);
+}
+
+static const char *const spin_chain[] = { "spin_inner", "spin_outer", "main" };
+
+Test(bpfstack, on_cpu_and_off_cpu_stacks_and_blocked_time) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        char *cfg;
+        cr_assert_gt(asprintf(&cfg,
+                              "buffers { size_kb: 65536 }\n"
+                              "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config {\n"
+                              "  frequency: 999 filter: \"comm=%s\"\n"
+                              "} } }\n"
+                              "write_into_file: true file_write_period_ms: 250\n",
+                              workload_comm),
+                     0);
+        struct run r = { .argv = { workload, "1500", "4", "100", "300", NULL } };
+        struct collect c = {};
+        fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_workload, &r, collect_packet, &c);
+        free(cfg);
+
+        size_t on = 0, on_chain = 0, off = 0, off_blocking = 0;
+        uint64_t blocked_total = 0, blocked_in_blocking = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                const struct sample *s = &c.s[k];
+                cr_assert_eq(s->pid, (uint32_t) r.pid, "the comm filter keeps only the workload (%u, %u, %s)", s->pid,
+                             (unsigned) r.pid, s->n_names ? s->names[0] : "-");
+                if (!s->off_cpu) {
+                        cr_assert_eq(s->blocked_ns, 0);
+                        if (s->tid != (uint32_t) r.pid)
+                                continue;
+                        on++;
+                        on_chain += has_chain(s, spin_chain, 3);
+                        continue;
+                }
+                if (s->tid != (uint32_t) r.pid)
+                        continue; /* the pipe's writer thread */
+                off++;
+                blocked_total += s->blocked_ns;
+                cr_log_info("off-CPU at %llu for %.1f ms in %s <- %s", (unsigned long long) s->ts, s->blocked_ns / 1e6,
+                            s->n_names > 2 && s->names[s->n_names - 3] ? s->names[s->n_names - 3] : "?",
+                            s->n_names > 1 && s->names[s->n_names - 2] ? s->names[s->n_names - 2] : "?");
+                if (has_name(s, "block_sleep") || has_name(s, "block_read")) {
+                        off_blocking++;
+                        blocked_in_blocking += s->blocked_ns;
+                }
+        }
+        cr_log_info("on-CPU: %zu samples, %zu with spin_inner <- spin_outer <- main; off-CPU: %zu samples, %zu in "
+                    "block_sleep/block_read, %.1f ms of %.1f ms blocked there; the program measured %.1f ms",
+                    on, on_chain, off, off_blocking, blocked_in_blocking / 1e6, blocked_total / 1e6,
+                    r.blocked_ns / 1e6);
+        cr_assert_gt(on, 100, "on-CPU samples of the workload: %zu", on);
+        cr_assert_geq(on_chain * 10, on * 9, "spin_inner <- spin_outer <- main in only %zu of %zu samples", on_chain,
+                      on);
+        cr_assert_geq(off_blocking, 5, "four sleeps and a read: %zu off-CPU samples there", off_blocking);
+        cr_assert_gt(blocked_in_blocking * 2, blocked_total, "the blocking functions dominate the blocked time");
+        double ratio = (double) blocked_in_blocking / (double) r.blocked_ns;
+        cr_assert(ratio > 0.9 && ratio < 1.1, "blocked time %.1f ms in the trace vs %.1f ms measured",
+                  blocked_in_blocking / 1e6, r.blocked_ns / 1e6);
+        collect_free(&c);
+}
+
+static void nothing(void *userdata) {
+        usleep(200 * 1000);
+}
+
+/* A config the plugin must refuse: the error names the field, and traced
+ * still records the good instance next to it. */
+static void check_refused(const char *bad, const char *expect) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        char *cfg;
+        cr_assert_gt(asprintf(&cfg,
+                              "buffers { size_kb: 16384 }\n"
+                              "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config { %s } } }\n"
+                              "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config {\n"
+                              "  off_cpu: false frequency: 999 filter: \"comm=%s\" } } }\n"
+                              "write_into_file: true file_write_period_ms: 250\n",
+                              bad, workload_comm),
+                     0);
+        struct run r = { .argv = { workload, "500", "1", "1", "1", NULL } };
+        struct collect c = {};
+        fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_workload, &r, collect_packet, &c);
+        free(cfg);
+        char *log = log_text();
+        cr_assert(strstr(log, expect), "the log says \"%s\":\n%s", expect, log);
+        free(log);
+        cr_assert(traced_instance_alive(&inst), "traced keeps running");
+        size_t on = 0;
+        for (size_t k = 0; k < c.n_s; k++)
+                on += c.s[k].pid == (uint32_t) r.pid && !c.s[k].off_cpu;
+        cr_assert_gt(on, 20, "the good instance recorded: %zu samples", on);
+        collect_free(&c);
+        (void) nothing;
+}
+
+Test(bpfstack, frequency_zero_is_refused) {
+        check_refused("frequency: 0", "refused: bpf_stack_config.frequency: 0 Hz is out of range");
+}
+
+Test(bpfstack, frequency_too_high_is_refused) {
+        check_refused("frequency: 200000", "refused: bpf_stack_config.frequency: 200000 Hz is out of range");
+}
+
+Test(bpfstack, unknown_filter_is_refused) {
+        check_refused("filter: \"color=red\"", "refused: bpf_stack_config.filter: unknown filter \"color\"");
+}
+
+Test(bpfstack, depth_over_127_is_refused) {
+        check_refused("max_depth: 128", "refused: bpf_stack_config.max_depth: 128 is out of range (1..127)");
+}
+
+Test(bpfstack, kernel_without_btf_is_refused) {
+        check_refused("btf_path: \"/nonexistent/vmlinux\"", "refused: no kernel BTF at /nonexistent/vmlinux");
+}
+
+/* tracectl record --bpf-stacks: every process, on-CPU at 99 Hz and
+ * off-CPU; the workload is found in the file tracectl wrote. */
+Test(bpfstack, tracectl_quick_flag) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        struct test_consumer cons = {};
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(fixture_wait_data_source(&cons, ev, "linux.bpf_stack", 1, 5000), "linux.bpf_stack registered");
+        test_consumer_free(&cons);
+
+        char out[512];
+        snprintf(out, sizeof(out), "%s/quick.pftrace", inst.dir);
+        const char *argv[] = { TRACECTL_BINARY, "--socket", inst.consumer_path, "record", "-t", "4s", "--bpf-stacks",
+                               "--no-process-stats", "--no-summary", "-o", out, NULL };
+        pid_t tc;
+        cr_assert_eq(posix_spawn(&tc, TRACECTL_BINARY, NULL, NULL, (char *const *) argv, environ), 0);
+        usleep(1000 * 1000); /* the session is up */
+        struct run r = { .argv = { workload, "1500", "2", "100", "100", NULL } };
+        run_workload(&r);
+        int status;
+        cr_assert_eq(waitpid(tc, &status, 0), tc);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tracectl record succeeded");
+
+        int fd = open(out, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "%s", out);
+        struct collect c = {};
+        fixture_for_each_packet(fd, collect_packet, &c);
+        close(fd);
+        size_t on = 0, on_chain = 0, off_blocking = 0, others = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                const struct sample *s = &c.s[k];
+                if (s->pid != (uint32_t) r.pid) {
+                        others++;
+                        continue;
+                }
+                if (!s->off_cpu) {
+                        on++;
+                        on_chain += has_chain(s, spin_chain, 3);
+                } else if (has_name(s, "block_sleep") || has_name(s, "block_read"))
+                        off_blocking++;
+        }
+        cr_log_info("--bpf-stacks: %zu samples of the workload on CPU (%zu with the chain), %zu off CPU blocking, "
+                    "%zu of other processes",
+                    on, on_chain, off_blocking, others);
+        /* 99 Hz for 1.5 s: at most ~150, fewer when the machine is busy. */
+        cr_assert_gt(on, 20, "99 Hz for 1.5 s on CPU: %zu samples", on);
+        cr_assert_geq(on_chain * 10, on * 8, "the chain in %zu of %zu", on_chain, on);
+        cr_assert_geq(off_blocking, 3, "two sleeps and a read: %zu", off_blocking);
+        collect_free(&c);
+}

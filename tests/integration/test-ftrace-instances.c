@@ -1,0 +1,301 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The ftrace plugin's choice of tracefs instance, as traced_probes makes
+ * it (the root without instance_name, instances/<name> with it, the state
+ * of a shared instance put back afterwards), and what its FtraceStats
+ * packets report. Run by the real traced on the real kernel.
+ *
+ * The kernel is shared with other tests that may use the root instance at
+ * the same time, so nothing here asserts the root's global state: the
+ * tests look at what their own session recorded (their own trace_marker
+ * writes) and at instances they own. */
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "plugin-fixture.h"
+
+#include "perfetto/trace/ftrace/ftrace_stats.pb-c.h"
+#include "perfetto/trace/trace_packet.pb-c.h"
+
+#define TRACEFS "/sys/kernel/tracing"
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static void setup(void) {
+        if (fixture_tracefs_usable())
+                cr_assert_eq(fixture_start(&inst, &ev), 0);
+}
+
+static void teardown(void) {
+        cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
+}
+
+TestSuite(ftrace_instances, .init = setup, .fini = teardown, .timeout = 180);
+
+#define SKIP_WITHOUT_TRACEFS()                                                          \
+        do {                                                                            \
+                if (!ev) {                                                              \
+                        cr_skip_test("tracefs is not available on this kernel/machine"); \
+                        return;                                                         \
+                }                                                                       \
+        } while (0)
+
+static void write_file(const char *path, const char *text) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "cannot open %s: %m", path);
+        cr_assert_eq(write(fd, text, strlen(text)), (ssize_t) strlen(text), "write to %s: %m", path);
+        close(fd);
+}
+
+static void read_line(const char *path, char *buf, size_t size) {
+        FILE *f = fopen(path, "re");
+        cr_assert_not_null(f, "cannot open %s: %m", path);
+        if (!fgets(buf, (int) size, f))
+                buf[0] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        fclose(f);
+}
+
+struct seen {
+        const char *want[4];
+        bool found[4];
+        Perfetto__Protos__FtraceStats *end_stats;
+        unsigned n_stats;
+};
+
+static void collect(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct seen *k = userdata;
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS)
+                for (size_t i = 0; i < p->ftrace_events->n_event; i++) {
+                        const Perfetto__Protos__FtraceEvent *e = p->ftrace_events->event[i];
+                        if (e->event_case != PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT || !e->print->buf)
+                                continue;
+                        for (size_t w = 0; w < 4 && k->want[w]; w++)
+                                if (strstr(e->print->buf, k->want[w]))
+                                        k->found[w] = true;
+                }
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_STATS) {
+                k->n_stats++;
+                if (p->ftrace_stats->phase == PERFETTO__PROTOS__FTRACE_STATS__PHASE__END_OF_TRACE) {
+                        /* Keep a copy: the packet goes away after this call. */
+                        size_t n = perfetto__protos__ftrace_stats__get_packed_size(p->ftrace_stats);
+                        uint8_t *b = malloc(n ? n : 1);
+                        perfetto__protos__ftrace_stats__pack(p->ftrace_stats, b);
+                        k->end_stats = perfetto__protos__ftrace_stats__unpack(NULL, n, b);
+                        free(b);
+                }
+        }
+}
+
+static void record(const char *ftrace_config, void (*action)(void *), void *data, struct seen *k) {
+        char text[2048];
+        snprintf(text, sizeof(text),
+                 "buffers { size_kb: 8192 }\n"
+                 "data_sources { config { name: \"linux.ftrace\" ftrace_config { %s drain_period_ms: 50 } } }\n"
+                 "write_into_file: true file_write_period_ms: 200\n",
+                 ftrace_config);
+        fixture_record(&inst, ev, "linux.ftrace", text, action, data, collect, k);
+}
+
+/* ---- FtraceStats ---------------------------------------------------------- */
+
+static void nothing(void *data) {
+        spin_ms(ev, 200);
+}
+
+static bool kallsyms_visible(void) {
+        FILE *f = fopen("/proc/kallsyms", "re");
+        char line[256];
+        bool nonzero = false;
+        while (f && !nonzero && fgets(line, sizeof(line), f))
+                nonzero = strtoull(line, NULL, 16) != 0;
+        if (f)
+                fclose(f);
+        return nonzero;
+}
+
+Test(ftrace_instances, stats_name_unknown_events_atrace_and_ksyms) {
+        SKIP_WITHOUT_TRACEFS();
+        struct seen k = {};
+        record("ftrace_events: \"sched/sched_switch\" ftrace_events: \"nosuchgroup/nosuchevent\" "
+               "ftrace_events: \"no_such_event_anywhere\" atrace_categories: \"gfx\" symbolize_ksyms: true "
+               "preserve_ftrace_buffer: true",
+               nothing, NULL, &k);
+        cr_assert_eq(k.n_stats, 2, "%u ftrace_stats packets", k.n_stats);
+        Perfetto__Protos__FtraceStats *st = k.end_stats;
+        cr_assert_not_null(st);
+        cr_assert_eq(st->n_unknown_ftrace_events, 2, "%zu unknown events reported", st->n_unknown_ftrace_events);
+        cr_assert_str_eq(st->unknown_ftrace_events[0], "nosuchgroup/nosuchevent");
+        cr_assert_str_eq(st->unknown_ftrace_events[1], "no_such_event_anywhere");
+        cr_assert_eq(st->n_failed_ftrace_events, 0);
+        cr_assert_not_null(st->atrace_errors, "atrace was asked for and not reported");
+        cr_assert(st->has_preserve_ftrace_buffer && st->preserve_ftrace_buffer);
+        cr_assert_eq(st->n_ftrace_parse_errors, 0, "the kernel's pages did not parse");
+        if (kallsyms_visible()) {
+                cr_assert(st->has_kernel_symbols_parsed && st->kernel_symbols_parsed > 1000,
+                          "kernel_symbols_parsed %u", st->kernel_symbols_parsed);
+                cr_assert(st->has_kernel_symbols_mem_kb && st->kernel_symbols_mem_kb > 0);
+        } else
+                cr_log_warn("kallsyms addresses are hidden here; kernel_symbols_* not checked");
+        perfetto__protos__ftrace_stats__free_unpacked(st, NULL);
+}
+
+/* ---- instances ------------------------------------------------------------ */
+
+struct marker_action {
+        char instance_dir[256]; /* where the session should record */
+        char own_marker[320];
+        char own_text[64], root_text[64];
+        bool dir_existed_during;
+};
+
+static void write_markers(void *data) {
+        struct marker_action *a = data;
+        struct stat st;
+        a->dir_existed_during = stat(a->instance_dir, &st) == 0;
+        if (a->own_marker[0] && a->dir_existed_during)
+                write_file(a->own_marker, a->own_text);
+        write_file(TRACEFS "/trace_marker", a->root_text);
+        spin_ms(ev, 300);
+}
+
+Test(ftrace_instances, instance_name_records_in_that_instance) {
+        SKIP_WITHOUT_TRACEFS();
+        struct marker_action a = {};
+        char cfg[256];
+        snprintf(cfg, sizeof(cfg), "ftrace_events: \"ftrace/print\" instance_name: \"uc_named_%d\"", (int) getpid());
+        snprintf(a.instance_dir, sizeof(a.instance_dir), TRACEFS "/instances/uc_named_%d", (int) getpid());
+        snprintf(a.own_marker, sizeof(a.own_marker), "%s/trace_marker", a.instance_dir);
+        snprintf(a.own_text, sizeof(a.own_text), "uc-named-%d", (int) getpid());
+        snprintf(a.root_text, sizeof(a.root_text), "uc-top-%d", (int) getpid());
+        struct seen k = { .want = { a.own_text, a.root_text } };
+        record(cfg, write_markers, &a, &k);
+        cr_assert(a.dir_existed_during, "%s did not exist during the session", a.instance_dir);
+        cr_assert(k.found[0], "the write into the instance's trace_marker is not in the trace");
+        cr_assert(!k.found[1], "a named instance recorded the top-level trace_marker");
+        struct stat st;
+        cr_assert_neq(stat(a.instance_dir, &st), 0, "the instance the session created is still there");
+        if (k.end_stats)
+                perfetto__protos__ftrace_stats__free_unpacked(k.end_stats, NULL);
+}
+
+Test(ftrace_instances, existing_named_instance_is_put_back) {
+        SKIP_WITHOUT_TRACEFS();
+        char dir[256], path[320], line[512], cfg[256];
+        snprintf(dir, sizeof(dir), TRACEFS "/instances/uc_keep_%d", (int) getpid());
+        (void) rmdir(dir);
+        cr_assert_eq(mkdir(dir, 0700), 0, "cannot create %s: %m", dir);
+        snprintf(path, sizeof(path), "%s/tracing_on", dir);
+        write_file(path, "0");
+        snprintf(path, sizeof(path), "%s/buffer_size_kb", dir);
+        write_file(path, "512");
+        char size_before[64];
+        read_line(path, size_before, sizeof(size_before)); /* rounded to pages by the kernel */
+        snprintf(path, sizeof(path), "%s/trace_clock", dir);
+        write_file(path, "mono");
+
+        struct marker_action a = {};
+        snprintf(a.instance_dir, sizeof(a.instance_dir), "%s", dir);
+        snprintf(a.own_marker, sizeof(a.own_marker), "%s/trace_marker", dir);
+        snprintf(a.own_text, sizeof(a.own_text), "uc-keep-%d", (int) getpid());
+        snprintf(a.root_text, sizeof(a.root_text), "uc-keep-top-%d", (int) getpid());
+        snprintf(cfg, sizeof(cfg),
+                 "ftrace_events: \"ftrace/print\" ftrace_events: \"sched/sched_switch\" buffer_size_kb: 1024 "
+                 "instance_name: \"uc_keep_%d\"",
+                 (int) getpid());
+        struct seen k = { .want = { a.own_text } };
+        record(cfg, write_markers, &a, &k);
+        cr_assert(k.found[0], "the write into the instance's trace_marker is not in the trace");
+
+        struct stat st;
+        cr_assert_eq(stat(dir, &st), 0, "an instance that existed before the session was removed");
+        snprintf(path, sizeof(path), "%s/tracing_on", dir);
+        read_line(path, line, sizeof(line));
+        cr_assert_str_eq(line, "0", "tracing_on left at %s", line);
+        snprintf(path, sizeof(path), "%s/buffer_size_kb", dir);
+        read_line(path, line, sizeof(line));
+        cr_assert_eq(atoi(line), atoi(size_before), "buffer_size_kb left at %s, was %s", line, size_before);
+        snprintf(path, sizeof(path), "%s/trace_clock", dir);
+        read_line(path, line, sizeof(line));
+        cr_assert(strstr(line, "[mono]") != NULL, "trace_clock left at %s", line);
+        snprintf(path, sizeof(path), "%s/events/sched/sched_switch/enable", dir);
+        read_line(path, line, sizeof(line));
+        cr_assert_str_eq(line, "0", "sched_switch left enabled");
+        cr_assert_eq(rmdir(dir), 0, "cannot remove %s: %m", dir);
+        if (k.end_stats)
+                perfetto__protos__ftrace_stats__free_unpacked(k.end_stats, NULL);
+}
+
+/* Whether pid descends from ancestor. */
+static bool descends_from(pid_t pid, pid_t ancestor) {
+        for (int depth = 0; pid > 1 && depth < 16; depth++) {
+                if (pid == ancestor)
+                        return true;
+                char path[64], buf[512];
+                snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+                FILE *f = fopen(path, "re");
+                if (!f)
+                        return false;
+                size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+                fclose(f);
+                buf[n] = '\0';
+                const char *rp = strrchr(buf, ')');
+                int ppid;
+                if (!rp || sscanf(rp + 2, "%*c %d", &ppid) != 1)
+                        return false;
+                pid = ppid;
+        }
+        return false;
+}
+
+struct root_action {
+        char text[64];
+        bool private_instance; /* our traced recorded in an instance of its own */
+};
+
+/* Private instances are named traced_<plugin host pid>_<n>: one whose pid
+ * belongs to this test's traced means the root was not used. */
+static void root_markers(void *data) {
+        struct root_action *a = data;
+        DIR *d = opendir(TRACEFS "/instances");
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                long pid;
+                if (sscanf(de->d_name, "traced_%ld_", &pid) == 1 && pid > 0 && descends_from((pid_t) pid, inst.pid))
+                        a->private_instance = true;
+        }
+        if (d)
+                closedir(d);
+        write_file(TRACEFS "/trace_marker", a->text);
+        spin_ms(ev, 300);
+}
+
+Test(ftrace_instances, no_instance_name_records_in_the_root) {
+        SKIP_WITHOUT_TRACEFS();
+        /* Another traced's session may hold the root for a while (the
+         * session then records privately): try again until ours gets it. */
+        for (int attempt = 0; attempt < 30; attempt++) {
+                struct root_action a = {};
+                snprintf(a.text, sizeof(a.text), "uc-root-%d-%d", (int) getpid(), attempt);
+                struct seen k = { .want = { a.text } };
+                record("ftrace_events: \"ftrace/print\"", root_markers, &a, &k);
+                if (k.end_stats)
+                        perfetto__protos__ftrace_stats__free_unpacked(k.end_stats, NULL);
+                if (a.private_instance) {
+                        spin_ms(ev, 500);
+                        continue;
+                }
+                cr_assert(k.found[0], "the top-level trace_marker write is not in the trace");
+                return;
+        }
+        cr_assert_fail("every session recorded in a private instance, never in the root");
+}

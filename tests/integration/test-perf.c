@@ -1,0 +1,463 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.perf on the real kernel, through the real traced and the perf
+ * plugin's host: a program with a known call chain (main -> chain_outer ->
+ * chain_middle -> chain_leaf, built four ways) sampled at 999 Hz; the
+ * stacks are read back from the trace's interned data (function names,
+ * frames, callstacks) as trace_processor would. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "plugin-fixture.h"
+
+#include "perfetto/trace/trace_packet.pb-c.h"
+
+extern char **environ;
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static void setup(void) {
+        cr_assert_eq(fixture_start(&inst, &ev), 0);
+}
+
+static void teardown(void) {
+        cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
+}
+
+TestSuite(perf, .init = setup, .fini = teardown, .timeout = 120);
+
+#define SKIP(...)                          \
+        do {                               \
+                teardown();                \
+                cr_skip_test(__VA_ARGS__); \
+        } while (0)
+
+/* Software perf events with user registers and stack copies: what the
+ * plugin needs from the kernel. */
+static bool perf_usable(void) {
+        struct perf_event_attr a = {
+                .size = sizeof(a), .type = PERF_TYPE_SOFTWARE, .config = PERF_COUNT_SW_CPU_CLOCK,
+                .sample_period = 1000000, .sample_type = PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER,
+                .sample_regs_user = 0x1ff, .sample_stack_user = 8192, .disabled = 1,
+        };
+        int fd = (int) syscall(SYS_perf_event_open, &a, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
+        if (fd < 0)
+                return false;
+        close(fd);
+        return true;
+}
+
+/* ---- reading the trace ---- */
+
+struct stack {
+        uint64_t *frames; /* frame iids, root first */
+        size_t n;
+};
+
+struct sample {
+        uint32_t pid;
+        uint64_t ts;
+        int cpu_mode;
+        bool skipped;
+        bool has_stack;
+        char **names; /* leaf first; NULL entries: unnamed */
+        size_t n_names;
+};
+
+struct collect {
+        /* interned state of the perf sequence (iid-indexed) */
+        uint32_t seq;
+        char **fn;
+        size_t n_fn;
+        uint64_t *frame_fn;
+        size_t n_frame;
+        struct stack *cs;
+        size_t n_cs;
+        bool saw_defaults;
+        bool defaults_have_timebase;
+        /* results */
+        struct sample *s;
+        size_t n_s, cap_s;
+        uint64_t lost;
+        size_t skipped_scope, unwind_errors, clears;
+        bool saw_trace_stats;
+};
+
+static void grow(void **p, size_t *n, size_t need, size_t elem) {
+        if (need <= *n)
+                return;
+        size_t cap = need * 2;
+        *p = realloc(*p, cap * elem);
+        cr_assert_not_null(*p);
+        memset((char *) *p + *n * elem, 0, (cap - *n) * elem);
+        *n = cap;
+}
+
+static void clear_interned(struct collect *c) {
+        for (size_t k = 0; k < c->n_fn; k++) {
+                free(c->fn[k]);
+                c->fn[k] = NULL;
+        }
+        for (size_t k = 0; k < c->n_cs; k++) {
+                free(c->cs[k].frames);
+                c->cs[k] = (struct stack) {};
+        }
+        if (c->frame_fn)
+                memset(c->frame_fn, 0, c->n_frame * sizeof(*c->frame_fn));
+}
+
+static void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct collect *c = userdata;
+        /* perf_sample and trace_stats share a oneof (a union). */
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS)
+                c->saw_trace_stats = true;
+        const Perfetto__Protos__PerfSample *ps =
+                p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE ? p->perf_sample : NULL;
+        bool ours = ps || p->trace_packet_defaults || p->interned_data;
+        if (!ours)
+                return;
+        if (c->seq == 0)
+                c->seq = p->trusted_packet_sequence_id;
+        cr_assert_eq(p->trusted_packet_sequence_id, c->seq, "one sequence for the samples");
+        if (p->has_sequence_flags && (p->sequence_flags & 1)) {
+                clear_interned(c);
+                c->clears++;
+        }
+        if (p->trace_packet_defaults && p->trace_packet_defaults->perf_sample_defaults) {
+                c->saw_defaults = true;
+                c->defaults_have_timebase = p->trace_packet_defaults->perf_sample_defaults->timebase != NULL;
+        }
+        const Perfetto__Protos__InternedData *d = p->interned_data;
+        if (d) {
+                for (size_t k = 0; k < d->n_function_names; k++) {
+                        uint64_t iid = d->function_names[k]->iid;
+                        grow((void **) &c->fn, &c->n_fn, iid + 1, sizeof(*c->fn));
+                        free(c->fn[iid]);
+                        c->fn[iid] = strndup((const char *) d->function_names[k]->str.data,
+                                             d->function_names[k]->str.len);
+                }
+                for (size_t k = 0; k < d->n_frames; k++) {
+                        uint64_t iid = d->frames[k]->iid;
+                        grow((void **) &c->frame_fn, &c->n_frame, iid + 1, sizeof(*c->frame_fn));
+                        c->frame_fn[iid] = d->frames[k]->function_name_id;
+                }
+                for (size_t k = 0; k < d->n_callstacks; k++) {
+                        uint64_t iid = d->callstacks[k]->iid;
+                        grow((void **) &c->cs, &c->n_cs, iid + 1, sizeof(*c->cs));
+                        free(c->cs[iid].frames);
+                        c->cs[iid].n = d->callstacks[k]->n_frame_ids;
+                        c->cs[iid].frames = malloc((c->cs[iid].n + 1) * sizeof(uint64_t));
+                        memcpy(c->cs[iid].frames, d->callstacks[k]->frame_ids, c->cs[iid].n * sizeof(uint64_t));
+                }
+        }
+        if (!ps)
+                return;
+        cr_assert(c->saw_defaults, "TracePacketDefaults come before the first sample (seq %u, flags %u, ts %llu)", p->trusted_packet_sequence_id, p->sequence_flags, (unsigned long long) p->timestamp);
+        cr_assert(p->has_sequence_flags && (p->sequence_flags & 2), "samples say they need the sequence's state");
+        if (ps->has_kernel_records_lost && ps->kernel_records_lost) {
+                c->lost += ps->kernel_records_lost;
+                return;
+        }
+        if (ps->optional_unwind_error_case == PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_UNWIND_ERROR_UNWIND_ERROR)
+                c->unwind_errors++;
+        grow((void **) &c->s, &c->cap_s, c->n_s + 1, sizeof(*c->s));
+        struct sample *s = &c->s[c->n_s++];
+        s->pid = ps->pid;
+        s->ts = p->timestamp;
+        s->cpu_mode = ps->cpu_mode;
+        s->skipped = ps->optional_sample_skipped_reason_case ==
+                     PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_SAMPLE_SKIPPED_REASON_SAMPLE_SKIPPED_REASON;
+        if (s->skipped && ps->sample_skipped_reason ==
+                                  PERFETTO__PROTOS__PERF_SAMPLE__SAMPLE_SKIP_REASON__PROFILER_SKIP_NOT_IN_SCOPE)
+                c->skipped_scope++;
+        if (!ps->has_callstack_iid)
+                return;
+        cr_assert_lt(ps->callstack_iid, c->n_cs, "callstack %llu was interned before its use",
+                     (unsigned long long) ps->callstack_iid);
+        const struct stack *st = &c->cs[ps->callstack_iid];
+        cr_assert_not_null(st->frames, "callstack %llu was interned", (unsigned long long) ps->callstack_iid);
+        s->has_stack = true;
+        s->n_names = st->n;
+        s->names = calloc(st->n + 1, sizeof(char *));
+        for (size_t k = 0; k < st->n; k++) {
+                uint64_t f = st->frames[st->n - 1 - k];
+                cr_assert_lt(f, c->n_frame, "frame %llu was interned", (unsigned long long) f);
+                uint64_t name = c->frame_fn[f];
+                s->names[k] = name && name < c->n_fn ? c->fn[name] : NULL;
+        }
+}
+
+static void collect_free(struct collect *c) {
+        clear_interned(c);
+        free(c->fn);
+        free(c->frame_fn);
+        free(c->cs);
+        for (size_t k = 0; k < c->n_s; k++)
+                free(c->s[k].names);
+        free(c->s);
+}
+
+static const char *const chain[] = { "chain_leaf", "chain_middle", "chain_outer", "main" };
+
+/* Whether leaf, middle, outer and main follow one another (leaf first). */
+static bool has_chain(const struct sample *s, size_t *ret_leaf_at) {
+        for (size_t k = 0; k + 4 <= s->n_names; k++) {
+                bool ok = true;
+                for (size_t j = 0; j < 4 && ok; j++)
+                        ok = s->names[k + j] && strcmp(s->names[k + j], chain[j]) == 0;
+                if (ok) {
+                        if (ret_leaf_at)
+                                *ret_leaf_at = k;
+                        return true;
+                }
+        }
+        return false;
+}
+
+/* ---- the program ---- */
+
+struct run {
+        const char *argv[8];
+        pid_t pid;
+};
+
+static pid_t spawn(const char *const *argv) {
+        pid_t pid;
+        int r = posix_spawn(&pid, argv[0], NULL, NULL, (char *const *) argv, environ);
+        cr_assert_eq(r, 0, "%s: %s", argv[0], strerror(r));
+        return pid;
+}
+
+static void run_and_wait(void *userdata) {
+        struct run *r = userdata;
+        r->pid = spawn(r->argv);
+        int status;
+        cr_assert_eq(waitpid(r->pid, &status, 0), r->pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s ran", r->argv[0]);
+        /* Samples from its last moments still travel through the rings. */
+        usleep(300 * 1000);
+}
+
+static char *config(const char *scope, const char *mode, bool kernel, const char *extra) {
+        char *text;
+        cr_assert_gt(asprintf(&text,
+                              "buffers { size_kb: 65536 }\n"
+                              "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+                              "  timebase { frequency: 999 counter: SW_CPU_CLOCK }\n"
+                              "  callstack_sampling { scope { %s } kernel_frames: %s user_frames: %s }\n"
+                              "  %s\n"
+                              "} } }\n"
+                              "write_into_file: true file_write_period_ms: 250\n",
+                              scope, kernel ? "true" : "false", mode, extra ? extra : ""),
+                     0);
+        return text;
+}
+
+static void bin_path(char *buf, size_t size, const char *variant) {
+        snprintf(buf, size, "%s/chain-%s", PERF_TEST_BIN_DIR, variant);
+}
+
+/* Records the variant for two seconds; checks >= 90 % of its samples
+ * carry the whole chain. */
+static void check_variant(const char *variant, const char *mode) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        char bin[512], scope[128];
+        bin_path(bin, sizeof(bin), variant);
+        snprintf(scope, sizeof(scope), "target_cmdline: \"chain-%s\"", variant);
+        struct run r = { .argv = { bin, "2", NULL } };
+        struct collect c = {};
+        char *cfg = config(scope, mode, false, NULL);
+        fixture_record(&inst, ev, "linux.perf", cfg, run_and_wait, &r, collect_packet, &c);
+        free(cfg);
+        size_t total = 0, ok = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                if (c.s[k].pid != (uint32_t) r.pid || c.s[k].skipped)
+                        continue;
+                total++;
+                ok += has_chain(&c.s[k], NULL);
+        }
+        cr_log_info("chain-%s, %s: %zu of %zu samples with leaf, middle, outer, main", variant, mode, ok, total);
+        cr_assert(c.saw_trace_stats, "the trace is complete");
+        cr_assert_gt(total, 50, "samples of the program: %zu", total);
+        cr_assert_geq(ok * 10, total * 9, "chain-%s (%s): only %zu of %zu samples carry the chain", variant, mode,
+                      ok, total);
+        cr_assert_gt(c.skipped_scope, 0, "other processes are out of scope, and said so");
+        collect_free(&c);
+}
+
+Test(perf, dwarf_O0_frame_pointers) {
+        check_variant("O0-fp", "UNWIND_DWARF");
+}
+Test(perf, dwarf_O0_no_frame_pointers) {
+        check_variant("O0-nofp", "UNWIND_DWARF");
+}
+Test(perf, dwarf_O2_frame_pointers) {
+        check_variant("O2-fp", "UNWIND_DWARF");
+}
+Test(perf, dwarf_O2_no_frame_pointers) {
+        check_variant("O2-nofp", "UNWIND_DWARF");
+}
+Test(perf, frame_pointers_O0) {
+        check_variant("O0-fp", "UNWIND_FRAME_POINTER");
+}
+Test(perf, frame_pointers_O2) {
+        check_variant("O2-fp", "UNWIND_FRAME_POINTER");
+}
+
+/* System calls in the leaf: kernel frames sit above the user ones. */
+Test(perf, kernel_frames_above_user_frames) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        char bin[512];
+        bin_path(bin, sizeof(bin), "O2-nofp");
+        struct run r = { .argv = { bin, "2", "syscalls", NULL } };
+        struct collect c = {};
+        char *cfg = config("target_cmdline: \"chain-O2-nofp\"", "UNWIND_DWARF", true, NULL);
+        fixture_record(&inst, ev, "linux.perf", cfg, run_and_wait, &r, collect_packet, &c);
+        free(cfg);
+        size_t total = 0, ok = 0, kernel_above = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                size_t leaf;
+                if (c.s[k].pid != (uint32_t) r.pid || c.s[k].skipped)
+                        continue;
+                total++;
+                if (!has_chain(&c.s[k], &leaf))
+                        continue;
+                ok++;
+                /* Kernel frames are leafward of chain_leaf, and named. */
+                if (leaf > 0 && c.s[k].cpu_mode == PERFETTO__PROTOS__PROFILING__CPU_MODE__MODE_KERNEL &&
+                    c.s[k].names[0] != NULL)
+                        kernel_above++;
+        }
+        cr_log_info("syscalls: %zu samples, %zu with the chain, %zu with kernel frames above it", total, ok,
+                    kernel_above);
+        cr_assert_gt(total, 50);
+        cr_assert_geq(ok * 10, total * 9, "%zu of %zu samples carry the chain", ok, total);
+        cr_assert_gt(kernel_above * 4, ok, "kernel frames above the user ones in %zu of %zu", kernel_above, ok);
+        collect_free(&c);
+}
+
+/* A shell script that execs the program: the process is sampled as the
+ * shell first, then as the program; its maps follow the exec. */
+Test(perf, exec_through_a_shell_script) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        char bin[512];
+        bin_path(bin, sizeof(bin), "O2-nofp");
+        struct run r = { .argv = { PERF_EXEC_SHIM, bin, "2", NULL } };
+        struct collect c = {};
+        char *cfg = config("target_cmdline: \"sh\" target_cmdline: \"dash\" target_cmdline: \"bash\" "
+                           "target_cmdline: \"exec-shim.sh\" target_cmdline: \"chain-O2-nofp\"",
+                           "UNWIND_DWARF", false, NULL);
+        fixture_record(&inst, ev, "linux.perf", cfg, run_and_wait, &r, collect_packet, &c);
+        free(cfg);
+        size_t before = 0, after = 0, ok = 0;
+        uint64_t first_leaf = UINT64_MAX;
+        for (size_t k = 0; k < c.n_s; k++)
+                if (c.s[k].pid == (uint32_t) r.pid && !c.s[k].skipped && has_chain(&c.s[k], NULL) &&
+                    c.s[k].ts < first_leaf)
+                        first_leaf = c.s[k].ts;
+        for (size_t k = 0; k < c.n_s; k++) {
+                if (c.s[k].pid != (uint32_t) r.pid || c.s[k].skipped)
+                        continue;
+                if (c.s[k].ts < first_leaf) {
+                        before++;
+                        continue;
+                }
+                after++;
+                ok += has_chain(&c.s[k], NULL);
+        }
+        cr_log_info("exec shim: %zu samples as the shell, %zu as the program, %zu with the chain", before, after,
+                    ok);
+        cr_assert_gt(after, 50);
+        cr_assert_geq(ok * 10, after * 9, "%zu of %zu samples after the exec carry the chain", ok, after);
+        collect_free(&c);
+}
+
+/* A process that exits while the session goes on: its samples are there,
+ * unwound, and the trace ends normally. */
+static void exit_early(void *userdata) {
+        struct run *r = userdata;
+        r->pid = spawn(r->argv);
+        int status;
+        cr_assert_eq(waitpid(r->pid, &status, 0), r->pid);
+        sleep(1);
+}
+
+Test(perf, process_exiting_mid_recording) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        char bin[512];
+        bin_path(bin, sizeof(bin), "O0-nofp");
+        struct run r = { .argv = { bin, "0.7", NULL } };
+        struct collect c = {};
+        char *cfg = config("target_cmdline: \"chain-O0-nofp\"", "UNWIND_DWARF", false, NULL);
+        fixture_record(&inst, ev, "linux.perf", cfg, exit_early, &r, collect_packet, &c);
+        free(cfg);
+        size_t total = 0, ok = 0;
+        for (size_t k = 0; k < c.n_s; k++)
+                if (c.s[k].pid == (uint32_t) r.pid && !c.s[k].skipped) {
+                        total++;
+                        ok += has_chain(&c.s[k], NULL);
+                }
+        cr_assert(c.saw_trace_stats, "the trace is complete");
+        cr_assert_gt(total, 20);
+        cr_assert_geq(ok * 10, total * 9, "%zu of %zu samples carry the chain", ok, total);
+        collect_free(&c);
+}
+
+static void idle(void *userdata) {
+        usleep(1500 * 1000);
+}
+
+/* A target that never appears: a complete trace, every sample marked out
+ * of scope, nothing unwound. */
+Test(perf, target_that_never_appears) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        struct collect c = {};
+        char *cfg = config("target_cmdline: \"no-such-program-anywhere\" target_pid: 2147483000", "UNWIND_DWARF",
+                           true, NULL);
+        fixture_record(&inst, ev, "linux.perf", cfg, idle, NULL, collect_packet, &c);
+        free(cfg);
+        size_t stacks = 0;
+        for (size_t k = 0; k < c.n_s; k++)
+                stacks += c.s[k].has_stack;
+        cr_assert(c.saw_trace_stats, "the trace is complete");
+        cr_assert(c.saw_defaults && c.defaults_have_timebase, "the timebase is described");
+        cr_assert_gt(c.skipped_scope, 100, "the CPUs were sampled: %zu", c.skipped_scope);
+        cr_assert_eq(stacks, 0);
+        collect_free(&c);
+}
+
+/* Rings of two pages read every two seconds: the kernel loses records,
+ * and the trace says how many. */
+Test(perf, ring_overflow_is_reported) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        char bin[512];
+        bin_path(bin, sizeof(bin), "O2-fp");
+        struct run r = { .argv = { bin, "1.5", NULL } };
+        struct collect c = {};
+        char *cfg = config("target_cmdline: \"chain-O2-fp\"", "UNWIND_DWARF", false,
+                           "ring_buffer_pages: 8 ring_buffer_read_period_ms: 2000");
+        fixture_record(&inst, ev, "linux.perf", cfg, run_and_wait, &r, collect_packet, &c);
+        free(cfg);
+        cr_log_info("ring overflow: %llu records lost, %zu samples kept", (unsigned long long) c.lost, c.n_s);
+        cr_assert(c.saw_trace_stats, "the trace is complete");
+        cr_assert_gt(c.lost, 0, "PerfSample.kernel_records_lost reports the overflow");
+        collect_free(&c);
+}

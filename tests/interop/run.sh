@@ -1,0 +1,629 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+#
+# Interoperability of traced with upstream Perfetto's own programs: every
+# pairing of a producer, a service and a consumer where one side is ours and
+# the other upstream's, with the traces checked by upstream's
+# trace_processor_shell. Run by `make check-interop` (not part of
+# `make check`):
+#
+#   make check-interop PERFETTO_BIN_DIR=/path/to/upstream/binaries
+#
+# PERFETTO_BIN_DIR names a directory holding upstream Perfetto's traced,
+# traced_probes, perfetto and trace_processor_shell (v58 or later; traced_perf
+# and traced_relay for the pairings that use them). A pairing whose binaries
+# are missing is skipped with the list of what it needs. Each pairing prints
+# one PASS/FAIL/SKIP line; a failure says which side and what differs. Exit
+# status: 1 when a pairing failed, 77 when every pairing was skipped, else 0.
+#
+# Environment: TOP_BUILDDIR (this project's build directory; default: the
+# current directory), INTEROP_KEEP=1 keeps the work directory with every log
+# and trace, INTEROP_ONLY=REGEX runs only the pairings whose name matches.
+#
+# Needs root for ftrace (tracefs instances of its own, named with this
+# script's pid; the global tracing state is left alone).
+
+set -u
+
+TOP_BUILDDIR=${TOP_BUILDDIR:-$PWD}
+BIN=${PERFETTO_BIN_DIR:-}
+ONLY=${INTEROP_ONLY:-}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/traced-interop.XXXXXX") || exit 1
+TRACEFS=/sys/kernel/tracing
+[ -d "$TRACEFS/instances" ] || TRACEFS=/sys/kernel/debug/tracing
+INSTANCE="traced-interop-$$"
+
+OURS_TRACED="$TOP_BUILDDIR/traced"
+OURS_HOST="$TOP_BUILDDIR/traced-plugin-host"
+OURS_PLUGINS="$TOP_BUILDDIR/plugins/.libs"
+OURS_TRACECTL="$TOP_BUILDDIR/tracectl"
+OURS_PRODUCER="$TOP_BUILDDIR/example-producer"
+
+PIDS=()
+NAMES=()
+RESULTS=()
+DETAILS=()
+n_pass=0
+n_fail=0
+n_skip=0
+instance_made=0
+
+stop_all() {
+        local p
+        for p in "${PIDS[@]}"; do
+                kill -TERM "$p" 2>/dev/null
+        done
+        for p in "${PIDS[@]}"; do
+                for _ in $(seq 50); do
+                        kill -0 "$p" 2>/dev/null || break
+                        sleep 0.1
+                done
+                kill -KILL "$p" 2>/dev/null
+                wait "$p" 2>/dev/null
+        done
+        PIDS=()
+}
+
+cleanup() {
+        stop_all
+        if [ "$instance_made" = 1 ]; then
+                echo 0 >"$TRACEFS/instances/$INSTANCE/tracing_on" 2>/dev/null
+                rmdir "$TRACEFS/instances/$INSTANCE" 2>/dev/null
+        fi
+        if [ "${INTEROP_KEEP:-0}" = 1 ]; then
+                echo "interop: logs and traces kept in $WORK"
+        else
+                rm -rf "$WORK"
+        fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# start DIR NAME [VAR=VALUE...] COMMAND...: runs in the background, output
+# in DIR/NAME.log, stopped by stop_all.
+start() {
+        local dir=$1 name=$2
+        shift 2
+        env "$@" >"$dir/$name.log" 2>&1 &
+        PIDS+=("$!")
+}
+
+# wait_socket PATH: until something listens there (10 s).
+wait_socket() {
+        for _ in $(seq 100); do
+                [ -S "$1" ] && return 0
+                sleep 0.1
+        done
+        return 1
+}
+
+# wait_log FILE TEXT [SECONDS]
+wait_log() {
+        local secs=${3:-10}
+        for _ in $(seq $((secs * 10))); do
+                grep -q -- "$2" "$1" 2>/dev/null && return 0
+                sleep 0.1
+        done
+        return 1
+}
+
+result() {
+        NAMES+=("$1")
+        RESULTS+=("$2")
+        DETAILS+=("$3")
+        case $2 in
+        PASS) n_pass=$((n_pass + 1)) ;;
+        FAIL) n_fail=$((n_fail + 1)) ;;
+        *) n_skip=$((n_skip + 1)) ;;
+        esac
+        printf '%-56s %-4s %s\n' "$1" "$2" "$3"
+}
+
+# needs NAME BINARY...: prints what is missing; false if anything is.
+MISSING=""
+needs() {
+        MISSING=""
+        local b
+        for b in "$@"; do
+                case $b in
+                ours:*)
+                        [ -x "${b#ours:}" ] || MISSING="$MISSING ${b#ours:}"
+                        ;;
+                *)
+                        if [ -z "$BIN" ] || [ ! -x "$BIN/$b" ]; then
+                                MISSING="$MISSING $b"
+                        fi
+                        ;;
+                esac
+        done
+        [ -z "$MISSING" ]
+}
+
+selected() {
+        [ -z "$ONLY" ] || [[ $1 =~ $ONLY ]]
+}
+
+skip_missing() {
+        local what="needs$MISSING"
+        if [ -z "$BIN" ]; then
+                what="$what (set PERFETTO_BIN_DIR to upstream Perfetto v58+ binaries)"
+        else
+                what="$what (not in $BIN)"
+        fi
+        result "$1" SKIP "$what"
+}
+
+# pairing_dir NAME: a fresh directory for the sockets and files of one
+# pairing.
+pairing_dir() {
+        mktemp -d "$WORK/p.XXXX"
+}
+
+# ---- trace_processor ---------------------------------------------------
+
+# tp TRACE SQL: the first column of the last row ('' for none or NULL).
+tp() {
+        local q
+        q=$(mktemp "$WORK/q.XXXX.sql")
+        printf '%s\n' "$2" >"$q"
+        "$BIN/trace_processor_shell" --query-file "$q" "$1" 2>>"$WORK/trace_processor.log" |
+                tail -n 1 | sed -e 's/^"//' -e 's/"$//' -e 's/^\[NULL\]$//'
+}
+
+# tp_num TRACE SQL: a number, 0 when the query gave none.
+tp_num() {
+        local v
+        v=$(tp "$1" "$2")
+        [[ $v =~ ^-?[0-9]+$ ]] && echo "$v" || echo 0
+}
+
+# bad_stats TRACE ALLOWED_REGEX: stats of severity error or data_loss with
+# a non-zero value, except those the recording caused on purpose.
+bad_stats() {
+        local all s out=""
+        all=$(tp "$1" "select group_concat(name || case when idx is null then '' else '[' || idx || ']' end || '=' || value, ' ')
+                       from stats where severity in ('error', 'data_loss') and value > 0")
+        for s in $all; do
+                if [ -n "${2:-}" ] && [[ ${s%%[[=]*} =~ ^(${2})$ ]]; then
+                        continue
+                fi
+                out="$out $s"
+        done
+        echo "${out# }"
+}
+
+# Checks that every pairing with a kernel trace makes: scheduling, threads,
+# processes, counters, ftrace event arguments, and no error stats. Sets
+# WHY to what is missing.
+WHY=""
+check_system_trace() {
+        local t=$1 side=$2 n
+        WHY=""
+        n=$(tp_num "$t" "select count(*) from sched_slice")
+        [ "$n" -gt 0 ] || WHY="$WHY; no sched_slice rows ($side sched_switch events)"
+        n=$(tp_num "$t" "select count(*) from thread where name is not null and tid != 0")
+        [ "$n" -gt 1 ] || WHY="$WHY; $n named threads"
+        n=$(tp_num "$t" "select count(*) from process where pid > 1 and name is not null")
+        [ "$n" -gt 1 ] || WHY="$WHY; $n named processes ($side linux.process_stats)"
+        n=$(tp_num "$t" "select count(*) from counter")
+        [ "$n" -gt 0 ] || WHY="$WHY; no counters ($side process_stats polling)"
+        n=$(tp_num "$t" "select count(*) from ftrace_event e join args a using (arg_set_id) where e.name = 'task_newtask'")
+        [ "$n" -gt 0 ] || WHY="$WHY; no task_newtask ftrace_event with args ($side)"
+        local bad
+        bad=$(bad_stats "$t" "")
+        [ -z "$bad" ] || WHY="$WHY; stats with severity error/data_loss: $bad"
+        WHY=${WHY#; }
+        [ -z "$WHY" ]
+}
+
+# summary_count TRACE TYPE: packets of TYPE, counted by tracectl.
+summary_count() {
+        "$OURS_TRACECTL" summary "$1" 2>/dev/null | awk -v t="$2" '$1 == t { print $2; exit }' | grep . || echo 0
+}
+
+# Spawns a few tasks (task_newtask events) and writes markers.
+make_activity() {
+        local i
+        for i in 1 2 3 4 5; do
+                sh -c 'true' </dev/null
+                # atrace's counter syntax: trace_processor parses it (a
+                # free-form marker would count as systrace_parse_failure).
+                [ -n "${1:-}" ] && echo "C|$$|traced_interop_mark|$i" >"$1" 2>/dev/null
+                sleep 0.2
+        done
+}
+
+ensure_instance() {
+        if [ "$instance_made" = 0 ]; then
+                mkdir "$TRACEFS/instances/$INSTANCE" 2>/dev/null || return 1
+                instance_made=1
+        fi
+}
+
+ftrace_config() {
+        # $1: extra FtraceConfig fields (e.g. an instance name)
+        cat <<EOF
+buffers { size_kb: 32768 fill_policy: RING_BUFFER }
+data_sources { config { name: "linux.ftrace" ftrace_config {
+        ftrace_events: "sched/sched_switch" ftrace_events: "sched/sched_waking"
+        ftrace_events: "task/task_newtask" ftrace_events: "task/task_rename"
+        ftrace_events: "sched/sched_process_exit" ftrace_events: "ftrace/print"
+        $1 } } }
+data_sources { config { name: "linux.process_stats" process_stats_config {
+        scan_all_processes_on_start: true record_thread_names: true proc_stats_poll_ms: 500 } } }
+duration_ms: 3000
+EOF
+}
+
+# ---- pairings ------------------------------------------------------------
+
+# Upstream traced_probes and perfetto CLI recording through our traced.
+pair_probes_to_ours() {
+        local name="upstream probes+perfetto -> our traced"
+        selected "$name" || return 0
+        needs traced_probes perfetto trace_processor_shell "ours:$OURS_TRACED" || { skip_missing "$name"; return; }
+        if ! ensure_instance; then
+                result "$name" SKIP "cannot create a tracefs instance (not root?)"
+                return
+        fi
+        local d
+        d=$(pairing_dir)
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p" --consumer-socket="$d/c" --no-plugins \
+                --log-target=stderr
+        wait_socket "$d/p" || { result "$name" FAIL "our traced: no producer socket ($d/traced.log)"; stop_all; return; }
+        start "$d" traced_probes PERFETTO_PRODUCER_SOCK_NAME="$d/p" "$BIN/traced_probes"
+        sleep 1
+        ftrace_config "instance_name: \"$INSTANCE\"" >"$d/cfg"
+        PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+                >"$d/perfetto.log" 2>&1 &
+        local cli=$!
+        sleep 1
+        make_activity "$TRACEFS/instances/$INSTANCE/trace_marker"
+        wait "$cli"
+        local st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "upstream perfetto CLI exited $st against our traced: $(tail -n 2 "$d/perfetto.log" | tr '\n' ' ')"
+                return
+        fi
+        if ! check_system_trace "$d/trace" "upstream traced_probes via our traced"; then
+                result "$name" FAIL "our traced's trace: $WHY"
+                return
+        fi
+        local marks
+        marks=$(tp_num "$d/trace" "select count(*) from ftrace_event e join args a using (arg_set_id)
+                                   where e.name = 'print' and a.display_value like '%traced_interop_mark%'")
+        if [ "$marks" -lt 1 ]; then
+                result "$name" FAIL "our traced's trace: no print events with their text in args"
+                return
+        fi
+        result "$name" PASS "$(tp_num "$d/trace" "select count(*) from sched_slice") sched slices, $marks markers"
+}
+
+# Our ftrace plugin, run by traced-plugin-host, under upstream traced.
+pair_plugin_to_upstream() {
+        local name="our ftrace plugin -> upstream traced"
+        selected "$name" || return 0
+        needs traced perfetto trace_processor_shell "ours:$OURS_HOST" "ours:$OURS_PLUGINS/ftrace.so" ||
+                { skip_missing "$name"; return; }
+        local d
+        d=$(pairing_dir)
+        start "$d" traced PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/traced"
+        wait_socket "$d/p" || { result "$name" FAIL "upstream traced: no producer socket"; stop_all; return; }
+        start "$d" plugin-host "$OURS_HOST" --socket "$d/p" "$OURS_PLUGINS/ftrace.so"
+        sleep 1
+        ftrace_config "" >"$d/cfg"
+        PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+                >"$d/perfetto.log" 2>&1 &
+        local cli=$!
+        sleep 1
+        # The plugin copies writes to the top-level trace_marker into its
+        # instance where the kernel can.
+        make_activity ""
+        wait "$cli"
+        local st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "upstream perfetto CLI exited $st: $(tail -n 2 "$d/perfetto.log" | tr '\n' ' ')"
+                return
+        fi
+        if ! check_system_trace "$d/trace" "our ftrace plugin"; then
+                result "$name" FAIL "upstream traced's trace of our plugin: $WHY"
+                return
+        fi
+        result "$name" PASS "$(tp_num "$d/trace" "select count(*) from sched_slice") sched slices"
+}
+
+# A libtraced-client producer (examples/producer) under upstream traced,
+# recorded by upstream's CLI: every packet the producer says it wrote must
+# be in the trace. $2: example-producer options; $3: stats the recording
+# causes on purpose (regex); $4: "drop" when drops are the point.
+pair_client_to_upstream() {
+        local name="libtraced-client $1 -> upstream traced" opts=$2 allowed=${3:-} want_drop=${4:-}
+        selected "$name" || return 0
+        needs traced perfetto trace_processor_shell "ours:$OURS_PRODUCER" "ours:$OURS_TRACECTL" ||
+                { skip_missing "$name"; return; }
+        local d
+        d=$(pairing_dir)
+        start "$d" traced PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/traced"
+        wait_socket "$d/p" || { result "$name" FAIL "upstream traced: no producer socket"; stop_all; return; }
+        # shellcheck disable=SC2086
+        start "$d" producer "$OURS_PRODUCER" --socket "$d/p" $opts
+        wait_log "$d/producer.log" "ready" || { result "$name" FAIL "our producer did not connect: $(tail -n 1 "$d/producer.log")"; stop_all; return; }
+        printf 'buffers { size_kb: 65536 }\ndata_sources { config { name: "example.data" } }\nduration_ms: 3000\n' >"$d/cfg"
+        PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+                >"$d/perfetto.log" 2>&1
+        local st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "upstream perfetto CLI exited $st: $(tail -n 2 "$d/perfetto.log" | tr '\n' ' ')"
+                return
+        fi
+        local written dropped in_trace
+        written=$(sed -n 's/.*wrote \([0-9]*\) packets.*/\1/p' "$d/producer.log" | awk '{ s += $1 } END { print s + 0 }')
+        dropped=$(sed -n 's/.*dropped \([0-9]*\).*/\1/p' "$d/producer.log" | awk '{ s += $1 } END { print s + 0 }')
+        in_trace=$(summary_count "$d/trace" for_testing)
+        local bufstats
+        bufstats=$(tp "$d/trace" "select group_concat(replace(name, 'traced_buf_', '') || '=' || value, ' ') from stats
+                                  where name in ('traced_buf_chunks_written', 'traced_buf_chunks_read',
+                                                 'traced_buf_readaheads_failed', 'traced_buf_abi_violations',
+                                                 'traced_buf_trace_writer_packet_loss') and value > 0")
+        echo "written=$written dropped=$dropped in_trace=$in_trace $bufstats" >"$d/figures"
+        if [ "$written" -eq 0 ]; then
+                result "$name" FAIL "our producer wrote nothing: $(tail -n 1 "$d/producer.log")"
+                return
+        fi
+        if [ "$in_trace" != "$written" ]; then
+                result "$name" FAIL "our producer wrote $written packets (dropped $dropped), upstream traced's trace holds $in_trace [$bufstats]"
+                return
+        fi
+        if [ "$want_drop" = drop ] && [ "$dropped" -eq 0 ]; then
+                result "$name" FAIL "our producer dropped nothing: the SMB never filled, the drop path is untested"
+                return
+        fi
+        local bad
+        bad=$(bad_stats "$d/trace" "$allowed")
+        if [ -n "$bad" ]; then
+                result "$name" FAIL "upstream traced's trace of our producer has $bad"
+                return
+        fi
+        result "$name" PASS "$written written, $dropped dropped, $in_trace in the trace"
+}
+
+# tracectl recording from upstream traced: quick mode (process_stats from
+# upstream traced_probes, packets of our producer) and a text config with
+# ftrace in a tracefs instance of ours.
+pair_tracectl_to_upstream() {
+        local name="tracectl quick mode -> upstream traced"
+        if selected "$name"; then
+                if needs traced traced_probes trace_processor_shell "ours:$OURS_TRACECTL" "ours:$OURS_PRODUCER"; then
+                        local d
+                        d=$(pairing_dir)
+                        start "$d" traced PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/traced"
+                        if wait_socket "$d/p"; then
+                                start "$d" traced_probes PERFETTO_PRODUCER_SOCK_NAME="$d/p" "$BIN/traced_probes"
+                                start "$d" producer "$OURS_PRODUCER" --socket "$d/p" --packets 300 --size 200
+                                wait_log "$d/producer.log" "ready"
+                                sleep 1
+                                timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -t 3s -b 16mb --ds example.data \
+                                        -o "$d/trace" --no-summary >"$d/tracectl.log" 2>&1
+                                local st=$?
+                                stop_all
+                                local n procs bad
+                                n=$(summary_count "$d/trace" for_testing)
+                                procs=$(tp_num "$d/trace" "select count(*) from process where pid > 1 and name is not null")
+                                bad=$(bad_stats "$d/trace" "")
+                                if [ "$st" != 0 ]; then
+                                        result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                                elif [ "$n" != 300 ]; then
+                                        result "$name" FAIL "upstream traced's trace holds $n of our producer's 300 packets"
+                                elif [ "$procs" -lt 2 ]; then
+                                        result "$name" FAIL "no processes from upstream traced_probes' process_stats ($procs)"
+                                elif [ -n "$bad" ]; then
+                                        result "$name" FAIL "tracectl's config made trace_processor report $bad"
+                                else
+                                        result "$name" PASS "300 packets, $procs processes"
+                                fi
+                        else
+                                result "$name" FAIL "upstream traced: no producer socket"
+                                stop_all
+                        fi
+                else
+                        skip_missing "$name"
+                fi
+        fi
+
+        name="tracectl text config -> upstream traced+probes"
+        selected "$name" || return 0
+        needs traced traced_probes trace_processor_shell "ours:$OURS_TRACECTL" || { skip_missing "$name"; return; }
+        if ! ensure_instance; then
+                result "$name" SKIP "cannot create a tracefs instance (not root?)"
+                return
+        fi
+        local d
+        d=$(pairing_dir)
+        start "$d" traced PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/traced"
+        wait_socket "$d/p" || { result "$name" FAIL "upstream traced: no producer socket"; stop_all; return; }
+        start "$d" traced_probes PERFETTO_PRODUCER_SOCK_NAME="$d/p" "$BIN/traced_probes"
+        sleep 1
+        { ftrace_config "instance_name: \"$INSTANCE\""; echo "flush_period_ms: 2000"; } >"$d/cfg"
+        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
+                >"$d/tracectl.log" 2>&1 &
+        local cli=$!
+        sleep 1
+        make_activity "$TRACEFS/instances/$INSTANCE/trace_marker"
+        wait "$cli"
+        local st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "tracectl exited $st against upstream traced: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                return
+        fi
+        if ! check_system_trace "$d/trace" "upstream traced_probes"; then
+                result "$name" FAIL "upstream traced's trace, written for tracectl: $WHY"
+                return
+        fi
+        result "$name" PASS "$(tp_num "$d/trace" "select count(*) from sched_slice") sched slices"
+}
+
+# A trace recorded entirely by us, read by upstream's trace_processor.
+pair_ours_to_trace_processor() {
+        local name="our traced+ftrace plugin+tracectl -> trace_processor"
+        selected "$name" || return 0
+        needs trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_HOST" "ours:$OURS_PLUGINS/ftrace.so" \
+                "ours:$OURS_TRACECTL" || { skip_missing "$name"; return; }
+        local d
+        d=$(pairing_dir)
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p" --consumer-socket="$d/c" \
+                --plugin-dir="$OURS_PLUGINS" --plugin-host="$OURS_HOST" --log-target=stderr
+        wait_socket "$d/c" || { result "$name" FAIL "our traced: no consumer socket"; stop_all; return; }
+        sleep 1
+        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -t 3s -b 32mb sched/sched_switch sched/sched_waking \
+                task/task_newtask task/task_rename sched/sched_process_exit ftrace/print -o "$d/trace" --no-summary \
+                >"$d/tracectl.log" 2>&1 &
+        local cli=$!
+        sleep 1
+        make_activity ""
+        wait "$cli"
+        local st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                return
+        fi
+        if ! check_system_trace "$d/trace" "our ftrace plugin"; then
+                result "$name" FAIL "trace_processor on our trace: $WHY"
+                return
+        fi
+        result "$name" PASS "$(tp_num "$d/trace" "select count(*) from sched_slice") sched slices, $(tp_num "$d/trace" "select count(*) from counter") counter values"
+}
+
+# Upstream traced_perf under our traced: perf samples with callstacks. At
+# 50 Hz into 4 MiB kernel buffers traced_perf keeps up on a loaded machine
+# (at 200 Hz into its default buffers it loses records, whatever service it
+# writes to: perf_cpu_lost_records).
+pair_perf_to_ours() {
+        local name="upstream traced_perf -> our traced"
+        selected "$name" || return 0
+        needs traced_perf perfetto trace_processor_shell "ours:$OURS_TRACED" || { skip_missing "$name"; return; }
+        local d
+        d=$(pairing_dir)
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p" --consumer-socket="$d/c" --no-plugins \
+                --log-target=stderr
+        wait_socket "$d/p" || { result "$name" FAIL "our traced: no producer socket"; stop_all; return; }
+        start "$d" traced_perf PERFETTO_PRODUCER_SOCK_NAME="$d/p" "$BIN/traced_perf"
+        start "$d" busy sh -c 'while :; do :; done'
+        local busy=${PIDS[-1]}
+        sleep 1
+        cat >"$d/cfg" <<EOF
+buffers { size_kb: 32768 }
+data_sources { config { name: "linux.perf" perf_event_config {
+        timebase { frequency: 50 counter: SW_CPU_CLOCK }
+        callstack_sampling { scope { target_pid: $busy } }
+        ring_buffer_pages: 1024
+} } }
+duration_ms: 3000
+EOF
+        PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+                >"$d/perfetto.log" 2>&1
+        local st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "upstream perfetto CLI exited $st against our traced: $(tail -n 2 "$d/perfetto.log" | tr '\n' ' ')"
+                return
+        fi
+        local n bad
+        n=$(tp_num "$d/trace" "select count(*) from perf_sample where callsite_id is not null")
+        bad=$(bad_stats "$d/trace" "")
+        if [ "$n" -lt 1 ]; then
+                result "$name" FAIL "our traced's trace: no perf_sample with a callsite from upstream traced_perf"
+        elif [ -n "$bad" ]; then
+                result "$name" FAIL "our traced's trace of traced_perf has $bad"
+        else
+                result "$name" PASS "$n samples with callsites"
+        fi
+}
+
+# Our perf plugin (when this tree builds it) under our traced, read by
+# trace_processor: perf samples with callstacks.
+pair_perf_plugin_to_trace_processor() {
+        local name="our perf plugin -> trace_processor"
+        selected "$name" || return 0
+        if [ ! -e "$OURS_PLUGINS/perf.so" ]; then
+                result "$name" SKIP "this tree builds no perf plugin ($OURS_PLUGINS/perf.so)"
+                return
+        fi
+        needs trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_HOST" "ours:$OURS_TRACECTL" ||
+                { skip_missing "$name"; return; }
+        local d
+        d=$(pairing_dir)
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p" --consumer-socket="$d/c" \
+                --plugin-dir="$OURS_PLUGINS" --plugin-host="$OURS_HOST" --log-target=stderr
+        wait_socket "$d/c" || { result "$name" FAIL "our traced: no consumer socket"; stop_all; return; }
+        start "$d" busy sh -c 'while :; do :; done'
+        local busy=${PIDS[-1]}
+        sleep 1
+        cat >"$d/cfg" <<EOF
+buffers { size_kb: 32768 }
+data_sources { config { name: "linux.perf" perf_event_config {
+        timebase { frequency: 50 counter: SW_CPU_CLOCK }
+        callstack_sampling { scope { target_pid: $busy } }
+        ring_buffer_pages: 1024
+} } }
+duration_ms: 3000
+EOF
+        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
+                >"$d/tracectl.log" 2>&1
+        local st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                return
+        fi
+        local n bad
+        n=$(tp_num "$d/trace" "select count(*) from perf_sample where callsite_id is not null")
+        bad=$(bad_stats "$d/trace" "")
+        if [ "$n" -lt 1 ]; then
+                result "$name" FAIL "trace_processor finds no perf_sample with a callsite in our perf plugin's trace"
+        elif [ -n "$bad" ]; then
+                result "$name" FAIL "trace_processor on our perf trace: $bad"
+        else
+                result "$name" PASS "$n samples with callsites"
+        fi
+}
+
+# ---- main ----------------------------------------------------------------
+
+echo "traced interop with upstream Perfetto (PERFETTO_BIN_DIR=${BIN:-unset})"
+if [ -z "$BIN" ] || [ ! -d "$BIN" ]; then
+        echo "interop: PERFETTO_BIN_DIR ${BIN:+($BIN) }does not name a directory: it must hold upstream Perfetto v58+"
+        echo "         traced, traced_probes, perfetto, trace_processor_shell (and traced_perf for its pairing)."
+        BIN=""
+fi
+[ "$(id -u)" = 0 ] || echo "interop: not root: the ftrace pairings will be skipped or fail"
+echo
+
+pair_probes_to_ours
+pair_plugin_to_upstream
+pair_client_to_upstream "whole packets" "--packets 2000 --size 100"
+pair_client_to_upstream "large packets" "--packets 100 --size 20000 --smb-kb 2048"
+pair_client_to_upstream "fragmented streamed" "--packets 500 --size 3000 --stream --smb-kb 2048"
+pair_client_to_upstream "multi-threaded" "--packets 1000 --size 200 --threads 4 --smb-kb 2048"
+pair_client_to_upstream "dropping (small SMB)" "--packets 2000 --size 900 --threads 1" \
+        "traced_buf_trace_writer_packet_loss|traced_buf_sequence_packet_loss" drop
+pair_client_to_upstream "dropping large (small SMB)" "--packets 1000 --size 20000 --threads 1" \
+        "traced_buf_trace_writer_packet_loss|traced_buf_sequence_packet_loss" drop
+pair_tracectl_to_upstream
+pair_ours_to_trace_processor
+pair_perf_to_ours
+pair_perf_plugin_to_trace_processor
+
+echo
+echo "$n_pass passed, $n_fail failed, $n_skip skipped"
+if [ "$n_fail" -gt 0 ]; then
+        exit 1
+fi
+if [ "$n_pass" -eq 0 ]; then
+        exit 77
+fi
+exit 0

@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "profiling/elf-image.h"
+#include "profiling/procmaps.h"
+
+/* Something to find by address, kept out of line and global. */
+__attribute__((noinline, used)) int profiling_elf_probe_function(int x);
+__attribute__((noinline, used)) int profiling_elf_probe_function(int x) {
+        return x * 3 + 1;
+}
+
+/* The virtual address, in its file, of fn in this process. */
+static const struct pmap *self_map(struct proc_table **t, const void *fn) {
+        cr_assert_eq(proc_table_new(NULL, t), 0);
+        struct proc_info *p = proc_table_get(*t, getpid());
+        const struct pmap *m = proc_maps_find(&p->maps, (uint64_t) (uintptr_t) fn);
+        cr_assert_not_null(m);
+        return m;
+}
+
+static struct elf_image *open_image(struct elf_cache *c, const char *path, int expect) {
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0, "%s", path);
+        struct elf_image *img = NULL;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        int r = elf_cache_get_fd(c, fd, st.st_dev, st.st_ino, path, &img);
+        cr_assert_eq(r, expect, "%s: %d", path, r);
+        return img;
+}
+
+Test(profiling_elf, symbolizes_this_program) {
+        struct proc_table *t;
+        const struct pmap *m = self_map(&t, (const void *) profiling_elf_probe_function);
+        struct elf_cache *c;
+        cr_assert_eq(elf_cache_new(NULL, &c), 0);
+        struct elf_image *img = open_image(c, m->path, 0);
+        uint64_t vaddr, off;
+        uint64_t pc = (uint64_t) (uintptr_t) profiling_elf_probe_function + 4;
+        cr_assert(elf_image_offset_to_vaddr(img, pc - m->start + m->pgoff, &vaddr));
+        uint64_t back;
+        cr_assert(elf_image_vaddr_to_offset(img, vaddr, &back));
+        cr_assert_eq(back, pc - m->start + m->pgoff, "offset -> vaddr -> offset");
+        const char *name = elf_image_symbolize(c, img, vaddr, &off);
+        cr_assert_not_null(name);
+        cr_assert_str_eq(name, "profiling_elf_probe_function");
+        cr_assert_eq(off, 4);
+        cr_assert_gt(elf_image_symbol_count(c, img), 5);
+        size_t len;
+        cr_assert_not_null(elf_image_build_id(img, &len), "gcc on Debian links with --build-id");
+        cr_assert_eq(len, 20);
+        uint64_t ehv, eho, ehs;
+        cr_assert(elf_image_eh_frame_hdr(img, &ehv, &eho, &ehs));
+        cr_assert_gt(ehs, 8);
+        /* The same file again comes from the cache. */
+        struct elf_image *again = NULL;
+        struct stat st;
+        cr_assert_eq(stat(m->path, &st), 0);
+        cr_assert(elf_cache_lookup(c, st.st_dev, st.st_ino, m->path, &again));
+        cr_assert_eq(again, img);
+        cr_assert_eq(elf_cache_count(c), 1);
+        elf_cache_free(c);
+        proc_table_free(t);
+}
+
+Test(profiling_elf, shared_libraries_by_dynsym_or_symtab) {
+        /* libc: its exported functions at least. */
+        struct proc_table *t;
+        const struct pmap *m = self_map(&t, (const void *) strlen);
+        struct elf_cache *c;
+        cr_assert_eq(elf_cache_new(NULL, &c), 0);
+        struct elf_image *img = open_image(c, m->path, 0);
+        cr_assert_gt(elf_image_symbol_count(c, img), 100);
+        uint64_t vaddr;
+        cr_assert(elf_image_offset_to_vaddr(img, (uint64_t) (uintptr_t) strlen - m->start + m->pgoff, &vaddr));
+        /* strlen is an IFUNC resolved to one of its variants: some
+         * __strlen_* function of libc, named either way. */
+        const char *name = elf_image_symbolize(c, img, vaddr, NULL);
+        cr_assert_not_null(name);
+        cr_assert_not_null(strstr(name, "strlen"), "%s", name);
+        elf_cache_free(c);
+        proc_table_free(t);
+}
+
+Test(profiling_elf, not_elf_is_remembered) {
+        char path[] = "/tmp/test-profiling-elf-XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert_geq(fd, 0);
+        const char text[] = "#!/bin/sh\necho this is a script, long enough to look at its header\n";
+        cr_assert_eq(write(fd, text, sizeof(text)), (ssize_t) sizeof(text));
+        close(fd);
+        struct elf_cache *c;
+        cr_assert_eq(elf_cache_new(NULL, &c), 0);
+        cr_assert_null(open_image(c, path, -ENOEXEC));
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0);
+        struct elf_image *img = (void *) 1;
+        cr_assert(elf_cache_lookup(c, st.st_dev, st.st_ino, path, &img));
+        cr_assert_null(img);
+        unlink(path);
+        elf_cache_free(c);
+}
+
+/* A stripped copy of this program finds its symbols in a debug file under
+ * DEBUG/.build-id/xx/yyyy.debug, or next to it through .gnu_debuglink. */
+static void check_stripped(bool by_build_id) {
+        struct proc_table *t;
+        const struct pmap *m = self_map(&t, (const void *) profiling_elf_probe_function);
+        char dir[] = "/tmp/test-profiling-debug-XXXXXX";
+        cr_assert_not_null(mkdtemp(dir));
+        char cmd[8192];
+        struct elf_cache *c;
+        cr_assert_eq(elf_cache_new(dir, &c), 0);
+        struct elf_image *orig = open_image(c, m->path, 0);
+        size_t len;
+        const uint8_t *id = elf_image_build_id(orig, &len);
+        cr_assert_not_null(id);
+        char hex[128] = "";
+        for (size_t k = 1; k < len; k++)
+                sprintf(hex + 2 * (k - 1), "%02x", id[k]);
+        if (by_build_id)
+                snprintf(cmd, sizeof(cmd),
+                         "set -e; mkdir -p %s/.build-id/%02x; objcopy --only-keep-debug '%s' %s/.build-id/%02x/%s.debug;"
+                         "strip -o %s/prog '%s'",
+                         dir, id[0], m->path, dir, id[0], hex, dir, m->path);
+        else
+                snprintf(cmd, sizeof(cmd),
+                         "set -e; cd %s; objcopy --only-keep-debug '%s' prog.dbg; strip -o prog.tmp '%s';"
+                         "objcopy --add-gnu-debuglink=prog.dbg prog.tmp prog; rm prog.tmp",
+                         dir, m->path, m->path);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        char stripped[600];
+        snprintf(stripped, sizeof(stripped), "%s/prog", dir);
+        struct elf_image *img = open_image(c, stripped, 0);
+        size_t len2;
+        const uint8_t *id2 = elf_image_build_id(img, &len2);
+        cr_assert_eq(len2, len);
+        cr_assert_eq(memcmp(id, id2, len), 0, "strip keeps the build id");
+        uint64_t vaddr;
+        uint64_t pc = (uint64_t) (uintptr_t) profiling_elf_probe_function;
+        cr_assert(elf_image_offset_to_vaddr(img, pc - m->start + m->pgoff, &vaddr));
+        const char *name = elf_image_symbolize(c, img, vaddr, NULL);
+        cr_assert_not_null(name, "symbols from the debug file");
+        cr_assert_str_eq(name, "profiling_elf_probe_function");
+        cr_assert_not_null(elf_image_debug_file(img));
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+        cr_assert_eq(system(cmd), 0);
+        elf_cache_free(c);
+        proc_table_free(t);
+}
+
+Test(profiling_elf, separate_debug_file_by_build_id) {
+        check_stripped(true);
+}
+
+Test(profiling_elf, separate_debug_file_by_debuglink) {
+        check_stripped(false);
+}
