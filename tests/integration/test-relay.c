@@ -762,3 +762,37 @@ Test(relay, machines_filter_and_query) {
         cr_assert_eq(session_reaches_remote(&prod, NULL, true), 1);
         peer_close(&prod);
 }
+
+Test(relay, garbage_on_tcp_costs_that_connection_only) {
+        struct peer p, other;
+
+        /* A relayed producer that stays connected throughout. */
+        peer_connect_tcp(&other, relay_port);
+        send_identity(&other, "bystander");
+        send_bind(&other, "ProducerPort");
+        cr_assert(bind_reply_ok(&other));
+
+        /* An oversized frame header. */
+        peer_connect_tcp(&p, plain_port);
+        const uint8_t huge[] = { 0xff, 0xff, 0xff, 0x7f, 0x00 };
+        peer_send(&p, huge, sizeof(huge));
+        cr_assert(peer_hung_up(&p, 5000), "an oversized frame kept the connection");
+        peer_close(&p);
+
+        /* A frame of garbage. */
+        peer_connect_tcp(&p, relay_port);
+        const uint8_t junk[] = { 0x06, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+        peer_send(&p, junk, sizeof(junk));
+        cr_assert(peer_hung_up(&p, 5000), "a garbage frame kept the connection");
+        peer_close(&p);
+
+        /* The bystander is still served. */
+        Perfetto__Protos__InitializeConnectionRequest ic = PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
+        ic.producer_name = (char *) "bystander";
+        invoke(&other, 2, 1, &ic.base);
+        Perfetto__Protos__IPCFrame *f = peer_recv(&other, 5000);
+        cr_assert_not_null(f, "the other relayed producer lost its connection");
+        cr_assert(f->msg_invoke_method_reply->success);
+        perfetto__protos__ipcframe__free_unpacked(f, NULL);
+        peer_close(&other);
+}
