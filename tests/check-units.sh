@@ -9,11 +9,11 @@ if ! command -v systemd-analyze >/dev/null 2>&1; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for u in traced.socket traced-consumer.socket traced.service; do
+for u in traced.socket traced-consumer.socket traced-remote.socket traced.service; do
         sed "s|^ExecStart=.*|ExecStart=$(cd "$builddir" && pwd)/traced|" "$builddir/units/$u" > "$tmp/$u"
 done
 cd "$tmp"
-out=$(systemd-analyze verify --man=no traced.socket traced-consumer.socket traced.service 2>&1) || {
+out=$(systemd-analyze verify --man=no traced.socket traced-consumer.socket traced-remote.socket traced.service 2>&1) || {
         echo "$out"; exit 1; }
 if [ -n "$out" ]; then
         echo "systemd-analyze verify reported:"; echo "$out"; exit 1

@@ -56,6 +56,7 @@ int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t tar
                                                       .producer_id = p->id,
                                                       .producer_uid = p->uid,
                                                       .producer_pid = p->pid,
+                                                      .machine_id = p->machine_id,
                                                       .writer_id = writer_id,
                                                       .chunk_id = chunk_id,
                                                       .num_fragments = smb_packets_count(packets),

@@ -117,7 +117,15 @@ int core_run(const struct core_options *o) {
         c.svc->n_trusted_names = o->n_trusted_names;
         c.svc->trusted_uids = o->trusted_uids;
         c.svc->n_trusted_uids = o->n_trusted_uids;
-        r = service_attach_listeners(c.svc, TAKE_FD(producer_fd), TAKE_FD(consumer_fd));
+        r = service_attach_listeners(c.svc, TAKE_FD(producer_fd), o->producer_relay, TAKE_FD(consumer_fd));
+        for (size_t i = 0; i < o->n_extra; i++) {
+                int fd = o->extra[i].fd;
+                if (r >= 0)
+                        r = ipc_host_add_listener_flags(c.svc->producer_host, fd,
+                                                        o->extra[i].relay ? IPC_LISTENER_RELAY : 0);
+                else
+                        safe_close(fd);
+        }
         if (r < 0) {
                 c.svc = service_free(c.svc);
                 return log_error_errno(r, "Failed to listen: %m");

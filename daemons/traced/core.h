@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include "sockets.h"
+
 /* The service core: the event loop that serves producers and consumers on
  * the two listening sockets. Under the supervisor it runs in its own,
  * unprivileged process and receives plugin hosts' connections over the
@@ -17,6 +19,9 @@ struct traced_service;
 struct core_options {
         int producer_fd; /* listening sockets, taken */
         int consumer_fd;
+        bool producer_relay; /* the RelayPort is offered on producer_fd */
+        struct extra_listener extra[LISTEN_MAX_EXTRA]; /* further producer listeners, taken */
+        size_t n_extra;
         bool from_systemd;
         const char *producer_path; /* for the log */
         const char *consumer_path;

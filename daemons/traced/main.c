@@ -29,6 +29,7 @@
 struct options {
         const char *producer_socket;
         const char *consumer_socket;
+        const char *relay_endpoints;
         const char *plugin_dir;
         const char *plugin_host;
         const char *config;
@@ -44,9 +45,13 @@ static void help(void) {
                "The tracing service: accepts producers and consumers speaking the\n"
                "Perfetto tracing protocol on two UNIX sockets.\n"
                "\n"
-               "  --producer-socket=PATH  producer socket when not socket-activated\n"
-               "                          (default: $PERFETTO_PRODUCER_SOCK_NAME, else\n"
-               "                          " TRACED_DEFAULT_PRODUCER_SOCKET ")\n"
+               "  --producer-socket=LIST  producer sockets when not socket-activated, comma-\n"
+               "                          separated: PATH, @ABSTRACT, HOST:PORT, [V6]:PORT,\n"
+               "                          vsock://CID:PORT (default: $PERFETTO_PRODUCER_SOCK_NAME,\n"
+               "                          else " TRACED_DEFAULT_PRODUCER_SOCKET ")\n"
+               "  --enable-relay-endpoint-on=LIST\n"
+               "                          producer sockets (as written in --producer-socket)\n"
+               "                          that offer the RelayPort to traced_relay\n"
                "  --consumer-socket=PATH  consumer socket when not socket-activated\n"
                "                          (default: $PERFETTO_CONSUMER_SOCK_NAME, else\n"
                "                          " TRACED_DEFAULT_CONSUMER_SOCKET ")\n"
@@ -77,6 +82,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 ARG_CONFIG,
                 ARG_IN_PROCESS,
                 ARG_USER,
+                ARG_RELAY,
         };
         static const struct option opts[] = {
                 { "producer-socket", required_argument, NULL, ARG_PRODUCER },
@@ -88,6 +94,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 { "config", required_argument, NULL, ARG_CONFIG },
                 { "plugins-in-process", no_argument, NULL, ARG_IN_PROCESS },
                 { "user", required_argument, NULL, ARG_USER },
+                { "enable-relay-endpoint-on", required_argument, NULL, ARG_RELAY },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
@@ -120,6 +127,9 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                         break;
                 case ARG_USER:
                         o->user = optarg;
+                        break;
+                case ARG_RELAY:
+                        o->relay_endpoints = optarg;
                         break;
                 case ARG_LOG_LEVEL: {
                         int l = log_level_from_string(optarg);
@@ -272,10 +282,14 @@ static int run(int argc, char **argv) {
                 so.drop_user = true;
         }
 
-        r = listen_sockets_open(o.producer_socket, o.consumer_socket, &ls);
+        const char *bad = NULL;
+        r = listen_sockets_open_list(o.producer_socket, o.consumer_socket, o.relay_endpoints, &ls, &bad);
         if (r < 0) {
-                log_error_errno(r, "Failed to set up the listening sockets (%s, %s): %m", o.producer_socket,
-                                o.consumer_socket);
+                if (bad)
+                        log_error_errno(r, "Failed to listen on \"%s\": %m", bad);
+                else
+                        log_error_errno(r, "Failed to set up the listening sockets (%s, %s): %m",
+                                        o.producer_socket, o.consumer_socket);
                 goto out;
         }
         if (!in_process && geteuid() == 0) {
@@ -285,6 +299,8 @@ static int run(int argc, char **argv) {
         }
         so.core = (struct core_options) {
                 .producer_fd = TAKE_FD(ls.producer_fd),
+                .producer_relay = ls.producer_relay,
+                .n_extra = ls.n_extra,
                 .consumer_fd = TAKE_FD(ls.consumer_fd),
                 .from_systemd = ls.from_systemd,
                 .producer_path = o.producer_socket,
@@ -294,6 +310,11 @@ static int run(int argc, char **argv) {
                 .trusted_uids = cfg.trusted_uids,
                 .n_trusted_uids = cfg.n_trusted_uids,
         };
+        for (size_t i = 0; i < ls.n_extra; i++) {
+                so.core.extra[i] = ls.extra[i];
+                ls.extra[i].fd = -EBADF;
+        }
+        ls.n_extra = 0;
         static const char *const default_trusted[] = TRACED_CONFIG_DEFAULT_TRUSTED_DATA_SOURCES;
         if (cfg.trusted_data_sources_set) {
                 so.core.trusted_names = (const char *const *) cfg.trusted_data_sources;

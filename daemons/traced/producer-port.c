@@ -65,6 +65,7 @@ static void producer_free(struct producer *p) {
         free(p->writer_targets);
         if (p->smb)
                 munmap(p->smb, p->smb_size);
+        free(p->machine_name);
         safe_close(p->smb_fd);
         safe_close(p->producer_smb_fd);
         free(p->name);
@@ -91,10 +92,24 @@ static int on_bind(ipc_host_conn *conn, void *userdata) {
                 .pid = ipc_host_conn_pid(conn),
                 .producer_smb_fd = -EBADF,
                 .smb_fd = -EBADF,
+                .remote = ipc_host_conn_is_remote(conn),
+                .machine_id = ipc_host_conn_machine_id(conn),
         };
         if (p->id == 0) {
                 free(p);
                 return -EUSERS;
+        }
+        if (p->remote) {
+                size_t same = 0;
+                for (struct producer *o = svc->producers; o; o = o->next)
+                        same += o->remote && o->machine_id == p->machine_id;
+                const char *mn = ipc_host_conn_machine_name(conn);
+                if (same >= SERVICE_MAX_PRODUCERS_PER_MACHINE || (mn && !(p->machine_name = strdup(mn)))) {
+                        log_warning("Refusing relayed producer of machine %" PRIu32 ": %zu producers of it "
+                                    "connected already.", p->machine_id, same);
+                        free(p);
+                        return -EUSERS;
+                }
         }
         p->plugin_host = service_take_plugin_conn(svc, ipc_host_conn_id(conn));
         p->next = svc->producers;
@@ -197,8 +212,7 @@ static void m_initialize_connection(ipc_request *req, const ProtobufCMessage *ar
                 ipc_request_fail(req);
                 return;
         }
-        if (a->producer_name && service_name_is_reserved(p->svc, a->producer_name) &&
-            !service_producer_is_trusted(p->svc, p)) {
+        if (a->producer_name && !service_producer_may_use_name(p->svc, p, a->producer_name)) {
                 /* Nobody else may pass for one of the suite's plugins. */
                 log_notice("Refusing producer \"%.64s\" (pid %d, uid %u): the name is reserved for the tracing "
                            "service's own plugins.", a->producer_name, (int) p->pid, (unsigned) p->uid);
@@ -227,9 +241,20 @@ static void m_initialize_connection(ipc_request *req, const ProtobufCMessage *ar
                 } else
                         log_notice("Producer \"%s\" offered an unusable SMB; using a service-created one.", p->name);
         }
+        if (p->remote) {
+                /* No fd crosses TCP or vsock: the producer keeps its SMB to
+                 * itself and sends whole chunks in CommitData. */
+                resp.has_use_shmem_emulation = true;
+                resp.use_shmem_emulation = true;
+                resp.has_using_shmem_provided_by_producer = false;
+                resp.using_shmem_provided_by_producer = false;
+                p->smb_provided_by_producer = false;
+                p->producer_smb_fd = safe_close(p->producer_smb_fd);
+        }
         p->initialized = true;
-        log_info("Producer %u \"%s\" connected (pid %d, uid %u%s%s).", p->id, p->name, (int) p->pid,
-                 (unsigned) p->uid, p->sdk_version ? ", " : "", p->sdk_version ? p->sdk_version : "");
+        log_info("Producer %u \"%s\" connected (pid %d, uid %u%s%s, machine %" PRIu32 "%s%s).", p->id, p->name,
+                 (int) p->pid, (unsigned) p->uid, p->sdk_version ? ", " : "", p->sdk_version ? p->sdk_version : "",
+                 p->machine_id, p->machine_name ? " " : "", p->machine_name ? p->machine_name : "");
         reply_empty(req, &resp.base);
         service_state_changed(p->svc);
 }
@@ -314,7 +339,7 @@ static void m_register_data_source(ipc_request *req, const ProtobufCMessage *arg
                 refuse_registration(req, p, d ? d->name : NULL, why);
                 return;
         }
-        if (service_name_is_reserved(p->svc, d->name) && !service_producer_is_trusted(p->svc, p)) {
+        if (!service_producer_may_use_name(p->svc, p, d->name)) {
                 refuse_registration(req, p, d->name,
                                     "This data source name is reserved for the tracing service's own plugins "
                                     "(trusted_data_sources in traced.conf)");
@@ -505,6 +530,26 @@ int producer_setup_smb(struct producer *p) {
 
         if (p->setup_tracing_sent)
                 return 0;
+        if (p->remote) {
+                /* The producer makes its SMB itself; the page size is ours
+                 * to give (it bounds the chunks CommitData carries). */
+                Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+                Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
+                        PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
+                page_size = p->smb_page_size_hint ? p->smb_page_size_hint : SERVICE_DEFAULT_SMB_PAGE_SIZE;
+                if (page_size < SMB_MIN_PAGE_SIZE || page_size > SMB_MAX_PAGE_SIZE ||
+                    page_size % SMB_MIN_PAGE_SIZE != 0)
+                        page_size = SERVICE_DEFAULT_SMB_PAGE_SIZE;
+                st.has_shared_buffer_page_size_kb = true;
+                st.shared_buffer_page_size_kb = (uint32_t) (page_size / 1024);
+                cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
+                cmd.setup_tracing = &st;
+                r = send_async(p, &cmd, -EBADF);
+                if (r < 0)
+                        return r;
+                p->setup_tracing_sent = true;
+                return 0;
+        }
 
         page_size = p->smb_page_size_hint ? p->smb_page_size_hint : SERVICE_DEFAULT_SMB_PAGE_SIZE;
         if (page_size < SMB_MIN_PAGE_SIZE || page_size > SMB_MAX_PAGE_SIZE || page_size % SMB_MIN_PAGE_SIZE != 0)
@@ -651,12 +696,16 @@ int producer_send_clear_incremental_state(struct producer *p, const uint64_t *ds
 /* Moves one chunk, read from the SMB (or from data when the producer
  * emulates shared memory), into the target buffer. Returns -EBADMSG for a
  * protocol violation. */
-static int move_chunk(struct producer *p, uint32_t page, uint32_t chunk_idx, uint32_t target_buffer,
-                      const ProtobufCBinaryData *data) {
-        if (data) {
-                if (data->len < SMB_CHUNK_HEADER_SIZE)
+static int move_chunk(struct producer *p, const Perfetto__Protos__CommitDataRequest__ChunksToMove *m) {
+        uint32_t page = m->page, chunk_idx = m->chunk, target_buffer = m->target_buffer;
+        if (m->has_data) {
+                /* Shared memory emulation: the whole chunk, header
+                 * included, with no page of ours behind it. */
+                if (m->data.len < SMB_CHUNK_HEADER_SIZE || m->data.len > SMB_MAX_PAGE_SIZE)
                         return -EBADMSG;
-                return chunk_sink_copy(p->svc, p, target_buffer, data->data, data->len, true);
+                return chunk_sink_copy(p->svc, p,
+                                       m->has_target_buffer ? target_buffer : CHUNK_SINK_TARGET_FROM_WRITER,
+                                       m->data.data, m->data.len, !(m->has_chunk_incomplete && m->chunk_incomplete));
         }
         if (!p->smb)
                 return -EBADMSG;
@@ -712,7 +761,7 @@ static void m_commit_data(ipc_request *req, const ProtobufCMessage *args, void *
         }
         for (size_t i = 0; i < a->n_chunks_to_move; i++) {
                 const Perfetto__Protos__CommitDataRequest__ChunksToMove *m = a->chunks_to_move[i];
-                int r = move_chunk(p, m->page, m->chunk, m->target_buffer, m->has_data ? &m->data : NULL);
+                int r = move_chunk(p, m);
                 if (r == -EBADMSG) {
                         ipc_request_fail(req);
                         producer_kick(p, "malformed CommitData (chunk outside its shared memory buffer)");

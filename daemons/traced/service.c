@@ -23,6 +23,8 @@ int service_new(sd_event *event, struct traced_service **ret) {
                 r = ipc_host_add_service(svc->producer_host, &producer_port_desc, svc);
         if (r >= 0)
                 r = ipc_host_add_service(svc->consumer_host, &consumer_port_desc, svc);
+        if (r >= 0)
+                r = ipc_host_add_service(svc->producer_host, &relay_port_desc, svc);
         if (r < 0) {
                 service_free(svc);
                 return r;
@@ -31,8 +33,8 @@ int service_new(sd_event *event, struct traced_service **ret) {
         return 0;
 }
 
-int service_attach_listeners(struct traced_service *svc, int producer_fd, int consumer_fd) {
-        int r = ipc_host_add_listener(svc->producer_host, producer_fd);
+int service_attach_listeners(struct traced_service *svc, int producer_fd, bool producer_relay, int consumer_fd) {
+        int r = ipc_host_add_listener_flags(svc->producer_host, producer_fd, producer_relay ? IPC_LISTENER_RELAY : 0);
         if (r < 0) {
                 safe_close(consumer_fd);
                 return r;
@@ -77,12 +79,27 @@ bool service_name_is_reserved(const struct traced_service *svc, const char *name
 }
 
 bool service_producer_is_trusted(const struct traced_service *svc, const struct producer *p) {
+        /* A relayed producer's uid is a claim nobody checked. */
+        if (p->remote)
+                return false;
         if (p->plugin_host || p->uid == 0)
                 return true;
         for (size_t i = 0; i < svc->n_trusted_uids; i++)
                 if (svc->trusted_uids[i] == p->uid)
                         return true;
         return false;
+}
+
+bool service_producer_may_use_name(const struct traced_service *svc, const struct producer *p, const char *name) {
+        if (!service_name_is_reserved(svc, name))
+                return true;
+        /* Reserved names are this machine's. A relayed machine's producers
+         * name their own machine's sources: every packet of theirs carries
+         * their machine id, so they cannot pass for ours. A TCP peer that
+         * named no machine is machine 0 and gets no such leeway. */
+        if (p->remote)
+                return p->machine_id != 0;
+        return service_producer_is_trusted(svc, p);
 }
 
 void service_state_changed(struct traced_service *svc) {
@@ -116,6 +133,7 @@ struct traced_service *service_free(struct traced_service *svc) {
         safe_close(svc->trace_dir_fd);
         free(svc->trace_dir);
         free(svc->plugin_conns);
+        relay_machines_done(&svc->machines);
         free(svc);
         return NULL;
 }

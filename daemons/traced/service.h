@@ -18,6 +18,7 @@
 
 #include "ipc/ipc.h"
 #include "quota.h"
+#include "relay-port.h"
 #include "smb/smb-abi.h"
 
 #include "perfetto/common/data_source_descriptor.pb-c.h"
@@ -33,6 +34,7 @@
 #define SERVICE_MAX_TOTAL_BUFFER_BYTES (1024ull * 1024u * 1024u) /* per session */
 #define SERVICE_MAX_DATA_SOURCES_PER_PRODUCER 1024u
 #define SERVICE_MAX_PRODUCERS 512u
+#define SERVICE_MAX_PRODUCERS_PER_MACHINE 128u /* per remote machine */
 /* What a registration may hold (see man traced(8), LIMITS): one
  * descriptor (so a QueryServiceState reply with it fits an IPC frame),
  * names, and the memory all of a producer's, a uid's and everybody's
@@ -116,6 +118,12 @@ struct producer {
         char *sdk_version;
         bool initialized;
         bool plugin_host; /* a connection traced made for its plugins */
+        /* Relayed from another machine (a TCP or vsock listener): its uid
+         * and pid are what the relay claims, and it has no SMB of ours
+         * (shared memory emulation: chunks arrive inside CommitData). */
+        bool remote;
+        uint32_t machine_id; /* 0: this machine */
+        char *machine_name;
 
         /* Shared memory buffer. */
         size_t smb_size_hint;
@@ -286,6 +294,10 @@ struct session {
         size_t n_events;
 
         bool initial_packets_emitted;
+        /* Relayed machines whose system_info / remote_clock_sync packets
+         * this session has. */
+        uint32_t machines_emitted[RELAY_MAX_MACHINES];
+        size_t n_machines_emitted;
         bool sync_marker_due;
         bool clock_snapshot_due;
         uint64_t start_boottime_ns;
@@ -369,11 +381,13 @@ struct traced_service {
          * until their producer binds. */
         uint64_t *plugin_conns;
         size_t n_plugin_conns;
+        /* Machines behind traced_relay (RelayPort). */
+        struct relay_machines machines;
 };
 
 int service_new(sd_event *event, struct traced_service **ret);
 struct traced_service *service_free(struct traced_service *svc);
-int service_attach_listeners(struct traced_service *svc, int producer_fd, int consumer_fd);
+int service_attach_listeners(struct traced_service *svc, int producer_fd, bool producer_relay, int consumer_fd);
 /* Serves an already connected producer socket (a plugin host's end of a
  * socketpair); pid names the process behind it when known. Takes fd. */
 int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid);
@@ -385,6 +399,8 @@ int service_set_trace_directory(struct traced_service *svc, const char *path, in
 /* Whether name is reserved (trusted_names), and whether p may register
  * reserved names. */
 bool service_name_is_reserved(const struct traced_service *svc, const char *name);
+/* Whether p may register (or call itself) name, reserved or not. */
+bool service_producer_may_use_name(const struct traced_service *svc, const struct producer *p, const char *name);
 bool service_producer_is_trusted(const struct traced_service *svc, const struct producer *p);
 /* Whether conn is one traced made for a plugin (consumes the mark). */
 bool service_take_plugin_conn(struct traced_service *svc, uint64_t conn_id);

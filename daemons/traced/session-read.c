@@ -25,6 +25,8 @@ enum {
         TP_TRUSTED_PID = 79,
         TP_PREVIOUS_PACKET_DROPPED = 42,
         TP_FIRST_PACKET_ON_SEQUENCE = 87,
+        TP_MACHINE_ID = 98,
+        TP_REMOTE_CLOCK_SYNC = 107,
         TP_CLOCK_SNAPSHOT = 6,
         TP_TRACE_CONFIG = 33,
         TP_TRACE_STATS = 35,
@@ -120,7 +122,8 @@ bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total) {
                 if (field == 0 || field > 536870911u)
                         return false;
                 /* Fields only the service may write. */
-                if (field == TP_TRUSTED_UID || field == TP_TRUSTED_SEQUENCE_ID || field == TP_TRUSTED_PID)
+                if (field == TP_TRUSTED_UID || field == TP_TRUSTED_SEQUENCE_ID || field == TP_TRUSTED_PID ||
+                    field == TP_MACHINE_ID)
                         return false;
                 switch (key & 7) {
                 case 0:
@@ -233,6 +236,62 @@ static int emit_system_info(struct session *s, packet_sink_fn sink, void *userda
         return emit_service_packet(s, &w, true, sink, userdata);
 }
 
+static void put_clocks(struct pbw *w, unsigned field, const struct relay_clock *c, size_t n) {
+        _cleanup_(pbw_done) struct pbw snap = {};
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_(pbw_done) struct pbw one = {};
+                pbw_varint(&one, 1, c[i].id);
+                pbw_varint(&one, 2, c[i].ts);
+                pbw_message(&snap, 1, &one);
+        }
+        pbw_message(w, field, &snap);
+}
+
+/* Once per session and relayed machine, when the relay has described it:
+ * its SystemInfo and the clock exchanges kept, both marked with its
+ * machine id. */
+static int emit_relayed_machines(struct session *s, packet_sink_fn sink, void *userdata) {
+        struct relay_machines *rm = &s->svc->machines;
+        int r, count = 0;
+
+        for (size_t i = 0; i < rm->n; i++) {
+                struct relay_machine *m = &rm->m[i];
+                bool done = false;
+                for (size_t j = 0; j < s->n_machines_emitted; j++)
+                        done = done || s->machines_emitted[j] == m->machine_id;
+                if (done || !m->system_info || m->n_syncs == 0 ||
+                    s->n_machines_emitted >= ELEMENTSOF(s->machines_emitted))
+                        continue;
+                s->machines_emitted[s->n_machines_emitted++] = m->machine_id;
+
+                _cleanup_(pbw_done) struct pbw w = {}, sync = {};
+                pbw_bytes(&w, TP_SYSTEM_INFO, m->system_info, m->system_info_size);
+                pbw_varint(&w, TP_MACHINE_ID, m->machine_id);
+                r = emit_service_packet(s, &w, false, sink, userdata);
+                if (r < 0)
+                        return r;
+                for (size_t k = 0; k < m->n_syncs; k++) {
+                        const struct relay_sync *y = &m->syncs[(m->syncs_start + k) % RELAY_KEPT_SYNCS];
+                        _cleanup_(pbw_done) struct pbw pair = {};
+                        put_clocks(&pair, 2, y->client, y->n_client);
+                        put_clocks(&pair, 3, y->host, y->n_host);
+                        pbw_message(&sync, 1, &pair);
+                }
+                _cleanup_(pbw_done) struct pbw w2 = {};
+                pbw_message(&w2, TP_REMOTE_CLOCK_SYNC, &sync);
+                pbw_varint(&w2, TP_MACHINE_ID, m->machine_id);
+                pbw_varint(&w2, TP_TRUSTED_UID, (uint64_t) (int64_t) (int32_t) getuid());
+                if (w2.error)
+                        return w2.error;
+                struct iovec iov = { .iov_base = w2.buf, .iov_len = w2.len };
+                r = sink(&iov, 1, w2.len, userdata);
+                if (r < 0)
+                        return r;
+                count += 2;
+        }
+        return count;
+}
+
 static int emit_service_events(struct session *s, packet_sink_fn sink, void *userdata) {
         int r;
         for (size_t i = 0; i < s->n_events; i++) {
@@ -326,8 +385,13 @@ void session_add_service_event(struct session *s, unsigned field) {
 
 /* ---- producer packets --------------------------------------------------- */
 
-static size_t trailer(uint8_t *buf, uid_t uid, pid_t pid, uint32_t seq, bool dropped, bool first) {
+static size_t trailer(uint8_t *buf, uid_t uid, pid_t pid, uint32_t machine_id, uint32_t seq, bool dropped,
+                      bool first) {
         size_t n = 0;
+        if (machine_id != 0) {
+                n += pbw_put_varint(buf + n, (TP_MACHINE_ID << 3) | 0);
+                n += pbw_put_varint(buf + n, machine_id);
+        }
         n += pbw_put_varint(buf + n, (TP_TRUSTED_UID << 3) | 0);
         n += pbw_put_varint(buf + n, (uint64_t) (int64_t) (int32_t) uid);
         n += pbw_put_varint(buf + n, (TP_TRUSTED_SEQUENCE_ID << 3) | 0);
@@ -367,8 +431,8 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                 bool first = false;
                 uint32_t seq = session_sequence_id(s, info.producer_id, info.writer_id, &first);
                 uint8_t tail[64];
-                size_t tn = trailer(tail, info.producer_uid, info.producer_pid, seq, info.previous_packet_dropped,
-                                    first);
+                size_t tn = trailer(tail, info.producer_uid, info.producer_pid, info.machine_id, seq,
+                                    info.previous_packet_dropped, first);
                 struct iovec iov[TRACE_BUFFER_MAX_SLICES + 1];
                 size_t n = MIN(pkt.n_slices, (size_t) TRACE_BUFFER_MAX_SLICES);
                 memcpy(iov, pkt.slices, n * sizeof(struct iovec));
@@ -422,6 +486,10 @@ int session_read_packets_paced(struct session *s, packet_sink_fn sink, void *use
         r = emit_service_events(s, sink, userdata);
         if (r < 0)
                 return r;
+        r = emit_relayed_machines(s, sink, userdata);
+        if (r < 0)
+                return r;
+        count += r;
 
         for (size_t i = 0; i < s->n_buffers; i++) {
                 r = read_buffer(s, s->buffers[i].tb, sink, userdata, ret_paused);

@@ -142,6 +142,11 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
                         pr->uid = (int32_t) p->uid;
                         pr->name = p->name;
                         pr->sdk_version = p->sdk_version;
+                        if (p->machine_id != 0) {
+                                pr->has_machine_id = true;
+                                pr->machine_id = p->machine_id;
+                                pr->machine_name = p->machine_name;
+                        }
                         st->producers[st->n_producers++] = pr;
                         for (size_t i = 0; i < p->n_data_sources; i++) {
                                 Perfetto__Protos__TracingServiceState__DataSource *d = calloc(1, sizeof(*d));

@@ -271,11 +271,13 @@ static int session_compile_regexes(struct session *s, char **ret_error) {
         for (size_t i = 0; i < cfg->n_data_sources; i++) {
                 n_regex += cfg->data_sources[i]->n_producer_name_regex_filter;
                 n_names += cfg->data_sources[i]->n_producer_name_filter;
+                n_names += cfg->data_sources[i]->n_machine_name_filter;
         }
         if (n_regex > SERVICE_MAX_CONFIG_REGEX_FILTERS)
                 return config_error(ret_error, "The trace config has more than 64 producer_name_regex_filter entries");
         if (n_names > SERVICE_MAX_CONFIG_NAME_FILTERS)
-                return config_error(ret_error, "The trace config has more than 4096 producer_name_filter entries");
+                return config_error(ret_error,
+                                    "The trace config has more than 4096 producer_name_filter and machine_name_filter entries");
         if (cfg->trigger_config && cfg->trigger_config->n_triggers > SERVICE_MAX_CONFIG_TRIGGERS)
                 return config_error(ret_error, "The trace config has more than 256 triggers");
 
@@ -311,8 +313,29 @@ static int session_compile_regexes(struct session *s, char **ret_error) {
         return 0;
 }
 
+/* Which machines' data sources start: those named by machine_name_filter
+ * ("host" is this machine), else all with trace_all_machines, else only
+ * this machine's. */
+static bool machine_matches(const struct session *s, const Perfetto__Protos__TraceConfig__DataSource *ds,
+                            const struct producer *p) {
+        if (ds->n_machine_name_filter > 0) {
+                for (size_t i = 0; i < ds->n_machine_name_filter; i++) {
+                        const char *want = ds->machine_name_filter[i];
+                        if (p->machine_id == 0 ? strcmp(want, "host") == 0
+                                               : p->machine_name && strcmp(want, p->machine_name) == 0)
+                                return true;
+                }
+                return false;
+        }
+        if (p->machine_id == 0)
+                return true;
+        return s->config->has_trace_all_machines && s->config->trace_all_machines;
+}
+
 static bool producer_matches(const struct session *s, size_t idx, const struct producer *p) {
         const Perfetto__Protos__TraceConfig__DataSource *ds = s->config->data_sources[idx];
+        if (!machine_matches(s, ds, p))
+                return false;
         if (ds->n_producer_name_filter == 0 && ds->n_producer_name_regex_filter == 0)
                 return true;
         for (size_t i = 0; i < ds->n_producer_name_filter; i++)

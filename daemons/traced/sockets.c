@@ -10,6 +10,10 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include <linux/vm_sockets.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -93,6 +97,15 @@ static int take_systemd_fds(struct listen_sockets *ret) {
         for (int i = 0; i < n; i++) {
                 int fd = SD_LISTEN_FDS_START + i;
                 const char *name = names ? names[i] : NULL;
+                bool extra = name && (strcmp(name, "remote") == 0 || strcmp(name, "relay") == 0);
+                if (extra && sd_is_socket(fd, AF_UNSPEC, SOCK_STREAM, 1) > 0) {
+                        if (ret->n_extra < LISTEN_MAX_EXTRA)
+                                ret->extra[ret->n_extra++] = (struct extra_listener) {
+                                        .fd = fd,
+                                        .relay = strcmp(name, "relay") == 0,
+                                };
+                        continue;
+                }
                 if (sd_is_socket_unix(fd, SOCK_STREAM, 1, NULL, 0) <= 0) {
                         r = -EINVAL;
                         continue;
@@ -113,12 +126,14 @@ static int take_systemd_fds(struct listen_sockets *ret) {
         free(names);
         for (int i = 0; i < n; i++) {
                 int fd = SD_LISTEN_FDS_START + i;
-                if (fd != ret->producer_fd && fd != ret->consumer_fd)
+                bool kept = fd == ret->producer_fd || fd == ret->consumer_fd;
+                for (size_t j = 0; j < ret->n_extra; j++)
+                        kept = kept || fd == ret->extra[j].fd;
+                if (!kept)
                         close(fd);
         }
         if (r < 0 || ret->producer_fd < 0 || ret->consumer_fd < 0) {
-                safe_close(ret->producer_fd);
-                safe_close(ret->consumer_fd);
+                listen_sockets_close(ret);
                 return r < 0 ? r : -ENOENT;
         }
         ret->from_systemd = true;
@@ -159,4 +174,168 @@ int listen_sockets_open(const char *producer_path, const char *consumer_path, st
 void listen_sockets_close(struct listen_sockets *s) {
         s->producer_fd = safe_close(s->producer_fd);
         s->consumer_fd = safe_close(s->consumer_fd);
+        for (size_t i = 0; i < s->n_extra; i++)
+                s->extra[i].fd = safe_close(s->extra[i].fd);
+        s->n_extra = 0;
+}
+
+bool socket_address_is_unix(const char *a) {
+        if (a[0] == '@' || strncmp(a, "vsock://", 8) == 0)
+                return a[0] == '@';
+        const char *colon = strrchr(a, ':');
+        if (!colon || !colon[1])
+                return true;
+        for (const char *c = colon + 1; *c; c++)
+                if (*c < '0' || *c > '9')
+                        return true;
+        return false;
+}
+
+static int parse_port(const char *s, unsigned max, unsigned *ret) {
+        char *end;
+        if (!*s || *s < '0' || *s > '9')
+                return -EINVAL;
+        errno = 0;
+        unsigned long v = strtoul(s, &end, 10);
+        if (errno != 0 || *end || v > max)
+                return -EINVAL;
+        *ret = (unsigned) v;
+        return 0;
+}
+
+static int bind_listen(int family, const struct sockaddr *sa, socklen_t len, int *ret_fd) {
+        _cleanup_close_ int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        int one = 1;
+
+        if (fd < 0)
+                return negative_errno();
+        if (family != AF_VSOCK)
+                (void) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (family == AF_INET6)
+                (void) setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+        if (bind(fd, sa, len) < 0 || listen(fd, SOMAXCONN) < 0)
+                return negative_errno();
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int socket_bind_address(const char *a, int *ret_fd) {
+        unsigned port, cid;
+        int r;
+
+        if (strncmp(a, "vsock://", 8) == 0) {
+                _cleanup_free_ char *spec = strdup(a + 8);
+                if (!spec)
+                        return -ENOMEM;
+                char *colon = strrchr(spec, ':');
+                if (!colon)
+                        return -EINVAL;
+                *colon = '\0';
+                if (strcmp(spec, "-1") == 0 || strcmp(spec, "any") == 0)
+                        cid = VMADDR_CID_ANY;
+                else if (parse_port(spec, UINT32_MAX, &cid) < 0)
+                        return -EINVAL;
+                if (parse_port(colon + 1, UINT32_MAX, &port) < 0)
+                        return -EINVAL;
+                struct sockaddr_vm vm = { .svm_family = AF_VSOCK, .svm_cid = cid, .svm_port = port };
+                return bind_listen(AF_VSOCK, (struct sockaddr *) &vm, sizeof(vm), ret_fd);
+        }
+        if (socket_address_is_unix(a))
+                return socket_bind_unix(a, 0666, ret_fd);
+
+        _cleanup_free_ char *host = strdup(a);
+        if (!host)
+                return -ENOMEM;
+        char *colon = strrchr(host, ':');
+        *colon = '\0';
+        r = parse_port(colon + 1, 65535, &port);
+        if (r < 0)
+                return r;
+        size_t hl = strlen(host);
+        if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+                host[hl - 1] = '\0';
+                struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t) port) };
+                if (inet_pton(AF_INET6, host + 1, &in6.sin6_addr) != 1)
+                        return -EINVAL;
+                return bind_listen(AF_INET6, (struct sockaddr *) &in6, sizeof(in6), ret_fd);
+        }
+        struct sockaddr_in in4 = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
+        if (strcmp(host, "localhost") == 0)
+                in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        else if (inet_pton(AF_INET, host, &in4.sin_addr) != 1)
+                return -EINVAL;
+        return bind_listen(AF_INET, (struct sockaddr *) &in4, sizeof(in4), ret_fd);
+}
+
+static bool list_contains(const char *list, const char *item) {
+        size_t n = strlen(item);
+        for (const char *p = list; p && *p;) {
+                const char *e = strchrnul(p, ',');
+                if ((size_t) (e - p) == n && strncmp(p, item, n) == 0)
+                        return true;
+                p = *e ? e + 1 : e;
+        }
+        return false;
+}
+
+int listen_sockets_open_list(const char *producer_list, const char *consumer_path, const char *relay_list,
+                             struct listen_sockets *ret, const char **ret_bad) {
+        _cleanup_free_ char *list = strdup(producer_list);
+        struct listen_sockets s = { .producer_fd = -EBADF, .consumer_fd = -EBADF };
+        static char bad[256];
+        int r;
+
+        if (!list)
+                return -ENOMEM;
+        *ret_bad = NULL;
+        r = take_systemd_fds(&s);
+        if (r < 0)
+                return r;
+        if (r > 0) {
+                *ret = s;
+                return 0;
+        }
+        /* The consumer port stays UNIX-only: it controls tracing and reads
+         * every trace. */
+        if (!socket_address_is_unix(consumer_path)) {
+                *ret_bad = consumer_path;
+                return -EPROTONOSUPPORT;
+        }
+        char *save = NULL;
+        for (char *a = strtok_r(list, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+                int fd = -EBADF;
+                if (s.producer_fd >= 0 && s.n_extra >= LISTEN_MAX_EXTRA)
+                        r = -E2BIG;
+                else
+                        r = socket_bind_address(a, &fd);
+                if (r < 0) {
+                        (void) snprintf(bad, sizeof(bad), "%s", a);
+                        *ret_bad = bad;
+                        listen_sockets_close(&s);
+                        return r;
+                }
+                bool relay = relay_list && list_contains(relay_list, a);
+                if (s.producer_fd < 0) {
+                        s.producer_fd = fd;
+                        s.producer_relay = relay;
+                } else
+                        s.extra[s.n_extra++] = (struct extra_listener) { .fd = fd, .relay = relay };
+        }
+        if (s.producer_fd < 0) {
+                *ret_bad = producer_list;
+                return -EINVAL;
+        }
+        r = socket_bind_unix(consumer_path, 0660, &s.consumer_fd);
+        if (r < 0) {
+                *ret_bad = consumer_path;
+                listen_sockets_close(&s);
+                return r;
+        }
+        if (consumer_path[0] != '@') {
+                struct group *g = getgrnam("traced");
+                if (g)
+                        (void) chown(consumer_path, (uid_t) -1, g->gr_gid);
+        }
+        *ret = s;
+        return 0;
 }

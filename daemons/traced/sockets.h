@@ -3,9 +3,20 @@
 
 #include <stdbool.h>
 
+#define LISTEN_MAX_EXTRA 8u
+
+/* A further producer listener: another UNIX socket, or TCP / vsock. */
+struct extra_listener {
+        int fd;
+        bool relay; /* BindService("RelayPort") may succeed on it */
+};
+
 struct listen_sockets {
         int producer_fd;
         int consumer_fd;
+        bool producer_relay;
+        struct extra_listener extra[LISTEN_MAX_EXTRA];
+        size_t n_extra;
         bool from_systemd; /* passed by socket activation */
 };
 
@@ -20,6 +31,25 @@ struct listen_sockets {
  * fds are valid and owned by the caller.
  */
 int listen_sockets_open(const char *producer_path, const char *consumer_path, struct listen_sockets *ret);
+
+/*
+ * As above, but producer_list is a comma-separated list of addresses, as
+ * upstream parses PERFETTO_PRODUCER_SOCK_NAME: "@name" (abstract UNIX),
+ * "vsock://CID:PORT", "HOST:PORT" or "[V6]:PORT" (TCP), else a UNIX path.
+ * The first one is the main producer socket, the others go to ret->extra.
+ * relay_list (may be NULL) names those on which the RelayPort service is
+ * offered. Under socket activation, further fds named "remote" are extra
+ * producer listeners and those named "relay" extra listeners with the
+ * RelayPort. On error *ret_bad points at the entry that failed.
+ */
+int listen_sockets_open_list(const char *producer_list, const char *consumer_path, const char *relay_list,
+                             struct listen_sockets *ret, const char **ret_bad);
+
+/* Binds and listens on one address of the syntax above. */
+int socket_bind_address(const char *address, int *ret_fd);
+
+/* Whether an address of the syntax above is a UNIX socket. */
+bool socket_address_is_unix(const char *address);
 void listen_sockets_close(struct listen_sockets *s);
 
 /* Binds and listens on a UNIX stream socket at path (a leading '@' selects

@@ -188,6 +188,8 @@ int supervisor_run(struct supervisor_options *o) {
         /* The listening sockets are the core's now. */
         o->core.producer_fd = safe_close(o->core.producer_fd);
         o->core.consumer_fd = safe_close(o->core.consumer_fd);
+        for (size_t i = 0; i < o->core.n_extra; i++)
+                o->core.extra[i].fd = safe_close(o->core.extra[i].fd);
 
         r = sd_event_new(&s.event);
         if (r >= 0)
@@ -227,5 +229,7 @@ done:
 fail:
         o->core.producer_fd = safe_close(o->core.producer_fd);
         o->core.consumer_fd = safe_close(o->core.consumer_fd);
+        for (size_t i = 0; i < o->core.n_extra; i++)
+                o->core.extra[i].fd = safe_close(o->core.extra[i].fd);
         return EXIT_FAILURE;
 }

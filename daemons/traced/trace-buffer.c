@@ -34,6 +34,7 @@ struct tb_seq {
         struct tb_seq *next, *hnext;
         uint16_t producer_id, writer_id;
         uid_t uid;
+        uint32_t machine_id;
         pid_t pid;
         /* Chunks ordered by chunk id; live entries are [head, n). */
         struct tb_chunk **chunks;
@@ -133,6 +134,7 @@ static struct tb_seq *seq_get(struct trace_buffer *tb, const struct trace_buffer
         s->producer_id = c->producer_id;
         s->writer_id = c->writer_id;
         s->uid = c->producer_uid;
+        s->machine_id = c->machine_id;
         s->pid = c->producer_pid;
         unsigned b = bucket(c->producer_id, c->writer_id);
         s->hnext = tb->buckets[b];
@@ -646,6 +648,7 @@ int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_p
                                 .producer_id = s->producer_id,
                                 .writer_id = s->writer_id,
                                 .producer_uid = s->uid,
+                                .machine_id = s->machine_id,
                                 .producer_pid = s->pid,
                                 .previous_packet_dropped = lost,
                         };
@@ -667,6 +670,7 @@ int trace_buffer_clone(const struct trace_buffer *tb, struct trace_buffer **ret)
                 struct trace_buffer_chunk key = {
                         .producer_id = s->producer_id,
                         .producer_uid = s->uid,
+                        .machine_id = s->machine_id,
                         .producer_pid = s->pid,
                         .writer_id = s->writer_id,
                 };

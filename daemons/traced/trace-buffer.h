@@ -33,6 +33,7 @@ struct trace_buffer_chunk {
         uint16_t producer_id;
         uid_t producer_uid;
         pid_t producer_pid;
+        uint32_t machine_id; /* 0: this machine */
         uint16_t writer_id;
         uint32_t chunk_id;
         uint16_t num_fragments;
@@ -60,6 +61,7 @@ struct trace_buffer_packet_info {
         uint16_t writer_id;
         uid_t producer_uid;
         pid_t producer_pid;
+        uint32_t machine_id;
         /* Data of this sequence was lost before this packet. */
         bool previous_packet_dropped;
 };

@@ -22,6 +22,8 @@ struct listener {
         int fd;
         sd_event_source *src;
         ipc_host *host;
+        unsigned flags;
+        bool remote;
 };
 
 struct ipc_host {
@@ -42,6 +44,13 @@ struct ipc_host_conn {
         uint32_t bound_mask; /* bit i: service i bound */
         void *userdata;
         pid_t pid_override; /* > 0: set by whoever handed the socket over */
+        bool remote;
+        bool relay_allowed;
+        bool saw_frame; /* SetPeerIdentity is only valid as the first frame */
+        bool has_identity;
+        uid_t identity_uid;
+        uint32_t machine_id;
+        char *machine_name;
         ipc_request *requests; /* outstanding, not yet finally answered */
         sd_event_source *defer; /* frees the connection after it closed */
 };
@@ -171,8 +180,57 @@ uint64_t ipc_host_conn_id(const ipc_host_conn *hc) {
         return hc->id;
 }
 uid_t ipc_host_conn_uid(const ipc_host_conn *hc) {
+        if (hc->remote)
+                return hc->has_identity ? hc->identity_uid : (uid_t) -1;
         return ipc_conn_peer_uid(hc->conn);
 }
+bool ipc_host_conn_is_remote(const ipc_host_conn *hc) {
+        return hc->remote;
+}
+bool ipc_host_conn_relay_allowed(const ipc_host_conn *hc) {
+        return hc->relay_allowed;
+}
+uint32_t ipc_host_conn_machine_id(const ipc_host_conn *hc) {
+        return hc->machine_id;
+}
+const char *ipc_host_conn_machine_name(const ipc_host_conn *hc) {
+        return hc->machine_name;
+}
+
+uint32_t ipc_machine_id_from_hint(const char *hint, size_t len) {
+        uint64_t h = UINT64_C(0xcbf29ce484222325);
+        for (size_t i = 0; i < len; i++) {
+                h ^= (uint8_t) hint[i];
+                h *= UINT64_C(0x100000001b3);
+        }
+        uint32_t id = (uint32_t) h;
+        return id == 0 ? 1 : id;
+}
+
+/* Returns false when the frame breaks the rules and the connection must go. */
+static bool handle_peer_identity(ipc_host_conn *hc, const Perfetto__Protos__IPCFrame *f) {
+        const Perfetto__Protos__IPCFrame__SetPeerIdentity *id = f->set_peer_identity;
+
+        /* On a UNIX socket the kernel's SO_PEERCRED is the truth; elsewhere
+         * the identity comes once, before anything else. */
+        if (!hc->remote || hc->saw_frame || hc->has_identity || !id)
+                return false;
+        if (id->machine_name && strlen(id->machine_name) > 255)
+                return false;
+        hc->has_identity = true;
+        hc->identity_uid = id->has_uid ? (uid_t) id->uid : (uid_t) -1;
+        if (id->has_pid && id->pid > 0)
+                hc->pid_override = id->pid;
+        if (id->machine_id_hint && id->machine_id_hint[0])
+                hc->machine_id = ipc_machine_id_from_hint(id->machine_id_hint, strlen(id->machine_id_hint));
+        if (id->machine_name && id->machine_name[0]) {
+                hc->machine_name = strdup(id->machine_name);
+                if (!hc->machine_name)
+                        return false;
+        }
+        return true;
+}
+
 pid_t ipc_host_conn_pid(const ipc_host_conn *hc) {
         if (hc->pid_override > 0)
                 return hc->pid_override;
@@ -311,14 +369,17 @@ static void on_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *f, void *use
                 handle_invoke(hc, f);
                 break;
         case PERFETTO__PROTOS__IPCFRAME__MSG_SET_PEER_IDENTITY:
-                /* Meaningful only on relayed connections; on a UNIX socket
-                 * the kernel's SO_PEERCRED is the truth. */
+                if (!handle_peer_identity(hc, f)) {
+                        ipc_conn_close(c, -EPERM);
+                        return;
+                }
                 break;
         default:
                 /* Replies and errors are not valid towards a host; ignore
                  * them like an unknown message. */
                 break;
         }
+        hc->saw_frame = true;
 }
 
 static void host_conn_free(ipc_host_conn *hc) {
@@ -336,6 +397,7 @@ static void host_conn_free(ipc_host_conn *hc) {
                 request_unlink(hc->requests);
         sd_event_source_disable_unref(hc->defer);
         ipc_conn_unref(hc->conn);
+        free(hc->machine_name);
         free(hc);
 }
 
@@ -400,12 +462,20 @@ static int on_accept(sd_event_source *s, int fd, uint32_t revents, void *userdat
                 int cfd = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
                 if (cfd < 0)
                         break; /* EAGAIN, or a transient error: retried on the next wakeup */
-                (void) ipc_host_adopt(l->host, cfd, NULL);
+                ipc_host_conn *hc = NULL;
+                if (ipc_host_adopt(l->host, cfd, &hc) < 0)
+                        continue;
+                hc->remote = l->remote;
+                hc->relay_allowed = l->flags & IPC_LISTENER_RELAY;
         }
         return 0;
 }
 
 int ipc_host_add_listener(ipc_host *h, int listen_fd) {
+        return ipc_host_add_listener_flags(h, listen_fd, 0);
+}
+
+int ipc_host_add_listener_flags(ipc_host *h, int listen_fd, unsigned flags) {
         _cleanup_close_ int owned = listen_fd;
         int r;
 
@@ -421,6 +491,10 @@ int ipc_host_add_listener(ipc_host *h, int listen_fd) {
         if (!l)
                 return -ENOMEM;
         l->host = h;
+        l->flags = flags;
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        l->remote = getsockname(listen_fd, (struct sockaddr *) &ss, &sl) == 0 && ss.ss_family != AF_UNIX;
         l->fd = TAKE_FD(owned);
         r = sd_event_add_io(h->event, &l->src, l->fd, EPOLLIN, on_accept, l);
         if (r < 0) {

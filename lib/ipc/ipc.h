@@ -72,6 +72,16 @@ int ipc_host_add_service(ipc_host *host, const struct ipc_service_desc *desc, vo
 /* Starts accepting on a listening socket; the host takes the fd. */
 int ipc_host_add_listener(ipc_host *host, int listen_fd);
 
+/* Listener flags. A listener that is not AF_UNIX is always remote. */
+enum {
+        IPC_LISTENER_RELAY = 1u << 0, /* connections may bind relay-only services */
+};
+int ipc_host_add_listener_flags(ipc_host *host, int listen_fd, unsigned flags);
+
+/* The machine id of a SetPeerIdentity machine_id_hint: 64-bit FNV-1a over
+ * its bytes, the low 32 bits, 0 becoming 1 (0 is the host). */
+uint32_t ipc_machine_id_from_hint(const char *hint, size_t len);
+
 /* Serves an already connected socket (e.g. one end of a socketpair); the
  * host takes the fd. ret may be NULL. */
 int ipc_host_adopt(ipc_host *host, int fd, ipc_host_conn **ret);
@@ -83,6 +93,15 @@ pid_t ipc_host_conn_pid(const ipc_host_conn *conn);
 /* For an adopted socketpair, SO_PEERCRED names the process that created
  * the pair; the one that handed it over may name the real peer. */
 void ipc_host_conn_set_pid(ipc_host_conn *conn, pid_t pid);
+/* A connection accepted on a non-UNIX (TCP, vsock) listener: no fd can
+ * cross it and its peer credentials are what the peer claims. */
+bool ipc_host_conn_is_remote(const ipc_host_conn *conn);
+/* Accepted on a listener with IPC_LISTENER_RELAY. */
+bool ipc_host_conn_relay_allowed(const ipc_host_conn *conn);
+/* From the connection's SetPeerIdentity (remote connections only): the
+ * machine (0: none given, the host) and its name (NULL if none). */
+uint32_t ipc_host_conn_machine_id(const ipc_host_conn *conn);
+const char *ipc_host_conn_machine_name(const ipc_host_conn *conn);
 /* Bytes queued for sending that the peer has not taken yet. */
 size_t ipc_host_conn_queued_bytes(const ipc_host_conn *conn);
 void ipc_host_conn_set_userdata(ipc_host_conn *conn, void *userdata);

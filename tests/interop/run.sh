@@ -639,6 +639,70 @@ EOF
         fi
 }
 
+# Upstream traced_relay + traced_probes on N simulated machines (each relay
+# with its own boot id in a private mount namespace, its own sockets) and
+# our ftrace plugin on the host, all into our traced over TCP on loopback:
+# trace_processor must show a machine row per remote machine and sched
+# slices on each machine. Each machine records into its own tracefs
+# instance (machine_name_filter picks the data source per machine).
+pair_relay_to_ours() {
+        local n=$1 name="upstream traced_relay x$1 -> our traced (TCP)"
+        selected "$name" || return 0
+        needs traced_relay traced_probes trace_processor_shell "ours:$OURS_TRACED" || { skip_missing "$name"; return; }
+        if ! command -v unshare >/dev/null || ! ensure_instance; then
+                result "$name" SKIP "needs root, unshare(1) and tracefs instances"
+                return
+        fi
+        local d port i
+        d=$(pairing_dir)
+        port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p,127.0.0.1:$port" \
+                --enable-relay-endpoint-on="127.0.0.1:$port" --consumer-socket="$d/c" \
+                --plugin-dir="$OURS_PLUGINS" --plugin-host="$OURS_HOST" --log-target=stderr
+        wait_socket "$d/c" || { result "$name" FAIL "our traced: no consumer socket ($d/traced.log)"; stop_all; return; }
+        {
+                echo 'buffers { size_kb: 32768 fill_policy: RING_BUFFER }'
+                echo "data_sources { config { name: \"linux.ftrace\" ftrace_config { ftrace_events: \"sched/sched_switch\" instance_name: \"$INSTANCE\" } } machine_name_filter: \"host\" }"
+        } >"$d/cfg"
+        for i in $(seq "$n"); do
+                mkdir -p "$TRACEFS/instances/$INSTANCE-m$i" || { result "$name" SKIP "cannot create tracefs instances"; stop_all; return; }
+                printf '00000000-1111-2222-3333-%012d\n' "$i" >"$d/boot_id$i"
+                start "$d" relay$i PERFETTO_RELAY_SOCK_NAME="127.0.0.1:$port" PERFETTO_PRODUCER_SOCK_NAME="$d/r$i" \
+                        PERFETTO_MACHINE_NAME="remote$i" unshare -m sh -c \
+                        "mount --bind '$d/boot_id$i' /proc/sys/kernel/random/boot_id && exec '$BIN/traced_relay'"
+                wait_socket "$d/r$i" || { result "$name" FAIL "traced_relay $i: no socket ($d/relay$i.log)"; stop_all; return; }
+                start "$d" probes$i PERFETTO_PRODUCER_SOCK_NAME="$d/r$i" "$BIN/traced_probes"
+                echo "data_sources { config { name: \"linux.ftrace\" ftrace_config { ftrace_events: \"sched/sched_switch\" instance_name: \"$INSTANCE-m$i\" } } machine_name_filter: \"remote$i\" }" >>"$d/cfg"
+        done
+        echo 'data_sources { config { name: "linux.process_stats" } }' >>"$d/cfg"
+        echo 'trace_all_machines: true' >>"$d/cfg"
+        echo 'duration_ms: 3000' >>"$d/cfg"
+        wait_log "$d/traced.log" "machine .* remote$n" 10
+        sleep 1
+        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
+                >"$d/tracectl.log" 2>&1
+        local st=$?
+        stop_all
+        for i in $(seq "$n"); do
+                echo 0 >"$TRACEFS/instances/$INSTANCE-m$i/tracing_on" 2>/dev/null
+                rmdir "$TRACEFS/instances/$INSTANCE-m$i" 2>/dev/null
+        done
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                return
+        fi
+        local machines with_sched
+        machines=$(tp_num "$d/trace" "select count(*) from machine where raw_id != 0")
+        with_sched=$(tp_num "$d/trace" "select count(distinct c.machine_id) from sched s join cpu c on s.ucpu = c.id")
+        if [ "$machines" -ne "$n" ]; then
+                result "$name" FAIL "trace_processor shows $machines remote machines, not $n"
+        elif [ "$with_sched" -ne $((n + 1)) ]; then
+                result "$name" FAIL "sched slices on $with_sched machines, not $((n + 1))"
+        else
+                result "$name" PASS "$machines remote machines, sched slices on all $with_sched"
+        fi
+}
+
 # ---- main ----------------------------------------------------------------
 
 echo "traced interop with upstream Perfetto (PERFETTO_BIN_DIR=${BIN:-unset})"
@@ -664,6 +728,8 @@ pair_tracectl_to_upstream
 pair_ours_to_trace_processor
 pair_perf_to_ours
 pair_perf_plugin_to_trace_processor
+pair_relay_to_ours 1
+pair_relay_to_ours 4
 
 echo
 echo "$n_pass passed, $n_fail failed, $n_skip skipped"

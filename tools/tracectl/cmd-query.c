@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -46,8 +47,11 @@ int cmd_query(struct tracectl *t, int argc, char **argv) {
         printf("Producers (%zu):\n", st->n_producers);
         for (size_t i = 0; i < st->n_producers; i++) {
                 const Perfetto__Protos__TracingServiceState__Producer *p = st->producers[i];
-                printf("  %3d  %-32s pid %-7d uid %-6d %s\n", p->id, p->name ? p->name : "", p->pid, p->uid,
+                printf("  %3d  %-32s pid %-7d uid %-6d %s", p->id, p->name ? p->name : "", p->pid, p->uid,
                        p->sdk_version ? p->sdk_version : "");
+                if (p->has_machine_id && p->machine_id != 0)
+                        printf("  machine %" PRIu32 " %s", p->machine_id, p->machine_name ? p->machine_name : "");
+                printf("\n");
         }
         printf("Data sources (%zu):\n", st->n_data_sources);
         for (size_t i = 0; i < st->n_data_sources; i++) {
