@@ -703,6 +703,294 @@ pair_relay_to_ours() {
         fi
 }
 
+# ---- upstream perfetto CLI session features against our traced (#25) ----
+#
+# Each pairing starts our traced (with its plugins) on sockets of its own and
+# drives it with upstream's perfetto CLI the way a user would.
+
+# cli_traced DIR: our traced on DIR/p, DIR/c, and DIR/tmp as the CLI's TMPDIR
+# (where --save-for-bugreport writes). Sets CLI_ENV for `env` before the CLI.
+CLI_ENV=()
+cli_traced() {
+        local d=$1
+        chmod 0711 "$d"
+        mkdir -m 1777 "$d/tmp"
+        CLI_ENV=(PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" TMPDIR="$d/tmp")
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p" --consumer-socket="$d/c" \
+                --plugin-dir="$OURS_PLUGINS" --plugin-host="$OURS_HOST" --log-target=stderr
+        wait_socket "$d/c" && wait_socket "$d/p"
+}
+
+# cli DIR LOG ARGS...: upstream's perfetto against our traced (60 s at most);
+# its output appended to DIR/LOG.log, its exit status returned.
+cli() {
+        local d=$1 log=$2
+        shift 2
+        env "${CLI_ENV[@]}" timeout 60 "$BIN/perfetto" "$@" >>"$d/$log.log" 2>&1
+}
+
+# trigger DIR NAME: activates a trigger the way a user does, with a config
+# that only holds activate_triggers.
+trigger() {
+        echo "activate_triggers: \"$2\"" | cli "$1" trigger --txt -c -
+}
+
+cli_case_start() {
+        CASE=$1
+        selected "$CASE" || return 1
+        if ! needs perfetto trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_HOST"; then
+                skip_missing "$CASE"
+                return 1
+        fi
+        CD=$(pairing_dir)
+        if ! cli_traced "$CD"; then
+                result "$CASE" FAIL "our traced: no sockets ($CD/traced.log)"
+                stop_all
+                return 1
+        fi
+        return 0
+}
+
+# cli_fail WHAT: FAIL with the CLI's last words, and stop our traced.
+cli_fail() {
+        stop_all
+        result "$CASE" FAIL "$1"
+}
+
+PROC_DS='data_sources { config { name: "linux.process_stats" process_stats_config { scan_all_processes_on_start: true } } }'
+
+# A bugreport-scored background session: --save-for-bugreport writes
+# TMPDIR/systrace.pftrace, --clone -1 clones it into -o, and
+# --save-all-for-bugreport writes it under its bugreport_filename.
+pair_cli_bugreport() {
+        local mode=$1 want st n
+        cli_case_start "upstream perfetto $mode -> our traced" || return 0
+        want=${2//@D@/$CD}
+        cat >"$CD/cfg" <<EOC
+buffers { size_kb: 4096 }
+$PROC_DS
+duration_ms: 60000
+bugreport_score: 10
+bugreport_filename: "br-interop.pftrace"
+unique_session_name: "br_session"
+EOC
+        cli "$CD" bg --background --txt -c "$CD/cfg" -o "$CD/main.pftrace" || { cli_fail "--background exited $?: $(tail -n 1 "$CD/bg.log")"; return; }
+        sleep 2
+        case $mode in
+        --clone*) cli "$CD" cli $mode -o "$want" ;;
+        *) cli "$CD" cli $mode ;;
+        esac
+        st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$want" ]; then
+                result "$CASE" FAIL "exit $st, ${want#"$CD"/} $( [ -s "$want" ] && echo written || echo missing): $(tail -n 1 "$CD/cli.log")"
+                return
+        fi
+        n=$(tp_num "$want" "select count(*) from process where pid > 1")
+        if [ "$n" -lt 2 ]; then
+                result "$CASE" FAIL "${want#"$CD"/}: trace_processor finds $n processes (process_stats scan)"
+                return
+        fi
+        result "$CASE" PASS "${want#"$CD"/}: $n processes"
+}
+
+# Clone of a write_into_file session: the clone holds what was already
+# written to the file and what was still in the buffer.
+pair_cli_clone_write_into_file() {
+        cli_case_start "upstream perfetto --clone-by-name (write_into_file) -> our traced" || return 0
+        if ! ensure_instance; then
+                stop_all
+                result "$CASE" SKIP "cannot create a tracefs instance (not root?)"
+                return
+        fi
+        local m="$TRACEFS/instances/$INSTANCE/trace_marker" before after st
+        cat >"$CD/cfg" <<EOC
+buffers { size_kb: 4096 }
+data_sources { config { name: "linux.ftrace" ftrace_config { ftrace_events: "ftrace/print" instance_name: "$INSTANCE" } } }
+duration_ms: 60000
+write_into_file: true
+file_write_period_ms: 500
+unique_session_name: "wif_session"
+EOC
+        cli "$CD" bg --background --txt -c "$CD/cfg" -o "$CD/main.pftrace" || { cli_fail "--background exited $?"; return; }
+        sleep 1
+        echo "C|$$|interop_wif_before|1" >"$m"
+        sleep 2
+        echo "C|$$|interop_wif_after|2" >"$m"
+        cli "$CD" cli --clone-by-name wif_session -o "$CD/clone.pftrace"
+        st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$CD/clone.pftrace" ]; then
+                result "$CASE" FAIL "--clone-by-name exited $st: $(tail -n 1 "$CD/cli.log")"
+                return
+        fi
+        before=$(tp_num "$CD/clone.pftrace" "select count(*) from counter_track where name = 'interop_wif_before'")
+        after=$(tp_num "$CD/clone.pftrace" "select count(*) from counter_track where name = 'interop_wif_after'")
+        if [ "$before" -lt 1 ] || [ "$after" -lt 1 ]; then
+                result "$CASE" FAIL "clone: marker written before the file write: $before, after: $after (trace_processor counter tracks)"
+                return
+        fi
+        result "$CASE" PASS "clone has the markers from before and after the file write"
+}
+
+# A config with no buffers, detached then attached and stopped: the output
+# file gets the trace config.
+pair_cli_detach_no_buffers() {
+        cli_case_start "upstream perfetto --detach/--attach --stop (no buffers) -> our traced" || return 0
+        printf 'duration_ms: 30000\nwrite_into_file: true\n' >"$CD/cfg"
+        local st1 st2 n
+        cli "$CD" cli --detach=nobuf --txt -c "$CD/cfg" -o "$CD/out.pftrace"
+        st1=$?
+        cli "$CD" cli --attach=nobuf --stop
+        st2=$?
+        stop_all
+        if [ "$st1" != 0 ] || [ "$st2" != 0 ]; then
+                result "$CASE" FAIL "--detach exited $st1, --attach --stop $st2: $(tail -n 1 "$CD/cli.log")"
+                return
+        fi
+        n=$(tp_num "$CD/out.pftrace" "select count(*) from metadata where name = 'trace_config_pbtxt'
+                                        and str_value like '%duration_ms: 30000%'")
+        if [ "$n" != 1 ]; then
+                result "$CASE" FAIL "out.pftrace: trace_processor finds no trace config with duration_ms: 30000"
+                return
+        fi
+        result "$CASE" PASS "both exit 0, the trace holds its config"
+}
+
+# A detached session whose duration ends is freed: --is_detached says no
+# (exit 2, where a live one gives 0) and --attach fails.
+pair_cli_detached_freed() {
+        cli_case_start "upstream perfetto --is_detached/--attach (ended) -> our traced" || return 0
+        printf 'buffers { size_kb: 1024 }\nduration_ms: 1000\nwrite_into_file: true\n' >"$CD/cfg"
+        printf 'buffers { size_kb: 1024 }\nduration_ms: 60000\nwrite_into_file: true\n' >"$CD/cfg-long"
+        local st_det st_live st_is st_att
+        cli "$CD" cli --detach=short --txt -c "$CD/cfg" -o "$CD/short.pftrace"
+        st_det=$?
+        cli "$CD" cli --detach=long --txt -c "$CD/cfg-long" -o "$CD/long.pftrace"
+        cli "$CD" cli --is_detached=long
+        st_live=$?
+        sleep 4
+        cli "$CD" cli --is_detached=short
+        st_is=$?
+        cli "$CD" cli --attach=short
+        st_att=$?
+        stop_all
+        if [ "$st_det" != 0 ] || [ "$st_live" != 0 ] || [ "$st_is" != 2 ] || [ "$st_att" = 0 ]; then
+                result "$CASE" FAIL "--detach $st_det, --is_detached on a live one $st_live (want 0), on the ended one $st_is (want 2), --attach $st_att (want non-0)"
+                return
+        fi
+        if [ ! -s "$CD/short.pftrace" ]; then
+                result "$CASE" FAIL "the ended session wrote no short.pftrace"
+                return
+        fi
+        result "$CASE" PASS "--is_detached 0 live, 2 ended; --attach exit $st_att"
+}
+
+# trigger_session DIR MODE TRIGGER STOP_DELAY_MS TIMEOUT_MS OUT: the
+# recording CLI in the background (its pid in CLI_PID).
+CLI_PID=""
+trigger_session() {
+        cat >"$1/cfg" <<EOC
+buffers { size_kb: 4096 }
+$PROC_DS
+trigger_config { trigger_mode: $2 trigger_timeout_ms: $5 triggers { name: "$3" stop_delay_ms: $4 } }
+EOC
+        env "${CLI_ENV[@]}" timeout 120 "$BIN/perfetto" --txt -c "$1/cfg" -o "$6" >>"$1/cli.log" 2>&1 &
+        CLI_PID=$!
+        sleep 1.5
+}
+
+# STOP_TRACING: the trigger ends the session; the trace has the trigger
+# packet, which trace_processor shows.
+pair_cli_stop_trigger() {
+        cli_case_start "upstream perfetto STOP_TRACING trigger -> our traced" || return 0
+        local st tst n
+        trigger_session "$CD" STOP_TRACING interop_stop 500 600000 "$CD/out.pftrace"
+        trigger "$CD" interop_stop
+        tst=$?
+        wait "$CLI_PID"
+        st=$?
+        stop_all
+        if [ "$tst" != 0 ] || [ "$st" != 0 ] || [ ! -s "$CD/out.pftrace" ]; then
+                result "$CASE" FAIL "activate_triggers exited $tst, the recording $st: $(tail -n 1 "$CD/cli.log")"
+                return
+        fi
+        n=$(tp_num "$CD/out.pftrace" "select count(*) from slice where name = 'interop_stop'")
+        if [ "$n" != 1 ]; then
+                n=$(tp_num "$CD/out.pftrace" "select count(*) from slice where name like '%interop_stop%'")
+                result "$CASE" FAIL "trace_processor: $n slices for the trigger (want 1)"
+                return
+        fi
+        result "$CASE" PASS "trigger slice in trace_processor, 600 s timeout not reached"
+}
+
+# START_TRACING: after the trigger, the trigger's stop_delay_ms is the
+# session's duration.
+pair_cli_start_trigger() {
+        cli_case_start "upstream perfetto START_TRACING trigger -> our traced" || return 0
+        local st n dur
+        trigger_session "$CD" START_TRACING interop_start 1500 600000 "$CD/out.pftrace"
+        trigger "$CD" interop_start
+        wait "$CLI_PID"
+        st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$CD/out.pftrace" ]; then
+                result "$CASE" FAIL "the recording exited $st (timeout 120 s; 600 s trigger timeout): $(tail -n 1 "$CD/cli.log")"
+                return
+        fi
+        n=$(tp_num "$CD/out.pftrace" "select count(*) from slice where name = 'interop_start'")
+        dur=$(tp_num "$CD/out.pftrace" "select count(*) from metadata where name = 'trace_config_pbtxt'
+                                        and str_value like '%duration_ms: 1500%'")
+        if [ "$n" != 1 ] || [ "$dur" != 1 ]; then
+                result "$CASE" FAIL "trace_processor: $n trigger slices (want 1), $dur configs with duration_ms: 1500 (want 1)"
+                return
+        fi
+        result "$CASE" PASS "ended by stop_delay_ms (duration_ms: 1500 in its config), trigger slice"
+}
+
+# CLONE_SNAPSHOT: each trigger writes a snapshot to <out>.0, <out>.1, ...
+pair_cli_clone_snapshot() {
+        cli_case_start "upstream perfetto CLONE_SNAPSHOT trigger -> our traced" || return 0
+        local st f n bad=""
+        trigger_session "$CD" CLONE_SNAPSHOT interop_snap 100 8000 "$CD/out.pftrace"
+        trigger "$CD" interop_snap
+        sleep 1.5
+        trigger "$CD" interop_snap
+        wait "$CLI_PID"
+        st=$?
+        stop_all
+        if [ "$st" != 0 ]; then
+                result "$CASE" FAIL "the recording exited $st: $(tail -n 1 "$CD/cli.log")"
+                return
+        fi
+        for f in "$CD/out.pftrace.0" "$CD/out.pftrace.1"; do
+                if [ ! -s "$f" ]; then
+                        bad="$bad ${f##*/} missing;"
+                        continue
+                fi
+                n=$(tp_num "$f" "select count(*) from process where pid > 1")
+                [ "$n" -ge 2 ] || bad="$bad ${f##*/} has $n processes;"
+        done
+        [ -e "$CD/out.pftrace.2" ] && bad="$bad out.pftrace.2 written for 2 triggers;"
+        if [ -n "$bad" ]; then
+                result "$CASE" FAIL "${bad% ;}"
+                return
+        fi
+        result "$CASE" PASS "out.pftrace.0 and .1, each with the process scan"
+}
+
+pair_cli_session_features() {
+        pair_cli_bugreport --save-for-bugreport "@D@/tmp/systrace.pftrace"
+        pair_cli_bugreport "--clone -1" "@D@/clone.pftrace"
+        pair_cli_bugreport --save-all-for-bugreport "@D@/tmp/br-interop.pftrace"
+        pair_cli_clone_write_into_file
+        pair_cli_detach_no_buffers
+        pair_cli_detached_freed
+        pair_cli_stop_trigger
+        pair_cli_start_trigger
+        pair_cli_clone_snapshot
+}
+
 # ---- main ----------------------------------------------------------------
 
 echo "traced interop with upstream Perfetto (PERFETTO_BIN_DIR=${BIN:-unset})"
@@ -730,6 +1018,7 @@ pair_perf_to_ours
 pair_perf_plugin_to_trace_processor
 pair_relay_to_ours 1
 pair_relay_to_ours 4
+pair_cli_session_features
 
 echo
 echo "$n_pass passed, $n_fail failed, $n_skip skipped"
