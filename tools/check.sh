@@ -24,7 +24,18 @@ done
 "$top/tools/install-deps.sh"
 jobs=$(nproc 2>/dev/null || echo 2)
 
-cd "$top"
+out=$top
+src=$top
+if [ -f "$top/config.status" ]; then
+        # Configured in place: out-of-tree builds need a clean source tree,
+        # so the suites build from a copy without the in-place build.
+        src=$(mktemp -d /tmp/traced-check-src-XXXXXX)
+        trap 'rm -rf "$src"' EXIT
+        echo "== $top is configured in place; testing a clean copy of it ($src)"
+        tar -C "$top" --exclude=./build --exclude=./build-check --exclude=./build-asan -cf - . | tar -C "$src" -xf -
+        (cd "$src" && make distclean >/dev/null 2>&1 || true)
+fi
+cd "$src"
 ./autogen.sh >/dev/null
 
 run_suite() {
@@ -33,7 +44,7 @@ run_suite() {
         mkdir -p "$dir"
         (
                 cd "$dir"
-                "$top/configure" --enable-werror "$@" >configure.out 2>&1 || { cat configure.out; exit 1; }
+                "$src/configure" --enable-werror "$@" >configure.out 2>&1 || { cat configure.out; exit 1; }
                 make -j"$jobs" >make.out 2>&1 || { cat make.out; exit 1; }
                 if ! make -j"$jobs" check; then
                         for f in $(find . -name '*.log' -path '*tests*'); do
@@ -44,18 +55,18 @@ run_suite() {
         )
 }
 
-echo "== build and test ($top/build-check)"
-run_suite "$top/build-check"
+echo "== build and test ($out/build-check)"
+run_suite "$out/build-check"
 
 if [ "$sanitizers" = yes ]; then
-        echo "== build and test with ASan+UBSan ($top/build-asan)"
+        echo "== build and test with ASan+UBSan ($out/build-asan)"
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-                run_suite "$top/build-asan" --enable-sanitizers
+                run_suite "$out/build-asan" --enable-sanitizers
 fi
 
 if [ "$distcheck" = yes ]; then
         echo "== make distcheck"
-        (cd "$top/build-check" && make -j"$jobs" distcheck >distcheck.out 2>&1) || { tail -n 80 "$top/build-check/distcheck.out"; exit 1; }
+        (cd "$out/build-check" && make -j"$jobs" distcheck >distcheck.out 2>&1) || { tail -n 80 "$out/build-check/distcheck.out"; exit 1; }
         echo "distcheck: ok"
 fi
 if [ -n "$fuzz_seconds" ]; then

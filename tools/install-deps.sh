@@ -11,6 +11,8 @@ libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev
 libcriterion-dev libxml2-dev
 bpftool
 clang llvm lld libclang-rt-14-dev
+libselinux1-dev selinux-policy-dev selinux-policy-default setools semodule-utils bzip2
+mandoc man-db procps
 "
 
 missing=""

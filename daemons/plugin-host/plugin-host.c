@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <linux/capability.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ static uint64_t perfmon_fallback(uint64_t keep) {
         return last < 38 ? keep | sys_admin : keep;
 }
 
-static int drop_capabilities(uint64_t keep) {
+static int drop_capabilities(uint64_t keep, bool quiet) {
         struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
         struct __user_cap_data_struct data[2];
 
@@ -68,6 +69,8 @@ static int drop_capabilities(uint64_t keep) {
                 return -errno;
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return -errno;
+        if (quiet)
+                return 0;
         log_info("Plugin host keeps capabilities 0x%llx (requested 0x%llx).", (unsigned long long) mask,
                  (unsigned long long) keep);
         return 0;
@@ -102,18 +105,20 @@ static int parse_fd(const char *s) {
 }
 
 static int run(int argc, char **argv) {
-        enum { ARG_SOCKET_FD = 0x100, ARG_WATCHDOG_FD, ARG_WATCHDOG_USEC };
+        enum { ARG_SOCKET_FD = 0x100, ARG_WATCHDOG_FD, ARG_WATCHDOG_USEC, ARG_PRINT_CAPS };
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, 's' },
                 { "socket-fd", required_argument, NULL, ARG_SOCKET_FD },
                 { "watchdog-fd", required_argument, NULL, ARG_WATCHDOG_FD },
                 { "watchdog-usec", required_argument, NULL, ARG_WATCHDOG_USEC },
+                { "print-capabilities", no_argument, NULL, ARG_PRINT_CAPS },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *socket_path = NULL;
         int socket_fd = -EBADF;
         struct heartbeat hb = { .fd = -EBADF };
+        bool print_caps = false;
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         char why[512];
         int c, r;
@@ -143,10 +148,15 @@ static int run(int argc, char **argv) {
                         hb.period_usec = v / 4;
                         break;
                 }
+                case ARG_PRINT_CAPS:
+                        print_caps = true;
+                        break;
                 case 'h':
                         printf("Usage: traced-plugin-host [--socket PATH | --socket-fd FD]\n"
                                "                          [--watchdog-fd FD --watchdog-usec USEC] PLUGIN.so\n"
-                               "Loads one traced producer plugin and connects it to the service.\n");
+                               "       traced-plugin-host --print-capabilities PLUGIN.so\n"
+                               "Loads one traced producer plugin and connects it to the service, or\n"
+                               "prints the capabilities it declares (hexadecimal bits) and exits.\n");
                         return 0;
                 default:
                         return -EINVAL;
@@ -155,6 +165,23 @@ static int run(int argc, char **argv) {
         if (optind + 1 != argc)
                 return log_error_errno(EINVAL, "Expected exactly one plugin path.");
         const char *path = argv[optind];
+        if (print_caps) {
+                /* traced's supervisor asks before it limits itself: load
+                 * the plugin holding nothing, answer, exit. */
+                r = drop_capabilities(0, true);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to drop capabilities: %m");
+                _cleanup_(plugin_runner_freep) struct plugin_runner *q = NULL;
+                r = plugin_runner_load(path, &q, why, sizeof(why));
+                if (r == -ENOEXEC) {
+                        log_error("Refusing plugin %s: %s.", path, why);
+                        return EXIT_PLUGIN_REFUSED;
+                }
+                if (r < 0)
+                        return log_error_errno(r, "Failed to load plugin %s: %m", path);
+                printf("%llx\n", (unsigned long long) plugin_runner_capabilities(q));
+                return fflush(stdout) == 0 ? 0 : -EIO;
+        }
         if (hb.fd >= 0) {
                 (void) fcntl(hb.fd, F_SETFL, O_NONBLOCK);
                 (void) fcntl(hb.fd, F_SETFD, FD_CLOEXEC);
@@ -171,7 +198,7 @@ static int run(int argc, char **argv) {
         }
         if (r < 0)
                 return log_error_errno(r, "Failed to load plugin %s: %m", path);
-        r = drop_capabilities(plugin_runner_capabilities(runner));
+        r = drop_capabilities(plugin_runner_capabilities(runner), false);
         if (r < 0)
                 return log_error_errno(r, "Failed to restrict the capabilities of plugin %s: %m",
                                        plugin_runner_name(runner));

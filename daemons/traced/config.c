@@ -38,6 +38,11 @@ static char *trim(char *s) {
         return s;
 }
 
+static char *mfree_str(char *p) {
+        free(p);
+        return NULL;
+}
+
 static bool valid_pattern(const char *t) {
         /* A data source name, optionally ending in '*' (a prefix). */
         size_t n = strlen(t);
@@ -113,6 +118,21 @@ static int handler(void *user, const char *section, const char *name, const char
                         free(cfg->user);
                         cfg->user = strdup(value);
                         return cfg->user ? 1 : 0;
+                }
+                if (strcmp(name, "trace_directory") == 0) {
+                        if (!value[0]) {
+                                cfg->trace_dir = mfree_str(cfg->trace_dir);
+                                cfg->no_trace_dir = true;
+                                return 1;
+                        }
+                        if (value[0] != '/' || strstr(value, "/../") || strstr(value, "/./") ||
+                            strlen(value) >= 1000)
+                                return fail(k, "\"%s\" is not an absolute path without . or .. (field \"%s\")",
+                                            value, name);
+                        free(cfg->trace_dir);
+                        cfg->trace_dir = strdup(value);
+                        cfg->no_trace_dir = false;
+                        return cfg->trace_dir ? 1 : 0;
                 }
                 if (strcmp(name, "trusted_data_sources") == 0 || strcmp(name, "trusted_users") == 0)
                         return trusted_list(k, name, value);
@@ -194,11 +214,18 @@ int traced_config_load(const char *path, struct traced_config *cfg, char **ret_e
 void traced_config_done(struct traced_config *cfg) {
         free(cfg->plugin_dir);
         free(cfg->user);
+        free(cfg->trace_dir);
         for (unsigned i = 0; i < cfg->n_disabled; i++)
                 free(cfg->disabled[i]);
         for (unsigned i = 0; i < cfg->n_trusted_data_sources; i++)
                 free(cfg->trusted_data_sources[i]);
         *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC };
+}
+
+const char *traced_config_trace_directory(const struct traced_config *cfg) {
+        if (cfg->no_trace_dir)
+                return NULL;
+        return cfg->trace_dir ? cfg->trace_dir : TRACED_CONFIG_DEFAULT_TRACE_DIR;
 }
 
 bool traced_config_plugin_disabled(const struct traced_config *cfg, const char *name) {

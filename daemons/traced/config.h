@@ -13,6 +13,8 @@
  *
  *   [service]
  *   user = NAME|UID           the service core's user when started as root
+ *   trace_directory = PATH    where TraceConfig.output_path may point
+ *                             (default /var/lib/traced/traces; empty: none)
  *   trusted_data_sources = PATTERN[, PATTERN...]
  *                             data source names (NAME or PREFIX*) only the
  *                             plugin hosts, root and trusted_users may
@@ -34,6 +36,8 @@ struct traced_config {
         unsigned watchdog_sec;
         bool plugins_in_process;
         char *user; /* NULL: the default */
+        char *trace_dir; /* NULL: the default */
+        bool no_trace_dir;
         char *trusted_data_sources[TRACED_CONFIG_MAX_TRUSTED];
         unsigned n_trusted_data_sources;
         bool trusted_data_sources_set; /* false: the default */
@@ -43,6 +47,11 @@ struct traced_config {
 
 /* Data source names reserved for the suite's own plugins by default. */
 #define TRACED_CONFIG_DEFAULT_TRUSTED_DATA_SOURCES { "linux.*", "traced.*" }
+
+#define TRACED_CONFIG_DEFAULT_TRACE_DIR "/var/lib/traced/traces"
+
+/* The trace directory, or NULL when the service writes no output_path. */
+const char *traced_config_trace_directory(const struct traced_config *cfg);
 
 #define TRACED_CONFIG_DEFAULT_WATCHDOG_SEC 10u
 #define TRACED_CONFIG_MAX_WATCHDOG_SEC 3600u

@@ -13,6 +13,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "output-path.h"
 #include "pbtxt/pb-check.h"
 #include "service.h"
 #include "session-read.h"
@@ -137,6 +138,18 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
         }
         const Perfetto__Protos__TraceConfig *cfg = a->trace_config;
         bool to_file = cfg->has_write_into_file && cfg->write_into_file;
+        if (to_file && fd < 0 && cfg->output_path && cfg->output_path[0]) {
+                /* The service opens the file: only in its trace directory. */
+                fd = output_path_open(svc->trace_dir_fd, svc->trace_dir, cfg->output_path, &error);
+                if (fd < 0) {
+                        log_notice("Refusing a tracing session from uid %u: %s", (unsigned) c->uid,
+                                   error ? error : strerror(-fd));
+                        enable_error(req, error ? error : "Cannot open output_path");
+                        return;
+                }
+                free(error);
+                error = NULL;
+        }
 
         r = session_create(svc, c, cfg, to_file ? TAKE_FD(fd) : -EBADF, &s, &error);
         if (r < 0) {
@@ -602,7 +615,7 @@ static void m_query_capabilities(ipc_request *req, const ProtobufCMessage *args,
         caps.n_observable_events = ELEMENTSOF(events);
         caps.observable_events = events;
         caps.has_has_trace_config_output_path = true;
-        caps.has_trace_config_output_path = false;
+        caps.has_trace_config_output_path = true;
         caps.has_has_clone_session = true;
         caps.has_clone_session = true;
         resp.capabilities = &caps;

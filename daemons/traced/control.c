@@ -14,7 +14,7 @@ int control_pair(int ret_fds[2]) {
         return 0;
 }
 
-int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd) {
+static int send_msg(int ctl_fd, const struct control_msg *msg, int fd) {
         union {
                 struct cmsghdr align;
                 char buf[CMSG_SPACE(sizeof(int))];
@@ -24,17 +24,34 @@ int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd) {
                 .msg_iov = &iov,
                 .msg_iovlen = 1,
                 .msg_control = control.buf,
-                .msg_controllen = sizeof(control.buf),
+                .msg_controllen = fd >= 0 ? sizeof(control.buf) : 0,
         };
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        if (fd >= 0) {
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        } else
+                mh.msg_control = NULL;
         ssize_t n = sendmsg(ctl_fd, &mh, MSG_NOSIGNAL);
         if (n < 0)
                 return -errno;
         return n == (ssize_t) sizeof(*msg) ? 0 : -EIO;
+}
+
+int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd) {
+        struct control_msg m = *msg;
+        m.kind = CONTROL_PRODUCER;
+        return send_msg(ctl_fd, &m, fd);
+}
+
+int control_send_trace_directory(int ctl_fd, const char *path, int fd) {
+        struct control_msg m = { .kind = CONTROL_TRACE_DIRECTORY };
+        if (!path || strlen(path) >= sizeof(m.path))
+                return -ENAMETOOLONG;
+        strcpy(m.path, path);
+        return send_msg(ctl_fd, &m, fd);
 }
 
 int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
@@ -73,7 +90,8 @@ int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
                 }
         }
         if (n != (ssize_t) sizeof(msg) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || extra ||
-            memchr(msg.name, '\0', sizeof(msg.name)) == NULL) {
+            memchr(msg.name, '\0', sizeof(msg.name)) == NULL || memchr(msg.path, '\0', sizeof(msg.path)) == NULL ||
+            (msg.kind != CONTROL_PRODUCER && msg.kind != CONTROL_TRACE_DIRECTORY)) {
                 safe_close(fd);
                 return -EBADMSG;
         }

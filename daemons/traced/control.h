@@ -9,15 +9,26 @@
 #include <sys/types.h>
 
 #define CONTROL_NAME_MAX 64
+#define CONTROL_PATH_MAX 1024
+
+enum control_kind {
+        CONTROL_PRODUCER = 0,      /* fd: the service's end of a plugin host's connection */
+        CONTROL_TRACE_DIRECTORY, /* fd (or none): the trace directory, path names it */
+};
 
 struct control_msg {
+        int kind;                     /* enum control_kind */
         pid_t pid;                    /* the plugin host */
         char name[CONTROL_NAME_MAX]; /* the plugin, NUL-terminated */
+        char path[CONTROL_PATH_MAX]; /* CONTROL_TRACE_DIRECTORY: NUL-terminated */
 };
 
 int control_pair(int ret_fds[2]);
 /* Sends msg with fd attached (the fd stays the caller's). */
 int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd);
+/* Sends the trace directory: path and an O_PATH fd on it, or (fd < 0) that
+ * there is none. The fd stays the caller's. */
+int control_send_trace_directory(int ctl_fd, const char *path, int fd);
 /* Receives one message. Returns 1 with *ret_fd set (or -EBADF if none came
  * with it), 0 at end of file, -EAGAIN when nothing is pending, or -errno;
  * a malformed message is -EBADMSG (any fd it carried is closed). */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +73,16 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                         shutdown_core(c, "The supervisor went away");
                         return 0;
                 }
+                if (msg.kind == CONTROL_TRACE_DIRECTORY) {
+                        r = service_set_trace_directory(c->svc, msg.path, pfd);
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to set the trace directory: %m");
+                        else if (pfd >= 0)
+                                log_info("Trace files by output_path go into %s.", msg.path);
+                        else
+                                log_debug("No trace directory: output_path is refused.");
+                        continue;
+                }
                 if (pfd < 0) {
                         log_warning("The supervisor sent no connection for plugin %s.", msg.name);
                         continue;
@@ -110,6 +121,13 @@ int core_run(const struct core_options *o) {
         if (r < 0) {
                 c.svc = service_free(c.svc);
                 return log_error_errno(r, "Failed to listen: %m");
+        }
+        if (control_fd < 0 && o->trace_dir) {
+                int dfd = open(o->trace_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (dfd < 0)
+                        log_notice_errno(errno, "No trace directory %s (output_path is refused): %m", o->trace_dir);
+                else
+                        (void) service_set_trace_directory(c.svc, o->trace_dir, dfd);
         }
         if (control_fd >= 0) {
                 r = sd_event_add_io(event, NULL, control_fd, EPOLLIN, on_control, &c);

@@ -21,6 +21,9 @@ struct core_options {
         const char *producer_path; /* for the log */
         const char *consumer_path;
         int control_fd; /* from the supervisor, taken; -EBADF when none */
+        /* Without a supervisor: the trace directory (output-path.h), NULL
+         * for none. Under one, the supervisor sends it. */
+        const char *trace_dir;
         /* Data source names only plugin hosts, root and trusted_uids may
          * register (NAME or PREFIX*). */
         const char *const *trusted_names;

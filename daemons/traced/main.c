@@ -178,6 +178,36 @@ static int core_user(const char *configured, uid_t *ret_uid, gid_t *ret_gid) {
         return 0;
 }
 
+/* Started as root outside systemd, traced would hold every capability:
+ * keep only the supervisor's own and those its plugins declare (under
+ * systemd the unit's CapabilityBoundingSet= is the outer limit; this is
+ * the inner one). */
+static int limit_supervisor(const struct plugins_options *po, bool plugins) {
+        uint64_t keep = PRIVILEGES_SUPERVISOR_CAPS, declared = 0, kept = 0;
+        int r;
+
+        if (plugins) {
+                r = plugins_declared_capabilities(po, &declared);
+                if (r < 0)
+                        log_debug_errno(r, "No plugin directory %s: %m", po->dir);
+                keep |= declared;
+        }
+        r = privileges_limit(keep, &kept);
+        if (r < 0)
+                return log_error_errno(r, "Failed to limit the supervisor's capabilities: %m");
+        char names[512] = "";
+        size_t len = 0;
+        for (unsigned cap = 0; cap < 64; cap++) {
+                const char *n = privileges_cap_name(cap);
+                if (!(kept & ((uint64_t) 1 << cap)) || !n || len >= sizeof(names))
+                        continue;
+                len += (size_t) snprintf(names + len, sizeof(names) - len, "%s%s", len ? " " : "", n);
+        }
+        log_info("Supervisor keeps capabilities 0x%llx (%s); its plugins declare 0x%llx.",
+                 (unsigned long long) kept, len ? names : "none", (unsigned long long) declared);
+        return 0;
+}
+
 static int run(int argc, char **argv) {
         struct options o = { .log_target = LOG_TARGET_AUTO };
         struct listen_sockets ls = { .producer_fd = -EBADF, .consumer_fd = -EBADF };
@@ -214,6 +244,7 @@ static int run(int argc, char **argv) {
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGCHLD);
+        sigaddset(&mask, SIGHUP);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0) {
                 r = log_error_errno(errno, "Failed to block signals: %m");
                 goto out;
@@ -223,6 +254,8 @@ static int run(int argc, char **argv) {
         bool plugins = !o.no_plugins && cfg.plugins_enabled;
         const char *plugin_dir = o.plugin_dir ? o.plugin_dir : cfg.plugin_dir ? cfg.plugin_dir : PLUGINSDIR;
         struct supervisor_options so = {
+                .config_path = o.config ? o.config : SYSCONFDIR "/traced/traced.conf",
+                .config = &cfg,
                 .plugins = plugins,
                 .plugin = {
                         .dir = plugin_dir,
@@ -245,6 +278,11 @@ static int run(int argc, char **argv) {
                                 o.consumer_socket);
                 goto out;
         }
+        if (!in_process && geteuid() == 0) {
+                r = limit_supervisor(&so.plugin, plugins);
+                if (r < 0)
+                        goto out;
+        }
         so.core = (struct core_options) {
                 .producer_fd = TAKE_FD(ls.producer_fd),
                 .consumer_fd = TAKE_FD(ls.consumer_fd),
@@ -252,6 +290,7 @@ static int run(int argc, char **argv) {
                 .producer_path = o.producer_socket,
                 .consumer_path = o.consumer_socket,
                 .control_fd = -EBADF,
+                .trace_dir = traced_config_trace_directory(&cfg),
                 .trusted_uids = cfg.trusted_uids,
                 .n_trusted_uids = cfg.n_trusted_uids,
         };

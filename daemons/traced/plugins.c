@@ -18,6 +18,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "plugins.h"
+#include "selinux-label.h"
 
 #define MAX_PLUGINS 64
 #define EXIT_PLUGIN_REFUSED 78
@@ -171,6 +172,11 @@ static int spawn(struct plugin_proc *pp) {
         argv[k++] = pp->path;
         argv[k] = NULL;
 
+        char exec_context[512];
+        r = selinux_label_host_context(pp->path, exec_context, sizeof(exec_context));
+        if (r < 0)
+                return log_error_errno(r, "Failed to find the SELinux domain of the plugin host for %s: %m", pp->path);
+
         pid_t pid = fork();
         if (pid < 0)
                 return log_error_errno(errno, "Failed to start the plugin host for %s: %m", pp->path);
@@ -186,6 +192,8 @@ static int spawn(struct plugin_proc *pp) {
                 if (a < 0 || move_fd(a, 3) < 0)
                         _exit(127);
                 if (b >= 0 && move_fd(b, 4) < 0)
+                        _exit(127);
+                if (selinux_label_set_exec(exec_context) < 0)
                         _exit(127);
                 execve(ps->host_binary, argv, environ);
                 _exit(127);
@@ -301,6 +309,77 @@ int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, ch
         return (int) n;
 }
 
+static int ask_capabilities(const char *host_binary, const char *plugin, uint64_t *ret) {
+        int pfd[2];
+        if (pipe2(pfd, O_CLOEXEC) < 0)
+                return -errno;
+        _cleanup_close_ int rd = pfd[0];
+        _cleanup_close_ int wr = pfd[1];
+        char *argv[] = { (char *) host_binary, (char *) "--print-capabilities", (char *) plugin, NULL };
+        char exec_context[512];
+        int r = selinux_label_host_context(plugin, exec_context, sizeof(exec_context));
+        if (r < 0)
+                return r;
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                sigset_t none;
+                sigemptyset(&none);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                if (dup2(wr, STDOUT_FILENO) < 0 || selinux_label_set_exec(exec_context) < 0)
+                        _exit(127);
+                execve(host_binary, argv, environ);
+                _exit(127);
+        }
+        wr = safe_close(wr);
+        char buf[64];
+        size_t n = 0;
+        for (;;) {
+                ssize_t k = read(rd, buf + n, sizeof(buf) - 1 - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                n += (size_t) k;
+                if (n == sizeof(buf) - 1)
+                        break;
+        }
+        buf[n] = '\0';
+        int status;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return -ENOEXEC;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(buf, &end, 16);
+        if (errno || end == buf || (*end != '\n' && *end != '\0'))
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
+int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret) {
+        char *paths[MAX_PLUGINS];
+        uint64_t all = 0;
+        int n = plugins_scan(o->dir, o->disabled, o->n_disabled, paths, MAX_PLUGINS);
+        if (n < 0)
+                return n;
+        for (int i = 0; i < n; i++) {
+                uint64_t caps = 0;
+                int r = ask_capabilities(o->host_binary, paths[i], &caps);
+                if (r < 0)
+                        log_warning_errno(r, "Plugin %s declared no capabilities to the host: %m", paths[i]);
+                else
+                        all |= caps;
+                free(paths[i]);
+        }
+        *ret = all;
+        return 0;
+}
+
 int plugins_start(sd_event *event, const struct plugins_options *o, struct plugins **ret) {
         struct plugins *ps = calloc(1, sizeof(*ps));
         if (!ps)
@@ -338,6 +417,11 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
                                                           pp->backoff_usec, 100000, on_restart, pp);
         }
         return 0;
+}
+
+void plugins_set_watchdog(struct plugins *ps, uint64_t usec) {
+        if (ps)
+                ps->watchdog_usec = usec;
 }
 
 void plugins_stop(struct plugins *ps) {

@@ -30,8 +30,19 @@ struct plugins_options {
 };
 
 int plugins_start(sd_event *event, const struct plugins_options *o, struct plugins **ret);
+/* The hang timeout for hosts from now on (0: none); a host's pipe is set
+ * up when it starts, so a change from or to 0 applies to hosts started
+ * later. */
+void plugins_set_watchdog(struct plugins *p, uint64_t usec);
 /* SIGTERM to every host, SIGKILL to those still there after 2 s. */
 void plugins_stop(struct plugins *p);
+
+/* The union of the capabilities the plugins of o->dir (not disabled)
+ * declare, each asked of the plugin host (--print-capabilities) in a
+ * process holding none. A plugin that does not answer adds nothing (the
+ * host refuses it later anyway). Returns 0, or -errno when the directory
+ * cannot be read. */
+int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret);
 
 /* Finds the *.so files of dir that are not disabled, sorted by name.
  * Returns the number found (at most max) or -errno. */

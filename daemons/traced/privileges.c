@@ -81,3 +81,60 @@ int privileges_drop(uid_t uid, gid_t gid) {
                 return -EPERM;
         return 0;
 }
+
+int privileges_limit(uint64_t keep, uint64_t *ret_kept) {
+        for (unsigned cap = 0; cap < 64; cap++) {
+                if (keep & ((uint64_t) 1 << cap))
+                        continue;
+                if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) != 1)
+                        continue;
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EPERM)
+                        return -errno;
+        }
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+                return -errno;
+
+        uint64_t eff, perm;
+        int r = caps_get(&eff, &perm);
+        if (r < 0)
+                return r;
+        uint64_t mask = perm & keep;
+        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[2] = {
+                { .effective = (uint32_t) mask, .permitted = (uint32_t) mask },
+                { .effective = (uint32_t) (mask >> 32), .permitted = (uint32_t) (mask >> 32) },
+        };
+        if (syscall(SYS_capset, &hdr, data) < 0)
+                return -errno;
+
+        r = caps_get(&eff, &perm);
+        if (r < 0)
+                return r;
+        if ((eff | perm) & ~keep)
+                return -EPERM;
+        /* Holding anything (started as root), the bounding set must have
+         * shrunk too; without CAP_SETPCAP it cannot, and nothing is held. */
+        for (unsigned cap = 0; cap < 64 && perm != 0; cap++)
+                if (!(keep & ((uint64_t) 1 << cap)) && prctl(PR_CAPBSET_READ, cap, 0, 0, 0) == 1)
+                        return -EPERM;
+        if (ret_kept)
+                *ret_kept = eff;
+        return 0;
+}
+
+const char *privileges_cap_name(unsigned cap) {
+        static const char *const names[] = {
+                "CAP_CHOWN",           "CAP_DAC_OVERRIDE",   "CAP_DAC_READ_SEARCH", "CAP_FOWNER",
+                "CAP_FSETID",          "CAP_KILL",           "CAP_SETGID",          "CAP_SETUID",
+                "CAP_SETPCAP",         "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST",
+                "CAP_NET_ADMIN",       "CAP_NET_RAW",        "CAP_IPC_LOCK",        "CAP_IPC_OWNER",
+                "CAP_SYS_MODULE",      "CAP_SYS_RAWIO",      "CAP_SYS_CHROOT",      "CAP_SYS_PTRACE",
+                "CAP_SYS_PACCT",       "CAP_SYS_ADMIN",      "CAP_SYS_BOOT",        "CAP_SYS_NICE",
+                "CAP_SYS_RESOURCE",    "CAP_SYS_TIME",       "CAP_SYS_TTY_CONFIG",  "CAP_MKNOD",
+                "CAP_LEASE",           "CAP_AUDIT_WRITE",    "CAP_AUDIT_CONTROL",   "CAP_SETFCAP",
+                "CAP_MAC_OVERRIDE",    "CAP_MAC_ADMIN",      "CAP_SYSLOG",          "CAP_WAKE_ALARM",
+                "CAP_BLOCK_SUSPEND",   "CAP_AUDIT_READ",     "CAP_PERFMON",         "CAP_BPF",
+                "CAP_CHECKPOINT_RESTORE",
+        };
+        return cap < ELEMENTSOF(names) ? names[cap] : NULL;
+}

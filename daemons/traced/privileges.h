@@ -6,6 +6,7 @@
  * started as root, runs as an unprivileged user. */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /* Resolves a user name (or a numeric uid) to its uid and primary gid. */
@@ -19,3 +20,23 @@ int privileges_lookup_user(const char *name, uid_t *ret_uid, gid_t *ret_gid);
  * left.
  */
 int privileges_drop(uid_t uid, gid_t gid);
+
+/* What traced's supervisor uses itself (bits = capability numbers): the
+ * switch of the core to its user (CAP_SETUID, CAP_SETGID), emptying the
+ * bounding sets of the core and of the plugin hosts (CAP_SETPCAP) and
+ * signals to the core, which runs as another user (CAP_KILL). */
+#define PRIVILEGES_SUPERVISOR_CAPS                                                                     \
+        (((uint64_t) 1 << 6) | ((uint64_t) 1 << 7) | ((uint64_t) 1 << 8) | ((uint64_t) 1 << 5))
+
+/*
+ * Limits this process to keep: every other capability leaves the bounding
+ * set (so no child gets it back, even across exec as root) and the
+ * effective and permitted sets; the inheritable and ambient sets are
+ * cleared. Capabilities not held before stay not held. *ret_kept (may be
+ * NULL) is the effective set after. Returns -EPERM if anything outside
+ * keep is left.
+ */
+int privileges_limit(uint64_t keep, uint64_t *ret_kept);
+
+/* The name of capability cap as in capabilities(7), or NULL. */
+const char *privileges_cap_name(unsigned cap);

@@ -15,6 +15,7 @@ int service_new(sd_event *event, struct traced_service **ret) {
         if (!svc)
                 return -ENOMEM;
         svc->event = sd_event_ref(event);
+        svc->trace_dir_fd = -EBADF;
         r = ipc_host_new(event, &svc->producer_host);
         if (r >= 0)
                 r = ipc_host_new(event, &svc->consumer_host);
@@ -112,7 +113,26 @@ struct traced_service *service_free(struct traced_service *svc) {
         svc->producer_host = ipc_host_free(svc->producer_host);
         sd_event_unref(svc->event);
         free(svc->trigger_history);
+        safe_close(svc->trace_dir_fd);
+        free(svc->trace_dir);
         free(svc->plugin_conns);
         free(svc);
         return NULL;
+}
+
+int service_set_trace_directory(struct traced_service *svc, const char *path, int fd) {
+        char *p = NULL;
+        if (path && fd >= 0) {
+                p = strdup(path);
+                if (!p) {
+                        safe_close(fd);
+                        return -ENOMEM;
+                }
+        } else
+                fd = safe_close(fd);
+        safe_close(svc->trace_dir_fd);
+        free(svc->trace_dir);
+        svc->trace_dir = p;
+        svc->trace_dir_fd = fd;
+        return 0;
 }

@@ -356,6 +356,9 @@ struct traced_service {
 
         void (*state_changed)(struct traced_service *svc); /* for sd_notify STATUS= */
 
+        /* Where TraceConfig.output_path may point (output-path.h). */
+        char *trace_dir;
+        int trace_dir_fd;
         /* Reserved data source names (NAME or PREFIX*) and who besides the
          * plugin hosts and root may register them. */
         const char *const *trusted_names;
@@ -377,6 +380,8 @@ int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid);
 /* Disables every session (final writes to files) for shutdown. */
 void service_shutdown(struct traced_service *svc);
 void service_state_changed(struct traced_service *svc);
+/* The trace directory from now on (path NULL or fd < 0: none). Takes fd. */
+int service_set_trace_directory(struct traced_service *svc, const char *path, int fd);
 /* Whether name is reserved (trusted_names), and whether p may register
  * reserved names. */
 bool service_name_is_reserved(const struct traced_service *svc, const char *name);

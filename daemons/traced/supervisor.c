@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,13 +10,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "control.h"
 #include "privileges.h"
+#include "selinux-label.h"
 #include "supervisor.h"
 
 struct supervisor {
+        struct supervisor_options *o;
         sd_event *event;
         pid_t core_pid;
         int control_fd;
@@ -70,6 +75,58 @@ static int on_terminate(sd_event_source *src, const struct signalfd_siginfo *si,
         return 0;
 }
 
+/* Tells the core where output_path may point: an O_PATH fd opened here
+ * (the core may lack search permission on the way to it). */
+static void send_trace_directory(struct supervisor *s) {
+        const char *dir = s->o->config ? traced_config_trace_directory(s->o->config) : TRACED_CONFIG_DEFAULT_TRACE_DIR;
+        _cleanup_close_ int fd = -EBADF;
+        if (dir) {
+                fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                        log_notice_errno(errno, "No trace directory %s (output_path is refused): %m", dir);
+        }
+        int r = control_send_trace_directory(s->control_fd, dir ? dir : "", fd);
+        if (r < 0)
+                log_warning_errno(r, "Failed to send the trace directory to the service core: %m");
+}
+
+static bool streq_null(const char *a, const char *b) {
+        return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+static int on_reload(sd_event_source *src, const struct signalfd_siginfo *si, void *userdata) {
+        struct supervisor *s = userdata;
+        struct supervisor_options *o = s->o;
+        _cleanup_free_ char *error = NULL;
+        struct traced_config next;
+
+        if (!o->config_path || !o->config)
+                return 0;
+        (void) sd_notify(false, "RELOADING=1");
+        int r = traced_config_load(o->config_path, &next, &error);
+        if (r < 0) {
+                log_error("Not reloading: %s; the previous configuration stays.", error ? error : strerror(-r));
+                (void) sd_notify(false, "READY=1");
+                return 0;
+        }
+        struct traced_config *cur = o->config;
+        bool plugins_same = next.plugins_enabled == cur->plugins_enabled && next.plugins_in_process == cur->plugins_in_process &&
+                            streq_null(next.plugin_dir, cur->plugin_dir) && next.n_disabled == cur->n_disabled;
+        for (unsigned i = 0; plugins_same && i < next.n_disabled; i++)
+                plugins_same = strcmp(next.disabled[i], cur->disabled[i]) == 0;
+        if (!plugins_same || !streq_null(next.user, cur->user))
+                log_notice("Reloaded %s: the plugin set and the core's user change at the next start of traced.",
+                           o->config_path);
+        else
+                log_info("Reloaded %s.", o->config_path);
+        plugins_set_watchdog(s->plugins, (uint64_t) next.watchdog_sec * 1000000u);
+        traced_config_done(cur);
+        *cur = next;
+        send_trace_directory(s);
+        (void) sd_notify(false, "READY=1");
+        return 0;
+}
+
 /* In the forked child: become the service core. Never returns. */
 _Noreturn static void run_core(struct supervisor_options *o, int control_fd, pid_t supervisor) {
         int r;
@@ -79,6 +136,11 @@ _Noreturn static void run_core(struct supervisor_options *o, int control_fd, pid
                 char pid[32];
                 snprintf(pid, sizeof(pid), "%d", (int) getpid());
                 (void) setenv("WATCHDOG_PID", pid, 1);
+        }
+        r = selinux_label_enter_core();
+        if (r < 0) {
+                log_error_errno(r, "Failed to enter the service core's SELinux domain: %m");
+                _exit(EXIT_FAILURE);
         }
         r = privileges_drop(o->drop_user ? o->uid : getuid(), o->drop_user ? o->gid : getgid());
         if (r < 0) {
@@ -100,7 +162,7 @@ _Noreturn static void run_core(struct supervisor_options *o, int control_fd, pid
 }
 
 int supervisor_run(struct supervisor_options *o) {
-        struct supervisor s = { .control_fd = -EBADF, .exit_status = EXIT_FAILURE };
+        struct supervisor s = { .o = o, .control_fd = -EBADF, .exit_status = EXIT_FAILURE };
         int ctl[2], r;
 
         r = control_pair(ctl);
@@ -134,12 +196,15 @@ int supervisor_run(struct supervisor_options *o) {
                 r = sd_event_add_signal(s.event, NULL, SIGTERM, on_terminate, &s);
         if (r >= 0)
                 r = sd_event_add_signal(s.event, NULL, SIGINT, on_terminate, &s);
+        if (r >= 0)
+                r = sd_event_add_signal(s.event, NULL, SIGHUP, on_reload, &s);
         if (r < 0) {
                 log_error_errno(r, "Failed to set up the supervisor: %m");
                 (void) kill(pid, SIGTERM);
                 (void) waitpid(pid, NULL, 0);
                 goto done;
         }
+        send_trace_directory(&s);
         if (o->plugins) {
                 o->plugin.handoff = handoff;
                 o->plugin.userdata = &s;

@@ -5,12 +5,15 @@
  * with no capabilities (as an unprivileged user when started as root) and
  * one plugin host per plugin, connects each host to the core through a
  * socketpair, restarts hosts that crash or hang, and stops everything on
- * SIGTERM. If the core dies, traced exits with an error (systemd restarts
+ * SIGTERM. SIGHUP re-reads the configuration: the trace directory and the
+ * plugin watchdog change at once, sessions go on; a bad file is reported
+ * and the old configuration stays. If the core dies, traced exits with an error (systemd restarts
  * the whole service). */
 
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "config.h"
 #include "core.h"
 #include "plugins.h"
 
@@ -21,6 +24,10 @@ struct supervisor_options {
         gid_t gid;
         bool plugins; /* run plugin hosts */
         struct plugins_options plugin;
+        /* traced.conf: re-read on SIGHUP (config is replaced only by a
+         * good file). */
+        const char *config_path;
+        struct traced_config *config;
 };
 
 /* Returns the exit status for main(). */

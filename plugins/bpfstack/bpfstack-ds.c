@@ -236,6 +236,28 @@ static struct proc_info *proc_for(struct bpfstack_session *s, uint32_t pid, uint
         return p;
 }
 
+/* The off-CPU program runs inside the sched_switch tracepoint, so the
+ * kernel stack it takes starts with the program itself and the
+ * tracepoint's dispatch, above __schedule. Those frames are the
+ * collector's, not the task's: they are left out. */
+static bool tracing_frame(const struct ksyms *k, uint64_t addr) {
+        static const char *const prefixes[] = { "bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_" };
+        const char *name = k ? ksyms_lookup(k, addr) : NULL;
+        if (!name)
+                return false;
+        for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+                if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+                        return true;
+        return false;
+}
+
+static size_t tracing_frames_on_top(const struct ksyms *k, const uint64_t *kern, size_t n) {
+        size_t skip = 0;
+        while (skip < n && tracing_frame(k, kern[skip]))
+                skip++;
+        return skip;
+}
+
 static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec) {
         struct seq *q = rec->kind == BPFSTACK_ON_CPU ? &s->on : &s->off;
         uint64_t kern[BPFSTACK_MAX_DEPTH], frames[2 * BPFSTACK_MAX_DEPTH];
@@ -257,7 +279,8 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
                 if (f)
                         frames[n++] = f;
         }
-        for (size_t k = n_kern; k-- > 0;) {
+        size_t top = rec->kind == BPFSTACK_OFF_CPU ? tracing_frames_on_top(s->ksyms, kern, n_kern) : 0;
+        for (size_t k = n_kern; k-- > top;) {
                 uint64_t f = symbolizer_kernel_frame(&s->sym, q->iw, kern[k]);
                 if (f)
                         frames[n++] = f;

@@ -323,6 +323,9 @@ Test(bpfstack, on_cpu_and_off_cpu_stacks_and_blocked_time) {
                 if (s->tid != (uint32_t) r.pid)
                         continue; /* the pipe's writer thread */
                 off++;
+                cr_assert(s->n_names > 0 && s->names[0], "an off-CPU sample without a leaf frame");
+                cr_assert(strncmp(s->names[0], "bpf_prog_", 9) != 0 && strncmp(s->names[0], "bpf_trace_run", 13) != 0,
+                          "the off-CPU leaf is the collector's own frame %s, not the task's", s->names[0]);
                 blocked_total += s->blocked_ns;
                 cr_log_info("off-CPU at %llu for %.1f ms in %s <- %s", (unsigned long long) s->ts, s->blocked_ns / 1e6,
                             s->n_names > 2 && s->names[s->n_names - 3] ? s->names[s->n_names - 3] : "?",

@@ -43,8 +43,15 @@ static void start_with_plugins_args(const char *const *names, const char *extra1
         cr_assert_not_null(mkdtemp(plugin_dir));
         for (size_t i = 0; names[i]; i++) {
                 char src[512], dst[512];
-                snprintf(src, sizeof(src), TOP_BUILDDIR "/tests/plugins/.libs/%s.so", names[i]);
-                snprintf(dst, sizeof(dst), "%s/%s.so", plugin_dir, names[i]);
+                /* A path: a plugin of the build, linked under its own name. */
+                const char *slash = strrchr(names[i], '/');
+                if (slash) {
+                        snprintf(src, sizeof(src), "%s", names[i]);
+                        snprintf(dst, sizeof(dst), "%s/%s", plugin_dir, slash + 1);
+                } else {
+                        snprintf(src, sizeof(src), TOP_BUILDDIR "/tests/plugins/.libs/%s.so", names[i]);
+                        snprintf(dst, sizeof(dst), "%s/%s.so", plugin_dir, names[i]);
+                }
                 cr_assert_eq(symlink(src, dst), 0);
         }
         char dir_arg[300];
@@ -347,8 +354,15 @@ Test(plugins, configuration_disables_plugins_and_bad_lines_are_named) {
         cr_assert_not_null(mkdtemp(plugin_dir));
         for (size_t i = 0; names[i]; i++) {
                 char src[512], dst[512];
-                snprintf(src, sizeof(src), TOP_BUILDDIR "/tests/plugins/.libs/%s.so", names[i]);
-                snprintf(dst, sizeof(dst), "%s/%s.so", plugin_dir, names[i]);
+                /* A path: a plugin of the build, linked under its own name. */
+                const char *slash = strrchr(names[i], '/');
+                if (slash) {
+                        snprintf(src, sizeof(src), "%s", names[i]);
+                        snprintf(dst, sizeof(dst), "%s/%s", plugin_dir, slash + 1);
+                } else {
+                        snprintf(src, sizeof(src), TOP_BUILDDIR "/tests/plugins/.libs/%s.so", names[i]);
+                        snprintf(dst, sizeof(dst), "%s/%s.so", plugin_dir, names[i]);
+                }
                 cr_assert_eq(symlink(src, dst), 0);
         }
         char dir_arg[300];
@@ -448,6 +462,48 @@ Test(plugins, the_core_runs_unprivileged_and_hosts_keep_declared_capabilities) {
         cr_assert_eq(run_session(&cons, 300), 0);
         cr_assert_eq(count_hello(cons.data, cons.len), 1);
         test_consumer_free(&cons);
+}
+
+/* Capabilities the supervisor uses itself: CAP_KILL, CAP_SETGID,
+ * CAP_SETUID, CAP_SETPCAP. */
+#define SUPERVISOR_OWN_CAPS 0x1e0ull
+
+/* Started as root outside systemd, the supervisor limits itself to its own
+ * capabilities and those its plugins declare (it held 0x1fffeffffff). */
+static void check_supervisor_caps(const char *const *names, const char *producer, unsigned long long declared) {
+        if (geteuid() != 0) {
+                cr_skip_test("the supervisor keeps capabilities only when started as root");
+                return;
+        }
+        start_with_plugins(names);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        int host = 0;
+        for (int i = 0; i < 200 && host <= 0; i++) {
+                host = producer_pid(&cons, producer);
+                if (host <= 0)
+                        spin_ms(ev, 50);
+        }
+        cr_assert_gt(host, 0, "the plugin host of %s never connected", producer);
+        struct proc_info sup;
+        cr_assert(proc_info(inst.pid, &sup));
+        cr_assert_eq(sup.uid, 0);
+        unsigned long long want = SUPERVISOR_OWN_CAPS | declared;
+        cr_assert_eq(sup.cap_eff, want, "the supervisor's CapEff is 0x%llx, expected 0x%llx", sup.cap_eff, want);
+        cr_assert_eq(sup.cap_bnd, want, "the supervisor's CapBnd is 0x%llx, expected 0x%llx", sup.cap_bnd, want);
+        test_consumer_free(&cons);
+}
+
+Test(plugins, the_supervisor_keeps_only_its_own_capabilities_for_plugins_declaring_none) {
+        const char *const names[] = { "good", NULL };
+        check_supervisor_caps(names, "traced.test", 0);
+}
+
+Test(plugins, the_supervisor_keeps_what_the_ftrace_plugin_declares) {
+        /* The ftrace plugin declares CAP_SYS_ADMIN (21) and CAP_SYSLOG (34);
+         * its data sources appear even without tracefs. */
+        const char *const names[] = { TOP_BUILDDIR "/plugins/.libs/ftrace.so", NULL };
+        check_supervisor_caps(names, "traced.ftrace", (1ull << 21) | (1ull << 34));
 }
 
 /* Distinct trusted_pid values of the hello packets. */

@@ -241,6 +241,13 @@ Test(process_stats, new_processes_are_described_on_demand) {
 Test(process_stats, tracectl_quick_mode_summary_lists_processes_with_cpu_time) {
         if (!fixture_tracefs_usable())
                 SKIP("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        /* tracectl waits for the data sources it asks for: have them
+         * registered first, so its session starts before the busy loop. */
+        struct test_consumer ready;
+        cr_assert_eq(test_consumer_connect(&ready, ev, inst.consumer_path), 0);
+        cr_assert(fixture_wait_data_source(&ready, ev, "linux.ftrace", 1, 30000), "linux.ftrace never registered");
+        cr_assert(fixture_wait_data_source(&ready, ev, "linux.process_stats", 1, 30000));
+        test_consumer_free(&ready);
         char out[512], so[512];
         snprintf(out, sizeof(out), "%s/quick.pftrace", inst.dir);
         snprintf(so, sizeof(so), "%s/quick.stdout", inst.dir);

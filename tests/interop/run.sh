@@ -66,6 +66,12 @@ stop_all() {
 
 cleanup() {
         stop_all
+        # (ref_stop_count_breaks runs in a command substitution: check the
+        # directory, not ref_made.)
+        if [ -d "$TRACEFS/instances/$REF_INSTANCE" ]; then
+                echo 0 >"$TRACEFS/instances/$REF_INSTANCE/tracing_on" 2>/dev/null
+                rmdir "$TRACEFS/instances/$REF_INSTANCE" 2>/dev/null
+        fi
         if [ "$instance_made" = 1 ]; then
                 echo 0 >"$TRACEFS/instances/$INSTANCE/tracing_on" 2>/dev/null
                 rmdir "$TRACEFS/instances/$INSTANCE" 2>/dev/null
@@ -197,7 +203,7 @@ bad_stats() {
 # WHY to what is missing.
 WHY=""
 check_system_trace() {
-        local t=$1 side=$2 n
+        local t=$1 side=$2 allowed=${3:-} n
         WHY=""
         n=$(tp_num "$t" "select count(*) from sched_slice")
         [ "$n" -gt 0 ] || WHY="$WHY; no sched_slice rows ($side sched_switch events)"
@@ -210,7 +216,7 @@ check_system_trace() {
         n=$(tp_num "$t" "select count(*) from ftrace_event e join args a using (arg_set_id) where e.name = 'task_newtask'")
         [ "$n" -gt 0 ] || WHY="$WHY; no task_newtask ftrace_event with args ($side)"
         local bad
-        bad=$(bad_stats "$t" "")
+        bad=$(bad_stats "$t" "$allowed")
         [ -z "$bad" ] || WHY="$WHY; stats with severity error/data_loss: $bad"
         WHY=${WHY#; }
         [ -z "$WHY" ]
@@ -231,6 +237,39 @@ make_activity() {
                 [ -n "${1:-}" ] && echo "C|$$|traced_interop_mark|$i" >"$1" 2>/dev/null
                 sleep 0.2
         done
+}
+
+# A reference for sched_switch chains: the kernel's own text output of a
+# private instance recording sched_switch over the same window. Some kernels
+# (this project's VM kernel among them) never emit some switch-outs (of the
+# idle task, of some threads); trace_processor then counts
+# mismatched_sched_switch_tids in any recorder's trace. The count is held
+# against the recorder only when the kernel's own text has no such break.
+REF_INSTANCE="traced-interop-ref-$$"
+ref_made=0
+ref_start() {
+        mkdir "$TRACEFS/instances/$REF_INSTANCE" 2>/dev/null || return 1
+        ref_made=1
+        echo 4096 >"$TRACEFS/instances/$REF_INSTANCE/buffer_size_kb"
+        echo 1 >"$TRACEFS/instances/$REF_INSTANCE/events/sched/sched_switch/enable"
+        echo 1 >"$TRACEFS/instances/$REF_INSTANCE/tracing_on"
+}
+# Prints how many switches in the kernel's text do not continue the chain of
+# their CPU (prev_pid differs from the previous switch's next_pid).
+ref_stop_count_breaks() {
+        [ "$ref_made" = 1 ] || { echo -1; return; }
+        echo 0 >"$TRACEFS/instances/$REF_INSTANCE/tracing_on"
+        awk 'match($0, /\[[0-9]+\]/) {
+                cpu = substr($0, RSTART + 1, RLENGTH - 2)
+                if (!match($0, /prev_pid=[0-9]+/)) next
+                prev = substr($0, RSTART + 9, RLENGTH - 9)
+                if (!match($0, /next_pid=[0-9]+/)) next
+                next_pid = substr($0, RSTART + 9, RLENGTH - 9)
+                if ((cpu in last) && last[cpu] != prev) breaks++
+                last[cpu] = next_pid
+        } END { print breaks + 0 }' "$TRACEFS/instances/$REF_INSTANCE/trace"
+        echo 0 >"$TRACEFS/instances/$REF_INSTANCE/events/sched/sched_switch/enable"
+        rmdir "$TRACEFS/instances/$REF_INSTANCE" 2>/dev/null
 }
 
 ensure_instance() {
@@ -313,6 +352,7 @@ pair_plugin_to_upstream() {
         start "$d" plugin-host "$OURS_HOST" --socket "$d/p" "$OURS_PLUGINS/ftrace.so"
         sleep 1
         ftrace_config "" >"$d/cfg"
+        ref_start || true
         PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
                 >"$d/perfetto.log" 2>&1 &
         local cli=$!
@@ -322,16 +362,23 @@ pair_plugin_to_upstream() {
         make_activity ""
         wait "$cli"
         local st=$?
+        local kernel_breaks
+        kernel_breaks=$(ref_stop_count_breaks)
         stop_all
         if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
                 result "$name" FAIL "upstream perfetto CLI exited $st: $(tail -n 2 "$d/perfetto.log" | tr '\n' ' ')"
                 return
         fi
-        if ! check_system_trace "$d/trace" "our ftrace plugin"; then
+        local allowed="" note=""
+        if [ "$kernel_breaks" -gt 0 ]; then
+                allowed="mismatched_sched_switch_tids"
+                note=", $(tp_num "$d/trace" "select value from stats where name = 'mismatched_sched_switch_tids'") mismatched switch tids where the kernel's own text broke $kernel_breaks chains"
+        fi
+        if ! check_system_trace "$d/trace" "our ftrace plugin" "$allowed"; then
                 result "$name" FAIL "upstream traced's trace of our plugin: $WHY"
                 return
         fi
-        result "$name" PASS "$(tp_num "$d/trace" "select count(*) from sched_slice") sched slices"
+        result "$name" PASS "$(tp_num "$d/trace" "select count(*) from sched_slice") sched slices$note"
 }
 
 # A libtraced-client producer (examples/producer) under upstream traced,

@@ -33,7 +33,11 @@ static void record_help(void) {
                "  -c, --config FILE      TraceConfig, binary or (with --txt) text format;\n"
                "                         '-' reads it from standard input\n"
                "      --txt              the config is in protobuf text format\n"
-               "  -o, --out FILE         the trace file to write\n"
+               "  -o, --out FILE         the trace file to write (tracectl opens it and\n"
+               "                         passes it to the service); without -o the config's\n"
+               "                         output_path names a file in the service's trace\n"
+               "                         directory, which the service opens itself\n"
+               "      --dry-run          parse the config (or quick flags), print it, exit\n"
                "  -t, --time DURATION    quick mode: how long (e.g. 10s, 500ms, 2m)\n"
                "  -b, --buffer SIZE      quick mode: buffer size (e.g. 64mb, 512kb)\n"
                "      --ds NAME          quick mode: also enable data source NAME\n"
@@ -49,7 +53,8 @@ static void record_help(void) {
                "  -h, --help             this help\n"
                "\n"
                "Ctrl-C flushes the data sources, stops the session and completes\n"
-               "the file.\n");
+               "the file. tracectl waits up to 10 s for the service to accept and for\n"
+               "the data sources the config names to be registered.\n");
 }
 
 static int parse_duration_ms(const char *s, uint32_t *ret) {
@@ -335,8 +340,45 @@ static int wait_session(struct tracectl *t, struct session_wait *w, int progress
         return EXIT_OK;
 }
 
+/* A service that just started registers its plugins' data sources a
+ * moment after it accepts: wait (a while) for those the config names. */
+static void wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfig *cfg) {
+        for (unsigned waited = 0;; waited += 200) {
+                Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+                ProtobufCMessage *reply = NULL;
+                const char *missing = NULL;
+                if (tracectl_call(t, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
+                                  -EBADF, &reply, 5000) < 0 || !reply)
+                        return;
+                const Perfetto__Protos__TracingServiceState *st =
+                        ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+                for (size_t i = 0; i < cfg->n_data_sources && !missing; i++) {
+                        const char *name = cfg->data_sources[i]->config ? cfg->data_sources[i]->config->name : NULL;
+                        bool found = !name;
+                        for (size_t k = 0; st && !found && k < st->n_data_sources; k++)
+                                found = st->data_sources[k]->ds_descriptor && st->data_sources[k]->ds_descriptor->name &&
+                                        strcmp(st->data_sources[k]->ds_descriptor->name, name) == 0;
+                        if (!found)
+                                missing = name;
+                }
+                if (!missing) {
+                        protobuf_c_message_free_unpacked(reply, NULL);
+                        return;
+                }
+                if (waited >= TRACECTL_DATA_SOURCE_WAIT_MS) {
+                        fprintf(stderr, "tracectl: no producer offers data source %s; recording without it\n", missing);
+                        protobuf_c_message_free_unpacked(reply, NULL);
+                        return;
+                }
+                if (waited == 0)
+                        fprintf(stderr, "tracectl: waiting for data source %s\n", missing);
+                protobuf_c_message_free_unpacked(reply, NULL);
+                (void) usleep(200 * 1000);
+        }
+}
+
 int cmd_record(struct tracectl *t, int argc, char **argv) {
-        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS };
+        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS, ARG_DRY_RUN };
         static const struct option opts[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "txt", no_argument, NULL, ARG_TXT },
@@ -350,11 +392,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 { "no-summary", no_argument, NULL, ARG_NO_SUMMARY },
                 { "perf", required_argument, NULL, ARG_PERF },
                 { "bpf-stacks", no_argument, NULL, ARG_BPF_STACKS },
+                { "dry-run", no_argument, NULL, ARG_DRY_RUN },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *config_path = NULL, *out = NULL, *trigger = NULL, *detach = NULL;
-        bool txt = false, process_stats = true, summary = true, bpf_stacks = false;
+        bool txt = false, process_stats = true, summary = true, bpf_stacks = false, dry_run = false;
         uint32_t duration_ms = 10000, buffer_kb = 64 * 1024, perf_hz = 0;
         char *extra[16];
         size_t n_extra = 0;
@@ -416,16 +459,15 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         perf_hz = (uint32_t) hz;
                         break;
                 }
+                case ARG_DRY_RUN:
+                        dry_run = true;
+                        break;
                 case 'h':
                         record_help();
                         return EXIT_OK;
                 default:
                         return EXIT_USAGE;
                 }
-        }
-        if (!out) {
-                fprintf(stderr, "tracectl record: -o FILE is required\n");
-                return EXIT_USAGE;
         }
         if (config_path && optind < argc) {
                 fprintf(stderr, "tracectl record: events cannot be combined with -c\n");
@@ -470,9 +512,31 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 cfg->trigger_config = tc;
         }
 
-        /* The service writes the file; it gets the fd with EnableTracing. */
-        _cleanup_close_ int fd = open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) {
+        if (dry_run) {
+                pbtxt_print(stdout, &cfg->base, 0);
+                fprintf(stderr, "tracectl: the config is valid: %zu buffer(s), %zu data source(s)\n", cfg->n_buffers,
+                        cfg->n_data_sources);
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                return EXIT_OK;
+        }
+        bool service_opens = !out && cfg->output_path && cfg->output_path[0];
+        if (!out && !service_opens) {
+                fprintf(stderr, "tracectl record: -o FILE is required (or output_path in the config)\n");
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                return EXIT_USAGE;
+        }
+        if (out && cfg->output_path) {
+                /* Our file wins; the service must not open one too. */
+                free(cfg->output_path);
+                cfg->output_path = NULL;
+        }
+        if (service_opens)
+                out = cfg->output_path;
+
+        /* The service writes the file; it gets the fd with EnableTracing
+         * (or, for output_path, opens it in its trace directory). */
+        _cleanup_close_ int fd = service_opens ? -EBADF : open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (!service_opens && fd < 0) {
                 fprintf(stderr, "tracectl: cannot create %s: %s\n", out, strerror(errno));
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
                 return EXIT_OTHER;
@@ -490,10 +554,19 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return r;
         }
 
+        wait_for_data_sources(t, cfg);
+
         struct sigaction sa = { .sa_handler = on_sigint };
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
 
+        _cleanup_free_ char *out_copy = strdup(out);
+        if (!out_copy) {
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                tracectl_disconnect(t);
+                return EXIT_OTHER;
+        }
+        out = out_copy;
         struct session_wait w = {};
         Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         req.trace_config = cfg;
@@ -533,6 +606,8 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return r;
         if (summary) {
                 printf("Trace written to %s\n", out);
+                if (service_opens && access(out, R_OK) < 0)
+                        return EXIT_OK; /* the service's file; we may not read it */
                 return print_trace_summary(out, 10);
         }
         return EXIT_OK;

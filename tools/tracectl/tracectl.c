@@ -51,7 +51,16 @@ int tracectl_connect(struct tracectl *t) {
                 fprintf(stderr, "tracectl: cannot create an event loop: %s\n", strerror(-r));
                 return EXIT_OTHER;
         }
-        r = ipc_client_connect(t->event, t->socket, &t->client);
+        /* A service started a moment ago may not listen yet: wait for its
+         * socket up to TRACECTL_CONNECT_WAIT_MS. */
+        for (unsigned waited = 0;; waited += 100) {
+                r = ipc_client_connect(t->event, t->socket, &t->client);
+                if (r >= 0 || (r != -ENOENT && r != -ECONNREFUSED) || waited >= TRACECTL_CONNECT_WAIT_MS)
+                        break;
+                if (waited == 0)
+                        fprintf(stderr, "tracectl: waiting for the tracing service at %s\n", t->socket);
+                (void) usleep(100 * 1000);
+        }
         if (r < 0) {
                 fprintf(stderr, "tracectl: cannot connect to the tracing service at %s: %s\n", t->socket, strerror(-r));
                 return EXIT_UNREACHABLE;

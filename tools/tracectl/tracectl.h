@@ -28,6 +28,11 @@ struct tracectl {
  * EXIT_UNREACHABLE on failure. */
 int tracectl_connect(struct tracectl *t);
 void tracectl_disconnect(struct tracectl *t);
+/* How long tracectl waits for the service's socket to appear and accept. */
+#define TRACECTL_CONNECT_WAIT_MS 10000u
+/* How long record waits for the data sources its config names. */
+#define TRACECTL_DATA_SOURCE_WAIT_MS 10000u
+
 /* Calls a method and waits for its last reply (streamed replies are
  * concatenated): 0, or -errno. */
 int tracectl_call(struct tracectl *t, const char *method, const ProtobufCMessage *args,

@@ -1,0 +1,112 @@
+#!/bin/sh
+# The SELinux policy module: links selinux/traced.pp (built by make) with
+# the reference policy's base module, expands the result into a kernel
+# policy (which also checks every neverallow of the reference policy) and
+# proves with setools' sesearch what each of traced's domains may do:
+#   - the service core holds no capability, cannot touch tracefs, perf
+#     events or BPF, and writes files only in the trace directory (so never
+#     in home directories);
+#   - only the ftrace host writes tracefs;
+#   - only the perf and bpf hosts open perf events, only the bpf host uses
+#     BPF.
+set -eu
+builddir=${TOP_BUILDDIR:-.}
+pp="$builddir/selinux/traced.pp"
+if [ ! -f "$pp" ]; then
+        echo "SKIP: the policy module was not built (configure found no selinux-policy-dev)"
+        exit 77
+fi
+for t in "${SESEARCH:-}" "${SEMODULE_LINK:-}" "${SEMODULE_EXPAND:-}"; do
+        if [ -z "$t" ]; then
+                echo "SKIP: sesearch (setools), semodule_link or semodule_expand (semodule-utils) is missing"
+                exit 77
+        fi
+done
+base=${SELINUX_BASE_POLICY:-/usr/share/selinux/default/base.pp.bz2}
+if [ ! -f "$base" ]; then
+        echo "SKIP: no reference policy base module at $base (selinux-policy-default)"
+        exit 77
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+case "$base" in
+*.bz2) bzip2 -dc "$base" >"$tmp/base.pp" ;;
+*) cp "$base" "$tmp/base.pp" ;;
+esac
+"$SEMODULE_LINK" -o "$tmp/linked.pp" "$tmp/base.pp" "$pp" >/dev/null
+"$SEMODULE_EXPAND" "$tmp/linked.pp" "$tmp/policy"
+policy="$tmp/policy"
+echo "linked with $base and expanded: ok"
+
+fail=0
+# query NAME EXPECT(empty|nonempty) sesearch-args...
+query() {
+        name=$1; expect=$2; shift 2
+        out=$("$SESEARCH" -A "$@" "$policy")
+        if [ "$expect" = empty ] && [ -n "$out" ]; then
+                echo "FAIL: $name: sesearch -A $*"; echo "$out" | sed 's/^/    /'; fail=1
+        elif [ "$expect" = nonempty ] && [ -z "$out" ]; then
+                echo "FAIL: $name: nothing matches sesearch -A $*"; fail=1
+        else
+                echo "ok: $name ($(printf '%s' "$out" | grep -c . || true) rule(s))"
+        fi
+}
+
+core=traced_core_t
+hosts="traced_plugin_host_t traced_ftrace_host_t traced_perf_host_t traced_bpf_host_t"
+all="traced_t $core $hosts"
+
+# The core.
+query "the core has no capability" empty -s $core -c capability,capability2
+for t in user_home_t user_home_dir_t; do
+        query "the core cannot write $t" empty -s $core -t $t -c file,dir,lnk_file -p write,append,create,add_name
+done
+query "the core cannot read or write tracefs" empty -s $core -t tracefs_t
+query "the core cannot open perf events" empty -s $core -c perf_event
+query "the core cannot use BPF" empty -s $core -c bpf
+# Every file type the core may write, and nothing else.
+written=$("$SESEARCH" -A -s $core -c file -p write,append,create "$policy" | awk '{print $3}' | sed 's/:.*//' | sort -u | tr '\n' ' ')
+expected="tmpfs_t traced_core_t traced_trace_t "
+if [ "$written" != "$expected" ]; then
+        echo "FAIL: the core writes files of types: $written(expected: $expected)"; fail=1
+else
+        echo "ok: the core writes only files of $written"
+fi
+
+# tracefs.
+for d in $all; do
+        case $d in
+        traced_ftrace_host_t) query "$d writes tracefs" nonempty -s $d -t tracefs_t -c file -p write ;;
+        *) query "$d cannot write tracefs" empty -s $d -t tracefs_t -c file,dir -p write,append,create,add_name ;;
+        esac
+done
+
+# perf events and BPF.
+for d in $all; do
+        case $d in
+        traced_perf_host_t | traced_bpf_host_t)
+                query "$d opens perf events" nonempty -s $d -c perf_event -p open
+                query "$d has CAP_PERFMON" nonempty -s $d -c capability2 -p perfmon ;;
+        *)
+                query "$d cannot open perf events" empty -s $d -c perf_event
+                query "$d has no CAP_PERFMON" empty -s $d -c capability2 -p perfmon ;;
+        esac
+        case $d in
+        traced_bpf_host_t)
+                query "$d loads BPF" nonempty -s $d -c bpf -p prog_load
+                query "$d has CAP_BPF" nonempty -s $d -c capability2 -p bpf ;;
+        *)
+                query "$d cannot use BPF" empty -s $d -c bpf
+                query "$d has no CAP_BPF" empty -s $d -c capability2 -p bpf ;;
+        esac
+        case $d in
+        traced_ftrace_host_t) ;;
+        *) query "$d has no CAP_SYS_ADMIN" empty -s $d -c capability -p sys_admin ;;
+        esac
+done
+
+# Other domains reach traced through the interfaces only: the producer and
+# consumer sockets are distinct types.
+query "the producer socket has its type" nonempty -t traced_producer_sock_t -c sock_file -s traced_t
+exit $fail
