@@ -895,10 +895,6 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         s->max_pages_per_drain = (size_t) buffer_kb * 1024u / s->page_size + 16;
         snprintf(val, sizeof(val), "%u", buffer_kb);
         (void) session_write(s, "buffer_size_kb", val);
-        /* What others left in a shared buffer is not this trace's, unless
-         * asked to keep it (preserve_ftrace_buffer). */
-        if ((s->in_root || s->keep_instance) && !s->preserve_buffer)
-                (void) tracefs_write(s->root, "trace", "");
         if (have_cfg && (pbr_count(fc.data, fc.len, 2) > 0 || pbr_count(fc.data, fc.len, 3) > 0))
                 s->atrace_error = "atrace_categories/atrace_apps: atrace is Android's; traced records ftrace events only";
 
@@ -1012,6 +1008,12 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 session_free(s);
                 return r;
         }
+        /* What others left in a shared buffer is not this trace's, unless
+         * asked to keep it (preserve_ftrace_buffer); cleared once every
+         * event and filter is set, since a root left on records meanwhile
+         * (an event enabled before its filter). */
+        if ((s->in_root || s->keep_instance) && !s->preserve_buffer)
+                (void) tracefs_write(s->root, "trace", "");
         emit_stats(s, 1); /* START_OF_TRACE */
         r = session_write(s, "tracing_on", "1");
         if (r < 0) {
