@@ -29,6 +29,7 @@
 #include "kprobes.h"
 #include "profiling/ksyms.h"
 #include "page.h"
+#include "root-journal.h"
 #include "syscalls.h"
 #include "tracefs.h"
 
@@ -40,11 +41,6 @@
 #define DEFAULT_DRAIN_MS 100u
 #define BUNDLE_FLUSH_BYTES (256u * 1024u)
 
-/* A tracefs file as it was before the session first wrote it. */
-struct saved_file {
-        char *rel;
-        char *value;
-};
 
 #define MAX_STAT_EVENTS 64
 
@@ -54,6 +50,7 @@ struct ftrace_session {
         bool named;         /* FtraceConfig.instance_name */
         bool keep_instance; /* a named instance that existed before us */
         int root_lock_fd;   /* flock()ed tracefs root while in_root */
+        bool journal_failed;
         struct saved_file *saved;
         size_t n_saved;
         /* FtraceStats beyond the kernel's counters */
@@ -164,6 +161,16 @@ static int session_write(struct ftrace_session *s, const char *rel, const char *
                                 return -ENOMEM;
                         }
                         s->saved[s->n_saved++] = (struct saved_file) { .rel = r, .value = v };
+                        /* On disk before the change, so that a successor
+                         * can undo it if this process dies. */
+                        int j = s->in_root ? root_journal_save(ROOT_JOURNAL_PATH, s->saved, s->n_saved) : 0;
+                        if (j < 0 && !s->journal_failed) {
+                                s->journal_failed = true;
+                                plugin_log(s->pl, TRACED_LOG_WARNING,
+                                           "cannot write %s (%s): the root ftrace instance's state is not put back "
+                                           "if this process dies",
+                                           ROOT_JOURNAL_PATH, strerror(-j));
+                        }
                 }
         }
         return tracefs_write(s->root, rel, value);
@@ -180,6 +187,8 @@ static void session_restore(struct ftrace_session *s) {
         }
         free(s->saved);
         s->saved = NULL;
+        if (s->in_root)
+                (void) unlink(ROOT_JOURNAL_PATH);
 }
 
 static void note_event(char **list, size_t *n, const char *spec) {
@@ -755,6 +764,29 @@ static bool instance_name_valid(const char *n) {
         return n[0] && strcmp(n, ".") != 0 && strcmp(n, "..") != 0 && !strchr(n, '/');
 }
 
+/* With the root's flock held: puts back what a session whose process died
+ * left changed in the root instance. */
+static void root_recover_locked(struct plugin *pl) {
+        int r = root_journal_replay(ROOT_JOURNAL_PATH, pl->tracefs);
+        if (r > 0)
+                plugin_log(pl, TRACED_LOG_INFO,
+                           "put back %d root ftrace settings a session that ended abnormally had changed", r);
+        else if (r < 0)
+                plugin_log(pl, TRACED_LOG_WARNING, "cannot put back the root ftrace settings from %s: %s",
+                           ROOT_JOURNAL_PATH, strerror(-r));
+}
+
+void ftrace_root_recover(struct plugin *pl) {
+        if (!pl->tracefs[0])
+                return;
+        int fd = open(pl->tracefs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+                root_recover_locked(pl); /* else a live session holds it and keeps the journal */
+        safe_close(fd);
+}
+
 /* FtraceConfig.instance_name (25): that instance, created if missing. No
  * name: the root instance, if no other session of ours holds it (an
  * exclusive flock on the tracefs directory, shared by every traced on the
@@ -792,6 +824,7 @@ static int choose_instance(struct ftrace_session *s, const struct pbr_field *fc)
 
         s->root_lock_fd = open(pl->tracefs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (s->root_lock_fd >= 0 && flock(s->root_lock_fd, LOCK_EX | LOCK_NB) == 0) {
+                root_recover_locked(pl);
                 s->in_root = true;
                 snprintf(s->root, sizeof(s->root), "%s", pl->tracefs);
                 return 0;
@@ -851,16 +884,17 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         }
         if (have_cfg && pbr_get(fc.data, fc.len, 23, false, &f) && f.wire_type == 0 && f.varint)
                 s->preserve_buffer = true;
-        (void) session_write(s, "tracing_on", "0");
+        /* A private instance stays off while it is set up. The root is
+         * shared: when it already records, others' trace_marker writes would
+         * fail with EBADF while it is off, and nothing below needs it off
+         * (the kernel resizes and clears a running buffer), so it is left on. */
+        if (!s->in_root)
+                (void) session_write(s, "tracing_on", "0");
         if (session_write(s, "trace_clock", "boot") < 0)
                 plugin_log(pl, TRACED_LOG_WARNING, "trace_clock boot unavailable; timestamps may not line up");
         s->max_pages_per_drain = (size_t) buffer_kb * 1024u / s->page_size + 16;
         snprintf(val, sizeof(val), "%u", buffer_kb);
         (void) session_write(s, "buffer_size_kb", val);
-        /* What others left in a shared buffer is not this trace's, unless
-         * asked to keep it (preserve_ftrace_buffer). */
-        if ((s->in_root || s->keep_instance) && !s->preserve_buffer)
-                (void) tracefs_write(s->root, "trace", "");
         if (have_cfg && (pbr_count(fc.data, fc.len, 2) > 0 || pbr_count(fc.data, fc.len, 3) > 0))
                 s->atrace_error = "atrace_categories/atrace_apps: atrace is Android's; traced records ftrace events only";
 
@@ -974,6 +1008,12 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 session_free(s);
                 return r;
         }
+        /* What others left in a shared buffer is not this trace's, unless
+         * asked to keep it (preserve_ftrace_buffer); cleared once every
+         * event and filter is set, since a root left on records meanwhile
+         * (an event enabled before its filter). */
+        if ((s->in_root || s->keep_instance) && !s->preserve_buffer)
+                (void) tracefs_write(s->root, "trace", "");
         emit_stats(s, 1); /* START_OF_TRACE */
         r = session_write(s, "tracing_on", "1");
         if (r < 0) {

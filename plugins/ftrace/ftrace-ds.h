@@ -22,6 +22,9 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
 void ftrace_session_stop(struct plugin *pl, uint64_t instance_id);
 void ftrace_session_flush(struct plugin *pl, uint64_t instance_id);
 void ftrace_sessions_free(struct plugin *pl);
+/* Puts back the root instance's state left changed by a session whose
+ * process died, unless a live session holds the root. */
+void ftrace_root_recover(struct plugin *pl);
 
 /* linux.process_stats */
 struct ps_session;

@@ -38,6 +38,7 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 r = tracefs_remove_stale_instances(pl->tracefs);
                 if (r > 0)
                         plugin_log(pl, TRACED_LOG_INFO, "removed %d stale ftrace instance(s)", r);
+                ftrace_root_recover(pl);
                 r = kprobe_remove_stale(pl->tracefs);
                 if (r > 0)
                         plugin_log(pl, TRACED_LOG_INFO, "removed %d stale kprobe(s)", r);

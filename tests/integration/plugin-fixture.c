@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,4 +119,19 @@ void fixture_record(struct traced_instance *inst, sd_event *event, const char *w
         test_consumer_free(&cons);
         fixture_for_each_packet(fd, fn, userdata);
         close(fd);
+}
+
+int fixture_write_marker(const char *path, const char *text) {
+        size_t len = strlen(text);
+        for (int attempt = 0;; attempt++) {
+                int fd = open(path, O_WRONLY | O_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                ssize_t n = write(fd, text, len);
+                int r = n == (ssize_t) len ? 0 : n < 0 ? -errno : -EIO;
+                close(fd);
+                if (r != -EBADF || attempt >= 500)
+                        return r;
+                usleep(10 * 1000);
+        }
 }

@@ -43,3 +43,11 @@ void fixture_for_each_packet(int fd, fixture_packet_fn fn, void *userdata);
  */
 void fixture_record(struct traced_instance *inst, sd_event *event, const char *wait_for, const char *config,
                     void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata);
+
+/*
+ * Writes text into the trace_marker at path (reopened each try). A shared
+ * instance's tracing_on may be 0 for a moment while another session sets it
+ * up or puts it back, and the kernel then fails marker writes with EBADF:
+ * those are retried for up to 5 s. Returns 0 or a negative errno.
+ */
+int fixture_write_marker(const char *path, const char *text);

@@ -418,12 +418,15 @@ Test(bpfstack, tracectl_quick_flag) {
 
         char out[512];
         snprintf(out, sizeof(out), "%s/quick.pftrace", inst.dir);
-        const char *argv[] = { TRACECTL_BINARY, "--socket", inst.consumer_path, "record", "-t", "4s", "--bpf-stacks",
+        const char *argv[] = { TRACECTL_BINARY, "--socket", inst.consumer_path, "record", "-t", "5s", "--bpf-stacks",
                                "--no-process-stats", "--no-summary", "-o", out, NULL };
         pid_t tc;
         cr_assert_eq(posix_spawn(&tc, TRACECTL_BINARY, NULL, NULL, (char *const *) argv, environ), 0);
         usleep(1000 * 1000); /* the session is up */
-        struct run r = { .argv = { workload, "1500", "2", "100", "100", NULL } };
+        /* Six sleeps and a read, of which three must be seen: a system-wide
+         * recording on a loaded machine (an ASan build beside other tests)
+         * can lose a few ring records, which the trace counts. */
+        struct run r = { .argv = { workload, "1500", "6", "100", "100", NULL } };
         run_workload(&r);
         int status;
         cr_assert_eq(waitpid(tc, &status, 0), tc);
@@ -453,6 +456,6 @@ Test(bpfstack, tracectl_quick_flag) {
         /* 99 Hz for 1.5 s: at most ~150, fewer when the machine is busy. */
         cr_assert_gt(on, 20, "99 Hz for 1.5 s on CPU: %zu samples", on);
         cr_assert_geq(on_chain * 10, on * 8, "the chain in %zu of %zu", on_chain, on);
-        cr_assert_geq(off_blocking, 3, "two sleeps and a read: %zu", off_blocking);
+        cr_assert_geq(off_blocking, 3, "six sleeps and a read: %zu", off_blocking);
         collect_free(&c);
 }

@@ -16,7 +16,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -35,8 +37,18 @@ static void setup(void) {
                 cr_assert_eq(fixture_start(&inst, &ev), 0);
 }
 
+/* The instance existing_named_instance_is_put_back creates: removed here
+ * too, so a failed assertion does not leave it behind. */
+static void keep_instance_path(char *buf, size_t size) {
+        snprintf(buf, size, TRACEFS "/instances/uc_keep_%d", (int) getpid());
+}
+
 static void teardown(void) {
         cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
+        char dir[256];
+        keep_instance_path(dir, sizeof(dir));
+        if (rmdir(dir) < 0 && errno != ENOENT)
+                cr_expect(false, "cannot remove %s: %m", dir);
 }
 
 TestSuite(ftrace_instances, .init = setup, .fini = teardown, .timeout = 180);
@@ -54,6 +66,11 @@ static void write_file(const char *path, const char *text) {
         cr_assert_geq(fd, 0, "cannot open %s: %m", path);
         cr_assert_eq(write(fd, text, strlen(text)), (ssize_t) strlen(text), "write to %s: %m", path);
         close(fd);
+}
+
+static void write_marker(const char *path, const char *text) {
+        int r = fixture_write_marker(path, text);
+        cr_assert_eq(r, 0, "write to %s: %s", path, strerror(-r));
 }
 
 static void read_line(const char *path, char *buf, size_t size) {
@@ -163,8 +180,8 @@ static void write_markers(void *data) {
         struct stat st;
         a->dir_existed_during = stat(a->instance_dir, &st) == 0;
         if (a->own_marker[0] && a->dir_existed_during)
-                write_file(a->own_marker, a->own_text);
-        write_file(TRACEFS "/trace_marker", a->root_text);
+                write_marker(a->own_marker, a->own_text);
+        write_marker(TRACEFS "/trace_marker", a->root_text);
         spin_ms(ev, 300);
 }
 
@@ -191,7 +208,7 @@ Test(ftrace_instances, instance_name_records_in_that_instance) {
 Test(ftrace_instances, existing_named_instance_is_put_back) {
         SKIP_WITHOUT_TRACEFS();
         char dir[256], path[320], line[512], cfg[256];
-        snprintf(dir, sizeof(dir), TRACEFS "/instances/uc_keep_%d", (int) getpid());
+        keep_instance_path(dir, sizeof(dir));
         (void) rmdir(dir);
         cr_assert_eq(mkdir(dir, 0700), 0, "cannot create %s: %m", dir);
         snprintf(path, sizeof(path), "%s/tracing_on", dir);
@@ -275,7 +292,7 @@ static void root_markers(void *data) {
         }
         if (d)
                 closedir(d);
-        write_file(TRACEFS "/trace_marker", a->text);
+        write_marker(TRACEFS "/trace_marker", a->text);
         spin_ms(ev, 300);
 }
 
@@ -298,4 +315,119 @@ Test(ftrace_instances, no_instance_name_records_in_the_root) {
                 return;
         }
         cr_assert_fail("every session recorded in a private instance, never in the root");
+}
+
+/* The plugin host running ftrace.so under this test's traced. */
+static pid_t ftrace_host_pid(void) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        pid_t found = 0;
+        while (d && (de = readdir(d)) && !found) {
+                long pid = strtol(de->d_name, NULL, 10);
+                if (pid <= 0 || !descends_from((pid_t) pid, inst.pid))
+                        continue;
+                char path[64], cmd[4096];
+                snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
+                close(fd);
+                for (ssize_t i = 0; i < n; i++)
+                        if (cmd[i] == '\0')
+                                cmd[i] = ' ';
+                cmd[n > 0 ? n : 0] = '\0';
+                if (strstr(cmd, "plugin-host") && strstr(cmd, "ftrace.so"))
+                        found = (pid_t) pid;
+        }
+        if (d)
+                closedir(d);
+        return found;
+}
+
+struct kill_action {
+        char before_size[64];
+        bool took_root; /* the root's buffer became this session's size */
+        bool killed;
+};
+
+#define KILL_SESSION_KB 1164
+/* The kernel rounds a size up to whole pages of data. */
+static bool is_session_size(int kb) {
+        return kb >= KILL_SESSION_KB && kb < KILL_SESSION_KB + 16;
+}
+
+/* buffer_size_kb as the size it has or will have ("7 (expanded: 1408)"
+ * before the buffer is first used). */
+static int size_kb(const char *line) {
+        const char *exp = strstr(line, "expanded: ");
+        return atoi(exp ? exp + strlen("expanded: ") : line);
+}
+
+static void kill_host(void *data) {
+        struct kill_action *a = data;
+        char line[256];
+        read_line(TRACEFS "/buffer_size_kb", line, sizeof(line));
+        a->took_root = is_session_size(size_kb(line));
+        pid_t host = ftrace_host_pid();
+        if (a->took_root && host > 0)
+                a->killed = kill(host, SIGKILL) == 0;
+        if (a->killed)
+                spin_ms(ev, 2000); /* the supervisor restarts it after a backoff */
+}
+
+Test(ftrace_instances, the_root_is_put_back_after_the_host_is_killed) {
+        SKIP_WITHOUT_TRACEFS();
+        /* Wait until no session anywhere holds the root (its flock), so
+         * that what is read here is the root's own state. */
+        int lock = open(TRACEFS, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        cr_assert_geq(lock, 0);
+        struct kill_action a = {};
+        char on_before[64], switch_before[64];
+        for (int attempt = 0; attempt < 10 && !a.killed; attempt++) {
+                int i;
+                for (i = 0; i < 600 && flock(lock, LOCK_EX | LOCK_NB) < 0; i++)
+                        spin_ms(ev, 50);
+                if (i == 600)
+                        continue;
+                read_line(TRACEFS "/tracing_on", on_before, sizeof(on_before));
+                read_line(TRACEFS "/buffer_size_kb", a.before_size, sizeof(a.before_size));
+                read_line(TRACEFS "/events/sched/sched_switch/enable", switch_before, sizeof(switch_before));
+                /* Another session may take the root between this unlock and
+                 * ours starting: kill_host then sees a size not ours and
+                 * the attempt is repeated. */
+                if (is_session_size(size_kb(a.before_size))) {
+                        write_file(TRACEFS "/buffer_size_kb", "1408");
+                        read_line(TRACEFS "/buffer_size_kb", a.before_size, sizeof(a.before_size));
+                }
+                flock(lock, LOCK_UN);
+                char cfg[256];
+                snprintf(cfg, sizeof(cfg),
+                         "ftrace_events: \"sched/sched_switch\" buffer_size_kb: %d", KILL_SESSION_KB);
+                struct seen k = {};
+                record(cfg, kill_host, &a, &k);
+                if (k.end_stats)
+                        perfetto__protos__ftrace_stats__free_unpacked(k.end_stats, NULL);
+        }
+        if (!a.killed) {
+                close(lock);
+                teardown();
+                cr_skip_test("the root ftrace instance was busy with other sessions the whole time");
+        }
+        /* The restarted plugin (or any session taking the root first) puts
+         * the root back; read it with the root's flock held, so that no
+         * session is changing it. */
+        int i;
+        for (i = 0; i < 1200 && flock(lock, LOCK_EX | LOCK_NB) < 0; i++)
+                spin_ms(ev, 50);
+        cr_assert_lt(i, 1200, "the root ftrace instance stayed locked after the session ended");
+        char size[256], on[64], sw[64];
+        read_line(TRACEFS "/buffer_size_kb", size, sizeof(size));
+        read_line(TRACEFS "/tracing_on", on, sizeof(on));
+        read_line(TRACEFS "/events/sched/sched_switch/enable", sw, sizeof(sw));
+        close(lock);
+        cr_assert(!is_session_size(size_kb(size)), "buffer_size_kb left at the killed session's %s", size);
+        cr_expect_eq(size_kb(size), size_kb(a.before_size), "buffer_size_kb %s, was %s", size, a.before_size);
+        cr_expect_str_eq(on, on_before, "tracing_on left at %s", on);
+        cr_expect_str_eq(sw, switch_before, "sched_switch enable left at %s", sw);
 }

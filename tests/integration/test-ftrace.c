@@ -104,13 +104,11 @@ Test(ftrace, markers_child_and_every_cpu) {
 
         enable_text(&cons, text, fd);
 
-        int mfd = open("/sys/kernel/tracing/trace_marker", O_WRONLY | O_CLOEXEC);
-        cr_assert_geq(mfd, 0);
         for (int i = 0; i < N_MARKERS; i++) {
                 snprintf(markers[i], sizeof(markers[i]), "traced-it-marker-%d-%d", i, (int) getpid());
-                cr_assert_eq(write(mfd, markers[i], strlen(markers[i])), (ssize_t) strlen(markers[i]));
+                int r = fixture_write_marker("/sys/kernel/tracing/trace_marker", markers[i]);
+                cr_assert_eq(r, 0, "trace_marker: %s", strerror(-r));
         }
-        close(mfd);
         pid_t child = spawn_child();
         cr_assert_gt(child, 0);
         while (waitpid(child, NULL, WNOHANG) == 0)
