@@ -47,9 +47,13 @@ run_suite() {
                 "$src/configure" --enable-werror "$@" >configure.out 2>&1 || { cat configure.out; exit 1; }
                 make -j"$jobs" >make.out 2>&1 || { cat make.out; exit 1; }
                 if ! make -j"$jobs" check; then
-                        for f in $(find . -name '*.log' -path '*tests*'); do
-                                echo "===== $f"; tail -n 60 "$f"
+                        # The logs of the tests that failed come last and
+                        # whole, so that a truncated CI log still ends with them.
+                        failed=$(grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' $(find . -name '*.trs' -path '*tests*') 2>/dev/null || true)
+                        for t in $failed; do
+                                echo "===== ${t%.trs}.log (failed)"; tail -n 400 "${t%.trs}.log"
                         done
+                        echo "== failed in $dir:" $failed
                         exit 1
                 fi
         )
