@@ -74,6 +74,7 @@ struct cpu_ring {
         uint64_t data_size;
         struct traced_source *src;
         uint64_t count; /* sum of the periods sampled: the timebase counter */
+        uint8_t *scratch; /* a record that wraps the ring's end, made whole */
 };
 
 /* pc -> interned frame, per process and state of its maps, valid for one
@@ -342,14 +343,36 @@ static void drain_ring(struct cpu_ring *ring) {
                         tail = head;
                         break;
                 }
-                /* Copied once, straight into what the worker gets. */
-                struct item *it = item_new(IT_RECORD, h.size);
-                if (it && perf_ring_copy(ring->data, ring->data_size, tail, head, it->rec, h.size) == h.size)
-                        handle_record(s, ring, it);
-                else {
-                        free(it);
-                        s->skipped_enqueue++;
+                /* A record is read where it lies (or, when it wraps the
+                 * ring's end, from a scratch copy) and copied once into
+                 * what the worker gets, without the part of the user stack
+                 * copy the kernel left unfilled: most stacks use a few KiB
+                 * of the 16 KiB reserved. */
+                const uint8_t *src = ring->data + (tail & mask);
+                if ((tail & mask) + h.size > ring->data_size) {
+                        if (!ring->scratch)
+                                ring->scratch = malloc(UINT16_MAX + 1);
+                        if (!ring->scratch ||
+                            perf_ring_copy(ring->data, ring->data_size, tail, head, ring->scratch, UINT16_MAX + 1) !=
+                                    h.size) {
+                                s->skipped_enqueue++;
+                                tail += h.size;
+                                continue;
+                        }
+                        src = ring->scratch;
                 }
+                int n = perf_record_compact(src, h.size, &s->layout, NULL);
+                struct item *it = item_new(IT_RECORD, n > 0 ? (size_t) n : h.size);
+                if (!it) {
+                        s->skipped_enqueue++;
+                        tail += h.size;
+                        continue;
+                }
+                if (n > 0)
+                        (void) perf_record_compact(src, h.size, &s->layout, it->rec);
+                else
+                        memcpy(it->rec, src, h.size); /* counted as a bad record by handle_record */
+                handle_record(s, ring, it);
                 tail += h.size;
         }
         __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
@@ -695,6 +718,7 @@ static void session_free(struct perf_session *s) {
                 if (ring->base)
                         munmap(ring->base, ring->mmap_size);
                 safe_close(ring->fd);
+                free(ring->scratch);
         }
         if (s->timer)
                 s->pl->api->remove_source(s->pl->host, s->timer);

@@ -220,3 +220,35 @@ int perf_ring_copy(const uint8_t *data, uint64_t size, uint64_t tail, uint64_t h
         memcpy(buf + first, data, h.size - first);
         return h.size;
 }
+
+int perf_record_compact(const uint8_t *rec, size_t len, const struct perf_layout *l, uint8_t *out) {
+        struct perf_record r;
+        int e = perf_record_parse(rec, len, l, &r);
+        if (e < 0)
+                return e;
+        if (len > UINT16_MAX)
+                return -EBADMSG;
+        size_t data_off = 0;
+        uint64_t declared = 0, keep = 0;
+        if (r.kind == PERF_REC_SAMPLE && r.u.sample.stack) {
+                data_off = (size_t) (r.u.sample.stack - rec);
+                memcpy(&declared, rec + data_off - 8, 8);
+                keep = (r.u.sample.stack_size + 7) & ~(uint64_t) 7;
+        }
+        if (keep >= declared) {
+                if (out)
+                        memcpy(out, rec, len);
+                return (int) len;
+        }
+        size_t cut = (size_t) (declared - keep), n = len - cut;
+        if (out) {
+                struct perf_event_header h;
+                memcpy(out, rec, data_off + keep);
+                memcpy(out + data_off + keep, rec + data_off + declared, len - data_off - declared);
+                memcpy(&h, out, sizeof(h));
+                h.size = (uint16_t) n;
+                memcpy(out, &h, sizeof(h));
+                memcpy(out + data_off - 8, &keep, 8);
+        }
+        return (int) n;
+}

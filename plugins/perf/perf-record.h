@@ -89,3 +89,11 @@ int perf_record_parse(const uint8_t *rec, size_t len, const struct perf_layout *
  * than a header's bytes are available, -EBADMSG for a header whose size is
  * impossible (below a header, above what is available or what buf holds). */
 int perf_ring_copy(const uint8_t *data, uint64_t size, uint64_t tail, uint64_t head, uint8_t *buf, size_t buf_size);
+
+/* The kernel reserves the whole user stack copy in every sample but fills
+ * only its first dyn_size bytes. Returns the length of the record without
+ * the unfilled part (rounded up to 8 bytes, the size field and the record
+ * header rewritten to match) and, when out is not NULL, writes that record
+ * to out (which must hold len bytes). A record with nothing to cut keeps
+ * its length and is copied as it is. -EBADMSG when it does not parse. */
+int perf_record_compact(const uint8_t *rec, size_t len, const struct perf_layout *layout, uint8_t *out);

@@ -3,7 +3,8 @@
 /* Bytes as a perf ring's data area: every record copied out (with the
  * ring's wrap-around) and parsed under the layouts the plugin uses must
  * stay inside the input. The first byte picks the layout and the ring's
- * head offset. */
+ * head offset. Each record is also compacted (its unfilled user stack cut)
+ * and must parse again as the same record. */
 
 #include <linux/perf_event.h>
 #include <stdint.h>
@@ -80,6 +81,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 struct perf_record r;
                 if (perf_record_parse(rec, (size_t) len, l, &r) == 0)
                         touch(&r);
+                /* The compacted copy (what the plugin queues) is no longer
+                 * than the record and parses as the same sample. */
+                int m = perf_record_compact(rec, (size_t) len, l, NULL);
+                if (m > 0) {
+                        uint8_t *out = malloc((size_t) len);
+                        struct perf_record c;
+                        if (!out || m > len || perf_record_compact(rec, (size_t) len, l, out) != m ||
+                            perf_record_parse(out, (size_t) m, l, &c) != 0 || c.kind != r.kind ||
+                            (c.kind == PERF_REC_SAMPLE && c.u.sample.stack_size != r.u.sample.stack_size))
+                                abort();
+                        touch(&c);
+                        free(out);
+                }
                 free(rec);
                 tail += (uint64_t) len;
         }

@@ -201,6 +201,36 @@ Test(perf_record, sample_with_stack) {
         }
 }
 
+Test(perf_record, compact_cuts_the_unfilled_stack) {
+        uint8_t rec[512], out[512];
+        size_t n = build_sample(rec);
+        struct perf_record a, b;
+        cr_assert_eq(perf_record_parse(rec, n, &dwarf, &a), 0);
+        /* 16 bytes reserved, 8 filled: 8 bytes fewer, same sample. */
+        memset(out, 0x5a, sizeof(out));
+        int m = perf_record_compact(rec, n, &dwarf, out);
+        cr_assert_eq(m, (int) n - 8);
+        cr_assert_eq(perf_record_compact(rec, n, &dwarf, NULL), m, "the length alone differs from the copy's");
+        cr_assert_eq(perf_record_parse(out, (size_t) m, &dwarf, &b), 0, "the compacted record does not parse");
+        cr_assert_eq(b.u.sample.ip, a.u.sample.ip);
+        cr_assert_eq(b.u.sample.pid, a.u.sample.pid);
+        cr_assert_eq(b.time, a.time);
+        cr_assert_eq(b.u.sample.callchain_len, a.u.sample.callchain_len);
+        cr_assert_eq(b.u.sample.regs[2], a.u.sample.regs[2]);
+        cr_assert_eq(b.u.sample.stack_size, 8);
+        cr_assert_eq(memcmp(b.u.sample.stack, a.u.sample.stack, 8), 0);
+        /* A compacted record has nothing more to cut. */
+        uint8_t again[512];
+        cr_assert_eq(perf_record_compact(out, (size_t) m, &dwarf, again), m);
+        cr_assert_eq(memcmp(again, out, (size_t) m), 0);
+        /* A filled stack (dyn 16) and a record that does not parse. */
+        uint64_t dyn = 16;
+        memcpy(rec + n - 8, &dyn, 8);
+        cr_assert_eq(perf_record_compact(rec, n, &dwarf, out), (int) n);
+        cr_assert_eq(memcmp(out, rec, n), 0);
+        cr_assert_lt(perf_record_compact(rec, n - 1, &dwarf, out), 0);
+}
+
 Test(perf_record, side_band_records) {
         uint8_t rec[256];
         struct perf_record r;
