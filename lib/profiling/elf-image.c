@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "basic/macro.h"
+#include "profiling/cfi-rows.h"
 #include "profiling/elf-image.h"
 
 #define BUCKETS 256u
@@ -48,6 +49,8 @@ struct elf_image {
         uint64_t eh_vaddr, eh_offset, eh_size;
         char *debuglink;
         char *debug_file;
+        struct cfi_rows *cfi;
+        bool cfi_tried;
         bool syms_loaded;
         struct sym *syms;
         size_t n_syms, syms_cap;
@@ -82,6 +85,7 @@ static void image_free(struct elf_image *img) {
         free(img->key);
         free(img->debuglink);
         free(img->debug_file);
+        cfi_rows_free(img->cfi);
         free(img->syms);
         free(img->names);
         free(img);
@@ -475,4 +479,12 @@ const char *elf_image_symbolize(struct elf_cache *c, struct elf_image *img, uint
         if (ret_offset)
                 *ret_offset = vaddr - s->addr;
         return img->names + s->name;
+}
+
+struct cfi_rows *elf_image_cfi_rows(struct elf_image *img) {
+        if (!img->cfi_tried && img->is_elf) {
+                img->cfi_tried = true;
+                (void) cfi_rows_new(img->data, img->size, &img->cfi);
+        }
+        return img->cfi;
 }

@@ -55,6 +55,11 @@ uint64_t elf_image_load_bias(const struct elf_image *img);
 bool elf_image_eh_frame_hdr(const struct elf_image *img, uint64_t *ret_vaddr, uint64_t *ret_offset,
                             uint64_t *ret_size);
 
+/* The file's call frame information in compact rows (profiling/cfi-rows.h),
+ * made on first use (same thread as the cache); NULL when the file has
+ * none or memory is short. */
+struct cfi_rows *elf_image_cfi_rows(struct elf_image *img);
+
 /* The function holding vaddr (a virtual address of the file), and vaddr's
  * offset in it; NULL when no symbol covers it. Symbols are read on first
  * use (that part touches the cache: same thread as the cache). */

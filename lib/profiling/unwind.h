@@ -6,7 +6,9 @@
  * from the stack pointer up. DWARF mode runs libunwind's remote API with
  * accessors of ours (registers from the sample; memory from the stack copy,
  * else from the ELF file mapped at that address; unwind tables from the
- * file's .eh_frame_hdr). Frame-pointer mode follows the saved frame
+ * file's .eh_frame_hdr), after a faster walk by the compact rows of the
+ * file's call frame information where every frame fits them (see
+ * unwinder_use_rows). Frame-pointer mode follows the saved frame
  * pointers in the stack copy.
  *
  * Ownership: the unwinder borrows the symbolizer's process table and ELF
@@ -14,6 +16,7 @@
  * proc_info.userdata; it installs the table's free_userdata. One thread at
  * a time, the table's. x86-64 only (elsewhere: UNWIND_ERROR_BAD_ARCH). */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -66,5 +69,13 @@ void unwinder_flush(struct unwinder *u);
  * until then are kept). */
 size_t unwinder_dwarf(struct unwinder *u, struct proc_info *p, const struct unwind_input *in, uint64_t *pcs,
                       size_t max, int *ret_error);
+/* Whether DWARF walks first try the image's call frame information in
+ * compact rows (profiling/cfi-rows.h), which most frames fit, and leave
+ * to libunwind only the stacks with a frame that does not (the default);
+ * off: libunwind walks every stack. */
+void unwinder_use_rows(struct unwinder *u, bool on);
+/* How many DWARF walks the rows finished and how many libunwind made. */
+void unwinder_counts(const struct unwinder *u, uint64_t *ret_rows, uint64_t *ret_libunwind);
+
 /* The same by frame pointers, from the stack copy only. */
 size_t unwind_frame_pointers(const struct unwind_input *in, uint64_t *pcs, size_t max, int *ret_error);

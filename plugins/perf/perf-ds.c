@@ -946,12 +946,17 @@ static void stop_session(struct perf_session *s) {
                 }
                 s->worker_started = false;
         }
+        uint64_t by_rows = 0, by_libunwind = 0;
+        if (s->unw)
+                unwinder_counts(s->unw, &by_rows, &by_libunwind);
         perf_log(s->pl, TRACED_LOG_INFO,
-                 "linux.perf instance %llu stopped: %llu samples, %llu unwound (%llu with unwind errors), "
+                 "linux.perf instance %llu stopped: %llu samples, %llu unwound (%llu with unwind errors; "
+                 "%llu stacks walked by compact CFI rows, %llu by libunwind), "
                  "%llu not in scope, %llu dropped (queue full), %llu not unwound before the stop, "
                  "%llu records lost by the kernel, %llu throttles, %llu bad records",
                  (unsigned long long) s->instance_id, (unsigned long long) s->samples,
                  (unsigned long long) s->unwound, (unsigned long long) s->unwind_errors,
+                 (unsigned long long) by_rows, (unsigned long long) by_libunwind,
                  (unsigned long long) s->skipped_scope, (unsigned long long) s->skipped_enqueue,
                  (unsigned long long) s->skipped_stop, (unsigned long long) s->lost, (unsigned long long) s->throttles,
                  (unsigned long long) s->bad_records);

@@ -6,11 +6,16 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <ucontext.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "profiling/cfi-rows.h"
 #include "profiling/unwind.h"
 
 struct capture {
@@ -127,6 +132,139 @@ Test(profiling_unwind, dwarf_walks_the_copied_stack) {
         cr_assert_eq(again[0], cap.in.regs[UREG_IP]);
         cr_assert_neq(err, UNWIND_ERR_NONE);
         teardown(&s, u);
+}
+
+Test(profiling_unwind, rows_walk_as_libunwind_does) {
+        struct symbolizer s = {};
+        struct unwinder *u;
+        struct proc_info *p;
+        setup(&s, &u, &p);
+        uint64_t a[64], b[64], by_rows, by_libunwind;
+        int ea, eb;
+        unwinder_use_rows(u, false);
+        size_t na = unwinder_dwarf(u, p, &cap.in, a, 64, &ea);
+        unwinder_counts(u, &by_rows, &by_libunwind);
+        cr_assert_eq(by_rows, 0);
+        cr_assert_eq(by_libunwind, 1);
+        unwinder_use_rows(u, true);
+        size_t nb = unwinder_dwarf(u, p, &cap.in, b, 64, &eb);
+        unwinder_counts(u, &by_rows, &by_libunwind);
+        cr_assert_eq(by_rows, 1, "the compact rows did not walk a stack of plain C frames");
+        cr_assert_eq(nb, na, "rows: %zu frames, libunwind: %zu", nb, na);
+        cr_assert_eq(memcmp(a, b, na * sizeof(*a)), 0, "the rows found other frames than libunwind");
+        cr_assert_eq(eb, ea);
+        check_chain(b, nb, &s, p);
+        /* Every bound on frames ends both walks alike. */
+        for (size_t max = 1; max <= na; max++) {
+                unwinder_use_rows(u, false);
+                size_t x = unwinder_dwarf(u, p, &cap.in, a, max, &ea);
+                unwinder_use_rows(u, true);
+                size_t y = unwinder_dwarf(u, p, &cap.in, b, max, &eb);
+                cr_assert_eq(x, y, "bound %zu", max);
+                cr_assert_eq(ea, eb, "bound %zu", max);
+                cr_assert_eq(memcmp(a, b, x * sizeof(*a)), 0, "bound %zu", max);
+        }
+        teardown(&s, u);
+}
+
+/* A function with two epilogues, the second one's rules restored with
+ * DW_CFA_restore_state (as compilers emit for early returns). */
+__asm__(".text\n"
+        ".globl cfi_two_exits\n"
+        ".type cfi_two_exits, @function\n"
+        "cfi_two_exits:\n"
+        ".cfi_startproc\n"
+        "push %rbx\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset %rbx, -16\n"
+        "sub $32, %rsp\n"
+        ".cfi_def_cfa_offset 48\n"
+        "test %rdi, %rdi\n"
+        "je 1f\n"
+        ".cfi_remember_state\n"
+        "add $32, %rsp\n"
+        ".cfi_def_cfa_offset 16\n"
+        "pop %rbx\n"
+        ".cfi_def_cfa_offset 8\n"
+        ".globl cfi_first_ret\n"
+        "cfi_first_ret:\n"
+        "ret\n"
+        "1:\n"
+        ".cfi_restore_state\n"
+        ".globl cfi_after_restore\n"
+        "cfi_after_restore:\n"
+        "nop\nnop\nnop\nnop\n"
+        "add $32, %rsp\n"
+        ".cfi_def_cfa_offset 16\n"
+        "pop %rbx\n"
+        ".cfi_def_cfa_offset 8\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size cfi_two_exits, .-cfi_two_exits\n");
+extern char cfi_two_exits[], cfi_first_ret[], cfi_after_restore[];
+
+static int first_object(struct dl_phdr_info *info, size_t size, void *data) {
+        *(uint64_t *) data = info->dlpi_addr;
+        return 1; /* the executable comes first */
+}
+
+Test(profiling_unwind, cfi_rows_of_this_program) {
+        int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        uint8_t *data = mmap(NULL, (size_t) st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+        cr_assert_neq(data, MAP_FAILED);
+        close(fd);
+        uint64_t bias = 0;
+        dl_iterate_phdr(first_object, &bias);
+        struct cfi_rows *t;
+        cr_assert_eq(cfi_rows_new(data, (size_t) st.st_size, &t), 0);
+
+        /* At a function's first instruction the return address is what
+         * the call pushed: CFA = rsp + 8, return address at CFA - 8. */
+        uint64_t entry = (uint64_t) (uintptr_t) &unwind_outer - bias;
+        struct cfi_row row;
+        cr_assert_eq(cfi_rows_lookup(t, entry, &row), 0);
+        cr_assert_eq(row.start, entry, "the first row of unwind_outer starts at %#lx, not %#lx",
+                     (unsigned long) row.start, (unsigned long) entry);
+        cr_assert_gt(row.end, entry);
+        cr_assert_eq(row.cfa_reg, CFI_CFA_SP);
+        cr_assert_eq(row.cfa_off, 8);
+        cr_assert_eq(row.ra_off, -8);
+        cr_assert_eq(row.flags & (CFI_OUTERMOST | CFI_BP_SAVED), 0);
+        /* Found again from the kept rows. */
+        size_t kept = cfi_rows_count(t);
+        cr_assert_eq(cfi_rows_lookup(t, entry, &row), 0);
+        cr_assert_eq(cfi_rows_count(t), kept);
+
+        /* _start: its return address is undefined, the outermost frame. */
+        extern char _start[];
+        cr_assert_eq(cfi_rows_lookup(t, (uint64_t) (uintptr_t) _start - bias, &row), 0);
+        cr_assert(row.flags & CFI_OUTERMOST);
+
+        /* After DW_CFA_restore_state: the restored rule, and no other
+         * address of the function takes it from the kept row. */
+        uint64_t restored = (uint64_t) (uintptr_t) cfi_after_restore - bias;
+        cr_assert_eq(cfi_rows_lookup(t, restored + 2, &row), 0);
+        cr_assert_eq(row.cfa_off, 48);
+        cr_assert_eq(row.flags & CFI_BP_SAVED, 0);
+        cr_assert_eq(cfi_rows_lookup(t, (uint64_t) (uintptr_t) cfi_first_ret - bias, &row), 0);
+        cr_assert_eq(row.cfa_off, 8, "the first return's rule is %d: another row's", row.cfa_off);
+        cr_assert_eq(cfi_rows_lookup(t, restored, &row), 0);
+        cr_assert_eq(row.cfa_off, 48);
+        cr_assert_eq(cfi_rows_lookup(t, (uint64_t) (uintptr_t) cfi_two_exits - bias, &row), 0);
+        cr_assert_eq(row.cfa_off, 8);
+        cr_assert_eq(cfi_rows_lookup(t, (uint64_t) (uintptr_t) cfi_two_exits + 1 - bias, &row), 0);
+        cr_assert_eq(row.cfa_off, 16);
+
+        /* No call frame information at address 0: refused, and kept. */
+        cr_assert_eq(cfi_rows_lookup(t, 0, &row), -ENOENT);
+        kept = cfi_rows_count(t);
+        cr_assert_eq(cfi_rows_lookup(t, 0, &row), -ENOENT);
+        cr_assert_eq(cfi_rows_count(t), kept);
+        cfi_rows_free(t);
+        munmap(data, (size_t) st.st_size);
 }
 
 Test(profiling_unwind, frame_pointers) {
