@@ -310,6 +310,11 @@ Test(perf, dwarf_O2_frame_pointers) {
 Test(perf, dwarf_O2_no_frame_pointers) {
         check_variant("O2-nofp", "UNWIND_DWARF");
 }
+/* Unwind rules only in .debug_frame, as some toolchains and hand-written
+ * assembly leave them. */
+Test(perf, dwarf_O2_debug_frame_only) {
+        check_variant("O2-debug-frame", "UNWIND_DWARF");
+}
 Test(perf, frame_pointers_O0) {
         check_variant("O0-fp", "UNWIND_FRAME_POINTER");
 }
