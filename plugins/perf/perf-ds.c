@@ -51,7 +51,7 @@
 #define SKIP_UNWIND_ENQUEUE 3
 #define SKIP_NOT_IN_SCOPE 4
 
-enum item_kind { IT_RECORD, IT_NOTE, IT_LOST, IT_FLUSH, IT_STOP };
+enum item_kind { IT_RECORD, IT_NOTE, IT_LOST, IT_THROTTLE, IT_FLUSH, IT_STOP };
 
 struct item {
         struct item *next;
@@ -59,7 +59,7 @@ struct item {
         uint8_t reason;  /* IT_NOTE: a SampleSkipReason, or 0 for a sample without stack */
         uint16_t misc;   /* IT_NOTE: the record's misc (cpu mode) */
         uint32_t cpu, pid, tid;
-        uint64_t time, count; /* IT_NOTE: timebase count; IT_LOST: records lost */
+        uint64_t time, count; /* IT_NOTE: timebase count; IT_LOST: records lost; IT_THROTTLE: throttles */
         uint32_t len;
         uint8_t rec[];
 };
@@ -75,6 +75,8 @@ struct cpu_ring {
         struct traced_source *src;
         uint64_t count; /* sum of the periods sampled: the timebase counter */
         uint8_t *scratch; /* a record that wraps the ring's end, made whole */
+        bool offline;     /* its CPU went offline; the event is opened again when it is back */
+        uint64_t throttles;
 };
 
 /* pc -> interned frame, per process and state of its maps, valid for one
@@ -99,6 +101,8 @@ struct perf_session {
         struct perf_layout layout;
         struct cpu_ring *rings;
         size_t n_rings;
+        uint64_t cpu_offlines; /* times a sampled CPU went offline */
+        uint32_t *throttle_track_epoch; /* worker: per CPU, the epoch its track was described in (0: not yet) */
         struct traced_source *timer;
         struct traced_writer *writer;
         struct scope_slot *scope;
@@ -319,7 +323,10 @@ static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct 
                 return;
         case PERF_REC_THROTTLE:
                 s->throttles++;
-                free(it);
+                it->kind = IT_THROTTLE;
+                it->count = ++ring->throttles;
+                it->time = r.time;
+                enqueue(s, it);
                 return;
         default:
                 free(it);
@@ -331,6 +338,8 @@ static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct 
 
 static void drain_ring(struct cpu_ring *ring) {
         struct perf_session *s = ring->s;
+        if (!ring->base)
+                return;
         struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) ring->base;
         uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
         uint64_t tail = mp->data_tail, mask = ring->data_size - 1;
@@ -384,7 +393,10 @@ static void drain_all(struct perf_session *s) {
                 drain_ring(&s->rings[k]);
 }
 
+static void check_hotplug(struct perf_session *s);
+
 static void on_timer(void *userdata) {
+        check_hotplug(userdata);
         drain_all(userdata);
 }
 
@@ -449,6 +461,45 @@ static void write_sample(struct perf_session *s, const struct sample_out *o) {
         pbw_message(&s->pkt, 66, &ps);
         pbw_done(&ps);
         write_packet(s);
+}
+
+/* Throttling (the kernel pausing a sampling event that fires too often)
+ * has no place in PerfSample: each CPU that is throttled gets a counter
+ * track, "linux.perf throttled (CPU n)", counting its throttles, so that
+ * trace_processor and the UI show where samples are missing and why. The
+ * track is described again after every clear of the sequence's state,
+ * which may follow a buffer that wrapped. */
+static uint64_t throttle_track_uuid(const struct perf_session *s, uint32_t cpu) {
+        return 0x7065726674687200ull ^ (s->instance_id << 16) ^ cpu;
+}
+
+static void write_throttle(struct perf_session *s, uint32_t cpu, uint64_t time, uint64_t count) {
+        if (cpu >= MAX_CPUS)
+                return;
+        if (s->throttle_track_epoch[cpu] != s->epoch) {
+                struct pbw td = {}, counter = {};
+                char name[64];
+                snprintf(name, sizeof(name), "linux.perf throttled (CPU %u)", cpu);
+                pbw_reset(&s->pkt);
+                pbw_varint(&td, 1, throttle_track_uuid(s, cpu));
+                pbw_bytes(&td, 2, name, strlen(name));
+                pbw_message(&td, 8, &counter); /* a counter track */
+                pbw_message(&s->pkt, 60, &td);
+                write_packet(s);
+                pbw_done(&td);
+                pbw_done(&counter);
+                s->throttle_track_epoch[cpu] = s->epoch;
+        }
+        struct pbw te = {};
+        pbw_reset(&s->pkt);
+        pbw_varint(&te, 9, 4); /* TYPE_COUNTER */
+        pbw_varint(&te, 11, throttle_track_uuid(s, cpu));
+        pbw_varint(&te, 30, count);
+        pbw_varint(&s->pkt, 8, time);
+        pbw_varint(&s->pkt, 58, s->cfg.clock_id);
+        pbw_message(&s->pkt, 11, &te);
+        write_packet(s);
+        pbw_done(&te);
 }
 
 static uint64_t cached_frame(struct perf_session *s, const struct proc_info *p, uint64_t pc) {
@@ -623,6 +674,9 @@ static void *worker_main(void *userdata) {
                         write_sample(s, &o);
                         break;
                 }
+                case IT_THROTTLE:
+                        write_throttle(s, it->cpu, it->time, it->count);
+                        break;
                 case IT_FLUSH:
                         (void) s->pl->api->flush_writer(s->writer);
                         pthread_mutex_lock(&s->mu);
@@ -710,6 +764,65 @@ static int open_ring(struct perf_session *s, struct perf_event_attr *attr, struc
         return 0;
 }
 
+static void on_ring(int fd, uint32_t revents, void *userdata);
+
+static void close_ring(struct perf_session *s, struct cpu_ring *ring) {
+        if (ring->src)
+                s->pl->api->remove_source(s->pl->host, ring->src);
+        ring->src = NULL;
+        if (ring->base)
+                munmap(ring->base, ring->mmap_size);
+        ring->base = ring->data = NULL;
+        ring->mmap_size = 0;
+        ring->fd = safe_close(ring->fd);
+}
+
+/* A CPU that goes offline takes its per-CPU event out of the kernel's
+ * scheduling for good: when the CPU is back the event stays silent. The
+ * loop thread looks at the online CPUs on each read period; a ring whose
+ * CPU went away is drained (what it recorded before is kept), and opened
+ * again when the CPU returns. */
+static void check_hotplug(struct perf_session *s) {
+        uint32_t cpus[MAX_CPUS];
+        size_t n;
+        if (online_cpus(cpus, MAX_CPUS, &n) < 0)
+                return;
+        for (size_t k = 0; k < s->n_rings; k++) {
+                struct cpu_ring *ring = &s->rings[k];
+                bool online = false;
+                for (size_t i = 0; i < n && !online; i++)
+                        online = cpus[i] == (uint32_t) ring->cpu;
+                if (!online && !ring->offline) {
+                        ring->offline = true;
+                        s->cpu_offlines++;
+                        drain_ring(ring);
+                        perf_log(s->pl, TRACED_LOG_INFO, "linux.perf instance %llu: CPU %d went offline",
+                                 (unsigned long long) s->instance_id, ring->cpu);
+                } else if (online && ring->offline) {
+                        drain_ring(ring);
+                        close_ring(s, ring);
+                        int r = open_ring(s, &s->cfg.attr, ring);
+                        if (r >= 0)
+                                r = s->pl->api->add_fd(s->pl->host, ring->fd, EPOLLIN, on_ring, ring, &ring->src);
+                        if (r >= 0 && ioctl(ring->fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
+                                r = negative_errno();
+                        if (r < 0) {
+                                close_ring(s, ring);
+                                /* Not tried again: the CPU stays unsampled. */
+                                ring->offline = false;
+                                perf_log(s->pl, TRACED_LOG_WARNING,
+                                         "linux.perf instance %llu: CPU %d is back online but cannot be sampled: %s",
+                                         (unsigned long long) s->instance_id, ring->cpu, strerror(-r));
+                                continue;
+                        }
+                        ring->offline = false;
+                        perf_log(s->pl, TRACED_LOG_INFO,
+                                 "linux.perf instance %llu: CPU %d is back online, sampled again",
+                                 (unsigned long long) s->instance_id, ring->cpu);
+                }
+        }
+}
+
 static void session_free(struct perf_session *s) {
         for (size_t k = 0; k < s->n_rings; k++) {
                 struct cpu_ring *ring = &s->rings[k];
@@ -735,6 +848,7 @@ static void session_free(struct perf_session *s) {
         free(s->rings);
         free(s->scope);
         free(s->frames);
+        free(s->throttle_track_epoch);
         unwinder_free(s->unw);
         proc_table_free(s->procs);
         elf_cache_free(s->elves);
@@ -802,8 +916,9 @@ static int setup(struct perf_session *s) {
         s->rings = calloc(n_cpus, sizeof(*s->rings));
         s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope));
         s->frames = calloc(FRAME_CACHE_SLOTS, sizeof(*s->frames));
+        s->throttle_track_epoch = calloc(MAX_CPUS, sizeof(*s->throttle_track_epoch));
         s->epoch = 1;
-        if (!s->rings || !s->scope || !s->frames)
+        if (!s->rings || !s->scope || !s->frames || !s->throttle_track_epoch)
                 return -ENOMEM;
         for (size_t k = 0; k < n_cpus; k++) {
                 struct cpu_ring *ring = &s->rings[s->n_rings];
@@ -934,7 +1049,8 @@ void perf_session_flush(struct perf_plugin *pl, uint64_t id) {
 
 static void stop_session(struct perf_session *s) {
         for (size_t k = 0; k < s->n_rings; k++)
-                (void) ioctl(s->rings[k].fd, PERF_EVENT_IOC_DISABLE, 0);
+                if (s->rings[k].fd >= 0)
+                        (void) ioctl(s->rings[k].fd, PERF_EVENT_IOC_DISABLE, 0);
         drain_all(s);
         if (s->worker_started) {
                 s->stop_deadline = now_ms() + STOP_UNWIND_MS;
@@ -953,13 +1069,13 @@ static void stop_session(struct perf_session *s) {
                  "linux.perf instance %llu stopped: %llu samples, %llu unwound (%llu with unwind errors; "
                  "%llu stacks walked by compact CFI rows, %llu by libunwind), "
                  "%llu not in scope, %llu dropped (queue full), %llu not unwound before the stop, "
-                 "%llu records lost by the kernel, %llu throttles, %llu bad records",
+                 "%llu records lost by the kernel, %llu throttles, %llu bad records, %llu CPUs gone offline",
                  (unsigned long long) s->instance_id, (unsigned long long) s->samples,
                  (unsigned long long) s->unwound, (unsigned long long) s->unwind_errors,
                  (unsigned long long) by_rows, (unsigned long long) by_libunwind,
                  (unsigned long long) s->skipped_scope, (unsigned long long) s->skipped_enqueue,
                  (unsigned long long) s->skipped_stop, (unsigned long long) s->lost, (unsigned long long) s->throttles,
-                 (unsigned long long) s->bad_records);
+                 (unsigned long long) s->bad_records, (unsigned long long) s->cpu_offlines);
 }
 
 void perf_session_stop(struct perf_plugin *pl, uint64_t id) {

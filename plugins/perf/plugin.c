@@ -17,7 +17,7 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 return -ENOMEM;
         pl->api = api;
         pl->host = host;
-        int r = api->register_data_source(host, "linux.perf", 0);
+        int r = api->register_data_source(host, "linux.perf", TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
         if (r < 0) {
                 free(pl);
                 return r;
@@ -42,8 +42,12 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
                          strerror(-r));
 }
 
+/* Samples drained at the stop are written before the service hears that
+ * the instance stopped: acknowledged by hand, after the last commit. */
 static void stop(void *state, uint64_t id) {
-        perf_session_stop(state, id);
+        struct perf_plugin *pl = state;
+        perf_session_stop(pl, id);
+        (void) pl->api->notify_stopped(pl->host, id);
 }
 
 static void flush(void *state, uint64_t id) {

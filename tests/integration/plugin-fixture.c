@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -87,20 +88,52 @@ void fixture_for_each_packet(int fd, fixture_packet_fn fn, void *userdata) {
         uint8_t *buf = malloc((size_t) st.st_size + 1);
         cr_assert_not_null(buf);
         cr_assert_eq(pread(fd, buf, (size_t) st.st_size, 0), st.st_size);
-        static struct pbr_field pkts[200000];
-        int n = pbr_split_trace(buf, (size_t) st.st_size, pkts, 200000);
-        cr_assert_geq(n, 0, "the trace does not parse");
-        for (int i = 0; i < n; i++) {
-                Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkts[i].len, pkts[i].data);
+        /* Packet by packet: a trace may hold any number of them. */
+        size_t pos = 0;
+        struct pbr_field f;
+        int r, i = 0;
+        while ((r = pbr_next(buf, (size_t) st.st_size, &pos, &f)) > 0) {
+                cr_assert(f.number == 1 && f.wire_type == 2, "the trace does not parse at packet %d", i);
+                Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, f.len, f.data);
                 cr_assert_not_null(p, "packet %d does not decode", i);
                 fn(p, userdata);
                 perfetto__protos__trace_packet__free_unpacked(p, NULL);
+                i++;
         }
+        cr_assert_geq(r, 0, "the trace does not parse after packet %d", i);
         free(buf);
+}
+
+/* Whether this process holds the hotplug lock exclusively (its own
+ * recordings then take no shared lock: flock would wait for itself). */
+static bool hotplug_exclusive;
+
+int fixture_hotplug_lock(bool exclusive) {
+        if (!exclusive && hotplug_exclusive)
+                return -1;
+        int fd = open("/tmp/traced-tests-cpu-hotplug.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0)
+                return -1;
+        while (flock(fd, exclusive ? LOCK_EX : LOCK_SH) < 0)
+                if (errno != EINTR) {
+                        close(fd);
+                        return -1;
+                }
+        if (exclusive)
+                hotplug_exclusive = true;
+        return fd;
+}
+
+void fixture_hotplug_unlock(int fd) {
+        if (fd < 0)
+                return;
+        close(fd);
+        hotplug_exclusive = false;
 }
 
 void fixture_record(struct traced_instance *inst, sd_event *event, const char *wait_for, const char *config,
                     void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata) {
+        int hotplug = fixture_hotplug_lock(false);
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, event, inst->consumer_path), 0);
         cr_assert(fixture_wait_data_source(&cons, event, wait_for, 1, 5000), "%s never registered", wait_for);
@@ -117,6 +150,7 @@ void fixture_record(struct traced_instance *inst, sd_event *event, const char *w
                      0);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
         test_consumer_free(&cons);
+        fixture_hotplug_unlock(hotplug);
         fixture_for_each_packet(fd, fn, userdata);
         close(fd);
 }

@@ -45,6 +45,16 @@ void fixture_record(struct traced_instance *inst, sd_event *event, const char *w
                     void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata);
 
 /*
+ * A test that takes a CPU offline holds the CPU hotplug lock exclusively;
+ * a recording that samples CPUs holds it shared (fixture_record does so by
+ * itself), so no recording of another test sees a CPU go away. Returns the
+ * lock's fd (-1 when the lock file cannot be opened: then nothing is
+ * locked), for fixture_hotplug_unlock.
+ */
+int fixture_hotplug_lock(bool exclusive);
+void fixture_hotplug_unlock(int fd);
+
+/*
  * Writes text into the trace_marker at path (reopened each try). A shared
  * instance's tracing_on may be 0 for a moment while another session sets it
  * up or puts it back, and the kernel then fails marker writes with EBADF:

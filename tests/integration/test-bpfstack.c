@@ -421,6 +421,7 @@ Test(bpfstack, tracectl_quick_flag) {
         const char *argv[] = { TRACECTL_BINARY, "--socket", inst.consumer_path, "record", "-t", "5s", "--bpf-stacks",
                                "--no-process-stats", "--no-summary", "-o", out, NULL };
         pid_t tc;
+        int hotplug = fixture_hotplug_lock(false);
         cr_assert_eq(posix_spawn(&tc, TRACECTL_BINARY, NULL, NULL, (char *const *) argv, environ), 0);
         usleep(1000 * 1000); /* the session is up */
         /* Six sleeps and a read, of which three must be seen: a system-wide
@@ -430,6 +431,7 @@ Test(bpfstack, tracectl_quick_flag) {
         run_workload(&r);
         int status;
         cr_assert_eq(waitpid(tc, &status, 0), tc);
+        fixture_hotplug_unlock(hotplug);
         cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tracectl record succeeded");
 
         int fd = open(out, O_RDONLY | O_CLOEXEC);

@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "basic/macro.h"
+#include "basic/pbr.h"
 #include "plugin-fixture.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
@@ -67,7 +69,7 @@ struct stack {
 };
 
 struct sample {
-        uint32_t pid;
+        uint32_t pid, cpu;
         uint64_t ts;
         int cpu_mode;
         bool skipped;
@@ -175,6 +177,7 @@ static void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdat
         grow((void **) &c->s, &c->cap_s, c->n_s + 1, sizeof(*c->s));
         struct sample *s = &c->s[c->n_s++];
         s->pid = ps->pid;
+        s->cpu = ps->cpu;
         s->ts = p->timestamp;
         s->cpu_mode = ps->cpu_mode;
         s->skipped = ps->optional_sample_skipped_reason_case ==
@@ -446,6 +449,218 @@ Test(perf, target_that_never_appears) {
         cr_assert_gt(c.skipped_scope, 100, "the CPUs were sampled: %zu", c.skipped_scope);
         cr_assert_eq(stacks, 0);
         collect_free(&c);
+}
+
+struct hotplug {
+        const char *online;
+        uint64_t back; /* CLOCK_BOOTTIME when the CPU was online again */
+        bool wrote;
+};
+
+static uint64_t boottime_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_BOOTTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+static bool write_online(const char *path, const char *v) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        bool ok = write(fd, v, 1) == 1;
+        close(fd);
+        return ok;
+}
+
+/* CPU 1 offline for a second while the recording runs, then back. */
+static void offline_and_back(void *userdata) {
+        struct hotplug *h = userdata;
+        /* Two spinning programs keep both CPUs busy (an idle CPU is
+         * hardly sampled). */
+        char bin[512];
+        bin_path(bin, sizeof(bin), "O2-fp");
+        const char *argv[] = { bin, "4", NULL };
+        pid_t spin[2] = { spawn(argv), spawn(argv) };
+        usleep(800 * 1000);
+        h->wrote = write_online(h->online, "0");
+        usleep(1000 * 1000);
+        /* Back in any case: a machine left with one CPU is worse than a
+         * failed test. */
+        for (int i = 0; i < 50 && !write_online(h->online, "1"); i++)
+                usleep(100 * 1000);
+        h->back = boottime_ns();
+        usleep(1500 * 1000);
+        for (int i = 0; i < 2; i++)
+                cr_assert_eq(waitpid(spin[i], NULL, 0), spin[i]);
+}
+
+/* A CPU that goes offline mid-recording and comes back is sampled again
+ * (the kernel leaves its per-CPU event silent: the plugin opens it anew).
+ * Other tests sampling CPUs hold the hotplug lock shared meanwhile. */
+Test(perf, cpu_offline_and_back) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        struct hotplug h = { .online = "/sys/devices/system/cpu/cpu1/online" };
+        if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || access(h.online, W_OK) < 0)
+                SKIP("CPU 1 cannot be taken offline here (one CPU, no CPU hotplug, or a read-only sysfs)");
+        int lock = fixture_hotplug_lock(true);
+        struct collect c = {};
+        char *cfg = config("", "UNWIND_DWARF", false, NULL);
+        fixture_record(&inst, ev, "linux.perf", cfg, offline_and_back, &h, collect_packet, &c);
+        fixture_hotplug_unlock(lock);
+        free(cfg);
+        cr_assert(h.wrote, "CPU 1 did not go offline");
+        size_t before = 0, after = 0;
+        for (size_t k = 0; k < c.n_s; k++)
+                if (c.s[k].cpu == 1 && !c.s[k].skipped) {
+                        if (c.s[k].ts > h.back)
+                                after++;
+                        else
+                                before++;
+                }
+        cr_log_info("CPU 1: %zu samples before it went offline, %zu after it came back", before, after);
+        cr_assert(c.saw_trace_stats, "the trace is complete");
+        cr_assert_gt(before, 0);
+        cr_assert_gt(after, 100, "CPU 1 was not sampled after it came back online (%zu samples)", after);
+        collect_free(&c);
+}
+
+struct throttles {
+        uint64_t tracks, counts, max, samples;
+        uint64_t uuid[64];
+        size_t n_uuid;
+};
+
+/* Track descriptors named "linux.perf throttled (CPU n)" (field 60) and
+ * counter events on them (field 11), fields our TracePacket does not
+ * declare: protobuf-c keeps them as unknown fields. */
+static void collect_throttles(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct throttles *t = userdata;
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE && !p->perf_sample->kernel_records_lost)
+                t->samples++;
+        for (size_t k = 0; k < p->base.n_unknown_fields; k++) {
+                const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[k];
+                if (u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
+                        continue;
+                /* protobuf-c keeps a length-delimited unknown field with its
+                 * length prefix. */
+                struct pbr_field f = { .data = u->data, .len = u->len };
+                uint64_t v = 0;
+                for (size_t i = 0; i < u->len && i < 10; i++) {
+                        v |= (uint64_t) (u->data[i] & 0x7f) << (7 * i);
+                        if (!(u->data[i] & 0x80)) {
+                                if (v == u->len - i - 1)
+                                        f = (struct pbr_field) { .data = u->data + i + 1, .len = v };
+                                break;
+                        }
+                }
+                struct pbr_field uuid, name, value;
+                if (u->tag == 60 && pbr_get(f.data, f.len, 1, false, &uuid) &&
+                    pbr_get(f.data, f.len, 2, false, &name) && name.len > 22 &&
+                    memcmp(name.data, "linux.perf throttled (", 22) == 0) {
+                        t->tracks++;
+                        if (t->n_uuid < ELEMENTSOF(t->uuid))
+                                t->uuid[t->n_uuid++] = uuid.varint;
+                }
+                if (u->tag == 11 && pbr_get(f.data, f.len, 11, false, &uuid) &&
+                    pbr_get(f.data, f.len, 30, false, &value)) {
+                        bool known = false;
+                        for (size_t i = 0; i < t->n_uuid; i++)
+                                known |= t->uuid[i] == uuid.varint;
+                        cr_assert(known, "a throttle count on a track not described before it");
+                        t->counts++;
+                        if (value.varint > t->max)
+                                t->max = value.varint;
+                }
+        }
+}
+
+static void spin_two(void *userdata) {
+        char bin[512];
+        bin_path(bin, sizeof(bin), "O2-fp");
+        const char *argv[] = { bin, "1.5", NULL };
+        pid_t spin[2] = { spawn(argv), spawn(argv) };
+        for (int i = 0; i < 2; i++)
+                cr_assert_eq(waitpid(spin[i], NULL, 0), spin[i]);
+}
+
+static const char max_rate_path[] = "/proc/sys/kernel/perf_event_max_sample_rate";
+
+static bool write_text(const char *path, const char *text) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        bool ok = write(fd, text, strlen(text)) == (ssize_t) strlen(text);
+        close(fd);
+        return ok;
+}
+
+/* With kernel.perf_event_max_sample_rate at 1000, an event of a 100 us
+ * period interrupts more often than the kernel allows: it throttles the
+ * event, and the trace counts each time on a counter track per CPU. The
+ * setting is the whole machine's: the test holds the CPU lock exclusively
+ * (no other test records meanwhile) and puts the old value back. */
+Test(perf, throttling_is_counted_in_the_trace) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        char old[32] = "";
+        int fd = open(max_rate_path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, old, sizeof(old) - 1) : -1;
+        if (fd >= 0)
+                close(fd);
+        if (n <= 0 || access(max_rate_path, W_OK) < 0)
+                SKIP("kernel.perf_event_max_sample_rate cannot be changed here");
+        old[n] = '\0';
+        int lock = fixture_hotplug_lock(true);
+        if (!write_text(max_rate_path, "1000")) {
+                fixture_hotplug_unlock(lock);
+                SKIP("kernel.perf_event_max_sample_rate cannot be changed here (refused)");
+        }
+        struct throttles t = {};
+        fixture_record(&inst, ev, "linux.perf",
+                       "buffers { size_kb: 65536 }\n"
+                       "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+                       "  timebase { period: 100000 counter: SW_CPU_CLOCK }\n"
+                       "} } }\n"
+                       "write_into_file: true file_write_period_ms: 250\n",
+                       spin_two, NULL, collect_throttles, &t);
+        cr_assert(write_text(max_rate_path, old), "kernel.perf_event_max_sample_rate not restored to %s", old);
+        fixture_hotplug_unlock(lock);
+        cr_log_info("throttling: %llu tracks, %llu counts, up to %llu on one CPU", (unsigned long long) t.tracks,
+                    (unsigned long long) t.counts, (unsigned long long) t.max);
+        /* The plugin's own count, from the line it logs once stopped
+         * (which may come a little after the session ended). */
+        unsigned long long logged = 0, logged_samples = 0;
+        bool found = false;
+        for (int tries = 0; tries < 100 && !found; tries++) {
+                if (tries > 0)
+                        usleep(100 * 1000);
+                FILE *f = fopen(inst.log_path, "re");
+                cr_assert_not_null(f);
+                char line[2048];
+                while (fgets(line, sizeof(line), f)) {
+                        const char *at = strstr(line, " throttles, ");
+                        if (strstr(line, "stopped:") && at) {
+                                while (at > line && at[-1] >= '0' && at[-1] <= '9')
+                                        at--;
+                                logged = strtoull(at, NULL, 10);
+                                found = sscanf(strstr(line, "stopped:"), "stopped: %llu samples", &logged_samples) == 1;
+                        }
+                }
+                fclose(f);
+        }
+        cr_assert(found, "the plugin did not log its counts");
+        if (logged == 0 && t.counts == 0)
+                SKIP("this kernel did not throttle a cpu-clock event of a 100 us period");
+        cr_assert_eq(t.counts, logged, "the trace counts %llu throttles, the plugin saw %llu",
+                     (unsigned long long) t.counts, logged);
+        /* Every sample too, those drained at the stop included (they are
+         * written before the plugin says it stopped). */
+        cr_assert_eq(t.samples, logged_samples, "the trace has %llu samples, the plugin took %llu",
+                     (unsigned long long) t.samples, logged_samples);
+        cr_assert_gt(t.tracks, 0, "no throttle track in the trace");
+        cr_assert_gt(t.counts, 0, "no throttle counted in the trace");
+        cr_assert_geq(t.counts, t.max);
 }
 
 /* Rings of two pages read every two seconds: the kernel loses records,
