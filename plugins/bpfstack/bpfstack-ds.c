@@ -499,6 +499,13 @@ static int open_load(struct bpfstack_session *s, uint64_t cgroup_id, bool btf_tp
         ro->cgroup_id = cgroup_id;
         ro->with_preempted = c->with_preempted;
         ro->wakeup_bytes = (uint64_t) c->ring_buffer_kb * 1024u / 4u;
+        /* Off-CPU records come as fast as tasks switch: those keep the
+         * check. On-CPU alone, at most frequency x CPUs records a second:
+         * when four drain periods of them fit the ring, none is needed. */
+        long n_cpus = sysconf(_SC_NPROCESSORS_CONF);
+        uint64_t per_period = (uint64_t) c->frequency * (uint64_t) (n_cpus > 0 ? n_cpus : 1) *
+                              sizeof(struct bpfstack_record) * c->drain_period_ms / 1000u;
+        ro->on_cpu_wakeups = c->off_cpu || 4 * per_period >= (uint64_t) c->ring_buffer_kb * 1024u;
         if ((r = bpf_map__set_value_size(s->skel->maps.stacks, c->max_depth * sizeof(uint64_t))) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.stacks, c->stack_map_entries)) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.records, c->ring_buffer_kb * 1024u)) < 0)

@@ -36,6 +36,10 @@ const volatile char comms[BPFSTACK_MAX_COMMS][BPFSTACK_COMM_LEN] = {};
 const volatile __u64 cgroup_id = 0; /* 0: any */
 const volatile __u64 wakeup_bytes = 1 << 20; /* wake the drainer past this much data */
 const volatile bool with_preempted = false; /* off-CPU: also tasks switched out still runnable */
+/* On-CPU samples come at a bounded rate: when the plugin knows the ring
+ * cannot fill between two of its timed drains, samples skip the fill
+ * check (a helper call each). */
+const volatile bool on_cpu_wakeups = true;
 
 /* Sizes are set by the plugin before load (max depth, entries). */
 struct {
@@ -138,8 +142,10 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
                 return 0;
         __u64 id = bpf_get_current_pid_tgid();
         __u32 pid = id >> 32, tid = (__u32) id;
-        char comm[BPFSTACK_COMM_LEN];
-        bpf_get_current_comm(comm, sizeof(comm));
+        /* The name is only read for a filter on names. */
+        char comm[BPFSTACK_COMM_LEN] = {};
+        if (n_comms)
+                bpf_get_current_comm(comm, sizeof(comm));
         if (!wanted(pid, tid, comm, true))
                 return 0;
         struct bpfstack_record *r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
@@ -156,7 +162,7 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
         r->ustack_id = stack_of(ctx, BPF_F_USER_STACK, want_user);
         r->kind = BPFSTACK_ON_CPU;
         __builtin_memcpy(r->comm, comm, sizeof(comm));
-        bpf_ringbuf_submit(r, submit_flags());
+        bpf_ringbuf_submit(r, on_cpu_wakeups ? submit_flags() : BPF_RB_NO_WAKEUP);
         return 0;
 }
 
