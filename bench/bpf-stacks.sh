@@ -20,6 +20,10 @@
 #               processes, from /usr/bin/time, plus the BPF run time) per
 #               program run
 #   cpu%        that CPU time as a share of one CPU over the run
+# and, for traced, its steady state: the CPU of its processes and tracectl
+# from 2 s into the workload to 1 s before its end (start-up, the BPF
+# programs' loading and shut-down left out), plus the BPF run time, as a
+# share of one CPU;
 # and the ratio of traced's median to each peer's.
 #
 # bcc compiles its programs against the running kernel's headers; on a
@@ -29,7 +33,7 @@
 #
 # Run as root from a build directory:
 #   ../bench/bpf-stacks.sh [HZ...]          (default: 99 999)
-# Environment: DURATION (default 10), ROUNDS (default 3),
+# Environment: DURATION (default 10, at least 5), ROUNDS (default 3),
 #              PIPE_LOOPS (default 2000000).
 # Not part of make check.
 set -eu
@@ -43,6 +47,7 @@ profile=$(command -v profile-bpfcc || true)
 offcputime=$(command -v offcputime-bpfcc || true)
 rates=${*:-99 999}
 duration=${DURATION:-10}
+[ "$duration" -ge 5 ] || { echo "DURATION must be at least 5 (seconds)" >&2; exit 2; }
 rounds=${ROUNDS:-3}
 pipe_loops=${PIPE_LOOPS:-2000000}
 work=$(mktemp -d /tmp/traced-bpf-bench-XXXXXX)
@@ -86,6 +91,17 @@ for p in json.load(sys.stdin):
 print(t, n, c)' "$work/before" "$names"
 }
 
+desc() { # a pid and all its descendants
+        echo "$1"
+        for c in $(pgrep -P "$1" 2>/dev/null); do desc "$c"; done
+}
+
+tree_ns() { # CPU time (ns) of the given processes and their descendants, every thread
+        for p in "$@"; do desc "$p"; done | sort -u | while read -r p; do
+                cat /proc/"$p"/task/*/schedstat 2>/dev/null
+        done | awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
 cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
         tail -n 1 "$1" | awk '{ print $1 + $2 }'
 }
@@ -121,8 +137,21 @@ run_traced() { # "config text" workload -> result
                 -o "$work/t.pftrace" >/dev/null 2>&1 &
         cpid=$!
         sleep 0.5
-        $2
+        # Steady state: the CPU of traced's processes and tracectl over the
+        # middle of the workload (from 2 s in to 1 s before its end), with
+        # start-up and shut-down left out, plus the BPF programs' share.
+        $2 &
+        wpid=$!
+        sleep 2
+        a=$(tree_ns $tpid $cpid)
+        ta=$(date +%s%N)
+        sleep $((duration - 3))
+        b=$(tree_ns $tpid $cpid)
+        tb=$(date +%s%N)
+        wait $wpid || true
         snap=$(bpf_snapshot | cut -d' ' -f1,2,3)
+        echo "$a $b $ta $tb $snap" | awk -v d="$duration" \
+                '{ printf "%.3f\n", 100 * ($2 - $1) / ($4 - $3) + 100 * $5 / (d * 1e9) }' >>"$work/steady.rows"
         wait $cpid || true
         # traced's children (the plugin host) are counted with it.
         pkill -TERM -P $tpid || true
@@ -178,6 +207,11 @@ table() { # label tools...
                 p=$(cut -d' ' -f3 "$work/$tool.rows" | stats | tr ' ' /)
                 printf "%-14s %-9s %-24s %-24s %-24s\n" "$label" "$tool" "$b" "$c" "$p"
         done
+        if [ -s "$work/steady.rows" ]; then
+                printf "%-14s %-9s steady state, cpu%% of one CPU (min/med/max): %s\n" "$label" traced \
+                        "$(stats <"$work/steady.rows" | tr ' ' /)"
+                : >"$work/steady.rows"
+        fi
         for tool in "$@"; do
                 [ "$tool" = traced ] && continue
                 grep -q failed "$work/$tool.rows" 2>/dev/null && continue
