@@ -304,6 +304,24 @@ void unwinder_counts(const struct unwinder *u, uint64_t *ret_rows, uint64_t *ret
         *ret_libunwind = u->by_libunwind;
 }
 
+/* Appends the frame at ip (stack pointer sp) as both walks do. False when
+ * the walk ends there: the frame repeats the last one (a loop), or it
+ * filled the bound; *ret_error says which. */
+static bool push_frame(uint64_t *pcs, size_t *n, size_t max, uint64_t ip, uint64_t sp, uint64_t *last_sp,
+                       int *ret_error) {
+        if (*n > 0 && ip == pcs[*n - 1] && sp == *last_sp) {
+                *ret_error = UNWIND_ERR_REPEATED_FRAME;
+                return false;
+        }
+        *last_sp = sp;
+        pcs[(*n)++] = ip;
+        if (*n == max) {
+                *ret_error = UNWIND_ERR_MAX_FRAMES_EXCEEDED;
+                return false;
+        }
+        return true;
+}
+
 /* The walk by compact rows. Debian's libunwind takes a lock around its
  * cache of decoded frames on every step, and blocks all signals for it:
  * two system calls per frame, a third of the plugin's time per sample.
@@ -319,16 +337,8 @@ static bool walk_rows(struct walk *w, uint64_t *pcs, size_t max, size_t *ret_n, 
         bool bp_known = true;
         size_t n = 0;
         for (;;) {
-                if (n > 0 && ip == pcs[n - 1] && sp == last_sp) {
-                        *ret_error = UNWIND_ERR_REPEATED_FRAME;
+                if (!push_frame(pcs, &n, max, ip, sp, &last_sp, ret_error))
                         break;
-                }
-                last_sp = sp;
-                pcs[n++] = ip;
-                if (n == max) {
-                        *ret_error = UNWIND_ERR_MAX_FRAMES_EXCEEDED;
-                        break;
-                }
                 const struct pmap *m;
                 uint64_t base;
                 struct elf_image *img = image_at(w, ip, &m, &base);
@@ -386,22 +396,14 @@ size_t unwinder_dwarf(struct unwinder *u, struct proc_info *p, const struct unwi
                 *ret_error = error_of(r);
                 return 1;
         }
-        unw_word_t last_sp = 0;
+        uint64_t last_sp = 0;
         for (;;) {
                 unw_word_t ip, sp = 0;
                 if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
                         break;
                 (void) unw_get_reg(&c, UNW_REG_SP, &sp);
-                if (n > 0 && ip == pcs[n - 1] && sp == last_sp) {
-                        *ret_error = UNWIND_ERR_REPEATED_FRAME;
+                if (!push_frame(pcs, &n, max, ip, sp, &last_sp, ret_error))
                         break;
-                }
-                last_sp = sp;
-                pcs[n++] = ip;
-                if (n == max) {
-                        *ret_error = UNWIND_ERR_MAX_FRAMES_EXCEEDED;
-                        break;
-                }
                 r = unw_step(&c);
                 if (r == 0)
                         break;
