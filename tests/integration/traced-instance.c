@@ -54,6 +54,28 @@ int traced_instance_restart(struct traced_instance *t, bool socket_activated, co
         return spawn_instance(t, socket_activated, args ? args : no_plugins);
 }
 
+/* Whether a UNIX socket bound at path is listening, from /proc/net/unix
+ * (its flags carry __SO_ACCEPTCON, 0x10000, once listen() ran). Looking
+ * does not connect: the service sees no client. */
+static bool socket_listens(const char *path) {
+        FILE *f = fopen("/proc/net/unix", "re");
+        if (!f)
+                return access(path, F_OK) == 0;
+        char line[1024];
+        bool found = false;
+        size_t plen = strlen(path);
+        while (!found && fgets(line, sizeof(line), f)) {
+                unsigned long flags;
+                char *sp = strrchr(line, ' ');
+                if (!sp || sscanf(line, "%*s %*s %*s %lx", &flags) != 1)
+                        continue;
+                sp++;
+                found = (flags & 0x10000) && strncmp(sp, path, plen) == 0 && (sp[plen] == '\n' || sp[plen] == '\0');
+        }
+        fclose(f);
+        return found;
+}
+
 static int spawn_instance(struct traced_instance *t, bool socket_activated, const char *const *args) {
         pid_t pid = fork();
         if (pid < 0)
@@ -100,11 +122,11 @@ static int spawn_instance(struct traced_instance *t, bool socket_activated, cons
         }
         t->pid = pid;
 
-        /* Wait until both sockets exist (created by the activator or by
-         * traced itself). */
+        /* Wait until both sockets listen (made by the activator or by
+         * traced itself): a socket's file exists from its bind(), and a
+         * connect() before its listen() is refused. */
         for (int i = 0; i < 500; i++) {
-                struct stat st;
-                if (stat(t->producer_path, &st) == 0 && stat(t->consumer_path, &st) == 0)
+                if (socket_listens(t->producer_path) && socket_listens(t->consumer_path))
                         return 0;
                 if (!traced_instance_alive(t))
                         return -ECHILD;
