@@ -220,7 +220,8 @@ static bool has_name(const struct sample *s, const char *name) {
 struct run {
         const char *argv[8];
         pid_t pid;
-        uint64_t blocked_ns; /* as it measured */
+        uint64_t blocked_ns;     /* as it measured */
+        unsigned setups_before; /* run_workload_once_set_up: instances set up before this one */
 };
 
 static void run_workload(void *userdata) {
@@ -264,6 +265,31 @@ static char *log_text(void) {
         return text;
 }
 
+/* How many linux.bpf_stack instances the log says are set up (their
+ * programs loaded and attached). */
+static unsigned setups_logged(void) {
+        char *log = log_text();
+        unsigned n = 0;
+        for (const char *p = log; p && (p = strstr(p, "linux.bpf_stack instance ")); p++) {
+                const char *eol = strchr(p, '\n'), *on = strstr(p, ": on-CPU ");
+                if (on && (!eol || on < eol))
+                        n++;
+        }
+        free(log);
+        return n;
+}
+
+/* The workload, once the session's instance is set up: loading the BPF
+ * programs can take seconds on a cold, sanitized first run, and what the
+ * workload does before that is not recorded. */
+static void run_workload_once_set_up(void *userdata) {
+        struct run *r = userdata;
+        for (int i = 0; i < 300 && setups_logged() <= r->setups_before; i++)
+                usleep(100 * 1000);
+        cr_assert_gt(setups_logged(), r->setups_before, "the linux.bpf_stack instance was never set up");
+        run_workload(r);
+}
+
 #define WORKLOAD BPFSTACK_TEST_BIN_DIR "/bpfstack-workload"
 
 /* Criterion runs tests in parallel, and other tests of the machine may
@@ -301,9 +327,9 @@ Test(bpfstack, on_cpu_and_off_cpu_stacks_and_blocked_time) {
                               "write_into_file: true file_write_period_ms: 250\n",
                               workload_comm),
                      0);
-        struct run r = { .argv = { workload, "1500", "4", "100", "300", NULL } };
+        struct run r = { .argv = { workload, "1500", "4", "100", "300", NULL }, .setups_before = setups_logged() };
         struct collect c = {};
-        fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_workload, &r, collect_packet, &c);
+        fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_workload_once_set_up, &r, collect_packet, &c);
         free(cfg);
 
         size_t on = 0, on_chain = 0, off = 0, off_blocking = 0;
@@ -418,17 +444,16 @@ Test(bpfstack, tracectl_quick_flag) {
 
         char out[512];
         snprintf(out, sizeof(out), "%s/quick.pftrace", inst.dir);
-        const char *argv[] = { TRACECTL_BINARY, "--socket", inst.consumer_path, "record", "-t", "5s", "--bpf-stacks",
+        const char *argv[] = { TRACECTL_BINARY, "--socket", inst.consumer_path, "record", "-t", "8s", "--bpf-stacks",
                                "--no-process-stats", "--no-summary", "-o", out, NULL };
         pid_t tc;
         int hotplug = fixture_hotplug_lock(false);
+        struct run r = { .argv = { workload, "1500", "6", "100", "100", NULL }, .setups_before = setups_logged() };
         cr_assert_eq(posix_spawn(&tc, TRACECTL_BINARY, NULL, NULL, (char *const *) argv, environ), 0);
-        usleep(1000 * 1000); /* the session is up */
         /* Six sleeps and a read, of which three must be seen: a system-wide
          * recording on a loaded machine (an ASan build beside other tests)
          * can lose a few ring records, which the trace counts. */
-        struct run r = { .argv = { workload, "1500", "6", "100", "100", NULL } };
-        run_workload(&r);
+        run_workload_once_set_up(&r);
         int status;
         cr_assert_eq(waitpid(tc, &status, 0), tc);
         fixture_hotplug_unlock(hotplug);
