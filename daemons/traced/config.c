@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "basic/macro.h"
+#include "basic/socket-address.h"
 #include "config.h"
 
 struct ctx {
@@ -107,6 +108,55 @@ static int trusted_list(struct ctx *k, const char *name, const char *value) {
         return 1;
 }
 
+/* A comma-separated list of socket addresses, each checked now so that
+ * a typo is reported with its line rather than at bind time. */
+static int address_list(struct ctx *k, const char *name, const char *value) {
+        struct traced_config *cfg = k->cfg;
+        bool producers = strcmp(name, "producer_sockets") == 0;
+        char **slot = producers ? &cfg->producer_sockets : &cfg->relay_endpoint_on;
+        char item[256];
+        size_t n = 0;
+
+        if (strlen(value) >= 4096)
+                return fail(k, "field \"%s\" is too long", name);
+        for (const char *p = value;; p++) {
+                if (*p != ',' && *p != '\0') {
+                        if (n + 1 >= sizeof(item))
+                                return fail(k, "an address in field \"%s\" is too long", name);
+                        item[n++] = *p;
+                        continue;
+                }
+                item[n] = '\0';
+                /* Spaces around commas are allowed, not inside. */
+                char *s = item, *e = item + n;
+                while (*s == ' ' || *s == '\t')
+                        s++;
+                while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+                        *--e = '\0';
+                struct socket_address sa;
+                if (!*s)
+                        return fail(k, "empty address in field \"%s\"", name);
+                if (socket_address_parse(s, &sa) < 0)
+                        return fail(k, "\"%s\" is not a socket address (a path, @abstract, HOST:PORT, [V6]:PORT "
+                                       "or vsock://CID:PORT) in field \"%s\"",
+                                    s, name);
+                n = 0;
+                if (!*p)
+                        break;
+        }
+        /* Stored without blanks: the lists are matched entry by entry. */
+        char *copy = malloc(strlen(value) + 1), *d = copy;
+        if (!copy)
+                return 0;
+        for (const char *p = value; *p; p++)
+                if (*p != ' ' && *p != '\t')
+                        *d++ = *p;
+        *d = '\0';
+        free(*slot);
+        *slot = copy;
+        return 1;
+}
+
 static int handler(void *user, const char *section, const char *name, const char *value) {
         struct ctx *k = user;
         struct traced_config *cfg = k->cfg;
@@ -136,6 +186,8 @@ static int handler(void *user, const char *section, const char *name, const char
                 }
                 if (strcmp(name, "trusted_data_sources") == 0 || strcmp(name, "trusted_users") == 0)
                         return trusted_list(k, name, value);
+                if (strcmp(name, "producer_sockets") == 0 || strcmp(name, "relay_endpoint_on") == 0)
+                        return address_list(k, name, value);
                 return fail(k, "unknown field \"%s\" in section [%s]", name, section);
         }
         if (strcasecmp(section, "plugins") != 0)
@@ -219,6 +271,8 @@ void traced_config_done(struct traced_config *cfg) {
                 free(cfg->disabled[i]);
         for (unsigned i = 0; i < cfg->n_trusted_data_sources; i++)
                 free(cfg->trusted_data_sources[i]);
+        free(cfg->producer_sockets);
+        free(cfg->relay_endpoint_on);
         *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC };
 }
 

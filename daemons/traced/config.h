@@ -20,6 +20,11 @@
  *                             plugin hosts, root and trusted_users may
  *                             register (default linux.*, traced.*)
  *   trusted_users = NAME|UID[, ...]  users who may register them too
+ *   producer_sockets = ADDRESS[,ADDRESS...]  producer sockets when traced
+ *                             binds its own (the syntax of
+ *                             PERFETTO_PRODUCER_SOCK_NAME; TCP and vsock
+ *                             only when listed)
+ *   relay_endpoint_on = ADDRESS[,...]  of those, where the RelayPort is
  */
 
 #include <stdbool.h>
@@ -43,6 +48,8 @@ struct traced_config {
         bool trusted_data_sources_set; /* false: the default */
         uid_t trusted_uids[TRACED_CONFIG_MAX_TRUSTED];
         unsigned n_trusted_uids;
+        char *producer_sockets; /* NULL: the default */
+        char *relay_endpoint_on;
 };
 
 /* Data source names reserved for the suite's own plugins by default. */

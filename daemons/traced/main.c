@@ -242,7 +242,11 @@ static int run(int argc, char **argv) {
         if (!o.producer_socket)
                 o.producer_socket = getenv("PERFETTO_PRODUCER_SOCK_NAME");
         if (!o.producer_socket)
+                o.producer_socket = cfg.producer_sockets;
+        if (!o.producer_socket)
                 o.producer_socket = TRACED_DEFAULT_PRODUCER_SOCKET;
+        if (!o.relay_endpoints)
+                o.relay_endpoints = cfg.relay_endpoint_on;
         if (!o.consumer_socket)
                 o.consumer_socket = getenv("PERFETTO_CONSUMER_SOCK_NAME");
         if (!o.consumer_socket)

@@ -179,30 +179,6 @@ void listen_sockets_close(struct listen_sockets *s) {
         s->n_extra = 0;
 }
 
-bool socket_address_is_unix(const char *a) {
-        if (a[0] == '@' || strncmp(a, "vsock://", 8) == 0)
-                return a[0] == '@';
-        const char *colon = strrchr(a, ':');
-        if (!colon || !colon[1])
-                return true;
-        for (const char *c = colon + 1; *c; c++)
-                if (*c < '0' || *c > '9')
-                        return true;
-        return false;
-}
-
-static int parse_port(const char *s, unsigned max, unsigned *ret) {
-        char *end;
-        if (!*s || *s < '0' || *s > '9')
-                return -EINVAL;
-        errno = 0;
-        unsigned long v = strtoul(s, &end, 10);
-        if (errno != 0 || *end || v > max)
-                return -EINVAL;
-        *ret = (unsigned) v;
-        return 0;
-}
-
 static int bind_listen(int family, const struct sockaddr *sa, socklen_t len, int *ret_fd) {
         _cleanup_close_ int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         int one = 1;
@@ -220,51 +196,15 @@ static int bind_listen(int family, const struct sockaddr *sa, socklen_t len, int
 }
 
 int socket_bind_address(const char *a, int *ret_fd) {
-        unsigned port, cid;
+        struct socket_address sa;
         int r;
 
-        if (strncmp(a, "vsock://", 8) == 0) {
-                _cleanup_free_ char *spec = strdup(a + 8);
-                if (!spec)
-                        return -ENOMEM;
-                char *colon = strrchr(spec, ':');
-                if (!colon)
-                        return -EINVAL;
-                *colon = '\0';
-                if (strcmp(spec, "-1") == 0 || strcmp(spec, "any") == 0)
-                        cid = VMADDR_CID_ANY;
-                else if (parse_port(spec, UINT32_MAX, &cid) < 0)
-                        return -EINVAL;
-                if (parse_port(colon + 1, UINT32_MAX, &port) < 0)
-                        return -EINVAL;
-                struct sockaddr_vm vm = { .svm_family = AF_VSOCK, .svm_cid = cid, .svm_port = port };
-                return bind_listen(AF_VSOCK, (struct sockaddr *) &vm, sizeof(vm), ret_fd);
-        }
         if (socket_address_is_unix(a))
                 return socket_bind_unix(a, 0666, ret_fd);
-
-        _cleanup_free_ char *host = strdup(a);
-        if (!host)
-                return -ENOMEM;
-        char *colon = strrchr(host, ':');
-        *colon = '\0';
-        r = parse_port(colon + 1, 65535, &port);
+        r = socket_address_parse(a, &sa);
         if (r < 0)
                 return r;
-        size_t hl = strlen(host);
-        if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
-                host[hl - 1] = '\0';
-                struct sockaddr_in6 in6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t) port) };
-                if (inet_pton(AF_INET6, host + 1, &in6.sin6_addr) != 1)
-                        return -EINVAL;
-                return bind_listen(AF_INET6, (struct sockaddr *) &in6, sizeof(in6), ret_fd);
-        }
-        struct sockaddr_in in4 = { .sin_family = AF_INET, .sin_port = htons((uint16_t) port) };
-        if (strcmp(host, "localhost") == 0)
-                in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        else if (inet_pton(AF_INET, host, &in4.sin_addr) != 1)
-                return -EINVAL;
-        return bind_listen(AF_INET, (struct sockaddr *) &in4, sizeof(in4), ret_fd);
+        return bind_listen(sa.sa.sa_family, &sa.sa, sa.len, ret_fd);
 }
 
 static bool list_contains(const char *list, const char *item) {

@@ -3,6 +3,8 @@
 
 #include <stdbool.h>
 
+#include "basic/socket-address.h"
+
 #define LISTEN_MAX_EXTRA 8u
 
 /* A further producer listener: another UNIX socket, or TCP / vsock. */
@@ -48,8 +50,6 @@ int listen_sockets_open_list(const char *producer_list, const char *consumer_pat
 /* Binds and listens on one address of the syntax above. */
 int socket_bind_address(const char *address, int *ret_fd);
 
-/* Whether an address of the syntax above is a UNIX socket. */
-bool socket_address_is_unix(const char *address);
 void listen_sockets_close(struct listen_sockets *s);
 
 /* Binds and listens on a UNIX stream socket at path (a leading '@' selects

@@ -33,6 +33,7 @@ struct state {
         bool exit_on_stop;
         bool stream; /* zero-copy streaming API instead of whole packets */
         bool reconnect;
+        bool hold;
         unsigned threads;
         pthread_t tids[64];
         unsigned n_tids;
@@ -99,8 +100,12 @@ static void write_all(struct state *st, traced_trace_writer *w) {
                 pbw_done(&ev);
                 pbw_done(&pkt);
         }
-        (void) traced_trace_writer_flush(w);
-        traced_trace_writer_free(w);
+        /* --hold: the writer keeps its last chunk unfinished (a thread
+         * that stopped responding); traced_producer_free frees it. */
+        if (!st->hold) {
+                (void) traced_trace_writer_flush(w);
+                traced_trace_writer_free(w);
+        }
         free(payload);
         pthread_mutex_lock(&st->lock);
         st->written += written;
@@ -214,7 +219,7 @@ int main(int argc, char **argv) {
                 { "size", required_argument, NULL, 'z' },    { "smb-kb", required_argument, NULL, 'm' },
                 { "page-kb", required_argument, NULL, 'p' }, { "once", no_argument, NULL, '1' },
                 { "stream", no_argument, NULL, 'S' },        { "threads", required_argument, NULL, 'T' },
-                { "reconnect", no_argument, NULL, 'R' },
+                { "reconnect", no_argument, NULL, 'R' },      { "hold", no_argument, NULL, 'H' },
                 { "help", no_argument, NULL, 'h' },          {},
         };
         int c, r;
@@ -252,14 +257,19 @@ int main(int argc, char **argv) {
                 case 'R':
                         st.reconnect = true;
                         break;
+                case 'H':
+                        st.hold = true;
+                        break;
                 case 'h':
                         printf("Usage: example-producer [--socket PATH] [--packets N] [--size BYTES]\n"
                                "                        [--smb-kb KB] [--page-kb KB] [--once] [--stream]\n"
-                               "                        [--threads T] [--reconnect]\n"
+                               "                        [--threads T] [--reconnect] [--hold]\n"
                                "Registers \"example.data\"; each started instance gets N packets.\n"
                                "--once exits when the first instance stops; --stream writes packets\n"
                                "field by field with the zero-copy API; --threads writes N packets\n"
-                               "from each of T threads; --reconnect survives a restart of the service.\n");
+                               "from each of T threads; --reconnect survives a restart of the service;\n"
+                               "--hold leaves each thread's last chunk unfinished (the service, or\n"
+                               "over TCP the library on Flush, must scrape it).\n");
                         return 0;
                 default:
                         return 2;

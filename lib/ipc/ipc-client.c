@@ -4,10 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 
 #include "basic/macro.h"
+#include "basic/socket-address.h"
 #include "ipc/ipc-conn.h"
 #include "ipc/ipc.h"
 
@@ -263,28 +263,13 @@ int ipc_client_from_fd(sd_event *event, int fd, ipc_client **ret) {
         return 0;
 }
 
-int ipc_client_connect(sd_event *event, const char *path, ipc_client **ret) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        _cleanup_close_ int fd = -EBADF;
-        socklen_t salen;
-
-        if (!event || !path || !ret)
+int ipc_client_connect(sd_event *event, const char *address, ipc_client **ret) {
+        if (!event || !address || !ret)
                 return -EINVAL;
-        size_t len = strlen(path);
-        if (len == 0 || len >= sizeof(sa.sun_path))
-                return -ENAMETOOLONG;
-        memcpy(sa.sun_path, path, len);
-        /* A leading '@' names an abstract socket, as upstream tools accept. */
-        if (path[0] == '@')
-                sa.sun_path[0] = '\0';
-        salen = (socklen_t) (offsetof(struct sockaddr_un, sun_path) + len + (path[0] == '@' ? 0 : 1));
-
-        fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int fd = socket_address_connect(address);
         if (fd < 0)
-                return negative_errno();
-        if (connect(fd, (struct sockaddr *) &sa, salen) < 0)
-                return negative_errno();
-        return ipc_client_from_fd(event, TAKE_FD(fd), ret);
+                return fd;
+        return ipc_client_from_fd(event, fd, ret);
 }
 
 void ipc_client_set_disconnect_cb(ipc_client *c, ipc_disconnect_cb cb, void *userdata) {

@@ -152,9 +152,10 @@ typedef void (*ipc_reply_cb)(ipc_client *c, int error, const ProtobufCMessage *r
                              void *userdata);
 typedef void (*ipc_disconnect_cb)(ipc_client *c, void *userdata);
 
-/* Connects (blocking connect on a UNIX socket path, non-blocking I/O
- * after). */
-int ipc_client_connect(sd_event *event, const char *path, ipc_client **ret);
+/* Connects (blocking connect, non-blocking I/O after) to a UNIX path,
+ * "@abstract", "HOST:PORT", "[V6]:PORT" or "vsock://CID:PORT" (the syntax
+ * of basic/socket-address.h). */
+int ipc_client_connect(sd_event *event, const char *address, ipc_client **ret);
 /* Uses an already connected socket; takes the fd. */
 int ipc_client_from_fd(sd_event *event, int fd, ipc_client **ret);
 ipc_client *ipc_client_free(ipc_client *c);

@@ -56,6 +56,7 @@ static int switch_chunk(traced_trace_writer *w) {
         if (r < 0)
                 return r;
         w->cur_count = 1;
+        writer_publish_count(w);
         w->frag_off = 0;
         w->cur_off = SIZE_FIELD;
         return 0;
@@ -140,6 +141,7 @@ _public_ int traced_trace_writer_begin_packet(traced_trace_writer *w, traced_msg
         writer_put_size(cur_payload(w) + w->frag_off, 0);
         w->cur_off += SIZE_FIELD;
         w->cur_count++;
+        writer_publish_count(w);
         w->depth = 1;
         w->stack[0] = (struct traced_msg) { .w = w, .depth = 0 };
         w->packet_marks_loss = false;

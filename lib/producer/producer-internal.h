@@ -17,6 +17,13 @@
 /* How long a stalling writer waits for a free chunk in all. */
 #define PRODUCER_STALL_LIMIT_USEC (5u * 1000000u)
 #define PRODUCER_STALL_MAX_SLEEP_USEC 100000u
+/* Shared memory emulation (a connection over TCP or vsock, where no fd
+ * crosses): the private SMB's size when no hint says otherwise (as
+ * upstream's), and how many chunk bytes one CommitData carries at most, to
+ * stay well inside the 128 KiB IPC frame. */
+#define PRODUCER_EMULATED_SMB_SIZE (1024u * 1024u)
+#define PRODUCER_EMULATED_SMB_MAX (32u * 1024u * 1024u)
+#define PRODUCER_EMULATED_COMMIT_BYTES (64u * 1024u)
 
 struct producer_instance {
         struct producer_instance *next;
@@ -55,6 +62,10 @@ struct traced_producer {
         uint8_t *smb;
         size_t smb_size;
         struct smb_abi abi;
+        /* The service asked for shared memory emulation: the SMB is
+         * private, and CommitData carries the chunks' bytes. */
+        bool emulate;
+        uint8_t *emu_buf; /* chunk bytes of the CommitData being built */
         atomic_bool ready;
         /* Bumped when a connection ends: writers of an older generation
          * write nothing more. */
@@ -172,6 +183,9 @@ int writer_queue_commit(traced_trace_writer *w, size_t page, size_t chunk);
  * Loop thread only; elsewhere the loop is woken to do it. */
 int producer_commit(traced_producer *p, uint64_t flush_request_id);
 int writer_queue_patch(traced_trace_writer *w, const struct pending_patch *patch);
+/* Shared memory emulation, on Flush: sends the chunks that writers of the
+ * given instances are still writing, flagged incomplete. Loop thread. */
+int producer_scrape(traced_producer *p, const uint64_t *ids, size_t n_ids);
 /* A free chunk for w with chunk_id, waiting for one as the writer's
  * buffer-exhausted policy says; an invalid chunk when there is none (the
  * caller drops and counts) or w's connection is gone. */
@@ -194,6 +208,11 @@ void writer_put_size(uint8_t *dst, uint32_t v);
 /* Stores the packet count and flags of w's current chunk and hands it to
  * the service (queued for CommitData). */
 int writer_complete_chunk(traced_trace_writer *w);
+/* Stores the packet count of w's current chunk so far, the packet being
+ * written included, as upstream's writers do: a scraped copy of the chunk
+ * then shows every packet before that one (a reader of an incomplete chunk
+ * leaves its last fragment alone). */
+void writer_publish_count(traced_trace_writer *w);
 /* Whether a new packet can start in the current chunk. */
 bool writer_new_packet_fits(const traced_trace_writer *w);
 /* A packet of w was dropped. */

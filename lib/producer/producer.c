@@ -183,7 +183,8 @@ int writer_queue_commit(traced_trace_writer *w, size_t page, size_t chunk) {
         p->n_pending++;
         /* Commit in batches: at the latest when control returns to the
          * loop, or right away once half the buffer waits. */
-        now = p->n_pending * p->abi.page_size / 4 >= p->smb_size / 2;
+        now = p->emulate ? p->n_pending * p->abi.page_size / 4 >= PRODUCER_EMULATED_COMMIT_BYTES :
+                           p->n_pending * p->abi.page_size / 4 >= p->smb_size / 2;
         /* The chunk is queued either way; a connection that failed is
          * dealt with by its disconnect handler. */
         if (now && producer_on_loop(p))
@@ -236,20 +237,46 @@ int producer_commit(traced_producer *p, uint64_t flush_request_id) {
                 unlock(p);
                 return -ENOTCONN;
         }
+        if (p->emulate && !p->emu_buf) {
+                p->emu_buf = malloc(PRODUCER_EMULATED_COMMIT_BYTES + SMB_MAX_PAGE_SIZE);
+                if (!p->emu_buf) {
+                        unlock(p);
+                        return -ENOMEM;
+                }
+        }
         do {
-                size_t n = MIN(p->n_pending - done, ELEMENTSOF(moves));
-                for (size_t i = 0; i < n; i++) {
-                        moves[i] = (Perfetto__Protos__CommitDataRequest__ChunksToMove)
+                size_t n = 0, bytes = 0;
+                while (done < p->n_pending && n < ELEMENTSOF(moves)) {
+                        Perfetto__Protos__CommitDataRequest__ChunksToMove *m = &moves[n];
+                        *m = (Perfetto__Protos__CommitDataRequest__ChunksToMove)
                                 PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
-                        moves[i].has_page = moves[i].has_chunk = moves[i].has_target_buffer = true;
-                        moves[i].page = p->pending[done + i].page;
-                        moves[i].chunk = p->pending[done + i].chunk;
-                        moves[i].target_buffer = p->pending[done + i].target_buffer;
-                        ptrs[i] = &moves[i];
+                        m->has_page = m->has_chunk = m->has_target_buffer = true;
+                        m->page = p->pending[done].page;
+                        m->chunk = p->pending[done].chunk;
+                        m->target_buffer = p->pending[done].target_buffer;
+                        if (p->emulate) {
+                                /* The service cannot read this SMB: the
+                                 * chunk travels whole, and is free again
+                                 * once copied. */
+                                uint32_t size = p->abi.chunk_sizes[smb_bitmap_layout(smb_page_bitmap(&p->abi, m->page))];
+                                if (n > 0 && bytes + size > PRODUCER_EMULATED_COMMIT_BYTES)
+                                        break;
+                                struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, m->page, m->chunk);
+                                done++;
+                                if (!smb_chunk_is_valid(&c))
+                                        continue; /* not complete: nothing to send */
+                                memcpy(p->emu_buf + bytes, c.begin, c.size);
+                                m->has_data = true;
+                                m->data.data = p->emu_buf + bytes;
+                                m->data.len = c.size;
+                                bytes += c.size;
+                                (void) smb_release_chunk_as_free(&p->abi, &c);
+                        } else
+                                done++;
+                        ptrs[n++] = m;
                 }
                 req.n_chunks_to_move = n;
                 req.chunks_to_move = ptrs;
-                done += n;
                 /* Patches go in the last request, after every move. */
                 size_t np = 0;
                 if (done == p->n_pending) {
@@ -331,15 +358,33 @@ static uint32_t ds_flags(traced_producer *p, const char *name) {
         return 0;
 }
 
+/* The private SMB of an emulating connection: the hint when there is
+ * one, in whole pages. */
+static size_t emulated_smb_size(const traced_producer *p, size_t page) {
+        size_t size = p->smb_size_hint ? p->smb_size_hint : PRODUCER_EMULATED_SMB_SIZE;
+        size = MIN(MAX(size, page), (size_t) PRODUCER_EMULATED_SMB_MAX);
+        return size / page * page;
+}
+
 static void on_setup_tracing(traced_producer *p, const Perfetto__Protos__GetAsyncCommandResponse__SetupTracing *st,
                              int fd) {
-        if (p->smb || fd < 0)
+        void *m;
+        off_t size;
+
+        if (p->smb || (fd < 0 && !p->emulate))
                 return;
         size_t page = (size_t) st->shared_buffer_page_size_kb * 1024u;
-        off_t size = lseek(fd, 0, SEEK_END);
-        if (size <= 0)
-                return;
-        void *m = mmap(NULL, (size_t) size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (fd >= 0) {
+                size = lseek(fd, 0, SEEK_END);
+                if (size <= 0)
+                        return;
+                m = mmap(NULL, (size_t) size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        } else {
+                if (page == 0)
+                        page = SMB_MIN_PAGE_SIZE;
+                size = (off_t) emulated_smb_size(p, page);
+                m = mmap(NULL, (size_t) size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        }
         if (m == MAP_FAILED)
                 return;
         struct smb_abi abi;
@@ -400,6 +445,80 @@ static void remove_instance(traced_producer *p, uint64_t id) {
         unlock(p);
 }
 
+/* The writer of the given id, when it writes for one of the instances. */
+static traced_trace_writer *scraped_writer(traced_producer *p, uint16_t writer_id, const uint64_t *ids, size_t n_ids) {
+        for (traced_trace_writer *w = p->writers; w; w = w->next) {
+                if (w->writer_id != writer_id || w->generation != atomic_load(&p->generation))
+                        continue;
+                for (size_t k = 0; k < n_ids; k++)
+                        if (w->instance_id == ids[k])
+                                return w;
+        }
+        return NULL;
+}
+
+int producer_scrape(traced_producer *p, const uint64_t *ids, size_t n_ids) {
+        Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
+        Perfetto__Protos__CommitDataRequest__ChunksToMove moves[64];
+        Perfetto__Protos__CommitDataRequest__ChunksToMove *ptrs[64];
+        size_t n = 0, bytes = 0;
+        int r = 0;
+
+        lock(p);
+        if (!p->client || !p->smb || !p->emu_buf) {
+                unlock(p);
+                return 0;
+        }
+        /* Chunks still being written (by writers of other threads: the
+         * loop's own were completed before this) go as they are, flagged
+         * incomplete; the service keeps what they hold so far. Their
+         * packets' sizes are only read as far as they were stored. */
+        for (size_t page = 0; page < p->abi.num_pages && r >= 0; page++) {
+                uint32_t bitmap = smb_page_bitmap(&p->abi, page);
+                uint32_t nc = smb_bitmap_num_chunks(bitmap);
+                for (uint32_t i = 0; i < nc && r >= 0; i++) {
+                        if (smb_bitmap_chunk_state(bitmap, i) != SMB_CHUNK_BEING_WRITTEN)
+                                continue;
+                        struct smb_chunk c = smb_get_chunk_unchecked(&p->abi, page, bitmap, i);
+                        if (!smb_chunk_is_valid(&c))
+                                continue;
+                        uint16_t writer_id = atomic_load_explicit(&smb_chunk_header(&c)->writer_id, memory_order_relaxed);
+                        traced_trace_writer *w = scraped_writer(p, writer_id, ids, n_ids);
+                        if (!w)
+                                continue;
+                        if (n == ELEMENTSOF(moves) || (n > 0 && bytes + c.size > PRODUCER_EMULATED_COMMIT_BYTES)) {
+                                req.n_chunks_to_move = n;
+                                req.chunks_to_move = ptrs;
+                                int64_t k = ipc_client_invoke(p->client, "CommitData", &req.base, NULL, -EBADF, NULL, NULL);
+                                r = k < 0 ? (int) k : 0;
+                                n = bytes = 0;
+                        }
+                        memcpy(p->emu_buf + bytes, c.begin, c.size);
+                        moves[n] = (Perfetto__Protos__CommitDataRequest__ChunksToMove)
+                                PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
+                        moves[n].has_page = moves[n].has_chunk = moves[n].has_target_buffer = true;
+                        moves[n].page = (uint32_t) page;
+                        moves[n].chunk = i;
+                        moves[n].target_buffer = w->target_buffer;
+                        moves[n].has_data = true;
+                        moves[n].data.data = p->emu_buf + bytes;
+                        moves[n].data.len = c.size;
+                        moves[n].has_chunk_incomplete = moves[n].chunk_incomplete = true;
+                        ptrs[n] = &moves[n];
+                        bytes += c.size;
+                        n++;
+                }
+        }
+        if (r >= 0 && n > 0) {
+                req.n_chunks_to_move = n;
+                req.chunks_to_move = ptrs;
+                int64_t k = ipc_client_invoke(p->client, "CommitData", &req.base, NULL, -EBADF, NULL, NULL);
+                r = k < 0 ? (int) k : 0;
+        }
+        unlock(p);
+        return r;
+}
+
 static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
         traced_producer *p = ud;
         const Perfetto__Protos__GetAsyncCommandResponse *cmd = (const void *) reply;
@@ -452,6 +571,13 @@ static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bo
                         if (p->ops.flush)
                                 p->ops.flush(p, f->data_source_ids[k], p->userdata);
                         commit_instance_writers(p, f->data_source_ids[k]);
+                }
+                /* Over emulated shared memory nobody else can scrape
+                 * what is still being written: send it before the flush
+                 * is acknowledged, so the flush covers it. */
+                if (p->emulate) {
+                        (void) producer_commit(p, 0);
+                        (void) producer_scrape(p, f->data_source_ids, f->n_data_source_ids);
                 }
                 (void) producer_commit(p, f->request_id ? f->request_id : 0);
                 break;
@@ -541,6 +667,7 @@ static void on_disconnect(ipc_client *c, void *ud) {
         lock(p);
         atomic_store(&p->ready, false);
         atomic_fetch_add(&p->generation, 1);
+        p->emulate = false;
         p->n_pending = 0;
         p->n_patches = 0;
         if (p->smb) {
@@ -580,6 +707,20 @@ static void on_disconnect(ipc_client *c, void *ud) {
         schedule_reconnect(p);
 }
 
+static void on_init_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
+        traced_producer *p = ud;
+        const Perfetto__Protos__InitializeConnectionResponse *resp = (const void *) reply;
+        _cleanup_close_ int owned = fd;
+
+        if (error < 0 || !resp || c != p->client)
+                return;
+        /* Over TCP or vsock (upstream traced_relay forwards so), no fd
+         * can cross: the SMB is ours alone and chunks travel in CommitData. */
+        lock(p);
+        p->emulate = resp->has_use_shmem_emulation && resp->use_shmem_emulation;
+        unlock(p);
+}
+
 /* InitializeConnection and the command stream, on a bound client. */
 static int send_hello(traced_producer *p) {
         Perfetto__Protos__InitializeConnectionRequest init = PERFETTO__PROTOS__INITIALIZE_CONNECTION_REQUEST__INIT;
@@ -595,7 +736,9 @@ static int send_hello(traced_producer *p) {
         }
         ipc_client_set_disconnect_cb(p->client, on_disconnect, p);
         Perfetto__Protos__GetAsyncCommandRequest get = PERFETTO__PROTOS__GET_ASYNC_COMMAND_REQUEST__INIT;
-        int64_t id = ipc_client_invoke(p->client, "InitializeConnection", &init.base, NULL, -EBADF, NULL, NULL);
+        int64_t id = ipc_client_invoke(p->client, "InitializeConnection", &init.base,
+                                       &perfetto__protos__initialize_connection_response__descriptor, -EBADF,
+                                       on_init_reply, p);
         if (id >= 0)
                 id = ipc_client_invoke(p->client, "GetAsyncCommand", &get.base,
                                        &perfetto__protos__get_async_command_response__descriptor, -EBADF, on_async, p);
@@ -731,6 +874,7 @@ _public_ traced_producer *traced_producer_free(traced_producer *p) {
         p->wake_src = sd_event_source_disable_unref(p->wake_src);
         p->wake_fd = safe_close(p->wake_fd);
         free(p->patches);
+        free(p->emu_buf);
         p->client = ipc_client_free(p->client);
         p->dead_client = ipc_client_free(p->dead_client);
         if (p->smb)

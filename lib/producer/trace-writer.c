@@ -57,6 +57,11 @@ int writer_complete_chunk(traced_trace_writer *w) {
         return writer_queue_commit(w, page, idx);
 }
 
+void writer_publish_count(traced_trace_writer *w) {
+        atomic_store_explicit(&smb_chunk_header(&w->cur)->packets, smb_packets_pack(w->cur_count, w->cur_flags),
+                              memory_order_release);
+}
+
 bool writer_new_packet_fits(const traced_trace_writer *w) {
         return smb_chunk_is_valid(&w->cur) &&
                smb_chunk_payload_size(&w->cur) - w->cur_off >= SMB_PACKET_HEADER_SIZE + 1 &&
@@ -163,6 +168,7 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
                 copy_pieces(dst + SMB_PACKET_HEADER_SIZE, packet, size, marker, off, take);
                 w->cur_off += SMB_PACKET_HEADER_SIZE + take;
                 w->cur_count++;
+                writer_publish_count(w);
                 off += take;
                 if (off == total)
                         break;

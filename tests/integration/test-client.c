@@ -26,9 +26,25 @@ extern char **environ;
 
 static struct traced_instance inst;
 static sd_event *ev;
+/* Where producers connect: the UNIX socket, or a TCP one. */
+static const char *producer_address;
+static char tcp_address[64];
 
 static void setup(void) {
         cr_assert(traced_test_setup(&inst, &ev), "could not start traced");
+        producer_address = inst.producer_path;
+}
+
+/* Producers connect over TCP, where no fd crosses: the service asks for
+ * shared memory emulation, and the library must send its chunks' bytes
+ * in CommitData (and scrape itself on Flush). */
+static void setup_tcp(void) {
+        unsigned port = 0;
+        cr_assert_eq(sd_event_new(&ev), 0);
+        int r = traced_instance_start_tcp(&inst, &port);
+        cr_assert_eq(r, 0, "could not start traced with a TCP producer socket: %s", strerror(-r));
+        snprintf(tcp_address, sizeof(tcp_address), "127.0.0.1:%u", port);
+        producer_address = tcp_address;
 }
 
 static void teardown(void) {
@@ -41,7 +57,7 @@ static pid_t spawn_producer(unsigned packets, size_t size, unsigned page_kb, uns
         snprintf(z, sizeof(z), "%zu", size);
         snprintf(pk, sizeof(pk), "%u", page_kb);
         snprintf(sk, sizeof(sk), "%u", smb_kb);
-        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets", n,
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets", n,
                          (char *) "--size", z, (char *) "--page-kb", pk, (char *) "--smb-kb", sk, (char *) "--once",
                          stream ? (char *) "--stream" : NULL, NULL };
         pid_t pid;
@@ -86,8 +102,7 @@ struct size_case {
         bool stream;
 };
 
-ParameterizedTestParameters(client, round_trip) {
-        static struct size_case cases[] = {
+static struct size_case size_cases[] = {
                 { 2000, 10, 4, 1024 },    /* many small packets per chunk */
                 { 300, 1000, 4, 1024 },   /* about one 1 KiB chunk each */
                 { 100, 5000, 4, 2048 },   /* across several chunks */
@@ -102,11 +117,13 @@ ParameterizedTestParameters(client, round_trip) {
                 { 100, 5000, 4, 2048, true },
                 { 20, 40000, 32, 4096, true },
                 { 5, 300000, 4, 4096, true },
-        };
-        return cr_make_param_array(struct size_case, cases, sizeof(cases) / sizeof(cases[0]));
+};
+
+ParameterizedTestParameters(client, round_trip) {
+        return cr_make_param_array(struct size_case, size_cases, sizeof(size_cases) / sizeof(size_cases[0]));
 }
 
-ParameterizedTest(struct size_case *c, client, round_trip, .init = setup, .fini = teardown, .timeout = 120) {
+static void round_trip(const struct size_case *c) {
         struct test_consumer cons;
         pid_t pid = spawn_producer(c->packets, c->size, c->page_kb, c->smb_kb, c->stream);
         /* Wait for the producer's data source to show up. */
@@ -128,6 +145,19 @@ ParameterizedTest(struct size_case *c, client, round_trip, .init = setup, .fini 
         cr_assert_eq(waitpid(pid, &st, 0), pid);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
         test_consumer_free(&cons);
+}
+
+ParameterizedTest(struct size_case *c, client, round_trip, .init = setup, .fini = teardown, .timeout = 120) {
+        round_trip(c);
+}
+
+ParameterizedTestParameters(client, round_trip_over_tcp) {
+        return cr_make_param_array(struct size_case, size_cases, sizeof(size_cases) / sizeof(size_cases[0]));
+}
+
+ParameterizedTest(struct size_case *c, client, round_trip_over_tcp, .init = setup_tcp, .fini = teardown,
+                  .timeout = 120) {
+        round_trip(c);
 }
 
 /* Packets of several sequences: per trusted_packet_sequence_id, seq 0..
@@ -175,7 +205,7 @@ static unsigned check_sequences(const uint8_t *buf, size_t len, size_t size, uns
 }
 
 static void record_and_check_threads(bool stream) {
-        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
                          (char *) "2000", (char *) "--size", (char *) "300", (char *) "--smb-kb", (char *) "256",
                          (char *) "--threads", (char *) "4", (char *) "--once", stream ? (char *) "--stream" : NULL,
                          NULL };
@@ -211,6 +241,49 @@ Test(client, streaming_writers_on_four_threads, .init = setup, .fini = teardown,
         record_and_check_threads(true);
 }
 
+Test(client, writers_on_four_threads_over_tcp, .init = setup_tcp, .fini = teardown, .timeout = 120) {
+        record_and_check_threads(false);
+}
+
+Test(client, streaming_writers_on_four_threads_over_tcp, .init = setup_tcp, .fini = teardown, .timeout = 120) {
+        record_and_check_threads(true);
+}
+
+/* Two threads write 53 packets each and never finish their last chunk.
+ * A local service scrapes that chunk from the shared memory; over TCP
+ * only the producer can, on Flush. Either way every packet is in the
+ * trace: once the session has stopped, the service reads the last
+ * fragment of a scraped chunk too when its size says it is whole. */
+static void record_held_writers(void) {
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
+                         (char *) "53", (char *) "--size", (char *) "100", (char *) "--threads", (char *) "2",
+                         (char *) "--hold", (char *) "--once", NULL };
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, NULL, NULL, argv, environ), 0);
+        spin_ms(ev, 300);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(64 * 1024, "example.data", 2000);
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 30000), "the session did not end");
+        cr_assert_eq(test_consumer_read(&cons, 30000), 0);
+        unsigned good = check_sequences(cons.data, cons.len, 100, 53);
+        cr_assert_eq(good, 2, "%u of 2 held sequences arrived with packets 0..52 in order", good);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
+        test_consumer_free(&cons);
+}
+
+Test(client, unfinished_chunks_are_scraped, .init = setup, .fini = teardown, .timeout = 60) {
+        record_held_writers();
+}
+
+Test(client, unfinished_chunks_are_scraped_over_tcp, .init = setup_tcp, .fini = teardown, .timeout = 60) {
+        record_held_writers();
+}
+
 static bool has_data_source(struct test_consumer *c, const char *name) {
         Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
         ProtobufCMessage *reply = NULL;
@@ -233,7 +306,7 @@ Test(client, producer_reconnects_when_the_service_restarts, .init = setup, .fini
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
-        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
                          (char *) "50", (char *) "--size", (char *) "200", (char *) "--reconnect", NULL };
         pid_t pid;
         cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, &fa, NULL, argv, environ), 0);
@@ -338,7 +411,7 @@ static bool wait_log(int fd, const char *what, unsigned count, unsigned timeout_
  * (once half the SMB waits, and on each retry of a stall). With DROP, or
  * without the stall, some 1,300 of the 2,000 packets are lost. */
 Test(client, loop_thread_writer_stalls_without_loss, .init = setup, .fini = teardown_logged, .timeout = 120) {
-        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
                          (char *) "2000", (char *) "--size", (char *) "1000", (char *) "--smb-kb", (char *) "64",
                          (char *) "--once", NULL };
         char log[40];
@@ -374,7 +447,7 @@ Test(client, loop_thread_writer_stalls_without_loss, .init = setup, .fini = tear
  * touching the old SMB, the producer connects again, and a new session
  * records every packet of every thread whole and in order. */
 Test(client, service_restart_while_threads_write, .init = setup, .fini = teardown_logged, .timeout = 120) {
-        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
                          (char *) "3000", (char *) "--size", (char *) "300", (char *) "--smb-kb", (char *) "64",
                          (char *) "--threads", (char *) "4", (char *) "--reconnect", NULL };
         char log[40];
@@ -442,7 +515,7 @@ Test(client, service_restart_while_threads_write, .init = setup, .fini = teardow
  * not as chains that break or chunk ids that skip: a strict service
  * (upstream Perfetto's) stops reading a sequence at either. */
 Test(client, drops_mid_fragment_lose_nothing_after_them, .init = setup, .fini = teardown_logged, .timeout = 120) {
-        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
                          (char *) "1500", (char *) "--size", (char *) "20000", (char *) "--smb-kb", (char *) "64",
                          (char *) "--threads", (char *) "1", (char *) "--once", NULL };
         char log[40];

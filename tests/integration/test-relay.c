@@ -246,18 +246,6 @@ static void send_identity(struct peer *p, const char *hint) {
         peer_send_frame(p, &f);
 }
 
-static unsigned free_tcp_port(void) {
-        struct sockaddr_in sa = { .sin_family = AF_INET };
-        socklen_t l = sizeof(sa);
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        cr_assert_geq(fd, 0);
-        cr_assert_eq(bind(fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
-        cr_assert_eq(getsockname(fd, (struct sockaddr *) &sa, &l), 0);
-        close(fd);
-        return ntohs(sa.sin_port);
-}
-
 static struct traced_instance inst;
 static unsigned relay_port, plain_port;
 
@@ -268,8 +256,8 @@ static void setup(void) {
         int r = -EADDRINUSE;
         /* The free ports may be taken meanwhile by others: try again. */
         for (int attempt = 0; attempt < 5 && r < 0; attempt++) {
-                relay_port = free_tcp_port();
-                plain_port = free_tcp_port();
+                relay_port = test_free_tcp_port();
+                plain_port = test_free_tcp_port();
                 if (relay_port == plain_port)
                         continue;
                 memset(&inst, 0, sizeof(inst));

@@ -10,6 +10,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "traced-instance.h"
 
@@ -203,4 +206,44 @@ bool traced_test_teardown(struct traced_instance *t, sd_event **event) {
                 traced_instance_dump_log(t);
         *event = sd_event_unref(*event);
         return st == 0;
+}
+
+unsigned test_free_tcp_port(void) {
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t l = sizeof(sa);
+        unsigned port = 0;
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return 0;
+        if (bind(fd, (struct sockaddr *) &sa, sizeof(sa)) == 0 && getsockname(fd, (struct sockaddr *) &sa, &l) == 0)
+                port = ntohs(sa.sin_port);
+        close(fd);
+        return port;
+}
+
+int traced_instance_start_tcp(struct traced_instance *t, unsigned *ret_port) {
+        static char prod[700];
+        int r = -EADDRINUSE;
+        /* A free port may be taken by others before traced binds it. */
+        for (int attempt = 0; attempt < 5 && r == -EADDRINUSE; attempt++) {
+                unsigned port = test_free_tcp_port();
+                if (port == 0)
+                        return -EADDRNOTAVAIL;
+                memset(t, 0, sizeof(*t));
+                /* The UNIX path is only known once the directory is made:
+                 * start once to learn it. */
+                const char *const args0[] = { "--no-plugins", NULL };
+                r = traced_instance_start_args(t, false, args0);
+                if (r < 0)
+                        return r;
+                (void) traced_instance_stop(t);
+                snprintf(prod, sizeof(prod), "--producer-socket=%s,127.0.0.1:%u", t->producer_path, port);
+                const char *const args[] = { "--no-plugins", prod, NULL };
+                r = traced_instance_restart(t, false, args);
+                if (r >= 0)
+                        *ret_port = port;
+                else
+                        r = -EADDRINUSE;
+        }
+        return r;
 }

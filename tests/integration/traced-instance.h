@@ -40,3 +40,9 @@ bool traced_test_teardown(struct traced_instance *t, sd_event **event);
 bool traced_instance_was_activated(const struct traced_instance *t);
 /* Prints the daemon's log (for failed tests). */
 void traced_instance_dump_log(const struct traced_instance *t);
+
+/* A TCP port on 127.0.0.1 free right now (0 when none could be had). */
+unsigned test_free_tcp_port(void);
+/* Starts traced standalone, without plugins, with a second producer
+ * socket on 127.0.0.1:*ret_port (TCP: shared memory is emulated there). */
+int traced_instance_start_tcp(struct traced_instance *t, unsigned *ret_port);

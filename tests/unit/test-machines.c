@@ -4,11 +4,15 @@
  * socket address syntax, and the trusted machine_id field of packets. */
 
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "../../daemons/traced/config.h"
 #include "ipc/ipc.h"
 #include "session-read.h"
 #include "sockets.h"
@@ -61,4 +65,43 @@ Test(machines, producer_may_not_write_machine_id) {
         struct iovec a = { ok, sizeof(ok) }, b = { forged, sizeof(forged) };
         cr_assert(packet_is_valid(&a, 1, sizeof(ok)));
         cr_assert_not(packet_is_valid(&b, 1, sizeof(forged)));
+}
+
+static int load_conf(const char *text, struct traced_config *cfg, char **error) {
+        char path[] = "/tmp/traced-conf-XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(write(fd, text, strlen(text)), (ssize_t) strlen(text));
+        close(fd);
+        int r = traced_config_load(path, cfg, error);
+        unlink(path);
+        return r;
+}
+
+Test(machines, producer_sockets_in_traced_conf) {
+        struct traced_config cfg;
+        char *error = NULL;
+
+        cr_assert_eq(load_conf("[service]\nproducer_sockets = /run/traced/producer.sock, 127.0.0.1:20001,"
+                               " vsock://any:20002\nrelay_endpoint_on = 127.0.0.1:20001\n",
+                               &cfg, &error),
+                     0);
+        cr_assert_str_eq(cfg.producer_sockets, "/run/traced/producer.sock,127.0.0.1:20001,vsock://any:20002");
+        cr_assert_str_eq(cfg.relay_endpoint_on, "127.0.0.1:20001");
+        traced_config_done(&cfg);
+
+        cr_assert_eq(load_conf("[plugins]\nenabled = yes\n", &cfg, &error), 0);
+        cr_assert_null(cfg.producer_sockets);
+        cr_assert_null(cfg.relay_endpoint_on);
+        traced_config_done(&cfg);
+
+        /* A bad address is named with its line and field. */
+        cr_assert_eq(load_conf("[service]\n\nproducer_sockets = /run/p.sock,10.0.0.1:99999\n", &cfg, &error), -EINVAL);
+        cr_assert(strstr(error, ":3:") && strstr(error, "producer_sockets") && strstr(error, "10.0.0.1:99999"), "%s",
+                  error);
+        free(error);
+        error = NULL;
+        cr_assert_eq(load_conf("[service]\nrelay_endpoint_on = 127.0.0.1:1,,\n", &cfg, &error), -EINVAL);
+        cr_assert(strstr(error, "relay_endpoint_on"), "%s", error);
+        free(error);
 }
