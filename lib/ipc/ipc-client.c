@@ -281,6 +281,16 @@ bool ipc_client_is_connected(const ipc_client *c) {
         return c && c->connected;
 }
 
+size_t ipc_client_queued_bytes(const ipc_client *c) {
+        return c && c->conn ? ipc_conn_queued_bytes(c->conn) : 0;
+}
+
+int ipc_client_flush(ipc_client *c) {
+        if (!c || !c->conn)
+                return -ENOTCONN;
+        return ipc_conn_flush(c->conn);
+}
+
 bool ipc_client_is_bound(const ipc_client *c) {
         return c && c->bound;
 }

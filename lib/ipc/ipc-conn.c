@@ -409,6 +409,17 @@ int ipc_conn_new(sd_event *event, int fd, const struct ipc_conn_ops *ops, void *
         return 0;
 }
 
+int ipc_conn_flush(ipc_conn *c) {
+        if (!c->open)
+                return -ENOTCONN;
+        int r = flush_tx(c);
+        if (r < 0) {
+                close_from_send(c, r == -EPIPE || r == -ECONNRESET ? 0 : r);
+                return -ENOTCONN;
+        }
+        return 0;
+}
+
 int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, int fd) {
         _cleanup_free_ uint8_t *buf = NULL;
         size_t len;

@@ -46,3 +46,7 @@ int ipc_conn_fd(const ipc_conn *c);
 uid_t ipc_conn_peer_uid(const ipc_conn *c);
 pid_t ipc_conn_peer_pid(const ipc_conn *c);
 size_t ipc_conn_queued_bytes(const ipc_conn *c);
+/* Sends what the socket takes of the queue now, without waiting for the
+ * event loop (a caller that holds the loop thread). -ENOTCONN once the
+ * connection failed (it is closed then). */
+int ipc_conn_flush(ipc_conn *c);

@@ -176,6 +176,11 @@ bool ipc_client_has_method(const ipc_client *c, const char *method_name);
  * the request id (> 0) or -errno (-ENOENT for an unknown method, -ENOTCONN
  * when not bound).
  */
+/* Bytes of requests queued that the socket has not taken yet. */
+size_t ipc_client_queued_bytes(const ipc_client *c);
+/* Sends what the socket takes of the queue now (see ipc_conn_flush). */
+int ipc_client_flush(ipc_client *c);
+
 int64_t ipc_client_invoke(ipc_client *c, const char *method_name, const ProtobufCMessage *args,
                           const ProtobufCMessageDescriptor *reply_desc, int fd, ipc_reply_cb cb, void *userdata);
 

@@ -22,8 +22,13 @@
  * upstream's), and how many chunk bytes one CommitData carries at most, to
  * stay well inside the 128 KiB IPC frame. */
 #define PRODUCER_EMULATED_SMB_SIZE (1024u * 1024u)
-#define PRODUCER_EMULATED_SMB_MAX (32u * 1024u * 1024u)
+/* Its chunks all fit the commit queue (4 KiB pages of four chunks). */
+#define PRODUCER_EMULATED_SMB_MAX (PRODUCER_MAX_PENDING_COMMITS * 1024u)
 #define PRODUCER_EMULATED_COMMIT_BYTES (64u * 1024u)
+/* Commits wait while more than this is queued on the socket, and are
+ * tried again after the pause. */
+#define PRODUCER_EMULATED_QUEUE_MAX (256u * 1024u)
+#define PRODUCER_EMULATED_RETRY_USEC 1000u
 
 struct producer_instance {
         struct producer_instance *next;
@@ -96,6 +101,8 @@ struct traced_producer {
         } pending[PRODUCER_MAX_PENDING_COMMITS];
         size_t n_pending;
         sd_event_source *commit_defer;
+        sd_event_source *commit_retry; /* emulation: the link was busy */
+        uint64_t flush_request_id;     /* acknowledged with the last commit */
 
         struct pending_patch *patches;
         size_t n_patches, cap_patches;

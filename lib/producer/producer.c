@@ -218,6 +218,27 @@ int writer_queue_patch(traced_trace_writer *w, const struct pending_patch *patch
         return 0;
 }
 
+/* Emulated shared memory: commits wait while this much is queued on the
+ * socket, so that a producer faster than its link fills its SMB (and its
+ * writers stall or drop, by policy) rather than the send queue. */
+static bool emulated_link_busy(traced_producer *p) {
+        (void) ipc_client_flush(p->client);
+        return p->client && ipc_client_queued_bytes(p->client) > PRODUCER_EMULATED_QUEUE_MAX;
+}
+
+static int on_commit_retry(sd_event_source *s, uint64_t usec, void *userdata) {
+        traced_producer *p = userdata;
+        p->commit_retry = sd_event_source_disable_unref(p->commit_retry);
+        (void) producer_commit(p, 0);
+        return 0;
+}
+
+/* Moves [from, n_pending) of the queue to its start. */
+static void keep_pending_from(traced_producer *p, size_t from) {
+        memmove(p->pending, p->pending + from, (p->n_pending - from) * sizeof(p->pending[0]));
+        p->n_pending -= from;
+}
+
 int producer_commit(traced_producer *p, uint64_t flush_request_id) {
         Perfetto__Protos__CommitDataRequest req = PERFETTO__PROTOS__COMMIT_DATA_REQUEST__INIT;
         Perfetto__Protos__CommitDataRequest__ChunksToMove moves[512];
@@ -237,6 +258,9 @@ int producer_commit(traced_producer *p, uint64_t flush_request_id) {
                 unlock(p);
                 return -ENOTCONN;
         }
+        /* A flush acknowledgement waits for everything queued before it. */
+        if (flush_request_id)
+                p->flush_request_id = flush_request_id;
         if (p->emulate && !p->emu_buf) {
                 p->emu_buf = malloc(PRODUCER_EMULATED_COMMIT_BYTES + SMB_MAX_PAGE_SIZE);
                 if (!p->emu_buf) {
@@ -245,6 +269,24 @@ int producer_commit(traced_producer *p, uint64_t flush_request_id) {
                 }
         }
         do {
+                if (p->emulate && emulated_link_busy(p)) {
+                        if (!p->client || !atomic_load(&p->ready)) {
+                                unlock(p);
+                                return -ENOTCONN;
+                        }
+                        /* Try again soon; what is not sent stays queued
+                         * (its chunks stay taken in the SMB). */
+                        keep_pending_from(p, done);
+                        if (pdone) {
+                                memmove(p->patches, p->patches + pdone, (p->n_patches - pdone) * sizeof(p->patches[0]));
+                                p->n_patches -= pdone;
+                        }
+                        if (!p->commit_retry)
+                                (void) sd_event_add_time_relative(p->event, &p->commit_retry, CLOCK_MONOTONIC,
+                                                                  PRODUCER_EMULATED_RETRY_USEC, 0, on_commit_retry, p);
+                        unlock(p);
+                        return 0;
+                }
                 size_t n = 0, bytes = 0;
                 while (done < p->n_pending && n < ELEMENTSOF(moves)) {
                         Perfetto__Protos__CommitDataRequest__ChunksToMove *m = &moves[n];
@@ -306,8 +348,9 @@ int producer_commit(traced_producer *p, uint64_t flush_request_id) {
                         req.chunks_to_patch = cpp;
                         pdone += np;
                 }
-                req.has_flush_request_id = flush_request_id && done == p->n_pending && pdone == p->n_patches;
-                req.flush_request_id = flush_request_id;
+                bool last = done == p->n_pending && pdone == p->n_patches;
+                req.has_flush_request_id = p->flush_request_id && last;
+                req.flush_request_id = p->flush_request_id;
                 if (n == 0 && np == 0 && !req.has_flush_request_id)
                         break;
                 int64_t r = ipc_client_invoke(p->client, "CommitData", &req.base, NULL, -EBADF, NULL, NULL);
@@ -315,6 +358,8 @@ int producer_commit(traced_producer *p, uint64_t flush_request_id) {
                         unlock(p);
                         return (int) r;
                 }
+                if (req.has_flush_request_id)
+                        p->flush_request_id = 0;
                 req.n_chunks_to_patch = 0;
         } while (done < p->n_pending || pdone < p->n_patches);
         p->n_pending = 0;
@@ -670,6 +715,7 @@ static void on_disconnect(ipc_client *c, void *ud) {
         p->emulate = false;
         p->n_pending = 0;
         p->n_patches = 0;
+        p->flush_request_id = 0;
         if (p->smb) {
                 bool used = p->writers != NULL;
                 if (used && p->n_retired < PRODUCER_MAX_RETIRED)
@@ -871,6 +917,7 @@ _public_ traced_producer *traced_producer_free(traced_producer *p) {
         while (p->instances)
                 remove_instance(p, p->instances->id);
         p->commit_defer = sd_event_source_disable_unref(p->commit_defer);
+        p->commit_retry = sd_event_source_disable_unref(p->commit_retry);
         p->wake_src = sd_event_source_disable_unref(p->wake_src);
         p->wake_fd = safe_close(p->wake_fd);
         free(p->patches);

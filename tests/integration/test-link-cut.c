@@ -49,6 +49,8 @@ struct proxy {
         atomic_bool stop;
         atomic_uint connections;
         atomic_bool cut;
+        bool cut_first;  /* cut the first connection half-way */
+        bool slow;       /* about 16 MB/s towards traced */
         pthread_t thread;
 };
 
@@ -138,6 +140,8 @@ static void forward(struct proxy *px, int down, bool cut) {
                 }
                 if (!send_all(up, buf, pass))
                         break;
+                if (px->slow)
+                        (void) usleep(1000);
                 if (cut_now) {
                         atomic_store(&px->cut, true);
                         break;
@@ -157,15 +161,17 @@ static void *proxy_main(void *arg) {
                 if (down < 0)
                         continue;
                 unsigned k = atomic_fetch_add(&px->connections, 1);
-                forward(px, down, k == 0);
+                forward(px, down, k == 0 && px->cut_first);
         }
         return NULL;
 }
 
-static void proxy_start(struct proxy *px) {
+static void proxy_start(struct proxy *px, bool cut_first, bool slow) {
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         socklen_t l = sizeof(sa);
         memset(px, 0, sizeof(*px));
+        px->cut_first = cut_first;
+        px->slow = slow;
         px->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         cr_assert_geq(px->listen_fd, 0);
         cr_assert_eq(bind(px->listen_fd, (struct sockaddr *) &sa, sizeof(sa)), 0);
@@ -243,7 +249,7 @@ static void decode(const uint8_t *buf, size_t len, struct outcome *o) {
 
 Test(link, cut_mid_frame_and_restored, .init = setup, .fini = teardown, .timeout = 120) {
         struct proxy px;
-        proxy_start(&px);
+        proxy_start(&px, true, false);
         char address[64], packets[16], size[16];
         snprintf(address, sizeof(address), "127.0.0.1:%u", px.port);
         snprintf(packets, sizeof(packets), "%u", PACKETS);
@@ -291,4 +297,42 @@ Test(link, cut_mid_frame_and_restored, .init = setup, .fini = teardown, .timeout
         cr_assert_eq(waitpid(pid, &st, 0), pid);
         proxy_stop(&px);
         cr_assert(traced_instance_alive(&inst), "traced did not survive the cut");
+}
+
+/* A link slower than the producer: it writes 24 MB at once, three times
+ * what one connection may queue, with the stall policy. The library keeps
+ * chunks in its SMB until the socket takes more (without that the queue
+ * would overflow and the service cut the producer off), the writer
+ * stalls, and every packet arrives over the one connection. */
+Test(link, slow_link_paces_the_producer, .init = setup, .fini = teardown, .timeout = 120) {
+        struct proxy px;
+        proxy_start(&px, false, true);
+        char address[64];
+        snprintf(address, sizeof(address), "127.0.0.1:%u", px.port);
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", address, (char *) "--packets",
+                         (char *) "4800", (char *) "--size", (char *) "5000", (char *) "--once", NULL };
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, NULL, NULL, argv, environ), 0);
+        spin_ms(ev, 500);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(48 * 1024, "example.data", 10000);
+        cfg->data_sources[0]->config->has_buffer_exhausted_policy = true;
+        cfg->data_sources[0]->config->buffer_exhausted_policy =
+                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 60000), "the session did not end");
+        cr_assert_eq(test_consumer_read(&cons, 60000), 0);
+        struct outcome o;
+        decode(cons.data, cons.len, &o);
+        test_consumer_free(&cons);
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        proxy_stop(&px);
+        cr_assert_eq(atomic_load(&px.connections), 1u, "the producer lost its connection");
+        cr_assert_eq(o.n_seqs, 1u);
+        cr_assert_not(o.seqs[0].bad, "packets out of order or corrupted");
+        cr_assert_eq(o.seqs[0].next, 4800u, "%lu of 4800 packets arrived", o.seqs[0].next);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
 }
