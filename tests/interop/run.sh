@@ -385,17 +385,43 @@ pair_plugin_to_upstream() {
 # recorded by upstream's CLI: every packet the producer says it wrote must
 # be in the trace. $2: example-producer options; $3: stats the recording
 # causes on purpose (regex); $4: "drop" when drops are the point.
+# free_port: a TCP port on 127.0.0.1 free right now.
+free_port() {
+        python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# pair_client_to_upstream WHAT OPTS [ALLOWED_STATS] [drop] [unix|tcp|relay]:
+# our example producer into upstream traced over its UNIX socket, over TCP
+# (shared memory emulated), or through upstream traced_relay (TCP behind).
 pair_client_to_upstream() {
+        local via=${5:-unix}
         local name="libtraced-client $1 -> upstream traced" opts=$2 allowed=${3:-} want_drop=${4:-}
+        [ "$via" = unix ] || name="libtraced-client $1 -> upstream traced ($via)"
         selected "$name" || return 0
         needs traced perfetto trace_processor_shell "ours:$OURS_PRODUCER" "ours:$OURS_TRACECTL" ||
                 { skip_missing "$name"; return; }
-        local d
+        [ "$via" != relay ] || needs traced traced_relay perfetto trace_processor_shell "ours:$OURS_PRODUCER" ||
+                { skip_missing "$name"; return; }
+        local d port psock
         d=$(pairing_dir)
-        start "$d" traced PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/traced"
+        psock="$d/p"
+        if [ "$via" = unix ]; then
+                start "$d" traced PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/traced"
+        else
+                port=$(free_port)
+                start "$d" traced PERFETTO_PRODUCER_SOCK_NAME="$d/p,127.0.0.1:$port" PERFETTO_CONSUMER_SOCK_NAME="$d/c" \
+                        "$BIN/traced" --enable-relay-endpoint-on="127.0.0.1:$port"
+                psock="127.0.0.1:$port"
+        fi
         wait_socket "$d/p" || { result "$name" FAIL "upstream traced: no producer socket"; stop_all; return; }
+        if [ "$via" = relay ]; then
+                start "$d" relay PERFETTO_RELAY_SOCK_NAME="127.0.0.1:$port" PERFETTO_PRODUCER_SOCK_NAME="$d/r" \
+                        "$BIN/traced_relay"
+                wait_socket "$d/r" || { result "$name" FAIL "traced_relay: no socket ($d/relay.log)"; stop_all; return; }
+                psock="$d/r"
+        fi
         # shellcheck disable=SC2086
-        start "$d" producer "$OURS_PRODUCER" --socket "$d/p" $opts
+        start "$d" producer "$OURS_PRODUCER" --socket "$psock" $opts
         wait_log "$d/producer.log" "ready" || { result "$name" FAIL "our producer did not connect: $(tail -n 1 "$d/producer.log")"; stop_all; return; }
         printf 'buffers { size_kb: 65536 }\ndata_sources { config { name: "example.data" } }\nduration_ms: 3000\n' >"$d/cfg"
         PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
@@ -700,6 +726,83 @@ pair_relay_to_ours() {
                 result "$name" FAIL "sched slices on $with_sched machines, not $((n + 1))"
         else
                 result "$name" PASS "$machines remote machines, sched slices on all $with_sched"
+        fi
+}
+
+# Our producers behind upstream traced_relay on a simulated second machine
+# (its own boot id, its own socket), into our traced over TCP: our ftrace
+# plugin in traced-plugin-host and our example producer, both emulating
+# shared memory as the relay's TCP link requires. trace_processor must
+# show the remote machine with sched slices on it, and every packet of the
+# example producer must be in the trace.
+pair_our_producers_behind_relay() {
+        local name="our plugin host + producer -> traced_relay -> our traced"
+        selected "$name" || return 0
+        needs traced_relay trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_HOST" "ours:$OURS_PRODUCER" \
+                "ours:$OURS_PLUGINS/ftrace.so" || { skip_missing "$name"; return; }
+        if ! command -v unshare >/dev/null || ! ensure_instance; then
+                result "$name" SKIP "needs root, unshare(1) and tracefs instances"
+                return
+        fi
+        local d port
+        d=$(pairing_dir)
+        port=$(free_port)
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p,127.0.0.1:$port" \
+                --enable-relay-endpoint-on="127.0.0.1:$port" --consumer-socket="$d/c" --no-plugins --log-target=stderr
+        wait_socket "$d/c" || { result "$name" FAIL "our traced: no consumer socket ($d/traced.log)"; stop_all; return; }
+        mkdir -p "$TRACEFS/instances/$INSTANCE-r" || { result "$name" SKIP "cannot create a tracefs instance"; stop_all; return; }
+        printf '00000000-1111-2222-3333-%012d\n' 77 >"$d/boot_id"
+        # One mount namespace for the machine: the relay, our plugin host
+        # and our producer all see its boot id.
+        {
+                echo "mount --bind '$d/boot_id' /proc/sys/kernel/random/boot_id || exit 1"
+                echo "PERFETTO_RELAY_SOCK_NAME=127.0.0.1:$port PERFETTO_PRODUCER_SOCK_NAME='$d/r' PERFETTO_MACHINE_NAME=remote-ours '$BIN/traced_relay' >'$d/relay.log' 2>&1 &"
+                echo "for i in \$(seq 100); do [ -S '$d/r' ] && break; sleep 0.1; done"
+                echo "'$OURS_HOST' --socket '$d/r' '$OURS_PLUGINS/ftrace.so' >'$d/plugin-host.log' 2>&1 &"
+                echo "'$OURS_PRODUCER' --socket '$d/r' --packets 3000 --size 700 >'$d/producer.log' 2>&1 &"
+                echo "trap 'kill \$(jobs -p) 2>/dev/null; wait' TERM"
+                echo "wait"
+        } >"$d/machine.sh"
+        start "$d" machine unshare -m sh "$d/machine.sh"
+        wait_log "$d/traced.log" "machine .* remote-ours" 10 ||
+                { result "$name" FAIL "the relay did not introduce its machine ($d/traced.log)"; stop_all; return; }
+        wait_log "$d/producer.log" "ready" 10 ||
+                { result "$name" FAIL "our producer did not connect through the relay: $(tail -n 1 "$d/producer.log")"; stop_all; return; }
+        sleep 1
+        {
+                echo 'buffers { size_kb: 32768 }'
+                echo "data_sources { config { name: \"linux.ftrace\" ftrace_config { ftrace_events: \"sched/sched_switch\" instance_name: \"$INSTANCE-r\" } } machine_name_filter: \"remote-ours\" }"
+                echo 'data_sources { config { name: "example.data" } machine_name_filter: "remote-ours" }'
+                echo 'trace_all_machines: true'
+                echo 'duration_ms: 3000'
+        } >"$d/cfg"
+        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
+                >"$d/tracectl.log" 2>&1
+        local st=$?
+        stop_all
+        echo 0 >"$TRACEFS/instances/$INSTANCE-r/tracing_on" 2>/dev/null
+        rmdir "$TRACEFS/instances/$INSTANCE-r" 2>/dev/null
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                return
+        fi
+        local machines sched written in_trace bad
+        machines=$(tp_num "$d/trace" "select count(*) from machine where raw_id != 0")
+        sched=$(tp_num "$d/trace" "select count(*) from sched s join cpu c on s.ucpu = c.id join machine m on c.machine_id = m.id where m.raw_id != 0")
+        written=$(sed -n 's/.*wrote \([0-9]*\) packets.*/\1/p' "$d/producer.log" | awk '{ s += $1 } END { print s + 0 }')
+        in_trace=$(summary_count "$d/trace" for_testing)
+        bad=$(bad_stats "$d/trace" "")
+        echo "machines=$machines sched=$sched written=$written in_trace=$in_trace" >"$d/figures"
+        if [ "$machines" -ne 1 ]; then
+                result "$name" FAIL "trace_processor shows $machines remote machines, not 1"
+        elif [ "$sched" -lt 1 ]; then
+                result "$name" FAIL "no sched slices on the remote machine from our ftrace plugin"
+        elif [ "$written" -eq 0 ] || [ "$in_trace" != "$written" ]; then
+                result "$name" FAIL "our producer wrote $written packets through the relay, the trace holds $in_trace"
+        elif [ -n "$bad" ]; then
+                result "$name" FAIL "the trace has $bad"
+        else
+                result "$name" PASS "1 remote machine, $sched sched slices on it, $in_trace of $written packets"
         fi
 }
 
@@ -1012,12 +1115,16 @@ pair_client_to_upstream "dropping (small SMB)" "--packets 2000 --size 900 --thre
         "traced_buf_trace_writer_packet_loss|traced_buf_sequence_packet_loss" drop
 pair_client_to_upstream "dropping large (small SMB)" "--packets 1000 --size 20000 --threads 1" \
         "traced_buf_trace_writer_packet_loss|traced_buf_sequence_packet_loss" drop
+pair_client_to_upstream "large packets" "--packets 100 --size 20000" "" "" tcp
+pair_client_to_upstream "fragmented streamed" "--packets 500 --size 3000 --stream" "" "" tcp
+pair_client_to_upstream "multi-threaded" "--packets 1000 --size 200 --threads 4" "" "" relay
 pair_tracectl_to_upstream
 pair_ours_to_trace_processor
 pair_perf_to_ours
 pair_perf_plugin_to_trace_processor
 pair_relay_to_ours 1
 pair_relay_to_ours 4
+pair_our_producers_behind_relay
 pair_cli_session_features
 
 echo
