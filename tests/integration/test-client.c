@@ -204,33 +204,43 @@ static unsigned check_sequences(const uint8_t *buf, size_t len, size_t size, uns
         return good;
 }
 
-static void record_and_check_threads(bool stream) {
-        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
-                         (char *) "2000", (char *) "--size", (char *) "300", (char *) "--smb-kb", (char *) "256",
-                         (char *) "--threads", (char *) "4", (char *) "--once", stream ? (char *) "--stream" : NULL,
-                         NULL };
+/* Runs the example producer with argv, records example.data for
+ * duration_ms (stall policy when stall), and returns how many of its
+ * sequences arrived with packets 0..n-1 of size bytes in order. */
+static unsigned record_sequences(char **argv, uint32_t duration_ms, bool stall, size_t size, unsigned long n) {
         pid_t pid;
         cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, NULL, NULL, argv, environ), 0);
         spin_ms(ev, 300);
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        Perfetto__Protos__TraceConfig *cfg = test_config_new(64 * 1024, "example.data", 6000);
-        /* A 256 KiB SMB cannot hold 4 x 600 KB: the writers stall until
-         * the service has taken chunks, and nothing is lost. */
-        cfg->data_sources[0]->config->has_buffer_exhausted_policy = true;
-        cfg->data_sources[0]->config->buffer_exhausted_policy =
-                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(64 * 1024, "example.data", duration_ms);
+        if (stall) {
+                cfg->data_sources[0]->config->has_buffer_exhausted_policy = true;
+                cfg->data_sources[0]->config->buffer_exhausted_policy =
+                        PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        }
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
         test_config_free(cfg);
         /* Generous: under ASan on a loaded machine the stalls add up. */
         cr_assert(test_consumer_wait_disabled(&cons, 90000), "the session did not end");
         cr_assert_eq(test_consumer_read(&cons, 60000), 0);
-        unsigned good = check_sequences(cons.data, cons.len, 300, 2000);
-        cr_assert_eq(good, 4, "%u of 4 thread sequences arrived whole and in order", good);
+        unsigned good = check_sequences(cons.data, cons.len, size, n);
         int st;
         cr_assert_eq(waitpid(pid, &st, 0), pid);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
         test_consumer_free(&cons);
+        return good;
+}
+
+static void record_and_check_threads(bool stream) {
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
+                         (char *) "2000", (char *) "--size", (char *) "300", (char *) "--smb-kb", (char *) "256",
+                         (char *) "--threads", (char *) "4", (char *) "--once", stream ? (char *) "--stream" : NULL,
+                         NULL };
+        /* A 256 KiB SMB cannot hold 4 x 600 KB: the writers stall until
+         * the service has taken chunks, and nothing is lost. */
+        unsigned good = record_sequences(argv, 6000, true, 300, 2000);
+        cr_assert_eq(good, 4, "%u of 4 thread sequences arrived whole and in order", good);
 }
 
 Test(client, writers_on_four_threads, .init = setup, .fini = teardown, .timeout = 120) {
@@ -258,22 +268,8 @@ static void record_held_writers(void) {
         char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
                          (char *) "53", (char *) "--size", (char *) "100", (char *) "--threads", (char *) "2",
                          (char *) "--hold", (char *) "--once", NULL };
-        pid_t pid;
-        cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, NULL, NULL, argv, environ), 0);
-        spin_ms(ev, 300);
-        struct test_consumer cons;
-        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        Perfetto__Protos__TraceConfig *cfg = test_config_new(64 * 1024, "example.data", 2000);
-        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
-        test_config_free(cfg);
-        cr_assert(test_consumer_wait_disabled(&cons, 30000), "the session did not end");
-        cr_assert_eq(test_consumer_read(&cons, 30000), 0);
-        unsigned good = check_sequences(cons.data, cons.len, 100, 53);
+        unsigned good = record_sequences(argv, 2000, false, 100, 53);
         cr_assert_eq(good, 2, "%u of 2 held sequences arrived with packets 0..52 in order", good);
-        int st;
-        cr_assert_eq(waitpid(pid, &st, 0), pid);
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
-        test_consumer_free(&cons);
 }
 
 Test(client, unfinished_chunks_are_scraped, .init = setup, .fini = teardown, .timeout = 60) {
