@@ -118,6 +118,7 @@ run_one() {
         cat >"$d/cfg" <<CFG
 buffers { size_kb: $(( (total_mb + total_mb / 4 + 16) * 1024 )) fill_policy: DISCARD }
 data_sources { config { name: "example.data" buffer_exhausted_policy: BUFFER_EXHAUSTED_STALL_THEN_DROP } }
+trace_all_machines: true
 CFG
         local pids before t0 t1 after
         pids=$(tree "$svc_pid")
