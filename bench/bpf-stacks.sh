@@ -11,6 +11,11 @@
 # Off-CPU, `perf bench sched pipe` (two tasks ping-ponging over pipes):
 #   traced:   linux.bpf_stack with on_cpu: false
 #   bcc:      offcputime
+#   bpftrace: offcputime's method on the sched_switch tracepoint (kernel
+#             and user stacks taken at switch-out, the blocked time summed
+#             per stack pair and command in BPF at switch-in), for
+#             machines where bcc cannot run (offcputime needs kernel
+#             headers and a kprobe on finish_task_switch)
 #
 # For each tool, over ROUNDS rounds (min / median / max):
 #   bpf_ns/run  the tool's BPF programs' run time per run (bpftool prog
@@ -71,7 +76,8 @@ pipes() { # the off-CPU workload: until done, at most $duration seconds
 # programs are those loaded since it started ($work/before lists the ids
 # there were) whose names are in $names: linux.bpf_stack's on_cpu and
 # switch_btf/switch_raw, bpftrace's profile probe (named after its rate),
-# bcc profile's do_perf_event, bcc offcputime's oncpu.
+# bcc profile's do_perf_event, bcc offcputime's oncpu, and bpftrace's
+# sched_switch tracepoint program.
 programs_before() {
         bpftool prog show --json 2>/dev/null | python3 -c '
 import json, sys
@@ -243,14 +249,35 @@ for hz in $rates; do
         done
         table "on-CPU ${hz}Hz" traced bpftrace bcc
 done
+cat >"$work/offcpu.bt" <<'BT'
+tracepoint:sched:sched_switch
+{
+        @start[args->prev_pid] = nsecs;
+        @kst[args->prev_pid] = kstack;
+        @ust[args->prev_pid] = ustack;
+        $s = @start[args->next_pid];
+        if ($s) {
+                @off[@kst[args->next_pid], @ust[args->next_pid], args->next_comm] = sum(nsecs - $s);
+                delete(@start[args->next_pid]);
+        }
+}
+END
+{
+        clear(@start);
+        clear(@kst);
+        clear(@ust);
+}
+BT
 : >"$work/traced.rows"
 : >"$work/bcc.rows"
+: >"$work/bpftrace.rows"
 r=0
 while [ $r -lt "$rounds" ]; do
         run_traced "on_cpu: false off_cpu: true" pipes >>"$work/traced.rows"
+        run_peer "bpftrace $work/offcpu.bt" sched_switch pipes >>"$work/bpftrace.rows"
         if [ -n "$offcputime" ]; then
                 run_peer "$offcputime" oncpu pipes >>"$work/bcc.rows"
         fi
         r=$((r + 1))
 done
-table "off-CPU pipe" traced bcc
+table "off-CPU pipe" traced bpftrace bcc

@@ -31,6 +31,7 @@
 #include "bpfstack-config.h"
 #include "bpfstack-ds.h"
 #include "bpfstack.skel.h"
+#include "profiling/cpus.h"
 #include "profiling/intern.h"
 #include "profiling/ksyms.h"
 #include "profiling/symbolizer.h"
@@ -60,9 +61,14 @@ struct bpfstack_session {
         struct bpfstack_config cfg;
 
         struct bpfstack *skel;
+        /* On-CPU: the clock event of each possible CPU (by CPU number;
+         * -EBADF where there is none: offline, or off-CPU only). */
         int perf_fds[MAX_CPUS];
         struct bpf_link *perf_links[MAX_CPUS];
-        size_t n_cpus;
+        bool cpu_offline[MAX_CPUS]; /* to be opened when it is back */
+        uint32_t n_possible;
+        size_t n_cpus; /* events open */
+        uint64_t cpu_offlines;
         struct bpf_link *switch_link;
         struct ring_buffer *rb;
         struct traced_source *rb_src, *timer;
@@ -374,7 +380,55 @@ static void on_ring(int fd, uint32_t revents, void *userdata) {
         drain(userdata);
 }
 
+static void close_cpu(struct bpfstack_session *s, size_t cpu) {
+        if (s->perf_links[cpu]) {
+                bpf_link__destroy(s->perf_links[cpu]);
+                s->perf_links[cpu] = NULL;
+        }
+        if (s->perf_fds[cpu] >= 0) {
+                close(s->perf_fds[cpu]);
+                s->perf_fds[cpu] = -EBADF;
+                s->n_cpus--;
+        }
+}
+
+static int open_cpu(struct bpfstack_session *s, uint32_t cpu);
+
+/* A CPU that goes offline leaves its clock event silent for good, even
+ * when it is back: on each drain period the online CPUs are compared with
+ * the events; one whose CPU went away is closed, and opened again when the
+ * CPU returns. */
+static void check_hotplug(struct bpfstack_session *s) {
+        uint32_t cpus[MAX_CPUS];
+        size_t n;
+        if (!s->cfg.on_cpu || !s->skel || cpus_online(cpus, MAX_CPUS, &n) < 0)
+                return;
+        for (uint32_t cpu = 0; cpu < s->n_possible; cpu++) {
+                bool online = cpus_contain(cpus, n, cpu);
+                if (!online && !s->cpu_offline[cpu]) {
+                        s->cpu_offline[cpu] = true;
+                        s->cpu_offlines++;
+                        close_cpu(s, cpu);
+                        bpfstack_log(s->pl, TRACED_LOG_INFO, "linux.bpf_stack instance %llu: CPU %u went offline",
+                                     (unsigned long long) s->instance_id, cpu);
+                } else if (online && s->cpu_offline[cpu]) {
+                        s->cpu_offline[cpu] = false;
+                        int r = open_cpu(s, cpu);
+                        if (r < 0)
+                                bpfstack_log(s->pl, TRACED_LOG_WARNING,
+                                             "linux.bpf_stack instance %llu: CPU %u is back online but cannot be "
+                                             "sampled: %s",
+                                             (unsigned long long) s->instance_id, cpu, strerror(-r));
+                        else
+                                bpfstack_log(s->pl, TRACED_LOG_INFO,
+                                             "linux.bpf_stack instance %llu: CPU %u is back online, sampled again",
+                                             (unsigned long long) s->instance_id, cpu);
+                }
+        }
+}
+
 static void on_timer(void *userdata) {
+        check_hotplug(userdata);
         drain(userdata);
 }
 
@@ -388,11 +442,8 @@ static void session_free(struct bpfstack_session *s) {
                 pl->api->remove_source(pl->host, s->rb_src);
         ring_buffer__free(s->rb);
         bpf_link__destroy(s->switch_link);
-        for (size_t k = 0; k < s->n_cpus; k++) {
-                bpf_link__destroy(s->perf_links[k]);
-                if (s->perf_fds[k] >= 0)
-                        close(s->perf_fds[k]);
-        }
+        for (size_t k = 0; k < s->n_possible; k++)
+                close_cpu(s, k);
         bpfstack__destroy(s->skel);
         struct seq *qs[] = { &s->on, &s->off };
         for (size_t k = 0; k < 2; k++) {
@@ -459,6 +510,26 @@ static int probe(struct bpfstack_session *s) {
                                      (unsigned long long) s->instance_id, maps[k].what);
                         return -EOPNOTSUPP;
                 }
+        return 0;
+}
+
+static int open_cpu_clock(uint32_t cpu, uint32_t hz);
+
+/* The clock event of cpu with the on-CPU program attached. -ENODEV when
+ * the CPU is offline. */
+static int open_cpu(struct bpfstack_session *s, uint32_t cpu) {
+        int fd = open_cpu_clock(cpu, s->cfg.frequency);
+        if (fd < 0)
+                return fd;
+        struct bpf_link *l = bpf_program__attach_perf_event(s->skel->progs.on_cpu, fd);
+        if (!l) {
+                int r = -errno;
+                close(fd);
+                return r;
+        }
+        s->perf_fds[cpu] = fd;
+        s->perf_links[cpu] = l;
+        s->n_cpus++;
         return 0;
 }
 
@@ -612,24 +683,18 @@ static int setup(struct bpfstack_session *s) {
                 int ncpu = libbpf_num_possible_cpus();
                 if (ncpu <= 0)
                         return ncpu < 0 ? ncpu : -ENODEV;
-                for (uint32_t cpu = 0; cpu < (uint32_t) ncpu && cpu < MAX_CPUS; cpu++) {
-                        int fd = open_cpu_clock(cpu, c->frequency);
-                        if (fd == -ENODEV)
-                                continue; /* offline */
-                        if (fd < 0) {
-                                bpfstack_log(pl, TRACED_LOG_ERR,
-                                             "linux.bpf_stack instance %llu: cpu-clock event on CPU %u: %s", id,
-                                             cpu, strerror(-fd));
-                                return fd;
+                s->n_possible = ncpu < MAX_CPUS ? (uint32_t) ncpu : MAX_CPUS;
+                for (uint32_t cpu = 0; cpu < s->n_possible; cpu++) {
+                        r = open_cpu(s, cpu);
+                        if (r == -ENODEV) {
+                                s->cpu_offline[cpu] = true; /* opened when it comes online */
+                                continue;
                         }
-                        s->perf_fds[s->n_cpus] = fd;
-                        s->perf_links[s->n_cpus] = bpf_program__attach_perf_event(s->skel->progs.on_cpu, fd);
-                        s->n_cpus++;
-                        if (!s->perf_links[s->n_cpus - 1]) {
-                                r = -errno;
+                        if (r < 0) {
                                 bpfstack_log(pl, TRACED_LOG_ERR,
-                                             "linux.bpf_stack instance %llu: attaching to CPU %u failed: %s", id,
-                                             cpu, strerror(-r));
+                                             "linux.bpf_stack instance %llu: sampling CPU %u (cpu-clock event with "
+                                             "the on-CPU program): %s",
+                                             id, cpu, strerror(-r));
                                 return r;
                         }
                 }
@@ -689,7 +754,7 @@ void bpfstack_session_flush(struct bpfstack_plugin *pl, uint64_t id) {
 static void stop_session(struct bpfstack_session *s) {
         bpf_link__destroy(s->switch_link);
         s->switch_link = NULL;
-        for (size_t k = 0; k < s->n_cpus; k++) {
+        for (size_t k = 0; k < s->n_possible; k++) {
                 bpf_link__destroy(s->perf_links[k]);
                 s->perf_links[k] = NULL;
         }

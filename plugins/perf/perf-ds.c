@@ -27,6 +27,7 @@
 #include "perf-config.h"
 #include "perf-ds.h"
 #include "perf-record.h"
+#include "profiling/cpus.h"
 #include "profiling/intern.h"
 #include "profiling/ksyms.h"
 #include "profiling/procmaps.h"
@@ -697,31 +698,6 @@ static void *worker_main(void *userdata) {
 
 /* ---- setup ---- */
 
-static int online_cpus(uint32_t *cpus, size_t max, size_t *ret_n) {
-        FILE *f = fopen("/sys/devices/system/cpu/online", "re");
-        char buf[1024];
-        size_t n = 0;
-        if (!f)
-                return negative_errno();
-        if (!fgets(buf, sizeof(buf), f)) {
-                fclose(f);
-                return -EIO;
-        }
-        fclose(f);
-        for (char *tok = strtok(buf, ",\n"); tok; tok = strtok(NULL, ",\n")) {
-                unsigned a, b;
-                int k = sscanf(tok, "%u-%u", &a, &b);
-                if (k == 1)
-                        b = a;
-                else if (k != 2)
-                        continue;
-                for (unsigned c = a; c <= b && n < max; c++)
-                        cpus[n++] = c;
-        }
-        *ret_n = n;
-        return 0;
-}
-
 static int tracepoint_id(const char *name, uint64_t *ret) {
         static const char *const roots[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
         char group[128], event[128], path[512];
@@ -785,13 +761,11 @@ static void close_ring(struct perf_session *s, struct cpu_ring *ring) {
 static void check_hotplug(struct perf_session *s) {
         uint32_t cpus[MAX_CPUS];
         size_t n;
-        if (online_cpus(cpus, MAX_CPUS, &n) < 0)
+        if (cpus_online(cpus, MAX_CPUS, &n) < 0)
                 return;
         for (size_t k = 0; k < s->n_rings; k++) {
                 struct cpu_ring *ring = &s->rings[k];
-                bool online = false;
-                for (size_t i = 0; i < n && !online; i++)
-                        online = cpus[i] == (uint32_t) ring->cpu;
+                bool online = cpus_contain(cpus, n, (uint32_t) ring->cpu);
                 if (!online && !ring->offline) {
                         ring->offline = true;
                         s->cpu_offlines++;
@@ -909,7 +883,7 @@ static int setup(struct perf_session *s) {
         if (c->n_cpus) {
                 n_cpus = MIN(c->n_cpus, (size_t) MAX_CPUS);
                 memcpy(cpus, c->cpus, n_cpus * sizeof(*cpus));
-        } else if ((r = online_cpus(cpus, MAX_CPUS, &n_cpus)) < 0) {
+        } else if ((r = cpus_online(cpus, MAX_CPUS, &n_cpus)) < 0) {
                 perf_log(pl, TRACED_LOG_ERR, "linux.perf: cannot list the online CPUs: %s", strerror(-r));
                 return r;
         }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/pbr.h"
@@ -129,6 +130,31 @@ void fixture_hotplug_unlock(int fd) {
                 return;
         close(fd);
         hotplug_exclusive = false;
+}
+
+static bool write_online(const char *path, const char *v) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return false;
+        bool ok = write(fd, v, 1) == 1;
+        close(fd);
+        return ok;
+}
+
+void fixture_cpu_offline_and_back(struct fixture_hotplug *h) {
+        usleep(800 * 1000);
+        h->wrote = write_online(h->online, "0");
+        usleep(1000 * 1000);
+        /* Back in any case: a machine left with one CPU is worse than a
+         * failed test. */
+        for (int i = 0; i < 50 && !write_online(h->online, "1"); i++)
+                usleep(100 * 1000);
+        struct timespec ts;
+        clock_gettime(CLOCK_BOOTTIME, &ts);
+        h->back = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+        if (h->on_back)
+                h->on_back(h);
+        usleep(1500 * 1000);
 }
 
 void fixture_record(struct traced_instance *inst, sd_event *event, const char *wait_for, const char *config,

@@ -54,6 +54,19 @@ void fixture_record(struct traced_instance *inst, sd_event *event, const char *w
 int fixture_hotplug_lock(bool exclusive);
 void fixture_hotplug_unlock(int fd);
 
+/* CPU hotplug during a recording (with the lock held exclusively): */
+struct fixture_hotplug {
+        const char *online; /* e.g. /sys/devices/system/cpu/cpu1/online */
+        uint64_t back;      /* CLOCK_BOOTTIME when the CPU was online again */
+        bool wrote;         /* it did go offline */
+        /* Called once the CPU is back (e.g. to start work pinned to it:
+         * the scheduler may take its time to move running tasks back). */
+        void (*on_back)(struct fixture_hotplug *h);
+        void *userdata;
+};
+/* 0.8 s, the CPU offline for 1 s, back (retried until it is), 1.5 s. */
+void fixture_cpu_offline_and_back(struct fixture_hotplug *h);
+
 /*
  * Writes text into the trace_marker at path (reopened each try). A shared
  * instance's tracing_on may be 0 for a moment while another session sets it

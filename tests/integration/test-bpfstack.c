@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -81,7 +82,7 @@ struct seqstate {
 
 struct sample {
         bool off_cpu;
-        uint32_t pid, tid;
+        uint32_t pid, tid, cpu;
         uint64_t ts, blocked_ns;
         char **names; /* leaf first */
         size_t n_names;
@@ -161,6 +162,7 @@ static void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdat
         s->off_cpu = q->off_cpu;
         s->pid = ps->pid;
         s->tid = ps->tid;
+        s->cpu = ps->cpu;
         s->ts = p->timestamp;
         s->blocked_ns = ps->timebase_count;
         if (!ps->has_callstack_iid)
@@ -433,6 +435,76 @@ Test(bpfstack, kernel_without_btf_is_refused) {
 
 /* tracectl record --bpf-stacks: every process, on-CPU at 99 Hz and
  * off-CPU; the workload is found in the file tracectl wrote. */
+/* Once CPU 1 is back: a copy of the workload pinned to it spins there
+ * for a second. */
+static void spin_on_cpu1(struct fixture_hotplug *h) {
+        pid_t *pinned = h->userdata;
+        *pinned = fork();
+        cr_assert_geq(*pinned, 0);
+        if (*pinned == 0) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(1, &set);
+                if (sched_setaffinity(0, sizeof(set), &set) < 0)
+                        _exit(3);
+                execl(workload, workload, "1000", "0", "0", "0", (char *) NULL);
+                _exit(4);
+        }
+}
+
+/* Two spinning copies of the workload keep both CPUs busy while CPU 1
+ * goes offline and comes back. */
+static void offline_and_back(void *userdata) {
+        struct fixture_hotplug *h = userdata;
+        const char *argv[] = { workload, "3000", "0", "0", "0", NULL };
+        pid_t spin[2], pinned = -1;
+        for (int i = 0; i < 2; i++)
+                cr_assert_eq(posix_spawn(&spin[i], workload, NULL, NULL, (char *const *) argv, environ), 0);
+        h->on_back = spin_on_cpu1;
+        h->userdata = &pinned;
+        fixture_cpu_offline_and_back(h);
+        for (int i = 0; i < 2; i++)
+                cr_assert_eq(waitpid(spin[i], NULL, 0), spin[i]);
+        int st;
+        cr_assert_eq(waitpid(pinned, &st, 0), pinned);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the workload pinned to CPU 1 ran (status %d)", st);
+}
+
+/* A CPU that goes offline mid-recording and comes back is sampled again:
+ * the kernel leaves its clock event silent, the plugin opens it anew. */
+Test(bpfstack, cpu_offline_and_back) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        struct fixture_hotplug h = { .online = "/sys/devices/system/cpu/cpu1/online" };
+        if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || access(h.online, W_OK) < 0)
+                SKIP("CPU 1 cannot be taken offline here (one CPU, no CPU hotplug, or a read-only sysfs)");
+        int lock = fixture_hotplug_lock(true);
+        struct collect c = {};
+        char cfg[512];
+        snprintf(cfg, sizeof(cfg),
+                 "buffers { size_kb: 16384 }\n"
+                 "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config { frequency: 499 off_cpu: false "
+                 "filter: \"comm=%s\" drain_period_ms: 100 } } }\n"
+                 "write_into_file: true file_write_period_ms: 250\n",
+                 workload_comm);
+        fixture_record(&inst, ev, "linux.bpf_stack", cfg, offline_and_back, &h, collect_packet, &c);
+        fixture_hotplug_unlock(lock);
+        cr_assert(h.wrote, "CPU 1 did not go offline");
+        size_t before = 0, after = 0;
+        for (size_t k = 0; k < c.n_s; k++)
+                if (!c.s[k].off_cpu && c.s[k].cpu == 1) {
+                        if (c.s[k].ts > h.back)
+                                after++;
+                        else
+                                before++;
+                }
+        cr_log_info("CPU 1: %zu samples before it went offline, %zu after it came back", before, after);
+        cr_assert_gt(before, 0);
+        /* A second at 499 Hz with a spinner pinned to it. */
+        cr_assert_gt(after, 100, "CPU 1 was not sampled after it came back online (%zu samples)", after);
+}
+
 Test(bpfstack, tracectl_quick_flag) {
         const char *why = bpf_refused();
         if (why)

@@ -451,45 +451,16 @@ Test(perf, target_that_never_appears) {
         collect_free(&c);
 }
 
-struct hotplug {
-        const char *online;
-        uint64_t back; /* CLOCK_BOOTTIME when the CPU was online again */
-        bool wrote;
-};
-
-static uint64_t boottime_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_BOOTTIME, &ts);
-        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
-}
-
-static bool write_online(const char *path, const char *v) {
-        int fd = open(path, O_WRONLY | O_CLOEXEC);
-        if (fd < 0)
-                return false;
-        bool ok = write(fd, v, 1) == 1;
-        close(fd);
-        return ok;
-}
-
 /* CPU 1 offline for a second while the recording runs, then back. */
 static void offline_and_back(void *userdata) {
-        struct hotplug *h = userdata;
+        struct fixture_hotplug *h = userdata;
         /* Two spinning programs keep both CPUs busy (an idle CPU is
          * hardly sampled). */
         char bin[512];
         bin_path(bin, sizeof(bin), "O2-fp");
         const char *argv[] = { bin, "4", NULL };
         pid_t spin[2] = { spawn(argv), spawn(argv) };
-        usleep(800 * 1000);
-        h->wrote = write_online(h->online, "0");
-        usleep(1000 * 1000);
-        /* Back in any case: a machine left with one CPU is worse than a
-         * failed test. */
-        for (int i = 0; i < 50 && !write_online(h->online, "1"); i++)
-                usleep(100 * 1000);
-        h->back = boottime_ns();
-        usleep(1500 * 1000);
+        fixture_cpu_offline_and_back(h);
         for (int i = 0; i < 2; i++)
                 cr_assert_eq(waitpid(spin[i], NULL, 0), spin[i]);
 }
@@ -500,7 +471,7 @@ static void offline_and_back(void *userdata) {
 Test(perf, cpu_offline_and_back) {
         if (!perf_usable())
                 SKIP("perf_event_open with user registers and stacks is not available here");
-        struct hotplug h = { .online = "/sys/devices/system/cpu/cpu1/online" };
+        struct fixture_hotplug h = { .online = "/sys/devices/system/cpu/cpu1/online" };
         if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || access(h.online, W_OK) < 0)
                 SKIP("CPU 1 cannot be taken offline here (one CPU, no CPU hotplug, or a read-only sysfs)");
         int lock = fixture_hotplug_lock(true);
