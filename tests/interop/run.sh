@@ -806,6 +806,123 @@ pair_our_producers_behind_relay() {
         fi
 }
 
+# A TCP proxy for the link-cut pairing: forwards 127.0.0.1:LISTEN to
+# 127.0.0.1:TARGET; once CUT bytes went towards the target it forwards half
+# of the next read and closes every connection (mid-frame), then forwards
+# new connections in full.
+LINK_CUT_PROXY='
+import socket, sys, threading
+listen, target, cut_after = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+ls = socket.socket()
+ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+ls.bind(("127.0.0.1", listen))
+ls.listen(16)
+lock = threading.Lock()
+state = {"sent": 0, "cut": False}
+live = []
+def close_all():
+    for s in live:
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+def pump(a, b, upward):
+    while True:
+        try:
+            data = a.recv(65536)
+        except OSError:
+            data = b""
+        if not data:
+            break
+        with lock:
+            if upward and not state["cut"]:
+                state["sent"] += len(data)
+                if state["sent"] >= cut_after:
+                    state["cut"] = True
+                    try:
+                        b.sendall(data[: len(data) // 2])
+                    except OSError:
+                        pass
+                    print("cut after", state["sent"], "bytes", flush=True)
+                    close_all()
+                    break
+        try:
+            b.sendall(data)
+        except OSError:
+            break
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+while True:
+    c, _ = ls.accept()
+    s = socket.create_connection(("127.0.0.1", target))
+    with lock:
+        live.extend([c, s])
+    threading.Thread(target=pump, args=(c, s, True), daemon=True).start()
+    threading.Thread(target=pump, args=(s, c, False), daemon=True).start()
+'
+
+# Upstream traced_relay with our producer behind it, its TCP link to our
+# traced cut mid-frame while the session streams and then restored: the
+# session keeps what arrived, the relay and the producer connect again, the
+# data source starts anew in the running session, and the machine stays in
+# the trace.
+pair_relay_link_cut() {
+        local name="traced_relay link cut mid-frame and restored -> our traced"
+        selected "$name" || return 0
+        needs traced_relay trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_PRODUCER" "ours:$OURS_TRACECTL" ||
+                { skip_missing "$name"; return; }
+        local d port pport
+        d=$(pairing_dir)
+        port=$(free_port)
+        pport=$(free_port)
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p,127.0.0.1:$port" \
+                --enable-relay-endpoint-on="127.0.0.1:$port" --consumer-socket="$d/c" --no-plugins --log-target=stderr
+        wait_socket "$d/c" || { result "$name" FAIL "our traced: no consumer socket ($d/traced.log)"; stop_all; return; }
+        start "$d" proxy python3 -c "$LINK_CUT_PROXY" "$pport" "$port" $((3 * 1024 * 1024))
+        sleep 0.5
+        start "$d" relay PERFETTO_RELAY_SOCK_NAME="127.0.0.1:$pport" PERFETTO_PRODUCER_SOCK_NAME="$d/r" \
+                PERFETTO_MACHINE_NAME=remote-cut "$BIN/traced_relay"
+        wait_socket "$d/r" || { result "$name" FAIL "traced_relay: no socket ($d/relay.log)"; stop_all; return; }
+        start "$d" producer "$OURS_PRODUCER" --socket "$d/r" --packets 2000 --size 4000 --reconnect
+        wait_log "$d/producer.log" "ready" 10 ||
+                { result "$name" FAIL "our producer did not connect through the relay"; stop_all; return; }
+        sleep 1
+        {
+                echo 'buffers { size_kb: 65536 }'
+                echo 'data_sources { config { name: "example.data" } }'
+                echo 'trace_all_machines: true'
+                echo 'duration_ms: 6000'
+        } >"$d/cfg"
+        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
+                >"$d/tracectl.log" 2>&1
+        local st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                return
+        fi
+        local cut reconnected in_trace machines
+        cut=$(grep -c "^cut after" "$d/proxy.log")
+        reconnected=$(grep -c "connected again" "$d/producer.log")
+        in_trace=$(summary_count "$d/trace" for_testing)
+        machines=$(tp_num "$d/trace" "select count(*) from machine where raw_id != 0")
+        echo "cut=$cut reconnected=$reconnected in_trace=$in_trace machines=$machines" >"$d/figures"
+        if [ "$cut" != 1 ]; then
+                result "$name" FAIL "the link was not cut (proxy: $(tail -n 1 "$d/proxy.log"))"
+        elif [ "$reconnected" -lt 1 ]; then
+                result "$name" FAIL "our producer did not connect again through the relay: $(tail -n 2 "$d/producer.log" | tr '\n' ' ')"
+        elif [ "$in_trace" -le 2000 ] || [ "$in_trace" -ge 4000 ]; then
+                result "$name" FAIL "$in_trace packets: expected the part before the cut and all 2000 after"
+        elif [ "$machines" -ne 1 ]; then
+                result "$name" FAIL "trace_processor shows $machines remote machines, not 1"
+        else
+                result "$name" PASS "cut after 3 MB; $in_trace packets (the part before the cut, then 2000 after the reconnection)"
+        fi
+}
+
 # ---- upstream perfetto CLI session features against our traced (#25) ----
 #
 # Each pairing starts our traced (with its plugins) on sockets of its own and
@@ -1125,6 +1242,7 @@ pair_perf_plugin_to_trace_processor
 pair_relay_to_ours 1
 pair_relay_to_ours 4
 pair_our_producers_behind_relay
+pair_relay_link_cut
 pair_cli_session_features
 
 echo
