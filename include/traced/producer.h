@@ -90,7 +90,12 @@ struct traced_producer_ops {
 
 struct traced_producer_options {
         size_t struct_size;       /* sizeof(struct traced_producer_options) */
-        const char *socket_path;  /* NULL: $PERFETTO_PRODUCER_SOCK_NAME, else /run/traced/producer.sock */
+        /* NULL: $PERFETTO_PRODUCER_SOCK_NAME, else /run/traced/producer.sock.
+         * A path, "@abstract", "HOST:PORT", "[V6]:PORT" or
+         * "vsock://CID:PORT": over TCP and vsock (and behind traced_relay)
+         * the service asks for shared memory emulation, and the library's
+         * buffer is then private, its chunks sent inside CommitData. */
+        const char *socket_path;
         const char *name;         /* producer name, e.g. "com.example.myproducer" */
         uint32_t smb_size_hint;   /* bytes, 0 for the service's default */
         uint32_t page_size_hint;  /* bytes, 0 for the service's default */
