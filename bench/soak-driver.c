@@ -238,7 +238,7 @@ static void read_session(unsigned i) {
         account_packets(s, i, s->c.data, s->c.len);
         free(s->c.data);
         s->c.data = NULL;
-        s->c.len = 0;
+        s->c.len = s->c.cap = 0;
         s->c.n_packets = 0;
 }
 

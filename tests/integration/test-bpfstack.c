@@ -503,6 +503,7 @@ Test(bpfstack, cpu_offline_and_back) {
         cr_assert_gt(before, 0);
         /* A second at 499 Hz with a spinner pinned to it. */
         cr_assert_gt(after, 100, "CPU 1 was not sampled after it came back online (%zu samples)", after);
+        collect_free(&c);
 }
 
 Test(bpfstack, tracectl_quick_flag) {

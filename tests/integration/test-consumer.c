@@ -44,6 +44,7 @@ void test_consumer_free(struct test_consumer *c) {
         free(c->data);
         free(c->partial);
         c->data = c->partial = NULL;
+        c->len = c->cap = c->partial_len = c->partial_cap = 0;
 }
 
 static void on_enable(ipc_client *cl, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
@@ -82,12 +83,20 @@ bool test_consumer_wait_disabled(struct test_consumer *c, unsigned timeout_ms) {
         return true;
 }
 
-static int append(uint8_t **buf, size_t *len, const void *data, size_t n) {
-        uint8_t *b = realloc(*buf, *len + n + 1);
-        if (!b)
-                return -ENOMEM;
-        memcpy(b + *len, data, n);
-        *buf = b;
+/* Grows geometrically: traces of tens of MB arrive packet by packet (and
+ * a sanitizer's realloc always copies). */
+static int append(uint8_t **buf, size_t *len, size_t *cap, const void *data, size_t n) {
+        if (*len + n + 1 > *cap) {
+                size_t c = *cap ? *cap : 4096;
+                while (c < *len + n + 1)
+                        c *= 2;
+                uint8_t *b = realloc(*buf, c);
+                if (!b)
+                        return -ENOMEM;
+                *buf = b;
+                *cap = c;
+        }
+        memcpy(*buf + *len, data, n);
         *len += n;
         return 0;
 }
@@ -106,13 +115,13 @@ static void on_read(ipc_client *cl, int error, const ProtobufCMessage *reply, bo
         for (size_t i = 0; r && i < r->n_slices; i++) {
                 const Perfetto__Protos__ReadBuffersResponse__Slice *s = r->slices[i];
                 if (s->has_data)
-                        append(&c->partial, &c->partial_len, s->data.data, s->data.len);
+                        append(&c->partial, &c->partial_len, &c->partial_cap, s->data.data, s->data.len);
                 if (s->has_last_slice_for_packet && s->last_slice_for_packet) {
                         uint8_t hdr[11];
                         hdr[0] = 0x0a;
                         size_t hn = 1 + pbw_put_varint(hdr + 1, c->partial_len);
-                        append(&c->data, &c->len, hdr, hn);
-                        append(&c->data, &c->len, c->partial, c->partial_len);
+                        append(&c->data, &c->len, &c->cap, hdr, hn);
+                        append(&c->data, &c->len, &c->cap, c->partial, c->partial_len);
                         c->partial_len = 0;
                         c->n_packets++;
                 }

@@ -24,12 +24,12 @@ struct test_consumer {
         char error[512];
         /* ReadBuffers results */
         uint8_t *data; /* packets, each prefixed like a Trace (field 1) */
-        size_t len;
+        size_t len, cap;
         size_t n_packets;
         bool read_done;
         int read_error;
         uint8_t *partial;
-        size_t partial_len;
+        size_t partial_len, partial_cap;
 };
 
 int test_consumer_connect(struct test_consumer *c, sd_event *event, const char *path);
