@@ -39,7 +39,8 @@
 # Run as root from a build directory:
 #   ../bench/bpf-stacks.sh [HZ...]          (default: 99 999)
 # Environment: DURATION (default 10, at least 5), ROUNDS (default 3),
-#              PIPE_LOOPS (default 2000000).
+#              PIPE_LOOPS (default 2000000), WHAT (default "on off": which
+#              of the on-CPU and off-CPU runs to make).
 # Not part of make check.
 set -eu
 
@@ -51,6 +52,7 @@ done
 profile=$(command -v profile-bpfcc || true)
 offcputime=$(command -v offcputime-bpfcc || true)
 rates=${*:-99 999}
+what=${WHAT:-on off}
 duration=${DURATION:-10}
 [ "$duration" -ge 5 ] || { echo "DURATION must be at least 5 (seconds)" >&2; exit 2; }
 rounds=${ROUNDS:-3}
@@ -234,6 +236,7 @@ table() { # label tools...
 
 echo "$(nproc) CPUs, ${duration}s per run, $rounds rounds; kernel $(uname -r)"
 printf "%-14s %-9s %-24s %-24s %-24s\n" run tool "bpf_ns/run min/med/max" "cpu_us/run min/med/max" "cpu% min/med/max"
+case " $what " in *" on "*) ;; *) rates="" ;; esac
 for hz in $rates; do
         : >"$work/traced.rows"
         : >"$work/bpftrace.rows"
@@ -249,6 +252,7 @@ for hz in $rates; do
         done
         table "on-CPU ${hz}Hz" traced bpftrace bcc
 done
+case " $what " in *" off "*) ;; *) exit 0 ;; esac
 cat >"$work/offcpu.bt" <<'BT'
 tracepoint:sched:sched_switch
 {

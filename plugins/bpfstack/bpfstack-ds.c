@@ -44,6 +44,12 @@
 #define MAX_CPUS 1024
 #define REFRESH_SLOTS 64
 #define PROC_TABLE_BOUND 4096
+/* Callstacks already interned, by (kind, pid, stack ids): most records
+ * repeat a stack, and a hit saves two map lookups (system calls) and the
+ * symbolization. Emptied whenever a stack id may change meaning (stacks
+ * deleted from the map) or the interned ids do (intern state cleared). */
+#define CS_CACHE_SIZE 4096u
+#define CS_CACHE_PROBES 8u
 
 /* One packet sequence: on-CPU or off-CPU. */
 struct seq {
@@ -88,6 +94,15 @@ struct bpfstack_session {
         bool collecting;
         int refreshed[REFRESH_SLOTS]; /* pids whose maps were read again this drain */
         size_t n_refreshed;
+
+        struct cs_cache_entry {
+                uint32_t pid;
+                int32_t kstack_id, ustack_id;
+                uint8_t kind;
+                bool used;
+                uint64_t callstack;
+        } *cs_cache;
+        uint64_t cs_hits, cs_misses;
 
         uint64_t counters_seen[BPFSTACK_CNT_MAX];
         uint64_t lost_unreported;
@@ -167,6 +182,11 @@ static void seen_add(struct bpfstack_session *s, uint32_t id) {
                 s->n_seen++;
 }
 
+static void cs_cache_flush(struct bpfstack_session *s) {
+        if (s->cs_cache)
+                memset(s->cs_cache, 0, CS_CACHE_SIZE * sizeof(*s->cs_cache));
+}
+
 /* Deletes the stacks seen but no longer referenced: what the ring buffer
  * held is consumed; what a switched-out task holds (out_since) stays. */
 static void collect_stacks(struct bpfstack_session *s) {
@@ -205,6 +225,8 @@ static void collect_stacks(struct bpfstack_session *s) {
         free(s->seen_ids);
         s->seen_ids = live;
         s->n_seen = n_live;
+        /* Deleted ids may come back holding other stacks. */
+        cs_cache_flush(s);
 }
 
 /* The frames of stack id into s->stack_buf, innermost first; 0 if none. */
@@ -264,8 +286,45 @@ static size_t tracing_frames_on_top(const struct ksyms *k, const uint64_t *kern,
         return skip;
 }
 
-static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec) {
-        struct seq *q = rec->kind == BPFSTACK_ON_CPU ? &s->on : &s->off;
+static size_t cs_cache_slot(const struct bpfstack_record *rec) {
+        uint64_t h = (uint64_t) rec->pid * 0x9E3779B97F4A7C15u;
+        h ^= ((uint64_t) (uint32_t) rec->kstack_id << 32 | (uint32_t) rec->ustack_id) * 0xC2B2AE3D27D4EB4Fu;
+        h ^= rec->kind;
+        return (size_t) (h >> 40) & (CS_CACHE_SIZE - 1);
+}
+
+static struct cs_cache_entry *cs_cache_find(struct bpfstack_session *s, const struct bpfstack_record *rec) {
+        if (!s->cs_cache)
+                return NULL;
+        size_t i = cs_cache_slot(rec);
+        for (size_t k = 0; k < CS_CACHE_PROBES; k++) {
+                struct cs_cache_entry *e = &s->cs_cache[(i + k) & (CS_CACHE_SIZE - 1)];
+                if (!e->used)
+                        return NULL;
+                if (e->pid == rec->pid && e->kstack_id == rec->kstack_id && e->ustack_id == rec->ustack_id &&
+                    e->kind == rec->kind)
+                        return e;
+        }
+        return NULL;
+}
+
+static void cs_cache_add(struct bpfstack_session *s, const struct bpfstack_record *rec, uint64_t callstack) {
+        if (!s->cs_cache)
+                return;
+        size_t i = cs_cache_slot(rec), k = 0;
+        while (k < CS_CACHE_PROBES && s->cs_cache[(i + k) & (CS_CACHE_SIZE - 1)].used)
+                k++;
+        /* A full run of probes: the first slot makes room (it is a cache). */
+        struct cs_cache_entry *e = &s->cs_cache[(i + (k < CS_CACHE_PROBES ? k : 0)) & (CS_CACHE_SIZE - 1)];
+        *e = (struct cs_cache_entry) { .pid = rec->pid, .kstack_id = rec->kstack_id, .ustack_id = rec->ustack_id,
+                                       .kind = (uint8_t) rec->kind, .used = true, .callstack = callstack };
+}
+
+/* Reads and symbolizes the record's stacks and interns the callstack;
+ * sets *cacheable when the result depends on nothing but the key (the
+ * process's maps were read and held the innermost user frame). */
+static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, const struct bpfstack_record *rec,
+                                 bool *cacheable) {
         uint64_t kern[BPFSTACK_MAX_DEPTH], frames[2 * BPFSTACK_MAX_DEPTH];
         size_t n_kern = read_stack(s, rec->kstack_id), n = 0;
         memcpy(kern, s->stack_buf, n_kern * sizeof(uint64_t));
@@ -273,12 +332,15 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
         const uint64_t *user = s->stack_buf;
 
         struct proc_info *p = NULL;
+        *cacheable = (rec->kstack_id >= 0 || rec->ustack_id >= 0) && (n_kern > 0 || rec->kstack_id < 0) &&
+                     (n_user > 0 || rec->ustack_id < 0);
         if (n_user > 0) {
                 p = proc_for(s, rec->pid, user[0]);
                 if (p && p->maps_unreadable)
                         s->procs_gone++;
+                if (!p || p->maps_unreadable || !proc_maps_find(&p->maps, user[0]))
+                        *cacheable = false;
         }
-        seq_begin(s, q);
         for (size_t k = n_user; k-- > 0;) {
                 /* Return addresses but the innermost: the call is the byte before. */
                 uint64_t f = symbolizer_user_frame(&s->sym, q->iw, p, k > 0 ? user[k] - 1 : user[k]);
@@ -292,6 +354,26 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
                         frames[n++] = f;
         }
         uint64_t callstack = n > 0 ? intern_callstack(q->iw, frames, n) : 0;
+        if (intern_error(q->iw))
+                *cacheable = false;
+        return callstack;
+}
+
+static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec) {
+        struct seq *q = rec->kind == BPFSTACK_ON_CPU ? &s->on : &s->off;
+        seq_begin(s, q);
+        uint64_t callstack;
+        struct cs_cache_entry *e = cs_cache_find(s, rec);
+        if (e) {
+                callstack = e->callstack;
+                s->cs_hits++;
+        } else {
+                bool cacheable;
+                callstack = record_callstack(s, q, rec, &cacheable);
+                s->cs_misses++;
+                if (cacheable)
+                        cs_cache_add(s, rec, callstack);
+        }
 
         struct pbw ps = {};
         pbw_varint(&ps, 1, rec->cpu);
@@ -357,8 +439,10 @@ static void housekeeping(struct bpfstack_session *s) {
         s->n_refreshed = 0;
         struct seq *qs[] = { &s->on, &s->off };
         for (size_t k = 0; k < 2; k++)
-                if (intern_error(qs[k]->iw) || intern_memory(qs[k]->iw) > INTERN_MEMORY_BOUND)
+                if (intern_error(qs[k]->iw) || intern_memory(qs[k]->iw) > INTERN_MEMORY_BOUND) {
                         intern_clear(qs[k]->iw);
+                        cs_cache_flush(s);
+                }
         if (proc_table_count(s->procs) > PROC_TABLE_BOUND) {
                 /* No exit notes here: forget everyone, read maps again as needed. */
                 struct proc_table *t;
@@ -366,6 +450,7 @@ static void housekeeping(struct bpfstack_session *s) {
                         proc_table_free(s->procs);
                         s->procs = t;
                         s->sym.procs = t;
+                        cs_cache_flush(s);
                 }
         }
 }
@@ -458,6 +543,7 @@ static void session_free(struct bpfstack_session *s) {
         elf_cache_free(s->elves);
         ksyms_free(s->ksyms);
         free(s->stack_buf);
+        free(s->cs_cache);
         free(s->seen_ids);
         free(s);
 }
@@ -630,6 +716,8 @@ static int setup(struct bpfstack_session *s) {
         s->cap_seen = 1;
         while (s->cap_seen < 2 * (size_t) c->stack_map_entries)
                 s->cap_seen *= 2;
+        /* Without it every record is symbolized: slower, not wrong. */
+        s->cs_cache = calloc(CS_CACHE_SIZE, sizeof(*s->cs_cache));
         if (!(s->stack_buf = calloc(c->max_depth, sizeof(uint64_t))) ||
             !(s->seen_ids = calloc(s->cap_seen, sizeof(uint32_t))))
                 return -ENOMEM;
@@ -763,7 +851,8 @@ static void stop_session(struct bpfstack_session *s) {
                      "linux.bpf_stack instance %llu stopped: %llu on-CPU samples, %llu off-CPU samples "
                      "(%llu ms blocked), %llu records lost in the ring buffer, %llu stacks lost to map collisions, "
                      "%llu stack errors, %llu switch-outs not remembered, %llu stacks gone before lookup, %llu "
-                     "samples of processes gone before symbolization, %llu bad records",
+                     "samples of processes gone before symbolization, %llu bad records; %llu of %llu callstacks "
+                     "from the cache",
                      (unsigned long long) s->instance_id, (unsigned long long) s->samples_on,
                      (unsigned long long) s->samples_off, (unsigned long long) (s->blocked_ns / 1000000),
                      (unsigned long long) s->counters_seen[BPFSTACK_CNT_RING_LOST],
@@ -771,7 +860,8 @@ static void stop_session(struct bpfstack_session *s) {
                      (unsigned long long) s->counters_seen[BPFSTACK_CNT_STACK_ERROR],
                      (unsigned long long) s->counters_seen[BPFSTACK_CNT_START_FULL],
                      (unsigned long long) s->stacks_missing, (unsigned long long) s->procs_gone,
-                     (unsigned long long) s->bad_records);
+                     (unsigned long long) s->bad_records, (unsigned long long) s->cs_hits,
+                     (unsigned long long) (s->cs_hits + s->cs_misses));
 }
 
 void bpfstack_session_stop(struct bpfstack_plugin *pl, uint64_t id) {
