@@ -667,6 +667,21 @@ EOF
         fi
 }
 
+# record_ours DIR NAME: tracectl records DIR/cfg from our traced on DIR/c
+# into DIR/trace, then everything started is stopped; when that failed,
+# NAME is reported as failed and 1 returned.
+record_ours() {
+        local d=$1 name=$2 st
+        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
+                >"$d/tracectl.log" 2>&1
+        st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                return 1
+        fi
+}
+
 # Upstream traced_relay + traced_probes on N simulated machines (each relay
 # with its own boot id in a private mount namespace, its own sockets) and
 # our ftrace plugin on the host, all into our traced over TCP on loopback:
@@ -707,18 +722,13 @@ pair_relay_to_ours() {
         echo 'duration_ms: 3000' >>"$d/cfg"
         wait_log "$d/traced.log" "machine .* remote$n" 10
         sleep 1
-        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
-                >"$d/tracectl.log" 2>&1
-        local st=$?
-        stop_all
+        local ok=0
+        record_ours "$d" "$name" || ok=1
         for i in $(seq "$n"); do
                 echo 0 >"$TRACEFS/instances/$INSTANCE-m$i/tracing_on" 2>/dev/null
                 rmdir "$TRACEFS/instances/$INSTANCE-m$i" 2>/dev/null
         done
-        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
-                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
-                return
-        fi
+        [ "$ok" = 0 ] || return
         local machines with_sched
         machines=$(tp_num "$d/trace" "select count(*) from machine where raw_id != 0")
         with_sched=$(tp_num "$d/trace" "select count(distinct c.machine_id) from sched s join cpu c on s.ucpu = c.id")
@@ -778,16 +788,11 @@ pair_our_producers_behind_relay() {
                 echo 'trace_all_machines: true'
                 echo 'duration_ms: 3000'
         } >"$d/cfg"
-        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
-                >"$d/tracectl.log" 2>&1
-        local st=$?
-        stop_all
+        local ok=0
+        record_ours "$d" "$name" || ok=1
         echo 0 >"$TRACEFS/instances/$INSTANCE-r/tracing_on" 2>/dev/null
         rmdir "$TRACEFS/instances/$INSTANCE-r" 2>/dev/null
-        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
-                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
-                return
-        fi
+        [ "$ok" = 0 ] || return
         local machines sched written in_trace bad
         machines=$(tp_num "$d/trace" "select count(*) from machine where raw_id != 0")
         sched=$(tp_num "$d/trace" "select count(*) from sched s join cpu c on s.ucpu = c.id join machine m on c.machine_id = m.id where m.raw_id != 0")
@@ -900,14 +905,7 @@ pair_relay_link_cut() {
                 echo 'trace_all_machines: true'
                 echo 'duration_ms: 6000'
         } >"$d/cfg"
-        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
-                >"$d/tracectl.log" 2>&1
-        local st=$?
-        stop_all
-        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
-                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
-                return
-        fi
+        record_ours "$d" "$name" || return
         local cut reconnected in_trace machines
         cut=$(grep -c "^cut after" "$d/proxy.log")
         reconnected=$(grep -c "connected again" "$d/producer.log")
