@@ -433,41 +433,57 @@ Test(bpfstack, kernel_without_btf_is_refused) {
         check_refused("btf_path: \"/nonexistent/vmlinux\"", "refused: no kernel BTF at /nonexistent/vmlinux");
 }
 
-/* tracectl record --bpf-stacks: every process, on-CPU at 99 Hz and
- * off-CPU; the workload is found in the file tracectl wrote. */
-/* Once CPU 1 is back: a copy of the workload pinned to it spins there
- * for a second. */
-static void spin_on_cpu1(struct fixture_hotplug *h) {
-        pid_t *pinned = h->userdata;
-        *pinned = fork();
-        cr_assert_geq(*pinned, 0);
-        if (*pinned == 0) {
+/* A copy of the workload spinning for ms, pinned to cpu (which the kernel
+ * widens when that CPU goes offline). */
+static pid_t spawn_pinned(int cpu, const char *ms) {
+        pid_t pid = fork();
+        cr_assert_geq(pid, 0);
+        if (pid == 0) {
                 cpu_set_t set;
                 CPU_ZERO(&set);
-                CPU_SET(1, &set);
+                CPU_SET(cpu, &set);
                 if (sched_setaffinity(0, sizeof(set), &set) < 0)
                         _exit(3);
-                execl(workload, workload, "1000", "0", "0", "0", (char *) NULL);
+                execl(workload, workload, ms, "0", "0", "0", (char *) NULL);
                 _exit(4);
         }
+        return pid;
 }
 
-/* Two spinning copies of the workload keep both CPUs busy while CPU 1
- * goes offline and comes back. */
+struct hotplug_run {
+        struct fixture_hotplug h;
+        unsigned setups_before;
+        pid_t pinned_after;
+};
+
+/* Once CPU 1 is back: a copy pinned to it spins there for a second (the
+ * scheduler may take its time to move the others back). */
+static void spin_on_cpu1(struct fixture_hotplug *h) {
+        struct hotplug_run *hr = h->userdata;
+        hr->pinned_after = spawn_pinned(1, "1000");
+}
+
+/* Once the instance is set up (loading the programs can take a second on
+ * a loaded machine): a copy pinned to CPU 1 and one free to run anywhere
+ * keep both CPUs busy while CPU 1 goes offline and comes back. */
 static void offline_and_back(void *userdata) {
-        struct fixture_hotplug *h = userdata;
+        struct hotplug_run *hr = userdata;
+        for (int i = 0; i < 300 && setups_logged() <= hr->setups_before; i++)
+                usleep(100 * 1000);
+        cr_assert_gt(setups_logged(), hr->setups_before, "the linux.bpf_stack instance was never set up");
         const char *argv[] = { workload, "3000", "0", "0", "0", NULL };
-        pid_t spin[2], pinned = -1;
-        for (int i = 0; i < 2; i++)
-                cr_assert_eq(posix_spawn(&spin[i], workload, NULL, NULL, (char *const *) argv, environ), 0);
-        h->on_back = spin_on_cpu1;
-        h->userdata = &pinned;
-        fixture_cpu_offline_and_back(h);
-        for (int i = 0; i < 2; i++)
-                cr_assert_eq(waitpid(spin[i], NULL, 0), spin[i]);
+        pid_t spin[2];
+        spin[0] = spawn_pinned(1, "3000");
+        cr_assert_eq(posix_spawn(&spin[1], workload, NULL, NULL, (char *const *) argv, environ), 0);
+        hr->h.on_back = spin_on_cpu1;
+        hr->h.userdata = hr;
+        fixture_cpu_offline_and_back(&hr->h);
         int st;
-        cr_assert_eq(waitpid(pinned, &st, 0), pinned);
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the workload pinned to CPU 1 ran (status %d)", st);
+        pid_t all[3] = { spin[0], spin[1], hr->pinned_after };
+        for (int i = 0; i < 3; i++) {
+                cr_assert_eq(waitpid(all[i], &st, 0), all[i]);
+                cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a workload copy ran (status %d)", st);
+        }
 }
 
 /* A CPU that goes offline mid-recording and comes back is sampled again:
@@ -476,8 +492,9 @@ Test(bpfstack, cpu_offline_and_back) {
         const char *why = bpf_refused();
         if (why)
                 SKIP("%s", why);
-        struct fixture_hotplug h = { .online = "/sys/devices/system/cpu/cpu1/online" };
-        if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || access(h.online, W_OK) < 0)
+        struct hotplug_run hr = { .h = { .online = "/sys/devices/system/cpu/cpu1/online" },
+                                  .setups_before = setups_logged(), .pinned_after = -1 };
+        if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || access(hr.h.online, W_OK) < 0)
                 SKIP("CPU 1 cannot be taken offline here (one CPU, no CPU hotplug, or a read-only sysfs)");
         int lock = fixture_hotplug_lock(true);
         struct collect c = {};
@@ -488,24 +505,26 @@ Test(bpfstack, cpu_offline_and_back) {
                  "filter: \"comm=%s\" drain_period_ms: 100 } } }\n"
                  "write_into_file: true file_write_period_ms: 250\n",
                  workload_comm);
-        fixture_record(&inst, ev, "linux.bpf_stack", cfg, offline_and_back, &h, collect_packet, &c);
+        fixture_record(&inst, ev, "linux.bpf_stack", cfg, offline_and_back, &hr, collect_packet, &c);
         fixture_hotplug_unlock(lock);
-        cr_assert(h.wrote, "CPU 1 did not go offline");
+        cr_assert(hr.h.wrote, "CPU 1 did not go offline");
         size_t before = 0, after = 0;
         for (size_t k = 0; k < c.n_s; k++)
                 if (!c.s[k].off_cpu && c.s[k].cpu == 1) {
-                        if (c.s[k].ts > h.back)
+                        if (c.s[k].ts > hr.h.back)
                                 after++;
                         else
                                 before++;
                 }
         cr_log_info("CPU 1: %zu samples before it went offline, %zu after it came back", before, after);
-        cr_assert_gt(before, 0);
-        /* A second at 499 Hz with a spinner pinned to it. */
+        cr_assert_gt(before, 0, "CPU 1 was not sampled before it went offline");
+        /* A second at 499 Hz with a copy pinned to it. */
         cr_assert_gt(after, 100, "CPU 1 was not sampled after it came back online (%zu samples)", after);
         collect_free(&c);
 }
 
+/* tracectl record --bpf-stacks: every process, on-CPU at 99 Hz and
+ * off-CPU; the workload is found in the file tracectl wrote. */
 Test(bpfstack, tracectl_quick_flag) {
         const char *why = bpf_refused();
         if (why)
