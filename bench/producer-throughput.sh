@@ -1,126 +1,215 @@
-#!/bin/sh
-# Producer throughput: the same volume of packets written by one thread
-# through libtraced-client into traced (example-producer, whole packets,
-# STALL_THEN_DROP so that nothing is dropped) and through LTTng-UST into
-# lttng-sessiond/lttng-consumerd (a blocking channel, so that nothing is
-# discarded), in the same run. For each: MB/s as the writer sees it, CPU
-# seconds per MB of the writer and of the service processes, losses, and
-# the ratios traced/LTTng. Run as root from a build directory:
+#!/bin/bash
+# Producer throughput: one writer thread streams VOLUME_MB of packets into
+# a tracer that streams them into a file, for three tracers in the same
+# run, each with the same memory for its buffers:
+#   traced    ours: example-producer (libtraced-client) into traced, a
+#             32 MB buffer written into the file every 100 ms
+#             (tracectl record), the stall policy so nothing is dropped
+#   upstream  the same writer and config into upstream Perfetto's traced
+#             (PERFETTO_BIN_DIR; skipped with a note when unset)
+#   lttng     blob-writer (LTTng-UST) into lttng-sessiond/consumerd, a
+#             blocking per-UID channel of 32 MB (4 x 4 MB sub-buffers per
+#             CPU on 2 CPUs; 16 MB per CPU elsewhere)
+# Both writers take their payloads from one pre-filled buffer, so they
+# measure the tracers, not the making of bytes.
+#
+# Rounds alternate which packet size and which tracer go first. Per
+# packet size and tracer, over the rounds (min/median/max): MB/s as the
+# writer sees it, CPU per MB of writer + service, of the service alone
+# (traced: supervisor + core; LTTng: sessiond + consumerd), and packets
+# lost. Then the ratios of ours to each peer (medians). Every trace file
+# is checked afterwards (traced: its packet count; LTTng: its size); any
+# failure stops the benchmark with a message and a non-zero status.
+#
+# Run as root from a build directory:
 #   ../bench/producer-throughput.sh [VOLUME_MB] [SIZES...]
-# (defaults: 256 MB in 1 KB and 64 KB packets). Needs lttng-tools and
-# liblttng-ust-dev (Debian) for the peer. Not part of make check.
+# (defaults: 2048 MB in 1 KB and 64 KB packets). Environment: ROUNDS
+# (default 5), PERFETTO_BIN_DIR. Needs lttng-tools and liblttng-ust-dev
+# (Debian) for the LTTng peer. Not part of make check.
 set -eu
 
 build=$(pwd)
 src=$(cd "$(dirname "$0")" && pwd)
-[ -x "$build/traced" ] && [ -x "$build/example-producer" ] || { echo "run from the build directory" >&2; exit 2; }
-volume_mb=${1:-256}
+die() { echo "producer-throughput: $*" >&2; exit 1; }
+[ -x "$build/traced" ] && [ -x "$build/example-producer" ] && [ -x "$build/tracectl" ] ||
+        die "run from the build directory"
+volume_mb=${1:-2048}
 [ $# -gt 0 ] && shift
 sizes=${*:-1024 65536}
+rounds=${ROUNDS:-5}
+BIN=${PERFETTO_BIN_DIR:-}
 work=$(mktemp -d /tmp/traced-tput-XXXXXX)
+PIDS=()
 cleanup() {
-        [ -n "${sup:-}" ] && kill "$sup" 2>/dev/null || true
+        for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
         lttng destroy tput >/dev/null 2>&1 || true
         [ -n "${sessiond:-}" ] && kill "$sessiond" 2>/dev/null || true
         [ -n "${KEEP:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
 
-# CPU seconds (utime + stime) of the given pids, from /proc.
+peers="traced"
+if [ -n "$BIN" ] && [ -x "$BIN/traced" ]; then
+        peers="$peers upstream"
+else
+        echo "PERFETTO_BIN_DIR names no upstream traced: upstream is not measured" >&2
+fi
+if command -v lttng >/dev/null && command -v lttng-sessiond >/dev/null &&
+   echo "#include <lttng/tracepoint.h>" | cc -E - >/dev/null 2>&1; then
+        peers="$peers lttng"
+        cc -O2 -I"$src/lttng-ust" -o "$work/blob-writer" "$src/lttng-ust/blob-writer.c" -llttng-ust -ldl
+        if ! pgrep -x lttng-sessiond >/dev/null; then
+                lttng-sessiond --daemonize --no-kernel >/dev/null 2>&1 || die "lttng-sessiond did not start"
+                sleep 1
+                sessiond=$(pgrep -o -x lttng-sessiond || true)
+        fi
+else
+        echo "LTTng-UST is not installed (apt-get install lttng-tools liblttng-ust-dev): not measured" >&2
+fi
+
+# CPU seconds (utime + stime) of the given pids.
 cpu_of_pids() {
-        t=0
+        local t=0 p
         for p in "$@"; do
                 [ -r "/proc/$p/stat" ] || continue
                 t=$(awk -v t="$t" '{ sub(/.*\) /, ""); print t + ($12 + $13) }' "/proc/$p/stat")
         done
-        echo "$t $(getconf CLK_TCK)" | awk '{ print $1 / $2 }'
+        echo "$t $(getconf CLK_TCK)" | awk '{ printf "%.3f\n", $1 / $2 }'
 }
 
-have_lttng=yes
-if ! command -v lttng >/dev/null || ! command -v lttng-sessiond >/dev/null ||
-   ! echo "#include <lttng/tracepoint.h>" | cc -E - >/dev/null 2>&1; then
-        have_lttng=no
-        echo "LTTng-UST is not installed (apt-get install lttng-tools liblttng-ust-dev): measuring traced only" >&2
-fi
-if [ $have_lttng = yes ]; then
-        cc -O2 -I"$src/lttng-ust" -o "$work/blob-writer" "$src/lttng-ust/blob-writer.c" -llttng-ust -ldl
-        # Our own session daemon; one that was already running is used
-        # and left alone.
-        if ! pgrep -x lttng-sessiond >/dev/null; then
-                lttng-sessiond --daemonize --no-kernel >/dev/null 2>&1 || true
-                sleep 1
-                sessiond=$(pgrep -o -x lttng-sessiond || true)
+wait_for() {
+        for _ in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.05; done
+        return 1
+}
+
+# One traced (ours or upstream): prints "MB/s writer_cpu_s service_cpu_s lost".
+run_traced() {
+        local which=$1 size=$2 packets=$3 d=$work/run svc core
+        rm -rf "$d" && mkdir -p "$d"
+        if [ "$which" = traced ]; then
+                "$build/traced" --producer-socket="$d/p" --consumer-socket="$d/c" --no-plugins \
+                        --log-level=warning 2>"$d/service.log" &
+        else
+                PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/traced" \
+                        >"$d/service.log" 2>&1 &
         fi
-fi
-
-printf "%-7s %-7s %9s %9s %9s %11s %11s %6s\n" size tool packets MB/s cpu_s cpu_s/MB writer_cpu/MB lost
-for size in $sizes; do
-        packets=$((volume_mb * 1024 * 1024 / size))
-        mb=$(echo "$packets $size" | awk '{ print $1 * $2 / 1048576 }')
-
-        # traced: standalone, no plugins; the service is the supervisor and
-        # its core (the core does all the work).
-        rm -f "$work"/*.sock
-        "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" --no-plugins \
-                --log-level=warning 2>"$work/traced.log" &
-        sup=$!
-        for _ in $(seq 100); do [ -S "$work/c.sock" ] && break; sleep 0.05; done
-        core=$(pgrep -P "$sup" | head -n 1)
-        /usr/bin/time -f "%U %S" -o "$work/producer.time" \
-                "$build/example-producer" --socket "$work/p.sock" --packets "$packets" --size "$size" \
-                --smb-kb 4096 --page-kb 64 --once 2>"$work/producer.log" &
-        prod=$!
-        sleep 0.5
-        cat >"$work/cfg.pbtxt" <<CFG
-buffers { size_kb: $(( (volume_mb + volume_mb / 4 + 16) * 1024 )) fill_policy: DISCARD }
+        svc=$!
+        PIDS+=("$svc")
+        wait_for "$d/c" && wait_for "$d/p" || die "$which did not start ($(tail -n 2 "$d/service.log"))"
+        sleep 0.2
+        core=$(pgrep -P "$svc" | tr '\n' ' ')
+        /usr/bin/time -f "%U %S" -o "$d/writer.time" "$build/example-producer" --socket "$d/p" \
+                --packets "$packets" --size "$size" --smb-kb 4096 --page-kb 64 --once 2>"$d/writer.log" &
+        local wpid=$!
+        for _ in $(seq 200); do grep -q ready "$d/writer.log" 2>/dev/null && break; sleep 0.05; done
+        cat >"$d/cfg" <<CFG
+buffers { size_kb: 32768 fill_policy: DISCARD }
 data_sources { config { name: "example.data" buffer_exhausted_policy: BUFFER_EXHAUSTED_STALL_THEN_DROP } }
-duration_ms: 8000
+write_into_file: true
+file_write_period_ms: 100
 CFG
-        before=$(cpu_of_pids "$sup" "$core")
-        "$build/tracectl" --socket "$work/c.sock" record -c "$work/cfg.pbtxt" --txt -o "$work/t.pftrace" \
-                >"$work/tracectl.log" 2>&1
-        after=$(cpu_of_pids "$sup" "$core")
-        wait "$prod" || true
-        kill "$sup"
-        wait "$sup" || true
-        secs=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' "$work/producer.log")
-        dropped=$(sed -n 's/.*dropped \([0-9]*\),.*/\1/p' "$work/producer.log")
-        lost=$(sed -n 's/^Service stats:.* \([0-9]*\) chunks overwritten, \([0-9]*\) discarded.*/\1 \2/p' \
-                "$work/tracectl.log" | awk -v d="${dropped:-?}" '{ print d + $1 + $2 }')
-        wcpu=$(cpu_of_file=$(tail -n 1 "$work/producer.time"); echo "$cpu_of_file" | awk '{ print $1 + $2 }')
-        scpu=$(echo "$before $after" | awk '{ print $2 - $1 }')
-        t_rate=$(echo "$mb $secs" | awk '{ print ($2 > 0 ? $1 / $2 : 0) }')
-        t_cpu=$(echo "$wcpu $scpu $mb" | awk '{ print ($1 + $2) / $3 }')
-        t_wcpu=$(echo "$wcpu $mb" | awk '{ print $1 / $2 }')
-        printf "%-7s %-7s %9s %9.1f %9.2f %11.5f %11.5f %6s\n" "$size" traced "$packets" "$t_rate" \
-                "$(echo "$wcpu $scpu" | awk '{ print $1 + $2 }')" "$t_cpu" "$t_wcpu" "${lost:-?}"
+        # shellcheck disable=SC2086
+        local before after
+        before=$(cpu_of_pids "$svc" $core)
+        "$build/tracectl" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/t.pftrace" --no-summary \
+                >"$d/tracectl.log" 2>&1 &
+        local cpid=$!
+        for _ in $(seq 6000); do grep -q wrote "$d/writer.log" 2>/dev/null && break; sleep 0.05; done
+        grep -q wrote "$d/writer.log" || die "$which: the writer did not finish ($(tail -n 1 "$d/writer.log"))"
+        sleep 0.5
+        kill -INT "$cpid"
+        wait "$cpid" || die "$which: tracectl failed ($(tail -n 2 "$d/tracectl.log"))"
+        # shellcheck disable=SC2086
+        after=$(cpu_of_pids "$svc" $core)
+        wait "$wpid" || true
+        kill "$svc"
+        wait "$svc" || true
+        PIDS=()
+        local secs dropped in_trace
+        secs=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' "$d/writer.log")
+        dropped=$(sed -n 's/.*dropped \([0-9]*\),.*/\1/p' "$d/writer.log")
+        in_trace=$("$build/tracectl" summary "$d/t.pftrace" 2>/dev/null | awk '$1 == "for_testing" { print $2; exit }')
+        [ -n "$secs" ] && [ -n "$in_trace" ] || die "$which: no figures (writer: $(tail -n 1 "$d/writer.log"))"
+        echo "$volume_mb $secs $(tail -n 1 "$d/writer.time") $before $after $packets $in_trace ${dropped:-0}" |
+                awk '{ printf "%.1f %.3f %.3f %d\n", $1 / $2, $3 + $4, $6 - $5, $7 - $8 }'
+}
 
-        [ $have_lttng = yes ] || continue
-        # LTTng-UST: the same events into a blocking per-UID channel big
-        # enough for the largest event.
-        rm -rf "$work/lttng"
-        lttng create tput --output="$work/lttng" >/dev/null
-        lttng enable-channel -u --subbuf-size=4M --num-subbuf=8 --blocking-timeout=inf ch >/dev/null
-        lttng enable-event -u -c ch 'traced_bench:*' >/dev/null
-        lttng start >/dev/null
+run_lttng() {
+        local size=$1 packets=$2 d=$work/run
+        rm -rf "$d" && mkdir -p "$d"
+        local per_cpu=$(( 32 / $(nproc) ))
+        [ "$per_cpu" -ge 4 ] || per_cpu=4
+        lttng create tput --output="$d/lttng" >/dev/null || die "lttng create failed"
+        lttng enable-channel -u --buffers-uid --subbuf-size=4M --num-subbuf=$((per_cpu / 4)) \
+                --blocking-timeout=inf ch >/dev/null || die "lttng enable-channel failed"
+        lttng enable-event -u -c ch 'traced_bench:*' >/dev/null || die "lttng enable-event failed"
+        lttng start >/dev/null || die "lttng start failed"
+        local lpids before after
         lpids=$(pgrep -d ' ' -f 'lttng-(sessiond|consumerd)' || true)
+        # shellcheck disable=SC2086
         before=$(cpu_of_pids $lpids)
-        LTTNG_UST_ALLOW_BLOCKING=1 /usr/bin/time -f "%U %S" -o "$work/blob.time" \
-                "$work/blob-writer" "$packets" "$size" 2>"$work/blob.log"
-        lttng stop >"$work/lttng-stop.log" 2>&1
-        lpids=$(pgrep -d ' ' -f 'lttng-(sessiond|consumerd)' || true)
+        LTTNG_UST_ALLOW_BLOCKING=1 /usr/bin/time -f "%U %S" -o "$d/writer.time" \
+                "$work/blob-writer" "$packets" "$size" 2>"$d/writer.log" || die "blob-writer failed"
+        lttng stop >"$d/stop.log" 2>&1 || die "lttng stop failed"
+        # shellcheck disable=SC2086
         after=$(cpu_of_pids $lpids)
         lttng destroy >/dev/null
-        secs=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' "$work/blob.log")
-        lost=$(sed -n 's/.* \([0-9][0-9]*\) events* discarded.*/\1/p' "$work/lttng-stop.log" | head -n 1)
-        wcpu=$(tail -n 1 "$work/blob.time" | awk '{ print $1 + $2 }')
-        # blob-writer sleeps 1 s before writing (registration); that is not CPU.
-        scpu=$(echo "$before $after" | awk '{ print $2 - $1 }')
-        l_rate=$(echo "$mb $secs" | awk '{ print ($2 > 0 ? $1 / $2 : 0) }')
-        l_cpu=$(echo "$wcpu $scpu $mb" | awk '{ print ($1 + $2) / $3 }')
-        l_wcpu=$(echo "$wcpu $mb" | awk '{ print $1 / $2 }')
-        printf "%-7s %-7s %9s %9.1f %9.2f %11.5f %11.5f %6s\n" "$size" lttng "$packets" "$l_rate" \
-                "$(echo "$wcpu $scpu" | awk '{ print $1 + $2 }')" "$l_cpu" "$l_wcpu" "${lost:-0}"
-        echo "$size $t_rate $l_rate $t_cpu $l_cpu" |
-                awk '{ printf "%-7s ratio traced/lttng: MB/s %.2f, cpu/MB %.2f\n", $1, $2 / $3, $4 / $5 }'
+        local secs lost bytes
+        secs=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' "$d/writer.log")
+        lost=$(sed -n 's/.* \([0-9][0-9]*\) events* discarded.*/\1/p' "$d/stop.log" | head -n 1)
+        bytes=$(du -sb "$d/lttng" | cut -f1)
+        # The trace holds every payload, plus its headers.
+        [ "$bytes" -ge $((volume_mb * 1024 * 1024)) ] ||
+                die "lttng: the trace has $bytes bytes, less than the $volume_mb MB written"
+        echo "$volume_mb $secs $(tail -n 1 "$d/writer.time") $before $after ${lost:-0}" |
+                awk '{ printf "%.1f %.3f %.3f %d\n", $1 / $2, $3 + $4, $6 - $5, $7 }'
+}
+
+stats() { # a column of numbers -> "min/median/max"
+        sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
+                                             printf "%s/%s/%s\n", v[1], m, v[NR] }'
+}
+median() { stats | cut -d/ -f2; }
+
+echo "$(nproc) CPUs; $volume_mb MB per run, $rounds rounds; tracers: $peers"
+for r in $(seq "$rounds"); do
+        order_sizes=$sizes
+        [ $((r % 2)) = 0 ] && order_sizes=$(echo "$sizes" | tr ' ' '\n' | tac | tr '\n' ' ')
+        # Rotate the tracers so each goes first in turn.
+        set -- $peers
+        for _ in $(seq $(( (r - 1) % $# ))); do set -- "${@:2}" "$1"; done
+        order_peers="$*"
+        for size in $order_sizes; do
+                packets=$((volume_mb * 1024 * 1024 / size))
+                for p in $order_peers; do
+                        case $p in
+                        traced | upstream) row=$(run_traced "$p" "$size" "$packets") ;;
+                        lttng) row=$(run_lttng "$size" "$packets") ;;
+                        esac
+                        echo "$row" >>"$work/$p-$size.rows"
+                done
+        done
+        echo "round $r done" >&2
+done
+
+printf "\n%-7s %-9s %-22s %-26s %-26s %s\n" size tracer "MB/s" "cpu s/MB (writer+service)" "service cpu s/MB" lost
+for size in $sizes; do
+        for p in $peers; do
+                f=$work/$p-$size.rows
+                rate=$(cut -d' ' -f1 "$f" | stats)
+                whole=$(awk -v mb="$volume_mb" '{ print ($2 + $3) / mb }' "$f" | stats)
+                svc=$(awk -v mb="$volume_mb" '{ print $3 / mb }' "$f" | stats)
+                lost=$(awk '{ s += $4 } END { print s }' "$f")
+                printf "%-7s %-9s %-22s %-26s %-26s %s\n" "$size" "$p" "$rate" "$whole" "$svc" "$lost"
+        done
+        for p in $peers; do
+                [ "$p" = traced ] && continue
+                o=$work/traced-$size.rows
+                t=$work/$p-$size.rows
+                echo "$(cut -d' ' -f1 "$o" | median) $(cut -d' ' -f1 "$t" | median)" \
+                     "$(awk '{ print $2 + $3 }' "$o" | median) $(awk '{ print $2 + $3 }' "$t" | median)" \
+                     "$(cut -d' ' -f3 "$o" | median) $(cut -d' ' -f3 "$t" | median)" |
+                        awk -v s="$size" -v p="$p" '{ printf "%-7s traced / %s (medians): MB/s %.2f, cpu/MB %.2f, service cpu/MB %.2f\n",
+                                                       s, p, $1 / $2, $3 / $4, $5 / $6 }'
+        done
 done

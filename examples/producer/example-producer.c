@@ -34,6 +34,8 @@ struct state {
         bool stream; /* zero-copy streaming API instead of whole packets */
         bool reconnect;
         bool hold;
+        unsigned long burst;    /* --burst: pause after this many packets */
+        unsigned pause_ms;
         unsigned threads;
         pthread_t tids[64];
         unsigned n_tids;
@@ -63,6 +65,14 @@ static size_t put_varint(uint8_t *o, uint64_t v) {
                 v >>= 7;
         } while (v);
         return n;
+}
+
+/* --burst N --pause-ms M: a pause after every N packets. */
+static void pace(const struct state *st, unsigned long i) {
+        if (st->burst && (i + 1) % st->burst == 0) {
+                struct timespec ts = { .tv_sec = st->pause_ms / 1000, .tv_nsec = (long) (st->pause_ms % 1000) * 1000000 };
+                (void) nanosleep(&ts, NULL);
+        }
 }
 
 /* Writes the packets of one sequence through w, then frees w. */
@@ -105,6 +115,7 @@ static void write_all(struct state *st, traced_trace_writer *w) {
                                 written++;
                         else
                                 dropped++;
+                        pace(st, i);
                         continue;
                 }
                 /* TracePacket { timestamp (8), for_testing (900) { str (1),
@@ -126,6 +137,7 @@ static void write_all(struct state *st, traced_trace_writer *w) {
                         written++;
                 else
                         dropped++;
+                pace(st, i);
         }
         free(pkt);
         /* --hold: the writer keeps its last chunk unfinished (a thread
@@ -248,6 +260,7 @@ int main(int argc, char **argv) {
                 { "page-kb", required_argument, NULL, 'p' }, { "once", no_argument, NULL, '1' },
                 { "stream", no_argument, NULL, 'S' },        { "threads", required_argument, NULL, 'T' },
                 { "reconnect", no_argument, NULL, 'R' },      { "hold", no_argument, NULL, 'H' },
+                { "burst", required_argument, NULL, 'B' },    { "pause-ms", required_argument, NULL, 'P' },
                 { "help", no_argument, NULL, 'h' },          {},
         };
         int c, r;
@@ -288,16 +301,24 @@ int main(int argc, char **argv) {
                 case 'H':
                         st.hold = true;
                         break;
+                case 'B':
+                        st.burst = strtoul(optarg, NULL, 0);
+                        break;
+                case 'P':
+                        st.pause_ms = (unsigned) strtoul(optarg, NULL, 0);
+                        break;
                 case 'h':
                         printf("Usage: example-producer [--socket PATH] [--packets N] [--size BYTES]\n"
                                "                        [--smb-kb KB] [--page-kb KB] [--once] [--stream]\n"
                                "                        [--threads T] [--reconnect] [--hold]\n"
+                               "                        [--burst N --pause-ms MS]\n"
                                "Registers \"example.data\"; each started instance gets N packets.\n"
                                "--once exits when the first instance stops; --stream writes packets\n"
                                "field by field with the zero-copy API; --threads writes N packets\n"
                                "from each of T threads; --reconnect survives a restart of the service;\n"
                                "--hold leaves each thread's last chunk unfinished (the service, or\n"
-                               "over TCP the library on Flush, must scrape it).\n");
+                               "over TCP the library on Flush, must scrape it); --burst pauses MS\n"
+                               "milliseconds after every N packets.\n");
                         return 0;
                 default:
                         return 2;

@@ -511,9 +511,13 @@ Test(client, service_restart_while_threads_write, .init = setup, .fini = teardow
  * not as chains that break or chunk ids that skip: a strict service
  * (upstream Perfetto's) stops reading a sequence at either. */
 Test(client, drops_mid_fragment_lose_nothing_after_them, .init = setup, .fini = teardown_logged, .timeout = 120) {
+        /* Bursts of 50 packets (1 MB) with a pause after each, in which the
+         * service empties the SMB: drops then fall between packets that
+         * are written, however fast the writer is. */
         char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
                          (char *) "1500", (char *) "--size", (char *) "20000", (char *) "--smb-kb", (char *) "64",
-                         (char *) "--threads", (char *) "1", (char *) "--once", NULL };
+                         (char *) "--threads", (char *) "1", (char *) "--burst", (char *) "50", (char *) "--pause-ms",
+                         (char *) "20", (char *) "--once", NULL };
         char log[40];
         int fd;
         pid_t pid = spawn_logged(argv, log, &fd);
