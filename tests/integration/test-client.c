@@ -130,6 +130,11 @@ static void round_trip(const struct size_case *c) {
         spin_ms(ev, 300);
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
         Perfetto__Protos__TraceConfig *cfg = test_config_new(64 * 1024, "example.data", 0);
+        /* Every packet must arrive: on a loaded machine the writer waits
+         * for the service rather than drop. */
+        cfg->data_sources[0]->config->has_buffer_exhausted_policy = true;
+        cfg->data_sources[0]->config->buffer_exhausted_policy =
+                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP;
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
         test_config_free(cfg);
         spin_ms(ev, 1500);
@@ -272,11 +277,11 @@ static void record_held_writers(void) {
         cr_assert_eq(good, 2, "%u of 2 held sequences arrived with packets 0..52 in order", good);
 }
 
-Test(client, unfinished_chunks_are_scraped, .init = setup, .fini = teardown, .timeout = 60) {
+Test(client, unfinished_chunks_are_scraped, .init = setup, .fini = teardown, .timeout = 120) {
         record_held_writers();
 }
 
-Test(client, unfinished_chunks_are_scraped_over_tcp, .init = setup_tcp, .fini = teardown, .timeout = 60) {
+Test(client, unfinished_chunks_are_scraped_over_tcp, .init = setup_tcp, .fini = teardown, .timeout = 120) {
         record_held_writers();
 }
 
@@ -594,3 +599,4 @@ Test(client, drops_mid_fragment_lose_nothing_after_them, .init = setup, .fini = 
         close(fd);
         unlink(log);
 }
+

@@ -247,7 +247,7 @@ static void decode(const uint8_t *buf, size_t len, struct outcome *o) {
         }
 }
 
-Test(link, cut_mid_frame_and_restored, .init = setup, .fini = teardown, .timeout = 120) {
+Test(link, cut_mid_frame_and_restored, .init = setup, .fini = teardown, .timeout = 180) {
         struct proxy px;
         proxy_start(&px, true, false);
         char address[64], packets[16], size[16];
