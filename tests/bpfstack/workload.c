@@ -24,7 +24,7 @@ static volatile uint64_t sink;
 
 __attribute__((noinline)) void spin_inner(uint64_t until) {
         while (now_ns() < until)
-                for (int k = 0; k < 1000; k++)
+                for (int k = 0; k < 100000; k++)
                         sink += (uint64_t) k * sink + 1;
 }
 
