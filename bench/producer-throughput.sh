@@ -38,6 +38,8 @@ volume_mb=${1:-2048}
 sizes=${*:-1024 65536}
 rounds=${ROUNDS:-5}
 BIN=${PERFETTO_BIN_DIR:-}
+# shellcheck source=bench/lib.sh
+. "$src/lib.sh"
 work=$(mktemp -d /tmp/traced-tput-XXXXXX)
 PIDS=()
 cleanup() {
@@ -67,15 +69,6 @@ else
         echo "LTTng-UST is not installed (apt-get install lttng-tools liblttng-ust-dev): not measured" >&2
 fi
 
-# CPU seconds (utime + stime) of the given pids.
-cpu_of_pids() {
-        local t=0 p
-        for p in "$@"; do
-                [ -r "/proc/$p/stat" ] || continue
-                t=$(awk -v t="$t" '{ sub(/.*\) /, ""); print t + ($12 + $13) }' "/proc/$p/stat")
-        done
-        echo "$t $(getconf CLK_TCK)" | awk '{ printf "%.3f\n", $1 / $2 }'
-}
 
 wait_for() {
         for _ in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.05; done

@@ -36,6 +36,8 @@ for b in traced traced_relay perfetto; do
                 { echo "relay.sh: PERFETTO_BIN_DIR must hold upstream's traced, traced_relay and perfetto" >&2; exit 2; }
 done
 
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
 work=$(mktemp -d /tmp/traced-relay-bench-XXXXXX)
 PIDS=()
 stop_all() {
@@ -73,15 +75,6 @@ tree() {
         done
 }
 
-# CPU seconds (utime + stime) of the given pids.
-cpu_of() {
-        local t=0 p
-        for p in "$@"; do
-                [ -r "/proc/$p/stat" ] || continue
-                t=$(awk -v t="$t" '{ sub(/.*\) /, ""); print t + ($12 + $13) }' "/proc/$p/stat")
-        done
-        echo "$t $(getconf CLK_TCK)" | awk '{ printf "%.3f\n", $1 / $2 }'
-}
 
 now() { date +%s.%N; }
 
@@ -123,7 +116,7 @@ CFG
         local pids before t0 t1 after
         pids=$(tree "$svc_pid")
         # shellcheck disable=SC2086
-        before=$(cpu_of $pids)
+        before=$(cpu_of_pids $pids)
         t0=$(now)
         PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" >"$d/perfetto.log" 2>&1 &
         local cons=$!
@@ -140,7 +133,7 @@ CFG
         wait "$cons"
         pids=$(tree "$svc_pid")
         # shellcheck disable=SC2086
-        after=$(cpu_of $pids)
+        after=$(cpu_of_pids $pids)
         stop_all
         [ "$done_n" -ge "$n" ] || { echo "relay.sh: $svc, N=$n: producers did not finish" >&2; return 1; }
         local written in_trace mb
