@@ -21,11 +21,20 @@
 # is checked afterwards (traced: its packet count; LTTng: its size); any
 # failure stops the benchmark with a message and a non-zero status.
 #
+# Every run starts with the page cache written back and dropped, so that
+# no run pays for the writeback of the one before it. After the rounds,
+# one more run of ours per packet size under `perf record -g` leaves its
+# profile in PROFILE_DIR (default: the current directory) as
+# traced-profile-SIZE.data and .txt (perf report), so anyone can see where
+# the service's time goes.
+#
 # Run as root from a build directory:
 #   ../bench/producer-throughput.sh [VOLUME_MB] [SIZES...]
 # (defaults: 2048 MB in 1 KB and 64 KB packets). Environment: ROUNDS
-# (default 5), PERFETTO_BIN_DIR. Needs lttng-tools and liblttng-ust-dev
-# (Debian) for the LTTng peer. Not part of make check.
+# (default 5), PERFETTO_BIN_DIR, FILL_POLICY (RING_BUFFER or DISCARD),
+# PROFILE_DIR, NO_PROFILE=1. Needs lttng-tools and liblttng-ust-dev
+# (Debian) for the LTTng peer, linux-perf for the profile. Not part of
+# make check.
 set -eu
 
 build=$(pwd)
@@ -70,6 +79,11 @@ else
 fi
 
 
+drop_caches() {
+        sync
+        if [ -w /proc/sys/vm/drop_caches ]; then echo 3 >/proc/sys/vm/drop_caches; fi
+}
+
 wait_for() {
         for _ in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.05; done
         return 1
@@ -77,8 +91,9 @@ wait_for() {
 
 # One traced (ours or upstream): prints "MB/s writer_cpu_s service_cpu_s lost".
 run_traced() {
-        local which=$1 size=$2 packets=$3 d=$work/run svc core
+        local which=$1 size=$2 packets=$3 profile=${4:-} d=$work/run svc core
         rm -rf "$d" && mkdir -p "$d"
+        drop_caches
         if [ "$which" = traced ]; then
                 "$build/traced" --producer-socket="$d/p" --consumer-socket="$d/c" --no-plugins \
                         --log-level=warning 2>"$d/service.log" &
@@ -96,7 +111,7 @@ run_traced() {
         local wpid=$!
         for _ in $(seq 200); do grep -q ready "$d/writer.log" 2>/dev/null && break; sleep 0.05; done
         cat >"$d/cfg" <<CFG
-buffers { size_kb: 32768 fill_policy: DISCARD }
+buffers { size_kb: 32768 fill_policy: ${FILL_POLICY:-RING_BUFFER} }
 data_sources { config { name: "example.data" buffer_exhausted_policy: BUFFER_EXHAUSTED_STALL_THEN_DROP } }
 write_into_file: true
 file_write_period_ms: 100
@@ -104,6 +119,12 @@ CFG
         # shellcheck disable=SC2086
         local before after
         before=$(cpu_of_pids "$svc" $core)
+        local ppid=
+        if [ -n "$profile" ]; then
+                # shellcheck disable=SC2086
+                perf record -g -o "$profile" -p "$(echo $core | tr ' ' ,)" >/dev/null 2>&1 &
+                ppid=$!
+        fi
         "$build/tracectl" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/t.pftrace" --no-summary \
                 >"$d/tracectl.log" 2>&1 &
         local cpid=$!
@@ -112,6 +133,10 @@ CFG
         sleep 0.5
         kill -INT "$cpid"
         wait "$cpid" || die "$which: tracectl failed ($(tail -n 2 "$d/tracectl.log"))"
+        if [ -n "$ppid" ]; then
+                kill -INT "$ppid"
+                wait "$ppid" || true
+        fi
         # shellcheck disable=SC2086
         after=$(cpu_of_pids "$svc" $core)
         wait "$wpid" || true
@@ -130,6 +155,7 @@ CFG
 run_lttng() {
         local size=$1 packets=$2 d=$work/run
         rm -rf "$d" && mkdir -p "$d"
+        drop_caches
         local per_cpu=$(( 32 / $(nproc) ))
         [ "$per_cpu" -ge 4 ] || per_cpu=4
         lttng create tput --output="$d/lttng" >/dev/null || die "lttng create failed"
@@ -206,3 +232,13 @@ for size in $sizes; do
                                                        s, p, $1 / $2, $3 / $4, $5 / $6 }'
         done
 done
+
+if [ -z "${NO_PROFILE:-}" ] && command -v perf >/dev/null; then
+        pdir=${PROFILE_DIR:-$build}
+        for size in $sizes; do
+                run_traced traced "$size" $((volume_mb * 1024 * 1024 / size)) "$pdir/traced-profile-$size.data" >/dev/null
+                perf report -i "$pdir/traced-profile-$size.data" --no-children --stdio 2>/dev/null |
+                        head -n 200 >"$pdir/traced-profile-$size.txt" || true
+                echo "profile of traced's core at $size-byte packets: $pdir/traced-profile-$size.data (.txt)"
+        done
+fi

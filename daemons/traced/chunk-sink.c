@@ -52,7 +52,7 @@ int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t tar
                                 o->chunks_discarded_no_buffer++;
                 return 0;
         }
-        return trace_buffer_copy_chunk(b->tb, &(struct trace_buffer_chunk) {
+        int r = trace_buffer_copy_chunk(b->tb, &(struct trace_buffer_chunk) {
                                                       .producer_id = p->id,
                                                       .producer_uid = p->uid,
                                                       .producer_pid = p->pid,
@@ -65,6 +65,9 @@ int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t tar
                                                       .payload = chunk + SMB_CHUNK_HEADER_SIZE,
                                                       .payload_size = size - SMB_CHUNK_HEADER_SIZE,
                                               });
+        if (r >= 0 && s->file_fd >= 0)
+                session_output_pressure(s, b->tb);
+        return r;
 }
 
 int chunk_sink_patch(struct traced_service *svc, struct producer *p,

@@ -267,6 +267,7 @@ struct session {
         bool out_more; /* the buffers hold more than out_buf could take */
         bool out_full; /* max_file_size reached */
         bool out_finalizing; /* the session is over once the output drained */
+        bool out_pressure; /* file_timer moved forward: a buffer is filling */
         int out_error; /* the first write error, -errno */
         sd_event_source *out_io;
         sd_event_source *out_stall;
@@ -451,6 +452,11 @@ bool session_producer_may_write(struct session *s, uint16_t producer_id);
 int session_output_open(struct session *s, int fd, char **ret_error);
 int session_write_into_file(struct session *s);
 bool session_output_drained(const struct session *s);
+/* A chunk went into tb: once it holds a quarter of its size the file is
+ * written at the next turn of the loop instead of at the next period, and
+ * at half its size at once, so that a fast writer fills its SMB and waits
+ * rather than the buffer losing data between periods. */
+void session_output_pressure(struct session *s, const struct trace_buffer *tb);
 void session_output_free(struct session *s);
 /* A message for a write error (static storage). */
 const char *session_output_error_message(int error);

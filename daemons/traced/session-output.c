@@ -23,10 +23,16 @@
 #include "basic/pbw.h"
 #include "service.h"
 #include "session-read.h"
+#include "trace-buffer.h"
 
 /* Packets are gathered up to this much before a write; reading stops
  * while this much waits for the fd. */
 #define OUT_CHUNK (256u * 1024u)
+/* A buffer this full (1/N of its size) is drained without waiting for
+ * file_write_period_ms. */
+#define OUT_PRESSURE_DIVISOR 4u
+/* ... and this full (1/N) right away, from the commit that filled it. */
+#define OUT_DRAIN_NOW_DIVISOR 2u
 
 int session_output_open(struct session *s, int fd, char **ret_error) {
         _cleanup_close_ int owned = fd;
@@ -164,13 +170,10 @@ static int out_reserve(struct session *s, size_t need) {
         return 0;
 }
 
-static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, void *userdata) {
-        struct file_ctx *k = userdata;
-        struct session *s = k->s;
-        uint8_t hdr[11];
+/* The Trace.packet field header of a packet of total bytes, or 0 when the
+ * file may not grow by it (max_file_size_bytes). */
+static size_t packet_header(struct session *s, size_t total, uint8_t hdr[static 11]) {
         size_t hn = 0;
-        int r;
-
         if (s->out_full)
                 return 0;
         hdr[hn++] = (1 << 3) | 2; /* Trace.packet */
@@ -179,6 +182,23 @@ static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, void *
                 s->out_full = true;
                 return 0;
         }
+        return hn;
+}
+
+/* Packets are copied into out_buf, which the fd takes when it can (a
+ * regular file always, in writes of OUT_CHUNK). Writing the file straight
+ * from the trace buffer's chunks with writev was measured and lost: the
+ * kernel copies 1 KiB iovecs, and writes of one 64 KiB packet each, far
+ * slower than one copy here and 256 KiB writes (see bench/). */
+static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, size_t n_held, void *userdata) {
+        struct file_ctx *k = userdata;
+        struct session *s = k->s;
+        uint8_t hdr[11];
+        int r;
+
+        size_t hn = packet_header(s, total, hdr);
+        if (hn == 0)
+                return 0;
         r = out_reserve(s, hn + total);
         if (r < 0)
                 return r;
@@ -213,6 +233,7 @@ int session_write_into_file(struct session *s) {
                 struct file_ctx k = { .s = s };
                 s->out_more = false;
                 r = session_read_packets_paced(s, file_sink, &k, &paused);
+                session_read_release(s);
                 if (r < 0)
                         return output_fail(s, k.error < 0 ? k.error : r);
                 s->out_more = paused;
@@ -224,6 +245,26 @@ int session_write_into_file(struct session *s) {
         if (r < 0)
                 return output_fail(s, r);
         return s->out_full ? -EFBIG : 0;
+}
+
+void session_output_pressure(struct session *s, const struct trace_buffer *tb) {
+        if (!s->file_timer || s->out_error < 0 || s->out_full)
+                return;
+        size_t used = trace_buffer_used_bytes(tb), size = trace_buffer_get_stats(tb)->buffer_size;
+        if (used >= size / OUT_DRAIN_NOW_DIVISOR) {
+                /* The loop may not come back to the timer before a fast
+                 * producer wraps the buffer: its commits keep arriving in
+                 * the same wakeup. Write now; chunks still waiting for
+                 * patches stay where they are. Errors are left to the
+                 * timer, which ends the session properly. */
+                if (session_write_into_file(s) >= 0)
+                        return;
+        } else if (s->out_pressure || used < size / OUT_PRESSURE_DIVISOR)
+                return;
+        if (sd_event_source_set_time_relative(s->file_timer, 0) < 0 ||
+            sd_event_source_set_enabled(s->file_timer, SD_EVENT_ONESHOT) < 0)
+                return; /* the period still drains it */
+        s->out_pressure = true;
 }
 
 static void output_progressed(struct session *s, int r) {

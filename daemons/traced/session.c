@@ -623,6 +623,7 @@ static int on_duration(sd_event_source *src, uint64_t usec, void *userdata) {
 
 static int on_file_timer(sd_event_source *src, uint64_t usec, void *userdata) {
         struct session *s = userdata;
+        s->out_pressure = false;
         int r = session_write_into_file(s);
         if (r == -EFBIG) {
                 log_info("Session %" PRIu64 ": max_file_size_bytes reached, stopping.", s->id);

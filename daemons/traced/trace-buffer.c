@@ -13,6 +13,9 @@
 #define MAX_CHUNK_PAYLOAD (SMB_MAX_PAGE_SIZE - SMB_PAGE_HEADER_SIZE - SMB_CHUNK_HEADER_SIZE)
 /* Largest packet reassembled from fragments; larger ones are dropped. */
 #define MAX_PACKET_SIZE (64u * 1024u * 1024u)
+/* Released chunks kept for reuse, so that a steady stream of commits does
+ * not allocate: at most this many, and at most 1/8 of the buffer. */
+#define POOL_MAX_CHUNKS 64u
 
 struct tb_seq;
 
@@ -27,6 +30,7 @@ struct tb_chunk {
         size_t read_off;
         size_t size;
         size_t cost;
+        size_t payload_cap;
         uint8_t *payload;
 };
 
@@ -54,6 +58,12 @@ struct trace_buffer {
         size_t n_seqs;
         struct tb_seq *read_seq;
         bool final;
+        /* Chunks read since trace_buffer_release_read: their payloads may
+         * still be referenced by the packets handed out. Then the pool of
+         * chunks to reuse (linked by fifo_next). */
+        struct tb_chunk *retired;
+        struct tb_chunk *pool;
+        size_t pool_n, pool_bytes;
         uint8_t *packet;
         size_t packet_cap;
         struct trace_buffer_stats stats;
@@ -81,14 +91,20 @@ static void chunk_free(struct tb_chunk *c) {
         free(c);
 }
 
+static void chunk_list_free(struct tb_chunk *c) {
+        while (c) {
+                struct tb_chunk *next = c->fifo_next;
+                chunk_free(c);
+                c = next;
+        }
+}
+
 void trace_buffer_free(struct trace_buffer *tb) {
         if (!tb)
                 return;
-        while (tb->fifo_head) {
-                struct tb_chunk *c = tb->fifo_head;
-                tb->fifo_head = c->fifo_next;
-                chunk_free(c);
-        }
+        chunk_list_free(tb->fifo_head);
+        chunk_list_free(tb->retired);
+        chunk_list_free(tb->pool);
         while (tb->seqs) {
                 struct tb_seq *s = tb->seqs;
                 tb->seqs = s->next;
@@ -248,21 +264,80 @@ static void fifo_unlink(struct trace_buffer *tb, struct tb_chunk *c) {
                 tb->fifo_tail = c->fifo_prev;
 }
 
-/* Drops a chunk from the buffer. */
-static void chunk_delete(struct trace_buffer *tb, struct tb_chunk *c) {
+/* Keeps a chunk that left the buffer for reuse, or frees it. */
+static void chunk_recycle(struct trace_buffer *tb, struct tb_chunk *c) {
+        if (tb->pool_n >= POOL_MAX_CHUNKS || tb->pool_bytes + c->payload_cap > tb->capacity / 8) {
+                chunk_free(c);
+                return;
+        }
+        c->fifo_next = tb->pool;
+        tb->pool = c;
+        tb->pool_n++;
+        tb->pool_bytes += c->payload_cap;
+}
+
+/* A chunk with room for size payload bytes, from the pool if it has one
+ * (its payload contents are stale), NULL on ENOMEM. */
+static struct tb_chunk *chunk_alloc(struct trace_buffer *tb, size_t size) {
+        while (tb->pool) {
+                struct tb_chunk *c = tb->pool;
+                tb->pool = c->fifo_next;
+                tb->pool_n--;
+                tb->pool_bytes -= c->payload_cap;
+                if (c->payload_cap >= size) {
+                        uint8_t *payload = c->payload;
+                        size_t cap = c->payload_cap;
+                        *c = (struct tb_chunk) { .payload = payload, .payload_cap = cap };
+                        return c;
+                }
+                chunk_free(c); /* sizes changed: let the pool refill */
+        }
+        struct tb_chunk *c = calloc(1, sizeof(*c));
+        if (!c)
+                return NULL;
+        c->payload_cap = size ? size : 1;
+        c->payload = malloc(c->payload_cap);
+        if (!c->payload) {
+                free(c);
+                return NULL;
+        }
+        return c;
+}
+
+/* Takes a chunk out of the buffer's index and accounting. */
+static void chunk_unlink(struct trace_buffer *tb, struct tb_chunk *c) {
         seq_remove(c->seq, c);
         fifo_unlink(tb, c);
         tb->used -= c->cost;
-        chunk_free(c);
 }
 
-/* Consumes the first chunk of its sequence after reading it. */
+/* Drops a chunk from the buffer. */
+static void chunk_delete(struct trace_buffer *tb, struct tb_chunk *c) {
+        chunk_unlink(tb, c);
+        chunk_recycle(tb, c);
+}
+
+/* Consumes the first chunk of its sequence after reading it. Its bytes
+ * stay where they are until trace_buffer_release_read: packets handed out
+ * may point into them. */
 static void chunk_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
         struct tb_seq *s = c->seq;
         s->have_last = true;
         s->last_chunk_id = c->chunk_id;
         tb->stats.chunks_read++;
-        chunk_delete(tb, c);
+        chunk_unlink(tb, c);
+        c->seq = NULL;
+        c->fifo_prev = NULL;
+        c->fifo_next = tb->retired;
+        tb->retired = c;
+}
+
+void trace_buffer_release_read(struct trace_buffer *tb) {
+        while (tb->retired) {
+                struct tb_chunk *c = tb->retired;
+                tb->retired = c->fifo_next;
+                chunk_recycle(tb, c);
+        }
 }
 
 static void evict_chunk(struct trace_buffer *tb, struct tb_chunk *c) {
@@ -336,12 +411,15 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
                                 evict_chunk(tb, victim);
                         tb->stats.write_wrap_count++;
                 }
-                uint8_t *p = malloc(in->payload_size ? in->payload_size : 1);
-                if (!p)
-                        return -ENOMEM;
-                memcpy(p, in->payload, in->payload_size);
-                free(old->payload);
-                old->payload = p;
+                if (in->payload_size > old->payload_cap) {
+                        uint8_t *p = malloc(in->payload_size);
+                        if (!p)
+                                return -ENOMEM;
+                        free(old->payload);
+                        old->payload = p;
+                        old->payload_cap = in->payload_size;
+                }
+                memcpy(old->payload, in->payload, in->payload_size);
                 tb->used += in->payload_size - old->size;
                 old->cost += in->payload_size - old->size;
                 old->size = in->payload_size;
@@ -373,14 +451,9 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
         }
         pos = seq_search(s, in->chunk_id, &found);
 
-        struct tb_chunk *c = calloc(1, sizeof(*c));
+        struct tb_chunk *c = chunk_alloc(tb, in->payload_size);
         if (!c)
                 return -ENOMEM;
-        c->payload = malloc(in->payload_size ? in->payload_size : 1);
-        if (!c->payload) {
-                free(c);
-                return -ENOMEM;
-        }
         memcpy(c->payload, in->payload, in->payload_size);
         c->seq = s;
         c->chunk_id = in->chunk_id;
@@ -392,7 +465,7 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
         if (pos != s->n)
                 tb->stats.chunks_committed_out_of_order++;
         if (seq_insert(s, pos, c) < 0) {
-                chunk_free(c);
+                chunk_recycle(tb, c);
                 return -ENOMEM;
         }
         c->fifo_prev = tb->fifo_tail;
@@ -431,6 +504,7 @@ int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16
 }
 
 void trace_buffer_begin_read(struct trace_buffer *tb) {
+        trace_buffer_release_read(tb);
         tb->read_seq = tb->seqs;
 }
 
@@ -541,8 +615,10 @@ static enum readahead_result readahead(struct trace_buffer *tb, struct tb_seq *s
         }
 }
 
-/* 1: a packet from s in tb->packet; 0: nothing ready in s. */
-static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *ret_len, bool *ret_lost) {
+/* 1: a packet from s at *ret_data (in a chunk, or tb->packet when it was
+ * assembled from fragments); 0: nothing ready in s. */
+static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, const uint8_t **ret_data, size_t *ret_len,
+                           bool *ret_lost) {
         for (;;) {
                 struct tb_chunk *c = seq_first(s);
                 if (!c)
@@ -590,11 +666,8 @@ static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *re
                         c->fragments_read++;
                         if (size == 0)
                                 continue;
-                        if (packet_reserve(tb, size) < 0) {
-                                s->data_lost = true;
-                                continue;
-                        }
-                        memcpy(tb->packet, c->payload + doff, size);
+                        /* Whole in this chunk: handed out in place. */
+                        *ret_data = c->payload + doff;
                         *ret_len = size;
                         *ret_lost = s->data_lost;
                         s->data_lost = false;
@@ -627,6 +700,7 @@ static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *re
                         chunk_consumed(tb, seq_first(s));
                 end->read_off = end_off;
                 end->fragments_read = 1;
+                *ret_data = tb->packet;
                 *ret_len = len;
                 *ret_lost = s->data_lost;
                 s->data_lost = false;
@@ -638,12 +712,14 @@ int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_p
                                   struct trace_buffer_packet_info *ret_info) {
         while (tb->read_seq) {
                 struct tb_seq *s = tb->read_seq;
+                const uint8_t *data = NULL;
                 size_t len;
                 bool lost;
-                if (seq_next_packet(tb, s, &len, &lost) > 0) {
-                        ret->slices[0] = (struct iovec) { .iov_base = tb->packet, .iov_len = len };
+                if (seq_next_packet(tb, s, &data, &len, &lost) > 0) {
+                        ret->slices[0] = (struct iovec) { .iov_base = (void *) data, .iov_len = len };
                         ret->n_slices = 1;
                         ret->size = len;
+                        ret->held = data != tb->packet;
                         *ret_info = (struct trace_buffer_packet_info) {
                                 .producer_id = s->producer_id,
                                 .writer_id = s->writer_id,
@@ -693,7 +769,8 @@ int trace_buffer_clone(const struct trace_buffer *tb, struct trace_buffer **ret)
                 *k = *c;
                 k->fifo_prev = k->fifo_next = NULL;
                 k->seq = seq_find(n, c->seq->producer_id, c->seq->writer_id);
-                k->payload = malloc(c->size ? c->size : 1);
+                k->payload_cap = c->size ? c->size : 1;
+                k->payload = malloc(k->payload_cap);
                 if (!k->payload || !k->seq) {
                         free(k->payload);
                         free(k);

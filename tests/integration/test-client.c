@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "basic/pbr.h"
+#include "example-payload.h"
 #include "test-consumer.h"
 #include "traced-instance.h"
 
@@ -63,35 +64,6 @@ static pid_t spawn_producer(unsigned packets, size_t size, unsigned page_kb, uns
         pid_t pid;
         cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, NULL, NULL, argv, environ), 0);
         return pid;
-}
-
-/* Checks every for_testing packet: payload byte-exact, seq in order. */
-static size_t check_packets(const uint8_t *buf, size_t len, size_t size) {
-        static struct pbr_field pkts[100000];
-        int n = pbr_split_trace(buf, len, pkts, 100000);
-        cr_assert_geq(n, 0);
-        size_t found = 0;
-        char *expected = malloc(size + 1);
-        for (int i = 0; i < n; i++) {
-                struct pbr_field t, str, seq;
-                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t))
-                        continue;
-                cr_assert(pbr_get(t.data, t.len, 1, false, &str));
-                if (found == 0)
-                        cr_assert(!pbr_get(t.data, t.len, 2, false, &seq) || seq.varint == 0);
-                else {
-                        cr_assert(pbr_get(t.data, t.len, 2, false, &seq));
-                        cr_assert_eq(seq.varint, found, "packet %zu out of order (got %llu)", found,
-                                     (unsigned long long) seq.varint);
-                }
-                for (size_t k = 0; k < size; k++)
-                        expected[k] = (char) ('a' + (found + k) % 26);
-                cr_assert_eq(str.len, size, "packet %zu has %zu bytes, expected %zu", found, str.len, size);
-                cr_assert_arr_eq(str.data, expected, size, "packet %zu corrupted", found);
-                found++;
-        }
-        free(expected);
-        return found;
 }
 
 struct size_case {
@@ -144,7 +116,7 @@ static void round_trip(const struct size_case *c) {
                      0);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
         cr_assert_eq(test_consumer_read(&cons, 60000), 0);
-        size_t got = check_packets(cons.data, cons.len, c->size);
+        size_t got = example_check_packets(cons.data, cons.len, c->size);
         cr_assert_eq(got, c->packets, "%zu of %u packets of %zu bytes arrived", got, c->packets, c->size);
         int st;
         cr_assert_eq(waitpid(pid, &st, 0), pid);
@@ -163,50 +135,6 @@ ParameterizedTestParameters(client, round_trip_over_tcp) {
 ParameterizedTest(struct size_case *c, client, round_trip_over_tcp, .init = setup_tcp, .fini = teardown,
                   .timeout = 120) {
         round_trip(c);
-}
-
-/* Packets of several sequences: per trusted_packet_sequence_id, seq 0..
- * in order with the expected payload. Returns the number of sequences
- * that were complete with n packets each. */
-static unsigned check_sequences(const uint8_t *buf, size_t len, size_t size, unsigned long n) {
-        static struct pbr_field pkts[100000];
-        struct {
-                uint64_t id;
-                unsigned long next;
-                bool bad;
-        } seqs[64] = {};
-        unsigned n_seqs = 0;
-        int np = pbr_split_trace(buf, len, pkts, 100000);
-        cr_assert_geq(np, 0);
-        char *expected = malloc(size + 1);
-        for (int i = 0; i < np; i++) {
-                struct pbr_field t, str, seq, sid;
-                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t))
-                        continue;
-                cr_assert(pbr_get(pkts[i].data, pkts[i].len, 10, false, &sid), "no trusted sequence id");
-                unsigned k = 0;
-                while (k < n_seqs && seqs[k].id != sid.varint)
-                        k++;
-                if (k == n_seqs) {
-                        cr_assert_lt(n_seqs, 64);
-                        seqs[n_seqs++].id = sid.varint;
-                }
-                cr_assert(pbr_get(t.data, t.len, 1, false, &str));
-                uint64_t v = pbr_get(t.data, t.len, 2, false, &seq) ? seq.varint : 0;
-                if (v != seqs[k].next)
-                        seqs[k].bad = true;
-                for (size_t b = 0; b < size; b++)
-                        expected[b] = (char) ('a' + (v + b) % 26);
-                if (str.len != size || memcmp(str.data, expected, size) != 0)
-                        seqs[k].bad = true;
-                seqs[k].next = v + 1;
-        }
-        free(expected);
-        unsigned good = 0;
-        for (unsigned k = 0; k < n_seqs; k++)
-                if (!seqs[k].bad && seqs[k].next == n)
-                        good++;
-        return good;
 }
 
 /* Runs the example producer with argv, records example.data for
@@ -229,7 +157,7 @@ static unsigned record_sequences(char **argv, uint32_t duration_ms, bool stall, 
         /* Generous: under ASan on a loaded machine the stalls add up. */
         cr_assert(test_consumer_wait_disabled(&cons, 90000), "the session did not end");
         cr_assert_eq(test_consumer_read(&cons, 60000), 0);
-        unsigned good = check_sequences(cons.data, cons.len, size, n);
+        unsigned good = example_check_sequences(cons.data, cons.len, size, n);
         int st;
         cr_assert_eq(waitpid(pid, &st, 0), pid);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
@@ -343,7 +271,7 @@ Test(client, producer_reconnects_when_the_service_restarts, .init = setup, .fini
         test_config_free(cfg);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
         cr_assert_eq(test_consumer_read(&cons, 60000), 0);
-        cr_assert_eq(check_packets(cons.data, cons.len, 200), 50);
+        cr_assert_eq(example_check_packets(cons.data, cons.len, 200), 50);
         test_consumer_free(&cons);
 
         cr_assert_eq(kill(pid, SIGTERM), 0);
@@ -433,7 +361,7 @@ Test(client, loop_thread_writer_stalls_without_loss, .init = setup, .fini = tear
         char out[4096];
         read_log(fd, out, sizeof(out));
         cr_assert(strstr(out, "wrote 2000 packets of 1000 bytes, dropped 0"), "producer log: %s", out);
-        cr_assert_eq(check_packets(cons.data, cons.len, 1000), 2000);
+        cr_assert_eq(example_check_packets(cons.data, cons.len, 1000), 2000);
         test_consumer_free(&cons);
         int st;
         cr_assert_eq(waitpid(pid, &st, 0), pid);
@@ -491,7 +419,7 @@ Test(client, service_restart_while_threads_write, .init = setup, .fini = teardow
         if (rr != 0)
                 traced_instance_dump_log(&inst);
         cr_assert_eq(rr, 0, "ReadBuffers: %s", strerror(-rr));
-        unsigned good = check_sequences(cons.data, cons.len, 300, 3000);
+        unsigned good = example_check_sequences(cons.data, cons.len, 300, 3000);
         cr_assert_eq(good, 4, "%u of 4 thread sequences arrived whole and in order", good);
         test_consumer_free(&cons);
 

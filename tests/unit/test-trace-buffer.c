@@ -575,3 +575,87 @@ Test(trace_buffer, continuation_flags_that_do_not_match_are_a_failed_readahead) 
         cr_assert_eq(trace_buffer_get_stats(tb)->readaheads_failed, 1);
         trace_buffer_free(tb);
 }
+
+/* A packet read whole from a chunk is handed out in place (held): it stays
+ * intact while the reading goes on, while more chunks are stored, and
+ * while they wrap the ring, until trace_buffer_release_read. A packet
+ * assembled from fragments is not held. */
+Test(trace_buffer, held_packets_survive_until_release) {
+        struct trace_buffer *tb = new_tb(4096, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {}, c = {};
+        put_frag(&a, "first", 5);
+        put_frag(&a, "head-", 5);
+        put_frag(&b, "tail", 4);
+        cr_assert_eq(copy(tb, 1, 1, 0, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+        cr_assert_eq(copy(tb, 1, 1, 1, &b, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true), 0);
+
+        struct trace_buffer_packet p, q;
+        struct trace_buffer_packet_info info;
+        trace_buffer_begin_read(tb);
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &p, &info), 1);
+        cr_assert(p.held);
+        cr_assert_eq(p.size, 5);
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &q, &info), 1);
+        cr_assert_not(q.held, "a packet assembled from fragments cannot be held");
+        cr_assert_eq(q.size, 9);
+        cr_assert_arr_eq(q.slices[0].iov_base, "head-tail", 9);
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &q, &info), 0);
+        /* Both chunks are consumed now; fill the ring several times over. */
+        char big[900];
+        memset(big, 'z', sizeof(big));
+        for (uint32_t id = 2; id < 20; id++) {
+                c = (struct cbuf) {};
+                put_frag(&c, big, sizeof(big));
+                cr_assert_eq(copy(tb, 1, 1, id, &c, 0, true), 0);
+        }
+        cr_assert_gt(trace_buffer_get_stats(tb)->chunks_overwritten, 0);
+        cr_assert_arr_eq(p.slices[0].iov_base, "first", 5, "a held packet changed before its release");
+        trace_buffer_release_read(tb);
+        trace_buffer_free(tb);
+}
+
+/* A ring buffer wrapping under a writer whose packets span chunks, read
+ * between commits as a file drain does: each packet read back is whole
+ * and in order, the wrap shows as loss on the next packet, and no
+ * fragment of a packet whose start was overwritten leaks out. */
+Test(trace_buffer, fragments_spanning_the_wrap_read_back_whole) {
+        struct trace_buffer *tb = new_tb(4096, TRACE_BUFFER_RING_BUFFER);
+        /* Packet k is 1500 bytes of 'a' + k % 26, split over two chunks of
+         * 750 bytes each: chunk 2k holds its head, 2k+1 its tail. */
+        uint32_t next_expected = 0, read_packets = 0, losses = 0;
+        for (uint32_t k = 0; k < 40; k++) {
+                char half[750];
+                memset(half, 'a' + (int) (k % 26), sizeof(half));
+                struct cbuf head = {}, tail = {};
+                put_frag(&head, half, sizeof(half));
+                put_frag(&tail, half, sizeof(half));
+                cr_assert_eq(copy(tb, 1, 1, 2 * k, &head, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+                /* Every fifth packet, read only after two more commits, so
+                 * that the ring wraps over chunks not read yet. */
+                cr_assert_eq(copy(tb, 1, 1, 2 * k + 1, &tail, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true), 0);
+                if (k % 5 == 4 || k % 5 == 0)
+                        continue;
+                struct trace_buffer_packet p;
+                struct trace_buffer_packet_info info;
+                trace_buffer_begin_read(tb);
+                while (trace_buffer_read_next_packet(tb, &p, &info) > 0) {
+                        cr_assert_eq(p.size, 1500, "a packet of %zu bytes: a fragment leaked", p.size);
+                        const uint8_t *d = p.slices[0].iov_base;
+                        uint32_t id = (uint32_t) (d[0] - 'a');
+                        for (size_t i = 0; i < p.size; i++)
+                                cr_assert_eq(d[i], d[0], "packet mixes two writers' packets at byte %zu", i);
+                        cr_assert_geq(id, next_expected % 26, "packets out of order");
+                        if (info.previous_packet_dropped)
+                                losses++;
+                        next_expected = id + 1;
+                        read_packets++;
+                }
+                trace_buffer_release_read(tb);
+        }
+        const struct trace_buffer_stats *st = trace_buffer_get_stats(tb);
+        cr_assert_gt(st->chunks_overwritten, 0, "the ring never wrapped");
+        cr_assert_gt(read_packets, 0);
+        cr_assert_gt(losses, 0, "overwritten packets were not reported as loss");
+        cr_assert_gt(st->readaheads_succeeded, 0);
+        trace_buffer_free(tb);
+}
