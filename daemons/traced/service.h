@@ -268,6 +268,12 @@ struct session {
         bool out_full; /* max_file_size reached */
         bool out_finalizing; /* the session is over once the output drained */
         bool out_pressure; /* file_timer moved forward: a buffer is filling */
+        /* Regular files: where our writes began (-1: not seekable, no
+         * writeback hints), how much was written, and the window whose
+         * writeback was started last (session-output.c). */
+        int64_t out_file_base;
+        uint64_t out_written, out_hinted;
+        uint64_t out_window_off, out_window_len;
         int out_error; /* the first write error, -errno */
         sd_event_source *out_io;
         sd_event_source *out_stall;

@@ -28,6 +28,13 @@
 /* Packets are gathered up to this much before a write; reading stops
  * while this much waits for the fd. */
 #define OUT_CHUNK (256u * 1024u)
+/* Regular files: every this many bytes written, the kernel is asked to
+ * start writing them back, and the window before (by then on disk, or
+ * waited for) leaves the page cache. A long trace then costs neither a
+ * page cache full of dirty pages that the core's own writes are throttled
+ * and reclaimed against, nor the memory of every other program. */
+#define OUT_WRITEBACK_WINDOW (8u * 1024u * 1024u)
+
 /* A buffer this full (1/N of its size) is drained without waiting for
  * file_write_period_ms. */
 #define OUT_PRESSURE_DIVISOR 4u
@@ -55,6 +62,11 @@ int session_output_open(struct session *s, int fd, char **ret_error) {
                                 why = "The output file descriptor cannot be made non-blocking";
                         s->out_pollable = true;
                 }
+        }
+        s->out_file_base = -1;
+        if (!why && S_ISREG(st.st_mode)) {
+                off_t at = lseek(fd, 0, SEEK_CUR);
+                s->out_file_base = at >= 0 && !(fcntl(fd, F_GETFL) & O_APPEND) ? (int64_t) at : -1;
         }
         if (why) {
                 if (ret_error)
@@ -124,6 +136,27 @@ static int output_wait(struct session *s, bool wait, bool progress) {
         return 0;
 }
 
+/* Hints only: failures change nothing but the page cache's use. */
+static void output_writeback(struct session *s, size_t n) {
+        if (s->out_file_base < 0)
+                return;
+        s->out_written += n;
+        if (s->out_written - s->out_hinted < OUT_WRITEBACK_WINDOW)
+                return;
+        uint64_t off = (uint64_t) s->out_file_base + s->out_hinted, len = s->out_written - s->out_hinted;
+        (void) sync_file_range(s->file_fd, (off_t) off, (off_t) len, SYNC_FILE_RANGE_WRITE);
+        if (s->out_window_len > 0) {
+                (void) sync_file_range(s->file_fd, (off_t) s->out_window_off, (off_t) s->out_window_len,
+                                       SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                               SYNC_FILE_RANGE_WAIT_AFTER);
+                (void) posix_fadvise(s->file_fd, (off_t) s->out_window_off, (off_t) s->out_window_len,
+                                     POSIX_FADV_DONTNEED);
+        }
+        s->out_window_off = off;
+        s->out_window_len = len;
+        s->out_hinted = s->out_written;
+}
+
 /* Writes what the fd takes: 0 when out_buf is empty, 1 when the fd would
  * block, -errno on a write error. */
 static int output_flush(struct session *s, bool *ret_progress) {
@@ -139,6 +172,7 @@ static int output_flush(struct session *s, bool *ret_progress) {
                 if (n == 0)
                         return -EIO;
                 s->out_off += (size_t) n;
+                output_writeback(s, (size_t) n);
                 if (ret_progress)
                         *ret_progress = true;
         }
