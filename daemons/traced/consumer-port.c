@@ -238,7 +238,9 @@ static int read_flush(struct read_ctx *k, bool final) {
         return r;
 }
 
-static int read_add_slice(struct read_ctx *k, const uint8_t *data, size_t len, bool last) {
+/* Adds a slice of len bytes to the reply being built; *ret_data is where
+ * its bytes go (valid until the next slice is added). */
+static int read_add_slice(struct read_ctx *k, size_t len, bool last, uint8_t **ret_data) {
         if (k->n == k->cap) {
                 size_t cap = k->cap ? k->cap * 2 : 64;
                 void *a = realloc(k->slices, cap * sizeof(*k->slices));
@@ -259,7 +261,7 @@ static int read_add_slice(struct read_ctx *k, const uint8_t *data, size_t len, b
                 k->buf = b;
                 k->buf_cap = cap;
         }
-        memcpy(k->buf + k->used, data, len);
+        *ret_data = k->buf + k->used;
         k->used += len;
         k->slices[k->n] = (Perfetto__Protos__ReadBuffersResponse__Slice) PERFETTO__PROTOS__READ_BUFFERS_RESPONSE__SLICE__INIT;
         k->slices[k->n].has_data = true;
@@ -286,11 +288,13 @@ static int read_sink(const struct iovec *iov, size_t n_iov, size_t total, size_t
                         continue;
                 }
                 size_t take = MIN(room, left);
+                left -= take;
                 /* Gather take bytes from the iovecs into one slice. */
+                uint8_t *tmp;
+                r = read_add_slice(k, take, left == 0, &tmp);
+                if (r < 0)
+                        return r;
                 size_t got = 0;
-                _cleanup_free_ uint8_t *tmp = malloc(take);
-                if (!tmp)
-                        return -ENOMEM;
                 while (got < take) {
                         size_t n = MIN(iov[i].iov_len - off, take - got);
                         memcpy(tmp + got, (const uint8_t *) iov[i].iov_base + off, n);
@@ -301,10 +305,6 @@ static int read_sink(const struct iovec *iov, size_t n_iov, size_t total, size_t
                                 off = 0;
                         }
                 }
-                left -= take;
-                r = read_add_slice(k, tmp, take, left == 0);
-                if (r < 0)
-                        return r;
         }
         /* Taken; pause if the consumer is behind. */
         return k->conn && ipc_host_conn_queued_bytes(k->conn) >= READ_PAUSE_BYTES ? 1 : 0;

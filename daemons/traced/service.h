@@ -268,12 +268,7 @@ struct session {
         bool out_full; /* max_file_size reached */
         bool out_finalizing; /* the session is over once the output drained */
         bool out_pressure; /* file_timer moved forward: a buffer is filling */
-        /* Regular files: where our writes began (-1: not seekable, no
-         * writeback hints), how much was written, and the window whose
-         * writeback was started last (session-output.c). */
-        int64_t out_file_base;
-        uint64_t out_written, out_hinted;
-        uint64_t out_window_off, out_window_len;
+        struct output_writer *out_writer; /* regular files: the thread that writes them */
         int out_error; /* the first write error, -errno */
         sd_event_source *out_io;
         sd_event_source *out_stall;
@@ -457,6 +452,9 @@ bool session_producer_may_write(struct session *s, uint16_t producer_id);
  * for the fd), -EFBIG at max_file_size_bytes, or the write error. */
 int session_output_open(struct session *s, int fd, char **ret_error);
 int session_write_into_file(struct session *s);
+/* For a session that has ended: writes all of it, waiting for a regular
+ * file's writer (a pipe still takes the rest from the loop). */
+int session_output_complete(struct session *s);
 bool session_output_drained(const struct session *s);
 /* A chunk went into tb: once it holds a quarter of its size the file is
  * written at the next turn of the loop instead of at the next period, and

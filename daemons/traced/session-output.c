@@ -7,8 +7,13 @@
  * buffer while the trace buffers keep the rest (ring buffers overwrite, as
  * they would for a slow ReadBuffers). An fd that takes nothing for
  * SERVICE_OUTPUT_STALL_USEC, or that fails a write, fails its session with
- * the reason. Regular files are written directly: the kernel does not let
- * them say "would block". */
+ * the reason. Regular files cannot say "would block": their writes go
+ * through output-writer.c, a thread that takes full blocks to the disk
+ * (O_DIRECT where the file allows it) while the loop goes on; when its
+ * blocks are all waiting, reading pauses as for a full pipe, and a trace
+ * buffer filling up meanwhile makes the commit that fills it wait for the
+ * disk (session_output_pressure), so a fast writer stalls on its SMB
+ * instead of losing data. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,18 +28,12 @@
 #include "basic/pbw.h"
 #include "service.h"
 #include "session-read.h"
+#include "output-writer.h"
 #include "trace-buffer.h"
 
 /* Packets are gathered up to this much before a write; reading stops
  * while this much waits for the fd. */
 #define OUT_CHUNK (256u * 1024u)
-/* Regular files: every this many bytes written, the kernel is asked to
- * start writing them back, and the window before (by then on disk, or
- * waited for) leaves the page cache. A long trace then costs neither a
- * page cache full of dirty pages that the core's own writes are throttled
- * and reclaimed against, nor the memory of every other program. */
-#define OUT_WRITEBACK_WINDOW (8u * 1024u * 1024u)
-
 /* A buffer this full (1/N of its size) is drained without waiting for
  * file_write_period_ms. */
 #define OUT_PRESSURE_DIVISOR 4u
@@ -63,11 +62,8 @@ int session_output_open(struct session *s, int fd, char **ret_error) {
                         s->out_pollable = true;
                 }
         }
-        s->out_file_base = -1;
-        if (!why && S_ISREG(st.st_mode)) {
-                off_t at = lseek(fd, 0, SEEK_CUR);
-                s->out_file_base = at >= 0 && !(fcntl(fd, F_GETFL) & O_APPEND) ? (int64_t) at : -1;
-        }
+        if (!why && S_ISREG(st.st_mode) && output_writer_new(fd, &s->out_writer) < 0)
+                why = "The output file cannot be set up for writing (out of memory?)";
         if (why) {
                 if (ret_error)
                         *ret_error = strdup(why);
@@ -86,7 +82,8 @@ const char *session_output_error_message(int error) {
 }
 
 bool session_output_drained(const struct session *s) {
-        return s->out_error < 0 || (s->out_off == s->out_len && !s->out_more);
+        return s->out_error < 0 || (s->out_off == s->out_len && !s->out_more &&
+                                    (!s->out_writer || output_writer_pending(s->out_writer) == 0));
 }
 
 void session_output_free(struct session *s) {
@@ -95,6 +92,8 @@ void session_output_free(struct session *s) {
         free(s->out_buf);
         s->out_buf = NULL;
         s->out_off = s->out_len = s->out_cap = 0;
+        output_writer_free(s->out_writer);
+        s->out_writer = NULL;
 }
 
 static int on_out_io(sd_event_source *src, int fd, uint32_t revents, void *userdata);
@@ -121,7 +120,12 @@ static int output_wait(struct session *s, bool wait, bool progress) {
                 return 0;
         }
         if (!s->out_io) {
-                r = sd_event_add_io(s->svc->event, &s->out_io, s->file_fd, EPOLLOUT, on_out_io, s);
+                /* A regular file: its writer thread says when it took a block. */
+                if (s->out_writer)
+                        r = sd_event_add_io(s->svc->event, &s->out_io, output_writer_event_fd(s->out_writer), EPOLLIN,
+                                            on_out_io, s);
+                else
+                        r = sd_event_add_io(s->svc->event, &s->out_io, s->file_fd, EPOLLOUT, on_out_io, s);
                 if (r < 0)
                         return r;
         } else
@@ -134,27 +138,6 @@ static int output_wait(struct session *s, bool wait, bool progress) {
                         return r;
         }
         return 0;
-}
-
-/* Hints only: failures change nothing but the page cache's use. */
-static void output_writeback(struct session *s, size_t n) {
-        if (s->out_file_base < 0)
-                return;
-        s->out_written += n;
-        if (s->out_written - s->out_hinted < OUT_WRITEBACK_WINDOW)
-                return;
-        uint64_t off = (uint64_t) s->out_file_base + s->out_hinted, len = s->out_written - s->out_hinted;
-        (void) sync_file_range(s->file_fd, (off_t) off, (off_t) len, SYNC_FILE_RANGE_WRITE);
-        if (s->out_window_len > 0) {
-                (void) sync_file_range(s->file_fd, (off_t) s->out_window_off, (off_t) s->out_window_len,
-                                       SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
-                                               SYNC_FILE_RANGE_WAIT_AFTER);
-                (void) posix_fadvise(s->file_fd, (off_t) s->out_window_off, (off_t) s->out_window_len,
-                                     POSIX_FADV_DONTNEED);
-        }
-        s->out_window_off = off;
-        s->out_window_len = len;
-        s->out_hinted = s->out_written;
 }
 
 /* Writes what the fd takes: 0 when out_buf is empty, 1 when the fd would
@@ -172,7 +155,6 @@ static int output_flush(struct session *s, bool *ret_progress) {
                 if (n == 0)
                         return -EIO;
                 s->out_off += (size_t) n;
-                output_writeback(s, (size_t) n);
                 if (ret_progress)
                         *ret_progress = true;
         }
@@ -219,11 +201,10 @@ static size_t packet_header(struct session *s, size_t total, uint8_t hdr[static 
         return hn;
 }
 
-/* Packets are copied into out_buf, which the fd takes when it can (a
- * regular file always, in writes of OUT_CHUNK). Writing the file straight
- * from the trace buffer's chunks with writev was measured and lost: the
- * kernel copies 1 KiB iovecs, and writes of one 64 KiB packet each, far
- * slower than one copy here and 256 KiB writes (see bench/). */
+/* Pipes, sockets, devices: packets are copied into out_buf, which the fd
+ * takes when it can. (Writing straight from the trace buffer's chunks with
+ * writev was measured and lost: the kernel copies 1 KiB iovecs, and writes
+ * of one 64 KiB packet each, far slower than one copy here.) */
 static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, size_t n_held, void *userdata) {
         struct file_ctx *k = userdata;
         struct session *s = k->s;
@@ -254,6 +235,93 @@ static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, size_t
         return r > 0 ? 1 : 0;
 }
 
+/* Regular files: bytes go into the writer's blocks; what does not fit
+ * waits in out_buf (in order), and reading stops until it went on too. */
+static int writer_put(struct session *s, const uint8_t *p, size_t n) {
+        while (n > 0 && s->out_off == s->out_len) {
+                size_t avail;
+                uint8_t *dst = output_writer_space(s->out_writer, &avail);
+                if (!dst)
+                        break;
+                size_t k = MIN(avail, n);
+                memcpy(dst, p, k);
+                output_writer_commit(s->out_writer, k);
+                p += k;
+                n -= k;
+        }
+        if (n > 0) {
+                int r = out_reserve(s, n);
+                if (r < 0)
+                        return r;
+                memcpy(s->out_buf + s->out_len, p, n);
+                s->out_len += n;
+        }
+        return 0;
+}
+
+/* Moves what waits in out_buf into the writer: 0 when it all went, 1 when
+ * some still waits. */
+static int writer_drain_overflow(struct session *s) {
+        while (s->out_off < s->out_len) {
+                size_t avail;
+                uint8_t *dst = output_writer_space(s->out_writer, &avail);
+                if (!dst)
+                        return 1;
+                size_t k = MIN(avail, s->out_len - s->out_off);
+                memcpy(dst, s->out_buf + s->out_off, k);
+                output_writer_commit(s->out_writer, k);
+                s->out_off += k;
+        }
+        s->out_off = s->out_len = 0;
+        return 0;
+}
+
+static int writer_sink(const struct iovec *iov, size_t n_iov, size_t total, size_t n_held, void *userdata) {
+        struct file_ctx *k = userdata;
+        struct session *s = k->s;
+        uint8_t hdr[11];
+
+        size_t hn = packet_header(s, total, hdr);
+        if (hn == 0)
+                return 0;
+        int r = writer_put(s, hdr, hn);
+        for (size_t i = 0; r >= 0 && i < n_iov; i++)
+                r = writer_put(s, iov[i].iov_base, iov[i].iov_len);
+        if (r < 0)
+                return k->error = r;
+        s->file_bytes += hn + total;
+        /* Blocks full: stop reading; the writer's event brings us back. */
+        return s->out_off < s->out_len ? 1 : 0;
+}
+
+static int write_into_writer(struct session *s) {
+        struct file_ctx k = { .s = s };
+        bool paused = false;
+        int r;
+
+        bool progress = output_writer_ack(s->out_writer) > 0;
+        r = output_writer_error(s->out_writer);
+        if (r < 0)
+                return output_fail(s, r);
+        s->out_more = writer_drain_overflow(s) > 0;
+        if (!s->out_more) {
+                r = session_read_packets_paced(s, writer_sink, &k, &paused);
+                session_read_release(s);
+                if (r < 0)
+                        return output_fail(s, k.error < 0 ? k.error : r);
+                s->out_more = paused;
+        }
+        /* A session that has ended sends everything, its unaligned tail too. */
+        output_writer_submit(s->out_writer, s->state == SESSION_DISABLED && !s->out_more);
+        /* Woken by the writer when blocks must free up for more, or when an
+         * ended session waits for its last bytes to reach the file. */
+        r = output_wait(s, s->out_more || (s->state == SESSION_DISABLED && output_writer_pending(s->out_writer) > 0),
+                        progress);
+        if (r < 0)
+                return output_fail(s, r);
+        return s->out_full ? -EFBIG : 0;
+}
+
 int session_write_into_file(struct session *s) {
         bool progress = false, paused = false;
         int r;
@@ -262,6 +330,8 @@ int session_write_into_file(struct session *s) {
                 return 0;
         if (s->out_error < 0)
                 return s->out_error;
+        if (s->out_writer)
+                return write_into_writer(s);
         r = output_flush(s, &progress);
         if (r == 0) {
                 struct file_ctx k = { .s = s };
@@ -284,21 +354,41 @@ int session_write_into_file(struct session *s) {
 void session_output_pressure(struct session *s, const struct trace_buffer *tb) {
         if (!s->file_timer || s->out_error < 0 || s->out_full)
                 return;
-        size_t used = trace_buffer_used_bytes(tb), size = trace_buffer_get_stats(tb)->buffer_size;
-        if (used >= size / OUT_DRAIN_NOW_DIVISOR) {
+        size_t size = trace_buffer_get_stats(tb)->buffer_size;
+        if (trace_buffer_used_bytes(tb) >= size / OUT_DRAIN_NOW_DIVISOR) {
                 /* The loop may not come back to the timer before a fast
                  * producer wraps the buffer: its commits keep arriving in
                  * the same wakeup. Write now; chunks still waiting for
-                 * patches stay where they are. Errors are left to the
-                 * timer, which ends the session properly. */
-                if (session_write_into_file(s) >= 0)
-                        return;
-        } else if (s->out_pressure || used < size / OUT_PRESSURE_DIVISOR)
+                 * patches stay where they are. When the file's writer is
+                 * itself behind, wait for it here: the producer's SMB then
+                 * fills and its writers stall, rather than the buffer
+                 * wrapping. Errors are left to the timer, which ends the
+                 * session properly. */
+                for (;;) {
+                        if (session_write_into_file(s) < 0)
+                                break;
+                        if (!s->out_writer || !s->out_more || trace_buffer_used_bytes(tb) < size / OUT_DRAIN_NOW_DIVISOR)
+                                return;
+                        if (output_writer_wait_space(s->out_writer) < 0)
+                                break;
+                }
+        } else if (s->out_pressure || trace_buffer_used_bytes(tb) < size / OUT_PRESSURE_DIVISOR)
                 return;
         if (sd_event_source_set_time_relative(s->file_timer, 0) < 0 ||
             sd_event_source_set_enabled(s->file_timer, SD_EVENT_ONESHOT) < 0)
                 return; /* the period still drains it */
         s->out_pressure = true;
+}
+
+int session_output_complete(struct session *s) {
+        int r = session_write_into_file(s);
+        while (s->out_writer && r >= 0 && !session_output_drained(s)) {
+                r = s->out_more ? output_writer_wait_space(s->out_writer) : output_writer_wait_idle(s->out_writer);
+                if (r < 0)
+                        return output_fail(s, r);
+                r = session_write_into_file(s);
+        }
+        return r;
 }
 
 static void output_progressed(struct session *s, int r) {

@@ -1510,7 +1510,8 @@ int session_clone(struct session *src, struct consumer *c, int out_fd, struct se
                         session_free(s);
                         return r;
                 }
-                r = session_write_into_file(s);
+                /* The consumer reads the file once answered: it must be there. */
+                r = session_output_complete(s);
                 if (r < 0 && r != -EFBIG) {
                         session_free(s);
                         return config_error(ret_error, "Failed to write the clone into the output file");
@@ -1519,7 +1520,7 @@ int session_clone(struct session *src, struct consumer *c, int out_fd, struct se
                         session_output_free(s);
                         s->file_fd = safe_close(s->file_fd);
                 } else
-                        s->out_finalizing = true; /* a pipe: the loop writes the rest */
+                        s->out_finalizing = true; /* the loop waits for the pipe or the writer */
                 *ret_wrote_file = true;
         }
         log_info("Session %" PRIu64 " cloned from session %" PRIu64 "%s.", s->id, src->id,

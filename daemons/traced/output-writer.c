@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <assert.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "output-writer.h"
+
+#define OW_BLOCK (1024u * 1024u)
+#define OW_BLOCKS 4u
+/* What O_DIRECT needs of buffers, lengths and file offsets (the largest
+ * logical block size in use). */
+#define OW_ALIGN 4096u
+/* Without O_DIRECT: each window this large is pushed to the disk once
+ * written, and the one before it dropped from the page cache. */
+#define OW_WINDOW (8u * 1024u * 1024u)
+
+struct ow_block {
+        uint8_t *data;
+        size_t len;
+        /* Direct mode: the unaligned tail is written through the page
+         * cache so that the file shows it now, and written again (by
+         * O_DIRECT) as the start of the next block. */
+        bool tail_again;
+};
+
+struct output_writer {
+        int fd;        /* the consumer's: positioned writes (and its offset) */
+        int direct_fd; /* our own open of the same file, O_DIRECT; -1 if none */
+        int event_fd;
+        atomic_bool direct; /* cleared by the thread when it gives O_DIRECT up */
+
+        pthread_t thread;
+        bool thread_started;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;  /* to the thread: a block was queued, or stop */
+        pthread_cond_t freed; /* from the thread: a block was written */
+        /* Under lock: blocks [head, head + n_queued) belong to the thread,
+         * the one after them is being filled by the loop. */
+        struct ow_block blocks[OW_BLOCKS];
+        unsigned head, n_queued;
+        size_t queued_bytes;
+        int error;
+        bool stop;
+
+        /* Loop only: the block being filled, once known to be free (-1:
+         * not looked up yet), so that filling takes no lock. */
+        int cur;
+
+        /* Thread only: where the next block goes and where the file ends
+         * (direct mode), page cache windows (without O_DIRECT). */
+        uint64_t off, end, window_start, last_window_off, last_window_len;
+};
+
+static unsigned fill_index(const struct output_writer *w) {
+        return (w->head + w->n_queued) % OW_BLOCKS;
+}
+
+/* Writes all of p at the fd's position (pos < 0) or at pos; 0 or -errno. */
+static int write_all(int fd, const uint8_t *p, size_t n, int64_t pos) {
+        while (n > 0) {
+                ssize_t k = pos < 0 ? write(fd, p, n) : pwrite(fd, p, n, (off_t) pos);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        return -EIO;
+                p += k;
+                n -= (size_t) k;
+                if (pos >= 0)
+                        pos += k;
+        }
+        return 0;
+}
+
+/* Hints only: failures change nothing but the page cache's use. */
+static void push_window(struct output_writer *w) {
+        if (w->off - w->window_start < OW_WINDOW)
+                return;
+        uint64_t start = w->window_start, len = w->off - start;
+        (void) sync_file_range(w->fd, (off_t) start, (off_t) len, SYNC_FILE_RANGE_WRITE);
+        if (w->last_window_len > 0) {
+                (void) sync_file_range(w->fd, (off_t) w->last_window_off, (off_t) w->last_window_len,
+                                       SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+                (void) posix_fadvise(w->fd, (off_t) w->last_window_off, (off_t) w->last_window_len,
+                                     POSIX_FADV_DONTNEED);
+        }
+        w->last_window_off = start;
+        w->last_window_len = len;
+        w->window_start = w->off;
+}
+
+/* Leaves direct mode: from here on the consumer's fd is written at its
+ * position, which is moved to where the direct writes ended. */
+static int stop_direct(struct output_writer *w) {
+        w->direct_fd = safe_close(w->direct_fd);
+        w->direct = false;
+        if (lseek(w->fd, (off_t) w->off, SEEK_SET) < 0)
+                return -errno;
+        w->window_start = w->off;
+        return 0;
+}
+
+static int write_block(struct output_writer *w, const struct ow_block *b) {
+        int r;
+        if (w->direct_fd >= 0) {
+                size_t aligned = b->len - b->len % OW_ALIGN;
+                r = write_all(w->direct_fd, b->data, aligned, (int64_t) w->off);
+                if (r == -EINVAL) {
+                        /* The file system refused a direct write after all. */
+                        r = stop_direct(w);
+                        return r < 0 ? r : write_block(w, b);
+                }
+                if (r >= 0 && aligned < b->len)
+                        r = write_all(w->fd, b->data + aligned, b->len - aligned, (int64_t) (w->off + aligned));
+                if (r < 0)
+                        return r;
+                w->end = MAX(w->end, w->off + b->len);
+                w->off += b->tail_again ? aligned : b->len;
+                return 0;
+        }
+        r = write_all(w->fd, b->data, b->len, -1);
+        if (r < 0)
+                return r;
+        w->off += b->len;
+        push_window(w);
+        return 0;
+}
+
+static void *thread_main(void *userdata) {
+        struct output_writer *w = userdata;
+
+        pthread_mutex_lock(&w->lock);
+        for (;;) {
+                while (w->n_queued == 0 && !w->stop)
+                        pthread_cond_wait(&w->cond, &w->lock);
+                if (w->n_queued == 0)
+                        break; /* stopping, and everything is written */
+                struct ow_block *b = &w->blocks[w->head];
+                bool failed = w->error < 0;
+                pthread_mutex_unlock(&w->lock);
+
+                /* After a failure the rest is dropped, not written. */
+                int r = failed ? 0 : write_block(w, b);
+
+                pthread_mutex_lock(&w->lock);
+                if (r < 0 && w->error == 0)
+                        w->error = r;
+                w->queued_bytes -= b->len;
+                b->len = 0;
+                b->tail_again = false;
+                w->head = (w->head + 1) % OW_BLOCKS;
+                w->n_queued--;
+                pthread_cond_signal(&w->freed);
+                (void) eventfd_write(w->event_fd, 1);
+        }
+        pthread_mutex_unlock(&w->lock);
+        return NULL;
+}
+
+int output_writer_new(int fd, struct output_writer **ret) {
+        struct output_writer *w = calloc(1, sizeof(*w));
+        int r;
+
+        if (!w)
+                return -ENOMEM;
+        w->fd = fd;
+        w->direct_fd = -EBADF;
+        w->event_fd = -EBADF;
+        w->cur = -1;
+        int flags = fcntl(fd, F_GETFL);
+        if (flags < 0) {
+                r = -errno;
+                free(w);
+                return r;
+        }
+        pthread_mutex_init(&w->lock, NULL);
+        pthread_cond_init(&w->cond, NULL);
+        pthread_cond_init(&w->freed, NULL);
+        for (unsigned i = 0; i < OW_BLOCKS; i++)
+                if (posix_memalign((void **) &w->blocks[i].data, OW_ALIGN, OW_BLOCK) != 0) {
+                        output_writer_free(w);
+                        return -ENOMEM;
+                }
+        w->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (w->event_fd < 0) {
+                r = -errno;
+                output_writer_free(w);
+                return r;
+        }
+        off_t at = lseek(fd, 0, SEEK_CUR);
+        if (at >= 0)
+                w->off = w->end = w->window_start = (uint64_t) at;
+        /* O_DIRECT on a description of our own: the consumer's keeps its
+         * flags, whatever becomes of us. Where the file cannot be opened
+         * again (permissions, no /proc) it is written through the cache. */
+        struct stat st;
+        if (at >= 0 && at % OW_ALIGN == 0 && !(flags & O_APPEND) && fstat(fd, &st) >= 0 && S_ISREG(st.st_mode)) {
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+                w->direct_fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC | O_NOCTTY);
+                if (w->direct_fd < 0)
+                        w->direct_fd = -EBADF;
+                w->direct = w->direct_fd >= 0;
+        }
+        r = -pthread_create(&w->thread, NULL, thread_main, w);
+        if (r < 0) {
+                output_writer_free(w);
+                return r;
+        }
+        w->thread_started = true;
+        *ret = w;
+        return 0;
+}
+
+void output_writer_free(struct output_writer *w) {
+        if (!w)
+                return;
+        if (w->thread_started) {
+                pthread_mutex_lock(&w->lock);
+                w->stop = true;
+                pthread_cond_signal(&w->cond);
+                pthread_mutex_unlock(&w->lock);
+                (void) pthread_join(w->thread, NULL);
+        }
+        /* Positioned writes leave the consumer's offset alone: move it to
+         * the end, as writes through it would have. */
+        if (w->direct_fd >= 0)
+                (void) lseek(w->fd, (off_t) w->end, SEEK_SET);
+        safe_close(w->direct_fd);
+        for (unsigned i = 0; i < OW_BLOCKS; i++)
+                free(w->blocks[i].data);
+        safe_close(w->event_fd);
+        pthread_cond_destroy(&w->cond);
+        pthread_cond_destroy(&w->freed);
+        pthread_mutex_destroy(&w->lock);
+        free(w);
+}
+
+int output_writer_event_fd(const struct output_writer *w) {
+        return w->event_fd;
+}
+
+uint64_t output_writer_ack(struct output_writer *w) {
+        eventfd_t v = 0;
+        if (eventfd_read(w->event_fd, &v) < 0)
+                return 0;
+        return v;
+}
+
+/* Gives block i to the thread. */
+static void enqueue(struct output_writer *w, unsigned i) {
+        pthread_mutex_lock(&w->lock);
+        w->n_queued++;
+        w->queued_bytes += w->blocks[i].len;
+        pthread_cond_signal(&w->cond);
+        pthread_mutex_unlock(&w->lock);
+}
+
+uint8_t *output_writer_space(struct output_writer *w, size_t *ret_avail) {
+        if (w->cur < 0) {
+                pthread_mutex_lock(&w->lock);
+                if (w->n_queued < OW_BLOCKS)
+                        w->cur = (int) fill_index(w);
+                pthread_mutex_unlock(&w->lock);
+                if (w->cur < 0)
+                        return NULL;
+        }
+        struct ow_block *b = &w->blocks[w->cur];
+        *ret_avail = OW_BLOCK - b->len;
+        return b->data + b->len;
+}
+
+void output_writer_commit(struct output_writer *w, size_t n) {
+        assert(w->cur >= 0);
+        struct ow_block *b = &w->blocks[w->cur];
+        b->len += n;
+        if (b->len == OW_BLOCK) {
+                enqueue(w, (unsigned) w->cur);
+                w->cur = -1;
+        }
+}
+
+void output_writer_submit(struct output_writer *w, bool final) {
+        pthread_mutex_lock(&w->lock);
+        unsigned n_queued = w->n_queued, i = fill_index(w);
+        pthread_mutex_unlock(&w->lock);
+        if (n_queued == OW_BLOCKS)
+                return; /* the block being filled is queued already */
+        struct ow_block *b = &w->blocks[i];
+        if (b->len == 0)
+                return;
+        w->cur = -1;
+        size_t tail = b->len % OW_ALIGN;
+        if (!final && w->direct && tail > 0) {
+                /* The tail goes out now and again with the next block, which
+                 * starts with it: there must be a free one. */
+                if (n_queued + 1 >= OW_BLOCKS)
+                        return;
+                struct ow_block *next = &w->blocks[(i + 1) % OW_BLOCKS];
+                memcpy(next->data, b->data + b->len - tail, tail);
+                next->len = tail;
+                b->tail_again = true;
+        }
+        enqueue(w, i);
+}
+
+int output_writer_wait_space(struct output_writer *w) {
+        pthread_mutex_lock(&w->lock);
+        while (w->n_queued == OW_BLOCKS && w->error == 0)
+                pthread_cond_wait(&w->freed, &w->lock);
+        int r = w->error;
+        pthread_mutex_unlock(&w->lock);
+        return r;
+}
+
+int output_writer_wait_idle(struct output_writer *w) {
+        pthread_mutex_lock(&w->lock);
+        while (w->n_queued > 0 && w->error == 0)
+                pthread_cond_wait(&w->freed, &w->lock);
+        int r = w->error;
+        pthread_mutex_unlock(&w->lock);
+        return r;
+}
+
+size_t output_writer_pending(const struct output_writer *w) {
+        struct output_writer *m = (struct output_writer *) w;
+        pthread_mutex_lock(&m->lock);
+        size_t n = m->queued_bytes;
+        if (m->n_queued < OW_BLOCKS)
+                n += m->blocks[fill_index(m)].len;
+        pthread_mutex_unlock(&m->lock);
+        return n;
+}
+
+int output_writer_error(const struct output_writer *w) {
+        struct output_writer *m = (struct output_writer *) w;
+        pthread_mutex_lock(&m->lock);
+        int r = m->error;
+        pthread_mutex_unlock(&m->lock);
+        return r;
+}
+
+bool output_writer_is_direct(const struct output_writer *w) {
+        return w->direct;
+}

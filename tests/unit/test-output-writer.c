@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "output-writer.h"
+
+/* A file next to the test binary: a real file system (O_DIRECT may or may
+ * not be taken; both must give the same bytes). */
+static int temp_file(char *path, size_t n) {
+        snprintf(path, n, "output-writer-test-XXXXXX");
+        int fd = mkostemp(path, O_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        return fd;
+}
+
+static uint8_t pattern(size_t i) {
+        return (uint8_t) (i * 7 + i / 4093);
+}
+
+/* Puts n pattern bytes (starting at pattern index *at) in pieces of
+ * varying size, waiting for space like the service does. */
+static void put(struct output_writer *w, size_t *at, size_t n) {
+        size_t piece = 1;
+        while (n > 0) {
+                size_t avail;
+                uint8_t *dst = output_writer_space(w, &avail);
+                if (!dst) {
+                        cr_assert_eq(output_writer_wait_space(w), 0);
+                        continue;
+                }
+                size_t k = n < avail ? n : avail;
+                k = k < piece ? k : piece;
+                for (size_t i = 0; i < k; i++)
+                        dst[i] = pattern(*at + i);
+                output_writer_commit(w, k);
+                *at += k;
+                n -= k;
+                piece = piece * 3 % 70001 + 1;
+                if (piece % 5 == 0)
+                        output_writer_submit(w, false);
+        }
+}
+
+static void wait_written(struct output_writer *w) {
+        for (int i = 0; i < 2000 && output_writer_pending(w) > 0; i++) {
+                struct pollfd p = { .fd = output_writer_event_fd(w), .events = POLLIN };
+                (void) poll(&p, 1, 10);
+                (void) output_writer_ack(w);
+        }
+        cr_assert_eq(output_writer_pending(w), 0, "%zu bytes never reached the file", output_writer_pending(w));
+}
+
+static void check_file(int fd, size_t skip, size_t n) {
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        cr_assert_eq((size_t) st.st_size, skip + n, "file has %zu bytes, expected %zu", (size_t) st.st_size, skip + n);
+        uint8_t *buf = malloc(n + 1);
+        cr_assert_eq(pread(fd, buf, n, (off_t) skip), (ssize_t) n);
+        for (size_t i = 0; i < n; i++)
+                cr_assert_eq(buf[i], pattern(i), "byte %zu differs", i);
+        free(buf);
+}
+
+/* 9 MB and an odd tail, put in odd pieces with partial submits between:
+ * the file holds exactly those bytes, and its flags are as before. */
+Test(output_writer, writes_every_byte_in_order) {
+        char path[64];
+        int fd = temp_file(path, sizeof(path));
+        int flags = fcntl(fd, F_GETFL);
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(fd, &w), 0);
+        size_t at = 0, total = 9u * 1024u * 1024u + 12345u;
+        put(w, &at, total);
+        output_writer_submit(w, true);
+        wait_written(w);
+        cr_assert_eq(output_writer_error(w), 0);
+        output_writer_free(w);
+        cr_assert_eq(fcntl(fd, F_GETFL), flags, "the file's flags were not restored");
+        check_file(fd, 0, total);
+        close(fd);
+        unlink(path);
+}
+
+/* A file whose offset is not block-aligned cannot take O_DIRECT writes: it
+ * is written through the page cache, after what it held. */
+Test(output_writer, unaligned_offset_is_written_buffered) {
+        char path[64];
+        int fd = temp_file(path, sizeof(path));
+        char head[100];
+        memset(head, 'h', sizeof(head));
+        cr_assert_eq(write(fd, head, sizeof(head)), (ssize_t) sizeof(head));
+        /* check_file compares from the offset on; the head stays. */
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(fd, &w), 0);
+        cr_assert_not(output_writer_is_direct(w));
+        size_t at = 0, total = 3u * 1024u * 1024u + 77u;
+        put(w, &at, total);
+        output_writer_submit(w, true);
+        wait_written(w);
+        output_writer_free(w);
+        check_file(fd, sizeof(head), total);
+        char back[100];
+        cr_assert_eq(pread(fd, back, sizeof(back), 0), (ssize_t) sizeof(back));
+        cr_assert_arr_eq(back, head, sizeof(head));
+        close(fd);
+        unlink(path);
+}
+
+/* A partial submit makes what was put visible in the file at once, an
+ * unaligned tail included (an O_DIRECT writer keeps that tail to write it
+ * again with the next block); the final submit completes the file, and the
+ * caller's offset ends after the data. */
+Test(output_writer, partial_submit_shows_everything_in_the_file) {
+        char path[64];
+        int fd = temp_file(path, sizeof(path));
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(fd, &w), 0);
+        cr_log_info("O_DIRECT: %s", output_writer_is_direct(w) ? "yes" : "no");
+        size_t at = 0;
+        put(w, &at, 10000);
+        output_writer_submit(w, false);
+        struct stat st = {};
+        for (int i = 0; i < 400 && st.st_size < 10000; i++) {
+                usleep(5000);
+                cr_assert_eq(fstat(fd, &st), 0);
+        }
+        check_file(fd, 0, 10000);
+        cr_assert_eq(output_writer_pending(w), output_writer_is_direct(w) ? 10000u % 4096u : 0u);
+        put(w, &at, 5000);
+        output_writer_submit(w, false);
+        put(w, &at, 3);
+        output_writer_submit(w, true);
+        wait_written(w);
+        output_writer_free(w);
+        check_file(fd, 0, 15003);
+        cr_assert_eq(lseek(fd, 0, SEEK_CUR), 15003, "the fd's offset is not after the data");
+        close(fd);
+        unlink(path);
+}
+
+/* A destination that takes nothing: once every block waits, there is no
+ * space; when it takes data again, space comes back and the event fd
+ * says so. */
+Test(output_writer, full_blocks_give_no_space_until_written) {
+        int p[2];
+        cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(p[1], &w), 0);
+        size_t at = 0, avail;
+        uint8_t *dst;
+        while ((dst = output_writer_space(w, &avail))) {
+                for (size_t i = 0; i < avail; i++)
+                        dst[i] = pattern(at + i);
+                output_writer_commit(w, avail);
+                at += avail;
+                cr_assert_lt(at, 64u * 1024u * 1024u, "the writer never ran out of blocks");
+        }
+        cr_assert_gt(output_writer_pending(w), 0);
+        /* Read everything back: the blocks free up, in order. */
+        size_t got = 0;
+        uint8_t buf[65536];
+        while (got < at) {
+                ssize_t n = read(p[0], buf, sizeof(buf));
+                cr_assert_gt(n, 0);
+                for (ssize_t i = 0; i < n; i++)
+                        cr_assert_eq(buf[i], pattern(got + (size_t) i), "byte %zu differs", got + (size_t) i);
+                got += (size_t) n;
+        }
+        wait_written(w);
+        cr_assert_not_null(output_writer_space(w, &avail));
+        output_writer_free(w);
+        close(p[0]);
+        close(p[1]);
+}
+
+/* A write that fails is reported, and nothing hangs. */
+Test(output_writer, write_errors_are_reported) {
+        char path[64];
+        int fd = temp_file(path, sizeof(path));
+        int ro = open(path, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(ro, 0);
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(ro, &w), 0);
+        size_t at = 0;
+        put(w, &at, 5000);
+        output_writer_submit(w, true);
+        wait_written(w);
+        cr_assert_eq(output_writer_error(w), -EBADF);
+        output_writer_free(w);
+        close(ro);
+        close(fd);
+        unlink(path);
+}
