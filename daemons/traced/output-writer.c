@@ -35,7 +35,9 @@ struct ow_block {
 
 struct output_writer {
         int fd;        /* the consumer's: positioned writes (and its offset) */
-        int direct_fd; /* our own open of the same file, O_DIRECT; -1 if none */
+        int direct_fd; /* O_DIRECT: our own open of the file, or fd itself; -1 if none */
+        bool shared;   /* direct_fd is fd, O_DIRECT set on the consumer's description */
+        int flags;     /* fd's status flags as we found them */
         int event_fd;
         atomic_bool direct; /* cleared by the thread when it gives O_DIRECT up */
 
@@ -53,8 +55,10 @@ struct output_writer {
         bool stop;
 
         /* Loop only: the block being filled, once known to be free (-1:
-         * not looked up yet), so that filling takes no lock. */
+         * not looked up yet), so that filling takes no lock; how many of
+         * its bytes the file already shows (a tail written ahead). */
         int cur;
+        size_t shown;
 
         /* Thread only: where the next block goes and where the file ends
          * (direct mode), page cache windows (without O_DIRECT). */
@@ -101,10 +105,31 @@ static void push_window(struct output_writer *w) {
         w->window_start = w->off;
 }
 
+static void close_direct(struct output_writer *w) {
+        if (w->direct_fd < 0)
+                return;
+        if (w->shared)
+                (void) fcntl(w->fd, F_SETFL, w->flags);
+        else
+                safe_close(w->direct_fd);
+        w->direct_fd = -EBADF;
+}
+
+/* A tail through the page cache: on the consumer's description, with
+ * O_DIRECT lifted for it when we set it there. */
+static int write_buffered_at(struct output_writer *w, const uint8_t *p, size_t n, uint64_t pos) {
+        if (w->shared && fcntl(w->fd, F_SETFL, w->flags) < 0)
+                return -errno;
+        int r = write_all(w->fd, p, n, (int64_t) pos);
+        if (w->shared && fcntl(w->fd, F_SETFL, w->flags | O_DIRECT) < 0 && r >= 0)
+                r = -errno;
+        return r;
+}
+
 /* Leaves direct mode: from here on the consumer's fd is written at its
  * position, which is moved to where the direct writes ended. */
 static int stop_direct(struct output_writer *w) {
-        w->direct_fd = safe_close(w->direct_fd);
+        close_direct(w);
         w->direct = false;
         if (lseek(w->fd, (off_t) w->off, SEEK_SET) < 0)
                 return -errno;
@@ -123,7 +148,7 @@ static int write_block(struct output_writer *w, const struct ow_block *b) {
                         return r < 0 ? r : write_block(w, b);
                 }
                 if (r >= 0 && aligned < b->len)
-                        r = write_all(w->fd, b->data + aligned, b->len - aligned, (int64_t) (w->off + aligned));
+                        r = write_buffered_at(w, b->data + aligned, b->len - aligned, w->off + aligned);
                 if (r < 0)
                         return r;
                 w->end = MAX(w->end, w->off + b->len);
@@ -179,7 +204,7 @@ int output_writer_new(int fd, struct output_writer **ret) {
         w->direct_fd = -EBADF;
         w->event_fd = -EBADF;
         w->cur = -1;
-        int flags = fcntl(fd, F_GETFL);
+        int flags = w->flags = fcntl(fd, F_GETFL);
         if (flags < 0) {
                 r = -errno;
                 free(w);
@@ -202,16 +227,25 @@ int output_writer_new(int fd, struct output_writer **ret) {
         off_t at = lseek(fd, 0, SEEK_CUR);
         if (at >= 0)
                 w->off = w->end = w->window_start = (uint64_t) at;
-        /* O_DIRECT on a description of our own: the consumer's keeps its
-         * flags, whatever becomes of us. Where the file cannot be opened
-         * again (permissions, no /proc) it is written through the cache. */
+        /* O_DIRECT on a description of our own, so that the consumer's keeps
+         * its flags whatever becomes of us. Where the file cannot be opened
+         * again (it belongs to the consumer's user: permissions) O_DIRECT is
+         * set on the consumer's description while we write, and its flags
+         * are restored after (a core killed meanwhile leaves it set: a
+         * consumer reading through that fd then clears it). Where neither
+         * works the file is written through the page cache. */
         struct stat st;
         if (at >= 0 && at % OW_ALIGN == 0 && !(flags & O_APPEND) && fstat(fd, &st) >= 0 && S_ISREG(st.st_mode)) {
                 char path[64];
                 snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
                 w->direct_fd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC | O_NOCTTY);
-                if (w->direct_fd < 0)
+                if (w->direct_fd < 0) {
                         w->direct_fd = -EBADF;
+                        if (!(flags & O_DIRECT) && fcntl(fd, F_SETFL, flags | O_DIRECT) >= 0) {
+                                w->direct_fd = fd;
+                                w->shared = true;
+                        }
+                }
                 w->direct = w->direct_fd >= 0;
         }
         r = -pthread_create(&w->thread, NULL, thread_main, w);
@@ -238,7 +272,7 @@ void output_writer_free(struct output_writer *w) {
          * the end, as writes through it would have. */
         if (w->direct_fd >= 0)
                 (void) lseek(w->fd, (off_t) w->end, SEEK_SET);
-        safe_close(w->direct_fd);
+        close_direct(w);
         for (unsigned i = 0; i < OW_BLOCKS; i++)
                 free(w->blocks[i].data);
         safe_close(w->event_fd);
@@ -289,6 +323,7 @@ void output_writer_commit(struct output_writer *w, size_t n) {
         if (b->len == OW_BLOCK) {
                 enqueue(w, (unsigned) w->cur);
                 w->cur = -1;
+                w->shown = 0;
         }
 }
 
@@ -312,8 +347,37 @@ void output_writer_submit(struct output_writer *w, bool final) {
                 memcpy(next->data, b->data + b->len - tail, tail);
                 next->len = tail;
                 b->tail_again = true;
+                enqueue(w, i);
+                w->shown = tail;
+                return;
         }
         enqueue(w, i);
+        w->shown = 0;
+}
+
+int output_writer_sync(struct output_writer *w) {
+        for (;;) {
+                output_writer_submit(w, false);
+                pthread_mutex_lock(&w->lock);
+                bool idle = w->n_queued == 0;
+                size_t filling = idle ? w->blocks[fill_index(w)].len : 0;
+                pthread_mutex_unlock(&w->lock);
+                if (idle && filling == w->shown)
+                        break;
+                /* Not idle, or the tail found no free block: wait for one. */
+                int r = output_writer_wait_idle(w);
+                if (r < 0)
+                        return r;
+        }
+        if (w->shared && fcntl(w->fd, F_SETFL, w->flags) < 0)
+                return -errno;
+        return output_writer_error(w);
+}
+
+int output_writer_resume(struct output_writer *w) {
+        if (w->shared && w->direct_fd >= 0 && fcntl(w->fd, F_SETFL, w->flags | O_DIRECT) < 0)
+                return -errno;
+        return 0;
 }
 
 int output_writer_wait_space(struct output_writer *w) {

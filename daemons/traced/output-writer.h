@@ -43,6 +43,13 @@ void output_writer_submit(struct output_writer *w, bool final);
  * that must not let data pile up elsewhere. 0, or the write error. */
 int output_writer_wait_space(struct output_writer *w);
 
+/* Blocks until the file holds everything put so far and the thread is
+ * idle, and leaves the caller's fd readable as the caller opened it (no
+ * O_DIRECT) until output_writer_resume; nothing may be put meanwhile.
+ * 0, or the write error. */
+int output_writer_sync(struct output_writer *w);
+int output_writer_resume(struct output_writer *w);
+
 /* Blocks until every submitted block is written. 0, or the write error. */
 int output_writer_wait_idle(struct output_writer *w);
 

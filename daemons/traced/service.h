@@ -452,6 +452,10 @@ bool session_producer_may_write(struct session *s, uint16_t producer_id);
  * for the fd), -EFBIG at max_file_size_bytes, or the write error. */
 int session_output_open(struct session *s, int fd, char **ret_error);
 int session_write_into_file(struct session *s);
+/* Puts everything read so far into the file and leaves it readable
+ * through the fd, until session_output_unsync (for copying it). */
+int session_output_sync(struct session *s);
+void session_output_unsync(struct session *s);
 /* For a session that has ended: writes all of it, waiting for a regular
  * file's writer (a pipe still takes the rest from the loop). */
 int session_output_complete(struct session *s);

@@ -380,6 +380,27 @@ void session_output_pressure(struct session *s, const struct trace_buffer *tb) {
         s->out_pressure = true;
 }
 
+int session_output_sync(struct session *s) {
+        if (!s->out_writer || s->out_error < 0)
+                return s->out_error;
+        for (;;) {
+                bool more = writer_drain_overflow(s) > 0;
+                if (!more)
+                        break;
+                output_writer_submit(s->out_writer, false);
+                int r = output_writer_wait_space(s->out_writer);
+                if (r < 0)
+                        return output_fail(s, r);
+        }
+        int r = output_writer_sync(s->out_writer);
+        return r < 0 ? output_fail(s, r) : 0;
+}
+
+void session_output_unsync(struct session *s) {
+        if (s->out_writer && output_writer_resume(s->out_writer) < 0)
+                log_debug("Session %" PRIu64 ": the output file stays without O_DIRECT.", s->id);
+}
+
 int session_output_complete(struct session *s) {
         int r = session_write_into_file(s);
         while (s->out_writer && r >= 0 && !session_output_drained(s)) {

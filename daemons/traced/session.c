@@ -1489,7 +1489,10 @@ int session_clone(struct session *src, struct consumer *c, int out_fd, struct se
                  * wrote, then what its buffers still hold (the read
                  * progress is cloned too, so nothing appears twice), with
                  * the same sequence ids. */
-                r = copy_written_file(src, fd);
+                r = session_output_sync(src);
+                if (r >= 0)
+                        r = copy_written_file(src, fd);
+                session_output_unsync(src);
                 if (r < 0) {
                         session_free(s);
                         return config_error(ret_error, "Failed to copy the write_into_file session's file");

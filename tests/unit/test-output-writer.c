@@ -199,3 +199,32 @@ Test(output_writer, write_errors_are_reported) {
         close(fd);
         unlink(path);
 }
+
+/* sync: everything put is in the file and the fd reads as opened, even
+ * right after blocks filled up and a tail was written ahead; writing goes
+ * on after resume. */
+Test(output_writer, sync_makes_the_file_whole_and_readable) {
+        char path[64];
+        int fd = temp_file(path, sizeof(path));
+        int flags = fcntl(fd, F_GETFL);
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(fd, &w), 0);
+        size_t at = 0;
+        put(w, &at, 5000);
+        output_writer_submit(w, false);
+        put(w, &at, 2u * 1024u * 1024u + 3u);
+        cr_assert_eq(output_writer_sync(w), 0);
+        cr_assert_eq(fcntl(fd, F_GETFL), flags);
+        check_file(fd, 0, at);
+        uint8_t odd[7];
+        cr_assert_eq(pread(fd, odd, sizeof(odd), 3), (ssize_t) sizeof(odd), "an unaligned read failed");
+        cr_assert_eq(output_writer_resume(w), 0);
+        size_t before = at;
+        put(w, &at, 1000);
+        output_writer_submit(w, true);
+        wait_written(w);
+        output_writer_free(w);
+        check_file(fd, 0, before + 1000);
+        close(fd);
+        unlink(path);
+}
