@@ -39,6 +39,9 @@
 #define OUT_PRESSURE_DIVISOR 4u
 /* ... and this full (1/N) right away, from the commit that filled it. */
 #define OUT_DRAIN_NOW_DIVISOR 2u
+/* A regular file's writer takes the buffer's data once this much (or the
+ * quarter) is there, without waiting for the disk. */
+#define OUT_DRAIN_EAGER_BYTES (1024u * 1024u)
 
 int session_output_open(struct session *s, int fd, char **ret_error) {
         _cleanup_close_ int owned = fd;
@@ -284,6 +287,20 @@ static int writer_sink(const struct iovec *iov, size_t n_iov, size_t total, size
         size_t hn = packet_header(s, total, hdr);
         if (hn == 0)
                 return 0;
+        /* The common case: the packet fits the block being filled. */
+        size_t avail;
+        uint8_t *dst = s->out_off == s->out_len ? output_writer_space(s->out_writer, &avail) : NULL;
+        if (dst && avail >= hn + total) {
+                memcpy(dst, hdr, hn);
+                size_t at = hn;
+                for (size_t i = 0; i < n_iov; i++) {
+                        memcpy(dst + at, iov[i].iov_base, iov[i].iov_len);
+                        at += iov[i].iov_len;
+                }
+                output_writer_commit(s->out_writer, at);
+                s->file_bytes += at;
+                return 0;
+        }
         int r = writer_put(s, hdr, hn);
         for (size_t i = 0; r >= 0 && i < n_iov; i++)
                 r = writer_put(s, iov[i].iov_base, iov[i].iov_len);
@@ -294,7 +311,9 @@ static int writer_sink(const struct iovec *iov, size_t n_iov, size_t total, size
         return s->out_off < s->out_len ? 1 : 0;
 }
 
-static int write_into_writer(struct session *s) {
+/* show: the file should show what was read (the period, the end), so a
+ * partly filled block goes out too; a drain for room only sends full ones. */
+static int write_into_writer(struct session *s, bool show) {
         struct file_ctx k = { .s = s };
         bool paused = false;
         int r;
@@ -312,7 +331,8 @@ static int write_into_writer(struct session *s) {
                 s->out_more = paused;
         }
         /* A session that has ended sends everything, its unaligned tail too. */
-        output_writer_submit(s->out_writer, s->state == SESSION_DISABLED && !s->out_more);
+        if (show || s->state == SESSION_DISABLED)
+                output_writer_submit(s->out_writer, s->state == SESSION_DISABLED && !s->out_more);
         /* Woken by the writer when blocks must free up for more, or when an
          * ended session waits for its last bytes to reach the file. */
         r = output_wait(s, s->out_more || (s->state == SESSION_DISABLED && output_writer_pending(s->out_writer) > 0),
@@ -331,7 +351,7 @@ int session_write_into_file(struct session *s) {
         if (s->out_error < 0)
                 return s->out_error;
         if (s->out_writer)
-                return write_into_writer(s);
+                return write_into_writer(s, true);
         r = output_flush(s, &progress);
         if (r == 0) {
                 struct file_ctx k = { .s = s };
@@ -354,8 +374,8 @@ int session_write_into_file(struct session *s) {
 void session_output_pressure(struct session *s, const struct trace_buffer *tb) {
         if (!s->file_timer || s->out_error < 0 || s->out_full)
                 return;
-        size_t size = trace_buffer_get_stats(tb)->buffer_size;
-        if (trace_buffer_used_bytes(tb) >= size / OUT_DRAIN_NOW_DIVISOR) {
+        size_t size = trace_buffer_get_stats(tb)->buffer_size, used = trace_buffer_used_bytes(tb);
+        if (used >= size / OUT_DRAIN_NOW_DIVISOR) {
                 /* The loop may not come back to the timer before a fast
                  * producer wraps the buffer: its commits keep arriving in
                  * the same wakeup. Write now; chunks still waiting for
@@ -372,7 +392,15 @@ void session_output_pressure(struct session *s, const struct trace_buffer *tb) {
                         if (output_writer_wait_space(s->out_writer) < 0)
                                 break;
                 }
-        } else if (s->out_pressure || trace_buffer_used_bytes(tb) < size / OUT_PRESSURE_DIVISOR)
+        } else if (s->out_writer && used >= MIN(size / OUT_PRESSURE_DIVISOR, (size_t) OUT_DRAIN_EAGER_BYTES)) {
+                /* A regular file takes the data while it is still in the
+                 * cache: far cheaper to copy than once the buffer has cycled
+                 * through memory. Only when the writer has room: otherwise
+                 * its event brings the loop back. */
+                if (!s->out_more)
+                        (void) write_into_writer(s, false);
+                return;
+        } else if (s->out_pressure || used < size / OUT_PRESSURE_DIVISOR)
                 return;
         if (sd_event_source_set_time_relative(s->file_timer, 0) < 0 ||
             sd_event_source_set_enabled(s->file_timer, SD_EVENT_ONESHOT) < 0)

@@ -17,6 +17,11 @@
 /* How long a stalling writer waits for a free chunk in all. */
 #define PRODUCER_STALL_LIMIT_USEC (5u * 1000000u)
 #define PRODUCER_STALL_MAX_SLEEP_USEC 100000u
+/* The first pause of a stalled writer: the service frees chunks within
+ * microseconds of a commit when it keeps up, and a writer that sleeps a
+ * millisecond each time loses more than the SMB holds at GB/s. Pauses
+ * double from here. */
+#define PRODUCER_STALL_FIRST_SLEEP_USEC 50u
 /* Shared memory emulation (a connection over TCP or vsock, where no fd
  * crosses): the private SMB's size when no hint says otherwise (as
  * upstream's), and how many chunk bytes one CommitData carries at most, to

@@ -101,7 +101,7 @@ struct smb_chunk writer_acquire_chunk(traced_trace_writer *w, uint32_t chunk_id)
         /* Stall: get what is written to the service, which frees chunks as
          * it copies them, and look again with growing pauses. */
         uint64_t start = now_usec(), limit = p->stall_limit_usec ? p->stall_limit_usec : PRODUCER_STALL_LIMIT_USEC;
-        unsigned pause_usec = 1000;
+        unsigned pause_usec = PRODUCER_STALL_FIRST_SLEEP_USEC;
         while (!smb_chunk_is_valid(&c)) {
                 if (!writer_alive(w))
                         return (struct smb_chunk) {};
