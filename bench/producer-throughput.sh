@@ -82,10 +82,6 @@ else
 fi
 
 
-drop_caches() {
-        sync
-        if [ -w /proc/sys/vm/drop_caches ]; then echo 3 >/proc/sys/vm/drop_caches; fi
-}
 
 wait_for() {
         for _ in $(seq 200); do [ -e "$1" ] && return 0; sleep 0.05; done
@@ -190,10 +186,6 @@ run_lttng() {
                 awk '{ printf "%.1f %.3f %.3f %d %.3f\n", $1 / $2, $3 + $4, $6 - $5, $7, $1 * ($8 - $7) / $8 }'
 }
 
-stats() { # a column of numbers -> "min/median/max"
-        sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-                                             printf "%s/%s/%s\n", v[1], m, v[NR] }'
-}
 median() { stats | cut -d/ -f2; }
 
 echo "$(nproc) CPUs; $volume_mb MB per run, $rounds rounds; tracers: $peers"

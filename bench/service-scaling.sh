@@ -37,11 +37,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# Each run starts with a clean page cache, not the writeback of the last.
-drop_caches() {
-        sync
-        if [ -w /proc/sys/vm/drop_caches ]; then echo 3 >/proc/sys/vm/drop_caches; fi
-}
 
 wait_for() {
         for _ in $(seq 400); do [ -e "$1" ] && return 0; sleep 0.025; done
@@ -134,10 +129,6 @@ CFG
                 awk -v mb="$((want * packets / 1024))" '{ printf "%.1f %.3f %d %d\n", mb / ($2 - $1), $4 - $3, $5, $6 }'
 }
 
-stats() { # a column of numbers -> "min/median/max"
-        sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
-                                             printf "%s/%s/%s\n", v[1], m, v[NR] }'
-}
 
 configs="1:1:RING_BUFFER 8:1:RING_BUFFER 64:1:RING_BUFFER 1:8:RING_BUFFER 8:8:RING_BUFFER
 1:1:DISCARD 8:1:DISCARD 64:1:DISCARD"
