@@ -111,19 +111,75 @@ static int rd_skip(struct iov_reader *r, uint64_t n) {
         return n == 0 ? 0 : -EBADMSG;
 }
 
-bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total) {
-        struct iov_reader r = { .iov = iov, .n_iov = n_iov, .left = total };
+/* A field key a producer may write: a valid field number, not one of the
+ * fields only the service sets, a wire type that is not a group. */
+static bool key_ok(uint64_t key) {
+        uint64_t field = key >> 3;
+        if (field == 0 || field > 536870911u)
+                return false;
+        if (field == TP_TRUSTED_UID || field == TP_TRUSTED_SEQUENCE_ID || field == TP_TRUSTED_PID ||
+            field == TP_MACHINE_ID)
+                return false;
+        unsigned wt = key & 7;
+        return wt == 0 || wt == 1 || wt == 2 || wt == 5;
+}
 
+static bool flat_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
+        uint64_t v = 0;
+        for (unsigned shift = 0; shift < 70 && *p < end; shift += 7) {
+                uint8_t b = *(*p)++;
+                if (shift == 63 && b > 1)
+                        return false;
+                v |= (uint64_t) (b & 0x7f) << shift;
+                if (!(b & 0x80)) {
+                        *ret = v;
+                        return true;
+                }
+        }
+        return false;
+}
+
+/* The same checks over one contiguous range, the common case (a packet is
+ * one slice of the trace buffer). */
+static bool packet_is_valid_flat(const uint8_t *p, size_t n) {
+        const uint8_t *end = p + n;
+        while (p < end) {
+                uint64_t key, v;
+                if (!flat_varint(&p, end, &key) || !key_ok(key))
+                        return false;
+                switch (key & 7) {
+                case 0:
+                        if (!flat_varint(&p, end, &v))
+                                return false;
+                        break;
+                case 1:
+                        if (end - p < 8)
+                                return false;
+                        p += 8;
+                        break;
+                case 2:
+                        if (!flat_varint(&p, end, &v) || v > (uint64_t) (end - p))
+                                return false;
+                        p += v;
+                        break;
+                default: /* 5, as key_ok allows no other */
+                        if (end - p < 4)
+                                return false;
+                        p += 4;
+                        break;
+                }
+        }
+        return true;
+}
+
+bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total) {
+        if (n_iov == 1 && iov[0].iov_len == total)
+                return packet_is_valid_flat(iov[0].iov_base, total);
+
+        struct iov_reader r = { .iov = iov, .n_iov = n_iov, .left = total };
         while (r.left > 0) {
                 uint64_t key, v;
-                if (rd_varint(&r, &key) < 0)
-                        return false;
-                uint64_t field = key >> 3;
-                if (field == 0 || field > 536870911u)
-                        return false;
-                /* Fields only the service may write. */
-                if (field == TP_TRUSTED_UID || field == TP_TRUSTED_SEQUENCE_ID || field == TP_TRUSTED_PID ||
-                    field == TP_MACHINE_ID)
+                if (rd_varint(&r, &key) < 0 || !key_ok(key))
                         return false;
                 switch (key & 7) {
                 case 0:
@@ -138,12 +194,10 @@ bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total) {
                         if (rd_varint(&r, &v) < 0 || rd_skip(&r, v) < 0)
                                 return false;
                         break;
-                case 5:
+                default:
                         if (rd_skip(&r, 4) < 0)
                                 return false;
                         break;
-                default:
-                        return false; /* groups and reserved wire types */
                 }
         }
         return true;
