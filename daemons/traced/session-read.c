@@ -468,6 +468,11 @@ static size_t trailer(uint8_t *buf, uid_t uid, pid_t pid, uint32_t machine_id, u
 static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_fn sink, void *userdata,
                        bool *paused) {
         int count = 0, r;
+        /* Packets come sequence by sequence: the last id found is the next
+         * one's, most of the time. */
+        bool have_last = false;
+        uint16_t last_producer = 0, last_writer = 0;
+        uint32_t last_seq = 0;
 
         trace_buffer_begin_read(tb);
         for (;;) {
@@ -483,7 +488,15 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                         continue;
                 }
                 bool first = false;
-                uint32_t seq = session_sequence_id(s, info.producer_id, info.writer_id, &first);
+                uint32_t seq;
+                if (have_last && info.producer_id == last_producer && info.writer_id == last_writer)
+                        seq = last_seq; /* seen already: not the first */
+                else {
+                        seq = last_seq = session_sequence_id(s, info.producer_id, info.writer_id, &first);
+                        last_producer = info.producer_id;
+                        last_writer = info.writer_id;
+                        have_last = seq != 0;
+                }
                 uint8_t tail[64];
                 size_t tn = trailer(tail, info.producer_uid, info.producer_pid, info.machine_id, seq,
                                     info.previous_packet_dropped, first);
