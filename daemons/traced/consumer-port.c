@@ -272,7 +272,7 @@ static int read_add_slice(struct read_ctx *k, size_t len, bool last, uint8_t **r
         return 0;
 }
 
-static int read_sink(const struct iovec *iov, size_t n_iov, size_t total, size_t n_held, void *userdata) {
+static int read_sink(const struct iovec *iov, size_t n_iov, size_t total, void *userdata) {
         struct read_ctx *k = userdata;
         size_t left = total;
         int r;
@@ -330,8 +330,6 @@ static void read_step(struct consumer *c) {
         int r = c->session ? session_read_packets_paced(c->session, read_sink, &k, &paused) : -ESRCH;
         if (r >= 0 && (!paused || k.n > 0))
                 r = read_flush(&k, !paused);
-        if (c->session)
-                session_read_release(c->session);
         free(k.slices);
         free(k.ptrs);
         free(k.buf);

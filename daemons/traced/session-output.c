@@ -208,7 +208,7 @@ static size_t packet_header(struct session *s, size_t total, uint8_t hdr[static 
  * takes when it can. (Writing straight from the trace buffer's chunks with
  * writev was measured and lost: the kernel copies 1 KiB iovecs, and writes
  * of one 64 KiB packet each, far slower than one copy here.) */
-static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, size_t n_held, void *userdata) {
+static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, void *userdata) {
         struct file_ctx *k = userdata;
         struct session *s = k->s;
         uint8_t hdr[11];
@@ -240,24 +240,30 @@ static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, size_t
 
 /* Regular files: bytes go into the writer's blocks; what does not fit
  * waits in out_buf (in order), and reading stops until it went on too. */
-static int writer_put(struct session *s, const uint8_t *p, size_t n) {
-        while (n > 0 && s->out_off == s->out_len) {
+/* Copies what fits of p into the writer's blocks; returns how much. */
+static size_t writer_fill(struct output_writer *w, const uint8_t *p, size_t n) {
+        size_t done = 0;
+        while (done < n) {
                 size_t avail;
-                uint8_t *dst = output_writer_space(s->out_writer, &avail);
+                uint8_t *dst = output_writer_space(w, &avail);
                 if (!dst)
                         break;
-                size_t k = MIN(avail, n);
-                memcpy(dst, p, k);
-                output_writer_commit(s->out_writer, k);
-                p += k;
-                n -= k;
+                size_t k = MIN(avail, n - done);
+                memcpy(dst, p + done, k);
+                output_writer_commit(w, k);
+                done += k;
         }
-        if (n > 0) {
-                int r = out_reserve(s, n);
+        return done;
+}
+
+static int writer_put(struct session *s, const uint8_t *p, size_t n) {
+        size_t k = s->out_off == s->out_len ? writer_fill(s->out_writer, p, n) : 0;
+        if (k < n) {
+                int r = out_reserve(s, n - k);
                 if (r < 0)
                         return r;
-                memcpy(s->out_buf + s->out_len, p, n);
-                s->out_len += n;
+                memcpy(s->out_buf + s->out_len, p + k, n - k);
+                s->out_len += n - k;
         }
         return 0;
 }
@@ -265,21 +271,14 @@ static int writer_put(struct session *s, const uint8_t *p, size_t n) {
 /* Moves what waits in out_buf into the writer: 0 when it all went, 1 when
  * some still waits. */
 static int writer_drain_overflow(struct session *s) {
-        while (s->out_off < s->out_len) {
-                size_t avail;
-                uint8_t *dst = output_writer_space(s->out_writer, &avail);
-                if (!dst)
-                        return 1;
-                size_t k = MIN(avail, s->out_len - s->out_off);
-                memcpy(dst, s->out_buf + s->out_off, k);
-                output_writer_commit(s->out_writer, k);
-                s->out_off += k;
-        }
+        s->out_off += writer_fill(s->out_writer, s->out_buf + s->out_off, s->out_len - s->out_off);
+        if (s->out_off < s->out_len)
+                return 1;
         s->out_off = s->out_len = 0;
         return 0;
 }
 
-static int writer_sink(const struct iovec *iov, size_t n_iov, size_t total, size_t n_held, void *userdata) {
+static int writer_sink(const struct iovec *iov, size_t n_iov, size_t total, void *userdata) {
         struct file_ctx *k = userdata;
         struct session *s = k->s;
         uint8_t hdr[11];
@@ -325,7 +324,6 @@ static int write_into_writer(struct session *s, bool show) {
         s->out_more = writer_drain_overflow(s) > 0;
         if (!s->out_more) {
                 r = session_read_packets_paced(s, writer_sink, &k, &paused);
-                session_read_release(s);
                 if (r < 0)
                         return output_fail(s, k.error < 0 ? k.error : r);
                 s->out_more = paused;
@@ -357,7 +355,6 @@ int session_write_into_file(struct session *s) {
                 struct file_ctx k = { .s = s };
                 s->out_more = false;
                 r = session_read_packets_paced(s, file_sink, &k, &paused);
-                session_read_release(s);
                 if (r < 0)
                         return output_fail(s, k.error < 0 ? k.error : r);
                 s->out_more = paused;

@@ -214,7 +214,7 @@ static int emit_service_packet(struct session *s, struct pbw *w, bool with_clock
         if (w->error)
                 return w->error;
         struct iovec iov = { .iov_base = w->buf, .iov_len = w->len };
-        return sink(&iov, 1, w->len, 0, userdata);
+        return sink(&iov, 1, w->len, userdata);
 }
 
 static int emit_clock_snapshot(struct session *s, packet_sink_fn sink, void *userdata) {
@@ -338,7 +338,7 @@ static int emit_relayed_machines(struct session *s, packet_sink_fn sink, void *u
                 if (w2.error)
                         return w2.error;
                 struct iovec iov = { .iov_base = w2.buf, .iov_len = w2.len };
-                r = sink(&iov, 1, w2.len, 0, userdata);
+                r = sink(&iov, 1, w2.len, userdata);
                 if (r < 0)
                         return r;
                 count += 2;
@@ -504,7 +504,7 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                 size_t n = MIN(pkt.n_slices, (size_t) TRACE_BUFFER_MAX_SLICES);
                 memcpy(iov, pkt.slices, n * sizeof(struct iovec));
                 iov[n] = (struct iovec) { .iov_base = tail, .iov_len = tn };
-                r = sink(iov, n + 1, pkt.size + tn, pkt.held ? n : 0, userdata);
+                r = sink(iov, n + 1, pkt.size + tn, userdata);
                 if (r < 0)
                         return r;
                 count++;
@@ -514,11 +514,6 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                 }
         }
         return count;
-}
-
-void session_read_release(struct session *s) {
-        for (size_t i = 0; i < s->n_buffers; i++)
-                trace_buffer_release_read(s->buffers[i].tb);
 }
 
 int session_read_packets(struct session *s, packet_sink_fn sink, void *userdata) {

@@ -12,10 +12,9 @@
 struct session;
 
 /* Receives one packet as a list of byte ranges (the TracePacket message,
- * without the Trace.packet field header). The first n_held ranges stay
- * valid until session_read_release (they lie in the trace buffer); the
- * others only during the call. Negative return aborts. */
-typedef int (*packet_sink_fn)(const struct iovec *iov, size_t n_iov, size_t total, size_t n_held, void *userdata);
+ * without the Trace.packet field header), valid during the call. Negative
+ * return aborts. */
+typedef int (*packet_sink_fn)(const struct iovec *iov, size_t n_iov, size_t total, void *userdata);
 
 /* Emits every packet that is ready. Returns the number of packets, or
  * -errno from the sink. */
@@ -24,9 +23,6 @@ int session_read_packets(struct session *s, packet_sink_fn sink, void *userdata)
  * the trace buffers there: *ret_paused is set, and the next call goes on
  * where this one stopped. */
 int session_read_packets_paced(struct session *s, packet_sink_fn sink, void *userdata, bool *ret_paused);
-
-/* Lets the trace buffers reuse what was read: held ranges become invalid. */
-void session_read_release(struct session *s);
 
 /* Whether a producer-written packet is acceptable: well-formed at the top
  * level and free of the fields only the service may set. */

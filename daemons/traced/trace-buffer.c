@@ -58,10 +58,7 @@ struct trace_buffer {
         size_t n_seqs;
         struct tb_seq *read_seq;
         bool final;
-        /* Chunks read since trace_buffer_release_read: their payloads may
-         * still be referenced by the packets handed out. Then the pool of
-         * chunks to reuse (linked by fifo_next). */
-        struct tb_chunk *retired;
+        /* Chunks to reuse (linked by fifo_next). */
         struct tb_chunk *pool;
         size_t pool_n, pool_bytes;
         uint8_t *packet;
@@ -103,7 +100,6 @@ void trace_buffer_free(struct trace_buffer *tb) {
         if (!tb)
                 return;
         chunk_list_free(tb->fifo_head);
-        chunk_list_free(tb->retired);
         chunk_list_free(tb->pool);
         while (tb->seqs) {
                 struct tb_seq *s = tb->seqs;
@@ -304,40 +300,22 @@ static struct tb_chunk *chunk_alloc(struct trace_buffer *tb, size_t size) {
         return c;
 }
 
-/* Takes a chunk out of the buffer's index and accounting. */
-static void chunk_unlink(struct trace_buffer *tb, struct tb_chunk *c) {
+/* Drops a chunk from the buffer (into the pool). */
+static void chunk_delete(struct trace_buffer *tb, struct tb_chunk *c) {
         seq_remove(c->seq, c);
         fifo_unlink(tb, c);
         tb->used -= c->cost;
-}
-
-/* Drops a chunk from the buffer. */
-static void chunk_delete(struct trace_buffer *tb, struct tb_chunk *c) {
-        chunk_unlink(tb, c);
         chunk_recycle(tb, c);
 }
 
-/* Consumes the first chunk of its sequence after reading it. Its bytes
- * stay where they are until trace_buffer_release_read: packets handed out
- * may point into them. */
+/* Consumes the first chunk of its sequence after reading it (a packet
+ * handed out in place from it was taken by the previous call). */
 static void chunk_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
         struct tb_seq *s = c->seq;
         s->have_last = true;
         s->last_chunk_id = c->chunk_id;
         tb->stats.chunks_read++;
-        chunk_unlink(tb, c);
-        c->seq = NULL;
-        c->fifo_prev = NULL;
-        c->fifo_next = tb->retired;
-        tb->retired = c;
-}
-
-void trace_buffer_release_read(struct trace_buffer *tb) {
-        while (tb->retired) {
-                struct tb_chunk *c = tb->retired;
-                tb->retired = c->fifo_next;
-                chunk_recycle(tb, c);
-        }
+        chunk_delete(tb, c);
 }
 
 static void evict_chunk(struct trace_buffer *tb, struct tb_chunk *c) {
@@ -504,7 +482,6 @@ int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16
 }
 
 void trace_buffer_begin_read(struct trace_buffer *tb) {
-        trace_buffer_release_read(tb);
         tb->read_seq = tb->seqs;
 }
 
@@ -719,7 +696,6 @@ int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_p
                         ret->slices[0] = (struct iovec) { .iov_base = (void *) data, .iov_len = len };
                         ret->n_slices = 1;
                         ret->size = len;
-                        ret->held = data != tb->packet;
                         *ret_info = (struct trace_buffer_packet_info) {
                                 .producer_id = s->producer_id,
                                 .writer_id = s->writer_id,

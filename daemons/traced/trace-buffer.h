@@ -48,15 +48,12 @@ struct trace_buffer_patch {
         uint8_t data[TRACE_BUFFER_PATCH_SIZE];
 };
 
-/* One packet handed out by read: the bytes stay valid until the next read
- * call, or, when held is set (the packet lies in one stored chunk), until
- * trace_buffer_release_read, the next read pass, or anything that stores
- * into the buffer. */
+/* One packet handed out by read (in place when it lies whole in one stored
+ * chunk): the bytes stay valid until the next read call. */
 struct trace_buffer_packet {
         struct iovec slices[TRACE_BUFFER_MAX_SLICES];
         size_t n_slices;
         size_t size;
-        bool held;
 };
 
 struct trace_buffer_packet_info {
@@ -105,10 +102,8 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
 int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16_t writer_id, uint32_t chunk_id,
                            const struct trace_buffer_patch *patches, size_t n, bool other_patches_pending);
 
-/* Starts a read pass (releasing what the last one read). */
+/* Starts a read pass. */
 void trace_buffer_begin_read(struct trace_buffer *tb);
-/* Lets the chunks read so far be reused: held packets are invalid after. */
-void trace_buffer_release_read(struct trace_buffer *tb);
 /* 1 and a packet, 0 when nothing more is ready in this pass, -errno. With
  * final set, packets that can never complete are dropped instead of
  * waited for. Packets are consumed by reading. */
