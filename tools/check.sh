@@ -38,6 +38,16 @@ fi
 cd "$src"
 ./autogen.sh >/dev/null
 
+# The logs of the tests that failed under DIR, last and whole, so that a
+# truncated CI log still ends with them.
+show_failed() {
+        failed=$(grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' $(find "$1" -name '*.trs' -path '*tests*') 2>/dev/null || true)
+        for t in $failed; do
+                echo "===== ${t%.trs}.log (failed)"; tail -n 400 "${t%.trs}.log"
+        done
+        echo "== failed in $1:" $failed
+}
+
 run_suite() {
         dir=$1; shift
         rm -rf "$dir"
@@ -47,13 +57,7 @@ run_suite() {
                 "$src/configure" --enable-werror "$@" >configure.out 2>&1 || { cat configure.out; exit 1; }
                 make -j"$jobs" >make.out 2>&1 || { cat make.out; exit 1; }
                 if ! make -j"$jobs" check; then
-                        # The logs of the tests that failed come last and
-                        # whole, so that a truncated CI log still ends with them.
-                        failed=$(grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' $(find . -name '*.trs' -path '*tests*') 2>/dev/null || true)
-                        for t in $failed; do
-                                echo "===== ${t%.trs}.log (failed)"; tail -n 400 "${t%.trs}.log"
-                        done
-                        echo "== failed in $dir:" $failed
+                        show_failed .
                         exit 1
                 fi
         )
@@ -70,7 +74,12 @@ fi
 
 if [ "$distcheck" = yes ]; then
         echo "== make distcheck"
-        (cd "$out/build-check" && make -j"$jobs" distcheck >distcheck.out 2>&1) || { tail -n 80 "$out/build-check/distcheck.out"; exit 1; }
+        if ! (cd "$out/build-check" && make -j"$jobs" distcheck >distcheck.out 2>&1); then
+                tail -n 80 "$out/build-check/distcheck.out"
+                # distcheck leaves its tree behind when it fails.
+                show_failed "$out/build-check"
+                exit 1
+        fi
         echo "distcheck: ok"
 fi
 if [ -n "$fuzz_seconds" ]; then
