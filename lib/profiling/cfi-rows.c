@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "profiling/cfi-frame.h"
 #include "profiling/cfi-rows.h"
 
 /* DWARF register numbers of x86-64 (the psABI's table). */
@@ -85,8 +86,8 @@ static bool cfa_offset(const Dwarf_Op *ops, size_t n, int32_t *ret) {
         return true;
 }
 
-/* Fills the row from libdw's frame; 0 or -EOPNOTSUPP. */
-static int compile(Dwarf_Frame *f, struct cfi_row *row) {
+/* Declared in cfi-frame.h: cfi-table.c compiles its rows with it too. */
+int cfi_row_from_frame(Dwarf_Frame *f, struct cfi_row *row) {
         Dwarf_Addr start, end;
         bool signal;
         int ra_col = dwarf_frame_info(f, &start, &end, &signal);
@@ -172,7 +173,7 @@ int cfi_rows_lookup(struct cfi_rows *t, uint64_t vaddr, struct cfi_row *ret) {
         Dwarf_Frame *f = NULL;
         if ((t->eh && dwarf_cfi_addrframe(t->eh, vaddr, &f) == 0) ||
             (t->debug && dwarf_cfi_addrframe(t->debug, vaddr, &f) == 0)) {
-                e.status = compile(f, &e.row);
+                e.status = cfi_row_from_frame(f, &e.row);
                 free(f);
                 /* The row is kept from vaddr to its end, not from the start
                  * libdw reports: after a DW_CFA_restore_state that start is

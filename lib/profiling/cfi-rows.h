@@ -23,6 +23,9 @@ enum {
         CFI_OUTERMOST = 1 << 0, /* no return address: the first frame of a thread */
         CFI_BP_SAVED = 1 << 1,  /* the caller's rbp is saved at CFA + bp_off (else rbp is unchanged) */
         CFI_BP_LOST = 1 << 2,   /* the caller's rbp cannot be recovered */
+        /* Only in the rows of cfi-table.h, where the other fields are 0: */
+        CFI_REFUSED = 1 << 3, /* the rule here is not of the compact form */
+        CFI_NONE = 1 << 4,    /* no call frame information here */
 };
 
 struct cfi_row {

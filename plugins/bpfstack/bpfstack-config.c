@@ -77,6 +77,9 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                 .ring_buffer_kb = BPFSTACK_DEFAULT_RING_KB,
                 .stack_map_entries = BPFSTACK_DEFAULT_STACK_ENTRIES,
                 .btf_path = BPFSTACK_DEFAULT_BTF_PATH,
+                .walk_tables = true,
+                .unwind_rows = BPFSTACK_DEFAULT_UNWIND_ROWS,
+                .unwind_procs = BPFSTACK_DEFAULT_UNWIND_PROCS,
         };
         int r = 0;
         err[0] = '\0';
@@ -147,6 +150,33 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                         }
                         c.stack_map_entries = b->stack_map_entries;
                 }
+                if (b->has_user_unwind) {
+                        if (b->user_unwind == PERFETTO__PROTOS__BPF_STACK_CONFIG__USER_UNWIND__FRAME_POINTER)
+                                c.walk_tables = false;
+                        else if (b->user_unwind != PERFETTO__PROTOS__BPF_STACK_CONFIG__USER_UNWIND__DWARF_TABLES &&
+                                 b->user_unwind !=
+                                         PERFETTO__PROTOS__BPF_STACK_CONFIG__USER_UNWIND__USER_UNWIND_UNSPECIFIED) {
+                                r = fail(err, en, "user_unwind: %d is not DWARF_TABLES or FRAME_POINTER",
+                                         (int) b->user_unwind);
+                                goto out;
+                        }
+                }
+                if (b->has_unwind_table_rows) {
+                        if (b->unwind_table_rows < (1u << 16) || b->unwind_table_rows > (1u << 24)) {
+                                r = fail(err, en, "unwind_table_rows: %u is out of range (65536..16777216)",
+                                         b->unwind_table_rows);
+                                goto out;
+                        }
+                        c.unwind_rows = b->unwind_table_rows;
+                }
+                if (b->has_unwind_processes) {
+                        if (b->unwind_processes < 16 || b->unwind_processes > 65536) {
+                                r = fail(err, en, "unwind_processes: %u is out of range (16..65536)",
+                                         b->unwind_processes);
+                                goto out;
+                        }
+                        c.unwind_procs = b->unwind_processes;
+                }
                 for (size_t k = 0; k < b->n_filter; k++)
                         if ((r = add_filter(&c, b->filter[k], err, en)) < 0)
                                 goto out;
@@ -176,6 +206,9 @@ int bpfstack_record_decode(const void *data, size_t size, struct bpfstack_record
         if (size < sizeof(*ret))
                 return -EBADMSG;
         memcpy(ret, data, sizeof(*ret));
+        if (ret->n_uframes > BPFSTACK_MAX_DEPTH || (ret->n_uframes > 0 && ret->ustack_id != BPFSTACK_USTACK_WALKED) ||
+            size != sizeof(*ret) + (size_t) ret->n_uframes * sizeof(uint64_t) || ret->ustop >= BPFSTACK_STOP_MAX)
+                return -EBADMSG;
         if (ret->kind != BPFSTACK_ON_CPU && ret->kind != BPFSTACK_OFF_CPU)
                 return -EBADMSG;
         if (ret->kind == BPFSTACK_ON_CPU && ret->blocked_ns != 0)

@@ -18,6 +18,8 @@
 #define BPFSTACK_DEFAULT_RING_KB 4096u
 #define BPFSTACK_DEFAULT_STACK_ENTRIES 16384u
 #define BPFSTACK_DEFAULT_BTF_PATH "/sys/kernel/btf/vmlinux"
+#define BPFSTACK_DEFAULT_UNWIND_ROWS (1u << 20)
+#define BPFSTACK_DEFAULT_UNWIND_PROCS 1024u
 
 struct bpfstack_config {
         uint32_t frequency;
@@ -35,6 +37,8 @@ struct bpfstack_config {
         size_t n_comms;
         char cgroup[256]; /* "" : any */
         char btf_path[256];
+        bool walk_tables; /* user_unwind: DWARF_TABLES */
+        uint32_t unwind_rows, unwind_procs;
 };
 
 /* Parses a serialized DataSourceConfig. On error returns -EINVAL and the

@@ -35,11 +35,20 @@
 #include "profiling/intern.h"
 #include "profiling/ksyms.h"
 #include "profiling/symbolizer.h"
+#include "unwind-tables.h"
 
 #define CLOCK_ID_BOOTTIME 6u
 #define MODE_KERNEL 1u
 #define MODE_USER 2u
+/* Profiling.StackUnwindError */
 #define UNWIND_ERROR_UNKNOWN 0u
+#define UNWIND_ERROR_NONE 1u
+#define UNWIND_ERROR_MEMORY_INVALID 2u
+#define UNWIND_ERROR_UNWIND_INFO 3u
+#define UNWIND_ERROR_UNSUPPORTED 4u
+#define UNWIND_ERROR_INVALID_MAP 5u
+#define UNWIND_ERROR_MAX_FRAMES_EXCEEDED 6u
+#define UNWIND_ERROR_REPEATED_FRAME 7u
 #define INTERN_MEMORY_BOUND (64u << 20)
 #define MAX_CPUS 1024
 #define REFRESH_SLOTS 64
@@ -48,6 +57,12 @@
  * repeat a stack, and a hit saves two map lookups (system calls) and the
  * symbolization. Emptied whenever a stack id may change meaning (stacks
  * deleted from the map) or the interned ids do (intern state cleared). */
+/* Processes whose tables are loaded per drain at most (each may compile
+ * new files' tables), and those waiting for theirs. */
+#define LOADS_PER_DRAIN 16u
+#define PENDING_LOADS 64u
+/* Walked user stacks of switched-out tasks kept at once (1 KiB each). */
+#define OUT_USTACKS 4096u
 #define CS_CACHE_SIZE 4096u
 #define CS_CACHE_PROBES 8u
 
@@ -75,7 +90,11 @@ struct bpfstack_session {
         uint32_t n_possible;
         size_t n_cpus; /* events open */
         uint64_t cpu_offlines;
-        struct bpf_link *switch_link;
+        struct bpf_link *switch_link, *exec_link, *exit_link;
+        struct unwind_tables *tables;
+        int pending[PENDING_LOADS]; /* pids whose walks asked for tables this drain */
+        size_t n_pending;
+        uint64_t stops[BPFSTACK_STOP_MAX]; /* walked records by how the walk ended */
         struct ring_buffer *rb;
         struct traced_source *rb_src, *timer;
 
@@ -100,6 +119,7 @@ struct bpfstack_session {
                 int32_t kstack_id, ustack_id;
                 uint8_t kind;
                 bool used;
+                uint64_t uhash; /* walked user frames: their hash */
                 uint64_t callstack;
         } *cs_cache;
         uint64_t cs_hits, cs_misses;
@@ -286,53 +306,67 @@ static size_t tracing_frames_on_top(const struct ksyms *k, const uint64_t *kern,
         return skip;
 }
 
-static size_t cs_cache_slot(const struct bpfstack_record *rec) {
-        uint64_t h = (uint64_t) rec->pid * 0x9E3779B97F4A7C15u;
+/* A hash of n walked frames (FNV-1a over their bytes, then mixed). */
+static uint64_t frames_hash(const uint64_t *f, size_t n) {
+        uint64_t h = 0xcbf29ce484222325u;
+        for (size_t k = 0; k < n; k++) {
+                h ^= f[k];
+                h *= 0x100000001b3u;
+                h ^= h >> 29;
+        }
+        return h ^ n;
+}
+
+static size_t cs_cache_slot(const struct bpfstack_record *rec, uint64_t uhash) {
+        uint64_t h = (uint64_t) rec->pid * 0x9E3779B97F4A7C15u ^ uhash;
         h ^= ((uint64_t) (uint32_t) rec->kstack_id << 32 | (uint32_t) rec->ustack_id) * 0xC2B2AE3D27D4EB4Fu;
         h ^= rec->kind;
         return (size_t) (h >> 40) & (CS_CACHE_SIZE - 1);
 }
 
-static struct cs_cache_entry *cs_cache_find(struct bpfstack_session *s, const struct bpfstack_record *rec) {
+static struct cs_cache_entry *cs_cache_find(struct bpfstack_session *s, const struct bpfstack_record *rec,
+                                            uint64_t uhash) {
         if (!s->cs_cache)
                 return NULL;
-        size_t i = cs_cache_slot(rec);
+        size_t i = cs_cache_slot(rec, uhash);
         for (size_t k = 0; k < CS_CACHE_PROBES; k++) {
                 struct cs_cache_entry *e = &s->cs_cache[(i + k) & (CS_CACHE_SIZE - 1)];
                 if (!e->used)
                         return NULL;
                 if (e->pid == rec->pid && e->kstack_id == rec->kstack_id && e->ustack_id == rec->ustack_id &&
-                    e->kind == rec->kind)
+                    e->kind == rec->kind && e->uhash == uhash)
                         return e;
         }
         return NULL;
 }
 
-static void cs_cache_add(struct bpfstack_session *s, const struct bpfstack_record *rec, uint64_t callstack) {
+static void cs_cache_add(struct bpfstack_session *s, const struct bpfstack_record *rec, uint64_t uhash,
+                         uint64_t callstack) {
         if (!s->cs_cache)
                 return;
-        size_t i = cs_cache_slot(rec), k = 0;
+        size_t i = cs_cache_slot(rec, uhash), k = 0;
         while (k < CS_CACHE_PROBES && s->cs_cache[(i + k) & (CS_CACHE_SIZE - 1)].used)
                 k++;
         /* A full run of probes: the first slot makes room (it is a cache). */
         struct cs_cache_entry *e = &s->cs_cache[(i + (k < CS_CACHE_PROBES ? k : 0)) & (CS_CACHE_SIZE - 1)];
         *e = (struct cs_cache_entry) { .pid = rec->pid, .kstack_id = rec->kstack_id, .ustack_id = rec->ustack_id,
-                                       .kind = (uint8_t) rec->kind, .used = true, .callstack = callstack };
+                                       .kind = (uint8_t) rec->kind, .used = true, .uhash = uhash,
+                                       .callstack = callstack };
 }
 
 /* Reads and symbolizes the record's stacks and interns the callstack;
  * sets *cacheable when the result depends on nothing but the key (the
  * process's maps were read and held the innermost user frame). */
 static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, const struct bpfstack_record *rec,
-                                 bool *cacheable) {
+                                 const uint64_t *walked, bool *cacheable) {
         uint64_t kern[BPFSTACK_MAX_DEPTH], frames[2 * BPFSTACK_MAX_DEPTH];
         size_t n_kern = read_stack(s, rec->kstack_id), n = 0;
         memcpy(kern, s->stack_buf, n_kern * sizeof(uint64_t));
-        size_t n_user = read_stack(s, rec->ustack_id);
-        const uint64_t *user = s->stack_buf;
+        size_t n_user = walked ? rec->n_uframes : read_stack(s, rec->ustack_id);
+        const uint64_t *user = walked ? walked : s->stack_buf;
 
         struct proc_info *p = NULL;
-        *cacheable = (rec->kstack_id >= 0 || rec->ustack_id >= 0) && (n_kern > 0 || rec->kstack_id < 0) &&
+        *cacheable = (rec->kstack_id >= 0 || rec->ustack_id >= 0 || walked) && (n_kern > 0 || rec->kstack_id < 0) &&
                      (n_user > 0 || rec->ustack_id < 0);
         if (n_user > 0) {
                 p = proc_for(s, rec->pid, user[0]);
@@ -359,20 +393,89 @@ static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, cons
         return callstack;
 }
 
-static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec) {
+/* What a sample says of a walk in BPF that ended as stop. */
+static unsigned unwind_error_of(uint8_t stop) {
+        switch (stop) {
+        case BPFSTACK_STOP_DEPTH:
+                return UNWIND_ERROR_MAX_FRAMES_EXCEEDED;
+        case BPFSTACK_STOP_NO_MAPPING:
+                return UNWIND_ERROR_INVALID_MAP;
+        case BPFSTACK_STOP_NO_CFI:
+                return UNWIND_ERROR_UNWIND_INFO;
+        case BPFSTACK_STOP_UNSUPPORTED:
+                return UNWIND_ERROR_UNSUPPORTED;
+        case BPFSTACK_STOP_READ_FAULT:
+                return UNWIND_ERROR_MEMORY_INVALID;
+        case BPFSTACK_STOP_BAD_FRAME:
+                return UNWIND_ERROR_REPEATED_FRAME;
+        default:
+                return UNWIND_ERROR_NONE;
+        }
+}
+
+/* A walk that asked for the process's tables: loaded after this drain's
+ * records. */
+static void want_tables(struct bpfstack_session *s, uint32_t pid) {
+        for (size_t k = 0; k < s->n_pending; k++)
+                if (s->pending[k] == (int) pid)
+                        return;
+        if (s->n_pending < PENDING_LOADS)
+                s->pending[s->n_pending++] = (int) pid;
+}
+
+/* A walk that left every mapping with a table: if the pc is in no mapping
+ * we know of, the process mapped something since (dlopen), and its
+ * tables are loaded again with its maps read anew. */
+static void check_new_mapping(struct bpfstack_session *s, uint32_t pid, uint64_t pc) {
+        struct proc_info *p = proc_table_peek(s->procs, (int) pid);
+        if (p && !p->maps_unreadable && proc_maps_find(&p->maps, pc))
+                return; /* a mapping without a table (JIT code, the vdso): nothing new */
+        want_tables(s, pid);
+}
+
+/* Loads the tables of the processes that asked, a few per drain. */
+static void load_pending(struct bpfstack_session *s) {
+        size_t done = 0;
+        for (; done < s->n_pending && done < LOADS_PER_DRAIN; done++) {
+                int pid = s->pending[done];
+                struct proc_info *p = proc_table_peek(s->procs, pid);
+                /* Known before: it exec'd, or it mapped more; read its maps anew. */
+                if (!p || unwind_tables_known(s->tables, pid) || p->maps_loaded)
+                        (void) proc_table_exec(s->procs, pid, p ? p->comm : "");
+                p = proc_table_get(s->procs, pid);
+                if (!p || p->maps_unreadable)
+                        continue; /* gone */
+                int r = unwind_tables_load(s->tables, p);
+                if (r < 0 && r != -ENOSPC)
+                        bpfstack_log(s->pl, TRACED_LOG_DEBUG, "linux.bpf_stack: unwind tables of pid %d: %s", pid,
+                                     strerror(-r));
+        }
+        memmove(s->pending, s->pending + done, (s->n_pending - done) * sizeof(s->pending[0]));
+        s->n_pending -= done;
+}
+
+static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec, const uint64_t *walked) {
         struct seq *q = rec->kind == BPFSTACK_ON_CPU ? &s->on : &s->off;
         seq_begin(s, q);
+        if (rec->ustop != BPFSTACK_STOP_NONE) {
+                s->stops[rec->ustop]++;
+                if (rec->ustop == BPFSTACK_STOP_NO_TABLES)
+                        want_tables(s, rec->pid);
+                else if (rec->ustop == BPFSTACK_STOP_NO_MAPPING && walked && rec->n_uframes > 0)
+                        check_new_mapping(s, rec->pid, walked[rec->n_uframes - 1]);
+        }
+        uint64_t uhash = walked ? frames_hash(walked, rec->n_uframes) : 0;
         uint64_t callstack;
-        struct cs_cache_entry *e = cs_cache_find(s, rec);
+        struct cs_cache_entry *e = cs_cache_find(s, rec, uhash);
         if (e) {
                 callstack = e->callstack;
                 s->cs_hits++;
         } else {
                 bool cacheable;
-                callstack = record_callstack(s, q, rec, &cacheable);
+                callstack = record_callstack(s, q, rec, walked, &cacheable);
                 s->cs_misses++;
                 if (cacheable)
-                        cs_cache_add(s, rec, callstack);
+                        cs_cache_add(s, rec, uhash, callstack);
         }
 
         struct pbw ps = {};
@@ -386,6 +489,8 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
                 pbw_varint(&ps, 6, rec->blocked_ns);
         if (rec->kstack_id == -EEXIST || rec->ustack_id == -EEXIST)
                 pbw_varint(&ps, 16, UNWIND_ERROR_UNKNOWN); /* a stack lost to a map collision */
+        else if (walked && unwind_error_of(rec->ustop) != UNWIND_ERROR_NONE)
+                pbw_varint(&ps, 16, unwind_error_of(rec->ustop));
         if (s->lost_unreported) {
                 pbw_varint(&ps, 17, s->lost_unreported);
                 s->lost_unreported = 0;
@@ -411,7 +516,8 @@ static int on_record(void *ctx, void *data, size_t size) {
                 s->bad_records++;
                 return 0;
         }
-        handle(s, &rec);
+        /* The frames follow the record, 8-byte aligned in the ring. */
+        handle(s, &rec, rec.ustack_id == BPFSTACK_USTACK_WALKED ? (const uint64_t *) ((const uint8_t *) data + sizeof(rec)) : NULL);
         return 0;
 }
 
@@ -458,6 +564,8 @@ static void housekeeping(struct bpfstack_session *s) {
 static void drain(struct bpfstack_session *s) {
         read_counters(s);
         (void) ring_buffer__consume(s->rb);
+        if (s->tables)
+                load_pending(s);
         housekeeping(s);
 }
 
@@ -527,6 +635,9 @@ static void session_free(struct bpfstack_session *s) {
                 pl->api->remove_source(pl->host, s->rb_src);
         ring_buffer__free(s->rb);
         bpf_link__destroy(s->switch_link);
+        bpf_link__destroy(s->exec_link);
+        bpf_link__destroy(s->exit_link);
+        unwind_tables_free(s->tables);
         for (size_t k = 0; k < s->n_possible; k++)
                 close_cpu(s, k);
         bpfstack__destroy(s->skel);
@@ -663,6 +774,15 @@ static int open_load(struct bpfstack_session *s, uint64_t cgroup_id, bool btf_tp
         uint64_t per_period = (uint64_t) c->frequency * (uint64_t) (n_cpus > 0 ? n_cpus : 1) *
                               sizeof(struct bpfstack_record) * c->drain_period_ms / 1000u;
         ro->on_cpu_wakeups = c->off_cpu || 4 * per_period >= (uint64_t) c->ring_buffer_kb * 1024u;
+        bool walk = c->walk_tables && c->user_frames;
+        ro->walk_user = walk;
+        ro->max_depth = c->max_depth;
+        if ((r = bpf_map__set_max_entries(s->skel->maps.unwind_rows, walk ? c->unwind_rows : 1)) < 0 ||
+            (r = bpf_map__set_max_entries(s->skel->maps.unwind_procs, walk ? c->unwind_procs : 1)) < 0 ||
+            (r = bpf_map__set_max_entries(s->skel->maps.out_ustack, walk && c->off_cpu ? OUT_USTACKS : 1)) < 0)
+                return r;
+        (void) bpf_program__set_autoload(s->skel->progs.on_exec, walk);
+        (void) bpf_program__set_autoload(s->skel->progs.on_exit, walk);
         if ((r = bpf_map__set_value_size(s->skel->maps.stacks, c->max_depth * sizeof(uint64_t))) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.stacks, c->stack_map_entries)) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.records, c->ring_buffer_kb * 1024u)) < 0)
@@ -728,6 +848,23 @@ static int setup(struct bpfstack_session *s) {
             (r = intern_writer_new(&s->on.iw)) < 0 || (r = intern_writer_new(&s->off.iw)) < 0)
                 return r;
         s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves, .ksyms = s->ksyms };
+        if (c->walk_tables && c->user_frames) {
+                r = unwind_tables_new(bpf_map__fd(s->skel->maps.unwind_rows), c->unwind_rows,
+                                      bpf_map__fd(s->skel->maps.unwind_procs), &s->sym, &s->tables);
+                if (r < 0) {
+                        bpfstack_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu: mapping the unwind tables: %s",
+                                     id, strerror(-r));
+                        return r;
+                }
+                if (!(s->exec_link = bpf_program__attach(s->skel->progs.on_exec)) ||
+                    !(s->exit_link = bpf_program__attach(s->skel->progs.on_exit))) {
+                        r = -errno;
+                        bpfstack_log(pl, TRACED_LOG_ERR,
+                                     "linux.bpf_stack instance %llu: attaching to sched_process_exec/exit: %s", id,
+                                     strerror(-r));
+                        return r;
+                }
+        }
 
         /* Timebases: what each sequence's samples count. */
         struct pbw tb = {}, ev = {};
@@ -789,10 +926,11 @@ static int setup(struct bpfstack_session *s) {
         }
         bpfstack_log(pl, TRACED_LOG_INFO,
                      "linux.bpf_stack instance %llu: on-CPU %s (%u Hz, %zu CPUs), off-CPU %s (%s), stacks:%s%s, "
-                     "depth %u",
+                     "depth %u, user stacks by %s",
                      id, c->on_cpu ? "on" : "off", c->frequency, s->n_cpus, c->off_cpu ? "on" : "off",
                      btf_tp ? "tp_btf" : "raw tracepoint", c->kernel_frames ? " kernel" : "",
-                     c->user_frames ? " user" : "", c->max_depth);
+                     c->user_frames ? " user" : "", c->max_depth,
+                     s->tables ? "unwind tables" : "frame pointers");
         return 0;
 }
 
@@ -842,6 +980,10 @@ void bpfstack_session_flush(struct bpfstack_plugin *pl, uint64_t id) {
 static void stop_session(struct bpfstack_session *s) {
         bpf_link__destroy(s->switch_link);
         s->switch_link = NULL;
+        bpf_link__destroy(s->exec_link);
+        s->exec_link = NULL;
+        bpf_link__destroy(s->exit_link);
+        s->exit_link = NULL;
         for (size_t k = 0; k < s->n_possible; k++) {
                 bpf_link__destroy(s->perf_links[k]);
                 s->perf_links[k] = NULL;
@@ -862,6 +1004,30 @@ static void stop_session(struct bpfstack_session *s) {
                      (unsigned long long) s->stacks_missing, (unsigned long long) s->procs_gone,
                      (unsigned long long) s->bad_records, (unsigned long long) s->cs_hits,
                      (unsigned long long) (s->cs_hits + s->cs_misses));
+        if (s->tables) {
+                struct unwind_stats u;
+                unwind_tables_stats(s->tables, &u);
+                const uint64_t *w = s->stops;
+                bpfstack_log(s->pl, TRACED_LOG_INFO,
+                             "linux.bpf_stack instance %llu: user stacks walked by unwind tables: %llu whole, %llu "
+                             "at max_depth, %llu by frame pointers (tables not loaded yet), stopped at %llu pcs "
+                             "outside mapped files with tables, %llu without unwind info, %llu unsupported rules, "
+                             "%llu unreadable frames, %llu bad frames; %llu walked stacks not kept at switch-out; "
+                             "tables: %llu images (%llu refused), %llu of %llu rows (%llu KiB), %llu process "
+                             "entries written (%llu refused, %llu mappings left out), %llu resets, %llu ms compiling",
+                             (unsigned long long) s->instance_id, (unsigned long long) w[BPFSTACK_STOP_END],
+                             (unsigned long long) w[BPFSTACK_STOP_DEPTH], (unsigned long long) w[BPFSTACK_STOP_NO_TABLES],
+                             (unsigned long long) w[BPFSTACK_STOP_NO_MAPPING], (unsigned long long) w[BPFSTACK_STOP_NO_CFI],
+                             (unsigned long long) w[BPFSTACK_STOP_UNSUPPORTED],
+                             (unsigned long long) w[BPFSTACK_STOP_READ_FAULT], (unsigned long long) w[BPFSTACK_STOP_BAD_FRAME],
+                             (unsigned long long) s->counters_seen[BPFSTACK_CNT_USTACK_FULL],
+                             (unsigned long long) u.images, (unsigned long long) u.images_refused,
+                             (unsigned long long) u.rows, (unsigned long long) u.rows_max,
+                             (unsigned long long) (u.rows * sizeof(struct bpfstack_row) / 1024),
+                             (unsigned long long) u.procs_loaded, (unsigned long long) u.procs_failed,
+                             (unsigned long long) u.maps_dropped, (unsigned long long) u.resets,
+                             (unsigned long long) (u.compile_us / 1000));
+        }
 }
 
 void bpfstack_session_stop(struct bpfstack_plugin *pl, uint64_t id) {

@@ -40,6 +40,10 @@ const volatile bool with_preempted = false; /* off-CPU: also tasks switched out 
  * cannot fill between two of its timed drains, samples skip the fill
  * check (a helper call each). */
 const volatile bool on_cpu_wakeups = true;
+/* User stacks walked by the unwind tables the plugin loads (else frame
+ * pointers, by bpf_get_stackid). */
+const volatile bool walk_user = false;
+const volatile __u32 max_depth = BPFSTACK_MAX_DEPTH;
 
 /* Sizes are set by the plugin before load (max depth, entries). */
 struct {
@@ -67,6 +71,44 @@ struct {
         __type(value, __u64);
         __uint(max_entries, BPFSTACK_CNT_MAX);
 } counters SEC(".maps");
+
+/* The unwind tables: every loaded image's rows, one run each (sized
+ * and mapped by the plugin). */
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(map_flags, BPF_F_MMAPABLE);
+        __type(key, __u32);
+        __type(value, struct bpfstack_row);
+        __uint(max_entries, 1);
+} unwind_rows SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __type(key, __u32); /* thread group id */
+        __type(value, struct bpfstack_uproc);
+        __uint(max_entries, 1);
+} unwind_procs SEC(".maps");
+
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __type(key, __u32); /* tid */
+        __type(value, struct bpfstack_ustack);
+        __uint(max_entries, 1);
+} out_ustack SEC(".maps");
+
+/* Where a record with walked frames is put together before it is sent. */
+struct scratch {
+        struct bpfstack_record rec;
+        __u64 frames[BPFSTACK_MAX_DEPTH]; /* sent right after rec */
+        struct bpfstack_ustack u;          /* what out_ustack keeps */
+};
+
+struct {
+        __uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+        __type(key, __u32);
+        __type(value, struct scratch);
+        __uint(max_entries, 1);
+} scratch SEC(".maps");
 
 static __always_inline void count(__u32 slot) {
         __u64 *v = bpf_map_lookup_elem(&counters, &slot);
@@ -136,6 +178,192 @@ static __always_inline __s32 stack_of(void *ctx, __u64 flags, bool want) {
         return (__s32) id;
 }
 
+/* --- user stacks by unwind tables ------------------------------------------ */
+
+struct walk {
+        __u64 ip, sp, bp;
+        __u32 pid, n; /* the frames go into scratch */
+        __u8 stop;
+};
+
+/* Binary searches run as bpf_loop callbacks: the verifier checks a
+ * callback once, where it would walk every path of an unrolled search. */
+struct map_search {
+        const struct bpfstack_uproc *p;
+        __u64 pc;
+        __u32 lo, hi; /* the last mapping starting at or below pc is below lo */
+};
+
+static long map_search_step(__u32 i, void *ctx) {
+        struct map_search *c = ctx;
+        if (c->lo >= c->hi)
+                return 1;
+        __u32 mid = (c->lo + c->hi) / 2;
+        if (mid >= BPFSTACK_UNWIND_MAPS)
+                return 1;
+        if (c->p->m[mid].start <= c->pc)
+                c->lo = mid + 1;
+        else
+                c->hi = mid;
+        return 0;
+}
+
+/* The mapping of p holding pc, or NULL. */
+static __always_inline const struct bpfstack_umap *find_map(const struct bpfstack_uproc *p, __u64 pc) {
+        struct map_search c = { .p = p, .pc = pc, .hi = p->n };
+        if (c.hi > BPFSTACK_UNWIND_MAPS)
+                c.hi = BPFSTACK_UNWIND_MAPS;
+        bpf_loop(8, map_search_step, &c, 0); /* 2^8 > BPFSTACK_UNWIND_MAPS */
+        __u32 k = c.lo;
+        if (k == 0 || k > BPFSTACK_UNWIND_MAPS)
+                return NULL;
+        const struct bpfstack_umap *m = &p->m[(k - 1) & (BPFSTACK_UNWIND_MAPS - 1)];
+        return pc < m->end ? m : NULL;
+}
+
+struct row_search {
+        __u32 lo, hi, rel; /* rows[lo].pc <= rel < rows[hi].pc */
+};
+
+static long row_search_step(__u32 i, void *ctx) {
+        struct row_search *c = ctx;
+        if (c->lo + 1 >= c->hi)
+                return 1;
+        __u32 mid = c->lo + (c->hi - c->lo) / 2;
+        const struct bpfstack_row *r = bpf_map_lookup_elem(&unwind_rows, &mid);
+        if (!r)
+                return 1;
+        if (r->pc <= c->rel)
+                c->lo = mid;
+        else
+                c->hi = mid;
+        return 0;
+}
+
+/* The row covering rel in the run [first, first + n), or NULL. */
+static __always_inline const struct bpfstack_row *find_row(__u32 first, __u32 n, __u32 rel) {
+        if (n == 0)
+                return NULL;
+        struct row_search c = { .lo = first, .hi = first + n, .rel = rel };
+        const struct bpfstack_row *r = bpf_map_lookup_elem(&unwind_rows, &c.lo);
+        if (!r || r->pc > rel)
+                return NULL;
+        bpf_loop(25, row_search_step, &c, 0); /* 2^25 rows > the array's largest size */
+        return bpf_map_lookup_elem(&unwind_rows, &c.lo);
+}
+
+/* One frame: records ip, then finds the caller's registers. 1 ends the
+ * loop. */
+static long walk_step(__u32 i, void *ctx) {
+        struct walk *w = ctx;
+        __u32 zero = 0;
+        struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+        if (!sc)
+                return 1;
+        __u32 n = w->n;
+        if (n >= max_depth || n >= BPFSTACK_MAX_DEPTH) {
+                w->stop = BPFSTACK_STOP_DEPTH;
+                return 1;
+        }
+        sc->frames[n] = w->ip;
+        w->n = n + 1;
+
+        const struct bpfstack_uproc *p = bpf_map_lookup_elem(&unwind_procs, &w->pid);
+        if (!p) {
+                w->stop = BPFSTACK_STOP_NO_TABLES;
+                return 1;
+        }
+        /* A return address may be just past the end of its function (a
+         * call that does not return): look up the call instead. */
+        __u64 pc = n > 0 ? w->ip - 1 : w->ip;
+        const struct bpfstack_umap *m = find_map(p, pc);
+        if (!m) {
+                w->stop = BPFSTACK_STOP_NO_MAPPING;
+                return 1;
+        }
+        __u64 rel = pc - m->bias;
+        const struct bpfstack_row *r = rel >> 32 ? NULL : find_row(m->first_row, m->n_rows, (__u32) rel);
+        __u8 kind = r ? r->kind & BPFSTACK_ROW_KIND_MASK : BPFSTACK_ROW_NONE;
+        if (kind == BPFSTACK_ROW_OUTERMOST) {
+                w->stop = BPFSTACK_STOP_END;
+                return 1;
+        }
+        if (kind == BPFSTACK_ROW_NONE || !r) {
+                w->stop = BPFSTACK_STOP_NO_CFI;
+                return 1;
+        }
+        if (kind == BPFSTACK_ROW_REFUSED || (kind == BPFSTACK_ROW_CFA_BP && w->bp == 0)) {
+                w->stop = BPFSTACK_STOP_UNSUPPORTED;
+                return 1;
+        }
+        __u64 cfa = (kind == BPFSTACK_ROW_CFA_SP ? w->sp : w->bp) + (__s64) r->cfa_off;
+        __u64 ra = 0, bp = w->bp;
+        if (bpf_probe_read_user(&ra, sizeof(ra), (const void *) (cfa - 8)) < 0) {
+                w->stop = BPFSTACK_STOP_READ_FAULT;
+                return 1;
+        }
+        if (r->kind & BPFSTACK_ROW_BP_SAVED) {
+                if (bpf_probe_read_user(&bp, sizeof(bp), (const void *) (cfa + 8 * (__s64) r->bp_off8)) < 0) {
+                        w->stop = BPFSTACK_STOP_READ_FAULT;
+                        return 1;
+                }
+        } else if (r->kind & BPFSTACK_ROW_BP_LOST)
+                bp = 0;
+        if (ra == 0) {
+                w->stop = BPFSTACK_STOP_END;
+                return 1;
+        }
+        if (cfa <= w->sp) {
+                w->stop = BPFSTACK_STOP_BAD_FRAME;
+                return 1;
+        }
+        w->ip = ra;
+        w->sp = cfa;
+        w->bp = bp;
+        return 0;
+}
+
+/* Walks the user stack of task t (current) into scratch's frames: their
+ * count, the reason the walk ended in *stop. */
+static __always_inline __u32 walk_user_stack(struct task_struct *t, __u32 pid, __u8 *stop) {
+        *stop = BPFSTACK_STOP_NONE;
+        if (!BPF_CORE_READ(t, mm))
+                return 0; /* a kernel thread */
+        struct pt_regs *regs = (struct pt_regs *) bpf_task_pt_regs(t);
+        if (!regs)
+                return 0;
+        struct walk w = { .pid = pid };
+        w.ip = BPF_CORE_READ(regs, ip);
+        w.sp = BPF_CORE_READ(regs, sp);
+        w.bp = BPF_CORE_READ(regs, bp);
+        if (!w.ip)
+                return 0;
+        if (!bpf_map_lookup_elem(&unwind_procs, &pid)) {
+                *stop = BPFSTACK_STOP_NO_TABLES;
+                return 0;
+        }
+        bpf_loop(BPFSTACK_MAX_DEPTH + 1, walk_step, &w, 0);
+        *stop = w.stop;
+        return w.n;
+}
+
+/* The bytes of n <= BPFSTACK_MAX_DEPTH frames, bounded where the verifier
+ * sees it (clang would otherwise test a copy of n and use another). */
+static __always_inline __u64 frames_len(__u32 n) {
+        __u64 len = (__u64) n * sizeof(__u64);
+        asm volatile("%[len] &= 0x3ff" : [len] "+r"(len));
+        return len;
+}
+
+/* Sends the scratch record with its n walked frames. */
+static __always_inline void send_walked(struct scratch *sc, __u32 n, __u64 flags) {
+        if (n > BPFSTACK_MAX_DEPTH)
+                n = BPFSTACK_MAX_DEPTH;
+        sc->rec.n_uframes = (__u16) n;
+        if (bpf_ringbuf_output(&records, sc, frames_len(n) + sizeof(sc->rec), flags) < 0)
+                count(BPFSTACK_CNT_RING_LOST);
+}
+
 SEC("perf_event")
 int on_cpu(struct bpf_perf_event_data *ctx) {
         if (!want_on_cpu)
@@ -148,6 +376,30 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
                 bpf_get_current_comm(comm, sizeof(comm));
         if (!wanted(pid, tid, comm, true))
                 return 0;
+        if (walk_user && want_user) {
+                __u32 zero = 0;
+                struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+                if (!sc)
+                        return 0;
+                __u8 stop;
+                __u32 n = walk_user_stack(bpf_get_current_task_btf(), pid, &stop);
+                struct bpfstack_record *r = &sc->rec;
+                r->ts = bpf_ktime_get_boot_ns();
+                r->blocked_ns = 0;
+                r->pid = pid;
+                r->tid = tid;
+                r->cpu = bpf_get_smp_processor_id();
+                r->kstack_id = stack_of(ctx, 0, want_kernel);
+                r->ustack_id = stop == BPFSTACK_STOP_NO_TABLES || stop == BPFSTACK_STOP_NONE
+                                       ? stack_of(ctx, BPF_F_USER_STACK, true)
+                                       : BPFSTACK_USTACK_WALKED;
+                r->kind = BPFSTACK_ON_CPU;
+                r->ustop = stop;
+                __builtin_memcpy(r->comm, comm, sizeof(comm));
+                send_walked(sc, r->ustack_id == BPFSTACK_USTACK_WALKED ? n : 0,
+                            on_cpu_wakeups ? submit_flags() : BPF_RB_NO_WAKEUP);
+                return 0;
+        }
         struct bpfstack_record *r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
         if (!r) {
                 count(BPFSTACK_CNT_RING_LOST);
@@ -161,6 +413,8 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
         r->kstack_id = stack_of(ctx, 0, want_kernel);
         r->ustack_id = stack_of(ctx, BPF_F_USER_STACK, want_user);
         r->kind = BPFSTACK_ON_CPU;
+        r->ustop = BPFSTACK_STOP_NONE;
+        r->n_uframes = 0;
         __builtin_memcpy(r->comm, comm, sizeof(comm));
         bpf_ringbuf_submit(r, on_cpu_wakeups ? submit_flags() : BPF_RB_NO_WAKEUP);
         return 0;
@@ -189,7 +443,30 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
                 o.pid = pid;
                 o.cpu = bpf_get_smp_processor_id();
                 o.kstack_id = stack_of(ctx, 0, want_kernel);
-                o.ustack_id = stack_of(ctx, BPF_F_USER_STACK, want_user);
+                o.ustack_id = -EFAULT;
+                if (walk_user && want_user) {
+                        __u8 stop;
+                        __u32 n = walk_user_stack(bpf_get_current_task_btf(), pid, &stop); /* prev is current */
+                        __u32 zero = 0;
+                        struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+                        o.ustop = stop;
+                        if (stop != BPFSTACK_STOP_NO_TABLES && stop != BPFSTACK_STOP_NONE && sc) {
+                                /* The frames wait in out_ustack for the task's return. */
+                                if (n > BPFSTACK_MAX_DEPTH)
+                                        n = BPFSTACK_MAX_DEPTH;
+                                sc->u.n = (__u16) n;
+                                sc->u.stop = stop;
+                                bpf_probe_read_kernel(sc->u.frames, frames_len(n), sc->frames);
+                                if (bpf_map_update_elem(&out_ustack, &tid, &sc->u, BPF_ANY) == 0)
+                                        o.ustack_id = BPFSTACK_USTACK_WALKED;
+                                else {
+                                        count(BPFSTACK_CNT_USTACK_FULL);
+                                        o.ustack_id = stack_of(ctx, BPF_F_USER_STACK, true);
+                                }
+                        } else
+                                o.ustack_id = stack_of(ctx, BPF_F_USER_STACK, true);
+                } else
+                        o.ustack_id = stack_of(ctx, BPF_F_USER_STACK, want_user);
                 if (bpf_map_update_elem(&out_since, &tid, &o, BPF_ANY) < 0)
                         count(BPFSTACK_CNT_START_FULL);
         }
@@ -199,7 +476,32 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
         if (!was)
                 return 0;
         __u64 blocked = now - was->ts;
-        if (blocked >= min_block_ns) {
+        if (blocked >= min_block_ns && was->ustack_id == BPFSTACK_USTACK_WALKED) {
+                __u32 zero = 0;
+                struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+                struct bpfstack_ustack *u = bpf_map_lookup_elem(&out_ustack, &next_tid);
+                if (sc) {
+                        struct bpfstack_record *r = &sc->rec;
+                        __u32 n = 0;
+                        if (u) {
+                                n = u->n;
+                                if (n > BPFSTACK_MAX_DEPTH)
+                                        n = BPFSTACK_MAX_DEPTH;
+                                bpf_probe_read_kernel(sc->frames, frames_len(n), u->frames);
+                        }
+                        r->ts = was->ts;
+                        r->blocked_ns = blocked;
+                        r->pid = was->pid;
+                        r->tid = next_tid;
+                        r->cpu = was->cpu;
+                        r->kstack_id = was->kstack_id;
+                        r->ustack_id = u ? BPFSTACK_USTACK_WALKED : -EFAULT;
+                        r->kind = BPFSTACK_OFF_CPU;
+                        r->ustop = was->ustop;
+                        __builtin_memcpy(r->comm, was->comm, sizeof(r->comm));
+                        send_walked(sc, n, submit_flags());
+                }
+        } else if (blocked >= min_block_ns) {
                 struct bpfstack_record *r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
                 if (r) {
                         r->ts = was->ts;
@@ -210,11 +512,15 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
                         r->kstack_id = was->kstack_id;
                         r->ustack_id = was->ustack_id;
                         r->kind = BPFSTACK_OFF_CPU;
+                        r->ustop = was->ustop;
+                        r->n_uframes = 0;
                         __builtin_memcpy(r->comm, was->comm, sizeof(r->comm));
                         bpf_ringbuf_submit(r, submit_flags());
                 } else
                         count(BPFSTACK_CNT_RING_LOST);
         }
+        if (was->ustack_id == BPFSTACK_USTACK_WALKED)
+                bpf_map_delete_elem(&out_ustack, &next_tid);
         bpf_map_delete_elem(&out_since, &next_tid);
         return 0;
 }
@@ -231,4 +537,22 @@ int switch_raw(struct bpf_raw_tracepoint_args *ctx) {
         if (!want_off_cpu)
                 return 0;
         return switched(ctx, (struct task_struct *) ctx->args[1], (struct task_struct *) ctx->args[2]);
+}
+
+/* An exec replaces the process's mappings, an exit ends them: its tables
+ * entry goes, so that its next samples ask the plugin for tables again. */
+SEC("raw_tp/sched_process_exec")
+int on_exec(struct bpf_raw_tracepoint_args *ctx) {
+        __u32 pid = bpf_get_current_pid_tgid() >> 32;
+        bpf_map_delete_elem(&unwind_procs, &pid);
+        return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int on_exit(struct bpf_raw_tracepoint_args *ctx) {
+        __u64 id = bpf_get_current_pid_tgid();
+        __u32 pid = id >> 32;
+        if (pid == (__u32) id)
+                bpf_map_delete_elem(&unwind_procs, &pid);
+        return 0;
 }

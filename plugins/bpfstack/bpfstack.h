@@ -30,9 +30,79 @@ struct bpfstack_record {
         __u32 cpu; /* where the sample was taken (OFF_CPU: switched out) */
         __s32 kstack_id;
         __s32 ustack_id;
-        __u8 kind; /* enum bpfstack_kind */
-        __u8 pad[3];
+        __u8 kind;     /* enum bpfstack_kind */
+        __u8 ustop;    /* enum bpfstack_unwind_stop: how the user walk in BPF ended */
+        __u16 n_uframes; /* ustack_id BPFSTACK_USTACK_WALKED: user frames after the record */
         char comm[BPFSTACK_COMM_LEN];
+        /* With ustack_id BPFSTACK_USTACK_WALKED, n_uframes __u64 follow:
+         * the interrupted instruction, then return addresses. */
+};
+
+/* ustack_id of a record whose user stack the BPF walker took from the
+ * unwind tables: its frames follow the record. */
+#define BPFSTACK_USTACK_WALKED (-1000)
+
+/* Why the walk of a user stack by unwind tables ended. */
+enum bpfstack_unwind_stop {
+        BPFSTACK_STOP_NONE = 0,        /* not walked (frame pointers configured, or no user stack) */
+        BPFSTACK_STOP_END = 1,         /* the outermost frame: the whole stack */
+        BPFSTACK_STOP_DEPTH = 2,       /* max_depth frames */
+        BPFSTACK_STOP_NO_TABLES = 3,   /* the process's tables are not loaded (yet): frame pointers used */
+        BPFSTACK_STOP_NO_MAPPING = 4,  /* a pc outside every mapping with a table (JIT, vdso, new dlopen) */
+        BPFSTACK_STOP_NO_CFI = 5,      /* no unwind rule covers the pc */
+        BPFSTACK_STOP_UNSUPPORTED = 6, /* the rule is not of the compact form (DWARF expression, signal frame) */
+        BPFSTACK_STOP_READ_FAULT = 7,  /* the caller's frame could not be read */
+        BPFSTACK_STOP_BAD_FRAME = 8,   /* the stack pointer did not move up */
+        BPFSTACK_STOP_MAX,
+};
+
+/* One unwind row (8 bytes; a table is a sorted run of them in the
+ * unwind_rows array): from pc (the image's virtual address) to the next
+ * row's pc, the canonical frame address is SP or BP plus cfa_off, the
+ * return address is at CFA - 8, and the caller's BP, when saved, at
+ * CFA + 8 * bp_off8. */
+enum {
+        BPFSTACK_ROW_CFA_SP = 0,
+        BPFSTACK_ROW_CFA_BP = 1,
+        BPFSTACK_ROW_NONE = 2,      /* no rule here */
+        BPFSTACK_ROW_REFUSED = 3,   /* a rule the walker cannot apply */
+        BPFSTACK_ROW_OUTERMOST = 4, /* the first frame of a thread */
+        BPFSTACK_ROW_KIND_MASK = 7,
+        BPFSTACK_ROW_BP_SAVED = 1 << 3,
+        BPFSTACK_ROW_BP_LOST = 1 << 4,
+};
+
+struct bpfstack_row {
+        __u32 pc;
+        __s16 cfa_off;
+        __s8 bp_off8;
+        __u8 kind; /* BPFSTACK_ROW_* */
+};
+
+/* One executable mapping of a process with its table: pc - bias is the
+ * image's virtual address; rows [first_row, first_row + n_rows). */
+struct bpfstack_umap {
+        __u64 start, end;
+        __u64 bias;
+        __u32 first_row, n_rows;
+};
+
+#define BPFSTACK_UNWIND_MAPS 128 /* mappings with tables per process */
+
+/* unwind_procs' value (key: thread group id): its mappings, by start. */
+struct bpfstack_uproc {
+        __u32 n;
+        __u32 pad;
+        struct bpfstack_umap m[BPFSTACK_UNWIND_MAPS];
+};
+
+/* out_ustack's value (key: tid): the walked user stack of a task that
+ * left a CPU. */
+struct bpfstack_ustack {
+        __u16 n;
+        __u8 stop;
+        __u8 pad[5];
+        __u64 frames[BPFSTACK_MAX_DEPTH];
 };
 
 /* out_since's value (key: tid): a task that left a CPU, not yet back. */
@@ -40,6 +110,8 @@ struct bpfstack_switched_out {
         __u64 ts;
         __u32 pid, cpu;
         __s32 kstack_id, ustack_id;
+        __u8 ustop;
+        __u8 pad[3];
         char comm[BPFSTACK_COMM_LEN];
 };
 
@@ -49,5 +121,6 @@ enum bpfstack_counter {
         BPFSTACK_CNT_STACK_COLLISION, /* bpf_get_stackid -EEXIST */
         BPFSTACK_CNT_STACK_ERROR,     /* another error but -EFAULT */
         BPFSTACK_CNT_START_FULL,      /* switch-out not remembered: map full */
+        BPFSTACK_CNT_USTACK_FULL,     /* a walked user stack not kept at switch-out: out_ustack full */
         BPFSTACK_CNT_MAX,
 };

@@ -40,7 +40,10 @@ struct bpf_perf_event_data {
         __u64 addr;
 };
 
+struct mm_struct;
+
 struct task_struct {
+        struct mm_struct *mm;
         unsigned int __state;
         int pid;
         int tgid;

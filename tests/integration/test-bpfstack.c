@@ -288,6 +288,8 @@ static void run_workload_once_set_up(void *userdata) {
         struct run *r = userdata;
         for (int i = 0; i < 300 && setups_logged() <= r->setups_before; i++)
                 usleep(100 * 1000);
+        if (setups_logged() <= r->setups_before)
+                traced_instance_dump_log(&inst);
         cr_assert_gt(setups_logged(), r->setups_before, "the linux.bpf_stack instance was never set up");
         run_workload(r);
 }
@@ -576,5 +578,240 @@ Test(bpfstack, tracectl_quick_flag) {
         cr_assert_gt(on, 20, "99 Hz for 1.5 s on CPU: %zu samples", on);
         cr_assert_geq(on_chain * 10, on * 8, "the chain in %zu of %zu", on_chain, on);
         cr_assert_geq(off_blocking, 3, "six sleeps and a read: %zu", off_blocking);
+        collect_free(&c);
+}
+
+/* ---- user stacks walked by unwind tables ---- */
+
+#define UNWIND_BIN BPFSTACK_TEST_BIN_DIR "/unwind-nofp"
+#define COMM_LEN 16 /* the kernel's TASK_COMM_LEN */
+#define UNWIND_LIB BPFSTACK_TEST_BIN_DIR "/libunwind-nofp.so"
+
+/* A copy of from at inst.dir/NAME, NAME being prefix and this test's pid
+ * (a comm the filter keeps to this test); its path in path. */
+static void copy_named(const char *from, const char *prefix, char *path, size_t size, char *comm) {
+        snprintf(comm, COMM_LEN, "%s%d", prefix, (int) getpid());
+        snprintf(path, size, "%s/%s", inst.dir, comm);
+        int in = open(from, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(in, 0, "%s: %s", from, strerror(errno));
+        int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+        cr_assert_geq(out, 0, "%s: %s", path, strerror(errno));
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                cr_assert_eq(write(out, buf, (size_t) n), n);
+        close(in);
+        close(out);
+}
+
+struct unwind_run {
+        const char *argv[6];
+        pid_t pid;
+        unsigned setups_before;
+};
+
+static void run_unwind(void *userdata) {
+        struct unwind_run *u = userdata;
+        for (int i = 0; i < 300 && setups_logged() <= u->setups_before; i++)
+                usleep(100 * 1000);
+        cr_assert_gt(setups_logged(), u->setups_before, "the linux.bpf_stack instance was never set up");
+        cr_assert_eq(posix_spawn(&u->pid, u->argv[0], NULL, NULL, (char *const *) u->argv, environ), 0);
+        int status;
+        cr_assert_eq(waitpid(u->pid, &status, 0), u->pid);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s %s ran (status %d)", u->argv[0], u->argv[1],
+                  status);
+        usleep(300 * 1000);
+}
+
+/* Records the on-CPU samples of u's program, whose comms are given, with
+ * user stacks walked by unwind tables (drained often: a process's first
+ * samples, before its tables are in, take frame pointers). */
+static void record_unwind(struct unwind_run *u, const char *comm1, const char *comm2, struct collect *c) {
+        char cfg[1024];
+        snprintf(cfg, sizeof(cfg),
+                 "buffers { size_kb: 65536 }\n"
+                 "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config {\n"
+                 "  frequency: 999 off_cpu: false kernel_frames: false user_unwind: DWARF_TABLES drain_period_ms: 20\n"
+                 "  filter: \"comm=%s\" filter: \"comm=%s\"\n"
+                 "} } }\n"
+                 "write_into_file: true file_write_period_ms: 250\n",
+                 comm1, comm2);
+        u->setups_before = setups_logged();
+        fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_unwind, u, collect_packet, c);
+}
+
+static bool ends_at_start(const struct sample *s) {
+        return s->n_names > 0 && s->names[s->n_names - 1] && strcmp(s->names[s->n_names - 1], "_start") == 0;
+}
+
+static const char *const unwind_chain[] = { "chain_leaf", "chain_middle", "chain_outer", "main" };
+
+/* How many of the workload's on-CPU samples read chain (leaf first, from
+ * frame `from` down) through to _start, of how many. */
+static void count_chain(const struct collect *c, pid_t pid, const char *const *chain, size_t n, size_t *ret_whole,
+                        size_t *ret_all) {
+        size_t whole = 0, all = 0;
+        for (size_t k = 0; k < c->n_s; k++) {
+                const struct sample *s = &c->s[k];
+                if (s->off_cpu || s->pid != (uint32_t) pid)
+                        continue;
+                all++;
+                whole += has_chain(s, chain, n) && ends_at_start(s);
+        }
+        *ret_whole = whole;
+        *ret_all = all;
+}
+
+Test(bpfstack, unwind_tables_walk_code_without_frame_pointers) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        char path[512], comm[COMM_LEN];
+        copy_named(UNWIND_BIN, "bsu", path, sizeof(path), comm);
+        struct unwind_run u = { .argv = { path, "chain", "2000", NULL } };
+        struct collect c = {};
+        record_unwind(&u, comm, comm, &c);
+        size_t whole, all;
+        count_chain(&c, u.pid, unwind_chain, 4, &whole, &all);
+        cr_log_info("chain: %zu of %zu samples read chain_leaf <- chain_middle <- chain_outer <- main ... _start",
+                    whole, all);
+        cr_assert_gt(all, 500, "2 s at 999 Hz: %zu samples", all);
+        cr_assert_geq(whole * 10, all * 9, "the whole chain in only %zu of %zu samples", whole, all);
+        collect_free(&c);
+}
+
+Test(bpfstack, unwind_tables_deep_recursion) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        char path[512], comm[COMM_LEN];
+        copy_named(UNWIND_BIN, "bsr", path, sizeof(path), comm);
+        struct unwind_run u = { .argv = { path, "recurse", "2000", NULL } };
+        struct collect c = {};
+        record_unwind(&u, comm, comm, &c);
+        size_t good = 0, all = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                const struct sample *s = &c.s[k];
+                if (s->pid != (uint32_t) u.pid)
+                        continue;
+                all++;
+                /* burn? <- recurse_leaf <- recurse x 100 <- main ... _start, nothing else between */
+                size_t at = 0;
+                while (at < s->n_names && !(s->names[at] && strcmp(s->names[at], "recurse_leaf") == 0))
+                        at++;
+                if (at > 1 || at == s->n_names)
+                        continue;
+                size_t depth = 0;
+                while (at + 1 + depth < s->n_names && s->names[at + 1 + depth] &&
+                       strcmp(s->names[at + 1 + depth], "recurse") == 0)
+                        depth++;
+                size_t after = at + 1 + depth;
+                good += depth == 100 && after < s->n_names && s->names[after] && strcmp(s->names[after], "main") == 0 &&
+                        ends_at_start(s);
+        }
+        cr_log_info("recursion: %zu of %zu samples read recurse_leaf <- 100 x recurse <- main ... _start", good, all);
+        cr_assert_gt(all, 500, "2 s at 999 Hz: %zu samples", all);
+        cr_assert_geq(good * 10, all * 9, "the whole recursion in only %zu of %zu samples", good, all);
+        collect_free(&c);
+}
+
+Test(bpfstack, unwind_tables_through_a_shared_library) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        char path[512], comm[COMM_LEN];
+        copy_named(UNWIND_BIN, "bsq", path, sizeof(path), comm);
+        struct unwind_run u = { .argv = { path, "qsort", "2000", NULL } };
+        struct collect c = {};
+        record_unwind(&u, comm, comm, &c);
+        size_t in_cmp = 0, good = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                const struct sample *s = &c.s[k];
+                if (s->pid != (uint32_t) u.pid || s->n_names == 0 || !s->names[0] || strcmp(s->names[0], "cmp_slow"))
+                        continue;
+                in_cmp++;
+                /* cmp_slow <- libc's sort (one frame or more) <- sort_outer <- main ... _start */
+                size_t at = 1;
+                while (at < s->n_names && !(s->names[at] && strcmp(s->names[at], "sort_outer") == 0))
+                        at++;
+                good += at >= 2 && at + 1 < s->n_names && s->names[at + 1] && strcmp(s->names[at + 1], "main") == 0 &&
+                        ends_at_start(s);
+        }
+        cr_log_info("qsort: %zu of %zu samples in cmp_slow read cmp_slow <- libc <- sort_outer <- main ... _start", good,
+                    in_cmp);
+        cr_assert_gt(in_cmp, 300, "samples in the comparator: %zu", in_cmp);
+        cr_assert_geq(good * 10, in_cmp * 9, "through libc in only %zu of %zu samples", good, in_cmp);
+        collect_free(&c);
+}
+
+Test(bpfstack, unwind_tables_follow_exec) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        char first[512], second[512], comm1[COMM_LEN], comm2[COMM_LEN];
+        copy_named(UNWIND_BIN, "bsa", first, sizeof(first), comm1);
+        copy_named(UNWIND_BIN, "bsb", second, sizeof(second), comm2);
+        struct unwind_run u = { .argv = { first, "exec", "1000", second, NULL } };
+        struct collect c = {};
+        record_unwind(&u, comm1, comm2, &c);
+        size_t whole, all;
+        count_chain(&c, u.pid, unwind_chain, 4, &whole, &all);
+        cr_log_info("exec: %zu of %zu samples read the whole chain, before and after the exec", whole, all);
+        cr_assert_gt(all, 1000, "2 s at 999 Hz over the exec: %zu samples", all);
+        cr_assert_geq(whole * 10, all * 9, "the whole chain in only %zu of %zu samples", whole, all);
+        collect_free(&c);
+}
+
+Test(bpfstack, unwind_tables_follow_dlopen) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        char path[512], comm[COMM_LEN];
+        copy_named(UNWIND_BIN, "bsd", path, sizeof(path), comm);
+        struct unwind_run u = { .argv = { path, "dlopen", "1000", UNWIND_LIB, NULL } };
+        struct collect c = {};
+        record_unwind(&u, comm, comm, &c);
+        static const char *const lib_chain[] = { "lib_leaf", "lib_middle", "lib_outer", "main" };
+        size_t in_lib = 0, whole = 0, before, before_all;
+        for (size_t k = 0; k < c.n_s; k++) {
+                const struct sample *s = &c.s[k];
+                if (s->pid != (uint32_t) u.pid || s->n_names == 0 || !s->names[0] || strcmp(s->names[0], "lib_leaf"))
+                        continue;
+                in_lib++;
+                whole += has_chain(s, lib_chain, 4) && ends_at_start(s);
+        }
+        count_chain(&c, u.pid, unwind_chain, 4, &before, &before_all);
+        cr_log_info("dlopen: %zu of %zu samples in the library read lib_leaf <- lib_middle <- lib_outer <- main ... "
+                    "_start; %zu before it with the whole chain",
+                    whole, in_lib, before);
+        cr_assert_gt(in_lib, 500, "1 s at 999 Hz in the library: %zu samples", in_lib);
+        cr_assert_gt(before, 500, "1 s at 999 Hz before the dlopen: %zu samples", before);
+        cr_assert_geq(whole * 10, in_lib * 9, "the whole chain in only %zu of %zu samples", whole, in_lib);
+        collect_free(&c);
+}
+
+/* The same program by frame pointers: what the tables are for. */
+Test(bpfstack, frame_pointers_cannot_walk_it) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        char path[512], comm[COMM_LEN], cfg[1024];
+        copy_named(UNWIND_BIN, "bsf", path, sizeof(path), comm);
+        snprintf(cfg, sizeof(cfg),
+                 "buffers { size_kb: 65536 }\n"
+                 "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config {\n"
+                 "  frequency: 999 off_cpu: false kernel_frames: false user_unwind: FRAME_POINTER\n"
+                 "  filter: \"comm=%s\"\n"
+                 "} } }\n"
+                 "write_into_file: true file_write_period_ms: 250\n",
+                 comm);
+        struct unwind_run u = { .argv = { path, "chain", "1000", NULL }, .setups_before = setups_logged() };
+        struct collect c = {};
+        fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_unwind, &u, collect_packet, &c);
+        size_t whole, all;
+        count_chain(&c, u.pid, unwind_chain, 4, &whole, &all);
+        cr_log_info("frame pointers: %zu of %zu samples read the whole chain", whole, all);
+        cr_assert_gt(all, 200, "1 s at 999 Hz: %zu samples", all);
+        cr_assert_lt(whole * 10, all, "frame pointers walked the whole chain in %zu of %zu samples", whole, all);
         collect_free(&c);
 }

@@ -141,3 +141,48 @@ Test(bpfstack_record, decode) {
         in.tid = 0;
         cr_assert_eq(bpfstack_record_decode(&in, sizeof(in), &out), -EBADMSG, "idle task");
 }
+
+Test(bpfstack_config, user_unwind) {
+        struct bpfstack_config c;
+        char err[256];
+        cr_assert_eq(parse("name: \"linux.bpf_stack\"", &c, err, sizeof(err)), 0, "%s", err);
+        cr_assert(c.walk_tables, "unwind tables by default");
+        cr_assert_eq(c.unwind_rows, 1u << 20);
+        cr_assert_eq(c.unwind_procs, 1024);
+        cr_assert_eq(parse("bpf_stack_config { user_unwind: FRAME_POINTER }", &c, err, sizeof(err)), 0, "%s", err);
+        cr_assert(!c.walk_tables);
+        cr_assert_eq(parse("bpf_stack_config { user_unwind: DWARF_TABLES unwind_table_rows: 65536 "
+                           "unwind_processes: 16 }",
+                           &c, err, sizeof(err)),
+                     0, "%s", err);
+        cr_assert(c.walk_tables);
+        cr_assert_eq(c.unwind_rows, 65536);
+        cr_assert_eq(c.unwind_procs, 16);
+        refused("bpf_stack_config { unwind_table_rows: 65535 }", "unwind_table_rows: 65535 is out of range");
+        refused("bpf_stack_config { unwind_table_rows: 16777217 }", "unwind_table_rows: 16777217 is out of range");
+        refused("bpf_stack_config { unwind_processes: 15 }", "unwind_processes: 15 is out of range");
+}
+
+/* A record with its walked user frames after it. */
+Test(bpfstack_record, walked_frames) {
+        struct {
+                struct bpfstack_record r;
+                uint64_t f[3];
+        } in = { .r = { .ts = 1, .pid = 10, .tid = 10, .kind = BPFSTACK_ON_CPU, .kstack_id = -14,
+                        .ustack_id = BPFSTACK_USTACK_WALKED, .ustop = BPFSTACK_STOP_END, .n_uframes = 3 },
+                 .f = { 0x1000, 0x2000, 0x3000 } };
+        struct bpfstack_record out;
+        cr_assert_eq(bpfstack_record_decode(&in, sizeof(in), &out), 0);
+        cr_assert_eq(out.n_uframes, 3);
+        cr_assert_eq(out.ustop, BPFSTACK_STOP_END);
+        cr_assert_eq(bpfstack_record_decode(&in, sizeof(in) - 8, &out), -EBADMSG, "a frame short");
+        cr_assert_eq(bpfstack_record_decode(&in, sizeof(in.r), &out), -EBADMSG, "frames missing");
+        in.r.ustack_id = 5;
+        cr_assert_eq(bpfstack_record_decode(&in, sizeof(in), &out), -EBADMSG, "frames with a stack id");
+        in.r.ustack_id = BPFSTACK_USTACK_WALKED;
+        in.r.ustop = BPFSTACK_STOP_MAX;
+        cr_assert_eq(bpfstack_record_decode(&in, sizeof(in), &out), -EBADMSG, "unknown stop");
+        in.r.ustop = BPFSTACK_STOP_DEPTH;
+        in.r.n_uframes = BPFSTACK_MAX_DEPTH + 1;
+        cr_assert_eq(bpfstack_record_decode(&in, sizeof(in), &out), -EBADMSG, "too many frames");
+}

@@ -1,0 +1,262 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+
+#include "bpfstack.h"
+#include "profiling/cfi-table.h"
+#include "profiling/elf-image.h"
+#include "unwind-tables.h"
+
+/* A file's table: rows [first, first + n) of the array; n 0 when the file
+ * has none we can use (remembered, so it is not compiled again). */
+struct image_table {
+        uint64_t dev, inode;
+        uint32_t first, n;
+};
+
+struct unwind_tables {
+        int rows_fd, procs_fd;
+        struct bpfstack_row *rows; /* the array, mapped */
+        size_t map_len;
+        uint32_t n_rows, used;
+        struct symbolizer *sym;
+        struct image_table *img;
+        size_t n_img, cap_img;
+        int *pids; /* entries we wrote since the last reset */
+        size_t n_pids, cap_pids;
+        struct bpfstack_uproc entry; /* 4 KiB: not on the stack */
+        struct unwind_stats st;
+};
+
+int unwind_tables_new(int rows_fd, uint32_t n_rows, int procs_fd, struct symbolizer *sym,
+                      struct unwind_tables **ret) {
+        struct unwind_tables *t = calloc(1, sizeof(*t));
+        if (!t)
+                return -ENOMEM;
+        long page = sysconf(_SC_PAGESIZE);
+        size_t len = (size_t) n_rows * sizeof(struct bpfstack_row);
+        len = (len + (size_t) page - 1) / (size_t) page * (size_t) page;
+        t->rows = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, rows_fd, 0);
+        if (t->rows == MAP_FAILED) {
+                int r = -errno;
+                free(t);
+                return r;
+        }
+        t->map_len = len;
+        t->rows_fd = rows_fd;
+        t->procs_fd = procs_fd;
+        t->n_rows = n_rows;
+        t->sym = sym;
+        t->st.rows_max = n_rows;
+        *ret = t;
+        return 0;
+}
+
+void unwind_tables_free(struct unwind_tables *t) {
+        if (!t)
+                return;
+        munmap(t->rows, t->map_len);
+        free(t->img);
+        free(t->pids);
+        free(t);
+}
+
+void unwind_tables_stats(const struct unwind_tables *t, struct unwind_stats *ret) {
+        *ret = t->st;
+        ret->rows = t->used;
+        uint64_t n = 0;
+        for (size_t k = 0; k < t->n_img; k++)
+                n += t->img[k].n > 0;
+        ret->images = n;
+}
+
+bool unwind_tables_known(const struct unwind_tables *t, int pid) {
+        for (size_t k = 0; k < t->n_pids; k++)
+                if (t->pids[k] == pid)
+                        return true;
+        return false;
+}
+
+static int remember_pid(struct unwind_tables *t, int pid) {
+        if (unwind_tables_known(t, pid))
+                return 0;
+        if (t->n_pids == t->cap_pids) {
+                size_t cap = t->cap_pids ? 2 * t->cap_pids : 64;
+                int *v = realloc(t->pids, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                t->pids = v;
+                t->cap_pids = cap;
+        }
+        t->pids[t->n_pids++] = pid;
+        return 0;
+}
+
+/* The array is full: every table goes, and with them every entry that
+ * points into it. */
+static void reset(struct unwind_tables *t) {
+        for (size_t k = 0; k < t->n_pids; k++) {
+                uint32_t key = (uint32_t) t->pids[k];
+                (void) bpf_map_delete_elem(t->procs_fd, &key);
+        }
+        t->n_pids = 0;
+        t->n_img = 0;
+        t->used = 0;
+        t->st.resets++;
+}
+
+/* One row of the compact CFI in the walker's form. */
+static struct bpfstack_row convert(const struct cfi_row *c) {
+        struct bpfstack_row r = { .pc = (uint32_t) c->start };
+        if (c->flags & CFI_NONE)
+                r.kind = BPFSTACK_ROW_NONE;
+        else if (c->flags & CFI_REFUSED)
+                r.kind = BPFSTACK_ROW_REFUSED;
+        else if (c->flags & CFI_OUTERMOST)
+                r.kind = BPFSTACK_ROW_OUTERMOST;
+        else if (c->ra_off != -8 || c->cfa_off < INT16_MIN || c->cfa_off > INT16_MAX)
+                r.kind = BPFSTACK_ROW_REFUSED;
+        else {
+                r.kind = c->cfa_reg == CFI_CFA_SP ? BPFSTACK_ROW_CFA_SP : BPFSTACK_ROW_CFA_BP;
+                r.cfa_off = (int16_t) c->cfa_off;
+                if (c->flags & CFI_BP_SAVED) {
+                        if (c->bp_off % 8 == 0 && c->bp_off / 8 >= INT8_MIN && c->bp_off / 8 <= INT8_MAX) {
+                                r.kind |= BPFSTACK_ROW_BP_SAVED;
+                                r.bp_off8 = (int8_t) (c->bp_off / 8);
+                        } else
+                                r.kind |= BPFSTACK_ROW_BP_LOST;
+                } else if (c->flags & CFI_BP_LOST)
+                        r.kind |= BPFSTACK_ROW_BP_LOST;
+        }
+        return r;
+}
+
+static uint64_t now_us(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
+}
+
+/* Compiles img into the array at t->used. 0 and the run, or a negative
+ * errno (-ENOSPC: the array has no room left for it). */
+static int compile_into(struct unwind_tables *t, struct elf_image *img, uint32_t *ret_first, uint32_t *ret_n) {
+        size_t size;
+        const uint8_t *data = elf_image_data(img, &size);
+        if (!data)
+                return -ENODATA;
+        size_t room = t->n_rows - t->used;
+        struct cfi_row *rows = NULL;
+        size_t n = 0;
+        uint64_t t0 = now_us();
+        int r = cfi_table_compile(data, size, t->n_rows, &rows, &n);
+        t->st.compile_us += now_us() - t0;
+        if (r < 0)
+                return r;
+        if (n == 0 || rows[n - 1].start > UINT32_MAX) {
+                free(rows);
+                return -ERANGE; /* addresses past 4 GiB do not fit a row */
+        }
+        /* Converted and merged again: rows libdw tells apart (a different
+         * saved register, say) may read the same to the walker. */
+        size_t out = 0;
+        for (size_t k = 0; k < n; k++) {
+                struct bpfstack_row b = convert(&rows[k]);
+                if (out > 0) {
+                        const struct bpfstack_row *last = &t->rows[t->used + out - 1];
+                        if (last->kind == b.kind && last->cfa_off == b.cfa_off && last->bp_off8 == b.bp_off8)
+                                continue;
+                }
+                if (out == room) {
+                        free(rows);
+                        return -ENOSPC;
+                }
+                t->rows[t->used + out++] = b;
+        }
+        free(rows);
+        *ret_first = t->used;
+        *ret_n = (uint32_t) out;
+        t->used += (uint32_t) out;
+        return 0;
+}
+
+static int image_table(struct unwind_tables *t, struct elf_image *img, uint64_t dev, uint64_t inode,
+                       const struct image_table **ret) {
+        for (size_t k = 0; k < t->n_img; k++)
+                if (t->img[k].dev == dev && t->img[k].inode == inode) {
+                        *ret = &t->img[k];
+                        return 0;
+                }
+        if (t->n_img == t->cap_img) {
+                size_t cap = t->cap_img ? 2 * t->cap_img : 32;
+                struct image_table *v = realloc(t->img, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                t->img = v;
+                t->cap_img = cap;
+        }
+        struct image_table e = { .dev = dev, .inode = inode };
+        int r = compile_into(t, img, &e.first, &e.n);
+        if (r == -ENOSPC)
+                return r;
+        if (r < 0)
+                t->st.images_refused++;
+        t->img[t->n_img] = e;
+        *ret = &t->img[t->n_img++];
+        return 0;
+}
+
+/* Fills t->entry for p; -ENOSPC when the array ran out of room. */
+static int fill_entry(struct unwind_tables *t, const struct proc_info *p) {
+        struct bpfstack_uproc *u = &t->entry;
+        memset(u, 0, sizeof(*u));
+        for (size_t k = 0; k < p->maps.n; k++) {
+                const struct pmap *m = &p->maps.v[k];
+                if (!(m->prot & 4 /* PROT_EXEC */) || m->path[0] != '/')
+                        continue;
+                struct elf_image *img = symbolizer_image(t->sym, p, m);
+                uint64_t vaddr;
+                if (!img || !elf_image_offset_to_vaddr(img, m->pgoff, &vaddr))
+                        continue;
+                const struct image_table *it;
+                int r = image_table(t, img, makedev(m->dev_major, m->dev_minor), m->inode, &it);
+                if (r < 0)
+                        return r;
+                if (it->n == 0)
+                        continue;
+                if (u->n == BPFSTACK_UNWIND_MAPS) {
+                        t->st.maps_dropped++;
+                        continue;
+                }
+                u->m[u->n++] = (struct bpfstack_umap) {
+                        .start = m->start, .end = m->end, .bias = m->start - vaddr,
+                        .first_row = it->first, .n_rows = it->n,
+                };
+        }
+        return 0;
+}
+
+int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p) {
+        int r = fill_entry(t, p);
+        if (r == -ENOSPC) {
+                /* Room for this process at least, after the others go. */
+                reset(t);
+                r = fill_entry(t, p);
+        }
+        if (r < 0)
+                return r;
+        uint32_t key = (uint32_t) p->pid;
+        if (bpf_map_update_elem(t->procs_fd, &key, &t->entry, BPF_ANY) < 0) {
+                t->st.procs_failed++;
+                return errno == E2BIG ? -ENOSPC : -errno;
+        }
+        t->st.procs_loaded++;
+        return remember_pid(t, p->pid);
+}

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The unwind tables linux.bpf_stack's BPF walker reads (bpfstack.bpf.c):
+ * each executable file a sampled process maps is compiled once
+ * (profiling/cfi-table.h) into a run of rows in the unwind_rows array,
+ * shared by every process mapping the same file; a process's entry in
+ * unwind_procs lists its mappings with the run of each. Rows are
+ * allocated one after the other; when the array is full, every table and
+ * process entry is dropped and processes get theirs again as they are
+ * sampled (counted as a reset). One thread. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "profiling/procmaps.h"
+#include "profiling/symbolizer.h"
+
+struct unwind_tables;
+
+struct unwind_stats {
+        uint64_t images;         /* images with a table loaded now */
+        uint64_t images_refused; /* images without usable tables (no .eh_frame_hdr, too large, ...) */
+        uint64_t rows, rows_max; /* rows in use, of the array's */
+        uint64_t procs_loaded;   /* process entries written (again after exec, dlopen, reset) */
+        uint64_t procs_failed;   /* entries not written: the process map full */
+        uint64_t maps_dropped;   /* mappings left out of an entry: more than BPFSTACK_UNWIND_MAPS */
+        uint64_t resets;         /* the row array filled up and was emptied */
+        uint64_t compile_us;     /* time spent compiling tables */
+};
+
+/* rows_fd: the unwind_rows array (BPF_F_MMAPABLE) of n_rows rows;
+ * procs_fd: the unwind_procs hash. Both stay the caller's. */
+int unwind_tables_new(int rows_fd, uint32_t n_rows, int procs_fd, struct symbolizer *sym,
+                      struct unwind_tables **ret);
+void unwind_tables_free(struct unwind_tables *t);
+
+/* Writes p's entry: a table for each executable file mapping (compiled
+ * when its file is new). 0 also when no mapping has one (the entry is
+ * then empty, and walks of p stop at once instead of asking again);
+ * -ENOSPC when the process map is full; -ENOMEM. */
+int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p);
+
+/* Whether pid has an entry written by us (it may have been dropped by the
+ * BPF side since, at an exec or exit). */
+bool unwind_tables_known(const struct unwind_tables *t, int pid);
+
+void unwind_tables_stats(const struct unwind_tables *t, struct unwind_stats *ret);
