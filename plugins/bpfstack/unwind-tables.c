@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <elf.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/sysmacros.h>
@@ -145,11 +147,21 @@ static uint64_t now_us(void) {
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
-/* Compiles img into the array at t->used. 0 and the run, or a negative
- * errno (-ENOSPC: the array has no room left for it). */
-static int compile_into(struct unwind_tables *t, struct elf_image *img, uint32_t *ret_first, uint32_t *ret_n) {
-        size_t size;
-        const uint8_t *data = elf_image_data(img, &size);
+/* The vDSO: the kernel maps the same image into every process, ours too,
+ * so its tables come from our own copy. Its size: up to the end of its
+ * section headers, which come last. */
+static const uint8_t *own_vdso(size_t *ret_size) {
+        const Elf64_Ehdr *eh = (const Elf64_Ehdr *) getauxval(AT_SYSINFO_EHDR);
+        if (!eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 || eh->e_ident[EI_CLASS] != ELFCLASS64)
+                return NULL;
+        *ret_size = (size_t) eh->e_shoff + (size_t) eh->e_shnum * eh->e_shentsize;
+        return (const uint8_t *) eh;
+}
+
+/* Compiles the image data/size into the array at t->used. 0 and the run,
+ * or a negative errno (-ENOSPC: the array has no room left for it). */
+static int compile_into(struct unwind_tables *t, const uint8_t *data, size_t size, uint32_t *ret_first,
+                        uint32_t *ret_n) {
         if (!data)
                 return -ENODATA;
         size_t room = t->n_rows - t->used;
@@ -187,7 +199,8 @@ static int compile_into(struct unwind_tables *t, struct elf_image *img, uint32_t
         return 0;
 }
 
-static int image_table(struct unwind_tables *t, struct elf_image *img, uint64_t dev, uint64_t inode,
+/* The table of the file (dev, inode) whose image is data/size. */
+static int image_table(struct unwind_tables *t, const uint8_t *data, size_t size, uint64_t dev, uint64_t inode,
                        const struct image_table **ret) {
         for (size_t k = 0; k < t->n_img; k++)
                 if (t->img[k].dev == dev && t->img[k].inode == inode) {
@@ -203,7 +216,7 @@ static int image_table(struct unwind_tables *t, struct elf_image *img, uint64_t 
                 t->cap_img = cap;
         }
         struct image_table e = { .dev = dev, .inode = inode };
-        int r = compile_into(t, img, &e.first, &e.n);
+        int r = compile_into(t, data, size, &e.first, &e.n);
         if (r == -ENOSPC)
                 return r;
         if (r < 0)
@@ -219,14 +232,27 @@ static int fill_entry(struct unwind_tables *t, const struct proc_info *p) {
         memset(u, 0, sizeof(*u));
         for (size_t k = 0; k < p->maps.n; k++) {
                 const struct pmap *m = &p->maps.v[k];
-                if (!(m->prot & 4 /* PROT_EXEC */) || m->path[0] != '/')
+                if (!(m->prot & 4 /* PROT_EXEC */))
                         continue;
-                struct elf_image *img = symbolizer_image(t->sym, p, m);
-                uint64_t vaddr;
-                if (!img || !elf_image_offset_to_vaddr(img, m->pgoff, &vaddr))
+                const uint8_t *data = NULL;
+                size_t size = 0;
+                uint64_t vaddr, dev = 0, inode = 0;
+                if (strcmp(m->path, "[vdso]") == 0) {
+                        /* Linked at 0, mapped whole: its first byte is vaddr 0. */
+                        if (!(data = own_vdso(&size)))
+                                continue;
+                        vaddr = 0;
+                } else if (m->path[0] == '/') {
+                        struct elf_image *img = symbolizer_image(t->sym, p, m);
+                        if (!img || !elf_image_offset_to_vaddr(img, m->pgoff, &vaddr))
+                                continue;
+                        data = elf_image_data(img, &size);
+                        dev = makedev(m->dev_major, m->dev_minor);
+                        inode = m->inode;
+                } else
                         continue;
                 const struct image_table *it;
-                int r = image_table(t, img, makedev(m->dev_major, m->dev_minor), m->inode, &it);
+                int r = image_table(t, data, size, dev, inode, &it);
                 if (r < 0)
                         return r;
                 if (it->n == 0)
