@@ -21,6 +21,7 @@
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -35,6 +36,7 @@
 #include "profiling/intern.h"
 #include "profiling/ksyms.h"
 #include "profiling/symbolizer.h"
+#include "unwind-counters.h"
 #include "unwind-tables.h"
 
 #define CLOCK_ID_BOOTTIME 6u
@@ -95,6 +97,13 @@ struct bpfstack_session {
         int pending[PENDING_LOADS]; /* pids whose walks asked for tables this drain */
         size_t n_pending;
         uint64_t stops[BPFSTACK_STOP_MAX]; /* walked records by how the walk ended */
+        /* The unwind counters' sequence: descriptors, then values each
+         * second while they change. */
+        struct traced_writer *counters_writer;
+        struct pbw counters_pkt;
+        uint64_t counters_uuid, counters_next_ns;
+        int64_t counters_sent[UNWIND_COUNTER_MAX];
+        bool counters_described;
         struct ring_buffer *rb;
         struct traced_source *rb_src, *timer;
 
@@ -620,9 +629,46 @@ static void check_hotplug(struct bpfstack_session *s) {
         }
 }
 
+static uint64_t boottime_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_BOOTTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* The unwind counters, at most once a second (and at the end): each one
+ * whose value changed, all of them the first time. */
+static void write_counters(struct bpfstack_session *s, bool final) {
+        if (!s->tables || !s->counters_writer)
+                return;
+        uint64_t now = boottime_ns();
+        if (!final && now < s->counters_next_ns)
+                return;
+        s->counters_next_ns = now + 1000000000u;
+        struct unwind_stats st;
+        unwind_tables_stats(s->tables, &st);
+        int64_t v[UNWIND_COUNTER_MAX];
+        unwind_counters_values(&st, s->stops, s->counters_seen[BPFSTACK_CNT_USTACK_FULL], v);
+        struct pbw *pkt = &s->counters_pkt;
+        for (unsigned k = 0; k < UNWIND_COUNTER_MAX; k++) {
+                if (s->counters_described && v[k] == s->counters_sent[k])
+                        continue;
+                /* The descriptor again with each value: a ring buffer may
+                 * have overwritten the first. */
+                unwind_counter_descriptor(pkt, s->counters_uuid, k);
+                if (!pkt->error)
+                        (void) s->pl->api->write_packet(s->counters_writer, pkt->buf, pkt->len);
+                unwind_counter_value(pkt, s->counters_uuid, k, now, v[k]);
+                if (!pkt->error)
+                        (void) s->pl->api->write_packet(s->counters_writer, pkt->buf, pkt->len);
+                s->counters_sent[k] = v[k];
+        }
+        s->counters_described = true;
+}
+
 static void on_timer(void *userdata) {
         check_hotplug(userdata);
         drain(userdata);
+        write_counters(userdata, false);
 }
 
 /* --- setup ---------------------------------------------------------------- */
@@ -641,6 +687,11 @@ static void session_free(struct bpfstack_session *s) {
         for (size_t k = 0; k < s->n_possible; k++)
                 close_cpu(s, k);
         bpfstack__destroy(s->skel);
+        if (s->counters_writer) {
+                (void) pl->api->flush_writer(s->counters_writer);
+                pl->api->free_writer(s->counters_writer);
+        }
+        pbw_done(&s->counters_pkt);
         struct seq *qs[] = { &s->on, &s->off };
         for (size_t k = 0; k < 2; k++) {
                 if (qs[k]->writer) {
@@ -884,8 +935,11 @@ static int setup(struct bpfstack_session *s) {
         if (r < 0)
                 return r;
         if ((r = pl->api->new_writer(pl->host, s->instance_id, &s->on.writer)) < 0 ||
-            (r = pl->api->new_writer(pl->host, s->instance_id, &s->off.writer)) < 0)
+            (r = pl->api->new_writer(pl->host, s->instance_id, &s->off.writer)) < 0 ||
+            (s->tables && (r = pl->api->new_writer(pl->host, s->instance_id, &s->counters_writer)) < 0))
                 return r;
+        /* Track uuids of this instance: distinct from other instances'. */
+        s->counters_uuid = (s->instance_id * 0x9E3779B97F4A7C15u) & ~(uint64_t) 0xff;
 
         s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.records), on_record, s, NULL);
         if (!s->rb)
@@ -989,6 +1043,7 @@ static void stop_session(struct bpfstack_session *s) {
                 s->perf_links[k] = NULL;
         }
         drain(s);
+        write_counters(s, true);
         bpfstack_log(s->pl, TRACED_LOG_INFO,
                      "linux.bpf_stack instance %llu stopped: %llu on-CPU samples, %llu off-CPU samples "
                      "(%llu ms blocked), %llu records lost in the ring buffer, %llu stacks lost to map collisions, "

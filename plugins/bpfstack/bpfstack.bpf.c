@@ -20,6 +20,7 @@
 
 #define EEXIST 17
 #define EFAULT 14
+#define PF_EXITING 0x00000004 /* task_struct.flags: in do_exit() */
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -438,7 +439,10 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
         __u32 pid = BPF_CORE_READ(prev, tgid), tid = BPF_CORE_READ(prev, pid);
         struct bpfstack_switched_out o = {};
         BPF_CORE_READ_STR_INTO(&o.comm, prev, comm);
-        if (wanted(pid, tid, o.comm, true) && (with_preempted || !still_runnable(prev))) {
+        /* A task's last switch-out, dead: it never comes back to take its
+         * entry away. */
+        bool exiting = BPF_CORE_READ(prev, flags) & PF_EXITING;
+        if (!exiting && wanted(pid, tid, o.comm, true) && (with_preempted || !still_runnable(prev))) {
                 o.ts = now;
                 o.pid = pid;
                 o.cpu = bpf_get_smp_processor_id();

@@ -45,6 +45,7 @@ struct mm_struct;
 struct task_struct {
         struct mm_struct *mm;
         unsigned int __state;
+        unsigned int flags;
         int pid;
         int tgid;
         char comm[16];
