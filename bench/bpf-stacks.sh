@@ -31,6 +31,25 @@
 # share of one CPU;
 # and the ratio of traced's median to each peer's.
 #
+# User stacks without frame pointers (WHAT=unwind), at each rate: one
+# Debian python3 (built without frame pointers) in a busy loop, sampled on
+# CPU for DURATION seconds, user stacks only, by
+#   traced:    linux.bpf_stack, user_unwind: DWARF_TABLES (unwind tables
+#              walked in BPF)
+#   traced-fp: the same with user_unwind: FRAME_POINTER
+#   bpftrace:  profile:hz:N /pid == P/ { @[ustack] = count(); }
+#   perf:      perf record --call-graph dwarf (8 KiB of stack copied per
+#              sample, unwound afterwards by perf script)
+# and for each, over ROUNDS rounds (min / median / max): the share of
+# samples whose user stack reaches main or _start, the median number of
+# user frames per sample, the BPF run time per sample, the tool's CPU
+# and BPF programs in the steady state (from 2 s into the run to 1 s
+# before its end) as a share of one CPU (perf: perf record; the unwinding
+# it leaves to perf script is given apart, in CPU seconds), and memory:
+# for traced the unwind tables in use (KiB, from its log) and the BPF maps
+# holding them (memlock KiB, allocated whole at start); for perf the size
+# of perf.data (KiB).
+#
 # bcc compiles its programs against the running kernel's headers; on a
 # kernel without them set BCC_KERNEL_SOURCE to the closest headers (the
 # numbers are then indicative: offcputime reads task_struct fields at the
@@ -39,8 +58,8 @@
 # Run as root from a build directory:
 #   ../bench/bpf-stacks.sh [HZ...]          (default: 99 999)
 # Environment: DURATION (default 10, at least 5), ROUNDS (default 3),
-#              PIPE_LOOPS (default 2000000), WHAT (default "on off": which
-#              of the on-CPU and off-CPU runs to make).
+#              PIPE_LOOPS (default 2000000), WHAT (default "on off unwind":
+#              which of the on-CPU, off-CPU and unwinding runs to make).
 # Not part of make check.
 set -eu
 
@@ -52,7 +71,7 @@ done
 profile=$(command -v profile-bpfcc || true)
 offcputime=$(command -v offcputime-bpfcc || true)
 rates=${*:-99 999}
-what=${WHAT:-on off}
+what=${WHAT:-on off unwind}
 duration=${DURATION:-10}
 [ "$duration" -ge 5 ] || { echo "DURATION must be at least 5 (seconds)" >&2; exit 2; }
 rounds=${ROUNDS:-3}
@@ -126,7 +145,7 @@ start_traced() {
         /usr/bin/time -f "%U %S" -o "$work/traced.time" \
                 "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
                 --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
-                --log-level=warning 2>"$work/traced.log" &
+                --log-level="${traced_log_level:-warning}" 2>"$work/traced.log" &
         tpid=$!
         for _ in $(seq 100); do
                 "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.bpf_stack && break
@@ -236,6 +255,7 @@ table() { # label tools...
 
 echo "$(nproc) CPUs, ${duration}s per run, $rounds rounds; kernel $(uname -r)"
 printf "%-14s %-9s %-24s %-24s %-24s\n" run tool "bpf_ns/run min/med/max" "cpu_us/run min/med/max" "cpu% min/med/max"
+all_rates=$rates
 case " $what " in *" on "*) ;; *) rates="" ;; esac
 for hz in $rates; do
         : >"$work/traced.rows"
@@ -252,6 +272,187 @@ for hz in $rates; do
         done
         table "on-CPU ${hz}Hz" traced bpftrace bcc
 done
+unwind_runs() {
+        [ -x "$build/tracectl" ] || return 0
+        # Each tool's stacks, parsed: "share_to_main_or_start median_frames samples".
+        cat >"$work/stacks.py" <<'PY'
+import sys
+kind, path = sys.argv[1], sys.argv[2]
+stacks = []  # (frames, count), leaf first
+def reaches(fr):
+    return any(f == "main" or f == "_start" for f in fr)
+if kind == "folded":  # comm;root;...;leaf count
+    for line in open(path, errors="replace"):
+        body, _, n = line.rstrip("\n").rpartition(" ")
+        if body:
+            stacks.append((body.split(";")[1:][::-1], int(n)))
+elif kind == "bpftrace":  # @[\n  frame+off\n ...\n]: count
+    cur = None
+    for line in open(path, errors="replace"):
+        t = line.strip()
+        if t.startswith("@["):
+            cur = []
+        elif t.startswith("]:") and cur is not None:
+            stacks.append((cur, int(t[2:])))
+            cur = None
+        elif cur is not None and t:
+            cur.append(t.split("+")[0])
+else:  # perf script -F ip,sym: frames "addr sym+off", samples apart by blank lines
+    cur = []
+    for line in open(path, errors="replace"):
+        t = line.split()
+        if not t:
+            if cur:
+                stacks.append((cur, 1))
+            cur = []
+        elif len(t) >= 2:
+            cur.append(t[1].split("+")[0])
+    if cur:
+        stacks.append((cur, 1))
+total = sum(n for _, n in stacks)
+if total == 0:
+    print("0 0 0")
+    sys.exit()
+good = sum(n for fr, n in stacks if reaches(fr))
+depths = sorted((len(fr), n) for fr, n in stacks)
+acc, median = 0, 0
+for d, n in depths:
+    acc += n
+    if 2 * acc >= total:
+        median = d
+        break
+print("%.1f %d %d" % (100.0 * good / total, median, total))
+PY
+        traced_log_level=info
+        for hz in $all_rates; do
+                for tool in traced traced-fp bpftrace perf; do : >"$work/u-$tool.rows"; done
+                r=0
+                while [ $r -lt "$rounds" ]; do
+                        for tool in traced traced-fp bpftrace perf; do
+                                unwind_one "$tool" "$hz" >>"$work/u-$tool.rows"
+                        done
+                        r=$((r + 1))
+                done
+                for tool in traced traced-fp bpftrace perf; do
+                        printf "%-14s %-9s" "unwind ${hz}Hz" "$tool"
+                        for col in 1 2 3 4 5 6 7; do
+                                printf " %-20s" "$(cut -d' ' -f$col "$work/u-$tool.rows" | grep -v '^-$' | stats | tr ' ' /)"
+                        done
+                        echo
+                done
+                for tool in traced-fp bpftrace; do
+                        o=$(cut -d' ' -f3 "$work/u-traced.rows" | stats | cut -d' ' -f2)
+                        t=$(cut -d' ' -f3 "$work/u-$tool.rows" | stats | cut -d' ' -f2)
+                        echo "$o $t" | awk -v l="unwind ${hz}Hz" -v tool="$tool" '{ if ($2 > 0)
+                                printf "%-14s traced / %s, BPF ns per sample (medians): %.3f\n", l, tool, $1 / $2 }'
+                done
+        done
+}
+
+# The steady state of a recording: CPU of the processes $* and their
+# descendants plus the BPF run time of the tool's programs ($names) from
+# 2 s into the run to 1 s before its end. Prints "cpu% bpf_ns/sample".
+steady() {
+        sleep 2
+        a=$(tree_ns "$@")
+        s1=$(bpf_snapshot)
+        ta=$(date +%s%N)
+        sleep $((duration - 3))
+        b=$(tree_ns "$@")
+        s2=$(bpf_snapshot)
+        tb=$(date +%s%N)
+        echo "$a $b $ta $tb $s1 $s2" | awk '{
+                bpf = $8 - $5; runs = $9 - $6; per = "-"
+                if (runs > 0) per = sprintf("%.0f", bpf / runs)
+                printf "%.3f %s\n", 100 * ($2 - $1 + bpf) / ($4 - $3), per }'
+}
+
+# One run: "share% median_frames bpf_ns/sample cpu% memory_kib memlock_kib post_cpu_s" ("-" where it
+# does not apply); cpu% is the steady state.
+unwind_one() {
+        tool=$1
+        hz=$2
+        python3 -c 'import sys, time
+end = time.time() + float(sys.argv[1])
+def f(n): return sum(range(n))
+while time.time() < end: f(1000)' $((duration + 3)) &
+        py=$!
+        sleep 0.5
+        case $tool in
+        traced | traced-fp)
+                mode=DWARF_TABLES
+                [ "$tool" = traced-fp ] && mode=FRAME_POINTER
+                names="on_cpu"
+                programs_before
+                start_traced
+                printf 'buffers { size_kb: 65536 }\ndata_sources { config { name: "linux.bpf_stack" bpf_stack_config { frequency: %s off_cpu: false kernel_frames: false user_unwind: %s filter: "pid=%s" } } }\nduration_ms: %s\n' \
+                        "$hz" "$mode" "$py" "$((duration * 1000))" >"$work/cfg.pbtxt"
+                "$build/tracectl" --socket "$work/c.sock" record -c "$work/cfg.pbtxt" --txt --no-summary \
+                        -o "$work/u.pftrace" >/dev/null 2>&1 &
+                cpid=$!
+                st=$(steady $tpid $cpid)
+                memlock=$(bpftool map show --json 2>/dev/null | python3 -c '
+import json, sys
+print(sum(m.get("bytes_memlock", 0) for m in json.load(sys.stdin)
+          if m.get("name") in ("unwind_rows", "unwind_procs", "out_ustack")) // 1024)')
+                wait $cpid || true
+                pkill -TERM -P $tpid || true
+                wait $tpid || true
+                kill $py 2>/dev/null || true
+                wait $py 2>/dev/null || true
+                "$build/tracectl" report --folded --user --pid "$py" "$work/u.pftrace" >"$work/u.folded" 2>/dev/null || true
+                set -- $(python3 "$work/stacks.py" folded "$work/u.folded")
+                tables=$(sed -n 's/.*rows (\([0-9]*\) KiB).*/\1/p' "$work/traced.log" | tail -n 1)
+                echo "$1 $2 $st ${tables:-0} $memlock" | awk '{ printf "%s %s %s %s %s %s -\n", $1, $2, $4, $3, $5, $6 }'
+                ;;
+        bpftrace)
+                names="$hz"
+                programs_before
+                python3 -c '
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execvp("sh", ["sh", "-c", "exec " + sys.argv[1]])' "bpftrace -e 'profile:hz:$hz /pid == $py/ { @[ustack] = count(); }'" \
+                        >"$work/peer.out" 2>&1 &
+                bt=$!
+                for _ in $(seq 600); do # attached: its programs are loaded
+                        [ "$(bpf_snapshot | cut -d' ' -f3)" -gt 0 ] && break
+                        sleep 0.1
+                done
+                st=$(steady $bt)
+                kill -INT $(pgrep -P $bt) $bt 2>/dev/null || true
+                wait $bt || true
+                kill $py 2>/dev/null || true
+                wait $py 2>/dev/null || true
+                set -- $(python3 "$work/stacks.py" bpftrace "$work/peer.out")
+                echo "$1 $2 $st" | awk '{ printf "%s %s %s %s - - -\n", $1, $2, $4, $3 }'
+                ;;
+        perf)
+                names=none
+                programs_before
+                perf record -q -F "$hz" --call-graph dwarf -p "$py" -o "$work/perf.data" -- sleep "$duration" \
+                        >/dev/null 2>&1 &
+                pp=$!
+                st=$(steady $pp)
+                wait $pp || true
+                kill $py 2>/dev/null || true
+                wait $py 2>/dev/null || true
+                /usr/bin/time -f "%U %S" -o "$work/script.time" perf script -F ip,sym -i "$work/perf.data" \
+                        >"$work/perf.txt" 2>/dev/null || true
+                set -- $(python3 "$work/stacks.py" perf "$work/perf.txt")
+                size=$(($(stat -c %s "$work/perf.data") / 1024))
+                echo "$1 $2 $st $size $(cpu_of "$work/script.time")" | awk '{
+                        printf "%s %s - %s %s - %.2f\n", $1, $2, $3, $5, $6 }'
+                ;;
+        esac
+}
+
+case " $what " in *" unwind "*)
+        echo
+        printf "%-14s %-9s %-20s %-20s %-20s %-20s %-20s %-20s %-20s\n" run tool "to main/_start %" "median frames" \
+                "bpf_ns/sample" "cpu% steady" "tables|perf.data KiB" "BPF maps KiB" "post-processing s"
+        unwind_runs
+        ;;
+esac
 case " $what " in *" off "*) ;; *) exit 0 ;; esac
 cat >"$work/offcpu.bt" <<'BT'
 tracepoint:sched:sched_switch

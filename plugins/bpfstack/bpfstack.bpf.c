@@ -183,7 +183,9 @@ static __always_inline __s32 stack_of(void *ctx, __u64 flags, bool want) {
 
 struct walk {
         __u64 ip, sp, bp;
-        __u32 pid, n; /* the frames go into scratch */
+        const struct bpfstack_uproc *p; /* the process's mappings */
+        __u32 n;     /* the frames go into scratch */
+        __u32 last;  /* the mapping of the previous frame: most callers share it */
         __u8 stop;
 };
 
@@ -209,8 +211,12 @@ static long map_search_step(__u32 i, void *ctx) {
         return 0;
 }
 
-/* The mapping of p holding pc, or NULL. */
-static __always_inline const struct bpfstack_umap *find_map(const struct bpfstack_uproc *p, __u64 pc) {
+/* The mapping of p holding pc, or NULL; *last: its index, and the one
+ * looked at first. */
+static __always_inline const struct bpfstack_umap *find_map(const struct bpfstack_uproc *p, __u64 pc, __u32 *last) {
+        const struct bpfstack_umap *m = &p->m[*last & (BPFSTACK_UNWIND_MAPS - 1)];
+        if (*last < p->n && m->start <= pc && pc < m->end)
+                return m;
         struct map_search c = { .p = p, .pc = pc, .hi = p->n };
         if (c.hi > BPFSTACK_UNWIND_MAPS)
                 c.hi = BPFSTACK_UNWIND_MAPS;
@@ -218,7 +224,8 @@ static __always_inline const struct bpfstack_umap *find_map(const struct bpfstac
         __u32 k = c.lo;
         if (k == 0 || k > BPFSTACK_UNWIND_MAPS)
                 return NULL;
-        const struct bpfstack_umap *m = &p->m[(k - 1) & (BPFSTACK_UNWIND_MAPS - 1)];
+        *last = k - 1;
+        m = &p->m[(k - 1) & (BPFSTACK_UNWIND_MAPS - 1)];
         return pc < m->end ? m : NULL;
 }
 
@@ -226,19 +233,25 @@ struct row_search {
         __u32 lo, hi, rel; /* rows[lo].pc <= rel < rows[hi].pc */
 };
 
+/* Four halvings a call: each call of a callback costs an indirect jump. */
 static long row_search_step(__u32 i, void *ctx) {
         struct row_search *c = ctx;
-        if (c->lo + 1 >= c->hi)
-                return 1;
-        __u32 mid = c->lo + (c->hi - c->lo) / 2;
-        const struct bpfstack_row *r = bpf_map_lookup_elem(&unwind_rows, &mid);
-        if (!r)
-                return 1;
-        if (r->pc <= c->rel)
-                c->lo = mid;
-        else
-                c->hi = mid;
-        return 0;
+        __u32 lo = c->lo, hi = c->hi;
+        for (int k = 0; k < 4; k++) {
+                if (lo + 1 >= hi)
+                        break;
+                __u32 mid = lo + (hi - lo) / 2;
+                const struct bpfstack_row *r = bpf_map_lookup_elem(&unwind_rows, &mid);
+                if (!r)
+                        return 1;
+                if (r->pc <= c->rel)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        c->lo = lo;
+        c->hi = hi;
+        return lo + 1 >= hi;
 }
 
 /* The row covering rel in the run [first, first + n), or NULL. */
@@ -249,7 +262,7 @@ static __always_inline const struct bpfstack_row *find_row(__u32 first, __u32 n,
         const struct bpfstack_row *r = bpf_map_lookup_elem(&unwind_rows, &c.lo);
         if (!r || r->pc > rel)
                 return NULL;
-        bpf_loop(25, row_search_step, &c, 0); /* 2^25 rows > the array's largest size */
+        bpf_loop(7, row_search_step, &c, 0); /* 2^28 rows > the array's largest size */
         return bpf_map_lookup_elem(&unwind_rows, &c.lo);
 }
 
@@ -269,7 +282,7 @@ static long walk_step(__u32 i, void *ctx) {
         sc->frames[n] = w->ip;
         w->n = n + 1;
 
-        const struct bpfstack_uproc *p = bpf_map_lookup_elem(&unwind_procs, &w->pid);
+        const struct bpfstack_uproc *p = w->p;
         if (!p) {
                 w->stop = BPFSTACK_STOP_NO_TABLES;
                 return 1;
@@ -277,7 +290,9 @@ static long walk_step(__u32 i, void *ctx) {
         /* A return address may be just past the end of its function (a
          * call that does not return): look up the call instead. */
         __u64 pc = n > 0 ? w->ip - 1 : w->ip;
-        const struct bpfstack_umap *m = find_map(p, pc);
+        __u32 last = w->last;
+        const struct bpfstack_umap *m = find_map(p, pc, &last);
+        w->last = last;
         if (!m) {
                 w->stop = BPFSTACK_STOP_NO_MAPPING;
                 return 1;
@@ -333,13 +348,14 @@ static __always_inline __u32 walk_user_stack(struct task_struct *t, __u32 pid, _
         struct pt_regs *regs = (struct pt_regs *) bpf_task_pt_regs(t);
         if (!regs)
                 return 0;
-        struct walk w = { .pid = pid };
+        struct walk w = {};
         w.ip = BPF_CORE_READ(regs, ip);
         w.sp = BPF_CORE_READ(regs, sp);
         w.bp = BPF_CORE_READ(regs, bp);
         if (!w.ip)
                 return 0;
-        if (!bpf_map_lookup_elem(&unwind_procs, &pid)) {
+        w.p = bpf_map_lookup_elem(&unwind_procs, &pid);
+        if (!w.p) {
                 *stop = BPFSTACK_STOP_NO_TABLES;
                 return 0;
         }
