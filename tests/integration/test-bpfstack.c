@@ -694,8 +694,26 @@ static void record_unwind(struct unwind_run *u, const char *comm1, const char *c
         fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_unwind, u, collect_packet, c);
 }
 
+/* Records the unwind program (a copy named prefix and this test's pid) run
+ * as "mode ms [arg]"; its pid. */
+static pid_t record_unwind_mode(const char *prefix, const char *mode, const char *ms, const char *arg,
+                                struct collect *c) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        char path[512], comm[COMM_LEN];
+        copy_named(UNWIND_BIN, prefix, path, sizeof(path), comm);
+        struct unwind_run u = { .argv = { path, mode, ms, arg, NULL } };
+        record_unwind(&u, comm, comm, c);
+        return u.pid;
+}
+
+static bool name_is(const struct sample *s, size_t k, const char *name) {
+        return k < s->n_names && s->names[k] && strcmp(s->names[k], name) == 0;
+}
+
 static bool ends_at_start(const struct sample *s) {
-        return s->n_names > 0 && s->names[s->n_names - 1] && strcmp(s->names[s->n_names - 1], "_start") == 0;
+        return s->n_names > 0 && name_is(s, s->n_names - 1, "_start");
 }
 
 static const char *const unwind_chain[] = { "chain_leaf", "chain_middle", "chain_outer", "main" };
@@ -717,16 +735,10 @@ static void count_chain(const struct collect *c, pid_t pid, const char *const *c
 }
 
 Test(bpfstack, unwind_tables_walk_code_without_frame_pointers) {
-        const char *why = bpf_refused();
-        if (why)
-                SKIP("%s", why);
-        char path[512], comm[COMM_LEN];
-        copy_named(UNWIND_BIN, "bsu", path, sizeof(path), comm);
-        struct unwind_run u = { .argv = { path, "chain", "2000", NULL } };
         struct collect c = {};
-        record_unwind(&u, comm, comm, &c);
+        pid_t pid = record_unwind_mode("bsu", "chain", "2000", NULL, &c);
         size_t whole, all;
-        count_chain(&c, u.pid, unwind_chain, 4, &whole, &all);
+        count_chain(&c, pid, unwind_chain, 4, &whole, &all);
         cr_log_info("chain: %zu of %zu samples read chain_leaf <- chain_middle <- chain_outer <- main ... _start",
                     whole, all);
         cr_assert_gt(all, 500, "2 s at 999 Hz: %zu samples", all);
@@ -748,33 +760,24 @@ Test(bpfstack, unwind_tables_walk_code_without_frame_pointers) {
 }
 
 Test(bpfstack, unwind_tables_deep_recursion) {
-        const char *why = bpf_refused();
-        if (why)
-                SKIP("%s", why);
-        char path[512], comm[COMM_LEN];
-        copy_named(UNWIND_BIN, "bsr", path, sizeof(path), comm);
-        struct unwind_run u = { .argv = { path, "recurse", "2000", NULL } };
         struct collect c = {};
-        record_unwind(&u, comm, comm, &c);
+        pid_t pid = record_unwind_mode("bsr", "recurse", "2000", NULL, &c);
         size_t good = 0, all = 0;
         for (size_t k = 0; k < c.n_s; k++) {
                 const struct sample *s = &c.s[k];
-                if (s->pid != (uint32_t) u.pid)
+                if (s->pid != (uint32_t) pid)
                         continue;
                 all++;
                 /* burn? <- recurse_leaf <- recurse x 100 <- main ... _start, nothing else between */
                 size_t at = 0;
-                while (at < s->n_names && !(s->names[at] && strcmp(s->names[at], "recurse_leaf") == 0))
+                while (at < s->n_names && !name_is(s, at, "recurse_leaf"))
                         at++;
                 if (at > 1 || at == s->n_names)
                         continue;
                 size_t depth = 0;
-                while (at + 1 + depth < s->n_names && s->names[at + 1 + depth] &&
-                       strcmp(s->names[at + 1 + depth], "recurse") == 0)
+                while (name_is(s, at + 1 + depth, "recurse"))
                         depth++;
-                size_t after = at + 1 + depth;
-                good += depth == 100 && after < s->n_names && s->names[after] && strcmp(s->names[after], "main") == 0 &&
-                        ends_at_start(s);
+                good += depth == 100 && name_is(s, at + 1 + depth, "main") && ends_at_start(s);
         }
         cr_log_info("recursion: %zu of %zu samples read recurse_leaf <- 100 x recurse <- main ... _start", good, all);
         cr_assert_gt(all, 500, "2 s at 999 Hz: %zu samples", all);
@@ -783,26 +786,19 @@ Test(bpfstack, unwind_tables_deep_recursion) {
 }
 
 Test(bpfstack, unwind_tables_through_a_shared_library) {
-        const char *why = bpf_refused();
-        if (why)
-                SKIP("%s", why);
-        char path[512], comm[COMM_LEN];
-        copy_named(UNWIND_BIN, "bsq", path, sizeof(path), comm);
-        struct unwind_run u = { .argv = { path, "qsort", "2000", NULL } };
         struct collect c = {};
-        record_unwind(&u, comm, comm, &c);
+        pid_t pid = record_unwind_mode("bsq", "qsort", "2000", NULL, &c);
         size_t in_cmp = 0, good = 0;
         for (size_t k = 0; k < c.n_s; k++) {
                 const struct sample *s = &c.s[k];
-                if (s->pid != (uint32_t) u.pid || s->n_names == 0 || !s->names[0] || strcmp(s->names[0], "cmp_slow"))
+                if (s->pid != (uint32_t) pid || !name_is(s, 0, "cmp_slow"))
                         continue;
                 in_cmp++;
                 /* cmp_slow <- libc's sort (one frame or more) <- sort_outer <- main ... _start */
                 size_t at = 1;
-                while (at < s->n_names && !(s->names[at] && strcmp(s->names[at], "sort_outer") == 0))
+                while (at < s->n_names && !name_is(s, at, "sort_outer"))
                         at++;
-                good += at >= 2 && at + 1 < s->n_names && s->names[at + 1] && strcmp(s->names[at + 1], "main") == 0 &&
-                        ends_at_start(s);
+                good += at >= 2 && name_is(s, at + 1, "main") && ends_at_start(s);
         }
         cr_log_info("qsort: %zu of %zu samples in cmp_slow read cmp_slow <- libc <- sort_outer <- main ... _start", good,
                     in_cmp);
@@ -830,24 +826,18 @@ Test(bpfstack, unwind_tables_follow_exec) {
 }
 
 Test(bpfstack, unwind_tables_follow_dlopen) {
-        const char *why = bpf_refused();
-        if (why)
-                SKIP("%s", why);
-        char path[512], comm[COMM_LEN];
-        copy_named(UNWIND_BIN, "bsd", path, sizeof(path), comm);
-        struct unwind_run u = { .argv = { path, "dlopen", "1000", UNWIND_LIB, NULL } };
         struct collect c = {};
-        record_unwind(&u, comm, comm, &c);
+        pid_t pid = record_unwind_mode("bsd", "dlopen", "1000", UNWIND_LIB, &c);
         static const char *const lib_chain[] = { "lib_leaf", "lib_middle", "lib_outer", "main" };
         size_t in_lib = 0, whole = 0, before, before_all;
         for (size_t k = 0; k < c.n_s; k++) {
                 const struct sample *s = &c.s[k];
-                if (s->pid != (uint32_t) u.pid || s->n_names == 0 || !s->names[0] || strcmp(s->names[0], "lib_leaf"))
+                if (s->pid != (uint32_t) pid || !name_is(s, 0, "lib_leaf"))
                         continue;
                 in_lib++;
                 whole += has_chain(s, lib_chain, 4) && ends_at_start(s);
         }
-        count_chain(&c, u.pid, unwind_chain, 4, &before, &before_all);
+        count_chain(&c, pid, unwind_chain, 4, &before, &before_all);
         cr_log_info("dlopen: %zu of %zu samples in the library read lib_leaf <- lib_middle <- lib_outer <- main ... "
                     "_start; %zu before it with the whole chain",
                     whole, in_lib, before);
