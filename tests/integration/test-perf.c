@@ -502,47 +502,32 @@ struct throttles {
         size_t n_uuid;
 };
 
-/* Track descriptors named "linux.perf throttled (CPU n)" (field 60) and
- * counter events on them (field 11), fields our TracePacket does not
- * declare: protobuf-c keeps them as unknown fields. */
+/* Track descriptors named "linux.perf throttled (CPU n)" and counter
+ * events on them. */
 static void collect_throttles(const Perfetto__Protos__TracePacket *p, void *userdata) {
         struct throttles *t = userdata;
         if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE && !p->perf_sample->kernel_records_lost)
                 t->samples++;
-        for (size_t k = 0; k < p->base.n_unknown_fields; k++) {
-                const ProtobufCMessageUnknownField *u = &p->base.unknown_fields[k];
-                if (u->wire_type != PROTOBUF_C_WIRE_TYPE_LENGTH_PREFIXED)
-                        continue;
-                /* protobuf-c keeps a length-delimited unknown field with its
-                 * length prefix. */
-                struct pbr_field f = { .data = u->data, .len = u->len };
-                uint64_t v = 0;
-                for (size_t i = 0; i < u->len && i < 10; i++) {
-                        v |= (uint64_t) (u->data[i] & 0x7f) << (7 * i);
-                        if (!(u->data[i] & 0x80)) {
-                                if (v == u->len - i - 1)
-                                        f = (struct pbr_field) { .data = u->data + i + 1, .len = v };
-                                break;
-                        }
-                }
-                struct pbr_field uuid, name, value;
-                if (u->tag == 60 && pbr_get(f.data, f.len, 1, false, &uuid) &&
-                    pbr_get(f.data, f.len, 2, false, &name) && name.len > 22 &&
-                    memcmp(name.data, "linux.perf throttled (", 22) == 0) {
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR) {
+                const Perfetto__Protos__TrackDescriptor *td = p->track_descriptor;
+                if (td->has_uuid && td->name && strncmp(td->name, "linux.perf throttled (", 22) == 0) {
                         t->tracks++;
                         if (t->n_uuid < ELEMENTSOF(t->uuid))
-                                t->uuid[t->n_uuid++] = uuid.varint;
+                                t->uuid[t->n_uuid++] = td->uuid;
                 }
-                if (u->tag == 11 && pbr_get(f.data, f.len, 11, false, &uuid) &&
-                    pbr_get(f.data, f.len, 30, false, &value)) {
-                        bool known = false;
-                        for (size_t i = 0; i < t->n_uuid; i++)
-                                known |= t->uuid[i] == uuid.varint;
-                        cr_assert(known, "a throttle count on a track not described before it");
-                        t->counts++;
-                        if (value.varint > t->max)
-                                t->max = value.varint;
-                }
+        }
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT) {
+                const Perfetto__Protos__TrackEvent *te = p->track_event;
+                if (!te->has_track_uuid ||
+                    te->counter_value_field_case != PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_COUNTER_VALUE)
+                        return;
+                bool known = false;
+                for (size_t i = 0; i < t->n_uuid; i++)
+                        known |= t->uuid[i] == te->track_uuid;
+                cr_assert(known, "a throttle count on a track not described before it");
+                t->counts++;
+                if ((uint64_t) te->counter_value > t->max)
+                        t->max = (uint64_t) te->counter_value;
         }
 }
 
