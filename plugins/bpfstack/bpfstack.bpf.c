@@ -314,11 +314,20 @@ static long walk_step(__u32 i, void *ctx) {
         }
         __u64 cfa = (kind == BPFSTACK_ROW_CFA_SP ? w->sp : w->bp) + (__s64) r->cfa_off;
         __u64 ra = 0, bp = w->bp;
-        if (bpf_probe_read_user(&ra, sizeof(ra), (const void *) (cfa - 8)) < 0) {
+        if ((r->kind & BPFSTACK_ROW_BP_SAVED) && r->bp_off8 == -2) {
+                /* The usual prologue: the caller's BP just below the return
+                 * address, both in one read. */
+                __u64 pair[2];
+                if (bpf_probe_read_user(pair, sizeof(pair), (const void *) (cfa - 16)) < 0) {
+                        w->stop = BPFSTACK_STOP_READ_FAULT;
+                        return 1;
+                }
+                bp = pair[0];
+                ra = pair[1];
+        } else if (bpf_probe_read_user(&ra, sizeof(ra), (const void *) (cfa - 8)) < 0) {
                 w->stop = BPFSTACK_STOP_READ_FAULT;
                 return 1;
-        }
-        if (r->kind & BPFSTACK_ROW_BP_SAVED) {
+        } else if (r->kind & BPFSTACK_ROW_BP_SAVED) {
                 if (bpf_probe_read_user(&bp, sizeof(bp), (const void *) (cfa + 8 * (__s64) r->bp_off8)) < 0) {
                         w->stop = BPFSTACK_STOP_READ_FAULT;
                         return 1;
@@ -343,15 +352,16 @@ static long walk_step(__u32 i, void *ctx) {
  * count, the reason the walk ended in *stop. */
 static __always_inline __u32 walk_user_stack(struct task_struct *t, __u32 pid, __u8 *stop) {
         *stop = BPFSTACK_STOP_NONE;
-        if (!BPF_CORE_READ(t, mm))
+        /* t and regs are BTF pointers: read directly, no helper call. */
+        if (!t->mm)
                 return 0; /* a kernel thread */
         struct pt_regs *regs = (struct pt_regs *) bpf_task_pt_regs(t);
         if (!regs)
                 return 0;
         struct walk w = {};
-        w.ip = BPF_CORE_READ(regs, ip);
-        w.sp = BPF_CORE_READ(regs, sp);
-        w.bp = BPF_CORE_READ(regs, bp);
+        w.ip = regs->ip;
+        w.sp = regs->sp;
+        w.bp = regs->bp;
         if (!w.ip)
                 return 0;
         w.p = bpf_map_lookup_elem(&unwind_procs, &pid);
