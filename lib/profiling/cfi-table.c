@@ -16,6 +16,7 @@
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(Elf *, elf_end);
 DEFINE_TRIVIAL_CLEANUP_FUNC(Dwarf_CFI *, dwarf_cfi_end);
+DEFINE_TRIVIAL_CLEANUP_FUNC(Dwarf *, dwarf_end);
 
 /* The part of .eh_frame_hdr this file reads: its binary search table, one
  * (initial location, FDE address) pair of 4-byte words per FDE. */
@@ -194,6 +195,78 @@ static int compile_fde(Dwarf_CFI *cfi, struct builder *b, uint64_t start, uint64
         return 0;
 }
 
+/* Where an FDE starts, and the call frame information it belongs to. */
+struct fde_ref {
+        uint64_t start;
+        Dwarf_CFI *cfi;
+        unsigned order; /* .eh_frame first where both describe a start */
+};
+
+struct fde_list {
+        struct fde_ref *v;
+        size_t n, cap;
+};
+
+static void fde_list_done(struct fde_list *l) {
+        free(l->v);
+}
+
+static int fde_add(struct fde_list *l, uint64_t start, Dwarf_CFI *cfi, unsigned order) {
+        if (l->n == l->cap) {
+                size_t cap = MAX(l->cap * 2, (size_t) 256);
+                struct fde_ref *v = realloc(l->v, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                l->v = v;
+                l->cap = cap;
+        }
+        l->v[l->n++] = (struct fde_ref) { .start = start, .cfi = cfi, .order = order };
+        return 0;
+}
+
+static int fde_compare(const void *a, const void *b) {
+        const struct fde_ref *x = a, *y = b;
+        if (x->start != y->start)
+                return x->start < y->start ? -1 : 1;
+        return (x->order > y->order) - (x->order < y->order);
+}
+
+/* The FDEs of .debug_frame: there the initial location is an absolute
+ * address of the target's size (8 bytes here), right after the CIE
+ * pointer where libdw's entry starts. -ENOENT without the section. */
+static int debug_frame_fdes(Elf *elf, const unsigned char *e_ident, Dwarf_CFI *cfi, struct fde_list *l) {
+        size_t shstrndx;
+        if (elf_getshdrstrndx(elf, &shstrndx) != 0)
+                return -ENOENT;
+        for (Elf_Scn *scn = elf_nextscn(elf, NULL); scn; scn = elf_nextscn(elf, scn)) {
+                GElf_Shdr sh;
+                if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS)
+                        continue;
+                const char *name = elf_strptr(elf, shstrndx, sh.sh_name);
+                if (!name || strcmp(name, ".debug_frame") != 0)
+                        continue;
+                if ((sh.sh_flags & SHF_COMPRESSED) && elf_compress(scn, 0, 0) < 0)
+                        return -EINVAL;
+                Elf_Data *d = elf_getdata(scn, NULL);
+                if (!d)
+                        return -EINVAL;
+                Dwarf_Off off = 0, next;
+                Dwarf_CFI_Entry e;
+                int r;
+                while ((r = dwarf_next_cfi(e_ident, d, false, off, &next, &e)) == 0) {
+                        if (!dwarf_cfi_cie_p(&e) && e.fde.end - e.fde.start >= 16) {
+                                uint64_t start = 0;
+                                memcpy(&start, e.fde.start, 8); /* little-endian, as x86-64 */
+                                if ((r = fde_add(l, start, cfi, 1)) < 0)
+                                        return r;
+                        }
+                        off = next;
+                }
+                return r < 0 ? -EINVAL : 0;
+        }
+        return -ENOENT;
+}
+
 int cfi_table_compile(const uint8_t *data, size_t size, size_t max_rows, struct cfi_row **ret_rows, size_t *ret_n) {
         if (!data || !ret_rows || !ret_n)
                 return -EINVAL;
@@ -207,32 +280,51 @@ int cfi_table_compile(const uint8_t *data, size_t size, size_t max_rows, struct 
         if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64)
                 return -EOPNOTSUPP;
 
+        _cleanup_(fde_list_done) struct fde_list fdes = {};
+        /* .eh_frame, through the search table of .eh_frame_hdr. */
         const uint8_t *hdr;
         size_t hdr_size;
         uint64_t hdr_vaddr;
+        _cleanup_(dwarf_cfi_endp) Dwarf_CFI *eh_cfi = NULL;
         int r = find_eh_frame_hdr(elf, size, data, &hdr, &hdr_size, &hdr_vaddr);
-        if (r < 0)
+        if (r < 0 && r != -ENOENT)
                 return r;
-        struct fde_table fdes;
-        r = parse_eh_frame_hdr(hdr, hdr_size, hdr_vaddr, &fdes);
-        if (r < 0)
-                return r;
-        if (fdes.count == 0)
-                return -ENOENT;
-
-        _cleanup_(dwarf_cfi_endp) Dwarf_CFI *cfi = dwarf_getcfi_elf(elf);
-        if (!cfi)
-                return -EINVAL;
+        bool have_hdr = r == 0;
+        if (have_hdr) {
+                struct fde_table t;
+                r = parse_eh_frame_hdr(hdr, hdr_size, hdr_vaddr, &t);
+                if (r < 0)
+                        return r;
+                if (t.count > 0 && !(eh_cfi = dwarf_getcfi_elf(elf)))
+                        return -EINVAL;
+                for (size_t k = 0; k < t.count; k++)
+                        if ((r = fde_add(&fdes, fde_start(&t, k), eh_cfi, 0)) < 0)
+                                return r;
+        }
+        /* .debug_frame, when the file has one: code built without unwind
+         * tables (-fno-asynchronous-unwind-tables -g) has its rules only
+         * there, next to .eh_frame entries of the C runtime's files. libdw
+         * owns the CFI of the Dwarf handle. */
+        _cleanup_(dwarf_endp) Dwarf *dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+        Dwarf_CFI *debug_cfi = dw ? dwarf_getcfi(dw) : NULL;
+        if (debug_cfi) {
+                r = debug_frame_fdes(elf, eh.e_ident, debug_cfi, &fdes);
+                if (r < 0 && r != -ENOENT)
+                        return r;
+        }
+        if (fdes.n == 0)
+                return have_hdr ? -EOPNOTSUPP : -ENOENT;
+        qsort(fdes.v, fdes.n, sizeof(*fdes.v), fde_compare);
 
         _cleanup_(builder_done) struct builder b = { .max = max_rows };
-        for (size_t k = 0; k < fdes.count;) {
-                uint64_t start = fde_start(&fdes, k);
-                /* FDEs sharing a start (there should be none) count once. */
+        for (size_t k = 0; k < fdes.n;) {
+                uint64_t start = fdes.v[k].start;
+                /* FDEs sharing a start count once: .eh_frame's. */
                 size_t next = k + 1;
-                while (next < fdes.count && fde_start(&fdes, next) == start)
+                while (next < fdes.n && fdes.v[next].start == start)
                         next++;
-                uint64_t limit = next < fdes.count ? fde_start(&fdes, next) : UINT64_MAX;
-                r = compile_fde(cfi, &b, start, limit);
+                uint64_t limit = next < fdes.n ? fdes.v[next].start : UINT64_MAX;
+                r = compile_fde(fdes.v[k].cfi, &b, start, limit);
                 if (r < 0)
                         return r;
                 k = next;

@@ -15,8 +15,10 @@
  * ends at UINT64_MAX. Addresses below the first row's start have no call
  * frame information either.
  *
- * The FDEs are found through the binary search table of .eh_frame_hdr, the
- * rules through libdw. */
+ * The FDEs are found through the binary search table of .eh_frame_hdr and
+ * in .debug_frame (code built without unwind tables but with -g has its
+ * rules only there); where both describe the same start, .eh_frame's
+ * rules are used. The rules are read through libdw. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,9 +32,9 @@
  *                other than 1, a table out of bounds or not sorted);
  *   -EOPNOTSUPP  not x86-64, or .eh_frame_hdr encodings other than those
  *                GNU ld and lld emit (a udata4 count, a datarel sdata4
- *                table), or no table in it;
- *   -ENOENT      no .eh_frame_hdr: the image has no call frame information
- *                or only .debug_frame, which cfi_rows_lookup() handles;
+ *                table), or no table in it and no .debug_frame either;
+ *   -ENOENT      neither .eh_frame_hdr nor .debug_frame: the image has
+ *                no call frame information we can find;
  *   -E2BIG       more than max_rows rows;
  *   -ENOMEM. */
 int cfi_table_compile(const uint8_t *data, size_t size, size_t max_rows, struct cfi_row **ret_rows, size_t *ret_n);

@@ -640,6 +640,7 @@ Test(bpfstack, tracectl_quick_flag) {
 #define UNWIND_BIN BPFSTACK_TEST_BIN_DIR "/unwind-nofp"
 #define COMM_LEN 16 /* the kernel's TASK_COMM_LEN */
 #define UNWIND_LIB BPFSTACK_TEST_BIN_DIR "/libunwind-nofp.so"
+#define UNWIND_DEBUG_FRAME_BIN BPFSTACK_TEST_BIN_DIR "/unwind-debug-frame"
 
 /* A copy of from at inst.dir/NAME, NAME being prefix and this test's pid
  * (a comm the filter keeps to this test); its path in path. */
@@ -694,15 +695,15 @@ static void record_unwind(struct unwind_run *u, const char *comm1, const char *c
         fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_unwind, u, collect_packet, c);
 }
 
-/* Records the unwind program (a copy named prefix and this test's pid) run
- * as "mode ms [arg]"; its pid. */
-static pid_t record_unwind_mode(const char *prefix, const char *mode, const char *ms, const char *arg,
-                                struct collect *c) {
+/* Records the unwind program bin (a copy named prefix and this test's pid)
+ * run as "mode ms [arg]"; its pid. */
+static pid_t record_program(const char *bin, const char *prefix, const char *mode, const char *ms, const char *arg,
+                            struct collect *c) {
         const char *why = bpf_refused();
         if (why)
                 SKIP("%s", why);
         char path[512], comm[COMM_LEN];
-        copy_named(UNWIND_BIN, prefix, path, sizeof(path), comm);
+        copy_named(bin, prefix, path, sizeof(path), comm);
         struct unwind_run u = { .argv = { path, mode, ms, arg, NULL } };
         record_unwind(&u, comm, comm, c);
         return u.pid;
@@ -736,7 +737,7 @@ static void count_chain(const struct collect *c, pid_t pid, const char *const *c
 
 Test(bpfstack, unwind_tables_walk_code_without_frame_pointers) {
         struct collect c = {};
-        pid_t pid = record_unwind_mode("bsu", "chain", "2000", NULL, &c);
+        pid_t pid = record_program(UNWIND_BIN, "bsu", "chain", "2000", NULL, &c);
         size_t whole, all;
         count_chain(&c, pid, unwind_chain, 4, &whole, &all);
         cr_log_info("chain: %zu of %zu samples read chain_leaf <- chain_middle <- chain_outer <- main ... _start",
@@ -759,9 +760,21 @@ Test(bpfstack, unwind_tables_walk_code_without_frame_pointers) {
         collect_free(&c);
 }
 
+/* Its own rules only in .debug_frame (built -g without unwind tables). */
+Test(bpfstack, unwind_tables_from_debug_frame) {
+        struct collect c = {};
+        pid_t pid = record_program(UNWIND_DEBUG_FRAME_BIN, "bsg", "chain", "2000", NULL, &c);
+        size_t whole, all;
+        count_chain(&c, pid, unwind_chain, 4, &whole, &all);
+        cr_log_info("debug_frame: %zu of %zu samples read the whole chain", whole, all);
+        cr_assert_gt(all, 500, "2 s at 999 Hz: %zu samples", all);
+        cr_assert_geq(whole * 10, all * 9, "the whole chain in only %zu of %zu samples", whole, all);
+        collect_free(&c);
+}
+
 Test(bpfstack, unwind_tables_deep_recursion) {
         struct collect c = {};
-        pid_t pid = record_unwind_mode("bsr", "recurse", "2000", NULL, &c);
+        pid_t pid = record_program(UNWIND_BIN, "bsr", "recurse", "2000", NULL, &c);
         size_t good = 0, all = 0;
         for (size_t k = 0; k < c.n_s; k++) {
                 const struct sample *s = &c.s[k];
@@ -787,7 +800,7 @@ Test(bpfstack, unwind_tables_deep_recursion) {
 
 Test(bpfstack, unwind_tables_through_a_shared_library) {
         struct collect c = {};
-        pid_t pid = record_unwind_mode("bsq", "qsort", "2000", NULL, &c);
+        pid_t pid = record_program(UNWIND_BIN, "bsq", "qsort", "2000", NULL, &c);
         size_t in_cmp = 0, good = 0;
         for (size_t k = 0; k < c.n_s; k++) {
                 const struct sample *s = &c.s[k];
@@ -827,7 +840,7 @@ Test(bpfstack, unwind_tables_follow_exec) {
 
 Test(bpfstack, unwind_tables_follow_dlopen) {
         struct collect c = {};
-        pid_t pid = record_unwind_mode("bsd", "dlopen", "1000", UNWIND_LIB, &c);
+        pid_t pid = record_program(UNWIND_BIN, "bsd", "dlopen", "1000", UNWIND_LIB, &c);
         static const char *const lib_chain[] = { "lib_leaf", "lib_middle", "lib_outer", "main" };
         size_t in_lib = 0, whole = 0, before, before_all;
         for (size_t k = 0; k < c.n_s; k++) {

@@ -250,6 +250,21 @@ static uint64_t image_vaddr(const void *p) {
         return (uint64_t) (uintptr_t) p - bias;
 }
 
+/* A program whose own rules are only in .debug_frame: the table has them
+ * (with the C runtime's from .eh_frame), as the lazy lookup does. */
+Test(profiling_cfi_table, debug_frame) {
+        size_t size;
+        uint8_t *data = read_file(CFI_TEST_DEBUG_FRAME_BIN, &size);
+        cr_assert_not_null(section(data, size, ".debug_frame"), "the test program has no .debug_frame");
+        struct cfi_row *v;
+        size_t n;
+        cr_assert_eq(cfi_table_compile(data, size, 1 << 20, &v, &n), 0);
+        check_shape(v, n);
+        check_against_lookup(data, size, v, n);
+        free(v);
+        free(data);
+}
+
 Test(profiling_cfi_table, this_program) {
         size_t size;
         uint8_t *data = read_file("/proc/self/exe", &size);
