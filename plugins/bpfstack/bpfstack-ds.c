@@ -65,6 +65,9 @@
 #define PENDING_LOADS 64u
 /* Walked user stacks of switched-out tasks kept at once (1 KiB each). */
 #define OUT_USTACKS 4096u
+/* Page index entries (4 bytes, one per 4 KiB of code with tables): one for
+ * every four rows, far more than code has (libc: 28 000 rows, 430 pages). */
+#define UNWIND_PAGES(c) ((c)->unwind_rows / 4u)
 #define CS_CACHE_SIZE 4096u
 #define CS_CACHE_PROBES 8u
 
@@ -829,6 +832,7 @@ static int open_load(struct bpfstack_session *s, uint64_t cgroup_id, bool btf_tp
         ro->walk_user = walk;
         ro->max_depth = c->max_depth;
         if ((r = bpf_map__set_max_entries(s->skel->maps.unwind_rows, walk ? c->unwind_rows : 1)) < 0 ||
+            (r = bpf_map__set_max_entries(s->skel->maps.unwind_pages, walk ? UNWIND_PAGES(c) : 1)) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.unwind_procs, walk ? c->unwind_procs : 1)) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.out_ustack, walk && c->off_cpu ? OUT_USTACKS : 1)) < 0)
                 return r;
@@ -901,6 +905,7 @@ static int setup(struct bpfstack_session *s) {
         s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves, .ksyms = s->ksyms };
         if (c->walk_tables && c->user_frames) {
                 r = unwind_tables_new(bpf_map__fd(s->skel->maps.unwind_rows), c->unwind_rows,
+                                      bpf_map__fd(s->skel->maps.unwind_pages), UNWIND_PAGES(c),
                                       bpf_map__fd(s->skel->maps.unwind_procs), &s->sym, &s->tables);
                 if (r < 0) {
                         bpfstack_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu: mapping the unwind tables: %s",

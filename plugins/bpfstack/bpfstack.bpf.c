@@ -83,6 +83,15 @@ struct {
         __uint(max_entries, 1);
 } unwind_rows SEC(".maps");
 
+/* The tables' page indexes (struct bpfstack_umap). */
+struct {
+        __uint(type, BPF_MAP_TYPE_ARRAY);
+        __uint(map_flags, BPF_F_MMAPABLE);
+        __type(key, __u32);
+        __type(value, struct bpfstack_page);
+        __uint(max_entries, 1);
+} unwind_pages SEC(".maps");
+
 struct {
         __uint(type, BPF_MAP_TYPE_HASH);
         __type(key, __u32); /* thread group id */
@@ -233,7 +242,7 @@ struct row_search {
         __u32 lo, hi, rel; /* rows[lo].pc <= rel < rows[hi].pc */
 };
 
-/* Four halvings a call: each call of a callback costs an indirect jump. */
+/* Four halvings a call: fewer calls of the callback. */
 static long row_search_step(__u32 i, void *ctx) {
         struct row_search *c = ctx;
         __u32 lo = c->lo, hi = c->hi;
@@ -254,14 +263,26 @@ static long row_search_step(__u32 i, void *ctx) {
         return lo + 1 >= hi;
 }
 
-/* The row covering rel in the run [first, first + n), or NULL. */
-static __always_inline const struct bpfstack_row *find_row(__u32 first, __u32 n, __u32 rel) {
+/* The row of m's table covering rel, or NULL: the page index narrows the
+ * search to the rows of rel's page. */
+static __always_inline const struct bpfstack_row *find_row(const struct bpfstack_umap *m, __u32 rel) {
+        __u32 first = m->first_row, n = m->n_rows;
         if (n == 0)
                 return NULL;
-        struct row_search c = { .lo = first, .hi = first + n, .rel = rel };
-        const struct bpfstack_row *r = bpf_map_lookup_elem(&unwind_rows, &c.lo);
+        const struct bpfstack_row *r = bpf_map_lookup_elem(&unwind_rows, &first);
         if (!r || r->pc > rel)
                 return NULL;
+        __u32 page = (rel - (r->pc & ~(BPFSTACK_PAGE - 1))) >> BPFSTACK_PAGE_SHIFT;
+        struct row_search c = { .lo = first, .hi = first + n, .rel = rel };
+        if (page < m->n_pages) {
+                __u32 at = m->first_page + page;
+                const struct bpfstack_page *pg = bpf_map_lookup_elem(&unwind_pages, &at);
+                if (pg && pg->lo < pg->hi && pg->hi <= n) {
+                        c.lo = first + pg->lo;
+                        c.hi = first + pg->hi;
+                }
+        } else
+                c.lo = first + n - 1; /* past the last page: the closing row */
         bpf_loop(7, row_search_step, &c, 0); /* 2^28 rows > the array's largest size */
         return bpf_map_lookup_elem(&unwind_rows, &c.lo);
 }
@@ -298,7 +319,7 @@ static long walk_step(__u32 i, void *ctx) {
                 return 1;
         }
         __u64 rel = pc - m->bias;
-        const struct bpfstack_row *r = rel >> 32 ? NULL : find_row(m->first_row, m->n_rows, (__u32) rel);
+        const struct bpfstack_row *r = rel >> 32 ? NULL : find_row(m, (__u32) rel);
         __u8 kind = r ? r->kind & BPFSTACK_ROW_KIND_MASK : BPFSTACK_ROW_NONE;
         if (kind == BPFSTACK_ROW_OUTERMOST) {
                 w->stop = BPFSTACK_STOP_END;

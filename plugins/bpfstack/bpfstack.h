@@ -80,11 +80,24 @@ struct bpfstack_row {
 };
 
 /* One executable mapping of a process with its table: pc - bias is the
- * image's virtual address; rows [first_row, first_row + n_rows). */
+ * image's virtual address; rows [first_row, first_row + n_rows), and a
+ * page index [first_page, first_page + n_pages) in unwind_pages: entry p
+ * holds the rows covering the p-th BPFSTACK_PAGE bytes from the first
+ * row's pc rounded down, so that a search looks only at those. */
 struct bpfstack_umap {
         __u64 start, end;
         __u64 bias;
         __u32 first_row, n_rows;
+        __u32 first_page, n_pages;
+};
+
+#define BPFSTACK_PAGE_SHIFT 12
+#define BPFSTACK_PAGE (1u << BPFSTACK_PAGE_SHIFT)
+
+/* One page of the index: the rows (from first_row) to search for a pc in
+ * it, [lo, hi). 8 bytes, the stride of a BPF array's elements. */
+struct bpfstack_page {
+        __u32 lo, hi;
 };
 
 #define BPFSTACK_UNWIND_MAPS 128 /* mappings with tables per process */

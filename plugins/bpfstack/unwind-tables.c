@@ -22,6 +22,7 @@
 struct image_table {
         uint64_t dev, inode;
         uint32_t first, n;
+        uint32_t first_page, n_pages;
 };
 
 struct unwind_tables {
@@ -29,6 +30,9 @@ struct unwind_tables {
         struct bpfstack_row *rows; /* the array, mapped */
         size_t map_len;
         uint32_t n_rows, used;
+        struct bpfstack_page *pages; /* the page indexes, mapped */
+        size_t pages_len;
+        uint32_t n_pages, pages_used;
         struct symbolizer *sym;
         struct image_table *img;
         size_t n_img, cap_img;
@@ -38,21 +42,33 @@ struct unwind_tables {
         struct unwind_stats st;
 };
 
-int unwind_tables_new(int rows_fd, uint32_t n_rows, int procs_fd, struct symbolizer *sym,
-                      struct unwind_tables **ret) {
+/* A BPF array of n elements of size bytes, mapped. */
+static void *map_array(int fd, size_t n, size_t size, size_t *ret_len) {
+        long page = sysconf(_SC_PAGESIZE);
+        size_t len = n * size;
+        len = (len + (size_t) page - 1) / (size_t) page * (size_t) page;
+        void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+                return NULL;
+        *ret_len = len;
+        return p;
+}
+
+int unwind_tables_new(int rows_fd, uint32_t n_rows, int pages_fd, uint32_t n_pages, int procs_fd,
+                      struct symbolizer *sym, struct unwind_tables **ret) {
         struct unwind_tables *t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;
-        long page = sysconf(_SC_PAGESIZE);
-        size_t len = (size_t) n_rows * sizeof(struct bpfstack_row);
-        len = (len + (size_t) page - 1) / (size_t) page * (size_t) page;
-        t->rows = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, rows_fd, 0);
-        if (t->rows == MAP_FAILED) {
+        t->rows = map_array(rows_fd, n_rows, sizeof(struct bpfstack_row), &t->map_len);
+        t->pages = t->rows ? map_array(pages_fd, n_pages, sizeof(struct bpfstack_page), &t->pages_len) : NULL;
+        if (!t->pages) {
                 int r = -errno;
+                if (t->rows)
+                        munmap(t->rows, t->map_len);
                 free(t);
                 return r;
         }
-        t->map_len = len;
+        t->n_pages = n_pages;
         t->rows_fd = rows_fd;
         t->procs_fd = procs_fd;
         t->n_rows = n_rows;
@@ -66,6 +82,7 @@ void unwind_tables_free(struct unwind_tables *t) {
         if (!t)
                 return;
         munmap(t->rows, t->map_len);
+        munmap(t->pages, t->pages_len);
         free(t->img);
         free(t->pids);
         free(t);
@@ -112,6 +129,7 @@ static void reset(struct unwind_tables *t) {
         t->n_pids = 0;
         t->n_img = 0;
         t->used = 0;
+        t->pages_used = 0;
         t->st.resets++;
 }
 
@@ -160,8 +178,7 @@ static const uint8_t *own_vdso(size_t *ret_size) {
 
 /* Compiles the image data/size into the array at t->used. 0 and the run,
  * or a negative errno (-ENOSPC: the array has no room left for it). */
-static int compile_into(struct unwind_tables *t, const uint8_t *data, size_t size, uint32_t *ret_first,
-                        uint32_t *ret_n) {
+static int compile_into(struct unwind_tables *t, const uint8_t *data, size_t size, struct image_table *ret) {
         if (!data)
                 return -ENODATA;
         size_t room = t->n_rows - t->used;
@@ -193,9 +210,30 @@ static int compile_into(struct unwind_tables *t, const uint8_t *data, size_t siz
                 t->rows[t->used + out++] = b;
         }
         free(rows);
-        *ret_first = t->used;
-        *ret_n = (uint32_t) out;
+        /* The page index: for each page from the first row's, the rows in
+         * force from its start to its end. The closing row has no end:
+         * pages stop at its start. */
+        const struct bpfstack_row *v = &t->rows[t->used];
+        uint32_t base = v[0].pc & ~(BPFSTACK_PAGE - 1);
+        uint32_t n_pages = ((v[out - 1].pc - base) >> BPFSTACK_PAGE_SHIFT) + 1;
+        if (n_pages > t->n_pages - t->pages_used)
+                return -ENOSPC;
+        struct bpfstack_page *pg = &t->pages[t->pages_used];
+        size_t k = 0; /* the row in force at the page's start (row 0 below the first row: the walker checks) */
+        for (uint32_t p = 0; p < n_pages; p++) {
+                uint64_t at = (uint64_t) base + ((uint64_t) p << BPFSTACK_PAGE_SHIFT);
+                uint64_t end = at + BPFSTACK_PAGE;
+                while (k + 1 < out && v[k + 1].pc <= at)
+                        k++;
+                size_t last = k; /* the last row starting in the page */
+                while (last + 1 < out && v[last + 1].pc < end)
+                        last++;
+                pg[p] = (struct bpfstack_page) { .lo = (uint32_t) k, .hi = (uint32_t) last + 1 };
+        }
+        *ret = (struct image_table) { .dev = ret->dev, .inode = ret->inode, .first = t->used, .n = (uint32_t) out,
+                                      .first_page = t->pages_used, .n_pages = n_pages };
         t->used += (uint32_t) out;
+        t->pages_used += n_pages;
         return 0;
 }
 
@@ -216,7 +254,7 @@ static int image_table(struct unwind_tables *t, const uint8_t *data, size_t size
                 t->cap_img = cap;
         }
         struct image_table e = { .dev = dev, .inode = inode };
-        int r = compile_into(t, data, size, &e.first, &e.n);
+        int r = compile_into(t, data, size, &e);
         if (r == -ENOSPC)
                 return r;
         if (r < 0)
@@ -264,6 +302,7 @@ static int fill_entry(struct unwind_tables *t, const struct proc_info *p) {
                 u->m[u->n++] = (struct bpfstack_umap) {
                         .start = m->start, .end = m->end, .bias = m->start - vaddr,
                         .first_row = it->first, .n_rows = it->n,
+                        .first_page = it->first_page, .n_pages = it->n_pages,
                 };
         }
         return 0;

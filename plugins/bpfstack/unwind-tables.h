@@ -31,9 +31,10 @@ struct unwind_stats {
 };
 
 /* rows_fd: the unwind_rows array (BPF_F_MMAPABLE) of n_rows rows;
- * procs_fd: the unwind_procs hash. Both stay the caller's. */
-int unwind_tables_new(int rows_fd, uint32_t n_rows, int procs_fd, struct symbolizer *sym,
-                      struct unwind_tables **ret);
+ * pages_fd: the unwind_pages array (same) of n_pages entries; procs_fd:
+ * the unwind_procs hash. All stay the caller's. */
+int unwind_tables_new(int rows_fd, uint32_t n_rows, int pages_fd, uint32_t n_pages, int procs_fd,
+                      struct symbolizer *sym, struct unwind_tables **ret);
 void unwind_tables_free(struct unwind_tables *t);
 
 /* Writes p's entry: a table for each executable file mapping (compiled
