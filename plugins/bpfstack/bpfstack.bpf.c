@@ -192,6 +192,10 @@ static __always_inline __s32 stack_of(void *ctx, __u64 flags, bool want) {
 
 struct walk {
         __u64 ip, sp, bp;
+        /* Where the caller's BP was saved, not read yet (0: bp holds it):
+         * only a frame whose CFA is BP-based needs the value, and most
+         * code without frame pointers has none. */
+        __u64 bp_at;
         const struct bpfstack_uproc *p; /* the process's mappings */
         __u32 n;     /* the frames go into scratch */
         __u32 last;  /* the mapping of the previous frame: most callers share it */
@@ -329,32 +333,29 @@ static long walk_step(__u32 i, void *ctx) {
                 w->stop = BPFSTACK_STOP_NO_CFI;
                 return 1;
         }
+        if (kind == BPFSTACK_ROW_CFA_BP && w->bp_at) {
+                if (bpf_probe_read_user(&w->bp, sizeof(w->bp), (const void *) w->bp_at) < 0) {
+                        w->stop = BPFSTACK_STOP_READ_FAULT;
+                        return 1;
+                }
+                w->bp_at = 0;
+        }
         if (kind == BPFSTACK_ROW_REFUSED || (kind == BPFSTACK_ROW_CFA_BP && w->bp == 0)) {
                 w->stop = BPFSTACK_STOP_UNSUPPORTED;
                 return 1;
         }
         __u64 cfa = (kind == BPFSTACK_ROW_CFA_SP ? w->sp : w->bp) + (__s64) r->cfa_off;
-        __u64 ra = 0, bp = w->bp;
-        if ((r->kind & BPFSTACK_ROW_BP_SAVED) && r->bp_off8 == -2) {
-                /* The usual prologue: the caller's BP just below the return
-                 * address, both in one read. */
-                __u64 pair[2];
-                if (bpf_probe_read_user(pair, sizeof(pair), (const void *) (cfa - 16)) < 0) {
-                        w->stop = BPFSTACK_STOP_READ_FAULT;
-                        return 1;
-                }
-                bp = pair[0];
-                ra = pair[1];
-        } else if (bpf_probe_read_user(&ra, sizeof(ra), (const void *) (cfa - 8)) < 0) {
+        __u64 ra = 0;
+        if (bpf_probe_read_user(&ra, sizeof(ra), (const void *) (cfa - 8)) < 0) {
                 w->stop = BPFSTACK_STOP_READ_FAULT;
                 return 1;
-        } else if (r->kind & BPFSTACK_ROW_BP_SAVED) {
-                if (bpf_probe_read_user(&bp, sizeof(bp), (const void *) (cfa + 8 * (__s64) r->bp_off8)) < 0) {
-                        w->stop = BPFSTACK_STOP_READ_FAULT;
-                        return 1;
-                }
-        } else if (r->kind & BPFSTACK_ROW_BP_LOST)
-                bp = 0;
+        }
+        if (r->kind & BPFSTACK_ROW_BP_SAVED)
+                w->bp_at = cfa + 8 * (__s64) r->bp_off8;
+        else if (r->kind & BPFSTACK_ROW_BP_LOST) {
+                w->bp = 0;
+                w->bp_at = 0;
+        }
         if (ra == 0) {
                 w->stop = BPFSTACK_STOP_END;
                 return 1;
@@ -365,7 +366,6 @@ static long walk_step(__u32 i, void *ctx) {
         }
         w->ip = ra;
         w->sp = cfa;
-        w->bp = bp;
         return 0;
 }
 
