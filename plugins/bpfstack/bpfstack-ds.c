@@ -99,6 +99,7 @@ struct bpfstack_session {
         struct unwind_tables *tables;
         int pending[PENDING_LOADS]; /* pids whose walks asked for tables this drain */
         size_t n_pending;
+        uint64_t loads_paused_until; /* CLOCK_MONOTONIC ns: the process map was full */
         uint64_t stops[BPFSTACK_STOP_MAX]; /* walked records by how the walk ended */
         /* The unwind counters' sequence: descriptors, then values each
          * second while they change. */
@@ -447,6 +448,15 @@ static void check_new_mapping(struct bpfstack_session *s, uint32_t pid, uint64_t
 
 /* Loads the tables of the processes that asked, a few per drain. */
 static void load_pending(struct bpfstack_session *s) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+        if (now < s->loads_paused_until) {
+                /* The process map is full: those asking now keep their
+                 * frame-pointer stacks (counted) for a second. */
+                s->n_pending = 0;
+                return;
+        }
         size_t done = 0;
         for (; done < s->n_pending && done < LOADS_PER_DRAIN; done++) {
                 int pid = s->pending[done];
@@ -458,7 +468,12 @@ static void load_pending(struct bpfstack_session *s) {
                 if (!p || p->maps_unreadable)
                         continue; /* gone */
                 int r = unwind_tables_load(s->tables, p);
-                if (r < 0 && r != -ENOSPC)
+                if (r == -ENOSPC) {
+                        s->loads_paused_until = now + 1000000000u;
+                        s->n_pending = 0;
+                        return;
+                }
+                if (r < 0)
                         bpfstack_log(s->pl, TRACED_LOG_DEBUG, "linux.bpf_stack: unwind tables of pid %d: %s", pid,
                                      strerror(-r));
         }
