@@ -460,10 +460,9 @@ static void load_pending(struct bpfstack_session *s) {
         size_t done = 0;
         for (; done < s->n_pending && done < LOADS_PER_DRAIN; done++) {
                 int pid = s->pending[done];
+                /* New, exec'd or mapped more since: its maps are read anew. */
                 struct proc_info *p = proc_table_peek(s->procs, pid);
-                /* Known before: it exec'd, or it mapped more; read its maps anew. */
-                if (!p || unwind_tables_known(s->tables, pid) || p->maps_loaded)
-                        (void) proc_table_exec(s->procs, pid, p ? p->comm : "");
+                (void) proc_table_exec(s->procs, pid, p ? p->comm : "");
                 p = proc_table_get(s->procs, pid);
                 if (!p || p->maps_unreadable)
                         continue; /* gone */

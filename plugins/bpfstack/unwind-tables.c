@@ -97,7 +97,8 @@ void unwind_tables_stats(const struct unwind_tables *t, struct unwind_stats *ret
         ret->images = n;
 }
 
-bool unwind_tables_known(const struct unwind_tables *t, int pid) {
+/* Whether pid has an entry written by us since the last reset. */
+static bool known(const struct unwind_tables *t, int pid) {
         for (size_t k = 0; k < t->n_pids; k++)
                 if (t->pids[k] == pid)
                         return true;
@@ -105,7 +106,7 @@ bool unwind_tables_known(const struct unwind_tables *t, int pid) {
 }
 
 static int remember_pid(struct unwind_tables *t, int pid) {
-        if (unwind_tables_known(t, pid))
+        if (known(t, pid))
                 return 0;
         if (t->n_pids == t->cap_pids) {
                 size_t cap = t->cap_pids ? 2 * t->cap_pids : 64;

@@ -43,8 +43,4 @@ void unwind_tables_free(struct unwind_tables *t);
  * -ENOSPC when the process map is full; -ENOMEM. */
 int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p);
 
-/* Whether pid has an entry written by us (it may have been dropped by the
- * BPF side since, at an exec or exit). */
-bool unwind_tables_known(const struct unwind_tables *t, int pid);
-
 void unwind_tables_stats(const struct unwind_tables *t, struct unwind_stats *ret);
