@@ -52,19 +52,28 @@ int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t tar
                                 o->chunks_discarded_no_buffer++;
                 return 0;
         }
-        int r = trace_buffer_copy_chunk(b->tb, &(struct trace_buffer_chunk) {
-                                                      .producer_id = p->id,
-                                                      .producer_uid = p->uid,
-                                                      .producer_pid = p->pid,
-                                                      .machine_id = p->machine_id,
-                                                      .writer_id = writer_id,
-                                                      .chunk_id = chunk_id,
-                                                      .num_fragments = smb_packets_count(packets),
-                                                      .flags = smb_packets_flags(packets),
-                                                      .complete = complete,
-                                                      .payload = chunk + SMB_CHUNK_HEADER_SIZE,
-                                                      .payload_size = size - SMB_CHUNK_HEADER_SIZE,
-                                              });
+        const struct trace_buffer_chunk c = {
+                .producer_id = p->id,
+                .producer_uid = p->uid,
+                .producer_pid = p->pid,
+                .machine_id = p->machine_id,
+                .writer_id = writer_id,
+                .chunk_id = chunk_id,
+                .num_fragments = smb_packets_count(packets),
+                .flags = smb_packets_flags(packets),
+                .complete = complete,
+                .payload = chunk + SMB_CHUNK_HEADER_SIZE,
+                .payload_size = size - SMB_CHUNK_HEADER_SIZE,
+        };
+        /* A file being written takes whole packets at once, else the
+         * chunk waits in the buffer to be read. */
+        int r = s->file_fd >= 0 ? session_output_take_chunk(s, b->tb, &c) : 0;
+        if (r != 0) {
+                s->chunks_taken++;
+                return MIN(r, 0);
+        }
+        s->chunks_stored++;
+        r = trace_buffer_copy_chunk(b->tb, &c);
         if (r >= 0 && s->file_fd >= 0)
                 session_output_pressure(s, b->tb);
         return r;

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
@@ -212,7 +213,12 @@ int output_writer_new(int fd, struct output_writer **ret) {
         }
         pthread_mutex_init(&w->lock, NULL);
         pthread_cond_init(&w->cond, NULL);
-        pthread_cond_init(&w->freed, NULL);
+        /* Timed waits for it count on the monotonic clock. */
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&w->freed, &ca);
+        pthread_condattr_destroy(&ca);
         for (unsigned i = 0; i < OW_BLOCKS; i++)
                 if (posix_memalign((void **) &w->blocks[i].data, OW_ALIGN, OW_BLOCK) != 0) {
                         output_writer_free(w);
@@ -385,6 +391,27 @@ int output_writer_wait_space(struct output_writer *w) {
         while (w->n_queued == OW_BLOCKS && w->error == 0)
                 pthread_cond_wait(&w->freed, &w->lock);
         int r = w->error;
+        pthread_mutex_unlock(&w->lock);
+        return r;
+}
+
+int output_writer_wait_space_for(struct output_writer *w, uint64_t usec) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += (time_t) (usec / 1000000u);
+        until.tv_nsec += (long) (usec % 1000000u) * 1000;
+        if (until.tv_nsec >= 1000000000) {
+                until.tv_sec++;
+                until.tv_nsec -= 1000000000;
+        }
+        int r = 0;
+        pthread_mutex_lock(&w->lock);
+        while (w->n_queued == OW_BLOCKS && w->error == 0 && r == 0)
+                r = -pthread_cond_timedwait(&w->freed, &w->lock, &until);
+        if (w->error != 0)
+                r = w->error;
+        else if (w->n_queued < OW_BLOCKS)
+                r = 0;
         pthread_mutex_unlock(&w->lock);
         return r;
 }

@@ -50,6 +50,9 @@ int output_writer_wait_space(struct output_writer *w);
 int output_writer_sync(struct output_writer *w);
 int output_writer_resume(struct output_writer *w);
 
+/* The same for at most usec microseconds: -ETIMEDOUT then. */
+int output_writer_wait_space_for(struct output_writer *w, uint64_t usec);
+
 /* Blocks until every submitted block is written. 0, or the write error. */
 int output_writer_wait_idle(struct output_writer *w);
 

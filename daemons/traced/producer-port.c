@@ -155,6 +155,8 @@ static void on_disconnect(ipc_host_conn *conn, void *userdata) {
                 return;
         ipc_host_conn_set_userdata(conn, NULL);
         log_info("Producer %u \"%s\" (pid %d) disconnected.", p->id, strna(p->name), (int) p->pid);
+        log_debug("Producer %u: %" PRIu64 " chunks committed in %" PRIu64 " requests.", p->id, p->chunks_committed,
+                  p->commit_requests);
         /* Take what it committed before going away; count what it was
          * still writing. */
         if (p->smb) {
@@ -778,6 +780,7 @@ static void m_commit_data(ipc_request *req, const ProtobufCMessage *args, void *
                 }
         }
         p->chunks_committed += a->n_chunks_to_move;
+        p->commit_requests++;
         if (a->has_flush_request_id && a->flush_request_id)
                 session_on_producer_flush_ack(p->svc, p->id, a->flush_request_id);
         reply_empty(req, &resp.base);

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <systemd/sd-event.h>
 
@@ -150,6 +151,7 @@ struct producer {
         uint32_t *writer_targets; /* SMB_MAX_WRITER_ID + 1 entries, lazily */
 
         uint64_t chunks_committed;
+        uint64_t commit_requests;
         uint64_t abi_violations;
 };
 
@@ -255,6 +257,10 @@ struct session {
         struct sequence_map *seqs; /* open addressing, seq_cap slots (a power of 2) */
         size_t n_seqs, seq_cap;
         uint32_t next_sequence_id;
+        /* A packet's slices and its trailer, as read passes hand them to a
+         * sink (session-read.c). */
+        struct iovec *read_iov;
+        size_t read_iov_cap;
 
         /* write_into_file (session-output.c) */
         int file_fd;
@@ -262,6 +268,11 @@ struct session {
         uint64_t max_file_size;
         sd_event_source *file_timer;
         uint8_t *out_buf; /* bytes the fd has not taken yet: out_buf[out_off..out_len) */
+        uint8_t *take_buf; /* a packet taken at commit that spans the writer's blocks */
+        size_t take_cap;
+        uint64_t chunks_taken, chunks_stored; /* committed chunks, by the way they went */
+        uint64_t take_waits; /* commits that waited for the writer */
+        bool take_slow; /* a wait for the writer timed out: not again until it has room */
         size_t out_off, out_len, out_cap;
         bool out_pollable; /* a pipe, socket or device: written without blocking, driven by out_io */
         bool out_more; /* the buffers hold more than out_buf could take */
@@ -465,12 +476,22 @@ bool session_output_drained(const struct session *s);
  * at half its size at once, so that a fast writer fills its SMB and waits
  * rather than the buffer losing data between periods. */
 void session_output_pressure(struct session *s, const struct trace_buffer *tb);
+/* A chunk committed for tb: when the session writes a regular file and
+ * nothing waits to be read before it, its whole packets go from the
+ * producer's memory straight into the file's blocks (one copy, validated
+ * there) instead of through tb. 1 when taken, 0 when it must go into tb,
+ * or -errno. */
+struct trace_buffer_chunk;
+int session_output_take_chunk(struct session *s, struct trace_buffer *tb, const struct trace_buffer_chunk *chunk);
 void session_output_free(struct session *s);
 /* A message for a write error (static storage). */
 const char *session_output_error_message(int error);
 /* session.c: the finalizing session's output drained or failed. */
 void session_output_finished(struct session *s);
 uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first);
+/* The first packet looked up was not emitted after all (invalid): the
+ * next one is the sequence's first. */
+void session_sequence_unsee(struct session *s, uint16_t producer_id, uint16_t writer_id);
 void session_notify_observers(struct session *s, uint32_t event_mask);
 void session_add_service_event(struct session *s, unsigned field);
 void session_clear_service_events(struct session *s);

@@ -42,6 +42,9 @@
 /* A regular file's writer takes the buffer's data once this much (or the
  * quarter) is there, without waiting for the disk. */
 #define OUT_DRAIN_EAGER_BYTES (1024u * 1024u)
+/* How long a commit waits for the file's writer to free a block (about
+ * one block's write on a slow disk) before the buffer takes the chunk. */
+#define OUT_TAKE_WAIT_USEC 20000u
 
 int session_output_open(struct session *s, int fd, char **ret_error) {
         _cleanup_close_ int owned = fd;
@@ -94,6 +97,9 @@ void session_output_free(struct session *s) {
         s->out_stall = sd_event_source_disable_unref(s->out_stall);
         free(s->out_buf);
         s->out_buf = NULL;
+        free(s->take_buf);
+        s->take_buf = NULL;
+        s->take_cap = 0;
         s->out_off = s->out_len = s->out_cap = 0;
         output_writer_free(s->out_writer);
         s->out_writer = NULL;
@@ -308,6 +314,123 @@ static int writer_sink(const struct iovec *iov, size_t n_iov, size_t total, void
         s->file_bytes += hn + total;
         /* Blocks full: stop reading; the writer's event brings us back. */
         return s->out_off < s->out_len ? 1 : 0;
+}
+
+/* ---- chunks taken at commit (session_output_take_chunk) ---------------- */
+
+struct take_ctx {
+        struct session *s;
+        uint16_t producer_id, writer_id;
+        bool have_seq;
+        uint32_t seq;
+        bool first; /* the sequence's first packet is still to be written */
+};
+
+/* Gathers slices into dst. */
+static void gather(uint8_t *dst, const struct iovec *iov, size_t n_iov) {
+        for (size_t i = 0; i < n_iov; i++) {
+                memcpy(dst, iov[i].iov_base, iov[i].iov_len);
+                dst += iov[i].iov_len;
+        }
+}
+
+/* Writes one packet of a chunk being committed: copied once, from the
+ * producer's memory into the block being filled (through take_buf when it
+ * spans blocks), validated in that copy, and kept only if valid. */
+static int take_packet(const struct iovec *iov, size_t n_iov, size_t size, const struct trace_buffer_packet_info *info,
+                       void *userdata) {
+        struct take_ctx *k = userdata;
+        struct session *s = k->s;
+        uint8_t hdr[11], tail[SESSION_TRAILER_MAX];
+
+        if (!k->have_seq) {
+                k->seq = session_sequence_id(s, info->producer_id, info->writer_id, &k->first);
+                k->producer_id = info->producer_id;
+                k->writer_id = info->writer_id;
+                k->have_seq = true;
+        }
+        /* An invalid packet is not written: the flag of the sequence's
+         * first packet then goes on the next one. */
+        size_t tn = session_packet_trailer(info, k->seq, k->first, tail);
+        size_t hn = packet_header(s, size + tn, hdr);
+        if (hn == 0)
+                return 0;
+
+        size_t avail;
+        uint8_t *dst = s->out_off == s->out_len ? output_writer_space(s->out_writer, &avail) : NULL;
+        const uint8_t *copy;
+        bool in_place = dst && avail >= hn + size + tn;
+        if (in_place) {
+                gather(dst + hn, iov, n_iov);
+                copy = dst + hn;
+        } else {
+                if (size > s->take_cap) {
+                        uint8_t *b = realloc(s->take_buf, size);
+                        if (!b)
+                                return -ENOMEM;
+                        s->take_buf = b;
+                        s->take_cap = size;
+                }
+                gather(s->take_buf, iov, n_iov);
+                copy = s->take_buf;
+        }
+        if (!packet_is_valid(&(struct iovec) { .iov_base = (void *) copy, .iov_len = size }, 1, size)) {
+                s->packets_invalid++;
+                return 0;
+        }
+        k->first = false;
+        s->file_bytes += hn + size + tn;
+        if (in_place) {
+                memcpy(dst, hdr, hn);
+                memcpy(dst + hn + size, tail, tn);
+                output_writer_commit(s->out_writer, hn + size + tn);
+                return 0;
+        }
+        int r = writer_put(s, hdr, hn);
+        if (r >= 0)
+                r = writer_put(s, copy, size);
+        if (r >= 0)
+                r = writer_put(s, tail, tn);
+        return r;
+}
+
+int session_output_take_chunk(struct session *s, struct trace_buffer *tb, const struct trace_buffer_chunk *chunk) {
+        size_t avail;
+        int r;
+
+        /* Only while packets flow straight on: a regular file, no size
+         * limit to watch and the session's own packets written first (the
+         * buffer's path handles the rest). */
+        if (!s->out_writer || s->out_error < 0 || s->out_full || s->out_finalizing || s->max_file_size ||
+            !s->initial_packets_emitted || (s->state != SESSION_STARTED && s->state != SESSION_DISABLING))
+                return 0;
+        /* Room in the writer, after what spilled over. When the disk is
+         * behind, wait for it a little: the producer's commits (and so its
+         * writers) are then paced by the disk and every byte is copied once,
+         * instead of twice through the buffer. A writer that frees no block
+         * within OUT_TAKE_WAIT_USEC leaves the chunks to the buffer until it
+         * has room again. */
+        for (;;) {
+                bool spilled = s->out_off != s->out_len && writer_drain_overflow(s) > 0;
+                if (!spilled && output_writer_space(s->out_writer, &avail)) {
+                        s->take_slow = false;
+                        break;
+                }
+                if (s->take_slow)
+                        return 0;
+                s->take_waits++;
+                r = output_writer_wait_space_for(s->out_writer, OUT_TAKE_WAIT_USEC);
+                if (r == -ETIMEDOUT)
+                        s->take_slow = true;
+                if (r < 0)
+                        return 0; /* a write error is the timer's to report */
+        }
+        struct take_ctx k = { .s = s };
+        r = trace_buffer_take_chunk(tb, chunk, take_packet, &k);
+        /* Every packet of the sequence's first chunk was invalid. */
+        if (k.have_seq && k.first)
+                session_sequence_unsee(s, k.producer_id, k.writer_id);
+        return r;
 }
 
 /* show: the file should show what was read (the period, the end), so a

@@ -465,6 +465,11 @@ static size_t trailer(uint8_t *buf, uid_t uid, pid_t pid, uint32_t machine_id, u
         return n;
 }
 
+size_t session_packet_trailer(const struct trace_buffer_packet_info *info, uint32_t seq, bool first, uint8_t *buf) {
+        return trailer(buf, info->producer_uid, info->producer_pid, info->machine_id, seq,
+                       info->previous_packet_dropped, first);
+}
+
 static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_fn sink, void *userdata,
                        bool *paused) {
         int count = 0, r;
@@ -497,14 +502,20 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                         last_writer = info.writer_id;
                         have_last = seq != 0;
                 }
-                uint8_t tail[64];
-                size_t tn = trailer(tail, info.producer_uid, info.producer_pid, info.machine_id, seq,
-                                    info.previous_packet_dropped, first);
-                struct iovec iov[TRACE_BUFFER_MAX_SLICES + 1];
-                size_t n = MIN(pkt.n_slices, (size_t) TRACE_BUFFER_MAX_SLICES);
-                memcpy(iov, pkt.slices, n * sizeof(struct iovec));
-                iov[n] = (struct iovec) { .iov_base = tail, .iov_len = tn };
-                r = sink(iov, n + 1, pkt.size + tn, userdata);
+                uint8_t tail[SESSION_TRAILER_MAX];
+                size_t tn = session_packet_trailer(&info, seq, first, tail);
+                size_t n = pkt.n_slices;
+                if (n + 1 > s->read_iov_cap) {
+                        size_t cap = MAX(n + 1, (size_t) 16);
+                        struct iovec *a = realloc(s->read_iov, cap * sizeof(*a));
+                        if (!a)
+                                return -ENOMEM;
+                        s->read_iov = a;
+                        s->read_iov_cap = cap;
+                }
+                memcpy(s->read_iov, pkt.slices, n * sizeof(struct iovec));
+                s->read_iov[n] = (struct iovec) { .iov_base = tail, .iov_len = tn };
+                r = sink(s->read_iov, n + 1, pkt.size + tn, userdata);
                 if (r < 0)
                         return r;
                 count++;

@@ -24,6 +24,13 @@ int session_read_packets(struct session *s, packet_sink_fn sink, void *userdata)
  * where this one stopped. */
 int session_read_packets_paced(struct session *s, packet_sink_fn sink, void *userdata, bool *ret_paused);
 
+/* The trusted fields the service appends to a producer's packet of
+ * sequence seq (first: the sequence's first packet written), at most
+ * SESSION_TRAILER_MAX bytes into buf. */
+#define SESSION_TRAILER_MAX 64u
+struct trace_buffer_packet_info;
+size_t session_packet_trailer(const struct trace_buffer_packet_info *info, uint32_t seq, bool first, uint8_t *buf);
+
 /* Whether a producer-written packet is acceptable: well-formed at the top
  * level and free of the fields only the service may set. */
 bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total);

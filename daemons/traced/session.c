@@ -122,6 +122,14 @@ uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t w
         return m->sequence_id;
 }
 
+void session_sequence_unsee(struct session *s, uint16_t producer_id, uint16_t writer_id) {
+        if (s->seq_cap == 0)
+                return;
+        struct sequence_map *m = seq_lookup(s->seqs, s->seq_cap, producer_id, writer_id);
+        if (m->sequence_id != 0)
+                m->seen = false;
+}
+
 static void instance_free(struct ds_instance *i) {
         free(i->name);
         free(i->config);
@@ -185,6 +193,7 @@ void session_free(struct session *s) {
         if (s->config)
                 perfetto__protos__trace_config__free_unpacked(s->config, NULL);
         free(s->config_bytes);
+        free(s->read_iov);
         session_clear_service_events(s);
         free(s->detach_key);
         free(s->disable_error);
@@ -1000,6 +1009,9 @@ static void session_finalize(struct session *s) {
 void session_output_finished(struct session *s) {
         s->out_finalizing = false;
         if (s->file_fd >= 0) {
+                log_debug("Session %" PRIu64 ": %" PRIu64 " chunks went straight into the file (%" PRIu64
+                          " waits for the disk), %" PRIu64 " through the buffers.",
+                          s->id, s->chunks_taken, s->take_waits, s->chunks_stored);
                 if (s->out_error < 0 && !s->disable_error)
                         s->disable_error = strdup(session_output_error_message(s->out_error));
                 session_output_free(s);

@@ -27,6 +27,9 @@ struct tb_chunk {
         uint16_t fragments_read;
         uint8_t flags;
         bool complete;
+        /* Being taken (trace_buffer_take_chunk): the payload is the
+         * producer's, the chunk is in its sequence only, for that call. */
+        bool external;
         size_t read_off;
         size_t size;
         size_t cost;
@@ -61,8 +64,12 @@ struct trace_buffer {
         /* Chunks to reuse (linked by fifo_next). */
         struct tb_chunk *pool;
         size_t pool_n, pool_bytes;
-        uint8_t *packet;
-        size_t packet_cap;
+        /* Chunks that left the buffer while a packet handed out still
+         * points into them: to the pool at the next call. */
+        struct tb_chunk *retired;
+        /* The slices of the packet handed out last. */
+        struct iovec *iov;
+        size_t iov_cap;
         struct trace_buffer_stats stats;
 };
 
@@ -101,13 +108,14 @@ void trace_buffer_free(struct trace_buffer *tb) {
                 return;
         chunk_list_free(tb->fifo_head);
         chunk_list_free(tb->pool);
+        chunk_list_free(tb->retired);
         while (tb->seqs) {
                 struct tb_seq *s = tb->seqs;
                 tb->seqs = s->next;
                 free(s->chunks);
                 free(s);
         }
-        free(tb->packet);
+        free(tb->iov);
         free(tb);
 }
 
@@ -303,6 +311,8 @@ static struct tb_chunk *chunk_alloc(struct trace_buffer *tb, size_t size) {
 /* Drops a chunk from the buffer (into the pool). */
 static void chunk_delete(struct trace_buffer *tb, struct tb_chunk *c) {
         seq_remove(c->seq, c);
+        if (c->external)
+                return;
         fifo_unlink(tb, c);
         tb->used -= c->cost;
         chunk_recycle(tb, c);
@@ -316,6 +326,30 @@ static void chunk_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
         s->last_chunk_id = c->chunk_id;
         tb->stats.chunks_read++;
         chunk_delete(tb, c);
+}
+
+/* The same for a chunk the packet being handed out still points into: it
+ * leaves the buffer now, its memory at the next call (release_retired). */
+static void chunk_consumed_retired(struct trace_buffer *tb, struct tb_chunk *c) {
+        struct tb_seq *s = c->seq;
+        s->have_last = true;
+        s->last_chunk_id = c->chunk_id;
+        tb->stats.chunks_read++;
+        seq_remove(s, c);
+        if (c->external)
+                return; /* the caller's: it outlives the packet */
+        fifo_unlink(tb, c);
+        tb->used -= c->cost;
+        c->fifo_next = tb->retired;
+        tb->retired = c;
+}
+
+static void release_retired(struct trace_buffer *tb) {
+        while (tb->retired) {
+                struct tb_chunk *c = tb->retired;
+                tb->retired = c->fifo_next;
+                chunk_recycle(tb, c);
+        }
 }
 
 static void evict_chunk(struct trace_buffer *tb, struct tb_chunk *c) {
@@ -338,7 +372,31 @@ static void evict_oldest(struct trace_buffer *tb) {
         evict_chunk(tb, tb->fifo_head);
 }
 
+/* Makes room for cost more bytes: 0, or -ENOSPC when the policy keeps
+ * what is there (discard, or nothing left to overwrite). */
+static int make_room(struct trace_buffer *tb, size_t cost) {
+        while (tb->used + cost > tb->capacity) {
+                if (tb->policy == TRACE_BUFFER_DISCARD || !tb->fifo_head)
+                        return -ENOSPC;
+                evict_oldest(tb);
+                tb->stats.write_wrap_count++;
+        }
+        return 0;
+}
+
+/* Appends a stored chunk to the arrival order. */
+static void fifo_append(struct trace_buffer *tb, struct tb_chunk *c) {
+        c->fifo_prev = tb->fifo_tail;
+        c->fifo_next = NULL;
+        if (tb->fifo_tail)
+                tb->fifo_tail->fifo_next = c;
+        else
+                tb->fifo_head = c;
+        tb->fifo_tail = c;
+}
+
 int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *in) {
+        release_retired(tb);
         if (in->payload_size > MAX_CHUNK_PAYLOAD || in->num_fragments > SMB_MAX_PACKET_COUNT) {
                 tb->stats.abi_violations++;
                 return -EINVAL;
@@ -410,17 +468,9 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
         }
 
         size_t cost = in->payload_size + TRACE_BUFFER_CHUNK_OVERHEAD;
-        if (cost > tb->capacity) {
+        if (cost > tb->capacity || make_room(tb, cost) < 0) {
                 tb->stats.chunks_discarded++;
                 return 0;
-        }
-        while (tb->used + cost > tb->capacity) {
-                if (tb->policy == TRACE_BUFFER_DISCARD || !tb->fifo_head) {
-                        tb->stats.chunks_discarded++;
-                        return 0;
-                }
-                evict_oldest(tb);
-                tb->stats.write_wrap_count++;
         }
         /* Eviction may have changed the sequence. */
         if (s->have_last && id_cmp(in->chunk_id, s->last_chunk_id) <= 0) {
@@ -446,12 +496,7 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
                 chunk_recycle(tb, c);
                 return -ENOMEM;
         }
-        c->fifo_prev = tb->fifo_tail;
-        if (tb->fifo_tail)
-                tb->fifo_tail->fifo_next = c;
-        else
-                tb->fifo_head = c;
-        tb->fifo_tail = c;
+        fifo_append(tb, c);
         tb->used += cost;
         tb->stats.chunks_written++;
         tb->stats.bytes_written += in->payload_size;
@@ -460,6 +505,7 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
 
 int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16_t writer_id, uint32_t chunk_id,
                            const struct trace_buffer_patch *patches, size_t n, bool other_patches_pending) {
+        release_retired(tb);
         struct tb_seq *s = seq_find(tb, producer_id, writer_id);
         bool found = false;
         size_t pos = s ? seq_search(s, chunk_id, &found) : 0;
@@ -482,41 +528,49 @@ int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16
 }
 
 void trace_buffer_begin_read(struct trace_buffer *tb) {
+        release_retired(tb);
         tb->read_seq = tb->seqs;
 }
 
-/* Reads the fragment header at the chunk's read offset. 0 ok, -EBADMSG. */
-static int fragment_at(const struct tb_chunk *c, size_t off, size_t *ret_data_off, uint32_t *ret_size) {
+/* Reads the fragment header at off of a payload of size bytes. Every
+ * byte is loaded once (the payload may be shared memory its producer is
+ * still writing). 0 ok, -EBADMSG. */
+static int fragment_header(const uint8_t *payload, size_t size, size_t off, size_t *ret_data_off,
+                           uint32_t *ret_size) {
         uint64_t v = 0;
         size_t p = off;
         for (unsigned shift = 0;; shift += 7) {
-                if (p >= c->size || shift > 28)
+                if (p >= size || shift > 28)
                         return -EBADMSG;
-                uint8_t b = c->payload[p++];
+                uint8_t b = __atomic_load_n(&payload[p++], __ATOMIC_RELAXED);
                 v |= (uint64_t) (b & 0x7f) << shift;
                 if (!(b & 0x80))
                         break;
         }
         if (v > UINT32_MAX)
                 return -EBADMSG;
-        if (v != SMB_PACKET_SIZE_DROP_PACKET && v > c->size - p)
+        if (v != SMB_PACKET_SIZE_DROP_PACKET && v > size - p)
                 return -EBADMSG;
         *ret_data_off = p;
         *ret_size = (uint32_t) v;
         return 0;
 }
 
-static int packet_reserve(struct trace_buffer *tb, size_t n) {
-        if (n > MAX_PACKET_SIZE)
-                return -EMSGSIZE;
-        if (n <= tb->packet_cap)
+/* The same at the read offset of a stored chunk. */
+static int fragment_at(const struct tb_chunk *c, size_t off, size_t *ret_data_off, uint32_t *ret_size) {
+        return fragment_header(c->payload, c->size, off, ret_data_off, ret_size);
+}
+
+/* Room for n slices in tb->iov. */
+static int iov_reserve(struct trace_buffer *tb, size_t n) {
+        if (n <= tb->iov_cap)
                 return 0;
-        size_t cap = MAX(n, tb->packet_cap * 2);
-        uint8_t *p = realloc(tb->packet, cap ? cap : 1);
-        if (!p)
+        size_t cap = MAX(n, MAX(tb->iov_cap * 2, (size_t) 16));
+        struct iovec *a = realloc(tb->iov, cap * sizeof(*a));
+        if (!a)
                 return -ENOMEM;
-        tb->packet = p;
-        tb->packet_cap = cap;
+        tb->iov = a;
+        tb->iov_cap = cap;
         return 0;
 }
 
@@ -541,17 +595,19 @@ enum readahead_result {
         RA_DROPPED,    /* the writer gave the packet up: drop the start */
 };
 
-/* Assembles a packet that starts with the last fragment of chunk at index
- * start_idx of s and continues in the following chunks. */
+/* Finds the fragments of a packet that starts with the last fragment of
+ * chunk at index start_idx of s and continues in the following chunks, as
+ * slices in tb->iov (nothing is copied). */
 static enum readahead_result readahead(struct trace_buffer *tb, struct tb_seq *s, size_t start_idx, size_t data_off,
-                                       uint32_t size, size_t *ret_len, size_t *ret_end_idx, size_t *ret_end_off) {
+                                       uint32_t size, size_t *ret_len, size_t *ret_n_slices, size_t *ret_end_idx,
+                                       size_t *ret_end_off) {
         struct tb_chunk *c = s->chunks[start_idx];
-        size_t len = 0;
+        size_t len = size, n_slices = 0;
 
-        if (packet_reserve(tb, size) < 0)
+        if (iov_reserve(tb, 1) < 0)
                 return RA_BROKEN;
-        memcpy(tb->packet, c->payload + data_off, size);
-        len = size;
+        if (size > 0)
+                tb->iov[n_slices++] = (struct iovec) { .iov_base = c->payload + data_off, .iov_len = size };
         uint32_t expect = c->chunk_id + 1;
         for (size_t i = start_idx + 1;; i++) {
                 if (i >= s->n)
@@ -578,12 +634,14 @@ static enum readahead_result readahead(struct trace_buffer *tb, struct tb_seq *s
                  * read). */
                 if (fsize == SMB_PACKET_SIZE_DROP_PACKET)
                         return RA_DROPPED;
-                if (packet_reserve(tb, len + fsize) < 0)
+                if (len + fsize > MAX_PACKET_SIZE || iov_reserve(tb, n_slices + 1) < 0)
                         return RA_BROKEN;
-                memcpy(tb->packet + len, n->payload + doff, fsize);
+                if (fsize > 0)
+                        tb->iov[n_slices++] = (struct iovec) { .iov_base = n->payload + doff, .iov_len = fsize };
                 len += fsize;
                 if (!cont) {
                         *ret_len = len;
+                        *ret_n_slices = n_slices;
                         *ret_end_idx = i;
                         *ret_end_off = doff + fsize;
                         return RA_DONE;
@@ -592,9 +650,9 @@ static enum readahead_result readahead(struct trace_buffer *tb, struct tb_seq *s
         }
 }
 
-/* 1: a packet from s at *ret_data (in a chunk, or tb->packet when it was
- * assembled from fragments); 0: nothing ready in s. */
-static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, const uint8_t **ret_data, size_t *ret_len,
+/* 1: a packet from s, as *ret_n_slices slices in tb->iov (pointing into
+ * the chunks); 0: nothing ready in s; -ENOMEM. */
+static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *ret_n_slices, size_t *ret_len,
                            bool *ret_lost) {
         for (;;) {
                 struct tb_chunk *c = seq_first(s);
@@ -644,15 +702,18 @@ static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, const uint
                         if (size == 0)
                                 continue;
                         /* Whole in this chunk: handed out in place. */
-                        *ret_data = c->payload + doff;
+                        if (iov_reserve(tb, 1) < 0)
+                                return -ENOMEM;
+                        tb->iov[0] = (struct iovec) { .iov_base = c->payload + doff, .iov_len = size };
+                        *ret_n_slices = 1;
                         *ret_len = size;
                         *ret_lost = s->data_lost;
                         s->data_lost = false;
                         return 1;
                 }
 
-                size_t len, end_idx, end_off;
-                switch (readahead(tb, s, s->head, doff, size, &len, &end_idx, &end_off)) {
+                size_t len, n_slices, end_idx, end_off;
+                switch (readahead(tb, s, s->head, doff, size, &len, &n_slices, &end_idx, &end_off)) {
                 case RA_WAIT:
                         if (!tb->final)
                                 return 0;
@@ -668,16 +729,17 @@ static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, const uint
                         break;
                 }
                 tb->stats.readaheads_succeeded++;
-                /* Consume: the start chunk, every chunk in between, and the
-                 * first fragment of the end chunk. */
+                /* Consume: the start chunk, every chunk in between (their
+                 * memory kept until the next call: the slices point into
+                 * it), and the first fragment of the end chunk. */
                 c->read_off = next_off;
                 c->fragments_read++;
                 struct tb_chunk *end = s->chunks[end_idx];
                 while (seq_first(s) != end)
-                        chunk_consumed(tb, seq_first(s));
+                        chunk_consumed_retired(tb, seq_first(s));
                 end->read_off = end_off;
                 end->fragments_read = 1;
-                *ret_data = tb->packet;
+                *ret_n_slices = n_slices;
                 *ret_len = len;
                 *ret_lost = s->data_lost;
                 s->data_lost = false;
@@ -687,14 +749,17 @@ static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, const uint
 
 int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_packet *ret,
                                   struct trace_buffer_packet_info *ret_info) {
+        release_retired(tb);
         while (tb->read_seq) {
                 struct tb_seq *s = tb->read_seq;
-                const uint8_t *data = NULL;
-                size_t len;
+                size_t n_slices, len;
                 bool lost;
-                if (seq_next_packet(tb, s, &data, &len, &lost) > 0) {
-                        ret->slices[0] = (struct iovec) { .iov_base = (void *) data, .iov_len = len };
-                        ret->n_slices = 1;
+                int r = seq_next_packet(tb, s, &n_slices, &len, &lost);
+                if (r < 0)
+                        return r;
+                if (r > 0) {
+                        ret->slices = tb->iov;
+                        ret->n_slices = n_slices;
                         ret->size = len;
                         *ret_info = (struct trace_buffer_packet_info) {
                                 .producer_id = s->producer_id,
@@ -710,6 +775,126 @@ int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_p
                 tb->read_seq = s->next;
         }
         return 0;
+}
+
+/* Gives up on the rest of the chunk being taken: the sequence goes on
+ * after it, marked as having lost data. */
+static void drop_rest(struct tb_chunk *ext) {
+        struct tb_seq *s = ext->seq;
+        seq_remove(s, ext);
+        s->data_lost = true;
+        if (seq_count(s) == 0) {
+                s->have_last = true;
+                s->last_chunk_id = ext->chunk_id;
+        }
+}
+
+/* Keeps what was not read of the chunk being taken (the start of a packet
+ * that goes on in the next chunk, or fragments waiting for a patch): its
+ * unread bytes are copied into a stored chunk that replaces it. */
+static int keep_rest(struct trace_buffer *tb, struct tb_chunk *ext) {
+        struct tb_seq *s = ext->seq;
+        size_t cost = ext->size + TRACE_BUFFER_CHUNK_OVERHEAD;
+        struct tb_chunk *c = NULL;
+        if (cost <= tb->capacity && make_room(tb, cost) == 0)
+                c = chunk_alloc(tb, ext->size);
+        size_t pos = s->head;
+        while (pos < s->n && s->chunks[pos] != ext)
+                pos++;
+        if (!c) {
+                /* No room by the policy (or no memory): the rest is lost. */
+                drop_rest(ext);
+                tb->stats.chunks_discarded++;
+                return 0;
+        }
+        uint8_t *payload = c->payload;
+        size_t cap = c->payload_cap;
+        *c = *ext;
+        c->payload = payload;
+        c->payload_cap = cap;
+        c->external = false;
+        c->cost = cost;
+        memcpy(c->payload + c->read_off, ext->payload + ext->read_off, ext->size - ext->read_off);
+        s->chunks[pos] = c;
+        fifo_append(tb, c);
+        tb->used += cost;
+        return 0;
+}
+
+int trace_buffer_take_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *in, trace_buffer_take_fn fn,
+                            void *userdata) {
+        release_retired(tb);
+        /* Anything else is for copy_chunk, which counts what it refuses. */
+        if (!in->complete || (in->flags & SMB_CHUNK_NEEDS_PATCHING) || in->payload_size > MAX_CHUNK_PAYLOAD ||
+            in->num_fragments > SMB_MAX_PACKET_COUNT)
+                return 0;
+        struct tb_seq *s = seq_get(tb, in);
+        if (!s)
+                return 0;
+        /* It must follow what the sequence holds (or was read up to): a
+         * duplicate, a gap or an early chunk are the buffer's to sort out. */
+        struct tb_chunk *last = seq_count(s) > 0 ? s->chunks[s->n - 1] : NULL;
+        if (last ? in->chunk_id != last->chunk_id + 1 : s->have_last && in->chunk_id != s->last_chunk_id + 1)
+                return 0;
+
+        struct tb_chunk ext = {
+                .seq = s,
+                .chunk_id = in->chunk_id,
+                .num_fragments = in->num_fragments,
+                .flags = in->flags,
+                .complete = true,
+                .external = true,
+                .size = in->payload_size,
+                .payload = (uint8_t *) in->payload,
+        };
+        if (seq_insert(s, s->n, &ext) < 0)
+                return 0;
+        tb->stats.chunks_written++;
+        tb->stats.bytes_written += in->payload_size;
+
+        /* Read the sequence now, as a read pass would. */
+        int r = 0;
+        for (;;) {
+                size_t n_slices, len;
+                bool lost;
+                r = seq_next_packet(tb, s, &n_slices, &len, &lost);
+                if (r <= 0)
+                        break;
+                tb->stats.bytes_read += len;
+                r = fn(tb->iov, n_slices, len,
+                       &(struct trace_buffer_packet_info) {
+                               .producer_id = s->producer_id,
+                               .writer_id = s->writer_id,
+                               .producer_uid = s->uid,
+                               .machine_id = s->machine_id,
+                               .producer_pid = s->pid,
+                               .previous_packet_dropped = lost,
+                       },
+                       userdata);
+                if (r < 0)
+                        break;
+        }
+        /* Nothing may point at ext once this returns. */
+        release_retired(tb);
+        bool found;
+        size_t pos = seq_search(s, ext.chunk_id, &found);
+        if (found && s->chunks[pos] == &ext) {
+                if (r < 0)
+                        drop_rest(&ext);
+                else
+                        r = keep_rest(tb, &ext);
+        }
+        return r < 0 ? r : 1;
+}
+
+size_t trace_buffer_packet_gather(const struct trace_buffer_packet *p, uint8_t *dst, size_t cap) {
+        size_t n = 0;
+        for (size_t i = 0; i < p->n_slices && n < cap; i++) {
+                size_t k = MIN(p->slices[i].iov_len, cap - n);
+                memcpy(dst + n, p->slices[i].iov_base, k);
+                n += k;
+        }
+        return n;
 }
 
 int trace_buffer_clone(const struct trace_buffer *tb, struct trace_buffer **ret) {

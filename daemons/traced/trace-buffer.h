@@ -22,7 +22,6 @@ enum trace_buffer_policy {
 };
 
 #define TRACE_BUFFER_PATCH_SIZE 4u
-#define TRACE_BUFFER_MAX_SLICES 1u
 #define TRACE_BUFFER_MIN_SIZE 4096u
 /* Accounting overhead per stored chunk. */
 #define TRACE_BUFFER_CHUNK_OVERHEAD 64u
@@ -48,10 +47,12 @@ struct trace_buffer_patch {
         uint8_t data[TRACE_BUFFER_PATCH_SIZE];
 };
 
-/* One packet handed out by read (in place when it lies whole in one stored
- * chunk): the bytes stay valid until the next read call. */
+/* One packet handed out by read, in place: one slice when it lies whole in
+ * one stored chunk, one per fragment when it was written across chunks.
+ * The slices and their bytes stay valid until the next call into the
+ * buffer. */
 struct trace_buffer_packet {
-        struct iovec slices[TRACE_BUFFER_MAX_SLICES];
+        const struct iovec *slices;
         size_t n_slices;
         size_t size;
 };
@@ -97,6 +98,24 @@ void trace_buffer_free(struct trace_buffer *tb);
  * larger than the buffer), -EINVAL for inconsistent metadata, -ENOMEM. */
 int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *chunk);
 
+/* Receives one packet of a chunk being taken, as slices of size bytes in
+ * all, partly in the producer's memory (untrusted and still writable by
+ * it: copy the bytes, then validate the copy). Negative return aborts. */
+typedef int (*trace_buffer_take_fn)(const struct iovec *iov, size_t n_iov, size_t size,
+                                    const struct trace_buffer_packet_info *info, void *userdata);
+
+/* For a reader that takes packets as their chunks arrive (a file being
+ * written): when the chunk is complete, needs no patch and is the next one
+ * of its sequence, its sequence is read at once, the chunk's payload in
+ * place: every packet that is ready goes to fn in order, exactly as a read
+ * pass would hand it out (statistics, loss marks, ABI checks), and what is
+ * left of the chunk (a packet that goes on in the next one) is copied in
+ * and kept. 1 then; 0 when the chunk was not taken: store it with
+ * trace_buffer_copy_chunk. A negative return of fn is returned (the rest
+ * of the chunk is lost, and marked so). */
+int trace_buffer_take_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *in, trace_buffer_take_fn fn,
+                            void *userdata);
+
 /* Patches 4-byte fields of a stored chunk of that producer. -ENOENT when
  * the chunk is gone, -ERANGE for an offset outside it. */
 int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16_t writer_id, uint32_t chunk_id,
@@ -110,6 +129,8 @@ void trace_buffer_begin_read(struct trace_buffer *tb);
 int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_packet *ret,
                                   struct trace_buffer_packet_info *ret_info);
 void trace_buffer_set_final(struct trace_buffer *tb, bool final);
+/* Copies up to cap bytes of a packet read into dst; returns how many. */
+size_t trace_buffer_packet_gather(const struct trace_buffer_packet *p, uint8_t *dst, size_t cap);
 
 /* A deep copy (chunks, read progress, statistics), for CloneSession. */
 int trace_buffer_clone(const struct trace_buffer *tb, struct trace_buffer **ret);

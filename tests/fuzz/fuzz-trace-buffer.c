@@ -75,8 +75,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                         trace_buffer_begin_read(tb);
                         while (trace_buffer_read_next_packet(tb, &pkt, &info) > 0) {
                                 volatile uint8_t sink = 0;
-                                for (size_t i = 0; i < pkt.size; i++)
-                                        sink ^= ((const uint8_t *) pkt.slices[0].iov_base)[i];
+                                for (size_t k = 0; k < pkt.n_slices; k++)
+                                        for (size_t i = 0; i < pkt.slices[k].iov_len; i++)
+                                                sink ^= ((const uint8_t *) pkt.slices[k].iov_base)[i];
                                 (void) sink;
                         }
                         break;

@@ -87,6 +87,26 @@ static uint64_t buffer_stat(const uint8_t *trace, size_t len, uint32_t field) {
         return value;
 }
 
+/* The figures of traced's log line at the end of a session written into a
+ * file: chunks that went straight into it at commit, and through the
+ * buffers. False when the line is missing. */
+static bool chunk_paths(unsigned long long *ret_taken, unsigned long long *ret_stored) {
+        char line[1024];
+        bool found = false;
+        FILE *f = fopen(inst.log_path, "r");
+        cr_assert_not_null(f);
+        while (fgets(line, sizeof(line), f)) {
+                const char *p = strstr(line, "Session ");
+                unsigned long long id, waits;
+                if (p && sscanf(p, "Session %llu: %llu chunks went straight into the file (%llu waits for the disk), "
+                                   "%llu through the buffers",
+                                &id, ret_taken, &waits, ret_stored) == 4)
+                        found = true;
+        }
+        fclose(f);
+        return found;
+}
+
 /* 24 MB in 1000-byte packets through a 1 MiB buffer into a file whose
  * write period (60 s) never comes during the session: only the drain a
  * filling buffer starts can keep up. The writer stalls on its SMB while
@@ -125,6 +145,15 @@ static void stream_through_small_buffer(bool discard) {
         free(trace);
         close(fd);
         test_consumer_free(&cons);
+        /* Packets go from the producer's memory straight into the file,
+         * copied once (the start of each packet that continues in the
+         * next chunk waits in the buffer): the buffer only takes chunks
+         * while the session starts or the disk is far behind. */
+        cr_assert(traced_instance_stop(&inst) == 0, "traced did not exit cleanly");
+        unsigned long long taken = 0, stored = 0;
+        cr_assert(chunk_paths(&taken, &stored), "no log line with the chunks' paths");
+        cr_log_info("%llu chunks straight into the file, %llu through the buffer", taken, stored);
+        cr_assert_gt(taken, 0, "no chunk went straight into the file (%llu through the buffer)", stored);
 }
 
 Test(data_path, ring_buffer_smaller_than_the_trace_streams_without_loss, .init = setup, .fini = teardown,
@@ -160,4 +189,44 @@ Test(data_path, sixty_four_producers_commit_concurrently, .init = setup, .fini =
                 reap(pids[i]);
         cr_assert_eq(good, N, "%u of %d producers' sequences arrived whole and in order", good, N);
         test_consumer_free(&cons);
+}
+
+/* The same into a file: each producer's chunks are taken at commit, 64
+ * sequences interleaved in the file's blocks, every one whole and in
+ * order. */
+Test(data_path, sixty_four_producers_stream_into_a_file, .init = setup, .fini = teardown, .timeout = 180) {
+        enum { N = 64 };
+        char path[512];
+        snprintf(path, sizeof(path), "%s/sixty-four.pftrace", inst.dir);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        cr_assert_geq(fd, 0);
+        pid_t pids[N];
+        for (unsigned i = 0; i < N; i++)
+                pids[i] = spawn_writer("400", "700", "256", "4");
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        spin_ms(ev, 1000);
+        Perfetto__Protos__TraceConfig *cfg = stall_config(4 * 1024, 8000, false);
+        cfg->has_write_into_file = true;
+        cfg->write_into_file = true;
+        cfg->has_file_write_period_ms = true;
+        cfg->file_write_period_ms = 200;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, fd), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 90000), "the session did not end");
+        cr_assert_str_eq(cons.error, "");
+        for (unsigned i = 0; i < N; i++)
+                reap(pids[i]);
+        size_t len;
+        uint8_t *trace = read_file(fd, &len);
+        unsigned good = example_check_sequences(trace, len, 700, 400);
+        cr_assert_eq(good, N, "%u of %d producers' sequences reached the file whole and in order", good, N);
+        free(trace);
+        close(fd);
+        test_consumer_free(&cons);
+        cr_assert(traced_instance_stop(&inst) == 0, "traced did not exit cleanly");
+        unsigned long long taken = 0, stored = 0;
+        cr_assert(chunk_paths(&taken, &stored), "no log line with the chunks' paths");
+        cr_log_info("%llu chunks straight into the file, %llu through the buffer", taken, stored);
+        cr_assert_gt(taken, 0, "no chunk went straight into the file (%llu through the buffer)", stored);
 }

@@ -164,6 +164,9 @@ Test(output_writer, full_blocks_give_no_space_until_written) {
                 cr_assert_lt(at, 64u * 1024u * 1024u, "the writer never ran out of blocks");
         }
         cr_assert_gt(output_writer_pending(w), 0);
+        /* Nobody reads the pipe: a bounded wait for space ends unanswered. */
+        cr_assert_eq(output_writer_wait_space_for(w, 30000), -ETIMEDOUT);
+        cr_assert_null(output_writer_space(w, &avail));
         /* Read everything back: the blocks free up, in order. */
         size_t got = 0;
         uint8_t buf[65536];
@@ -175,6 +178,7 @@ Test(output_writer, full_blocks_give_no_space_until_written) {
                 got += (size_t) n;
         }
         wait_written(w);
+        cr_assert_eq(output_writer_wait_space_for(w, 30000), 0);
         cr_assert_not_null(output_writer_space(w, &avail));
         output_writer_free(w);
         close(p[0]);

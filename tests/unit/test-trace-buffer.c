@@ -56,9 +56,7 @@ static void read_all(struct trace_buffer *tb, struct got *g) {
         memset(g, 0, sizeof(*g));
         trace_buffer_begin_read(tb);
         while (trace_buffer_read_next_packet(tb, &p, &info) > 0 && g->n < 64) {
-                cr_assert_eq(p.n_slices, 1);
-                size_t l = p.size < 255 ? p.size : 255;
-                memcpy(g->text[g->n], p.slices[0].iov_base, l);
+                cr_assert_eq(trace_buffer_packet_gather(&p, (uint8_t *) g->text[g->n], 255), (p.size < 255 ? p.size : 255));
                 g->len[g->n] = p.size;
                 g->lost[g->n] = info.previous_packet_dropped;
                 g->writer[g->n] = info.writer_id;
@@ -634,7 +632,8 @@ Test(trace_buffer, fragments_spanning_the_wrap_read_back_whole) {
                 trace_buffer_begin_read(tb);
                 while (trace_buffer_read_next_packet(tb, &p, &info) > 0) {
                         cr_assert_eq(p.size, 1500, "a packet of %zu bytes: a fragment leaked", p.size);
-                        const uint8_t *d = p.slices[0].iov_base;
+                        uint8_t d[1500];
+                        cr_assert_eq(trace_buffer_packet_gather(&p, d, sizeof(d)), 1500);
                         uint32_t id = (uint32_t) (d[0] - 'a');
                         for (size_t i = 0; i < p.size; i++)
                                 cr_assert_eq(d[i], d[0], "packet mixes two writers' packets at byte %zu", i);
@@ -650,5 +649,275 @@ Test(trace_buffer, fragments_spanning_the_wrap_read_back_whole) {
         cr_assert_gt(read_packets, 0);
         cr_assert_gt(losses, 0, "overwritten packets were not reported as loss");
         cr_assert_gt(st->readaheads_succeeded, 0);
+        trace_buffer_free(tb);
+}
+
+/* A packet written across chunks is handed out as slices of the stored
+ * chunks, one per fragment, with no copy; the chunks it spans are gone
+ * from the buffer at once, their memory only at the next call. The buffer
+ * is small so that released chunks are freed, not pooled: under ASan a
+ * slice into a freed chunk fails here. */
+Test(trace_buffer, fragmented_packet_is_handed_out_in_place) {
+        struct trace_buffer *tb = new_tb(16384, TRACE_BUFFER_RING_BUFFER);
+        uint8_t part[3][3000];
+        for (int i = 0; i < 3; i++)
+                memset(part[i], 'x' + i, sizeof(part[i]));
+        struct cbuf a = {}, b = {}, c = {};
+        put_frag(&a, part[0], sizeof(part[0]));
+        put_frag(&b, part[1], sizeof(part[1]));
+        put_frag(&c, part[2], sizeof(part[2]));
+        put_frag(&c, "tail", 4);
+        cr_assert_eq(copy(tb, 1, 1, 0, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+        cr_assert_eq(copy(tb, 1, 1, 1, &b,
+                          SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV | SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true),
+                     0);
+        cr_assert_eq(copy(tb, 1, 1, 2, &c, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true), 0);
+        size_t before = trace_buffer_used_bytes(tb);
+
+        struct trace_buffer_packet p;
+        struct trace_buffer_packet_info info;
+        trace_buffer_begin_read(tb);
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &p, &info), 1);
+        cr_assert_eq(p.size, 9000);
+        cr_assert_eq(p.n_slices, 3, "%zu slices: the fragments were copied together", p.n_slices);
+        for (size_t i = 0; i < 3; i++) {
+                cr_assert_eq(p.slices[i].iov_len, 3000);
+                const uint8_t *d = p.slices[i].iov_base;
+                for (size_t k = 0; k < 3000; k++)
+                        cr_assert_eq(d[k], 'x' + i, "slice %zu byte %zu", i, k);
+        }
+        /* The first two chunks left the buffer with the packet. */
+        cr_assert_lt(trace_buffer_used_bytes(tb), before - 6000);
+        cr_assert_eq(trace_buffer_get_stats(tb)->chunks_read, 2);
+        cr_assert_eq(trace_buffer_get_stats(tb)->bytes_read, 9000);
+
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &p, &info), 1);
+        cr_assert_eq(p.n_slices, 1);
+        cr_assert_eq(p.size, 4);
+        cr_assert_arr_eq(p.slices[0].iov_base, "tail", 4);
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &p, &info), 0);
+        cr_assert_eq(trace_buffer_used_bytes(tb), 0);
+        trace_buffer_free(tb);
+}
+
+/* ---- trace_buffer_take_chunk ------------------------------------------- */
+
+struct taken {
+        char text[16][64];
+        size_t slices[16];
+        bool lost[16];
+        int n;
+        int fail_at; /* return -EIO at this packet (0: never) */
+};
+
+static int take_fn(const struct iovec *iov, size_t n_iov, size_t size, const struct trace_buffer_packet_info *info,
+                   void *userdata) {
+        struct taken *t = userdata;
+        if (t->fail_at && t->n + 1 == t->fail_at)
+                return -EIO;
+        cr_assert_lt(t->n, 16);
+        cr_assert_lt(size, 64u);
+        size_t at = 0;
+        for (size_t i = 0; i < n_iov; i++) {
+                memcpy(t->text[t->n] + at, iov[i].iov_base, iov[i].iov_len);
+                at += iov[i].iov_len;
+        }
+        cr_assert_eq(at, size);
+        t->text[t->n][at] = 0;
+        t->slices[t->n] = n_iov;
+        t->lost[t->n] = info->previous_packet_dropped;
+        cr_assert_eq(info->producer_uid, 1000);
+        t->n++;
+        return 0;
+}
+
+static int take(struct trace_buffer *tb, uint32_t id, const struct cbuf *b, uint8_t flags, bool complete,
+                struct taken *t) {
+        return trace_buffer_take_chunk(tb,
+                                       &(struct trace_buffer_chunk) {
+                                               .producer_id = 1,
+                                               .producer_uid = 1000,
+                                               .producer_pid = 42,
+                                               .writer_id = 1,
+                                               .chunk_id = id,
+                                               .num_fragments = b->frags,
+                                               .flags = flags,
+                                               .complete = complete,
+                                               .payload = b->data,
+                                               .payload_size = b->len,
+                                       },
+                                       take_fn, t);
+}
+
+Test(trace_buffer, take_hands_out_whole_packets_at_once) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf b = {};
+        put_frag(&b, "alpha", 5);
+        put_frag(&b, "", 0);
+        put_frag(&b, "beta", 4);
+        struct taken t = {};
+        cr_assert_eq(take(tb, 7, &b, 0, true, &t), 1);
+        cr_assert_eq(t.n, 2);
+        cr_assert_str_eq(t.text[0], "alpha");
+        cr_assert_str_eq(t.text[1], "beta");
+        cr_assert_not(t.lost[0]);
+        cr_assert_eq(trace_buffer_used_bytes(tb), 0, "a chunk read whole is not kept");
+        const struct trace_buffer_stats *st = trace_buffer_get_stats(tb);
+        cr_assert_eq(st->chunks_written, 1);
+        cr_assert_eq(st->chunks_read, 1);
+        cr_assert_eq(st->bytes_read, 9);
+        /* The same chunk again, and an older one: already read past. */
+        cr_assert_eq(take(tb, 7, &b, 0, true, &t), 0);
+        cr_assert_eq(take(tb, 6, &b, 0, true, &t), 0);
+        cr_assert_eq(t.n, 2);
+        trace_buffer_free(tb);
+}
+
+/* The start of a packet that goes on in the next chunk is copied in (the
+ * producer's memory is reused once the call returns); the packet is handed
+ * out when the chunk with its end is taken, as two slices. */
+Test(trace_buffer, take_keeps_the_start_of_a_packet_for_the_next_chunk) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {}, c = {};
+        put_frag(&a, "one", 3);
+        put_frag(&a, "tw", 2);
+        struct taken t = {};
+        cr_assert_eq(take(tb, 1, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true, &t), 1);
+        cr_assert_eq(t.n, 1);
+        cr_assert_str_eq(t.text[0], "one");
+        cr_assert_gt(trace_buffer_used_bytes(tb), 0);
+        memset(a.data, 'X', sizeof(a.data));
+        put_frag(&b, "o-thr", 5);
+        cr_assert_eq(take(tb, 2, &b,
+                          SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV | SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true,
+                          &t),
+                     1);
+        cr_assert_eq(t.n, 1, "a packet was handed out before its end arrived");
+        memset(b.data, 'Y', sizeof(b.data));
+        put_frag(&c, "ee", 2);
+        put_frag(&c, "four", 4);
+        cr_assert_eq(take(tb, 3, &c, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true, &t), 1);
+        cr_assert_eq(t.n, 3);
+        cr_assert_str_eq(t.text[1], "two-three");
+        cr_assert_eq(t.slices[1], 3);
+        cr_assert_str_eq(t.text[2], "four");
+        cr_assert_not(t.lost[1]);
+        cr_assert_not(t.lost[2]);
+        cr_assert_eq(trace_buffer_used_bytes(tb), 0);
+        cr_assert_eq(trace_buffer_get_stats(tb)->readaheads_succeeded, 1);
+        trace_buffer_free(tb);
+}
+
+/* What the buffer must sort out is left to copy_chunk: a gap, an
+ * unfinished (scraped) chunk, one waiting for patches. Once stored, the
+ * chunks are read, in order, by the take of the chunk that follows them. */
+Test(trace_buffer, take_leaves_gaps_scraped_and_patched_chunks_to_the_buffer) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {}, c = {}, d = {};
+        put_frag(&a, "first", 5);
+        put_frag(&b, "second", 6);
+        put_frag(&c, "third", 5);
+        put_frag(&d, "fourth", 6);
+        struct taken t = {};
+        cr_assert_eq(take(tb, 1, &a, 0, true, &t), 1);
+        /* A gap: chunk 2 is still to come. */
+        cr_assert_eq(take(tb, 3, &c, 0, true, &t), 0);
+        cr_assert_eq(copy(tb, 1, 1, 3, &c, 0, true), 0);
+        /* Scraped, and waiting for a patch: not taken either. */
+        cr_assert_eq(take(tb, 2, &b, 0, false, &t), 0);
+        cr_assert_eq(take(tb, 2, &b, SMB_CHUNK_NEEDS_PATCHING, true, &t), 0);
+        cr_assert_eq(copy(tb, 1, 1, 2, &b, 0, true), 0);
+        cr_assert_eq(t.n, 1);
+        /* Chunk 4 follows the stored ones: all three are read by its take. */
+        cr_assert_eq(take(tb, 4, &d, 0, true, &t), 1);
+        cr_assert_eq(t.n, 4);
+        cr_assert_str_eq(t.text[1], "second");
+        cr_assert_str_eq(t.text[2], "third");
+        cr_assert_str_eq(t.text[3], "fourth");
+        cr_assert_not(t.lost[1]);
+        cr_assert_eq(trace_buffer_used_bytes(tb), 0);
+        trace_buffer_free(tb);
+}
+
+/* Losses are marked as a read pass would: a chunk id gap taken later, a
+ * broken fragment header (an ABI violation), the writer's drop sentinel. */
+Test(trace_buffer, take_marks_losses_and_abi_violations) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, bad = {}, b = {}, drop = {}, c = {};
+        put_frag(&a, "a", 1);
+        struct taken t = {};
+        cr_assert_eq(take(tb, 1, &a, 0, true, &t), 1);
+        /* A fragment that claims more bytes than the chunk has. */
+        put_frag(&bad, "xyz", 3);
+        bad.data[0] = 0xff;
+        bad.data[1] = 0xff;
+        put_frag(&bad, "lost", 4);
+        cr_assert_eq(take(tb, 2, &bad, 0, true, &t), 1);
+        cr_assert_eq(t.n, 1);
+        cr_assert_eq(trace_buffer_get_stats(tb)->abi_violations, 1);
+        put_frag(&b, "b", 1);
+        cr_assert_eq(take(tb, 3, &b, 0, true, &t), 1);
+        cr_assert_eq(t.n, 2);
+        cr_assert(t.lost[1], "the packet after a broken chunk is not marked");
+        put_drop(&drop);
+        cr_assert_eq(take(tb, 4, &drop, 0, true, &t), 1);
+        cr_assert_eq(trace_buffer_get_stats(tb)->trace_writer_packet_loss, 1);
+        put_frag(&c, "c", 1);
+        cr_assert_eq(copy(tb, 1, 1, 6, &c, 0, true), 0); /* 5 never comes */
+        struct cbuf e = {};
+        put_frag(&e, "e", 1);
+        cr_assert_eq(take(tb, 7, &e, 0, true, &t), 1);
+        cr_assert_eq(t.n, 4);
+        cr_assert_str_eq(t.text[2], "c");
+        cr_assert(t.lost[2], "the packet after the drop sentinel and the gap is not marked");
+        cr_assert_not(t.lost[3]);
+        trace_buffer_free(tb);
+}
+
+/* A discard buffer with no room for the start of a packet: that start is
+ * lost, counted, and the packet it began never appears (its end is skipped
+ * and the next packet marked). */
+Test(trace_buffer, take_without_room_for_the_rest_loses_that_packet) {
+        struct trace_buffer *tb = new_tb(8192, TRACE_BUFFER_DISCARD);
+        struct cbuf full = {};
+        uint8_t big[7000];
+        memset(big, 'z', sizeof(big));
+        put_frag(&full, big, sizeof(big));
+        /* Another writer's chunk fills the buffer. */
+        cr_assert_eq(copy(tb, 1, 2, 1, &full, 0, true), 0);
+        struct cbuf a = {}, b = {};
+        put_frag(&a, "whole", 5);
+        put_frag(&a, big, 2000);
+        struct taken t = {};
+        cr_assert_eq(take(tb, 1, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true, &t), 1);
+        cr_assert_eq(t.n, 1);
+        cr_assert_eq(trace_buffer_get_stats(tb)->chunks_discarded, 1);
+        put_frag(&b, "end", 3);
+        put_frag(&b, "next", 4);
+        cr_assert_eq(take(tb, 2, &b, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true, &t), 1);
+        cr_assert_eq(t.n, 2);
+        cr_assert_str_eq(t.text[1], "next");
+        cr_assert(t.lost[1]);
+        trace_buffer_free(tb);
+}
+
+/* A reader that fails stops the take: its error is returned, and what was
+ * left of the chunk counts as lost. */
+Test(trace_buffer, take_returns_the_readers_error) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {};
+        put_frag(&a, "one", 3);
+        put_frag(&a, "two", 3);
+        put_frag(&a, "thr", 3);
+        struct taken t = { .fail_at = 2 };
+        cr_assert_eq(take(tb, 1, &a, 0, true, &t), -EIO);
+        cr_assert_eq(t.n, 1);
+        t.fail_at = 0;
+        put_frag(&b, "four", 4);
+        cr_assert_eq(take(tb, 2, &b, 0, true, &t), 1);
+        cr_assert_eq(t.n, 2);
+        cr_assert_str_eq(t.text[1], "four");
+        cr_assert(t.lost[1]);
+        cr_assert_eq(trace_buffer_used_bytes(tb), 0);
         trace_buffer_free(tb);
 }
