@@ -713,7 +713,10 @@ static int session_start_now(struct session *s) {
                 s->file_period_ms = cfg->has_file_write_period_ms && cfg->file_write_period_ms
                                             ? MAX(cfg->file_write_period_ms, SERVICE_MIN_FILE_WRITE_PERIOD_MS)
                                             : SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS;
-                (void) add_timer_ms(s, &s->file_timer, s->file_period_ms, on_file_timer);
+                /* The first write at once: the file starts with the
+                 * session's own packets, and from then on committed chunks
+                 * can go straight into it. */
+                (void) add_timer_ms(s, &s->file_timer, 0, on_file_timer);
         }
         if (cfg->has_flush_period_ms && cfg->flush_period_ms > 0)
                 (void) add_timer_ms(s, &s->flush_timer, cfg->flush_period_ms, on_flush_timer);
