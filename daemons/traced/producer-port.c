@@ -73,6 +73,22 @@ static void producer_free(struct producer *p) {
         free(p);
 }
 
+static int port_setup_data_source(struct producer *p, struct ds_instance *inst);
+static int port_start_data_source(struct producer *p, struct ds_instance *inst);
+static int port_stop_data_source(struct producer *p, struct ds_instance *inst);
+static int port_flush(struct producer *p, uint64_t request_id, const uint64_t *ds_ids, size_t n);
+static int port_clear_incremental_state(struct producer *p, const uint64_t *ds_ids, size_t n);
+static void port_scrape(struct producer *p, bool scrape_incomplete);
+
+static const struct producer_ops port_ops = {
+        .setup_data_source = port_setup_data_source,
+        .start_data_source = port_start_data_source,
+        .stop_data_source = port_stop_data_source,
+        .flush = port_flush,
+        .clear_incremental_state = port_clear_incremental_state,
+        .scrape = port_scrape,
+};
+
 static int on_bind(ipc_host_conn *conn, void *userdata) {
         struct traced_service *svc = userdata;
 
@@ -85,6 +101,7 @@ static int on_bind(ipc_host_conn *conn, void *userdata) {
         if (!p)
                 return log_oom();
         *p = (struct producer) {
+                .ops = &port_ops,
                 .svc = svc,
                 .conn = conn,
                 .id = allocate_producer_id(svc),
@@ -160,7 +177,7 @@ static void on_disconnect(ipc_host_conn *conn, void *userdata) {
         /* Take what it committed before going away; count what it was
          * still writing. */
         if (p->smb) {
-                producer_scrape_smb(p, false);
+                port_scrape(p, false);
                 size_t torn = count_torn_chunks(p);
                 if (torn > 0)
                         log_info("Producer %u \"%s\" left %zu chunk(s) unfinished; counted as discarded.", p->id,
@@ -647,18 +664,18 @@ static int send_ds_cmd(struct producer *p, struct ds_instance *inst, bool start)
         return r;
 }
 
-int producer_send_setup_data_source(struct producer *p, struct ds_instance *inst) {
+static int port_setup_data_source(struct producer *p, struct ds_instance *inst) {
         int r = producer_setup_smb(p);
         if (r < 0)
                 return r;
         return send_ds_cmd(p, inst, false);
 }
 
-int producer_send_start_data_source(struct producer *p, struct ds_instance *inst) {
+static int port_start_data_source(struct producer *p, struct ds_instance *inst) {
         return send_ds_cmd(p, inst, true);
 }
 
-int producer_send_stop_data_source(struct producer *p, struct ds_instance *inst) {
+static int port_stop_data_source(struct producer *p, struct ds_instance *inst) {
         Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
         Perfetto__Protos__GetAsyncCommandResponse__StopDataSource st =
                 PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__STOP_DATA_SOURCE__INIT;
@@ -670,7 +687,7 @@ int producer_send_stop_data_source(struct producer *p, struct ds_instance *inst)
         return send_async(p, &cmd, -EBADF);
 }
 
-int producer_send_flush(struct producer *p, uint64_t request_id, const uint64_t *ds_ids, size_t n) {
+static int port_flush(struct producer *p, uint64_t request_id, const uint64_t *ds_ids, size_t n) {
         Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
         Perfetto__Protos__GetAsyncCommandResponse__Flush fl = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__FLUSH__INIT;
 
@@ -683,7 +700,7 @@ int producer_send_flush(struct producer *p, uint64_t request_id, const uint64_t 
         return send_async(p, &cmd, -EBADF);
 }
 
-int producer_send_clear_incremental_state(struct producer *p, const uint64_t *ds_ids, size_t n) {
+static int port_clear_incremental_state(struct producer *p, const uint64_t *ds_ids, size_t n) {
         Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
         Perfetto__Protos__GetAsyncCommandResponse__ClearIncrementalState cl =
                 PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CLEAR_INCREMENTAL_STATE__INIT;
@@ -725,7 +742,7 @@ static int move_chunk(struct producer *p, const Perfetto__Protos__CommitDataRequ
         return r;
 }
 
-void producer_scrape_smb(struct producer *p, bool scrape_incomplete) {
+static void port_scrape(struct producer *p, bool scrape_incomplete) {
         if (!p->smb)
                 return;
         for (size_t page = 0; page < p->abi.num_pages; page++) {

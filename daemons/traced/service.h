@@ -108,7 +108,26 @@ struct ds_instance {
         size_t config_size;
 };
 
+struct ds_instance;
+
+/* What sessions ask of a producer's connection. Sessions reach producers
+ * only through these (producer-port.c implements them for IPC producers),
+ * and the port reaches sessions only through the session_on_* calls: the
+ * commit path runs one way, port -> chunk sink -> buffers. */
+struct producer_ops {
+        int (*setup_data_source)(struct producer *p, struct ds_instance *inst);
+        int (*start_data_source)(struct producer *p, struct ds_instance *inst);
+        int (*stop_data_source)(struct producer *p, struct ds_instance *inst);
+        int (*flush)(struct producer *p, uint64_t request_id, const uint64_t *ds_ids, size_t n);
+        int (*clear_incremental_state)(struct producer *p, const uint64_t *ds_ids, size_t n);
+        /* Moves every Complete chunk of the producer's SMB (and, with
+         * scrape_incomplete, those still being written) into the owning
+         * trace buffers. */
+        void (*scrape)(struct producer *p, bool scrape_incomplete);
+};
+
 struct producer {
+        const struct producer_ops *ops;
         struct producer *next;
         struct traced_service *svc;
         ipc_host_conn *conn;
@@ -422,14 +441,6 @@ bool service_take_plugin_conn(struct traced_service *svc, uint64_t conn_id);
 extern const struct ipc_service_desc producer_port_desc;
 struct producer *service_find_producer(struct traced_service *svc, uint16_t id);
 int producer_setup_smb(struct producer *p);
-int producer_send_setup_data_source(struct producer *p, struct ds_instance *inst);
-int producer_send_start_data_source(struct producer *p, struct ds_instance *inst);
-int producer_send_stop_data_source(struct producer *p, struct ds_instance *inst);
-int producer_send_flush(struct producer *p, uint64_t request_id, const uint64_t *ds_ids, size_t n);
-int producer_send_clear_incremental_state(struct producer *p, const uint64_t *ds_ids, size_t n);
-/* Copies every Complete chunk (and, when scrape, those being written) of
- * the producer's SMB into the owning trace buffers. */
-void producer_scrape_smb(struct producer *p, bool scrape_incomplete);
 int producer_set_writer_target(struct producer *p, uint16_t writer_id, uint32_t target_buffer);
 uint32_t producer_writer_target(const struct producer *p, uint16_t writer_id);
 

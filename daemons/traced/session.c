@@ -153,7 +153,7 @@ void session_free(struct session *s) {
         /* Producers still running instances of this session stop them. */
         for (struct ds_instance *i = s->instances; i; i = i->next)
                 if (i->producer && i->state != DS_STOPPED && i->state != DS_STOPPING)
-                        (void) producer_send_stop_data_source(i->producer, i);
+                        (void) i->producer->ops->stop_data_source(i->producer, i);
         while (s->instances) {
                 struct ds_instance *i = s->instances;
                 s->instances = i->next;
@@ -434,7 +434,7 @@ static int setup_instance(struct session *s, const Perfetto__Protos__TraceConfig
         if (ret)
                 *ret = inst;
 
-        r = producer_send_setup_data_source(p, inst);
+        r = p->ops->setup_data_source(p, inst);
         if (r < 0)
                 log_warning_errno(r, "Failed to set up data source \"%s\" on producer \"%s\": %m", inst->name,
                                   strna(p->name));
@@ -445,7 +445,7 @@ static int start_instance(struct session *s, struct ds_instance *inst) {
         if (!inst->producer || inst->state != DS_CONFIGURED)
                 return 0;
         inst->state = inst->will_notify_on_start ? DS_STARTING : DS_STARTED;
-        return producer_send_start_data_source(inst->producer, inst);
+        return inst->producer->ops->start_data_source(inst->producer, inst);
 }
 
 static void check_all_started(struct session *s) {
@@ -675,7 +675,7 @@ static int on_clear_timer(sd_event_source *src, uint64_t usec, void *userdata) {
                                         ids[n++] = i->id;
                 }
                 if (n)
-                        (void) producer_send_clear_incremental_state(p, ids, n);
+                        (void) p->ops->clear_incremental_state(p, ids, n);
         }
         (void) sd_event_source_set_time_relative(src,
                                                  (uint64_t) s->config->incremental_state_config->clear_period_ms * 1000u);
@@ -762,7 +762,7 @@ static void flush_complete(struct pending_flush *f, bool success) {
         for (size_t i = 0; i < f->n_producers_all; i++) {
                 struct producer *p = service_find_producer(s->svc, f->producers_all[i]);
                 if (p)
-                        producer_scrape_smb(p, true);
+                        p->ops->scrape(p, true);
         }
         if (success) {
                 s->flushes_succeeded++;
@@ -849,7 +849,7 @@ int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, vo
                 if (n == 0)
                         continue;
                 f->producers_all[f->n_producers_all++] = p->id;
-                if (producer_send_flush(p, f->request_id, ids, n) >= 0)
+                if (p->ops->flush(p, f->request_id, ids, n) >= 0)
                         f->producers[f->n_producers++] = p->id;
         }
 
@@ -943,11 +943,11 @@ static void stop_all_instances(struct session *s) {
         for (struct ds_instance *i = s->instances; i; i = i->next) {
                 if (!i->producer || i->state == DS_STOPPED || i->state == DS_CONFIGURED) {
                         if (i->producer && i->state == DS_CONFIGURED)
-                                (void) producer_send_stop_data_source(i->producer, i);
+                                (void) i->producer->ops->stop_data_source(i->producer, i);
                         i->state = DS_STOPPED;
                         continue;
                 }
-                (void) producer_send_stop_data_source(i->producer, i);
+                (void) i->producer->ops->stop_data_source(i->producer, i);
                 if (i->will_notify_on_stop) {
                         i->state = DS_STOPPING;
                         waiting = true;
@@ -990,7 +990,7 @@ static void session_finalize(struct session *s) {
         /* Anything committed while stopping. */
         for (struct ds_instance *i = s->instances; i; i = i->next)
                 if (i->producer)
-                        producer_scrape_smb(i->producer, true);
+                        i->producer->ops->scrape(i->producer, true);
         /* Nothing more will arrive: read what can be read, as is. */
         for (size_t i = 0; i < s->n_buffers; i++)
                 trace_buffer_set_final(s->buffers[i].tb, true);
