@@ -17,7 +17,10 @@
 # packet size and tracer, over the rounds (min/median/max): MB/s as the
 # writer sees it, CPU per MB of writer + service, of the service alone
 # (traced: supervisor + core; LTTng: sessiond + consumerd), and packets
-# lost. Then the ratios of ours to each peer (medians). Every trace file
+# lost. Then the ratios of ours to each peer: of the medians, and taken
+# round by round (min/median/max), which this host's stretches of slow
+# memory and CPU (a run's CPU per MB can double from one minute to the
+# next) affect far less. Every trace file
 # is checked afterwards (traced: its packet count; LTTng: its size); any
 # failure, and any packet lost by ours or by LTTng, stops the benchmark
 # with a message and a non-zero status. Upstream's traced only drains its
@@ -228,6 +231,14 @@ for size in $sizes; do
                      "$(awk '{ print $3 / $5 }' "$o" | median) $(awk '{ print $3 / $5 }' "$t" | median)" |
                         awk -v s="$size" -v p="$p" '{ printf "%-7s traced / %s (medians): MB/s %.2f, cpu/MB %.2f, service cpu/MB %.2f\n",
                                                        s, p, $1 / $2, $3 / $4, $5 / $6 }'
+                # The same ratios taken within each round (the two runs
+                # minutes apart at most), then over the rounds: this host's
+                # slow and fast stretches then weigh on both sides alike.
+                printf "%-7s traced / %s (per round, min/median/max): MB/s %s, cpu/MB %s, service cpu/MB %s\n" \
+                        "$size" "$p" \
+                        "$(paste -d' ' "$o" "$t" | awk '{ printf "%.2f\n", $1 / $6 }' | stats)" \
+                        "$(paste -d' ' "$o" "$t" | awk '{ printf "%.2f\n", (($2 + $3) / $5) / (($7 + $8) / $10) }' | stats)" \
+                        "$(paste -d' ' "$o" "$t" | awk '{ printf "%.2f\n", ($3 / $5) / ($8 / $10) }' | stats)"
         done
 done
 

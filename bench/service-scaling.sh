@@ -8,7 +8,10 @@
 # (min/median/max): MB/s (all data / wall time from start to the last
 # writer done), service CPU per MB (supervisor + core), the core's peak
 # RSS, and packets lost (expected minus found in the trace files: any
-# loss fails the benchmark).
+# loss fails the benchmark). The growth from 1 to 64 producers is given
+# as the ratio of the medians and as the ratio within each round
+# (min/median/max over the rounds), which this host's slow stretches
+# affect far less.
 #
 # Idle: start-to-ready (launch to the first answered query), RSS of the
 # supervisor, the core and each plugin host, and the core's anonymous RSS
@@ -155,6 +158,12 @@ for policy in RING_BUFFER DISCARD; do
         a=$(awk -v mb="$volume_mb" '{ print $2 / mb }' "$work/1-1-$policy.rows" | stats | cut -d/ -f2)
         b=$(awk -v mb="$volume_mb" '{ print $2 / mb }' "$work/64-1-$policy.rows" | stats | cut -d/ -f2)
         echo "$a $b" | awk -v p="$policy" '{ printf "%s: service cpu/MB, 64 producers / 1 (medians): %.2f\n", p, $2 / $1 }'
+        # Within each round (the two runs a minute apart at most), then
+        # over the rounds: this host's slow and fast stretches weigh on
+        # both alike.
+        echo "$policy: service cpu/MB, 64 producers / 1 (per round, min/median/max):" \
+                "$(paste -d' ' "$work/1-1-$policy.rows" "$work/64-1-$policy.rows" |
+                   awk '{ printf "%.2f\n", $6 / $2 }' | stats)"
 done
 
 # Idle figures.
