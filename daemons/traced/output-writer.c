@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 /* What O_DIRECT needs of buffers, lengths and file offsets (the largest
  * logical block size in use). */
 #define OW_ALIGN 4096u
+#define OW_HUGE_PAGE (2u * 1024u * 1024u)
 /* Without O_DIRECT: each window this large is pushed to the disk once
  * written, and the one before it dropped from the page cache. */
 #define OW_WINDOW (8u * 1024u * 1024u)
@@ -219,11 +221,18 @@ int output_writer_new(int fd, struct output_writer **ret) {
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&w->freed, &ca);
         pthread_condattr_destroy(&ca);
+        /* The blocks in one region on huge page boundaries, in huge pages
+         * where the kernel has them (transparent huge pages, madvise
+         * mode): fewer TLB misses for the copies into them, and the disk
+         * pins two pages per block write instead of 256. */
+        uint8_t *region;
+        if (posix_memalign((void **) &region, OW_HUGE_PAGE, (size_t) OW_BLOCK * OW_BLOCKS) != 0) {
+                output_writer_free(w);
+                return -ENOMEM;
+        }
+        (void) madvise(region, (size_t) OW_BLOCK * OW_BLOCKS, MADV_HUGEPAGE);
         for (unsigned i = 0; i < OW_BLOCKS; i++)
-                if (posix_memalign((void **) &w->blocks[i].data, OW_ALIGN, OW_BLOCK) != 0) {
-                        output_writer_free(w);
-                        return -ENOMEM;
-                }
+                w->blocks[i].data = region + (size_t) i * OW_BLOCK;
         w->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (w->event_fd < 0) {
                 r = -errno;
@@ -279,8 +288,7 @@ void output_writer_free(struct output_writer *w) {
         if (w->direct_fd >= 0)
                 (void) lseek(w->fd, (off_t) w->end, SEEK_SET);
         close_direct(w);
-        for (unsigned i = 0; i < OW_BLOCKS; i++)
-                free(w->blocks[i].data);
+        free(w->blocks[0].data); /* the region of all of them */
         safe_close(w->event_fd);
         pthread_cond_destroy(&w->cond);
         pthread_cond_destroy(&w->freed);
