@@ -320,22 +320,22 @@ static void chunk_delete(struct trace_buffer *tb, struct tb_chunk *c) {
 
 /* Consumes the first chunk of its sequence after reading it (a packet
  * handed out in place from it was taken by the previous call). */
-static void chunk_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
-        struct tb_seq *s = c->seq;
-        s->have_last = true;
-        s->last_chunk_id = c->chunk_id;
+static void mark_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
+        c->seq->have_last = true;
+        c->seq->last_chunk_id = c->chunk_id;
         tb->stats.chunks_read++;
+}
+
+static void chunk_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
+        mark_consumed(tb, c);
         chunk_delete(tb, c);
 }
 
 /* The same for a chunk the packet being handed out still points into: it
  * leaves the buffer now, its memory at the next call (release_retired). */
 static void chunk_consumed_retired(struct trace_buffer *tb, struct tb_chunk *c) {
-        struct tb_seq *s = c->seq;
-        s->have_last = true;
-        s->last_chunk_id = c->chunk_id;
-        tb->stats.chunks_read++;
-        seq_remove(s, c);
+        mark_consumed(tb, c);
+        seq_remove(c->seq, c);
         if (c->external)
                 return; /* the caller's: it outlives the packet */
         fifo_unlink(tb, c);
@@ -747,6 +747,17 @@ static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *re
         }
 }
 
+static struct trace_buffer_packet_info seq_info(const struct tb_seq *s, bool lost) {
+        return (struct trace_buffer_packet_info) {
+                .producer_id = s->producer_id,
+                .writer_id = s->writer_id,
+                .producer_uid = s->uid,
+                .machine_id = s->machine_id,
+                .producer_pid = s->pid,
+                .previous_packet_dropped = lost,
+        };
+}
+
 int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_packet *ret,
                                   struct trace_buffer_packet_info *ret_info) {
         release_retired(tb);
@@ -761,14 +772,7 @@ int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_p
                         ret->slices = tb->iov;
                         ret->n_slices = n_slices;
                         ret->size = len;
-                        *ret_info = (struct trace_buffer_packet_info) {
-                                .producer_id = s->producer_id,
-                                .writer_id = s->writer_id,
-                                .producer_uid = s->uid,
-                                .machine_id = s->machine_id,
-                                .producer_pid = s->pid,
-                                .previous_packet_dropped = lost,
-                        };
+                        *ret_info = seq_info(s, lost);
                         tb->stats.bytes_read += len;
                         return 1;
                 }
@@ -861,16 +865,8 @@ int trace_buffer_take_chunk(struct trace_buffer *tb, const struct trace_buffer_c
                 if (r <= 0)
                         break;
                 tb->stats.bytes_read += len;
-                r = fn(tb->iov, n_slices, len,
-                       &(struct trace_buffer_packet_info) {
-                               .producer_id = s->producer_id,
-                               .writer_id = s->writer_id,
-                               .producer_uid = s->uid,
-                               .machine_id = s->machine_id,
-                               .producer_pid = s->pid,
-                               .previous_packet_dropped = lost,
-                       },
-                       userdata);
+                struct trace_buffer_packet_info info = seq_info(s, lost);
+                r = fn(tb->iov, n_slices, len, &info, userdata);
                 if (r < 0)
                         break;
         }

@@ -87,6 +87,20 @@ static uint64_t buffer_stat(const uint8_t *trace, size_t len, uint32_t field) {
         return value;
 }
 
+/* A write_into_file session of the stall config into fd, run to its end. */
+static void record_into_file(struct test_consumer *cons, int fd, uint32_t buffer_kb, uint32_t duration_ms,
+                             bool discard, uint32_t period_ms) {
+        Perfetto__Protos__TraceConfig *cfg = stall_config(buffer_kb, duration_ms, discard);
+        cfg->has_write_into_file = true;
+        cfg->write_into_file = true;
+        cfg->has_file_write_period_ms = true;
+        cfg->file_write_period_ms = period_ms;
+        cr_assert_eq(test_consumer_enable(cons, cfg, fd), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(cons, 90000), "the session did not end");
+        cr_assert_str_eq(cons->error, "");
+}
+
 /* The figures of traced's log line at the end of a session written into a
  * file: chunks that went straight into it at commit, and through the
  * buffers. False when the line is missing. */
@@ -107,6 +121,16 @@ static bool chunk_paths(unsigned long long *ret_taken, unsigned long long *ret_s
         return found;
 }
 
+/* Stops traced and requires committed chunks to have gone straight into
+ * the file (its log line says how many went each way). */
+static void expect_chunks_taken(void) {
+        cr_assert(traced_instance_stop(&inst) == 0, "traced did not exit cleanly");
+        unsigned long long taken = 0, stored = 0;
+        cr_assert(chunk_paths(&taken, &stored), "no log line with the chunks' paths");
+        cr_log_info("%llu chunks straight into the file, %llu through the buffer", taken, stored);
+        cr_assert_gt(taken, 0, "no chunk went straight into the file (%llu through the buffer)", stored);
+}
+
 /* 24 MB in 1000-byte packets through a 1 MiB buffer into a file whose
  * write period (60 s) never comes during the session: only the drain a
  * filling buffer starts can keep up. The writer stalls on its SMB while
@@ -121,15 +145,7 @@ static void stream_through_small_buffer(bool discard) {
         spin_ms(ev, 300);
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        Perfetto__Protos__TraceConfig *cfg = stall_config(1024, 15000, discard);
-        cfg->has_write_into_file = true;
-        cfg->write_into_file = true;
-        cfg->has_file_write_period_ms = true;
-        cfg->file_write_period_ms = 60000;
-        cr_assert_eq(test_consumer_enable(&cons, cfg, fd), 0);
-        test_config_free(cfg);
-        cr_assert(test_consumer_wait_disabled(&cons, 60000), "the session did not end");
-        cr_assert_str_eq(cons.error, "");
+        record_into_file(&cons, fd, 1024, 15000, discard, 60000);
         reap(pid);
 
         size_t len;
@@ -149,11 +165,7 @@ static void stream_through_small_buffer(bool discard) {
          * copied once (the start of each packet that continues in the
          * next chunk waits in the buffer): the buffer only takes chunks
          * while the session starts or the disk is far behind. */
-        cr_assert(traced_instance_stop(&inst) == 0, "traced did not exit cleanly");
-        unsigned long long taken = 0, stored = 0;
-        cr_assert(chunk_paths(&taken, &stored), "no log line with the chunks' paths");
-        cr_log_info("%llu chunks straight into the file, %llu through the buffer", taken, stored);
-        cr_assert_gt(taken, 0, "no chunk went straight into the file (%llu through the buffer)", stored);
+        expect_chunks_taken();
 }
 
 Test(data_path, ring_buffer_smaller_than_the_trace_streams_without_loss, .init = setup, .fini = teardown,
@@ -166,19 +178,25 @@ Test(data_path, discard_buffer_smaller_than_the_trace_streams_without_loss, .ini
         stream_through_small_buffer(true);
 }
 
+/* n producer processes writing 400 packets of 700 bytes each, and a
+ * consumer; they all register before it starts a session (a data source
+ * that comes late still joins the running session, but the session must
+ * outlast it). */
+static void start_writers(pid_t *pids, unsigned n, struct test_consumer *cons) {
+        for (unsigned i = 0; i < n; i++)
+                pids[i] = spawn_writer("400", "700", "256", "4");
+        cr_assert_eq(test_consumer_connect(cons, ev, inst.consumer_path), 0);
+        spin_ms(ev, 1000);
+}
+
 /* 64 producer processes, each its own SMB and sequence, commit 400 packets
  * of 700 bytes at the same time into one session: each sequence arrives
  * whole and in order. */
 Test(data_path, sixty_four_producers_commit_concurrently, .init = setup, .fini = teardown, .timeout = 180) {
         enum { N = 64 };
         pid_t pids[N];
-        for (unsigned i = 0; i < N; i++)
-                pids[i] = spawn_writer("400", "700", "256", "4");
         struct test_consumer cons;
-        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        /* Let them all register: a data source that comes late still
-         * joins the running session, but the session must outlast it. */
-        spin_ms(ev, 1000);
+        start_writers(pids, N, &cons);
         Perfetto__Protos__TraceConfig *cfg = stall_config(32 * 1024, 8000, false);
         cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
         test_config_free(cfg);
@@ -201,20 +219,9 @@ Test(data_path, sixty_four_producers_stream_into_a_file, .init = setup, .fini = 
         int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         cr_assert_geq(fd, 0);
         pid_t pids[N];
-        for (unsigned i = 0; i < N; i++)
-                pids[i] = spawn_writer("400", "700", "256", "4");
         struct test_consumer cons;
-        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
-        spin_ms(ev, 1000);
-        Perfetto__Protos__TraceConfig *cfg = stall_config(4 * 1024, 8000, false);
-        cfg->has_write_into_file = true;
-        cfg->write_into_file = true;
-        cfg->has_file_write_period_ms = true;
-        cfg->file_write_period_ms = 200;
-        cr_assert_eq(test_consumer_enable(&cons, cfg, fd), 0);
-        test_config_free(cfg);
-        cr_assert(test_consumer_wait_disabled(&cons, 90000), "the session did not end");
-        cr_assert_str_eq(cons.error, "");
+        start_writers(pids, N, &cons);
+        record_into_file(&cons, fd, 4 * 1024, 8000, false, 200);
         for (unsigned i = 0; i < N; i++)
                 reap(pids[i]);
         size_t len;
@@ -224,9 +231,5 @@ Test(data_path, sixty_four_producers_stream_into_a_file, .init = setup, .fini = 
         free(trace);
         close(fd);
         test_consumer_free(&cons);
-        cr_assert(traced_instance_stop(&inst) == 0, "traced did not exit cleanly");
-        unsigned long long taken = 0, stored = 0;
-        cr_assert(chunk_paths(&taken, &stored), "no log line with the chunks' paths");
-        cr_log_info("%llu chunks straight into the file, %llu through the buffer", taken, stored);
-        cr_assert_gt(taken, 0, "no chunk went straight into the file (%llu through the buffer)", stored);
+        expect_chunks_taken();
 }

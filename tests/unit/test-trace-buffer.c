@@ -26,20 +26,26 @@ static void put_frag(struct cbuf *b, const void *data, uint32_t len) {
         b->frags++;
 }
 
+static struct trace_buffer_chunk chunk_of(uint16_t producer, uint16_t writer, uint32_t id, const struct cbuf *b,
+                                          uint8_t flags, bool complete) {
+        return (struct trace_buffer_chunk) {
+                .producer_id = producer,
+                .producer_uid = 1000,
+                .producer_pid = 42,
+                .writer_id = writer,
+                .chunk_id = id,
+                .num_fragments = b->frags,
+                .flags = flags,
+                .complete = complete,
+                .payload = b->data,
+                .payload_size = b->len,
+        };
+}
+
 static int copy(struct trace_buffer *tb, uint16_t producer, uint16_t writer, uint32_t id, const struct cbuf *b,
                 uint8_t flags, bool complete) {
-        return trace_buffer_copy_chunk(tb, &(struct trace_buffer_chunk) {
-                                                   .producer_id = producer,
-                                                   .producer_uid = 1000,
-                                                   .producer_pid = 42,
-                                                   .writer_id = writer,
-                                                   .chunk_id = id,
-                                                   .num_fragments = b->frags,
-                                                   .flags = flags,
-                                                   .complete = complete,
-                                                   .payload = b->data,
-                                                   .payload_size = b->len,
-                                           });
+        struct trace_buffer_chunk c = chunk_of(producer, writer, id, b, flags, complete);
+        return trace_buffer_copy_chunk(tb, &c);
 }
 
 struct got {
@@ -733,20 +739,8 @@ static int take_fn(const struct iovec *iov, size_t n_iov, size_t size, const str
 
 static int take(struct trace_buffer *tb, uint32_t id, const struct cbuf *b, uint8_t flags, bool complete,
                 struct taken *t) {
-        return trace_buffer_take_chunk(tb,
-                                       &(struct trace_buffer_chunk) {
-                                               .producer_id = 1,
-                                               .producer_uid = 1000,
-                                               .producer_pid = 42,
-                                               .writer_id = 1,
-                                               .chunk_id = id,
-                                               .num_fragments = b->frags,
-                                               .flags = flags,
-                                               .complete = complete,
-                                               .payload = b->data,
-                                               .payload_size = b->len,
-                                       },
-                                       take_fn, t);
+        struct trace_buffer_chunk c = chunk_of(1, 1, id, b, flags, complete);
+        return trace_buffer_take_chunk(tb, &c, take_fn, t);
 }
 
 Test(trace_buffer, take_hands_out_whole_packets_at_once) {
