@@ -77,6 +77,7 @@ struct cpu_ring {
         uint64_t count; /* sum of the periods sampled: the timebase counter */
         uint8_t *scratch; /* a record that wraps the ring's end, made whole */
         bool offline;     /* its CPU went offline; the event is opened again when it is back */
+        unsigned reopen_failures; /* read periods its CPU was back but the event could not be opened */
         uint64_t throttles;
 };
 
@@ -753,6 +754,8 @@ static void close_ring(struct perf_session *s, struct cpu_ring *ring) {
         ring->fd = safe_close(ring->fd);
 }
 
+#define HOTPLUG_REOPEN_TRIES 10u
+
 /* A CPU that goes offline takes its per-CPU event out of the kernel's
  * scheduling for good: when the CPU is back the event stays silent. The
  * loop thread looks at the online CPUs on each read period; a ring whose
@@ -782,7 +785,11 @@ static void check_hotplug(struct perf_session *s) {
                                 r = negative_errno();
                         if (r < 0) {
                                 close_ring(s, ring);
-                                /* Not tried again: the CPU stays unsampled. */
+                                /* A CPU shows as online before the kernel's
+                                 * perf side of it is up: try again on the
+                                 * next periods, then give up on it. */
+                                if (++ring->reopen_failures < HOTPLUG_REOPEN_TRIES)
+                                        continue;
                                 ring->offline = false;
                                 perf_log(s->pl, TRACED_LOG_WARNING,
                                          "linux.perf instance %llu: CPU %d is back online but cannot be sampled: %s",
@@ -790,6 +797,7 @@ static void check_hotplug(struct perf_session *s) {
                                 continue;
                         }
                         ring->offline = false;
+                        ring->reopen_failures = 0;
                         perf_log(s->pl, TRACED_LOG_INFO,
                                  "linux.perf instance %llu: CPU %d is back online, sampled again",
                                  (unsigned long long) s->instance_id, ring->cpu);
