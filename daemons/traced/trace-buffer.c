@@ -223,13 +223,18 @@ static int seq_insert(struct tb_seq *s, size_t pos, struct tb_chunk *c) {
 }
 
 /* Keeps the index proportional to the chunks it holds: an array that grew
- * for a burst is given back once most of its entries are gone. */
+ * for a burst is given back once most of its entries are gone. The first
+ * 16 entries stay: a sequence whose chunks are taken as they arrive holds
+ * one at a time, and must not allocate for each. */
 static void seq_shrink(struct tb_seq *s) {
         size_t live = seq_count(s);
         if (live == 0) {
-                free(s->chunks);
-                s->chunks = NULL;
-                s->head = s->n = s->cap = 0;
+                if (s->cap > 16) {
+                        free(s->chunks);
+                        s->chunks = NULL;
+                        s->cap = 0;
+                }
+                s->head = s->n = 0;
                 return;
         }
         if (s->cap <= 16 || live > s->cap / 4)
