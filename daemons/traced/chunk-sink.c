@@ -21,7 +21,7 @@ static struct session_buffer *resolve(struct traced_service *svc, struct produce
 }
 
 int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t target_buffer, const uint8_t *chunk,
-                    size_t size, bool complete) {
+                    size_t size, enum chunk_sink_flags flags) {
         const struct smb_chunk_header *h = (const struct smb_chunk_header *) chunk;
         struct session *s = NULL;
 
@@ -61,22 +61,30 @@ int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t tar
                 .chunk_id = chunk_id,
                 .num_fragments = smb_packets_count(packets),
                 .flags = smb_packets_flags(packets),
-                .complete = complete,
+                .complete = flags & CHUNK_SINK_COMPLETE,
                 .payload = chunk + SMB_CHUNK_HEADER_SIZE,
                 .payload_size = size - SMB_CHUNK_HEADER_SIZE,
+                .payload_stays = flags & CHUNK_SINK_MAY_HOLD,
         };
         /* A file being written takes whole packets at once, else the
          * chunk waits in the buffer to be read. */
         int r = s->file_fd >= 0 ? session_output_take_chunk(s, b->tb, &c) : 0;
         if (r != 0) {
                 s->chunks_taken++;
-                return MIN(r, 0);
+                s->chunks_held += r == 2;
+                return r < 0 ? r : r == 2;
         }
         s->chunks_stored++;
         r = trace_buffer_copy_chunk(b->tb, &c);
         if (r >= 0 && s->file_fd >= 0)
                 session_output_pressure(s, b->tb);
         return r;
+}
+
+void chunk_sink_settle(struct traced_service *svc) {
+        for (struct session *s = svc->sessions; s; s = s->next)
+                for (size_t i = 0; i < s->n_buffers; i++)
+                        trace_buffer_settle(s->buffers[i].tb);
 }
 
 int chunk_sink_patch(struct traced_service *svc, struct producer *p,

@@ -16,10 +16,23 @@ struct producer;
 /* Use the target buffer the writer registered (RegisterTraceWriter). */
 #define CHUNK_SINK_TARGET_FROM_WRITER UINT32_MAX
 
+enum chunk_sink_flags {
+        /* Committed (not scraped while still being written). */
+        CHUNK_SINK_COMPLETE = 1 << 0,
+        /* The chunk stays readable, and is not given back to the producer,
+         * until chunk_sink_settle: a file being written may then read a
+         * packet that goes on in the next chunk straight from it. */
+        CHUNK_SINK_MAY_HOLD = 1 << 1,
+};
+
 /* chunk points at the chunk header (read once, the producer may change it
  * concurrently). 0 on success or when the chunk is legitimately dropped
- * (no such buffer any more); -EBADMSG for a protocol violation. */
+ * (no such buffer any more); 1 when, with CHUNK_SINK_MAY_HOLD, the chunk
+ * is still read from: give it back only after chunk_sink_settle; -EBADMSG
+ * for a protocol violation. */
 int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t target_buffer, const uint8_t *chunk,
-                    size_t size, bool complete);
+                    size_t size, enum chunk_sink_flags flags);
+/* Copies into the buffers what they still read from held chunks. */
+void chunk_sink_settle(struct traced_service *svc);
 int chunk_sink_patch(struct traced_service *svc, struct producer *p,
                      const Perfetto__Protos__CommitDataRequest__ChunkToPatch *patch);

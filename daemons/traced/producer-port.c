@@ -63,6 +63,7 @@ static void producer_free(struct producer *p) {
         }
         free(p->data_sources);
         free(p->writer_targets);
+        free(p->held);
         if (p->smb)
                 munmap(p->smb, p->smb_size);
         free(p->machine_name);
@@ -722,9 +723,12 @@ static int move_chunk(struct producer *p, const Perfetto__Protos__CommitDataRequ
                  * included, with no page of ours behind it. */
                 if (m->data.len < SMB_CHUNK_HEADER_SIZE || m->data.len > SMB_MAX_PAGE_SIZE)
                         return -EBADMSG;
-                return chunk_sink_copy(p->svc, p,
+                int r = chunk_sink_copy(p->svc, p,
                                        m->has_target_buffer ? target_buffer : CHUNK_SINK_TARGET_FROM_WRITER,
-                                       m->data.data, m->data.len, !(m->has_chunk_incomplete && m->chunk_incomplete));
+                                       m->data.data, m->data.len,
+                                       (m->has_chunk_incomplete && m->chunk_incomplete ? 0 : CHUNK_SINK_COMPLETE) |
+                                               CHUNK_SINK_MAY_HOLD);
+                return MIN(r, 0);
         }
         if (!p->smb)
                 return -EBADMSG;
@@ -737,9 +741,33 @@ static int move_chunk(struct producer *p, const Perfetto__Protos__CommitDataRequ
                  * tolerates it (the chunk may have been scraped). */
                 return 0;
         }
-        int r = chunk_sink_copy(p->svc, p, target_buffer, c.begin, c.size, true);
-        (void) smb_release_chunk_as_free(&p->abi, &c);
-        return r;
+        /* The chunk may be read from until the request is done: room to
+         * note it first, so that it is never left unreleased. */
+        if (p->n_held == p->cap_held) {
+                size_t cap = MAX(p->cap_held * 2, (size_t) 64);
+                struct smb_chunk *a = reallocarray(p->held, cap, sizeof(*a));
+                if (a) {
+                        p->held = a;
+                        p->cap_held = cap;
+                }
+        }
+        bool may_hold = p->n_held < p->cap_held;
+        int r = chunk_sink_copy(p->svc, p, target_buffer, c.begin, c.size,
+                                CHUNK_SINK_COMPLETE | (may_hold ? CHUNK_SINK_MAY_HOLD : 0));
+        if (r > 0)
+                p->held[p->n_held++] = c;
+        else
+                (void) smb_release_chunk_as_free(&p->abi, &c);
+        return MIN(r, 0);
+}
+
+/* The end of a CommitData's chunks: what the buffers still read of them is
+ * copied in, and they go back to the producer. */
+static void settle_chunks(struct producer *p) {
+        chunk_sink_settle(p->svc);
+        for (size_t i = 0; i < p->n_held; i++)
+                (void) smb_release_chunk_as_free(&p->abi, &p->held[i]);
+        p->n_held = 0;
 }
 
 static void port_scrape(struct producer *p, bool scrape_incomplete) {
@@ -754,7 +782,8 @@ static void port_scrape(struct producer *p, bool scrape_incomplete) {
                                 struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, page, i);
                                 if (!smb_chunk_is_valid(&c))
                                         continue;
-                                (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin, c.size, true);
+                                (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin, c.size,
+                                                       CHUNK_SINK_COMPLETE);
                                 (void) smb_release_chunk_as_free(&p->abi, &c);
                         } else if (st == SMB_CHUNK_BEING_WRITTEN && scrape_incomplete) {
                                 /* Copy without changing its state: the
@@ -763,7 +792,7 @@ static void port_scrape(struct producer *p, bool scrape_incomplete) {
                                 struct smb_chunk c = smb_get_chunk_unchecked(&p->abi, page, bitmap, i);
                                 if (smb_chunk_is_valid(&c))
                                         (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin,
-                                                               c.size, false);
+                                                               c.size, 0);
                         }
                 }
         }
@@ -782,11 +811,13 @@ static void m_commit_data(ipc_request *req, const ProtobufCMessage *args, void *
                 const Perfetto__Protos__CommitDataRequest__ChunksToMove *m = a->chunks_to_move[i];
                 int r = move_chunk(p, m);
                 if (r == -EBADMSG) {
+                        settle_chunks(p);
                         ipc_request_fail(req);
                         producer_kick(p, "malformed CommitData (chunk outside its shared memory buffer)");
                         return;
                 }
         }
+        settle_chunks(p);
         for (size_t i = 0; i < a->n_chunks_to_patch; i++) {
                 const Perfetto__Protos__CommitDataRequest__ChunkToPatch *c = a->chunks_to_patch[i];
                 int r = chunk_sink_patch(p->svc, p, c);

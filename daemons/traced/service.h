@@ -171,6 +171,10 @@ struct producer {
 
         uint64_t chunks_committed;
         uint64_t commit_requests;
+        /* Chunks of the CommitData being handled that are still read from
+         * (CHUNK_SINK_MAY_HOLD): given back after chunk_sink_settle. */
+        struct smb_chunk *held;
+        size_t n_held, cap_held;
         uint64_t abi_violations;
 };
 
@@ -291,6 +295,7 @@ struct session {
         size_t take_cap;
         uint64_t chunks_taken, chunks_stored; /* committed chunks, by the way they went */
         uint64_t take_waits; /* commits that waited for the writer */
+        uint64_t chunks_held; /* taken, their end read on from the next chunk */
         bool take_slow; /* a wait for the writer timed out: not again until it has room */
         size_t out_off, out_len, out_cap;
         bool out_pollable; /* a pipe, socket or device: written without blocking, driven by out_io */
@@ -490,8 +495,9 @@ void session_output_pressure(struct session *s, const struct trace_buffer *tb);
 /* A chunk committed for tb: when the session writes a regular file and
  * nothing waits to be read before it, its whole packets go from the
  * producer's memory straight into the file's blocks (one copy, validated
- * there) instead of through tb. 1 when taken, 0 when it must go into tb,
- * or -errno. */
+ * there) instead of through tb. 1 when taken (2 when its payload is still
+ * read from: see trace_buffer_settle), 0 when it must go into tb, or
+ * -errno. */
 struct trace_buffer_chunk;
 int session_output_take_chunk(struct session *s, struct trace_buffer *tb, const struct trace_buffer_chunk *chunk);
 void session_output_free(struct session *s);

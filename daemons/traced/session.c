@@ -1013,8 +1013,9 @@ void session_output_finished(struct session *s) {
         s->out_finalizing = false;
         if (s->file_fd >= 0) {
                 log_debug("Session %" PRIu64 ": %" PRIu64 " chunks went straight into the file (%" PRIu64
-                          " waits for the disk), %" PRIu64 " through the buffers.",
-                          s->id, s->chunks_taken, s->take_waits, s->chunks_stored);
+                          " waits for the disk, %" PRIu64 " held for the next chunk of their commit), %" PRIu64
+                          " through the buffers.",
+                          s->id, s->chunks_taken, s->take_waits, s->chunks_held, s->chunks_stored);
                 if (s->out_error < 0 && !s->disable_error)
                         s->disable_error = strdup(session_output_error_message(s->out_error));
                 session_output_free(s);

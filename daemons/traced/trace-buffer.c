@@ -28,7 +28,8 @@ struct tb_chunk {
         uint8_t flags;
         bool complete;
         /* Being taken (trace_buffer_take_chunk): the payload is the
-         * producer's, the chunk is in its sequence only, for that call. */
+         * producer's, the chunk is in its sequence only, for that call or
+         * (payload_stays) until trace_buffer_settle. */
         bool external;
         size_t read_off;
         size_t size;
@@ -67,6 +68,9 @@ struct trace_buffer {
         /* Chunks that left the buffer while a packet handed out still
          * points into them: to the pool at the next call. */
         struct tb_chunk *retired;
+        /* Taken chunks whose payload stays the caller's until
+         * trace_buffer_settle, and spare ones (linked by fifo_next). */
+        struct tb_chunk *held, *held_spare;
         /* The slices of the packet handed out last. */
         struct iovec *iov;
         size_t iov_cap;
@@ -103,12 +107,23 @@ static void chunk_list_free(struct tb_chunk *c) {
         }
 }
 
+/* Held chunks own no payload. */
+static void held_list_free(struct tb_chunk *c) {
+        while (c) {
+                struct tb_chunk *next = c->fifo_next;
+                free(c);
+                c = next;
+        }
+}
+
 void trace_buffer_free(struct trace_buffer *tb) {
         if (!tb)
                 return;
         chunk_list_free(tb->fifo_head);
         chunk_list_free(tb->pool);
         chunk_list_free(tb->retired);
+        held_list_free(tb->held);
+        held_list_free(tb->held_spare);
         while (tb->seqs) {
                 struct tb_seq *s = tb->seqs;
                 tb->seqs = s->next;
@@ -519,6 +534,11 @@ int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16
                 return -ENOENT;
         }
         struct tb_chunk *c = s->chunks[pos];
+        /* A chunk taken and not settled yet is in its producer's memory. */
+        if (c->external) {
+                tb->stats.patches_failed++;
+                return -ENOENT;
+        }
         for (size_t i = 0; i < n; i++)
                 if (c->size < TRACE_BUFFER_PATCH_SIZE || patches[i].offset > c->size - TRACE_BUFFER_PATCH_SIZE) {
                         tb->stats.patches_failed++;
@@ -830,6 +850,18 @@ static int keep_rest(struct trace_buffer *tb, struct tb_chunk *ext) {
         return 0;
 }
 
+/* Whether ext is still in its sequence (not read to its end). */
+static bool ext_in_seq(const struct tb_chunk *ext) {
+        bool found;
+        size_t pos = seq_search(ext->seq, ext->chunk_id, &found);
+        return found && ext->seq->chunks[pos] == ext;
+}
+
+static void held_put_spare(struct trace_buffer *tb, struct tb_chunk *ext) {
+        ext->fifo_next = tb->held_spare;
+        tb->held_spare = ext;
+}
+
 int trace_buffer_take_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *in, trace_buffer_take_fn fn,
                             void *userdata) {
         release_retired(tb);
@@ -846,7 +878,19 @@ int trace_buffer_take_chunk(struct trace_buffer *tb, const struct trace_buffer_c
         if (last ? in->chunk_id != last->chunk_id + 1 : s->have_last && in->chunk_id != s->last_chunk_id + 1)
                 return 0;
 
-        struct tb_chunk ext = {
+        /* On the stack unless it may outlive this call. */
+        struct tb_chunk on_stack, *ext = &on_stack;
+        bool hold = in->payload_stays;
+        if (hold) {
+                if (tb->held_spare) {
+                        ext = tb->held_spare;
+                        tb->held_spare = ext->fifo_next;
+                } else if (!(ext = malloc(sizeof(*ext)))) {
+                        ext = &on_stack;
+                        hold = false;
+                }
+        }
+        *ext = (struct tb_chunk) {
                 .seq = s,
                 .chunk_id = in->chunk_id,
                 .num_fragments = in->num_fragments,
@@ -856,8 +900,11 @@ int trace_buffer_take_chunk(struct trace_buffer *tb, const struct trace_buffer_c
                 .size = in->payload_size,
                 .payload = (uint8_t *) in->payload,
         };
-        if (seq_insert(s, s->n, &ext) < 0)
+        if (seq_insert(s, s->n, ext) < 0) {
+                if (hold)
+                        held_put_spare(tb, ext);
                 return 0;
+        }
         tb->stats.chunks_written++;
         tb->stats.bytes_written += in->payload_size;
 
@@ -875,17 +922,32 @@ int trace_buffer_take_chunk(struct trace_buffer *tb, const struct trace_buffer_c
                 if (r < 0)
                         break;
         }
-        /* Nothing may point at ext once this returns. */
+        /* Nothing may point at an ext on the stack once this returns. */
         release_retired(tb);
-        bool found;
-        size_t pos = seq_search(s, ext.chunk_id, &found);
-        if (found && s->chunks[pos] == &ext) {
+        if (ext_in_seq(ext)) {
                 if (r < 0)
-                        drop_rest(&ext);
-                else
-                        r = keep_rest(tb, &ext);
+                        drop_rest(ext);
+                else if (hold) {
+                        ext->fifo_next = tb->held;
+                        tb->held = ext;
+                        return 2;
+                } else
+                        r = keep_rest(tb, ext);
         }
+        if (hold)
+                held_put_spare(tb, ext);
         return r < 0 ? r : 1;
+}
+
+void trace_buffer_settle(struct trace_buffer *tb) {
+        release_retired(tb);
+        while (tb->held) {
+                struct tb_chunk *ext = tb->held;
+                tb->held = ext->fifo_next;
+                if (ext_in_seq(ext))
+                        (void) keep_rest(tb, ext);
+                held_put_spare(tb, ext);
+        }
 }
 
 size_t trace_buffer_packet_gather(const struct trace_buffer_packet *p, uint8_t *dst, size_t cap) {

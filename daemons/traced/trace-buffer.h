@@ -40,6 +40,10 @@ struct trace_buffer_chunk {
         bool complete; /* false: scraped while still being written */
         const uint8_t *payload;
         size_t payload_size;
+        /* For trace_buffer_take_chunk: the payload stays readable (and the
+         * chunk the producer's) until trace_buffer_settle, so the start of
+         * a packet that goes on in the next chunk need not be copied yet. */
+        bool payload_stays;
 };
 
 struct trace_buffer_patch {
@@ -110,11 +114,20 @@ typedef int (*trace_buffer_take_fn)(const struct iovec *iov, size_t n_iov, size_
  * place: every packet that is ready goes to fn in order, exactly as a read
  * pass would hand it out (statistics, loss marks, ABI checks), and what is
  * left of the chunk (a packet that goes on in the next one) is copied in
- * and kept. 1 then; 0 when the chunk was not taken: store it with
+ * and kept. 1 then (2 when payload_stays and the chunk is held, read from
+ * until trace_buffer_settle); 0 when the chunk was not taken: store it with
  * trace_buffer_copy_chunk. A negative return of fn is returned (the rest
  * of the chunk is lost, and marked so). */
 int trace_buffer_take_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *in, trace_buffer_take_fn fn,
                             void *userdata);
+
+/* With payload_stays set, what is left of a taken chunk is not copied at
+ * once: it stays in the producer's memory, where the chunks taken next
+ * (the same commit) read the rest of the packet from it. This copies in
+ * whatever is still left of such chunks; after it, the buffer no longer
+ * points into any payload it was given. Call it before those payloads go
+ * back to their producer (patches do not reach chunks still held). */
+void trace_buffer_settle(struct trace_buffer *tb);
 
 /* Patches 4-byte fields of a stored chunk of that producer. -ENOENT when
  * the chunk is gone, -ERANGE for an offset outside it. */

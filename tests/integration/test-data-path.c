@@ -102,9 +102,10 @@ static void record_into_file(struct test_consumer *cons, int fd, uint32_t buffer
 }
 
 /* The figures of traced's log line at the end of a session written into a
- * file: chunks that went straight into it at commit, and through the
- * buffers. False when the line is missing. */
-static bool chunk_paths(unsigned long long *ret_taken, unsigned long long *ret_stored) {
+ * file: chunks that went straight into it at commit (and of those, held
+ * for the next chunk of their commit), and through the buffers. False when
+ * the line is missing. */
+static bool chunk_paths(unsigned long long *ret_taken, unsigned long long *ret_held, unsigned long long *ret_stored) {
         char line[1024];
         bool found = false;
         FILE *f = fopen(inst.log_path, "r");
@@ -112,9 +113,10 @@ static bool chunk_paths(unsigned long long *ret_taken, unsigned long long *ret_s
         while (fgets(line, sizeof(line), f)) {
                 const char *p = strstr(line, "Session ");
                 unsigned long long id, waits;
-                if (p && sscanf(p, "Session %llu: %llu chunks went straight into the file (%llu waits for the disk), "
-                                   "%llu through the buffers",
-                                &id, ret_taken, &waits, ret_stored) == 4)
+                if (p && sscanf(p,
+                                "Session %llu: %llu chunks went straight into the file (%llu waits for the disk, "
+                                "%llu held for the next chunk of their commit), %llu through the buffers",
+                                &id, ret_taken, &waits, ret_held, ret_stored) == 5)
                         found = true;
         }
         fclose(f);
@@ -122,26 +124,34 @@ static bool chunk_paths(unsigned long long *ret_taken, unsigned long long *ret_s
 }
 
 /* Stops traced and requires committed chunks to have gone straight into
- * the file (its log line says how many went each way). */
+ * the file (its log line says how many went each way), and the chunks that
+ * end with the start of a packet to have been held for the next one, so
+ * that the packet went from the producer's memory into the file, copied
+ * once. */
 static void expect_chunks_taken(void) {
         cr_assert(traced_instance_stop(&inst) == 0, "traced did not exit cleanly");
-        unsigned long long taken = 0, stored = 0;
-        cr_assert(chunk_paths(&taken, &stored), "no log line with the chunks' paths");
-        cr_log_info("%llu chunks straight into the file, %llu through the buffer", taken, stored);
+        unsigned long long taken = 0, held = 0, stored = 0;
+        cr_assert(chunk_paths(&taken, &held, &stored), "no log line with the chunks' paths");
+        cr_log_info("%llu chunks straight into the file (%llu held), %llu through the buffer", taken, held, stored);
         cr_assert_gt(taken, 0, "no chunk went straight into the file (%llu through the buffer)", stored);
+        cr_assert_gt(held, 0, "no chunk was held for the rest of a packet (%llu taken)", taken);
 }
 
-/* 24 MB in 1000-byte packets through a 1 MiB buffer into a file whose
+/* 24 MB in packets of size bytes through a 1 MiB buffer into a file whose
  * write period (60 s) never comes during the session: only the drain a
  * filling buffer starts can keep up. The writer stalls on its SMB while
  * the service writes, and every packet reaches the file. */
-static void stream_through_small_buffer(bool discard) {
+static void stream_through_small_buffer(bool discard, unsigned size) {
         char path[512];
         snprintf(path, sizeof(path), "%s/stream.pftrace", inst.dir);
         int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         cr_assert_geq(fd, 0);
 
-        pid_t pid = spawn_writer("24000", "1000", "4096", "64");
+        unsigned n = 24000000u / size;
+        char packets[16], size_s[16];
+        snprintf(packets, sizeof(packets), "%u", n);
+        snprintf(size_s, sizeof(size_s), "%u", size);
+        pid_t pid = spawn_writer(packets, size_s, "4096", "64");
         spin_ms(ev, 300);
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
@@ -150,12 +160,12 @@ static void stream_through_small_buffer(bool discard) {
 
         size_t len;
         uint8_t *trace = read_file(fd, &len);
-        size_t got = example_check_packets(trace, len, 1000);
-        cr_assert_eq(got, 24000, "%zu of 24000 packets reached the file through a 1 MiB %s buffer", got,
+        size_t got = example_check_packets(trace, len, size);
+        cr_assert_eq(got, n, "%zu of %u packets of %u bytes reached the file through a 1 MiB %s buffer", got, n, size,
                      discard ? "DISCARD" : "RING_BUFFER");
         /* BufferStats: bytes_written (1) is 24 MB and more, and no chunk was
          * overwritten (3) or discarded (18) on the way. */
-        cr_assert_geq(buffer_stat(trace, len, 1), 24000u * 1000u, "no trace_stats with the buffer's figures");
+        cr_assert_geq(buffer_stat(trace, len, 1), (uint64_t) n * size, "no trace_stats with the buffer's figures");
         cr_assert_eq(buffer_stat(trace, len, 3), 0, "chunks were overwritten");
         cr_assert_eq(buffer_stat(trace, len, 18), 0, "chunks were discarded");
         free(trace);
@@ -163,19 +173,26 @@ static void stream_through_small_buffer(bool discard) {
         test_consumer_free(&cons);
         /* Packets go from the producer's memory straight into the file,
          * copied once (the start of each packet that continues in the
-         * next chunk waits in the buffer): the buffer only takes chunks
-         * while the session starts or the disk is far behind. */
+         * next chunk stays in its chunk while the commit goes on): the
+         * buffer only takes chunks while the session starts or the disk is
+         * far behind. */
         expect_chunks_taken();
 }
 
 Test(data_path, ring_buffer_smaller_than_the_trace_streams_without_loss, .init = setup, .fini = teardown,
      .timeout = 180) {
-        stream_through_small_buffer(false);
+        stream_through_small_buffer(false, 1000);
 }
 
 Test(data_path, discard_buffer_smaller_than_the_trace_streams_without_loss, .init = setup, .fini = teardown,
      .timeout = 180) {
-        stream_through_small_buffer(true);
+        stream_through_small_buffer(true, 1000);
+}
+
+/* Packets of 60000 bytes, each across four or five chunks of 16 KiB: read
+ * from chunks held in the producer's memory through a whole commit. */
+Test(data_path, large_packets_stream_through_a_small_buffer, .init = setup, .fini = teardown, .timeout = 180) {
+        stream_through_small_buffer(false, 60000);
 }
 
 /* n producer processes writing 400 packets of 700 bytes each, and a
