@@ -136,7 +136,7 @@ CFG
         kill -INT "$cpid"
         wait "$cpid" || die "$which: tracectl failed ($(tail -n 2 "$d/tracectl.log"))"
         if [ -n "$ppid" ]; then
-                kill -INT "$ppid"
+                kill -INT "$ppid" 2>/dev/null || true # perf may have ended with its target
                 wait "$ppid" || true
         fi
         # shellcheck disable=SC2086
@@ -244,6 +244,7 @@ done
 
 if [ -z "${NO_PROFILE:-}" ] && command -v perf >/dev/null; then
         pdir=${PROFILE_DIR:-$build}
+        mkdir -p "$pdir"
         for size in $sizes; do
                 run_traced traced "$size" $((volume_mb * 1024 * 1024 / size)) "$pdir/traced-profile-$size.data" >/dev/null
                 perf report -i "$pdir/traced-profile-$size.data" --no-children --stdio 2>/dev/null |
