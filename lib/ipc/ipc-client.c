@@ -161,7 +161,9 @@ static void handle_invoke_reply(ipc_client *c, const Perfetto__Protos__IPCFrame 
                 error = -EREMOTEIO;
                 has_more = false;
         } else if (r->has_reply_proto && p->reply_desc) {
-                msg = protobuf_c_message_unpack(p->reply_desc, NULL, r->reply_proto.len, r->reply_proto.data);
+                /* Dropped with the frame, once the callback returned. */
+                msg = protobuf_c_message_unpack(p->reply_desc, ipc_conn_frame_allocator(c->conn), r->reply_proto.len,
+                                                r->reply_proto.data);
                 if (!msg) {
                         error = -EBADMSG;
                         has_more = false;
@@ -173,8 +175,6 @@ static void handle_invoke_reply(ipc_client *c, const Perfetto__Protos__IPCFrame 
                 p->cb(c, error, msg, has_more, TAKE_FD(fd), p->userdata);
         if (!has_more)
                 free(p);
-        if (msg)
-                protobuf_c_message_free_unpacked(msg, NULL);
 }
 
 static void handle_request_error(ipc_client *c, const Perfetto__Protos__IPCFrame *f) {

@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include "basic/macro.h"
+#include "ipc/ipc-arena.h"
 #include "ipc/ipc-conn.h"
 #include "ipc/ipc.h"
 
@@ -31,6 +32,9 @@ struct ipc_conn {
         pid_t pid;
 
         struct ipc_frame_decoder dec;
+        /* The frame being dispatched and what its handler unpacks from it:
+         * dropped together once the handler returns. */
+        struct ipc_arena arena;
         /* Stream offset of dec.buf[0], and of the frame being dispatched. */
         uint64_t rx_abs;
         uint64_t cur_frame_abs;
@@ -73,8 +77,13 @@ static void conn_free(ipc_conn *c) {
         safe_close(c->fd);
         safe_close(c->pending_fd);
         ipc_frame_decoder_done(&c->dec);
+        ipc_arena_done(&c->arena);
         sd_event_unref(c->event);
         free(c);
+}
+
+ProtobufCAllocator *ipc_conn_frame_allocator(ipc_conn *c) {
+        return &c->arena.allocator;
 }
 
 ipc_conn *ipc_conn_ref(ipc_conn *c) {
@@ -313,16 +322,18 @@ static int receive(ipc_conn *c) {
                         Perfetto__Protos__IPCFrame *f = NULL;
                         size_t before = c->dec.len;
                         uint64_t start = c->rx_abs;
-                        r = ipc_frame_decoder_pop(&c->dec, &f);
-                        if (r < 0)
+                        r = ipc_frame_decoder_pop_into(&c->dec, &c->arena.allocator, &f);
+                        if (r < 0) {
+                                ipc_arena_reset(&c->arena);
                                 return r;
+                        }
                         if (r == 0)
                                 break;
                         c->rx_abs += before - c->dec.len;
                         c->cur_frame_abs = start;
                         if (c->ops && c->ops->on_frame)
                                 c->ops->on_frame(c, f, c->userdata);
-                        perfetto__protos__ipcframe__free_unpacked(f, NULL);
+                        ipc_arena_reset(&c->arena);
                         if (!c->open)
                                 return 0;
                         /* An fd its frame did not claim is closed. */
@@ -390,6 +401,7 @@ int ipc_conn_new(sd_event *event, int fd, const struct ipc_conn_ops *ops, void *
                 .userdata = userdata,
         };
         ipc_frame_decoder_init(&c->dec, IPC_FRAME_MAX_SIZE);
+        ipc_arena_init(&c->arena);
 
         struct ucred cred;
         socklen_t len = sizeof(cred);

@@ -14,7 +14,8 @@
 typedef struct ipc_conn ipc_conn;
 
 struct ipc_conn_ops {
-        /* A whole frame arrived. The frame is freed after return. The
+        /* A whole frame arrived. The frame, and what the callback unpacks
+         * with ipc_conn_frame_allocator, is dropped after return. The
          * callback may close the connection. */
         void (*on_frame)(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, void *userdata);
         /* The connection closed (peer hangup, I/O error, protocol error or
@@ -31,6 +32,11 @@ ipc_conn *ipc_conn_unref(ipc_conn *c);
  * byte. -ENOTCONN once closed, -ENOBUFS (and the connection is closed) when
  * the peer stopped reading and the queue bound is exceeded. */
 int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, int fd);
+
+/* Memory for messages unpacked while a frame of c is dispatched (on_frame):
+ * nothing to free, it goes when on_frame returns; a steady stream of frames
+ * allocates nothing. */
+ProtobufCAllocator *ipc_conn_frame_allocator(ipc_conn *c);
 
 /* The fd received with the most recent data, handed to the caller. */
 int ipc_conn_take_fd(ipc_conn *c);

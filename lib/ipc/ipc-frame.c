@@ -71,6 +71,11 @@ int ipc_frame_decoder_feed(struct ipc_frame_decoder *d, const void *data, size_t
 }
 
 int ipc_frame_decoder_pop(struct ipc_frame_decoder *d, Perfetto__Protos__IPCFrame **ret) {
+        return ipc_frame_decoder_pop_into(d, NULL, ret);
+}
+
+int ipc_frame_decoder_pop_into(struct ipc_frame_decoder *d, ProtobufCAllocator *allocator,
+                               Perfetto__Protos__IPCFrame **ret) {
         if (d->len < IPC_FRAME_HEADER_SIZE)
                 return 0;
 
@@ -80,7 +85,8 @@ int ipc_frame_decoder_pop(struct ipc_frame_decoder *d, Perfetto__Protos__IPCFram
         if (d->len - IPC_FRAME_HEADER_SIZE < size)
                 return 0;
 
-        Perfetto__Protos__IPCFrame *f = perfetto__protos__ipcframe__unpack(NULL, size, d->buf + IPC_FRAME_HEADER_SIZE);
+        Perfetto__Protos__IPCFrame *f =
+                perfetto__protos__ipcframe__unpack(allocator, size, d->buf + IPC_FRAME_HEADER_SIZE);
         size_t consumed = IPC_FRAME_HEADER_SIZE + size;
         memmove(d->buf, d->buf + consumed, d->len - consumed);
         d->len -= consumed;

@@ -42,6 +42,10 @@ int ipc_frame_decoder_feed(struct ipc_frame_decoder *d, const void *data, size_t
  *              unusable: the peer is broken or hostile)
  */
 int ipc_frame_decoder_pop(struct ipc_frame_decoder *d, Perfetto__Protos__IPCFrame **ret);
+/* The same with the frame's memory from allocator (an ipc_arena's, say:
+ * then the frame is dropped with the arena's reset, not freed). */
+int ipc_frame_decoder_pop_into(struct ipc_frame_decoder *d, ProtobufCAllocator *allocator,
+                               Perfetto__Protos__IPCFrame **ret);
 
 /* Serializes a frame with its length header into a new buffer. -EMSGSIZE if
  * the frame exceeds IPC_FRAME_MAX_SIZE. */

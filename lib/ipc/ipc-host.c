@@ -317,12 +317,12 @@ static void handle_invoke(ipc_host_conn *hc, const Perfetto__Protos__IPCFrame *f
 
         ProtobufCMessage *args = NULL;
         if (m) {
-                args = protobuf_c_message_unpack(m->request_desc, NULL, inv->has_args_proto ? inv->args_proto.len : 0,
+                /* Dropped with the frame, when the handler has returned. */
+                args = protobuf_c_message_unpack(m->request_desc, ipc_conn_frame_allocator(hc->conn),
+                                                 inv->has_args_proto ? inv->args_proto.len : 0,
                                                  inv->has_args_proto ? inv->args_proto.data : (const uint8_t *) "");
         }
         if (!m || !args || !m->handler) {
-                if (args)
-                        protobuf_c_message_free_unpacked(args, NULL);
                 if (!(inv->has_drop_reply && inv->drop_reply))
                         (void) send_reply(hc, f->request_id, false, NULL, 0, false, -EBADF);
                 return;
@@ -330,7 +330,6 @@ static void handle_invoke(ipc_host_conn *hc, const Perfetto__Protos__IPCFrame *f
 
         ipc_request *req = calloc(1, sizeof(*req));
         if (!req) {
-                protobuf_c_message_free_unpacked(args, NULL);
                 (void) send_reply(hc, f->request_id, false, NULL, 0, false, -EBADF);
                 return;
         }
@@ -355,7 +354,6 @@ static void handle_invoke(ipc_host_conn *hc, const Perfetto__Protos__IPCFrame *f
         req->args = NULL;
         req->args_len = 0;
         ipc_request_unref(req);
-        protobuf_c_message_free_unpacked(args, NULL);
 }
 
 static void on_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *f, void *userdata) {
