@@ -13,6 +13,9 @@
 #include "ipc/ipc.h"
 
 #define IPC_MAX_FDS_PER_MSG 8
+/* Frames up to this size (replies, mostly) are encoded on the stack and,
+ * when nothing is queued before them, sent from there. */
+#define IPC_SEND_INLINE_MAX 512u
 
 struct tx_item {
         struct tx_item *next;
@@ -434,14 +437,41 @@ int ipc_conn_flush(ipc_conn *c) {
 
 int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, int fd) {
         _cleanup_free_ uint8_t *buf = NULL;
+        uint8_t inline_buf[IPC_SEND_INLINE_MAX];
         size_t len;
         int r;
 
         if (!c->open)
                 return -ENOTCONN;
-        r = ipc_frame_encode(frame, &buf, &len);
-        if (r < 0)
-                return r;
+        if (!c->tx_head && fd < 0 && ipc_frame_encode_into(frame, inline_buf, sizeof(inline_buf), &len) == 0) {
+                /* Nothing queued before it: straight to the socket, and only
+                 * what it does not take is queued. */
+                ssize_t n;
+                do
+                        n = send(c->fd, inline_buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                while (n < 0 && errno == EINTR);
+                if (n == (ssize_t) len)
+                        return 0;
+                if (n < 0 && errno != EAGAIN) {
+                        r = -errno;
+                        close_from_send(c, r == -EPIPE || r == -ECONNRESET ? 0 : r);
+                        return -ENOTCONN;
+                }
+                size_t sent = n > 0 ? (size_t) n : 0;
+                buf = malloc(len - sent);
+                if (buf)
+                        memcpy(buf, inline_buf + sent, len - sent);
+                else {
+                        /* Part of the frame may be out: the stream is lost. */
+                        close_from_send(c, -ENOMEM);
+                        return -ENOTCONN;
+                }
+                len -= sent;
+        } else {
+                r = ipc_frame_encode(frame, &buf, &len);
+                if (r < 0)
+                        return r;
+        }
         if (c->tx_bytes + len > IPC_SEND_QUEUE_MAX) {
                 /* The peer does not read: cut it off rather than buffer
                  * without bound. */

@@ -96,6 +96,26 @@ int ipc_frame_decoder_pop_into(struct ipc_frame_decoder *d, ProtobufCAllocator *
         return 1;
 }
 
+static void put_header(uint8_t *buf, size_t size) {
+        buf[0] = (uint8_t) size;
+        buf[1] = (uint8_t) (size >> 8);
+        buf[2] = (uint8_t) (size >> 16);
+        buf[3] = (uint8_t) (size >> 24);
+}
+
+int ipc_frame_encode_into(const Perfetto__Protos__IPCFrame *frame, uint8_t *buf, size_t cap, size_t *ret_len) {
+        size_t size = perfetto__protos__ipcframe__get_packed_size(frame);
+        if (size > IPC_FRAME_MAX_SIZE)
+                return -EMSGSIZE;
+        if (cap < IPC_FRAME_HEADER_SIZE || size > cap - IPC_FRAME_HEADER_SIZE)
+                return -ENOBUFS;
+        put_header(buf, size);
+        if (perfetto__protos__ipcframe__pack(frame, buf + IPC_FRAME_HEADER_SIZE) != size)
+                return -EINVAL;
+        *ret_len = IPC_FRAME_HEADER_SIZE + size;
+        return 0;
+}
+
 int ipc_frame_encode(const Perfetto__Protos__IPCFrame *frame, uint8_t **ret_buf, size_t *ret_len) {
         size_t size = perfetto__protos__ipcframe__get_packed_size(frame);
         if (size > IPC_FRAME_MAX_SIZE)
@@ -104,10 +124,7 @@ int ipc_frame_encode(const Perfetto__Protos__IPCFrame *frame, uint8_t **ret_buf,
         uint8_t *buf = malloc(IPC_FRAME_HEADER_SIZE + size);
         if (!buf)
                 return -ENOMEM;
-        buf[0] = (uint8_t) size;
-        buf[1] = (uint8_t) (size >> 8);
-        buf[2] = (uint8_t) (size >> 16);
-        buf[3] = (uint8_t) (size >> 24);
+        put_header(buf, size);
         size_t packed = perfetto__protos__ipcframe__pack(frame, buf + IPC_FRAME_HEADER_SIZE);
         if (packed != size) {
                 free(buf);

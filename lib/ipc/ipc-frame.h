@@ -50,3 +50,5 @@ int ipc_frame_decoder_pop_into(struct ipc_frame_decoder *d, ProtobufCAllocator *
 /* Serializes a frame with its length header into a new buffer. -EMSGSIZE if
  * the frame exceeds IPC_FRAME_MAX_SIZE. */
 int ipc_frame_encode(const Perfetto__Protos__IPCFrame *frame, uint8_t **ret_buf, size_t *ret_len);
+/* The same into buf: -ENOBUFS when the frame needs more than cap bytes. */
+int ipc_frame_encode_into(const Perfetto__Protos__IPCFrame *frame, uint8_t *buf, size_t cap, size_t *ret_len);

@@ -52,6 +52,7 @@ struct ipc_host_conn {
         uint32_t machine_id;
         char *machine_name;
         ipc_request *requests; /* outstanding, not yet finally answered */
+        ipc_request *spare; /* the last request done with, for the next one */
         sd_event_source *defer; /* frees the connection after it closed */
 };
 
@@ -90,9 +91,14 @@ ipc_request *ipc_request_ref(ipc_request *req) {
 ipc_request *ipc_request_unref(ipc_request *req) {
         if (!req || --req->n_ref > 0)
                 return NULL;
+        ipc_host_conn *hc = req->hc;
         request_unlink(req);
-        safe_close(req->fd);
-        free(req);
+        req->fd = safe_close(req->fd);
+        /* Requests answered one after the other reuse one allocation. */
+        if (hc && !hc->spare)
+                hc->spare = req;
+        else
+                free(req);
         return NULL;
 }
 
@@ -328,7 +334,9 @@ static void handle_invoke(ipc_host_conn *hc, const Perfetto__Protos__IPCFrame *f
                 return;
         }
 
-        ipc_request *req = calloc(1, sizeof(*req));
+        ipc_request *req = TAKE_PTR(hc->spare);
+        if (!req)
+                req = malloc(sizeof(*req));
         if (!req) {
                 (void) send_reply(hc, f->request_id, false, NULL, 0, false, -EBADF);
                 return;
@@ -396,6 +404,7 @@ static void host_conn_free(ipc_host_conn *hc) {
         sd_event_source_disable_unref(hc->defer);
         ipc_conn_unref(hc->conn);
         free(hc->machine_name);
+        free(hc->spare);
         free(hc);
 }
 

@@ -218,3 +218,25 @@ Test(ipc_frame, empty_frame_decodes_to_empty_message) {
         perfetto__protos__ipcframe__free_unpacked(f, NULL);
         ipc_frame_decoder_done(&d);
 }
+
+/* Encoding into a caller's buffer gives the same bytes, and refuses a
+ * buffer one byte too small. */
+Test(ipc_frame, encode_into_matches_encode) {
+        uint8_t *buf;
+        size_t len = encode_bind("ProducerPort", 1, &buf);
+        Perfetto__Protos__IPCFrame__BindService b = PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+        Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+        b.service_name = (char *) "ProducerPort";
+        f.has_request_id = true;
+        f.request_id = 1;
+        f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+        f.msg_bind_service = &b;
+        uint8_t out[64];
+        size_t n = 0;
+        cr_assert_eq(ipc_frame_encode_into(&f, out, sizeof(out), &n), 0);
+        cr_assert_eq(n, len);
+        cr_assert_arr_eq(out, buf, len);
+        cr_assert_eq(ipc_frame_encode_into(&f, out, len - 1, &n), -ENOBUFS);
+        cr_assert_eq(ipc_frame_encode_into(&f, out, 2, &n), -ENOBUFS);
+        free(buf);
+}
