@@ -8,16 +8,24 @@
 #include "ipc/ipc-frame.h"
 #include "ipc/ipc.h"
 
+/* A BindService frame in f (its message in b). */
+static void bind_frame(const char *name, uint64_t id, Perfetto__Protos__IPCFrame__BindService *b,
+                       Perfetto__Protos__IPCFrame *f) {
+        perfetto__protos__ipcframe__bind_service__init(b);
+        perfetto__protos__ipcframe__init(f);
+        b->service_name = (char *) name;
+        f->has_request_id = true;
+        f->request_id = id;
+        f->msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
+        f->msg_bind_service = b;
+}
+
 static size_t encode_bind(const char *name, uint64_t id, uint8_t **ret) {
-        Perfetto__Protos__IPCFrame__BindService b = PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
-        Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+        Perfetto__Protos__IPCFrame__BindService b;
+        Perfetto__Protos__IPCFrame f;
         size_t len;
 
-        b.service_name = (char *) name;
-        f.has_request_id = true;
-        f.request_id = id;
-        f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
-        f.msg_bind_service = &b;
+        bind_frame(name, id, &b, &f);
         cr_assert_eq(ipc_frame_encode(&f, ret, &len), 0);
         return len;
 }
@@ -224,13 +232,9 @@ Test(ipc_frame, empty_frame_decodes_to_empty_message) {
 Test(ipc_frame, encode_into_matches_encode) {
         uint8_t *buf;
         size_t len = encode_bind("ProducerPort", 1, &buf);
-        Perfetto__Protos__IPCFrame__BindService b = PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
-        Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
-        b.service_name = (char *) "ProducerPort";
-        f.has_request_id = true;
-        f.request_id = 1;
-        f.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE;
-        f.msg_bind_service = &b;
+        Perfetto__Protos__IPCFrame__BindService b;
+        Perfetto__Protos__IPCFrame f;
+        bind_frame("ProducerPort", 1, &b, &f);
         uint8_t out[64];
         size_t n = 0;
         cr_assert_eq(ipc_frame_encode_into(&f, out, sizeof(out), &n), 0);
