@@ -198,6 +198,13 @@ static void close_from_send(ipc_conn *c, int error) {
         }
 }
 
+/* A send failed with r: the connection closes (a peer that hung up is a
+ * clean close) and the caller gets -ENOTCONN. */
+static int send_failed(ipc_conn *c, int r) {
+        close_from_send(c, r == -EPIPE || r == -ECONNRESET ? 0 : r);
+        return -ENOTCONN;
+}
+
 bool ipc_conn_close_pending(const ipc_conn *c) {
         return c->close_defer != NULL;
 }
@@ -429,8 +436,7 @@ int ipc_conn_flush(ipc_conn *c) {
                 return -ENOTCONN;
         int r = flush_tx(c);
         if (r < 0) {
-                close_from_send(c, r == -EPIPE || r == -ECONNRESET ? 0 : r);
-                return -ENOTCONN;
+                return send_failed(c, r);
         }
         return 0;
 }
@@ -454,8 +460,7 @@ int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, in
                         return 0;
                 if (n < 0 && errno != EAGAIN) {
                         r = -errno;
-                        close_from_send(c, r == -EPIPE || r == -ECONNRESET ? 0 : r);
-                        return -ENOTCONN;
+                        return send_failed(c, r);
                 }
                 size_t sent = n > 0 ? (size_t) n : 0;
                 buf = malloc(len - sent);
@@ -505,8 +510,7 @@ int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, in
         /* Try to send right away; what does not fit waits for EPOLLOUT. */
         r = flush_tx(c);
         if (r < 0) {
-                close_from_send(c, r == -EPIPE || r == -ECONNRESET ? 0 : r);
-                return -ENOTCONN;
+                return send_failed(c, r);
         }
         return 0;
 }
