@@ -784,7 +784,10 @@ pair_our_producers_behind_relay() {
         {
                 echo 'buffers { size_kb: 32768 }'
                 echo "data_sources { config { name: \"linux.ftrace\" ftrace_config { ftrace_events: \"sched/sched_switch\" instance_name: \"$INSTANCE-r\" } } machine_name_filter: \"remote-ours\" }"
-                echo 'data_sources { config { name: "example.data" } machine_name_filter: "remote-ours" }'
+                # The producer writes its 2 MB in a few ms, faster than the
+                # relay's link drains: it stalls rather than drops (a drop
+                # would be reported, rightly, as a writer's packet loss).
+                echo 'data_sources { config { name: "example.data" buffer_exhausted_policy: BUFFER_EXHAUSTED_STALL_THEN_DROP } machine_name_filter: "remote-ours" }'
                 echo 'trace_all_machines: true'
                 echo 'duration_ms: 3000'
         } >"$d/cfg"
