@@ -13,6 +13,15 @@
 # (min/median/max over the rounds), which this host's slow stretches
 # affect far less.
 #
+# Every producer gets a 1 MiB SMB, so 64 producers keep 64 times the
+# shared memory of one in flight, and the bytes the service reads have
+# left the caches before it gets to them. Two more rows hold that
+# memory equal, 32 MiB either way (the largest SMB the service grants):
+# one producer with a 32 MiB SMB, and 64 producers with 512 KiB each.
+# Their ratio is what the number of producers costs on its own; the
+# ratio of one producer at 32 MiB to one at 1 MiB is what the shared
+# memory's size costs.
+#
 # Idle: start-to-ready (launch to the first answered query), RSS of the
 # supervisor, the core and each plugin host, and the core's anonymous RSS
 # per idle producer connection (64 producers registered, no session;
@@ -74,7 +83,7 @@ stop_all() {
 
 # One run: prints "MB/s service_cpu_s peak_rss_kb lost".
 run_scaling() {
-        local n=$1 sessions=$2 policy=$3 d=$work/run
+        local n=$1 sessions=$2 policy=$3 smb_kb=$4 d=$work/run
         rm -rf "$d" && mkdir -p "$d"
         drop_caches
         start_traced "$d" --no-plugins
@@ -82,7 +91,7 @@ run_scaling() {
         [ "$packets" -gt 0 ] || die "volume too small for $n producers x $sessions sessions"
         local i
         for i in $(seq "$n"); do
-                "$build/example-producer" --socket "$d/p" --packets "$packets" --size 1024 --smb-kb 1024 \
+                "$build/example-producer" --socket "$d/p" --packets "$packets" --size 1024 --smb-kb "$smb_kb" \
                         --page-kb 64 2>"$d/writer.$i.log" &
                 PIDS+=("$!")
         done
@@ -133,38 +142,47 @@ CFG
 }
 
 
-configs="1:1:RING_BUFFER 8:1:RING_BUFFER 64:1:RING_BUFFER 1:8:RING_BUFFER 8:8:RING_BUFFER
-1:1:DISCARD 8:1:DISCARD 64:1:DISCARD"
+# producers:sessions:policy:SMB kB
+configs="1:1:RING_BUFFER:1024 8:1:RING_BUFFER:1024 64:1:RING_BUFFER:1024 1:8:RING_BUFFER:1024
+8:8:RING_BUFFER:1024 1:1:DISCARD:1024 8:1:DISCARD:1024 64:1:DISCARD:1024 1:1:RING_BUFFER:32768
+64:1:RING_BUFFER:512"
 echo "$(nproc) CPUs; $volume_mb MB of 1 KB packets per run, $rounds rounds"
 for r in $(seq "$rounds"); do
         order=$configs
         [ $((r % 2)) = 0 ] && order=$(echo "$configs" | tr ' ' '\n' | tac)
         for c in $order; do
-                IFS=: read -r n sessions policy <<<"$c"
-                run_scaling "$n" "$sessions" "$policy" >>"$work/$n-$sessions-$policy.rows"
+                IFS=: read -r n sessions policy smb <<<"$c"
+                run_scaling "$n" "$sessions" "$policy" "$smb" >>"$work/$n-$sessions-$policy-$smb.rows"
         done
         echo "round $r done" >&2
 done
 
-printf "\n%-9s %-8s %-12s %-24s %-30s %s\n" producers sessions policy "MB/s" "service cpu s/MB" "core peak RSS MB"
+printf "\n%-9s %-8s %-12s %-8s %-24s %-30s %s\n" producers sessions policy "SMB kB" "MB/s" "service cpu s/MB" \
+        "core peak RSS MB"
 for c in $configs; do
-        IFS=: read -r n sessions policy <<<"$c"
-        f=$work/$n-$sessions-$policy.rows
+        IFS=: read -r n sessions policy smb <<<"$c"
+        f=$work/$n-$sessions-$policy-$smb.rows
         mb=$((volume_mb / (n * sessions) * n * sessions))
-        printf "%-9s %-8s %-12s %-24s %-30s %s\n" "$n" "$sessions" "$policy" "$(cut -d' ' -f1 "$f" | stats)" \
+        printf "%-9s %-8s %-12s %-8s %-24s %-30s %s\n" "$n" "$sessions" "$policy" "$smb" "$(cut -d' ' -f1 "$f" | stats)" \
                 "$(awk -v mb="$mb" '{ print $2 / mb }' "$f" | stats)" "$(awk '{ print $3 / 1024 }' "$f" | stats)"
 done
+# "label" rows-of-A rows-of-B: service CPU per MB of B over A, as the
+# ratio of the medians and within each round (the two runs minutes apart
+# at most, so this host's slow and fast stretches weigh on both alike),
+# then over the rounds.
+ratio() {
+        local a b
+        a=$(awk -v mb="$volume_mb" '{ print $2 / mb }' "$work/$2.rows" | stats | cut -d/ -f2)
+        b=$(awk -v mb="$volume_mb" '{ print $2 / mb }' "$work/$3.rows" | stats | cut -d/ -f2)
+        echo "$a $b" | awk -v l="$1" '{ printf "%s (medians): %.2f\n", l, $2 / $1 }'
+        echo "$1 (per round, min/median/max): $(paste -d' ' "$work/$2.rows" "$work/$3.rows" |
+                awk '{ printf "%.2f\n", $6 / $2 }' | stats)"
+}
 for policy in RING_BUFFER DISCARD; do
-        a=$(awk -v mb="$volume_mb" '{ print $2 / mb }' "$work/1-1-$policy.rows" | stats | cut -d/ -f2)
-        b=$(awk -v mb="$volume_mb" '{ print $2 / mb }' "$work/64-1-$policy.rows" | stats | cut -d/ -f2)
-        echo "$a $b" | awk -v p="$policy" '{ printf "%s: service cpu/MB, 64 producers / 1 (medians): %.2f\n", p, $2 / $1 }'
-        # Within each round (the two runs a minute apart at most), then
-        # over the rounds: this host's slow and fast stretches weigh on
-        # both alike.
-        echo "$policy: service cpu/MB, 64 producers / 1 (per round, min/median/max):" \
-                "$(paste -d' ' "$work/1-1-$policy.rows" "$work/64-1-$policy.rows" |
-                   awk '{ printf "%.2f\n", $6 / $2 }' | stats)"
+        ratio "$policy: service cpu/MB, 64 producers / 1" "1-1-$policy-1024" "64-1-$policy-1024"
 done
+ratio "RING_BUFFER, 32 MiB of SMBs either way: 64 producers / 1" "1-1-RING_BUFFER-32768" "64-1-RING_BUFFER-512"
+ratio "RING_BUFFER, one producer: 32 MiB SMB / 1 MiB" "1-1-RING_BUFFER-1024" "1-1-RING_BUFFER-32768"
 
 # Idle figures.
 echo
