@@ -442,42 +442,42 @@ int ipc_conn_flush(ipc_conn *c) {
 }
 
 int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, int fd) {
-        _cleanup_free_ uint8_t *buf = NULL;
+        _cleanup_free_ uint8_t *heap = NULL;
         uint8_t inline_buf[IPC_SEND_INLINE_MAX];
-        size_t len;
+        size_t len, sent = 0;
+        bool tried = false;
         int r;
 
         if (!c->open)
                 return -ENOTCONN;
-        if (!c->tx_head && fd < 0 && ipc_frame_encode_into(frame, inline_buf, sizeof(inline_buf), &len) == 0) {
+        r = ipc_frame_encoded_len(frame, &len);
+        if (r < 0)
+                return r;
+        uint8_t *data = inline_buf;
+        if (len > sizeof(inline_buf)) {
+                data = heap = malloc(len);
+                if (!heap)
+                        return -ENOMEM;
+        }
+        r = ipc_frame_encode_to(frame, data, len);
+        if (r < 0)
+                return r;
+
+        if (!c->tx_head && fd < 0) {
                 /* Nothing queued before it: straight to the socket, and only
                  * what it does not take is queued. */
                 ssize_t n;
                 do
-                        n = send(c->fd, inline_buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                        n = send(c->fd, data, len, MSG_NOSIGNAL | MSG_DONTWAIT);
                 while (n < 0 && errno == EINTR);
                 if (n == (ssize_t) len)
                         return 0;
-                if (n < 0 && errno != EAGAIN) {
-                        r = -errno;
-                        return send_failed(c, r);
-                }
-                size_t sent = n > 0 ? (size_t) n : 0;
-                buf = malloc(len - sent);
-                if (buf)
-                        memcpy(buf, inline_buf + sent, len - sent);
-                else {
-                        /* Part of the frame may be out: the stream is lost. */
-                        close_from_send(c, -ENOMEM);
-                        return -ENOTCONN;
-                }
-                len -= sent;
-        } else {
-                r = ipc_frame_encode(frame, &buf, &len);
-                if (r < 0)
-                        return r;
+                if (n < 0 && errno != EAGAIN)
+                        return send_failed(c, -errno);
+                sent = n > 0 ? (size_t) n : 0;
+                tried = true;
         }
-        if (c->tx_bytes + len > IPC_SEND_QUEUE_MAX) {
+        if (c->tx_bytes + (len - sent) > IPC_SEND_QUEUE_MAX) {
                 /* The peer does not read: cut it off rather than buffer
                  * without bound. */
                 close_from_send(c, -ENOBUFS);
@@ -485,13 +485,30 @@ int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, in
         }
 
         struct tx_item *t = calloc(1, sizeof(*t));
-        if (!t)
-                return -ENOMEM;
-        *t = (struct tx_item) {
-                .data = TAKE_PTR(buf),
-                .len = len,
-                .fd = -EBADF,
-        };
+        if (t) {
+                *t = (struct tx_item) { .fd = -EBADF };
+                if (data == inline_buf) {
+                        t->len = len - sent;
+                        t->data = malloc(t->len);
+                        if (t->data)
+                                memcpy(t->data, inline_buf + sent, t->len);
+                } else {
+                        t->data = TAKE_PTR(heap);
+                        t->len = len;
+                        t->off = sent;
+                }
+                if (!t->data) {
+                        free(t);
+                        t = NULL;
+                }
+        }
+        if (!t) {
+                if (sent == 0)
+                        return -ENOMEM;
+                /* Part of the frame is out: the stream is lost. */
+                close_from_send(c, -ENOMEM);
+                return -ENOTCONN;
+        }
         if (fd >= 0) {
                 t->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
                 if (t->fd < 0) {
@@ -505,12 +522,12 @@ int ipc_conn_send_frame(ipc_conn *c, const Perfetto__Protos__IPCFrame *frame, in
         else
                 c->tx_head = t;
         c->tx_tail = t;
-        c->tx_bytes += len;
+        c->tx_bytes += len - sent;
 
-        /* Try to send right away; what does not fit waits for EPOLLOUT. */
-        r = flush_tx(c);
-        if (r < 0) {
+        /* Try to send right away (unless that was just done); what does not
+         * fit waits for EPOLLOUT. */
+        r = tried ? update_events(c) : flush_tx(c);
+        if (r < 0)
                 return send_failed(c, r);
-        }
         return 0;
 }

@@ -103,34 +103,52 @@ static void put_header(uint8_t *buf, size_t size) {
         buf[3] = (uint8_t) (size >> 24);
 }
 
-int ipc_frame_encode_into(const Perfetto__Protos__IPCFrame *frame, uint8_t *buf, size_t cap, size_t *ret_len) {
+int ipc_frame_encoded_len(const Perfetto__Protos__IPCFrame *frame, size_t *ret_len) {
         size_t size = perfetto__protos__ipcframe__get_packed_size(frame);
         if (size > IPC_FRAME_MAX_SIZE)
                 return -EMSGSIZE;
-        if (cap < IPC_FRAME_HEADER_SIZE || size > cap - IPC_FRAME_HEADER_SIZE)
-                return -ENOBUFS;
-        put_header(buf, size);
-        if (perfetto__protos__ipcframe__pack(frame, buf + IPC_FRAME_HEADER_SIZE) != size)
-                return -EINVAL;
         *ret_len = IPC_FRAME_HEADER_SIZE + size;
         return 0;
 }
 
-int ipc_frame_encode(const Perfetto__Protos__IPCFrame *frame, uint8_t **ret_buf, size_t *ret_len) {
-        size_t size = perfetto__protos__ipcframe__get_packed_size(frame);
-        if (size > IPC_FRAME_MAX_SIZE)
-                return -EMSGSIZE;
+int ipc_frame_encode_to(const Perfetto__Protos__IPCFrame *frame, uint8_t *buf, size_t len) {
+        if (len < IPC_FRAME_HEADER_SIZE)
+                return -EINVAL;
+        size_t size = len - IPC_FRAME_HEADER_SIZE;
+        put_header(buf, size);
+        if (perfetto__protos__ipcframe__pack(frame, buf + IPC_FRAME_HEADER_SIZE) != size)
+                return -EINVAL;
+        return 0;
+}
 
-        uint8_t *buf = malloc(IPC_FRAME_HEADER_SIZE + size);
+int ipc_frame_encode_into(const Perfetto__Protos__IPCFrame *frame, uint8_t *buf, size_t cap, size_t *ret_len) {
+        size_t len;
+        int r = ipc_frame_encoded_len(frame, &len);
+        if (r < 0)
+                return r;
+        if (len > cap)
+                return -ENOBUFS;
+        r = ipc_frame_encode_to(frame, buf, len);
+        if (r < 0)
+                return r;
+        *ret_len = len;
+        return 0;
+}
+
+int ipc_frame_encode(const Perfetto__Protos__IPCFrame *frame, uint8_t **ret_buf, size_t *ret_len) {
+        size_t len;
+        int r = ipc_frame_encoded_len(frame, &len);
+        if (r < 0)
+                return r;
+        uint8_t *buf = malloc(len);
         if (!buf)
                 return -ENOMEM;
-        put_header(buf, size);
-        size_t packed = perfetto__protos__ipcframe__pack(frame, buf + IPC_FRAME_HEADER_SIZE);
-        if (packed != size) {
+        r = ipc_frame_encode_to(frame, buf, len);
+        if (r < 0) {
                 free(buf);
-                return -EINVAL;
+                return r;
         }
         *ret_buf = buf;
-        *ret_len = IPC_FRAME_HEADER_SIZE + size;
+        *ret_len = len;
         return 0;
 }

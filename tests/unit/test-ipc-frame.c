@@ -242,5 +242,12 @@ Test(ipc_frame, encode_into_matches_encode) {
         cr_assert_arr_eq(out, buf, len);
         cr_assert_eq(ipc_frame_encode_into(&f, out, len - 1, &n), -ENOBUFS);
         cr_assert_eq(ipc_frame_encode_into(&f, out, 2, &n), -ENOBUFS);
+        /* In two steps: the length first, then exactly that many bytes. */
+        memset(out, 0, sizeof(out));
+        cr_assert_eq(ipc_frame_encoded_len(&f, &n), 0);
+        cr_assert_eq(n, len);
+        cr_assert_eq(ipc_frame_encode_to(&f, out, n), 0);
+        cr_assert_arr_eq(out, buf, len);
+        cr_assert_eq(ipc_frame_encode_to(&f, out, n - 1), -EINVAL, "a wrong length must not be written as the header");
         free(buf);
 }

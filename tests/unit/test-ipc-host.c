@@ -93,16 +93,24 @@ static void h_flood(ipc_request *req, const ProtobufCMessage *args, void *ud) {
         ipc_request_fail(req);
 }
 
-/* Small replies, many more than the socket holds, without returning to the
- * loop: the first ones go straight out from the stack, the one that finds
- * the socket full (or only the part of it the socket did not take) waits
- * in the queue, and those behind it queue up after it. */
-enum { BURST = 20000 };
+/* Replies, many more than the socket holds, without returning to the loop:
+ * the first ones go straight out (small ones from the stack), the one that
+ * finds the socket full waits in the queue with what the socket did not
+ * take of it, and those behind it queue up after it. Asked with the
+ * service name "big", each reply carries BIG_PAD more bytes. */
+enum { BURST = 20000, BIG_BURST = 60, BIG_PAD = 100000 };
 static void h_burst(ipc_request *req, const ProtobufCMessage *args, void *ud) {
-        char text[32];
-        for (int i = 0; i < BURST; i++) {
-                snprintf(text, sizeof(text), "reply %d", i);
-                reply_str(req, text, i + 1 < BURST, -EBADF);
+        const Req *a = (const Req *) args;
+        bool big = a->service_name && strcmp(a->service_name, "big") == 0;
+        int n = big ? BIG_BURST : BURST;
+        static char text[32 + BIG_PAD];
+        for (int i = 0; i < n; i++) {
+                int k = snprintf(text, 32, "reply %d", i);
+                if (big) {
+                        memset(text + k, 'x', BIG_PAD);
+                        text[k + BIG_PAD] = '\0';
+                }
+                reply_str(req, text, i + 1 < n, -EBADF);
         }
 }
 
@@ -544,6 +552,7 @@ Test(ipc_host, fd_goes_with_its_own_frame) {
 }
 
 struct burst {
+        size_t pad; /* 'x' bytes expected after each reply's number */
         int n;
         bool in_order;
         bool ended;
@@ -552,24 +561,39 @@ struct burst {
 static void collect_burst(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
         struct burst *b = ud;
         char want[32];
-        snprintf(want, sizeof(want), "reply %d", b->n);
-        if (error < 0 || !reply || !((const Rep *) reply)->error || strcmp(((const Rep *) reply)->error, want) != 0)
+        size_t k = (size_t) snprintf(want, sizeof(want), "reply %d", b->n);
+        const char *got = !error && reply ? ((const Rep *) reply)->error : NULL;
+        if (!got || strncmp(got, want, k) != 0 || strlen(got) != k + b->pad ||
+            strspn(got + k, "x") != b->pad)
                 b->in_order = false;
         b->n++;
         b->ended = !has_more;
 }
 
-/* Replies sent past a full socket: every one arrives whole and in order. */
-Test(ipc_host, replies_beyond_the_socket_buffer_arrive_whole_and_in_order) {
+/* Asks "Burst" (with service name `name`) and checks that all `want`
+ * replies, each `pad` bytes past its number, arrive whole and in order. */
+static void check_burst(const char *name, size_t pad, int want) {
         ipc_client *c = connect_pair();
         cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
-        struct burst b = { .in_order = true };
+        struct burst b = { .pad = pad, .in_order = true };
         Req r = PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
+        r.service_name = (char *) name;
         cr_assert_gt(ipc_client_invoke(c, "Burst", &r.base, REP_DESC, -EBADF, collect_burst, &b), 0);
         for (int i = 0; i < 2000 && !b.ended; i++)
                 sd_event_run(ev, 10000);
-        cr_assert_eq(b.n, BURST, "%d of %d replies", b.n, BURST);
+        cr_assert_eq(b.n, want, "%d of %d replies", b.n, want);
         cr_assert(b.in_order, "a reply arrived cut, garbled or out of order");
         cr_assert(b.ended);
         ipc_client_free(c);
+}
+
+/* Replies sent past a full socket: every one arrives whole and in order. */
+Test(ipc_host, replies_beyond_the_socket_buffer_arrive_whole_and_in_order) {
+        check_burst(NULL, 0, BURST);
+}
+
+/* The same with replies too big for the stack: a reply the socket takes in
+ * part keeps its own buffer and the rest goes out from where it stopped. */
+Test(ipc_host, big_replies_beyond_the_socket_buffer_arrive_whole_and_in_order) {
+        check_burst("big", BIG_PAD, BIG_BURST);
 }
