@@ -121,20 +121,6 @@ int ipc_frame_encode_to(const Perfetto__Protos__IPCFrame *frame, uint8_t *buf, s
         return 0;
 }
 
-int ipc_frame_encode_into(const Perfetto__Protos__IPCFrame *frame, uint8_t *buf, size_t cap, size_t *ret_len) {
-        size_t len;
-        int r = ipc_frame_encoded_len(frame, &len);
-        if (r < 0)
-                return r;
-        if (len > cap)
-                return -ENOBUFS;
-        r = ipc_frame_encode_to(frame, buf, len);
-        if (r < 0)
-                return r;
-        *ret_len = len;
-        return 0;
-}
-
 int ipc_frame_encode(const Perfetto__Protos__IPCFrame *frame, uint8_t **ret_buf, size_t *ret_len) {
         size_t len;
         int r = ipc_frame_encoded_len(frame, &len);

@@ -50,10 +50,11 @@ int ipc_frame_decoder_pop_into(struct ipc_frame_decoder *d, ProtobufCAllocator *
 /* Serializes a frame with its length header into a new buffer. -EMSGSIZE if
  * the frame exceeds IPC_FRAME_MAX_SIZE. */
 int ipc_frame_encode(const Perfetto__Protos__IPCFrame *frame, uint8_t **ret_buf, size_t *ret_len);
-/* The same into buf: -ENOBUFS when the frame needs more than cap bytes. */
-int ipc_frame_encode_into(const Perfetto__Protos__IPCFrame *frame, uint8_t *buf, size_t cap, size_t *ret_len);
 /* The two halves of the above, for a caller that picks the buffer by the
  * size: how many bytes the frame takes with its header (-EMSGSIZE beyond
- * IPC_FRAME_MAX_SIZE), and the encoding into exactly that many. */
+ * IPC_FRAME_MAX_SIZE), and the encoding into exactly that many. buf holds
+ * len bytes, len as ipc_frame_encoded_len gave it for the same frame:
+ * -EINVAL when the frame packs shorter than that (only a longer len can be
+ * caught without overrunning buf). */
 int ipc_frame_encoded_len(const Perfetto__Protos__IPCFrame *frame, size_t *ret_len);
 int ipc_frame_encode_to(const Perfetto__Protos__IPCFrame *frame, uint8_t *buf, size_t len);
