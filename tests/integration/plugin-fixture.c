@@ -105,14 +105,13 @@ void fixture_for_each_packet(int fd, fixture_packet_fn fn, void *userdata) {
         free(buf);
 }
 
-/* Whether this process holds the hotplug lock exclusively (its own
- * recordings then take no shared lock: flock would wait for itself). */
-static bool hotplug_exclusive;
-
-int fixture_hotplug_lock(bool exclusive) {
-        if (!exclusive && hotplug_exclusive)
+/* An flock on a file under /tmp shared by every test program; *held says
+ * whether this process holds it exclusively already (its own recordings
+ * then take no second lock: flock would wait for itself). */
+static int lock_file(const char *path, bool exclusive, bool *held) {
+        if (*held)
                 return -1;
-        int fd = open("/tmp/traced-tests-cpu-hotplug.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0)
                 return -1;
         while (flock(fd, exclusive ? LOCK_EX : LOCK_SH) < 0)
@@ -121,15 +120,38 @@ int fixture_hotplug_lock(bool exclusive) {
                         return -1;
                 }
         if (exclusive)
-                hotplug_exclusive = true;
+                *held = true;
         return fd;
 }
 
-void fixture_hotplug_unlock(int fd) {
+static void unlock_file(int fd, bool *held) {
         if (fd < 0)
                 return;
         close(fd);
-        hotplug_exclusive = false;
+        *held = false;
+}
+
+static bool hotplug_exclusive, root_held;
+
+int fixture_hotplug_lock(bool exclusive) {
+        return lock_file("/tmp/traced-tests-cpu-hotplug.lock", exclusive, &hotplug_exclusive);
+}
+
+void fixture_hotplug_unlock(int fd) {
+        unlock_file(fd, &hotplug_exclusive);
+}
+
+int fixture_root_lock(void) {
+        return lock_file("/tmp/traced-tests-ftrace-root.lock", true, &root_held);
+}
+
+void fixture_root_unlock(int fd) {
+        unlock_file(fd, &root_held);
+}
+
+/* Whether a text config records linux.ftrace in the root instance. */
+static bool records_in_root(const char *config) {
+        return strstr(config, "\"linux.ftrace\"") && !strstr(config, "instance_name");
 }
 
 static bool write_online(const char *path, const char *v) {
@@ -159,6 +181,7 @@ void fixture_cpu_offline_and_back(struct fixture_hotplug *h) {
 
 void fixture_record(struct traced_instance *inst, sd_event *event, const char *wait_for, const char *config,
                     void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata) {
+        int root = records_in_root(config) ? fixture_root_lock() : -1;
         int hotplug = fixture_hotplug_lock(false);
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, event, inst->consumer_path), 0);
@@ -177,6 +200,7 @@ void fixture_record(struct traced_instance *inst, sd_event *event, const char *w
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
         test_consumer_free(&cons);
         fixture_hotplug_unlock(hotplug);
+        fixture_root_unlock(root);
         fixture_for_each_packet(fd, fn, userdata);
         close(fd);
 }
@@ -194,4 +218,52 @@ int fixture_write_marker(const char *path, const char *text) {
                         return r;
                 usleep(10 * 1000);
         }
+}
+
+static int read_small(const char *path, char *buf, size_t size) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = read(fd, buf, size - 1);
+        int r = n < 0 ? -errno : 0;
+        close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        return r;
+}
+
+static int write_small(const char *path, const char *text) {
+        int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t n = write(fd, text, strlen(text));
+        int r = n == (ssize_t) strlen(text) ? 0 : n < 0 ? -errno : -EIO;
+        close(fd);
+        return r;
+}
+
+#define ROOT "/sys/kernel/tracing"
+
+int fixture_write_root_marker(const char *text) {
+        int lock = open(ROOT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (lock < 0)
+                return -errno;
+        if (flock(lock, LOCK_EX | LOCK_NB) < 0) {
+                /* A session holds the root and switches tracing on. */
+                close(lock);
+                return fixture_write_marker(ROOT "/trace_marker", text);
+        }
+        char on[16];
+        int r = read_small(ROOT "/tracing_on", on, sizeof(on));
+        bool was_off = r == 0 && on[0] == '0';
+        if (r == 0 && was_off)
+                r = write_small(ROOT "/tracing_on", "1");
+        if (r == 0)
+                r = write_small(ROOT "/trace_marker", text);
+        if (was_off) {
+                int q = write_small(ROOT "/tracing_on", "0");
+                if (r == 0)
+                        r = q;
+        }
+        close(lock); /* drops the flock */
+        return r;
 }

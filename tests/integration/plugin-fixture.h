@@ -74,3 +74,26 @@ void fixture_cpu_offline_and_back(struct fixture_hotplug *h);
  * those are retried for up to 5 s. Returns 0 or a negative errno.
  */
 int fixture_write_marker(const char *path, const char *text);
+
+/*
+ * Writes text into the root instance's trace_marker whatever the root's
+ * tracing_on was before the test (a user's choice, or what upstream's
+ * traced_probes leaves after a session: 0, when the kernel refuses marker
+ * writes with EBADF). With no session holding the root (its flock free),
+ * tracing is switched on for the write and put back as it was; a session
+ * holding the root has switched it on itself. Returns 0 or a negative errno.
+ */
+int fixture_write_root_marker(const char *text);
+
+/*
+ * Recordings in the root ftrace instance (linux.ftrace without
+ * instance_name, the default) of different tests do not run beside each
+ * other: the second would record in a private instance. fixture_record
+ * holds this lock around such a recording by itself; a test that records
+ * in the root some other way, or looks at the root's state between
+ * recordings, holds it around all of that. Returns the lock's fd, or -1
+ * when this process holds it already (or it cannot be opened: then
+ * nothing is locked), for fixture_root_unlock.
+ */
+int fixture_root_lock(void);
+void fixture_root_unlock(int fd);

@@ -574,6 +574,8 @@ Test(bpfstack, cpu_offline_and_back) {
                                 before++;
                 }
         cr_log_info("CPU 1: %zu samples before it went offline, %zu after it came back", before, after);
+        if (before == 0 || after <= 100)
+                traced_instance_dump_log(&inst);
         cr_assert_gt(before, 0, "CPU 1 was not sampled before it went offline");
         /* A second at 499 Hz with a copy pinned to it. */
         cr_assert_gt(after, 100, "CPU 1 was not sampled after it came back online (%zu samples)", after);

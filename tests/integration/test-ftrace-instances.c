@@ -5,10 +5,14 @@
  * of a shared instance put back afterwards), and what its FtraceStats
  * packets report. Run by the real traced on the real kernel.
  *
- * The kernel is shared with other tests that may use the root instance at
- * the same time, so nothing here asserts the root's global state: the
- * tests look at what their own session recorded (their own trace_marker
- * writes) and at instances they own. */
+ * The kernel is shared with other tests and with whatever ran before: the
+ * root's tracing_on may be 0 (what upstream's traced_probes leaves, or a
+ * user's choice), so writes into the root's trace_marker go through
+ * fixture_write_root_marker, which switches tracing on for the write and
+ * puts it back. Recordings in the root hold the tests' root lock
+ * (fixture_root_lock); other than that, the tests look at what their own
+ * session recorded (their own trace_marker writes) and at instances they
+ * own. */
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -181,7 +185,8 @@ static void write_markers(void *data) {
         a->dir_existed_during = stat(a->instance_dir, &st) == 0;
         if (a->own_marker[0] && a->dir_existed_during)
                 write_marker(a->own_marker, a->own_text);
-        write_marker(TRACEFS "/trace_marker", a->root_text);
+        int r = fixture_write_root_marker(a->root_text);
+        cr_assert_eq(r, 0, "write to the root's trace_marker: %s", strerror(-r));
         spin_ms(ev, 300);
 }
 
@@ -292,7 +297,8 @@ static void root_markers(void *data) {
         }
         if (d)
                 closedir(d);
-        write_marker(TRACEFS "/trace_marker", a->text);
+        int r = fixture_write_root_marker(a->text);
+        cr_assert_eq(r, 0, "write to the root's trace_marker: %s", strerror(-r));
         spin_ms(ev, 300);
 }
 
@@ -380,6 +386,7 @@ Test(ftrace_instances, the_root_is_put_back_after_the_host_is_killed) {
         SKIP_WITHOUT_TRACEFS();
         /* Wait until no session anywhere holds the root (its flock), so
          * that what is read here is the root's own state. */
+        int tests_lock = fixture_root_lock();
         int lock = open(TRACEFS, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         cr_assert_geq(lock, 0);
         struct kill_action a = {};
@@ -411,6 +418,7 @@ Test(ftrace_instances, the_root_is_put_back_after_the_host_is_killed) {
         }
         if (!a.killed) {
                 close(lock);
+                fixture_root_unlock(tests_lock);
                 teardown();
                 cr_skip_test("the root ftrace instance was busy with other sessions the whole time");
         }
@@ -426,6 +434,7 @@ Test(ftrace_instances, the_root_is_put_back_after_the_host_is_killed) {
         read_line(TRACEFS "/tracing_on", on, sizeof(on));
         read_line(TRACEFS "/events/sched/sched_switch/enable", sw, sizeof(sw));
         close(lock);
+        fixture_root_unlock(tests_lock);
         cr_assert(!is_session_size(size_kb(size)), "buffer_size_kb left at the killed session's %s", size);
         cr_expect_eq(size_kb(size), size_kb(a.before_size), "buffer_size_kb %s, was %s", size, a.before_size);
         cr_expect_str_eq(on, on_before, "tracing_on left at %s", on);

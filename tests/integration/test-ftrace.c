@@ -102,11 +102,12 @@ Test(ftrace, markers_child_and_every_cpu) {
                            "write_into_file: true file_write_period_ms: 200\n";
 
 
+        int root = fixture_root_lock(); /* records in the root instance */
         enable_text(&cons, text, fd);
 
         for (int i = 0; i < N_MARKERS; i++) {
                 snprintf(markers[i], sizeof(markers[i]), "traced-it-marker-%d-%d", i, (int) getpid());
-                int r = fixture_write_marker("/sys/kernel/tracing/trace_marker", markers[i]);
+                int r = fixture_write_root_marker(markers[i]);
                 cr_assert_eq(r, 0, "trace_marker: %s", strerror(-r));
         }
         pid_t child = spawn_child();
@@ -120,6 +121,7 @@ Test(ftrace, markers_child_and_every_cpu) {
                                         &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
                      0);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
+        fixture_root_unlock(root);
         cr_assert_str_eq(cons.error, "");
 
         /* Decode. */
@@ -204,6 +206,7 @@ Test(ftrace, compact_sched_columns) {
                            "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"sched/sched_waking\"\n"
                            "  compact_sched { enabled: true } drain_period_ms: 50 } } }\n"
                            "write_into_file: true file_write_period_ms: 200\n";
+        int root = fixture_root_lock(); /* records in the root instance */
         enable_text(&cons, text, fd);
         pid_t child = spawn_child();
         while (waitpid(child, NULL, WNOHANG) == 0)
@@ -214,6 +217,7 @@ Test(ftrace, compact_sched_columns) {
                                         &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
                      0);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
+        fixture_root_unlock(root);
 
         struct stat st;
         cr_assert_eq(fstat(fd, &st), 0);
