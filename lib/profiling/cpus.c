@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,4 +40,89 @@ bool cpus_contain(const uint32_t *cpus, size_t n, uint32_t cpu) {
                 if (cpus[i] == cpu)
                         return true;
         return false;
+}
+
+int cpu_hotplug_init(struct cpu_hotplug *h, size_t n, const struct cpu_hotplug_ops *ops, void *userdata) {
+        *h = (struct cpu_hotplug) { .ops = ops, .userdata = userdata };
+        if (n == 0)
+                return 0;
+        h->slots = calloc(n, sizeof(*h->slots));
+        if (!h->slots)
+                return -ENOMEM;
+        h->n = n;
+        for (size_t k = 0; k < n; k++)
+                h->slots[k] = (struct cpu_hotplug_slot) { .cpu = (uint32_t) k, .fd = -EBADF };
+        return 0;
+}
+
+void cpu_hotplug_set(struct cpu_hotplug *h, size_t k, uint32_t cpu, int fd) {
+        if (k < h->n)
+                h->slots[k] = (struct cpu_hotplug_slot) { .cpu = cpu, .fd = fd < 0 ? -EBADF : fd };
+}
+
+void cpu_hotplug_done(struct cpu_hotplug *h) {
+        free(h->slots);
+        *h = (struct cpu_hotplug) {};
+}
+
+static void changed(struct cpu_hotplug *h, size_t k, enum cpu_hotplug_change what, int error) {
+        if (h->ops->changed)
+                h->ops->changed(h->userdata, k, what, error);
+}
+
+/* Whether the event has stopped since the last look: its time_enabled
+ * stands still (or it cannot be read). An event not enabled yet (time 0)
+ * has not stopped. */
+static bool event_stopped(struct cpu_hotplug_slot *slot) {
+        uint64_t v[4];
+        ssize_t n = read(slot->fd, v, sizeof(v));
+        if (n < (ssize_t) (2 * sizeof(uint64_t)))
+                return true;
+        bool stopped = slot->last_enabled != 0 && v[1] == slot->last_enabled;
+        slot->last_enabled = v[1];
+        return stopped;
+}
+
+void cpu_hotplug_check_online(struct cpu_hotplug *h, const uint32_t *online, size_t n_online) {
+        for (size_t k = 0; k < h->n; k++) {
+                struct cpu_hotplug_slot *slot = &h->slots[k];
+                bool on = cpus_contain(online, n_online, slot->cpu);
+                if (slot->fd >= 0) {
+                        if (on && !event_stopped(slot))
+                                continue;
+                        h->ops->close(h->userdata, k);
+                        slot->fd = -EBADF;
+                        slot->last_enabled = 0;
+                        h->stops++;
+                        changed(h, k, CPU_HOTPLUG_STOPPED, 0);
+                        /* Its CPU is back already (the offline stretch
+                         * fell between two looks): opened below. */
+                }
+                if (!on) {
+                        slot->gave_up = false;
+                        slot->open_failures = 0;
+                        continue;
+                }
+                if (slot->gave_up)
+                        continue;
+                int fd = h->ops->open(h->userdata, k);
+                if (fd >= 0) {
+                        slot->fd = fd;
+                        slot->open_failures = 0;
+                        changed(h, k, CPU_HOTPLUG_BACK, 0);
+                } else if (++slot->open_failures >= CPU_HOTPLUG_OPEN_TRIES) {
+                        slot->gave_up = true;
+                        changed(h, k, CPU_HOTPLUG_GAVE_UP, fd);
+                }
+        }
+}
+
+int cpu_hotplug_check(struct cpu_hotplug *h) {
+        uint32_t online[1024];
+        size_t n;
+        int r = cpus_online(online, ELEMENTSOF(online), &n);
+        if (r < 0)
+                return r;
+        cpu_hotplug_check_online(h, online, n);
+        return 0;
 }

@@ -91,10 +91,9 @@ struct bpfstack_session {
          * -EBADF where there is none: offline, or off-CPU only). */
         int perf_fds[MAX_CPUS];
         struct bpf_link *perf_links[MAX_CPUS];
-        bool cpu_offline[MAX_CPUS]; /* to be opened when it is back */
+        struct cpu_hotplug hotplug; /* the clock events across CPU hotplug */
         uint32_t n_possible;
         size_t n_cpus; /* events open */
-        uint64_t cpu_offlines;
         struct bpf_link *switch_link, *exec_link, *exit_link;
         struct unwind_tables *tables;
         int pending[PENDING_LOADS]; /* pids whose walks asked for tables this drain */
@@ -613,37 +612,42 @@ static void close_cpu(struct bpfstack_session *s, size_t cpu) {
 
 static int open_cpu(struct bpfstack_session *s, uint32_t cpu);
 
+static void hotplug_close(void *userdata, size_t cpu) {
+        close_cpu(userdata, cpu);
+}
+
+static int hotplug_open(void *userdata, size_t cpu) {
+        struct bpfstack_session *s = userdata;
+        int r = open_cpu(s, (uint32_t) cpu);
+        return r < 0 ? r : s->perf_fds[cpu];
+}
+
+static void hotplug_changed(void *userdata, size_t cpu, enum cpu_hotplug_change what, int error) {
+        struct bpfstack_session *s = userdata;
+        unsigned long long id = s->instance_id;
+        if (what == CPU_HOTPLUG_STOPPED)
+                bpfstack_log(s->pl, TRACED_LOG_INFO, "linux.bpf_stack instance %llu: CPU %zu went offline", id, cpu);
+        else if (what == CPU_HOTPLUG_BACK)
+                bpfstack_log(s->pl, TRACED_LOG_INFO, "linux.bpf_stack instance %llu: CPU %zu is back online, sampled again",
+                             id, cpu);
+        else
+                bpfstack_log(s->pl, TRACED_LOG_WARNING,
+                             "linux.bpf_stack instance %llu: CPU %zu is back online but cannot be sampled: %s", id, cpu,
+                             strerror(-error));
+}
+
+static const struct cpu_hotplug_ops hotplug_ops = {
+        .close = hotplug_close,
+        .open = hotplug_open,
+        .changed = hotplug_changed,
+};
+
 /* A CPU that goes offline leaves its clock event silent for good, even
- * when it is back: on each drain period the online CPUs are compared with
- * the events; one whose CPU went away is closed, and opened again when the
- * CPU returns. */
+ * when it is back: on each drain period the shared tracker closes such an
+ * event and opens it again once its CPU is online. */
 static void check_hotplug(struct bpfstack_session *s) {
-        uint32_t cpus[MAX_CPUS];
-        size_t n;
-        if (!s->cfg.on_cpu || !s->skel || cpus_online(cpus, MAX_CPUS, &n) < 0)
-                return;
-        for (uint32_t cpu = 0; cpu < s->n_possible; cpu++) {
-                bool online = cpus_contain(cpus, n, cpu);
-                if (!online && !s->cpu_offline[cpu]) {
-                        s->cpu_offline[cpu] = true;
-                        s->cpu_offlines++;
-                        close_cpu(s, cpu);
-                        bpfstack_log(s->pl, TRACED_LOG_INFO, "linux.bpf_stack instance %llu: CPU %u went offline",
-                                     (unsigned long long) s->instance_id, cpu);
-                } else if (online && s->cpu_offline[cpu]) {
-                        s->cpu_offline[cpu] = false;
-                        int r = open_cpu(s, cpu);
-                        if (r < 0)
-                                bpfstack_log(s->pl, TRACED_LOG_WARNING,
-                                             "linux.bpf_stack instance %llu: CPU %u is back online but cannot be "
-                                             "sampled: %s",
-                                             (unsigned long long) s->instance_id, cpu, strerror(-r));
-                        else
-                                bpfstack_log(s->pl, TRACED_LOG_INFO,
-                                             "linux.bpf_stack instance %llu: CPU %u is back online, sampled again",
-                                             (unsigned long long) s->instance_id, cpu);
-                }
-        }
+        if (s->cfg.on_cpu && s->skel)
+                (void) cpu_hotplug_check(&s->hotplug);
 }
 
 static uint64_t boottime_ns(void) {
@@ -703,6 +707,7 @@ static void session_free(struct bpfstack_session *s) {
         unwind_tables_free(s->tables);
         for (size_t k = 0; k < s->n_possible; k++)
                 close_cpu(s, k);
+        cpu_hotplug_done(&s->hotplug);
         bpfstack__destroy(s->skel);
         if (s->counters_writer) {
                 (void) pl->api->flush_writer(s->counters_writer);
@@ -805,6 +810,7 @@ static int open_cpu_clock(uint32_t cpu, uint32_t hz) {
                 .config = PERF_COUNT_SW_CPU_CLOCK,
                 .sample_freq = hz,
                 .freq = 1,
+                .read_format = CPU_HOTPLUG_READ_FORMAT,
         };
         int fd = (int) syscall(SYS_perf_event_open, &a, -1, (int) cpu, -1, PERF_FLAG_FD_CLOEXEC);
         return fd < 0 ? -errno : fd;
@@ -982,12 +988,13 @@ static int setup(struct bpfstack_session *s) {
                 if (ncpu <= 0)
                         return ncpu < 0 ? ncpu : -ENODEV;
                 s->n_possible = ncpu < MAX_CPUS ? (uint32_t) ncpu : MAX_CPUS;
+                if ((r = cpu_hotplug_init(&s->hotplug, s->n_possible, &hotplug_ops, s)) < 0)
+                        return r;
                 for (uint32_t cpu = 0; cpu < s->n_possible; cpu++) {
                         r = open_cpu(s, cpu);
-                        if (r == -ENODEV) {
-                                s->cpu_offline[cpu] = true; /* opened when it comes online */
-                                continue;
-                        }
+                        cpu_hotplug_set(&s->hotplug, cpu, cpu, s->perf_fds[cpu]);
+                        if (r == -ENODEV)
+                                continue; /* opened when it comes online */
                         if (r < 0) {
                                 bpfstack_log(pl, TRACED_LOG_ERR,
                                              "linux.bpf_stack instance %llu: sampling CPU %u (cpu-clock event with "

@@ -76,8 +76,6 @@ struct cpu_ring {
         struct traced_source *src;
         uint64_t count; /* sum of the periods sampled: the timebase counter */
         uint8_t *scratch; /* a record that wraps the ring's end, made whole */
-        bool offline;     /* its CPU went offline; the event is opened again when it is back */
-        unsigned reopen_failures; /* read periods its CPU was back but the event could not be opened */
         uint64_t throttles;
 };
 
@@ -103,7 +101,7 @@ struct perf_session {
         struct perf_layout layout;
         struct cpu_ring *rings;
         size_t n_rings;
-        uint64_t cpu_offlines; /* times a sampled CPU went offline */
+        struct cpu_hotplug hotplug; /* the rings' events across CPU hotplug */
         uint32_t *throttle_track_epoch; /* worker: per CPU, the epoch its track was described in (0: not yet) */
         struct traced_source *timer;
         struct traced_writer *writer;
@@ -754,55 +752,54 @@ static void close_ring(struct perf_session *s, struct cpu_ring *ring) {
         ring->fd = safe_close(ring->fd);
 }
 
-#define HOTPLUG_REOPEN_TRIES 10u
+static void hotplug_close(void *userdata, size_t k) {
+        struct perf_session *s = userdata;
+        drain_ring(&s->rings[k]); /* what it recorded before is kept */
+        close_ring(s, &s->rings[k]);
+}
+
+static int hotplug_open(void *userdata, size_t k) {
+        struct perf_session *s = userdata;
+        struct cpu_ring *ring = &s->rings[k];
+        int r = open_ring(s, &s->cfg.attr, ring);
+        if (r >= 0)
+                r = s->pl->api->add_fd(s->pl->host, ring->fd, EPOLLIN, on_ring, ring, &ring->src);
+        if (r >= 0 && ioctl(ring->fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
+                r = negative_errno();
+        if (r < 0) {
+                close_ring(s, ring);
+                return r;
+        }
+        return ring->fd;
+}
+
+static void hotplug_changed(void *userdata, size_t k, enum cpu_hotplug_change what, int error) {
+        struct perf_session *s = userdata;
+        unsigned long long id = s->instance_id;
+        int cpu = s->rings[k].cpu;
+        if (what == CPU_HOTPLUG_STOPPED)
+                perf_log(s->pl, TRACED_LOG_INFO, "linux.perf instance %llu: CPU %d went offline", id, cpu);
+        else if (what == CPU_HOTPLUG_BACK)
+                perf_log(s->pl, TRACED_LOG_INFO, "linux.perf instance %llu: CPU %d is back online, sampled again", id,
+                         cpu);
+        else
+                perf_log(s->pl, TRACED_LOG_WARNING,
+                         "linux.perf instance %llu: CPU %d is back online but cannot be sampled: %s", id, cpu,
+                         strerror(-error));
+}
+
+static const struct cpu_hotplug_ops hotplug_ops = {
+        .close = hotplug_close,
+        .open = hotplug_open,
+        .changed = hotplug_changed,
+};
 
 /* A CPU that goes offline takes its per-CPU event out of the kernel's
- * scheduling for good: when the CPU is back the event stays silent. The
- * loop thread looks at the online CPUs on each read period; a ring whose
- * CPU went away is drained (what it recorded before is kept), and opened
- * again when the CPU returns. */
+ * scheduling for good: when the CPU is back the event stays silent. On
+ * each read period the shared tracker closes such a ring (what it recorded
+ * is drained first) and opens it again once its CPU is online. */
 static void check_hotplug(struct perf_session *s) {
-        uint32_t cpus[MAX_CPUS];
-        size_t n;
-        if (cpus_online(cpus, MAX_CPUS, &n) < 0)
-                return;
-        for (size_t k = 0; k < s->n_rings; k++) {
-                struct cpu_ring *ring = &s->rings[k];
-                bool online = cpus_contain(cpus, n, (uint32_t) ring->cpu);
-                if (!online && !ring->offline) {
-                        ring->offline = true;
-                        s->cpu_offlines++;
-                        drain_ring(ring);
-                        perf_log(s->pl, TRACED_LOG_INFO, "linux.perf instance %llu: CPU %d went offline",
-                                 (unsigned long long) s->instance_id, ring->cpu);
-                } else if (online && ring->offline) {
-                        drain_ring(ring);
-                        close_ring(s, ring);
-                        int r = open_ring(s, &s->cfg.attr, ring);
-                        if (r >= 0)
-                                r = s->pl->api->add_fd(s->pl->host, ring->fd, EPOLLIN, on_ring, ring, &ring->src);
-                        if (r >= 0 && ioctl(ring->fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
-                                r = negative_errno();
-                        if (r < 0) {
-                                close_ring(s, ring);
-                                /* A CPU shows as online before the kernel's
-                                 * perf side of it is up: try again on the
-                                 * next periods, then give up on it. */
-                                if (++ring->reopen_failures < HOTPLUG_REOPEN_TRIES)
-                                        continue;
-                                ring->offline = false;
-                                perf_log(s->pl, TRACED_LOG_WARNING,
-                                         "linux.perf instance %llu: CPU %d is back online but cannot be sampled: %s",
-                                         (unsigned long long) s->instance_id, ring->cpu, strerror(-r));
-                                continue;
-                        }
-                        ring->offline = false;
-                        ring->reopen_failures = 0;
-                        perf_log(s->pl, TRACED_LOG_INFO,
-                                 "linux.perf instance %llu: CPU %d is back online, sampled again",
-                                 (unsigned long long) s->instance_id, ring->cpu);
-                }
-        }
+        (void) cpu_hotplug_check(&s->hotplug);
 }
 
 static void session_free(struct perf_session *s) {
@@ -815,6 +812,7 @@ static void session_free(struct perf_session *s) {
                 safe_close(ring->fd);
                 free(ring->scratch);
         }
+        cpu_hotplug_done(&s->hotplug);
         if (s->timer)
                 s->pl->api->remove_source(s->pl->host, s->timer);
         if (s->writer)
@@ -878,6 +876,7 @@ static int setup(struct perf_session *s) {
                 a->task = 1;
         }
         a->sample_id_all = 1;
+        a->read_format |= CPU_HOTPLUG_READ_FORMAT;
         a->disabled = 1;
         a->watermark = 1;
         /* Woken with a quarter of the ring filled: room for three more
@@ -927,6 +926,10 @@ static int setup(struct perf_session *s) {
                 perf_log(pl, TRACED_LOG_ERR, "linux.perf: no CPU to sample");
                 return -ENODEV;
         }
+        if ((r = cpu_hotplug_init(&s->hotplug, s->n_rings, &hotplug_ops, s)) < 0)
+                return r;
+        for (size_t k = 0; k < s->n_rings; k++)
+                cpu_hotplug_set(&s->hotplug, k, (uint32_t) s->rings[k].cpu, s->rings[k].fd);
         if (c->kernel_frames) {
                 r = ksyms_load_proc(&s->ksyms);
                 if (r < 0)
@@ -1057,7 +1060,7 @@ static void stop_session(struct perf_session *s) {
                  (unsigned long long) by_rows, (unsigned long long) by_libunwind,
                  (unsigned long long) s->skipped_scope, (unsigned long long) s->skipped_enqueue,
                  (unsigned long long) s->skipped_stop, (unsigned long long) s->lost, (unsigned long long) s->throttles,
-                 (unsigned long long) s->bad_records, (unsigned long long) s->cpu_offlines);
+                 (unsigned long long) s->bad_records, (unsigned long long) s->hotplug.stops);
 }
 
 void perf_session_stop(struct perf_plugin *pl, uint64_t id) {

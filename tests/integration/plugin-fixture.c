@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +167,8 @@ static bool write_online(const char *path, const char *v) {
 
 void fixture_cpu_offline_and_back(struct fixture_hotplug *h) {
         usleep(800 * 1000);
+        if (h->hold > 0)
+                h->held = kill(h->hold, SIGSTOP) == 0;
         h->wrote = write_online(h->online, "0");
         usleep(1000 * 1000);
         /* Back in any case: a machine left with one CPU is worse than a
@@ -174,6 +178,10 @@ void fixture_cpu_offline_and_back(struct fixture_hotplug *h) {
         struct timespec ts;
         clock_gettime(CLOCK_BOOTTIME, &ts);
         h->back = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+        if (h->held) {
+                usleep(200 * 1000);
+                (void) kill(h->hold, SIGCONT);
+        }
         if (h->on_back)
                 h->on_back(h);
         usleep(1500 * 1000);
@@ -266,4 +274,53 @@ int fixture_write_root_marker(const char *text) {
         }
         close(lock); /* drops the flock */
         return r;
+}
+
+/* Whether pid descends from ancestor. */
+bool fixture_descends_from(pid_t pid, pid_t ancestor) {
+        for (int depth = 0; pid > 1 && depth < 16; depth++) {
+                if (pid == ancestor)
+                        return true;
+                char path[64], buf[512];
+                snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
+                FILE *f = fopen(path, "re");
+                if (!f)
+                        return false;
+                size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+                fclose(f);
+                buf[n] = '\0';
+                const char *rp = strrchr(buf, ')');
+                int ppid;
+                if (!rp || sscanf(rp + 2, "%*c %d", &ppid) != 1)
+                        return false;
+                pid = ppid;
+        }
+        return false;
+}
+
+pid_t fixture_plugin_host_pid(const struct traced_instance *inst, const char *plugin) {
+        DIR *d = opendir("/proc");
+        struct dirent *de;
+        pid_t found = 0;
+        while (d && (de = readdir(d)) && !found) {
+                long pid = strtol(de->d_name, NULL, 10);
+                if (pid <= 0 || !fixture_descends_from((pid_t) pid, inst->pid))
+                        continue;
+                char path[64], cmd[4096];
+                snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0)
+                        continue;
+                ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
+                close(fd);
+                for (ssize_t i = 0; i < n; i++)
+                        if (cmd[i] == '\0')
+                                cmd[i] = ' ';
+                cmd[n > 0 ? n : 0] = '\0';
+                if (strstr(cmd, "plugin-host") && strstr(cmd, plugin))
+                        found = (pid_t) pid;
+        }
+        if (d)
+                closedir(d);
+        return found;
 }

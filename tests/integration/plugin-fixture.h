@@ -6,6 +6,7 @@
  * something happens, and walking the packets of the trace written. */
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include <systemd/sd-event.h>
 
@@ -63,8 +64,19 @@ struct fixture_hotplug {
          * the scheduler may take its time to move running tasks back). */
         void (*on_back)(struct fixture_hotplug *h);
         void *userdata;
+        /* A process held stopped (SIGSTOP) from before the CPU goes offline
+         * until 0.2 s after it is back, as a loaded machine can hold up a
+         * plugin's loop past a short offline stretch; 0 for none. */
+        pid_t hold;
+        bool held; /* it was stopped */
 };
+/* Whether pid descends from ancestor. */
+bool fixture_descends_from(pid_t pid, pid_t ancestor);
+/* The traced-plugin-host running plugin (e.g. "perf.so") under inst, or 0. */
+pid_t fixture_plugin_host_pid(const struct traced_instance *inst, const char *plugin);
+
 /* 0.8 s, the CPU offline for 1 s, back (retried until it is), 1.5 s. */
+
 void fixture_cpu_offline_and_back(struct fixture_hotplug *h);
 
 /*

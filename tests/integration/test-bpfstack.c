@@ -511,6 +511,7 @@ struct hotplug_run {
         struct fixture_hotplug h;
         unsigned setups_before;
         pid_t pinned_after;
+        bool unseen; /* the plugin host held stopped across the offline stretch */
 };
 
 /* Once CPU 1 is back: a copy pinned to it spins there for a second (the
@@ -534,6 +535,10 @@ static void offline_and_back(void *userdata) {
         cr_assert_eq(posix_spawn(&spin[1], workload, NULL, NULL, (char *const *) argv, environ), 0);
         hr->h.on_back = spin_on_cpu1;
         hr->h.userdata = hr;
+        if (hr->unseen) {
+                hr->h.hold = fixture_plugin_host_pid(&inst, "bpfstack.so");
+                cr_assert_gt(hr->h.hold, 0, "no plugin host runs bpfstack.so");
+        }
         fixture_cpu_offline_and_back(&hr->h);
         int st;
         pid_t all[3] = { spin[0], spin[1], hr->pinned_after };
@@ -545,12 +550,13 @@ static void offline_and_back(void *userdata) {
 
 /* A CPU that goes offline mid-recording and comes back is sampled again:
  * the kernel leaves its clock event silent, the plugin opens it anew. */
-Test(bpfstack, cpu_offline_and_back) {
+static void record_cpu_offline_and_back(bool unseen) {
         const char *why = bpf_refused();
         if (why)
                 SKIP("%s", why);
         struct hotplug_run hr = { .h = { .online = "/sys/devices/system/cpu/cpu1/online" },
-                                  .setups_before = setups_logged(), .pinned_after = -1 };
+                                  .setups_before = setups_logged(), .pinned_after = -1,
+                                  .unseen = unseen };
         if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || access(hr.h.online, W_OK) < 0)
                 SKIP("CPU 1 cannot be taken offline here (one CPU, no CPU hotplug, or a read-only sysfs)");
         int lock = fixture_hotplug_lock(true);
@@ -565,6 +571,7 @@ Test(bpfstack, cpu_offline_and_back) {
         fixture_record(&inst, ev, "linux.bpf_stack", cfg, offline_and_back, &hr, collect_packet, &c);
         fixture_hotplug_unlock(lock);
         cr_assert(hr.h.wrote, "CPU 1 did not go offline");
+        cr_assert(!unseen || hr.h.held, "the plugin host was not held");
         size_t before = 0, after = 0;
         for (size_t k = 0; k < c.n_s; k++)
                 if (!c.s[k].off_cpu && c.s[k].cpu == 1) {
@@ -580,6 +587,17 @@ Test(bpfstack, cpu_offline_and_back) {
         /* A second at 499 Hz with a copy pinned to it. */
         cr_assert_gt(after, 100, "CPU 1 was not sampled after it came back online (%zu samples)", after);
         collect_free(&c);
+}
+
+Test(bpfstack, cpu_offline_and_back) {
+        record_cpu_offline_and_back(false);
+}
+
+/* ... also when the plugin never saw the CPU offline (held up past the
+ * offline stretch, as on a loaded machine): the event that went silent is
+ * found by its stopped clock. */
+Test(bpfstack, cpu_offline_and_back_unseen) {
+        record_cpu_offline_and_back(true);
 }
 
 /* tracectl record --bpf-stacks: every process, on-CPU at 99 Hz and

@@ -257,28 +257,6 @@ Test(ftrace_instances, existing_named_instance_is_put_back) {
                 perfetto__protos__ftrace_stats__free_unpacked(k.end_stats, NULL);
 }
 
-/* Whether pid descends from ancestor. */
-static bool descends_from(pid_t pid, pid_t ancestor) {
-        for (int depth = 0; pid > 1 && depth < 16; depth++) {
-                if (pid == ancestor)
-                        return true;
-                char path[64], buf[512];
-                snprintf(path, sizeof(path), "/proc/%d/stat", (int) pid);
-                FILE *f = fopen(path, "re");
-                if (!f)
-                        return false;
-                size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-                fclose(f);
-                buf[n] = '\0';
-                const char *rp = strrchr(buf, ')');
-                int ppid;
-                if (!rp || sscanf(rp + 2, "%*c %d", &ppid) != 1)
-                        return false;
-                pid = ppid;
-        }
-        return false;
-}
-
 struct root_action {
         char text[64];
         bool private_instance; /* our traced recorded in an instance of its own */
@@ -292,7 +270,7 @@ static void root_markers(void *data) {
         struct dirent *de;
         while (d && (de = readdir(d))) {
                 long pid;
-                if (sscanf(de->d_name, "traced_%ld_", &pid) == 1 && pid > 0 && descends_from((pid_t) pid, inst.pid))
+                if (sscanf(de->d_name, "traced_%ld_", &pid) == 1 && pid > 0 && fixture_descends_from((pid_t) pid, inst.pid))
                         a->private_instance = true;
         }
         if (d)
@@ -323,34 +301,6 @@ Test(ftrace_instances, no_instance_name_records_in_the_root) {
         cr_assert_fail("every session recorded in a private instance, never in the root");
 }
 
-/* The plugin host running ftrace.so under this test's traced. */
-static pid_t ftrace_host_pid(void) {
-        DIR *d = opendir("/proc");
-        struct dirent *de;
-        pid_t found = 0;
-        while (d && (de = readdir(d)) && !found) {
-                long pid = strtol(de->d_name, NULL, 10);
-                if (pid <= 0 || !descends_from((pid_t) pid, inst.pid))
-                        continue;
-                char path[64], cmd[4096];
-                snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
-                int fd = open(path, O_RDONLY | O_CLOEXEC);
-                if (fd < 0)
-                        continue;
-                ssize_t n = read(fd, cmd, sizeof(cmd) - 1);
-                close(fd);
-                for (ssize_t i = 0; i < n; i++)
-                        if (cmd[i] == '\0')
-                                cmd[i] = ' ';
-                cmd[n > 0 ? n : 0] = '\0';
-                if (strstr(cmd, "plugin-host") && strstr(cmd, "ftrace.so"))
-                        found = (pid_t) pid;
-        }
-        if (d)
-                closedir(d);
-        return found;
-}
-
 struct kill_action {
         char before_size[64];
         bool took_root; /* the root's buffer became this session's size */
@@ -375,7 +325,7 @@ static void kill_host(void *data) {
         char line[256];
         read_line(TRACEFS "/buffer_size_kb", line, sizeof(line));
         a->took_root = is_session_size(size_kb(line));
-        pid_t host = ftrace_host_pid();
+        pid_t host = fixture_plugin_host_pid(&inst, "ftrace.so");
         if (a->took_root && host > 0)
                 a->killed = kill(host, SIGKILL) == 0;
         if (a->killed)

@@ -465,10 +465,17 @@ static void offline_and_back(void *userdata) {
                 cr_assert_eq(waitpid(spin[i], NULL, 0), spin[i]);
 }
 
-/* A CPU that goes offline mid-recording and comes back is sampled again
- * (the kernel leaves its per-CPU event silent: the plugin opens it anew).
- * Other tests sampling CPUs hold the hotplug lock shared meanwhile. */
-Test(perf, cpu_offline_and_back) {
+/* The same with the plugin host stopped from before CPU 1 goes offline
+ * until after it is back: its loop never sees the CPU offline, as on a
+ * loaded machine whose plugin is held up past a short offline stretch. */
+static void offline_and_back_unseen(void *userdata) {
+        struct fixture_hotplug *h = userdata;
+        h->hold = fixture_plugin_host_pid(&inst, "perf.so");
+        cr_assert_gt(h->hold, 0, "no plugin host runs perf.so");
+        offline_and_back(userdata);
+}
+
+static void record_cpu_offline_and_back(bool unseen) {
         if (!perf_usable())
                 SKIP("perf_event_open with user registers and stacks is not available here");
         struct fixture_hotplug h = { .online = "/sys/devices/system/cpu/cpu1/online" };
@@ -477,10 +484,12 @@ Test(perf, cpu_offline_and_back) {
         int lock = fixture_hotplug_lock(true);
         struct collect c = {};
         char *cfg = config("", "UNWIND_DWARF", false, NULL);
-        fixture_record(&inst, ev, "linux.perf", cfg, offline_and_back, &h, collect_packet, &c);
+        fixture_record(&inst, ev, "linux.perf", cfg, unseen ? offline_and_back_unseen : offline_and_back, &h,
+                       collect_packet, &c);
         fixture_hotplug_unlock(lock);
         free(cfg);
         cr_assert(h.wrote, "CPU 1 did not go offline");
+        cr_assert(!unseen || h.held, "the plugin host was not held");
         size_t before = 0, after = 0;
         for (size_t k = 0; k < c.n_s; k++)
                 if (c.s[k].cpu == 1 && !c.s[k].skipped) {
@@ -490,10 +499,25 @@ Test(perf, cpu_offline_and_back) {
                                 before++;
                 }
         cr_log_info("CPU 1: %zu samples before it went offline, %zu after it came back", before, after);
+        if (before == 0 || after <= 100)
+                traced_instance_dump_log(&inst);
         cr_assert(c.saw_trace_stats, "the trace is complete");
         cr_assert_gt(before, 0);
         cr_assert_gt(after, 100, "CPU 1 was not sampled after it came back online (%zu samples)", after);
         collect_free(&c);
+}
+
+/* A CPU that goes offline mid-recording and comes back is sampled again
+ * (the kernel leaves its per-CPU event silent: the plugin opens it anew).
+ * Other tests sampling CPUs hold the hotplug lock shared meanwhile. */
+Test(perf, cpu_offline_and_back) {
+        record_cpu_offline_and_back(false);
+}
+
+/* ... also when the plugin never saw the CPU offline: the event that went
+ * silent is found by its stopped clock. */
+Test(perf, cpu_offline_and_back_unseen) {
+        record_cpu_offline_and_back(true);
 }
 
 struct throttles {
