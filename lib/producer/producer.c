@@ -11,6 +11,7 @@
 
 #include "basic/macro.h"
 #include "producer-internal.h"
+#include "smb/smb-walk.h"
 
 #include "perfetto/common/commit_data_request.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"
@@ -518,41 +519,33 @@ int producer_scrape(traced_producer *p, const uint64_t *ids, size_t n_ids) {
          * loop's own were completed before this) go as they are, flagged
          * incomplete; the service keeps what they hold so far. Their
          * packets' sizes are only read as far as they were stored. */
-        for (size_t page = 0; page < p->abi.num_pages && r >= 0; page++) {
-                uint32_t bitmap = smb_page_bitmap(&p->abi, page);
-                uint32_t nc = smb_bitmap_num_chunks(bitmap);
-                for (uint32_t i = 0; i < nc && r >= 0; i++) {
-                        if (smb_bitmap_chunk_state(bitmap, i) != SMB_CHUNK_BEING_WRITTEN)
-                                continue;
-                        struct smb_chunk c = smb_get_chunk_unchecked(&p->abi, page, bitmap, i);
-                        if (!smb_chunk_is_valid(&c))
-                                continue;
-                        uint16_t writer_id = atomic_load_explicit(&smb_chunk_header(&c)->writer_id, memory_order_relaxed);
-                        traced_trace_writer *w = scraped_writer(p, writer_id, ids, n_ids);
-                        if (!w)
-                                continue;
-                        if (n == ELEMENTSOF(moves) || (n > 0 && bytes + c.size > PRODUCER_EMULATED_COMMIT_BYTES)) {
-                                req.n_chunks_to_move = n;
-                                req.chunks_to_move = ptrs;
-                                int64_t k = ipc_client_invoke(p->client, "CommitData", &req.base, NULL, -EBADF, NULL, NULL);
-                                r = k < 0 ? (int) k : 0;
-                                n = bytes = 0;
-                        }
-                        memcpy(p->emu_buf + bytes, c.begin, c.size);
-                        moves[n] = (Perfetto__Protos__CommitDataRequest__ChunksToMove)
-                                PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
-                        moves[n].has_page = moves[n].has_chunk = moves[n].has_target_buffer = true;
-                        moves[n].page = (uint32_t) page;
-                        moves[n].chunk = i;
-                        moves[n].target_buffer = w->target_buffer;
-                        moves[n].has_data = true;
-                        moves[n].data.data = p->emu_buf + bytes;
-                        moves[n].data.len = c.size;
-                        moves[n].has_chunk_incomplete = moves[n].chunk_incomplete = true;
-                        ptrs[n] = &moves[n];
-                        bytes += c.size;
-                        n++;
+        struct smb_walk walk = smb_walk_start(&p->abi, SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN));
+        while (r >= 0 && smb_walk_next(&walk)) {
+                const struct smb_chunk *c = &walk.chunk;
+                traced_trace_writer *w = scraped_writer(p, smb_chunk_writer_id(c), ids, n_ids);
+                if (!w)
+                        continue;
+                if (n == ELEMENTSOF(moves) || (n > 0 && bytes + c->size > PRODUCER_EMULATED_COMMIT_BYTES)) {
+                        req.n_chunks_to_move = n;
+                        req.chunks_to_move = ptrs;
+                        int64_t k = ipc_client_invoke(p->client, "CommitData", &req.base, NULL, -EBADF, NULL, NULL);
+                        r = k < 0 ? (int) k : 0;
+                        n = bytes = 0;
                 }
+                memcpy(p->emu_buf + bytes, c->begin, c->size);
+                moves[n] = (Perfetto__Protos__CommitDataRequest__ChunksToMove)
+                        PERFETTO__PROTOS__COMMIT_DATA_REQUEST__CHUNKS_TO_MOVE__INIT;
+                moves[n].has_page = moves[n].has_chunk = moves[n].has_target_buffer = true;
+                moves[n].page = (uint32_t) walk.page;
+                moves[n].chunk = walk.chunk_idx;
+                moves[n].target_buffer = w->target_buffer;
+                moves[n].has_data = true;
+                moves[n].data.data = p->emu_buf + bytes;
+                moves[n].data.len = c->size;
+                moves[n].has_chunk_incomplete = moves[n].chunk_incomplete = true;
+                ptrs[n] = &moves[n];
+                bytes += c->size;
+                n++;
         }
         if (r >= 0 && n > 0) {
                 req.n_chunks_to_move = n;
