@@ -72,22 +72,45 @@ static void send_cmd(Perfetto__Protos__GetAsyncCommandResponse *cmd) {
         producer_on_async_command(NULL, 0, &cmd->base, true, -EBADF, producer);
 }
 
-static void setup_ds(uint64_t id, const char *name, int policy) {
-        Perfetto__Protos__DataSourceConfig cfg = PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
-        Perfetto__Protos__GetAsyncCommandResponse__SetupDataSource sd =
-                PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_DATA_SOURCE__INIT;
-        Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
-        cfg.name = (char *) name;
-        cfg.target_buffer = 3;
-        if (policy >= 0) {
-                cfg.has_buffer_exhausted_policy = true;
-                cfg.buffer_exhausted_policy = policy;
+/* A SetupDataSource or StartDataSource command, built in b. */
+struct ds_cmd {
+        Perfetto__Protos__DataSourceConfig cfg;
+        Perfetto__Protos__GetAsyncCommandResponse__SetupDataSource setup;
+        Perfetto__Protos__GetAsyncCommandResponse__StartDataSource start;
+        Perfetto__Protos__GetAsyncCommandResponse cmd;
+};
+
+static Perfetto__Protos__GetAsyncCommandResponse *ds_cmd(struct ds_cmd *b, bool start, uint64_t id, const char *name) {
+        *b = (struct ds_cmd) {
+                .cfg = PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT,
+                .setup = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_DATA_SOURCE__INIT,
+                .start = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__START_DATA_SOURCE__INIT,
+                .cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT,
+        };
+        b->cfg.name = (char *) name;
+        b->cfg.target_buffer = 3;
+        if (start) {
+                b->start.new_instance_id = id;
+                b->start.config = &b->cfg;
+                b->cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
+                b->cmd.start_data_source = &b->start;
+        } else {
+                b->setup.new_instance_id = id;
+                b->setup.config = &b->cfg;
+                b->cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE;
+                b->cmd.setup_data_source = &b->setup;
         }
-        sd.new_instance_id = id;
-        sd.config = &cfg;
-        cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE;
-        cmd.setup_data_source = &sd;
-        send_cmd(&cmd);
+        return &b->cmd;
+}
+
+static void setup_ds(uint64_t id, const char *name, int policy) {
+        struct ds_cmd b;
+        Perfetto__Protos__GetAsyncCommandResponse *cmd = ds_cmd(&b, false, id, name);
+        if (policy >= 0) {
+                b.cfg.has_buffer_exhausted_policy = true;
+                b.cfg.buffer_exhausted_policy = policy;
+        }
+        send_cmd(cmd);
 }
 
 static void stop_ds(uint64_t id) {
@@ -130,20 +153,12 @@ Test(producer_commands, the_session_policy_wins_over_the_data_source_default) {
 }
 
 Test(producer_commands, start_calls_back_with_the_config) {
-        Perfetto__Protos__DataSourceConfig cfg = PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
-        Perfetto__Protos__GetAsyncCommandResponse__StartDataSource sd =
-                PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__START_DATA_SOURCE__INIT;
-        Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
-        cfg.name = (char *) "started.ds";
-        sd.new_instance_id = 21;
-        sd.config = &cfg;
-        cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
-        cmd.start_data_source = &sd;
-        send_cmd(&cmd);
+        struct ds_cmd b;
+        send_cmd(ds_cmd(&b, true, 21, "started.ds"));
         cr_assert_eq(calls.starts, 1);
         cr_assert_eq(calls.last_id, 21);
         cr_assert_str_eq(calls.data_source, "started.ds");
-        cr_assert_eq(calls.config_size, perfetto__protos__data_source_config__get_packed_size(&cfg));
+        cr_assert_eq(calls.config_size, perfetto__protos__data_source_config__get_packed_size(&b.cfg));
         cr_assert_not_null(producer_find_instance(producer, 21));
 }
 
@@ -165,17 +180,10 @@ Test(producer_commands, stop_ends_the_instance_unless_it_notifies_itself) {
 }
 
 Test(producer_commands, failed_replies_and_other_clients_are_ignored) {
-        Perfetto__Protos__DataSourceConfig cfg = PERFETTO__PROTOS__DATA_SOURCE_CONFIG__INIT;
-        Perfetto__Protos__GetAsyncCommandResponse__SetupDataSource sd =
-                PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_DATA_SOURCE__INIT;
-        Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
-        cfg.name = (char *) "x";
-        sd.new_instance_id = 5;
-        sd.config = &cfg;
-        cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE;
-        cmd.setup_data_source = &sd;
-        producer_on_async_command(NULL, -ECONNRESET, &cmd.base, false, -EBADF, producer);
-        producer_on_async_command((ipc_client *) &calls, 0, &cmd.base, true, -EBADF, producer);
+        struct ds_cmd b;
+        Perfetto__Protos__GetAsyncCommandResponse *cmd = ds_cmd(&b, false, 5, "x");
+        producer_on_async_command(NULL, -ECONNRESET, &cmd->base, false, -EBADF, producer);
+        producer_on_async_command((ipc_client *) &calls, 0, &cmd->base, true, -EBADF, producer);
         producer_on_async_command(NULL, 0, NULL, true, -EBADF, producer);
         cr_assert_null(producer->instances);
 }
