@@ -16,6 +16,7 @@
 #include "basic/macro.h"
 #include "chunk-sink.h"
 #include "service.h"
+#include "smb/smb-walk.h"
 
 #include "perfetto/common/commit_data_request.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"
@@ -143,24 +144,13 @@ static int on_bind(ipc_host_conn *conn, void *userdata) {
 static size_t count_torn_chunks(struct producer *p) {
         size_t n = 0;
 
-        for (size_t page = 0; page < p->abi.num_pages; page++) {
-                uint32_t bitmap = smb_page_bitmap(&p->abi, page);
-                uint32_t k = smb_bitmap_num_chunks(bitmap);
-                for (uint32_t i = 0; i < k; i++) {
-                        if (smb_bitmap_chunk_state(bitmap, i) != SMB_CHUNK_BEING_WRITTEN)
-                                continue;
-                        struct smb_chunk c = smb_get_chunk_unchecked(&p->abi, page, bitmap, i);
-                        if (!smb_chunk_is_valid(&c))
-                                continue;
-                        uint16_t w = atomic_load_explicit(&smb_chunk_header(&c)->writer_id, memory_order_relaxed);
-                        struct session *s = NULL;
-                        uint32_t target = producer_writer_target(p, w);
-                        if (target == 0 || !service_find_buffer(p->svc, target, &s) ||
-                            !session_producer_may_write(s, p->id))
-                                continue;
-                        s->chunks_torn++;
-                        n++;
-                }
+        for (struct smb_walk w = smb_walk_start(&p->abi, SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN)); smb_walk_next(&w);) {
+                struct session *s = NULL;
+                uint32_t target = producer_writer_target(p, smb_chunk_writer_id(&w.chunk));
+                if (target == 0 || !service_find_buffer(p->svc, target, &s) || !session_producer_may_write(s, p->id))
+                        continue;
+                s->chunks_torn++;
+                n++;
         }
         return n;
 }
@@ -773,28 +763,22 @@ static void settle_chunks(struct producer *p) {
 static void port_scrape(struct producer *p, bool scrape_incomplete) {
         if (!p->smb)
                 return;
-        for (size_t page = 0; page < p->abi.num_pages; page++) {
-                uint32_t bitmap = smb_page_bitmap(&p->abi, page);
-                uint32_t n = smb_bitmap_num_chunks(bitmap);
-                for (uint32_t i = 0; i < n; i++) {
-                        enum smb_chunk_state st = smb_bitmap_chunk_state(bitmap, i);
-                        if (st == SMB_CHUNK_COMPLETE) {
-                                struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, page, i);
-                                if (!smb_chunk_is_valid(&c))
-                                        continue;
-                                (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin, c.size,
-                                                       CHUNK_SINK_COMPLETE);
-                                (void) smb_release_chunk_as_free(&p->abi, &c);
-                        } else if (st == SMB_CHUNK_BEING_WRITTEN && scrape_incomplete) {
-                                /* Copy without changing its state: the
-                                 * writer still owns it; it is committed
-                                 * again (and replaces this copy) later. */
-                                struct smb_chunk c = smb_get_chunk_unchecked(&p->abi, page, bitmap, i);
-                                if (smb_chunk_is_valid(&c))
-                                        (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin,
-                                                               c.size, 0);
-                        }
-                }
+        unsigned states = SMB_STATE_BIT(SMB_CHUNK_COMPLETE) |
+                          (scrape_incomplete ? SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN) : 0);
+        for (struct smb_walk w = smb_walk_start(&p->abi, states); smb_walk_next(&w);) {
+                if (w.state == SMB_CHUNK_COMPLETE) {
+                        struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, w.page, w.chunk_idx);
+                        if (!smb_chunk_is_valid(&c))
+                                continue;
+                        (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin, c.size,
+                                               CHUNK_SINK_COMPLETE);
+                        (void) smb_release_chunk_as_free(&p->abi, &c);
+                } else
+                        /* Copy without changing its state: the writer
+                         * still owns it; it is committed again (and
+                         * replaces this copy) later. */
+                        (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, w.chunk.begin, w.chunk.size,
+                                               0);
         }
 }
 
