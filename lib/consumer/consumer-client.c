@@ -47,7 +47,8 @@ int consumer_connect(sd_event *event, const char *path, unsigned bind_timeout_ms
 }
 
 /* A request whose replies, one or a stream, go to add() until the last
- * one or an error (the service's, the connection's, or add()'s). */
+ * one or an error (the service's, the connection's, or add()'s); add()
+ * may also end it early by setting done. */
 struct pending {
         bool done;
         int error;
@@ -61,7 +62,7 @@ static void on_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bo
         if (k->done)
                 return;
         k->error = error < 0 ? error : reply ? k->add(k, reply) : 0;
-        k->done = !has_more || k->error < 0;
+        k->done = k->done || !has_more || k->error < 0;
 }
 
 /* Invokes method and runs the loop until k is done: 0, or an error. The
@@ -82,6 +83,7 @@ static int invoke_and_wait(sd_event *event, ipc_client *c, const char *method, c
 struct call {
         struct pending pending; /* first: on_reply() sees a call as its pending */
         const ProtobufCMessageDescriptor *desc;
+        bool first_only;
         uint8_t *bytes; /* the serialized replies so far, one after the other */
         size_t len;
 };
@@ -97,13 +99,14 @@ static int call_add(struct pending *p, const ProtobufCMessage *reply) {
         protobuf_c_message_pack(reply, b + k->len);
         k->bytes = b;
         k->len += n;
+        k->pending.done = k->first_only;
         return 0;
 }
 
-int consumer_call(sd_event *event, ipc_client *c, const char *method, const ProtobufCMessage *args,
-                  const ProtobufCMessageDescriptor *reply_desc, int fd, ProtobufCMessage **ret_reply,
-                  unsigned timeout_ms) {
-        struct call k = { .pending.add = call_add, .desc = reply_desc };
+static int call(sd_event *event, ipc_client *c, const char *method, const ProtobufCMessage *args,
+                const ProtobufCMessageDescriptor *reply_desc, int fd, bool first_only, ProtobufCMessage **ret_reply,
+                unsigned timeout_ms) {
+        struct call k = { .pending.add = call_add, .desc = reply_desc, .first_only = first_only };
         ProtobufCMessage *reply = NULL;
         int r = invoke_and_wait(event, c, method, args, reply_desc, fd, &k.pending, timeout_ms);
         if (!k.pending.done) {
@@ -121,6 +124,18 @@ int consumer_call(sd_event *event, ipc_client *c, const char *method, const Prot
         else if (reply)
                 protobuf_c_message_free_unpacked(reply, NULL);
         return r;
+}
+
+int consumer_call(sd_event *event, ipc_client *c, const char *method, const ProtobufCMessage *args,
+                  const ProtobufCMessageDescriptor *reply_desc, int fd, ProtobufCMessage **ret_reply,
+                  unsigned timeout_ms) {
+        return call(event, c, method, args, reply_desc, fd, false, ret_reply, timeout_ms);
+}
+
+int consumer_call_first(sd_event *event, ipc_client *c, const char *method, const ProtobufCMessage *args,
+                        const ProtobufCMessageDescriptor *reply_desc, int fd, ProtobufCMessage **ret_reply,
+                        unsigned timeout_ms) {
+        return call(event, c, method, args, reply_desc, fd, true, ret_reply, timeout_ms);
 }
 
 static void on_enable_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd,

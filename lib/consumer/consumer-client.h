@@ -39,6 +39,15 @@ int consumer_call(sd_event *event, ipc_client *c, const char *method, const Prot
                   const ProtobufCMessageDescriptor *reply_desc, int fd, ProtobufCMessage **ret_reply,
                   unsigned timeout_ms);
 
+/* The same, but done at the first reply: the rest of a stream is
+ * dropped. For a caller that only wants to know the service answers (the
+ * integration tests): a long stream (QueryServiceState with thousands of
+ * producers) can outgrow what the service queues for one consumer, which
+ * then loses its connection before the last part. */
+int consumer_call_first(sd_event *event, ipc_client *c, const char *method, const ProtobufCMessage *args,
+                        const ProtobufCMessageDescriptor *reply_desc, int fd, ProtobufCMessage **ret_reply,
+                        unsigned timeout_ms);
+
 /* EnableTracing answers when the session ends (or could not start). */
 struct consumer_session {
         bool replied;

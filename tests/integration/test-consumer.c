@@ -100,7 +100,7 @@ int test_consumer_call(struct test_consumer *c, const char *method, const Protob
 int test_consumer_call_fd(struct test_consumer *c, const char *method, const ProtobufCMessage *args, int fd,
                           const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **ret_reply,
                           unsigned timeout_ms) {
-        return consumer_call(c->event, c->client, method, args, reply_desc, fd, ret_reply, timeout_ms);
+        return consumer_call_first(c->event, c->client, method, args, reply_desc, fd, ret_reply, timeout_ms);
 }
 
 Perfetto__Protos__TraceConfig *test_config_new(uint32_t buffer_kb, const char *ds_name, uint32_t duration_ms) {

@@ -38,8 +38,7 @@ int test_consumer_enable(struct test_consumer *c, const Perfetto__Protos__TraceC
 int test_consumer_read(struct test_consumer *c, unsigned timeout_ms);
 /* Runs the loop until the EnableTracing reply arrived. */
 bool test_consumer_wait_disabled(struct test_consumer *c, unsigned timeout_ms);
-/* Invokes a method and waits for its reply (streamed replies merged):
- * 0, or the error. */
+/* Invokes a method and waits for its (first) reply: 0, or the error. */
 int test_consumer_call(struct test_consumer *c, const char *method, const ProtobufCMessage *args,
                        const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **ret_reply,
                        unsigned timeout_ms);

@@ -158,6 +158,26 @@ Test(consumer_client, streamed_reply_is_merged) {
         ipc_client_free(c);
 }
 
+Test(consumer_client, first_reply_only) {
+        ipc_client *c = connect_ok();
+        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        cr_assert_eq(consumer_call_first(ev, c, "QueryServiceState", &rq.base,
+                                         &perfetto__protos__query_service_state_response__descriptor, -EBADF, &reply,
+                                         2000),
+                     0);
+        const Perfetto__Protos__QueryServiceStateResponse *r = (const void *) reply;
+        cr_assert_eq(r->service_state->n_producers, 1);
+        cr_assert_str_eq(r->service_state->producers[0]->name, "first");
+        protobuf_c_message_free_unpacked(reply, NULL);
+        /* The rest of the stream is dropped; the next call is answered. */
+        cr_assert_eq(consumer_wait(ev, NULL, 100), -ETIMEDOUT);
+        cr_assert_eq(consumer_call(ev, c, "QueryServiceState", &rq.base,
+                                   &perfetto__protos__query_service_state_response__descriptor, -EBADF, NULL, 2000),
+                     0);
+        ipc_client_free(c);
+}
+
 Test(consumer_client, failed_call) {
         ipc_client *c = connect_ok();
         Perfetto__Protos__DisableTracingRequest rq = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
