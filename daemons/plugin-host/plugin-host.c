@@ -21,7 +21,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "runner.h"
 

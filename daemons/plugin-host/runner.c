@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "plugin-check.h"
 #include "runner.h"

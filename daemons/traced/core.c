@@ -10,7 +10,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "control.h"
 #include "core.h"

@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "in-process.h"
 #include "runner.h"

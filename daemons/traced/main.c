@@ -14,7 +14,7 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "config.h"
 #include "core.h"

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "plugins.h"
 #include "selinux-label.h"

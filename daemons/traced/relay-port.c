@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "relay-port.h"
 #include "service.h"

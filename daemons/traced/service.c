@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "service.h"
 

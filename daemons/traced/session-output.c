@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
 #include "service.h"

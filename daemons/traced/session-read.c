@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
 #include "service.h"

@@ -13,7 +13,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
 #include "basic/regex-limits.h"

@@ -12,7 +12,7 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 #include "basic/macro.h"
 #include "control.h"
 #include "privileges.h"
