@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "log/log.h"
 #include "basic/macro.h"
 #include "chunk-sink.h"
+#include "log/log.h"
 #include "service.h"
 
 #include "perfetto/common/commit_data_request.pb-c.h"

@@ -8,9 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
+#include "log/log.h"
 #include "service.h"
 #include "session-read.h"
 #include "session-stats.h"

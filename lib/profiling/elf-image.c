@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "basic/hash.h"
 #include "basic/macro.h"
 #include "profiling/cfi-rows.h"
 #include "profiling/elf-image.h"
@@ -108,12 +109,9 @@ size_t elf_cache_count(const struct elf_cache *c) {
 }
 
 static uint64_t hash_key(uint64_t dev, uint64_t inode, const char *key) {
-        uint64_t h = 0xcbf29ce484222325ull;
         if (dev || inode)
                 return (dev * 0x9e3779b97f4a7c15ull) ^ (inode * 0xff51afd7ed558ccdull);
-        for (const char *p = key ? key : ""; *p; p++)
-                h = (h ^ (uint8_t) *p) * 0x100000001b3ull;
-        return h;
+        return fnv1a64_str(key ? key : "");
 }
 
 static struct elf_image **bucket(struct elf_cache *c, uint64_t dev, uint64_t inode, const char *key) {

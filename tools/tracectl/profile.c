@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/hash.h"
 #include "basic/macro.h"
 #include "basic/pbr.h"
 #include "profile.h"
@@ -271,9 +272,9 @@ void profile_tree_totals(struct profile_tree *t) {
 /* --- names -------------------------------------------------------------- */
 
 static uint64_t sym_key(const char *name, const char *module, bool kernel, uint64_t salt) {
-        uint64_t h = hash_bytes(name, strlen(name));
+        uint64_t h = fnv1a64(name, strlen(name));
         if (module)
-                h ^= hash_bytes(module, strlen(module)) * 31;
+                h ^= fnv1a64(module, strlen(module)) * 31;
         return h + kernel + salt * 0x9e3779b97f4a7c15ULL;
 }
 
@@ -744,7 +745,7 @@ static int resolve_callstack(struct profile *p, struct profile_seq *s, struct se
                 if (c->syms[i] == UINT32_MAX)
                         return -ENOMEM;
         }
-        c->hash = hash_bytes(c->syms, c->n_frames * sizeof(uint32_t));
+        c->hash = fnv1a64(c->syms, c->n_frames * sizeof(uint32_t));
         c->check = c->n_frames;
         for (size_t i = 0; i < c->n_frames; i++)
                 c->check = (c->check ^ c->syms[i]) * 0xff51afd7ed558ccdULL + (c->check >> 29);
