@@ -10,6 +10,7 @@
 
 #include "basic/macro.h"
 #include "basic/pbw.h"
+#include "basic/varint.h"
 #include "log/log.h"
 #include "service.h"
 #include "session-read.h"
@@ -79,19 +80,18 @@ static int rd_byte(struct iov_reader *r, uint8_t *ret) {
 
 static int rd_varint(struct iov_reader *r, uint64_t *ret) {
         uint64_t v = 0;
-        for (unsigned shift = 0; shift < 70; shift += 7) {
+        for (unsigned i = 0;; i++) {
                 uint8_t b;
                 if (rd_byte(r, &b) < 0)
                         return -EBADMSG;
-                if (shift == 63 && b > 1)
+                int k = varint_push_byte(&v, i, b, /* strict= */ true);
+                if (k < 0)
                         return -EBADMSG;
-                v |= (uint64_t) (b & 0x7f) << shift;
-                if (!(b & 0x80)) {
+                if (k > 0) {
                         *ret = v;
                         return 0;
                 }
         }
-        return -EBADMSG;
 }
 
 static int rd_skip(struct iov_reader *r, uint64_t n) {
@@ -124,19 +124,10 @@ static bool key_ok(uint64_t key) {
         return wt == 0 || wt == 1 || wt == 2 || wt == 5;
 }
 
-static bool flat_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
-        uint64_t v = 0;
-        for (unsigned shift = 0; shift < 70 && *p < end; shift += 7) {
-                uint8_t b = *(*p)++;
-                if (shift == 63 && b > 1)
-                        return false;
-                v |= (uint64_t) (b & 0x7f) << shift;
-                if (!(b & 0x80)) {
-                        *ret = v;
-                        return true;
-                }
-        }
-        return false;
+static _always_inline_ bool flat_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
+        size_t k = varint_read_strict(*p, (size_t) (end - *p), ret);
+        *p += k;
+        return k > 0;
 }
 
 /* The same checks over one contiguous range, the common case (a packet is
