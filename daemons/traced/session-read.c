@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
 #include "basic/varint.h"
@@ -496,14 +497,8 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                 uint8_t tail[SESSION_TRAILER_MAX];
                 size_t tn = session_packet_trailer(&info, seq, first, tail);
                 size_t n = pkt.n_slices;
-                if (n + 1 > s->read_iov_cap) {
-                        size_t cap = MAX(n + 1, (size_t) 16);
-                        struct iovec *a = realloc(s->read_iov, cap * sizeof(*a));
-                        if (!a)
-                                return -ENOMEM;
-                        s->read_iov = a;
-                        s->read_iov_cap = cap;
-                }
+                if (GREEDY_REALLOC(s->read_iov, s->read_iov_cap, n + 1) < 0)
+                        return -ENOMEM;
                 memcpy(s->read_iov, pkt.slices, n * sizeof(struct iovec));
                 s->read_iov[n] = (struct iovec) { .iov_base = tail, .iov_len = tn };
                 r = sink(s->read_iov, n + 1, pkt.size + tn, userdata);

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "producer-internal.h"
 
@@ -202,15 +203,9 @@ int writer_queue_patch(traced_trace_writer *w, const struct pending_patch *patch
                 unlock(p);
                 return 0;
         }
-        if (p->n_patches == p->cap_patches) {
-                size_t cap = p->cap_patches ? p->cap_patches * 2 : 64;
-                struct pending_patch *n = realloc(p->patches, cap * sizeof(*n));
-                if (!n) {
-                        unlock(p);
-                        return -ENOMEM;
-                }
-                p->patches = n;
-                p->cap_patches = cap;
+        if (GREEDY_REALLOC_MIN(p->patches, p->cap_patches, p->n_patches + 1, 64) < 0) {
+                unlock(p);
+                return -ENOMEM;
         }
         p->patches[p->n_patches++] = *patch;
         (void) schedule_commit(p);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/hash.h"
 #include "basic/macro.h"
 #include "basic/pbr.h"
@@ -93,15 +94,9 @@ static void *table_add(struct table *t, uint64_t iid, int *ret_r) {
         *ret_r = 0;
         if (u64map_get(&t->index, iid, &i))
                 return NULL;
-        if (t->n == t->cap) {
-                size_t cap = t->cap ? t->cap * 2 : 16;
-                void *v = realloc(t->v, cap * t->esz);
-                if (!v) {
-                        *ret_r = -ENOMEM;
-                        return NULL;
-                }
-                t->v = v;
-                t->cap = cap;
+        if (greedy_realloc((void **) &t->v, &t->cap, t->n + 1, t->esz, 16) < 0) {
+                *ret_r = -ENOMEM;
+                return NULL;
         }
         if (u64map_put(&t->index, iid, (uint32_t) t->n) < 0) {
                 *ret_r = -ENOMEM;
@@ -232,14 +227,8 @@ uint32_t profile_tree_child(struct profile_tree *t, uint32_t parent, uint32_t ki
         uint32_t i;
         if (u64map_get(&t->children, key, &i))
                 return i;
-        if (t->n_nodes == t->cap_nodes) {
-                size_t cap = t->cap_nodes ? t->cap_nodes * 2 : 256;
-                struct profile_node *n = realloc(t->nodes, cap * sizeof(*n));
-                if (!n)
-                        return UINT32_MAX;
-                t->nodes = n;
-                t->cap_nodes = cap;
-        }
+        if (GREEDY_REALLOC_MIN(t->nodes, t->cap_nodes, t->n_nodes + 1, 256) < 0)
+                return UINT32_MAX;
         i = (uint32_t) t->n_nodes;
         if (u64map_put(&t->children, key, i) < 0)
                 return UINT32_MAX;
@@ -293,14 +282,8 @@ uint32_t profile_intern_name(struct profile *p, const char *name, const char *mo
                 if (strcmp(s->name, name) == 0 && streq_null(s->module, module) && s->kernel == kernel)
                         return i;
         }
-        if (p->n_syms == p->cap_syms) {
-                size_t cap = p->cap_syms ? p->cap_syms * 2 : 256;
-                struct profile_sym *v = realloc(p->syms, cap * sizeof(*v));
-                if (!v)
-                        return UINT32_MAX;
-                p->syms = v;
-                p->cap_syms = cap;
-        }
+        if (GREEDY_REALLOC_MIN(p->syms, p->cap_syms, p->n_syms + 1, 256) < 0)
+                return UINT32_MAX;
         struct profile_sym s = {
                 .name = strdup(name),
                 .module = module ? strdup(module) : NULL,
@@ -342,14 +325,8 @@ static struct profile_task *task_get(struct profile *p, bool process, int32_t id
                 return &p->tasks[i];
         if (!create)
                 return NULL;
-        if (p->n_tasks == p->cap_tasks) {
-                size_t cap = p->cap_tasks ? p->cap_tasks * 2 : 64;
-                struct profile_task *v = realloc(p->tasks, cap * sizeof(*v));
-                if (!v)
-                        return NULL;
-                p->tasks = v;
-                p->cap_tasks = cap;
-        }
+        if (GREEDY_REALLOC_MIN(p->tasks, p->cap_tasks, p->n_tasks + 1, 64) < 0)
+                return NULL;
         if (u64map_put(&p->task_index, key, (uint32_t) p->n_tasks) < 0)
                 return NULL;
         struct profile_task *t = &p->tasks[p->n_tasks++];
@@ -802,14 +779,8 @@ static int leaf_add(struct profile *p, enum profile_kind kind, uint64_t key, uin
         uint32_t i;
         if (u64map_get(&p->leaves[kind], key, &i))
                 return 0; /* a collision: that key stays with its first stack */
-        if (p->n_leaf_entries[kind] == p->cap_leaf_entries[kind]) {
-                size_t cap = p->cap_leaf_entries[kind] ? p->cap_leaf_entries[kind] * 2 : 1024;
-                struct profile_leaf *v = realloc(p->leaf_entries[kind], cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                p->leaf_entries[kind] = v;
-                p->cap_leaf_entries[kind] = cap;
-        }
+        if (GREEDY_REALLOC_MIN(p->leaf_entries[kind], p->cap_leaf_entries[kind], p->n_leaf_entries[kind] + 1, 1024) < 0)
+                return -ENOMEM;
         i = (uint32_t) p->n_leaf_entries[kind]++;
         p->leaf_entries[kind][i] = (struct profile_leaf) { .thread = thread, .leaf = leaf, .check = check };
         return u64map_put(&p->leaves[kind], key, i);
