@@ -11,8 +11,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "output-path.h"
 #include "pbtxt/pb-check.h"
 #include "service.h"

@@ -10,10 +10,10 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
 #include "control.h"
 #include "core.h"
+#include "log/log.h"
 #include "service.h"
 
 struct core {

@@ -8,9 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
 #include "in-process.h"
+#include "log/log.h"
 #include "runner.h"
 #include "service.h"
 

@@ -14,11 +14,11 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
 #include "config.h"
 #include "core.h"
 #include "in-process.h"
+#include "log/log.h"
 #include "privileges.h"
 #include "sockets.h"
 #include "supervisor.h"

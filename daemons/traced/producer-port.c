@@ -12,9 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "basic/log.h"
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "chunk-sink.h"
+#include "log/log.h"
 #include "service.h"
 #include "smb/smb-walk.h"
 
@@ -733,14 +734,7 @@ static int move_chunk(struct producer *p, const Perfetto__Protos__CommitDataRequ
         }
         /* The chunk may be read from until the request is done: room to
          * note it first, so that it is never left unreleased. */
-        if (p->n_held == p->cap_held) {
-                size_t cap = MAX(p->cap_held * 2, (size_t) 64);
-                struct smb_chunk *a = reallocarray(p->held, cap, sizeof(*a));
-                if (a) {
-                        p->held = a;
-                        p->cap_held = cap;
-                }
-        }
+        (void) GREEDY_REALLOC_MIN(p->held, p->cap_held, p->n_held + 1, 64);
         bool may_hold = p->n_held < p->cap_held;
         int r = chunk_sink_copy(p->svc, p, target_buffer, c.begin, c.size,
                                 CHUNK_SINK_COMPLETE | (may_hold ? CHUNK_SINK_MAY_HOLD : 0));

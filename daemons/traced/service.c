@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "service.h"
 
 int service_new(sd_event *event, struct traced_service **ret) {

@@ -23,12 +23,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
+#include "log/log.h"
+#include "output-writer.h"
 #include "service.h"
 #include "session-read.h"
-#include "output-writer.h"
 #include "trace-buffer.h"
 
 /* Packets are gathered up to this much before a write; reading stops

@@ -12,9 +12,9 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
 #include "control.h"
+#include "log/log.h"
 #include "privileges.h"
 #include "selinux-label.h"
 #include "supervisor.h"

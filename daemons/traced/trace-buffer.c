@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "smb/smb-abi.h"
 #include "trace-buffer.h"
@@ -222,14 +223,8 @@ static int seq_insert(struct tb_seq *s, size_t pos, struct tb_chunk *c) {
                         pos -= s->head;
                         s->n -= s->head;
                         s->head = 0;
-                } else {
-                        size_t cap = s->cap ? s->cap * 2 : 16;
-                        struct tb_chunk **a = realloc(s->chunks, cap * sizeof(*a));
-                        if (!a)
-                                return -ENOMEM;
-                        s->chunks = a;
-                        s->cap = cap;
-                }
+                } else if (GREEDY_REALLOC(s->chunks, s->cap, s->n + 1) < 0)
+                        return -ENOMEM;
         }
         memmove(s->chunks + pos + 1, s->chunks + pos, (s->n - pos) * sizeof(*s->chunks));
         s->chunks[pos] = c;
@@ -588,15 +583,7 @@ static int fragment_at(const struct tb_chunk *c, size_t off, size_t *ret_data_of
 
 /* Room for n slices in tb->iov. */
 static int iov_reserve(struct trace_buffer *tb, size_t n) {
-        if (n <= tb->iov_cap)
-                return 0;
-        size_t cap = MAX(n, MAX(tb->iov_cap * 2, (size_t) 16));
-        struct iovec *a = realloc(tb->iov, cap * sizeof(*a));
-        if (!a)
-                return -ENOMEM;
-        tb->iov = a;
-        tb->iov_cap = cap;
-        return 0;
+        return GREEDY_REALLOC(tb->iov, tb->iov_cap, n);
 }
 
 /* Skips the fragment being read in c and marks the loss. */

@@ -11,6 +11,7 @@
 #include <sys/eventfd.h>
 #include <time.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "producer-internal.h"
 #include "smb/smb-walk.h"
@@ -103,15 +104,9 @@ int writer_queue_patch(traced_trace_writer *w, const struct pending_patch *patch
                 producer_unlock(p);
                 return 0;
         }
-        if (p->n_patches == p->cap_patches) {
-                size_t cap = p->cap_patches ? p->cap_patches * 2 : 64;
-                struct pending_patch *n = realloc(p->patches, cap * sizeof(*n));
-                if (!n) {
-                        producer_unlock(p);
-                        return -ENOMEM;
-                }
-                p->patches = n;
-                p->cap_patches = cap;
+        if (GREEDY_REALLOC_MIN(p->patches, p->cap_patches, p->n_patches + 1, 64) < 0) {
+                producer_unlock(p);
+                return -ENOMEM;
         }
         p->patches[p->n_patches++] = *patch;
         (void) schedule_commit(p);

@@ -28,6 +28,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "basic/hash.h"
 #include "basic/pbw.h"
 #include "bpfstack-config.h"
 #include "bpfstack-ds.h"
@@ -320,10 +321,9 @@ static size_t tracing_frames_on_top(const struct ksyms *k, const uint64_t *kern,
 
 /* A hash of n walked frames (FNV-1a over their bytes, then mixed). */
 static uint64_t frames_hash(const uint64_t *f, size_t n) {
-        uint64_t h = 0xcbf29ce484222325u;
+        uint64_t h = FNV1A64_OFFSET;
         for (size_t k = 0; k < n; k++) {
-                h ^= f[k];
-                h *= 0x100000001b3u;
+                h = fnv1a64_step(h, f[k]);
                 h ^= h >> 29;
         }
         return h ^ n;

@@ -21,14 +21,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/hash.h"
 #include "basic/macro.h"
 #include "basic/pbr.h"
 #include "basic/pbw.h"
 #include "format.h"
 #include "ftrace-ds.h"
 #include "kprobes.h"
-#include "profiling/ksyms.h"
 #include "page.h"
+#include "profiling/ksyms.h"
 #include "root-journal.h"
 #include "syscalls.h"
 #include "tracefs.h"
@@ -445,17 +446,10 @@ static void bundle_emit(struct ftrace_session *s) {
 
 #define MAX_INTERN 1024
 
-static uint32_t comm_hash(const char *comm) {
-        uint32_t h = 2166136261u;
-        for (size_t i = 0; i < 16 && comm[i]; i++)
-                h = (h ^ (uint8_t) comm[i]) * 16777619u;
-        return h;
-}
-
 /* The index of comm (16 bytes, zero-padded) in the bundle's table of
  * names, added if new. */
 static uint32_t intern(struct ftrace_session *s, const char *comm) {
-        size_t i = comm_hash(comm) & (INTERN_SLOTS - 1);
+        size_t i = fnv1a32(comm, strnlen(comm, 16)) & (INTERN_SLOTS - 1);
         for (;; i = (i + 1) & (INTERN_SLOTS - 1)) {
                 int16_t k = s->intern_slots[i];
                 if (k < 0)

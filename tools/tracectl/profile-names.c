@@ -9,13 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
+#include "basic/hash.h"
 #include "profile-internal.h"
 #include "summary.h"
 
 static uint64_t sym_key(const char *name, const char *module, bool kernel, uint64_t salt) {
-        uint64_t h = hash_bytes(name, strlen(name));
+        uint64_t h = fnv1a64(name, strlen(name));
         if (module)
-                h ^= hash_bytes(module, strlen(module)) * 31;
+                h ^= fnv1a64(module, strlen(module)) * 31;
         return h + kernel + salt * 0x9e3779b97f4a7c15ULL;
 }
 
@@ -34,14 +36,8 @@ uint32_t profile_intern_name(struct profile *p, const char *name, const char *mo
                 if (strcmp(s->name, name) == 0 && streq_null(s->module, module) && s->kernel == kernel)
                         return i;
         }
-        if (p->n_syms == p->cap_syms) {
-                size_t cap = p->cap_syms ? p->cap_syms * 2 : 256;
-                struct profile_sym *v = realloc(p->syms, cap * sizeof(*v));
-                if (!v)
-                        return UINT32_MAX;
-                p->syms = v;
-                p->cap_syms = cap;
-        }
+        if (GREEDY_REALLOC_MIN(p->syms, p->cap_syms, p->n_syms + 1, 256) < 0)
+                return UINT32_MAX;
         struct profile_sym s = {
                 .name = strdup(name),
                 .module = module ? strdup(module) : NULL,
@@ -83,14 +79,8 @@ static struct profile_task *task_get(struct profile *p, bool process, int32_t id
                 return &p->tasks[i];
         if (!create)
                 return NULL;
-        if (p->n_tasks == p->cap_tasks) {
-                size_t cap = p->cap_tasks ? p->cap_tasks * 2 : 64;
-                struct profile_task *v = realloc(p->tasks, cap * sizeof(*v));
-                if (!v)
-                        return NULL;
-                p->tasks = v;
-                p->cap_tasks = cap;
-        }
+        if (GREEDY_REALLOC_MIN(p->tasks, p->cap_tasks, p->n_tasks + 1, 64) < 0)
+                return NULL;
         if (u64map_put(&p->task_index, key, (uint32_t) p->n_tasks) < 0)
                 return NULL;
         struct profile_task *t = &p->tasks[p->n_tasks++];

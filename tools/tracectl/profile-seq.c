@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
+#include "basic/hash.h"
 #include "basic/macro.h"
 #include "profile-internal.h"
 
@@ -46,15 +48,9 @@ static void *table_add(struct seq_table *t, uint64_t iid, int *ret_r) {
         *ret_r = 0;
         if (u64map_get(&t->index, iid, &i))
                 return NULL;
-        if (t->n == t->cap) {
-                size_t cap = t->cap ? t->cap * 2 : 16;
-                void *v = realloc(t->v, cap * t->esz);
-                if (!v) {
-                        *ret_r = -ENOMEM;
-                        return NULL;
-                }
-                t->v = v;
-                t->cap = cap;
+        if (greedy_realloc((void **) &t->v, &t->cap, t->n + 1, t->esz, 16) < 0) {
+                *ret_r = -ENOMEM;
+                return NULL;
         }
         if (u64map_put(&t->index, iid, (uint32_t) t->n) < 0) {
                 *ret_r = -ENOMEM;
@@ -433,7 +429,7 @@ int profile_seq_resolve_callstack(struct profile *p, struct profile_seq *s, stru
                 if (c->syms[i] == UINT32_MAX)
                         return -ENOMEM;
         }
-        c->hash = hash_bytes(c->syms, c->n_frames * sizeof(uint32_t));
+        c->hash = fnv1a64(c->syms, c->n_frames * sizeof(uint32_t));
         c->check = c->n_frames;
         for (size_t i = 0; i < c->n_frames; i++)
                 c->check = (c->check ^ c->syms[i]) * 0xff51afd7ed558ccdULL + (c->check >> 29);

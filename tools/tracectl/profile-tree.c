@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "profile-internal.h"
 
 void profile_tree_done(struct profile_tree *t) {
@@ -21,14 +22,8 @@ uint32_t profile_tree_child(struct profile_tree *t, uint32_t parent, uint32_t ki
         uint32_t i;
         if (u64map_get(&t->children, key, &i))
                 return i;
-        if (t->n_nodes == t->cap_nodes) {
-                size_t cap = t->cap_nodes ? t->cap_nodes * 2 : 256;
-                struct profile_node *n = realloc(t->nodes, cap * sizeof(*n));
-                if (!n)
-                        return UINT32_MAX;
-                t->nodes = n;
-                t->cap_nodes = cap;
-        }
+        if (GREEDY_REALLOC_MIN(t->nodes, t->cap_nodes, t->n_nodes + 1, 256) < 0)
+                return UINT32_MAX;
         i = (uint32_t) t->n_nodes;
         if (u64map_put(&t->children, key, i) < 0)
                 return UINT32_MAX;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "profile-internal.h"
 
@@ -76,14 +77,8 @@ static int leaf_add(struct profile *p, enum profile_kind kind, uint64_t key, uin
         uint32_t i;
         if (u64map_get(&p->leaves[kind], key, &i))
                 return 0; /* a collision: that key stays with its first stack */
-        if (p->n_leaf_entries[kind] == p->cap_leaf_entries[kind]) {
-                size_t cap = p->cap_leaf_entries[kind] ? p->cap_leaf_entries[kind] * 2 : 1024;
-                struct profile_leaf *v = realloc(p->leaf_entries[kind], cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                p->leaf_entries[kind] = v;
-                p->cap_leaf_entries[kind] = cap;
-        }
+        if (GREEDY_REALLOC_MIN(p->leaf_entries[kind], p->cap_leaf_entries[kind], p->n_leaf_entries[kind] + 1, 1024) < 0)
+                return -ENOMEM;
         i = (uint32_t) p->n_leaf_entries[kind]++;
         p->leaf_entries[kind][i] = (struct profile_leaf) { .thread = thread, .leaf = leaf, .check = check };
         return u64map_put(&p->leaves[kind], key, i);
