@@ -124,6 +124,7 @@ struct perf_session {
         uint64_t flush_asked, flush_done;
         pthread_t worker;
         bool worker_started;
+        bool write_error_logged; /* loop thread */
 
         /* the worker's */
         struct proc_table *procs;
@@ -141,10 +142,13 @@ struct perf_session {
         /* counters (any thread) */
         atomic_uint_fast64_t samples, unwound, unwind_errors, skipped_enqueue, skipped_scope, skipped_stop, lost,
                 throttles, bad_records;
+        /* what the writer refused (packets, flushes) and the first error */
+        atomic_uint_fast64_t write_errors, flush_errors;
+        atomic_int first_write_error;
 };
 
 void perf_log(struct perf_plugin *pl, int level, const char *fmt, ...) {
-        char msg[512];
+        char msg[1024];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -397,9 +401,22 @@ static void drain_all(struct perf_session *s) {
 
 static void check_hotplug(struct perf_session *s);
 
+/* Once per instance, as soon as the loop sees it: the writer refusing
+ * packets means a trace with holes (the count comes when it stops). */
+static void log_first_write_error(struct perf_session *s) {
+        int r = atomic_load(&s->first_write_error);
+        if (r == 0 || s->write_error_logged)
+                return;
+        s->write_error_logged = true;
+        perf_log(s->pl, TRACED_LOG_WARNING,
+                 "linux.perf instance %llu: the trace writer refused a packet: %s (counted until the instance stops)",
+                 (unsigned long long) s->instance_id, strerror(-r));
+}
+
 static void on_timer(void *userdata) {
         check_hotplug(userdata);
         drain_all(userdata);
+        log_first_write_error(userdata);
 }
 
 static void on_ring(int fd, uint32_t revents, void *userdata) {
@@ -408,10 +425,19 @@ static void on_ring(int fd, uint32_t revents, void *userdata) {
 
 /* ---- the worker ---- */
 
+/* What the writer refuses is counted, and the first reason kept for the
+ * loop thread to log (the worker does not log). */
+static void writer_refused(struct perf_session *s, atomic_uint_fast64_t *counter, int r) {
+        int none = 0;
+        (*counter)++;
+        atomic_compare_exchange_strong(&s->first_write_error, &none, r);
+}
+
 static void write_packet(struct perf_session *s) {
-        if (s->pkt.error)
-                return;
-        (void) s->pl->api->write_packet(s->writer, s->pkt.buf, s->pkt.len);
+        /* A packet that could not be built (no memory) is not written either. */
+        int r = s->pkt.error ? s->pkt.error : s->pl->api->write_packet(s->writer, s->pkt.buf, s->pkt.len);
+        if (r < 0)
+                writer_refused(s, &s->write_errors, r);
 }
 
 /* TracePacketDefaults, once per sequence and again after every clear. */
@@ -679,13 +705,16 @@ static void *worker_main(void *userdata) {
                 case IT_THROTTLE:
                         write_throttle(s, it->cpu, it->time, it->count);
                         break;
-                case IT_FLUSH:
-                        (void) s->pl->api->flush_writer(s->writer);
+                case IT_FLUSH: {
+                        int r = s->pl->api->flush_writer(s->writer);
+                        if (r < 0)
+                                writer_refused(s, &s->flush_errors, r);
                         pthread_mutex_lock(&s->mu);
                         s->flush_done++;
                         pthread_cond_broadcast(&s->done_cv);
                         pthread_mutex_unlock(&s->mu);
                         break;
+                }
                 case IT_STOP:
                         free(it);
                         s->pl->api->free_writer(s->writer);
@@ -1029,6 +1058,27 @@ void perf_session_flush(struct perf_plugin *pl, uint64_t id) {
         pthread_mutex_unlock(&s->mu);
 }
 
+static void log_stopped(struct perf_session *s) {
+        uint64_t by_rows = 0, by_libunwind = 0;
+        if (s->unw)
+                unwinder_counts(s->unw, &by_rows, &by_libunwind);
+        int first_error = atomic_load(&s->first_write_error);
+        perf_log(s->pl, TRACED_LOG_INFO,
+                 "linux.perf instance %llu stopped: %llu samples, %llu unwound (%llu with unwind errors; "
+                 "%llu stacks walked by compact CFI rows, %llu by libunwind), "
+                 "%llu not in scope, %llu dropped (queue full), %llu not unwound before the stop, "
+                 "%llu records lost by the kernel, %llu throttles, %llu bad records, %llu CPUs gone offline, "
+                 "%llu packets and %llu flushes refused by the writer%s%s%s",
+                 (unsigned long long) s->instance_id, (unsigned long long) s->samples,
+                 (unsigned long long) s->unwound, (unsigned long long) s->unwind_errors,
+                 (unsigned long long) by_rows, (unsigned long long) by_libunwind,
+                 (unsigned long long) s->skipped_scope, (unsigned long long) s->skipped_enqueue,
+                 (unsigned long long) s->skipped_stop, (unsigned long long) s->lost, (unsigned long long) s->throttles,
+                 (unsigned long long) s->bad_records, (unsigned long long) s->cpu_offlines,
+                 (unsigned long long) s->write_errors, (unsigned long long) s->flush_errors,
+                 first_error ? " (first: " : "", first_error ? strerror(-first_error) : "", first_error ? ")" : "");
+}
+
 static void stop_session(struct perf_session *s) {
         for (size_t k = 0; k < s->n_rings; k++)
                 if (s->rings[k].fd >= 0)
@@ -1044,20 +1094,7 @@ static void stop_session(struct perf_session *s) {
                 }
                 s->worker_started = false;
         }
-        uint64_t by_rows = 0, by_libunwind = 0;
-        if (s->unw)
-                unwinder_counts(s->unw, &by_rows, &by_libunwind);
-        perf_log(s->pl, TRACED_LOG_INFO,
-                 "linux.perf instance %llu stopped: %llu samples, %llu unwound (%llu with unwind errors; "
-                 "%llu stacks walked by compact CFI rows, %llu by libunwind), "
-                 "%llu not in scope, %llu dropped (queue full), %llu not unwound before the stop, "
-                 "%llu records lost by the kernel, %llu throttles, %llu bad records, %llu CPUs gone offline",
-                 (unsigned long long) s->instance_id, (unsigned long long) s->samples,
-                 (unsigned long long) s->unwound, (unsigned long long) s->unwind_errors,
-                 (unsigned long long) by_rows, (unsigned long long) by_libunwind,
-                 (unsigned long long) s->skipped_scope, (unsigned long long) s->skipped_enqueue,
-                 (unsigned long long) s->skipped_stop, (unsigned long long) s->lost, (unsigned long long) s->throttles,
-                 (unsigned long long) s->bad_records, (unsigned long long) s->cpu_offlines);
+        log_stopped(s);
 }
 
 void perf_session_stop(struct perf_plugin *pl, uint64_t id) {

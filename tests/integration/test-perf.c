@@ -496,6 +496,64 @@ Test(perf, cpu_offline_and_back) {
         collect_free(&c);
 }
 
+/* ---- the plugin's own accounting ---- */
+
+/* The line the plugin logs once an instance stopped (it may come a little
+ * after the session ended). */
+static bool stop_line(char *buf, size_t size) {
+        for (int tries = 0; tries < 100; tries++) {
+                if (tries > 0)
+                        usleep(100 * 1000);
+                FILE *f = fopen(inst.log_path, "re");
+                cr_assert_not_null(f);
+                bool found = false;
+                char line[2048];
+                while (fgets(line, sizeof(line), f))
+                        if (strstr(line, "linux.perf instance") && strstr(line, " stopped: ")) {
+                                snprintf(buf, size, "%s", line);
+                                found = true;
+                        }
+                fclose(f);
+                if (found)
+                        return true;
+        }
+        return false;
+}
+
+/* The number right before marker in line. */
+static unsigned long long logged_count(const char *line, const char *marker) {
+        const char *at = strstr(line, marker);
+        cr_assert_not_null(at, "no \"%s\" in: %s", marker, line);
+        while (at > line && at[-1] >= '0' && at[-1] <= '9')
+                at--;
+        cr_assert(at[0] >= '0' && at[0] <= '9', "no count before \"%s\" in: %s", marker, line);
+        return strtoull(at, NULL, 10);
+}
+
+static unsigned long long logged_samples_of(const char *line) {
+        unsigned long long n = 0;
+        cr_assert_eq(sscanf(strstr(line, " stopped: "), " stopped: %llu samples", &n), 1, "%s", line);
+        return n;
+}
+
+/* Whether text shows up in the log within timeout_ms. */
+static bool log_shows(const char *text, unsigned timeout_ms) {
+        for (unsigned waited = 0;; waited += 100) {
+                FILE *f = fopen(inst.log_path, "re");
+                cr_assert_not_null(f);
+                bool found = false;
+                char line[2048];
+                while (!found && fgets(line, sizeof(line), f))
+                        found = strstr(line, text) != NULL;
+                fclose(f);
+                if (found)
+                        return true;
+                if (waited >= timeout_ms)
+                        return false;
+                usleep(100 * 1000);
+        }
+}
+
 struct throttles {
         uint64_t tracks, counts, max, samples;
         uint64_t uuid[64];
@@ -584,34 +642,17 @@ Test(perf, throttling_is_counted_in_the_trace) {
         fixture_hotplug_unlock(lock);
         cr_log_info("throttling: %llu tracks, %llu counts, up to %llu on one CPU", (unsigned long long) t.tracks,
                     (unsigned long long) t.counts, (unsigned long long) t.max);
-        /* The plugin's own count, from the line it logs once stopped
-         * (which may come a little after the session ended). */
-        unsigned long long logged = 0, logged_samples = 0;
-        bool found = false;
-        for (int tries = 0; tries < 100 && !found; tries++) {
-                if (tries > 0)
-                        usleep(100 * 1000);
-                FILE *f = fopen(inst.log_path, "re");
-                cr_assert_not_null(f);
-                char line[2048];
-                while (fgets(line, sizeof(line), f)) {
-                        const char *at = strstr(line, " throttles, ");
-                        if (strstr(line, "stopped:") && at) {
-                                while (at > line && at[-1] >= '0' && at[-1] <= '9')
-                                        at--;
-                                logged = strtoull(at, NULL, 10);
-                                found = sscanf(strstr(line, "stopped:"), "stopped: %llu samples", &logged_samples) == 1;
-                        }
-                }
-                fclose(f);
-        }
-        cr_assert(found, "the plugin did not log its counts");
+        /* The plugin's own count, from the line it logs once stopped. */
+        char line[2048];
+        cr_assert(stop_line(line, sizeof(line)), "the plugin did not log its counts");
+        unsigned long long logged = logged_count(line, " throttles, "), logged_samples = logged_samples_of(line);
         if (logged == 0 && t.counts == 0)
                 SKIP("this kernel did not throttle a cpu-clock event of a 100 us period");
         cr_assert_eq(t.counts, logged, "the trace counts %llu throttles, the plugin saw %llu",
                      (unsigned long long) t.counts, logged);
         /* Every sample too, those drained at the stop included (they are
          * written before the plugin says it stopped). */
+        cr_assert_eq(logged_count(line, " packets and "), 0, "the writer refused nothing: %s", line);
         cr_assert_eq(t.samples, logged_samples, "the trace has %llu samples, the plugin took %llu",
                      (unsigned long long) t.samples, logged_samples);
         cr_assert_gt(t.tracks, 0, "no throttle track in the trace");
@@ -636,4 +677,63 @@ Test(perf, ring_overflow_is_reported) {
         cr_assert(c.saw_trace_stats, "the trace is complete");
         cr_assert_gt(c.lost, 0, "PerfSample.kernel_records_lost reports the overflow");
         collect_free(&c);
+}
+
+/* The service's core stopped (SIGSTOP) while the plugin goes on sampling:
+ * the shared memory buffer fills, the writer refuses packets (the default
+ * policy drops), and the plugin says so once in the log right away and
+ * counts them in its last line. */
+static pid_t service_core_pid(void) {
+        FILE *f = fopen(inst.log_path, "re");
+        cr_assert_not_null(f);
+        char line[2048];
+        int pid = 0;
+        while (fgets(line, sizeof(line), f)) {
+                const char *at = strstr(line, "Service core ");
+                if (at)
+                        (void) sscanf(at, "Service core %d running", &pid);
+        }
+        fclose(f);
+        return (pid_t) pid;
+}
+
+static void core_stopped_until_refused(void *userdata) {
+        bool *refused_seen = userdata;
+        pid_t core = service_core_pid();
+        cr_assert_gt(core, 0, "no \"Service core N running\" in the log");
+        char bin[512];
+        bin_path(bin, sizeof(bin), "O2-fp");
+        const char *argv[] = { bin, "60", NULL };
+        pid_t spin[2] = { spawn(argv), spawn(argv) };
+        cr_assert_eq(kill(core, SIGSTOP), 0);
+        /* 4 MiB of shared memory at a few MB of packets a second: the
+         * wait ends as soon as the plugin reports the first refusal. */
+        *refused_seen = log_shows("the trace writer refused a packet", 60000);
+        cr_assert_eq(kill(core, SIGCONT), 0);
+        for (int i = 0; i < 2; i++) {
+                (void) kill(spin[i], SIGKILL);
+                cr_assert_eq(waitpid(spin[i], NULL, 0), spin[i]);
+        }
+}
+
+static void ignore_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
+}
+
+Test(perf, packets_the_writer_refuses_are_counted) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        bool refused_seen = false;
+        fixture_record(&inst, ev, "linux.perf",
+                       "buffers { size_kb: 65536 }\n"
+                       "data_sources { config { name: \"linux.perf\" buffer_exhausted_policy: BUFFER_EXHAUSTED_DROP\n"
+                       "  perf_event_config { timebase { frequency: 50000 counter: SW_CPU_CLOCK } }\n"
+                       "} }\n"
+                       "write_into_file: true file_write_period_ms: 250\n",
+                       core_stopped_until_refused, &refused_seen, ignore_packet, NULL);
+        cr_assert(refused_seen, "the plugin never said the writer refused a packet");
+        char line[2048];
+        cr_assert(stop_line(line, sizeof(line)), "the plugin did not log its counts");
+        cr_log_info("%s", line);
+        cr_assert_gt(logged_count(line, " packets and "), 0, "%s", line);
+        cr_assert(strstr(line, "refused by the writer (first: "), "the first reason is named: %s", line);
 }
