@@ -142,15 +142,6 @@ struct bpfstack_session {
         uint64_t samples_on, samples_off, blocked_ns, bad_records, stacks_missing, procs_gone, stacks_collected;
 };
 
-void bpfstack_log(struct bpfstack_plugin *pl, int level, const char *fmt, ...) {
-        char buf[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        va_end(ap);
-        pl->api->log(pl->host, level, buf);
-}
-
 /* --- writing -------------------------------------------------------------- */
 
 static void seq_write(struct bpfstack_session *s, struct seq *q) {
@@ -472,8 +463,8 @@ static void load_pending(struct bpfstack_session *s) {
                         return;
                 }
                 if (r < 0)
-                        bpfstack_log(s->pl, TRACED_LOG_DEBUG, "linux.bpf_stack: unwind tables of pid %d: %s", pid,
-                                     strerror(-r));
+                        plugin_log(s->pl, TRACED_LOG_DEBUG, "linux.bpf_stack: unwind tables of pid %d: %s", pid,
+                                   strerror(-r));
         }
         memmove(s->pending, s->pending + done, (s->n_pending - done) * sizeof(s->pending[0]));
         s->n_pending -= done;
@@ -624,16 +615,7 @@ static int hotplug_open(void *userdata, size_t cpu) {
 
 static void hotplug_changed(void *userdata, size_t cpu, enum cpu_hotplug_change what, int error) {
         struct bpfstack_session *s = userdata;
-        unsigned long long id = s->instance_id;
-        if (what == CPU_HOTPLUG_STOPPED)
-                bpfstack_log(s->pl, TRACED_LOG_INFO, "linux.bpf_stack instance %llu: CPU %zu went offline", id, cpu);
-        else if (what == CPU_HOTPLUG_BACK)
-                bpfstack_log(s->pl, TRACED_LOG_INFO, "linux.bpf_stack instance %llu: CPU %zu is back online, sampled again",
-                             id, cpu);
-        else
-                bpfstack_log(s->pl, TRACED_LOG_WARNING,
-                             "linux.bpf_stack instance %llu: CPU %zu is back online but cannot be sampled: %s", id, cpu,
-                             strerror(-error));
+        plugin_log_cpu_change(s->pl, "linux.bpf_stack", s->instance_id, (uint32_t) cpu, what, error);
 }
 
 static const struct cpu_hotplug_ops hotplug_ops = {
@@ -739,10 +721,10 @@ static int probe(struct bpfstack_session *s) {
         struct btf *btf = btf__parse(btf_path, NULL);
         if (!btf) {
                 int r = -errno;
-                bpfstack_log(pl, TRACED_LOG_ERR,
-                             "linux.bpf_stack instance %llu refused: no kernel BTF at %s (%s): CO-RE needs a kernel "
-                             "built with CONFIG_DEBUG_INFO_BTF=y",
-                             (unsigned long long) s->instance_id, btf_path, strerror(-r));
+                plugin_log(pl, TRACED_LOG_ERR,
+                           "linux.bpf_stack instance %llu refused: no kernel BTF at %s (%s): CO-RE needs a kernel "
+                           "built with CONFIG_DEBUG_INFO_BTF=y",
+                           (unsigned long long) s->instance_id, btf_path, strerror(-r));
                 return -EOPNOTSUPP;
         }
         btf__free(btf);
@@ -758,10 +740,10 @@ static int probe(struct bpfstack_session *s) {
                 if (!(progs[k].needed_on && s->cfg.on_cpu) && !(progs[k].needed_off && s->cfg.off_cpu))
                         continue;
                 if (libbpf_probe_bpf_prog_type(progs[k].type, NULL) != 1) {
-                        bpfstack_log(pl, TRACED_LOG_ERR,
-                                     "linux.bpf_stack instance %llu refused: the kernel does not offer %s (or we "
-                                     "lack CAP_BPF/CAP_PERFMON)",
-                                     (unsigned long long) s->instance_id, progs[k].what);
+                        plugin_log(pl, TRACED_LOG_ERR,
+                                   "linux.bpf_stack instance %llu refused: the kernel does not offer %s (or we "
+                                   "lack CAP_BPF/CAP_PERFMON)",
+                                   (unsigned long long) s->instance_id, progs[k].what);
                         return -EOPNOTSUPP;
                 }
         }
@@ -774,10 +756,10 @@ static int probe(struct bpfstack_session *s) {
         };
         for (size_t k = 0; k < sizeof(maps) / sizeof(maps[0]); k++)
                 if (libbpf_probe_bpf_map_type(maps[k].type, NULL) != 1) {
-                        bpfstack_log(pl, TRACED_LOG_ERR,
-                                     "linux.bpf_stack instance %llu refused: the kernel does not offer %s (or we "
-                                     "lack CAP_BPF)",
-                                     (unsigned long long) s->instance_id, maps[k].what);
+                        plugin_log(pl, TRACED_LOG_ERR,
+                                   "linux.bpf_stack instance %llu refused: the kernel does not offer %s (or we "
+                                   "lack CAP_BPF)",
+                                   (unsigned long long) s->instance_id, maps[k].what);
                         return -EOPNOTSUPP;
                 }
         return 0;
@@ -880,10 +862,10 @@ static int setup(struct bpfstack_session *s) {
         if (c->cgroup[0]) {
                 struct stat st;
                 if (stat(c->cgroup, &st) < 0 || !S_ISDIR(st.st_mode)) {
-                        bpfstack_log(pl, TRACED_LOG_ERR,
-                                     "linux.bpf_stack instance %llu refused: filter: cgroup=%s: not a cgroup "
-                                     "directory",
-                                     id, c->cgroup);
+                        plugin_log(pl, TRACED_LOG_ERR,
+                                   "linux.bpf_stack instance %llu refused: filter: cgroup=%s: not a cgroup "
+                                   "directory",
+                                   id, c->cgroup);
                         return -EINVAL;
                 }
                 cgroup_id = st.st_ino; /* cgroup v2: the directory's inode is the cgroup id */
@@ -893,18 +875,18 @@ static int setup(struct bpfstack_session *s) {
         bool btf_tp = c->off_cpu;
         r = open_load(s, cgroup_id, btf_tp);
         if (r < 0 && btf_tp) {
-                bpfstack_log(pl, TRACED_LOG_INFO,
-                             "linux.bpf_stack instance %llu: tp_btf/sched_switch refused (%s), using the raw "
-                             "tracepoint",
-                             id, strerror(-r));
+                plugin_log(pl, TRACED_LOG_INFO,
+                           "linux.bpf_stack instance %llu: tp_btf/sched_switch refused (%s), using the raw "
+                           "tracepoint",
+                           id, strerror(-r));
                 btf_tp = false;
                 r = open_load(s, cgroup_id, false);
         }
         if (r < 0) {
-                bpfstack_log(pl, TRACED_LOG_ERR,
-                             "linux.bpf_stack instance %llu: loading the BPF programs failed: %s (the verifier's "
-                             "log is above)",
-                             id, strerror(-r));
+                plugin_log(pl, TRACED_LOG_ERR,
+                           "linux.bpf_stack instance %llu: loading the BPF programs failed: %s (the verifier's "
+                           "log is above)",
+                           id, strerror(-r));
                 return r;
         }
 
@@ -917,8 +899,8 @@ static int setup(struct bpfstack_session *s) {
             !(s->seen_ids = calloc(s->cap_seen, sizeof(uint32_t))))
                 return -ENOMEM;
         if (c->kernel_frames && (r = ksyms_load_proc(&s->ksyms)) < 0)
-                bpfstack_log(pl, TRACED_LOG_WARNING,
-                             "linux.bpf_stack: kernel frames stay unnamed: /proc/kallsyms: %s", strerror(-r));
+                plugin_log(pl, TRACED_LOG_WARNING, "linux.bpf_stack: kernel frames stay unnamed: /proc/kallsyms: %s",
+                           strerror(-r));
         if ((r = proc_table_new(NULL, &s->procs)) < 0 || (r = elf_cache_new(NULL, &s->elves)) < 0 ||
             (r = intern_writer_new(&s->on.iw)) < 0 || (r = intern_writer_new(&s->off.iw)) < 0)
                 return r;
@@ -928,16 +910,16 @@ static int setup(struct bpfstack_session *s) {
                                       bpf_map__fd(s->skel->maps.unwind_pages), UNWIND_PAGES(c),
                                       bpf_map__fd(s->skel->maps.unwind_procs), &s->sym, &s->tables);
                 if (r < 0) {
-                        bpfstack_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu: mapping the unwind tables: %s",
-                                     id, strerror(-r));
+                        plugin_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu: mapping the unwind tables: %s",
+                                   id, strerror(-r));
                         return r;
                 }
                 if (!(s->exec_link = bpf_program__attach(s->skel->progs.on_exec)) ||
                     !(s->exit_link = bpf_program__attach(s->skel->progs.on_exit))) {
                         r = -errno;
-                        bpfstack_log(pl, TRACED_LOG_ERR,
-                                     "linux.bpf_stack instance %llu: attaching to sched_process_exec/exit: %s", id,
-                                     strerror(-r));
+                        plugin_log(pl, TRACED_LOG_ERR,
+                                   "linux.bpf_stack instance %llu: attaching to sched_process_exec/exit: %s", id,
+                                   strerror(-r));
                         return r;
                 }
         }
@@ -978,8 +960,10 @@ static int setup(struct bpfstack_session *s) {
                 s->switch_link = bpf_program__attach(prog);
                 if (!s->switch_link) {
                         r = -errno;
-                        bpfstack_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu: attaching to sched_switch "
-                                     "failed: %s", id, strerror(-r));
+                        plugin_log(pl, TRACED_LOG_ERR,
+                                   "linux.bpf_stack instance %llu: attaching to sched_switch "
+                                   "failed: %s",
+                                   id, strerror(-r));
                         return r;
                 }
         }
@@ -996,21 +980,20 @@ static int setup(struct bpfstack_session *s) {
                         if (r == -ENODEV)
                                 continue; /* opened when it comes online */
                         if (r < 0) {
-                                bpfstack_log(pl, TRACED_LOG_ERR,
-                                             "linux.bpf_stack instance %llu: sampling CPU %u (cpu-clock event with "
-                                             "the on-CPU program): %s",
-                                             id, cpu, strerror(-r));
+                                plugin_log(pl, TRACED_LOG_ERR,
+                                           "linux.bpf_stack instance %llu: sampling CPU %u (cpu-clock event with "
+                                           "the on-CPU program): %s",
+                                           id, cpu, strerror(-r));
                                 return r;
                         }
                 }
         }
-        bpfstack_log(pl, TRACED_LOG_INFO,
-                     "linux.bpf_stack instance %llu: on-CPU %s (%u Hz, %zu CPUs), off-CPU %s (%s), stacks:%s%s, "
-                     "depth %u, user stacks by %s",
-                     id, c->on_cpu ? "on" : "off", c->frequency, s->n_cpus, c->off_cpu ? "on" : "off",
-                     btf_tp ? "tp_btf" : "raw tracepoint", c->kernel_frames ? " kernel" : "",
-                     c->user_frames ? " user" : "", c->max_depth,
-                     s->tables ? "unwind tables" : "frame pointers");
+        plugin_log(pl, TRACED_LOG_INFO,
+                   "linux.bpf_stack instance %llu: on-CPU %s (%u Hz, %zu CPUs), off-CPU %s (%s), stacks:%s%s, "
+                   "depth %u, user stacks by %s",
+                   id, c->on_cpu ? "on" : "off", c->frequency, s->n_cpus, c->off_cpu ? "on" : "off",
+                   btf_tp ? "tp_btf" : "raw tracepoint", c->kernel_frames ? " kernel" : "",
+                   c->user_frames ? " user" : "", c->max_depth, s->tables ? "unwind tables" : "frame pointers");
         return 0;
 }
 
@@ -1026,8 +1009,8 @@ int bpfstack_session_start(struct bpfstack_plugin *pl, uint64_t instance_id, con
         int r = bpfstack_config_parse(config, size, &s->cfg, err, sizeof(err));
         if (r < 0) {
                 if (r == -EINVAL)
-                        bpfstack_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu refused: bpf_stack_config.%s",
-                                     (unsigned long long) instance_id, err);
+                        plugin_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu refused: bpf_stack_config.%s",
+                                   (unsigned long long) instance_id, err);
                 session_free(s);
                 return r;
         }
@@ -1070,44 +1053,46 @@ static void stop_session(struct bpfstack_session *s) {
         }
         drain(s);
         write_counters(s, true);
-        bpfstack_log(s->pl, TRACED_LOG_INFO,
-                     "linux.bpf_stack instance %llu stopped: %llu on-CPU samples, %llu off-CPU samples "
-                     "(%llu ms blocked), %llu records lost in the ring buffer, %llu stacks lost to map collisions, "
-                     "%llu stack errors, %llu switch-outs not remembered, %llu stacks gone before lookup, %llu "
-                     "samples of processes gone before symbolization, %llu bad records; %llu of %llu callstacks "
-                     "from the cache",
-                     (unsigned long long) s->instance_id, (unsigned long long) s->samples_on,
-                     (unsigned long long) s->samples_off, (unsigned long long) (s->blocked_ns / 1000000),
-                     (unsigned long long) s->counters_seen[BPFSTACK_CNT_RING_LOST],
-                     (unsigned long long) s->counters_seen[BPFSTACK_CNT_STACK_COLLISION],
-                     (unsigned long long) s->counters_seen[BPFSTACK_CNT_STACK_ERROR],
-                     (unsigned long long) s->counters_seen[BPFSTACK_CNT_START_FULL],
-                     (unsigned long long) s->stacks_missing, (unsigned long long) s->procs_gone,
-                     (unsigned long long) s->bad_records, (unsigned long long) s->cs_hits,
-                     (unsigned long long) (s->cs_hits + s->cs_misses));
+        plugin_log(s->pl, TRACED_LOG_INFO,
+                   "linux.bpf_stack instance %llu stopped: %llu on-CPU samples, %llu off-CPU samples "
+                   "(%llu ms blocked), %llu records lost in the ring buffer, %llu stacks lost to map collisions, "
+                   "%llu stack errors, %llu switch-outs not remembered, %llu stacks gone before lookup, %llu "
+                   "samples of processes gone before symbolization, %llu bad records; %llu of %llu callstacks "
+                   "from the cache",
+                   (unsigned long long) s->instance_id, (unsigned long long) s->samples_on,
+                   (unsigned long long) s->samples_off, (unsigned long long) (s->blocked_ns / 1000000),
+                   (unsigned long long) s->counters_seen[BPFSTACK_CNT_RING_LOST],
+                   (unsigned long long) s->counters_seen[BPFSTACK_CNT_STACK_COLLISION],
+                   (unsigned long long) s->counters_seen[BPFSTACK_CNT_STACK_ERROR],
+                   (unsigned long long) s->counters_seen[BPFSTACK_CNT_START_FULL],
+                   (unsigned long long) s->stacks_missing, (unsigned long long) s->procs_gone,
+                   (unsigned long long) s->bad_records, (unsigned long long) s->cs_hits,
+                   (unsigned long long) (s->cs_hits + s->cs_misses));
         if (s->tables) {
                 struct unwind_stats u;
                 unwind_tables_stats(s->tables, &u);
                 const uint64_t *w = s->stops;
-                bpfstack_log(s->pl, TRACED_LOG_INFO,
-                             "linux.bpf_stack instance %llu: user stacks walked by unwind tables: %llu whole, %llu "
-                             "at max_depth, %llu by frame pointers (tables not loaded yet), stopped at %llu pcs "
-                             "outside mapped files with tables, %llu without unwind info, %llu unsupported rules, "
-                             "%llu unreadable frames, %llu bad frames; %llu walked stacks not kept at switch-out; "
-                             "tables: %llu images (%llu refused), %llu of %llu rows (%llu KiB), %llu process "
-                             "entries written (%llu refused, %llu mappings left out), %llu resets, %llu ms compiling",
-                             (unsigned long long) s->instance_id, (unsigned long long) w[BPFSTACK_STOP_END],
-                             (unsigned long long) w[BPFSTACK_STOP_DEPTH], (unsigned long long) w[BPFSTACK_STOP_NO_TABLES],
-                             (unsigned long long) w[BPFSTACK_STOP_NO_MAPPING], (unsigned long long) w[BPFSTACK_STOP_NO_CFI],
-                             (unsigned long long) w[BPFSTACK_STOP_UNSUPPORTED],
-                             (unsigned long long) w[BPFSTACK_STOP_READ_FAULT], (unsigned long long) w[BPFSTACK_STOP_BAD_FRAME],
-                             (unsigned long long) s->counters_seen[BPFSTACK_CNT_USTACK_FULL],
-                             (unsigned long long) u.images, (unsigned long long) u.images_refused,
-                             (unsigned long long) u.rows, (unsigned long long) u.rows_max,
-                             (unsigned long long) (u.rows * sizeof(struct bpfstack_row) / 1024),
-                             (unsigned long long) u.procs_loaded, (unsigned long long) u.procs_failed,
-                             (unsigned long long) u.maps_dropped, (unsigned long long) u.resets,
-                             (unsigned long long) (u.compile_us / 1000));
+                plugin_log(s->pl, TRACED_LOG_INFO,
+                           "linux.bpf_stack instance %llu: user stacks walked by unwind tables: %llu whole, %llu "
+                           "at max_depth, %llu by frame pointers (tables not loaded yet), stopped at %llu pcs "
+                           "outside mapped files with tables, %llu without unwind info, %llu unsupported rules, "
+                           "%llu unreadable frames, %llu bad frames; %llu walked stacks not kept at switch-out; "
+                           "tables: %llu images (%llu refused), %llu of %llu rows (%llu KiB), %llu process "
+                           "entries written (%llu refused, %llu mappings left out), %llu resets, %llu ms compiling",
+                           (unsigned long long) s->instance_id, (unsigned long long) w[BPFSTACK_STOP_END],
+                           (unsigned long long) w[BPFSTACK_STOP_DEPTH], (unsigned long long) w[BPFSTACK_STOP_NO_TABLES],
+                           (unsigned long long) w[BPFSTACK_STOP_NO_MAPPING],
+                           (unsigned long long) w[BPFSTACK_STOP_NO_CFI],
+                           (unsigned long long) w[BPFSTACK_STOP_UNSUPPORTED],
+                           (unsigned long long) w[BPFSTACK_STOP_READ_FAULT],
+                           (unsigned long long) w[BPFSTACK_STOP_BAD_FRAME],
+                           (unsigned long long) s->counters_seen[BPFSTACK_CNT_USTACK_FULL],
+                           (unsigned long long) u.images, (unsigned long long) u.images_refused,
+                           (unsigned long long) u.rows, (unsigned long long) u.rows_max,
+                           (unsigned long long) (u.rows * sizeof(struct bpfstack_row) / 1024),
+                           (unsigned long long) u.procs_loaded, (unsigned long long) u.procs_failed,
+                           (unsigned long long) u.maps_dropped, (unsigned long long) u.resets,
+                           (unsigned long long) (u.compile_us / 1000));
         }
 }
 

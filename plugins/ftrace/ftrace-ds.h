@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/plugin-common.h"
 #include "traced/plugin.h"
 
 struct plugin {
@@ -14,8 +15,6 @@ struct plugin {
         struct ftrace_session *sessions;
         struct ps_session *ps_sessions;
 };
-
-void plugin_log(struct plugin *pl, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* linux.ftrace */
 int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);
