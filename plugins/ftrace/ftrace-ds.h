@@ -12,8 +12,8 @@ struct plugin {
         const struct traced_host_api *api;
         struct traced_host *host;
         char tracefs[256];
-        struct ftrace_session *sessions;
-        struct ps_session *ps_sessions;
+        struct plugin_instance *sessions;    /* of struct ftrace_session */
+        struct plugin_instance *ps_sessions; /* of struct ps_session */
 };
 
 /* linux.ftrace */
