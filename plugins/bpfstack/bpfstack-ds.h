@@ -12,7 +12,7 @@
 struct bpfstack_plugin {
         const struct traced_host_api *api;
         struct traced_host *host;
-        struct bpfstack_session *sessions;
+        struct plugin_instance *sessions; /* of struct bpfstack_session */
 };
 
 int bpfstack_session_start(struct bpfstack_plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);
