@@ -138,15 +138,6 @@ struct perf_session {
         atomic_int first_write_error;
 };
 
-void perf_log(struct perf_plugin *pl, int level, const char *fmt, ...) {
-        char msg[1024];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        pl->api->log(pl->host, level, msg);
-}
-
 static uint64_t now_ms(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -401,9 +392,9 @@ static void log_first_write_error(struct perf_session *s) {
         if (r == 0 || s->write_error_logged)
                 return;
         s->write_error_logged = true;
-        perf_log(s->pl, TRACED_LOG_WARNING,
-                 "linux.perf instance %llu: the trace writer refused a packet: %s (counted until the instance stops)",
-                 (unsigned long long) s->instance_id, strerror(-r));
+        plugin_log(s->pl, TRACED_LOG_WARNING,
+                   "linux.perf instance %llu: the trace writer refused a packet: %s (counted until the instance stops)",
+                   (unsigned long long) s->instance_id, strerror(-r));
 }
 
 static void on_timer(void *userdata) {
@@ -849,17 +840,7 @@ static int hotplug_open(void *userdata, size_t k) {
 
 static void hotplug_changed(void *userdata, size_t k, enum cpu_hotplug_change what, int error) {
         struct perf_session *s = userdata;
-        unsigned long long id = s->instance_id;
-        int cpu = s->rings[k].cpu;
-        if (what == CPU_HOTPLUG_STOPPED)
-                perf_log(s->pl, TRACED_LOG_INFO, "linux.perf instance %llu: CPU %d went offline", id, cpu);
-        else if (what == CPU_HOTPLUG_BACK)
-                perf_log(s->pl, TRACED_LOG_INFO, "linux.perf instance %llu: CPU %d is back online, sampled again", id,
-                         cpu);
-        else
-                perf_log(s->pl, TRACED_LOG_WARNING,
-                         "linux.perf instance %llu: CPU %d is back online but cannot be sampled: %s", id, cpu,
-                         strerror(-error));
+        plugin_log_cpu_change(s->pl, "linux.perf", s->instance_id, (uint32_t) s->rings[k].cpu, what, error);
 }
 
 static const struct cpu_hotplug_ops hotplug_ops = {
@@ -921,8 +902,8 @@ static int setup(struct perf_session *s) {
                 r = tracepoint_id(c->tracepoint, &id);
                 a->config = id;
                 if (r < 0) {
-                        perf_log(pl, TRACED_LOG_ERR, "linux.perf: timebase.tracepoint: %s not found in tracefs",
-                                 c->tracepoint);
+                        plugin_log(pl, TRACED_LOG_ERR, "linux.perf: timebase.tracepoint: %s not found in tracefs",
+                                   c->tracepoint);
                         return r;
                 }
         }
@@ -958,7 +939,7 @@ static int setup(struct perf_session *s) {
                 n_cpus = MIN(c->n_cpus, (size_t) MAX_CPUS);
                 memcpy(cpus, c->cpus, n_cpus * sizeof(*cpus));
         } else if ((r = cpus_online(cpus, MAX_CPUS, &n_cpus)) < 0) {
-                perf_log(pl, TRACED_LOG_ERR, "linux.perf: cannot list the online CPUs: %s", strerror(-r));
+                plugin_log(pl, TRACED_LOG_ERR, "linux.perf: cannot list the online CPUs: %s", strerror(-r));
                 return r;
         }
         s->rings = calloc(n_cpus, sizeof(*s->rings));
@@ -979,18 +960,18 @@ static int setup(struct perf_session *s) {
                         safe_close(ring->fd);
                         s->n_rings--;
                         if (c->ignore_open_failure) {
-                                perf_log(pl, TRACED_LOG_WARNING, "linux.perf: CPU %u skipped: %s", cpus[k],
-                                         strerror(-r));
+                                plugin_log(pl, TRACED_LOG_WARNING, "linux.perf: CPU %u skipped: %s", cpus[k],
+                                           strerror(-r));
                                 continue;
                         }
-                        perf_log(pl, TRACED_LOG_ERR,
-                                 "linux.perf: perf_event_open on CPU %u failed: %s%s", cpus[k], strerror(-r),
-                                 r == -ENOENT || r == -EOPNOTSUPP ? " (no such event or PMU on this machine)" : "");
+                        plugin_log(pl, TRACED_LOG_ERR, "linux.perf: perf_event_open on CPU %u failed: %s%s", cpus[k],
+                                   strerror(-r),
+                                   r == -ENOENT || r == -EOPNOTSUPP ? " (no such event or PMU on this machine)" : "");
                         return r;
                 }
         }
         if (s->n_rings == 0) {
-                perf_log(pl, TRACED_LOG_ERR, "linux.perf: no CPU to sample");
+                plugin_log(pl, TRACED_LOG_ERR, "linux.perf: no CPU to sample");
                 return -ENODEV;
         }
         if ((r = cpu_hotplug_init(&s->hotplug, s->n_rings, &hotplug_ops, s)) < 0)
@@ -1000,8 +981,8 @@ static int setup(struct perf_session *s) {
         if (c->kernel_frames) {
                 r = ksyms_load_proc(&s->ksyms);
                 if (r < 0)
-                        perf_log(pl, TRACED_LOG_WARNING, "linux.perf: kernel frames stay unnamed: /proc/kallsyms: %s",
-                                 strerror(-r));
+                        plugin_log(pl, TRACED_LOG_WARNING, "linux.perf: kernel frames stay unnamed: /proc/kallsyms: %s",
+                                   strerror(-r));
         }
         if ((r = proc_table_new(NULL, &s->procs)) < 0 || (r = elf_cache_new(NULL, &s->elves)) < 0 ||
             (r = intern_writer_new(&s->iw)) < 0)
@@ -1039,8 +1020,8 @@ int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8
         int r = perf_config_parse(config, size, &s->cfg, err, sizeof(err));
         if (r < 0) {
                 if (r == -EINVAL)
-                        perf_log(pl, TRACED_LOG_ERR, "linux.perf instance %llu refused: perf_event_config.%s",
-                                 (unsigned long long) instance_id, err);
+                        plugin_log(pl, TRACED_LOG_ERR, "linux.perf instance %llu refused: perf_event_config.%s",
+                                   (unsigned long long) instance_id, err);
                 session_free(s);
                 return r;
         }
@@ -1057,15 +1038,15 @@ int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8
         }
         s->next = pl->sessions;
         pl->sessions = s;
-        perf_log(pl, TRACED_LOG_INFO,
-                 "linux.perf instance %llu: %zu CPUs, %s %llu, stacks: %s%s, %u pages per ring, read every %u ms",
-                 (unsigned long long) instance_id, s->n_rings, s->cfg.attr.freq ? "frequency" : "period",
-                 (unsigned long long) s->cfg.attr.sample_freq,
-                 !s->cfg.callstacks                          ? "none"
-                 : s->cfg.user_frames == PERF_UNWIND_DWARF ? "user (DWARF)"
-                 : s->cfg.user_frames == PERF_UNWIND_FP    ? "user (frame pointers)"
+        plugin_log(pl, TRACED_LOG_INFO,
+                   "linux.perf instance %llu: %zu CPUs, %s %llu, stacks: %s%s, %u pages per ring, read every %u ms",
+                   (unsigned long long) instance_id, s->n_rings, s->cfg.attr.freq ? "frequency" : "period",
+                   (unsigned long long) s->cfg.attr.sample_freq,
+                   !s->cfg.callstacks                        ? "none"
+                   : s->cfg.user_frames == PERF_UNWIND_DWARF ? "user (DWARF)"
+                   : s->cfg.user_frames == PERF_UNWIND_FP    ? "user (frame pointers)"
                                                              : "no user",
-                 s->cfg.kernel_frames ? " + kernel" : "", s->cfg.ring_buffer_pages, s->cfg.read_period_ms);
+                   s->cfg.kernel_frames ? " + kernel" : "", s->cfg.ring_buffer_pages, s->cfg.read_period_ms);
         return 0;
 }
 
@@ -1107,22 +1088,22 @@ static void log_stopped(struct perf_session *s) {
         if (s->unw)
                 unwinder_counts(s->unw, &by_rows, &by_libunwind);
         int first_error = atomic_load(&s->first_write_error);
-        perf_log(s->pl, TRACED_LOG_INFO,
-                 "linux.perf instance %llu stopped: %llu samples, %llu unwound (%llu with unwind errors; "
-                 "%llu stacks walked by compact CFI rows, %llu by libunwind), "
-                 "%llu not in scope, %llu not unwound (queue full), %llu not unwound before the stop, "
-                 "%llu dropped (queue at its %zu-item bound), "
-                 "%llu records lost by the kernel, %llu throttles, %llu bad records, %llu CPUs gone offline, "
-                 "%llu packets and %llu flushes refused by the writer%s%s%s",
-                 (unsigned long long) s->instance_id, (unsigned long long) s->samples,
-                 (unsigned long long) s->unwound, (unsigned long long) s->unwind_errors,
-                 (unsigned long long) by_rows, (unsigned long long) by_libunwind,
-                 (unsigned long long) s->skipped_scope, (unsigned long long) s->skipped_enqueue,
-                 (unsigned long long) s->skipped_stop, (unsigned long long) s->dropped, s->q.max_items,
-                 (unsigned long long) s->lost, (unsigned long long) s->throttles,
-                 (unsigned long long) s->bad_records, (unsigned long long) s->hotplug.stops,
-                 (unsigned long long) s->write_errors, (unsigned long long) s->flush_errors,
-                 first_error ? " (first: " : "", first_error ? strerror(-first_error) : "", first_error ? ")" : "");
+        plugin_log(s->pl, TRACED_LOG_INFO,
+                   "linux.perf instance %llu stopped: %llu samples, %llu unwound (%llu with unwind errors; "
+                   "%llu stacks walked by compact CFI rows, %llu by libunwind), "
+                   "%llu not in scope, %llu not unwound (queue full), %llu not unwound before the stop, "
+                   "%llu dropped (queue at its %zu-item bound), "
+                   "%llu records lost by the kernel, %llu throttles, %llu bad records, %llu CPUs gone offline, "
+                   "%llu packets and %llu flushes refused by the writer%s%s%s",
+                   (unsigned long long) s->instance_id, (unsigned long long) s->samples,
+                   (unsigned long long) s->unwound, (unsigned long long) s->unwind_errors,
+                   (unsigned long long) by_rows, (unsigned long long) by_libunwind,
+                   (unsigned long long) s->skipped_scope, (unsigned long long) s->skipped_enqueue,
+                   (unsigned long long) s->skipped_stop, (unsigned long long) s->dropped, s->q.max_items,
+                   (unsigned long long) s->lost, (unsigned long long) s->throttles,
+                   (unsigned long long) s->bad_records, (unsigned long long) s->hotplug.stops,
+                   (unsigned long long) s->write_errors, (unsigned long long) s->flush_errors,
+                   first_error ? " (first: " : "", first_error ? strerror(-first_error) : "", first_error ? ")" : "");
 }
 
 static void stop_session(struct perf_session *s) {
