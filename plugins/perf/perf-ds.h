@@ -12,7 +12,7 @@
 struct perf_plugin {
         const struct traced_host_api *api;
         struct traced_host *host;
-        struct perf_session *sessions;
+        struct plugin_instance *sessions; /* of struct perf_session */
 };
 
 int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);

@@ -1,0 +1,327 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.perf's loop thread: the records of each CPU's ring are copied into
+ * the worker's queue (samples outside the configured scope, or with no room
+ * left to be unwound, as notes; samples with no room at all only counted),
+ * and a ring whose CPU went offline is read whole, closed, and opened again
+ * when the CPU is back. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "perf-session.h"
+
+/* ---- scope (loop thread) ---- */
+
+static struct scope_slot *scope_slot(struct perf_session *s, int pid) {
+        if (s->scope_used * 2 >= SCOPE_SLOTS) {
+                memset(s->scope, 0, SCOPE_SLOTS * sizeof(*s->scope));
+                s->scope_used = 0;
+        }
+        for (size_t i = ((uint32_t) pid * 2654435761u) & (SCOPE_SLOTS - 1);; i = (i + 1) & (SCOPE_SLOTS - 1)) {
+                if (s->scope[i].pid == pid)
+                        return &s->scope[i];
+                if (s->scope[i].pid == 0) {
+                        s->scope[i].pid = pid;
+                        s->scope_used++;
+                        return &s->scope[i];
+                }
+        }
+}
+
+static void scope_forget(struct perf_session *s, int pid) {
+        if (pid > 0)
+                scope_slot(s, pid)->state = 0;
+}
+
+static bool in_scope(struct perf_session *s, int pid) {
+        const struct perf_config *c = &s->cfg;
+        if (!c->n_target_pid && !c->n_target_cmdline && !c->additional_cmdline_count && !c->n_exclude_pid &&
+            !c->n_exclude_cmdline)
+                return true;
+        if (pid <= 0)
+                return false;
+        struct scope_slot *slot = scope_slot(s, pid);
+        if (slot->state)
+                return slot->state == 1;
+        char path[64], cmdline[512] = "";
+        snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+                ssize_t n = read(fd, cmdline, sizeof(cmdline) - 1);
+                cmdline[n > 0 ? n : 0] = '\0';
+                close(fd);
+        }
+        bool in = perf_config_in_scope(c, pid, cmdline, &s->additional_left);
+        slot->state = in ? 1 : 2;
+        return in;
+}
+
+/* ---- ring reading (loop thread) ---- */
+
+/* A sample that finds the queue at its item bound leaves no item behind:
+ * its CPU's count of dropped samples stands for it in the trace. */
+static void drop_sample(struct perf_session *s, struct cpu_ring *ring, uint64_t time) {
+        /* The loop thread is the only writer of both: plain stores will do. */
+        atomic_store_explicit(&ring->dropped_time, time, memory_order_relaxed);
+        atomic_store_explicit(&ring->dropped, atomic_load_explicit(&ring->dropped, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        /* Released after the CPU's count: the worker reads the total first. */
+        atomic_fetch_add_explicit(&s->dropped, 1, memory_order_release);
+}
+
+/* A sample written without unwinding. Returns -ENOMEM or -ENOBUFS (queue
+ * at its item bound) when it could not be queued. */
+static int note(struct perf_session *s, const struct perf_record *r, struct cpu_ring *ring, uint8_t reason) {
+        struct perf_item *it = perf_item_new(PERF_ITEM_NOTE, 0);
+        if (!it)
+                return -ENOMEM;
+        it->reason = reason;
+        it->misc = r->misc;
+        it->cpu = (uint32_t) ring->cpu;
+        it->pid = r->u.sample.pid;
+        it->tid = r->u.sample.tid;
+        it->time = r->u.sample.time;
+        it->count = ring->count;
+        int ret = perf_queue_push(&s->q, it);
+        if (ret < 0)
+                free(it);
+        return ret;
+}
+
+/* Takes it, the copy of a sample: queued to be unwound, or replaced by a
+ * note, or counted as dropped when not even a note can be queued. */
+static void take_sample(struct perf_session *s, struct cpu_ring *ring, struct perf_item *it,
+                        const struct perf_record *r) {
+        atomic_uint_fast64_t *counter = NULL;
+        uint8_t reason = SKIP_NONE;
+        it->kind = PERF_ITEM_SAMPLE;
+        it->count = ring->count;
+        if (s->cfg.callstacks) {
+                if (!in_scope(s, (int) r->u.sample.pid)) {
+                        counter = &s->skipped_scope;
+                        reason = SKIP_NOT_IN_SCOPE;
+                } else if (perf_queue_push(&s->q, it) >= 0)
+                        return;
+                else {
+                        counter = &s->skipped_enqueue;
+                        reason = SKIP_UNWIND_ENQUEUE;
+                }
+        }
+        free(it);
+        if (note(s, r, ring, reason) < 0)
+                drop_sample(s, ring, r->u.sample.time);
+        else if (counter)
+                (*counter)++;
+}
+
+/* The kernel's bookkeeping is never refused by the queue (see
+ * perf-queue.h); were it, it would be freed here, not leaked. */
+static void push_bookkeeping(struct perf_session *s, struct perf_item *it) {
+        if (perf_queue_push(&s->q, it) < 0)
+                free(it);
+}
+
+/* Takes it (a copied record). */
+static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct perf_item *it) {
+        struct perf_record r;
+        if (perf_record_parse(it->rec, it->len, &s->layout, &r) < 0) {
+                s->bad_records++;
+                free(it);
+                return;
+        }
+        it->cpu = (uint32_t) ring->cpu;
+        switch (r.kind) {
+        case PERF_REC_SAMPLE:
+                s->samples++;
+                ring->count += r.u.sample.period;
+                take_sample(s, ring, it, &r);
+                return;
+        case PERF_REC_COMM:
+                if (r.u.comm.exec)
+                        scope_forget(s, (int) r.u.comm.pid);
+                break;
+        case PERF_REC_FORK:
+        case PERF_REC_EXIT:
+                if (r.u.task.pid == r.u.task.tid)
+                        scope_forget(s, (int) r.u.task.pid);
+                break;
+        case PERF_REC_MMAP2:
+                break;
+        case PERF_REC_LOST:
+        case PERF_REC_LOST_SAMPLES:
+                s->lost += r.u.lost.lost;
+                it->kind = PERF_ITEM_LOST;
+                it->count = r.u.lost.lost;
+                it->time = r.time;
+                push_bookkeeping(s, it);
+                return;
+        case PERF_REC_THROTTLE:
+                s->throttles++;
+                it->kind = PERF_ITEM_THROTTLE;
+                it->count = ++ring->throttles;
+                it->time = r.time;
+                push_bookkeeping(s, it);
+                return;
+        default:
+                free(it);
+                return;
+        }
+        /* Process notes go to the worker, in ring order with the samples. */
+        push_bookkeeping(s, it);
+}
+
+/* With the queue at its item bound, a sample is only counted: read where
+ * it lies in the ring, nothing allocated or copied. */
+static void count_sample_dropped(struct perf_session *s, struct cpu_ring *ring, const uint8_t *rec, size_t len) {
+        struct perf_record r;
+        if (perf_record_parse(rec, len, &s->layout, &r) < 0 || r.kind != PERF_REC_SAMPLE) {
+                s->bad_records++;
+                return;
+        }
+        s->samples++;
+        ring->count += r.u.sample.period;
+        drop_sample(s, ring, r.u.sample.time);
+}
+
+void perf_drain_ring(struct cpu_ring *ring) {
+        struct perf_session *s = ring->s;
+        if (!ring->base)
+                return;
+        struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) ring->base;
+        uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
+        uint64_t tail = mp->data_tail, mask = ring->data_size - 1;
+        while (head - tail >= sizeof(struct perf_event_header)) {
+                /* Bookkeeping alone has filled the queue: the rest waits
+                 * in the ring (but for the last drain, at the stop). */
+                if (!s->stopping && perf_queue_congested(&s->q))
+                        break;
+                struct perf_event_header h;
+                for (size_t k = 0; k < sizeof(h); k++)
+                        ((uint8_t *) &h)[k] = ring->data[(tail + k) & mask];
+                if (h.size < sizeof(h) || h.size > head - tail) {
+                        s->bad_records++;
+                        tail = head;
+                        break;
+                }
+                /* A record is read where it lies (or, when it wraps the
+                 * ring's end, from a scratch copy) and copied once into
+                 * what the worker gets, without the part of the user stack
+                 * copy the kernel left unfilled: most stacks use a few KiB
+                 * of the 16 KiB reserved. */
+                const uint8_t *src = ring->data + (tail & mask);
+                if ((tail & mask) + h.size > ring->data_size) {
+                        if (!ring->scratch)
+                                ring->scratch = malloc(UINT16_MAX + 1);
+                        if (!ring->scratch ||
+                            perf_ring_copy(ring->data, ring->data_size, tail, head, ring->scratch, UINT16_MAX + 1) !=
+                                    h.size) {
+                                s->skipped_enqueue++;
+                                tail += h.size;
+                                continue;
+                        }
+                        src = ring->scratch;
+                }
+                if (h.type == PERF_RECORD_SAMPLE && !perf_queue_room(&s->q, PERF_ITEM_NOTE, 0)) {
+                        count_sample_dropped(s, ring, src, h.size);
+                        tail += h.size;
+                        continue;
+                }
+                int n = perf_record_compact(src, h.size, &s->layout, NULL);
+                struct perf_item *it = perf_item_new(PERF_ITEM_RECORD, n > 0 ? (size_t) n : h.size);
+                if (!it) {
+                        s->skipped_enqueue++;
+                        tail += h.size;
+                        continue;
+                }
+                if (n > 0)
+                        (void) perf_record_compact(src, h.size, &s->layout, it->rec);
+                else
+                        memcpy(it->rec, src, h.size); /* counted as a bad record by handle_record */
+                handle_record(s, ring, it);
+                tail += h.size;
+        }
+        __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+        perf_queue_publish(&s->q);
+}
+
+void perf_drain_all(struct perf_session *s) {
+        for (size_t k = 0; k < s->n_rings; k++)
+                perf_drain_ring(&s->rings[k]);
+}
+
+
+/* Once per instance, as soon as the loop sees it: the writer refusing
+ * packets means a trace with holes (the count comes when it stops). */
+static void log_first_write_error(struct perf_session *s) {
+        int r = atomic_load(&s->first_write_error);
+        if (r == 0 || s->write_error_logged)
+                return;
+        s->write_error_logged = true;
+        plugin_log(s->pl, TRACED_LOG_WARNING,
+                   "linux.perf instance %llu: the trace writer refused a packet: %s (counted until the instance stops)",
+                   (unsigned long long) s->inst.id, strerror(-r));
+}
+
+/* A CPU that goes offline takes its per-CPU event out of the kernel's
+ * scheduling for good: when the CPU is back the event stays silent. On
+ * each read period the shared tracker closes such a ring (what it recorded
+ * is drained first) and opens it again once its CPU is online. */
+void perf_on_timer(void *userdata) {
+        struct perf_session *s = userdata;
+        (void) cpu_hotplug_check(&s->hotplug);
+        perf_drain_all(s);
+        log_first_write_error(s);
+}
+
+void perf_on_ring(int fd, uint32_t revents, void *userdata) {
+        perf_drain_ring(userdata);
+}
+
+/* ---- CPU hotplug (loop thread) ---- */
+
+/* What a stopped event recorded is kept: its ring is read whole before it
+ * is closed, even with the queue congested (as at the stop: the kernel
+ * writes no more into it). */
+static void hotplug_close(void *userdata, size_t k) {
+        struct perf_session *s = userdata;
+        bool stopping = s->stopping;
+        s->stopping = true;
+        perf_drain_ring(&s->rings[k]);
+        s->stopping = stopping;
+        perf_close_ring(s, &s->rings[k]);
+}
+
+static int hotplug_open(void *userdata, size_t k) {
+        struct perf_session *s = userdata;
+        struct cpu_ring *ring = &s->rings[k];
+        int r = perf_open_ring(s, &s->cfg.attr, ring);
+        if (r >= 0)
+                r = s->pl->api->add_fd(s->pl->host, ring->fd, EPOLLIN, perf_on_ring, ring, &ring->src);
+        if (r >= 0 && ioctl(ring->fd, PERF_EVENT_IOC_ENABLE, 0) < 0)
+                r = negative_errno();
+        if (r < 0) {
+                perf_close_ring(s, ring);
+                return r;
+        }
+        return ring->fd;
+}
+
+static void hotplug_changed(void *userdata, size_t k, enum cpu_hotplug_change what, int error) {
+        struct perf_session *s = userdata;
+        plugin_log_cpu_change(s->pl, "linux.perf", s->inst.id, (uint32_t) s->rings[k].cpu, what, error);
+}
+
+const struct cpu_hotplug_ops perf_hotplug_ops = {
+        .close = hotplug_close,
+        .open = hotplug_open,
+        .changed = hotplug_changed,
+};
+

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* linux.perf inside the plugin: one session per data source instance.
+ * Per-CPU perf_event rings are drained on the plugin's loop (on a timer
+ * and when a ring passes its wake-up watermark) into a bounded queue
+ * (perf-queue.h); a worker thread unwinds, symbolizes, interns and writes
+ * the packets. The ring reader never waits for the worker: a sample that
+ * does not fit in the queue is written as a skipped sample
+ * (PROFILER_SKIP_UNWIND_ENQUEUE), and one that finds the queue at its item
+ * bound, with no room even for that note, is only counted, on a counter
+ * track of its CPU.
+ *
+ * perf-ds.c opens the events and their rings, starts, flushes and stops
+ * sessions; perf-drain.c is the loop thread's side: the rings into the
+ * queue, and the rings across CPU hotplug; perf-worker.c is the worker
+ * thread: unwinding and the packets, the counter tracks among them. */
+
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "basic/pbw.h"
+#include "perf-config.h"
+#include "perf-ds.h"
+#include "perf-queue.h"
+#include "perf-record.h"
+#include "profiling/cpus.h"
+#include "profiling/symbolizer.h"
+
+#define MAX_CPUS 1024
+#define SCOPE_SLOTS 16384u /* a power of two */
+#define FRAME_CACHE_SLOTS (1u << 16) /* a power of two */
+
+/* PerfSample.SampleSkipReason */
+#define SKIP_NONE 0
+#define SKIP_UNWIND_STAGE 2
+#define SKIP_UNWIND_ENQUEUE 3
+#define SKIP_NOT_IN_SCOPE 4
+
+/* The counter tracks the worker writes, one per kind and CPU (see
+ * perf-worker.c). */
+enum counter_kind { COUNTER_THROTTLES, COUNTER_DROPPED, _COUNTER_KIND_MAX };
+
+struct cpu_ring {
+        struct perf_session *s;
+        int cpu;
+        int fd;
+        uint8_t *base;
+        size_t mmap_size;
+        uint8_t *data;
+        uint64_t data_size;
+        struct traced_source *src;
+        uint64_t count; /* sum of the periods sampled: the timebase counter */
+        uint8_t *scratch; /* a record that wraps the ring's end, made whole */
+        uint64_t throttles;
+        /* Samples of this CPU that found the queue at its item bound: the
+         * loop thread (the only writer) counts them and when the last one
+         * was taken; the worker writes the count into the trace. */
+        atomic_uint_fast64_t dropped, dropped_time;
+        uint64_t dropped_written; /* worker: the count last written */
+};
+
+/* pc -> interned frame, per process and state of its maps, valid for one
+ * interning epoch: most samples hit the same few addresses. */
+struct frame_slot {
+        uint64_t pc;
+        int32_t pid; /* -1: kernel */
+        uint32_t maps_version, generation, epoch;
+        uint64_t iid;
+};
+
+struct scope_slot {
+        int32_t pid; /* 0: free */
+        uint8_t state; /* 0 unknown, 1 in scope, 2 out */
+};
+
+struct perf_session {
+        struct plugin_instance inst; /* first: the plugin's list, by instance id */
+        struct perf_plugin *pl;
+        struct perf_config cfg;
+        struct perf_layout layout;
+        struct cpu_ring *rings;
+        size_t n_rings;
+        struct cpu_hotplug hotplug; /* the rings' events across CPU hotplug */
+        /* worker: per counter track kind and CPU, the epoch the track was
+         * described in (0: not yet) */
+        uint32_t *track_epoch;
+        struct traced_source *timer;
+        struct traced_writer *writer;
+        struct scope_slot *scope;
+        size_t scope_used;
+        uint32_t additional_left;
+
+        struct perf_queue q;
+        bool queue_ready;
+        bool stopping;      /* loop thread: the last drain, which takes everything left in the rings */
+        pthread_mutex_t mu; /* guards the flush counts */
+        pthread_cond_t done_cv;
+        uint64_t flush_asked, flush_done;
+        pthread_t worker;
+        bool worker_started;
+        bool write_error_logged; /* loop thread */
+
+        /* the worker's */
+        struct proc_table *procs;
+        struct elf_cache *elves;
+        struct ksyms *ksyms;
+        struct symbolizer sym;
+        struct unwinder *unw;
+        struct intern_writer *iw;
+        struct pbw pkt;
+        uint64_t last_clear, last_reap, latest_time;
+        struct frame_slot *frames;
+        uint32_t epoch; /* bumped with every intern_clear */
+        uint64_t dropped_written;           /* the total of dropped samples last written */
+        atomic_uint_fast64_t stop_deadline; /* now_ms() after which samples are not unwound; 0: none */
+
+        /* counters (any thread) */
+        atomic_uint_fast64_t samples, unwound, unwind_errors, skipped_enqueue, skipped_scope, skipped_stop, lost,
+                throttles, bad_records, dropped;
+        /* what the writer refused (packets, flushes) and the first error */
+        atomic_uint_fast64_t write_errors, flush_errors;
+        atomic_int first_write_error;
+};
+
+static inline uint64_t now_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
+}
+
+/* perf-ds.c */
+/* The event of ring->cpu with attr, and its ring mapped. On failure what
+ * was opened stays in ring for perf_close_ring. */
+int perf_open_ring(struct perf_session *s, struct perf_event_attr *attr, struct cpu_ring *ring);
+/* Takes the ring off the loop, unmaps it and closes its event. */
+void perf_close_ring(struct perf_session *s, struct cpu_ring *ring);
+
+/* perf-drain.c (the loop thread) */
+/* What the ring holds, into the queue: until the queue is congested, or
+ * all of it when s->stopping. */
+void perf_drain_ring(struct cpu_ring *ring);
+void perf_drain_all(struct perf_session *s);
+/* The loop's callbacks: a ring past its watermark (userdata: the ring),
+ * and the read period (userdata: the session). */
+void perf_on_ring(int fd, uint32_t revents, void *userdata);
+void perf_on_timer(void *userdata);
+extern const struct cpu_hotplug_ops perf_hotplug_ops;
+
+/* perf-worker.c */
+/* The worker thread (userdata: the session): until it pops PERF_ITEM_STOP. */
+void *perf_worker_main(void *userdata);

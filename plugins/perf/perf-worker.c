@@ -1,0 +1,364 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.perf's worker thread: what the loop thread queued becomes packets.
+ * Samples are unwound (the kernel's callchain, frame pointers or DWARF),
+ * their frames symbolized and interned, and written as PerfSample; notes
+ * and lost records as PerfSample without a callstack; throttles and
+ * dropped samples on counter tracks; process records keep the process
+ * table current. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf-session.h"
+#include "profiling/intern.h"
+#include "profiling/procmaps.h"
+#include "profiling/unwind.h"
+
+#define MAX_FRAMES 256
+#define REAP_DELAY_NS (5ull * 1000000000ull)
+#define INTERN_MEMORY_BOUND (128u << 20)
+
+/* What the writer refuses is counted, and the first reason kept for the
+ * loop thread to log (the worker does not log). */
+static void writer_refused(struct perf_session *s, atomic_uint_fast64_t *counter, int r) {
+        int none = 0;
+        (*counter)++;
+        atomic_compare_exchange_strong(&s->first_write_error, &none, r);
+}
+
+static void write_packet(struct perf_session *s) {
+        /* A packet that could not be built (no memory) is not written either. */
+        int r = s->pkt.error ? s->pkt.error : s->pl->api->write_packet(s->writer, s->pkt.buf, s->pkt.len);
+        if (r < 0)
+                writer_refused(s, &s->write_errors, r);
+}
+
+/* TracePacketDefaults, once per sequence and again after every clear. */
+static void begin_packet(struct perf_session *s) {
+        if (intern_packet_flags(s->iw) & SEQ_INCREMENTAL_STATE_CLEARED) {
+                struct pbw d = {}, psd = {};
+                pbw_reset(&s->pkt);
+                pbw_bytes(&psd, 1, s->cfg.timebase, s->cfg.timebase_size);
+                pbw_varint(&d, 58, s->cfg.clock_id);
+                pbw_message(&d, 12, &psd);
+                pbw_message(&s->pkt, 59, &d);
+                pbw_varint(&s->pkt, TRACE_PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+                write_packet(s);
+                pbw_done(&d);
+                pbw_done(&psd);
+        }
+        pbw_reset(&s->pkt);
+}
+
+struct sample_out {
+        uint32_t cpu, pid, tid;
+        uint16_t misc;
+        uint64_t time, count, lost;
+        uint64_t callstack_iid;
+        int unwind_error; /* 0: none to report */
+        int skip_reason;  /* 0: none */
+};
+
+static void write_sample(struct perf_session *s, const struct sample_out *o) {
+        /* begin_packet already ran (interning may have happened after it). */
+        struct pbw ps = {};
+        pbw_varint(&ps, 1, o->cpu);
+        pbw_varint(&ps, 2, o->pid);
+        pbw_varint(&ps, 3, o->tid);
+        if (o->callstack_iid)
+                pbw_varint(&ps, 4, o->callstack_iid);
+        pbw_varint(&ps, 5, o->misc & PERF_RECORD_MISC_CPUMODE_MASK);
+        pbw_varint(&ps, 6, o->count);
+        if (o->unwind_error)
+                pbw_varint(&ps, 16, (uint64_t) o->unwind_error);
+        if (o->lost)
+                pbw_varint(&ps, 17, o->lost);
+        if (o->skip_reason)
+                pbw_varint(&ps, 18, (uint64_t) o->skip_reason);
+        if (o->time)
+                pbw_varint(&s->pkt, 8, o->time);
+        intern_write_pending(s->iw, &s->pkt);
+        pbw_varint(&s->pkt, TRACE_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        pbw_message(&s->pkt, 66, &ps);
+        pbw_done(&ps);
+        write_packet(s);
+}
+
+/* What PerfSample has no place for goes on counter tracks, one per kind
+ * and CPU, so that trace_processor and the UI show where samples are
+ * missing and why:
+ *
+ *   "linux.perf throttled (CPU n)"        the kernel's throttles of the
+ *                                         CPU's event (it fired more often
+ *                                         than the kernel allows);
+ *   "linux.perf samples dropped (CPU n)"  samples of the CPU the queue had
+ *                                         no room for, not even as a note.
+ *
+ * Both count from the start of the session. A track is described again
+ * after every clear of the sequence's state, which may follow a buffer
+ * that wrapped. */
+static const struct {
+        const char *name;
+        uint64_t uuid_base;
+} counter_tracks[_COUNTER_KIND_MAX] = {
+        [COUNTER_THROTTLES] = { "linux.perf throttled", 0x7065726674687200ull },
+        [COUNTER_DROPPED] = { "linux.perf samples dropped", 0x7065726664726f00ull },
+};
+
+static uint64_t counter_track_uuid(const struct perf_session *s, enum counter_kind kind, uint32_t cpu) {
+        return counter_tracks[kind].uuid_base ^ (s->inst.id << 16) ^ cpu;
+}
+
+static void describe_counter_track(struct perf_session *s, enum counter_kind kind, uint32_t cpu) {
+        uint32_t *epoch = &s->track_epoch[(size_t) kind * MAX_CPUS + cpu];
+        if (*epoch == s->epoch)
+                return;
+        struct pbw td = {}, counter = {};
+        char name[96];
+        snprintf(name, sizeof(name), "%s (CPU %u)", counter_tracks[kind].name, cpu);
+        pbw_reset(&s->pkt);
+        pbw_varint(&td, 1, counter_track_uuid(s, kind, cpu));
+        pbw_bytes(&td, 2, name, strlen(name));
+        pbw_message(&td, 8, &counter); /* a counter track */
+        pbw_message(&s->pkt, 60, &td);
+        write_packet(s);
+        pbw_done(&td);
+        pbw_done(&counter);
+        *epoch = s->epoch;
+}
+
+static void write_counter(struct perf_session *s, enum counter_kind kind, uint32_t cpu, uint64_t time, uint64_t value) {
+        if (cpu >= MAX_CPUS)
+                return;
+        describe_counter_track(s, kind, cpu);
+        struct pbw te = {};
+        pbw_reset(&s->pkt);
+        pbw_varint(&te, 9, 4); /* TYPE_COUNTER */
+        pbw_varint(&te, 11, counter_track_uuid(s, kind, cpu));
+        pbw_varint(&te, 30, value);
+        pbw_varint(&s->pkt, 8, time);
+        pbw_varint(&s->pkt, 58, s->cfg.clock_id);
+        pbw_message(&s->pkt, 11, &te);
+        write_packet(s);
+        pbw_done(&te);
+}
+
+/* The counts of dropped samples that moved since last written. Cheap when
+ * none did: one load. */
+static void write_dropped(struct perf_session *s) {
+        uint64_t total = atomic_load_explicit(&s->dropped, memory_order_acquire);
+        if (total == s->dropped_written)
+                return;
+        for (size_t k = 0; k < s->n_rings; k++) {
+                struct cpu_ring *ring = &s->rings[k];
+                uint64_t n = atomic_load_explicit(&ring->dropped, memory_order_relaxed);
+                if (n == ring->dropped_written)
+                        continue;
+                write_counter(s, COUNTER_DROPPED, (uint32_t) ring->cpu,
+                              atomic_load_explicit(&ring->dropped_time, memory_order_relaxed), n);
+                ring->dropped_written = n;
+        }
+        s->dropped_written = total;
+}
+
+static uint64_t cached_frame(struct perf_session *s, const struct proc_info *p, uint64_t pc) {
+        int32_t pid = p ? p->pid : -1;
+        uint32_t mv = p ? p->maps_version : 0, gen = p ? p->generation : 0;
+        uint64_t h = (pc ^ ((uint64_t) (uint32_t) pid << 40)) * 0x9e3779b97f4a7c15ull;
+        struct frame_slot *f = &s->frames[(h >> 40) & (FRAME_CACHE_SLOTS - 1)];
+        if (f->epoch == s->epoch && f->pc == pc && f->pid == pid && f->maps_version == mv && f->generation == gen)
+                return f->iid;
+        uint64_t iid = p ? symbolizer_user_frame(&s->sym, s->iw, p, pc) : symbolizer_kernel_frame(&s->sym, s->iw, pc);
+        if (iid)
+                *f = (struct frame_slot) { .pc = pc, .pid = pid, .maps_version = mv, .generation = gen,
+                                           .epoch = s->epoch, .iid = iid };
+        return iid;
+}
+
+static bool is_marker(uint64_t v) {
+        return v >= (uint64_t) PERF_CONTEXT_MAX;
+}
+
+static void process_sample(struct perf_session *s, const struct perf_item *it, const struct perf_record *r) {
+        const struct perf_sample_view *sv = &r->u.sample;
+        uint64_t user[MAX_FRAMES], kern[MAX_FRAMES], frames[2 * MAX_FRAMES];
+        size_t n_user = 0, n_kern = 0, n = 0;
+        int err = UNWIND_ERR_NONE;
+
+        /* The kernel's callchain: kernel part (and user part in FP mode). */
+        bool in_user = false;
+        for (uint64_t k = 0; k < sv->callchain_len; k++) {
+                uint64_t v;
+                memcpy(&v, &sv->callchain[k], sizeof(v));
+                if (is_marker(v)) {
+                        in_user = v == (uint64_t) PERF_CONTEXT_USER;
+                        continue;
+                }
+                if (in_user) {
+                        if (s->cfg.user_frames == PERF_UNWIND_FP && n_user < MAX_FRAMES)
+                                user[n_user++] = v;
+                } else if (s->cfg.kernel_frames && n_kern < MAX_FRAMES)
+                        kern[n_kern++] = v;
+        }
+
+        struct proc_info *p = NULL;
+        bool user_regs = sv->regs_abi != PERF_SAMPLE_REGS_ABI_NONE;
+        if (sv->pid > 0 && s->cfg.user_frames != PERF_UNWIND_SKIP)
+                p = proc_table_get(s->procs, (int) sv->pid);
+        if (s->cfg.user_frames == PERF_UNWIND_DWARF && p && user_regs) {
+                struct unwind_input in = { .stack = sv->stack, .stack_size = sv->stack_size };
+                unwind_regs_from_perf(sv->regs, in.regs);
+                n_user = unwinder_dwarf(s->unw, p, &in, user, MAX_FRAMES, &err);
+        } else if (s->cfg.user_frames == PERF_UNWIND_DWARF && sv->pid > 0 && !user_regs &&
+                   (r->misc & PERF_RECORD_MISC_CPUMODE_MASK) == PERF_RECORD_MISC_USER)
+                err = UNWIND_ERR_UNKNOWN;
+        if (p && p->maps.n == 0 && n_user > 0 && err == UNWIND_ERR_NONE)
+                err = UNWIND_ERR_INVALID_MAP; /* gone before we saw its maps */
+
+        begin_packet(s);
+        for (size_t k = n_user; k-- > 0;) {
+                uint64_t pc = k > 0 ? user[k] - 1 : user[k];
+                uint64_t f = p ? cached_frame(s, p, pc) : symbolizer_user_frame(&s->sym, s->iw, NULL, pc);
+                if (f)
+                        frames[n++] = f;
+        }
+        for (size_t k = n_kern; k-- > 0;) {
+                uint64_t f = cached_frame(s, NULL, kern[k]);
+                if (f)
+                        frames[n++] = f;
+        }
+        struct sample_out o = {
+                .cpu = it->cpu, .pid = sv->pid, .tid = sv->tid, .misc = r->misc, .time = sv->time,
+                .count = it->count,
+        };
+        if (n > 0)
+                o.callstack_iid = intern_callstack(s->iw, frames, n);
+        if (err != UNWIND_ERR_NONE) {
+                o.unwind_error = err;
+                s->unwind_errors++;
+        }
+        s->unwound++;
+        write_sample(s, &o);
+}
+
+static void process_record(struct perf_session *s, const struct perf_item *it) {
+        struct perf_record r;
+        if (perf_record_parse(it->rec, it->len, &s->layout, &r) < 0)
+                return;
+        if (r.time > s->latest_time)
+                s->latest_time = r.time;
+        switch (r.kind) {
+        case PERF_REC_SAMPLE: {
+                uint64_t deadline = s->stop_deadline;
+                if (deadline && now_ms() > deadline) {
+                        struct sample_out o = {
+                                .cpu = it->cpu, .pid = r.u.sample.pid, .tid = r.u.sample.tid, .misc = r.misc,
+                                .time = r.u.sample.time, .count = it->count, .skip_reason = SKIP_UNWIND_STAGE,
+                        };
+                        s->skipped_stop++;
+                        begin_packet(s);
+                        write_sample(s, &o);
+                        break;
+                }
+                process_sample(s, it, &r);
+                break;
+        }
+        case PERF_REC_MMAP2: {
+                if (r.u.mmap2.len == 0 || r.u.mmap2.addr + r.u.mmap2.len < r.u.mmap2.addr)
+                        break;
+                struct pmap e = {
+                        .start = r.u.mmap2.addr, .end = r.u.mmap2.addr + r.u.mmap2.len, .pgoff = r.u.mmap2.pgoff,
+                        .inode = r.u.mmap2.ino, .dev_major = r.u.mmap2.maj, .dev_minor = r.u.mmap2.min,
+                        .prot = r.u.mmap2.prot, .path = (char *) r.u.mmap2.filename,
+                };
+                (void) proc_table_mmap(s->procs, (int) r.u.mmap2.pid, &e);
+                break;
+        }
+        case PERF_REC_COMM:
+                if (r.u.comm.pid != r.u.comm.tid)
+                        break;
+                if (r.u.comm.exec)
+                        (void) proc_table_exec(s->procs, (int) r.u.comm.pid, r.u.comm.comm);
+                else
+                        (void) proc_table_comm(s->procs, (int) r.u.comm.pid, r.u.comm.comm);
+                break;
+        case PERF_REC_FORK:
+                (void) proc_table_fork(s->procs, (int) r.u.task.pid, (int) r.u.task.ppid);
+                break;
+        case PERF_REC_EXIT:
+                if (r.u.task.pid == r.u.task.tid)
+                        proc_table_exit(s->procs, (int) r.u.task.pid, r.u.task.time);
+                break;
+        default:
+                break;
+        }
+}
+
+static void housekeeping(struct perf_session *s) {
+        uint64_t now = now_ms();
+        if ((s->cfg.unwind_state_clear_period_ms && now - s->last_clear >= s->cfg.unwind_state_clear_period_ms) ||
+            intern_memory(s->iw) > INTERN_MEMORY_BOUND) {
+                intern_clear(s->iw);
+                s->epoch++;
+                unwinder_flush(s->unw);
+                s->last_clear = now;
+        }
+        if (now - s->last_reap >= 1000 && s->latest_time > REAP_DELAY_NS) {
+                proc_table_reap(s->procs, s->latest_time - REAP_DELAY_NS);
+                s->last_reap = now;
+        }
+}
+
+void *perf_worker_main(void *userdata) {
+        struct perf_session *s = userdata;
+        s->last_clear = s->last_reap = now_ms();
+        for (;;) {
+                struct perf_item *it = perf_queue_pop(&s->q);
+                /* Drops counted before this item was queued go out first:
+                 * a flush or the stop takes them along. */
+                write_dropped(s);
+                switch (it->kind) {
+                case PERF_ITEM_SAMPLE:
+                case PERF_ITEM_RECORD:
+                        process_record(s, it);
+                        break;
+                case PERF_ITEM_NOTE: {
+                        struct sample_out o = {
+                                .cpu = it->cpu, .pid = it->pid, .tid = it->tid, .misc = it->misc,
+                                .time = it->time, .count = it->count, .skip_reason = it->reason,
+                        };
+                        begin_packet(s);
+                        write_sample(s, &o);
+                        break;
+                }
+                case PERF_ITEM_LOST: {
+                        struct sample_out o = { .cpu = it->cpu, .time = it->time, .lost = it->count };
+                        begin_packet(s);
+                        write_sample(s, &o);
+                        break;
+                }
+                case PERF_ITEM_THROTTLE:
+                        write_counter(s, COUNTER_THROTTLES, it->cpu, it->time, it->count);
+                        break;
+                case PERF_ITEM_FLUSH: {
+                        int r = s->pl->api->flush_writer(s->writer);
+                        if (r < 0)
+                                writer_refused(s, &s->flush_errors, r);
+                        pthread_mutex_lock(&s->mu);
+                        s->flush_done++;
+                        pthread_cond_broadcast(&s->done_cv);
+                        pthread_mutex_unlock(&s->mu);
+                        break;
+                }
+                case PERF_ITEM_STOP:
+                        free(it);
+                        s->pl->api->free_writer(s->writer);
+                        s->writer = NULL;
+                        return NULL;
+                }
+                free(it);
+                housekeeping(s);
+        }
+}
