@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.perf's two threads without the kernel: perf-drain.c reading a ring
+ * laid out by hand into the queue, and perf-worker.c writing what a queue
+ * holds through a host that keeps the packets. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic/pbr.h"
+#include "perf-session.h"
+#include "profiling/elf-image.h"
+#include "profiling/intern.h"
+#include "profiling/procmaps.h"
+#include "profiling/unwind.h"
+
+/* perf-ds.c is not linked: the hotplug callbacks are not called here. */
+int perf_open_ring(struct perf_session *s, struct perf_event_attr *attr, struct cpu_ring *ring) {
+        return -ENODEV;
+}
+
+void perf_close_ring(struct perf_session *s, struct cpu_ring *ring) {
+}
+
+#define PAGE 4096u
+#define DATA_SIZE 4096u /* a power of two */
+#define MAX_PACKETS 16
+
+struct fake_host {
+        uint8_t *packets[MAX_PACKETS];
+        size_t sizes[MAX_PACKETS];
+        size_t n;
+        unsigned flushes, freed;
+};
+
+static struct fake_host fh;
+
+static int32_t fake_write_packet(struct traced_writer *w, const void *packet, size_t size) {
+        cr_assert_lt(fh.n, MAX_PACKETS);
+        fh.packets[fh.n] = malloc(size ? size : 1);
+        memcpy(fh.packets[fh.n], packet, size);
+        fh.sizes[fh.n++] = size;
+        return 0;
+}
+
+static int32_t fake_flush_writer(struct traced_writer *w) {
+        fh.flushes++;
+        return 0;
+}
+
+static void fake_free_writer(struct traced_writer *w) {
+        fh.freed++;
+}
+
+static void fake_log(struct traced_host *host, int level, const char *message) {
+}
+
+static const struct traced_host_api api = {
+        .struct_size = sizeof(struct traced_host_api),
+        .log = fake_log,
+        .write_packet = fake_write_packet,
+        .flush_writer = fake_flush_writer,
+        .free_writer = fake_free_writer,
+};
+
+static struct perf_plugin pl = { .api = &api };
+static struct perf_session *s;
+static uint8_t *area; /* the ring: its control page, then the data */
+
+static void setup(void) {
+        memset(&fh, 0, sizeof(fh));
+        s = calloc(1, sizeof(*s));
+        cr_assert_not_null(s);
+        s->pl = &pl;
+        s->inst.id = 9;
+        s->layout = (struct perf_layout) { .sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                                                          PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD,
+                                           .sample_id_all = true };
+        s->cfg.clock_id = 6;
+        s->epoch = 1;
+        s->n_rings = 1;
+        s->rings = calloc(1, sizeof(*s->rings));
+        s->frames = calloc(FRAME_CACHE_SLOTS, sizeof(*s->frames));
+        s->track_epoch = calloc((size_t) _COUNTER_KIND_MAX * MAX_CPUS, sizeof(*s->track_epoch));
+        area = aligned_alloc(PAGE, PAGE + DATA_SIZE);
+        cr_assert(s->rings && s->frames && s->track_epoch && area);
+        memset(area, 0, PAGE + DATA_SIZE);
+        s->rings[0] = (struct cpu_ring) { .s = s, .cpu = 2, .fd = -EBADF, .base = area, .data = area + PAGE,
+                                          .data_size = DATA_SIZE };
+        pthread_mutex_init(&s->mu, NULL);
+        pthread_cond_init(&s->done_cv, NULL);
+}
+
+static void teardown(void) {
+        perf_queue_done(&s->q);
+        intern_writer_free(s->iw);
+        unwinder_free(s->unw);
+        proc_table_free(s->procs);
+        elf_cache_free(s->elves);
+        pbw_done(&s->pkt);
+        pthread_mutex_destroy(&s->mu);
+        pthread_cond_destroy(&s->done_cv);
+        free(s->rings);
+        free(s->frames);
+        free(s->track_epoch);
+        free(s);
+        free(area);
+        for (size_t k = 0; k < fh.n; k++)
+                free(fh.packets[k]);
+}
+
+/* Appends a record at the ring's head. */
+static void ring_put(uint32_t type, uint16_t misc, const uint64_t *body, size_t n_words) {
+        struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) area;
+        struct perf_event_header h = { .type = type, .misc = misc,
+                                       .size = (uint16_t) (sizeof(h) + n_words * sizeof(uint64_t)) };
+        uint8_t *at = area + PAGE + mp->data_head;
+        cr_assert_leq(mp->data_head + h.size, DATA_SIZE);
+        memcpy(at, &h, sizeof(h));
+        memcpy(at + sizeof(h), body, n_words * sizeof(uint64_t));
+        mp->data_head += h.size;
+}
+
+static uint64_t pair(uint32_t lo, uint32_t hi) {
+        return (uint64_t) hi << 32 | lo;
+}
+
+/* A sample of pid 42 (tid 43) at time on CPU 2, with period. */
+static void put_sample(uint64_t time, uint64_t period) {
+        uint64_t body[] = { 0x401000, pair(42, 43), time, pair(2, 0), period };
+        ring_put(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, body, 5);
+}
+
+static void put_throttle(uint64_t time) {
+        /* time, id, stream_id, then the sample id: tid, time, cpu */
+        uint64_t body[] = { time, 1, 1, pair(42, 43), time, pair(2, 0) };
+        ring_put(PERF_RECORD_THROTTLE, 0, body, 6);
+}
+
+TestSuite(perf_session, .init = setup, .fini = teardown);
+
+Test(perf_session, drain_queues_notes_and_bookkeeping) {
+        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
+        put_sample(1000, 7);
+        put_throttle(1100);
+        put_sample(1200, 5);
+        perf_drain_ring(&s->rings[0]);
+
+        struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) area;
+        cr_expect_eq(mp->data_tail, mp->data_head);
+        cr_expect_eq(s->samples, 2);
+        cr_expect_eq(s->throttles, 1);
+        cr_expect_eq(s->bad_records, 0);
+        cr_expect_eq(s->rings[0].count, 12);
+
+        /* Without callstacks a sample becomes a note, in ring order. */
+        struct perf_item *it = perf_queue_pop(&s->q);
+        cr_expect_eq(it->kind, PERF_ITEM_NOTE);
+        cr_expect_eq(it->reason, SKIP_NONE);
+        cr_expect_eq(it->cpu, 2);
+        cr_expect_eq(it->pid, 42);
+        cr_expect_eq(it->tid, 43);
+        cr_expect_eq(it->time, 1000);
+        cr_expect_eq(it->count, 7);
+        free(it);
+        it = perf_queue_pop(&s->q);
+        cr_expect_eq(it->kind, PERF_ITEM_THROTTLE);
+        cr_expect_eq(it->count, 1);
+        cr_expect_eq(it->time, 1100);
+        free(it);
+        it = perf_queue_pop(&s->q);
+        cr_expect_eq(it->kind, PERF_ITEM_NOTE);
+        cr_expect_eq(it->count, 12);
+        free(it);
+}
+
+Test(perf_session, drain_counts_what_finds_no_room) {
+        /* An item bound of one, taken by a throttle: no room for a note. */
+        cr_assert_eq(perf_queue_init(&s->q, PERF_ITEM_FOOTPRINT), 0);
+        cr_assert_eq(s->q.max_items, 1);
+        struct perf_item *it = perf_item_new(PERF_ITEM_THROTTLE, 0);
+        cr_assert_eq(perf_queue_push(&s->q, it), 0);
+        put_sample(2000, 3);
+        perf_drain_ring(&s->rings[0]);
+        cr_expect_eq(s->samples, 1);
+        cr_expect_eq(s->dropped, 1);
+        cr_expect_eq(s->rings[0].dropped, 1);
+        cr_expect_eq(s->rings[0].dropped_time, 2000);
+        cr_expect_eq(s->rings[0].count, 3);
+}
+
+/* The top-level field number of a packet's one payload (besides the
+ * timestamp, clock and sequence fields). */
+static uint32_t payload_of(size_t k) {
+        static const uint32_t payloads[] = { 11, 59, 60, 66 };
+        for (size_t p = 0; p < sizeof(payloads) / sizeof(*payloads); p++)
+                if (pbr_count(fh.packets[k], fh.sizes[k], payloads[p]))
+                        return payloads[p];
+        return 0;
+}
+
+static uint64_t field(const uint8_t *buf, size_t len, uint32_t number) {
+        struct pbr_field f;
+        cr_assert(pbr_get(buf, len, number, false, &f), "field %u missing", number);
+        return f.varint;
+}
+
+Test(perf_session, worker_writes_samples_and_counters) {
+        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
+        cr_assert_eq(intern_writer_new(&s->iw), 0);
+        cr_assert_eq(proc_table_new(NULL, &s->procs), 0);
+        cr_assert_eq(elf_cache_new(NULL, &s->elves), 0);
+        s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves };
+        cr_assert_eq(unwinder_new(&s->sym, &s->unw), 0);
+
+        /* Drops counted by the loop thread go out before the next item. */
+        s->rings[0].dropped = 5;
+        s->rings[0].dropped_time = 1500;
+        s->dropped = 5;
+
+        struct perf_item *note = perf_item_new(PERF_ITEM_NOTE, 0);
+        *note = (struct perf_item) { .kind = PERF_ITEM_NOTE, .reason = SKIP_UNWIND_ENQUEUE, .cpu = 1, .pid = 42,
+                                     .tid = 43, .time = 1000, .count = 7 };
+        struct perf_item *thr = perf_item_new(PERF_ITEM_THROTTLE, 0);
+        *thr = (struct perf_item) { .kind = PERF_ITEM_THROTTLE, .cpu = 1, .time = 2000, .count = 3 };
+        cr_assert_eq(perf_queue_push(&s->q, note), 0);
+        cr_assert_eq(perf_queue_push(&s->q, thr), 0);
+        cr_assert_eq(perf_queue_push(&s->q, perf_item_new(PERF_ITEM_FLUSH, 0)), 0);
+        cr_assert_eq(perf_queue_push(&s->q, perf_item_new(PERF_ITEM_STOP, 0)), 0);
+        perf_queue_publish(&s->q);
+
+        cr_expect_null(perf_worker_main(s));
+        cr_expect_eq(fh.flushes, 1);
+        cr_expect_eq(s->flush_done, 1);
+        cr_expect_eq(fh.freed, 1);
+        cr_expect_null(s->writer);
+        cr_expect_eq(s->write_errors, 0);
+
+        /* dropped track and value, defaults, the note, throttle track and value */
+        static const uint32_t want[] = { 60, 11, 59, 66, 60, 11 };
+        cr_assert_eq(fh.n, sizeof(want) / sizeof(*want));
+        for (size_t k = 0; k < fh.n; k++)
+                cr_expect_eq(payload_of(k), want[k], "packet %zu", k);
+
+        struct pbr_field f;
+        cr_assert(pbr_get(fh.packets[1], fh.sizes[1], 11, false, &f));
+        cr_expect_eq(field(f.data, f.len, 30), 5);
+        cr_expect_eq(field(fh.packets[1], fh.sizes[1], 8), 1500);
+        cr_expect_eq(s->dropped_written, 5);
+        cr_expect_eq(s->rings[0].dropped_written, 5);
+
+        cr_assert(pbr_get(fh.packets[3], fh.sizes[3], 66, false, &f));
+        cr_expect_eq(field(f.data, f.len, 1), 1);
+        cr_expect_eq(field(f.data, f.len, 2), 42);
+        cr_expect_eq(field(f.data, f.len, 3), 43);
+        cr_expect_eq(field(f.data, f.len, 6), 7);
+        cr_expect_eq(field(f.data, f.len, 18), SKIP_UNWIND_ENQUEUE);
+        cr_expect_eq(pbr_count(f.data, f.len, 4), 0); /* no callstack */
+        cr_expect_eq(field(fh.packets[3], fh.sizes[3], 8), 1000);
+
+        /* The throttle track names its CPU; its value is the CPU's count. */
+        cr_assert(pbr_get(fh.packets[4], fh.sizes[4], 60, false, &f));
+        struct pbr_field name;
+        cr_assert(pbr_get(f.data, f.len, 2, false, &name));
+        cr_expect_eq(name.len, strlen("linux.perf throttled (CPU 1)"));
+        cr_expect_eq(memcmp(name.data, "linux.perf throttled (CPU 1)", name.len), 0);
+        cr_assert(pbr_get(fh.packets[5], fh.sizes[5], 11, false, &f));
+        cr_expect_eq(field(f.data, f.len, 30), 3);
+        cr_expect_eq(field(fh.packets[5], fh.sizes[5], 8), 2000);
+}
