@@ -273,8 +273,13 @@ void fixture_record(struct traced_instance *inst, sd_event *event, const char *w
         snprintf(path, sizeof(path), "%s/recorded.pftrace", inst->dir);
         int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         cr_assert_geq(fd, 0);
+        bool ftrace = strstr(config, "\"linux.ftrace\"") != NULL;
+        unsigned started = ftrace ? fixture_log_count(inst, FIXTURE_FTRACE_STARTED) : 0;
         fixture_enable_text(&cons, config, fd);
-        spin_ms(event, 500); /* the plugin sets up its instances */
+        /* The plugins set their instances up after EnableTracing returned. */
+        if (ftrace)
+                (void) fixture_wait_log(inst, event, FIXTURE_FTRACE_STARTED, started, 10000);
+        spin_ms(event, 500);
         action(action_data);
         Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
         cr_assert_eq(test_consumer_call(&cons, "DisableTracing", &dis.base,
@@ -399,4 +404,28 @@ pid_t fixture_plugin_host_pid(const struct traced_instance *inst, const char *pl
         if (d)
                 closedir(d);
         return found;
+}
+
+unsigned fixture_log_count(const struct traced_instance *inst, const char *a, const char *b) {
+        FILE *f = fopen(inst->log_path, "re");
+        char line[4096];
+        unsigned n = 0;
+        while (f && fgets(line, sizeof(line), f)) {
+                const char *at = strstr(line, a);
+                n += at && (!b || strstr(at, b));
+        }
+        if (f)
+                fclose(f);
+        return n;
+}
+
+bool fixture_wait_log(const struct traced_instance *inst, sd_event *event, const char *a, const char *b,
+                      unsigned before, unsigned timeout_ms) {
+        for (unsigned waited = 0;; waited += 50) {
+                if (fixture_log_count(inst, a, b) > before)
+                        return true;
+                if (waited >= timeout_ms)
+                        return false;
+                spin_ms(event, 50);
+        }
 }

@@ -70,6 +70,18 @@ struct fixture_hotplug {
         pid_t hold;
         bool held; /* it was stopped */
 };
+/* Lines of inst's log holding a (and b after it, when not NULL). */
+unsigned fixture_log_count(const struct traced_instance *inst, const char *a, const char *b);
+/* Runs the loop until more than `before` such lines are in the log, or
+ * timeout_ms passed; whether they are. */
+bool fixture_wait_log(const struct traced_instance *inst, sd_event *event, const char *a, const char *b,
+                      unsigned before, unsigned timeout_ms);
+
+/* The ftrace plugin's line once an instance records ("linux.ftrace
+ * instance N: M events, ..."): what a test that writes markers or starts
+ * work right after EnableTracing waits for. */
+#define FIXTURE_FTRACE_STARTED "linux.ftrace instance ", " events, "
+
 /* Whether pid descends from ancestor. */
 bool fixture_descends_from(pid_t pid, pid_t ancestor);
 /* The traced-plugin-host running plugin (e.g. "perf.so") under inst, or 0. */

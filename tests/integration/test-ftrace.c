@@ -103,7 +103,10 @@ Test(ftrace, markers_child_and_every_cpu) {
 
 
         int root = fixture_root_lock(); /* records in the root instance */
+        unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
         enable_text(&cons, text, fd);
+        /* The plugin sets its instance up after EnableTracing returned. */
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
 
         for (int i = 0; i < N_MARKERS; i++) {
                 snprintf(markers[i], sizeof(markers[i]), "traced-it-marker-%d-%d", i, (int) getpid());
@@ -207,7 +210,10 @@ Test(ftrace, compact_sched_columns) {
                            "  compact_sched { enabled: true } drain_period_ms: 50 } } }\n"
                            "write_into_file: true file_write_period_ms: 200\n";
         int root = fixture_root_lock(); /* records in the root instance */
+        unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
         enable_text(&cons, text, fd);
+        /* The plugin sets its instance up after EnableTracing returned. */
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
         pid_t child = spawn_child();
         while (waitpid(child, NULL, WNOHANG) == 0)
                 spin_ms(ev, 20);
