@@ -64,6 +64,8 @@
 set -eu
 
 build=$(pwd)
+# shellcheck source=bench/lib.sh
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 [ -x "$build/traced" ] && [ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
 for t in bpftool bpftrace python3 perf; do
         command -v $t >/dev/null || { echo "needs $t (Debian: bpftool bpftrace python3 linux-perf)" >&2; exit 2; }
@@ -78,19 +80,42 @@ rounds=${ROUNDS:-3}
 pipe_loops=${PIPE_LOOPS:-2000000}
 work=$(mktemp -d /tmp/traced-bpf-bench-XXXXXX)
 old_stats=$(sysctl -n kernel.bpf_stats_enabled)
-trap 'sysctl -q -w kernel.bpf_stats_enabled="$old_stats"; rm -rf "$work"' EXIT
+trap 'spawn_stop; sysctl -q -w kernel.bpf_stats_enabled="$old_stats"; rm -rf "$work"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 sysctl -q -w kernel.bpf_stats_enabled=1
 
-busy() { # two busy python3 processes for $duration seconds
-        timeout "$duration" python3 -c 'while True: sum(range(1000))' &
-        b1=$!
-        timeout "$duration" python3 -c 'while True: sorted(range(500), key=lambda x: -x)' &
-        b2=$!
-        wait $b1 $b2 || true
+# The workloads: NAME_start starts one (its pids in workload_pids),
+# workload_wait waits for it to end, NAME does both.
+workload_pids=""
+workload_wait() {
+        for w in $workload_pids; do
+                spawn_wait "$w" || true
+        done
+        workload_pids=""
 }
 
-pipes() { # the off-CPU workload: until done, at most $duration seconds
-        timeout "$duration" perf bench sched pipe -l "$pipe_loops" >/dev/null 2>&1 || true
+busy_start() { # two busy python3 processes for $duration seconds
+        spawn timeout "$duration" python3 -c 'while True: sum(range(1000))'
+        workload_pids=$spawned_pid
+        spawn timeout "$duration" python3 -c 'while True: sorted(range(500), key=lambda x: -x)'
+        workload_pids="$workload_pids $spawned_pid"
+}
+
+pipes_start() { # the off-CPU workload: until done, at most $duration seconds
+        spawn timeout "$duration" perf bench sched pipe -l "$pipe_loops" >/dev/null 2>&1
+        workload_pids=$spawned_pid
+}
+
+busy() {
+        busy_start
+        workload_wait
+}
+
+pipes() {
+        pipes_start
+        workload_wait
 }
 
 # Debian's bpftool does not say which process holds a program, so a tool's
@@ -142,47 +167,46 @@ result() { # "bpf_ns runs progs cpu_s" -> "bpf_ns/run cpu_us/run cpu%"
 
 start_traced() {
         rm -f "$work"/*.sock
-        /usr/bin/time -f "%U %S" -o "$work/traced.time" \
+        spawn /usr/bin/time -f "%U %S" -o "$work/traced.time" \
                 "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
                 --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
-                --log-level="${traced_log_level:-warning}" 2>"$work/traced.log" &
-        tpid=$!
+                --log-level="${traced_log_level:-warning}" 2>"$work/traced.log"
+        tpid=$spawned_pid
         for _ in $(seq 100); do
                 "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.bpf_stack && break
                 sleep 0.1
         done
 }
 
-run_traced() { # "config text" workload -> result
+run_traced() { # "config text" workload (busy or pipes) -> result
         names="on_cpu switch_btf switch_raw"
         programs_before
         start_traced
         printf 'buffers { size_kb: 262144 }\ndata_sources { config { name: "linux.bpf_stack" bpf_stack_config { %s } } }\nduration_ms: %s\n' \
                 "$1" "$((duration * 1000 + 1000))" >"$work/cfg.pbtxt"
-        /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+        spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
                 "$build/tracectl" --socket "$work/c.sock" record -c "$work/cfg.pbtxt" --txt --no-summary \
-                -o "$work/t.pftrace" >/dev/null 2>&1 &
-        cpid=$!
+                -o "$work/t.pftrace" >/dev/null 2>&1
+        cpid=$spawned_pid
         sleep 0.5
         # Steady state: the CPU of traced's processes and tracectl over the
         # middle of the workload (from 2 s in to 1 s before its end), with
         # start-up and shut-down left out, plus the BPF programs' share.
-        $2 &
-        wpid=$!
+        "${2}_start"
         sleep 2
         a=$(tree_ns $tpid $cpid)
         ta=$(date +%s%N)
         sleep $((duration - 3))
         b=$(tree_ns $tpid $cpid)
         tb=$(date +%s%N)
-        wait $wpid || true
+        workload_wait
         snap=$(bpf_snapshot | cut -d' ' -f1,2,3)
         echo "$a $b $ta $tb $snap" | awk -v d="$duration" \
                 '{ printf "%.3f\n", 100 * ($2 - $1) / ($4 - $3) + 100 * $5 / (d * 1e9) }' >>"$work/steady.rows"
-        wait $cpid || true
+        spawn_wait $cpid || true
         # traced's children (the plugin host) are counted with it.
         pkill -TERM -P $tpid || true
-        wait $tpid || true
+        spawn_wait $tpid || true
         cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time")" | awk '{ print $1 + $2 }')
         result "$snap $cpu"
 }
@@ -193,24 +217,25 @@ run_peer() { # "command..." "prog names" workload -> result (the command runs un
         programs_before
         # A background job of this shell starts with SIGINT ignored, and
         # bcc's Python tools then never see Ctrl-C: give it back first.
-        /usr/bin/time -f "%U %S" -o "$work/peer.time" python3 -c '
+        spawn /usr/bin/time -f "%U %S" -o "$work/peer.time" python3 -c '
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.execvp("sh", ["sh", "-c", "exec " + sys.argv[1]])' "$cmd" >"$work/peer.out" 2>&1 &
-        ppid=$!
+os.execvp("sh", ["sh", "-c", "exec " + sys.argv[1]])' "$cmd" >"$work/peer.out" 2>&1
+        ppid=$spawned_pid
         for _ in $(seq 600); do # attached: its programs are loaded
                 [ "$(bpf_snapshot | cut -d' ' -f3)" -gt 0 ] && break
                 kill -0 $ppid 2>/dev/null || break
                 sleep 0.1
         done
         if ! kill -0 $ppid 2>/dev/null; then
+                spawn_wait $ppid || true
                 echo "failed"
                 return
         fi
         $3
         snap=$(bpf_snapshot)
         kill -INT $(pgrep -P $ppid) $ppid 2>/dev/null || true
-        wait $ppid || true
+        spawn_wait $ppid || true
         result "$snap $(cpu_of "$work/peer.time")"
 }
 
@@ -372,11 +397,11 @@ steady() {
 unwind_one() {
         tool=$1
         hz=$2
-        python3 -c 'import sys, time
+        spawn python3 -c 'import sys, time
 end = time.time() + float(sys.argv[1])
 def f(n): return sum(range(n))
-while time.time() < end: f(1000)' $((duration + 3)) &
-        py=$!
+while time.time() < end: f(1000)' $((duration + 3))
+        py=$spawned_pid
         sleep 0.5
         case $tool in
         traced | traced-fp)
@@ -387,19 +412,19 @@ while time.time() < end: f(1000)' $((duration + 3)) &
                 start_traced
                 printf 'buffers { size_kb: 65536 }\ndata_sources { config { name: "linux.bpf_stack" bpf_stack_config { frequency: %s off_cpu: false kernel_frames: false user_unwind: %s filter: "pid=%s" } } }\nduration_ms: %s\n' \
                         "$hz" "$mode" "$py" "$((duration * 1000))" >"$work/cfg.pbtxt"
-                "$build/tracectl" --socket "$work/c.sock" record -c "$work/cfg.pbtxt" --txt --no-summary \
-                        -o "$work/u.pftrace" >/dev/null 2>&1 &
-                cpid=$!
+                spawn "$build/tracectl" --socket "$work/c.sock" record -c "$work/cfg.pbtxt" --txt --no-summary \
+                        -o "$work/u.pftrace" >/dev/null 2>&1
+                cpid=$spawned_pid
                 st=$(steady $tpid $cpid)
                 memlock=$(bpftool map show --json 2>/dev/null | python3 -c '
 import json, sys
 print(sum(m.get("bytes_memlock", 0) for m in json.load(sys.stdin)
           if m.get("name") in ("unwind_rows", "unwind_procs", "out_ustack")) // 1024)')
-                wait $cpid || true
+                spawn_wait $cpid || true
                 pkill -TERM -P $tpid || true
-                wait $tpid || true
+                spawn_wait $tpid || true
                 kill $py 2>/dev/null || true
-                wait $py 2>/dev/null || true
+                spawn_wait $py 2>/dev/null || true
                 "$build/tracectl" report --folded --user --pid "$py" "$work/u.pftrace" >"$work/u.folded" 2>/dev/null || true
                 set -- $(python3 "$work/stacks.py" folded "$work/u.folded")
                 tables=$(sed -n 's/.*rows (\([0-9]*\) KiB).*/\1/p' "$work/traced.log" | tail -n 1)
@@ -408,34 +433,34 @@ print(sum(m.get("bytes_memlock", 0) for m in json.load(sys.stdin)
         bpftrace)
                 names="$hz"
                 programs_before
-                python3 -c '
+                spawn python3 -c '
 import os, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.execvp("sh", ["sh", "-c", "exec " + sys.argv[1]])' "bpftrace -e 'profile:hz:$hz /pid == $py/ { @[ustack] = count(); }'" \
-                        >"$work/peer.out" 2>&1 &
-                bt=$!
+                        >"$work/peer.out" 2>&1
+                bt=$spawned_pid
                 for _ in $(seq 600); do # attached: its programs are loaded
                         [ "$(bpf_snapshot | cut -d' ' -f3)" -gt 0 ] && break
                         sleep 0.1
                 done
                 st=$(steady $bt)
                 kill -INT $(pgrep -P $bt) $bt 2>/dev/null || true
-                wait $bt || true
+                spawn_wait $bt || true
                 kill $py 2>/dev/null || true
-                wait $py 2>/dev/null || true
+                spawn_wait $py 2>/dev/null || true
                 set -- $(python3 "$work/stacks.py" bpftrace "$work/peer.out")
                 echo "$1 $2 $st" | awk '{ printf "%s %s %s %s - - -\n", $1, $2, $4, $3 }'
                 ;;
         perf)
                 names=none
                 programs_before
-                perf record -q -F "$hz" --call-graph dwarf -p "$py" -o "$work/perf.data" -- sleep "$duration" \
-                        >/dev/null 2>&1 &
-                pp=$!
+                spawn perf record -q -F "$hz" --call-graph dwarf -p "$py" -o "$work/perf.data" -- sleep "$duration" \
+                        >/dev/null 2>&1
+                pp=$spawned_pid
                 st=$(steady $pp)
-                wait $pp || true
+                spawn_wait $pp || true
                 kill $py 2>/dev/null || true
-                wait $py 2>/dev/null || true
+                spawn_wait $py 2>/dev/null || true
                 /usr/bin/time -f "%U %S" -o "$work/script.time" perf script -F ip,sym -i "$work/perf.data" \
                         >"$work/perf.txt" 2>/dev/null || true
                 set -- $(python3 "$work/stacks.py" perf "$work/perf.txt")

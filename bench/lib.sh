@@ -23,3 +23,73 @@ stats() {
         sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2;
                                              printf "%s/%s/%s\n", v[1], m, v[NR] }'
 }
+
+# ---- processes -----------------------------------------------------------
+#
+# A benchmark starts what runs in the background with spawn, so that no
+# way out of it leaves anything running: each spawned command leads a
+# session and process group of its own (setsid; a background job of a
+# shell without job control leads no group, so setsid runs the command in
+# place and $! is its pid), and stopping that group reaches what the
+# command started in turn (traced's core and plugin hosts, the program
+# under time(1) or timeout(1)). The script ends with
+#     trap 'spawn_stop; ...' EXIT
+#     trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM
+# (sh runs the EXIT trap on exit, not when a signal kills it), and waits
+# for what it spawned with spawn_wait, not wait.
+
+spawned=""     # the spawned commands not reaped yet
+spawned_pid="" # the last one
+
+# spawn COMMAND...: runs it in the background, in a group of its own, with
+# the caller's redirections (spawn cmd >log 2>&1); its pid in spawned_pid.
+spawn() {
+        setsid "$@" &
+        spawned_pid=$!
+        spawned="$spawned $spawned_pid"
+}
+
+spawn_forget() {
+        local p rest=""
+        for p in $spawned; do
+                [ "$p" = "$1" ] || rest="$rest $p"
+        done
+        spawned=$rest
+}
+
+# spawn_wait PID: waits for a spawned command and returns its exit status;
+# whatever of its group outlived it is stopped.
+spawn_wait() {
+        local st=0
+        wait "$1" || st=$?
+        spawn_forget "$1"
+        kill -TERM -"$1" 2>/dev/null || true
+        return "$st"
+}
+
+# groups_alive PGID...: whether a process of these groups still runs (a
+# zombie only waits to be reaped).
+groups_alive() {
+        ps -e -o pgid=,stat= | awk -v l=" $* " '$2 !~ /^Z/ && index(l, " " $1 " ") { f = 1 } END { exit !f }'
+}
+
+# spawn_stop [PID...]: stops the groups of these spawned commands (all of
+# them by default): SIGTERM, SIGKILL to what is left after 5 s; reaps them.
+spawn_stop() {
+        local p i=0
+        # shellcheck disable=SC2086
+        [ $# -gt 0 ] || set -- $spawned
+        [ $# -gt 0 ] || return 0
+        for p in "$@"; do
+                kill -TERM -"$p" 2>/dev/null || true
+        done
+        while [ "$i" -lt 50 ] && groups_alive "$@"; do
+                sleep 0.1
+                i=$((i + 1))
+        done
+        for p in "$@"; do
+                kill -KILL -"$p" 2>/dev/null || true
+                wait "$p" 2>/dev/null || true
+                spawn_forget "$p"
+        done
+}

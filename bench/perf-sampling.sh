@@ -29,6 +29,8 @@ set -eu
 
 build=$(pwd)
 src=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$src/bench/lib.sh"
 [ -x "$build/traced" ] && [ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
 chain="$build/tests/perf/chain-O2-nofp"
 [ -x "$chain" ] || { echo "build the test program first: make tests/perf/chain-O2-nofp" >&2; exit 2; }
@@ -39,21 +41,26 @@ duration=${DURATION:-10}
 rounds=${ROUNDS:-3}
 cpus=$(nproc)
 work=$(mktemp -d /tmp/traced-perf-bench-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+trap 'spawn_stop; rm -rf "$work"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 workload() { # the three processes, for $duration seconds; their pids in $work/pids
-        timeout "$duration" "$src/tests/perf/exec-shim.sh" python3 -c 'while True: sum(range(1000))' &
-        t1=$!
-        timeout "$duration" "$src/tests/perf/exec-shim.sh" python3 -c 'while True: sorted(range(500), key=lambda x: -x)' &
-        t2=$!
-        "$chain" "$duration" >/dev/null &
-        t3=$!
+        spawn timeout "$duration" "$src/tests/perf/exec-shim.sh" python3 -c 'while True: sum(range(1000))'
+        t1=$spawned_pid
+        spawn timeout "$duration" "$src/tests/perf/exec-shim.sh" python3 -c 'while True: sorted(range(500), key=lambda x: -x)'
+        t2=$spawned_pid
+        spawn "$chain" "$duration" >/dev/null
+        t3=$spawned_pid
         echo $t3 >"$work/pids"
         sleep 0.5
         # timeout's child is the shim, which becomes python3 (same pid).
         pgrep -P $t1 >>"$work/pids" || true
         pgrep -P $t2 >>"$work/pids" || true
-        wait $t1 $t2 $t3 || true
+        for t in $t1 $t2 $t3; do
+                spawn_wait "$t" || true
+        done
 }
 
 cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
@@ -62,24 +69,24 @@ cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
 
 run_traced() { # hz -> "kept uerr us"
         rm -f "$work"/*.sock "$work/t.pftrace"
-        /usr/bin/time -f "%U %S" -o "$work/traced.time" \
+        spawn /usr/bin/time -f "%U %S" -o "$work/traced.time" \
                 "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
                 --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
-                --log-level=warning 2>"$work/traced.log" &
-        tpid=$!
+                --log-level=warning 2>"$work/traced.log"
+        tpid=$spawned_pid
         for _ in $(seq 100); do
                 "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.perf && break
                 sleep 0.1
         done
-        /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+        spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
                 "$build/tracectl" --socket "$work/c.sock" record -t "${duration}s" -b 256mb --no-process-stats \
-                --no-summary --perf "$1" -o "$work/t.pftrace" >/dev/null 2>&1 &
-        cpid=$!
+                --no-summary --perf "$1" -o "$work/t.pftrace" >/dev/null 2>&1
+        cpid=$spawned_pid
         workload
-        wait $cpid || true
+        spawn_wait $cpid || true
         # traced's children (the plugin host) are counted with it.
         pkill -TERM -P $tpid
-        wait $tpid || true
+        spawn_wait $tpid || true
         "$build/tracectl" summary "$work/t.pftrace" >"$work/summary.txt"
         line=$(grep '^Perf samples:' "$work/summary.txt" || echo "Perf samples: 0 (0 with callstacks, 0 unwind errors)")
         n=$(echo "$line" | sed -n 's/^Perf samples: *\([0-9]*\) .*/\1/p')
@@ -94,12 +101,12 @@ run_traced() { # hz -> "kept uerr us"
 
 run_perf() { # hz -> "kept - us"
         rm -f "$work/perf.data"
-        /usr/bin/time -f "%U %S" -o "$work/perf.time" \
+        spawn /usr/bin/time -f "%U %S" -o "$work/perf.time" \
                 perf record -q -a --call-graph dwarf -F "$1" -o "$work/perf.data" -- sleep "$duration" \
-                >/dev/null 2>"$work/perf.log" &
-        ppid=$!
+                >/dev/null 2>"$work/perf.log"
+        ppid=$spawned_pid
         workload
-        wait $ppid || true
+        spawn_wait $ppid || true
         /usr/bin/time -f "%U %S" -o "$work/report.time" \
                 perf report -i "$work/perf.data" --stdio >/dev/null 2>&1 || true
         perf report -i "$work/perf.data" --stats >"$work/perf.stats" 2>/dev/null || true

@@ -56,14 +56,16 @@ BIN=${PERFETTO_BIN_DIR:-}
 # shellcheck source=bench/lib.sh
 . "$src/lib.sh"
 work=$(mktemp -d /tmp/traced-tput-XXXXXX)
-PIDS=()
 cleanup() {
-        for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+        spawn_stop
         lttng destroy tput >/dev/null 2>&1 || true
         [ -n "${sessiond:-}" ] && kill "$sessiond" 2>/dev/null || true
         [ -n "${KEEP:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 peers="traced"
 if [ -n "$BIN" ] && [ -x "$BIN/traced" ]; then
@@ -97,20 +99,19 @@ run_traced() {
         rm -rf "$d" && mkdir -p "$d"
         drop_caches
         if [ "$which" = traced ]; then
-                "$build/traced" --producer-socket="$d/p" --consumer-socket="$d/c" --no-plugins \
-                        --log-level=warning 2>"$d/service.log" &
+                spawn "$build/traced" --producer-socket="$d/p" --consumer-socket="$d/c" --no-plugins \
+                        --log-level=warning 2>"$d/service.log"
         else
-                PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/traced" \
-                        >"$d/service.log" 2>&1 &
+                spawn env PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/traced" \
+                        >"$d/service.log" 2>&1
         fi
-        svc=$!
-        PIDS+=("$svc")
+        svc=$spawned_pid
         wait_for "$d/c" && wait_for "$d/p" || die "$which did not start ($(tail -n 2 "$d/service.log"))"
         sleep 0.2
         core=$(pgrep -P "$svc" | tr '\n' ' ')
-        /usr/bin/time -f "%U %S" -o "$d/writer.time" "$build/example-producer" --socket "$d/p" \
-                --packets "$packets" --size "$size" --smb-kb 4096 --page-kb 64 --once 2>"$d/writer.log" &
-        local wpid=$!
+        spawn /usr/bin/time -f "%U %S" -o "$d/writer.time" "$build/example-producer" --socket "$d/p" \
+                --packets "$packets" --size "$size" --smb-kb 4096 --page-kb 64 --once 2>"$d/writer.log"
+        local wpid=$spawned_pid
         for _ in $(seq 200); do grep -q ready "$d/writer.log" 2>/dev/null && break; sleep 0.05; done
         cat >"$d/cfg" <<CFG
 buffers { size_kb: 32768 fill_policy: ${FILL_POLICY:-RING_BUFFER} }
@@ -124,27 +125,26 @@ CFG
         local ppid=
         if [ -n "$profile" ]; then
                 # shellcheck disable=SC2086
-                perf record -g -o "$profile" -p "$(echo $core | tr ' ' ,)" >/dev/null 2>&1 &
-                ppid=$!
+                spawn perf record -g -o "$profile" -p "$(echo $core | tr ' ' ,)" >/dev/null 2>&1
+                ppid=$spawned_pid
         fi
-        "$build/tracectl" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/t.pftrace" --no-summary \
-                >"$d/tracectl.log" 2>&1 &
-        local cpid=$!
+        spawn "$build/tracectl" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/t.pftrace" --no-summary \
+                >"$d/tracectl.log" 2>&1
+        local cpid=$spawned_pid
         for _ in $(seq 6000); do grep -q wrote "$d/writer.log" 2>/dev/null && break; sleep 0.05; done
         grep -q wrote "$d/writer.log" || die "$which: the writer did not finish ($(tail -n 1 "$d/writer.log"))"
         sleep 0.5
         kill -INT "$cpid"
-        wait "$cpid" || die "$which: tracectl failed ($(tail -n 2 "$d/tracectl.log"))"
+        spawn_wait "$cpid" || die "$which: tracectl failed ($(tail -n 2 "$d/tracectl.log"))"
         if [ -n "$ppid" ]; then
                 kill -INT "$ppid" 2>/dev/null || true # perf may have ended with its target
-                wait "$ppid" || true
+                spawn_wait "$ppid" || true
         fi
         # shellcheck disable=SC2086
         after=$(cpu_of_pids "$svc" $core)
-        wait "$wpid" || true
+        spawn_wait "$wpid" || true
         kill "$svc"
-        wait "$svc" || true
-        PIDS=()
+        spawn_wait "$svc" || true
         local secs dropped in_trace
         secs=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' "$d/writer.log")
         dropped=$(sed -n 's/.*dropped \([0-9]*\),.*/\1/p' "$d/writer.log")
@@ -202,11 +202,13 @@ for r in $(seq "$rounds"); do
         for size in $order_sizes; do
                 packets=$((volume_mb * 1024 * 1024 / size))
                 for p in $order_peers; do
+                        # In this shell, not in $(...): a die in them
+                        # exits the script, whose EXIT trap stops what
+                        # they started.
                         case $p in
-                        traced | upstream) row=$(run_traced "$p" "$size" "$packets") ;;
-                        lttng) row=$(run_lttng "$size" "$packets") ;;
+                        traced | upstream) run_traced "$p" "$size" "$packets" >>"$work/$p-$size.rows" ;;
+                        lttng) run_lttng "$size" "$packets" >>"$work/$p-$size.rows" ;;
                         esac
-                        echo "$row" >>"$work/$p-$size.rows"
                 done
         done
         echo "round $r done" >&2

@@ -39,23 +39,14 @@ done
 # shellcheck source=bench/lib.sh
 . "$(dirname "$0")/lib.sh"
 work=$(mktemp -d /tmp/traced-relay-bench-XXXXXX)
-PIDS=()
-stop_all() {
-        local p
-        for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-        for p in "${PIDS[@]}"; do
-                for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-                kill -KILL "$p" 2>/dev/null
-                wait "$p" 2>/dev/null
-        done
-        PIDS=()
-}
 cleanup() {
-        stop_all
+        spawn_stop
         [ -n "${KEEP:-}" ] && echo "relay.sh: kept $work" || rm -rf "$work"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 free_port() {
         python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -84,25 +75,22 @@ run_one() {
         mkdir -p "$d"
         port=$(free_port)
         if [ "$svc" = ours ]; then
-                "$build/traced" --producer-socket="$d/p,127.0.0.1:$port" --enable-relay-endpoint-on="127.0.0.1:$port" \
-                        --consumer-socket="$d/c" --no-plugins --log-level=warning >"$d/service.log" 2>&1 &
+                spawn "$build/traced" --producer-socket="$d/p,127.0.0.1:$port" --enable-relay-endpoint-on="127.0.0.1:$port" \
+                        --consumer-socket="$d/c" --no-plugins --log-level=warning >"$d/service.log" 2>&1
         else
-                PERFETTO_PRODUCER_SOCK_NAME="$d/p,127.0.0.1:$port" PERFETTO_CONSUMER_SOCK_NAME="$d/c" \
-                        "$BIN/traced" --enable-relay-endpoint-on="127.0.0.1:$port" >"$d/service.log" 2>&1 &
+                spawn env PERFETTO_PRODUCER_SOCK_NAME="$d/p,127.0.0.1:$port" PERFETTO_CONSUMER_SOCK_NAME="$d/c" \
+                        "$BIN/traced" --enable-relay-endpoint-on="127.0.0.1:$port" >"$d/service.log" 2>&1
         fi
-        svc_pid=$!
-        PIDS+=("$svc_pid")
+        svc_pid=$spawned_pid
         wait_for "$d/c" && wait_for "$d/p" || { echo "relay.sh: $svc did not start ($d/service.log)" >&2; return 1; }
         sleep 0.2
-        PERFETTO_RELAY_SOCK_NAME="127.0.0.1:$port" PERFETTO_PRODUCER_SOCK_NAME="$d/r" "$BIN/traced_relay" \
-                >"$d/relay.log" 2>&1 &
-        PIDS+=("$!")
+        spawn env PERFETTO_RELAY_SOCK_NAME="127.0.0.1:$port" PERFETTO_PRODUCER_SOCK_NAME="$d/r" "$BIN/traced_relay" \
+                >"$d/relay.log" 2>&1
         wait_for "$d/r" || { echo "relay.sh: traced_relay did not start ($d/relay.log)" >&2; return 1; }
         local packets=$((total_mb * 1024 * 1024 / size / n))
         for i in $(seq "$n"); do
-                "$build/example-producer" --socket "$d/r" --packets "$packets" --size "$size" --once \
-                        >"$d/producer$i.log" 2>&1 &
-                PIDS+=("$!")
+                spawn "$build/example-producer" --socket "$d/r" --packets "$packets" --size "$size" --once \
+                        >"$d/producer$i.log" 2>&1
         done
         for i in $(seq "$n"); do
                 for _ in $(seq 200); do grep -q ready "$d/producer$i.log" 2>/dev/null && break; sleep 0.05; done
@@ -118,8 +106,9 @@ CFG
         # shellcheck disable=SC2086
         before=$(cpu_of_pids $pids)
         t0=$(now)
-        PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" >"$d/perfetto.log" 2>&1 &
-        local cons=$!
+        spawn env PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+                >"$d/perfetto.log" 2>&1
+        local cons=$spawned_pid
         local done_n=0
         for _ in $(seq 1200); do
                 done_n=$(grep -l "wrote" "$d"/producer*.log 2>/dev/null | wc -l)
@@ -130,11 +119,11 @@ CFG
         # Whatever is still in flight gets in before the stop.
         sleep 1
         kill -INT "$cons"
-        wait "$cons"
+        spawn_wait "$cons"
         pids=$(tree "$svc_pid")
         # shellcheck disable=SC2086
         after=$(cpu_of_pids $pids)
-        stop_all
+        spawn_stop
         [ "$done_n" -ge "$n" ] || { echo "relay.sh: $svc, N=$n: producers did not finish" >&2; return 1; }
         local written in_trace mb
         written=$(sed -n 's/.*wrote \([0-9]*\) packets.*/\1/p' "$d"/producer*.log | awk '{ s += $1 } END { print s + 0 }')

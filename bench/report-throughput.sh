@@ -32,24 +32,22 @@ duration=${DURATION:-10}
 freq=${FREQ:-2999}
 target_mb=${TARGET_MB:-1024}
 work=$(mktemp -d /tmp/report-bench-XXXXXX)
-pids=""
-cleanup() {
-        for p in $pids; do kill -TERM -- "-$p" 2>/dev/null || kill "$p" 2>/dev/null || true; done
-        rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+# shellcheck source=bench/lib.sh
+. "$src/lib.sh"
+# A signal exits through the EXIT trap (it used to run the cleanup and let
+# the script go on).
+trap 'spawn_stop; rm -rf "$work"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 echo "== recording $duration s at $freq Hz (perf record -a -g)" >&2
-# The workload runs in process groups of its own (setsid), killed whole:
+# The workload runs in process groups of its own (spawn), stopped whole:
 # messaging as threads of one process, two groups of 20 senders/receivers.
-setsid perf bench sched messaging -t -g 2 -l 100000000 >/dev/null 2>&1 &
-pids="$pids $!"
-setsid sh -c 'while :; do gzip -9 <"$1" >/dev/null; done' sh "$build/tracectl" &
-pids="$pids $!"
+spawn perf bench sched messaging -t -g 2 -l 100000000 >/dev/null 2>&1
+spawn sh -c 'while :; do gzip -9 <"$1" >/dev/null; done' sh "$build/tracectl"
 perf record -q -F "$freq" -a -g -o "$work/perf.data" -- sleep "$duration" 2>/dev/null
-for p in $pids; do kill -TERM -- "-$p" 2>/dev/null || kill "$p" 2>/dev/null || true; done
-pids=""
-wait 2>/dev/null || true
+spawn_stop
 
 perf script -i "$work/perf.data" -F comm,pid,tid,cpu,time,ip,sym,dso >"$work/script.txt" 2>/dev/null
 python3 "$src/perf-script-to-trace.py" "$work/same.pftrace" <"$work/script.txt" 2>"$work/convert.txt"

@@ -15,6 +15,8 @@
 set -eu
 
 build=$(pwd)
+# shellcheck source=bench/lib.sh
+. "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 [ -x "$build/traced" ] && [ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
 command -v perf >/dev/null || { echo "needs perf (Debian: linux-perf)" >&2; exit 2; }
 shares=${*:-5 25 max}
@@ -22,10 +24,14 @@ duration=${DURATION:-3}
 work=$(mktemp -d /tmp/traced-bench-XXXXXX)
 cg=""
 cleanup() {
+        spawn_stop
         [ -n "$cg" ] && rmdir "$cg" 2>/dev/null || true
         rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
 # A cgroup whose CPU share the runs set.
@@ -52,8 +58,10 @@ set_share() { # percent of one CPU, or max
 }
 
 workload() { # perf bench sched pipe in the cgroup for $duration seconds
-        sh -c '[ -n "$1" ] && echo $$ >"$1/cgroup.procs"; exec timeout -s INT "$2" perf bench sched pipe -l 2000000000' \
-                sh "$cg" "$duration" >/dev/null 2>&1 || true
+        # shellcheck disable=SC2016 # expanded by that sh
+        spawn sh -c '[ -n "$1" ] && echo $$ >"$1/cgroup.procs"; exec timeout -s INT "$2" perf bench sched pipe -l 2000000000' \
+                sh "$cg" "$duration" >/dev/null 2>&1
+        spawn_wait "$spawned_pid" || true
 }
 
 cpu_of() { # utime+stime (s) of a finished process tree, from /usr/bin/time -f
@@ -68,27 +76,27 @@ row() { # share tool events cpu bytes lost
 
 run_traced() {
         rm -f "$work"/*.sock "$work/t.pftrace"
-        /usr/bin/time -f "%U %S" -o "$work/traced.time" \
+        spawn /usr/bin/time -f "%U %S" -o "$work/traced.time" \
                 "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
                 --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
-                --log-level=warning 2>"$work/traced.log" &
-        tpid=$!
+                --log-level=warning 2>"$work/traced.log"
+        tpid=$spawned_pid
         for _ in $(seq 100); do
                 "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.ftrace && break
                 sleep 0.1
         done
-        /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+        spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
                 "$build/tracectl" --socket "$work/c.sock" record -t 600s -b 256mb --no-process-stats --no-summary \
-                sched/sched_switch sched/sched_waking -o "$work/t.pftrace" >/dev/null 2>&1 &
-        cpid=$!
+                sched/sched_switch sched/sched_waking -o "$work/t.pftrace" >/dev/null 2>&1
+        cpid=$spawned_pid
         sleep 1
         workload
         sleep 0.3
         pkill -INT -P $cpid
-        wait $cpid || true
+        spawn_wait $cpid || true
         # traced's children (the plugin host) are counted with it.
         pkill -TERM -P $tpid
-        wait $tpid || true
+        spawn_wait $tpid || true
         "$build/tracectl" summary "$work/t.pftrace" >"$work/summary.txt"
         ev=$(sed -n 's/^Ftrace events: *\([0-9]*\).*/\1/p' "$work/summary.txt")
         lost=$(sed -n 's/^Kernel buffer: *\([0-9]*\) events overwritten.*/\1/p' "$work/summary.txt")
@@ -98,15 +106,15 @@ run_traced() {
 }
 
 run_perf() {
-        /usr/bin/time -f "%U %S" -o "$work/perf.time" \
+        spawn /usr/bin/time -f "%U %S" -o "$work/perf.time" \
                 perf record -q -a -e sched:sched_switch -e sched:sched_waking -o "$work/perf.data" \
-                >/dev/null 2>"$work/perf.log" &
-        ppid=$!
+                >/dev/null 2>"$work/perf.log"
+        ppid=$spawned_pid
         sleep 1
         workload
         sleep 0.3
         pkill -INT -P $ppid
-        wait $ppid || true
+        spawn_wait $ppid || true
         # Exact counts: SAMPLE records, and LOST / LOST_SAMPLES records
         # (each reports samples perf could not keep).
         perf report -i "$work/perf.data" --stats >"$work/perf.stats" 2>/dev/null || true
@@ -128,20 +136,20 @@ fi
 
 run_tracecmd() {
         rm -f "$work/tc.dat"
-        /usr/bin/time -f "%U %S" -o "$work/tc.time" \
+        spawn /usr/bin/time -f "%U %S" -o "$work/tc.time" \
                 trace-cmd record -e sched:sched_switch -e sched:sched_waking -o "$work/tc.dat" \
-                >"$work/tc.log" 2>&1 &
-        tcpid=$!
+                >"$work/tc.log" 2>&1
+        tcpid=$spawned_pid
         sleep 1
         if ! kill -0 $tcpid 2>/dev/null; then
-                wait $tcpid || true
+                spawn_wait $tcpid || true
                 echo "$1 trace-cmd cannot run: $(tr '\n' ' ' <"$work/tc.log" | sed 's/  */ /g')$ftrace_enabled_note"
                 return 0
         fi
         workload
         sleep 0.3
         pkill -INT -P $tcpid
-        wait $tcpid || true
+        spawn_wait $tcpid || true
         tev=$(trace-cmd report -i "$work/tc.dat" 2>/dev/null | grep -c 'sched_switch:\|sched_waking:' || true)
         tlost=$(trace-cmd report -i "$work/tc.dat" 2>/dev/null | sed -n 's/.*\[LOST \([0-9]*\) EVENTS\].*/\1/p' |
                 awk '{ s += $1 } END { printf "%d", s }')

@@ -42,12 +42,14 @@ rounds=${ROUNDS:-3}
 # shellcheck source=bench/lib.sh
 . "$src/lib.sh"
 work=$(mktemp -d /tmp/traced-scaling-XXXXXX)
-PIDS=()
 cleanup() {
-        for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+        spawn_stop
         [ -n "${KEEP:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 
 wait_for() {
@@ -62,10 +64,9 @@ status_kb() { # pid field -> kB
 start_traced() { # dir [extra args] -> sets svc core
         local d=$1
         shift
-        "$build/traced" --producer-socket="$d/p" --consumer-socket="$d/c" --log-level=warning "$@" \
-                2>"$d/service.log" &
-        svc=$!
-        PIDS+=("$svc")
+        spawn "$build/traced" --producer-socket="$d/p" --consumer-socket="$d/c" --log-level=warning "$@" \
+                2>"$d/service.log"
+        svc=$spawned_pid
         wait_for "$d/c" && wait_for "$d/p" || die "traced did not start ($(tail -n 2 "$d/service.log"))"
         for _ in $(seq 100); do
                 core=$(pgrep -P "$svc" -x traced-core || pgrep -P "$svc" | head -n 1 || true)
@@ -76,9 +77,7 @@ start_traced() { # dir [extra args] -> sets svc core
 }
 
 stop_all() {
-        for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-        for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-        PIDS=()
+        spawn_stop
 }
 
 # One run: prints "MB/s service_cpu_s peak_rss_kb lost".
@@ -91,9 +90,8 @@ run_scaling() {
         [ "$packets" -gt 0 ] || die "volume too small for $n producers x $sessions sessions"
         local i
         for i in $(seq "$n"); do
-                "$build/example-producer" --socket "$d/p" --packets "$packets" --size 1024 --smb-kb "$smb_kb" \
-                        --page-kb 64 2>"$d/writer.$i.log" &
-                PIDS+=("$!")
+                spawn "$build/example-producer" --socket "$d/p" --packets "$packets" --size 1024 --smb-kb "$smb_kb" \
+                        --page-kb 64 2>"$d/writer.$i.log"
         done
         for i in $(seq "$n"); do
                 for _ in $(seq 400); do grep -q ready "$d/writer.$i.log" 2>/dev/null && break; sleep 0.025; done
@@ -110,9 +108,9 @@ CFG
         before=$(cpu_of_pids "$svc" $core)
         t0=$(date +%s.%N)
         for i in $(seq "$sessions"); do
-                "$build/tracectl" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/t.$i.pftrace" --no-summary \
-                        >"$d/tracectl.$i.log" 2>&1 &
-                cps+=("$!")
+                spawn "$build/tracectl" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/t.$i.pftrace" --no-summary \
+                        >"$d/tracectl.$i.log" 2>&1
+                cps+=("$spawned_pid")
         done
         local want=$((n * sessions)) done_n=0
         for _ in $(seq 12000); do
@@ -124,7 +122,7 @@ CFG
         [ "$done_n" -ge "$want" ] || die "$n x $sessions $policy: only $done_n of $want writers finished"
         sleep 0.3
         for p in "${cps[@]}"; do kill -INT "$p"; done
-        for p in "${cps[@]}"; do wait "$p" || die "tracectl failed ($(tail -n 2 "$d"/tracectl.*.log))"; done
+        for p in "${cps[@]}"; do spawn_wait "$p" || die "tracectl failed ($(tail -n 2 "$d"/tracectl.*.log))"; done
         # shellcheck disable=SC2086
         after=$(cpu_of_pids "$svc" $core)
         local rss
@@ -218,8 +216,7 @@ sleep 0.3
 anon0=$(status_kb "$core" RssAnon)
 shm0=$(status_kb "$core" RssShmem)
 for i in $(seq 64); do
-        "$build/example-producer" --socket "$d/p" --packets 1 --size 16 --smb-kb 256 2>"$d/w.$i.log" &
-        PIDS+=("$!")
+        spawn "$build/example-producer" --socket "$d/p" --packets 1 --size 16 --smb-kb 256 2>"$d/w.$i.log"
 done
 for i in $(seq 64); do
         for _ in $(seq 400); do grep -q ready "$d/w.$i.log" 2>/dev/null && break; sleep 0.025; done

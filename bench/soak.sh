@@ -11,6 +11,8 @@
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$top/bench/lib.sh"
 build="$top/build"
 seconds=600
 producers=64
@@ -27,16 +29,17 @@ done
 
 make -C "$build" traced bench/soak-driver >/dev/null
 work=$(mktemp -d /tmp/traced-soak-XXXXXX)
-traced_pid=
-cleanup() {
-        [ -n "$traced_pid" ] && kill "$traced_pid" 2>/dev/null && wait "$traced_pid" 2>/dev/null
-        rm -rf "$work"
-}
-trap cleanup EXIT INT TERM
+# traced and the driver (with the producers it forks) in groups of their
+# own, stopped on every way out; a signal exits through the EXIT trap
+# (it used to run the cleanup and let the script go on).
+trap 'spawn_stop; rm -rf "$work"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
-"$build/traced" --no-plugins --producer-socket="$work/producer.sock" \
-        --consumer-socket="$work/consumer.sock" 2>"$work/traced.log" &
-traced_pid=$!
+spawn "$build/traced" --no-plugins --producer-socket="$work/producer.sock" \
+        --consumer-socket="$work/consumer.sock" 2>"$work/traced.log"
+traced_pid=$spawned_pid
 for _ in $(seq 100); do
         [ -S "$work/consumer.sock" ] && break
         sleep 0.1
@@ -44,9 +47,10 @@ done
 
 echo "soak: $producers producers, $sessions sessions, ${seconds}s; traced pid $traced_pid"
 rc=0
-"$build/bench/soak-driver" --producer-socket="$work/producer.sock" --consumer-socket="$work/consumer.sock" \
+spawn "$build/bench/soak-driver" --producer-socket="$work/producer.sock" --consumer-socket="$work/consumer.sock" \
         --pid="$traced_pid" --seconds="$seconds" --producers="$producers" --sessions="$sessions" \
-        --dir="$work" || rc=$?
+        --dir="$work"
+spawn_wait "$spawned_pid" || rc=$?
 if ! kill -0 "$traced_pid" 2>/dev/null; then
         echo "soak: traced died" >&2
         tail -n 40 "$work/traced.log" >&2

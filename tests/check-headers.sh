@@ -5,6 +5,10 @@ set -eu
 top=${TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# sh runs the EXIT trap on exit, not when a signal kills it.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 cc=${CC:-cc}
 for h in "$top"/include/traced/*.h; do
         name=$(basename "$h")

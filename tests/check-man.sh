@@ -12,6 +12,10 @@ if ! command -v mandoc >/dev/null 2>&1; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# sh runs the EXIT trap on exit, not when a signal kills it.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 fail=0
 pages=0
 configs=0

@@ -4,9 +4,13 @@
 # headers), runs it under traced and checks its counter packets arrive.
 set -eu
 top=${TOP_SRCDIR:?} build=${TOP_BUILDDIR:?}
-tmp=$(mktemp -d /tmp/traced-hello-XXXXXX)
-trap 'kill $tp 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/traced-hello-XXXXXX")
 tp=
+trap 'if [ -n "$tp" ]; then kill "$tp" 2>/dev/null || true; fi; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
+# sh runs the EXIT trap on exit, not when a signal kills it.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 cflags=$(PKG_CONFIG_PATH="$build" pkg-config --define-variable=includedir="$top/include" --cflags traced-plugin)
 mkdir "$tmp/plugins"
 ${CC:-cc} -O2 -Wall -Wextra -Werror -shared -fPIC $cflags "$top/examples/plugin-hello/hello.c" -o "$tmp/plugins/hello.so"

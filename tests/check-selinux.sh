@@ -30,6 +30,10 @@ fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# sh runs the EXIT trap on exit, not when a signal kills it.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 case "$base" in
 *.bz2) bzip2 -dc "$base" >"$tmp/base.pp" ;;
 *) cp "$base" "$tmp/base.pp" ;;

@@ -30,7 +30,7 @@ member=61415
 stranger=61416
 core=65534
 
-tmp=$(mktemp -d /tmp/traced-check-trace-dir-XXXXXX)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/traced-check-trace-dir-XXXXXX")
 chmod 0755 "$tmp"
 mkdir -p "$tmp/traces" "$tmp/traces2" "$tmp/outside"
 for d in "$tmp/traces" "$tmp/traces2"; do
@@ -43,12 +43,23 @@ user = $core
 trace_directory = $tmp/traces
 CONF
 
-activator=
+# What runs in the background (traced, tracectl waiting or recording) is
+# stopped and reaped on every way out.
+activator='' early='' long=''
 cleanup() {
-        [ -n "$activator" ] && kill "$activator" 2>/dev/null && wait "$activator" 2>/dev/null
+        for p in $long $early $activator; do
+                kill "$p" 2>/dev/null
+        done
+        for p in $long $early $activator; do
+                wait "$p" 2>/dev/null
+        done
         rm -rf "$tmp"
 }
 trap cleanup EXIT
+# sh runs the EXIT trap on exit, not when a signal kills it.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 fail() {
         echo "FAIL: $*"
         echo "--- traced log"; cat "$tmp/traced.log"
@@ -66,7 +77,10 @@ systemd-socket-activate -l "$tmp/producer.sock" -l "$tmp/consumer.sock" --fdname
 activator=$!
 for _ in $(seq 200); do [ -S "$tmp/consumer.sock" ] && break; sleep 0.05; done
 [ -S "$tmp/consumer.sock" ] || fail "no consumer socket"
-wait "$early" || fail "tracectl started before traced did not wait for it: $(cat "$tmp/early.out")"
+st=0
+wait "$early" || st=$?
+early=
+[ "$st" = 0 ] || fail "tracectl started before traced did not wait for it: $(cat "$tmp/early.out")"
 grep -q "waiting for the tracing service" "$tmp/early.out" || fail "tracectl did not wait: $(cat "$tmp/early.out")"
 echo "ok: tracectl started 1 s before traced waited for it"
 # As traced.socket sets it up: the consumer socket belongs to the group.
@@ -150,7 +164,10 @@ if as_member "$builddir/tracectl" --socket "$tmp/consumer.sock" record -c "$tmp/
         >/dev/null 2>&1; then
         fail "the old trace directory still works after the reload"
 fi
-wait "$long" || fail "the session running across the reloads failed: $(cat "$tmp/long.out")"
+st=0
+wait "$long" || st=$?
+long=
+[ "$st" = 0 ] || fail "the session running across the reloads failed: $(cat "$tmp/long.out")"
 [ -s "$tmp/traces/long.pftrace" ] || fail "the session running across the reloads wrote nothing"
 kill -0 "$supervisor" || fail "traced exited"
 echo "ok: the session begun before the reloads completed ($(stat -c %s "$tmp/traces/long.pftrace") bytes)"

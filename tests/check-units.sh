@@ -9,6 +9,10 @@ if ! command -v systemd-analyze >/dev/null 2>&1; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# sh runs the EXIT trap on exit, not when a signal kills it.
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
 for u in traced.socket traced-consumer.socket traced-remote.socket traced.service; do
         sed "s|^ExecStart=.*|ExecStart=$(cd "$builddir" && pwd)/traced|" "$builddir/units/$u" > "$tmp/$u"
 done

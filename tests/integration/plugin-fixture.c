@@ -43,9 +43,7 @@ int fixture_start(struct traced_instance *inst, sd_event **ret_event) {
 bool fixture_stop(struct traced_instance *inst, sd_event **event) {
         if (!*event)
                 return true;
-        int st = traced_instance_stop(inst);
-        if (st != 0)
-                traced_instance_dump_log(inst);
+        int st = traced_instance_destroy(inst);
         *event = sd_event_unref(*event);
         return st == 0;
 }

@@ -20,8 +20,8 @@ bool fixture_tracefs_usable(void);
 /* Starts a socket-activated traced with the plugins of this build and an
  * event loop. Returns -errno. */
 int fixture_start(struct traced_instance *inst, sd_event **ret_event);
-/* Stops both (nothing if event is NULL), dumping the log if traced did
- * not exit cleanly; false then. */
+/* Stops both and removes the instance's directory (nothing if event is
+ * NULL), dumping the log if traced did not exit cleanly; false then. */
 bool fixture_stop(struct traced_instance *inst, sd_event **event);
 
 /* Data sources named name that producers registered (QueryServiceState). */

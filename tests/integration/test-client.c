@@ -19,6 +19,7 @@
 #include "basic/pbr.h"
 #include "example-payload.h"
 #include "test-consumer.h"
+#include "test-scratch.h"
 #include "traced-instance.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -228,18 +229,44 @@ static bool has_data_source(struct test_consumer *c, const char *name) {
         return found;
 }
 
-Test(client, producer_reconnects_when_the_service_restarts, .init = setup, .fini = teardown, .timeout = 120) {
-        char log[] = "/tmp/example-producer-log-XXXXXX";
-        int fd = mkstemp(log);
-        cr_assert_geq(fd, 0);
+static pid_t logged_pid;
+
+/* Does not leave the producer behind when a test fails. */
+static void teardown_logged(void) {
+        if (logged_pid > 0) {
+                (void) kill(logged_pid, SIGKILL);
+                (void) waitpid(logged_pid, NULL, 0);
+        }
+        teardown();
+}
+
+/* Spawns example-producer with its stderr in a file of no name. */
+static pid_t spawn_logged(char *const argv[], int *ret_fd) {
+        int fd = test_tmpfile();
+        cr_assert_geq(fd, 0, "no file for the producer's stderr: %s", strerror(-fd));
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
-        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
-                         (char *) "50", (char *) "--size", (char *) "200", (char *) "--reconnect", NULL };
         pid_t pid;
         cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, &fa, NULL, argv, environ), 0);
         posix_spawn_file_actions_destroy(&fa);
+        *ret_fd = fd;
+        logged_pid = pid;
+        return pid;
+}
+
+static void read_log(int fd, char *out, size_t size) {
+        ssize_t n = pread(fd, out, size - 1, 0);
+        out[n > 0 ? n : 0] = '\0';
+}
+
+/* The producer reconnects for ever: teardown_logged ends it if the test
+ * fails before it does. */
+Test(client, producer_reconnects_when_the_service_restarts, .init = setup, .fini = teardown_logged, .timeout = 120) {
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
+                         (char *) "50", (char *) "--size", (char *) "200", (char *) "--reconnect", NULL };
+        int fd;
+        pid_t pid = spawn_logged(argv, &fd);
 
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
@@ -277,46 +304,14 @@ Test(client, producer_reconnects_when_the_service_restarts, .init = setup, .fini
         cr_assert_eq(kill(pid, SIGTERM), 0);
         int st;
         cr_assert_eq(waitpid(pid, &st, 0), pid);
+        logged_pid = 0;
         char out[4096];
-        ssize_t n = pread(fd, out, sizeof(out) - 1, 0);
-        out[n > 0 ? n : 0] = '\0';
+        read_log(fd, out, sizeof(out));
         close(fd);
-        unlink(log);
         cr_assert(strstr(out, "the service went away") && strstr(out, "connected again (1)"),
                   "producer log: %s", out);
 }
 
-static pid_t logged_pid;
-
-/* Does not leave the producer behind when a test fails. */
-static void teardown_logged(void) {
-        if (logged_pid > 0) {
-                (void) kill(logged_pid, SIGKILL);
-                (void) waitpid(logged_pid, NULL, 0);
-        }
-        teardown();
-}
-
-/* Spawns example-producer with its stderr in a temporary file. */
-static pid_t spawn_logged(char *const argv[], char log[static 40], int *ret_fd) {
-        snprintf(log, 40, "/tmp/example-producer-log-XXXXXX");
-        int fd = mkstemp(log);
-        cr_assert_geq(fd, 0);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
-        pid_t pid;
-        cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, &fa, NULL, argv, environ), 0);
-        posix_spawn_file_actions_destroy(&fa);
-        *ret_fd = fd;
-        logged_pid = pid;
-        return pid;
-}
-
-static void read_log(int fd, char *out, size_t size) {
-        ssize_t n = pread(fd, out, size - 1, 0);
-        out[n > 0 ? n : 0] = '\0';
-}
 
 /* Waits (up to timeout_ms) until the log holds `what` `count` times. */
 static bool wait_log(int fd, const char *what, unsigned count, unsigned timeout_ms) {
@@ -343,9 +338,8 @@ Test(client, loop_thread_writer_stalls_without_loss, .init = setup, .fini = tear
         char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
                          (char *) "2000", (char *) "--size", (char *) "1000", (char *) "--smb-kb", (char *) "64",
                          (char *) "--once", NULL };
-        char log[40];
         int fd;
-        pid_t pid = spawn_logged(argv, log, &fd);
+        pid_t pid = spawn_logged(argv, &fd);
         cr_assert(wait_log(fd, "ready", 1, 10000), "the producer did not start");
         spin_ms(ev, 200);
         struct test_consumer cons;
@@ -368,7 +362,6 @@ Test(client, loop_thread_writer_stalls_without_loss, .init = setup, .fini = tear
         logged_pid = 0;
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
         close(fd);
-        unlink(log);
 }
 
 /* The service goes away while four threads write (and stall on a small
@@ -379,9 +372,8 @@ Test(client, service_restart_while_threads_write, .init = setup, .fini = teardow
         char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
                          (char *) "3000", (char *) "--size", (char *) "300", (char *) "--smb-kb", (char *) "64",
                          (char *) "--threads", (char *) "4", (char *) "--reconnect", NULL };
-        char log[40];
         int fd;
-        pid_t pid = spawn_logged(argv, log, &fd);
+        pid_t pid = spawn_logged(argv, &fd);
         cr_assert(wait_log(fd, "ready", 1, 10000), "the producer did not start");
         spin_ms(ev, 200);
 
@@ -432,7 +424,6 @@ Test(client, service_restart_while_threads_write, .init = setup, .fini = teardow
         read_log(fd, out, sizeof(out));
         cr_log_info("producer log: %s", out);
         close(fd);
-        unlink(log);
 }
 
 /* One writer thread outruns the service through a 64 KiB SMB with the
@@ -451,9 +442,8 @@ Test(client, drops_mid_fragment_lose_nothing_after_them, .init = setup, .fini = 
                          (char *) "1500", (char *) "--size", (char *) "20000", (char *) "--smb-kb", (char *) "64",
                          (char *) "--threads", (char *) "1", (char *) "--burst", (char *) "50", (char *) "--pause-ms",
                          (char *) "20", (char *) "--once", NULL };
-        char log[40];
         int fd;
-        pid_t pid = spawn_logged(argv, log, &fd);
+        pid_t pid = spawn_logged(argv, &fd);
         cr_assert(wait_log(fd, "ready", 1, 10000), "the producer did not start");
         spin_ms(ev, 200);
         struct test_consumer cons;
@@ -525,6 +515,5 @@ Test(client, drops_mid_fragment_lose_nothing_after_them, .init = setup, .fini = 
         logged_pid = 0;
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
         close(fd);
-        unlink(log);
 }
 

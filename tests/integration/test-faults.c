@@ -31,6 +31,7 @@
 #include "basic/pbr.h"
 #include "raw-producer.h"
 #include "test-consumer.h"
+#include "test-scratch.h"
 #include "traced-instance.h"
 
 #include "perfetto/common/commit_data_request.pb-c.h"
@@ -62,7 +63,23 @@ static void setup(void) {
         cr_assert(traced_test_setup(&inst, &ev), "could not start traced");
 }
 
+/* An example-producer a test started (it may reconnect for ever): ended
+ * here when the test fails before it does. */
+static pid_t example_pid;
+/* A file system a test mounted in the instance's directory: unmounted
+ * here (the directory's removal does not enter it). */
+static char mounted[512];
+
 static void teardown(void) {
+        if (example_pid > 0) {
+                (void) kill(example_pid, SIGKILL);
+                (void) waitpid(example_pid, NULL, 0);
+                example_pid = 0;
+        }
+        if (mounted[0]) {
+                (void) umount2(mounted, MNT_DETACH);
+                mounted[0] = '\0';
+        }
         cr_expect(traced_test_teardown(&inst, &ev), "traced did not exit cleanly");
 }
 
@@ -864,22 +881,32 @@ static pid_t core_pid_of(pid_t supervisor) {
         return pid;
 }
 
+/* Spawns example-producer with its stderr in a file of no name; the
+ * suite's teardown kills it unless the test clears example_pid. */
+static pid_t spawn_example(char *const argv[], int *ret_fd) {
+        int fd = test_tmpfile();
+        cr_assert_geq(fd, 0, "no file for the producer's stderr: %s", strerror(-fd));
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        *ret_fd = fd;
+        example_pid = pid;
+        return pid;
+}
+
 Test(faults, service_core_sigkilled_during_write_into_file) {
         struct raw_producer p;
         struct test_consumer cons;
-        char path[512], elog[] = "/tmp/traced-faults-example-XXXXXX";
+        char path[512];
 
         /* A libtraced-client producer that reconnects with backoff. */
-        int efd = mkstemp(elog);
-        cr_assert_geq(efd, 0);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, efd, STDERR_FILENO);
         char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
                          (char *) "10", (char *) "--size", (char *) "64", (char *) "--reconnect", NULL };
-        pid_t example;
-        cr_assert_eq(posix_spawn(&example, EXAMPLE_PRODUCER, &fa, NULL, argv, environ), 0);
-        posix_spawn_file_actions_destroy(&fa);
+        int efd;
+        pid_t example = spawn_example(argv, &efd);
         cr_assert(wait_data_source("example.data", 20000), "example-producer never registered");
 
         cr_assert_eq(raw_producer_connect(&p, ev, inst.producer_path, "streamer", "test.data", 1024 * 1024, 4096), 0);
@@ -946,24 +973,10 @@ Test(faults, service_core_sigkilled_during_write_into_file) {
         cr_assert(wait_data_source("example.data", 30000), "example-producer did not reconnect");
         (void) kill(example, SIGTERM);
         cr_assert_eq(waitpid(example, NULL, 0), example);
+        example_pid = 0;
         close(efd);
-        unlink(elog);
 }
 
-/* Spawns example-producer with its stderr in a temporary file. */
-static pid_t spawn_example(char *const argv[], char log[static 40], int *ret_fd) {
-        snprintf(log, 40, "/tmp/traced-faults-example-XXXXXX");
-        int fd = mkstemp(log);
-        cr_assert_geq(fd, 0);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
-        pid_t pid;
-        cr_assert_eq(posix_spawn(&pid, EXAMPLE_PRODUCER, &fa, NULL, argv, environ), 0);
-        posix_spawn_file_actions_destroy(&fa);
-        *ret_fd = fd;
-        return pid;
-}
 
 static bool wait_in_file(int fd, const char *what, unsigned timeout_ms) {
         static char out[65536];
@@ -1031,9 +1044,8 @@ static unsigned long smb_full_attempt(int policy, unsigned long packets, uint32_
         char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", inst.producer_path, (char *) "--packets",
                          count, (char *) "--size", (char *) "1000", (char *) "--smb-kb", (char *) "16",
                          (char *) "--threads", (char *) "1", (char *) "--once", NULL };
-        char log[40];
         int fd;
-        pid_t pid = spawn_example(argv, log, &fd);
+        pid_t pid = spawn_example(argv, &fd);
         cr_assert(wait_in_file(fd, "ready", 20000), "example-producer did not start");
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
@@ -1046,12 +1058,12 @@ static unsigned long smb_full_attempt(int policy, unsigned long packets, uint32_
         cr_assert_eq(test_consumer_read(&cons, 60000), 0);
         int st;
         cr_assert_eq(waitpid(pid, &st, 0), pid);
+        example_pid = 0;
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
         char out[4096];
         ssize_t n = pread(fd, out, sizeof(out) - 1, 0);
         out[n > 0 ? n : 0] = '\0';
         close(fd);
-        unlink(log);
         unsigned long written, dropped;
         const char *line = strstr(out, "wrote ");
         cr_assert_not_null(line, "producer log: %s", out);
@@ -1234,6 +1246,7 @@ Test(faults, write_into_file_on_a_full_file_system) {
                 rmdir(mnt);
                 cr_skip_test("no privilege to mount a tmpfs");
         }
+        snprintf(mounted, sizeof(mounted), "%s", mnt);
         snprintf(path, sizeof(path), "%s/trace.pftrace", mnt);
         int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
         cr_assert_geq(fd, 0);
@@ -1295,5 +1308,6 @@ Test(faults, write_into_file_on_a_full_file_system) {
         test_consumer_free(&cons);
         raw_producer_free(&p);
         (void) umount2(mnt, MNT_DETACH);
+        mounted[0] = '\0';
         (void) rmdir(mnt);
 }

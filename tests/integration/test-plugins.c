@@ -19,6 +19,7 @@
 
 #include "basic/pbr.h"
 #include "test-consumer.h"
+#include "test-scratch.h"
 #include "traced-instance.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -30,17 +31,39 @@ extern char **environ;
 
 static struct traced_instance inst;
 static sd_event *ev;
-static char plugin_dir[256];
+/* What a test makes besides traced's own directory (the plugin directory,
+ * configuration files, a plugin copied aside) goes under scratch, which
+ * the suite's .fini removes whole. */
+static char scratch[256];
+static char plugin_dir[300];
 
-static void start_with_plugins_args(const char *const *names, const char *extra1, const char *extra2);
-
-static void start_with_plugins(const char *const *names) {
-        start_with_plugins_args(names, NULL, NULL);
+/* scratch/name into buf. */
+static void scratch_path(char *buf, size_t size, const char *name) {
+        cr_assert_lt((size_t) snprintf(buf, size, "%s/%s", scratch, name), size);
 }
 
-static void start_with_plugins_args(const char *const *names, const char *extra1, const char *extra2) {
-        snprintf(plugin_dir, sizeof(plugin_dir), "/tmp/traced-plugins-XXXXXX");
-        cr_assert_not_null(mkdtemp(plugin_dir));
+static void setup(void) {
+        int r = test_mkdtemp(scratch, sizeof(scratch), "traced-plugins-");
+        cr_assert_eq(r, 0, "no scratch directory: %s", strerror(-r));
+}
+
+static void teardown(void) {
+        if (ev) {
+                int st = traced_instance_destroy(&inst);
+                cr_expect_eq(st, 0);
+                ev = sd_event_unref(ev);
+        }
+        int r = test_scratch_remove(scratch);
+        cr_expect_eq(r, 0, "could not remove %s: %s", scratch, strerror(-r));
+}
+
+TestSuite(plugins, .init = setup, .fini = teardown, .timeout = 60);
+
+/* scratch/plugins with a symbolic link to each plugin named: a name, for
+ * the build's test plugin of that name, or a path. */
+static void make_plugin_dir(const char *const *names) {
+        scratch_path(plugin_dir, sizeof(plugin_dir), "plugins");
+        cr_assert_eq(mkdir(plugin_dir, 0700), 0);
         for (size_t i = 0; names[i]; i++) {
                 char src[512], dst[512];
                 /* A path: a plugin of the build, linked under its own name. */
@@ -54,30 +77,31 @@ static void start_with_plugins_args(const char *const *names, const char *extra1
                 }
                 cr_assert_eq(symlink(src, dst), 0);
         }
-        char dir_arg[300];
+}
+
+/* traced, socket-activated, with the plugins of plugin_dir (and up to two
+ * more arguments). */
+static void start_traced_with_plugin_dir(const char *extra1, const char *extra2) {
+        char dir_arg[400];
         snprintf(dir_arg, sizeof(dir_arg), "--plugin-dir=%s", plugin_dir);
         const char *const args[] = { dir_arg, "--plugin-host=" HOST, extra1, extra2, NULL };
         cr_assert_eq(sd_event_new(&ev), 0);
         cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
 }
 
-static void teardown(void) {
-        if (ev) {
-                int st = traced_instance_stop(&inst);
-                if (st != 0)
-                        traced_instance_dump_log(&inst);
-                cr_expect_eq(st, 0);
-                ev = sd_event_unref(ev);
-        }
+static void start_with_plugins_args(const char *const *names, const char *extra1, const char *extra2) {
+        make_plugin_dir(names);
+        start_traced_with_plugin_dir(extra1, extra2);
 }
 
-TestSuite(plugins, .fini = teardown, .timeout = 60);
+static void start_with_plugins(const char *const *names) {
+        start_with_plugins_args(names, NULL, NULL);
+}
 
 /* Runs the host on one plugin; returns its exit status, stderr in err. */
 static int run_host(const char *plugin, const char *socket, char *err, size_t size) {
-        char log[] = "/tmp/traced-host-log-XXXXXX";
-        int fd = mkstemp(log);
-        cr_assert_geq(fd, 0);
+        int fd = test_tmpfile();
+        cr_assert_geq(fd, 0, "no file for the host's stderr: %s", strerror(-fd));
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
@@ -101,7 +125,6 @@ static int run_host(const char *plugin, const char *socket, char *err, size_t si
         ssize_t n = pread(fd, err, size - 1, 0);
         err[n > 0 ? n : 0] = '\0';
         close(fd);
-        unlink(log);
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -317,20 +340,23 @@ Test(plugins, a_crash_loop_backs_off_and_costs_only_itself) {
 }
 
 Test(plugins, configuration_disables_plugins_and_bad_lines_are_named) {
-        char conf[512];
+        char conf[512], psock[600], csock[600];
         /* A bad file: traced refuses to start and names the line and field. */
-        snprintf(conf, sizeof(conf), "/tmp/traced-conf-%d.conf", (int) getpid());
+        scratch_path(conf, sizeof(conf), "traced.conf");
+        snprintf(psock, sizeof(psock), "--producer-socket=%s/p.sock", scratch);
+        snprintf(csock, sizeof(csock), "--consumer-socket=%s/c.sock", scratch);
         FILE *f = fopen(conf, "w");
+        cr_assert_not_null(f);
         fprintf(f, "# traced configuration\n[plugins]\nenabled = yes\ndirectry = /usr/lib\n");
         fclose(f);
-        char arg[600], err[4096], log[] = "/tmp/traced-conf-log-XXXXXX";
+        char arg[600], err[4096];
         snprintf(arg, sizeof(arg), "--config=%s", conf);
-        int fd = mkstemp(log);
+        int fd = test_tmpfile();
+        cr_assert_geq(fd, 0);
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
-        char *argv[] = { (char *) TRACED_BINARY, arg, (char *) "--producer-socket=/tmp/traced-conf-p.sock",
-                         (char *) "--consumer-socket=/tmp/traced-conf-c.sock", NULL };
+        char *argv[] = { (char *) TRACED_BINARY, arg, psock, csock, NULL };
         pid_t pid;
         cr_assert_eq(posix_spawn(&pid, TRACED_BINARY, &fa, NULL, argv, environ), 0);
         posix_spawn_file_actions_destroy(&fa);
@@ -339,7 +365,6 @@ Test(plugins, configuration_disables_plugins_and_bad_lines_are_named) {
         ssize_t n = pread(fd, err, sizeof(err) - 1, 0);
         err[n > 0 ? n : 0] = '\0';
         close(fd);
-        unlink(log);
         cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "traced started with a bad configuration");
         char expected[700];
         snprintf(expected, sizeof(expected), "%s:4: unknown field \"directry\" in section [plugins]", conf);
@@ -347,36 +372,17 @@ Test(plugins, configuration_disables_plugins_and_bad_lines_are_named) {
 
         /* A good one disables a plugin by name. */
         f = fopen(conf, "w");
+        cr_assert_not_null(f);
         fprintf(f, "[plugins]\ndisable = crash_on_start, something_else\n");
         fclose(f);
         const char *const names[] = { "good", "crash_on_start", NULL };
-        snprintf(plugin_dir, sizeof(plugin_dir), "/tmp/traced-plugins-XXXXXX");
-        cr_assert_not_null(mkdtemp(plugin_dir));
-        for (size_t i = 0; names[i]; i++) {
-                char src[512], dst[512];
-                /* A path: a plugin of the build, linked under its own name. */
-                const char *slash = strrchr(names[i], '/');
-                if (slash) {
-                        snprintf(src, sizeof(src), "%s", names[i]);
-                        snprintf(dst, sizeof(dst), "%s/%s", plugin_dir, slash + 1);
-                } else {
-                        snprintf(src, sizeof(src), TOP_BUILDDIR "/tests/plugins/.libs/%s.so", names[i]);
-                        snprintf(dst, sizeof(dst), "%s/%s.so", plugin_dir, names[i]);
-                }
-                cr_assert_eq(symlink(src, dst), 0);
-        }
-        char dir_arg[300];
-        snprintf(dir_arg, sizeof(dir_arg), "--plugin-dir=%s", plugin_dir);
-        const char *const args[] = { dir_arg, "--plugin-host=" HOST, arg, NULL };
-        cr_assert_eq(sd_event_new(&ev), 0);
-        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+        start_with_plugins_args(names, arg, NULL);
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
         cr_assert(wait_for_data_source(&cons, 1));
         spin_ms(ev, 500);
         cr_assert_not(wait_for_data_source_quick(&cons, 2), "the disabled plugin was started");
         test_consumer_free(&cons);
-        unlink(conf);
 }
 
 /* pid of the first producer named name (0 if none). */
@@ -565,8 +571,8 @@ Test(plugins, killing_a_host_mid_session_is_survived) {
 }
 
 Test(plugins, a_hanging_host_is_killed_and_restarted) {
-        char conf[128], arg[160];
-        snprintf(conf, sizeof(conf), "/tmp/traced-hang-%d.conf", (int) getpid());
+        char conf[300], arg[320];
+        scratch_path(conf, sizeof(conf), "traced.conf");
         FILE *f = fopen(conf, "w");
         cr_assert_not_null(f);
         fprintf(f, "[plugins]\nwatchdog_sec = 1\n");
@@ -604,7 +610,6 @@ Test(plugins, a_hanging_host_is_killed_and_restarted) {
         cr_assert_eq(run_session(&again, 300), 0);
         cr_assert_eq(count_hello(again.data, again.len), 2);
         test_consumer_free(&again);
-        unlink(conf);
 }
 
 Test(plugins, plugins_in_process_share_the_traced_process) {
@@ -635,19 +640,22 @@ Test(plugins, configuration_values_are_checked) {
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 if (strstr(cases[i].expected, "Unknown user") && geteuid() != 0)
                         continue; /* only root switches users */
-                char conf[128], arg[160], err[4096], log[] = "/tmp/traced-conf-log-XXXXXX";
-                snprintf(conf, sizeof(conf), "/tmp/traced-conf-%d-%zu.conf", (int) getpid(), i);
+                char conf[300], arg[320], err[4096], name[64], psock[600], csock[600];
+                snprintf(name, sizeof(name), "traced-%zu.conf", i);
+                scratch_path(conf, sizeof(conf), name);
+                snprintf(psock, sizeof(psock), "--producer-socket=%s/p.sock", scratch);
+                snprintf(csock, sizeof(csock), "--consumer-socket=%s/c.sock", scratch);
                 FILE *f = fopen(conf, "w");
+                cr_assert_not_null(f);
                 fputs(cases[i].text, f);
                 fclose(f);
                 snprintf(arg, sizeof(arg), "--config=%s", conf);
-                int fd = mkstemp(log);
+                int fd = test_tmpfile();
+                cr_assert_geq(fd, 0);
                 posix_spawn_file_actions_t fa;
                 posix_spawn_file_actions_init(&fa);
                 posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
-                char *argv[] = { (char *) TRACED_BINARY, arg, (char *) "--no-plugins",
-                                 (char *) "--producer-socket=/tmp/traced-conf-p.sock",
-                                 (char *) "--consumer-socket=/tmp/traced-conf-c.sock", NULL };
+                char *argv[] = { (char *) TRACED_BINARY, arg, (char *) "--no-plugins", psock, csock, NULL };
                 pid_t pid;
                 cr_assert_eq(posix_spawn(&pid, TRACED_BINARY, &fa, NULL, argv, environ), 0);
                 posix_spawn_file_actions_destroy(&fa);
@@ -656,8 +664,6 @@ Test(plugins, configuration_values_are_checked) {
                 ssize_t n = pread(fd, err, sizeof(err) - 1, 0);
                 err[n > 0 ? n : 0] = '\0';
                 close(fd);
-                unlink(log);
-                unlink(conf);
                 cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "traced started with: %s", cases[i].text);
                 cr_assert(strstr(err, cases[i].expected) != NULL, "expected \"%s\", stderr: %s", cases[i].expected,
                           err);
@@ -667,8 +673,9 @@ Test(plugins, configuration_values_are_checked) {
 Test(plugins, plugins_writable_by_everyone_are_not_run) {
         /* The directory is fine, but one plugin is a file anyone could
          * have replaced. */
-        char dir[] = "/tmp/traced-unsafe-XXXXXX", bad[300], buf[65536];
-        cr_assert_not_null(mkdtemp(dir));
+        char dir[300], bad[400], buf[65536];
+        scratch_path(dir, sizeof(dir), "unsafe");
+        cr_assert_eq(mkdir(dir, 0700), 0);
         snprintf(bad, sizeof(bad), "%s/copy", dir);
         cr_assert_eq(mkdir(bad, 0755), 0);
         snprintf(bad, sizeof(bad), "%s/copy/crash_on_start.so", dir);
@@ -682,20 +689,11 @@ Test(plugins, plugins_writable_by_everyone_are_not_run) {
         cr_assert_eq(chmod(bad, 0777), 0);
 
         const char *const names[] = { "good", NULL };
-        snprintf(plugin_dir, sizeof(plugin_dir), "/tmp/traced-plugins-XXXXXX");
-        cr_assert_not_null(mkdtemp(plugin_dir));
-        char src[512], dst[512];
-        snprintf(src, sizeof(src), "%s", PLUGIN("good"));
-        snprintf(dst, sizeof(dst), "%s/good.so", plugin_dir);
-        cr_assert_eq(symlink(src, dst), 0);
+        make_plugin_dir(names);
+        char dst[512];
         snprintf(dst, sizeof(dst), "%s/unsafe.so", plugin_dir);
         cr_assert_eq(symlink(bad, dst), 0);
-        (void) names;
-        char dir_arg[300];
-        snprintf(dir_arg, sizeof(dir_arg), "--plugin-dir=%s", plugin_dir);
-        const char *const args[] = { dir_arg, "--plugin-host=" HOST, NULL };
-        cr_assert_eq(sd_event_new(&ev), 0);
-        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+        start_traced_with_plugin_dir(NULL, NULL);
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
         cr_assert(wait_for_data_source(&cons, 1));
@@ -706,5 +704,4 @@ Test(plugins, plugins_writable_by_everyone_are_not_run) {
         read_log(log, sizeof(log));
         cr_assert(strstr(log, "unsafe.so: ") != NULL && strstr(log, "is writable by every user") != NULL,
                   "the unsafe plugin was not reported:\n%s", log);
-        unlink(bad);
 }

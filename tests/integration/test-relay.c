@@ -260,7 +260,8 @@ static void setup(void) {
                 plain_port = test_free_tcp_port();
                 if (relay_port == plain_port)
                         continue;
-                memset(&inst, 0, sizeof(inst));
+                /* What the try before left (its ports were taken). */
+                (void) traced_instance_destroy(&inst);
                 /* traced_instance_start_args names the UNIX path; ours
                  * comes after it and wins. The path is only known after
                  * the directory is made, so start once to learn it. */
@@ -278,9 +279,7 @@ static void setup(void) {
 }
 
 static void teardown(void) {
-        int st = traced_instance_stop(&inst);
-        if (st != 0)
-                traced_instance_dump_log(&inst);
+        int st = traced_instance_destroy(&inst);
         cr_expect_eq(st, 0);
 }
 

@@ -55,9 +55,7 @@ static void setup(void) {
 }
 
 static void teardown(void) {
-        int st = traced_instance_stop(&inst);
-        if (st != 0)
-                traced_instance_dump_log(&inst);
+        int st = traced_instance_destroy(&inst);
         cr_expect_eq(st, 0, "traced exited with status %d", st);
         ev = sd_event_unref(ev);
 }

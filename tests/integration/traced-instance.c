@@ -14,6 +14,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "test-scratch.h"
 #include "traced-instance.h"
 
 #ifndef TRACED_BINARY
@@ -32,11 +33,28 @@ int traced_instance_start(struct traced_instance *t, bool socket_activated) {
 
 static int spawn_instance(struct traced_instance *t, bool socket_activated, const char *const *args);
 
+/* After a start that failed: nothing of it stays, neither a process nor
+ * the directory (a failed .init is not followed by the suite's .fini). */
+static int instance_discard(struct traced_instance *t, int r) {
+        if (t->pid > 0) {
+                (void) kill(t->pid, SIGKILL);
+                (void) waitpid(t->pid, NULL, 0);
+        }
+        t->pid = 0;
+        if (t->dir[0]) {
+                (void) rm_rf(t->dir);
+                t->dir[0] = '\0';
+        }
+        return r;
+}
+
 int traced_instance_start_args(struct traced_instance *t, bool socket_activated, const char *const *args) {
         memset(t, 0, sizeof(*t));
-        snprintf(t->dir, sizeof(t->dir), "/tmp/traced-test-XXXXXX");
-        if (!mkdtemp(t->dir))
-                return -errno;
+        int r = test_mkdtemp(t->dir, sizeof(t->dir), "traced-test-");
+        if (r < 0) {
+                t->dir[0] = '\0';
+                return r;
+        }
         snprintf(t->producer_path, sizeof(t->producer_path), "%s/producer.sock", t->dir);
         snprintf(t->consumer_path, sizeof(t->consumer_path), "%s/consumer.sock", t->dir);
         snprintf(t->log_path, sizeof(t->log_path), "%s/traced.log", t->dir);
@@ -44,8 +62,11 @@ int traced_instance_start_args(struct traced_instance *t, bool socket_activated,
          * unprivileged service core like /tmp. */
         snprintf(t->tmp_dir, sizeof(t->tmp_dir), "%s/tmp", t->dir);
         if (chmod(t->dir, 0711) < 0 || mkdir(t->tmp_dir, 0755) < 0 || chmod(t->tmp_dir, 01777) < 0)
-                return -errno;
-        return spawn_instance(t, socket_activated, args);
+                return instance_discard(t, -errno);
+        r = spawn_instance(t, socket_activated, args);
+        if (r < 0)
+                return instance_discard(t, r);
+        return 0;
 }
 
 int traced_instance_restart(struct traced_instance *t, bool socket_activated, const char *const *args) {
@@ -196,14 +217,31 @@ void traced_instance_dump_log(const struct traced_instance *t) {
         fclose(f);
 }
 
-bool traced_test_setup(struct traced_instance *t, sd_event **ret_event) {
-        return sd_event_new(ret_event) >= 0 && traced_instance_start(t, true) == 0;
-}
-
-bool traced_test_teardown(struct traced_instance *t, sd_event **event) {
+int traced_instance_destroy(struct traced_instance *t) {
+        if (!t->dir[0])
+                return 0;
         int st = traced_instance_stop(t);
         if (st != 0)
                 traced_instance_dump_log(t);
+        int r = test_scratch_remove(t->dir);
+        if (r < 0)
+                fprintf(stderr, "could not remove %s: %s\n", t->dir, strerror(-r));
+        t->dir[0] = '\0';
+        return st;
+}
+
+bool traced_test_setup(struct traced_instance *t, sd_event **ret_event) {
+        if (sd_event_new(ret_event) < 0)
+                return false;
+        if (traced_instance_start(t, true) < 0) {
+                *ret_event = sd_event_unref(*ret_event);
+                return false;
+        }
+        return true;
+}
+
+bool traced_test_teardown(struct traced_instance *t, sd_event **event) {
+        int st = traced_instance_destroy(t);
         *event = sd_event_unref(*event);
         return st == 0;
 }
@@ -229,7 +267,6 @@ int traced_instance_start_tcp(struct traced_instance *t, unsigned *ret_port) {
                 unsigned port = test_free_tcp_port();
                 if (port == 0)
                         return -EADDRNOTAVAIL;
-                memset(t, 0, sizeof(*t));
                 /* The UNIX path is only known once the directory is made:
                  * start once to learn it. */
                 const char *const args0[] = { "--no-plugins", NULL };
@@ -242,8 +279,11 @@ int traced_instance_start_tcp(struct traced_instance *t, unsigned *ret_port) {
                 r = traced_instance_restart(t, false, args);
                 if (r >= 0)
                         *ret_port = port;
-                else
+                else {
+                        /* This try's directory goes with it. */
+                        (void) instance_discard(t, r);
                         r = -EADDRINUSE;
+                }
         }
         return r;
 }

@@ -18,8 +18,10 @@ struct traced_instance {
         char tmp_dir[300]; /* traced's TMPDIR */
 };
 
-/* Starts traced. socket_activated: through systemd-socket-activate;
- * traced starts on the first connection. Returns -errno. */
+/* Starts traced in a new directory (test_tmp_dir()/traced-test-XXXXXX).
+ * socket_activated: through systemd-socket-activate; traced starts on the
+ * first connection. Returns -errno; then neither a process nor the
+ * directory is left. traced_instance_destroy ends what started. */
 int traced_instance_start(struct traced_instance *t, bool socket_activated);
 /* Same, with extra traced arguments (NULL-terminated; by default traced
  * runs with --no-plugins). */
@@ -27,13 +29,21 @@ int traced_instance_start_args(struct traced_instance *t, bool socket_activated,
 /* Starts a stopped instance again on the same socket paths (the log
  * continues). args NULL: --no-plugins. */
 int traced_instance_restart(struct traced_instance *t, bool socket_activated, const char *const *args);
-/* SIGTERM, wait; returns the exit status (or -errno). */
+/* SIGTERM, wait; returns the exit status (or -errno). The directory
+ * stays, for a restart. */
 int traced_instance_stop(struct traced_instance *t);
+/* Ends an instance for good: stops traced if it runs, prints its log when
+ * it did not exit cleanly, and removes its directory with everything in it
+ * (with TRACED_TEST_KEEP=1 the directory stays and is named). Returns what
+ * traced_instance_stop returned; nothing to do (never started, or already
+ * destroyed) gives 0. */
+int traced_instance_destroy(struct traced_instance *t);
 /* True while the process is alive. */
 bool traced_instance_alive(struct traced_instance *t);
 /* For test suites: start a socket-activated traced without plugins and
- * an event loop; stop both, dumping the log if traced did not exit
- * cleanly. Return false on trouble (the caller asserts). */
+ * an event loop (nothing stays of a start that failed); stop both,
+ * dumping the log if traced did not exit cleanly, and remove the
+ * instance's directory. Return false on trouble (the caller asserts). */
 bool traced_test_setup(struct traced_instance *t, sd_event **ret_event);
 bool traced_test_teardown(struct traced_instance *t, sd_event **event);
 /* Whether the activator started traced (a connection came in). */

@@ -22,6 +22,14 @@
 #
 # Needs root for ftrace (tracefs instances of its own, named with this
 # script's pid; the global tracing state is left alone).
+#
+# Every process a pairing starts runs in a session and process group of
+# its own (setsid), so that stopping it reaches what it started in turn;
+# each pairing ends by stopping them all (TERM, KILL 5 s later) and reaping
+# them, on success, failure or timeout alike, and so does the script when
+# it exits or is interrupted. What left its group (upstream's perfetto
+# --background daemonizes) is found by the work directory in its command
+# line or environment, and stopped too.
 
 set -u
 
@@ -39,7 +47,7 @@ OURS_PLUGINS="$TOP_BUILDDIR/plugins/.libs"
 OURS_TRACECTL="$TOP_BUILDDIR/tracectl"
 OURS_PRODUCER="$TOP_BUILDDIR/example-producer"
 
-PIDS=()
+PIDS=() # what the running pairing started: each a process group's leader
 NAMES=()
 RESULTS=()
 DETAILS=()
@@ -48,20 +56,70 @@ n_fail=0
 n_skip=0
 instance_made=0
 
+# groups_alive PGID...: whether a process of these groups still runs (a
+# zombie only waits to be reaped).
+groups_alive() {
+        ps -e -o pgid=,stat= | awk -v l=" $* " '$2 !~ /^Z/ && index(l, " " $1 " ") { f = 1 } END { exit !f }'
+}
+
+# Processes that still name the work directory in their command line or
+# environment (grep reads the name from stdin, so that its own command line
+# does not hold it).
+strays() {
+        [ -n "$WORK" ] || return 0 # (an empty name would match everything)
+        # shellcheck disable=SC2062 # the globs are files; the pattern is on stdin
+        printf '%s\n' "$WORK" | grep -laF -f - /proc/[0-9]*/cmdline /proc/[0-9]*/environ 2>/dev/null |
+                sed -n 's|^/proc/\([0-9]*\)/.*|\1|p' | sort -u | grep -vx "$$"
+}
+
+stop_strays() {
+        local left
+        left=$(strays)
+        [ -n "$left" ] || return 0
+        # shellcheck disable=SC2086
+        kill -TERM $left 2>/dev/null
+        for _ in $(seq 30); do
+                sleep 0.1
+                left=$(strays)
+                [ -n "$left" ] || return 0
+        done
+        # shellcheck disable=SC2086
+        kill -KILL $left 2>/dev/null
+}
+
+# Stops every process group the pairing started: TERM, then KILL what is
+# left after 5 s; reaps the leaders; then whatever escaped its group.
 stop_all() {
         local p
         for p in "${PIDS[@]}"; do
-                kill -TERM "$p" 2>/dev/null
+                kill -TERM -- "-$p" 2>/dev/null
+        done
+        for _ in $(seq 50); do
+                if [ "${#PIDS[@]}" -eq 0 ] || ! groups_alive "${PIDS[@]}"; then
+                        break
+                fi
+                sleep 0.1
         done
         for p in "${PIDS[@]}"; do
-                for _ in $(seq 50); do
-                        kill -0 "$p" 2>/dev/null || break
-                        sleep 0.1
-                done
-                kill -KILL "$p" 2>/dev/null
+                kill -KILL -- "-$p" 2>/dev/null
                 wait "$p" 2>/dev/null
         done
         PIDS=()
+        stop_strays
+        # The tracefs instances a pairing made for itself ($INSTANCE-*),
+        # also when it failed before removing them.
+        local i
+        for i in "$TRACEFS/instances/$INSTANCE"-*; do
+                remove_instance "$i"
+        done
+}
+
+# remove_instance DIR: a tracefs instance of ours switched off and removed
+# (nothing when it is gone already).
+remove_instance() {
+        [ -d "$1" ] || return 0
+        echo 0 >"$1/tracing_on" 2>/dev/null
+        rmdir "$1" 2>/dev/null
 }
 
 cleanup() {
@@ -83,15 +141,49 @@ cleanup() {
         fi
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# launch COMMAND...: runs it in the background, in a session and process
+# group of its own, with the caller's redirections (stdin included: a
+# background job would otherwise read /dev/null); its pid in LAUNCHED and
+# in PIDS. A background child of this shell (no job control) leads no
+# group, so setsid runs the command in place: the pid is the command's.
+LAUNCHED=""
+launch() {
+        setsid "$@" <&0 &
+        LAUNCHED=$!
+        PIDS+=("$LAUNCHED")
+}
+
+# finish PID: waits for a launched command and returns its exit status;
+# whatever of its group outlived it is stopped.
+finish() {
+        local st=0 p keep=()
+        wait "$1" || st=$?
+        for p in "${PIDS[@]}"; do
+                [ "$p" = "$1" ] || keep+=("$p")
+        done
+        PIDS=("${keep[@]}")
+        kill -TERM -- "-$1" 2>/dev/null
+        return "$st"
+}
+
+# run_fg COMMAND...: launch and finish; a signal to this script stops it at
+# once (the trap runs during wait, where a foreground command would delay
+# it until the command ends).
+run_fg() {
+        launch "$@"
+        finish "$LAUNCHED"
+}
 
 # start DIR NAME [VAR=VALUE...] COMMAND...: runs in the background, output
 # in DIR/NAME.log, stopped by stop_all.
 start() {
         local dir=$1 name=$2
         shift 2
-        env "$@" >"$dir/$name.log" 2>&1 &
-        PIDS+=("$!")
+        launch env "$@" >"$dir/$name.log" 2>&1 </dev/null
 }
 
 # wait_socket PATH: until something listens there (10 s).
@@ -313,12 +405,12 @@ pair_probes_to_ours() {
         start "$d" traced_probes PERFETTO_PRODUCER_SOCK_NAME="$d/p" "$BIN/traced_probes"
         sleep 1
         ftrace_config "instance_name: \"$INSTANCE\"" >"$d/cfg"
-        PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
-                >"$d/perfetto.log" 2>&1 &
-        local cli=$!
+        launch env PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+                >"$d/perfetto.log" 2>&1
+        local cli=$LAUNCHED
         sleep 1
         make_activity "$TRACEFS/instances/$INSTANCE/trace_marker"
-        wait "$cli"
+        finish "$cli"
         local st=$?
         stop_all
         if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
@@ -353,14 +445,14 @@ pair_plugin_to_upstream() {
         sleep 1
         ftrace_config "" >"$d/cfg"
         ref_start || true
-        PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
-                >"$d/perfetto.log" 2>&1 &
-        local cli=$!
+        launch env PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+                >"$d/perfetto.log" 2>&1
+        local cli=$LAUNCHED
         sleep 1
         # The plugin copies writes to the top-level trace_marker into its
         # instance where the kernel can.
         make_activity ""
-        wait "$cli"
+        finish "$cli"
         local st=$?
         local kernel_breaks
         kernel_breaks=$(ref_stop_count_breaks)
@@ -426,7 +518,7 @@ pair_client_to_upstream() {
         printf 'buffers { size_kb: 65536 }\ndata_sources { config { name: "example.data" } }\nduration_ms: 3000\n' >"$d/cfg"
         # Behind a relay the producer is on another machine.
         [ "$via" != relay ] || echo 'trace_all_machines: true' >>"$d/cfg"
-        PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+        run_fg env PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
                 >"$d/perfetto.log" 2>&1
         local st=$?
         stop_all
@@ -480,8 +572,8 @@ pair_tracectl_to_upstream() {
                                 start "$d" producer "$OURS_PRODUCER" --socket "$d/p" --packets 300 --size 200
                                 wait_log "$d/producer.log" "ready"
                                 sleep 1
-                                timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -t 3s -b 16mb --ds example.data \
-                                        -o "$d/trace" --no-summary >"$d/tracectl.log" 2>&1
+                                run_fg timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -t 3s -b 16mb \
+                                        --ds example.data -o "$d/trace" --no-summary >"$d/tracectl.log" 2>&1
                                 local st=$?
                                 stop_all
                                 local n procs bad
@@ -522,12 +614,12 @@ pair_tracectl_to_upstream() {
         start "$d" traced_probes PERFETTO_PRODUCER_SOCK_NAME="$d/p" "$BIN/traced_probes"
         sleep 1
         { ftrace_config "instance_name: \"$INSTANCE\""; echo "flush_period_ms: 2000"; } >"$d/cfg"
-        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
-                >"$d/tracectl.log" 2>&1 &
-        local cli=$!
+        launch timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
+                >"$d/tracectl.log" 2>&1
+        local cli=$LAUNCHED
         sleep 1
         make_activity "$TRACEFS/instances/$INSTANCE/trace_marker"
-        wait "$cli"
+        finish "$cli"
         local st=$?
         stop_all
         if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
@@ -553,13 +645,13 @@ pair_ours_to_trace_processor() {
                 --plugin-dir="$OURS_PLUGINS" --plugin-host="$OURS_HOST" --log-target=stderr
         wait_socket "$d/c" || { result "$name" FAIL "our traced: no consumer socket"; stop_all; return; }
         sleep 1
-        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -t 3s -b 32mb sched/sched_switch sched/sched_waking \
-                task/task_newtask task/task_rename sched/sched_process_exit ftrace/print -o "$d/trace" --no-summary \
-                >"$d/tracectl.log" 2>&1 &
-        local cli=$!
+        launch timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -t 3s -b 32mb sched/sched_switch \
+                sched/sched_waking task/task_newtask task/task_rename sched/sched_process_exit ftrace/print \
+                -o "$d/trace" --no-summary >"$d/tracectl.log" 2>&1
+        local cli=$LAUNCHED
         sleep 1
         make_activity ""
-        wait "$cli"
+        finish "$cli"
         local st=$?
         stop_all
         if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
@@ -599,7 +691,7 @@ data_sources { config { name: "linux.perf" perf_event_config {
 } } }
 duration_ms: 3000
 EOF
-        PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+        run_fg env PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
                 >"$d/perfetto.log" 2>&1
         local st=$?
         stop_all
@@ -647,7 +739,7 @@ data_sources { config { name: "linux.perf" perf_event_config {
 } } }
 duration_ms: 3000
 EOF
-        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
+        run_fg timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
                 >"$d/tracectl.log" 2>&1
         local st=$?
         stop_all
@@ -672,7 +764,7 @@ EOF
 # NAME is reported as failed and 1 returned.
 record_ours() {
         local d=$1 name=$2 st
-        timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
+        run_fg timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" --no-summary \
                 >"$d/tracectl.log" 2>&1
         st=$?
         stop_all
@@ -725,8 +817,7 @@ pair_relay_to_ours() {
         local ok=0
         record_ours "$d" "$name" || ok=1
         for i in $(seq "$n"); do
-                echo 0 >"$TRACEFS/instances/$INSTANCE-m$i/tracing_on" 2>/dev/null
-                rmdir "$TRACEFS/instances/$INSTANCE-m$i" 2>/dev/null
+                remove_instance "$TRACEFS/instances/$INSTANCE-m$i"
         done
         [ "$ok" = 0 ] || return
         local machines with_sched
@@ -769,10 +860,15 @@ pair_our_producers_behind_relay() {
         {
                 echo "mount --bind '$d/boot_id' /proc/sys/kernel/random/boot_id || exit 1"
                 echo "PERFETTO_RELAY_SOCK_NAME=127.0.0.1:$port PERFETTO_PRODUCER_SOCK_NAME='$d/r' PERFETTO_MACHINE_NAME=remote-ours '$BIN/traced_relay' >'$d/relay.log' 2>&1 &"
+                echo "pids=\$!"
                 echo "for i in \$(seq 100); do [ -S '$d/r' ] && break; sleep 0.1; done"
                 echo "'$OURS_HOST' --socket '$d/r' '$OURS_PLUGINS/ftrace.so' >'$d/plugin-host.log' 2>&1 &"
+                echo "pids=\"\$pids \$!\""
                 echo "'$OURS_PRODUCER' --socket '$d/r' --packets 3000 --size 700 >'$d/producer.log' 2>&1 &"
-                echo "trap 'kill \$(jobs -p) 2>/dev/null; wait' TERM"
+                echo "pids=\"\$pids \$!\""
+                # stop_all signals the whole group; this is for a TERM
+                # to this shell alone.
+                echo "trap 'kill \$pids 2>/dev/null; wait; exit 143' TERM"
                 echo "wait"
         } >"$d/machine.sh"
         start "$d" machine unshare -m sh "$d/machine.sh"
@@ -793,8 +889,7 @@ pair_our_producers_behind_relay() {
         } >"$d/cfg"
         local ok=0
         record_ours "$d" "$name" || ok=1
-        echo 0 >"$TRACEFS/instances/$INSTANCE-r/tracing_on" 2>/dev/null
-        rmdir "$TRACEFS/instances/$INSTANCE-r" 2>/dev/null
+        remove_instance "$TRACEFS/instances/$INSTANCE-r"
         [ "$ok" = 0 ] || return
         local machines sched written in_trace bad
         machines=$(tp_num "$d/trace" "select count(*) from machine where raw_id != 0")
@@ -951,7 +1046,7 @@ cli_traced() {
 cli() {
         local d=$1 log=$2
         shift 2
-        env "${CLI_ENV[@]}" timeout 60 "$BIN/perfetto" "$@" >>"$d/$log.log" 2>&1
+        run_fg env "${CLI_ENV[@]}" timeout 60 "$BIN/perfetto" "$@" >>"$d/$log.log" 2>&1
 }
 
 # trigger DIR NAME: activates a trigger the way a user does, with a config
@@ -1120,8 +1215,8 @@ buffers { size_kb: 4096 }
 $PROC_DS
 trigger_config { trigger_mode: $2 trigger_timeout_ms: $5 triggers { name: "$3" stop_delay_ms: $4 } }
 EOC
-        env "${CLI_ENV[@]}" timeout 120 "$BIN/perfetto" --txt -c "$1/cfg" -o "$6" >>"$1/cli.log" 2>&1 &
-        CLI_PID=$!
+        launch env "${CLI_ENV[@]}" timeout 120 "$BIN/perfetto" --txt -c "$1/cfg" -o "$6" >>"$1/cli.log" 2>&1
+        CLI_PID=$LAUNCHED
         sleep 1.5
 }
 
@@ -1133,7 +1228,7 @@ pair_cli_stop_trigger() {
         trigger_session "$CD" STOP_TRACING interop_stop 500 600000 "$CD/out.pftrace"
         trigger "$CD" interop_stop
         tst=$?
-        wait "$CLI_PID"
+        finish "$CLI_PID"
         st=$?
         stop_all
         if [ "$tst" != 0 ] || [ "$st" != 0 ] || [ ! -s "$CD/out.pftrace" ]; then
@@ -1156,7 +1251,7 @@ pair_cli_start_trigger() {
         local st n dur
         trigger_session "$CD" START_TRACING interop_start 1500 600000 "$CD/out.pftrace"
         trigger "$CD" interop_start
-        wait "$CLI_PID"
+        finish "$CLI_PID"
         st=$?
         stop_all
         if [ "$st" != 0 ] || [ ! -s "$CD/out.pftrace" ]; then
@@ -1181,7 +1276,7 @@ pair_cli_clone_snapshot() {
         trigger "$CD" interop_snap
         sleep 1.5
         trigger "$CD" interop_snap
-        wait "$CLI_PID"
+        finish "$CLI_PID"
         st=$?
         stop_all
         if [ "$st" != 0 ]; then
@@ -1219,6 +1314,7 @@ pair_cli_session_features() {
 # ---- main ----------------------------------------------------------------
 
 echo "traced interop with upstream Perfetto (PERFETTO_BIN_DIR=${BIN:-unset})"
+command -v setsid >/dev/null || { echo "interop: needs setsid(1) (util-linux)"; exit 2; }
 if [ -z "$BIN" ] || [ ! -d "$BIN" ]; then
         echo "interop: PERFETTO_BIN_DIR ${BIN:+($BIN) }does not name a directory: it must hold upstream Perfetto v58+"
         echo "         traced, traced_probes, perfetto, trace_processor_shell (and traced_perf for its pairing)."

@@ -13,10 +13,11 @@
 #include <unistd.h>
 
 #include "consumer/consumer-client.h"
+#include "test-scratch.h"
 
 static sd_event *ev;
 static ipc_host *host;
-static char dir[] = "/tmp/test-consumer-client-XXXXXX";
+static char dir[80];
 static char path[sizeof(dir) + 16];
 static ipc_request *held; /* a request answered later */
 
@@ -103,7 +104,7 @@ static const struct ipc_service_desc other_port = {
 
 static void serve(const struct ipc_service_desc *service) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        cr_assert_not_null(mkdtemp(dir));
+        cr_assert_eq(test_mkdtemp(dir, sizeof(dir), "test-consumer-client-"), 0);
         snprintf(path, sizeof(path), "%s/sock", dir);
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);

@@ -21,6 +21,7 @@
 #include "page.h"
 #include "proc.h"
 #include "syscalls.h"
+#include "test-scratch.h"
 #include "tracefs.h"
 
 #include "perfetto/trace/ftrace/ftrace_event_bundle.pb-c.h"
@@ -642,11 +643,26 @@ static char *read_text(const char *path) {
         return buf;
 }
 
+/* A test's fake tracefs or /proc tree: its .fini removes it, whether the
+ * test passed or not. */
+static char fake_root[256];
+
+static const char *make_fake_root(const char *prefix) {
+        int r = test_mkdtemp(fake_root, sizeof(fake_root), prefix);
+        cr_assert_eq(r, 0, "%s", strerror(-r));
+        return fake_root;
+}
+
+static void remove_fake_root(void) {
+        cr_expect_eq(test_scratch_remove(fake_root), 0, "could not remove %s", fake_root);
+        fake_root[0] = '\0';
+}
+
 /* On a fake tracefs: kprobe_events is a plain file, so what traced
  * writes (appends, never truncates) stays there to be checked. */
-Test(ftrace_kprobes, probes_are_appended_and_removed_by_group) {
-        char root[] = "/tmp/traced-fake-tracefs-XXXXXX", path[256];
-        cr_assert_not_null(mkdtemp(root));
+Test(ftrace_kprobes, probes_are_appended_and_removed_by_group, .fini = remove_fake_root) {
+        const char *root = make_fake_root("traced-fake-tracefs-");
+        char path[512];
         snprintf(path, sizeof(path), "%s/kprobe_events", root);
         FILE *f = fopen(path, "w");
         /* Someone else's probe, and one of a process that is gone. */
@@ -689,8 +705,6 @@ Test(ftrace_kprobes, probes_are_appended_and_removed_by_group) {
         cr_assert_not_null(strstr(text, expected), "kprobe_events: %s", text);
         cr_assert_null(strstr(text, "-:kprobes/theirs"), "another tool's probe was removed");
         free(text);
-        unlink(path);
-        rmdir(root);
 }
 
 static void put_file(const char *root, int pid, const char *name, const char *text) {
@@ -704,9 +718,8 @@ static void put_file(const char *root, int pid, const char *name, const char *te
         fclose(f);
 }
 
-Test(proc, status_stat_and_oom_on_a_fake_tree) {
-        char root[] = "/tmp/traced-fake-proc-XXXXXX";
-        cr_assert_not_null(mkdtemp(root));
+Test(proc, status_stat_and_oom_on_a_fake_tree, .fini = remove_fake_root) {
+        const char *root = make_fake_root("traced-fake-proc-");
         put_file(root, 42, "status",
                  "Name:\tweb server\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t42\nNgid:\t0\nPid:\t42\nPPid:\t1\n"
                  "Uid:\t1000\t1000\t1000\t1000\nVmPeak:\t 20000 kB\nVmSize:\t   18000 kB\nVmLck:\t       0 kB\n"
@@ -758,15 +771,11 @@ Test(proc, status_stat_and_oom_on_a_fake_tree) {
         /* A process that is gone. */
         cr_assert_eq(proc_read_status(root, 99999, &st), -ENOENT);
         cr_assert_eq(proc_read_times(root, 99999, &ut, &stt), -ENOENT);
-
-        char cmd[256];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-        cr_assert_eq(system(cmd), 0);
 }
 
-Test(ftrace_tracefs, only_our_dead_instances_are_stale) {
-        char root[] = "/tmp/traced-tracefs-XXXXXX", p[400];
-        cr_assert_not_null(mkdtemp(root));
+Test(ftrace_tracefs, only_our_dead_instances_are_stale, .fini = remove_fake_root) {
+        const char *root = make_fake_root("traced-tracefs-");
+        char p[400];
         snprintf(p, sizeof(p), "%s/instances", root);
         cr_assert_eq(mkdir(p, 0700), 0);
         /* A dead pid of ours, a live one (this process), and names that
@@ -789,7 +798,4 @@ Test(ftrace_tracefs, only_our_dead_instances_are_stale) {
                 cr_assert_eq(stat(p, &st), 0, "%s was removed", names[i]);
                 cr_assert_eq(rmdir(p), 0);
         }
-        snprintf(p, sizeof(p), "%s/instances", root);
-        rmdir(p);
-        rmdir(root);
 }

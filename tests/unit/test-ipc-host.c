@@ -16,6 +16,7 @@
 
 #include "ipc/ipc-frame.h"
 #include "ipc/ipc.h"
+#include "test-scratch.h"
 
 typedef Perfetto__Protos__IPCFrame__BindService Req;
 typedef Perfetto__Protos__IPCFrame__RequestError Rep;
@@ -161,9 +162,14 @@ static void setup(void) {
         flood_result = 0;
 }
 
+/* The directory of a test's listening socket, removed at the end. */
+static char sock_dir[256];
+
 static void teardown(void) {
         host = ipc_host_free(host);
         ev = sd_event_unref(ev);
+        cr_expect_eq(test_scratch_remove(sock_dir), 0);
+        sock_dir[0] = '\0';
 }
 
 static ipc_client *connect_pair(void) {
@@ -511,9 +517,8 @@ Test(ipc_host, disconnect_fails_pending_calls) {
 Test(ipc_host, listener_accepts_and_reports_credentials) {
         int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        char path[] = "/tmp/traced-test-ipc-XXXXXX";
-        cr_assert_not_null(mkdtemp(path));
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", path);
+        cr_assert_eq(test_mkdtemp(sock_dir, sizeof(sock_dir), "traced-test-ipc-"), 0);
+        cr_assert_lt((size_t) snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", sock_dir), sizeof(sa.sun_path));
         cr_assert_eq(bind(l, (struct sockaddr *) &sa, sizeof(sa)), 0);
         cr_assert_eq(listen(l, 8), 0);
         cr_assert_eq(ipc_host_add_listener(host, l), 0);
@@ -528,8 +533,6 @@ Test(ipc_host, listener_accepts_and_reports_credentials) {
         cr_assert_str_eq(k.texts[0], "via listener");
         cr_assert_eq(seen_pid, getpid());
         ipc_client_free(c);
-        unlink(sa.sun_path);
-        rmdir(path);
 
         cr_assert_eq(ipc_client_connect(ev, "/nonexistent/traced.sock", &c), -ENOENT);
 }

@@ -16,6 +16,7 @@
 #include "ipc/ipc.h"
 #include "session-read.h"
 #include "sockets.h"
+#include "test-scratch.h"
 
 Test(machines, machine_id_is_fnv1a_low_32_bits) {
         /* The boot id of upstream's recording and the machine id upstream
@@ -68,13 +69,16 @@ Test(machines, producer_may_not_write_machine_id) {
 }
 
 static int load_conf(const char *text, struct traced_config *cfg, char **error) {
-        char path[] = "/tmp/traced-conf-XXXXXX";
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/traced-conf-XXXXXX", test_tmp_dir());
         int fd = mkstemp(path);
         cr_assert_geq(fd, 0);
-        cr_assert_eq(write(fd, text, strlen(text)), (ssize_t) strlen(text));
+        /* The file goes before any assertion can end the test. */
+        ssize_t n = write(fd, text, strlen(text));
         close(fd);
-        int r = traced_config_load(path, cfg, error);
+        int r = n == (ssize_t) strlen(text) ? traced_config_load(path, cfg, error) : -EIO;
         unlink(path);
+        cr_assert_eq(n, (ssize_t) strlen(text));
         return r;
 }
 

@@ -12,13 +12,14 @@
 /* traced.conf's parser (not the build's config.h). */
 #include "../../daemons/traced/config.h"
 #include "output-path.h"
+#include "test-scratch.h"
 
 static char top[256], dir[300], outside[300];
 static int dir_fd = -1;
 
 static void setup(void) {
-        snprintf(top, sizeof(top), "/tmp/traced-test-output-path-XXXXXX");
-        cr_assert_not_null(mkdtemp(top));
+        int r = test_mkdtemp(top, sizeof(top), "traced-test-output-path-");
+        cr_assert_eq(r, 0, "%s", strerror(-r));
         snprintf(dir, sizeof(dir), "%s/traces", top);
         snprintf(outside, sizeof(outside), "%s/outside", top);
         cr_assert_eq(mkdir(dir, 0700), 0);
@@ -29,9 +30,7 @@ static void setup(void) {
 
 static void teardown(void) {
         close(dir_fd);
-        char cmd[400];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
-        (void) system(cmd);
+        cr_expect_eq(test_scratch_remove(top), 0, "could not remove %s", top);
 }
 
 TestSuite(output_path, .init = setup, .fini = teardown);

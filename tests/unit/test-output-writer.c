@@ -12,12 +12,25 @@
 
 #include "output-writer.h"
 
+/* The test's file, removed by the suite's .fini whether the test passed
+ * or not. */
+static char made[64];
+
+static void remove_made(void) {
+        if (made[0] && unlink(made) < 0 && errno != ENOENT)
+                cr_expect_fail("could not remove %s: %s", made, strerror(errno));
+        made[0] = '\0';
+}
+
+TestSuite(output_writer, .fini = remove_made);
+
 /* A file next to the test binary: a real file system (O_DIRECT may or may
  * not be taken; both must give the same bytes). */
 static int temp_file(char *path, size_t n) {
         snprintf(path, n, "output-writer-test-XXXXXX");
         int fd = mkostemp(path, O_CLOEXEC);
         cr_assert_geq(fd, 0);
+        snprintf(made, sizeof(made), "%s", path);
         return fd;
 }
 

@@ -12,6 +12,7 @@
 
 #include "profiling/elf-image.h"
 #include "profiling/procmaps.h"
+#include "test-scratch.h"
 
 /* Something to find by address, kept out of line and global. */
 __attribute__((noinline, used)) int profiling_elf_probe_function(int x);
@@ -92,9 +93,20 @@ Test(profiling_elf, shared_libraries_by_dynsym_or_symtab) {
         proc_table_free(t);
 }
 
-Test(profiling_elf, not_elf_is_remembered) {
-        char path[] = "/tmp/test-profiling-elf-XXXXXX";
-        int fd = mkstemp(path);
+/* What a test makes (a file, a directory of stripped copies): its .fini
+ * removes it, whether the test passed or not. */
+static char scratch[256];
+
+static void remove_scratch(void) {
+        cr_expect_eq(test_scratch_remove(scratch), 0, "could not remove %s", scratch);
+        scratch[0] = '\0';
+}
+
+Test(profiling_elf, not_elf_is_remembered, .fini = remove_scratch) {
+        cr_assert_eq(test_mkdtemp(scratch, sizeof(scratch), "test-profiling-elf-"), 0);
+        char path[300];
+        snprintf(path, sizeof(path), "%s/script", scratch);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         cr_assert_geq(fd, 0);
         const char text[] = "#!/bin/sh\necho this is a script, long enough to look at its header\n";
         cr_assert_eq(write(fd, text, sizeof(text)), (ssize_t) sizeof(text));
@@ -107,7 +119,6 @@ Test(profiling_elf, not_elf_is_remembered) {
         struct elf_image *img = (void *) 1;
         cr_assert(elf_cache_lookup(c, st.st_dev, st.st_ino, path, &img));
         cr_assert_null(img);
-        unlink(path);
         elf_cache_free(c);
 }
 
@@ -116,8 +127,8 @@ Test(profiling_elf, not_elf_is_remembered) {
 static void check_stripped(bool by_build_id) {
         struct proc_table *t;
         const struct pmap *m = self_map(&t, (const void *) profiling_elf_probe_function);
-        char dir[] = "/tmp/test-profiling-debug-XXXXXX";
-        cr_assert_not_null(mkdtemp(dir));
+        cr_assert_eq(test_mkdtemp(scratch, sizeof(scratch), "test-profiling-debug-"), 0);
+        const char *dir = scratch;
         char cmd[8192];
         struct elf_cache *c;
         cr_assert_eq(elf_cache_new(dir, &c), 0);
@@ -153,16 +164,14 @@ static void check_stripped(bool by_build_id) {
         cr_assert_not_null(name, "symbols from the debug file");
         cr_assert_str_eq(name, "profiling_elf_probe_function");
         cr_assert_not_null(elf_image_debug_file(img));
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-        cr_assert_eq(system(cmd), 0);
         elf_cache_free(c);
         proc_table_free(t);
 }
 
-Test(profiling_elf, separate_debug_file_by_build_id) {
+Test(profiling_elf, separate_debug_file_by_build_id, .fini = remove_scratch) {
         check_stripped(true);
 }
 
-Test(profiling_elf, separate_debug_file_by_debuglink) {
+Test(profiling_elf, separate_debug_file_by_debuglink, .fini = remove_scratch) {
         check_stripped(false);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "profiling/procmaps.h"
+#include "test-scratch.h"
 
 static const char maps_text[] =
         "55d1c0a00000-55d1c0a02000 r--p 00000000 08:01 1234 /usr/bin/prog\n"
@@ -94,9 +95,14 @@ Test(procmaps, sorted_whatever_the_order_of_adds) {
         proc_maps_clear(&m);
 }
 
+/* The fake /proc of a test, removed by its .fini (rm_fake_proc) whether
+ * the test passed or not. */
+static char fake_dir[256];
+
 static char *fake_proc(int pid, const char *maps) {
-        char *dir = strdup("/tmp/test-procmaps-XXXXXX");
-        cr_assert_not_null(mkdtemp(dir));
+        int r = test_mkdtemp(fake_dir, sizeof(fake_dir), "test-procmaps-");
+        cr_assert_eq(r, 0, "%s", strerror(-r));
+        char *dir = fake_dir;
         char p[512];
         snprintf(p, sizeof(p), "%s/%d", dir, pid);
         cr_assert_eq(mkdir(p, 0755), 0);
@@ -111,11 +117,9 @@ static char *fake_proc(int pid, const char *maps) {
         return dir;
 }
 
-static void rm_fake_proc(char *dir) {
-        char cmd[600];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-        cr_assert_eq(system(cmd), 0);
-        free(dir);
+static void rm_fake_proc(void) {
+        cr_expect_eq(test_scratch_remove(fake_dir), 0, "could not remove %s", fake_dir);
+        fake_dir[0] = '\0';
 }
 
 static int freed;
@@ -124,7 +128,7 @@ static void count_free(void *p) {
         free(p);
 }
 
-Test(procmaps, table_follows_exec_fork_exit) {
+Test(procmaps, table_follows_exec_fork_exit, .fini = rm_fake_proc) {
         char *dir = fake_proc(42, maps_text);
         struct proc_table *t;
         cr_assert_eq(proc_table_new(dir, &t), 0);
@@ -180,7 +184,6 @@ Test(procmaps, table_follows_exec_fork_exit) {
         cr_assert(gone->maps_unreadable);
         cr_assert_eq(gone->maps.n, 0);
         proc_table_free(t);
-        rm_fake_proc(dir);
 }
 
 Test(procmaps, reads_this_process_and_opens_its_files) {

@@ -26,6 +26,7 @@
 #include "tools/tracectl/profile.h"
 #include "tools/tracectl/summary.h"
 #include "tools/tracectl/trace-reader.h"
+#include "test-scratch.h"
 
 #define PERF_TRACE TEST_DATA_DIR "/profiling/trace-perf-python3.pftrace"
 #define TRACECTL TOP_BUILDDIR "/tracectl"
@@ -103,9 +104,27 @@ static void write_packet(FILE *f, const Perfetto__Protos__TracePacket *p) {
                 free(b);
 }
 
+/* The files of a test (traces it writes, tracectl's output) go in one
+ * directory, made on first use and removed by the suites' .fini whether
+ * the test passed or not. */
+static char scratch[256];
+
+static void remove_scratch(void) {
+        cr_expect_eq(test_scratch_remove(scratch), 0, "could not remove %s", scratch);
+        scratch[0] = '\0';
+}
+
+TestSuite(report, .fini = remove_scratch);
+TestSuite(print, .fini = remove_scratch);
+TestSuite(summary, .fini = remove_scratch);
+
 static char *tmp_path(const char *name) {
+        if (!scratch[0]) {
+                int r = test_mkdtemp(scratch, sizeof(scratch), "test-report-");
+                cr_assert_eq(r, 0, "%s", strerror(-r));
+        }
         char *p;
-        cr_assert_geq(asprintf(&p, "/tmp/test-report-%d-%s", (int) getpid(), name), 0);
+        cr_assert_geq(asprintf(&p, "%s/%s", scratch, name), 0);
         return p;
 }
 
@@ -308,7 +327,7 @@ static void check_golden(const char *got, const char *golden_name) {
                         fputs(got, f);
                         fclose(f);
                 }
-                cr_assert_fail("output differs from %s; got it in %s", path, dump);
+                cr_assert_fail("output differs from %s; got it in %s (kept when TRACED_TEST_KEEP=1)", path, dump);
         }
         free(want);
         free(path);

@@ -13,18 +13,18 @@
 #include <unistd.h>
 
 #include "root-journal.h"
+#include "test-scratch.h"
 #include "tracefs.h"
 
-static char dir[] = "/tmp/test-root-journal-XXXXXX";
+static char dir[128];
 
 static void setup(void) {
-        cr_assert_not_null(mkdtemp(dir));
+        int r = test_mkdtemp(dir, sizeof(dir), "test-root-journal-");
+        cr_assert_eq(r, 0, "%s", strerror(-r));
 }
 
 static void teardown(void) {
-        char cmd[128];
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-        cr_expect_eq(system(cmd), 0);
+        cr_expect_eq(test_scratch_remove(dir), 0, "could not remove %s", dir);
 }
 
 TestSuite(root_journal, .init = setup, .fini = teardown);
