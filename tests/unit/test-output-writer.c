@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "output-writer.h"
+#include "core/output/output-writer.h"
 
 /* A file next to the test binary: a real file system (O_DIRECT may or may
  * not be taken; both must give the same bytes). */

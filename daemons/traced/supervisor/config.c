@@ -11,7 +11,7 @@
 
 #include "basic/macro.h"
 #include "basic/socket-address.h"
-#include "config.h"
+#include "supervisor/config.h"
 
 struct ctx {
         struct traced_config *cfg;

@@ -16,12 +16,12 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "config.h"
-#include "core.h"
-#include "in-process.h"
-#include "privileges.h"
-#include "sockets.h"
-#include "supervisor.h"
+#include "supervisor/config.h"
+#include "core/core.h"
+#include "core/in-process.h"
+#include "supervisor/privileges.h"
+#include "supervisor/sockets.h"
+#include "supervisor/supervisor.h"
 
 #include <sys/socket.h>
 #include <sys/un.h>

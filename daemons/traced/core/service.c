@@ -6,7 +6,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "service.h"
+#include "core/service.h"
 
 int service_new(sd_event *event, struct traced_service **ret) {
         int r;

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "basic/macro.h"
-#include "chunk-sink.h"
-#include "service.h"
-#include "trace-buffer.h"
+#include "core/ports/chunk-sink.h"
+#include "core/service.h"
+#include "core/buffers/trace-buffer.h"
 
 static struct session_buffer *resolve(struct traced_service *svc, struct producer *p, uint32_t target_buffer,
                                       struct session **ret_session) {

@@ -6,7 +6,7 @@
 
 #include "basic/macro.h"
 #include "smb/smb-abi.h"
-#include "trace-buffer.h"
+#include "core/buffers/trace-buffer.h"
 
 #define SEQ_BUCKETS 1024u
 #define MAX_SEQUENCES 65536u

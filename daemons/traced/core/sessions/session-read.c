@@ -11,10 +11,10 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
-#include "service.h"
-#include "session-read.h"
-#include "session-stats.h"
-#include "trace-buffer.h"
+#include "core/service.h"
+#include "core/sessions/session-read.h"
+#include "core/sessions/session-stats.h"
+#include "core/buffers/trace-buffer.h"
 
 /* TracePacket field numbers (Perfetto ABI). */
 enum {

@@ -18,8 +18,8 @@
 #include <systemd/sd-event.h>
 
 #include "ipc/ipc.h"
-#include "quota.h"
-#include "relay-port.h"
+#include "core/ports/quota.h"
+#include "core/ports/relay-port.h"
 #include "smb/smb-abi.h"
 
 #include "perfetto/common/data_source_descriptor.pb-c.h"

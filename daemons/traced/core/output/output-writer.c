@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "output-writer.h"
+#include "core/output/output-writer.h"
 
 #define OW_BLOCK (1024u * 1024u)
 #define OW_BLOCKS 4u

@@ -10,9 +10,9 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "in-process.h"
+#include "core/in-process.h"
 #include "runner.h"
-#include "service.h"
+#include "core/service.h"
 
 #define MAX_PLUGINS 64
 

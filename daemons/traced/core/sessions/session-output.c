@@ -26,10 +26,10 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
-#include "service.h"
-#include "session-read.h"
-#include "output-writer.h"
-#include "trace-buffer.h"
+#include "core/service.h"
+#include "core/sessions/session-read.h"
+#include "core/output/output-writer.h"
+#include "core/buffers/trace-buffer.h"
 
 /* Packets are gathered up to this much before a write; reading stops
  * while this much waits for the fd. */

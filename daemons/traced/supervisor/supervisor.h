@@ -13,9 +13,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "core.h"
-#include "plugins.h"
+#include "supervisor/config.h"
+#include "core/core.h"
+#include "supervisor/plugins.h"
 
 struct supervisor_options {
         struct core_options core;

@@ -2,7 +2,7 @@
 
 #include <string.h>
 
-#include "quota.h"
+#include "core/ports/quota.h"
 
 size_t registration_cost(const char *name, size_t descriptor_size) {
         return REGISTRATION_OVERHEAD + strlen(name) + 1 + descriptor_size;

@@ -18,7 +18,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "basic/macro.h"
-#include "sockets.h"
+#include "supervisor/sockets.h"
 
 static int mkdir_parents(const char *path) {
         _cleanup_free_ char *p = strdup(path);

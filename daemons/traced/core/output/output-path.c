@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "output-path.h"
+#include "core/output/output-path.h"
 
 _printf_(3, 4) static int refuse(char **ret_error, int error, const char *fmt, ...) {
         if (ret_error) {

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "privileges.h"
+#include "supervisor/privileges.h"
 
 int privileges_lookup_user(const char *name, uid_t *ret_uid, gid_t *ret_gid) {
         if (!name || !name[0])

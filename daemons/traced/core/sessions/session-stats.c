@@ -7,9 +7,9 @@
 #include <time.h>
 
 #include "basic/macro.h"
-#include "service.h"
-#include "session-stats.h"
-#include "trace-buffer.h"
+#include "core/service.h"
+#include "core/sessions/session-stats.h"
+#include "core/buffers/trace-buffer.h"
 
 Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s) {
         struct traced_service *svc = s->svc;

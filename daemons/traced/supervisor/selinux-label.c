@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "selinux-label.h"
+#include "supervisor/selinux-label.h"
 
 #if HAVE_SELINUX
 #include <selinux/context.h>

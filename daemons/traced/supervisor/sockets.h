@@ -4,14 +4,7 @@
 #include <stdbool.h>
 
 #include "basic/socket-address.h"
-
-#define LISTEN_MAX_EXTRA 8u
-
-/* A further producer listener: another UNIX socket, or TCP / vsock. */
-struct extra_listener {
-        int fd;
-        bool relay; /* BindService("RelayPort") may succeed on it */
-};
+#include "core/core.h" /* struct extra_listener: what the core is handed */
 
 struct listen_sockets {
         int producer_fd;

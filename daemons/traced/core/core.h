@@ -1,8 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-#include "sockets.h"
-
 /* The service core: the event loop that serves producers and consumers on
  * the two listening sockets. Under the supervisor it runs in its own,
  * unprivileged process and receives plugin hosts' connections over the
@@ -13,6 +11,14 @@
 #include <sys/types.h>
 
 #include <systemd/sd-event.h>
+
+#define LISTEN_MAX_EXTRA 8u
+
+/* A further producer listener: another UNIX socket, or TCP / vsock. */
+struct extra_listener {
+        int fd;
+        bool relay; /* BindService("RelayPort") may succeed on it */
+};
 
 struct traced_service;
 

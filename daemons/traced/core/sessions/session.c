@@ -17,9 +17,9 @@
 #include "basic/macro.h"
 #include "basic/pbw.h"
 #include "basic/regex-limits.h"
-#include "service.h"
-#include "session-read.h"
-#include "trace-buffer.h"
+#include "core/service.h"
+#include "core/sessions/session-read.h"
+#include "core/buffers/trace-buffer.h"
 
 #include "perfetto/common/observable_events.pb-c.h"
 #include "perfetto/config/data_source_config.pb-c.h"

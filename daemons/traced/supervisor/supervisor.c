@@ -14,10 +14,10 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "control.h"
-#include "privileges.h"
-#include "selinux-label.h"
-#include "supervisor.h"
+#include "shared/control.h"
+#include "supervisor/privileges.h"
+#include "supervisor/selinux-label.h"
+#include "supervisor/supervisor.h"
 
 struct supervisor {
         struct supervisor_options *o;

@@ -12,9 +12,9 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "control.h"
-#include "core.h"
-#include "service.h"
+#include "shared/control.h"
+#include "core/core.h"
+#include "core/service.h"
 
 struct core {
         const struct core_options *o;

@@ -9,7 +9,7 @@
 
 #include <systemd/sd-event.h>
 
-#include "plugins.h"
+#include "supervisor/plugins.h"
 
 struct traced_service;
 struct in_process;

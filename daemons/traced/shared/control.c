@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "control.h"
+#include "shared/control.h"
 
 int control_pair(int ret_fds[2]) {
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ret_fds) < 0)

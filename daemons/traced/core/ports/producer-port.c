@@ -14,8 +14,8 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "chunk-sink.h"
-#include "service.h"
+#include "core/ports/chunk-sink.h"
+#include "core/service.h"
 
 #include "perfetto/common/commit_data_request.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"

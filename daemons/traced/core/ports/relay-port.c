@@ -7,8 +7,8 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "relay-port.h"
-#include "service.h"
+#include "core/ports/relay-port.h"
+#include "core/service.h"
 
 #include "perfetto/ipc/relay_port.pb-c.h"
 

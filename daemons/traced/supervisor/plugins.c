@@ -17,8 +17,8 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "plugins.h"
-#include "selinux-label.h"
+#include "supervisor/plugins.h"
+#include "supervisor/selinux-label.h"
 
 #define MAX_PLUGINS 64
 #define EXIT_PLUGIN_REFUSED 78

@@ -13,11 +13,11 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "output-path.h"
+#include "core/output/output-path.h"
 #include "pbtxt/pb-check.h"
-#include "service.h"
-#include "session-read.h"
-#include "session-stats.h"
+#include "core/service.h"
+#include "core/sessions/session-read.h"
+#include "core/sessions/session-stats.h"
 
 #include "perfetto/common/observable_events.pb-c.h"
 #include "perfetto/common/tracing_service_capabilities.pb-c.h"
