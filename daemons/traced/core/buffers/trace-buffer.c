@@ -1,85 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+/* The trace buffer's store: chunks by sequence and arrival, the byte
+ * budget and eviction, the pool of released chunks, patches, clones. */
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "basic/macro.h"
-#include "smb/smb-abi.h"
-#include "core/buffers/trace-buffer.h"
-
-#define SEQ_BUCKETS 1024u
-#define MAX_SEQUENCES 65536u
-#define MAX_CHUNK_PAYLOAD (SMB_MAX_PAGE_SIZE - SMB_PAGE_HEADER_SIZE - SMB_CHUNK_HEADER_SIZE)
-/* Largest packet reassembled from fragments; larger ones are dropped. */
-#define MAX_PACKET_SIZE (64u * 1024u * 1024u)
-/* Released chunks kept for reuse, so that a steady stream of commits does
- * not allocate: at most this many, and at most 1/8 of the buffer. */
-#define POOL_MAX_CHUNKS 64u
-
-struct tb_seq;
-
-struct tb_chunk {
-        struct tb_chunk *fifo_prev, *fifo_next;
-        struct tb_seq *seq;
-        uint32_t chunk_id;
-        uint16_t num_fragments;
-        uint16_t fragments_read;
-        uint8_t flags;
-        bool complete;
-        /* Being taken (trace_buffer_take_chunk): the payload is the
-         * producer's, the chunk is in its sequence only, for that call or
-         * (payload_stays) until trace_buffer_settle. */
-        bool external;
-        size_t read_off;
-        size_t size;
-        size_t cost;
-        size_t payload_cap;
-        uint8_t *payload;
-};
-
-struct tb_seq {
-        struct tb_seq *next, *hnext;
-        uint16_t producer_id, writer_id;
-        uid_t uid;
-        uint32_t machine_id;
-        pid_t pid;
-        /* Chunks ordered by chunk id; live entries are [head, n). */
-        struct tb_chunk **chunks;
-        size_t head, n, cap;
-        bool have_last;
-        uint32_t last_chunk_id; /* last chunk consumed or given up on */
-        bool data_lost;
-};
-
-struct trace_buffer {
-        enum trace_buffer_policy policy;
-        size_t capacity;
-        size_t used;
-        struct tb_chunk *fifo_head, *fifo_tail;
-        struct tb_seq *buckets[SEQ_BUCKETS];
-        struct tb_seq *seqs, *seqs_tail;
-        size_t n_seqs;
-        struct tb_seq *read_seq;
-        bool final;
-        /* Chunks to reuse (linked by fifo_next). */
-        struct tb_chunk *pool;
-        size_t pool_n, pool_bytes;
-        /* Chunks that left the buffer while a packet handed out still
-         * points into them: to the pool at the next call. */
-        struct tb_chunk *retired;
-        /* Taken chunks whose payload stays the caller's until
-         * trace_buffer_settle, and spare ones (linked by fifo_next). */
-        struct tb_chunk *held, *held_spare;
-        /* The slices of the packet handed out last. */
-        struct iovec *iov;
-        size_t iov_cap;
-        struct trace_buffer_stats stats;
-};
-
-static int32_t id_cmp(uint32_t a, uint32_t b) {
-        return (int32_t) (a - b);
-}
+#include "core/buffers/trace-buffer-internal.h"
 
 int trace_buffer_new(size_t size, enum trace_buffer_policy policy, struct trace_buffer **ret) {
         if (size < TRACE_BUFFER_MIN_SIZE)
@@ -157,7 +86,7 @@ static struct tb_seq *seq_find(struct trace_buffer *tb, uint16_t producer_id, ui
         return NULL;
 }
 
-static struct tb_seq *seq_get(struct trace_buffer *tb, const struct trace_buffer_chunk *c) {
+struct tb_seq *tb_seq_get(struct trace_buffer *tb, const struct trace_buffer_chunk *c) {
         struct tb_seq *s = seq_find(tb, c->producer_id, c->writer_id);
         if (s)
                 return s;
@@ -183,25 +112,17 @@ static struct tb_seq *seq_get(struct trace_buffer *tb, const struct trace_buffer
         return s;
 }
 
-static size_t seq_count(const struct tb_seq *s) {
-        return s->n - s->head;
-}
-
-static struct tb_chunk *seq_first(const struct tb_seq *s) {
-        return s->n > s->head ? s->chunks[s->head] : NULL;
-}
-
 /* Index of chunk_id among live entries, or where it would go. */
-static size_t seq_search(const struct tb_seq *s, uint32_t chunk_id, bool *ret_found) {
+size_t tb_seq_search(const struct tb_seq *s, uint32_t chunk_id, bool *ret_found) {
         size_t lo = s->head, hi = s->n;
         /* Fast path: appending. */
-        if (hi > lo && id_cmp(chunk_id, s->chunks[hi - 1]->chunk_id) > 0) {
+        if (hi > lo && tb_id_cmp(chunk_id, s->chunks[hi - 1]->chunk_id) > 0) {
                 *ret_found = false;
                 return hi;
         }
         while (lo < hi) {
                 size_t mid = lo + (hi - lo) / 2;
-                int32_t c = id_cmp(s->chunks[mid]->chunk_id, chunk_id);
+                int32_t c = tb_id_cmp(s->chunks[mid]->chunk_id, chunk_id);
                 if (c == 0) {
                         *ret_found = true;
                         return mid;
@@ -215,10 +136,10 @@ static size_t seq_search(const struct tb_seq *s, uint32_t chunk_id, bool *ret_fo
         return lo;
 }
 
-static int seq_insert(struct tb_seq *s, size_t pos, struct tb_chunk *c) {
+int tb_seq_insert(struct tb_seq *s, size_t pos, struct tb_chunk *c) {
         if (s->n == s->cap) {
                 if (s->head > 0) {
-                        memmove(s->chunks, s->chunks + s->head, seq_count(s) * sizeof(*s->chunks));
+                        memmove(s->chunks, s->chunks + s->head, tb_seq_count(s) * sizeof(*s->chunks));
                         pos -= s->head;
                         s->n -= s->head;
                         s->head = 0;
@@ -242,7 +163,7 @@ static int seq_insert(struct tb_seq *s, size_t pos, struct tb_chunk *c) {
  * 16 entries stay: a sequence whose chunks are taken as they arrive holds
  * one at a time, and must not allocate for each. */
 static void seq_shrink(struct tb_seq *s) {
-        size_t live = seq_count(s);
+        size_t live = tb_seq_count(s);
         if (live == 0) {
                 if (s->cap > 16) {
                         free(s->chunks);
@@ -264,8 +185,8 @@ static void seq_shrink(struct tb_seq *s) {
         }
 }
 
-static void seq_remove(struct tb_seq *s, struct tb_chunk *c) {
-        if (seq_first(s) == c)
+void tb_seq_remove(struct tb_seq *s, struct tb_chunk *c) {
+        if (tb_seq_first(s) == c)
                 s->head++;
         else
                 for (size_t i = s->head; i < s->n; i++)
@@ -289,7 +210,7 @@ static void fifo_unlink(struct trace_buffer *tb, struct tb_chunk *c) {
 }
 
 /* Keeps a chunk that left the buffer for reuse, or frees it. */
-static void chunk_recycle(struct trace_buffer *tb, struct tb_chunk *c) {
+void tb_chunk_recycle(struct trace_buffer *tb, struct tb_chunk *c) {
         if (tb->pool_n >= POOL_MAX_CHUNKS || tb->pool_bytes + c->payload_cap > tb->capacity / 8) {
                 chunk_free(c);
                 return;
@@ -302,7 +223,7 @@ static void chunk_recycle(struct trace_buffer *tb, struct tb_chunk *c) {
 
 /* A chunk with room for size payload bytes, from the pool if it has one
  * (its payload contents are stale), NULL on ENOMEM. */
-static struct tb_chunk *chunk_alloc(struct trace_buffer *tb, size_t size) {
+struct tb_chunk *tb_chunk_alloc(struct trace_buffer *tb, size_t size) {
         while (tb->pool) {
                 struct tb_chunk *c = tb->pool;
                 tb->pool = c->fifo_next;
@@ -330,12 +251,12 @@ static struct tb_chunk *chunk_alloc(struct trace_buffer *tb, size_t size) {
 
 /* Drops a chunk from the buffer (into the pool). */
 static void chunk_delete(struct trace_buffer *tb, struct tb_chunk *c) {
-        seq_remove(c->seq, c);
+        tb_seq_remove(c->seq, c);
         if (c->external)
                 return;
         fifo_unlink(tb, c);
         tb->used -= c->cost;
-        chunk_recycle(tb, c);
+        tb_chunk_recycle(tb, c);
 }
 
 /* Consumes the first chunk of its sequence after reading it (a packet
@@ -346,16 +267,16 @@ static void mark_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
         tb->stats.chunks_read++;
 }
 
-static void chunk_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
+void tb_chunk_consumed(struct trace_buffer *tb, struct tb_chunk *c) {
         mark_consumed(tb, c);
         chunk_delete(tb, c);
 }
 
 /* The same for a chunk the packet being handed out still points into: it
- * leaves the buffer now, its memory at the next call (release_retired). */
-static void chunk_consumed_retired(struct trace_buffer *tb, struct tb_chunk *c) {
+ * leaves the buffer now, its memory at the next call (tb_release_retired). */
+void tb_chunk_consumed_retired(struct trace_buffer *tb, struct tb_chunk *c) {
         mark_consumed(tb, c);
-        seq_remove(c->seq, c);
+        tb_seq_remove(c->seq, c);
         if (c->external)
                 return; /* the caller's: it outlives the packet */
         fifo_unlink(tb, c);
@@ -364,21 +285,13 @@ static void chunk_consumed_retired(struct trace_buffer *tb, struct tb_chunk *c) 
         tb->retired = c;
 }
 
-static void release_retired(struct trace_buffer *tb) {
-        while (tb->retired) {
-                struct tb_chunk *c = tb->retired;
-                tb->retired = c->fifo_next;
-                chunk_recycle(tb, c);
-        }
-}
-
 static void evict_chunk(struct trace_buffer *tb, struct tb_chunk *c) {
         struct tb_seq *s = c->seq;
         if (c->fragments_read < c->num_fragments || !c->complete)
                 s->data_lost = true;
         /* Reading resumes after it: everything up to it is gone. */
-        if (!s->have_last || id_cmp(c->chunk_id, s->last_chunk_id) > 0) {
-                if (seq_first(s) == c) {
+        if (!s->have_last || tb_id_cmp(c->chunk_id, s->last_chunk_id) > 0) {
+                if (tb_seq_first(s) == c) {
                         s->have_last = true;
                         s->last_chunk_id = c->chunk_id;
                 }
@@ -394,7 +307,7 @@ static void evict_oldest(struct trace_buffer *tb) {
 
 /* Makes room for cost more bytes: 0, or -ENOSPC when the policy keeps
  * what is there (discard, or nothing left to overwrite). */
-static int make_room(struct trace_buffer *tb, size_t cost) {
+int tb_make_room(struct trace_buffer *tb, size_t cost) {
         while (tb->used + cost > tb->capacity) {
                 if (tb->policy == TRACE_BUFFER_DISCARD || !tb->fifo_head)
                         return -ENOSPC;
@@ -405,7 +318,7 @@ static int make_room(struct trace_buffer *tb, size_t cost) {
 }
 
 /* Appends a stored chunk to the arrival order. */
-static void fifo_append(struct trace_buffer *tb, struct tb_chunk *c) {
+void tb_fifo_append(struct trace_buffer *tb, struct tb_chunk *c) {
         c->fifo_prev = tb->fifo_tail;
         c->fifo_next = NULL;
         if (tb->fifo_tail)
@@ -416,24 +329,24 @@ static void fifo_append(struct trace_buffer *tb, struct tb_chunk *c) {
 }
 
 int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *in) {
-        release_retired(tb);
+        tb_release_retired(tb);
         if (in->payload_size > MAX_CHUNK_PAYLOAD || in->num_fragments > SMB_MAX_PACKET_COUNT) {
                 tb->stats.abi_violations++;
                 return -EINVAL;
         }
-        struct tb_seq *s = seq_get(tb, in);
+        struct tb_seq *s = tb_seq_get(tb, in);
         if (!s) {
                 tb->stats.chunks_discarded++;
                 return 0;
         }
         /* Already read past it (e.g. a duplicate commit). */
-        if (s->have_last && id_cmp(in->chunk_id, s->last_chunk_id) <= 0) {
+        if (s->have_last && tb_id_cmp(in->chunk_id, s->last_chunk_id) <= 0) {
                 tb->stats.chunks_discarded++;
                 return 0;
         }
 
         bool found;
-        size_t pos = seq_search(s, in->chunk_id, &found);
+        size_t pos = tb_seq_search(s, in->chunk_id, &found);
         if (found) {
                 struct tb_chunk *old = s->chunks[pos];
                 /* The same chunk again (a scraped copy, then the committed
@@ -488,18 +401,18 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
         }
 
         size_t cost = in->payload_size + TRACE_BUFFER_CHUNK_OVERHEAD;
-        if (cost > tb->capacity || make_room(tb, cost) < 0) {
+        if (cost > tb->capacity || tb_make_room(tb, cost) < 0) {
                 tb->stats.chunks_discarded++;
                 return 0;
         }
         /* Eviction may have changed the sequence. */
-        if (s->have_last && id_cmp(in->chunk_id, s->last_chunk_id) <= 0) {
+        if (s->have_last && tb_id_cmp(in->chunk_id, s->last_chunk_id) <= 0) {
                 tb->stats.chunks_discarded++;
                 return 0;
         }
-        pos = seq_search(s, in->chunk_id, &found);
+        pos = tb_seq_search(s, in->chunk_id, &found);
 
-        struct tb_chunk *c = chunk_alloc(tb, in->payload_size);
+        struct tb_chunk *c = tb_chunk_alloc(tb, in->payload_size);
         if (!c)
                 return -ENOMEM;
         memcpy(c->payload, in->payload, in->payload_size);
@@ -512,11 +425,11 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
         c->cost = cost;
         if (pos != s->n)
                 tb->stats.chunks_committed_out_of_order++;
-        if (seq_insert(s, pos, c) < 0) {
-                chunk_recycle(tb, c);
+        if (tb_seq_insert(s, pos, c) < 0) {
+                tb_chunk_recycle(tb, c);
                 return -ENOMEM;
         }
-        fifo_append(tb, c);
+        tb_fifo_append(tb, c);
         tb->used += cost;
         tb->stats.chunks_written++;
         tb->stats.bytes_written += in->payload_size;
@@ -525,10 +438,10 @@ int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_c
 
 int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16_t writer_id, uint32_t chunk_id,
                            const struct trace_buffer_patch *patches, size_t n, bool other_patches_pending) {
-        release_retired(tb);
+        tb_release_retired(tb);
         struct tb_seq *s = seq_find(tb, producer_id, writer_id);
         bool found = false;
-        size_t pos = s ? seq_search(s, chunk_id, &found) : 0;
+        size_t pos = s ? tb_seq_search(s, chunk_id, &found) : 0;
         if (!found) {
                 tb->stats.patches_failed++;
                 return -ENOENT;
@@ -552,414 +465,6 @@ int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16
         return 0;
 }
 
-void trace_buffer_begin_read(struct trace_buffer *tb) {
-        release_retired(tb);
-        tb->read_seq = tb->seqs;
-}
-
-/* Reads the fragment header at off of a payload of size bytes. Every
- * byte is loaded once (the payload may be shared memory its producer is
- * still writing). 0 ok, -EBADMSG. */
-static int fragment_header(const uint8_t *payload, size_t size, size_t off, size_t *ret_data_off,
-                           uint32_t *ret_size) {
-        uint64_t v = 0;
-        size_t p = off;
-        for (unsigned shift = 0;; shift += 7) {
-                if (p >= size || shift > 28)
-                        return -EBADMSG;
-                uint8_t b = __atomic_load_n(&payload[p++], __ATOMIC_RELAXED);
-                v |= (uint64_t) (b & 0x7f) << shift;
-                if (!(b & 0x80))
-                        break;
-        }
-        if (v > UINT32_MAX)
-                return -EBADMSG;
-        if (v != SMB_PACKET_SIZE_DROP_PACKET && v > size - p)
-                return -EBADMSG;
-        *ret_data_off = p;
-        *ret_size = (uint32_t) v;
-        return 0;
-}
-
-/* The same at the read offset of a stored chunk. */
-static int fragment_at(const struct tb_chunk *c, size_t off, size_t *ret_data_off, uint32_t *ret_size) {
-        return fragment_header(c->payload, c->size, off, ret_data_off, ret_size);
-}
-
-/* Room for n slices in tb->iov. */
-static int iov_reserve(struct trace_buffer *tb, size_t n) {
-        if (n <= tb->iov_cap)
-                return 0;
-        size_t cap = MAX(n, MAX(tb->iov_cap * 2, (size_t) 16));
-        struct iovec *a = realloc(tb->iov, cap * sizeof(*a));
-        if (!a)
-                return -ENOMEM;
-        tb->iov = a;
-        tb->iov_cap = cap;
-        return 0;
-}
-
-/* Skips the fragment being read in c and marks the loss. */
-static void skip_fragment(struct tb_chunk *c, size_t next_off) {
-        c->read_off = next_off;
-        c->fragments_read++;
-        c->seq->data_lost = true;
-}
-
-static void abandon_chunk(struct trace_buffer *tb, struct tb_chunk *c) {
-        c->fragments_read = c->num_fragments;
-        c->read_off = c->size;
-        c->seq->data_lost = true;
-        tb->stats.abi_violations++;
-}
-
-enum readahead_result {
-        RA_DONE,       /* packet assembled */
-        RA_WAIT,       /* the rest has not arrived yet */
-        RA_BROKEN,     /* the chain is broken: drop the start */
-        RA_DROPPED,    /* the writer gave the packet up: drop the start */
-};
-
-/* Finds the fragments of a packet that starts with the last fragment of
- * chunk at index start_idx of s and continues in the following chunks, as
- * slices in tb->iov (nothing is copied). */
-static enum readahead_result readahead(struct trace_buffer *tb, struct tb_seq *s, size_t start_idx, size_t data_off,
-                                       uint32_t size, size_t *ret_len, size_t *ret_n_slices, size_t *ret_end_idx,
-                                       size_t *ret_end_off) {
-        struct tb_chunk *c = s->chunks[start_idx];
-        size_t len = size, n_slices = 0;
-
-        if (iov_reserve(tb, 1) < 0)
-                return RA_BROKEN;
-        if (size > 0)
-                tb->iov[n_slices++] = (struct iovec) { .iov_base = c->payload + data_off, .iov_len = size };
-        uint32_t expect = c->chunk_id + 1;
-        for (size_t i = start_idx + 1;; i++) {
-                if (i >= s->n)
-                        return RA_WAIT;
-                struct tb_chunk *n = s->chunks[i];
-                /* A gap: the rest of the packet was lost (chunks of one
-                 * writer are committed in order). */
-                if (n->chunk_id != expect)
-                        return RA_BROKEN;
-                if (!(n->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV) || n->num_fragments == 0)
-                        return RA_BROKEN;
-                if ((n->flags & SMB_CHUNK_NEEDS_PATCHING) && !tb->final)
-                        return RA_WAIT;
-                bool only = n->num_fragments == 1;
-                bool cont = only && (n->flags & SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT);
-                if (only && !n->complete && !tb->final)
-                        return RA_WAIT;
-                size_t doff;
-                uint32_t fsize;
-                if (fragment_at(n, 0, &doff, &fsize) < 0)
-                        return RA_BROKEN;
-                /* The chain ends as the ABI allows: the packet is lost, the
-                 * sequence goes on (the loss is counted when that chunk is
-                 * read). */
-                if (fsize == SMB_PACKET_SIZE_DROP_PACKET)
-                        return RA_DROPPED;
-                if (len + fsize > MAX_PACKET_SIZE || iov_reserve(tb, n_slices + 1) < 0)
-                        return RA_BROKEN;
-                if (fsize > 0)
-                        tb->iov[n_slices++] = (struct iovec) { .iov_base = n->payload + doff, .iov_len = fsize };
-                len += fsize;
-                if (!cont) {
-                        *ret_len = len;
-                        *ret_n_slices = n_slices;
-                        *ret_end_idx = i;
-                        *ret_end_off = doff + fsize;
-                        return RA_DONE;
-                }
-                expect++;
-        }
-}
-
-/* 1: a packet from s, as *ret_n_slices slices in tb->iov (pointing into
- * the chunks); 0: nothing ready in s; -ENOMEM. */
-static int seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *ret_n_slices, size_t *ret_len,
-                           bool *ret_lost) {
-        for (;;) {
-                struct tb_chunk *c = seq_first(s);
-                if (!c)
-                        return 0;
-                if (c->fragments_read == 0 && c->read_off == 0 && s->have_last &&
-                    c->chunk_id != s->last_chunk_id + 1) {
-                        /* A chunk id gap: data was lost on this sequence. */
-                        s->data_lost = true;
-                        s->last_chunk_id = c->chunk_id - 1;
-                }
-                if ((c->flags & SMB_CHUNK_NEEDS_PATCHING) && !tb->final)
-                        return 0;
-                if (c->fragments_read >= c->num_fragments) {
-                        if (!c->complete && !tb->final)
-                                return 0; /* scraped: more fragments may come */
-                        chunk_consumed(tb, c);
-                        continue;
-                }
-                bool last = c->fragments_read + 1 == c->num_fragments;
-                if (last && !c->complete && !tb->final)
-                        return 0; /* the writer may still be filling it */
-
-                size_t doff;
-                uint32_t size;
-                if (fragment_at(c, c->read_off, &doff, &size) < 0) {
-                        abandon_chunk(tb, c);
-                        continue;
-                }
-                if (size == SMB_PACKET_SIZE_DROP_PACKET) {
-                        skip_fragment(c, c->size);
-                        tb->stats.trace_writer_packet_loss++;
-                        c->fragments_read = c->num_fragments;
-                        continue;
-                }
-                size_t next_off = doff + size;
-                bool from_prev = c->fragments_read == 0 && (c->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV);
-                bool to_next = last && (c->flags & SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT);
-                if (from_prev) {
-                        /* The rest of a packet whose start we never saw. */
-                        skip_fragment(c, next_off);
-                        continue;
-                }
-                if (!to_next) {
-                        c->read_off = next_off;
-                        c->fragments_read++;
-                        if (size == 0)
-                                continue;
-                        /* Whole in this chunk: handed out in place. */
-                        if (iov_reserve(tb, 1) < 0)
-                                return -ENOMEM;
-                        tb->iov[0] = (struct iovec) { .iov_base = c->payload + doff, .iov_len = size };
-                        *ret_n_slices = 1;
-                        *ret_len = size;
-                        *ret_lost = s->data_lost;
-                        s->data_lost = false;
-                        return 1;
-                }
-
-                size_t len, n_slices, end_idx, end_off;
-                switch (readahead(tb, s, s->head, doff, size, &len, &n_slices, &end_idx, &end_off)) {
-                case RA_WAIT:
-                        if (!tb->final)
-                                return 0;
-                        _fallthrough_;
-                case RA_BROKEN:
-                        tb->stats.readaheads_failed++;
-                        skip_fragment(c, next_off);
-                        continue;
-                case RA_DROPPED:
-                        skip_fragment(c, next_off);
-                        continue;
-                case RA_DONE:
-                        break;
-                }
-                tb->stats.readaheads_succeeded++;
-                /* Consume: the start chunk, every chunk in between (their
-                 * memory kept until the next call: the slices point into
-                 * it), and the first fragment of the end chunk. */
-                c->read_off = next_off;
-                c->fragments_read++;
-                struct tb_chunk *end = s->chunks[end_idx];
-                while (seq_first(s) != end)
-                        chunk_consumed_retired(tb, seq_first(s));
-                end->read_off = end_off;
-                end->fragments_read = 1;
-                *ret_n_slices = n_slices;
-                *ret_len = len;
-                *ret_lost = s->data_lost;
-                s->data_lost = false;
-                return 1;
-        }
-}
-
-static struct trace_buffer_packet_info seq_info(const struct tb_seq *s, bool lost) {
-        return (struct trace_buffer_packet_info) {
-                .producer_id = s->producer_id,
-                .writer_id = s->writer_id,
-                .producer_uid = s->uid,
-                .machine_id = s->machine_id,
-                .producer_pid = s->pid,
-                .previous_packet_dropped = lost,
-        };
-}
-
-int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_packet *ret,
-                                  struct trace_buffer_packet_info *ret_info) {
-        release_retired(tb);
-        while (tb->read_seq) {
-                struct tb_seq *s = tb->read_seq;
-                size_t n_slices, len;
-                bool lost;
-                int r = seq_next_packet(tb, s, &n_slices, &len, &lost);
-                if (r < 0)
-                        return r;
-                if (r > 0) {
-                        ret->slices = tb->iov;
-                        ret->n_slices = n_slices;
-                        ret->size = len;
-                        *ret_info = seq_info(s, lost);
-                        tb->stats.bytes_read += len;
-                        return 1;
-                }
-                tb->read_seq = s->next;
-        }
-        return 0;
-}
-
-/* Gives up on the rest of the chunk being taken: the sequence goes on
- * after it, marked as having lost data. */
-static void drop_rest(struct tb_chunk *ext) {
-        struct tb_seq *s = ext->seq;
-        seq_remove(s, ext);
-        s->data_lost = true;
-        if (seq_count(s) == 0) {
-                s->have_last = true;
-                s->last_chunk_id = ext->chunk_id;
-        }
-}
-
-/* Keeps what was not read of the chunk being taken (the start of a packet
- * that goes on in the next chunk, or fragments waiting for a patch): its
- * unread bytes are copied into a stored chunk that replaces it. */
-static int keep_rest(struct trace_buffer *tb, struct tb_chunk *ext) {
-        struct tb_seq *s = ext->seq;
-        size_t cost = ext->size + TRACE_BUFFER_CHUNK_OVERHEAD;
-        struct tb_chunk *c = NULL;
-        if (cost <= tb->capacity && make_room(tb, cost) == 0)
-                c = chunk_alloc(tb, ext->size);
-        size_t pos = s->head;
-        while (pos < s->n && s->chunks[pos] != ext)
-                pos++;
-        if (!c) {
-                /* No room by the policy (or no memory): the rest is lost. */
-                drop_rest(ext);
-                tb->stats.chunks_discarded++;
-                return 0;
-        }
-        uint8_t *payload = c->payload;
-        size_t cap = c->payload_cap;
-        *c = *ext;
-        c->payload = payload;
-        c->payload_cap = cap;
-        c->external = false;
-        c->cost = cost;
-        memcpy(c->payload + c->read_off, ext->payload + ext->read_off, ext->size - ext->read_off);
-        s->chunks[pos] = c;
-        fifo_append(tb, c);
-        tb->used += cost;
-        return 0;
-}
-
-/* Whether ext is still in its sequence (not read to its end). */
-static bool ext_in_seq(const struct tb_chunk *ext) {
-        bool found;
-        size_t pos = seq_search(ext->seq, ext->chunk_id, &found);
-        return found && ext->seq->chunks[pos] == ext;
-}
-
-static void held_put_spare(struct trace_buffer *tb, struct tb_chunk *ext) {
-        ext->fifo_next = tb->held_spare;
-        tb->held_spare = ext;
-}
-
-int trace_buffer_take_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *in, trace_buffer_take_fn fn,
-                            void *userdata) {
-        release_retired(tb);
-        /* Anything else is for copy_chunk, which counts what it refuses. */
-        if (!in->complete || (in->flags & SMB_CHUNK_NEEDS_PATCHING) || in->payload_size > MAX_CHUNK_PAYLOAD ||
-            in->num_fragments > SMB_MAX_PACKET_COUNT)
-                return 0;
-        struct tb_seq *s = seq_get(tb, in);
-        if (!s)
-                return 0;
-        /* It must follow what the sequence holds (or was read up to): a
-         * duplicate, a gap or an early chunk are the buffer's to sort out. */
-        struct tb_chunk *last = seq_count(s) > 0 ? s->chunks[s->n - 1] : NULL;
-        if (last ? in->chunk_id != last->chunk_id + 1 : s->have_last && in->chunk_id != s->last_chunk_id + 1)
-                return 0;
-
-        /* On the stack unless it may outlive this call. */
-        struct tb_chunk on_stack, *ext = &on_stack;
-        bool hold = in->payload_stays;
-        if (hold) {
-                if (tb->held_spare) {
-                        ext = tb->held_spare;
-                        tb->held_spare = ext->fifo_next;
-                } else if (!(ext = malloc(sizeof(*ext)))) {
-                        ext = &on_stack;
-                        hold = false;
-                }
-        }
-        *ext = (struct tb_chunk) {
-                .seq = s,
-                .chunk_id = in->chunk_id,
-                .num_fragments = in->num_fragments,
-                .flags = in->flags,
-                .complete = true,
-                .external = true,
-                .size = in->payload_size,
-                .payload = (uint8_t *) in->payload,
-        };
-        if (seq_insert(s, s->n, ext) < 0) {
-                if (hold)
-                        held_put_spare(tb, ext);
-                return 0;
-        }
-        tb->stats.chunks_written++;
-        tb->stats.bytes_written += in->payload_size;
-
-        /* Read the sequence now, as a read pass would. */
-        int r = 0;
-        for (;;) {
-                size_t n_slices, len;
-                bool lost;
-                r = seq_next_packet(tb, s, &n_slices, &len, &lost);
-                if (r <= 0)
-                        break;
-                tb->stats.bytes_read += len;
-                struct trace_buffer_packet_info info = seq_info(s, lost);
-                r = fn(tb->iov, n_slices, len, &info, userdata);
-                if (r < 0)
-                        break;
-        }
-        /* Nothing may point at an ext on the stack once this returns. */
-        release_retired(tb);
-        if (ext_in_seq(ext)) {
-                if (r < 0)
-                        drop_rest(ext);
-                else if (hold) {
-                        ext->fifo_next = tb->held;
-                        tb->held = ext;
-                        return 2;
-                } else
-                        r = keep_rest(tb, ext);
-        }
-        if (hold)
-                held_put_spare(tb, ext);
-        return r < 0 ? r : 1;
-}
-
-void trace_buffer_settle(struct trace_buffer *tb) {
-        release_retired(tb);
-        while (tb->held) {
-                struct tb_chunk *ext = tb->held;
-                tb->held = ext->fifo_next;
-                if (ext_in_seq(ext))
-                        (void) keep_rest(tb, ext);
-                held_put_spare(tb, ext);
-        }
-}
-
-size_t trace_buffer_packet_gather(const struct trace_buffer_packet *p, uint8_t *dst, size_t cap) {
-        size_t n = 0;
-        for (size_t i = 0; i < p->n_slices && n < cap; i++) {
-                size_t k = MIN(p->slices[i].iov_len, cap - n);
-                memcpy(dst + n, p->slices[i].iov_base, k);
-                n += k;
-        }
-        return n;
-}
-
 int trace_buffer_clone(const struct trace_buffer *tb, struct trace_buffer **ret) {
         struct trace_buffer *n;
         int r = trace_buffer_new(tb->capacity, tb->policy, &n);
@@ -974,7 +479,7 @@ int trace_buffer_clone(const struct trace_buffer *tb, struct trace_buffer **ret)
                         .producer_pid = s->pid,
                         .writer_id = s->writer_id,
                 };
-                struct tb_seq *d = seq_get(n, &key);
+                struct tb_seq *d = tb_seq_get(n, &key);
                 if (!d) {
                         trace_buffer_free(n);
                         return -ENOMEM;
@@ -1003,8 +508,8 @@ int trace_buffer_clone(const struct trace_buffer *tb, struct trace_buffer **ret)
                 }
                 memcpy(k->payload, c->payload, c->size);
                 bool found;
-                size_t pos = seq_search(k->seq, k->chunk_id, &found);
-                if (seq_insert(k->seq, pos, k) < 0) {
+                size_t pos = tb_seq_search(k->seq, k->chunk_id, &found);
+                if (tb_seq_insert(k->seq, pos, k) < 0) {
                         chunk_free(k);
                         trace_buffer_free(n);
                         return -ENOMEM;
