@@ -446,8 +446,6 @@ bool service_take_plugin_conn(struct traced_service *svc, uint64_t conn_id);
 extern const struct ipc_service_desc producer_port_desc;
 struct producer *service_find_producer(struct traced_service *svc, uint16_t id);
 int producer_setup_smb(struct producer *p);
-int producer_set_writer_target(struct producer *p, uint16_t writer_id, uint32_t target_buffer);
-uint32_t producer_writer_target(const struct producer *p, uint16_t writer_id);
 
 /* consumer-port.c */
 extern const struct ipc_service_desc consumer_port_desc;
@@ -470,8 +468,24 @@ void session_on_ds_stopped(struct traced_service *svc, struct producer *p, uint6
 void session_on_producer_gone(struct traced_service *svc, struct producer *p);
 void session_on_data_source_registered(struct traced_service *svc, struct producer *p, struct data_source_reg *ds);
 void session_on_triggers(struct traced_service *svc, struct producer *p, char **names, size_t n);
-struct session_buffer *service_find_buffer(struct traced_service *svc, uint32_t buffer_id, struct session **ret_session);
-bool session_producer_may_write(struct session *s, uint16_t producer_id);
+/* For the chunk sink (ports/chunk-sink.c), which hands chunks down and
+ * leaves the counting to the sessions: the session owning buffer_id when
+ * producer_id may write into it (its trace buffer in *ret_tb), else NULL. */
+struct session *sessions_writable_buffer(struct traced_service *svc, uint32_t buffer_id, uint16_t producer_id,
+                                         struct trace_buffer **ret_tb);
+/* A committed chunk for tb of s: into the file (taken) or into tb.
+ * chunk_sink_copy's return values. */
+struct trace_buffer_chunk;
+int session_commit_chunk(struct session *s, struct trace_buffer *tb, const struct trace_buffer_chunk *chunk);
+/* Counts a chunk of producer_id that had no buffer any more against
+ * every session it serves. */
+void sessions_count_chunk_without_buffer(struct traced_service *svc, uint16_t producer_id);
+/* Counts a chunk producer_id left being written for buffer_id against
+ * its session; false when no session of it takes it. */
+bool sessions_count_torn_chunk(struct traced_service *svc, uint32_t buffer_id, uint16_t producer_id);
+void session_count_discarded_patch(struct session *s);
+/* Every buffer's trace_buffer_settle. */
+void sessions_settle(struct traced_service *svc);
 /* session-output.c: the write_into_file fd, never written with a
  * blocking call. session_output_open checks and takes fd (-EINVAL with
  * *ret_error for an fd that cannot take a trace). session_write_into_file
@@ -498,7 +512,6 @@ void session_output_pressure(struct session *s, const struct trace_buffer *tb);
  * there) instead of through tb. 1 when taken (2 when its payload is still
  * read from: see trace_buffer_settle), 0 when it must go into tb, or
  * -errno. */
-struct trace_buffer_chunk;
 int session_output_take_chunk(struct session *s, struct trace_buffer *tb, const struct trace_buffer_chunk *chunk);
 void session_output_free(struct session *s);
 /* A message for a write error (static storage). */

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "basic/macro.h"
@@ -9,21 +10,33 @@
 #include "core/service.h"
 #include "core/buffers/trace-buffer.h"
 
-static struct session_buffer *resolve(struct traced_service *svc, struct producer *p, uint32_t target_buffer,
-                                      struct session **ret_session) {
-        struct session *s = NULL;
-        struct session_buffer *b = service_find_buffer(svc, target_buffer, &s);
-        /* A producer may only write into buffers of sessions it serves. */
-        if (!b || !session_producer_may_write(s, p->id))
-                return NULL;
-        *ret_session = s;
-        return b;
+int chunk_sink_set_writer_target(struct producer *p, uint16_t writer_id, uint32_t target_buffer) {
+        if (writer_id == 0 || writer_id > SMB_MAX_WRITER_ID)
+                return -EINVAL;
+        if (!p->writer_targets) {
+                p->writer_targets = calloc(SMB_MAX_WRITER_ID + 1, sizeof(uint32_t));
+                if (!p->writer_targets)
+                        return -ENOMEM;
+        }
+        p->writer_targets[writer_id] = target_buffer;
+        return 0;
+}
+
+uint32_t chunk_sink_writer_target(const struct producer *p, uint16_t writer_id) {
+        if (!p->writer_targets || writer_id > SMB_MAX_WRITER_ID)
+                return 0;
+        return p->writer_targets[writer_id];
+}
+
+bool chunk_sink_count_torn(struct producer *p, uint16_t writer_id) {
+        uint32_t target = chunk_sink_writer_target(p, writer_id);
+        return target != 0 && sessions_count_torn_chunk(p->svc, target, p->id);
 }
 
 int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t target_buffer, const uint8_t *chunk,
                     size_t size, enum chunk_sink_flags flags) {
         const struct smb_chunk_header *h = (const struct smb_chunk_header *) chunk;
-        struct session *s = NULL;
+        struct trace_buffer *tb;
 
         if (size < SMB_CHUNK_HEADER_SIZE)
                 return -EBADMSG;
@@ -38,18 +51,16 @@ int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t tar
                 return 0; /* a free or garbage chunk: nothing to keep */
         }
         if (target_buffer == CHUNK_SINK_TARGET_FROM_WRITER) {
-                target_buffer = producer_writer_target(p, writer_id);
+                target_buffer = chunk_sink_writer_target(p, writer_id);
                 if (target_buffer == 0)
                         return 0;
-        } else if (producer_writer_target(p, writer_id) == 0)
-                (void) producer_set_writer_target(p, writer_id, target_buffer);
+        } else if (chunk_sink_writer_target(p, writer_id) == 0)
+                (void) chunk_sink_set_writer_target(p, writer_id, target_buffer);
 
-        struct session_buffer *b = resolve(svc, p, target_buffer, &s);
-        if (!b) {
+        struct session *s = sessions_writable_buffer(svc, target_buffer, p->id, &tb);
+        if (!s) {
                 /* The session may have ended meanwhile: drop, count. */
-                for (struct session *o = svc->sessions; o; o = o->next)
-                        if (session_producer_may_write(o, p->id))
-                                o->chunks_discarded_no_buffer++;
+                sessions_count_chunk_without_buffer(svc, p->id);
                 return 0;
         }
         const struct trace_buffer_chunk c = {
@@ -66,30 +77,16 @@ int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t tar
                 .payload_size = size - SMB_CHUNK_HEADER_SIZE,
                 .payload_stays = flags & CHUNK_SINK_MAY_HOLD,
         };
-        /* A file being written takes whole packets at once, else the
-         * chunk waits in the buffer to be read. */
-        int r = s->file_fd >= 0 ? session_output_take_chunk(s, b->tb, &c) : 0;
-        if (r != 0) {
-                s->chunks_taken++;
-                s->chunks_held += r == 2;
-                return r < 0 ? r : r == 2;
-        }
-        s->chunks_stored++;
-        r = trace_buffer_copy_chunk(b->tb, &c);
-        if (r >= 0 && s->file_fd >= 0)
-                session_output_pressure(s, b->tb);
-        return r;
+        return session_commit_chunk(s, tb, &c);
 }
 
 void chunk_sink_settle(struct traced_service *svc) {
-        for (struct session *s = svc->sessions; s; s = s->next)
-                for (size_t i = 0; i < s->n_buffers; i++)
-                        trace_buffer_settle(s->buffers[i].tb);
+        sessions_settle(svc);
 }
 
 int chunk_sink_patch(struct traced_service *svc, struct producer *p,
                      const Perfetto__Protos__CommitDataRequest__ChunkToPatch *c) {
-        struct session *s = NULL;
+        struct trace_buffer *tb;
         struct trace_buffer_patch patches[64];
 
         if (!c->has_writer_id || !c->has_chunk_id || c->writer_id == 0 || c->writer_id > SMB_MAX_WRITER_ID)
@@ -103,13 +100,12 @@ int chunk_sink_patch(struct traced_service *svc, struct producer *p,
                 patches[i].offset = pt->offset;
                 memcpy(patches[i].data, pt->data.data, TRACE_BUFFER_PATCH_SIZE);
         }
-        struct session_buffer *b = resolve(svc, p, c->target_buffer, &s);
-        if (!b) {
+        struct session *s = sessions_writable_buffer(svc, c->target_buffer, p->id, &tb);
+        if (!s)
                 return 0;
-        }
-        int r = trace_buffer_try_patch(b->tb, p->id, (uint16_t) c->writer_id, c->chunk_id, patches, c->n_patches,
+        int r = trace_buffer_try_patch(tb, p->id, (uint16_t) c->writer_id, c->chunk_id, patches, c->n_patches,
                                        c->has_has_more_patches && c->has_more_patches);
         if (r < 0)
-                s->patches_discarded++;
+                session_count_discarded_patch(s);
         return 0;
 }

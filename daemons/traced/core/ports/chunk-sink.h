@@ -2,7 +2,11 @@
 #pragma once
 
 /* Where chunks copied out of a producer's SMB go: the trace buffer of the
- * session that owns the target buffer id, if the producer may write there. */
+ * session that owns the target buffer id, if the producer may write there
+ * (or straight into its file: session_commit_chunk decides). The sink
+ * resolves a writer's target buffer and hands the chunk down to the
+ * sessions layer; it keeps no session state and bumps no session's
+ * counters itself. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -32,6 +36,13 @@ enum chunk_sink_flags {
  * for a protocol violation. */
 int chunk_sink_copy(struct traced_service *svc, struct producer *p, uint32_t target_buffer, const uint8_t *chunk,
                     size_t size, enum chunk_sink_flags flags);
+/* The target buffer of a producer's writer (RegisterTraceWriter, or its
+ * first commit); 0: none. */
+int chunk_sink_set_writer_target(struct producer *p, uint16_t writer_id, uint32_t target_buffer);
+uint32_t chunk_sink_writer_target(const struct producer *p, uint16_t writer_id);
+/* A chunk of writer_id that a departing producer left being written: lost
+ * for the session its writer served, which counts it. Whether one did. */
+bool chunk_sink_count_torn(struct producer *p, uint16_t writer_id);
 /* Copies into the buffers what they still read from held chunks. */
 void chunk_sink_settle(struct traced_service *svc);
 int chunk_sink_patch(struct traced_service *svc, struct producer *p,

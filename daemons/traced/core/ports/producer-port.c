@@ -153,13 +153,8 @@ static size_t count_torn_chunks(struct producer *p) {
                         if (!smb_chunk_is_valid(&c))
                                 continue;
                         uint16_t w = atomic_load_explicit(&smb_chunk_header(&c)->writer_id, memory_order_relaxed);
-                        struct session *s = NULL;
-                        uint32_t target = producer_writer_target(p, w);
-                        if (target == 0 || !service_find_buffer(p->svc, target, &s) ||
-                            !session_producer_may_write(s, p->id))
-                                continue;
-                        s->chunks_torn++;
-                        n++;
+                        if (chunk_sink_count_torn(p, w))
+                                n++;
                 }
         }
         return n;
@@ -834,32 +829,14 @@ static void m_commit_data(ipc_request *req, const ProtobufCMessage *args, void *
         reply_empty(req, &resp.base);
 }
 
-int producer_set_writer_target(struct producer *p, uint16_t writer_id, uint32_t target_buffer) {
-        if (writer_id == 0 || writer_id > SMB_MAX_WRITER_ID)
-                return -EINVAL;
-        if (!p->writer_targets) {
-                p->writer_targets = calloc(SMB_MAX_WRITER_ID + 1, sizeof(uint32_t));
-                if (!p->writer_targets)
-                        return -ENOMEM;
-        }
-        p->writer_targets[writer_id] = target_buffer;
-        return 0;
-}
-
-uint32_t producer_writer_target(const struct producer *p, uint16_t writer_id) {
-        if (!p->writer_targets || writer_id > SMB_MAX_WRITER_ID)
-                return 0;
-        return p->writer_targets[writer_id];
-}
-
 static void m_register_trace_writer(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
         const Perfetto__Protos__RegisterTraceWriterRequest *a = (const void *) args;
         Perfetto__Protos__RegisterTraceWriterResponse resp = PERFETTO__PROTOS__REGISTER_TRACE_WRITER_RESPONSE__INIT;
         struct producer *p = req_producer(req);
 
         if (p && a->has_trace_writer_id && a->trace_writer_id <= UINT16_MAX)
-                (void) producer_set_writer_target(p, (uint16_t) a->trace_writer_id,
-                                                  a->has_target_buffer ? a->target_buffer : 0);
+                (void) chunk_sink_set_writer_target(p, (uint16_t) a->trace_writer_id,
+                                                    a->has_target_buffer ? a->target_buffer : 0);
         reply_empty(req, &resp.base);
 }
 
@@ -870,7 +847,7 @@ static void m_unregister_trace_writer(ipc_request *req, const ProtobufCMessage *
         struct producer *p = req_producer(req);
 
         if (p && a->has_trace_writer_id && a->trace_writer_id <= UINT16_MAX)
-                (void) producer_set_writer_target(p, (uint16_t) a->trace_writer_id, 0);
+                (void) chunk_sink_set_writer_target(p, (uint16_t) a->trace_writer_id, 0);
         reply_empty(req, &resp.base);
 }
 

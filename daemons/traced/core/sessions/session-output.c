@@ -549,6 +549,22 @@ void session_output_pressure(struct session *s, const struct trace_buffer *tb) {
         s->out_pressure = true;
 }
 
+int session_commit_chunk(struct session *s, struct trace_buffer *tb, const struct trace_buffer_chunk *chunk) {
+        /* A file being written takes whole packets at once, else the
+         * chunk waits in the buffer to be read. */
+        int r = s->file_fd >= 0 ? session_output_take_chunk(s, tb, chunk) : 0;
+        if (r != 0) {
+                s->chunks_taken++;
+                s->chunks_held += r == 2;
+                return r < 0 ? r : r == 2;
+        }
+        s->chunks_stored++;
+        r = trace_buffer_copy_chunk(tb, chunk);
+        if (r >= 0 && s->file_fd >= 0)
+                session_output_pressure(s, tb);
+        return r;
+}
+
 int session_output_sync(struct session *s) {
         if (!s->out_writer || s->out_error < 0)
                 return s->out_error;

@@ -36,8 +36,8 @@ static void random_uuid(uint64_t *msb, uint64_t *lsb) {
         *lsb = v[1];
 }
 
-struct session_buffer *service_find_buffer(struct traced_service *svc, uint32_t buffer_id,
-                                           struct session **ret_session) {
+static struct session_buffer *find_buffer(struct traced_service *svc, uint32_t buffer_id,
+                                          struct session **ret_session) {
         for (struct session *s = svc->sessions; s; s = s->next)
                 for (size_t i = 0; i < s->n_buffers; i++)
                         if (s->buffers[i].id == buffer_id) {
@@ -48,11 +48,47 @@ struct session_buffer *service_find_buffer(struct traced_service *svc, uint32_t 
         return NULL;
 }
 
-bool session_producer_may_write(struct session *s, uint16_t producer_id) {
+static bool producer_may_write(struct session *s, uint16_t producer_id) {
         for (struct ds_instance *i = s->instances; i; i = i->next)
                 if (i->producer_id == producer_id)
                         return true;
         return false;
+}
+
+struct session *sessions_writable_buffer(struct traced_service *svc, uint32_t buffer_id, uint16_t producer_id,
+                                         struct trace_buffer **ret_tb) {
+        struct session *s = NULL;
+        struct session_buffer *b = find_buffer(svc, buffer_id, &s);
+        /* A producer may only write into buffers of sessions it serves. */
+        if (!b || !producer_may_write(s, producer_id))
+                return NULL;
+        *ret_tb = b->tb;
+        return s;
+}
+
+void sessions_count_chunk_without_buffer(struct traced_service *svc, uint16_t producer_id) {
+        for (struct session *s = svc->sessions; s; s = s->next)
+                if (producer_may_write(s, producer_id))
+                        s->chunks_discarded_no_buffer++;
+}
+
+bool sessions_count_torn_chunk(struct traced_service *svc, uint32_t buffer_id, uint16_t producer_id) {
+        struct trace_buffer *tb;
+        struct session *s = sessions_writable_buffer(svc, buffer_id, producer_id, &tb);
+        if (!s)
+                return false;
+        s->chunks_torn++;
+        return true;
+}
+
+void session_count_discarded_patch(struct session *s) {
+        s->patches_discarded++;
+}
+
+void sessions_settle(struct traced_service *svc) {
+        for (struct session *s = svc->sessions; s; s = s->next)
+                for (size_t i = 0; i < s->n_buffers; i++)
+                        trace_buffer_settle(s->buffers[i].tb);
 }
 
 void session_free(struct session *s) {
