@@ -15,6 +15,7 @@ int service_new(sd_event *event, struct traced_service **ret) {
         if (!svc)
                 return -ENOMEM;
         svc->event = sd_event_ref(event);
+        svc->consumer_ops = &consumer_port_session_ops;
         svc->trace_dir_fd = -EBADF;
         r = ipc_host_new(event, &svc->producer_host);
         if (r >= 0)

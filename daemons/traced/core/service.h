@@ -379,8 +379,25 @@ struct consumer {
         sd_event_source *read_timer;
 };
 
+/* What sessions tell the consumer side, which alone speaks the consumer
+ * protocol: consumer-port.c implements it, service_new registers it. */
+struct session_consumer_ops {
+        /* The session ended: answer the EnableTracing request waiting for
+         * it (taken), with error (NULL: none). */
+        void (*enable_done)(ipc_request *enable_req, const char *error);
+        /* The session is freed while the request still waits (taken). */
+        void (*enable_drop)(ipc_request *enable_req);
+        /* Every data source of c's session started. */
+        void (*all_started)(struct consumer *c);
+        /* A CLONE_SNAPSHOT trigger hit session_id, its delay over. */
+        void (*clone_trigger_hit)(struct consumer *c, uint64_t session_id, const struct received_trigger *t);
+        /* s, which c was attached to, is being freed. */
+        void (*session_freed)(struct consumer *c, struct session *s);
+};
+
 struct traced_service {
         sd_event *event;
+        const struct session_consumer_ops *consumer_ops;
         ipc_host *producer_host;
         ipc_host *consumer_host;
 
@@ -449,10 +466,12 @@ int producer_setup_smb(struct producer *p);
 
 /* consumer-port.c */
 extern const struct ipc_service_desc consumer_port_desc;
+extern const struct session_consumer_ops consumer_port_session_ops;
 
 /* session.c */
-int session_create(struct traced_service *svc, struct consumer *c, const Perfetto__Protos__TraceConfig *cfg,
-                   int file_fd, struct session **ret, char **ret_error);
+/* c (may be NULL) is told of the session's events; uid owns it. */
+int session_create(struct traced_service *svc, struct consumer *c, uid_t uid,
+                   const Perfetto__Protos__TraceConfig *cfg, int file_fd, struct session **ret, char **ret_error);
 void session_free(struct session *s);
 void session_cancel_flushes(struct session *s);
 size_t session_count_instances(const struct session *s);
@@ -522,7 +541,9 @@ uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t w
 /* The first packet looked up was not emitted after all (invalid): the
  * next one is the sequence's first. */
 void session_sequence_unsee(struct session *s, uint16_t producer_id, uint16_t writer_id);
-void session_notify_observers(struct session *s, uint32_t event_mask);
+/* Tells the attached consumer that every data source started (again, for
+ * a consumer that starts observing late). */
+void session_notify_all_started(struct session *s);
 void session_add_service_event(struct session *s, unsigned field);
 void session_clear_service_events(struct session *s);
 /* Same, with a message payload (copied). */
@@ -530,8 +551,8 @@ void session_add_service_event_msg(struct session *s, unsigned field, const uint
 /* A read-only copy of src's buffers for consumer c. For a write_into_file
  * source, out_fd (taken) receives what the source already wrote to its
  * file, then the copy's packets; *ret_wrote_file says so. */
-int session_clone(struct session *src, struct consumer *c, int out_fd, struct session **ret, bool *ret_wrote_file,
-                  char **ret_error);
+int session_clone(struct session *src, struct consumer *c, uid_t uid, int out_fd, struct session **ret,
+                  bool *ret_wrote_file, char **ret_error);
 /* The started session with the highest TraceConfig.bugreport_score > 0,
  * or NULL. */
 struct session *service_find_bugreport_session(struct traced_service *svc);

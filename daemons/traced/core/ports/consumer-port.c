@@ -151,7 +151,7 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
                 error = NULL;
         }
 
-        r = session_create(svc, c, cfg, to_file ? TAKE_FD(fd) : -EBADF, &s, &error);
+        r = session_create(svc, c, c->uid, cfg, to_file ? TAKE_FD(fd) : -EBADF, &s, &error);
         if (r < 0) {
                 log_notice("Refusing a tracing session from uid %u: %s", (unsigned) c->uid,
                            error ? error : strerror(-r));
@@ -517,8 +517,7 @@ static void m_observe_events(ipc_request *req, const ProtobufCMessage *args, voi
         c->observe_req = req;
         c->observe_mask = mask;
         if (c->session && c->session->all_started_notified)
-                session_notify_observers(c->session,
-                                         PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
+                session_notify_all_started(c->session);
 }
 
 /* QueryServiceState is streamed: each reply carries a slice of the
@@ -563,8 +562,9 @@ static void qss_room(struct qss_slicer *k, size_t n) {
 static void m_query_service_state(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
         const Perfetto__Protos__QueryServiceStateRequest *a = (const void *) args;
         struct traced_service *svc = userdata;
+        struct consumer *c = req_consumer(req);
         Perfetto__Protos__TracingServiceState *st = service_build_state(svc, a->has_sessions_only && a->sessions_only,
-                                                                       req_consumer(req));
+                                                                       c ? c->uid : 0);
         if (!st) {
                 ipc_request_fail(req);
                 return;
@@ -684,13 +684,13 @@ static void save_after_flush(struct session *src, struct clone_ctx *k) {
         (void) fchmod(fd, 0644);
         if (src->file_fd >= 0) {
                 /* The clone continues the source's file into fd. */
-                if (session_clone(src, NULL, fd, &s, &wrote, &err) < 0) {
+                if (session_clone(src, NULL, 0, fd, &s, &wrote, &err) < 0) {
                         (void) unlink(tmp);
                         save_reply(k->req, false, err ? err : "Failed to copy the session");
                         return;
                 }
         } else {
-                if (session_clone(src, NULL, -EBADF, &s, &wrote, &err) < 0) {
+                if (session_clone(src, NULL, 0, -EBADF, &s, &wrote, &err) < 0) {
                         safe_close(fd);
                         (void) unlink(tmp);
                         save_reply(k->req, false, err ? err : "Failed to copy the session");
@@ -750,7 +750,7 @@ static void clone_after_flush(struct session *src, bool success, void *userdata)
         int fd = TAKE_FD(k->out_fd);
         if (src->file_fd < 0)
                 fd = safe_close(fd); /* read back over IPC, as usual */
-        if (session_clone(src, c, fd, &s, &wrote_file, &err) < 0) {
+        if (session_clone(src, c, c->uid, fd, &s, &wrote_file, &err) < 0) {
                 clone_error(req, err ? err : "Failed to clone the session");
                 clone_ctx_free(k);
                 return;
@@ -862,6 +862,55 @@ static void m_clone_session(ipc_request *req, const ProtobufCMessage *args, void
         }
         clone_start(src, k);
 }
+
+/* The sessions' events, told to their consumers. */
+static void on_enable_drop(ipc_request *req) {
+        ipc_request_fail(req);
+}
+
+static void on_all_started(struct consumer *c) {
+        if (!c->observe_req ||
+            !(c->observe_mask & PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED))
+                return;
+        Perfetto__Protos__ObserveEventsResponse resp = PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
+        Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+        ev.has_all_data_sources_started = true;
+        ev.all_data_sources_started = true;
+        resp.events = &ev;
+        (void) ipc_request_reply(c->observe_req, &resp.base, true, -EBADF);
+}
+
+static void on_clone_trigger_hit(struct consumer *c, uint64_t session_id, const struct received_trigger *t) {
+        if (!c->observe_req ||
+            !(c->observe_mask & PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_CLONE_TRIGGER_HIT))
+                return;
+        Perfetto__Protos__ObserveEventsResponse resp = PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
+        Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
+        Perfetto__Protos__ObservableEvents__CloneTriggerHit hit = PERFETTO__PROTOS__OBSERVABLE_EVENTS__CLONE_TRIGGER_HIT__INIT;
+        hit.has_tracing_session_id = hit.has_producer_uid = hit.has_boot_time_ns = hit.has_trigger_delay_ms = true;
+        hit.tracing_session_id = (int64_t) session_id;
+        hit.trigger_name = t->trigger_name;
+        hit.producer_name = t->producer_name;
+        hit.producer_uid = (uint32_t) t->producer_uid;
+        hit.boot_time_ns = t->boot_time_ns;
+        hit.trigger_delay_ms = t->stop_delay_ms;
+        ev.clone_trigger_hit = &hit;
+        resp.events = &ev;
+        (void) ipc_request_reply(c->observe_req, &resp.base, true, -EBADF);
+}
+
+static void on_session_freed(struct consumer *c, struct session *s) {
+        if (c->session == s)
+                c->session = NULL;
+}
+
+const struct session_consumer_ops consumer_port_session_ops = {
+        .enable_done = enable_error,
+        .enable_drop = on_enable_drop,
+        .all_started = on_all_started,
+        .clone_trigger_hit = on_clone_trigger_hit,
+        .session_freed = on_session_freed,
+};
 
 #define M(name, req_t, resp_t, fn) { name, &req_t##__descriptor, &resp_t##__descriptor, fn }
 static const struct ipc_method_desc consumer_methods[] = {

@@ -40,8 +40,8 @@ static int copy_written_file(struct session *src, int out_fd) {
         }
 }
 
-int session_clone(struct session *src, struct consumer *c, int out_fd, struct session **ret, bool *ret_wrote_file,
-                  char **ret_error) {
+int session_clone(struct session *src, struct consumer *c, uid_t uid, int out_fd, struct session **ret,
+                  bool *ret_wrote_file, char **ret_error) {
         _cleanup_close_ int fd = out_fd;
         struct traced_service *svc = src->svc;
         int r;
@@ -54,7 +54,7 @@ int session_clone(struct session *src, struct consumer *c, int out_fd, struct se
 
         struct session *s;
         /* A read-only snapshot: disabled from the start. */
-        r = session_alloc(svc, c, SESSION_DISABLED, src->config, &s);
+        r = session_alloc(svc, c, uid, SESSION_DISABLED, src->config, &s);
         if (r < 0)
                 return r;
         s->is_clone = true;

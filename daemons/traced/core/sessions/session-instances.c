@@ -16,7 +16,6 @@
 #include "basic/regex-limits.h"
 #include "core/sessions/session-internal.h"
 
-#include "perfetto/common/observable_events.pb-c.h"
 #include "perfetto/config/data_source_config.pb-c.h"
 
 void session_instance_free(struct ds_instance *i) {
@@ -294,7 +293,7 @@ void session_check_all_started(struct session *s) {
         if (!s->all_started_notified && s->state == SESSION_STARTED) {
                 s->all_started_notified = true;
                 session_add_service_event(s, SERVICE_EVENT_ALL_DATA_SOURCES_STARTED);
-                session_notify_observers(s, PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
+                session_notify_all_started(s);
         }
 }
 

@@ -24,7 +24,7 @@ bool session_is_trigger_mode(const struct session *s, int mode);
 /* session.c */
 /* A new session in the service's list, with its own copy of cfg (and its
  * bytes, for the trace_config packet). */
-int session_alloc(struct traced_service *svc, struct consumer *c, enum session_state state,
+int session_alloc(struct traced_service *svc, struct consumer *c, uid_t uid, enum session_state state,
                   const Perfetto__Protos__TraceConfig *cfg, struct session **ret);
 /* Arms the duration and periodic timers and starts every instance. */
 int session_start_now(struct session *s);

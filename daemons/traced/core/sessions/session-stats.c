@@ -112,7 +112,7 @@ static const char *state_name(enum session_state s) {
 }
 
 Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service *svc, bool sessions_only,
-                                                           struct consumer *c) {
+                                                           uid_t viewer_uid) {
         Perfetto__Protos__TracingServiceState *st = calloc(1, sizeof(*st));
         if (!st)
                 return NULL;
@@ -166,7 +166,7 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
         for (struct session *s = svc->sessions; s; s = s->next) {
                 if (s->state == SESSION_STARTED)
                         started++;
-                if (c && c->uid != 0 && s->uid != c->uid)
+                if (viewer_uid != 0 && s->uid != viewer_uid)
                         continue;
                 Perfetto__Protos__TracingServiceState__TracingSession *t = calloc(1, sizeof(*t));
                 if (!t)

@@ -15,9 +15,6 @@
 #include "basic/regex-limits.h"
 #include "core/sessions/session-internal.h"
 
-#include "perfetto/common/observable_events.pb-c.h"
-#include "perfetto/ipc/consumer_port.pb-c.h"
-
 static bool trigger_matches(const struct session *s, size_t idx, const char *name, const struct producer *p) {
         const Perfetto__Protos__TraceConfig__TriggerConfig__Trigger *t = s->config->trigger_config->triggers[idx];
         if (!t->name || strcmp(t->name, name) != 0)
@@ -53,23 +50,8 @@ static int on_stop_delay(sd_event_source *src, uint64_t usec, void *userdata) {
 }
 
 static void notify_clone_trigger_hit(struct session *s, const struct received_trigger *t) {
-        struct consumer *c = s->consumer;
-        if (!c || !c->observe_req ||
-            !(c->observe_mask & PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_CLONE_TRIGGER_HIT))
-                return;
-        Perfetto__Protos__ObserveEventsResponse resp = PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
-        Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
-        Perfetto__Protos__ObservableEvents__CloneTriggerHit hit = PERFETTO__PROTOS__OBSERVABLE_EVENTS__CLONE_TRIGGER_HIT__INIT;
-        hit.has_tracing_session_id = hit.has_producer_uid = hit.has_boot_time_ns = hit.has_trigger_delay_ms = true;
-        hit.tracing_session_id = (int64_t) s->id;
-        hit.trigger_name = t->trigger_name;
-        hit.producer_name = t->producer_name;
-        hit.producer_uid = (uint32_t) t->producer_uid;
-        hit.boot_time_ns = t->boot_time_ns;
-        hit.trigger_delay_ms = t->stop_delay_ms;
-        ev.clone_trigger_hit = &hit;
-        resp.events = &ev;
-        (void) ipc_request_reply(c->observe_req, &resp.base, true, -EBADF);
+        if (s->consumer)
+                s->svc->consumer_ops->clone_trigger_hit(s->consumer, s->id, t);
 }
 
 static int on_clone_hit_due(sd_event_source *src, uint64_t usec, void *userdata) {

@@ -20,9 +20,6 @@
 #include "core/sessions/session-read.h"
 #include "core/buffers/trace-buffer.h"
 
-#include "perfetto/common/observable_events.pb-c.h"
-#include "perfetto/ipc/consumer_port.pb-c.h"
-
 static void random_uuid(uint64_t *msb, uint64_t *lsb) {
         uint64_t v[2] = {};
         if (getrandom(v, sizeof(v), GRND_NONBLOCK) != (ssize_t) sizeof(v)) {
@@ -101,8 +98,8 @@ void session_free(struct session *s) {
                         svc->n_sessions--;
                         break;
                 }
-        if (s->consumer && s->consumer->session == s)
-                s->consumer->session = NULL;
+        if (s->consumer)
+                svc->consumer_ops->session_freed(s->consumer, s);
         s->state = SESSION_DISABLED;
         s->freeing = true;
         /* Producers still running instances of this session stop them. */
@@ -116,7 +113,7 @@ void session_free(struct session *s) {
         }
         session_cancel_flushes(s);
         if (s->enable_req) {
-                ipc_request_fail(s->enable_req);
+                svc->consumer_ops->enable_drop(s->enable_req);
                 s->enable_req = NULL;
         }
         for (size_t i = 0; i < s->n_buffers; i++)
@@ -177,7 +174,7 @@ int session_config_error(char **ret_error, const char *msg) {
 
 /* A new session in the service's list, with its own copy of cfg (and its
  * bytes, for the trace_config packet). */
-int session_alloc(struct traced_service *svc, struct consumer *c, enum session_state state,
+int session_alloc(struct traced_service *svc, struct consumer *c, uid_t uid, enum session_state state,
                          const Perfetto__Protos__TraceConfig *cfg, struct session **ret) {
         struct session *s = calloc(1, sizeof(*s));
         if (!s)
@@ -186,7 +183,7 @@ int session_alloc(struct traced_service *svc, struct consumer *c, enum session_s
                 .svc = svc,
                 .id = ++svc->last_session_id,
                 .consumer = c,
-                .uid = c ? c->uid : 0,
+                .uid = uid,
                 .state = state,
                 .file_fd = -EBADF,
                 .next_sequence_id = SERVICE_SEQUENCE_ID + 1,
@@ -212,8 +209,8 @@ int session_alloc(struct traced_service *svc, struct consumer *c, enum session_s
         return 0;
 }
 
-int session_create(struct traced_service *svc, struct consumer *c, const Perfetto__Protos__TraceConfig *cfg,
-                   int file_fd, struct session **ret, char **ret_error) {
+int session_create(struct traced_service *svc, struct consumer *c, uid_t uid,
+                   const Perfetto__Protos__TraceConfig *cfg, int file_fd, struct session **ret, char **ret_error) {
         /* Taken: closed on every refusal. */
         _cleanup_close_ int out_fd = file_fd;
         uint64_t total = 0;
@@ -238,13 +235,13 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
         if (svc->n_sessions >= SERVICE_MAX_SESSIONS)
                 return session_config_error(ret_error, "Too many concurrent tracing sessions");
         for (struct session *o = svc->sessions; o; o = o->next) {
-                if (o->uid == (c ? c->uid : 0))
+                if (o->uid == uid)
                         per_uid++;
                 if (cfg->unique_session_name && cfg->unique_session_name[0] && o->config &&
                     o->config->unique_session_name && strcmp(o->config->unique_session_name, cfg->unique_session_name) == 0)
                         return session_config_error(ret_error, "A session with the same unique_session_name is active");
         }
-        if (per_uid >= SERVICE_MAX_SESSIONS_PER_UID && c && c->uid != 0)
+        if (per_uid >= SERVICE_MAX_SESSIONS_PER_UID && c && uid != 0)
                 return session_config_error(ret_error, "Too many concurrent tracing sessions for this user");
         /* A file name, as upstream: perfetto --save-all-for-bugreport
          * writes to <bugreport dir>/<bugreport_filename>. */
@@ -267,7 +264,7 @@ int session_create(struct traced_service *svc, struct consumer *c, const Perfett
         }
 
         struct session *s;
-        int r2 = session_alloc(svc, c, SESSION_CONFIGURED, cfg, &s);
+        int r2 = session_alloc(svc, c, uid, SESSION_CONFIGURED, cfg, &s);
         if (r2 < 0)
                 return r2;
         r = session_compile_regexes(s, ret_error);
@@ -481,15 +478,11 @@ void session_output_finished(struct session *s) {
                  s->disable_error ? s->disable_error : "");
 
         if (s->enable_req) {
-                Perfetto__Protos__EnableTracingResponse resp = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
-                resp.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
-                resp.disabled = true;
-                resp.error = s->disable_error;
                 ipc_request *req = s->enable_req;
                 s->enable_req = NULL;
-                (void) ipc_request_reply(req, &resp.base, false, -EBADF);
+                s->svc->consumer_ops->enable_done(req, s->disable_error);
         }
-        session_notify_observers(s, PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED);
+        session_notify_all_started(s);
         service_state_changed(s->svc);
         /* Nobody can read a detached session that ended by itself: free it
          * (its file, if any, is complete), so its key no longer attaches.
@@ -511,18 +504,8 @@ struct session *service_find_bugreport_session(struct traced_service *svc) {
         return best;
 }
 
-void session_notify_observers(struct session *s, uint32_t event_mask) {
-        struct consumer *c = s->consumer;
-        if (!c || !c->observe_req || !(c->observe_mask & event_mask))
+void session_notify_all_started(struct session *s) {
+        if (!s->consumer || s->state == SESSION_DISABLED)
                 return;
-        if (event_mask != PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED)
-                return;
-        if (s->state == SESSION_DISABLED)
-                return;
-        Perfetto__Protos__ObserveEventsResponse resp = PERFETTO__PROTOS__OBSERVE_EVENTS_RESPONSE__INIT;
-        Perfetto__Protos__ObservableEvents ev = PERFETTO__PROTOS__OBSERVABLE_EVENTS__INIT;
-        ev.has_all_data_sources_started = true;
-        ev.all_data_sources_started = true;
-        resp.events = &ev;
-        (void) ipc_request_reply(c->observe_req, &resp.base, true, -EBADF);
+        s->svc->consumer_ops->all_started(s->consumer);
 }
