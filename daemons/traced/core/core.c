@@ -15,6 +15,7 @@
 #include "shared/control.h"
 #include "core/core.h"
 #include "core/service.h"
+#include "core/sessions/session.h"
 
 struct core {
         const struct core_options *o;
@@ -24,10 +25,7 @@ struct core {
 };
 
 static void notify_status(struct traced_service *svc) {
-        size_t started = 0;
-        for (struct session *s = svc->sessions; s; s = s->next)
-                if (s->state == SESSION_STARTED)
-                        started++;
+        size_t started = sessions_count_started(svc);
         (void) sd_notifyf(false, "STATUS=%zu producer(s), %zu session(s), %zu tracing", svc->n_producers,
                           svc->n_sessions, started);
 }

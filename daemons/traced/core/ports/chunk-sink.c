@@ -7,7 +7,11 @@
 
 #include "basic/macro.h"
 #include "core/ports/chunk-sink.h"
+#include "core/limits.h"
+#include "core/ports/ports.h"
 #include "core/service.h"
+#include "core/sessions/producer.h"
+#include "core/sessions/session.h"
 #include "core/buffers/trace-buffer.h"
 
 int chunk_sink_set_writer_target(struct producer *p, uint16_t writer_id, uint32_t target_buffer) {

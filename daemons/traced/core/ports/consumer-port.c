@@ -15,7 +15,11 @@
 #include "basic/macro.h"
 #include "core/output/output-path.h"
 #include "pbtxt/pb-check.h"
+#include "core/limits.h"
+#include "core/ports/ports.h"
 #include "core/service.h"
+#include "core/sessions/producer.h"
+#include "core/sessions/session.h"
 #include "core/sessions/session-read.h"
 #include "core/sessions/session-stats.h"
 
@@ -23,6 +27,19 @@
 #include "perfetto/common/tracing_service_capabilities.pb-c.h"
 #include "perfetto/common/tracing_service_state.pb-c.h"
 #include "perfetto/ipc/consumer_port.pb-c.h"
+
+/* A connected consumer, and the session it drives (NULL: none). */
+struct consumer {
+        struct traced_service *svc;
+        ipc_host_conn *conn;
+        uid_t uid;
+        struct session *session;
+        ipc_request *observe_req;
+        uint32_t observe_mask;
+        /* A ReadBuffers in progress, paced by what the consumer takes. */
+        ipc_request *read_req;
+        sd_event_source *read_timer;
+};
 
 /* Payload bytes per ReadBuffers reply; frames stay well under the IPC cap. */
 #define READ_REPLY_BYTES (64u * 1024u)
@@ -55,13 +72,10 @@ static void on_disconnect(ipc_host_conn *conn, void *userdata) {
         if (c->session) {
                 struct session *s = c->session;
                 /* A session dies with its consumer unless it was detached. */
-                log_info("Consumer of session %" PRIu64 " went away; freeing the session.", s->id);
-                s->consumer = NULL;
+                log_info("Consumer of session %" PRIu64 " went away; freeing the session.", session_id(s));
+                session_forget_consumer(s);
                 c->session = NULL;
-                if (s->enable_req) {
-                        ipc_request_unref(s->enable_req);
-                        s->enable_req = NULL;
-                }
+                session_set_enable_req(s, NULL);
                 session_force_finalize(s, NULL);
                 session_free(s);
         }
@@ -104,13 +118,11 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
                         enable_error(req, "No attached tracing session");
                         return;
                 }
-                if (c->session->state == SESSION_DISABLED) {
+                if (session_state(c->session) == SESSION_DISABLED) {
                         enable_error(req, NULL);
                         return;
                 }
-                if (c->session->enable_req)
-                        ipc_request_unref(c->session->enable_req);
-                c->session->enable_req = req;
+                session_set_enable_req(c->session, req);
                 return;
         }
         if (c->session) {
@@ -159,7 +171,7 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
                 return;
         }
         c->session = s;
-        s->enable_req = req;
+        session_set_enable_req(s, req);
         if (!(cfg->has_deferred_start && cfg->deferred_start)) {
                 r = session_start(s);
                 if (r < 0)
@@ -361,7 +373,8 @@ static void m_read_buffers(ipc_request *req, const ProtobufCMessage *args, void 
                 ipc_request_fail(req);
                 return;
         }
-        if (c->session->file_fd >= 0 || (c->session->config->has_write_into_file && c->session->config->write_into_file)) {
+        const Perfetto__Protos__TraceConfig *cfg = session_config(c->session);
+        if (session_writes_file(c->session) || (cfg->has_write_into_file && cfg->write_into_file)) {
                 /* The trace goes to the file; there is nothing to read. */
                 ipc_request_fail(req);
                 return;
@@ -388,8 +401,8 @@ static void m_free_buffers(ipc_request *req, const ProtobufCMessage *args, void 
         if (c->session) {
                 struct session *s = c->session;
                 c->session = NULL;
-                s->consumer = NULL;
-                if (s->state != SESSION_DISABLED)
+                session_forget_consumer(s);
+                if (session_state(s) != SESSION_DISABLED)
                         session_force_finalize(s, NULL);
                 session_free(s);
         }
@@ -410,7 +423,7 @@ static void m_flush(ipc_request *req, const ProtobufCMessage *args, void *userda
         const Perfetto__Protos__FlushRequest *a = (const void *) args;
         struct consumer *c = req_consumer(req);
 
-        if (!c || !c->session || c->session->state != SESSION_STARTED) {
+        if (!c || !c->session || session_state(c->session) != SESSION_STARTED) {
                 ipc_request_fail(req);
                 return;
         }
@@ -428,24 +441,17 @@ static void m_detach(ipc_request *req, const ProtobufCMessage *args, void *userd
                 ipc_request_fail(req);
                 return;
         }
-        for (struct session *o = svc->sessions; o; o = o->next)
-                if (o->detach_key && o->uid == c->uid && strcmp(o->detach_key, a->key) == 0) {
-                        ipc_request_fail(req);
-                        return;
-                }
-        struct session *s = c->session;
-        s->detach_key = strdup(a->key);
-        if (!s->detach_key) {
+        if (sessions_detach_key_taken(svc, c->uid, a->key)) {
                 ipc_request_fail(req);
                 return;
         }
-        if (s->enable_req) {
-                ipc_request_unref(s->enable_req);
-                s->enable_req = NULL;
+        struct session *s = c->session;
+        if (session_detach(s, a->key) < 0) {
+                ipc_request_fail(req);
+                return;
         }
-        s->consumer = NULL;
         c->session = NULL;
-        log_info("Session %" PRIu64 " detached as \"%s\".", s->id, s->detach_key);
+        log_info("Session %" PRIu64 " detached as \"%s\".", session_id(s), a->key);
         reply(req, &resp.base);
 }
 
@@ -459,19 +465,15 @@ static void m_attach(ipc_request *req, const ProtobufCMessage *args, void *userd
                 ipc_request_fail(req);
                 return;
         }
-        for (struct session *s = svc->sessions; s; s = s->next) {
-                if (!s->detach_key || s->consumer || strcmp(s->detach_key, a->key) != 0 || s->uid != c->uid)
-                        continue;
-                free(s->detach_key);
-                s->detach_key = NULL;
-                s->consumer = c;
-                c->session = s;
-                resp.trace_config = s->config;
-                log_info("Session %" PRIu64 " attached.", s->id);
-                reply(req, &resp.base);
+        struct session *s = sessions_attach(svc, c, c->uid, a->key);
+        if (!s) {
+                ipc_request_fail(req);
                 return;
         }
-        ipc_request_fail(req);
+        c->session = s;
+        resp.trace_config = (Perfetto__Protos__TraceConfig *) session_config(s);
+        log_info("Session %" PRIu64 " attached.", session_id(s));
+        reply(req, &resp.base);
 }
 
 static void m_get_trace_stats(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
@@ -516,7 +518,7 @@ static void m_observe_events(ipc_request *req, const ProtobufCMessage *args, voi
         }
         c->observe_req = req;
         c->observe_mask = mask;
-        if (c->session && c->session->all_started_notified)
+        if (c->session && session_all_started(c->session))
                 session_notify_all_started(c->session);
 }
 
@@ -682,7 +684,7 @@ static void save_after_flush(struct session *src, struct clone_ctx *k) {
                 return;
         }
         (void) fchmod(fd, 0644);
-        if (src->file_fd >= 0) {
+        if (session_writes_file(src)) {
                 /* The clone continues the source's file into fd. */
                 if (session_clone(src, NULL, 0, fd, &s, &wrote, &err) < 0) {
                         (void) unlink(tmp);
@@ -696,9 +698,7 @@ static void save_after_flush(struct session *src, struct clone_ctx *k) {
                         save_reply(k->req, false, err ? err : "Failed to copy the session");
                         return;
                 }
-                s->file_fd = fd;
-                int r = session_write_into_file(s);
-                s->file_fd = safe_close(s->file_fd);
+                int r = session_write_into_fd(s, fd);
                 if (r < 0) {
                         session_free(s);
                         (void) unlink(tmp);
@@ -713,7 +713,7 @@ static void save_after_flush(struct session *src, struct clone_ctx *k) {
                 save_reply(k->req, false, "Failed to move the bugreport trace file in place");
                 return;
         }
-        log_info("Session %" PRIu64 " saved for a bugreport into %s.", src->id, path);
+        log_info("Session %" PRIu64 " saved for a bugreport into %s.", session_id(src), path);
         save_reply(k->req, true, path);
 }
 
@@ -726,7 +726,7 @@ static void clone_after_flush(struct session *src, bool success, void *userdata)
                 clone_ctx_free(k);
                 return;
         }
-        if (src->freeing) {
+        if (session_is_freeing(src)) {
                 if (k->for_save)
                         save_reply(req, false, "The tracing session went away");
                 else
@@ -748,29 +748,30 @@ static void clone_after_flush(struct session *src, bool success, void *userdata)
         _cleanup_free_ char *err = NULL;
         bool wrote_file = false;
         int fd = TAKE_FD(k->out_fd);
-        if (src->file_fd < 0)
+        if (!session_writes_file(src))
                 fd = safe_close(fd); /* read back over IPC, as usual */
         if (session_clone(src, c, c->uid, fd, &s, &wrote_file, &err) < 0) {
                 clone_error(req, err ? err : "Failed to clone the session");
                 clone_ctx_free(k);
                 return;
         }
-        s->clone_trigger = k->clone_trigger;
-        k->clone_trigger = (struct received_trigger) {};
+        session_set_clone_trigger(s, &k->clone_trigger);
         clone_ctx_free(k);
         c->session = s;
         Perfetto__Protos__CloneSessionResponse resp = PERFETTO__PROTOS__CLONE_SESSION_RESPONSE__INIT;
         resp.has_success = resp.has_uuid_msb = resp.has_uuid_lsb = resp.has_was_write_into_file = true;
         resp.success = true;
-        resp.uuid_msb = (int64_t) s->uuid_msb;
-        resp.uuid_lsb = (int64_t) s->uuid_lsb;
+        uint64_t msb, lsb;
+        session_uuid(s, &msb, &lsb);
+        resp.uuid_msb = (int64_t) msb;
+        resp.uuid_lsb = (int64_t) lsb;
         resp.was_write_into_file = wrote_file;
         reply(req, &resp.base);
 }
 
 /* Flushes src, then clones it (k->req is answered either way). */
 static void clone_start(struct session *src, struct clone_ctx *k) {
-        if (src->state != SESSION_STARTED || session_flush(src, 0, clone_after_flush, k) < 0)
+        if (session_state(src) != SESSION_STARTED || session_flush(src, 0, clone_after_flush, k) < 0)
                 clone_after_flush(src, false, k);
 }
 
@@ -783,7 +784,7 @@ static void m_save_trace_for_bugreport(ipc_request *req, const ProtobufCMessage 
                 ipc_request_fail(req);
                 return;
         }
-        if (!src || (c->uid != 0 && src->uid != c->uid)) {
+        if (!src || (c->uid != 0 && session_uid(src) != c->uid)) {
                 save_reply(req, false, "No trace with TraceConfig.bugreport_score > 0 eligible for bug reporting was found");
                 return;
         }
@@ -817,19 +818,16 @@ static void m_clone_session(ipc_request *req, const ProtobufCMessage *args, void
                         return;
                 }
         }
-        for (struct session *s = svc->sessions; s && !src; s = s->next) {
-                if (a->selector_case == PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID && s->id == a->session_id)
-                        src = s;
-                else if (a->selector_case == PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME &&
-                         a->unique_session_name && s->config->unique_session_name &&
-                         strcmp(s->config->unique_session_name, a->unique_session_name) == 0)
-                        src = s;
-        }
+        if (!src && a->selector_case == PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_SESSION_ID)
+                src = sessions_find_by_id(svc, a->session_id);
+        else if (!src && a->selector_case == PERFETTO__PROTOS__CLONE_SESSION_REQUEST__SELECTOR_UNIQUE_SESSION_NAME &&
+                 a->unique_session_name)
+                src = sessions_find_by_unique_name(svc, a->unique_session_name);
         if (!src) {
                 clone_error(req, "Tracing session not found");
                 return;
         }
-        if (c->uid != 0 && src->uid != c->uid) {
+        if (c->uid != 0 && session_uid(src) != c->uid) {
                 clone_error(req, "Not allowed to clone a session of another user");
                 return;
         }
@@ -837,7 +835,7 @@ static void m_clone_session(ipc_request *req, const ProtobufCMessage *args, void
                 clone_error(req, "This consumer already has a tracing session");
                 return;
         }
-        if (src->file_fd >= 0 && fd < 0) {
+        if (session_writes_file(src) && fd < 0) {
                 clone_error(req, "Cloning a write_into_file session needs an output file descriptor");
                 return;
         }

@@ -15,7 +15,12 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "core/ports/chunk-sink.h"
+#include "core/limits.h"
+#include "core/ports/ports.h"
+#include "core/ports/quota.h"
 #include "core/service.h"
+#include "core/sessions/producer.h"
+#include "core/sessions/session.h"
 
 #include "perfetto/common/commit_data_request.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"
@@ -29,19 +34,12 @@ struct queued_cmd {
 
 #define PRODUCER_MAX_QUEUED_CMDS 4096u
 
-struct producer *service_find_producer(struct traced_service *svc, uint16_t id) {
-        for (struct producer *p = svc->producers; p; p = p->next)
-                if (p->id == id)
-                        return p;
-        return NULL;
-}
-
 static uint16_t allocate_producer_id(struct traced_service *svc) {
         for (unsigned tries = 0; tries < 65535; tries++) {
                 uint16_t id = ++svc->last_producer_id;
                 if (id == 0)
                         continue;
-                if (!service_find_producer(svc, id))
+                if (!sessions_find_producer(svc, id))
                         return id;
         }
         return 0;
@@ -191,7 +189,7 @@ static void on_disconnect(ipc_host_conn *conn, void *userdata) {
         /* Large registrations leave free heap behind; give it back. */
         if (trim)
                 (void) malloc_trim(0);
-        service_state_changed(svc);
+        sessions_state_changed(svc);
 }
 
 static struct producer *req_producer(ipc_request *req) {
@@ -271,7 +269,7 @@ static void m_initialize_connection(ipc_request *req, const ProtobufCMessage *ar
                  (int) p->pid, (unsigned) p->uid, p->sdk_version ? ", " : "", p->sdk_version ? p->sdk_version : "",
                  p->machine_id, p->machine_name ? " " : "", p->machine_name ? p->machine_name : "");
         reply_empty(req, &resp.base);
-        service_state_changed(p->svc);
+        sessions_state_changed(p->svc);
 }
 
 static struct data_source_reg *find_ds(struct producer *p, const char *name) {
@@ -392,7 +390,7 @@ static void m_register_data_source(ipc_request *req, const ProtobufCMessage *arg
         log_debug("Producer %u \"%s\" registered data source \"%s\".", p->id, strna(p->name), reg->name);
         reply_empty(req, &resp.base);
         session_on_data_source_registered(p->svc, p, reg);
-        service_state_changed(p->svc);
+        sessions_state_changed(p->svc);
 }
 
 static void m_update_data_source(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
@@ -454,7 +452,7 @@ static void m_unregister_data_source(ipc_request *req, const ProtobufCMessage *a
                         (p->n_data_sources - i - 1) * sizeof(p->data_sources[0]));
                 p->n_data_sources--;
                 reply_empty(req, &resp.base);
-                service_state_changed(p->svc);
+                sessions_state_changed(p->svc);
                 return;
         }
         ipc_request_fail(req);

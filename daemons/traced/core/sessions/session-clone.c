@@ -136,6 +136,6 @@ int session_clone(struct session *src, struct consumer *c, uid_t uid, int out_fd
         log_info("Session %" PRIu64 " cloned from session %" PRIu64 "%s.", s->id, src->id,
                  *ret_wrote_file ? " into the consumer's file" : "");
         *ret = s;
-        service_state_changed(svc);
+        sessions_state_changed(svc);
         return 0;
 }

@@ -25,7 +25,7 @@ static void flush_complete(struct pending_flush *f, bool success) {
         /* Take what the producers committed, and what they are still
          * writing, so the flush covers everything written before it. */
         for (size_t i = 0; i < f->n_producers_all; i++) {
-                struct producer *p = service_find_producer(s->svc, f->producers_all[i]);
+                struct producer *p = sessions_find_producer(s->svc, f->producers_all[i]);
                 if (p)
                         p->ops->scrape(p, true);
         }
@@ -50,7 +50,7 @@ static void report_slow_flush(struct pending_flush *f) {
         _cleanup_(pbw_done) struct pbw list = {};
 
         for (size_t k = 0; k < f->n_producers; k++) {
-                struct producer *p = service_find_producer(s->svc, f->producers[k]);
+                struct producer *p = sessions_find_producer(s->svc, f->producers[k]);
                 log_notice("Session %" PRIu64 ": flush %" PRIu64 " timed out waiting for producer %u \"%s\" (pid %d).",
                            s->id, f->request_id, f->producers[k], p ? strna(p->name) : "(gone)",
                            p ? (int) p->pid : 0);
@@ -252,4 +252,15 @@ void session_disable(struct session *s, const char *error) {
         case SESSION_DISABLED:
                 break;
         }
+}
+
+void sessions_shutdown(struct traced_service *svc) {
+        /* No time for flushes: take what is committed and write it out. */
+        for (struct session *s = svc->sessions; s; s = s->next)
+                if (s->state != SESSION_DISABLED) {
+                        session_cancel_flushes(s);
+                        if (s->state == SESSION_STARTED || s->state == SESSION_DISABLING)
+                                s->state = SESSION_DISABLING;
+                        session_force_finalize(s, "The tracing service is shutting down");
+                }
 }

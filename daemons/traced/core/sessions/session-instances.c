@@ -470,3 +470,10 @@ int session_change_config(struct session *s, const Perfetto__Protos__TraceConfig
         }
         return 0;
 }
+
+struct producer *sessions_find_producer(struct traced_service *svc, uint16_t id) {
+        for (struct producer *p = svc->producers; p; p = p->next)
+                if (p->id == id)
+                        return p;
+        return NULL;
+}

@@ -26,7 +26,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
-#include "core/service.h"
+#include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
 #include "core/output/output-writer.h"
 #include "core/buffers/trace-buffer.h"
@@ -620,4 +620,11 @@ static int on_out_stall(sd_event_source *src, uint64_t usec, void *userdata) {
         struct session *s = userdata;
         output_progressed(s, output_fail(s, -ETIMEDOUT));
         return 0;
+}
+
+int session_write_into_fd(struct session *s, int fd) {
+        s->file_fd = fd;
+        int r = session_write_into_file(s);
+        s->file_fd = safe_close(s->file_fd);
+        return r;
 }

@@ -11,7 +11,7 @@
 #include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
-#include "core/service.h"
+#include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
 #include "core/sessions/session-stats.h"
 #include "core/buffers/trace-buffer.h"

@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "basic/macro.h"
-#include "core/service.h"
+#include "core/sessions/session-internal.h"
 #include "core/sessions/session-stats.h"
 #include "core/buffers/trace-buffer.h"
 

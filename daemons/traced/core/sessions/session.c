@@ -152,7 +152,7 @@ void session_free(struct session *s) {
         free(s->state_text);
         free(s->triggered_by);
         free(s);
-        service_state_changed(svc);
+        sessions_state_changed(svc);
 }
 
 uint64_t session_now_usec(clockid_t clk) {
@@ -306,7 +306,7 @@ int session_create(struct traced_service *svc, struct consumer *c, uid_t uid,
         log_info("Session %" PRIu64 " configured: %zu buffer(s), %zu data source instance(s)%s.", s->id,
                  s->n_buffers, session_count_instances(s), s->file_fd >= 0 ? ", writing into a file" : "");
         *ret = s;
-        service_state_changed(svc);
+        sessions_state_changed(svc);
         return 0;
 }
 
@@ -402,7 +402,7 @@ int session_start_now(struct session *s) {
                                     on_trigger_timeout);
         log_info("Session %" PRIu64 " started.", s->id);
         session_check_all_started(s);
-        service_state_changed(s->svc);
+        sessions_state_changed(s->svc);
         return 0;
 }
 
@@ -483,7 +483,7 @@ void session_output_finished(struct session *s) {
                 s->svc->consumer_ops->enable_done(req, s->disable_error);
         }
         session_notify_all_started(s);
-        service_state_changed(s->svc);
+        sessions_state_changed(s->svc);
         /* Nobody can read a detached session that ended by itself: free it
          * (its file, if any, is complete), so its key no longer attaches.
          * Deferred, as callers may be walking the session list. */
@@ -508,4 +508,17 @@ void session_notify_all_started(struct session *s) {
         if (!s->consumer || s->state == SESSION_DISABLED)
                 return;
         s->svc->consumer_ops->all_started(s->consumer);
+}
+
+void sessions_state_changed(struct traced_service *svc) {
+        if (svc->state_changed)
+                svc->state_changed(svc);
+}
+
+size_t sessions_count_started(const struct traced_service *svc) {
+        size_t n = 0;
+        for (const struct session *s = svc->sessions; s; s = s->next)
+                if (s->state == SESSION_STARTED)
+                        n++;
+        return n;
 }

@@ -2,17 +2,15 @@
 #pragma once
 
 /*
- * The RelayPort service: what traced_relay tells about its machine
- * (InitRelay's SystemInfo) and the clock readings it exchanges with us
- * (SyncClock), kept per machine for the trace (a system_info and a
- * remote_clock_sync packet per machine and session).
+ * The machines behind traced_relay: what the RelayPort (ports/relay-port.c)
+ * learns about each (InitRelay's SystemInfo) and the clock readings it
+ * exchanges with us (SyncClock), kept per machine for the sessions, which
+ * write a system_info and a remote_clock_sync packet per machine.
  */
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include "ipc/ipc.h"
 
 #define RELAY_MAX_MACHINES 64u
 #define RELAY_MAX_CLOCKS 16u
@@ -44,10 +42,11 @@ struct relay_machines {
         size_t n;
 };
 
-extern const struct ipc_service_desc relay_port_desc;
-
 void relay_machines_done(struct relay_machines *rm);
 struct relay_machine *relay_machines_find(struct relay_machines *rm, uint32_t machine_id);
+/* The machine of that id, added (with name, may be NULL) when new; NULL
+ * when RELAY_MAX_MACHINES are known or on ENOMEM. */
+struct relay_machine *relay_machines_get(struct relay_machines *rm, uint32_t machine_id, const char *name);
 /* Records one SyncClock request's clocks, with the host's at arrival. */
 void relay_machine_add_sync(struct relay_machine *m, const uint32_t *ids, const uint64_t *ts, size_t n,
                             const struct relay_clock *host, size_t n_host);
