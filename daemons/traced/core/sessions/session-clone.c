@@ -12,33 +12,7 @@
 #include "basic/macro.h"
 #include "core/sessions/session-internal.h"
 #include "core/buffers/trace-buffer.h"
-
-/* Appends what src already wrote to its file to out_fd. */
-static int copy_written_file(struct session *src, int out_fd) {
-        uint8_t buf[32 * 1024];
-        off_t off = 0;
-
-        for (;;) {
-                ssize_t n = pread(src->file_fd, buf, sizeof(buf), off);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (n == 0)
-                        return 0;
-                off += n;
-                for (ssize_t done = 0; done < n;) {
-                        ssize_t w = write(out_fd, buf + done, (size_t) (n - done));
-                        if (w < 0) {
-                                if (errno == EINTR)
-                                        continue;
-                                return -errno;
-                        }
-                        done += w;
-                }
-        }
-}
+#include "core/output/trace-file.h"
 
 int session_clone(struct session *src, struct consumer *c, uid_t uid, int out_fd, struct session **ret,
                   bool *ret_wrote_file, char **ret_error) {
@@ -98,7 +72,7 @@ int session_clone(struct session *src, struct consumer *c, uid_t uid, int out_fd
                  * the same sequence ids. */
                 r = session_output_sync(src);
                 if (r >= 0)
-                        r = copy_written_file(src, fd);
+                        r = trace_file_copy(src->file_fd, fd);
                 session_output_unsync(src);
                 if (r < 0) {
                         session_free(s);
