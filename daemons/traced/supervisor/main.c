@@ -18,7 +18,7 @@
 #include "basic/macro.h"
 #include "supervisor/config.h"
 #include "core/core.h"
-#include "core/in-process.h"
+#include "supervisor/in-process.h"
 #include "supervisor/privileges.h"
 #include "supervisor/sockets.h"
 #include "supervisor/supervisor.h"

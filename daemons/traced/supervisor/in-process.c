@@ -10,7 +10,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
-#include "core/in-process.h"
+#include "supervisor/in-process.h"
 #include "runner.h"
 #include "core/service.h"
 
