@@ -341,6 +341,21 @@ void output_writer_commit(struct output_writer *w, size_t n) {
         }
 }
 
+size_t output_writer_fill(struct output_writer *w, const uint8_t *p, size_t n) {
+        size_t done = 0;
+        while (done < n) {
+                size_t avail;
+                uint8_t *dst = output_writer_space(w, &avail);
+                if (!dst)
+                        break;
+                size_t k = MIN(avail, n - done);
+                memcpy(dst, p + done, k);
+                output_writer_commit(w, k);
+                done += k;
+        }
+        return done;
+}
+
 void output_writer_submit(struct output_writer *w, bool final) {
         pthread_mutex_lock(&w->lock);
         unsigned n_queued = w->n_queued, i = fill_index(w);

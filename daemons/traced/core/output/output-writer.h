@@ -32,6 +32,9 @@ uint64_t output_writer_ack(struct output_writer *w);
  * and waiting for the disk. output_writer_commit says how many were put. */
 uint8_t *output_writer_space(struct output_writer *w, size_t *ret_avail);
 void output_writer_commit(struct output_writer *w, size_t n);
+/* Copies what fits of p (n bytes) into the blocks (space, then commit, as
+ * long as a block has room); returns how much went. */
+size_t output_writer_fill(struct output_writer *w, const uint8_t *p, size_t n);
 
 /* Hands what was put since the last call to the thread (full blocks go
  * as they fill anyway), so that the file shows it soon. In direct mode an

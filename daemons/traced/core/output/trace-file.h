@@ -5,9 +5,10 @@
  * The output layer: every way a trace reaches a file, pipe or socket.
  * output-writer.h writes a regular file from a thread of its own,
  * output-path.h opens TraceConfig.output_path in the trace directory,
- * and this header the files the service makes itself: the copy of a
- * write_into_file session's file that a clone continues, and the file
- * SaveTraceForBugreport leaves. (The session's side of writing, which
+ * output-fd.h checks and writes a pipe, socket or device without
+ * blocking, and this header the files the service makes itself: the copy
+ * of a write_into_file session's file that a clone continues, and the
+ * file SaveTraceForBugreport leaves. (The session's side of writing, which
  * packets go into the fd when, is sessions/session-output.c.) The
  * output layer knows nothing of sessions or the wire protocol; it
  * returns -errno and never logs.

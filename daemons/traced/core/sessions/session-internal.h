@@ -223,8 +223,6 @@ void session_output_pressure(struct session *s, const struct trace_buffer *tb);
  * -errno. */
 int session_output_take_chunk(struct session *s, struct trace_buffer *tb, const struct trace_buffer_chunk *chunk);
 void session_output_free(struct session *s);
-/* A message for a write error (static storage). */
-const char *session_output_error_message(int error);
 /* session.c: the finalizing session's output drained or failed. */
 void session_output_finished(struct session *s);
 uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first);

@@ -28,6 +28,7 @@
 #include "basic/pbw.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
+#include "core/output/output-fd.h"
 #include "core/output/output-writer.h"
 #include "core/buffers/trace-buffer.h"
 
@@ -58,27 +59,10 @@
 
 int session_output_open(struct session *s, int fd, char **ret_error) {
         _cleanup_close_ int owned = fd;
-        struct stat st;
-        const char *why = NULL;
+        bool regular = false;
 
-        if (fstat(fd, &st) < 0)
-                why = "The output file descriptor cannot be examined";
-        else if (S_ISDIR(st.st_mode))
-                why = "The output file descriptor is a directory";
-        else {
-                int fl = fcntl(fd, F_GETFL);
-                if (fl < 0)
-                        why = "The output file descriptor cannot be examined";
-                else if ((fl & O_ACCMODE) == O_RDONLY || (fl & O_PATH))
-                        why = "The output file descriptor is not open for writing";
-                else if (!S_ISREG(st.st_mode)) {
-                        /* Ours from here on: the consumer handed it over. */
-                        if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-                                why = "The output file descriptor cannot be made non-blocking";
-                        s->out_pollable = true;
-                }
-        }
-        if (!why && S_ISREG(st.st_mode) && output_writer_new(fd, &s->out_writer) < 0)
+        const char *why = output_fd_check(fd, &s->out_pollable, &regular);
+        if (!why && regular && output_writer_new(fd, &s->out_writer) < 0)
                 why = "The output file cannot be set up for writing (out of memory?)";
         if (why) {
                 if (ret_error)
@@ -87,14 +71,6 @@ int session_output_open(struct session *s, int fd, char **ret_error) {
         }
         s->file_fd = TAKE_FD(owned);
         return 0;
-}
-
-const char *session_output_error_message(int error) {
-        static char buf[160];
-        if (error == -ETIMEDOUT)
-                return "The output file descriptor took no data for 30 s";
-        snprintf(buf, sizeof(buf), "Writing the trace file failed: %s", strerror(-error));
-        return buf;
 }
 
 bool session_output_drained(const struct session *s) {
@@ -126,7 +102,7 @@ static int output_fail(struct session *s, int error) {
         s->out_error = error;
         s->out_io = sd_event_source_disable_unref(s->out_io);
         s->out_stall = sd_event_source_disable_unref(s->out_stall);
-        log_warning("Session %" PRIu64 ": %s.", s->id, session_output_error_message(error));
+        log_warning("Session %" PRIu64 ": %s.", s->id, output_error_message(error));
         return error;
 }
 
@@ -162,23 +138,10 @@ static int output_wait(struct session *s, bool wait, bool progress) {
 /* Writes what the fd takes: 0 when out_buf is empty, 1 when the fd would
  * block, -errno on a write error. */
 static int output_flush(struct session *s, bool *ret_progress) {
-        while (s->out_off < s->out_len) {
-                ssize_t n = write(s->file_fd, s->out_buf + s->out_off, s->out_len - s->out_off);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        if (errno == EAGAIN && s->out_pollable)
-                                return 1;
-                        return -errno;
-                }
-                if (n == 0)
-                        return -EIO;
-                s->out_off += (size_t) n;
-                if (ret_progress)
-                        *ret_progress = true;
-        }
-        s->out_off = s->out_len = 0;
-        return 0;
+        int r = output_fd_write(s->file_fd, s->out_pollable, s->out_buf, &s->out_off, s->out_len, ret_progress);
+        if (r == 0)
+                s->out_off = s->out_len = 0;
+        return r;
 }
 
 struct file_ctx {
@@ -256,24 +219,8 @@ static int file_sink(const struct iovec *iov, size_t n_iov, size_t total, void *
 
 /* Regular files: bytes go into the writer's blocks; what does not fit
  * waits in out_buf (in order), and reading stops until it went on too. */
-/* Copies what fits of p into the writer's blocks; returns how much. */
-static size_t writer_fill(struct output_writer *w, const uint8_t *p, size_t n) {
-        size_t done = 0;
-        while (done < n) {
-                size_t avail;
-                uint8_t *dst = output_writer_space(w, &avail);
-                if (!dst)
-                        break;
-                size_t k = MIN(avail, n - done);
-                memcpy(dst, p + done, k);
-                output_writer_commit(w, k);
-                done += k;
-        }
-        return done;
-}
-
 static int writer_put(struct session *s, const uint8_t *p, size_t n) {
-        size_t k = s->out_off == s->out_len ? writer_fill(s->out_writer, p, n) : 0;
+        size_t k = s->out_off == s->out_len ? output_writer_fill(s->out_writer, p, n) : 0;
         if (k < n) {
                 int r = out_reserve(s, n - k);
                 if (r < 0)
@@ -287,7 +234,7 @@ static int writer_put(struct session *s, const uint8_t *p, size_t n) {
 /* Moves what waits in out_buf into the writer: 0 when it all went, 1 when
  * some still waits. */
 static int writer_drain_overflow(struct session *s) {
-        s->out_off += writer_fill(s->out_writer, s->out_buf + s->out_off, s->out_len - s->out_off);
+        s->out_off += output_writer_fill(s->out_writer, s->out_buf + s->out_off, s->out_len - s->out_off);
         if (s->out_off < s->out_len)
                 return 1;
         s->out_off = s->out_len = 0;
@@ -602,7 +549,7 @@ static void output_progressed(struct session *s, int r) {
                 if (s->out_finalizing)
                         session_output_finished(s);
                 else if (r < 0 && r != -EFBIG)
-                        session_disable(s, session_output_error_message(r));
+                        session_disable(s, output_error_message(r));
         }
 }
 

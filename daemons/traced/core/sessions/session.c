@@ -16,6 +16,7 @@
 
 #include "basic/log.h"
 #include "basic/macro.h"
+#include "core/output/output-fd.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
 #include "core/buffers/trace-buffer.h"
@@ -335,7 +336,7 @@ static int on_file_timer(sd_event_source *src, uint64_t usec, void *userdata) {
                 return 0;
         }
         if (r < 0) {
-                session_disable(s, session_output_error_message(r));
+                session_disable(s, output_error_message(r));
                 return 0;
         }
         return sd_event_source_set_time_relative(src, s->file_period_ms * 1000u) < 0
@@ -470,7 +471,7 @@ void session_output_finished(struct session *s) {
                           " through the buffers.",
                           s->id, s->chunks_taken, s->take_waits, s->chunks_held, s->chunks_stored);
                 if (s->out_error < 0 && !s->disable_error)
-                        s->disable_error = strdup(session_output_error_message(s->out_error));
+                        s->disable_error = strdup(output_error_message(s->out_error));
                 session_output_free(s);
                 s->file_fd = safe_close(s->file_fd);
         }
