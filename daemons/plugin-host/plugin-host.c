@@ -21,8 +21,8 @@
 
 #include <systemd/sd-event.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "runner.h"
 
 /* Exit status for a plugin that must not be restarted (bad plugin). */

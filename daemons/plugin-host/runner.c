@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "plugin-check.h"
 #include "runner.h"
 #include "traced/plugin.h"

@@ -17,6 +17,7 @@
 #define _public_ __attribute__((__visibility__("default")))
 #define _hidden_ __attribute__((__visibility__("hidden")))
 #define _fallthrough_ __attribute__((__fallthrough__))
+#define _always_inline_ inline __attribute__((__always_inline__))
 
 #define ELEMENTSOF(x) (sizeof(x) / sizeof((x)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -1,20 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include "basic/pbr.h"
+#include "basic/varint.h"
 
 static int rd_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *ret) {
-        uint64_t v = 0;
-        for (unsigned shift = 0; shift < 64; shift += 7) {
-                if (*pos >= len)
-                        return -1;
-                uint8_t b = buf[(*pos)++];
-                v |= (uint64_t) (b & 0x7f) << shift;
-                if (!(b & 0x80)) {
-                        *ret = v;
-                        return 0;
-                }
-        }
-        return -1;
+        size_t k = varint_read(buf + *pos, len - *pos, ret);
+        *pos += k;
+        return k > 0 ? 0 : -1;
 }
 
 int pbr_next(const uint8_t *buf, size_t len, size_t *pos, struct pbr_field *ret) {

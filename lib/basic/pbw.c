@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/pbw.h"
 
 void pbw_done(struct pbw *w) {
@@ -30,16 +31,8 @@ static int reserve(struct pbw *w, size_t n) {
                 return w->error;
         if (n > SIZE_MAX / 2 - w->len)
                 return (w->error = -ENOMEM);
-        if (w->len + n <= w->cap)
-                return 0;
-        size_t cap = w->cap ? w->cap : 64;
-        while (cap < w->len + n)
-                cap *= 2;
-        uint8_t *b = realloc(w->buf, cap);
-        if (!b)
+        if (GREEDY_REALLOC_MIN(w->buf, w->cap, w->len + n, 64) < 0)
                 return (w->error = -ENOMEM);
-        w->buf = b;
-        w->cap = cap;
         return 0;
 }
 

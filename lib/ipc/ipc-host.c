@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "basic/hash.h"
 #include "basic/macro.h"
 #include "ipc/ipc-conn.h"
 #include "ipc/ipc.h"
@@ -204,12 +205,7 @@ const char *ipc_host_conn_machine_name(const ipc_host_conn *hc) {
 }
 
 uint32_t ipc_machine_id_from_hint(const char *hint, size_t len) {
-        uint64_t h = UINT64_C(0xcbf29ce484222325);
-        for (size_t i = 0; i < len; i++) {
-                h ^= (uint8_t) hint[i];
-                h *= UINT64_C(0x100000001b3);
-        }
-        uint32_t id = (uint32_t) h;
+        uint32_t id = (uint32_t) fnv1a64(hint, len);
         return id == 0 ? 1 : id;
 }
 

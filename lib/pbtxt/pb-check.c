@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "basic/varint.h"
 #include "pbtxt/pb-check.h"
 #include "pbtxt/pbtxt.h"
 
@@ -37,16 +38,9 @@ static int out_of_range(const ProtobufCFieldDescriptor *f, uint64_t v, size_t of
 
 /* Reads one varint at *pos; false on malformed input. */
 static bool read_varint(const uint8_t *buf, size_t len, size_t *pos, uint64_t *ret) {
-        uint64_t v = 0;
-        for (unsigned shift = 0; shift < 64 && *pos < len; shift += 7) {
-                uint8_t b = buf[(*pos)++];
-                v |= (uint64_t) (b & 0x7f) << shift;
-                if (!(b & 0x80)) {
-                        *ret = v;
-                        return true;
-                }
-        }
-        return false;
+        size_t k = varint_read(buf + *pos, len - *pos, ret);
+        *pos += k;
+        return k > 0;
 }
 
 static int check(const ProtobufCMessageDescriptor *desc, const uint8_t *data, size_t len, size_t base, unsigned depth,

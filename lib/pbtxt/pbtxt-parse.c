@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "pbtxt/pbtxt-internal.h"
 #include "pbtxt/pbtxt.h"
@@ -145,17 +146,7 @@ struct strbuf {
 };
 
 static int strbuf_reserve(struct strbuf *b, size_t more) {
-        if (b->len + more + 1 <= b->cap)
-                return 0;
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + more + 1)
-                cap *= 2;
-        uint8_t *d = realloc(b->data, cap);
-        if (!d)
-                return -ENOMEM;
-        b->data = d;
-        b->cap = cap;
-        return 0;
+        return GREEDY_REALLOC_MIN(b->data, b->cap, b->len + more + 1, 64);
 }
 
 /* Decodes the escapes of a quoted string token (without the quotes) and

@@ -180,6 +180,21 @@ enum {
         WRITER_USED_ELSEWHERE = 2,
 };
 
+/* Guards what the writer threads share with the loop thread (see lock). */
+static inline void producer_lock(traced_producer *p) {
+        pthread_mutex_lock(&p->lock);
+}
+static inline void producer_unlock(traced_producer *p) {
+        pthread_mutex_unlock(&p->lock);
+}
+
+/* The files of the library, by what they do:
+ *   producer.c           the connection: connect, hello, reconnect with backoff, free
+ *   producer-commands.c  the service's commands and the data source instances
+ *   producer-arbiter.c   free chunks for writers, retired SMBs
+ *   producer-commit.c    the commit queue, CommitData, the emulated scrape
+ *   trace-writer.c, msg-writer.c  the writers */
+
 /* Called by each writing entry point before it touches w. */
 void writer_note_thread(traced_trace_writer *w);
 
@@ -195,6 +210,15 @@ int writer_queue_commit(traced_trace_writer *w, size_t page, size_t chunk);
  * Loop thread only; elsewhere the loop is woken to do it. */
 int producer_commit(traced_producer *p, uint64_t flush_request_id);
 int writer_queue_patch(traced_trace_writer *w, const struct pending_patch *patch);
+/* Wakes the loop thread, which then commits what is queued. */
+void producer_wake_loop(traced_producer *p);
+/* The loop's side of the wake-up eventfd. */
+int producer_on_wake(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+/* The replies of the GetAsyncCommand stream: the service's commands. */
+void producer_on_async_command(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd,
+                               void *ud);
+/* Forgets the data source instance id, if there is one. */
+void producer_remove_instance(traced_producer *p, uint64_t id);
 /* Shared memory emulation, on Flush: sends the chunks that writers of the
  * given instances are still writing, flagged incomplete. Loop thread. */
 int producer_scrape(traced_producer *p, const uint64_t *ids, size_t n_ids);

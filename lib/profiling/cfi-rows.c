@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "profiling/cfi-frame.h"
 #include "profiling/cfi-rows.h"
 
@@ -148,14 +149,8 @@ static int insert(struct cfi_rows *t, size_t at, const struct entry *e) {
                 t->n = 0;
                 at = 0;
         }
-        if (t->n == t->cap) {
-                size_t cap = t->cap ? t->cap * 2 : 64;
-                struct entry *v = realloc(t->v, cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                t->v = v;
-                t->cap = cap;
-        }
+        if (GREEDY_REALLOC_MIN(t->v, t->cap, t->n + 1, 64) < 0)
+                return -ENOMEM;
         memmove(&t->v[at + 1], &t->v[at], (t->n - at) * sizeof(*t->v));
         t->v[at] = *e;
         t->n++;

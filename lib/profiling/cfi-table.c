@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "profiling/cfi-frame.h"
 #include "profiling/cfi-rows.h"
@@ -212,14 +213,8 @@ static void fde_list_done(struct fde_list *l) {
 }
 
 static int fde_add(struct fde_list *l, uint64_t start, Dwarf_CFI *cfi, unsigned order) {
-        if (l->n == l->cap) {
-                size_t cap = MAX(l->cap * 2, (size_t) 256);
-                struct fde_ref *v = realloc(l->v, cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                l->v = v;
-                l->cap = cap;
-        }
+        if (GREEDY_REALLOC_MIN(l->v, l->cap, l->n + 1, 256) < 0)
+                return -ENOMEM;
         l->v[l->n++] = (struct fde_ref) { .start = start, .cfi = cfi, .order = order };
         return 0;
 }

@@ -12,6 +12,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "basic/alloc.h"
+#include "basic/hash.h"
 #include "basic/macro.h"
 #include "profiling/cfi-rows.h"
 #include "profiling/elf-image.h"
@@ -108,12 +110,9 @@ size_t elf_cache_count(const struct elf_cache *c) {
 }
 
 static uint64_t hash_key(uint64_t dev, uint64_t inode, const char *key) {
-        uint64_t h = 0xcbf29ce484222325ull;
         if (dev || inode)
                 return (dev * 0x9e3779b97f4a7c15ull) ^ (inode * 0xff51afd7ed558ccdull);
-        for (const char *p = key ? key : ""; *p; p++)
-                h = (h ^ (uint8_t) *p) * 0x100000001b3ull;
-        return h;
+        return fnv1a64_str(key ? key : "");
 }
 
 static struct elf_image **bucket(struct elf_cache *c, uint64_t dev, uint64_t inode, const char *key) {
@@ -280,16 +279,8 @@ static int add_name(struct elf_image *img, const char *name, uint32_t *ret) {
         size_t len = strlen(name) + 1;
         if (img->names_len + len > UINT32_MAX)
                 return -E2BIG;
-        if (img->names_len + len > img->names_cap) {
-                size_t cap = img->names_cap ? img->names_cap * 2 : 16384;
-                while (cap < img->names_len + len)
-                        cap *= 2;
-                char *p = realloc(img->names, cap);
-                if (!p)
-                        return -ENOMEM;
-                img->names = p;
-                img->names_cap = cap;
-        }
+        if (GREEDY_REALLOC_MIN(img->names, img->names_cap, img->names_len + len, 16384) < 0)
+                return -ENOMEM;
         memcpy(img->names + img->names_len, name, len);
         *ret = (uint32_t) img->names_len;
         img->names_len += len;
@@ -314,14 +305,8 @@ static int read_symtab(struct elf_image *img, Elf *e, Elf_Scn *scn, const GElf_S
                         continue;
                 if (img->n_syms == MAX_SYMBOLS)
                         return -E2BIG;
-                if (img->n_syms == img->syms_cap) {
-                        size_t cap = img->syms_cap ? img->syms_cap * 2 : 1024;
-                        struct sym *p = reallocarray(img->syms, cap, sizeof(*p));
-                        if (!p)
-                                return -ENOMEM;
-                        img->syms = p;
-                        img->syms_cap = cap;
-                }
+                if (GREEDY_REALLOC_MIN(img->syms, img->syms_cap, img->n_syms + 1, 1024) < 0)
+                        return -ENOMEM;
                 uint32_t off;
                 int r = add_name(img, name, &off);
                 if (r < 0)

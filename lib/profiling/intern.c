@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "profiling/intern.h"
 
@@ -112,14 +113,8 @@ static uint64_t itab_intern(struct itab *t, const void *key, size_t len, bool *r
                 if (e->hash == h && e->len == len && (len == 0 || memcmp(t->arena + e->off, key, len) == 0))
                         return iid;
         }
-        if (t->n == t->cap) {
-                size_t cap = t->cap ? t->cap * 2 : 256;
-                struct ient *p = reallocarray(t->ents, cap, sizeof(*p));
-                if (!p)
-                        return 0;
-                t->ents = p;
-                t->cap = cap;
-        }
+        if (GREEDY_REALLOC_MIN(t->ents, t->cap, t->n + 1, 256) < 0)
+                return 0;
         if (t->arena_len + len > t->arena_cap) {
                 size_t cap = t->arena_cap ? t->arena_cap * 2 : 4096;
                 while (cap < t->arena_len + len)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "profiling/ksyms.h"
 
@@ -58,22 +59,10 @@ int ksyms_load(FILE *f, struct ksyms **ret) {
                         continue;
                 if (k->n == MAX_SYMBOLS)
                         break;
-                if (k->n == syms_cap) {
-                        size_t cap = syms_cap ? syms_cap * 2 : 4096;
-                        struct ksym *p = reallocarray(k->syms, cap, sizeof(*p));
-                        if (!p)
-                                goto oom;
-                        k->syms = p;
-                        syms_cap = cap;
-                }
-                if (k->names_len + len + 1 > names_cap) {
-                        size_t cap = names_cap ? names_cap * 2 : 65536;
-                        char *p = realloc(k->names, cap);
-                        if (!p)
-                                goto oom;
-                        k->names = p;
-                        names_cap = cap;
-                }
+                if (GREEDY_REALLOC_MIN(k->syms, syms_cap, k->n + 1, 4096) < 0)
+                        goto oom;
+                if (GREEDY_REALLOC_MIN(k->names, names_cap, k->names_len + len + 1, 65536) < 0)
+                        goto oom;
                 k->syms[k->n++] = (struct ksym) { .addr = addr, .name = (uint32_t) k->names_len };
                 memcpy(k->names + k->names_len, name, len);
                 k->names[k->names_len + len] = '\0';

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "profiling/procmaps.h"
 
@@ -37,17 +38,7 @@ void proc_maps_clear(struct proc_maps *m) {
 }
 
 static int reserve(struct proc_maps *m, size_t extra) {
-        if (m->n + extra <= m->cap)
-                return 0;
-        size_t cap = m->cap ? m->cap * 2 : 32;
-        while (cap < m->n + extra)
-                cap *= 2;
-        struct pmap *v = reallocarray(m->v, cap, sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        m->v = v;
-        m->cap = cap;
-        return 0;
+        return GREEDY_REALLOC_MIN(m->v, m->cap, m->n + extra, 32);
 }
 
 /* The first region ending after addr. */

@@ -131,6 +131,11 @@ static inline uint8_t *smb_chunk_payload(const struct smb_chunk *c) {
 static inline size_t smb_chunk_payload_size(const struct smb_chunk *c) {
         return c->size - SMB_CHUNK_HEADER_SIZE;
 }
+/* The writer id in the chunk's header, as the other side last stored it:
+ * any value, to be checked before use. */
+static inline uint16_t smb_chunk_writer_id(const struct smb_chunk *c) {
+        return atomic_load_explicit(&smb_chunk_header(c)->writer_id, memory_order_relaxed);
+}
 
 /* Validates geometry: page_size a multiple of 4 KiB in [4 KiB, 64 KiB],
  * size a non-zero multiple of page_size, start 4 KiB aligned. -EINVAL else. */

@@ -5,15 +5,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <traced/plugin.h>
+
+#include "common/plugin-common.h"
+#include "traced/plugin.h"
 
 struct bpfstack_plugin {
         const struct traced_host_api *api;
         struct traced_host *host;
-        struct bpfstack_session *sessions;
+        struct plugin_instance *sessions; /* of struct bpfstack_session */
 };
-
-void bpfstack_log(struct bpfstack_plugin *pl, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 int bpfstack_session_start(struct bpfstack_plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);
 void bpfstack_session_stop(struct bpfstack_plugin *pl, uint64_t instance_id);

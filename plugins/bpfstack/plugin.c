@@ -27,19 +27,20 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
         size_t n = strlen(buf);
         while (n > 0 && buf[n - 1] == '\n')
                 buf[--n] = '\0';
-        bpfstack_log(libbpf_owner, level == LIBBPF_WARN ? TRACED_LOG_WARNING : TRACED_LOG_INFO, "libbpf: %s", buf);
+        plugin_log(libbpf_owner, level == LIBBPF_WARN ? TRACED_LOG_WARNING : TRACED_LOG_INFO, "libbpf: %s", buf);
         return 0;
 }
 
 static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {
-        if (api->struct_size < sizeof(struct traced_host_api))
-                return -EPROTO;
+        int r = plugin_check_host(api);
+        if (r < 0)
+                return r;
         struct bpfstack_plugin *pl = calloc(1, sizeof(*pl));
         if (!pl)
                 return -ENOMEM;
         pl->api = api;
         pl->host = host;
-        int r = api->register_data_source(host, DS_NAME, TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
+        r = api->register_data_source(host, DS_NAME, TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
         if (r < 0) {
                 free(pl);
                 return r;
@@ -64,8 +65,7 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
                 return;
         int r = bpfstack_session_start(pl, id, cfg, n);
         if (r < 0 && r != -EINVAL && r != -EOPNOTSUPP)
-                bpfstack_log(pl, TRACED_LOG_ERR, DS_NAME " instance %llu failed to start: %s", (unsigned long long) id,
-                             strerror(-r));
+                plugin_log_start_failed(pl, DS_NAME, id, r);
 }
 
 /* Stacks drained at the stop are written before the service hears that
@@ -80,18 +80,9 @@ static void flush(void *state, uint64_t id) {
         bpfstack_session_flush(state, id);
 }
 
-static const struct traced_plugin_ops ops = {
-        .struct_size = sizeof(struct traced_plugin_ops),
-        .create = create,
-        .destroy = destroy,
-        .start = start,
-        .stop = stop,
-        .flush = flush,
-};
-
 /* CAP_BPF (39): load programs and maps. CAP_PERFMON (38): perf_event
  * programs, cpu-clock events on every CPU, bpf_get_stackid and kernel
  * addresses; the plugin host grants CAP_SYS_ADMIN (21) instead on kernels
  * older than CAP_BPF/CAP_PERFMON. CAP_SYSLOG (34): real addresses in
  * /proc/kallsyms, to name kernel frames. */
-TRACED_PLUGIN_DEFINE("bpfstack", PACKAGE_VERSION, TRACED_CAP(39) | TRACED_CAP(38) | TRACED_CAP(34), ops)
+PLUGIN_DEFINE("bpfstack", TRACED_CAP(39) | TRACED_CAP(38) | TRACED_CAP(34))

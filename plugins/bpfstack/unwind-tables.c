@@ -12,6 +12,7 @@
 
 #include <bpf/bpf.h>
 
+#include "basic/alloc.h"
 #include "bpfstack.h"
 #include "profiling/cfi-table.h"
 #include "profiling/elf-image.h"
@@ -108,14 +109,8 @@ static bool known(const struct unwind_tables *t, int pid) {
 static int remember_pid(struct unwind_tables *t, int pid) {
         if (known(t, pid))
                 return 0;
-        if (t->n_pids == t->cap_pids) {
-                size_t cap = t->cap_pids ? 2 * t->cap_pids : 64;
-                int *v = realloc(t->pids, cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                t->pids = v;
-                t->cap_pids = cap;
-        }
+        if (GREEDY_REALLOC_MIN(t->pids, t->cap_pids, t->n_pids + 1, 64) < 0)
+                return -ENOMEM;
         t->pids[t->n_pids++] = pid;
         return 0;
 }
@@ -246,14 +241,8 @@ static int image_table(struct unwind_tables *t, const uint8_t *data, size_t size
                         *ret = &t->img[k];
                         return 0;
                 }
-        if (t->n_img == t->cap_img) {
-                size_t cap = t->cap_img ? 2 * t->cap_img : 32;
-                struct image_table *v = realloc(t->img, cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                t->img = v;
-                t->cap_img = cap;
-        }
+        if (GREEDY_REALLOC_MIN(t->img, t->cap_img, t->n_img + 1, 32) < 0)
+                return -ENOMEM;
         struct image_table e = { .dev = dev, .inode = inode };
         int r = compile_into(t, data, size, &e);
         if (r == -ENOSPC)

@@ -5,17 +5,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/plugin-common.h"
 #include "traced/plugin.h"
 
 struct plugin {
         const struct traced_host_api *api;
         struct traced_host *host;
         char tracefs[256];
-        struct ftrace_session *sessions;
-        struct ps_session *ps_sessions;
+        struct plugin_instance *sessions;    /* of struct ftrace_session */
+        struct plugin_instance *ps_sessions; /* of struct ps_session */
 };
-
-void plugin_log(struct plugin *pl, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* linux.ftrace */
 int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);

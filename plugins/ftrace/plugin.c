@@ -3,8 +3,6 @@
 /* The ftrace plugin: data sources linux.ftrace and linux.process_stats. */
 
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,24 +10,16 @@
 #include "kprobes.h"
 #include "tracefs.h"
 
-void plugin_log(struct plugin *pl, int level, const char *fmt, ...) {
-        char msg[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        pl->api->log(pl->host, level, msg);
-}
-
 static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {
-        if (api->struct_size < sizeof(struct traced_host_api))
-                return -EPROTO;
+        int r = plugin_check_host(api);
+        if (r < 0)
+                return r;
         struct plugin *pl = calloc(1, sizeof(*pl));
         if (!pl)
                 return -ENOMEM;
         pl->api = api;
         pl->host = host;
-        int r = tracefs_find(pl->tracefs, sizeof(pl->tracefs));
+        r = tracefs_find(pl->tracefs, sizeof(pl->tracefs));
         if (r < 0) {
                 plugin_log(pl, TRACED_LOG_WARNING, "tracefs not found and not mountable (%s); linux.ftrace disabled",
                            strerror(-r));
@@ -72,8 +62,7 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
         else if (strcmp(ds, "linux.process_stats") == 0)
                 r = process_stats_start(pl, id, cfg, n);
         if (r < 0)
-                plugin_log(pl, TRACED_LOG_ERR, "%s instance %llu failed to start: %s", ds, (unsigned long long) id,
-                           strerror(-r));
+                plugin_log_start_failed(pl, ds, id, r);
 }
 
 static void stop(void *state, uint64_t id) {
@@ -86,15 +75,6 @@ static void flush(void *state, uint64_t id) {
         process_stats_flush(state, id);
 }
 
-static const struct traced_plugin_ops ops = {
-        .struct_size = sizeof(struct traced_plugin_ops),
-        .create = create,
-        .destroy = destroy,
-        .start = start,
-        .stop = stop,
-        .flush = flush,
-};
-
 /* CAP_SYS_ADMIN (21) for tracefs, CAP_SYSLOG (34) for the addresses in
  * /proc/kallsyms (symbolize_ksyms). */
-TRACED_PLUGIN_DEFINE("ftrace", PACKAGE_VERSION, TRACED_CAP(21) | TRACED_CAP(34), ops)
+PLUGIN_DEFINE("ftrace", TRACED_CAP(21) | TRACED_CAP(34))

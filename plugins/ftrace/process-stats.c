@@ -38,9 +38,9 @@ struct cached_counters {
 };
 
 struct ps_session {
-        struct ps_session *next;
+        struct plugin_instance inst; /* first: the plugin's list, by instance id */
         struct plugin *pl;
-        uint64_t instance_id, tracing_session_id;
+        uint64_t tracing_session_id;
         struct traced_writer *writer;
         struct traced_source *poll_timer;
         uint32_t poll_ms;
@@ -325,9 +325,9 @@ static void on_poll(void *userdata) {
 }
 
 struct ps_session *process_stats_for_session(struct plugin *pl, uint64_t tracing_session_id) {
-        for (struct ps_session *ps = pl->ps_sessions; ps; ps = ps->next)
-                if (ps->tracing_session_id == tracing_session_id)
-                        return ps;
+        for (struct plugin_instance *i = pl->ps_sessions; i; i = i->next)
+                if (((struct ps_session *) i)->tracing_session_id == tracing_session_id)
+                        return (struct ps_session *) i;
         return NULL;
 }
 
@@ -350,7 +350,7 @@ int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *
         if (!ps)
                 return -ENOMEM;
         ps->pl = pl;
-        ps->instance_id = instance_id;
+        ps->inst.id = instance_id;
         ps->on_demand = true;
         ps->ticks_per_sec = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
         bool scan_all = false;
@@ -402,8 +402,7 @@ int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *
                 }
         }
         (void) pl->api->flush_writer(ps->writer);
-        ps->next = pl->ps_sessions;
-        pl->ps_sessions = ps;
+        plugin_instance_add(&pl->ps_sessions, &ps->inst);
         plugin_log(pl, TRACED_LOG_INFO, "linux.process_stats instance %llu: %llu processes at start%s%s",
                    (unsigned long long) instance_id, (unsigned long long) ps->described,
                    ps->on_demand ? ", more on demand" : "", ps->poll_ms ? ", polling stats" : "");
@@ -411,35 +410,30 @@ int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *
 }
 
 bool process_stats_stop(struct plugin *pl, uint64_t instance_id) {
-        for (struct ps_session **pp = &pl->ps_sessions; *pp; pp = &(*pp)->next)
-                if ((*pp)->instance_id == instance_id) {
-                        struct ps_session *ps = *pp;
-                        *pp = ps->next;
-                        process_stats_resolve_pending(ps);
-                        /* A last sample, so CPU times cover the whole trace. */
-                        if (ps->poll_ms)
-                                poll_stats(ps);
-                        plugin_log(pl, TRACED_LOG_INFO, "linux.process_stats instance %llu stopped: %llu processes "
-                                   "described, %llu polls", (unsigned long long) instance_id,
-                                   (unsigned long long) ps->described, (unsigned long long) ps->polls);
-                        ps_free(ps);
-                        return true;
-                }
-        return false;
+        struct ps_session *ps = (struct ps_session *) plugin_instance_take(&pl->ps_sessions, instance_id);
+        if (!ps)
+                return false;
+        process_stats_resolve_pending(ps);
+        /* A last sample, so CPU times cover the whole trace. */
+        if (ps->poll_ms)
+                poll_stats(ps);
+        plugin_log(
+                pl, TRACED_LOG_INFO, "linux.process_stats instance %llu stopped: %llu processes described, %llu polls",
+                (unsigned long long) instance_id, (unsigned long long) ps->described, (unsigned long long) ps->polls);
+        ps_free(ps);
+        return true;
 }
 
 void process_stats_flush(struct plugin *pl, uint64_t instance_id) {
-        for (struct ps_session *ps = pl->ps_sessions; ps; ps = ps->next)
-                if (ps->instance_id == instance_id) {
-                        process_stats_resolve_pending(ps);
-                        (void) pl->api->flush_writer(ps->writer);
-                }
+        struct ps_session *ps = (struct ps_session *) plugin_instance_find(pl->ps_sessions, instance_id);
+        if (ps) {
+                process_stats_resolve_pending(ps);
+                (void) pl->api->flush_writer(ps->writer);
+        }
 }
 
 void process_stats_free_all(struct plugin *pl) {
-        while (pl->ps_sessions) {
-                struct ps_session *ps = pl->ps_sessions;
-                pl->ps_sessions = ps->next;
-                ps_free(ps);
-        }
+        struct plugin_instance *i;
+        while ((i = plugin_instance_pop(&pl->ps_sessions)))
+                ps_free((struct ps_session *) i);
 }

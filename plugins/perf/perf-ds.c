@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* linux.perf: per-CPU perf_event rings drained on the plugin's loop (on a
- * timer and when a ring passes its wake-up watermark) into a bounded queue;
- * a worker thread unwinds, symbolizes, interns and writes the packets. The
- * ring reader never waits for the worker: what does not fit in the queue
- * is written as a skipped sample (PROFILER_SKIP_UNWIND_ENQUEUE). */
+ * timer and when a ring passes its wake-up watermark) into a bounded queue
+ * (perf-queue.h); a worker thread unwinds, symbolizes, interns and writes
+ * the packets. The ring reader never waits for the worker: a sample that
+ * does not fit in the queue is written as a skipped sample
+ * (PROFILER_SKIP_UNWIND_ENQUEUE), and one that finds the queue at its item
+ * bound, with no room even for that note, is only counted, on a counter
+ * track of its CPU. */
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +29,7 @@
 #include "basic/pbw.h"
 #include "perf-config.h"
 #include "perf-ds.h"
+#include "perf-queue.h"
 #include "perf-record.h"
 #include "profiling/cpus.h"
 #include "profiling/intern.h"
@@ -36,7 +40,6 @@
 
 #define MAX_CPUS 1024
 #define MAX_FRAMES 256
-#define MAX_QUEUED_ITEMS (1u << 20)
 #define SCOPE_SLOTS 16384u /* a power of two */
 #define REAP_DELAY_NS (5ull * 1000000000ull)
 #define INTERN_MEMORY_BOUND (128u << 20)
@@ -52,19 +55,6 @@
 #define SKIP_UNWIND_ENQUEUE 3
 #define SKIP_NOT_IN_SCOPE 4
 
-enum item_kind { IT_RECORD, IT_NOTE, IT_LOST, IT_THROTTLE, IT_FLUSH, IT_STOP };
-
-struct item {
-        struct item *next;
-        uint8_t kind;
-        uint8_t reason;  /* IT_NOTE: a SampleSkipReason, or 0 for a sample without stack */
-        uint16_t misc;   /* IT_NOTE: the record's misc (cpu mode) */
-        uint32_t cpu, pid, tid;
-        uint64_t time, count; /* IT_NOTE: timebase count; IT_LOST: records lost; IT_THROTTLE: throttles */
-        uint32_t len;
-        uint8_t rec[];
-};
-
 struct cpu_ring {
         struct perf_session *s;
         int cpu;
@@ -77,6 +67,11 @@ struct cpu_ring {
         uint64_t count; /* sum of the periods sampled: the timebase counter */
         uint8_t *scratch; /* a record that wraps the ring's end, made whole */
         uint64_t throttles;
+        /* Samples of this CPU that found the queue at its item bound: the
+         * loop thread (the only writer) counts them and when the last one
+         * was taken; the worker writes the count into the trace. */
+        atomic_uint_fast64_t dropped, dropped_time;
+        uint64_t dropped_written; /* worker: the count last written */
 };
 
 /* pc -> interned frame, per process and state of its maps, valid for one
@@ -102,26 +97,24 @@ struct perf_session {
         struct cpu_ring *rings;
         size_t n_rings;
         struct cpu_hotplug hotplug; /* the rings' events across CPU hotplug */
-        uint32_t *throttle_track_epoch; /* worker: per CPU, the epoch its track was described in (0: not yet) */
+        /* worker: per counter track kind and CPU, the epoch the track was
+         * described in (0: not yet) */
+        uint32_t *track_epoch;
         struct traced_source *timer;
         struct traced_writer *writer;
         struct scope_slot *scope;
         size_t scope_used;
         uint32_t additional_left;
 
-        /* the batch the loop thread is filling */
-        struct item *batch_head, **batch_tailp;
-        uint64_t batch_bytes;
-        size_t batch_items;
-        /* the queue */
-        pthread_mutex_t mu;
-        pthread_cond_t cv, done_cv;
-        struct item *head, **tailp;
-        uint64_t queued_bytes;
-        size_t queued_items;
+        struct perf_queue q;
+        bool queue_ready;
+        bool stopping;      /* loop thread: the last drain, which takes everything left in the rings */
+        pthread_mutex_t mu; /* guards the flush counts */
+        pthread_cond_t done_cv;
         uint64_t flush_asked, flush_done;
         pthread_t worker;
         bool worker_started;
+        bool write_error_logged; /* loop thread */
 
         /* the worker's */
         struct proc_table *procs;
@@ -134,82 +127,21 @@ struct perf_session {
         uint64_t last_clear, last_reap, latest_time;
         struct frame_slot *frames;
         uint32_t epoch; /* bumped with every intern_clear */
+        uint64_t dropped_written;           /* the total of dropped samples last written */
         atomic_uint_fast64_t stop_deadline; /* now_ms() after which samples are not unwound; 0: none */
 
         /* counters (any thread) */
         atomic_uint_fast64_t samples, unwound, unwind_errors, skipped_enqueue, skipped_scope, skipped_stop, lost,
-                throttles, bad_records;
+                throttles, bad_records, dropped;
+        /* what the writer refused (packets, flushes) and the first error */
+        atomic_uint_fast64_t write_errors, flush_errors;
+        atomic_int first_write_error;
 };
-
-void perf_log(struct perf_plugin *pl, int level, const char *fmt, ...) {
-        char msg[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        pl->api->log(pl->host, level, msg);
-}
 
 static uint64_t now_ms(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
-}
-
-/* ---- the queue ---- */
-
-/* Loop thread: items gather in a batch, handed to the worker at the end
- * of each drain (one lock and one wake-up per drain, not per sample). */
-static void enqueue(struct perf_session *s, struct item *it) {
-        it->next = NULL;
-        *s->batch_tailp = it;
-        s->batch_tailp = &it->next;
-        s->batch_bytes += it->len;
-        s->batch_items++;
-}
-
-static void publish(struct perf_session *s) {
-        if (!s->batch_head)
-                return;
-        pthread_mutex_lock(&s->mu);
-        *s->tailp = s->batch_head;
-        s->tailp = s->batch_tailp;
-        __atomic_store_n(&s->queued_bytes, s->queued_bytes + s->batch_bytes, __ATOMIC_RELAXED);
-        s->queued_items += s->batch_items;
-        pthread_cond_signal(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        s->batch_head = NULL;
-        s->batch_tailp = &s->batch_head;
-        s->batch_bytes = 0;
-        s->batch_items = 0;
-}
-
-static struct item *dequeue(struct perf_session *s) {
-        pthread_mutex_lock(&s->mu);
-        while (!s->head)
-                pthread_cond_wait(&s->cv, &s->mu);
-        struct item *it = s->head;
-        s->head = it->next;
-        if (!s->head)
-                s->tailp = &s->head;
-        __atomic_store_n(&s->queued_bytes, s->queued_bytes - it->len, __ATOMIC_RELAXED);
-        s->queued_items--;
-        pthread_mutex_unlock(&s->mu);
-        return it;
-}
-
-/* Loop thread; the worker's side of the count is read without the lock
- * (a bound, not an exact figure). */
-static bool queue_has_room(struct perf_session *s, size_t len) {
-        uint64_t queued = __atomic_load_n(&s->queued_bytes, __ATOMIC_RELAXED) + s->batch_bytes;
-        return queued + len <= s->cfg.max_enqueued_bytes && s->batch_items < MAX_QUEUED_ITEMS;
-}
-
-static struct item *item_new(enum item_kind kind, size_t len) {
-        struct item *it = malloc(sizeof(*it) + len);
-        if (it)
-                *it = (struct item) { .kind = (uint8_t) kind, .len = (uint32_t) len };
-        return it;
 }
 
 /* ---- scope (loop thread) ---- */
@@ -260,10 +192,23 @@ static bool in_scope(struct perf_session *s, int pid) {
 
 /* ---- ring reading (loop thread) ---- */
 
-static void note(struct perf_session *s, const struct perf_record *r, struct cpu_ring *ring, uint8_t reason) {
-        struct item *it = item_new(IT_NOTE, 0);
+/* A sample that finds the queue at its item bound leaves no item behind:
+ * its CPU's count of dropped samples stands for it in the trace. */
+static void drop_sample(struct perf_session *s, struct cpu_ring *ring, uint64_t time) {
+        /* The loop thread is the only writer of both: plain stores will do. */
+        atomic_store_explicit(&ring->dropped_time, time, memory_order_relaxed);
+        atomic_store_explicit(&ring->dropped, atomic_load_explicit(&ring->dropped, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
+        /* Released after the CPU's count: the worker reads the total first. */
+        atomic_fetch_add_explicit(&s->dropped, 1, memory_order_release);
+}
+
+/* A sample written without unwinding. Returns -ENOMEM or -ENOBUFS (queue
+ * at its item bound) when it could not be queued. */
+static int note(struct perf_session *s, const struct perf_record *r, struct cpu_ring *ring, uint8_t reason) {
+        struct perf_item *it = perf_item_new(PERF_ITEM_NOTE, 0);
         if (!it)
-                return;
+                return -ENOMEM;
         it->reason = reason;
         it->misc = r->misc;
         it->cpu = (uint32_t) ring->cpu;
@@ -271,11 +216,47 @@ static void note(struct perf_session *s, const struct perf_record *r, struct cpu
         it->tid = r->u.sample.tid;
         it->time = r->u.sample.time;
         it->count = ring->count;
-        enqueue(s, it);
+        int ret = perf_queue_push(&s->q, it);
+        if (ret < 0)
+                free(it);
+        return ret;
+}
+
+/* Takes it, the copy of a sample: queued to be unwound, or replaced by a
+ * note, or counted as dropped when not even a note can be queued. */
+static void take_sample(struct perf_session *s, struct cpu_ring *ring, struct perf_item *it,
+                        const struct perf_record *r) {
+        atomic_uint_fast64_t *counter = NULL;
+        uint8_t reason = SKIP_NONE;
+        it->kind = PERF_ITEM_SAMPLE;
+        it->count = ring->count;
+        if (s->cfg.callstacks) {
+                if (!in_scope(s, (int) r->u.sample.pid)) {
+                        counter = &s->skipped_scope;
+                        reason = SKIP_NOT_IN_SCOPE;
+                } else if (perf_queue_push(&s->q, it) >= 0)
+                        return;
+                else {
+                        counter = &s->skipped_enqueue;
+                        reason = SKIP_UNWIND_ENQUEUE;
+                }
+        }
+        free(it);
+        if (note(s, r, ring, reason) < 0)
+                drop_sample(s, ring, r->u.sample.time);
+        else if (counter)
+                (*counter)++;
+}
+
+/* The kernel's bookkeeping is never refused by the queue (see
+ * perf-queue.h); were it, it would be freed here, not leaked. */
+static void push_bookkeeping(struct perf_session *s, struct perf_item *it) {
+        if (perf_queue_push(&s->q, it) < 0)
+                free(it);
 }
 
 /* Takes it (a copied record). */
-static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct item *it) {
+static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct perf_item *it) {
         struct perf_record r;
         if (perf_record_parse(it->rec, it->len, &s->layout, &r) < 0) {
                 s->bad_records++;
@@ -287,20 +268,7 @@ static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct 
         case PERF_REC_SAMPLE:
                 s->samples++;
                 ring->count += r.u.sample.period;
-                if (!s->cfg.callstacks)
-                        note(s, &r, ring, SKIP_NONE);
-                else if (!in_scope(s, (int) r.u.sample.pid)) {
-                        s->skipped_scope++;
-                        note(s, &r, ring, SKIP_NOT_IN_SCOPE);
-                } else if (!queue_has_room(s, it->len)) {
-                        s->skipped_enqueue++;
-                        note(s, &r, ring, SKIP_UNWIND_ENQUEUE);
-                } else {
-                        it->count = ring->count;
-                        enqueue(s, it);
-                        return;
-                }
-                free(it);
+                take_sample(s, ring, it, &r);
                 return;
         case PERF_REC_COMM:
                 if (r.u.comm.exec)
@@ -316,24 +284,37 @@ static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct 
         case PERF_REC_LOST:
         case PERF_REC_LOST_SAMPLES:
                 s->lost += r.u.lost.lost;
-                it->kind = IT_LOST;
+                it->kind = PERF_ITEM_LOST;
                 it->count = r.u.lost.lost;
                 it->time = r.time;
-                enqueue(s, it);
+                push_bookkeeping(s, it);
                 return;
         case PERF_REC_THROTTLE:
                 s->throttles++;
-                it->kind = IT_THROTTLE;
+                it->kind = PERF_ITEM_THROTTLE;
                 it->count = ++ring->throttles;
                 it->time = r.time;
-                enqueue(s, it);
+                push_bookkeeping(s, it);
                 return;
         default:
                 free(it);
                 return;
         }
         /* Process notes go to the worker, in ring order with the samples. */
-        enqueue(s, it);
+        push_bookkeeping(s, it);
+}
+
+/* With the queue at its item bound, a sample is only counted: read where
+ * it lies in the ring, nothing allocated or copied. */
+static void count_sample_dropped(struct perf_session *s, struct cpu_ring *ring, const uint8_t *rec, size_t len) {
+        struct perf_record r;
+        if (perf_record_parse(rec, len, &s->layout, &r) < 0 || r.kind != PERF_REC_SAMPLE) {
+                s->bad_records++;
+                return;
+        }
+        s->samples++;
+        ring->count += r.u.sample.period;
+        drop_sample(s, ring, r.u.sample.time);
 }
 
 static void drain_ring(struct cpu_ring *ring) {
@@ -344,6 +325,10 @@ static void drain_ring(struct cpu_ring *ring) {
         uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
         uint64_t tail = mp->data_tail, mask = ring->data_size - 1;
         while (head - tail >= sizeof(struct perf_event_header)) {
+                /* Bookkeeping alone has filled the queue: the rest waits
+                 * in the ring (but for the last drain, at the stop). */
+                if (!s->stopping && perf_queue_congested(&s->q))
+                        break;
                 struct perf_event_header h;
                 for (size_t k = 0; k < sizeof(h); k++)
                         ((uint8_t *) &h)[k] = ring->data[(tail + k) & mask];
@@ -370,8 +355,13 @@ static void drain_ring(struct cpu_ring *ring) {
                         }
                         src = ring->scratch;
                 }
+                if (h.type == PERF_RECORD_SAMPLE && !perf_queue_room(&s->q, PERF_ITEM_NOTE, 0)) {
+                        count_sample_dropped(s, ring, src, h.size);
+                        tail += h.size;
+                        continue;
+                }
                 int n = perf_record_compact(src, h.size, &s->layout, NULL);
-                struct item *it = item_new(IT_RECORD, n > 0 ? (size_t) n : h.size);
+                struct perf_item *it = perf_item_new(PERF_ITEM_RECORD, n > 0 ? (size_t) n : h.size);
                 if (!it) {
                         s->skipped_enqueue++;
                         tail += h.size;
@@ -385,7 +375,7 @@ static void drain_ring(struct cpu_ring *ring) {
                 tail += h.size;
         }
         __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
-        publish(s);
+        perf_queue_publish(&s->q);
 }
 
 static void drain_all(struct perf_session *s) {
@@ -395,9 +385,22 @@ static void drain_all(struct perf_session *s) {
 
 static void check_hotplug(struct perf_session *s);
 
+/* Once per instance, as soon as the loop sees it: the writer refusing
+ * packets means a trace with holes (the count comes when it stops). */
+static void log_first_write_error(struct perf_session *s) {
+        int r = atomic_load(&s->first_write_error);
+        if (r == 0 || s->write_error_logged)
+                return;
+        s->write_error_logged = true;
+        plugin_log(s->pl, TRACED_LOG_WARNING,
+                   "linux.perf instance %llu: the trace writer refused a packet: %s (counted until the instance stops)",
+                   (unsigned long long) s->instance_id, strerror(-r));
+}
+
 static void on_timer(void *userdata) {
         check_hotplug(userdata);
         drain_all(userdata);
+        log_first_write_error(userdata);
 }
 
 static void on_ring(int fd, uint32_t revents, void *userdata) {
@@ -406,10 +409,19 @@ static void on_ring(int fd, uint32_t revents, void *userdata) {
 
 /* ---- the worker ---- */
 
+/* What the writer refuses is counted, and the first reason kept for the
+ * loop thread to log (the worker does not log). */
+static void writer_refused(struct perf_session *s, atomic_uint_fast64_t *counter, int r) {
+        int none = 0;
+        (*counter)++;
+        atomic_compare_exchange_strong(&s->first_write_error, &none, r);
+}
+
 static void write_packet(struct perf_session *s) {
-        if (s->pkt.error)
-                return;
-        (void) s->pl->api->write_packet(s->writer, s->pkt.buf, s->pkt.len);
+        /* A packet that could not be built (no memory) is not written either. */
+        int r = s->pkt.error ? s->pkt.error : s->pl->api->write_packet(s->writer, s->pkt.buf, s->pkt.len);
+        if (r < 0)
+                writer_refused(s, &s->write_errors, r);
 }
 
 /* TracePacketDefaults, once per sequence and again after every clear. */
@@ -463,43 +475,83 @@ static void write_sample(struct perf_session *s, const struct sample_out *o) {
         write_packet(s);
 }
 
-/* Throttling (the kernel pausing a sampling event that fires too often)
- * has no place in PerfSample: each CPU that is throttled gets a counter
- * track, "linux.perf throttled (CPU n)", counting its throttles, so that
- * trace_processor and the UI show where samples are missing and why. The
- * track is described again after every clear of the sequence's state,
- * which may follow a buffer that wrapped. */
-static uint64_t throttle_track_uuid(const struct perf_session *s, uint32_t cpu) {
-        return 0x7065726674687200ull ^ (s->instance_id << 16) ^ cpu;
+/* What PerfSample has no place for goes on counter tracks, one per kind
+ * and CPU, so that trace_processor and the UI show where samples are
+ * missing and why:
+ *
+ *   "linux.perf throttled (CPU n)"        the kernel's throttles of the
+ *                                         CPU's event (it fired more often
+ *                                         than the kernel allows);
+ *   "linux.perf samples dropped (CPU n)"  samples of the CPU the queue had
+ *                                         no room for, not even as a note.
+ *
+ * Both count from the start of the session. A track is described again
+ * after every clear of the sequence's state, which may follow a buffer
+ * that wrapped. */
+enum counter_kind { COUNTER_THROTTLES, COUNTER_DROPPED, _COUNTER_KIND_MAX };
+
+static const struct {
+        const char *name;
+        uint64_t uuid_base;
+} counter_tracks[_COUNTER_KIND_MAX] = {
+        [COUNTER_THROTTLES] = { "linux.perf throttled", 0x7065726674687200ull },
+        [COUNTER_DROPPED] = { "linux.perf samples dropped", 0x7065726664726f00ull },
+};
+
+static uint64_t counter_track_uuid(const struct perf_session *s, enum counter_kind kind, uint32_t cpu) {
+        return counter_tracks[kind].uuid_base ^ (s->instance_id << 16) ^ cpu;
 }
 
-static void write_throttle(struct perf_session *s, uint32_t cpu, uint64_t time, uint64_t count) {
+static void describe_counter_track(struct perf_session *s, enum counter_kind kind, uint32_t cpu) {
+        uint32_t *epoch = &s->track_epoch[(size_t) kind * MAX_CPUS + cpu];
+        if (*epoch == s->epoch)
+                return;
+        struct pbw td = {}, counter = {};
+        char name[96];
+        snprintf(name, sizeof(name), "%s (CPU %u)", counter_tracks[kind].name, cpu);
+        pbw_reset(&s->pkt);
+        pbw_varint(&td, 1, counter_track_uuid(s, kind, cpu));
+        pbw_bytes(&td, 2, name, strlen(name));
+        pbw_message(&td, 8, &counter); /* a counter track */
+        pbw_message(&s->pkt, 60, &td);
+        write_packet(s);
+        pbw_done(&td);
+        pbw_done(&counter);
+        *epoch = s->epoch;
+}
+
+static void write_counter(struct perf_session *s, enum counter_kind kind, uint32_t cpu, uint64_t time, uint64_t value) {
         if (cpu >= MAX_CPUS)
                 return;
-        if (s->throttle_track_epoch[cpu] != s->epoch) {
-                struct pbw td = {}, counter = {};
-                char name[64];
-                snprintf(name, sizeof(name), "linux.perf throttled (CPU %u)", cpu);
-                pbw_reset(&s->pkt);
-                pbw_varint(&td, 1, throttle_track_uuid(s, cpu));
-                pbw_bytes(&td, 2, name, strlen(name));
-                pbw_message(&td, 8, &counter); /* a counter track */
-                pbw_message(&s->pkt, 60, &td);
-                write_packet(s);
-                pbw_done(&td);
-                pbw_done(&counter);
-                s->throttle_track_epoch[cpu] = s->epoch;
-        }
+        describe_counter_track(s, kind, cpu);
         struct pbw te = {};
         pbw_reset(&s->pkt);
         pbw_varint(&te, 9, 4); /* TYPE_COUNTER */
-        pbw_varint(&te, 11, throttle_track_uuid(s, cpu));
-        pbw_varint(&te, 30, count);
+        pbw_varint(&te, 11, counter_track_uuid(s, kind, cpu));
+        pbw_varint(&te, 30, value);
         pbw_varint(&s->pkt, 8, time);
         pbw_varint(&s->pkt, 58, s->cfg.clock_id);
         pbw_message(&s->pkt, 11, &te);
         write_packet(s);
         pbw_done(&te);
+}
+
+/* The counts of dropped samples that moved since last written. Cheap when
+ * none did: one load. */
+static void write_dropped(struct perf_session *s) {
+        uint64_t total = atomic_load_explicit(&s->dropped, memory_order_acquire);
+        if (total == s->dropped_written)
+                return;
+        for (size_t k = 0; k < s->n_rings; k++) {
+                struct cpu_ring *ring = &s->rings[k];
+                uint64_t n = atomic_load_explicit(&ring->dropped, memory_order_relaxed);
+                if (n == ring->dropped_written)
+                        continue;
+                write_counter(s, COUNTER_DROPPED, (uint32_t) ring->cpu,
+                              atomic_load_explicit(&ring->dropped_time, memory_order_relaxed), n);
+                ring->dropped_written = n;
+        }
+        s->dropped_written = total;
 }
 
 static uint64_t cached_frame(struct perf_session *s, const struct proc_info *p, uint64_t pc) {
@@ -520,7 +572,7 @@ static bool is_marker(uint64_t v) {
         return v >= (uint64_t) PERF_CONTEXT_MAX;
 }
 
-static void process_sample(struct perf_session *s, const struct item *it, const struct perf_record *r) {
+static void process_sample(struct perf_session *s, const struct perf_item *it, const struct perf_record *r) {
         const struct perf_sample_view *sv = &r->u.sample;
         uint64_t user[MAX_FRAMES], kern[MAX_FRAMES], frames[2 * MAX_FRAMES];
         size_t n_user = 0, n_kern = 0, n = 0;
@@ -582,7 +634,7 @@ static void process_sample(struct perf_session *s, const struct item *it, const 
         write_sample(s, &o);
 }
 
-static void process_record(struct perf_session *s, const struct item *it) {
+static void process_record(struct perf_session *s, const struct perf_item *it) {
         struct perf_record r;
         if (perf_record_parse(it->rec, it->len, &s->layout, &r) < 0)
                 return;
@@ -654,12 +706,16 @@ static void *worker_main(void *userdata) {
         struct perf_session *s = userdata;
         s->last_clear = s->last_reap = now_ms();
         for (;;) {
-                struct item *it = dequeue(s);
+                struct perf_item *it = perf_queue_pop(&s->q);
+                /* Drops counted before this item was queued go out first:
+                 * a flush or the stop takes them along. */
+                write_dropped(s);
                 switch (it->kind) {
-                case IT_RECORD:
+                case PERF_ITEM_SAMPLE:
+                case PERF_ITEM_RECORD:
                         process_record(s, it);
                         break;
-                case IT_NOTE: {
+                case PERF_ITEM_NOTE: {
                         struct sample_out o = {
                                 .cpu = it->cpu, .pid = it->pid, .tid = it->tid, .misc = it->misc,
                                 .time = it->time, .count = it->count, .skip_reason = it->reason,
@@ -668,23 +724,26 @@ static void *worker_main(void *userdata) {
                         write_sample(s, &o);
                         break;
                 }
-                case IT_LOST: {
+                case PERF_ITEM_LOST: {
                         struct sample_out o = { .cpu = it->cpu, .time = it->time, .lost = it->count };
                         begin_packet(s);
                         write_sample(s, &o);
                         break;
                 }
-                case IT_THROTTLE:
-                        write_throttle(s, it->cpu, it->time, it->count);
+                case PERF_ITEM_THROTTLE:
+                        write_counter(s, COUNTER_THROTTLES, it->cpu, it->time, it->count);
                         break;
-                case IT_FLUSH:
-                        (void) s->pl->api->flush_writer(s->writer);
+                case PERF_ITEM_FLUSH: {
+                        int r = s->pl->api->flush_writer(s->writer);
+                        if (r < 0)
+                                writer_refused(s, &s->flush_errors, r);
                         pthread_mutex_lock(&s->mu);
                         s->flush_done++;
                         pthread_cond_broadcast(&s->done_cv);
                         pthread_mutex_unlock(&s->mu);
                         break;
-                case IT_STOP:
+                }
+                case PERF_ITEM_STOP:
                         free(it);
                         s->pl->api->free_writer(s->writer);
                         s->writer = NULL;
@@ -752,9 +811,15 @@ static void close_ring(struct perf_session *s, struct cpu_ring *ring) {
         ring->fd = safe_close(ring->fd);
 }
 
+/* What a stopped event recorded is kept: its ring is read whole before it
+ * is closed, even with the queue congested (as at the stop: the kernel
+ * writes no more into it). */
 static void hotplug_close(void *userdata, size_t k) {
         struct perf_session *s = userdata;
-        drain_ring(&s->rings[k]); /* what it recorded before is kept */
+        bool stopping = s->stopping;
+        s->stopping = true;
+        drain_ring(&s->rings[k]);
+        s->stopping = stopping;
         close_ring(s, &s->rings[k]);
 }
 
@@ -775,17 +840,7 @@ static int hotplug_open(void *userdata, size_t k) {
 
 static void hotplug_changed(void *userdata, size_t k, enum cpu_hotplug_change what, int error) {
         struct perf_session *s = userdata;
-        unsigned long long id = s->instance_id;
-        int cpu = s->rings[k].cpu;
-        if (what == CPU_HOTPLUG_STOPPED)
-                perf_log(s->pl, TRACED_LOG_INFO, "linux.perf instance %llu: CPU %d went offline", id, cpu);
-        else if (what == CPU_HOTPLUG_BACK)
-                perf_log(s->pl, TRACED_LOG_INFO, "linux.perf instance %llu: CPU %d is back online, sampled again", id,
-                         cpu);
-        else
-                perf_log(s->pl, TRACED_LOG_WARNING,
-                         "linux.perf instance %llu: CPU %d is back online but cannot be sampled: %s", id, cpu,
-                         strerror(-error));
+        plugin_log_cpu_change(s->pl, "linux.perf", s->instance_id, (uint32_t) s->rings[k].cpu, what, error);
 }
 
 static const struct cpu_hotplug_ops hotplug_ops = {
@@ -817,18 +872,12 @@ static void session_free(struct perf_session *s) {
                 s->pl->api->remove_source(s->pl->host, s->timer);
         if (s->writer)
                 s->pl->api->free_writer(s->writer);
-        for (struct item *it = s->head, *next; it; it = next) {
-                next = it->next;
-                free(it);
-        }
-        for (struct item *it = s->batch_head, *next; it; it = next) {
-                next = it->next;
-                free(it);
-        }
+        if (s->queue_ready)
+                perf_queue_done(&s->q);
         free(s->rings);
         free(s->scope);
         free(s->frames);
-        free(s->throttle_track_epoch);
+        free(s->track_epoch);
         unwinder_free(s->unw);
         proc_table_free(s->procs);
         elf_cache_free(s->elves);
@@ -837,7 +886,6 @@ static void session_free(struct perf_session *s) {
         pbw_done(&s->pkt);
         perf_config_done(&s->cfg);
         pthread_mutex_destroy(&s->mu);
-        pthread_cond_destroy(&s->cv);
         pthread_cond_destroy(&s->done_cv);
         free(s);
 }
@@ -854,8 +902,8 @@ static int setup(struct perf_session *s) {
                 r = tracepoint_id(c->tracepoint, &id);
                 a->config = id;
                 if (r < 0) {
-                        perf_log(pl, TRACED_LOG_ERR, "linux.perf: timebase.tracepoint: %s not found in tracefs",
-                                 c->tracepoint);
+                        plugin_log(pl, TRACED_LOG_ERR, "linux.perf: timebase.tracepoint: %s not found in tracefs",
+                                   c->tracepoint);
                         return r;
                 }
         }
@@ -891,15 +939,15 @@ static int setup(struct perf_session *s) {
                 n_cpus = MIN(c->n_cpus, (size_t) MAX_CPUS);
                 memcpy(cpus, c->cpus, n_cpus * sizeof(*cpus));
         } else if ((r = cpus_online(cpus, MAX_CPUS, &n_cpus)) < 0) {
-                perf_log(pl, TRACED_LOG_ERR, "linux.perf: cannot list the online CPUs: %s", strerror(-r));
+                plugin_log(pl, TRACED_LOG_ERR, "linux.perf: cannot list the online CPUs: %s", strerror(-r));
                 return r;
         }
         s->rings = calloc(n_cpus, sizeof(*s->rings));
         s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope));
         s->frames = calloc(FRAME_CACHE_SLOTS, sizeof(*s->frames));
-        s->throttle_track_epoch = calloc(MAX_CPUS, sizeof(*s->throttle_track_epoch));
+        s->track_epoch = calloc((size_t) _COUNTER_KIND_MAX * MAX_CPUS, sizeof(*s->track_epoch));
         s->epoch = 1;
-        if (!s->rings || !s->scope || !s->frames || !s->throttle_track_epoch)
+        if (!s->rings || !s->scope || !s->frames || !s->track_epoch)
                 return -ENOMEM;
         for (size_t k = 0; k < n_cpus; k++) {
                 struct cpu_ring *ring = &s->rings[s->n_rings];
@@ -912,18 +960,18 @@ static int setup(struct perf_session *s) {
                         safe_close(ring->fd);
                         s->n_rings--;
                         if (c->ignore_open_failure) {
-                                perf_log(pl, TRACED_LOG_WARNING, "linux.perf: CPU %u skipped: %s", cpus[k],
-                                         strerror(-r));
+                                plugin_log(pl, TRACED_LOG_WARNING, "linux.perf: CPU %u skipped: %s", cpus[k],
+                                           strerror(-r));
                                 continue;
                         }
-                        perf_log(pl, TRACED_LOG_ERR,
-                                 "linux.perf: perf_event_open on CPU %u failed: %s%s", cpus[k], strerror(-r),
-                                 r == -ENOENT || r == -EOPNOTSUPP ? " (no such event or PMU on this machine)" : "");
+                        plugin_log(pl, TRACED_LOG_ERR, "linux.perf: perf_event_open on CPU %u failed: %s%s", cpus[k],
+                                   strerror(-r),
+                                   r == -ENOENT || r == -EOPNOTSUPP ? " (no such event or PMU on this machine)" : "");
                         return r;
                 }
         }
         if (s->n_rings == 0) {
-                perf_log(pl, TRACED_LOG_ERR, "linux.perf: no CPU to sample");
+                plugin_log(pl, TRACED_LOG_ERR, "linux.perf: no CPU to sample");
                 return -ENODEV;
         }
         if ((r = cpu_hotplug_init(&s->hotplug, s->n_rings, &hotplug_ops, s)) < 0)
@@ -933,8 +981,8 @@ static int setup(struct perf_session *s) {
         if (c->kernel_frames) {
                 r = ksyms_load_proc(&s->ksyms);
                 if (r < 0)
-                        perf_log(pl, TRACED_LOG_WARNING, "linux.perf: kernel frames stay unnamed: /proc/kallsyms: %s",
-                                 strerror(-r));
+                        plugin_log(pl, TRACED_LOG_WARNING, "linux.perf: kernel frames stay unnamed: /proc/kallsyms: %s",
+                                   strerror(-r));
         }
         if ((r = proc_table_new(NULL, &s->procs)) < 0 || (r = elf_cache_new(NULL, &s->elves)) < 0 ||
             (r = intern_writer_new(&s->iw)) < 0)
@@ -967,19 +1015,22 @@ int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8
                 return -ENOMEM;
         s->pl = pl;
         s->instance_id = instance_id;
-        s->tailp = &s->head;
-        s->batch_tailp = &s->batch_head;
         pthread_mutex_init(&s->mu, NULL);
-        pthread_cond_init(&s->cv, NULL);
         pthread_cond_init(&s->done_cv, NULL);
         int r = perf_config_parse(config, size, &s->cfg, err, sizeof(err));
         if (r < 0) {
                 if (r == -EINVAL)
-                        perf_log(pl, TRACED_LOG_ERR, "linux.perf instance %llu refused: perf_event_config.%s",
-                                 (unsigned long long) instance_id, err);
+                        plugin_log(pl, TRACED_LOG_ERR, "linux.perf instance %llu refused: perf_event_config.%s",
+                                   (unsigned long long) instance_id, err);
                 session_free(s);
                 return r;
         }
+        r = perf_queue_init(&s->q, s->cfg.max_enqueued_bytes);
+        if (r < 0) {
+                session_free(s);
+                return r;
+        }
+        s->queue_ready = true;
         r = setup(s);
         if (r < 0) {
                 session_free(s);
@@ -987,15 +1038,15 @@ int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8
         }
         s->next = pl->sessions;
         pl->sessions = s;
-        perf_log(pl, TRACED_LOG_INFO,
-                 "linux.perf instance %llu: %zu CPUs, %s %llu, stacks: %s%s, %u pages per ring, read every %u ms",
-                 (unsigned long long) instance_id, s->n_rings, s->cfg.attr.freq ? "frequency" : "period",
-                 (unsigned long long) s->cfg.attr.sample_freq,
-                 !s->cfg.callstacks                          ? "none"
-                 : s->cfg.user_frames == PERF_UNWIND_DWARF ? "user (DWARF)"
-                 : s->cfg.user_frames == PERF_UNWIND_FP    ? "user (frame pointers)"
+        plugin_log(pl, TRACED_LOG_INFO,
+                   "linux.perf instance %llu: %zu CPUs, %s %llu, stacks: %s%s, %u pages per ring, read every %u ms",
+                   (unsigned long long) instance_id, s->n_rings, s->cfg.attr.freq ? "frequency" : "period",
+                   (unsigned long long) s->cfg.attr.sample_freq,
+                   !s->cfg.callstacks                        ? "none"
+                   : s->cfg.user_frames == PERF_UNWIND_DWARF ? "user (DWARF)"
+                   : s->cfg.user_frames == PERF_UNWIND_FP    ? "user (frame pointers)"
                                                              : "no user",
-                 s->cfg.kernel_frames ? " + kernel" : "", s->cfg.ring_buffer_pages, s->cfg.read_period_ms);
+                   s->cfg.kernel_frames ? " + kernel" : "", s->cfg.ring_buffer_pages, s->cfg.read_period_ms);
         return 0;
 }
 
@@ -1014,14 +1065,14 @@ void perf_session_flush(struct perf_plugin *pl, uint64_t id) {
         if (!s)
                 return;
         drain_all(s);
-        struct item *it = item_new(IT_FLUSH, 0);
+        struct perf_item *it = perf_item_new(PERF_ITEM_FLUSH, 0);
         if (!it)
                 return;
         pthread_mutex_lock(&s->mu);
         uint64_t want = ++s->flush_asked;
         pthread_mutex_unlock(&s->mu);
-        enqueue(s, it);
-        publish(s);
+        (void) perf_queue_push(&s->q, it); /* never refused */
+        perf_queue_publish(&s->q);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += FLUSH_WAIT_MS / 1000;
@@ -1032,35 +1083,47 @@ void perf_session_flush(struct perf_plugin *pl, uint64_t id) {
         pthread_mutex_unlock(&s->mu);
 }
 
+static void log_stopped(struct perf_session *s) {
+        uint64_t by_rows = 0, by_libunwind = 0;
+        if (s->unw)
+                unwinder_counts(s->unw, &by_rows, &by_libunwind);
+        int first_error = atomic_load(&s->first_write_error);
+        plugin_log(s->pl, TRACED_LOG_INFO,
+                   "linux.perf instance %llu stopped: %llu samples, %llu unwound (%llu with unwind errors; "
+                   "%llu stacks walked by compact CFI rows, %llu by libunwind), "
+                   "%llu not in scope, %llu not unwound (queue full), %llu not unwound before the stop, "
+                   "%llu dropped (queue at its %zu-item bound), "
+                   "%llu records lost by the kernel, %llu throttles, %llu bad records, %llu CPUs gone offline, "
+                   "%llu packets and %llu flushes refused by the writer%s%s%s",
+                   (unsigned long long) s->instance_id, (unsigned long long) s->samples,
+                   (unsigned long long) s->unwound, (unsigned long long) s->unwind_errors,
+                   (unsigned long long) by_rows, (unsigned long long) by_libunwind,
+                   (unsigned long long) s->skipped_scope, (unsigned long long) s->skipped_enqueue,
+                   (unsigned long long) s->skipped_stop, (unsigned long long) s->dropped, s->q.max_items,
+                   (unsigned long long) s->lost, (unsigned long long) s->throttles,
+                   (unsigned long long) s->bad_records, (unsigned long long) s->hotplug.stops,
+                   (unsigned long long) s->write_errors, (unsigned long long) s->flush_errors,
+                   first_error ? " (first: " : "", first_error ? strerror(-first_error) : "", first_error ? ")" : "");
+}
+
 static void stop_session(struct perf_session *s) {
         for (size_t k = 0; k < s->n_rings; k++)
                 if (s->rings[k].fd >= 0)
                         (void) ioctl(s->rings[k].fd, PERF_EVENT_IOC_DISABLE, 0);
+        /* The events are off: take all the rings hold, congested or not. */
+        s->stopping = true;
         drain_all(s);
         if (s->worker_started) {
                 s->stop_deadline = now_ms() + STOP_UNWIND_MS;
-                struct item *it = item_new(IT_STOP, 0);
+                struct perf_item *it = perf_item_new(PERF_ITEM_STOP, 0);
                 if (it) {
-                        enqueue(s, it);
-                        publish(s);
+                        (void) perf_queue_push(&s->q, it); /* never refused */
+                        perf_queue_publish(&s->q);
                         pthread_join(s->worker, NULL);
                 }
                 s->worker_started = false;
         }
-        uint64_t by_rows = 0, by_libunwind = 0;
-        if (s->unw)
-                unwinder_counts(s->unw, &by_rows, &by_libunwind);
-        perf_log(s->pl, TRACED_LOG_INFO,
-                 "linux.perf instance %llu stopped: %llu samples, %llu unwound (%llu with unwind errors; "
-                 "%llu stacks walked by compact CFI rows, %llu by libunwind), "
-                 "%llu not in scope, %llu dropped (queue full), %llu not unwound before the stop, "
-                 "%llu records lost by the kernel, %llu throttles, %llu bad records, %llu CPUs gone offline",
-                 (unsigned long long) s->instance_id, (unsigned long long) s->samples,
-                 (unsigned long long) s->unwound, (unsigned long long) s->unwind_errors,
-                 (unsigned long long) by_rows, (unsigned long long) by_libunwind,
-                 (unsigned long long) s->skipped_scope, (unsigned long long) s->skipped_enqueue,
-                 (unsigned long long) s->skipped_stop, (unsigned long long) s->lost, (unsigned long long) s->throttles,
-                 (unsigned long long) s->bad_records, (unsigned long long) s->hotplug.stops);
+        log_stopped(s);
 }
 
 void perf_session_stop(struct perf_plugin *pl, uint64_t id) {

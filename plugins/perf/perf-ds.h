@@ -5,15 +5,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <traced/plugin.h>
+
+#include "common/plugin-common.h"
+#include "traced/plugin.h"
 
 struct perf_plugin {
         const struct traced_host_api *api;
         struct traced_host *host;
         struct perf_session *sessions;
 };
-
-void perf_log(struct perf_plugin *pl, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);
 void perf_session_stop(struct perf_plugin *pl, uint64_t instance_id);

@@ -10,14 +10,15 @@
 #include "perf-ds.h"
 
 static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {
-        if (api->struct_size < sizeof(struct traced_host_api))
-                return -EPROTO;
+        int r = plugin_check_host(api);
+        if (r < 0)
+                return r;
         struct perf_plugin *pl = calloc(1, sizeof(*pl));
         if (!pl)
                 return -ENOMEM;
         pl->api = api;
         pl->host = host;
-        int r = api->register_data_source(host, "linux.perf", TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
+        r = api->register_data_source(host, "linux.perf", TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
         if (r < 0) {
                 free(pl);
                 return r;
@@ -38,8 +39,7 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
                 return;
         int r = perf_session_start(pl, id, cfg, n);
         if (r < 0 && r != -EINVAL)
-                perf_log(pl, TRACED_LOG_ERR, "linux.perf instance %llu failed to start: %s", (unsigned long long) id,
-                         strerror(-r));
+                plugin_log_start_failed(pl, "linux.perf", id, r);
 }
 
 /* Samples drained at the stop are written before the service hears that
@@ -54,15 +54,6 @@ static void flush(void *state, uint64_t id) {
         perf_session_flush(state, id);
 }
 
-static const struct traced_plugin_ops ops = {
-        .struct_size = sizeof(struct traced_plugin_ops),
-        .create = create,
-        .destroy = destroy,
-        .start = start,
-        .stop = stop,
-        .flush = flush,
-};
-
 /* CAP_PERFMON (38): system-wide perf_event_open with kernel callchains;
  * the plugin host grants CAP_SYS_ADMIN (21) instead on kernels older than
  * CAP_PERFMON. CAP_SYSLOG (34): real addresses in /proc/kallsyms, to name
@@ -71,4 +62,4 @@ static const struct traced_plugin_ops ops = {
  * there; CAP_DAC_READ_SEARCH is not enough). CAP_IPC_LOCK (14): rings
  * beyond perf_event_mlock_kb per CPU (the default 2 MiB rings on a machine
  * with many CPUs, or larger ring_buffer_pages). */
-TRACED_PLUGIN_DEFINE("perf", PACKAGE_VERSION, TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(14), ops)
+PLUGIN_DEFINE("perf", TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(14))

@@ -151,6 +151,80 @@ void fixture_root_unlock(int fd) {
         unlock_file(fd, &root_held);
 }
 
+#define MAX_SAMPLE_RATE "/proc/sys/kernel/perf_event_max_sample_rate"
+#define KERNEL_DEFAULT_SAMPLE_RATE 100000u
+
+static unsigned read_uint(FILE *f) {
+        unsigned v = 0;
+        if (fscanf(f, "%u", &v) != 1)
+                v = 0;
+        return v;
+}
+
+static void write_sample_rate(unsigned v) {
+        FILE *f = fopen(MAX_SAMPLE_RATE, "we");
+        if (f) {
+                fprintf(f, "%u\n", v);
+                fclose(f);
+        }
+}
+
+/* The kernel lowers kernel.perf_event_max_sample_rate by itself when
+ * sampling interrupts took too long (a loaded machine, another test at a
+ * high frequency, a sanitized build) and then refuses (EINVAL) frequencies
+ * above it. A recording that samples gets the kernel's default back for
+ * its length; the last such recording of every test program to end puts
+ * back what the first found. The lock file holds that value while any
+ * recording runs (shared flock each, exclusive to change it). Returns the
+ * lock's fd, or -1 for a recording that does not sample. */
+static int sample_rate_raise(const char *config) {
+        if (!strstr(config, "\"linux.perf\"") && !strstr(config, "\"linux.bpf_stack\""))
+                return -1;
+        int fd = open("/tmp/traced-tests-sample-rate.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0)
+                return -1;
+        while (flock(fd, LOCK_EX) < 0 && errno == EINTR)
+                ;
+        FILE *saved = fdopen(dup(fd), "r+e");
+        FILE *cur = fopen(MAX_SAMPLE_RATE, "re");
+        if (saved && cur) {
+                unsigned found = read_uint(cur), kept = read_uint(saved);
+                if (kept == 0 && found > 0 && found < KERNEL_DEFAULT_SAMPLE_RATE) {
+                        rewind(saved);
+                        fprintf(saved, "%u\n", found);
+                        fflush(saved);
+                }
+                if (found > 0 && found < KERNEL_DEFAULT_SAMPLE_RATE)
+                        write_sample_rate(KERNEL_DEFAULT_SAMPLE_RATE);
+        }
+        if (saved)
+                fclose(saved);
+        if (cur)
+                fclose(cur);
+        while (flock(fd, LOCK_SH) < 0 && errno == EINTR)
+                ;
+        return fd;
+}
+
+static void sample_rate_restore(int fd) {
+        if (fd < 0)
+                return;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+                /* The last recording out: put back what the first found. */
+                FILE *saved = fdopen(dup(fd), "r+e");
+                if (saved) {
+                        rewind(saved);
+                        unsigned kept = read_uint(saved);
+                        if (kept > 0)
+                                write_sample_rate(kept);
+                        fclose(saved);
+                }
+                if (ftruncate(fd, 0) < 0)
+                        (void) 0;
+        }
+        close(fd);
+}
+
 /* Whether a text config records linux.ftrace in the root instance. */
 static bool records_in_root(const char *config) {
         return strstr(config, "\"linux.ftrace\"") && !strstr(config, "instance_name");
@@ -191,6 +265,7 @@ void fixture_record(struct traced_instance *inst, sd_event *event, const char *w
                     void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata) {
         int root = records_in_root(config) ? fixture_root_lock() : -1;
         int hotplug = fixture_hotplug_lock(false);
+        int rate = sample_rate_raise(config);
         struct test_consumer cons;
         cr_assert_eq(test_consumer_connect(&cons, event, inst->consumer_path), 0);
         cr_assert(fixture_wait_data_source(&cons, event, wait_for, 1, 5000), "%s never registered", wait_for);
@@ -207,6 +282,7 @@ void fixture_record(struct traced_instance *inst, sd_event *event, const char *w
                      0);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
         test_consumer_free(&cons);
+        sample_rate_restore(rate);
         fixture_hotplug_unlock(hotplug);
         fixture_root_unlock(root);
         fixture_for_each_packet(fd, fn, userdata);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* A consumer for tests, on the IPC layer: EnableTracing with a config
+/* A consumer for tests, on lib/consumer: EnableTracing with a config
  * (optionally passing an output fd), waits for the deferred reply, reads
- * the buffers back as whole packets. */
+ * the buffers back as whole packets, in a Trace's encoding. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -11,8 +11,9 @@
 
 #include <systemd/sd-event.h>
 
-#include "ipc/ipc.h"
 #include "basic/pbr.h"
+#include "consumer/consumer-client.h"
+#include "ipc/ipc.h"
 
 #include "perfetto/config/trace_config.pb-c.h"
 
@@ -28,8 +29,7 @@ struct test_consumer {
         size_t n_packets;
         bool read_done;
         int read_error;
-        uint8_t *partial;
-        size_t partial_len, partial_cap;
+        struct consumer_session session; /* fills the fields above */
 };
 
 int test_consumer_connect(struct test_consumer *c, sd_event *event, const char *path);
@@ -38,8 +38,7 @@ int test_consumer_enable(struct test_consumer *c, const Perfetto__Protos__TraceC
 int test_consumer_read(struct test_consumer *c, unsigned timeout_ms);
 /* Runs the loop until the EnableTracing reply arrived. */
 bool test_consumer_wait_disabled(struct test_consumer *c, unsigned timeout_ms);
-/* Invokes a method with an empty request of the given type and waits for
- * its (first) reply: 0, or the error. */
+/* Invokes a method and waits for its (first) reply: 0, or the error. */
 int test_consumer_call(struct test_consumer *c, const char *method, const ProtobufCMessage *args,
                        const ProtobufCMessageDescriptor *reply_desc, ProtobufCMessage **ret_reply,
                        unsigned timeout_ms);

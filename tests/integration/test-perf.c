@@ -520,16 +520,124 @@ Test(perf, cpu_offline_and_back_unseen) {
         record_cpu_offline_and_back(true);
 }
 
+/* ---- the plugin's own accounting ---- */
+
+#define DROPPED_TRACKS "linux.perf samples dropped (CPU "
+
+/* Counter tracks of one name prefix ("linux.perf samples dropped (CPU n)"):
+ * the last value written on each. */
+struct counter_tracks {
+        const char *prefix;
+        uint64_t uuid[64], last[64];
+        size_t n;
+        uint64_t events;
+};
+
+static bool counter_track_find(const struct counter_tracks *c, uint64_t uuid) {
+        for (size_t i = 0; i < c->n; i++)
+                if (c->uuid[i] == uuid)
+                        return true;
+        return false;
+}
+
+static void collect_counter_tracks(const Perfetto__Protos__TracePacket *p, struct counter_tracks *c) {
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR) {
+                const Perfetto__Protos__TrackDescriptor *td = p->track_descriptor;
+                if (td->has_uuid && td->name && strncmp(td->name, c->prefix, strlen(c->prefix)) == 0 &&
+                    !counter_track_find(c, td->uuid) && c->n < ELEMENTSOF(c->uuid))
+                        c->uuid[c->n++] = td->uuid;
+        }
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT) {
+                const Perfetto__Protos__TrackEvent *te = p->track_event;
+                if (!te->has_track_uuid ||
+                    te->counter_value_field_case != PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_COUNTER_VALUE)
+                        return;
+                for (size_t i = 0; i < c->n; i++)
+                        if (c->uuid[i] == te->track_uuid) {
+                                /* Counts since the start: they only grow. */
+                                cr_assert_geq((uint64_t) te->counter_value, c->last[i]);
+                                c->last[i] = (uint64_t) te->counter_value;
+                                c->events++;
+                                return;
+                        }
+        }
+}
+
+static uint64_t counter_tracks_sum(const struct counter_tracks *c) {
+        uint64_t sum = 0;
+        for (size_t i = 0; i < c->n; i++)
+                sum += c->last[i];
+        return sum;
+}
+
+/* The line the plugin logs once an instance stopped (it may come a little
+ * after the session ended). */
+static bool stop_line(char *buf, size_t size) {
+        for (int tries = 0; tries < 100; tries++) {
+                if (tries > 0)
+                        usleep(100 * 1000);
+                FILE *f = fopen(inst.log_path, "re");
+                cr_assert_not_null(f);
+                bool found = false;
+                char line[2048];
+                while (fgets(line, sizeof(line), f))
+                        if (strstr(line, "linux.perf instance") && strstr(line, " stopped: ")) {
+                                snprintf(buf, size, "%s", line);
+                                found = true;
+                        }
+                fclose(f);
+                if (found)
+                        return true;
+        }
+        return false;
+}
+
+/* The number right before marker in line. */
+static unsigned long long logged_count(const char *line, const char *marker) {
+        const char *at = strstr(line, marker);
+        cr_assert_not_null(at, "no \"%s\" in: %s", marker, line);
+        while (at > line && at[-1] >= '0' && at[-1] <= '9')
+                at--;
+        cr_assert(at[0] >= '0' && at[0] <= '9', "no count before \"%s\" in: %s", marker, line);
+        return strtoull(at, NULL, 10);
+}
+
+static unsigned long long logged_samples_of(const char *line) {
+        unsigned long long n = 0;
+        cr_assert_eq(sscanf(strstr(line, " stopped: "), " stopped: %llu samples", &n), 1, "%s", line);
+        return n;
+}
+
+/* Whether text shows up in the log within timeout_ms. */
+static bool log_shows(const char *text, unsigned timeout_ms) {
+        for (unsigned waited = 0;; waited += 100) {
+                FILE *f = fopen(inst.log_path, "re");
+                cr_assert_not_null(f);
+                bool found = false;
+                char line[2048];
+                while (!found && fgets(line, sizeof(line), f))
+                        found = strstr(line, text) != NULL;
+                fclose(f);
+                if (found)
+                        return true;
+                if (waited >= timeout_ms)
+                        return false;
+                usleep(100 * 1000);
+        }
+}
+
 struct throttles {
         uint64_t tracks, counts, max, samples;
         uint64_t uuid[64];
         size_t n_uuid;
+        struct counter_tracks dropped;
 };
 
 /* Track descriptors named "linux.perf throttled (CPU n)" and counter
  * events on them. */
 static void collect_throttles(const Perfetto__Protos__TracePacket *p, void *userdata) {
         struct throttles *t = userdata;
+        collect_counter_tracks(p, &t->dropped);
         if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE && !p->perf_sample->kernel_records_lost)
                 t->samples++;
         if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR) {
@@ -543,7 +651,8 @@ static void collect_throttles(const Perfetto__Protos__TracePacket *p, void *user
         if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT) {
                 const Perfetto__Protos__TrackEvent *te = p->track_event;
                 if (!te->has_track_uuid ||
-                    te->counter_value_field_case != PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_COUNTER_VALUE)
+                    te->counter_value_field_case != PERFETTO__PROTOS__TRACK_EVENT__COUNTER_VALUE_FIELD_COUNTER_VALUE ||
+                    counter_track_find(&t->dropped, te->track_uuid))
                         return;
                 bool known = false;
                 for (size_t i = 0; i < t->n_uuid; i++)
@@ -596,7 +705,7 @@ Test(perf, throttling_is_counted_in_the_trace) {
                 fixture_hotplug_unlock(lock);
                 SKIP("kernel.perf_event_max_sample_rate cannot be changed here (refused)");
         }
-        struct throttles t = {};
+        struct throttles t = { .dropped.prefix = DROPPED_TRACKS };
         fixture_record(&inst, ev, "linux.perf",
                        "buffers { size_kb: 65536 }\n"
                        "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
@@ -608,36 +717,24 @@ Test(perf, throttling_is_counted_in_the_trace) {
         fixture_hotplug_unlock(lock);
         cr_log_info("throttling: %llu tracks, %llu counts, up to %llu on one CPU", (unsigned long long) t.tracks,
                     (unsigned long long) t.counts, (unsigned long long) t.max);
-        /* The plugin's own count, from the line it logs once stopped
-         * (which may come a little after the session ended). */
-        unsigned long long logged = 0, logged_samples = 0;
-        bool found = false;
-        for (int tries = 0; tries < 100 && !found; tries++) {
-                if (tries > 0)
-                        usleep(100 * 1000);
-                FILE *f = fopen(inst.log_path, "re");
-                cr_assert_not_null(f);
-                char line[2048];
-                while (fgets(line, sizeof(line), f)) {
-                        const char *at = strstr(line, " throttles, ");
-                        if (strstr(line, "stopped:") && at) {
-                                while (at > line && at[-1] >= '0' && at[-1] <= '9')
-                                        at--;
-                                logged = strtoull(at, NULL, 10);
-                                found = sscanf(strstr(line, "stopped:"), "stopped: %llu samples", &logged_samples) == 1;
-                        }
-                }
-                fclose(f);
-        }
-        cr_assert(found, "the plugin did not log its counts");
+        /* The plugin's own count, from the line it logs once stopped. */
+        char line[2048];
+        if (!stop_line(line, sizeof(line)))
+                traced_instance_dump_log(&inst);
+        cr_assert(stop_line(line, sizeof(line)), "the plugin did not log its counts");
+        unsigned long long logged = logged_count(line, " throttles, "), logged_samples = logged_samples_of(line);
         if (logged == 0 && t.counts == 0)
                 SKIP("this kernel did not throttle a cpu-clock event of a 100 us period");
         cr_assert_eq(t.counts, logged, "the trace counts %llu throttles, the plugin saw %llu",
                      (unsigned long long) t.counts, logged);
         /* Every sample too, those drained at the stop included (they are
-         * written before the plugin says it stopped). */
-        cr_assert_eq(t.samples, logged_samples, "the trace has %llu samples, the plugin took %llu",
-                     (unsigned long long) t.samples, logged_samples);
+         * written before the plugin says it stopped), as a PerfSample or
+         * on its CPU's count of dropped samples. */
+        cr_assert_eq(logged_count(line, " packets and "), 0, "the writer refused nothing: %s", line);
+        cr_assert_eq(t.samples + counter_tracks_sum(&t.dropped), logged_samples,
+                     "the trace has %llu samples and %llu dropped, the plugin took %llu",
+                     (unsigned long long) t.samples, (unsigned long long) counter_tracks_sum(&t.dropped),
+                     logged_samples);
         cr_assert_gt(t.tracks, 0, "no throttle track in the trace");
         cr_assert_gt(t.counts, 0, "no throttle counted in the trace");
         cr_assert_geq(t.counts, t.max);
@@ -660,4 +757,145 @@ Test(perf, ring_overflow_is_reported) {
         cr_assert(c.saw_trace_stats, "the trace is complete");
         cr_assert_gt(c.lost, 0, "PerfSample.kernel_records_lost reports the overflow");
         collect_free(&c);
+}
+
+/* Samples that the queue to the worker has no room for, not even as a
+ * note, are counted per CPU: on a counter track in the trace and in the
+ * plugin's last log line. */
+struct accounting {
+        uint64_t samples; /* PerfSamples, but for the kernel's loss reports */
+        struct counter_tracks dropped;
+        bool saw_trace_stats;
+};
+
+static void collect_accounting(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct accounting *a = userdata;
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS)
+                a->saw_trace_stats = true;
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE && !p->perf_sample->kernel_records_lost)
+                a->samples++;
+        collect_counter_tracks(p, &a->dropped);
+}
+
+static void spin_for(const char *seconds) {
+        char bin[512];
+        bin_path(bin, sizeof(bin), "O2-fp");
+        const char *argv[] = { bin, seconds, NULL };
+        pid_t spin[2] = { spawn(argv), spawn(argv) };
+        for (int i = 0; i < 2; i++)
+                cr_assert_eq(waitpid(spin[i], NULL, 0), spin[i]);
+}
+
+static void spin_1500ms(void *userdata) {
+        spin_for("1.5");
+}
+
+/* A footprint of 16 KiB bounds the queue at 256 items, and a ring read
+ * once a second holds far more samples than that: each drain hands more
+ * to the worker than the queue takes, whatever the worker's pace (a
+ * drain's batch counts against the bound before the worker sees it). */
+Test(perf, samples_beyond_the_queue_bound_are_counted) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        struct accounting a = { .dropped.prefix = DROPPED_TRACKS };
+        char cfg[512];
+        snprintf(cfg, sizeof(cfg),
+                 "buffers { size_kb: 65536 }\n"
+                 "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+                 "  timebase { frequency: %u counter: SW_CPU_CLOCK }\n"
+                 "  ring_buffer_read_period_ms: 1000 max_enqueued_footprint_kb: 16\n"
+                 "} } }\n"
+                 "write_into_file: true file_write_period_ms: 250\n",
+                 5000);
+        fixture_record(&inst, ev, "linux.perf", cfg, spin_1500ms, NULL, collect_accounting, &a);
+        char line[2048];
+        if (!stop_line(line, sizeof(line)))
+                traced_instance_dump_log(&inst);
+        cr_assert(stop_line(line, sizeof(line)), "the plugin did not log its counts");
+        cr_log_info("%s", line);
+        unsigned long long samples = logged_samples_of(line), dropped = logged_count(line, " dropped (queue at its "),
+                           bound = logged_count(line, "-item bound"), refused = logged_count(line, " packets and ");
+        uint64_t in_trace = counter_tracks_sum(&a.dropped);
+        cr_log_info("queue bound: %llu samples, %llu in the trace, %llu dropped (%llu in the trace, on %zu tracks)",
+                    samples, (unsigned long long) a.samples, dropped, (unsigned long long) in_trace, a.dropped.n);
+        cr_assert(a.saw_trace_stats, "the trace is complete");
+        cr_assert_eq(bound, 16 * 1024 / 64, "the item bound follows max_enqueued_footprint_kb");
+        cr_assert_gt(dropped, 0, "no sample found the queue at its bound: %s", line);
+        cr_assert_gt(a.dropped.n, 0, "no \"" DROPPED_TRACKS "n)\" track in the trace");
+        if (refused == 0) {
+                cr_assert_eq(in_trace, dropped, "the trace counts %llu dropped samples, the plugin %llu",
+                             (unsigned long long) in_trace, dropped);
+                cr_assert_eq(a.samples + in_trace, samples,
+                             "%llu samples in the trace and %llu dropped, of %llu the plugin took",
+                             (unsigned long long) a.samples, (unsigned long long) in_trace, samples);
+        } else {
+                /* Packets the writer refused are missing from the trace
+                 * (counts among them): only bounds hold. */
+                cr_log_warn("the writer refused %llu packets: %s", refused, line);
+                cr_assert_leq(in_trace, dropped);
+                cr_assert_leq(a.samples + in_trace, samples);
+        }
+}
+
+/* The service's core stopped (SIGSTOP) while the plugin goes on sampling:
+ * the shared memory buffer fills, the writer refuses packets (the default
+ * policy drops), and the plugin says so once in the log right away and
+ * counts them in its last line. */
+static pid_t service_core_pid(void) {
+        FILE *f = fopen(inst.log_path, "re");
+        cr_assert_not_null(f);
+        char line[2048];
+        int pid = 0;
+        while (fgets(line, sizeof(line), f)) {
+                const char *at = strstr(line, "Service core ");
+                if (at)
+                        (void) sscanf(at, "Service core %d running", &pid);
+        }
+        fclose(f);
+        return (pid_t) pid;
+}
+
+static void core_stopped_until_refused(void *userdata) {
+        bool *refused_seen = userdata;
+        pid_t core = service_core_pid();
+        cr_assert_gt(core, 0, "no \"Service core N running\" in the log");
+        char bin[512];
+        bin_path(bin, sizeof(bin), "O2-fp");
+        const char *argv[] = { bin, "60", NULL };
+        pid_t spin[2] = { spawn(argv), spawn(argv) };
+        cr_assert_eq(kill(core, SIGSTOP), 0);
+        /* 4 MiB of shared memory at a few MB of packets a second: the
+         * wait ends as soon as the plugin reports the first refusal. */
+        *refused_seen = log_shows("the trace writer refused a packet", 60000);
+        cr_assert_eq(kill(core, SIGCONT), 0);
+        for (int i = 0; i < 2; i++) {
+                (void) kill(spin[i], SIGKILL);
+                cr_assert_eq(waitpid(spin[i], NULL, 0), spin[i]);
+        }
+}
+
+static void ignore_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
+}
+
+Test(perf, packets_the_writer_refuses_are_counted) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        bool refused_seen = false;
+        char cfg[512];
+        snprintf(cfg, sizeof(cfg),
+                 "buffers { size_kb: 65536 }\n"
+                 "data_sources { config { name: \"linux.perf\" buffer_exhausted_policy: BUFFER_EXHAUSTED_DROP\n"
+                 "  perf_event_config { timebase { frequency: %u counter: SW_CPU_CLOCK } }\n"
+                 "} }\n"
+                 "write_into_file: true file_write_period_ms: 250\n",
+                 50000);
+        fixture_record(&inst, ev, "linux.perf", cfg, core_stopped_until_refused, &refused_seen, ignore_packet, NULL);
+        cr_assert(refused_seen, "the plugin never said the writer refused a packet");
+        char line[2048];
+        if (!stop_line(line, sizeof(line)))
+                traced_instance_dump_log(&inst);
+        cr_assert(stop_line(line, sizeof(line)), "the plugin did not log its counts");
+        cr_log_info("%s", line);
+        cr_assert_gt(logged_count(line, " packets and "), 0, "%s", line);
+        cr_assert(strstr(line, "refused by the writer (first: "), "the first reason is named: %s", line);
 }

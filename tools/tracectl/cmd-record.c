@@ -232,27 +232,6 @@ static Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_
         return (Perfetto__Protos__TraceConfig *) m;
 }
 
-struct session_wait {
-        bool replied;
-        bool disabled;
-        char *error;
-        int ipc_error;
-};
-
-static void on_enable_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
-        struct session_wait *w = ud;
-        const Perfetto__Protos__EnableTracingResponse *r = (const void *) reply;
-        if (fd >= 0)
-                close(fd);
-        w->replied = true;
-        w->ipc_error = error;
-        if (r) {
-                w->disabled = r->state_case == PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED && r->disabled;
-                if (r->error && r->error[0])
-                        w->error = strdup(r->error);
-        }
-}
-
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
         interrupted++;
@@ -292,7 +271,7 @@ static void show_progress(struct tracectl *t, int fd, uint64_t start, bool final
 }
 
 /* Waits for the EnableTracing reply; Ctrl-C flushes and stops. */
-static int wait_session(struct tracectl *t, struct session_wait *w, int progress_fd) {
+static int wait_session(struct tracectl *t, struct consumer_session *w, int progress_fd) {
         uint64_t start = now_usec(), last_progress = 0;
         bool tty = progress_fd >= 0 && isatty(STDERR_FILENO);
         bool stopping = false;
@@ -567,11 +546,10 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return EXIT_OTHER;
         }
         out = out_copy;
-        struct session_wait w = {};
+        struct consumer_session w = {};
         Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         req.trace_config = cfg;
-        int64_t id = ipc_client_invoke(t->client, "EnableTracing", &req.base,
-                                       &perfetto__protos__enable_tracing_response__descriptor, fd, on_enable_reply, &w);
+        int64_t id = consumer_enable_tracing(t->client, &req, fd, &w);
         perfetto__protos__trace_config__free_unpacked(cfg, NULL);
         if (id < 0) {
                 fprintf(stderr, "tracectl: EnableTracing failed: %s\n", strerror((int) -id));
@@ -586,7 +564,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                                   5000);
                 if (w.replied && w.error) {
                         fprintf(stderr, "tracectl: the session failed: %s\n", w.error);
-                        free(w.error);
+                        consumer_session_done(&w);
                         tracectl_disconnect(t);
                         return EXIT_SESSION_FAILED;
                 }
@@ -600,7 +578,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         }
 
         r = wait_session(t, &w, fd);
-        free(w.error);
+        consumer_session_done(&w);
         tracectl_disconnect(t);
         if (r != EXIT_OK)
                 return r;
@@ -631,12 +609,11 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
         struct sigaction sa = { .sa_handler = on_sigint };
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
-        struct session_wait w = {};
+        struct consumer_session w = {};
         Perfetto__Protos__EnableTracingRequest en = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         en.has_attach_notification_only = true;
         en.attach_notification_only = true;
-        int64_t id = ipc_client_invoke(t->client, "EnableTracing", &en.base,
-                                       &perfetto__protos__enable_tracing_response__descriptor, -EBADF, on_enable_reply, &w);
+        int64_t id = consumer_enable_tracing(t->client, &en, -EBADF, &w);
         if (id < 0) {
                 tracectl_disconnect(t);
                 return EXIT_SESSION_FAILED;
@@ -644,7 +621,7 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
         if (stop)
                 interrupted = 1; /* flush, stop, wait */
         r = wait_session(t, &w, -EBADF);
-        free(w.error);
+        consumer_session_done(&w);
         tracectl_disconnect(t);
         if (r == EXIT_OK)
                 printf("Session \"%s\" ended.\n", key);

@@ -71,7 +71,7 @@ struct profile_task {
         char *guess;     /* processes without a name: module of their outermost user frame */
 };
 
-struct profile_seq; /* per packet sequence interning state, in profile.c */
+struct profile_seq; /* per packet sequence interning state, in profile-internal.h */
 
 struct profile {
         struct profile_filter filter;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/hash.h"
 #include "profile.h"
 
 #define SVG_WIDTH 1200.0
@@ -71,7 +72,7 @@ static void color(const struct profile *p, const struct profile_node *n, char *b
                 return;
         }
         const struct profile_sym *s = &p->syms[n->value];
-        uint64_t h = hash_bytes(s->name, strlen(s->name));
+        uint64_t h = fnv1a64(s->name, strlen(s->name));
         double v1 = (double) (h & 0xff) / 255.0, v2 = (double) ((h >> 8) & 0xff) / 255.0;
         if (!s->symbolized)
                 snprintf(buf, size, "rgb(%d,%d,%d)", 180 + (int) (40 * v1), 160 + (int) (40 * v1), 160 + (int) (40 * v2));

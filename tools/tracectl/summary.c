@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "summary.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
@@ -40,14 +41,8 @@ static struct summary_proc *proc(struct summary *s, int32_t pid) {
         for (size_t i = 0; i < s->n_procs; i++)
                 if (s->procs[i].pid == pid)
                         return &s->procs[i];
-        if (s->n_procs == s->cap_procs) {
-                size_t cap = s->cap_procs ? s->cap_procs * 2 : 256;
-                struct summary_proc *n = realloc(s->procs, cap * sizeof(*n));
-                if (!n)
-                        return NULL;
-                s->procs = n;
-                s->cap_procs = cap;
-        }
+        if (GREEDY_REALLOC_MIN(s->procs, s->cap_procs, s->n_procs + 1, 256) < 0)
+                return NULL;
         struct summary_proc *p = &s->procs[s->n_procs++];
         *p = (struct summary_proc) { .pid = pid };
         return p;
@@ -83,14 +78,8 @@ static struct summary_task *task(struct summary *s, int32_t pid) {
         for (size_t i = 0; i < s->n_tasks; i++)
                 if (s->tasks[i].pid == pid)
                         return &s->tasks[i];
-        if (s->n_tasks == s->cap_tasks) {
-                size_t cap = s->cap_tasks ? s->cap_tasks * 2 : 256;
-                struct summary_task *t = realloc(s->tasks, cap * sizeof(*t));
-                if (!t)
-                        return NULL;
-                s->tasks = t;
-                s->cap_tasks = cap;
-        }
+        if (GREEDY_REALLOC_MIN(s->tasks, s->cap_tasks, s->n_tasks + 1, 256) < 0)
+                return NULL;
         struct summary_task *t = &s->tasks[s->n_tasks++];
         *t = (struct summary_task) { .pid = pid };
         return t;
@@ -132,15 +121,9 @@ static void add_runtime(struct summary *s, int32_t pid, uint64_t ns) {
 }
 
 static void add_gap(struct summary *s, uint32_t cpu, uint64_t start, uint64_t end, uint64_t first_own, int32_t pid) {
-        if (s->n_gaps == s->cap_gaps) {
-                size_t cap = s->cap_gaps ? s->cap_gaps * 2 : 1024;
-                struct summary_gap *g = realloc(s->gaps, cap * sizeof(*g));
-                if (!g) {
-                        add_runtime(s, pid, end - start);
-                        return;
-                }
-                s->gaps = g;
-                s->cap_gaps = cap;
+        if (GREEDY_REALLOC_MIN(s->gaps, s->cap_gaps, s->n_gaps + 1, 1024) < 0) {
+                add_runtime(s, pid, end - start);
+                return;
         }
         s->gaps[s->n_gaps++] = (struct summary_gap) {
                 .start = start, .end = end, .first_own = first_own, .pid = pid, .cpu = cpu

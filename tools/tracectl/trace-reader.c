@@ -4,6 +4,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#include "basic/varint.h"
 #include "trace-reader.h"
 
 int trace_reader_open(struct trace_reader *r, const char *path) {
@@ -24,20 +25,21 @@ void trace_reader_close(struct trace_reader *r) {
 
 static int read_varint(struct trace_reader *r, uint64_t *ret, bool *eof) {
         uint64_t v = 0;
-        for (unsigned shift = 0; shift < 64; shift += 7) {
+        for (unsigned i = 0;; i++) {
                 int c = getc_unlocked(r->f);
                 if (c == EOF) {
-                        *eof = shift == 0;
+                        *eof = i == 0;
                         return -EBADMSG;
                 }
                 r->offset++;
-                v |= (uint64_t) (c & 0x7f) << shift;
-                if (!(c & 0x80)) {
+                int k = varint_push_byte(&v, i, (uint8_t) c, /* strict= */ false);
+                if (k < 0)
+                        return -EBADMSG;
+                if (k > 0) {
                         *ret = v;
                         return 0;
                 }
         }
-        return -EBADMSG;
 }
 
 int trace_reader_next(struct trace_reader *r, const uint8_t **ret_data, size_t *ret_len) {

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
@@ -39,12 +38,6 @@ static void help(void) {
                "5 session failed, 1 anything else.\n");
 }
 
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
-}
-
 int tracectl_connect(struct tracectl *t) {
         int r = sd_event_default(&t->event);
         if (r < 0) {
@@ -65,7 +58,7 @@ int tracectl_connect(struct tracectl *t) {
                 fprintf(stderr, "tracectl: cannot connect to the tracing service at %s: %s\n", t->socket, strerror(-r));
                 return EXIT_UNREACHABLE;
         }
-        r = ipc_client_bind_sync(t->client, "ConsumerPort", 10 * 1000000u);
+        r = consumer_bind(t->client, 10 * 1000u);
         if (r < 0) {
                 fprintf(stderr, "tracectl: %s does not offer the consumer port: %s\n", t->socket, strerror(-r));
                 return EXIT_UNREACHABLE;
@@ -78,84 +71,9 @@ void tracectl_disconnect(struct tracectl *t) {
         t->event = sd_event_unref(t->event);
 }
 
-struct call {
-        bool done;
-        int error;
-        ProtobufCMessage *reply;
-        const ProtobufCMessageDescriptor *desc;
-        /* A streamed reply (has_more), concatenated like the perfetto CLI
-         * does: serialized messages merge when appended. */
-        uint8_t *bytes;
-        size_t len;
-};
-
-static void on_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd, void *ud) {
-        struct call *k = ud;
-        if (fd >= 0)
-                close(fd);
-        if (k->done)
-                return;
-        if (error < 0) {
-                k->done = true;
-                k->error = error;
-                return;
-        }
-        if (reply && k->desc) {
-                size_t n = protobuf_c_message_get_packed_size(reply);
-                uint8_t *b = realloc(k->bytes, k->len + n + 1);
-                if (!b) {
-                        k->done = true;
-                        k->error = -ENOMEM;
-                        return;
-                }
-                protobuf_c_message_pack(reply, b + k->len);
-                k->bytes = b;
-                k->len += n;
-        }
-        if (has_more)
-                return;
-        k->done = true;
-        if (k->desc && k->bytes) {
-                k->reply = protobuf_c_message_unpack(k->desc, NULL, k->len, k->bytes);
-                if (!k->reply)
-                        k->error = -EBADMSG;
-        }
-}
-
-static void call_free(struct call *k) {
-        free(k->bytes);
-        free(k);
-}
-
 int tracectl_call(struct tracectl *t, const char *method, const ProtobufCMessage *args,
                   const ProtobufCMessageDescriptor *reply_desc, int fd, ProtobufCMessage **ret_reply, unsigned timeout_ms) {
-        struct call *k = calloc(1, sizeof(*k));
-        if (!k)
-                return -ENOMEM;
-        k->desc = reply_desc;
-        int64_t id = ipc_client_invoke(t->client, method, args, reply_desc, fd, on_reply, k);
-        if (id < 0) {
-                call_free(k);
-                return (int) id;
-        }
-        uint64_t deadline = now_usec() + (uint64_t) timeout_ms * 1000u;
-        while (!k->done) {
-                uint64_t now = now_usec();
-                int r = now >= deadline ? -ETIMEDOUT : sd_event_run(t->event, deadline - now);
-                if (r < 0) {
-                        /* A late reply must not reach k any more. */
-                        ipc_client_cancel(t->client, id);
-                        call_free(k);
-                        return r;
-                }
-        }
-        int e = k->error;
-        if (ret_reply)
-                *ret_reply = k->reply;
-        else if (k->reply)
-                protobuf_c_message_free_unpacked(k->reply, NULL);
-        call_free(k);
-        return e;
+        return consumer_call(t->event, t->client, method, args, reply_desc, fd, ret_reply, timeout_ms);
 }
 
 int main(int argc, char **argv) {

@@ -6,6 +6,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "consumer/consumer-client.h"
 #include "ipc/ipc.h"
 
 /* Exit codes. */
@@ -33,8 +34,7 @@ void tracectl_disconnect(struct tracectl *t);
 /* How long record waits for the data sources its config names. */
 #define TRACECTL_DATA_SOURCE_WAIT_MS 10000u
 
-/* Calls a method and waits for its last reply (streamed replies are
- * concatenated): 0, or -errno. */
+/* consumer_call() on t's connection: 0, or -errno. */
 int tracectl_call(struct tracectl *t, const char *method, const ProtobufCMessage *args,
                   const ProtobufCMessageDescriptor *reply_desc, int fd, ProtobufCMessage **ret_reply, unsigned timeout_ms);
 

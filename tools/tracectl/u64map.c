@@ -69,13 +69,3 @@ int u64map_put(struct u64map *m, uint64_t key, uint32_t value) {
         put_slot(m, key, value);
         return 0;
 }
-
-uint64_t hash_bytes(const void *p, size_t n) {
-        const uint8_t *b = p;
-        uint64_t h = 0xcbf29ce484222325ULL;
-        for (size_t i = 0; i < n; i++) {
-                h ^= b[i];
-                h *= 0x100000001b3ULL;
-        }
-        return h;
-}

@@ -22,6 +22,3 @@ void u64map_clear(struct u64map *m);
 bool u64map_get(const struct u64map *m, uint64_t key, uint32_t *ret_value);
 /* Inserts or replaces; 0 or -ENOMEM. */
 int u64map_put(struct u64map *m, uint64_t key, uint32_t value);
-
-/* Mixes a string into a 64-bit hash (FNV-1a). */
-uint64_t hash_bytes(const void *p, size_t n);

@@ -10,8 +10,8 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "shared/control.h"
 #include "core/core.h"
 #include "core/service.h"

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "core/ports/ports.h"
 #include "core/service.h"
 #include "core/sessions/producer.h"

@@ -14,8 +14,8 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "supervisor/config.h"
 #include "core/core.h"
 #include "supervisor/in-process.h"

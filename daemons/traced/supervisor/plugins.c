@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "supervisor/plugins.h"
 #include "supervisor/selinux-label.h"
 

@@ -12,8 +12,8 @@
 
 #include <systemd/sd-daemon.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "shared/control.h"
 #include "supervisor/privileges.h"
 #include "supervisor/selinux-label.h"

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "core/buffers/trace-buffer-internal.h"
 
@@ -46,15 +47,7 @@ static int fragment_at(const struct tb_chunk *c, size_t off, size_t *ret_data_of
 
 /* Room for n slices in tb->iov. */
 static int iov_reserve(struct trace_buffer *tb, size_t n) {
-        if (n <= tb->iov_cap)
-                return 0;
-        size_t cap = MAX(n, MAX(tb->iov_cap * 2, (size_t) 16));
-        struct iovec *a = realloc(tb->iov, cap * sizeof(*a));
-        if (!a)
-                return -ENOMEM;
-        tb->iov = a;
-        tb->iov_cap = cap;
-        return 0;
+        return GREEDY_REALLOC(tb->iov, tb->iov_cap, n);
 }
 
 /* Skips the fragment being read in c and marks the loss. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "core/buffers/trace-buffer-internal.h"
 
@@ -143,14 +144,8 @@ int tb_seq_insert(struct tb_seq *s, size_t pos, struct tb_chunk *c) {
                         pos -= s->head;
                         s->n -= s->head;
                         s->head = 0;
-                } else {
-                        size_t cap = s->cap ? s->cap * 2 : 16;
-                        struct tb_chunk **a = realloc(s->chunks, cap * sizeof(*a));
-                        if (!a)
-                                return -ENOMEM;
-                        s->chunks = a;
-                        s->cap = cap;
-                }
+                } else if (GREEDY_REALLOC(s->chunks, s->cap, s->n + 1) < 0)
+                        return -ENOMEM;
         }
         memmove(s->chunks + pos + 1, s->chunks + pos, (s->n - pos) * sizeof(*s->chunks));
         s->chunks[pos] = c;

@@ -11,8 +11,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "core/output/output-path.h"
 #include "pbtxt/pb-check.h"
 #include "core/limits.h"

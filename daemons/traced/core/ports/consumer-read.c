@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "core/ports/consumer-port.h"
 #include "core/service.h"
 #include "core/sessions/session-read.h"

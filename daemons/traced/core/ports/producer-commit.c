@@ -7,15 +7,16 @@
  * to chunk-sink.c. */
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 
-#include "basic/log.h"
+#include "basic/alloc.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "core/ports/chunk-sink.h"
 #include "core/ports/producer-port.h"
 #include "core/sessions/producer.h"
 #include "core/sessions/session.h"
+#include "smb/smb-walk.h"
 
 #include "perfetto/common/commit_data_request.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"
@@ -26,20 +27,9 @@
 size_t producer_count_torn_chunks(struct producer *p) {
         size_t n = 0;
 
-        for (size_t page = 0; page < p->abi.num_pages; page++) {
-                uint32_t bitmap = smb_page_bitmap(&p->abi, page);
-                uint32_t k = smb_bitmap_num_chunks(bitmap);
-                for (uint32_t i = 0; i < k; i++) {
-                        if (smb_bitmap_chunk_state(bitmap, i) != SMB_CHUNK_BEING_WRITTEN)
-                                continue;
-                        struct smb_chunk c = smb_get_chunk_unchecked(&p->abi, page, bitmap, i);
-                        if (!smb_chunk_is_valid(&c))
-                                continue;
-                        uint16_t w = atomic_load_explicit(&smb_chunk_header(&c)->writer_id, memory_order_relaxed);
-                        if (chunk_sink_count_torn(p, w))
-                                n++;
-                }
-        }
+        for (struct smb_walk w = smb_walk_start(&p->abi, SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN)); smb_walk_next(&w);)
+                if (chunk_sink_count_torn(p, smb_chunk_writer_id(&w.chunk)))
+                        n++;
         return n;
 }
 
@@ -73,14 +63,7 @@ static int move_chunk(struct producer *p, const Perfetto__Protos__CommitDataRequ
         }
         /* The chunk may be read from until the request is done: room to
          * note it first, so that it is never left unreleased. */
-        if (p->n_held == p->cap_held) {
-                size_t cap = MAX(p->cap_held * 2, (size_t) 64);
-                struct smb_chunk *a = reallocarray(p->held, cap, sizeof(*a));
-                if (a) {
-                        p->held = a;
-                        p->cap_held = cap;
-                }
-        }
+        (void) GREEDY_REALLOC_MIN(p->held, p->cap_held, p->n_held + 1, 64);
         bool may_hold = p->n_held < p->cap_held;
         int r = chunk_sink_copy(p->svc, p, target_buffer, c.begin, c.size,
                                 CHUNK_SINK_COMPLETE | (may_hold ? CHUNK_SINK_MAY_HOLD : 0));
@@ -103,28 +86,22 @@ static void settle_chunks(struct producer *p) {
 void producer_scrape(struct producer *p, bool scrape_incomplete) {
         if (!p->smb)
                 return;
-        for (size_t page = 0; page < p->abi.num_pages; page++) {
-                uint32_t bitmap = smb_page_bitmap(&p->abi, page);
-                uint32_t n = smb_bitmap_num_chunks(bitmap);
-                for (uint32_t i = 0; i < n; i++) {
-                        enum smb_chunk_state st = smb_bitmap_chunk_state(bitmap, i);
-                        if (st == SMB_CHUNK_COMPLETE) {
-                                struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, page, i);
-                                if (!smb_chunk_is_valid(&c))
-                                        continue;
-                                (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin, c.size,
-                                                       CHUNK_SINK_COMPLETE);
-                                (void) smb_release_chunk_as_free(&p->abi, &c);
-                        } else if (st == SMB_CHUNK_BEING_WRITTEN && scrape_incomplete) {
-                                /* Copy without changing its state: the
-                                 * writer still owns it; it is committed
-                                 * again (and replaces this copy) later. */
-                                struct smb_chunk c = smb_get_chunk_unchecked(&p->abi, page, bitmap, i);
-                                if (smb_chunk_is_valid(&c))
-                                        (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin,
-                                                               c.size, 0);
-                        }
-                }
+        unsigned states = SMB_STATE_BIT(SMB_CHUNK_COMPLETE) |
+                          (scrape_incomplete ? SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN) : 0);
+        for (struct smb_walk w = smb_walk_start(&p->abi, states); smb_walk_next(&w);) {
+                if (w.state == SMB_CHUNK_COMPLETE) {
+                        struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, w.page, w.chunk_idx);
+                        if (!smb_chunk_is_valid(&c))
+                                continue;
+                        (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin, c.size,
+                                               CHUNK_SINK_COMPLETE);
+                        (void) smb_release_chunk_as_free(&p->abi, &c);
+                } else
+                        /* Copy without changing its state: the writer
+                         * still owns it; it is committed again (and
+                         * replaces this copy) later. */
+                        (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, w.chunk.begin, w.chunk.size,
+                                               0);
         }
 }
 

@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "core/ports/chunk-sink.h"
 #include "core/limits.h"
 #include "core/ports/ports.h"

@@ -5,8 +5,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "core/ports/ports.h"
 #include "core/sessions/machines.h"
 #include "core/sessions/producer.h"

@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "core/sessions/session-internal.h"
 #include "core/buffers/trace-buffer.h"
 #include "core/output/trace-file.h"

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
+#include "log/log.h"
 #include "core/sessions/session-internal.h"
 
 static void flush_complete(struct pending_flush *f, bool success) {

@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/regex-limits.h"
+#include "log/log.h"
 #include "core/sessions/session-internal.h"
 
 #include "perfetto/config/data_source_config.pb-c.h"

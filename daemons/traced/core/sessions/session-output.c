@@ -23,9 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
+#include "log/log.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
 #include "core/output/output-fd.h"

@@ -8,9 +8,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "basic/log.h"
+#include "basic/alloc.h"
 #include "basic/macro.h"
 #include "basic/pbw.h"
+#include "basic/varint.h"
+#include "log/log.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
 #include "core/sessions/session-stats.h"
@@ -79,19 +81,18 @@ static int rd_byte(struct iov_reader *r, uint8_t *ret) {
 
 static int rd_varint(struct iov_reader *r, uint64_t *ret) {
         uint64_t v = 0;
-        for (unsigned shift = 0; shift < 70; shift += 7) {
+        for (unsigned i = 0;; i++) {
                 uint8_t b;
                 if (rd_byte(r, &b) < 0)
                         return -EBADMSG;
-                if (shift == 63 && b > 1)
+                int k = varint_push_byte(&v, i, b, /* strict= */ true);
+                if (k < 0)
                         return -EBADMSG;
-                v |= (uint64_t) (b & 0x7f) << shift;
-                if (!(b & 0x80)) {
+                if (k > 0) {
                         *ret = v;
                         return 0;
                 }
         }
-        return -EBADMSG;
 }
 
 static int rd_skip(struct iov_reader *r, uint64_t n) {
@@ -124,19 +125,10 @@ static bool key_ok(uint64_t key) {
         return wt == 0 || wt == 1 || wt == 2 || wt == 5;
 }
 
-static bool flat_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
-        uint64_t v = 0;
-        for (unsigned shift = 0; shift < 70 && *p < end; shift += 7) {
-                uint8_t b = *(*p)++;
-                if (shift == 63 && b > 1)
-                        return false;
-                v |= (uint64_t) (b & 0x7f) << shift;
-                if (!(b & 0x80)) {
-                        *ret = v;
-                        return true;
-                }
-        }
-        return false;
+static _always_inline_ bool flat_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
+        size_t k = varint_read_strict(*p, (size_t) (end - *p), ret);
+        *p += k;
+        return k > 0;
 }
 
 /* The same checks over one contiguous range, the common case (a packet is
@@ -505,14 +497,8 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                 uint8_t tail[SESSION_TRAILER_MAX];
                 size_t tn = session_packet_trailer(&info, seq, first, tail);
                 size_t n = pkt.n_slices;
-                if (n + 1 > s->read_iov_cap) {
-                        size_t cap = MAX(n + 1, (size_t) 16);
-                        struct iovec *a = realloc(s->read_iov, cap * sizeof(*a));
-                        if (!a)
-                                return -ENOMEM;
-                        s->read_iov = a;
-                        s->read_iov_cap = cap;
-                }
+                if (GREEDY_REALLOC(s->read_iov, s->read_iov_cap, n + 1) < 0)
+                        return -ENOMEM;
                 memcpy(s->read_iov, pkt.slices, n * sizeof(struct iovec));
                 s->read_iov[n] = (struct iovec) { .iov_base = tail, .iov_len = tn };
                 r = sink(s->read_iov, n + 1, pkt.size + tn, userdata);

@@ -10,9 +10,10 @@
 #include <time.h>
 #include <sys/random.h>
 
-#include "basic/log.h"
+#include "basic/hash.h"
 #include "basic/macro.h"
 #include "basic/regex-limits.h"
+#include "log/log.h"
 #include "core/sessions/session-internal.h"
 
 static bool trigger_matches(const struct session *s, size_t idx, const char *name, const struct producer *p) {
@@ -119,14 +120,7 @@ static void session_set_duration(struct session *s, uint32_t ms) {
         s->config_size = n;
 }
 
-static uint64_t name_hash(const char *name) {
-        uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-        for (const unsigned char *c = (const unsigned char *) name; *c; c++)
-                h = (h ^ *c) * 0x100000001b3ull;
-        return h;
-}
-
-/* Drops history older than a day; returns how often name_hash matched in
+/* Drops history older than a day; returns how often a name's hash matched in
  * the day before now. */
 static size_t trigger_history_count(struct traced_service *svc, uint64_t now_ns, uint64_t hash) {
         const uint64_t day_ns = 24ull * 3600u * 1000000000u;
@@ -172,7 +166,7 @@ void session_on_triggers(struct traced_service *svc, struct producer *p, char **
         for (size_t k = 0; k < n; k++) {
                 if (!names[k])
                         continue;
-                uint64_t hash = name_hash(names[k]);
+                uint64_t hash = fnv1a64_str(names[k]);
                 size_t in_window = trigger_history_count(svc, now_ns, hash);
                 bool matched = false;
                 for (struct session *s = svc->sessions; s; s = s->next) {

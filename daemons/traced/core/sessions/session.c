@@ -14,8 +14,8 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "basic/log.h"
 #include "basic/macro.h"
+#include "log/log.h"
 #include "core/output/output-fd.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"

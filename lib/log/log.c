@@ -11,7 +11,7 @@
 #define SD_JOURNAL_SUPPRESS_LOCATION
 #include <systemd/sd-journal.h>
 
-#include "basic/log.h"
+#include "log/log.h"
 
 static int max_level = LOG_INFO;
 static bool use_journal;

@@ -1,0 +1,217 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* libtraced-client's handling of the service's commands: SetupTracing
+ * (mapping the SMB), SetupDataSource, StartDataSource, StopDataSource and
+ * Flush, with the data source instances they make and end. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "producer-internal.h"
+
+#include "perfetto/ipc/producer_port.pb-c.h"
+
+struct producer_instance *producer_find_instance(traced_producer *p, uint64_t id) {
+        struct producer_instance *found = NULL;
+        producer_lock(p);
+        for (struct producer_instance *i = p->instances; i && !found; i = i->next)
+                if (i->id == id)
+                        found = i;
+        producer_unlock(p);
+        return found;
+}
+
+/* Hands over the current chunk of each writer of the instance that the
+ * loop thread writes with; writers of other threads (even if made on the
+ * loop thread) flush themselves, and are not touched here. */
+static void commit_instance_writers(traced_producer *p, uint64_t instance_id) {
+        producer_lock(p);
+        for (traced_trace_writer *w = p->writers; w; w = w->next)
+                if (w->instance_id == instance_id && atomic_load(&w->used_on) == WRITER_USED_ON_LOOP &&
+                    smb_chunk_is_valid(&w->cur) && !w->in_packet)
+                        (void) writer_complete_chunk(w);
+        producer_unlock(p);
+}
+
+static int notify(traced_producer *p, const char *method, uint64_t instance_id) {
+        Perfetto__Protos__NotifyDataSourceStoppedRequest rq = PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STOPPED_REQUEST__INIT;
+        rq.has_data_source_id = true;
+        rq.data_source_id = instance_id;
+        int64_t r = ipc_client_invoke(p->client, method, &rq.base, NULL, -EBADF, NULL, NULL);
+        return r < 0 ? (int) r : 0;
+}
+
+_public_ int traced_producer_notify_stopped(traced_producer *p, uint64_t instance_id) {
+        if (!p || !p->client || !atomic_load(&p->ready))
+                return -ENOTCONN;
+        commit_instance_writers(p, instance_id);
+        (void) producer_commit(p, 0);
+        return notify(p, "NotifyDataSourceStopped", instance_id);
+}
+
+static uint32_t ds_flags(traced_producer *p, const char *name) {
+        for (size_t i = 0; i < p->n_ds; i++)
+                if (strcmp(p->ds[i].name, name) == 0)
+                        return p->ds[i].flags;
+        return 0;
+}
+
+/* The private SMB of an emulating connection: the hint when there is
+ * one, in whole pages. */
+static size_t emulated_smb_size(const traced_producer *p, size_t page) {
+        size_t size = p->smb_size_hint ? p->smb_size_hint : PRODUCER_EMULATED_SMB_SIZE;
+        size = MIN(MAX(size, page), (size_t) PRODUCER_EMULATED_SMB_MAX);
+        return size / page * page;
+}
+
+static void on_setup_tracing(traced_producer *p, const Perfetto__Protos__GetAsyncCommandResponse__SetupTracing *st,
+                             int fd) {
+        void *m;
+        off_t size;
+
+        if (p->smb || (fd < 0 && !p->emulate))
+                return;
+        size_t page = (size_t) st->shared_buffer_page_size_kb * 1024u;
+        if (fd >= 0) {
+                size = lseek(fd, 0, SEEK_END);
+                if (size <= 0)
+                        return;
+                m = mmap(NULL, (size_t) size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        } else {
+                if (page == 0)
+                        page = SMB_MIN_PAGE_SIZE;
+                size = (off_t) emulated_smb_size(p, page);
+                m = mmap(NULL, (size_t) size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        }
+        if (m == MAP_FAILED)
+                return;
+        struct smb_abi abi;
+        if (smb_abi_init(&abi, m, (size_t) size, page) < 0) {
+                munmap(m, (size_t) size);
+                return;
+        }
+        producer_lock(p);
+        p->abi = abi;
+        p->smb = m;
+        p->smb_size = (size_t) size;
+        atomic_store(&p->ready, true);
+        producer_unlock(p);
+}
+
+static void add_instance(traced_producer *p, uint64_t id, const Perfetto__Protos__DataSourceConfig *cfg) {
+        if (producer_find_instance(p, id) || !cfg || !cfg->name)
+                return;
+        struct producer_instance *i = calloc(1, sizeof(*i));
+        if (!i)
+                return;
+        i->id = id;
+        i->target_buffer = cfg->target_buffer;
+        i->data_source = strdup(cfg->name);
+        uint32_t flags = ds_flags(p, cfg->name);
+        i->notify_on_stop = flags & TRACED_DS_WILL_NOTIFY_ON_STOP;
+        /* The session's choice wins over the data source's default. */
+        switch (cfg->has_buffer_exhausted_policy ? (int) cfg->buffer_exhausted_policy : 0) {
+        case PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_ABORT:
+                i->exhausted_policy = TRACED_BUFFER_EXHAUSTED_STALL_THEN_ABORT;
+                break;
+        case PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP:
+                i->exhausted_policy = TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP;
+                break;
+        case PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_DROP:
+                i->exhausted_policy = TRACED_BUFFER_EXHAUSTED_DROP;
+                break;
+        default:
+                i->exhausted_policy = (flags & TRACED_DS_STALL_WHEN_FULL) ? TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP :
+                                                                           TRACED_BUFFER_EXHAUSTED_DROP;
+        }
+        producer_lock(p);
+        i->next = p->instances;
+        p->instances = i;
+        producer_unlock(p);
+}
+
+void producer_remove_instance(traced_producer *p, uint64_t id) {
+        producer_lock(p);
+        for (struct producer_instance **pp = &p->instances; *pp; pp = &(*pp)->next)
+                if ((*pp)->id == id) {
+                        struct producer_instance *i = *pp;
+                        *pp = i->next;
+                        free(i->data_source);
+                        free(i);
+                        break;
+                }
+        producer_unlock(p);
+}
+
+void producer_on_async_command(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd,
+                               void *ud) {
+        traced_producer *p = ud;
+        const Perfetto__Protos__GetAsyncCommandResponse *cmd = (const void *) reply;
+        _cleanup_close_ int owned = fd;
+
+        if (error < 0 || !cmd || c != p->client)
+                return;
+        switch (cmd->cmd_case) {
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING:
+                on_setup_tracing(p, cmd->setup_tracing, owned);
+                break;
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE:
+                add_instance(p, cmd->setup_data_source->new_instance_id, cmd->setup_data_source->config);
+                break;
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE: {
+                const Perfetto__Protos__GetAsyncCommandResponse__StartDataSource *s = cmd->start_data_source;
+                add_instance(p, s->new_instance_id, s->config);
+                struct producer_instance *i = producer_find_instance(p, s->new_instance_id);
+                if (!i || !p->ops.start)
+                        break;
+                size_t n = s->config ? perfetto__protos__data_source_config__get_packed_size(s->config) : 0;
+                uint8_t *buf = malloc(n ? n : 1);
+                if (!buf)
+                        break;
+                if (s->config)
+                        perfetto__protos__data_source_config__pack(s->config, buf);
+                p->ops.start(p, i->id, i->data_source, buf, n, p->userdata);
+                free(buf);
+                break;
+        }
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE: {
+                uint64_t id = cmd->stop_data_source->instance_id;
+                struct producer_instance *i = producer_find_instance(p, id);
+                if (!i)
+                        break;
+                bool notify_on_stop = i->notify_on_stop;
+                i->stopped = true;
+                if (p->ops.stop)
+                        p->ops.stop(p, id, p->userdata);
+                commit_instance_writers(p, id);
+                (void) producer_commit(p, 0);
+                if (notify_on_stop)
+                        break; /* the data source acknowledges itself */
+                producer_remove_instance(p, id);
+                break;
+        }
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH: {
+                const Perfetto__Protos__GetAsyncCommandResponse__Flush *f = cmd->flush;
+                for (size_t k = 0; k < f->n_data_source_ids; k++) {
+                        if (p->ops.flush)
+                                p->ops.flush(p, f->data_source_ids[k], p->userdata);
+                        commit_instance_writers(p, f->data_source_ids[k]);
+                }
+                /* Over emulated shared memory nobody else can scrape
+                 * what is still being written: send it before the flush
+                 * is acknowledged, so the flush covers it. */
+                if (p->emulate) {
+                        (void) producer_commit(p, 0);
+                        (void) producer_scrape(p, f->data_source_ids, f->n_data_source_ids);
+                }
+                (void) producer_commit(p, f->request_id ? f->request_id : 0);
+                break;
+        }
+        default:
+                break;
+        }
+}

@@ -1,0 +1,491 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.bpf_stack's drain: each ring buffer record's stack ids are looked up
+ * in the stack map (or its user frames come walked with it), symbolized and
+ * interned, and written as a PerfSample on the on-CPU or the off-CPU
+ * sequence. Stacks no record refers to any more are deleted from the map,
+ * and the unwind tables of the processes whose walks asked are loaded. */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "basic/hash.h"
+#include "bpfstack-session.h"
+
+#define CLOCK_ID_BOOTTIME 6u
+#define MODE_KERNEL 1u
+#define MODE_USER 2u
+/* Profiling.StackUnwindError */
+#define UNWIND_ERROR_UNKNOWN 0u
+#define UNWIND_ERROR_NONE 1u
+#define UNWIND_ERROR_MEMORY_INVALID 2u
+#define UNWIND_ERROR_UNWIND_INFO 3u
+#define UNWIND_ERROR_UNSUPPORTED 4u
+#define UNWIND_ERROR_INVALID_MAP 5u
+#define UNWIND_ERROR_MAX_FRAMES_EXCEEDED 6u
+#define UNWIND_ERROR_REPEATED_FRAME 7u
+#define INTERN_MEMORY_BOUND (64u << 20)
+#define PROC_TABLE_BOUND 4096
+/* Processes whose tables are loaded per drain at most (each may compile
+ * new files' tables), and those waiting for theirs. */
+#define LOADS_PER_DRAIN 16u
+#define CS_CACHE_PROBES 8u
+
+/* --- writing -------------------------------------------------------------- */
+
+static void seq_write(struct bpfstack_session *s, struct seq *q) {
+        if (!q->pkt.error)
+                (void) s->pl->api->write_packet(q->writer, q->pkt.buf, q->pkt.len);
+}
+
+/* TracePacketDefaults {timestamp_clock_id: BOOTTIME, perf_sample_defaults
+ * {timebase}} for a sequence. */
+int bpfstack_seq_defaults(struct seq *q, const struct pbw *timebase) {
+        struct pbw d = {}, psd = {};
+        pbw_bytes(&psd, 1, timebase->buf, timebase->len);
+        pbw_varint(&d, 58, CLOCK_ID_BOOTTIME);
+        pbw_message(&d, 12, &psd);
+        int r = d.error ? -ENOMEM : 0;
+        if (r == 0 && d.len <= sizeof(q->defaults)) {
+                memcpy(q->defaults, d.buf, d.len);
+                q->defaults_len = d.len;
+        } else if (r == 0)
+                r = -E2BIG;
+        pbw_done(&d);
+        pbw_done(&psd);
+        return r;
+}
+
+static void seq_begin(struct bpfstack_session *s, struct seq *q) {
+        if (intern_packet_flags(q->iw) & SEQ_INCREMENTAL_STATE_CLEARED) {
+                pbw_reset(&q->pkt);
+                pbw_bytes(&q->pkt, 59, q->defaults, q->defaults_len);
+                pbw_varint(&q->pkt, TRACE_PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+                seq_write(s, q);
+        }
+        pbw_reset(&q->pkt);
+}
+
+/* --- symbolizing ---------------------------------------------------------- */
+
+static bool set_add(uint32_t *set, size_t cap, uint32_t id) {
+        for (size_t k = (id * 2654435761u) & (cap - 1);; k = (k + 1) & (cap - 1)) {
+                if (set[k] == id + 1)
+                        return false;
+                if (set[k] == 0) {
+                        set[k] = id + 1;
+                        return true;
+                }
+        }
+}
+
+static bool set_has(const uint32_t *set, size_t cap, uint32_t id) {
+        for (size_t k = (id * 2654435761u) & (cap - 1);; k = (k + 1) & (cap - 1)) {
+                if (set[k] == id + 1)
+                        return true;
+                if (set[k] == 0)
+                        return false;
+        }
+}
+
+static void seen_add(struct bpfstack_session *s, uint32_t id) {
+        if (s->collecting)
+                return; /* read now and deleted just after; seen again next time */
+        if (s->n_seen < s->cap_seen / 2 && set_add(s->seen_ids, s->cap_seen, id))
+                s->n_seen++;
+}
+
+static void cs_cache_flush(struct bpfstack_session *s) {
+        if (s->cs_cache)
+                memset(s->cs_cache, 0, CS_CACHE_SIZE * sizeof(*s->cs_cache));
+}
+
+/* Deletes the stacks seen but no longer referenced: what the ring buffer
+ * held is consumed; what a switched-out task holds (out_since) stays. */
+static void collect_stacks(struct bpfstack_session *s) {
+        size_t cap = s->cap_seen;
+        uint32_t *live = calloc(cap, sizeof(uint32_t));
+        if (!live)
+                return;
+        size_t n_live = 0;
+        uint32_t key, next;
+        struct bpfstack_switched_out o;
+        const struct bpf_map *m = s->skel->maps.out_since;
+        for (int r = bpf_map__get_next_key(m, NULL, &next, sizeof(next)); r == 0;
+             r = bpf_map__get_next_key(m, &key, &next, sizeof(next))) {
+                key = next;
+                if (bpf_map__lookup_elem(m, &key, sizeof(key), &o, sizeof(o), 0) < 0)
+                        continue;
+                int32_t ids[2] = {o.kstack_id, o.ustack_id};
+                for (size_t j = 0; j < 2; j++)
+                        if (ids[j] >= 0 && n_live < cap / 2 && set_add(live, cap, (uint32_t) ids[j]))
+                                n_live++;
+        }
+        /* A task that came back while we walked out_since sent its record
+         * before or during the walk: read those now, before deleting their
+         * stacks. One back after the walk was live in it. */
+        s->collecting = true;
+        (void) ring_buffer__consume(s->rb);
+        s->collecting = false;
+        for (size_t k = 0; k < cap; k++) {
+                uint32_t v = s->seen_ids[k];
+                if (v && !set_has(live, cap, v - 1)) {
+                        uint32_t id = v - 1;
+                        (void) bpf_map__delete_elem(s->skel->maps.stacks, &id, sizeof(id), 0);
+                        s->stacks_collected++;
+                }
+        }
+        free(s->seen_ids);
+        s->seen_ids = live;
+        s->n_seen = n_live;
+        /* Deleted ids may come back holding other stacks. */
+        cs_cache_flush(s);
+}
+
+/* The frames of stack id into s->stack_buf, innermost first; 0 if none. */
+static size_t read_stack(struct bpfstack_session *s, int32_t id) {
+        if (id < 0)
+                return 0;
+        size_t sz = (size_t) s->cfg.max_depth * sizeof(uint64_t);
+        uint32_t key = (uint32_t) id;
+        if (bpf_map__lookup_elem(s->skel->maps.stacks, &key, sizeof(key), s->stack_buf, sz, 0) < 0) {
+                s->stacks_missing++;
+                return 0;
+        }
+        seen_add(s, key);
+        size_t n = 0;
+        while (n < s->cfg.max_depth && s->stack_buf[n])
+                n++;
+        return n;
+}
+
+static struct proc_info *proc_for(struct bpfstack_session *s, uint32_t pid, uint64_t first_pc) {
+        struct proc_info *p = proc_table_get(s->procs, (int) pid);
+        if (!p)
+                return NULL;
+        if (p->maps_unreadable)
+                return p;
+        if (!proc_maps_find(&p->maps, first_pc) && s->n_refreshed < REFRESH_SLOTS) {
+                /* Mapped since we read its maps (dlopen, a new exec): read again, once per drain. */
+                for (size_t k = 0; k < s->n_refreshed; k++)
+                        if (s->refreshed[k] == (int) pid)
+                                return p;
+                s->refreshed[s->n_refreshed++] = (int) pid;
+                (void) proc_table_exec(s->procs, (int) pid, p->comm);
+                p = proc_table_get(s->procs, (int) pid);
+        }
+        return p;
+}
+
+/* The off-CPU program runs inside the sched_switch tracepoint, so the
+ * kernel stack it takes starts with the program itself and the
+ * tracepoint's dispatch, above __schedule. Those frames are the
+ * collector's, not the task's: they are left out. */
+static bool tracing_frame(const struct ksyms *k, uint64_t addr) {
+        static const char *const prefixes[] = {"bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_"};
+        const char *name = k ? ksyms_lookup(k, addr) : NULL;
+        if (!name)
+                return false;
+        for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+                if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0)
+                        return true;
+        return false;
+}
+
+static size_t tracing_frames_on_top(const struct ksyms *k, const uint64_t *kern, size_t n) {
+        size_t skip = 0;
+        while (skip < n && tracing_frame(k, kern[skip]))
+                skip++;
+        return skip;
+}
+
+/* A hash of n walked frames (FNV-1a over their bytes, then mixed). */
+static uint64_t frames_hash(const uint64_t *f, size_t n) {
+        uint64_t h = FNV1A64_OFFSET;
+        for (size_t k = 0; k < n; k++) {
+                h = fnv1a64_step(h, f[k]);
+                h ^= h >> 29;
+        }
+        return h ^ n;
+}
+
+static size_t cs_cache_slot(const struct bpfstack_record *rec, uint64_t uhash) {
+        uint64_t h = (uint64_t) rec->pid * 0x9E3779B97F4A7C15u ^ uhash;
+        h ^= ((uint64_t) (uint32_t) rec->kstack_id << 32 | (uint32_t) rec->ustack_id) * 0xC2B2AE3D27D4EB4Fu;
+        h ^= rec->kind;
+        return (size_t) (h >> 40) & (CS_CACHE_SIZE - 1);
+}
+
+static struct cs_cache_entry *cs_cache_find(struct bpfstack_session *s, const struct bpfstack_record *rec,
+                                            uint64_t uhash) {
+        if (!s->cs_cache)
+                return NULL;
+        size_t i = cs_cache_slot(rec, uhash);
+        for (size_t k = 0; k < CS_CACHE_PROBES; k++) {
+                struct cs_cache_entry *e = &s->cs_cache[(i + k) & (CS_CACHE_SIZE - 1)];
+                if (!e->used)
+                        return NULL;
+                if (e->pid == rec->pid && e->kstack_id == rec->kstack_id && e->ustack_id == rec->ustack_id &&
+                    e->kind == rec->kind && e->uhash == uhash)
+                        return e;
+        }
+        return NULL;
+}
+
+static void cs_cache_add(struct bpfstack_session *s, const struct bpfstack_record *rec, uint64_t uhash,
+                         uint64_t callstack) {
+        if (!s->cs_cache)
+                return;
+        size_t i = cs_cache_slot(rec, uhash), k = 0;
+        while (k < CS_CACHE_PROBES && s->cs_cache[(i + k) & (CS_CACHE_SIZE - 1)].used)
+                k++;
+        /* A full run of probes: the first slot makes room (it is a cache). */
+        struct cs_cache_entry *e = &s->cs_cache[(i + (k < CS_CACHE_PROBES ? k : 0)) & (CS_CACHE_SIZE - 1)];
+        *e = (struct cs_cache_entry){.pid = rec->pid,
+                                     .kstack_id = rec->kstack_id,
+                                     .ustack_id = rec->ustack_id,
+                                     .kind = (uint8_t) rec->kind,
+                                     .used = true,
+                                     .uhash = uhash,
+                                     .callstack = callstack};
+}
+
+/* Reads and symbolizes the record's stacks and interns the callstack;
+ * sets *cacheable when the result depends on nothing but the key (the
+ * process's maps were read and held the innermost user frame). */
+static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, const struct bpfstack_record *rec,
+                                 const uint64_t *walked, bool *cacheable) {
+        uint64_t kern[BPFSTACK_MAX_DEPTH], frames[2 * BPFSTACK_MAX_DEPTH];
+        size_t n_kern = read_stack(s, rec->kstack_id), n = 0;
+        memcpy(kern, s->stack_buf, n_kern * sizeof(uint64_t));
+        size_t n_user = walked ? rec->n_uframes : read_stack(s, rec->ustack_id);
+        const uint64_t *user = walked ? walked : s->stack_buf;
+
+        struct proc_info *p = NULL;
+        *cacheable = (rec->kstack_id >= 0 || rec->ustack_id >= 0 || walked) && (n_kern > 0 || rec->kstack_id < 0) &&
+                     (n_user > 0 || rec->ustack_id < 0);
+        if (n_user > 0) {
+                p = proc_for(s, rec->pid, user[0]);
+                if (p && p->maps_unreadable)
+                        s->procs_gone++;
+                if (!p || p->maps_unreadable || !proc_maps_find(&p->maps, user[0]))
+                        *cacheable = false;
+        }
+        for (size_t k = n_user; k-- > 0;) {
+                /* Return addresses but the innermost: the call is the byte before. */
+                uint64_t f = symbolizer_user_frame(&s->sym, q->iw, p, k > 0 ? user[k] - 1 : user[k]);
+                if (f)
+                        frames[n++] = f;
+        }
+        size_t top = rec->kind == BPFSTACK_OFF_CPU ? tracing_frames_on_top(s->ksyms, kern, n_kern) : 0;
+        for (size_t k = n_kern; k-- > top;) {
+                uint64_t f = symbolizer_kernel_frame(&s->sym, q->iw, kern[k]);
+                if (f)
+                        frames[n++] = f;
+        }
+        uint64_t callstack = n > 0 ? intern_callstack(q->iw, frames, n) : 0;
+        if (intern_error(q->iw))
+                *cacheable = false;
+        return callstack;
+}
+
+/* What a sample says of a walk in BPF that ended as stop. */
+static unsigned unwind_error_of(uint8_t stop) {
+        switch (stop) {
+        case BPFSTACK_STOP_DEPTH:
+                return UNWIND_ERROR_MAX_FRAMES_EXCEEDED;
+        case BPFSTACK_STOP_NO_MAPPING:
+                return UNWIND_ERROR_INVALID_MAP;
+        case BPFSTACK_STOP_NO_CFI:
+                return UNWIND_ERROR_UNWIND_INFO;
+        case BPFSTACK_STOP_UNSUPPORTED:
+                return UNWIND_ERROR_UNSUPPORTED;
+        case BPFSTACK_STOP_READ_FAULT:
+                return UNWIND_ERROR_MEMORY_INVALID;
+        case BPFSTACK_STOP_BAD_FRAME:
+                return UNWIND_ERROR_REPEATED_FRAME;
+        default:
+                return UNWIND_ERROR_NONE;
+        }
+}
+
+/* A walk that asked for the process's tables: loaded after this drain's
+ * records. */
+static void want_tables(struct bpfstack_session *s, uint32_t pid) {
+        for (size_t k = 0; k < s->n_pending; k++)
+                if (s->pending[k] == (int) pid)
+                        return;
+        if (s->n_pending < PENDING_LOADS)
+                s->pending[s->n_pending++] = (int) pid;
+}
+
+/* A walk that left every mapping with a table: if the pc is in no mapping
+ * we know of, the process mapped something since (dlopen), and its
+ * tables are loaded again with its maps read anew. */
+static void check_new_mapping(struct bpfstack_session *s, uint32_t pid, uint64_t pc) {
+        struct proc_info *p = proc_table_peek(s->procs, (int) pid);
+        if (p && !p->maps_unreadable && proc_maps_find(&p->maps, pc))
+                return; /* a mapping without a table (JIT code, the vdso): nothing new */
+        want_tables(s, pid);
+}
+
+/* Loads the tables of the processes that asked, a few per drain. */
+static void load_pending(struct bpfstack_session *s) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+        if (now < s->loads_paused_until) {
+                /* The process map is full: those asking now keep their
+                 * frame-pointer stacks (counted) for a second. */
+                s->n_pending = 0;
+                return;
+        }
+        size_t done = 0;
+        for (; done < s->n_pending && done < LOADS_PER_DRAIN; done++) {
+                int pid = s->pending[done];
+                /* New, exec'd or mapped more since: its maps are read anew. */
+                struct proc_info *p = proc_table_peek(s->procs, pid);
+                (void) proc_table_exec(s->procs, pid, p ? p->comm : "");
+                p = proc_table_get(s->procs, pid);
+                if (!p || p->maps_unreadable)
+                        continue; /* gone */
+                int r = unwind_tables_load(s->tables, p);
+                if (r == -ENOSPC) {
+                        s->loads_paused_until = now + 1000000000u;
+                        s->n_pending = 0;
+                        return;
+                }
+                if (r < 0)
+                        plugin_log(s->pl, TRACED_LOG_DEBUG, "linux.bpf_stack: unwind tables of pid %d: %s", pid,
+                                   strerror(-r));
+        }
+        memmove(s->pending, s->pending + done, (s->n_pending - done) * sizeof(s->pending[0]));
+        s->n_pending -= done;
+}
+
+static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec, const uint64_t *walked) {
+        struct seq *q = rec->kind == BPFSTACK_ON_CPU ? &s->on : &s->off;
+        seq_begin(s, q);
+        if (rec->ustop != BPFSTACK_STOP_NONE) {
+                s->stops[rec->ustop]++;
+                if (rec->ustop == BPFSTACK_STOP_NO_TABLES)
+                        want_tables(s, rec->pid);
+                else if (rec->ustop == BPFSTACK_STOP_NO_MAPPING && walked && rec->n_uframes > 0)
+                        check_new_mapping(s, rec->pid, walked[rec->n_uframes - 1]);
+        }
+        uint64_t uhash = walked ? frames_hash(walked, rec->n_uframes) : 0;
+        uint64_t callstack;
+        struct cs_cache_entry *e = cs_cache_find(s, rec, uhash);
+        if (e) {
+                callstack = e->callstack;
+                s->cs_hits++;
+        } else {
+                bool cacheable;
+                callstack = record_callstack(s, q, rec, walked, &cacheable);
+                s->cs_misses++;
+                if (cacheable)
+                        cs_cache_add(s, rec, uhash, callstack);
+        }
+
+        struct pbw ps = {};
+        pbw_varint(&ps, 1, rec->cpu);
+        pbw_varint(&ps, 2, rec->pid);
+        pbw_varint(&ps, 3, rec->tid);
+        if (callstack)
+                pbw_varint(&ps, 4, callstack);
+        pbw_varint(&ps, 5, rec->kind == BPFSTACK_OFF_CPU || rec->kstack_id >= 0 ? MODE_KERNEL : MODE_USER);
+        if (rec->kind == BPFSTACK_OFF_CPU)
+                pbw_varint(&ps, 6, rec->blocked_ns);
+        if (rec->kstack_id == -EEXIST || rec->ustack_id == -EEXIST)
+                pbw_varint(&ps, 16, UNWIND_ERROR_UNKNOWN); /* a stack lost to a map collision */
+        else if (walked && unwind_error_of(rec->ustop) != UNWIND_ERROR_NONE)
+                pbw_varint(&ps, 16, unwind_error_of(rec->ustop));
+        if (s->lost_unreported) {
+                pbw_varint(&ps, 17, s->lost_unreported);
+                s->lost_unreported = 0;
+        }
+        pbw_varint(&q->pkt, 8, rec->ts);
+        intern_write_pending(q->iw, &q->pkt);
+        pbw_varint(&q->pkt, TRACE_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        pbw_message(&q->pkt, 66, &ps);
+        pbw_done(&ps);
+        seq_write(s, q);
+        if (rec->kind == BPFSTACK_ON_CPU)
+                s->samples_on++;
+        else {
+                s->samples_off++;
+                s->blocked_ns += rec->blocked_ns;
+        }
+}
+
+int bpfstack_on_record(void *ctx, void *data, size_t size) {
+        struct bpfstack_session *s = ctx;
+        struct bpfstack_record rec;
+        if (bpfstack_record_decode(data, size, &rec) < 0) {
+                s->bad_records++;
+                return 0;
+        }
+        /* The frames follow the record, 8-byte aligned in the ring. */
+        handle(s, &rec,
+               rec.ustack_id == BPFSTACK_USTACK_WALKED ? (const uint64_t *) ((const uint8_t *) data + sizeof(rec))
+                                                       : NULL);
+        return 0;
+}
+
+static void read_counters(struct bpfstack_session *s) {
+        int ncpu = libbpf_num_possible_cpus();
+        if (ncpu <= 0 || ncpu > MAX_CPUS)
+                return;
+        uint64_t vals[MAX_CPUS];
+        for (uint32_t slot = 0; slot < BPFSTACK_CNT_MAX; slot++) {
+                if (bpf_map__lookup_elem(s->skel->maps.counters, &slot, sizeof(slot), vals,
+                                         (size_t) ncpu * sizeof(uint64_t), 0) < 0)
+                        continue;
+                uint64_t sum = 0;
+                for (int c = 0; c < ncpu; c++)
+                        sum += vals[c];
+                if (slot == BPFSTACK_CNT_RING_LOST && sum > s->counters_seen[slot])
+                        s->lost_unreported += sum - s->counters_seen[slot];
+                s->counters_seen[slot] = sum;
+        }
+}
+
+static void housekeeping(struct bpfstack_session *s) {
+        if (s->n_seen >= s->cfg.stack_map_entries / 4 || s->n_seen >= s->cap_seen / 2)
+                collect_stacks(s);
+        s->n_refreshed = 0;
+        struct seq *qs[] = {&s->on, &s->off};
+        for (size_t k = 0; k < 2; k++)
+                if (intern_error(qs[k]->iw) || intern_memory(qs[k]->iw) > INTERN_MEMORY_BOUND) {
+                        intern_clear(qs[k]->iw);
+                        cs_cache_flush(s);
+                }
+        if (proc_table_count(s->procs) > PROC_TABLE_BOUND) {
+                /* No exit notes here: forget everyone, read maps again as needed. */
+                struct proc_table *t;
+                if (proc_table_new(NULL, &t) == 0) {
+                        proc_table_free(s->procs);
+                        s->procs = t;
+                        s->sym.procs = t;
+                        cs_cache_flush(s);
+                }
+        }
+}
+
+void bpfstack_drain(struct bpfstack_session *s) {
+        read_counters(s);
+        (void) ring_buffer__consume(s->rb);
+        if (s->tables)
+                load_pending(s);
+        housekeeping(s);
+}
+
+void bpfstack_on_ring(int fd, uint32_t revents, void *userdata) {
+        bpfstack_drain(userdata);
+}

@@ -1,0 +1,123 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* linux.bpf_stack inside the plugin: one session per data source instance.
+ * bpfstack-ds.c probes the kernel, loads and attaches the BPF programs and
+ * ends sessions; bpfstack-drain.c reads the ring buffer into PerfSample
+ * packets; bpfstack-hotplug.c keeps the on-CPU clock events across CPU
+ * hotplug and writes the unwind counters, both on the drain timer. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "basic/pbw.h"
+#include "bpfstack-config.h"
+#include "bpfstack-ds.h"
+#include "bpfstack.skel.h"
+#include "profiling/cpus.h"
+#include "profiling/intern.h"
+#include "profiling/ksyms.h"
+#include "profiling/symbolizer.h"
+#include "unwind-counters.h"
+#include "unwind-tables.h"
+
+#define MAX_CPUS 1024
+#define REFRESH_SLOTS 64
+/* Processes waiting for their unwind tables. */
+#define PENDING_LOADS 64u
+/* Callstacks already interned, by (kind, pid, stack ids): most records
+ * repeat a stack, and a hit saves two map lookups (system calls) and the
+ * symbolization. Emptied whenever a stack id may change meaning (stacks
+ * deleted from the map) or the interned ids do (intern state cleared). */
+#define CS_CACHE_SIZE 4096u
+
+/* One packet sequence: on-CPU or off-CPU. */
+struct seq {
+        struct traced_writer *writer;
+        struct intern_writer *iw;
+        struct pbw pkt;
+        uint8_t defaults[128]; /* serialized TracePacketDefaults */
+        size_t defaults_len;
+};
+
+struct bpfstack_session {
+        struct plugin_instance inst; /* first: the plugin's list, by instance id */
+        struct bpfstack_plugin *pl;
+        struct bpfstack_config cfg;
+
+        struct bpfstack *skel;
+        /* On-CPU: the clock event of each possible CPU (by CPU number;
+         * -EBADF where there is none: offline, or off-CPU only). */
+        int perf_fds[MAX_CPUS];
+        struct bpf_link *perf_links[MAX_CPUS];
+        struct cpu_hotplug hotplug; /* the clock events across CPU hotplug */
+        uint32_t n_possible;
+        size_t n_cpus; /* events open */
+        struct bpf_link *switch_link, *exec_link, *exit_link;
+        struct unwind_tables *tables;
+        int pending[PENDING_LOADS]; /* pids whose walks asked for tables this drain */
+        size_t n_pending;
+        uint64_t loads_paused_until;       /* CLOCK_MONOTONIC ns: the process map was full */
+        uint64_t stops[BPFSTACK_STOP_MAX]; /* walked records by how the walk ended */
+        /* The unwind counters' sequence: descriptors, then values each
+         * second while they change. */
+        struct traced_writer *counters_writer;
+        struct pbw counters_pkt;
+        uint64_t counters_uuid, counters_next_ns;
+        int64_t counters_sent[UNWIND_COUNTER_MAX];
+        bool counters_described;
+        struct ring_buffer *rb;
+        struct traced_source *rb_src, *timer;
+
+        struct proc_table *procs;
+        struct elf_cache *elves;
+        struct ksyms *ksyms;
+        struct symbolizer sym;
+        struct seq on, off;
+
+        uint64_t *stack_buf; /* max_depth frames */
+        /* Stack ids seen since the last collection (a set: open addressing,
+         * id + 1 stored, 0 empty); collected when it holds a quarter of the
+         * map's entries. */
+        uint32_t *seen_ids;
+        size_t n_seen, cap_seen;
+        bool collecting;
+        int refreshed[REFRESH_SLOTS]; /* pids whose maps were read again this drain */
+        size_t n_refreshed;
+
+        struct cs_cache_entry {
+                uint32_t pid;
+                int32_t kstack_id, ustack_id;
+                uint8_t kind;
+                bool used;
+                uint64_t uhash; /* walked user frames: their hash */
+                uint64_t callstack;
+        } * cs_cache;
+        uint64_t cs_hits, cs_misses;
+
+        uint64_t counters_seen[BPFSTACK_CNT_MAX];
+        uint64_t lost_unreported;
+        uint64_t samples_on, samples_off, blocked_ns, bad_records, stacks_missing, procs_gone, stacks_collected;
+};
+
+/* bpfstack-drain.c */
+/* TracePacketDefaults {timestamp_clock_id: BOOTTIME, perf_sample_defaults
+ * {timebase}} for a sequence. */
+int bpfstack_seq_defaults(struct seq *q, const struct pbw *timebase);
+/* The ring buffer's callback: one record. */
+int bpfstack_on_record(void *ctx, void *data, size_t size);
+/* Reads the ring buffer and the counters, loads the unwind tables asked
+ * for, and keeps the caches bounded. */
+void bpfstack_drain(struct bpfstack_session *s);
+void bpfstack_on_ring(int fd, uint32_t revents, void *userdata);
+
+/* bpfstack-hotplug.c */
+extern const struct cpu_hotplug_ops bpfstack_hotplug_ops;
+/* The clock event of cpu with the on-CPU program attached. -ENODEV when
+ * the CPU is offline. */
+int bpfstack_open_cpu(struct bpfstack_session *s, uint32_t cpu);
+void bpfstack_close_cpu(struct bpfstack_session *s, size_t cpu);
+/* The unwind counters, at most once a second unless final. */
+void bpfstack_write_counters(struct bpfstack_session *s, bool final);
+void bpfstack_on_timer(void *userdata);

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * What the producer plugins (ftrace, perf, bpfstack) share on top of the
+ * plugin ABI: a printf-style log over the host's log callback, the checks
+ * and entry point every plugin.c writes, and a list of data source
+ * instances by id. Linked into each plugin .so; it sees nothing but
+ * include/traced/plugin.h and lib/.
+ *
+ * A plugin's state keeps the host as the two members `api` and `host`: the
+ * macros below take any such state.
+ */
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "profiling/cpus.h"
+#include "traced/plugin.h"
+
+/* One message through the host's log callback (cut at 1 KiB). */
+void plugin_host_log(const struct traced_host_api *api, struct traced_host *host, int level, const char *fmt, ...)
+        __attribute__((format(printf, 4, 5)));
+#define plugin_log(pl, level, ...) plugin_host_log((pl)->api, (pl)->host, (level), __VA_ARGS__)
+
+/* The start of a data source instance failed with r (negative errno). */
+#define plugin_log_start_failed(pl, ds, id, r)                                                                         \
+        plugin_log((pl), TRACED_LOG_ERR, "%s instance %llu failed to start: %s", (ds), (unsigned long long) (id),      \
+                   strerror(-(r)))
+
+/* The per-CPU event of an instance's CPU changed with CPU hotplug (error:
+ * with CPU_HOTPLUG_GAVE_UP). */
+void plugin_host_log_cpu_change(const struct traced_host_api *api, struct traced_host *host, const char *ds,
+                                uint64_t id, uint32_t cpu, enum cpu_hotplug_change what, int error);
+#define plugin_log_cpu_change(pl, ds, id, cpu, what, error)                                                            \
+        plugin_host_log_cpu_change((pl)->api, (pl)->host, (ds), (id), (cpu), (what), (error))
+
+/* create's first step: 0 when the host's table holds every call of ABI
+ * 1.0 this plugin was built against, else -EPROTO. */
+int plugin_check_host(const struct traced_host_api *api);
+
+/* The ops table of a plugin.c that defines static create, destroy, start,
+ * stop and flush, and its entry point. */
+#define PLUGIN_DEFINE(name, caps)                                                                                      \
+        static const struct traced_plugin_ops plugin_ops = {                                                           \
+                .struct_size = sizeof(struct traced_plugin_ops),                                                       \
+                .create = create,                                                                                      \
+                .destroy = destroy,                                                                                    \
+                .start = start,                                                                                        \
+                .stop = stop,                                                                                          \
+                .flush = flush,                                                                                        \
+        };                                                                                                             \
+        TRACED_PLUGIN_DEFINE(name, PACKAGE_VERSION, caps, plugin_ops)
+
+/*
+ * Data source instances, newest first. An instance's struct starts with a
+ * struct plugin_instance (its first member), so that a pointer to one is a
+ * pointer to the other.
+ */
+struct plugin_instance {
+        struct plugin_instance *next;
+        uint64_t id;
+};
+
+/* i->id set by the caller. */
+void plugin_instance_add(struct plugin_instance **list, struct plugin_instance *i);
+/* NULL when id is not in the list. */
+struct plugin_instance *plugin_instance_find(struct plugin_instance *list, uint64_t id);
+/* Takes instance id out of the list: NULL when it is not there. */
+struct plugin_instance *plugin_instance_take(struct plugin_instance **list, uint64_t id);
+/* Takes the first instance out of the list: NULL when it is empty. */
+struct plugin_instance *plugin_instance_pop(struct plugin_instance **list);

@@ -1,0 +1,294 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.ftrace's drain: every period (and at flush and stop) the raw pages
+ * of each CPU's trace_pipe_raw are parsed, their records encoded into an
+ * FtraceEventBundle per CPU (sched_switch and sched_waking as compact
+ * columns when asked), with the pids they name told to process_stats. */
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "basic/hash.h"
+#include "basic/macro.h"
+#include "ftrace-session.h"
+#include "page.h"
+
+#define BUNDLE_FLUSH_BYTES (256u * 1024u)
+
+/* The format of a record's event id: a small open-addressing table, since
+ * this runs for every record. */
+static struct event_format *format_by_id(struct ftrace_session *s, uint16_t id) {
+        for (size_t i = id & (ID_SLOTS - 1);; i = (i + 1) & (ID_SLOTS - 1)) {
+                int16_t k = s->by_id[i];
+                if (k < 0)
+                        return NULL;
+                if (s->formats[k].id == id)
+                        return &s->formats[k];
+        }
+}
+
+void ftrace_drain_init(struct ftrace_session *s) {
+        memset(s->intern_slots, 0xff, sizeof(s->intern_slots));
+        memset(s->by_id, 0xff, sizeof(s->by_id));
+        for (size_t n = 0; n < s->n_formats; n++) {
+                size_t i = s->formats[n].id & (ID_SLOTS - 1);
+                while (s->by_id[i] >= 0)
+                        i = (i + 1) & (ID_SLOTS - 1);
+                s->by_id[i] = (int16_t) n;
+        }
+}
+
+/* The index of comm (16 bytes, zero-padded) in the bundle's table of
+ * names, added if new. */
+static uint32_t intern(struct ftrace_session *s, const char *comm) {
+        size_t i = fnv1a32(comm, strnlen(comm, 16)) & (INTERN_SLOTS - 1);
+        for (;; i = (i + 1) & (INTERN_SLOTS - 1)) {
+                int16_t k = s->intern_slots[i];
+                if (k < 0)
+                        break;
+                if (memcmp(s->intern[k], comm, 16) == 0)
+                        return (uint32_t) k;
+        }
+        if (s->n_intern == MAX_INTERN)
+                return 0; /* table full: the bundle is emitted before this happens */
+        memcpy(s->intern[s->n_intern], comm, 16);
+        s->intern_slots[i] = (int16_t) s->n_intern;
+        return (uint32_t) s->n_intern++;
+}
+
+#define N_COLUMNS 11
+
+static void compact_columns(struct ftrace_session *s, uint32_t ret_fields[N_COLUMNS], struct pbw *ret_cols[N_COLUMNS]) {
+        static const uint32_t fields[N_COLUMNS] = {1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12};
+        struct pbw *cols[N_COLUMNS] = {&s->sw_ts,  &s->sw_state, &s->sw_pid,  &s->sw_prio, &s->sw_comm, &s->wk_ts,
+                                       &s->wk_pid, &s->wk_cpu,   &s->wk_prio, &s->wk_comm, &s->wk_flags};
+        memcpy(ret_fields, fields, sizeof(fields));
+        memcpy(ret_cols, cols, sizeof(cols));
+}
+
+static void compact_reset(struct ftrace_session *s) {
+        struct pbw *cols[N_COLUMNS];
+        uint32_t fields[N_COLUMNS];
+        compact_columns(s, fields, cols);
+        for (size_t i = 0; i < N_COLUMNS; i++)
+                pbw_reset(cols[i]);
+        s->sw_last_ts = s->wk_last_ts = 0;
+        s->n_intern = 0;
+        memset(s->intern_slots, 0xff, sizeof(s->intern_slots));
+}
+
+/* sched_switch and sched_waking as columns: a few bytes per event. */
+static bool compact_add(struct ftrace_session *s, const struct event_format *f, uint64_t ts, const uint8_t *rec,
+                        size_t len) {
+        char comm[16] = {};
+        if (f == s->switch_fmt) {
+                format_read_str(s->sw_next_comm, rec, len, comm, sizeof(comm));
+                pbw_raw_varint(&s->sw_ts, ts - s->sw_last_ts);
+                s->sw_last_ts = ts;
+                pbw_raw_varint(&s->sw_state, (uint64_t) format_read_int(s->sw_prev_state, rec, len));
+                int64_t next_pid = format_read_int(s->sw_next_pid, rec, len);
+                pbw_raw_varint(&s->sw_pid, (uint64_t) next_pid);
+                pbw_raw_varint(&s->sw_prio, (uint64_t) format_read_int(s->sw_next_prio, rec, len));
+                pbw_raw_varint(&s->sw_comm, intern(s, comm));
+                return true;
+        }
+        if (f == s->waking_fmt) {
+                format_read_str(s->wk_comm_f, rec, len, comm, sizeof(comm));
+                pbw_raw_varint(&s->wk_ts, ts - s->wk_last_ts);
+                s->wk_last_ts = ts;
+                int64_t pid = format_read_int(s->wk_pid_f, rec, len);
+                pbw_raw_varint(&s->wk_pid, (uint64_t) pid);
+                pbw_raw_varint(&s->wk_cpu, (uint64_t) format_read_int(s->wk_cpu_f, rec, len));
+                pbw_raw_varint(&s->wk_prio, (uint64_t) format_read_int(s->wk_prio_f, rec, len));
+                pbw_raw_varint(&s->wk_comm, intern(s, comm));
+                pbw_raw_varint(&s->wk_flags, f->common_flags_offset >= 0 && (size_t) f->common_flags_offset < len
+                                                     ? rec[f->common_flags_offset]
+                                                     : 0);
+                return true;
+        }
+        return false;
+}
+
+/* Bytes of the FtraceEventBundle.CompactSched message, 0 if none. */
+static size_t compact_size(const struct ftrace_session *s) {
+        if (!s->compact || (s->sw_ts.len == 0 && s->wk_ts.len == 0))
+                return 0;
+        uint32_t fields[N_COLUMNS];
+        struct pbw *cols[N_COLUMNS];
+        compact_columns((struct ftrace_session *) s, fields, cols);
+        size_t n = 0;
+        for (size_t i = 0; i < s->n_intern; i++) {
+                size_t l = strnlen(s->intern[i], 16);
+                n += 1 + pbw_varint_size(l) + l;
+        }
+        for (size_t i = 0; i < N_COLUMNS; i++)
+                if (cols[i]->len)
+                        n += 1 + pbw_varint_size(cols[i]->len) + cols[i]->len;
+        return n;
+}
+
+static void compact_write(struct ftrace_session *s, struct pbw *out, size_t size) {
+        if (size == 0)
+                return;
+        uint32_t fields[N_COLUMNS];
+        struct pbw *cols[N_COLUMNS];
+        compact_columns(s, fields, cols);
+        pbw_tag(out, 4, 2); /* FtraceEventBundle.compact_sched */
+        pbw_raw_varint(out, size);
+        for (size_t i = 0; i < s->n_intern; i++) {
+                size_t l = strnlen(s->intern[i], 16);
+                pbw_tag(out, 5, 2);
+                pbw_raw_varint(out, l);
+                pbw_raw(out, s->intern[i], l);
+        }
+        for (size_t i = 0; i < N_COLUMNS; i++)
+                if (cols[i]->len)
+                        pbw_bytes(out, fields[i], cols[i]->buf, cols[i]->len);
+        compact_reset(s);
+}
+
+/* symbolize_ksyms: the names of the iids new since the last packet go out
+ * in this one, as InternedData.kernel_symbols. iids restart from 1 every
+ * drain, so the drain's first packet that uses any clears the sequence's
+ * state, even when none of its addresses has a name: an iid must never
+ * resolve to a name of the previous drain. */
+static void ksyms_append(struct ftrace_session *s, struct pbw *pkt) {
+        if (!s->kt || s->kt->n == s->kt->written)
+                return;
+        bool first = s->kt->written == 0;
+        pbw_reset(&s->interned);
+        for (uint32_t iid = s->kt->written + 1; iid <= s->kt->n; iid++) {
+                const char *name = ksyms_lookup(s->ksyms, s->kt->addrs[iid - 1]);
+                if (!name)
+                        continue; /* not a function (the work item, a heap pointer) */
+                size_t l = strlen(name);
+                pbw_tag(&s->interned, 26, 2); /* kernel_symbols { iid, str } */
+                pbw_raw_varint(&s->interned, 1 + pbw_varint_size(iid) + 1 + pbw_varint_size(l) + l);
+                pbw_varint(&s->interned, 1, iid);
+                pbw_bytes(&s->interned, 2, name, l);
+        }
+        if (s->interned.len)
+                pbw_message(pkt, 12, &s->interned); /* TracePacket.interned_data */
+        if (first)
+                pbw_varint(pkt, 13, 1); /* sequence_flags: SEQ_INCREMENTAL_STATE_CLEARED */
+        s->kt->written = s->kt->n;
+}
+
+/* The bundle goes out as TracePacket { ftrace_events { cpu, event...,
+ * compact_sched, lost_events } }, assembled in one pass into a buffer kept
+ * from one bundle to the next. */
+static void bundle_emit(struct ftrace_session *s) {
+        if (s->bundle_events == 0 && !s->lost_pending)
+                return;
+        size_t compact = compact_size(s);
+        size_t inner = 1 + pbw_varint_size((uint64_t) s->bundle_cpu) + s->bundle.len +
+                       (compact ? 1 + pbw_varint_size(compact) + compact : 0) + (s->lost_pending ? 2 : 0);
+        struct pbw *pkt = &s->packet;
+        pbw_reset(pkt);
+        pbw_tag(pkt, 1, 2); /* TracePacket.ftrace_events */
+        pbw_raw_varint(pkt, inner);
+        pbw_varint(pkt, 1, (uint64_t) s->bundle_cpu);
+        pbw_raw(pkt, s->bundle.buf, s->bundle.len);
+        compact_write(s, pkt, compact);
+        if (s->lost_pending)
+                pbw_varint(pkt, 3, 1);
+        ksyms_append(s, pkt);
+        if (!pkt->error)
+                (void) s->pl->api->write_packet(s->writer, pkt->buf, pkt->len);
+        pbw_reset(&s->bundle);
+        s->bundle_events = 0;
+        s->lost_pending = false;
+}
+
+static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userdata) {
+        struct ftrace_session *s = userdata;
+        if (len < 2) {
+                s->parse_errors |= 1u << PAGE_STATUS_SHORT_EVENT_ID;
+                return;
+        }
+        uint16_t id;
+        memcpy(&id, data, 2);
+        struct event_format *f = format_by_id(s, id);
+        if (!f)
+                return;
+        if (s->ps) {
+                const struct format_field *pf = s->pid_field[f - s->formats];
+                if (pf && s->redescribe[f - s->formats])
+                        process_stats_redescribe(s->ps, (int32_t) format_read_int(pf, data, len));
+                else if (pf)
+                        process_stats_note_pid(s->ps, (int32_t) format_read_int(pf, data, len));
+                if (f->common_pid_offset >= 0 && (size_t) f->common_pid_offset + 4 <= len) {
+                        int32_t pid;
+                        memcpy(&pid, data + f->common_pid_offset, 4);
+                        process_stats_note_pid(s->ps, pid);
+                }
+        }
+        if (s->kt && s->kt->n + FORMAT_MAX_FIELDS > KADDR_MAX) {
+                bundle_emit(s);
+                kaddr_reset(s->kt);
+        }
+        if (!(s->compact && compact_add(s, f, ts, data, len)))
+                ftrace_encode_event_ksyms(&s->bundle, f, ts, data, len, s->kt);
+        s->bundle_events++;
+        s->events++;
+        if (s->bundle.len + s->sw_ts.len * 4 >= BUNDLE_FLUSH_BYTES || s->n_intern >= MAX_INTERN - 1)
+                bundle_emit(s);
+}
+
+void ftrace_drain(struct ftrace_session *s) {
+        s->ps = process_stats_for_session(s->pl, s->tracing_session_id);
+        for (int cpu = 0; cpu < s->n_cpus; cpu++) {
+                if (s->cpu_fds[cpu] < 0)
+                        continue;
+                s->bundle_cpu = cpu;
+                /* Everything the kernel has, but no more than a buffer's worth:
+                 * at a rate the reader cannot follow, the loop still gets
+                 * control back. */
+                for (size_t k = 0; k < s->max_pages_per_drain; k++) {
+                        ssize_t n = read(s->cpu_fds[cpu], s->page, s->page_size);
+                        if (n < 0 && errno != EAGAIN && errno != EINTR)
+                                s->parse_errors |= 1u << PAGE_STATUS_UNEXPECTED_READ_ERROR;
+                        if (n <= 0)
+                                break;
+                        struct page_info info;
+                        s->pages++;
+                        if (page_parse(s->page, (size_t) n, on_record, s, &info) < 0) {
+                                s->bad_pages++;
+                                s->lost_pending = true;
+                                if (info.status < 32)
+                                        s->parse_errors |= 1u << info.status;
+                                continue;
+                        }
+                        if (info.missed || info.lost_events) {
+                                s->lost += info.lost_events ? info.lost_events : 1;
+                                s->lost_pending = true;
+                        }
+                }
+                bundle_emit(s);
+        }
+        process_stats_resolve_pending(s->ps);
+        s->ps = NULL;
+        if (s->kt)
+                kaddr_reset(s->kt);
+}
+
+/* An FtraceStats packet (TracePacket.ftrace_stats): the kernel's per-CPU
+ * counters of our instance, at the start and at the end of the trace, so
+ * overruns and drops are visible in the trace itself. */
+void ftrace_on_timer(void *userdata) {
+        ftrace_drain(userdata);
+}
+
+void ftrace_drain_free(struct ftrace_session *s) {
+        struct pbw *cols[N_COLUMNS];
+        uint32_t fields[N_COLUMNS];
+        compact_columns(s, fields, cols);
+        for (size_t i = 0; i < N_COLUMNS; i++)
+                pbw_done(cols[i]);
+        pbw_done(&s->bundle);
+        pbw_done(&s->packet);
+        pbw_done(&s->interned);
+        free(s->intern);
+        free(s->kt);
+}

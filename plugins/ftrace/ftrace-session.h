@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* linux.ftrace inside the plugin: one session per data source instance.
+ * ftrace-ds.c starts and stops sessions and owns the tracefs instance they
+ * record in; ftrace-events.c enables what the config asks for;
+ * ftrace-drain.c reads the per-CPU pages into FtraceEventBundle packets;
+ * ftrace-stats.c writes FtraceStats. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "basic/pbr.h"
+#include "basic/pbw.h"
+#include "format.h"
+#include "ftrace-ds.h"
+#include "profiling/ksyms.h"
+
+#define MAX_EVENTS 256
+#define ID_SLOTS 512 /* > 2 x MAX_EVENTS, a power of 2 */
+#define MAX_INTERN 1024
+#define INTERN_SLOTS 2048 /* > 2 x MAX_INTERN, a power of 2 */
+#define MAX_STAT_EVENTS 64
+
+struct ftrace_session {
+        struct plugin_instance inst; /* first: the plugin's list, by instance id */
+        bool in_root;                /* the top-level instance */
+        bool named;                  /* FtraceConfig.instance_name */
+        bool keep_instance;          /* a named instance that existed before us */
+        int root_lock_fd;            /* flock()ed tracefs root while in_root */
+        bool journal_failed;
+        struct saved_file *saved;
+        size_t n_saved;
+        /* FtraceStats beyond the kernel's counters */
+        char *unknown_events[MAX_STAT_EVENTS];
+        size_t n_unknown;
+        char *failed_events[MAX_STAT_EVENTS];
+        size_t n_failed;
+        const char *atrace_error;
+        bool preserve_buffer;
+        uint32_t parse_errors; /* bit n: FtraceParseStatus n was seen */
+        struct plugin *pl;
+        uint64_t tracing_session_id;
+        /* During a drain: the session's process_stats instance, told
+         * about every pid the records name. */
+        struct ps_session *ps;
+        const struct format_field **pid_field; /* per format: the pid a record is about */
+        bool *redescribe;                      /* per format: that pid changed its command or name */
+        struct traced_writer *writer;
+        char name[64];
+        char root[512];
+        char kprobe_group[64]; /* set while probes of ours exist */
+        struct event_format *formats;
+        size_t n_formats;
+        int *cpu_fds;
+        int n_cpus;
+        size_t max_pages_per_drain;
+        uint8_t *page;
+        size_t page_size;
+        struct traced_source *timer;
+        /* the bundle being built */
+        struct pbw bundle;
+        struct pbw packet; /* kept between bundles */
+        int bundle_cpu;
+        size_t bundle_events;
+        int16_t by_id[ID_SLOTS]; /* index into formats, -1: free */
+        /* compact_sched: columns of sched_switch and sched_waking */
+        bool compact;
+        const struct event_format *switch_fmt, *waking_fmt;
+        const struct format_field *sw_next_comm, *sw_prev_state, *sw_next_pid, *sw_next_prio;
+        const struct format_field *wk_comm_f, *wk_pid_f, *wk_cpu_f, *wk_prio_f;
+        int16_t intern_slots[INTERN_SLOTS]; /* index into intern, -1: free */
+        struct pbw sw_ts, sw_state, sw_pid, sw_prio, sw_comm;
+        struct pbw wk_ts, wk_pid, wk_cpu, wk_prio, wk_comm, wk_flags;
+        uint64_t sw_last_ts, wk_last_ts;
+        char (*intern)[16];
+        size_t n_intern;
+        uint64_t events, pages, bad_pages, lost;
+        bool lost_pending;
+        /* symbolize_ksyms: kernel addresses of this drain, as iids */
+        struct ksyms *ksyms;
+        struct kaddr_table *kt;
+        struct pbw interned;
+};
+
+/* ftrace-ds.c: writes a file of the session's instance, keeping the value
+ * it replaces where the instance is not the session's alone. */
+int ftrace_session_write(struct ftrace_session *s, const char *rel, const char *value);
+
+/* ftrace-events.c: FtraceConfig's ftrace_events (one spec), syscall_events
+ * and kprobe_events, and the kernel symbols of symbolize_ksyms. */
+int ftrace_add_event_spec(struct ftrace_session *s, const char *spec);
+int ftrace_add_syscalls(struct ftrace_session *s, const struct pbr_field *fc);
+int ftrace_add_kprobes(struct ftrace_session *s, const struct pbr_field *fc);
+void ftrace_load_ksyms(struct ftrace_session *s);
+
+/* ftrace-drain.c */
+/* Indexes the formats by event id and empties the compact sched columns:
+ * once the events are all enabled. */
+void ftrace_drain_init(struct ftrace_session *s);
+/* Reads what every CPU has and writes it out. */
+void ftrace_drain(struct ftrace_session *s);
+void ftrace_on_timer(void *userdata);
+void ftrace_drain_free(struct ftrace_session *s);
+
+/* ftrace-stats.c */
+/* An event the config named that is unknown (-ENOENT) or failed to enable. */
+void ftrace_stats_note_event(struct ftrace_session *s, const char *spec, int error);
+/* phase: FtraceStats.Phase (1 start of trace, 2 end of trace). */
+void ftrace_stats_emit(struct ftrace_session *s, unsigned phase);
+void ftrace_stats_free(struct ftrace_session *s);

@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "basic/macro.h"
+#include "perf-queue.h"
+
+_Static_assert(sizeof(struct perf_item) <= PERF_ITEM_FOOTPRINT, "an item's header fits its footprint");
+
+int perf_queue_init(struct perf_queue *q, uint64_t max_bytes) {
+        *q = (struct perf_queue) { .max_bytes = max_bytes };
+        q->batch_tailp = &q->batch_head;
+        q->tailp = &q->head;
+        q->max_items =
+                (size_t) MIN(MAX(max_bytes / PERF_ITEM_FOOTPRINT, (uint64_t) 1), (uint64_t) PERF_QUEUE_MAX_ITEMS);
+        int r = pthread_mutex_init(&q->mu, NULL);
+        if (r != 0)
+                return -r;
+        r = pthread_cond_init(&q->cv, NULL);
+        if (r != 0) {
+                pthread_mutex_destroy(&q->mu);
+                return -r;
+        }
+        return 0;
+}
+
+static void free_items(struct perf_item *it) {
+        for (struct perf_item *next; it; it = next) {
+                next = it->next;
+                free(it);
+        }
+}
+
+void perf_queue_done(struct perf_queue *q) {
+        free_items(q->head);
+        free_items(q->batch_head);
+        q->head = q->batch_head = NULL;
+        pthread_mutex_destroy(&q->mu);
+        pthread_cond_destroy(&q->cv);
+}
+
+struct perf_item *perf_item_new(enum perf_item_kind kind, size_t len) {
+        if (len > UINT32_MAX)
+                return NULL;
+        struct perf_item *it = malloc(sizeof(*it) + len);
+        if (it)
+                *it = (struct perf_item) { .kind = (uint8_t) kind, .len = (uint32_t) len };
+        return it;
+}
+
+static uint64_t queued_bytes(const struct perf_queue *q) {
+        return __atomic_load_n(&q->queued_bytes, __ATOMIC_RELAXED) + q->batch_bytes;
+}
+
+size_t perf_queue_items(const struct perf_queue *q) {
+        return __atomic_load_n(&q->queued_items, __ATOMIC_RELAXED) + q->batch_items;
+}
+
+bool perf_queue_congested(const struct perf_queue *q) {
+        return perf_queue_items(q) >= 2 * q->max_items;
+}
+
+bool perf_queue_room(const struct perf_queue *q, enum perf_item_kind kind, size_t len) {
+        switch (kind) {
+        case PERF_ITEM_SAMPLE:
+                return perf_queue_items(q) < q->max_items && queued_bytes(q) + len <= q->max_bytes;
+        case PERF_ITEM_NOTE:
+                return perf_queue_items(q) < q->max_items;
+        default:
+                return true;
+        }
+}
+
+int perf_queue_push(struct perf_queue *q, struct perf_item *it) {
+        if (!perf_queue_room(q, (enum perf_item_kind) it->kind, it->len))
+                return -ENOBUFS;
+        it->next = NULL;
+        *q->batch_tailp = it;
+        q->batch_tailp = &it->next;
+        q->batch_bytes += it->len;
+        q->batch_items++;
+        return 0;
+}
+
+void perf_queue_publish(struct perf_queue *q) {
+        if (!q->batch_head)
+                return;
+        pthread_mutex_lock(&q->mu);
+        *q->tailp = q->batch_head;
+        q->tailp = q->batch_tailp;
+        __atomic_store_n(&q->queued_bytes, q->queued_bytes + q->batch_bytes, __ATOMIC_RELAXED);
+        __atomic_store_n(&q->queued_items, q->queued_items + q->batch_items, __ATOMIC_RELAXED);
+        pthread_cond_signal(&q->cv);
+        pthread_mutex_unlock(&q->mu);
+        q->batch_head = NULL;
+        q->batch_tailp = &q->batch_head;
+        q->batch_bytes = 0;
+        q->batch_items = 0;
+}
+
+struct perf_item *perf_queue_pop(struct perf_queue *q) {
+        pthread_mutex_lock(&q->mu);
+        while (!q->head)
+                pthread_cond_wait(&q->cv, &q->mu);
+        struct perf_item *it = q->head;
+        q->head = it->next;
+        if (!q->head)
+                q->tailp = &q->head;
+        __atomic_store_n(&q->queued_bytes, q->queued_bytes - it->len, __ATOMIC_RELAXED);
+        __atomic_store_n(&q->queued_items, q->queued_items - 1, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&q->mu);
+        return it;
+}

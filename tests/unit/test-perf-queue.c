@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The perf plugin's queue from the ring reader to the worker: its bounds
+ * in items and bytes, with nobody consuming and with a consumer. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "perf-queue.h"
+
+#define DEFAULT_FOOTPRINT (64ull << 20) /* max_enqueued_footprint_kb's default */
+
+static struct perf_item *new_item(enum perf_item_kind kind, size_t len) {
+        struct perf_item *it = perf_item_new(kind, len);
+        cr_assert_not_null(it);
+        return it;
+}
+
+/* Pushes one item; returns whether the queue took it (freed if not). */
+static bool push(struct perf_queue *q, enum perf_item_kind kind, size_t len) {
+        struct perf_item *it = new_item(kind, len);
+        int r = perf_queue_push(q, it);
+        if (r < 0) {
+                cr_assert_eq(r, -ENOBUFS);
+                free(it);
+                return false;
+        }
+        return true;
+}
+
+static size_t pop_all(struct perf_queue *q) {
+        size_t n = 0;
+        perf_queue_publish(q);
+        while (perf_queue_items(q) > 0) {
+                free(perf_queue_pop(q));
+                n++;
+        }
+        return n;
+}
+
+Test(perf_queue, item_bound_follows_the_footprint) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, DEFAULT_FOOTPRINT), 0);
+        cr_assert_eq(q.max_items, PERF_QUEUE_MAX_ITEMS, "the default footprint leaves the fixed bound");
+        perf_queue_done(&q);
+        cr_assert_eq(perf_queue_init(&q, 16 * 1024), 0);
+        cr_assert_eq(q.max_items, 16 * 1024 / PERF_ITEM_FOOTPRINT, "one item per footprint share");
+        perf_queue_done(&q);
+        cr_assert_eq(perf_queue_init(&q, 1), 0);
+        cr_assert_eq(q.max_items, 1, "never less than one");
+        perf_queue_done(&q);
+        cr_assert_eq(perf_queue_init(&q, UINT64_MAX), 0);
+        cr_assert_eq(q.max_items, PERF_QUEUE_MAX_ITEMS);
+        perf_queue_done(&q);
+}
+
+/* The loop thread outrunning a stuck worker: notes (0 bytes each) stop at
+ * the item bound whether they sit in the batch or were handed over. */
+Test(perf_queue, notes_stop_at_the_item_bound) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, DEFAULT_FOOTPRINT), 0);
+        size_t taken = 0, refused = 0, pushes = 3 * q.max_items + 17;
+        for (size_t k = 0; k < pushes; k++) {
+                if (push(&q, PERF_ITEM_NOTE, 0))
+                        taken++;
+                else
+                        refused++;
+                /* A drain hands its batch over every so many records. */
+                if (k % 1000 == 999)
+                        perf_queue_publish(&q);
+                cr_assert_leq(perf_queue_items(&q), q.max_items);
+        }
+        cr_assert_eq(taken, q.max_items, "%zu notes taken, the bound is %zu", taken, q.max_items);
+        cr_assert_eq(refused, pushes - q.max_items);
+        cr_assert_not(perf_queue_room(&q, PERF_ITEM_NOTE, 0));
+        cr_assert_not(perf_queue_room(&q, PERF_ITEM_SAMPLE, 1));
+        cr_assert_not(perf_queue_congested(&q), "notes alone never congest the queue");
+        cr_assert_eq(pop_all(&q), taken);
+        cr_assert(perf_queue_room(&q, PERF_ITEM_NOTE, 0), "room again once the worker took them");
+        cr_assert(push(&q, PERF_ITEM_NOTE, 0));
+        perf_queue_done(&q);
+}
+
+/* The same without a single hand-over: one drain's batch alone is bounded. */
+Test(perf_queue, one_batch_is_bounded_too) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, 16 * 1024), 0);
+        size_t taken = 0;
+        for (size_t k = 0; k < 10 * q.max_items; k++)
+                taken += push(&q, PERF_ITEM_NOTE, 0);
+        cr_assert_eq(taken, q.max_items);
+        cr_assert_eq(pop_all(&q), taken);
+        perf_queue_done(&q);
+}
+
+/* Samples to unwind meet the byte bound first; notes of the samples it
+ * refuses still go in, up to the item bound. */
+Test(perf_queue, samples_meet_the_byte_bound_notes_the_item_bound) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, 64 * 1024), 0);
+        size_t samples = 0, notes = 0;
+        for (size_t k = 0; k < 4 * q.max_items; k++) {
+                if (push(&q, PERF_ITEM_SAMPLE, 1000))
+                        samples++;
+                else
+                        notes += push(&q, PERF_ITEM_NOTE, 0);
+        }
+        cr_assert_eq(samples, 64 * 1024 / 1000, "%zu samples of 1000 bytes in 64 KiB", samples);
+        cr_assert_eq(samples + notes, q.max_items);
+        cr_assert_eq(pop_all(&q), samples + notes);
+        perf_queue_done(&q);
+}
+
+/* Process events, mappings, losses and throttles are never refused, even
+ * past the item bound; at twice the bound the queue says it is congested. */
+Test(perf_queue, bookkeeping_goes_past_the_bound_until_congested) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, 16 * 1024), 0);
+        for (size_t k = 0; k <= q.max_items && push(&q, PERF_ITEM_NOTE, 0); k++)
+                ;
+        cr_assert_eq(perf_queue_items(&q), q.max_items);
+        static const enum perf_item_kind kinds[] = { PERF_ITEM_RECORD, PERF_ITEM_LOST, PERF_ITEM_THROTTLE };
+        size_t k = 0;
+        while (!perf_queue_congested(&q)) {
+                cr_assert(push(&q, kinds[k % 3], 64), "bookkeeping item %zu refused", k);
+                k++;
+                cr_assert_leq(perf_queue_items(&q), 2 * q.max_items);
+        }
+        cr_assert_eq(k, q.max_items);
+        cr_assert(push(&q, PERF_ITEM_FLUSH, 0), "a flush is never refused");
+        cr_assert(push(&q, PERF_ITEM_STOP, 0), "nor a stop");
+        cr_assert_not(push(&q, PERF_ITEM_NOTE, 0));
+        cr_assert_eq(pop_all(&q), 2 * q.max_items + 2);
+        cr_assert_not(perf_queue_congested(&q));
+        perf_queue_done(&q);
+}
+
+/* What is left at the end is freed with the queue (checked under ASan). */
+Test(perf_queue, done_frees_what_is_left) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, 16 * 1024), 0);
+        for (int k = 0; k < 100; k++)
+                cr_assert(push(&q, PERF_ITEM_SAMPLE, 100));
+        perf_queue_publish(&q);
+        for (int k = 0; k < 10; k++)
+                cr_assert(push(&q, PERF_ITEM_NOTE, 0));
+        perf_queue_done(&q);
+}
+
+/* A worker taking items while the loop thread pushes: every item taken is
+ * popped once, in order, and the queue never holds more than its bound. */
+struct consumer {
+        struct perf_queue *q;
+        uint64_t popped, last_seq;
+        bool in_order;
+};
+
+static void *consume(void *userdata) {
+        struct consumer *c = userdata;
+        for (;;) {
+                struct perf_item *it = perf_queue_pop(c->q);
+                bool stop = it->kind == PERF_ITEM_STOP;
+                if (!stop) {
+                        c->in_order &= it->count > c->last_seq;
+                        c->last_seq = it->count;
+                        c->popped++;
+                }
+                free(it);
+                if (stop)
+                        return NULL;
+        }
+}
+
+Test(perf_queue, with_a_consumer) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, 16 * 1024), 0);
+        struct consumer c = { .q = &q, .in_order = true };
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, consume, &c), 0);
+        uint64_t taken = 0, refused = 0;
+        for (uint64_t k = 1; k <= 200000; k++) {
+                struct perf_item *it = new_item(PERF_ITEM_NOTE, 0);
+                it->count = k;
+                if (perf_queue_push(&q, it) < 0) {
+                        free(it);
+                        refused++;
+                } else
+                        taken++;
+                cr_assert_leq(perf_queue_items(&q), q.max_items);
+                if (k % 64 == 0)
+                        perf_queue_publish(&q);
+        }
+        cr_assert(push(&q, PERF_ITEM_STOP, 0));
+        perf_queue_publish(&q);
+        cr_assert_eq(pthread_join(t, NULL), 0);
+        cr_assert_eq(c.popped, taken, "%llu popped, %llu taken (%llu refused)", (unsigned long long) c.popped,
+                     (unsigned long long) taken, (unsigned long long) refused);
+        cr_assert(c.in_order);
+        cr_assert_eq(perf_queue_items(&q), 0);
+        perf_queue_done(&q);
+}

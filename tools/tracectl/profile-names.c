@@ -1,0 +1,230 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The names a profile shows: its distinct frames (interned by name,
+ * module and ring), the processes and threads of the trace's process
+ * tree, a guess for processes it does not name, and node labels. */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic/alloc.h"
+#include "basic/hash.h"
+#include "profile-internal.h"
+#include "summary.h"
+
+static uint64_t sym_key(const char *name, const char *module, bool kernel, uint64_t salt) {
+        uint64_t h = fnv1a64(name, strlen(name));
+        if (module)
+                h ^= fnv1a64(module, strlen(module)) * 31;
+        return h + kernel + salt * 0x9e3779b97f4a7c15ULL;
+}
+
+static bool streq_null(const char *a, const char *b) {
+        return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+uint32_t profile_intern_name(struct profile *p, const char *name, const char *module, bool kernel, bool symbolized,
+                             const char *path, const char *build_id) {
+        for (uint64_t salt = 0;; salt++) {
+                uint32_t i;
+                uint64_t key = sym_key(name, module, kernel, salt);
+                if (!u64map_get(&p->sym_index, key, &i))
+                        break;
+                const struct profile_sym *s = &p->syms[i];
+                if (strcmp(s->name, name) == 0 && streq_null(s->module, module) && s->kernel == kernel)
+                        return i;
+        }
+        if (GREEDY_REALLOC_MIN(p->syms, p->cap_syms, p->n_syms + 1, 256) < 0)
+                return UINT32_MAX;
+        struct profile_sym s = {
+                .name = strdup(name),
+                .module = module ? strdup(module) : NULL,
+                .path = path ? strdup(path) : NULL,
+                .build_id = build_id ? strdup(build_id) : NULL,
+                .kernel = kernel,
+                .symbolized = symbolized,
+        };
+        if (!s.name || (module && !s.module) || (path && !s.path) || (build_id && !s.build_id)) {
+                free(s.name);
+                free(s.module);
+                free(s.path);
+                free(s.build_id);
+                return UINT32_MAX;
+        }
+        uint32_t id = (uint32_t) p->n_syms;
+        for (uint64_t salt = 0;; salt++) {
+                uint32_t i;
+                uint64_t key = sym_key(name, module, kernel, salt);
+                if (u64map_get(&p->sym_index, key, &i))
+                        continue;
+                if (u64map_put(&p->sym_index, key, id) < 0) {
+                        free(s.name);
+                        free(s.module);
+                        free(s.path);
+                        free(s.build_id);
+                        return UINT32_MAX;
+                }
+                break;
+        }
+        p->syms[p->n_syms++] = s;
+        return id;
+}
+
+static struct profile_task *task_get(struct profile *p, bool process, int32_t id, bool create) {
+        uint64_t key = ((uint64_t) process << 32) | (uint32_t) id;
+        uint32_t i;
+        if (u64map_get(&p->task_index, key, &i))
+                return &p->tasks[i];
+        if (!create)
+                return NULL;
+        if (GREEDY_REALLOC_MIN(p->tasks, p->cap_tasks, p->n_tasks + 1, 64) < 0)
+                return NULL;
+        if (u64map_put(&p->task_index, key, (uint32_t) p->n_tasks) < 0)
+                return NULL;
+        struct profile_task *t = &p->tasks[p->n_tasks++];
+        *t = (struct profile_task) { .id = id };
+        return t;
+}
+
+static void set_str(char **dst, const uint8_t *s, size_t n) {
+        char *c = strndup((const char *) s, n);
+        if (!c)
+                return;
+        free(*dst);
+        *dst = c;
+}
+
+const char *profile_process_name(const struct profile *p, int32_t pid) {
+        const struct profile_task *t = task_get((struct profile *) p, true, pid, false);
+        if (t && t->name)
+                return t->name;
+        const struct profile_task *th = task_get((struct profile *) p, false, pid, false);
+        if (th && th->name)
+                return th->name;
+        if (t && t->guess)
+                return t->guess;
+        return pid == 0 ? "[idle]" : "[unknown]";
+}
+
+const char *profile_thread_name(const struct profile *p, int32_t tid) {
+        const struct profile_task *t = task_get((struct profile *) p, false, tid, false);
+        if (t && t->name)
+                return t->name;
+        t = task_get((struct profile *) p, true, tid, false);
+        if (t && (t->name || t->guess))
+                return t->name ? t->name : t->guess;
+        return tid == 0 ? "[idle]" : "[unknown]";
+}
+
+const char *profile_node_label(const struct profile *p, const struct profile_node *n, char *buf, size_t size) {
+        const char *s;
+        switch (n->kind) {
+        case NODE_ROOT:
+                s = "all";
+                break;
+        case NODE_PROCESS:
+                s = profile_process_name(p, (int32_t) n->value);
+                break;
+        case NODE_THREAD:
+                s = profile_thread_name(p, (int32_t) n->value);
+                break;
+        default:
+                s = n->value < p->n_syms ? p->syms[n->value].name : "[unknown]";
+        }
+        size_t i = 0;
+        for (; s[i] && i + 1 < size; i++)
+                buf[i] = s[i] == ';' ? ':' : (s[i] == '\n' || s[i] == '\r') ? ' ' : s[i];
+        buf[i] = 0;
+        return buf;
+}
+
+void profile_process_tree(struct profile *p, const uint8_t *d, size_t n) {
+        size_t pos = 0;
+        struct pbr_field f, g;
+        while (pbr_next(d, n, &pos, &f) > 0) {
+                if (f.wire_type != 2 || (f.number != 1 && f.number != 2))
+                        continue;
+                int32_t id = -1, tgid = -1, ppid = -1;
+                bool is_comm = false;
+                const uint8_t *name = NULL;
+                size_t name_len = 0;
+                size_t q = 0;
+                while (pbr_next(f.data, f.len, &q, &g) > 0) {
+                        if (g.number == 1 && g.wire_type == 0)
+                                id = (int32_t) g.varint;
+                        else if (f.number == 2 && g.number == 3 && g.wire_type == 0)
+                                tgid = (int32_t) g.varint;
+                        else if (f.number == 1 && g.number == 2 && g.wire_type == 0)
+                                ppid = (int32_t) g.varint;
+                        else if (f.number == 1 && (g.number == 8 || g.number == 9) && g.wire_type == 0)
+                                is_comm |= g.varint != 0; /* is_kthread, cmdline_is_comm */
+                        else if (g.wire_type == 2 && ((f.number == 2 && g.number == 2) || (f.number == 1 && g.number == 3))) {
+                                if (f.number == 1 && name)
+                                        continue; /* argv[0] only */
+                                name = g.data;
+                                name_len = g.len;
+                        }
+                }
+                if (id < 0)
+                        continue;
+                struct profile_task *t = task_get(p, f.number == 1, id, true);
+                if (!t)
+                        continue;
+                if (tgid >= 0)
+                        t->tgid = tgid;
+                if (name && name_len) {
+                        if (f.number == 1) {
+                                char raw[256], shown[256];
+                                snprintf(raw, sizeof(raw), "%.*s", (int) name_len, (const char *) name);
+                                summary_cmdline_name(raw, is_comm, ppid, shown, sizeof(shown));
+                                set_str(&t->name, (const uint8_t *) shown, strlen(shown));
+                        } else
+                                set_str(&t->name, name, name_len);
+                }
+        }
+}
+
+/* Names a process that has none from its outermost user frame,
+ * preferring an executable to a library. */
+int profile_guess_name(struct profile *p, int32_t pid, const uint32_t *syms, size_t nf) {
+        struct profile_task *proc = task_get(p, true, pid, true);
+        if (!proc)
+                return -ENOMEM;
+        if (proc->name || proc->guess)
+                return 0;
+        const char *lib = NULL, *exe = NULL;
+        for (size_t i = 0; i < nf && !exe; i++) {
+                const struct profile_sym *sy = &p->syms[syms[i]];
+                if (sy->kernel || !sy->module || sy->module[0] == '[')
+                        continue;
+                if (strstr(sy->module, ".so"))
+                        lib = lib ? lib : sy->module;
+                else
+                        exe = sy->module;
+        }
+        if (exe || lib) {
+                proc->guess = strdup(exe ? exe : lib);
+                if (!proc->guess)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+void profile_names_done(struct profile *p) {
+        for (size_t i = 0; i < p->n_syms; i++) {
+                free(p->syms[i].name);
+                free(p->syms[i].module);
+                free(p->syms[i].path);
+                free(p->syms[i].build_id);
+        }
+        free(p->syms);
+        u64map_clear(&p->sym_index);
+        for (size_t i = 0; i < p->n_tasks; i++) {
+                free(p->tasks[i].name);
+                free(p->tasks[i].guess);
+        }
+        free(p->tasks);
+        u64map_clear(&p->task_index);
+}

@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* What a packet sequence interned (function names, build ids, mapping
+ * paths, mappings, frames, callstacks), kept by iid per sequence and
+ * resolved on first use into the profile's distinct frames. */
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "basic/alloc.h"
+#include "basic/hash.h"
+#include "basic/macro.h"
+#include "profile-internal.h"
+
+struct seq_string {
+        char *s;
+};
+
+struct seq_mapping {
+        uint64_t build_id;
+        uint64_t *path_ids;
+        size_t n_path;
+        char *path;             /* resolved on first use */
+        const char *build_id_s; /* owned by the build_ids table */
+        bool resolved;
+};
+
+struct seq_frame {
+        uint64_t function_name_id, mapping_id, rel_pc;
+        uint32_t kind;
+        uint32_t sym; /* UINT32_MAX until resolved */
+};
+
+static void *table_get(struct seq_table *t, uint64_t iid) {
+        uint32_t i;
+        if (!u64map_get(&t->index, iid, &i))
+                return NULL;
+        return (uint8_t *) t->v + (size_t) i * t->esz;
+}
+
+/* A new zeroed element for iid; NULL if iid is already there (the first
+ * definition stays) or on ENOMEM (*ret_r). */
+static void *table_add(struct seq_table *t, uint64_t iid, int *ret_r) {
+        uint32_t i;
+        *ret_r = 0;
+        if (u64map_get(&t->index, iid, &i))
+                return NULL;
+        if (greedy_realloc((void **) &t->v, &t->cap, t->n + 1, t->esz, 16) < 0) {
+                *ret_r = -ENOMEM;
+                return NULL;
+        }
+        if (u64map_put(&t->index, iid, (uint32_t) t->n) < 0) {
+                *ret_r = -ENOMEM;
+                return NULL;
+        }
+        void *e = (uint8_t *) t->v + t->n * t->esz;
+        memset(e, 0, t->esz);
+        t->n++;
+        return e;
+}
+
+static void table_done(struct seq_table *t, void (*free_elem)(void *)) {
+        for (size_t i = 0; free_elem && i < t->n; i++)
+                free_elem((uint8_t *) t->v + i * t->esz);
+        free(t->v);
+        u64map_clear(&t->index);
+        size_t esz = t->esz;
+        *t = (struct seq_table) { .esz = esz };
+}
+
+static void free_string(void *e) {
+        free(((struct seq_string *) e)->s);
+}
+static void free_mapping(void *e) {
+        free(((struct seq_mapping *) e)->path_ids);
+        free(((struct seq_mapping *) e)->path);
+}
+static void free_callstack(void *e) {
+        struct seq_callstack *c = e;
+        free(c->frame_ids);
+        free(c->syms);
+}
+
+void profile_seq_clear(struct profile_seq *s) {
+        table_done(&s->function_names, free_string);
+        table_done(&s->mapping_paths, free_string);
+        table_done(&s->build_ids, free_string);
+        table_done(&s->mappings, free_mapping);
+        table_done(&s->frames, NULL);
+        table_done(&s->callstacks, free_callstack);
+        s->kind = PROFILE_ON_CPU;
+        s->have_last = false;
+}
+
+struct profile_seq *profile_seq_get(struct profile *p, uint32_t id) {
+        uint32_t i;
+        if (p->last_seq && p->last_seq->id == id)
+                return p->last_seq;
+        if (u64map_get(&p->seq_index, id, &i))
+                return (p->last_seq = p->seqs[i]);
+        struct profile_seq **v = realloc(p->seqs, (p->n_seqs + 1) * sizeof(*v));
+        if (!v)
+                return NULL;
+        p->seqs = v;
+        struct profile_seq *s = calloc(1, sizeof(*s));
+        if (!s)
+                return NULL;
+        *s = (struct profile_seq) {
+                .id = id,
+                .function_names.esz = sizeof(struct seq_string),
+                .mapping_paths.esz = sizeof(struct seq_string),
+                .build_ids.esz = sizeof(struct seq_string),
+                .mappings.esz = sizeof(struct seq_mapping),
+                .frames.esz = sizeof(struct seq_frame),
+                .callstacks.esz = sizeof(struct seq_callstack),
+        };
+        if (u64map_put(&p->seq_index, id, (uint32_t) p->n_seqs) < 0) {
+                free(s);
+                return NULL;
+        }
+        p->seqs[p->n_seqs++] = s;
+        p->last_seq = s;
+        return s;
+}
+
+void profile_seqs_done(struct profile *p) {
+        for (size_t i = 0; i < p->n_seqs; i++) {
+                profile_seq_clear(p->seqs[i]);
+                free(p->seqs[i]);
+        }
+        free(p->seqs);
+        u64map_clear(&p->seq_index);
+}
+
+struct seq_callstack *profile_seq_callstack(struct profile_seq *s, uint64_t iid) {
+        return table_get(&s->callstacks, iid);
+}
+
+/* --- interned data ------------------------------------------------------ */
+
+static int add_string(struct seq_table *t, const uint8_t *d, size_t n, bool hex) {
+        size_t pos = 0;
+        struct pbr_field f;
+        uint64_t iid = 0;
+        const uint8_t *s = NULL;
+        size_t len = 0;
+        while (pbr_next(d, n, &pos, &f) > 0) {
+                if (f.number == 1 && f.wire_type == 0)
+                        iid = f.varint;
+                else if (f.number == 2 && f.wire_type == 2) {
+                        s = f.data;
+                        len = f.len;
+                }
+        }
+        int r;
+        struct seq_string *e = table_add(t, iid, &r);
+        if (!e)
+                return r;
+        bool printable = true;
+        for (size_t i = 0; i < len; i++)
+                if (!isxdigit(s[i]))
+                        printable = false;
+        if (hex && !printable) {
+                /* Build ids are raw bytes in upstream traces. */
+                e->s = malloc(len * 2 + 1);
+                if (!e->s)
+                        return -ENOMEM;
+                for (size_t i = 0; i < len; i++)
+                        sprintf(e->s + 2 * i, "%02x", s[i]);
+                e->s[len * 2] = 0;
+        } else {
+                e->s = strndup(s ? (const char *) s : "", len);
+                if (!e->s)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+static int add_repeated(uint64_t **v, size_t *n, const struct pbr_field *f) {
+        if (f->wire_type == 0) {
+                uint64_t *w = realloc(*v, (*n + 1) * sizeof(uint64_t));
+                if (!w)
+                        return -ENOMEM;
+                *v = w;
+                w[(*n)++] = f->varint;
+                return 0;
+        }
+        if (f->wire_type != 2)
+                return 0;
+        /* packed */
+        size_t pos = 0;
+        while (pos < f->len) {
+                uint64_t x = 0;
+                unsigned shift = 0;
+                while (pos < f->len && shift < 64) {
+                        uint8_t b = f->data[pos++];
+                        x |= (uint64_t) (b & 0x7f) << shift;
+                        shift += 7;
+                        if (!(b & 0x80))
+                                break;
+                }
+                uint64_t *w = realloc(*v, (*n + 1) * sizeof(uint64_t));
+                if (!w)
+                        return -ENOMEM;
+                *v = w;
+                w[(*n)++] = x;
+        }
+        return 0;
+}
+
+int profile_seq_interned_data(struct profile_seq *s, const uint8_t *d, size_t n) {
+        size_t pos = 0;
+        struct pbr_field f, g;
+        int r = 0;
+        while (pbr_next(d, n, &pos, &f) > 0 && r >= 0) {
+                if (f.wire_type != 2)
+                        continue;
+                size_t q = 0;
+                switch (f.number) {
+                case 5: /* function_names */
+                        r = add_string(&s->function_names, f.data, f.len, false);
+                        break;
+                case 16: /* build_ids */
+                        r = add_string(&s->build_ids, f.data, f.len, true);
+                        break;
+                case 17: /* mapping_paths */
+                        r = add_string(&s->mapping_paths, f.data, f.len, false);
+                        break;
+                case 19: { /* mappings */
+                        struct seq_mapping m = {};
+                        uint64_t iid = 0;
+                        while (pbr_next(f.data, f.len, &q, &g) > 0 && r >= 0) {
+                                if (g.number == 1 && g.wire_type == 0)
+                                        iid = g.varint;
+                                else if (g.number == 2 && g.wire_type == 0)
+                                        m.build_id = g.varint;
+                                else if (g.number == 7)
+                                        r = add_repeated(&m.path_ids, &m.n_path, &g);
+                        }
+                        struct seq_mapping *e = r >= 0 ? table_add(&s->mappings, iid, &r) : NULL;
+                        if (e) {
+                                *e = m;
+                                m.path_ids = NULL;
+                        }
+                        free(m.path_ids);
+                        break;
+                }
+                case 6: { /* frames */
+                        struct seq_frame fr = { .sym = UINT32_MAX };
+                        uint64_t iid = 0;
+                        while (pbr_next(f.data, f.len, &q, &g) > 0) {
+                                if (g.wire_type != 0)
+                                        continue;
+                                if (g.number == 1)
+                                        iid = g.varint;
+                                else if (g.number == 2)
+                                        fr.function_name_id = g.varint;
+                                else if (g.number == 3)
+                                        fr.mapping_id = g.varint;
+                                else if (g.number == 4)
+                                        fr.rel_pc = g.varint;
+                                else if (g.number == 7)
+                                        fr.kind = (uint32_t) g.varint;
+                        }
+                        struct seq_frame *e = table_add(&s->frames, iid, &r);
+                        if (e)
+                                *e = fr;
+                        break;
+                }
+                case 7: { /* callstacks */
+                        struct seq_callstack c = {};
+                        uint64_t iid = 0;
+                        while (pbr_next(f.data, f.len, &q, &g) > 0 && r >= 0) {
+                                if (g.number == 1 && g.wire_type == 0)
+                                        iid = g.varint;
+                                else if (g.number == 2)
+                                        r = add_repeated(&c.frame_ids, &c.n_frames, &g);
+                        }
+                        struct seq_callstack *e = r >= 0 ? table_add(&s->callstacks, iid, &r) : NULL;
+                        if (e) {
+                                *e = c;
+                                c.frame_ids = NULL;
+                        }
+                        free(c.frame_ids);
+                        break;
+                }
+                default:
+                        break;
+                }
+        }
+        return r;
+}
+
+static bool contains_ci(const char *hay, size_t n, const char *needle) {
+        size_t k = strlen(needle);
+        for (size_t i = 0; i + k <= n; i++)
+                if (strncasecmp(hay + i, needle, k) == 0)
+                        return true;
+        return false;
+}
+
+/* TracePacketDefaults.perf_sample_defaults.timebase: which kind of samples
+ * the sequence carries. Off-CPU sequences (bpfstack) name their timebase
+ * "off-cpu" (or sample on sched_switch); each sample's timebase_count is
+ * then the time the thread was blocked, in nanoseconds. */
+void profile_seq_defaults(struct profile *p, struct profile_seq *s, const uint8_t *d, size_t n) {
+        struct pbr_field psd, tb, f, g;
+        if (!pbr_get(d, n, 12, true, &psd) || psd.wire_type != 2 || !pbr_get(psd.data, psd.len, 1, true, &tb) ||
+            tb.wire_type != 2)
+                return;
+        char desc[160] = "";
+        size_t pos = 0;
+        bool off = false;
+        uint64_t freq = 0, period = 0, counter = 0;
+        char name[64] = "", tp[64] = "";
+        while (pbr_next(tb.data, tb.len, &pos, &f) > 0) {
+                if (f.number == 2 && f.wire_type == 0)
+                        freq = f.varint;
+                else if (f.number == 1 && f.wire_type == 0)
+                        period = f.varint;
+                else if (f.number == 4 && f.wire_type == 0)
+                        counter = f.varint;
+                else if (f.number == 10 && f.wire_type == 2) {
+                        snprintf(name, sizeof(name), "%.*s", (int) f.len, (const char *) f.data);
+                        if (contains_ci((const char *) f.data, f.len, "off-cpu") ||
+                            contains_ci((const char *) f.data, f.len, "offcpu") ||
+                            contains_ci((const char *) f.data, f.len, "off_cpu") ||
+                            contains_ci((const char *) f.data, f.len, "off cpu"))
+                                off = true;
+                } else if (f.number == 3 && f.wire_type == 2 && pbr_get(f.data, f.len, 1, true, &g) && g.wire_type == 2) {
+                        snprintf(tp, sizeof(tp), "%.*s", (int) g.len, (const char *) g.data);
+                        if (strcmp(tp, "sched:sched_switch") == 0 || strcmp(tp, "sched/sched_switch") == 0)
+                                off = true;
+                }
+        }
+        s->kind = off ? PROFILE_OFF_CPU : PROFILE_ON_CPU;
+        static const char *const counters[] = {
+                [1] = "cpu-clock", [2] = "page-faults", [3] = "task-clock", [4] = "context-switches",
+                [10] = "cycles", [11] = "instructions", [13] = "cache-misses", [15] = "branch-misses",
+        };
+        const char *what = name[0] ? name : tp[0] ? tp : (counter < ELEMENTSOF(counters) && counters[counter]) ? counters[counter] : "event";
+        if (freq)
+                snprintf(desc, sizeof(desc), "%s at %llu Hz", what, (unsigned long long) freq);
+        else if (period)
+                snprintf(desc, sizeof(desc), "%s every %llu events", what, (unsigned long long) period);
+        else
+                snprintf(desc, sizeof(desc), "%s", what);
+        if (!p->timebase)
+                p->timebase = strdup(desc);
+}
+
+/* --- resolving ---------------------------------------------------------- */
+
+static const char *basename_of(const char *path) {
+        const char *s = strrchr(path, '/');
+        return s && s[1] ? s + 1 : path;
+}
+
+static uint32_t resolve_frame(struct profile *p, struct profile_seq *s, uint64_t frame_iid) {
+        struct seq_frame *fr = table_get(&s->frames, frame_iid);
+        if (!fr) {
+                p->missing_interned++;
+                return profile_intern_name(p, "[missing frame]", NULL, false, false, NULL, NULL);
+        }
+        if (fr->sym != UINT32_MAX)
+                return fr->sym;
+        const char *path = "", *build_id = NULL;
+        struct seq_mapping *m = table_get(&s->mappings, fr->mapping_id);
+        if (m && !m->resolved) {
+                char buf[1024] = "";
+                size_t len = 0;
+                for (size_t i = 0; i < m->n_path; i++) {
+                        struct seq_string *c = table_get(&s->mapping_paths, m->path_ids[i]);
+                        if (!c || !c->s[0])
+                                continue;
+                        bool bracket = len == 0 && c->s[0] == '[';
+                        int k = snprintf(buf + len, sizeof(buf) - len, "%s%s", bracket ? "" : "/", c->s);
+                        if (k < 0 || (size_t) k >= sizeof(buf) - len)
+                                break;
+                        len += (size_t) k;
+                }
+                m->path = strdup(buf);
+                if (!m->path)
+                        return UINT32_MAX;
+                struct seq_string *b = m->build_id ? table_get(&s->build_ids, m->build_id) : NULL;
+                m->build_id_s = b && b->s[0] ? b->s : NULL;
+                m->resolved = true;
+        }
+        if (m) {
+                path = m->path;
+                build_id = m->build_id_s;
+        }
+        /* Kernel frames: upstream traced_perf puts them in a mapping named
+         * "kernel", perf tools in "[kernel.kallsyms]" and modules. */
+        bool kernel = fr->kind == 2 || strncmp(path, "[kernel", 7) == 0 || strcmp(path, "/kernel") == 0 ||
+                      strstr(path, ".ko") != NULL;
+        struct seq_string *fn = fr->function_name_id ? table_get(&s->function_names, fr->function_name_id) : NULL;
+        const char *module = path[0] ? basename_of(path) : NULL;
+        uint32_t sym;
+        if (fn && fn->s[0])
+                sym = profile_intern_name(p, fn->s, module, kernel, true, path[0] ? path : NULL, build_id);
+        else {
+                /* Not symbolized: module+offset, with the build id that
+                 * finds the file (debuginfod, a symbol store). */
+                char label[1400];
+                if (build_id)
+                        snprintf(label, sizeof(label), "%s+0x%llx [buildid %s]", module ? module : "[unknown]",
+                                 (unsigned long long) fr->rel_pc, build_id);
+                else
+                        snprintf(label, sizeof(label), "%s+0x%llx", module ? module : "[unknown]",
+                                 (unsigned long long) fr->rel_pc);
+                sym = profile_intern_name(p, label, module, kernel, false, path[0] ? path : NULL, build_id);
+        }
+        fr->sym = sym;
+        return sym;
+}
+
+int profile_seq_resolve_callstack(struct profile *p, struct profile_seq *s, struct seq_callstack *c) {
+        if (c->resolved)
+                return 0;
+        c->syms = malloc((c->n_frames ? c->n_frames : 1) * sizeof(uint32_t));
+        if (!c->syms)
+                return -ENOMEM;
+        for (size_t i = 0; i < c->n_frames; i++) {
+                c->syms[i] = resolve_frame(p, s, c->frame_ids[i]);
+                if (c->syms[i] == UINT32_MAX)
+                        return -ENOMEM;
+        }
+        c->hash = fnv1a64(c->syms, c->n_frames * sizeof(uint32_t));
+        c->check = c->n_frames;
+        for (size_t i = 0; i < c->n_frames; i++)
+                c->check = (c->check ^ c->syms[i]) * 0xff51afd7ed558ccdULL + (c->check >> 29);
+        c->resolved = true;
+        return 0;
+}
