@@ -1,16 +1,41 @@
 #!/bin/sh
-# The layers of HACKING.md, checked over the #include lines of the sources:
-# a file may include the headers of its own folder and those of the layers
-# its folder's rule below names, nothing else. An include is placed by its
-# path: "traced/..." is the public API, "perfetto/ipc/..." the wire
-# protocol's generated code, "perfetto/..." the other generated protos,
-# "X/..." with a folder lib/X that library, a bare name the folder that holds
-# it (searched under the including file's top folder), <systemd/...>
-# libsystemd. Other system headers are not checked.
-#   tests/check-layers.sh [TOPDIR]     exit 1 and one line per offence
+# The layers of HACKING.md, in two passes; fails on a tree that breaks a
+# rule, one line per offence.
+#
+# 1. The folders of the tree, over the #include lines of the sources: a
+#    file may include the headers of its own folder and those of the layers
+#    its folder's rule below names, nothing else. An include is placed by
+#    its path: "traced/..." is the public API, "perfetto/ipc/..." the wire
+#    protocol's generated code, "perfetto/..." the other generated protos,
+#    "X/..." with a folder lib/X that library, a bare name the folder that
+#    holds it (searched under the including file's top folder),
+#    <systemd/...> libsystemd. Other system headers are not checked.
+#
+# 2. The layering inside daemons/traced (HACKING.md, "The service core"):
+#      supervisor/ (root process) -> core/core.h only of the core;
+#      core/: ports -> sessions -> buffers, output; nothing calls upward.
+#    Checked on the #include lines of every file (and the files' folders
+#    and sizes) and, when the build's objects are there, on the symbols
+#    each layer's objects take from the others (nm).
+#
+#   tests/check-layers.sh [TOPDIR]
+# TOPDIR defaults to $TOP_SRCDIR, then to this script's tree. The objects
+# are looked for under $TOP_BUILDDIR (set by make check), else under the
+# current directory when it is a build directory and no TOPDIR was given.
 set -eu
 top=${1:-${TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}}
+builddir=${TOP_BUILDDIR:-}
+if [ -z "$builddir" ] && [ $# -eq 0 ] && [ -d "$PWD/daemons/traced/core/.libs" ]; then
+        builddir=$PWD
+fi
 cd "$top"
+top=$(pwd)
+tmpdir=$(mktemp -d)
+trap 'rm -rf "$tmpdir"' EXIT
+fail=0
+
+# ---------------------------------------------------------------------------
+# 1. The folders of the tree.
 
 # Longest matching folder first. "-" for a folder that may include nothing
 # but its own headers.
@@ -85,7 +110,7 @@ for f in $files; do
         allowed=$(echo "$r" | awk '{ $1 = ""; sub(/^ +/, ""); print }')
         # "N:path" for each quoted include, "N:<systemd/x>" for libsystemd's.
         grep -n -E '^[[:space:]]*#[[:space:]]*include[[:space:]]*("|<systemd/)' "$f" |
-                sed -E 's/^([0-9]+):[^"<]*["<]([^">]*)[">].*/\1:\2/' >"${TMPDIR:-/tmp}/layers.$$" || true
+                sed -E 's/^([0-9]+):[^"<]*["<]([^">]*)[">].*/\1:\2/' >"$tmpdir/includes" || true
         while IFS=: read -r line inc; do
                 case "$inc" in
                 systemd/*) o=libsystemd ;;
@@ -105,11 +130,145 @@ for f in $files; do
                         echo "$f:$line: includes \"$inc\" ($o), which ${own%/} may not (allowed: $allowed)"
                         bad=1
                 fi
-        done <"${TMPDIR:-/tmp}/layers.$$"
+        done <"$tmpdir/includes"
 done
-rm -f "${TMPDIR:-/tmp}/layers.$$"
 if [ "$bad" -ne 0 ]; then
         echo "FAIL: includes across layers (rules: tests/check-layers.sh, HACKING.md)"
-        exit 1
+        fail=1
+else
+        echo "ok: every include within its layer"
 fi
-echo "ok: every include within its layer"
+
+# ---------------------------------------------------------------------------
+# 2. The layering of daemons/traced.
+
+tfail=0
+tbad() { echo "FAIL: $*"; tfail=1; }
+
+# The layer of a file of daemons/traced, by its path.
+layer_of() {
+        case "$1" in
+        supervisor/*) echo supervisor ;;
+        shared/*) echo shared ;;
+        core/limits.h) echo limits ;;
+        core/service.h) echo state ;;
+        core/ports/*) echo ports ;;
+        core/sessions/*) echo sessions ;;
+        core/buffers/*) echo buffers ;;
+        core/output/*) echo output ;;
+        core/*) echo root ;;
+        # A tree without the folders: judged by file names, and refused.
+        session*) echo sessions ;;
+        trace-buffer*) echo buffers ;;
+        output-*) echo output ;;
+        *-port.[ch] | chunk-sink.[ch] | quota.[ch]) echo ports ;;
+        service.h) echo state ;;
+        *) echo flat ;;
+        esac
+}
+
+# Whether a file of layer $1 may include a header of layer $2.
+may_include() {
+        [ "$1" = "$2" ] && return 0
+        case "$1:$2" in
+        supervisor:shared) return 0 ;;
+        root:*) [ "$2" != supervisor ] && return 0 ;;
+        ports:sessions | ports:buffers | ports:output | ports:limits | ports:state) return 0 ;;
+        sessions:buffers | sessions:output | sessions:limits | sessions:state) return 0 ;;
+        state:sessions) return 0 ;; # the machines' record, which service.h holds
+        esac
+        return 1
+}
+
+if [ -d daemons/traced ]; then
+        cd daemons/traced
+        files=$(find . -name '*.[ch]' | sed 's|^\./||' | LC_ALL=C sort)
+        for f in $files; do
+                l=$(layer_of "$f")
+                case "$f" in
+                */*) ;;
+                *) echo "FAIL: daemons/traced/$f: not in supervisor/, shared/ or core/" ;;
+                esac
+                lines=$(wc -l < "$f")
+                [ "$lines" -gt 800 ] && echo "FAIL: daemons/traced/$f: $lines lines (at most 800)"
+                grep -n '^#include "' "$f" | while IFS= read -r line; do
+                        n=${line%%:*}
+                        h=$(printf '%s\n' "$line" | sed 's/^[0-9]*:#include "\([^"]*\)".*/\1/')
+                        case "$h" in
+                        perfetto/ipc/*)
+                                case "$l" in
+                                sessions | buffers | output) echo "FAIL: daemons/traced/$f:$n: the $l layer includes a wire protocol header $h" ;;
+                                esac
+                                continue ;;
+                        supervisor/* | shared/* | core/*) ;;
+                        runner.h) [ "$f" = supervisor/in-process.c ] || echo "FAIL: daemons/traced/$f:$n: includes $h" ; continue ;;
+                        */*) continue ;; # lib/ and generated headers (checked by the first pass)
+                        *.h) [ -f "$h" ] || continue ;; # a header of a tree without the folders
+                        *) continue ;;
+                        esac
+                        # The supervisor starts the core: its entry point only, and
+                        # the service to hand plugin connections to in process.
+                        if [ "$l" = supervisor ]; then
+                                [ "$h" = core/core.h ] && continue
+                                [ "$f" = supervisor/in-process.c ] && [ "$h" = core/service.h ] && continue
+                        fi
+                        hl=$(layer_of "$h")
+                        may_include "$l" "$hl" || echo "FAIL: daemons/traced/$f:$n: the $l layer includes $h ($hl)"
+                done
+        done > "$tmpdir/traced" 2>&1 || true
+        if [ -s "$tmpdir/traced" ]; then
+                cat "$tmpdir/traced"
+                tfail=1
+        fi
+
+        # The shared state stays small.
+        for f in core/service.h service.h; do
+                [ -f "$f" ] || continue
+                n=$(wc -l < "$f")
+                [ "$n" -gt 150 ] && tbad "daemons/traced/$f: $n lines (at most 150)"
+        done
+        cd "$top"
+fi
+
+# Calls: what the objects of a layer take from another layer must be
+# allowed by the same rules (a lower layer reports through ops structs,
+# never by calling up).
+objdir="$builddir/daemons/traced/core"
+if [ -n "$builddir" ] && [ -d "$objdir" ] && command -v nm >/dev/null 2>&1; then
+        for l in root ports sessions buffers output; do
+                case $l in
+                root) dir="$objdir" ;;
+                *) dir="$objdir/$l" ;;
+                esac
+                # libtool keeps the objects in .libs/ (next to the .lo).
+                case $l in
+                root) objs=$(ls "$dir"/.libs/libtraced_core_la-*.o 2>/dev/null || true) ;;
+                *) objs=$(find "$dir" -name 'libtraced_core_la-*.o' -path '*/.libs/*') ;;
+                esac
+                : > "$tmpdir/$l.def"
+                : > "$tmpdir/$l.undef"
+                for o in $objs; do
+                        nm -g --defined-only "$o" | awk '{print $3}' >> "$tmpdir/$l.def"
+                        nm -u "$o" | awk '{print $2}' >> "$tmpdir/$l.undef"
+                done
+                sort -u -o "$tmpdir/$l.def" "$tmpdir/$l.def"
+                sort -u -o "$tmpdir/$l.undef" "$tmpdir/$l.undef"
+        done
+        for from in root ports sessions buffers output; do
+                for to in root ports sessions buffers output; do
+                        [ "$from" = "$to" ] && continue
+                        may_include "$from" "$to" && continue
+                        for s in $(comm -12 "$tmpdir/$from.undef" "$tmpdir/$to.def"); do
+                                tbad "the $from layer calls $s of the $to layer"
+                        done
+                done
+        done
+fi
+
+if [ "$tfail" -ne 0 ]; then
+        echo "FAIL: daemons/traced layering (rules: tests/check-layers.sh, HACKING.md)"
+        fail=1
+else
+        echo "ok: daemons/traced layering"
+fi
+exit "$fail"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trace-buffer.h"
+#include "core/buffers/trace-buffer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

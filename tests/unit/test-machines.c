@@ -12,10 +12,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "../../daemons/traced/config.h"
+#include "supervisor/config.h"
 #include "ipc/ipc.h"
-#include "session-read.h"
-#include "sockets.h"
+#include "core/sessions/session-read.h"
+#include "supervisor/sockets.h"
 #include "test-scratch.h"
 
 Test(machines, machine_id_is_fnv1a_low_32_bits) {

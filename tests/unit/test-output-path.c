@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 /* traced.conf's parser (not the build's config.h). */
-#include "../../daemons/traced/config.h"
-#include "output-path.h"
+#include "supervisor/config.h"
+#include "core/output/output-path.h"
 #include "test-scratch.h"
 
 static char top[256], dir[300], outside[300];

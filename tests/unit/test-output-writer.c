@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "output-writer.h"
+#include "core/output/output-writer.h"
 
 /* The test's file, removed by the suite's .fini whether the test passed
  * or not. */
@@ -244,4 +244,40 @@ Test(output_writer, sync_makes_the_file_whole_and_readable) {
         check_file(fd, 0, before + 1000);
         close(fd);
         unlink(path);
+}
+
+/* output_writer_fill copies what fits and stops at full blocks. */
+Test(output_writer, fill_takes_what_fits) {
+        int p[2];
+        cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(p[1], &w), 0);
+        size_t n = 64u * 1024u * 1024u;
+        uint8_t *src = malloc(n);
+        cr_assert_not_null(src);
+        for (size_t i = 0; i < n; i++)
+                src[i] = pattern(i);
+        /* Nobody reads the pipe: the blocks fill and the rest stays out. */
+        size_t took = output_writer_fill(w, src, n);
+        cr_assert_gt(took, 0);
+        cr_assert_lt(took, n);
+        size_t avail;
+        cr_assert_null(output_writer_space(w, &avail));
+        cr_assert_eq(output_writer_fill(w, src + took, n - took), 0);
+        /* What went in comes out in order. */
+        output_writer_submit(w, true);
+        size_t got = 0;
+        uint8_t buf[65536];
+        while (got < took) {
+                ssize_t r = read(p[0], buf, sizeof(buf));
+                cr_assert_gt(r, 0);
+                for (ssize_t i = 0; i < r; i++)
+                        cr_assert_eq(buf[i], pattern(got + (size_t) i), "byte %zu differs", got + (size_t) i);
+                got += (size_t) r;
+        }
+        cr_assert_eq(got, took);
+        output_writer_free(w);
+        free(src);
+        close(p[0]);
+        close(p[1]);
 }

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "session-read.h"
+#include "core/sessions/session-read.h"
 
 struct pkt_case {
         const char *what;

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "quota.h"
+#include "core/ports/quota.h"
 
 #define MiB (1024u * 1024u)
 

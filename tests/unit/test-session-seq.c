@@ -5,7 +5,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 
-#include "service.h"
+#include "core/sessions/session-internal.h"
 
 Test(session_seq, ids_are_distinct_stable_and_first_is_reported_once) {
         struct session s = { .next_sequence_id = SERVICE_SEQUENCE_ID + 1 };

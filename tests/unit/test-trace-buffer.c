@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "smb/smb-abi.h"
-#include "trace-buffer.h"
+#include "core/buffers/trace-buffer.h"
 
 /* Builds chunk payloads: fragments, each with a 4-byte redundant varint. */
 struct cbuf {

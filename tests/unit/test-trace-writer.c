@@ -20,7 +20,7 @@
 
 #include "basic/pbw.h"
 #include "producer-internal.h"
-#include "trace-buffer.h"
+#include "core/buffers/trace-buffer.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
 

@@ -1,0 +1,172 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <systemd/sd-daemon.h>
+
+#include "basic/macro.h"
+#include "log/log.h"
+#include "shared/control.h"
+#include "core/core.h"
+#include "core/service.h"
+#include "core/sessions/session.h"
+
+struct core {
+        const struct core_options *o;
+        struct traced_service *svc;
+        sd_event *event;
+        bool shutting_down;
+};
+
+static void notify_status(struct traced_service *svc) {
+        size_t started = sessions_count_started(svc);
+        (void) sd_notifyf(false, "STATUS=%zu producer(s), %zu session(s), %zu tracing", svc->n_producers,
+                          svc->n_sessions, started);
+}
+
+static void shutdown_core(struct core *c, const char *why) {
+        if (c->shutting_down)
+                return;
+        c->shutting_down = true;
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down");
+        log_info("%s, shutting down.", why);
+        /* Finish open trace files, then leave the loop. */
+        service_shutdown(c->svc);
+        if (c->o->stopping)
+                c->o->stopping(c->o->userdata);
+        (void) sd_event_exit(c->event, 0);
+}
+
+static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        struct core *c = userdata;
+        char why[64];
+        snprintf(why, sizeof(why), "Received %s", strsignal((int) si->ssi_signo));
+        shutdown_core(c, why);
+        return 0;
+}
+
+static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct core *c = userdata;
+
+        for (;;) {
+                struct control_msg msg;
+                int pfd = -EBADF;
+                int r = control_recv(fd, &msg, &pfd);
+                if (r == -EAGAIN)
+                        return 0;
+                if (r == -EBADMSG) {
+                        log_warning("Ignoring a malformed message from the supervisor.");
+                        continue;
+                }
+                if (r <= 0) {
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to read from the supervisor: %m");
+                        (void) sd_event_source_set_enabled(s, SD_EVENT_OFF);
+                        shutdown_core(c, "The supervisor went away");
+                        return 0;
+                }
+                if (msg.kind == CONTROL_TRACE_DIRECTORY) {
+                        r = service_set_trace_directory(c->svc, msg.path, pfd);
+                        if (r < 0)
+                                log_warning_errno(r, "Failed to set the trace directory: %m");
+                        else if (pfd >= 0)
+                                log_info("Trace files by output_path go into %s.", msg.path);
+                        else
+                                log_debug("No trace directory: output_path is refused.");
+                        continue;
+                }
+                if (pfd < 0) {
+                        log_warning("The supervisor sent no connection for plugin %s.", msg.name);
+                        continue;
+                }
+                r = service_adopt_producer(c->svc, pfd, msg.pid);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to serve plugin %s (host %d): %m", msg.name, (int) msg.pid);
+                else
+                        log_debug("Serving plugin %s (host %d).", msg.name, (int) msg.pid);
+        }
+}
+
+int core_run(const struct core_options *o) {
+        /* Declared first, closed last: the loop goes before its fds. */
+        _cleanup_close_ int producer_fd = o->producer_fd, consumer_fd = o->consumer_fd, control_fd = o->control_fd;
+        _cleanup_(sd_event_unrefp) sd_event *event = NULL;
+        struct core c = { .o = o };
+        int r;
+
+        /* A consumer or producer going away mid-write must not kill us. */
+        (void) signal(SIGPIPE, SIG_IGN);
+        r = sd_event_new(&event);
+        if (r < 0)
+                return log_error_errno(r, "Failed to allocate event loop: %m");
+        c.event = event;
+
+        r = service_new(event, &c.svc);
+        if (r < 0)
+                return log_error_errno(r, "Failed to create the service: %m");
+        c.svc->state_changed = notify_status;
+        c.svc->trusted_names = o->trusted_names;
+        c.svc->n_trusted_names = o->n_trusted_names;
+        c.svc->trusted_uids = o->trusted_uids;
+        c.svc->n_trusted_uids = o->n_trusted_uids;
+        r = service_attach_listeners(c.svc, TAKE_FD(producer_fd), o->producer_relay, TAKE_FD(consumer_fd));
+        for (size_t i = 0; i < o->n_extra; i++) {
+                int fd = o->extra[i].fd;
+                if (r >= 0)
+                        r = ipc_host_add_listener_flags(c.svc->producer_host, fd,
+                                                        o->extra[i].relay ? IPC_LISTENER_RELAY : 0);
+                else
+                        safe_close(fd);
+        }
+        if (r < 0) {
+                c.svc = service_free(c.svc);
+                return log_error_errno(r, "Failed to listen: %m");
+        }
+        if (control_fd < 0 && o->trace_dir) {
+                int dfd = open(o->trace_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (dfd < 0)
+                        log_notice_errno(errno, "No trace directory %s (output_path is refused): %m", o->trace_dir);
+                else
+                        (void) service_set_trace_directory(c.svc, o->trace_dir, dfd);
+        }
+        if (control_fd >= 0) {
+                r = sd_event_add_io(event, NULL, control_fd, EPOLLIN, on_control, &c);
+                if (r < 0) {
+                        c.svc = service_free(c.svc);
+                        return log_error_errno(r, "Failed to watch the supervisor: %m");
+                }
+        }
+
+        (void) sd_event_add_signal(event, NULL, SIGTERM, on_terminate, &c);
+        (void) sd_event_add_signal(event, NULL, SIGINT, on_terminate, &c);
+        /* Sends WATCHDOG=1 on its own when WATCHDOG_USEC is set for us. */
+        r = sd_event_set_watchdog(event, true);
+        if (r < 0)
+                log_warning_errno(r, "Failed to enable the watchdog: %m");
+
+        if (o->from_systemd)
+                log_info("Serving on sockets passed by systemd.");
+        else
+                log_info("Serving producers on %s and consumers on %s.", o->producer_path, o->consumer_path);
+        if (o->started) {
+                r = o->started(event, c.svc, o->userdata);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to start the plugins: %m");
+        }
+        (void) sd_notify(false, "READY=1");
+        notify_status(c.svc);
+
+        r = sd_event_loop(event);
+        if (!c.shutting_down && o->stopping)
+                o->stopping(o->userdata);
+        c.svc = service_free(c.svc);
+        if (r < 0)
+                return log_error_errno(r, "Event loop failed: %m");
+        return 0;
+}

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The service core: the event loop that serves producers and consumers on
+ * the two listening sockets. Under the supervisor it runs in its own,
+ * unprivileged process and receives plugin hosts' connections over the
+ * control socket. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include <systemd/sd-event.h>
+
+#define LISTEN_MAX_EXTRA 8u
+
+/* A further producer listener: another UNIX socket, or TCP / vsock. */
+struct extra_listener {
+        int fd;
+        bool relay; /* BindService("RelayPort") may succeed on it */
+};
+
+struct traced_service;
+
+struct core_options {
+        int producer_fd; /* listening sockets, taken */
+        int consumer_fd;
+        bool producer_relay; /* the RelayPort is offered on producer_fd */
+        struct extra_listener extra[LISTEN_MAX_EXTRA]; /* further producer listeners, taken */
+        size_t n_extra;
+        bool from_systemd;
+        const char *producer_path; /* for the log */
+        const char *consumer_path;
+        int control_fd; /* from the supervisor, taken; -EBADF when none */
+        /* Without a supervisor: the trace directory (output-path.h), NULL
+         * for none. Under one, the supervisor sends it. */
+        const char *trace_dir;
+        /* Data source names only plugin hosts, root and trusted_uids may
+         * register (NAME or PREFIX*). */
+        const char *const *trusted_names;
+        size_t n_trusted_names;
+        const uid_t *trusted_uids;
+        size_t n_trusted_uids;
+        /* Optional: called once the service listens (e.g. to start plugins
+         * in process) and when it shuts down. */
+        int (*started)(sd_event *event, struct traced_service *svc, void *userdata);
+        void (*stopping)(void *userdata);
+        void *userdata;
+};
+
+/* Runs until SIGTERM/SIGINT or the supervisor goes away. Returns 0 or
+ * -errno. */
+int core_run(const struct core_options *o);

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* The service core's limits: numbers only, included by any layer. */
+
+/* Limits, in line with upstream's defaults and guardrails. */
+#define SERVICE_DEFAULT_SMB_SIZE (256u * 1024u)
+#define SERVICE_MAX_SMB_SIZE (32u * 1024u * 1024u)
+#define SERVICE_DEFAULT_SMB_PAGE_SIZE 4096u
+#define SERVICE_MAX_SESSIONS 32u
+#define SERVICE_MAX_SESSIONS_PER_UID 5u
+#define SERVICE_MAX_BUFFERS_PER_SESSION 128u
+#define SERVICE_MAX_TOTAL_BUFFER_BYTES (1024ull * 1024u * 1024u) /* per session */
+#define SERVICE_MAX_DATA_SOURCES_PER_PRODUCER 1024u
+#define SERVICE_MAX_PRODUCERS 512u
+#define SERVICE_MAX_PRODUCERS_PER_MACHINE 128u /* per remote machine */
+/* What a registration may hold (see man traced(8), LIMITS): one
+ * descriptor (so a QueryServiceState reply with it fits an IPC frame),
+ * names, and the memory all of a producer's, a uid's and everybody's
+ * registrations take (name + descriptor + bookkeeping). */
+#define SERVICE_MAX_DESCRIPTOR_SIZE (112u * 1024u)
+#define SERVICE_MAX_NAME_LENGTH 1024u
+#define SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000u
+#define SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000u
+#define SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS 5000u
+#define SERVICE_MIN_FILE_WRITE_PERIOD_MS 100u
+#define SERVICE_MAX_DURATION_MS (7u * 24u * 3600u * 1000u)
+#define SERVICE_SYNC_MARKER_PERIOD_USEC (5u * 1000000u)
+#define SERVICE_MAX_TRIGGERS_PER_SESSION 1024u
+#define SERVICE_MAX_TRIGGER_HISTORY 4096u
+/* Per TraceConfig: every producer filter is tried against every producer
+ * on EnableTracing and on each registration, so their number is bounded
+ * (and each regex is, see lib/basic/regex-limits.h). */
+#define SERVICE_MAX_CONFIG_DATA_SOURCES 1024u
+#define SERVICE_MAX_CONFIG_REGEX_FILTERS 64u
+#define SERVICE_CONFIG_REGEX_BUDGET 1024u /* expanded size of all of them, see regex_compile_budgeted */
+#define SERVICE_MAX_CONFIG_NAME_FILTERS 4096u
+#define SERVICE_MAX_CONFIG_TRIGGERS 256u
+#define SERVICE_MAX_TRIGGERS_PER_REQUEST 64u /* names in one ActivateTriggers */
+/* A write_into_file fd that takes nothing this long fails its session. */
+#define SERVICE_OUTPUT_STALL_USEC (30u * 1000000u)
+#define SERVICE_SEQUENCE_ID 1u /* trusted_packet_sequence_id of the service's own packets */

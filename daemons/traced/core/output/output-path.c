@@ -1,0 +1,104 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "core/output/output-path.h"
+
+_printf_(3, 4) static int refuse(char **ret_error, int error, const char *fmt, ...) {
+        if (ret_error) {
+                va_list ap;
+                va_start(ap, fmt);
+                if (vasprintf(ret_error, fmt, ap) < 0)
+                        *ret_error = NULL;
+                va_end(ap);
+        }
+        return -error;
+}
+
+/* Each component of rel is a plain name: not empty, ".", or "..". */
+static bool plain_components(const char *rel) {
+        const char *p = rel;
+        for (;;) {
+                const char *slash = strchr(p, '/');
+                size_t len = slash ? (size_t) (slash - p) : strlen(p);
+                if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+                        return false;
+                if (!slash)
+                        return true;
+                p = slash + 1;
+        }
+}
+
+int output_path_open(int dir_fd, const char *dir, const char *output_path, char **ret_error) {
+        if (ret_error)
+                *ret_error = NULL;
+        if (dir_fd < 0 || !dir)
+                return refuse(ret_error, ENOENT,
+                              "The service has no trace directory (trace_directory in traced.conf), so it writes no "
+                              "output_path; let the consumer open the file (tracectl record -o FILE)");
+        if (output_path[0] != '/')
+                return refuse(ret_error, EINVAL, "output_path \"%s\" is not an absolute path", output_path);
+        size_t n = strlen(dir);
+        while (n > 1 && dir[n - 1] == '/')
+                n--;
+        if (strncmp(output_path, dir, n) != 0 || output_path[n] != '/' || output_path[n + 1] == '\0')
+                return refuse(ret_error, EPERM,
+                              "output_path \"%s\" is outside the service's trace directory %.*s; let the consumer "
+                              "open the file (tracectl record -o FILE)",
+                              output_path, (int) n, dir);
+        const char *rel = output_path + n + 1;
+        if (!plain_components(rel))
+                return refuse(ret_error, EPERM,
+                              "output_path \"%s\" has an empty, \".\" or \"..\" component", output_path);
+
+        /* Resolved below dir only, with no symbolic link on the way, the
+         * last component included. */
+        struct open_how how = {
+                .flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
+                .mode = 0640,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+        };
+        int fd = (int) syscall(SYS_openat2, dir_fd, rel, &how, sizeof(how));
+        if (fd < 0 && errno == ENOSYS) {
+                /* Before Linux 5.6: one component, no symlink followed. */
+                if (strchr(rel, '/'))
+                        return refuse(ret_error, EPERM,
+                                      "output_path \"%s\" is in a subdirectory, which this kernel cannot open safely",
+                                      output_path);
+                fd = openat(dir_fd, rel, (int) how.flags, (mode_t) how.mode);
+        }
+        if (fd < 0) {
+                int e = errno;
+                if (e == ELOOP || e == EXDEV)
+                        return refuse(ret_error, EPERM, "output_path \"%s\" goes through a symbolic link or mount",
+                                      output_path);
+                return refuse(ret_error, e, "Cannot open output_path \"%s\": %s", output_path, strerror(e));
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+                int e = errno;
+                safe_close(fd);
+                return refuse(ret_error, e, "Cannot check output_path \"%s\": %s", output_path, strerror(e));
+        }
+        if (!S_ISREG(st.st_mode) || st.st_nlink > 1) {
+                safe_close(fd);
+                return refuse(ret_error, EPERM, "output_path \"%s\" is not a plain file of its own", output_path);
+        }
+        if (st.st_size > 0 && ftruncate(fd, 0) < 0) {
+                int e = errno;
+                safe_close(fd);
+                return refuse(ret_error, e, "Cannot truncate output_path \"%s\": %s", output_path, strerror(e));
+        }
+        return fd;
+}

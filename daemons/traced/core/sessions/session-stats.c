@@ -1,0 +1,235 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "basic/macro.h"
+#include "core/sessions/session-internal.h"
+#include "core/sessions/session-stats.h"
+#include "core/buffers/trace-buffer.h"
+
+Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s) {
+        struct traced_service *svc = s->svc;
+        Perfetto__Protos__TraceStats *st = calloc(1, sizeof(*st));
+        if (!st)
+                return NULL;
+        perfetto__protos__trace_stats__init(st);
+
+        st->buffer_stats = calloc(s->n_buffers ? s->n_buffers : 1, sizeof(*st->buffer_stats));
+        if (!st->buffer_stats) {
+                free(st);
+                return NULL;
+        }
+        for (size_t i = 0; i < s->n_buffers; i++) {
+                Perfetto__Protos__TraceStats__BufferStats *b = calloc(1, sizeof(*b));
+                if (!b) {
+                        session_free_trace_stats(st);
+                        return NULL;
+                }
+                perfetto__protos__trace_stats__buffer_stats__init(b);
+                const struct trace_buffer_stats *t = trace_buffer_get_stats(s->buffers[i].tb);
+#define SET(f)                    \
+        do {                      \
+                b->has_##f = true; \
+                b->f = t->f;      \
+        } while (0)
+                SET(buffer_size);
+                SET(bytes_written);
+                SET(bytes_overwritten);
+                SET(bytes_read);
+                SET(padding_bytes_written);
+                SET(padding_bytes_cleared);
+                SET(chunks_written);
+                SET(chunks_rewritten);
+                SET(chunks_overwritten);
+                SET(chunks_discarded);
+                SET(chunks_read);
+                SET(chunks_committed_out_of_order);
+                SET(write_wrap_count);
+                SET(patches_succeeded);
+                SET(patches_failed);
+                SET(readaheads_succeeded);
+                SET(readaheads_failed);
+                SET(abi_violations);
+                SET(trace_writer_packet_loss);
+#undef SET
+                st->buffer_stats[st->n_buffer_stats++] = b;
+        }
+
+        size_t n_ds = 0;
+        for (struct producer *p = svc->producers; p; p = p->next)
+                n_ds += p->n_data_sources;
+        st->has_producers_connected = true;
+        st->producers_connected = (uint32_t) svc->n_producers;
+        st->has_producers_seen = true;
+        st->producers_seen = svc->last_producer_id;
+        st->has_data_sources_registered = true;
+        st->data_sources_registered = (uint32_t) n_ds;
+        st->has_data_sources_seen = true;
+        st->data_sources_seen = svc->last_ds_instance_id;
+        st->has_tracing_sessions = true;
+        st->tracing_sessions = (uint32_t) svc->n_sessions;
+        st->has_total_buffers = true;
+        st->total_buffers = (uint32_t) s->n_buffers;
+        st->has_chunks_discarded = true;
+        st->chunks_discarded = s->chunks_discarded_no_buffer + s->chunks_torn;
+        st->has_patches_discarded = true;
+        st->patches_discarded = s->patches_discarded;
+        st->has_invalid_packets = true;
+        st->invalid_packets = s->packets_invalid;
+        st->has_flushes_requested = true;
+        st->flushes_requested = s->flushes_requested;
+        st->has_flushes_succeeded = true;
+        st->flushes_succeeded = s->flushes_succeeded;
+        st->has_flushes_failed = true;
+        st->flushes_failed = s->flushes_failed;
+        return st;
+}
+
+void session_free_trace_stats(Perfetto__Protos__TraceStats *st) {
+        if (!st)
+                return;
+        for (size_t i = 0; i < st->n_buffer_stats; i++)
+                free(st->buffer_stats[i]);
+        free(st->buffer_stats);
+        free(st);
+}
+
+static const char *state_name(enum session_state s) {
+        switch (s) {
+        case SESSION_CONFIGURED:
+                return "CONFIGURED";
+        case SESSION_STARTED:
+                return "STARTED";
+        case SESSION_DISABLING:
+                return "DISABLING_WAITING_STOP_ACKS";
+        default:
+                return "DISABLED";
+        }
+}
+
+Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service *svc, bool sessions_only,
+                                                           uid_t viewer_uid) {
+        Perfetto__Protos__TracingServiceState *st = calloc(1, sizeof(*st));
+        if (!st)
+                return NULL;
+        perfetto__protos__tracing_service_state__init(st);
+        st->tracing_service_version = (char *) "traced " PACKAGE_VERSION;
+        st->has_supports_tracing_sessions = true;
+        st->supports_tracing_sessions = true;
+
+        size_t n_ds = 0;
+        for (struct producer *p = svc->producers; p; p = p->next)
+                n_ds += p->n_data_sources;
+        st->producers = calloc(svc->n_producers + 1, sizeof(*st->producers));
+        st->data_sources = calloc(n_ds + 1, sizeof(*st->data_sources));
+        st->tracing_sessions = calloc(svc->n_sessions + 1, sizeof(*st->tracing_sessions));
+        if (!st->producers || !st->data_sources || !st->tracing_sessions)
+                goto fail;
+
+        if (!sessions_only) {
+                for (struct producer *p = svc->producers; p; p = p->next) {
+                        Perfetto__Protos__TracingServiceState__Producer *pr = calloc(1, sizeof(*pr));
+                        if (!pr)
+                                goto fail;
+                        perfetto__protos__tracing_service_state__producer__init(pr);
+                        pr->has_id = pr->has_pid = pr->has_uid = true;
+                        pr->id = p->id;
+                        pr->pid = (int32_t) p->pid;
+                        pr->uid = (int32_t) p->uid;
+                        pr->name = p->name;
+                        pr->sdk_version = p->sdk_version;
+                        if (p->machine_id != 0) {
+                                pr->has_machine_id = true;
+                                pr->machine_id = p->machine_id;
+                                pr->machine_name = p->machine_name;
+                        }
+                        st->producers[st->n_producers++] = pr;
+                        for (size_t i = 0; i < p->n_data_sources; i++) {
+                                Perfetto__Protos__TracingServiceState__DataSource *d = calloc(1, sizeof(*d));
+                                if (!d)
+                                        goto fail;
+                                perfetto__protos__tracing_service_state__data_source__init(d);
+                                d->has_producer_id = true;
+                                d->producer_id = p->id;
+                                d->ds_descriptor = perfetto__protos__data_source_descriptor__unpack(
+                                        NULL, p->data_sources[i].descriptor_size, p->data_sources[i].descriptor);
+                                st->data_sources[st->n_data_sources++] = d;
+                        }
+                }
+        }
+
+        int32_t started = 0;
+        for (struct session *s = svc->sessions; s; s = s->next) {
+                if (s->state == SESSION_STARTED)
+                        started++;
+                if (viewer_uid != 0 && s->uid != viewer_uid)
+                        continue;
+                Perfetto__Protos__TracingServiceState__TracingSession *t = calloc(1, sizeof(*t));
+                if (!t)
+                        goto fail;
+                perfetto__protos__tracing_service_state__tracing_session__init(t);
+                t->has_id = t->has_consumer_uid = t->has_is_started = t->has_num_data_sources = true;
+                t->id = s->id;
+                t->consumer_uid = (int32_t) s->uid;
+                t->state = (char *) state_name(s->state);
+                if (s->state == SESSION_DISABLED && s->disable_error) {
+                        /* Why it ended, for whoever looks at the state. */
+                        if (!s->state_text && asprintf(&s->state_text, "DISABLED (%s)", s->disable_error) < 0)
+                                s->state_text = NULL;
+                        if (s->state_text)
+                                t->state = s->state_text;
+                }
+                t->is_started = s->state == SESSION_STARTED;
+                t->num_data_sources = (uint32_t) session_count_instances(s);
+                t->unique_session_name = s->config->unique_session_name;
+                /* What perfetto --save-all-for-bugreport picks sessions by. */
+                t->has_bugreport_score = s->config->has_bugreport_score;
+                t->bugreport_score = s->config->bugreport_score;
+                t->bugreport_filename = s->config->bugreport_filename;
+                if (s->config->has_duration_ms) {
+                        t->has_duration_ms = true;
+                        t->duration_ms = s->config->duration_ms;
+                }
+                t->buffer_size_kb = calloc(s->n_buffers + 1, sizeof(uint32_t));
+                if (!t->buffer_size_kb) {
+                        free(t);
+                        goto fail;
+                }
+                for (size_t i = 0; i < s->config->n_buffers; i++)
+                        t->buffer_size_kb[t->n_buffer_size_kb++] = s->config->buffers[i]->size_kb;
+                st->tracing_sessions[st->n_tracing_sessions++] = t;
+        }
+        st->has_num_sessions = st->has_num_sessions_started = true;
+        st->num_sessions = (int32_t) svc->n_sessions;
+        st->num_sessions_started = started;
+        return st;
+
+fail:
+        service_free_state(st);
+        return NULL;
+}
+
+void service_free_state(Perfetto__Protos__TracingServiceState *st) {
+        if (!st)
+                return;
+        for (size_t i = 0; i < st->n_producers; i++)
+                free(st->producers[i]);
+        for (size_t i = 0; i < st->n_data_sources; i++) {
+                if (st->data_sources[i]->ds_descriptor)
+                        perfetto__protos__data_source_descriptor__free_unpacked(st->data_sources[i]->ds_descriptor,
+                                                                               NULL);
+                free(st->data_sources[i]);
+        }
+        for (size_t i = 0; i < st->n_tracing_sessions; i++) {
+                free(st->tracing_sessions[i]->buffer_size_kb);
+                free(st->tracing_sessions[i]);
+        }
+        free(st->producers);
+        free(st->data_sources);
+        free(st->tracing_sessions);
+        free(st);
+}

@@ -1,0 +1,101 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "shared/control.h"
+
+int control_pair(int ret_fds[2]) {
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ret_fds) < 0)
+                return -errno;
+        return 0;
+}
+
+static int send_msg(int ctl_fd, const struct control_msg *msg, int fd) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } control = {};
+        struct iovec iov = { .iov_base = (void *) msg, .iov_len = sizeof(*msg) };
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = control.buf,
+                .msg_controllen = fd >= 0 ? sizeof(control.buf) : 0,
+        };
+        if (fd >= 0) {
+                struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+                c->cmsg_level = SOL_SOCKET;
+                c->cmsg_type = SCM_RIGHTS;
+                c->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(c), &fd, sizeof(int));
+        } else
+                mh.msg_control = NULL;
+        ssize_t n = sendmsg(ctl_fd, &mh, MSG_NOSIGNAL);
+        if (n < 0)
+                return -errno;
+        return n == (ssize_t) sizeof(*msg) ? 0 : -EIO;
+}
+
+int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd) {
+        struct control_msg m = *msg;
+        m.kind = CONTROL_PRODUCER;
+        return send_msg(ctl_fd, &m, fd);
+}
+
+int control_send_trace_directory(int ctl_fd, const char *path, int fd) {
+        struct control_msg m = { .kind = CONTROL_TRACE_DIRECTORY };
+        if (!path || strlen(path) >= sizeof(m.path))
+                return -ENAMETOOLONG;
+        strcpy(m.path, path);
+        return send_msg(ctl_fd, &m, fd);
+}
+
+int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
+        union {
+                struct cmsghdr align;
+                char buf[CMSG_SPACE(sizeof(int) * 4)];
+        } control = {};
+        struct control_msg msg;
+        struct iovec iov = { .iov_base = &msg, .iov_len = sizeof(msg) };
+        struct msghdr mh = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = control.buf,
+                .msg_controllen = sizeof(control.buf),
+        };
+        ssize_t n = recvmsg(ctl_fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? -EAGAIN : -errno;
+        if (n == 0)
+                return 0;
+
+        int fd = -EBADF, extra = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < k; i++) {
+                        int f;
+                        memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (fd < 0)
+                                fd = f;
+                        else {
+                                safe_close(f);
+                                extra++;
+                        }
+                }
+        }
+        if (n != (ssize_t) sizeof(msg) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || extra ||
+            memchr(msg.name, '\0', sizeof(msg.name)) == NULL || memchr(msg.path, '\0', sizeof(msg.path)) == NULL ||
+            (msg.kind != CONTROL_PRODUCER && msg.kind != CONTROL_TRACE_DIRECTORY)) {
+                safe_close(fd);
+                return -EBADMSG;
+        }
+        *ret_msg = msg;
+        *ret_fd = fd;
+        return 1;
+}

@@ -1,0 +1,464 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <limits.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "log/log.h"
+#include "supervisor/plugins.h"
+#include "supervisor/selinux-label.h"
+
+#define MAX_PLUGINS 64
+#define EXIT_PLUGIN_REFUSED 78
+#define BACKOFF_FIRST_USEC 1000000u
+#define BACKOFF_MAX_USEC (30u * 1000000u)
+/* A host that ran this long before dying starts the backoff over. */
+#define STABLE_USEC (60u * 1000000u)
+
+extern char **environ;
+
+struct plugin_proc {
+        struct plugins *owner;
+        char *path;
+        char name[64];
+        pid_t pid;
+        sd_event_source *child;
+        sd_event_source *restart;
+        sd_event_source *beat_io;
+        sd_event_source *beat_timer;
+        int beat_fd;
+        uint64_t started_usec;
+        uint64_t backoff_usec;
+        unsigned restarts;
+        bool hung;
+};
+
+struct plugins {
+        sd_event *event;
+        char *host_binary;
+        uint64_t watchdog_usec;
+        plugins_handoff_fn handoff;
+        void *userdata;
+        struct plugin_proc procs[MAX_PLUGINS];
+        size_t n;
+        bool stopping;
+};
+
+static int spawn(struct plugin_proc *pp);
+
+static void stop_watching(struct plugin_proc *pp) {
+        pp->beat_io = sd_event_source_disable_unref(pp->beat_io);
+        pp->beat_timer = sd_event_source_disable_unref(pp->beat_timer);
+        pp->beat_fd = safe_close(pp->beat_fd);
+}
+
+static int on_restart(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct plugin_proc *pp = userdata;
+        pp->restart = sd_event_source_disable_unref(pp->restart);
+        if (spawn(pp) < 0) {
+                /* Try again later rather than give up on the plugin. */
+                (void) sd_event_add_time_relative(pp->owner->event, &pp->restart, CLOCK_MONOTONIC, pp->backoff_usec,
+                                                  100000, on_restart, pp);
+                pp->backoff_usec = MIN(pp->backoff_usec * 2, (uint64_t) BACKOFF_MAX_USEC);
+        }
+        return 0;
+}
+
+static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
+        struct plugin_proc *pp = userdata;
+        struct plugins *ps = pp->owner;
+        uint64_t now = 0;
+
+        pp->child = sd_event_source_disable_unref(pp->child);
+        pp->pid = 0;
+        stop_watching(pp);
+        if (ps->stopping)
+                return 0;
+        if (si->si_code == CLD_EXITED && si->si_status == EXIT_PLUGIN_REFUSED) {
+                log_error("Plugin %s was refused by its host; not restarting it.", pp->path);
+                return 0;
+        }
+        (void) sd_event_now(ps->event, CLOCK_MONOTONIC, &now);
+        if (now - pp->started_usec >= STABLE_USEC)
+                pp->backoff_usec = BACKOFF_FIRST_USEC;
+        if (pp->hung)
+                log_warning("Plugin host for %s was killed after it hung; restarting in %.1fs.", pp->path,
+                            (double) pp->backoff_usec / 1e6);
+        else if (si->si_code == CLD_EXITED)
+                log_warning("Plugin host for %s exited with status %d; restarting in %.1fs.", pp->path,
+                            si->si_status, (double) pp->backoff_usec / 1e6);
+        else
+                log_warning("Plugin host for %s died (signal %d); restarting in %.1fs.", pp->path, si->si_status,
+                            (double) pp->backoff_usec / 1e6);
+        (void) sd_event_add_time_relative(ps->event, &pp->restart, CLOCK_MONOTONIC, pp->backoff_usec, 100000,
+                                          on_restart, pp);
+        pp->backoff_usec = MIN(pp->backoff_usec * 2, (uint64_t) BACKOFF_MAX_USEC);
+        pp->restarts++;
+        return 0;
+}
+
+static int on_beat_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct plugin_proc *pp = userdata;
+        if (pp->pid <= 0 || pp->hung)
+                return 0;
+        log_error("Plugin host %d for %s has not shown a sign of life for %.1fs; killing it.", (int) pp->pid,
+                  pp->path, (double) pp->owner->watchdog_usec / 1e6);
+        pp->hung = true;
+        (void) kill(pp->pid, SIGKILL);
+        return 0;
+}
+
+static int on_beat(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
+        struct plugin_proc *pp = userdata;
+        char buf[64];
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n > 0) {
+                (void) sd_event_source_set_time_relative(pp->beat_timer, pp->owner->watchdog_usec);
+                return 0;
+        }
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return 0;
+        /* The host closed its end (exiting): the child handler takes over. */
+        pp->beat_io = sd_event_source_disable_unref(pp->beat_io);
+        return 0;
+}
+
+/* Moves fd to target in a freshly forked child, clearing close-on-exec. */
+static int move_fd(int fd, int target) {
+        if (fd == target)
+                return fcntl(fd, F_SETFD, 0) < 0 ? -errno : 0;
+        return dup2(fd, target) < 0 ? -errno : 0;
+}
+
+static int spawn(struct plugin_proc *pp) {
+        struct plugins *ps = pp->owner;
+        _cleanup_close_ int sp0 = -EBADF, sp1 = -EBADF, beat_r = -EBADF, beat_w = -EBADF;
+        int sv[2], pipefd[2], r;
+
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+                return log_error_errno(errno, "Failed to create the connection for plugin %s: %m", pp->path);
+        sp0 = sv[0];
+        sp1 = sv[1];
+        if (ps->watchdog_usec > 0) {
+                if (pipe2(pipefd, O_CLOEXEC | O_NONBLOCK) < 0)
+                        return log_error_errno(errno, "Failed to create the heartbeat pipe for %s: %m", pp->path);
+                beat_r = pipefd[0];
+                beat_w = pipefd[1];
+        }
+
+        char usec[32];
+        snprintf(usec, sizeof(usec), "%llu", (unsigned long long) ps->watchdog_usec);
+        char *argv[10];
+        size_t k = 0;
+        argv[k++] = ps->host_binary;
+        argv[k++] = (char *) "--socket-fd=3";
+        if (beat_w >= 0) {
+                argv[k++] = (char *) "--watchdog-fd=4";
+                argv[k++] = (char *) "--watchdog-usec";
+                argv[k++] = usec;
+        }
+        argv[k++] = pp->path;
+        argv[k] = NULL;
+
+        char exec_context[512];
+        r = selinux_label_host_context(pp->path, exec_context, sizeof(exec_context));
+        if (r < 0)
+                return log_error_errno(r, "Failed to find the SELinux domain of the plugin host for %s: %m", pp->path);
+
+        pid_t pid = fork();
+        if (pid < 0)
+                return log_error_errno(errno, "Failed to start the plugin host for %s: %m", pp->path);
+        if (pid == 0) {
+                /* Child: only async-signal-safe calls until exec. */
+                sigset_t none;
+                sigemptyset(&none);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
+                /* Park both ends above the target numbers first. */
+                int a = fcntl(sp1, F_DUPFD_CLOEXEC, 10);
+                int b = beat_w >= 0 ? fcntl(beat_w, F_DUPFD_CLOEXEC, 10) : -1;
+                if (a < 0 || move_fd(a, 3) < 0)
+                        _exit(127);
+                if (b >= 0 && move_fd(b, 4) < 0)
+                        _exit(127);
+                if (selinux_label_set_exec(exec_context) < 0)
+                        _exit(127);
+                execve(ps->host_binary, argv, environ);
+                _exit(127);
+        }
+
+        pp->pid = pid;
+        pp->hung = false;
+        (void) sd_event_now(ps->event, CLOCK_MONOTONIC, &pp->started_usec);
+        r = sd_event_add_child(ps->event, &pp->child, pid, WEXITED, on_child, pp);
+        if (r < 0) {
+                (void) kill(pid, SIGKILL);
+                (void) waitpid(pid, NULL, 0);
+                pp->pid = 0;
+                return log_error_errno(r, "Failed to watch the plugin host for %s: %m", pp->path);
+        }
+        sp1 = safe_close(sp1);
+        beat_w = safe_close(beat_w);
+        if (beat_r >= 0) {
+                r = sd_event_add_io(ps->event, &pp->beat_io, beat_r, EPOLLIN, on_beat, pp);
+                if (r >= 0)
+                        r = sd_event_add_time_relative(ps->event, &pp->beat_timer, CLOCK_MONOTONIC,
+                                                       ps->watchdog_usec, 100000, on_beat_timeout, pp);
+                if (r < 0)
+                        log_warning_errno(r, "Failed to watch plugin host %d for hangs: %m", (int) pid);
+                else
+                        pp->beat_fd = TAKE_FD(beat_r);
+        }
+        r = ps->handoff(TAKE_FD(sp0), pid, pp->name, ps->userdata);
+        if (r < 0)
+                log_error_errno(r, "Failed to connect plugin host %d (%s) to the service: %m", (int) pid, pp->path);
+        log_info("Started plugin host %d for %s.", (int) pid, pp->path);
+        return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+/* Whether a plugin file or directory is safe to load code from: owned
+ * by root (or by the user traced runs as) and not writable by everyone. */
+static bool path_trusted(const char *path, bool want_dir, char *why, size_t why_size) {
+        struct stat st;
+        if (stat(path, &st) < 0) {
+                snprintf(why, why_size, "%s: %s", path, strerror(errno));
+                return false;
+        }
+        if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+                snprintf(why, why_size, "%s is not a %s", path, want_dir ? "directory" : "regular file");
+                return false;
+        }
+        if (st.st_uid != 0 && st.st_uid != geteuid()) {
+                snprintf(why, why_size, "%s is owned by uid %u, not by root", path, (unsigned) st.st_uid);
+                return false;
+        }
+        if (st.st_mode & S_IWOTH) {
+                snprintf(why, why_size, "%s is writable by every user", path);
+                return false;
+        }
+        return true;
+}
+
+int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, char **ret_paths, unsigned max) {
+        char why[512];
+        if (!path_trusted(dir, true, why, sizeof(why))) {
+                log_error("Not running plugins from %s: %s.", dir, why);
+                return -EPERM;
+        }
+        DIR *d = opendir(dir);
+        if (!d)
+                return -errno;
+        unsigned n = 0;
+        struct dirent *de;
+        while ((de = readdir(d)) && n < max) {
+                size_t l = strlen(de->d_name);
+                if (l < 4 || strcmp(de->d_name + l - 3, ".so") != 0)
+                        continue;
+                bool off = false;
+                for (unsigned i = 0; i < n_disabled; i++)
+                        if (strlen(disabled[i]) == l - 3 && strncmp(disabled[i], de->d_name, l - 3) == 0)
+                                off = true;
+                if (off) {
+                        log_info("Plugin %s is disabled in the configuration.", de->d_name);
+                        continue;
+                }
+                /* A symbolic link is judged by the file it leads to and
+                 * that file's directory. */
+                char path[PATH_MAX], real[PATH_MAX];
+                snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+                if (!realpath(path, real)) {
+                        log_error("Skipping plugin %s: %m", path);
+                        continue;
+                }
+                char *slash = strrchr(real, '/');
+                bool ok = path_trusted(real, false, why, sizeof(why));
+                if (ok && slash && slash != real) {
+                        *slash = '\0';
+                        ok = path_trusted(real, true, why, sizeof(why));
+                }
+                if (!ok) {
+                        log_error("Skipping plugin %s: %s.", path, why);
+                        continue;
+                }
+                if (asprintf(&ret_paths[n], "%s/%s", dir, de->d_name) < 0) {
+                        closedir(d);
+                        for (unsigned i = 0; i < n; i++)
+                                free(ret_paths[i]);
+                        return -ENOMEM;
+                }
+                n++;
+        }
+        closedir(d);
+        qsort(ret_paths, n, sizeof(char *), cmp_str);
+        return (int) n;
+}
+
+static int ask_capabilities(const char *host_binary, const char *plugin, uint64_t *ret) {
+        int pfd[2];
+        if (pipe2(pfd, O_CLOEXEC) < 0)
+                return -errno;
+        _cleanup_close_ int rd = pfd[0];
+        _cleanup_close_ int wr = pfd[1];
+        char *argv[] = { (char *) host_binary, (char *) "--print-capabilities", (char *) plugin, NULL };
+        char exec_context[512];
+        int r = selinux_label_host_context(plugin, exec_context, sizeof(exec_context));
+        if (r < 0)
+                return r;
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0) {
+                sigset_t none;
+                sigemptyset(&none);
+                (void) sigprocmask(SIG_SETMASK, &none, NULL);
+                if (dup2(wr, STDOUT_FILENO) < 0 || selinux_label_set_exec(exec_context) < 0)
+                        _exit(127);
+                execve(host_binary, argv, environ);
+                _exit(127);
+        }
+        wr = safe_close(wr);
+        char buf[64];
+        size_t n = 0;
+        for (;;) {
+                ssize_t k = read(rd, buf + n, sizeof(buf) - 1 - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                n += (size_t) k;
+                if (n == sizeof(buf) - 1)
+                        break;
+        }
+        buf[n] = '\0';
+        int status;
+        while (waitpid(pid, &status, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+                return -ENOEXEC;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(buf, &end, 16);
+        if (errno || end == buf || (*end != '\n' && *end != '\0'))
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
+int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret) {
+        char *paths[MAX_PLUGINS];
+        uint64_t all = 0;
+        int n = plugins_scan(o->dir, o->disabled, o->n_disabled, paths, MAX_PLUGINS);
+        if (n < 0)
+                return n;
+        for (int i = 0; i < n; i++) {
+                uint64_t caps = 0;
+                int r = ask_capabilities(o->host_binary, paths[i], &caps);
+                if (r < 0)
+                        log_warning_errno(r, "Plugin %s declared no capabilities to the host: %m", paths[i]);
+                else
+                        all |= caps;
+                free(paths[i]);
+        }
+        *ret = all;
+        return 0;
+}
+
+int plugins_start(sd_event *event, const struct plugins_options *o, struct plugins **ret) {
+        struct plugins *ps = calloc(1, sizeof(*ps));
+        if (!ps)
+                return -ENOMEM;
+        ps->event = sd_event_ref(event);
+        ps->host_binary = strdup(o->host_binary);
+        ps->watchdog_usec = o->watchdog_usec;
+        ps->handoff = o->handoff;
+        ps->userdata = o->userdata;
+        if (!ps->host_binary) {
+                plugins_stop(ps);
+                return -ENOMEM;
+        }
+        *ret = ps;
+
+        char *paths[MAX_PLUGINS];
+        int n = plugins_scan(o->dir, o->disabled, o->n_disabled, paths, MAX_PLUGINS);
+        if (n < 0) {
+                log_notice_errno(n, "No plugin directory %s: %m", o->dir);
+                return 0;
+        }
+        for (int i = 0; i < n; i++) {
+                struct plugin_proc *pp = &ps->procs[ps->n++];
+                *pp = (struct plugin_proc) {
+                        .owner = ps,
+                        .path = paths[i],
+                        .backoff_usec = BACKOFF_FIRST_USEC,
+                        .beat_fd = -EBADF,
+                };
+                const char *base = strrchr(paths[i], '/');
+                base = base ? base + 1 : paths[i];
+                snprintf(pp->name, sizeof(pp->name), "%.*s", (int) (strlen(base) - 3), base);
+                if (spawn(pp) < 0)
+                        (void) sd_event_add_time_relative(ps->event, &pp->restart, CLOCK_MONOTONIC,
+                                                          pp->backoff_usec, 100000, on_restart, pp);
+        }
+        return 0;
+}
+
+void plugins_set_watchdog(struct plugins *ps, uint64_t usec) {
+        if (ps)
+                ps->watchdog_usec = usec;
+}
+
+void plugins_stop(struct plugins *ps) {
+        if (!ps)
+                return;
+        ps->stopping = true;
+        for (size_t i = 0; i < ps->n; i++) {
+                struct plugin_proc *pp = &ps->procs[i];
+                pp->restart = sd_event_source_disable_unref(pp->restart);
+                if (pp->pid > 0)
+                        (void) kill(pp->pid, SIGTERM);
+        }
+        /* One deadline for all of them. */
+        for (int k = 0; k < 200; k++) {
+                bool left = false;
+                for (size_t i = 0; i < ps->n; i++) {
+                        struct plugin_proc *pp = &ps->procs[i];
+                        if (pp->pid > 0 && waitpid(pp->pid, NULL, WNOHANG) == pp->pid)
+                                pp->pid = 0;
+                        left = left || pp->pid > 0;
+                }
+                if (!left)
+                        break;
+                usleep(10000);
+        }
+        for (size_t i = 0; i < ps->n; i++) {
+                struct plugin_proc *pp = &ps->procs[i];
+                if (pp->pid > 0) {
+                        log_warning("Plugin host %d for %s did not stop; killing it.", (int) pp->pid, pp->path);
+                        (void) kill(pp->pid, SIGKILL);
+                        (void) waitpid(pp->pid, NULL, 0);
+                }
+                pp->child = sd_event_source_disable_unref(pp->child);
+                stop_watching(pp);
+                free(pp->path);
+        }
+        free(ps->host_binary);
+        sd_event_unref(ps->event);
+        free(ps);
+}

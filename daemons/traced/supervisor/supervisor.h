@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* traced's privileged part: starts the service core in its own process
+ * with no capabilities (as an unprivileged user when started as root) and
+ * one plugin host per plugin, connects each host to the core through a
+ * socketpair, restarts hosts that crash or hang, and stops everything on
+ * SIGTERM. SIGHUP re-reads the configuration: the trace directory and the
+ * plugin watchdog change at once, sessions go on; a bad file is reported
+ * and the old configuration stays. If the core dies, traced exits with an error (systemd restarts
+ * the whole service). */
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "supervisor/config.h"
+#include "core/core.h"
+#include "supervisor/plugins.h"
+
+struct supervisor_options {
+        struct core_options core;
+        bool drop_user; /* switch the core to uid/gid (started as root) */
+        uid_t uid;
+        gid_t gid;
+        bool plugins; /* run plugin hosts */
+        struct plugins_options plugin;
+        /* traced.conf: re-read on SIGHUP (config is replaced only by a
+         * good file). */
+        const char *config_path;
+        struct traced_config *config;
+};
+
+/* Returns the exit status for main(). */
+int supervisor_run(struct supervisor_options *o);
