@@ -8,21 +8,14 @@
 #include <sys/mman.h>
 
 #include "basic/alloc.h"
+#include "basic/hashmap.h"
 #include "basic/macro.h"
 #include "profiling/procmaps.h"
-
-#define BUCKETS 1024u /* a power of two */
-
-struct proc_node {
-        struct proc_node *next;
-        struct proc_info info;
-};
 
 struct proc_table {
         char *proc_dir;
         void (*free_userdata)(void *userdata);
-        struct proc_node *buckets[BUCKETS];
-        size_t n;
+        struct hashmap procs; /* pid -> struct proc_info * */
 };
 
 static void pmap_done(struct pmap *e) {
@@ -211,11 +204,15 @@ int proc_table_new(const char *proc_dir, struct proc_table **ret) {
         return 0;
 }
 
-static void node_free(struct proc_table *t, struct proc_node *p) {
-        proc_maps_clear(&p->info.maps);
-        if (p->info.userdata && t->free_userdata)
-                t->free_userdata(p->info.userdata);
-        free(p);
+static uint64_t pid_key(int pid) {
+        return (uint32_t) pid;
+}
+
+static void info_free(struct proc_table *t, struct proc_info *i) {
+        proc_maps_clear(&i->maps);
+        if (i->userdata && t->free_userdata)
+                t->free_userdata(i->userdata);
+        free(i);
 }
 
 void proc_table_set_free_userdata(struct proc_table *t, void (*free_userdata)(void *userdata)) {
@@ -225,43 +222,35 @@ void proc_table_set_free_userdata(struct proc_table *t, void (*free_userdata)(vo
 void proc_table_free(struct proc_table *t) {
         if (!t)
                 return;
-        for (size_t b = 0; b < BUCKETS; b++)
-                for (struct proc_node *p = t->buckets[b], *next; p; p = next) {
-                        next = p->next;
-                        node_free(t, p);
-                }
+        uint64_t v;
+        for (size_t it = 0; hashmap_next(&t->procs, &it, NULL, &v);)
+                info_free(t, (struct proc_info *) (uintptr_t) v);
+        hashmap_clear(&t->procs);
         free(t->proc_dir);
         free(t);
 }
 
 size_t proc_table_count(const struct proc_table *t) {
-        return t->n;
-}
-
-static struct proc_node **bucket(struct proc_table *t, int pid) {
-        return &t->buckets[((uint32_t) pid * 2654435761u) >> 22 & (BUCKETS - 1)];
+        return hashmap_size(&t->procs);
 }
 
 struct proc_info *proc_table_peek(struct proc_table *t, int pid) {
-        for (struct proc_node *p = *bucket(t, pid); p; p = p->next)
-                if (p->info.pid == pid)
-                        return &p->info;
-        return NULL;
+        return hashmap_get_ptr(&t->procs, pid_key(pid));
 }
 
 static struct proc_info *get_or_add(struct proc_table *t, int pid) {
         struct proc_info *i = proc_table_peek(t, pid);
         if (i)
                 return i;
-        struct proc_node *p = calloc(1, sizeof(*p));
-        if (!p)
+        i = calloc(1, sizeof(*i));
+        if (!i)
                 return NULL;
-        p->info.pid = pid;
-        struct proc_node **b = bucket(t, pid);
-        p->next = *b;
-        *b = p;
-        t->n++;
-        return &p->info;
+        i->pid = pid;
+        if (hashmap_put_ptr(&t->procs, pid_key(pid), i) < 0) {
+                free(i);
+                return NULL;
+        }
+        return i;
 }
 
 static void load_maps(struct proc_table *t, struct proc_info *i) {
@@ -367,17 +356,15 @@ void proc_table_exit(struct proc_table *t, int pid, uint64_t time) {
 
 size_t proc_table_reap(struct proc_table *t, uint64_t before) {
         size_t n = 0;
-        for (size_t b = 0; b < BUCKETS; b++)
-                for (struct proc_node **pp = &t->buckets[b]; *pp;) {
-                        struct proc_node *p = *pp;
-                        if (p->info.exited && p->info.exit_time < before) {
-                                *pp = p->next;
-                                node_free(t, p);
-                                t->n--;
-                                n++;
-                        } else
-                                pp = &p->next;
+        uint64_t k, v;
+        for (size_t it = 0; hashmap_next(&t->procs, &it, &k, &v);) {
+                struct proc_info *i = (struct proc_info *) (uintptr_t) v;
+                if (i->exited && i->exit_time < before) {
+                        (void) hashmap_remove(&t->procs, k, NULL);
+                        info_free(t, i);
+                        n++;
                 }
+        }
         return n;
 }
 

@@ -74,31 +74,13 @@ static void seq_begin(struct bpfstack_session *s, struct seq *q) {
 
 /* --- symbolizing ---------------------------------------------------------- */
 
-static bool set_add(uint32_t *set, size_t cap, uint32_t id) {
-        for (size_t k = (id * 2654435761u) & (cap - 1);; k = (k + 1) & (cap - 1)) {
-                if (set[k] == id + 1)
-                        return false;
-                if (set[k] == 0) {
-                        set[k] = id + 1;
-                        return true;
-                }
-        }
-}
-
-static bool set_has(const uint32_t *set, size_t cap, uint32_t id) {
-        for (size_t k = (id * 2654435761u) & (cap - 1);; k = (k + 1) & (cap - 1)) {
-                if (set[k] == id + 1)
-                        return true;
-                if (set[k] == 0)
-                        return false;
-        }
-}
-
 static void seen_add(struct bpfstack_session *s, uint32_t id) {
         if (s->collecting)
                 return; /* read now and deleted just after; seen again next time */
-        if (s->n_seen < s->cap_seen / 2 && set_add(s->seen_ids, s->cap_seen, id))
-                s->n_seen++;
+        /* Full, or out of memory: the id is not remembered and its stack
+         * is not collected. */
+        if (hashmap_size(&s->seen_ids) < s->seen_max)
+                (void) hashmap_put(&s->seen_ids, id, 0);
 }
 
 static void cs_cache_flush(struct bpfstack_session *s) {
@@ -109,11 +91,7 @@ static void cs_cache_flush(struct bpfstack_session *s) {
 /* Deletes the stacks seen but no longer referenced: what the ring buffer
  * held is consumed; what a switched-out task holds (out_since) stays. */
 static void collect_stacks(struct bpfstack_session *s) {
-        size_t cap = s->cap_seen;
-        uint32_t *live = calloc(cap, sizeof(uint32_t));
-        if (!live)
-                return;
-        size_t n_live = 0;
+        struct hashmap live = {};
         uint32_t key, next;
         struct bpfstack_switched_out o;
         const struct bpf_map *m = s->skel->maps.out_since;
@@ -124,8 +102,12 @@ static void collect_stacks(struct bpfstack_session *s) {
                         continue;
                 int32_t ids[2] = {o.kstack_id, o.ustack_id};
                 for (size_t j = 0; j < 2; j++)
-                        if (ids[j] >= 0 && n_live < cap / 2 && set_add(live, cap, (uint32_t) ids[j]))
-                                n_live++;
+                        if (ids[j] >= 0 && hashmap_size(&live) < s->seen_max &&
+                            hashmap_put(&live, (uint32_t) ids[j], 0) < 0) {
+                                /* A live stack missing from the set would be deleted: not now. */
+                                hashmap_clear(&live);
+                                return;
+                        }
         }
         /* A task that came back while we walked out_since sent its record
          * before or during the walk: read those now, before deleting their
@@ -133,17 +115,15 @@ static void collect_stacks(struct bpfstack_session *s) {
         s->collecting = true;
         (void) ring_buffer__consume(s->rb);
         s->collecting = false;
-        for (size_t k = 0; k < cap; k++) {
-                uint32_t v = s->seen_ids[k];
-                if (v && !set_has(live, cap, v - 1)) {
-                        uint32_t id = v - 1;
+        uint64_t seen;
+        for (size_t it = 0; hashmap_next(&s->seen_ids, &it, &seen, NULL);)
+                if (!hashmap_get(&live, seen, NULL)) {
+                        uint32_t id = (uint32_t) seen;
                         (void) bpf_map__delete_elem(s->skel->maps.stacks, &id, sizeof(id), 0);
                         s->stacks_collected++;
                 }
-        }
-        free(s->seen_ids);
+        hashmap_clear(&s->seen_ids);
         s->seen_ids = live;
-        s->n_seen = n_live;
         /* Deleted ids may come back holding other stacks. */
         cs_cache_flush(s);
 }
@@ -457,7 +437,8 @@ static void read_counters(struct bpfstack_session *s) {
 }
 
 static void housekeeping(struct bpfstack_session *s) {
-        if (s->n_seen >= s->cfg.stack_map_entries / 4 || s->n_seen >= s->cap_seen / 2)
+        size_t n_seen = hashmap_size(&s->seen_ids);
+        if (n_seen >= s->cfg.stack_map_entries / 4 || n_seen >= s->seen_max)
                 collect_stacks(s);
         s->n_refreshed = 0;
         struct seq *qs[] = {&s->on, &s->off};

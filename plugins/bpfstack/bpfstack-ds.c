@@ -64,7 +64,7 @@ static void session_free(struct bpfstack_session *s) {
         ksyms_free(s->ksyms);
         free(s->stack_buf);
         free(s->cs_cache);
-        free(s->seen_ids);
+        hashmap_clear(&s->seen_ids);
         free(s);
 }
 
@@ -211,13 +211,12 @@ static int setup(struct bpfstack_session *s) {
                 return r;
         }
 
-        s->cap_seen = 1;
-        while (s->cap_seen < 2 * (size_t) c->stack_map_entries)
-                s->cap_seen *= 2;
+        s->seen_max = 1;
+        while (s->seen_max < c->stack_map_entries)
+                s->seen_max *= 2;
         /* Without it every record is symbolized: slower, not wrong. */
         s->cs_cache = calloc(CS_CACHE_SIZE, sizeof(*s->cs_cache));
-        if (!(s->stack_buf = calloc(c->max_depth, sizeof(uint64_t))) ||
-            !(s->seen_ids = calloc(s->cap_seen, sizeof(uint32_t))))
+        if (!(s->stack_buf = calloc(c->max_depth, sizeof(uint64_t))))
                 return -ENOMEM;
         if (c->kernel_frames && (r = ksyms_load_proc(&s->ksyms)) < 0)
                 plugin_log(pl, TRACED_LOG_WARNING, "linux.bpf_stack: kernel frames stay unnamed: /proc/kallsyms: %s",

@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "basic/hashmap.h"
 #include "basic/pbw.h"
 #include "bpfstack-config.h"
 #include "bpfstack-ds.h"
@@ -77,11 +78,11 @@ struct bpfstack_session {
         struct seq on, off;
 
         uint64_t *stack_buf; /* max_depth frames */
-        /* Stack ids seen since the last collection (a set: open addressing,
-         * id + 1 stored, 0 empty); collected when it holds a quarter of the
-         * map's entries. */
-        uint32_t *seen_ids;
-        size_t n_seen, cap_seen;
+        /* Stack ids seen since the last collection (a set of at most
+         * seen_max); collected when it holds a quarter of the map's
+         * entries. */
+        struct hashmap seen_ids;
+        size_t seen_max;
         bool collecting;
         int refreshed[REFRESH_SLOTS]; /* pids whose maps were read again this drain */
         size_t n_refreshed;

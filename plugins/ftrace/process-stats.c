@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/hashmap.h"
 #include "basic/macro.h"
 #include "basic/pbr.h"
 #include "basic/pbw.h"
@@ -51,9 +52,7 @@ struct ps_session {
         struct cached_counters *cache;
         bool on_demand, record_runtime;
         long ticks_per_sec;
-        /* Pids (and tids) already described: open addressing, 0 = free. */
-        int32_t *seen;
-        size_t seen_cap, n_seen;
+        struct hashmap seen; /* pids (and tids) already described (a set) */
         int32_t pending[MAX_PENDING];
         size_t n_pending;
         uint64_t described, polls;
@@ -65,44 +64,21 @@ static uint64_t boottime_ns(void) {
         return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
+static uint64_t pid_key(int32_t pid) {
+        return (uint32_t) pid;
+}
+
+/* true when pid was not described yet (and now counts as described). */
 static bool seen_insert(struct ps_session *ps, int32_t pid) {
-        if (pid <= 0)
+        if (pid <= 0 || hashmap_get(&ps->seen, pid_key(pid), NULL))
                 return false;
-        if ((ps->n_seen + 1) * 2 > ps->seen_cap) {
-                size_t cap = ps->seen_cap ? ps->seen_cap * 2 : 1024;
-                if (cap > SEEN_MAX * 2)
-                        return false; /* enough: stop describing */
-                int32_t *n = calloc(cap, sizeof(*n));
-                if (!n)
-                        return false;
-                for (size_t i = 0; i < ps->seen_cap; i++)
-                        if (ps->seen[i] > 0) {
-                                size_t k = ((uint32_t) ps->seen[i] * 2654435761u) & (cap - 1);
-                                while (n[k])
-                                        k = (k + 1) & (cap - 1);
-                                n[k] = ps->seen[i];
-                        }
-                free(ps->seen);
-                ps->seen = n;
-                ps->seen_cap = cap;
-        }
-        size_t k = ((uint32_t) pid * 2654435761u) & (ps->seen_cap - 1);
-        for (; ps->seen[k]; k = (k + 1) & (ps->seen_cap - 1))
-                if (ps->seen[k] == pid)
-                        return false;
-        ps->seen[k] = pid;
-        ps->n_seen++;
-        return true;
+        if (hashmap_size(&ps->seen) >= SEEN_MAX)
+                return false; /* enough: stop describing */
+        return hashmap_put(&ps->seen, pid_key(pid), 0) > 0;
 }
 
 static bool seen_has(const struct ps_session *ps, int32_t pid) {
-        if (!ps->seen_cap)
-                return false;
-        for (size_t k = ((uint32_t) pid * 2654435761u) & (ps->seen_cap - 1); ps->seen[k];
-             k = (k + 1) & (ps->seen_cap - 1))
-                if (ps->seen[k] == pid)
-                        return true;
-        return false;
+        return hashmap_get(&ps->seen, pid_key(pid), NULL);
 }
 
 static void emit(struct ps_session *ps, uint32_t field, struct pbw *body) {
@@ -339,7 +315,7 @@ static void ps_free(struct ps_session *ps) {
                 (void) pl->api->flush_writer(ps->writer);
                 pl->api->free_writer(ps->writer);
         }
-        free(ps->seen);
+        hashmap_clear(&ps->seen);
         free(ps->cache);
         free(ps);
 }

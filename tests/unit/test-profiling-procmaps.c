@@ -186,6 +186,34 @@ Test(procmaps, table_follows_exec_fork_exit, .fini = rm_fake_proc) {
         proc_table_free(t);
 }
 
+/* Many processes, most of them exited at different times: a reap drops
+ * exactly those before its time (with their userdata), and the others
+ * stay where they were. */
+Test(procmaps, reap_among_many) {
+        struct proc_table *t;
+        cr_assert_eq(proc_table_new("/nonexistent", &t), 0);
+        proc_table_set_free_userdata(t, count_free);
+        freed = 0;
+        for (int pid = 1; pid <= 5000; pid++) {
+                cr_assert_eq(proc_table_comm(t, pid, "p"), 0);
+                struct proc_info *i = proc_table_peek(t, pid);
+                cr_assert_not_null(i);
+                i->userdata = malloc(8);
+                if (pid % 2 == 0)
+                        proc_table_exit(t, pid, (uint64_t) pid);
+        }
+        cr_assert_eq(proc_table_count(t), 5000);
+        cr_assert_eq(proc_table_reap(t, 2501), 1250);
+        cr_assert_eq(freed, 1250);
+        cr_assert_eq(proc_table_count(t), 3750);
+        for (int pid = 1; pid <= 5000; pid++)
+                cr_assert_eq(proc_table_peek(t, pid) != NULL, pid % 2 == 1 || pid > 2500, "pid %d", pid);
+        cr_assert_eq(proc_table_reap(t, UINT64_MAX), 1250);
+        cr_assert_eq(proc_table_count(t), 2500);
+        proc_table_free(t);
+        cr_assert_eq(freed, 5000);
+}
+
 Test(procmaps, reads_this_process_and_opens_its_files) {
         struct proc_table *t;
         cr_assert_eq(proc_table_new(NULL, &t), 0);

@@ -14,7 +14,7 @@
 
 /* An interned table of one sequence: iid -> element. */
 struct seq_table {
-        struct u64map index;
+        struct hashmap index;
         void *v;
         size_t n, cap, esz;
 };

@@ -28,13 +28,13 @@ static bool streq_null(const char *a, const char *b) {
 uint32_t profile_intern_name(struct profile *p, const char *name, const char *module, bool kernel, bool symbolized,
                              const char *path, const char *build_id) {
         for (uint64_t salt = 0;; salt++) {
-                uint32_t i;
+                uint64_t i;
                 uint64_t key = sym_key(name, module, kernel, salt);
-                if (!u64map_get(&p->sym_index, key, &i))
+                if (!hashmap_get(&p->sym_index, key, &i))
                         break;
                 const struct profile_sym *s = &p->syms[i];
                 if (strcmp(s->name, name) == 0 && streq_null(s->module, module) && s->kernel == kernel)
-                        return i;
+                        return (uint32_t) i;
         }
         if (GREEDY_REALLOC_MIN(p->syms, p->cap_syms, p->n_syms + 1, 256) < 0)
                 return UINT32_MAX;
@@ -55,11 +55,10 @@ uint32_t profile_intern_name(struct profile *p, const char *name, const char *mo
         }
         uint32_t id = (uint32_t) p->n_syms;
         for (uint64_t salt = 0;; salt++) {
-                uint32_t i;
                 uint64_t key = sym_key(name, module, kernel, salt);
-                if (u64map_get(&p->sym_index, key, &i))
+                if (hashmap_get(&p->sym_index, key, NULL))
                         continue;
-                if (u64map_put(&p->sym_index, key, id) < 0) {
+                if (hashmap_put(&p->sym_index, key, id) < 0) {
                         free(s.name);
                         free(s.module);
                         free(s.path);
@@ -74,14 +73,14 @@ uint32_t profile_intern_name(struct profile *p, const char *name, const char *mo
 
 static struct profile_task *task_get(struct profile *p, bool process, int32_t id, bool create) {
         uint64_t key = ((uint64_t) process << 32) | (uint32_t) id;
-        uint32_t i;
-        if (u64map_get(&p->task_index, key, &i))
+        uint64_t i;
+        if (hashmap_get(&p->task_index, key, &i))
                 return &p->tasks[i];
         if (!create)
                 return NULL;
         if (GREEDY_REALLOC_MIN(p->tasks, p->cap_tasks, p->n_tasks + 1, 64) < 0)
                 return NULL;
-        if (u64map_put(&p->task_index, key, (uint32_t) p->n_tasks) < 0)
+        if (hashmap_put(&p->task_index, key, p->n_tasks) < 0)
                 return NULL;
         struct profile_task *t = &p->tasks[p->n_tasks++];
         *t = (struct profile_task) { .id = id };
@@ -220,11 +219,11 @@ void profile_names_done(struct profile *p) {
                 free(p->syms[i].build_id);
         }
         free(p->syms);
-        u64map_clear(&p->sym_index);
+        hashmap_clear(&p->sym_index);
         for (size_t i = 0; i < p->n_tasks; i++) {
                 free(p->tasks[i].name);
                 free(p->tasks[i].guess);
         }
         free(p->tasks);
-        u64map_clear(&p->task_index);
+        hashmap_clear(&p->task_index);
 }

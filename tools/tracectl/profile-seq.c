@@ -35,8 +35,8 @@ struct seq_frame {
 };
 
 static void *table_get(struct seq_table *t, uint64_t iid) {
-        uint32_t i;
-        if (!u64map_get(&t->index, iid, &i))
+        uint64_t i;
+        if (!hashmap_get(&t->index, iid, &i))
                 return NULL;
         return (uint8_t *) t->v + (size_t) i * t->esz;
 }
@@ -44,15 +44,14 @@ static void *table_get(struct seq_table *t, uint64_t iid) {
 /* A new zeroed element for iid; NULL if iid is already there (the first
  * definition stays) or on ENOMEM (*ret_r). */
 static void *table_add(struct seq_table *t, uint64_t iid, int *ret_r) {
-        uint32_t i;
         *ret_r = 0;
-        if (u64map_get(&t->index, iid, &i))
+        if (hashmap_get(&t->index, iid, NULL))
                 return NULL;
         if (greedy_realloc((void **) &t->v, &t->cap, t->n + 1, t->esz, 16) < 0) {
                 *ret_r = -ENOMEM;
                 return NULL;
         }
-        if (u64map_put(&t->index, iid, (uint32_t) t->n) < 0) {
+        if (hashmap_put(&t->index, iid, t->n) < 0) {
                 *ret_r = -ENOMEM;
                 return NULL;
         }
@@ -66,7 +65,7 @@ static void table_done(struct seq_table *t, void (*free_elem)(void *)) {
         for (size_t i = 0; free_elem && i < t->n; i++)
                 free_elem((uint8_t *) t->v + i * t->esz);
         free(t->v);
-        u64map_clear(&t->index);
+        hashmap_clear(&t->index);
         size_t esz = t->esz;
         *t = (struct seq_table) { .esz = esz };
 }
@@ -96,10 +95,10 @@ void profile_seq_clear(struct profile_seq *s) {
 }
 
 struct profile_seq *profile_seq_get(struct profile *p, uint32_t id) {
-        uint32_t i;
+        uint64_t i;
         if (p->last_seq && p->last_seq->id == id)
                 return p->last_seq;
-        if (u64map_get(&p->seq_index, id, &i))
+        if (hashmap_get(&p->seq_index, id, &i))
                 return (p->last_seq = p->seqs[i]);
         struct profile_seq **v = realloc(p->seqs, (p->n_seqs + 1) * sizeof(*v));
         if (!v)
@@ -117,7 +116,7 @@ struct profile_seq *profile_seq_get(struct profile *p, uint32_t id) {
                 .frames.esz = sizeof(struct seq_frame),
                 .callstacks.esz = sizeof(struct seq_callstack),
         };
-        if (u64map_put(&p->seq_index, id, (uint32_t) p->n_seqs) < 0) {
+        if (hashmap_put(&p->seq_index, id, p->n_seqs) < 0) {
                 free(s);
                 return NULL;
         }
@@ -132,7 +131,7 @@ void profile_seqs_done(struct profile *p) {
                 free(p->seqs[i]);
         }
         free(p->seqs);
-        u64map_clear(&p->seq_index);
+        hashmap_clear(&p->seq_index);
 }
 
 struct seq_callstack *profile_seq_callstack(struct profile_seq *s, uint64_t iid) {

@@ -13,19 +13,19 @@
 
 void profile_tree_done(struct profile_tree *t) {
         free(t->nodes);
-        u64map_clear(&t->children);
+        hashmap_clear(&t->children);
         *t = (struct profile_tree) {};
 }
 
 uint32_t profile_tree_child(struct profile_tree *t, uint32_t parent, uint32_t kind, uint32_t value) {
         uint64_t key = ((uint64_t) (parent + 1) << 35) | ((uint64_t) kind << 32) | value;
-        uint32_t i;
-        if (u64map_get(&t->children, key, &i))
-                return i;
+        uint64_t found;
+        if (hashmap_get(&t->children, key, &found))
+                return (uint32_t) found;
         if (GREEDY_REALLOC_MIN(t->nodes, t->cap_nodes, t->n_nodes + 1, 256) < 0)
                 return UINT32_MAX;
-        i = (uint32_t) t->n_nodes;
-        if (u64map_put(&t->children, key, i) < 0)
+        uint32_t i = (uint32_t) t->n_nodes;
+        if (hashmap_put(&t->children, key, i) < 0)
                 return UINT32_MAX;
         t->n_nodes++;
         t->nodes[i] = (struct profile_node) {

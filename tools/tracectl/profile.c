@@ -44,7 +44,7 @@ void profile_done(struct profile *p) {
         profile_names_done(p);
         for (size_t k = 0; k < _PROFILE_KIND_MAX; k++) {
                 profile_tree_done(&p->trees[k]);
-                u64map_clear(&p->leaves[k]);
+                hashmap_clear(&p->leaves[k]);
                 free(p->leaf_entries[k]);
         }
         free(p->timebase);
@@ -63,8 +63,8 @@ static bool frame_wanted(const struct profile *p, uint32_t sym) {
  * with the thread and a second, independent 64-bit hash of the stack. */
 static bool leaf_lookup(struct profile *p, enum profile_kind kind, uint64_t key, uint32_t thread, uint64_t check,
                         uint32_t *ret) {
-        uint32_t i;
-        if (!u64map_get(&p->leaves[kind], key, &i))
+        uint64_t i;
+        if (!hashmap_get(&p->leaves[kind], key, &i))
                 return false;
         const struct profile_leaf *e = &p->leaf_entries[kind][i];
         if (e->thread != thread || e->check != check)
@@ -74,14 +74,14 @@ static bool leaf_lookup(struct profile *p, enum profile_kind kind, uint64_t key,
 }
 
 static int leaf_add(struct profile *p, enum profile_kind kind, uint64_t key, uint32_t thread, uint64_t check, uint32_t leaf) {
-        uint32_t i;
-        if (u64map_get(&p->leaves[kind], key, &i))
+        if (hashmap_get(&p->leaves[kind], key, NULL))
                 return 0; /* a collision: that key stays with its first stack */
         if (GREEDY_REALLOC_MIN(p->leaf_entries[kind], p->cap_leaf_entries[kind], p->n_leaf_entries[kind] + 1, 1024) < 0)
                 return -ENOMEM;
-        i = (uint32_t) p->n_leaf_entries[kind]++;
+        size_t i = p->n_leaf_entries[kind]++;
         p->leaf_entries[kind][i] = (struct profile_leaf) { .thread = thread, .leaf = leaf, .check = check };
-        return u64map_put(&p->leaves[kind], key, i);
+        int r = hashmap_put(&p->leaves[kind], key, i);
+        return r < 0 ? r : 0;
 }
 
 static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, uint64_t ts, const uint8_t *d, size_t n) {

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "u64map.h"
+#include "basic/hashmap.h"
 
 /* What a sample counts. On-CPU samples count 1 each; off-CPU samples weigh
  * the time the thread was blocked, in nanoseconds. */
@@ -61,7 +61,7 @@ struct profile_node {
 struct profile_tree {
         struct profile_node *nodes;
         size_t n_nodes, cap_nodes;
-        struct u64map children; /* (parent, kind, value) -> node */
+        struct hashmap children; /* (parent, kind, value) -> node */
 };
 
 struct profile_task {
@@ -78,19 +78,19 @@ struct profile {
         /* interning, across sequences */
         struct profile_sym *syms;
         size_t n_syms, cap_syms;
-        struct u64map sym_index; /* hash(name, module) -> sym */
+        struct hashmap sym_index; /* hash(name, module) -> sym */
         struct profile_seq **seqs;
         size_t n_seqs;
-        struct u64map seq_index;
+        struct hashmap seq_index;
         struct profile_seq *last_seq;
         struct profile_task *tasks;
         size_t n_tasks, cap_tasks;
-        struct u64map task_index; /* (kind << 32 | id) -> task */
+        struct hashmap task_index; /* (kind << 32 | id) -> task */
         /* the call trees, one per kind: root, process, thread, frames
          * root first; tree is the one reported (profile_finish) */
         struct profile_tree trees[_PROFILE_KIND_MAX];
         struct profile_tree *tree;
-        struct u64map leaves[_PROFILE_KIND_MAX]; /* hash(thread, stack) -> leaf_entries */
+        struct hashmap leaves[_PROFILE_KIND_MAX]; /* hash(thread, stack) -> leaf_entries */
         struct profile_leaf {
                 uint32_t thread, leaf;
                 uint64_t check;
