@@ -13,6 +13,18 @@
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
 
+/* Frees f, unlinked and its timers off, and tells its waiter (a
+ * consumer's Flush, a stop) how it ended. */
+static void flush_finish(struct session *s, struct pending_flush *f, bool success) {
+        flush_done_fn done = f->done;
+        void *ud = f->userdata;
+        free(f->producers);
+        free(f->producers_all);
+        free(f);
+        if (done)
+                done(s, success, ud);
+}
+
 static void flush_complete(struct pending_flush *f, bool success) {
         struct session *s = f->session;
 
@@ -34,13 +46,7 @@ static void flush_complete(struct pending_flush *f, bool success) {
                 session_add_service_event(s, SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED);
         } else
                 s->flushes_failed++;
-        flush_done_fn done = f->done;
-        void *ud = f->userdata;
-        free(f->producers);
-        free(f->producers_all);
-        free(f);
-        if (done)
-                done(s, success, ud);
+        flush_finish(s, f, success);
 }
 
 /* Names the producers a flush still waits for: in the log, and in the
@@ -139,14 +145,7 @@ void session_cancel_flushes(struct session *s) {
                 s->flushes = f->next;
                 sd_event_source_disable_unref(f->timeout);
                 sd_event_source_disable_unref(f->defer);
-                flush_done_fn done = f->done;
-                void *ud = f->userdata;
-                free(f->producers);
-                free(f->producers_all);
-                free(f);
-                /* Waiters (a consumer's Flush) learn that it failed. */
-                if (done)
-                        done(s, false, ud);
+                flush_finish(s, f, false); /* its waiter learns that it failed */
         }
 }
 
