@@ -6,6 +6,7 @@
  * columns when asked), with the pids they name told to process_stats. */
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include "basic/macro.h"
 #include "ftrace-session.h"
 #include "page.h"
+#include "ring-map.h"
 
 #define BUNDLE_FLUSH_BYTES (256u * 1024u)
 
@@ -236,41 +238,98 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
                 bundle_emit(s);
 }
 
+/* What a page or sub-buffer said besides its records: refused (r < 0), or
+ * events lost before it (a count, or 1 when the kernel only flagged it). */
+static void note_page(struct ftrace_session *s, int r, const struct page_info *info, uint64_t lost) {
+        s->pages++;
+        if (r < 0) {
+                s->bad_pages++;
+                s->lost_pending = true;
+                if (info->status < 32)
+                        s->parse_errors |= 1u << info->status;
+        }
+        if (lost) {
+                s->lost += lost;
+                s->lost_pending = true;
+        }
+}
+
+/* Everything the kernel has, but no more than a buffer's worth: at a rate
+ * the reader cannot follow, the loop still gets control back. */
+static void drain_read(struct ftrace_session *s, int cpu) {
+        for (size_t k = 0; k < s->max_pages_per_drain; k++) {
+                ssize_t n = read(s->cpu_fds[cpu], s->page, s->page_size);
+                if (n < 0 && errno != EAGAIN && errno != EINTR)
+                        s->parse_errors |= 1u << PAGE_STATUS_UNEXPECTED_READ_ERROR;
+                if (n <= 0)
+                        break;
+                struct page_info info;
+                int r = page_parse(s->page, (size_t) n, on_record, s, &info);
+                uint64_t lost = 0;
+                if (r >= 0 && (info.missed || info.lost_events))
+                        lost = info.lost_events ? info.lost_events : 1;
+                note_page(s, r, &info, lost);
+        }
+}
+
+/* The same through the mapping: each round hands the reader sub-buffer
+ * back to the kernel and parses what is new in the one it gives (the same
+ * one when the writer was still filling it). */
+static void drain_mapped(struct ftrace_session *s, int cpu) {
+        struct ring_map *m = &s->maps[cpu];
+        for (size_t k = 0; k < s->max_pages_per_drain; k++) {
+                int r = ring_map_get_reader(m);
+                if (r < 0) {
+                        if (r != -EAGAIN && r != -EINTR)
+                                s->parse_errors |= 1u << PAGE_STATUS_UNEXPECTED_READ_ERROR;
+                        break;
+                }
+                struct ring_map_read rd;
+                r = ring_map_parse(m, on_record, s, &rd);
+                if (r == 0)
+                        break;
+                if (rd.new_subbuf || r < 0)
+                        note_page(s, r, &rd.info, r < 0 ? 0 : rd.lost);
+        }
+}
+
 void ftrace_drain(struct ftrace_session *s) {
         s->ps = process_stats_for_session(s->pl, s->tracing_session_id);
         for (int cpu = 0; cpu < s->n_cpus; cpu++) {
                 if (s->cpu_fds[cpu] < 0)
                         continue;
                 s->bundle_cpu = cpu;
-                /* Everything the kernel has, but no more than a buffer's worth:
-                 * at a rate the reader cannot follow, the loop still gets
-                 * control back. */
-                for (size_t k = 0; k < s->max_pages_per_drain; k++) {
-                        ssize_t n = read(s->cpu_fds[cpu], s->page, s->page_size);
-                        if (n < 0 && errno != EAGAIN && errno != EINTR)
-                                s->parse_errors |= 1u << PAGE_STATUS_UNEXPECTED_READ_ERROR;
-                        if (n <= 0)
-                                break;
-                        struct page_info info;
-                        s->pages++;
-                        if (page_parse(s->page, (size_t) n, on_record, s, &info) < 0) {
-                                s->bad_pages++;
-                                s->lost_pending = true;
-                                if (info.status < 32)
-                                        s->parse_errors |= 1u << info.status;
-                                continue;
-                        }
-                        if (info.missed || info.lost_events) {
-                                s->lost += info.lost_events ? info.lost_events : 1;
-                                s->lost_pending = true;
-                        }
-                }
+                if (s->maps && s->maps[cpu].base)
+                        drain_mapped(s, cpu);
+                else
+                        drain_read(s, cpu);
                 bundle_emit(s);
         }
         process_stats_resolve_pending(s->ps);
         s->ps = NULL;
         if (s->kt)
                 kaddr_reset(s->kt);
+}
+
+void ftrace_drain_map(struct ftrace_session *s, bool force_read) {
+        if (force_read || !(s->maps = calloc((size_t) s->n_cpus, sizeof(*s->maps))))
+                return;
+        for (int cpu = 0; cpu < s->n_cpus; cpu++) {
+                s->maps[cpu] = (struct ring_map) { .fd = -EBADF };
+                if (s->cpu_fds[cpu] >= 0)
+                        (void) ring_map_open(&s->maps[cpu], s->cpu_fds[cpu]); /* else read() */
+        }
+}
+
+void ftrace_drain_unmap(struct ftrace_session *s) {
+        for (int cpu = 0; s->maps && cpu < s->n_cpus; cpu++)
+                ring_map_close(&s->maps[cpu]);
+        free(s->maps);
+        s->maps = NULL;
+}
+
+bool ftrace_drain_mapped(const struct ftrace_session *s, int cpu) {
+        return s->maps && s->maps[cpu].base;
 }
 
 /* An FtraceStats packet (TracePacket.ftrace_stats): the kernel's per-CPU

@@ -26,6 +26,8 @@
 #define MAX_CPUS 1024
 #define DEFAULT_BUFFER_KB 2048u
 #define DEFAULT_DRAIN_MS 100u
+/* "read": read() every CPU's buffer even where the kernel would map it. */
+#define READ_MODE_ENV "TRACED_FTRACE_READ"
 
 /* The list holds struct plugin_instance, each the first member of a session. */
 static struct ftrace_session *session_of(struct plugin_instance *i) {
@@ -114,6 +116,8 @@ static void session_free(struct ftrace_session *s) {
         struct plugin *pl = s->pl;
         if (s->timer)
                 pl->api->remove_source(pl->host, s->timer);
+        /* Unmapped first: the kernel refuses to size a mapped buffer back. */
+        ftrace_drain_unmap(s);
         for (int i = 0; s->cpu_fds && i < s->n_cpus; i++)
                 safe_close(s->cpu_fds[i]);
         if (s->in_root || s->keep_instance)
@@ -137,6 +141,27 @@ static void session_free(struct ftrace_session *s) {
         free(s->formats);
         free(s->page);
         free(s);
+}
+
+/* The CPUs whose buffer is mapped (or read()), as ranges: "0-3,6"; "none". */
+static void cpu_list(const struct ftrace_session *s, bool mapped, char *buf, size_t size) {
+        size_t n = 0;
+        buf[0] = '\0';
+        for (int cpu = 0; cpu < s->n_cpus; cpu++) {
+                if (s->cpu_fds[cpu] < 0 || ftrace_drain_mapped(s, cpu) != mapped)
+                        continue;
+                int last = cpu;
+                while (last + 1 < s->n_cpus && s->cpu_fds[last + 1] >= 0 && ftrace_drain_mapped(s, last + 1) == mapped)
+                        last++;
+                int w = last > cpu ? snprintf(buf + n, size - n, "%s%d-%d", n ? "," : "", cpu, last)
+                                   : snprintf(buf + n, size - n, "%s%d", n ? "," : "", cpu);
+                if (w < 0 || (size_t) w >= size - n)
+                        break; /* cut short */
+                n += (size_t) w;
+                cpu = last;
+        }
+        if (n == 0)
+                snprintf(buf, size, "none");
 }
 
 static bool instance_name_valid(const char *n) {
@@ -389,6 +414,9 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
          * (an event enabled before its filter). */
         if ((s->in_root || s->keep_instance) && !s->preserve_buffer)
                 (void) tracefs_write(s->root, "trace", "");
+        const char *how = getenv(READ_MODE_ENV);
+        bool force_read = how && strcmp(how, "read") == 0;
+        ftrace_drain_map(s, force_read);
         ftrace_stats_emit(s, 1); /* START_OF_TRACE */
         r = ftrace_session_write(s, "tracing_on", "1");
         if (r < 0) {
@@ -401,10 +429,15 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 return r;
         }
         plugin_instance_add(&pl->sessions, &s->inst);
+        char mapped[128], read_cpus[128];
+        cpu_list(s, true, mapped, sizeof(mapped));
+        cpu_list(s, false, read_cpus, sizeof(read_cpus));
         plugin_log(pl, TRACED_LOG_INFO,
-                   "linux.ftrace instance %llu: %zu events, %u KiB per CPU, drain every %u ms%s, in %s",
+                   "linux.ftrace instance %llu: %zu events, %u KiB per CPU, drain every %u ms%s, in %s; "
+                   "buffers mapped on CPUs %s, read() on CPUs %s%s",
                    (unsigned long long) instance_id, s->n_formats, buffer_kb, drain_ms,
-                   s->compact ? ", compact sched" : "", s->in_root ? "the root instance" : s->root);
+                   s->compact ? ", compact sched" : "", s->in_root ? "the root instance" : s->root, mapped, read_cpus,
+                   force_read ? " (" READ_MODE_ENV "=read)" : "");
         return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "basic/pbw.h"
 #include "format.h"
 #include "ftrace-ds.h"
+#include "ring-map.h"
 #include "profiling/ksyms.h"
 
 #define MAX_EVENTS 256
@@ -54,6 +55,7 @@ struct ftrace_session {
         struct event_format *formats;
         size_t n_formats;
         int *cpu_fds;
+        struct ring_map *maps; /* per CPU, base NULL where read() is used; NULL for all */
         int n_cpus;
         size_t max_pages_per_drain;
         uint8_t *page;
@@ -101,6 +103,12 @@ void ftrace_load_ksyms(struct ftrace_session *s);
 void ftrace_drain_init(struct ftrace_session *s);
 /* Reads what every CPU has and writes it out. */
 void ftrace_drain(struct ftrace_session *s);
+/* Maps each CPU's buffer where the kernel offers it (read() for the others,
+ * or for all with force_read): once the buffer is sized. */
+void ftrace_drain_map(struct ftrace_session *s, bool force_read);
+/* Before the buffer is sized back. */
+void ftrace_drain_unmap(struct ftrace_session *s);
+bool ftrace_drain_mapped(const struct ftrace_session *s, int cpu);
 void ftrace_on_timer(void *userdata);
 void ftrace_drain_free(struct ftrace_session *s);
 

@@ -32,6 +32,11 @@ static uint64_t rd64(const uint8_t *p) {
         } while (0)
 
 int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *userdata, struct page_info *ret_info) {
+        return page_parse_range(page, page_size, 0, SIZE_MAX, fn, userdata, ret_info);
+}
+
+int page_parse_range(const uint8_t *page, size_t page_size, size_t from, size_t to, page_record_fn fn, void *userdata,
+                     struct page_info *ret_info) {
         struct page_info info = { .status = PAGE_STATUS_OK };
         if (page_size < PAGE_HEADER_SIZE)
                 REFUSE(PAGE_STATUS_INVALID_PAGE_HEADER);
@@ -44,12 +49,17 @@ int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *u
                 info.missed = 1;
         if (size > page_size - PAGE_HEADER_SIZE)
                 REFUSE(PAGE_STATUS_INVALID_PAGE_HEADER);
-        end = data + size;
         if ((commit & PAGE_COMMIT_MISSED_STORED) && size + 8 <= page_size - PAGE_HEADER_SIZE)
-                info.lost_events = rd64(end);
+                info.lost_events = rd64(data + size);
+        if (size > to)
+                size = to;
+        info.data_len = size;
+        end = data + size;
+        const uint8_t *first = data + (from < size ? from : size);
 
         const uint8_t *p = data;
         while (p + 4 <= end) {
+                const uint8_t *rec = p;
                 uint32_t hdr = rd32(p);
                 unsigned type_len = hdr & 0x1f;
                 uint32_t delta = hdr >> 5;
@@ -99,9 +109,11 @@ int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *u
                                 len = (size_t) type_len * 4;
                         if (len > (size_t) (end - p))
                                 REFUSE(PAGE_STATUS_INVALID_DATA_LENGTH);
-                        if (fn)
-                                fn(ts, p, len, userdata);
-                        info.records++;
+                        if (rec >= first) {
+                                if (fn)
+                                        fn(ts, p, len, userdata);
+                                info.records++;
+                        }
                         size_t adv = (len + 3) & ~(size_t) 3;
                         if (adv > (size_t) (end - p))
                                 adv = (size_t) (end - p);

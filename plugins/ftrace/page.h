@@ -37,8 +37,17 @@ struct page_info {
         uint64_t records;
         uint64_t lost_events; /* reported by the kernel for before this page */
         int missed;           /* the kernel dropped events before this page */
+        size_t data_len;      /* bytes of records the page holds (its commit), once the header is valid */
 };
 
 /* -EBADMSG for a page that breaks the ring buffer ABI; ret_info (if not
  * NULL) is filled either way, with the reason in status. */
 int page_parse(const uint8_t *page, size_t page_size, page_record_fn fn, void *userdata, struct page_info *ret_info);
+
+/* As page_parse, for a page the kernel may still be appending to (a mapped
+ * reader sub-buffer): records are walked from the start of the data, for
+ * their time deltas, but only those that begin at or after byte from of the
+ * data are passed to fn, and none past byte to (what the caller saw
+ * committed; SIZE_MAX for all). info.records counts those passed. */
+int page_parse_range(const uint8_t *page, size_t page_size, size_t from, size_t to, page_record_fn fn, void *userdata,
+                     struct page_info *ret_info);
