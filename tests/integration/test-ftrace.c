@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,7 @@
 #include "plugin-fixture.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
+#include "perfetto/trace/ftrace/ftrace_stats.pb-c.h"
 #include "perfetto/trace/trace_packet.pb-c.h"
 
 #define N_MARKERS 10
@@ -103,6 +105,7 @@ Test(ftrace, markers_child_and_every_cpu) {
 
 
         int root = fixture_root_lock(); /* records in the root instance */
+        int hotplug = fixture_hotplug_lock(false); /* every CPU is expected */
         unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
         enable_text(&cons, text, fd);
         /* The plugin sets its instance up after EnableTracing returned. */
@@ -124,6 +127,7 @@ Test(ftrace, markers_child_and_every_cpu) {
                                         &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
                      0);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
+        fixture_hotplug_unlock(hotplug);
         fixture_root_unlock(root);
         cr_assert_str_eq(cons.error, "");
 
@@ -210,6 +214,7 @@ Test(ftrace, compact_sched_columns) {
                            "  compact_sched { enabled: true } drain_period_ms: 50 } } }\n"
                            "write_into_file: true file_write_period_ms: 200\n";
         int root = fixture_root_lock(); /* records in the root instance */
+        int hotplug = fixture_hotplug_lock(false); /* every CPU is expected */
         unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
         enable_text(&cons, text, fd);
         /* The plugin sets its instance up after EnableTracing returned. */
@@ -223,6 +228,7 @@ Test(ftrace, compact_sched_columns) {
                                         &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
                      0);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
+        fixture_hotplug_unlock(hotplug);
         fixture_root_unlock(root);
 
         struct stat st;
@@ -269,4 +275,157 @@ Test(ftrace, compact_sched_columns) {
                      (double) st.st_size / (double) total);
         free(buf);
         test_consumer_free(&cons);
+}
+
+/* ---- which reader the plugin used ----------------------------------------- */
+
+struct reader_seen {
+        unsigned stats;                 /* FtraceStats packets */
+        unsigned mapped, read, missing; /* their per-CPU reader fields */
+        unsigned long switches[256];
+};
+
+static void count_readers(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct reader_seen *k = userdata;
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS && p->ftrace_events->cpu < 256 &&
+            p->ftrace_events->compact_sched)
+                k->switches[p->ftrace_events->cpu] += p->ftrace_events->compact_sched->n_switch_timestamp;
+        if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_STATS)
+                return;
+        k->stats++;
+        for (size_t i = 0; i < p->ftrace_stats->n_cpu_stats; i++) {
+                const Perfetto__Protos__FtraceCpuStats *c = p->ftrace_stats->cpu_stats[i];
+                if (!c->has_traced_reader)
+                        k->missing++;
+                else if (c->traced_reader == PERFETTO__PROTOS__FTRACE_CPU_STATS__TRACED_READER__TRACED_READER_MMAP)
+                        k->mapped++;
+                else
+                        k->read++;
+        }
+}
+
+static void child_on_every_cpu(void *userdata) {
+        (void) userdata;
+        pid_t child = spawn_child();
+        cr_assert_gt(child, 0);
+        while (waitpid(child, NULL, WNOHANG) == 0)
+                spin_ms(ev, 20);
+        spin_ms(ev, 200);
+}
+
+/* Since Linux 6.10 the plugin maps every CPU's buffer (unless told to
+ * read() them by TRACED_FTRACE_READ=read, as the second run of these tests
+ * does), and says so in FtraceStats at both ends of the trace. */
+Test(ftrace, reader_path_is_the_one_expected) {
+        if (!ev)
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        const char *how = getenv("TRACED_FTRACE_READ");
+        bool forced = how && strcmp(how, "read") == 0;
+        struct utsname u;
+        unsigned major = 0, minor = 0;
+        cr_assert_eq(uname(&u), 0);
+        (void) sscanf(u.release, "%u.%u", &major, &minor);
+        if (!forced && (major < 6 || (major == 6 && minor < 10)))
+                cr_skip_test("kernel %s cannot map its ring buffers (Linux 6.10 and later can)", u.release);
+        char cfg[1024];
+        snprintf(cfg, sizeof(cfg),
+                 "buffers { size_kb: 16384 }\n"
+                 "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                 "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"sched/sched_waking\"\n"
+                 "  compact_sched { enabled: true } drain_period_ms: 50 instance_name: \"uc_reader_%d\" } } }\n"
+                 "write_into_file: true file_write_period_ms: 200\n",
+                 (int) getpid());
+        struct reader_seen k = {};
+        fixture_record(&inst, ev, "linux.ftrace", cfg, child_on_every_cpu, NULL, count_readers, &k);
+        char dir[256];
+        snprintf(dir, sizeof(dir), "/sys/kernel/tracing/instances/uc_reader_%d", (int) getpid());
+        (void) rmdir(dir);
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        cr_assert_eq(k.stats, 2, "%u FtraceStats packets", k.stats);
+        cr_assert_eq(k.missing, 0, "%u CPUs' stats without the reader", k.missing);
+        if (forced)
+                cr_assert_eq(k.mapped, 0, "%u CPUs mapped with TRACED_FTRACE_READ=read", k.mapped);
+        else
+                cr_assert_geq(k.mapped, 2 * (unsigned) ncpu, "only %u of %ld online CPUs mapped (x2)", k.mapped, ncpu);
+        for (long cpu = 0; cpu < ncpu && cpu < 256; cpu++)
+                cr_assert_gt(k.switches[cpu], 0, "no sched_switch read on cpu %ld", cpu);
+        cr_log_info("reader: %u CPU stats mapped, %u read() (%s)", k.mapped, k.read, forced ? "forced" : "default");
+}
+
+/* ---- CPU hotplug ------------------------------------------------------------ */
+
+struct cpu1_seen {
+        const struct fixture_hotplug *h; /* its back: CLOCK_BOOTTIME when CPU 1 was online again */
+        unsigned long before, after; /* its sched_switch before going offline / once back */
+};
+
+static void count_cpu1(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct cpu1_seen *k = userdata;
+        if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS || p->ftrace_events->cpu != 1 ||
+            !p->ftrace_events->compact_sched)
+                return;
+        const Perfetto__Protos__FtraceEventBundle__CompactSched *c = p->ftrace_events->compact_sched;
+        uint64_t ts = 0; /* deltas from 0 in each bundle */
+        for (size_t i = 0; i < c->n_switch_timestamp; i++) {
+                ts += c->switch_timestamp[i];
+                if (ts > k->h->back)
+                        k->after++;
+                else
+                        k->before++;
+        }
+}
+
+static pid_t pinned_child;
+
+/* Work pinned to CPU 1 once it is back: switches there to be read. */
+static void spin_on_cpu1(struct fixture_hotplug *h) {
+        (void) h;
+        pinned_child = fork();
+        if (pinned_child == 0) {
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(1, &set);
+                for (int i = 0; i < 50 && sched_setaffinity(0, sizeof(set), &set) < 0; i++)
+                        usleep(20000);
+                for (int i = 0; i < 20; i++) {
+                        busy_ms(10);
+                        usleep(5000);
+                }
+                _exit(0);
+        }
+}
+
+static void cpu1_offline_and_back(void *userdata) {
+        fixture_cpu_offline_and_back(userdata);
+        if (pinned_child > 0)
+                cr_assert_eq(waitpid(pinned_child, NULL, 0), pinned_child);
+}
+
+/* A CPU that goes offline keeps its buffer (and its mapping): what it
+ * records once back is read like before. */
+Test(ftrace, a_cpu_offline_and_back_is_read_again) {
+        if (!ev)
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        struct fixture_hotplug h = { .online = "/sys/devices/system/cpu/cpu1/online", .on_back = spin_on_cpu1 };
+        if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || access(h.online, W_OK) < 0)
+                cr_skip_test("CPU 1 cannot be taken offline here (one CPU, no CPU hotplug, or a read-only sysfs)");
+        char cfg[1024];
+        snprintf(cfg, sizeof(cfg),
+                 "buffers { size_kb: 16384 }\n"
+                 "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                 "  ftrace_events: \"sched/sched_switch\" compact_sched { enabled: true } drain_period_ms: 50\n"
+                 "  instance_name: \"uc_hotplug_%d\" } } }\n"
+                 "write_into_file: true file_write_period_ms: 200\n",
+                 (int) getpid());
+        int lock = fixture_hotplug_lock(true);
+        struct cpu1_seen k = { .h = &h };
+        fixture_record(&inst, ev, "linux.ftrace", cfg, cpu1_offline_and_back, &h, count_cpu1, &k);
+        fixture_hotplug_unlock(lock);
+        char path[512];
+        snprintf(path, sizeof(path), "/sys/kernel/tracing/instances/uc_hotplug_%d", (int) getpid());
+        (void) rmdir(path);
+        cr_assert(h.wrote, "CPU 1 did not go offline");
+        cr_assert_gt(k.before, 0, "no sched_switch on cpu 1 before it went offline");
+        cr_assert_gt(k.after, 0, "no sched_switch on cpu 1 once it was back");
+        cr_log_info("cpu 1: %lu switches before going offline, %lu once back", k.before, k.after);
 }

@@ -128,6 +128,12 @@ static int spawn_instance(struct traced_instance *t, bool socket_activated, cons
                         argv[n++] = (char *) "TRACED_LOG_LEVEL=debug";
                         argv[n++] = (char *) "-E";
                         argv[n++] = tmpdir;
+                        /* The activator passes on only what it is told to:
+                         * the ftrace plugin's reader switch, when set. */
+                        if (getenv("TRACED_FTRACE_READ")) {
+                                argv[n++] = (char *) "-E";
+                                argv[n++] = (char *) "TRACED_FTRACE_READ";
+                        }
                         argv[n++] = (char *) TRACED_BINARY;
                 } else {
                         snprintf(l1, sizeof(l1), "--producer-socket=%s", t->producer_path);

@@ -444,6 +444,11 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                                 s->kernel_overrun += p->ftrace_stats->cpu_stats[i]->overrun;
                         s->have_kernel_stats = true;
                 }
+                for (size_t i = 0; i < p->ftrace_stats->n_cpu_stats; i++) {
+                        const Perfetto__Protos__FtraceCpuStats *c = p->ftrace_stats->cpu_stats[i];
+                        if (c->has_traced_reader && c->cpu < SUMMARY_MAX_CPUS)
+                                s->cpu_reader[c->cpu] = (uint8_t) c->traced_reader;
+                }
                 break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_COMPRESSED_PACKETS:
                 type = "compressed_packets";
@@ -513,7 +518,10 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 fprintf(f, "Ftrace events:  %" PRIu64 " (%" PRIu64 " sched_switch, %" PRIu64 " print)%s\n",
                         s->ftrace_events, s->sched_switches, s->prints, s->lost_events ? ", kernel reported lost events" : "");
                 for (uint32_t c = 0; c < s->n_cpus; c++)
-                        fprintf(f, "  cpu%-3u %" PRIu64 "\n", c, s->cpu_events[c]);
+                        fprintf(f, "  cpu%-3u %" PRIu64 "%s\n", c, s->cpu_events[c],
+                                s->cpu_reader[c] == 2   ? " (buffer mapped)"
+                                : s->cpu_reader[c] == 1 ? " (buffer read())"
+                                                        : "");
         }
         if (s->perf_samples || s->perf_skipped || s->perf_lost)
                 fprintf(f,

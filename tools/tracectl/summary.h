@@ -103,6 +103,8 @@ struct summary {
         /* from the last FtraceStats (end of trace) */
         bool have_kernel_stats;
         uint64_t kernel_overrun;
+        /* FtraceCpuStats.traced_reader per CPU: 0 not said, 1 read(), 2 mapped */
+        uint8_t cpu_reader[SUMMARY_MAX_CPUS];
 };
 
 /* The name a process tree entry shows for cmdline[0]: the last
