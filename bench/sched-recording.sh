@@ -11,6 +11,14 @@
 # Run as root from a build directory:
 #   ../bench/sched-recording.sh [SHARE...]        (default: 5 25 max)
 # Environment: DURATION (seconds of workload per run, default 3).
+#
+#   ../bench/sched-recording.sh --readers [ROUNDS] (default: 3)
+# compares instead the ftrace plugin's two readers of the kernel's ring
+# buffers, the mapping and read() (TRACED_FTRACE_READ=read), alternating
+# ROUNDS times: `perf bench sched pipe -l 1000000`, unlimited, recorded
+# with compact sched, 8 MiB per CPU, into a 256 MiB DISCARD buffer; the CPU
+# time the plugin host and traced spent meanwhile (utime+stime from
+# /proc/PID/stat), per million events.
 # Not part of make check.
 set -eu
 
@@ -33,6 +41,73 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
+
+ticks() { # utime and stime summed over live processes, in clock ticks
+        for p in "$@"; do cat "/proc/$p/stat"; done | awk '{ sub(/^.*\) /, ""); u += $12; s += $13 } END { print u, s }'
+}
+
+run_reader() { # round reader(mmap|read)
+        rm -f "$work"/*.sock "$work/r.pftrace"
+        TRACED_FTRACE_READ=$2 "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
+                --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
+                --log-level=info 2>"$work/traced.log" &
+        tpid=$!
+        for _ in $(seq 100); do
+                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.ftrace && break
+                sleep 0.1
+        done
+        host=""
+        core=$tpid # the supervisor and the service core, a child of it
+        for p in $(pgrep -P $tpid); do
+                if tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'ftrace\.so'; then
+                        host=$p
+                elif ! tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'plugin-host'; then
+                        core="$core $p"
+                fi
+        done
+        [ -n "$host" ] || { echo "no plugin host runs ftrace.so" >&2; cat "$work/traced.log" >&2; exit 1; }
+        printf '%s\n' 'buffers { size_kb: 262144 fill_policy: DISCARD }' \
+                'data_sources { config { name: "linux.ftrace" ftrace_config {' \
+                '  ftrace_events: "sched/sched_switch" ftrace_events: "sched/sched_waking"' \
+                '  compact_sched { enabled: true } buffer_size_kb: 8192 } } }' \
+                'duration_ms: 600000' >"$work/readers.cfg"
+        "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/readers.cfg" -o "$work/r.pftrace" \
+                --no-summary >/dev/null 2>&1 &
+        cpid=$!
+        sleep 1
+        h0=$(ticks "$host")
+        t0=$(ticks $core)
+        perf bench sched pipe -l 1000000 >/dev/null 2>&1
+        sleep 0.5 # a drain period and more
+        h1=$(ticks "$host")
+        t1=$(ticks $core)
+        kill -INT $cpid
+        wait $cpid || true
+        kill -TERM $tpid
+        wait $tpid || true
+        "$build/tracectl" summary "$work/r.pftrace" >"$work/summary.txt"
+        ev=$(sed -n 's/^Ftrace events: *\([0-9]*\).*/\1/p' "$work/summary.txt")
+        paths=$(sed -n 's/^ *cpu[0-9]* .*(buffer \(.*\))$/\1/p' "$work/summary.txt" | sort | uniq -c | tr -s ' \n' ' ')
+        # round path events, host (user sys) and traced (user sys) before and
+        # after, ticks per second, bytes, readers...
+        echo "$1 $2 ${ev:-0} $h0 $h1 $t0 $t1 $(getconf CLK_TCK) $(stat -c %s "$work/r.pftrace") $paths" | awk '{
+                hu = ($6 - $4) / $12; hs = ($7 - $5) / $12; t = ($10 + $11 - $8 - $9) / $12
+                printf "%-5s %-5s %9d %7.2f %7.2f %7.2f %9.4f %9.4f %8.2f  ", $1, $2, $3, hu, hs, t,
+                        $3 ? (hu + hs) * 1e6 / $3 : 0, $3 ? (hu + hs + t) * 1e6 / $3 : 0, $3 ? $13 / $3 : 0
+                for (i = 14; i <= NF; i++) printf "%s ", $i
+                printf "\n" }'
+}
+
+if [ "${1:-}" = --readers ]; then
+        rounds=${2:-3}
+        printf "%-5s %-5s %9s %7s %7s %7s %9s %9s %8s  %s\n" round path events host_u host_s traced \
+                host/Mev all/Mev bytes/ev "readers per CPU (tracectl summary)"
+        for round in $(seq "$rounds"); do
+                run_reader "$round" mmap
+                run_reader "$round" read
+        done
+        exit 0
+fi
 
 # A cgroup whose CPU share the runs set.
 if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
