@@ -1,14 +1,18 @@
 # Helpers the benchmark scripts share (sourced, not run).
 
+# utime and stime (clock ticks) of the given pids, summed, from /proc; pids
+# that are gone count nothing.
+ticks_of_pids() {
+        local p
+        for p in "$@"; do
+                cat "/proc/$p/stat" 2>/dev/null || true
+        done | awk '{ sub(/.*\) /, ""); u += $12; s += $13 } END { printf "%d %d\n", u, s }'
+}
+
 # CPU seconds (utime + stime) of the given pids, from /proc; pids that are
 # gone count nothing.
 cpu_of_pids() {
-        local t=0 p
-        for p in "$@"; do
-                [ -r "/proc/$p/stat" ] || continue
-                t=$(awk -v t="$t" '{ sub(/.*\) /, ""); print t + ($12 + $13) }' "/proc/$p/stat")
-        done
-        echo "$t $(getconf CLK_TCK)" | awk '{ printf "%.3f\n", $1 / $2 }'
+        echo "$(ticks_of_pids "$@") $(getconf CLK_TCK)" | awk '{ printf "%.3f\n", ($1 + $2) / $3 }'
 }
 
 # Before a run: the page cache written back and dropped, so that no run
@@ -91,5 +95,25 @@ spawn_stop() {
                 kill -KILL -"$p" 2>/dev/null || true
                 wait "$p" 2>/dev/null || true
                 spawn_forget "$p"
+        done
+}
+
+# traced_start DATA_SOURCE [WRAPPER...]: spawns this build's traced ($build)
+# with its sockets and log in $work, after the wrapper command if any
+# (/usr/bin/time ..., env VAR=...); its pid in tpid. Waits up to 10 s for
+# the data source to be registered. TRACED_BENCH_LOG_LEVEL: its
+# --log-level (warning).
+# shellcheck disable=SC2154 # $work and $build are the caller's
+traced_start() {
+        local ds=$1
+        shift
+        rm -f "$work"/*.sock
+        spawn "$@" "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
+                --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
+                --log-level="${TRACED_BENCH_LOG_LEVEL:-warning}" 2>"$work/traced.log"
+        tpid=$spawned_pid
+        for _ in $(seq 100); do
+                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q "$ds" && break
+                sleep 0.1
         done
 }

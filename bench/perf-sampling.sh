@@ -68,16 +68,8 @@ cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
 }
 
 run_traced() { # hz -> "kept uerr us"
-        rm -f "$work"/*.sock "$work/t.pftrace"
-        spawn /usr/bin/time -f "%U %S" -o "$work/traced.time" \
-                "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
-                --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
-                --log-level=warning 2>"$work/traced.log"
-        tpid=$spawned_pid
-        for _ in $(seq 100); do
-                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.perf && break
-                sleep 0.1
-        done
+        rm -f "$work/t.pftrace"
+        traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
         spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
                 "$build/tracectl" --socket "$work/c.sock" record -t "${duration}s" -b 256mb --no-process-stats \
                 --no-summary --perf "$1" -o "$work/t.pftrace" >/dev/null 2>&1

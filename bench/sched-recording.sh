@@ -42,20 +42,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
-ticks() { # utime and stime summed over live processes, in clock ticks
-        for p in "$@"; do cat "/proc/$p/stat"; done | awk '{ sub(/^.*\) /, ""); u += $12; s += $13 } END { print u, s }'
-}
-
 run_reader() { # round reader(mmap|read)
-        rm -f "$work"/*.sock "$work/r.pftrace"
-        TRACED_FTRACE_READ=$2 "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
-                --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
-                --log-level=info 2>"$work/traced.log" &
-        tpid=$!
-        for _ in $(seq 100); do
-                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.ftrace && break
-                sleep 0.1
-        done
+        rm -f "$work/r.pftrace"
+        TRACED_BENCH_LOG_LEVEL=info traced_start linux.ftrace env TRACED_FTRACE_READ="$2"
         host=""
         core=$tpid # the supervisor and the service core, a child of it
         for p in $(pgrep -P $tpid); do
@@ -71,20 +60,21 @@ run_reader() { # round reader(mmap|read)
                 '  ftrace_events: "sched/sched_switch" ftrace_events: "sched/sched_waking"' \
                 '  compact_sched { enabled: true } buffer_size_kb: 8192 } } }' \
                 'duration_ms: 600000' >"$work/readers.cfg"
-        "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/readers.cfg" -o "$work/r.pftrace" \
-                --no-summary >/dev/null 2>&1 &
-        cpid=$!
+        spawn "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/readers.cfg" -o "$work/r.pftrace" \
+                --no-summary >/dev/null 2>&1
+        cpid=$spawned_pid
         sleep 1
-        h0=$(ticks "$host")
-        t0=$(ticks $core)
-        perf bench sched pipe -l 1000000 >/dev/null 2>&1
+        h0=$(ticks_of_pids "$host")
+        t0=$(ticks_of_pids $core)
+        spawn perf bench sched pipe -l 1000000 >/dev/null 2>&1
+        spawn_wait "$spawned_pid" || true
         sleep 0.5 # a drain period and more
-        h1=$(ticks "$host")
-        t1=$(ticks $core)
+        h1=$(ticks_of_pids "$host")
+        t1=$(ticks_of_pids $core)
         kill -INT $cpid
-        wait $cpid || true
+        spawn_wait $cpid || true
         kill -TERM $tpid
-        wait $tpid || true
+        spawn_wait $tpid || true
         "$build/tracectl" summary "$work/r.pftrace" >"$work/summary.txt"
         ev=$(sed -n 's/^Ftrace events: *\([0-9]*\).*/\1/p' "$work/summary.txt")
         paths=$(sed -n 's/^ *cpu[0-9]* .*(buffer \(.*\))$/\1/p' "$work/summary.txt" | sort | uniq -c | tr -s ' \n' ' ')
@@ -150,16 +140,8 @@ row() { # share tool events cpu bytes lost
 }
 
 run_traced() {
-        rm -f "$work"/*.sock "$work/t.pftrace"
-        spawn /usr/bin/time -f "%U %S" -o "$work/traced.time" \
-                "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
-                --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
-                --log-level=warning 2>"$work/traced.log"
-        tpid=$spawned_pid
-        for _ in $(seq 100); do
-                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.ftrace && break
-                sleep 0.1
-        done
+        rm -f "$work/t.pftrace"
+        traced_start linux.ftrace /usr/bin/time -f "%U %S" -o "$work/traced.time"
         spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
                 "$build/tracectl" --socket "$work/c.sock" record -t 600s -b 256mb --no-process-stats --no-summary \
                 sched/sched_switch sched/sched_waking -o "$work/t.pftrace" >/dev/null 2>&1
