@@ -99,6 +99,8 @@ Test(trace_file, bugreport_discard_and_failed_commit_leave_nothing) {
         close(fd);
         trace_file_bugreport_discard(tmp);
         cr_assert_eq(access(tmp, F_OK), -1);
+        free(path);
+        free(tmp);
 
         fd = trace_file_bugreport_open(&path, &tmp);
         cr_assert_geq(fd, 0);
