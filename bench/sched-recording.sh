@@ -14,7 +14,7 @@
 #
 #   ../bench/sched-recording.sh --readers [ROUNDS] (default: 3)
 # compares instead the ftrace plugin's two readers of the kernel's ring
-# buffers, the mapping and read() (TRACED_FTRACE_READ=read), alternating
+# buffers, the mapping (TRACED_FTRACE_READ=mmap) and read(), alternating
 # ROUNDS times: `perf bench sched pipe -l 1000000`, unlimited, recorded
 # with compact sched, 8 MiB per CPU, into a 256 MiB DISCARD buffer; the CPU
 # time the plugin host and traced spent meanwhile (utime+stime from

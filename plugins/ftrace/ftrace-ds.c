@@ -26,7 +26,11 @@
 #define MAX_CPUS 1024
 #define DEFAULT_BUFFER_KB 2048u
 #define DEFAULT_DRAIN_MS 100u
-/* "read": read() every CPU's buffer even where the kernel would map it. */
+/* "mmap": map each CPU's buffer where the kernel offers it (Linux 6.10
+ * and later) instead of read(): no copy, but on the kernels measured so far
+ * (6.18) each sub-buffer the reader is handed costs the kernel a walk over
+ * its events with the reader lock held, more than the copy read() makes
+ * (bench/sched-recording.sh --readers), so read() is the default. */
 #define READ_MODE_ENV "TRACED_FTRACE_READ"
 
 /* The list holds struct plugin_instance, each the first member of a session. */
@@ -415,8 +419,8 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         if ((s->in_root || s->keep_instance) && !s->preserve_buffer)
                 (void) tracefs_write(s->root, "trace", "");
         const char *how = getenv(READ_MODE_ENV);
-        bool force_read = how && strcmp(how, "read") == 0;
-        ftrace_drain_map(s, force_read);
+        bool map = how && strcmp(how, "mmap") == 0;
+        ftrace_drain_map(s, !map);
         ftrace_stats_emit(s, 1); /* START_OF_TRACE */
         r = ftrace_session_write(s, "tracing_on", "1");
         if (r < 0) {
@@ -437,7 +441,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                    "buffers mapped on CPUs %s, read() on CPUs %s%s",
                    (unsigned long long) instance_id, s->n_formats, buffer_kb, drain_ms,
                    s->compact ? ", compact sched" : "", s->in_root ? "the root instance" : s->root, mapped, read_cpus,
-                   force_read ? " (" READ_MODE_ENV "=read)" : "");
+                   map ? " (" READ_MODE_ENV "=mmap)" : "");
         return 0;
 }
 
