@@ -13,6 +13,7 @@
 #include "basic/alloc.h"
 #include "basic/hash.h"
 #include "basic/macro.h"
+#include "basic/varint.h"
 #include "profile-internal.h"
 
 struct seq_string {
@@ -193,14 +194,10 @@ static int add_repeated(uint64_t **v, size_t *n, const struct pbr_field *f) {
         size_t pos = 0;
         while (pos < f->len) {
                 uint64_t x = 0;
-                unsigned shift = 0;
-                while (pos < f->len && shift < 64) {
-                        uint8_t b = f->data[pos++];
-                        x |= (uint64_t) (b & 0x7f) << shift;
-                        shift += 7;
-                        if (!(b & 0x80))
-                                break;
-                }
+                size_t k = varint_read(f->data + pos, f->len - pos, &x);
+                if (k == 0)
+                        break; /* cut short or malformed: what came before stays */
+                pos += k;
                 uint64_t *w = realloc(*v, (*n + 1) * sizeof(uint64_t));
                 if (!w)
                         return -ENOMEM;

@@ -9,6 +9,7 @@
 
 #include "basic/alloc.h"
 #include "basic/macro.h"
+#include "basic/varint.h"
 #include "core/buffers/trace-buffer-internal.h"
 
 void trace_buffer_begin_read(struct trace_buffer *tb) {
@@ -23,12 +24,14 @@ static int fragment_header(const uint8_t *payload, size_t size, size_t off, size
                            uint32_t *ret_size) {
         uint64_t v = 0;
         size_t p = off;
-        for (unsigned shift = 0;; shift += 7) {
-                if (p >= size || shift > 28)
+        /* At most 5 bytes: a fragment's size fits 32 bits. */
+        for (unsigned i = 0;; i++) {
+                if (p >= size || i > 4)
                         return -EBADMSG;
-                uint8_t b = __atomic_load_n(&payload[p++], __ATOMIC_RELAXED);
-                v |= (uint64_t) (b & 0x7f) << shift;
-                if (!(b & 0x80))
+                int r = varint_push_byte(&v, i, __atomic_load_n(&payload[p++], __ATOMIC_RELAXED), true);
+                if (r < 0)
+                        return -EBADMSG;
+                if (r > 0)
                         break;
         }
         if (v > UINT32_MAX)
