@@ -140,6 +140,20 @@ static int take_systemd_fds(struct listen_sockets *ret) {
         return 1;
 }
 
+/* The consumer socket: consumers control tracing and read everything, so
+ * it is for root and the traced group. */
+static int bind_consumer_socket(const char *path, int *ret_fd) {
+        int r = socket_bind_unix(path, 0660, ret_fd);
+        if (r < 0)
+                return r;
+        if (path[0] != '@') {
+                struct group *g = getgrnam("traced");
+                if (g)
+                        (void) chown(path, (uid_t) -1, g->gr_gid);
+        }
+        return 0;
+}
+
 int listen_sockets_open(const char *producer_path, const char *consumer_path, struct listen_sockets *ret) {
         struct listen_sockets s = { .producer_fd = -EBADF, .consumer_fd = -EBADF };
         int r;
@@ -152,20 +166,14 @@ int listen_sockets_open(const char *producer_path, const char *consumer_path, st
                 return 0;
         }
 
-        /* Producers are any local user; consumers control tracing and read
-         * everything, so their socket is for root and the traced group. */
+        /* Producers are any local user. */
         r = socket_bind_unix(producer_path, 0666, &s.producer_fd);
         if (r < 0)
                 return r;
-        r = socket_bind_unix(consumer_path, 0660, &s.consumer_fd);
+        r = bind_consumer_socket(consumer_path, &s.consumer_fd);
         if (r < 0) {
                 s.producer_fd = safe_close(s.producer_fd);
                 return r;
-        }
-        if (consumer_path[0] != '@') {
-                struct group *g = getgrnam("traced");
-                if (g)
-                        (void) chown(consumer_path, (uid_t) -1, g->gr_gid);
         }
         *ret = s;
         return 0;
@@ -265,16 +273,11 @@ int listen_sockets_open_list(const char *producer_list, const char *consumer_pat
                 *ret_bad = producer_list;
                 return -EINVAL;
         }
-        r = socket_bind_unix(consumer_path, 0660, &s.consumer_fd);
+        r = bind_consumer_socket(consumer_path, &s.consumer_fd);
         if (r < 0) {
                 *ret_bad = consumer_path;
                 listen_sockets_close(&s);
                 return r;
-        }
-        if (consumer_path[0] != '@') {
-                struct group *g = getgrnam("traced");
-                if (g)
-                        (void) chown(consumer_path, (uid_t) -1, g->gr_gid);
         }
         *ret = s;
         return 0;
