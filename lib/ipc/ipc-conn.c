@@ -371,11 +371,14 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                 }
         }
         if (c->open && (revents & EPOLLOUT)) {
+                bool had_queue = c->tx_head;
                 r = flush_tx(c);
                 if (r < 0) {
                         ipc_conn_close(c, r == -EPIPE ? 0 : r);
                         goto out;
                 }
+                if (had_queue && !c->tx_head && c->ops && c->ops->on_drained)
+                        c->ops->on_drained(c, c->userdata);
         }
         if (c->open && (revents & (EPOLLHUP | EPOLLERR)) && !(revents & EPOLLIN))
                 ipc_conn_close(c, 0);

@@ -21,6 +21,9 @@ struct ipc_conn_ops {
         /* The connection closed (peer hangup, I/O error, protocol error or
          * ipc_conn_close()). error is 0 for a clean hangup/close. Called once. */
         void (*on_closed)(ipc_conn *c, int error, void *userdata);
+        /* Optional: the send queue emptied into the socket (after it had
+         * held back what the socket did not take). */
+        void (*on_drained)(ipc_conn *c, void *userdata);
 };
 
 /* Takes fd (a connected SOCK_STREAM socket; made non-blocking here). */

@@ -54,6 +54,8 @@ struct ipc_host_conn {
         char *machine_name;
         ipc_request *requests; /* outstanding, not yet finally answered */
         ipc_request *spare; /* the last request done with, for the next one */
+        ipc_host_drained_cb drained_cb;
+        void *drained_userdata;
         sd_event_source *defer; /* frees the connection after it closed */
 };
 
@@ -138,30 +140,36 @@ static int send_reply(ipc_host_conn *hc, uint64_t request_id, bool success, cons
         return ipc_conn_send_frame(hc->conn, &frame, fd);
 }
 
-int ipc_request_reply(ipc_request *req, const ProtobufCMessage *msg, bool has_more, int fd) {
+int ipc_request_reply_packed(ipc_request *req, const uint8_t *data, size_t len, bool has_more, int fd) {
         int r = 0;
 
         if (!req || req->finished)
                 return -EINVAL;
         if (!req->hc || !ipc_conn_is_open(req->hc->conn))
                 r = -ENOTCONN;
-        else if (!req->drop_reply) {
-                _cleanup_free_ uint8_t *buf = NULL;
-                size_t len = 0;
-                if (msg) {
-                        len = protobuf_c_message_get_packed_size(msg);
-                        buf = malloc(len ? len : 1);
-                        if (!buf)
-                                return -ENOMEM;
-                        protobuf_c_message_pack(msg, buf);
-                }
-                r = send_reply(req->hc, req->request_id, true, buf ? buf : (const uint8_t *) "", len, has_more, fd);
-        }
+        else if (!req->drop_reply)
+                r = send_reply(req->hc, req->request_id, true, data ? data : (const uint8_t *) "", len, has_more, fd);
         if (!has_more) {
                 req->finished = true;
                 ipc_request_unref(req);
         }
         return r;
+}
+
+int ipc_request_reply(ipc_request *req, const ProtobufCMessage *msg, bool has_more, int fd) {
+        _cleanup_free_ uint8_t *buf = NULL;
+        size_t len = 0;
+
+        if (!req || req->finished)
+                return -EINVAL;
+        if (msg && !req->drop_reply && req->hc && ipc_conn_is_open(req->hc->conn)) {
+                len = protobuf_c_message_get_packed_size(msg);
+                buf = malloc(len ? len : 1);
+                if (!buf)
+                        return -ENOMEM;
+                protobuf_c_message_pack(msg, buf);
+        }
+        return ipc_request_reply_packed(req, buf, len, has_more, fd);
 }
 
 const uint8_t *ipc_request_args(const ipc_request *req, size_t *ret_len) {
@@ -238,6 +246,11 @@ pid_t ipc_host_conn_pid(const ipc_host_conn *hc) {
                 return hc->pid_override;
         return ipc_conn_peer_pid(hc->conn);
 }
+void ipc_host_conn_set_drained_cb(ipc_host_conn *hc, ipc_host_drained_cb cb, void *userdata) {
+        hc->drained_cb = cb;
+        hc->drained_userdata = userdata;
+}
+
 size_t ipc_host_conn_queued_bytes(const ipc_host_conn *hc) {
         return hc->conn ? ipc_conn_queued_bytes(hc->conn) : 0;
 }
@@ -430,9 +443,16 @@ static void on_closed(ipc_conn *c, int error, void *userdata) {
         }
 }
 
+static void on_drained(ipc_conn *c, void *userdata) {
+        ipc_host_conn *hc = userdata;
+        if (hc->drained_cb)
+                hc->drained_cb(hc, hc->drained_userdata);
+}
+
 static const struct ipc_conn_ops host_conn_ops = {
         .on_frame = on_frame,
         .on_closed = on_closed,
+        .on_drained = on_drained,
 };
 
 int ipc_host_adopt(ipc_host *h, int fd, ipc_host_conn **ret) {

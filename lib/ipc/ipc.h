@@ -104,6 +104,11 @@ uint32_t ipc_host_conn_machine_id(const ipc_host_conn *conn);
 const char *ipc_host_conn_machine_name(const ipc_host_conn *conn);
 /* Bytes queued for sending that the peer has not taken yet. */
 size_t ipc_host_conn_queued_bytes(const ipc_host_conn *conn);
+/* cb runs each time the bytes queued for the peer have all gone into the
+ * socket (after some had to wait): a sender pacing itself by
+ * ipc_host_conn_queued_bytes sends more from there. NULL stops it. */
+typedef void (*ipc_host_drained_cb)(ipc_host_conn *conn, void *userdata);
+void ipc_host_conn_set_drained_cb(ipc_host_conn *conn, ipc_host_drained_cb cb, void *userdata);
 void ipc_host_conn_set_userdata(ipc_host_conn *conn, void *userdata);
 void *ipc_host_conn_get_userdata(const ipc_host_conn *conn);
 /* Closes the connection (deferred to a safe point of the loop). Pending
@@ -127,6 +132,9 @@ bool ipc_request_connected(const ipc_request *req);
  * -ENOTCONN (and releases req when final) if the client has gone.
  */
 int ipc_request_reply(ipc_request *req, const ProtobufCMessage *reply, bool has_more, int fd);
+/* The same with the reply already packed (len bytes of the method's reply
+ * type). */
+int ipc_request_reply_packed(ipc_request *req, const uint8_t *data, size_t len, bool has_more, int fd);
 /* Final failed reply (success=false); releases req. */
 int ipc_request_fail(ipc_request *req);
 /* Keeps req alive across a deferred reply; pair with ipc_request_unref
