@@ -306,7 +306,7 @@ static ipc_client *attack_producer(sd_event *e, const char *name) {
 /* Registers name with a descriptor carrying payload bytes in field 5 (a
  * large descriptor, like upstream's gpu_counter_descriptor). */
 static int register_ds(ipc_client *c, const char *name, size_t payload, struct flood *f) {
-        static uint8_t blob[120 * 1024 + 8];
+        static uint8_t blob[128 * 1024 + 8];
         Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
         Perfetto__Protos__RegisterDataSourceRequest reg = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
         /* protobuf-c keeps an unknown length-delimited field with its
@@ -386,8 +386,9 @@ static int attack_large_descriptors(sd_event *e, int ready_fd, void *userdata) {
                 if (register_ds(c, name, 100 * 1024, &f) < 0)
                         return 11;
         }
-        /* One alone cannot fit a frame: refused at registration. */
-        if (register_ds(c, "too.big", 118 * 1024, &f) < 0)
+        /* Past what a reply frame carries (131013 bytes encoded): refused
+         * at registration. */
+        if (register_ds(c, "too.big", 131000, &f) < 0)
                 return 12;
         if (!flood_wait(e, c, &f, 5, 30000))
                 return 13;

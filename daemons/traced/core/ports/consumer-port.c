@@ -54,6 +54,7 @@ static void on_disconnect(ipc_host_conn *conn, void *userdata) {
         }
         c->read_timer = sd_event_source_disable_unref(c->read_timer);
         c->read_req = ipc_request_unref(c->read_req);
+        consumer_query_free(c);
         if (c->session) {
                 struct session *s = c->session;
                 /* A session dies with its consumer unless it was detached. */
@@ -322,88 +323,6 @@ static void m_observe_events(ipc_request *req, const ProtobufCMessage *args, voi
         c->observe_mask = mask;
         if (c->session && session_all_started(c->session))
                 session_notify_all_started(c->session);
-}
-
-/* QueryServiceState is streamed: each reply carries a slice of the
- * producers, data sources and sessions, and the perfetto CLI (like
- * tracectl) concatenates the replies. Every element is bounded at its
- * source (names, descriptors: SERVICE_MAX_DESCRIPTOR_SIZE), so a slice
- * with one element always fits a frame. */
-#define QSS_SLICE_BYTES (64u * 1024u)
-
-struct qss_slicer {
-        ipc_request *req;
-        Perfetto__Protos__TracingServiceState part;
-        size_t bytes;
-        unsigned n_replies;
-        int error;
-};
-
-static void qss_send(struct qss_slicer *k, bool has_more) {
-        Perfetto__Protos__QueryServiceStateResponse resp = PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
-        resp.service_state = &k->part;
-        int r = ipc_request_reply(k->req, &resp.base, has_more, -EBADF);
-        if (r < 0 && r != -ENOTCONN && !k->error) {
-                k->error = r;
-                log_warning_errno(r, "Failed to send a QueryServiceState reply (%zu bytes): %m", k->bytes);
-        }
-        k->n_replies++;
-        /* Later slices carry only the lists: the scalars came first. */
-        perfetto__protos__tracing_service_state__init(&k->part);
-        k->bytes = 0;
-}
-
-/* Makes room for an element of size n: the current slice goes out first
- * when the element would not fit in it. */
-static void qss_room(struct qss_slicer *k, size_t n) {
-        size_t total = n + 8; /* tag and length */
-        bool empty = k->part.n_producers == 0 && k->part.n_data_sources == 0 && k->part.n_tracing_sessions == 0;
-        if (!empty && k->bytes + total > QSS_SLICE_BYTES)
-                qss_send(k, true);
-        k->bytes += total;
-}
-
-static void m_query_service_state(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
-        const Perfetto__Protos__QueryServiceStateRequest *a = (const void *) args;
-        struct traced_service *svc = userdata;
-        struct consumer *c = req_consumer(req);
-        Perfetto__Protos__TracingServiceState *st = service_build_state(svc, a->has_sessions_only && a->sessions_only,
-                                                                       c ? c->uid : 0);
-        if (!st) {
-                ipc_request_fail(req);
-                return;
-        }
-        struct qss_slicer k = { .req = req };
-        /* The first slice: the scalars, then as many elements as fit. */
-        k.part = *st;
-        k.part.producers = NULL;
-        k.part.data_sources = NULL;
-        k.part.tracing_sessions = NULL;
-        k.part.n_producers = k.part.n_data_sources = k.part.n_tracing_sessions = 0;
-        k.bytes = protobuf_c_message_get_packed_size(&k.part.base);
-
-        for (size_t i = 0; i < st->n_producers; i++) {
-                qss_room(&k, protobuf_c_message_get_packed_size(&st->producers[i]->base));
-                if (k.part.n_producers == 0)
-                        k.part.producers = &st->producers[i];
-                k.part.n_producers++;
-        }
-        for (size_t i = 0; i < st->n_data_sources; i++) {
-                qss_room(&k, protobuf_c_message_get_packed_size(&st->data_sources[i]->base));
-                if (k.part.n_data_sources == 0)
-                        k.part.data_sources = &st->data_sources[i];
-                k.part.n_data_sources++;
-        }
-        for (size_t i = 0; i < st->n_tracing_sessions; i++) {
-                qss_room(&k, protobuf_c_message_get_packed_size(&st->tracing_sessions[i]->base));
-                if (k.part.n_tracing_sessions == 0)
-                        k.part.tracing_sessions = &st->tracing_sessions[i];
-                k.part.n_tracing_sessions++;
-        }
-        qss_send(&k, false);
-        if (k.n_replies > 1)
-                log_debug("QueryServiceState answered in %u replies.", k.n_replies);
-        service_free_state(st);
 }
 
 static void m_query_capabilities(ipc_request *req, const ProtobufCMessage *args, void *userdata) {

@@ -3,7 +3,7 @@
 
 /* Shared by the consumer port's files: consumer-port.c (sessions driven
  * by a consumer, service state, the session_consumer_ops), consumer-read.c
- * (ReadBuffers) and consumer-clone.c (CloneSession, SaveTraceForBugreport). */
+ * (ReadBuffers), consumer-query.c (QueryServiceState) and consumer-clone.c (CloneSession, SaveTraceForBugreport). */
 
 #include <errno.h>
 #include <stdint.h>
@@ -27,6 +27,8 @@ struct consumer {
         /* A ReadBuffers in progress, paced by what the consumer takes. */
         ipc_request *read_req;
         sd_event_source *read_timer;
+        /* QueryServiceState answers being sent (consumer-query.c). */
+        struct qss_stream *query;
 };
 
 static inline struct consumer *req_consumer(ipc_request *req) {
@@ -38,6 +40,9 @@ static inline void reply(ipc_request *req, const ProtobufCMessage *msg) {
         (void) ipc_request_reply(req, msg, false, -EBADF);
 }
 
+/* consumer-query.c */
+void m_query_service_state(ipc_request *req, const ProtobufCMessage *args, void *userdata);
+void consumer_query_free(struct consumer *c);
 /* consumer-read.c */
 void m_read_buffers(ipc_request *req, const ProtobufCMessage *args, void *userdata);
 /* consumer-clone.c */

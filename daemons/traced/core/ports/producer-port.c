@@ -272,7 +272,7 @@ static bool descriptor_acceptable(const Perfetto__Protos__DataSourceDescriptor *
         else if (strlen(d->name) > SERVICE_MAX_NAME_LENGTH)
                 *ret_error = "Data source name longer than 1024 bytes";
         else if (packed > SERVICE_MAX_DESCRIPTOR_SIZE)
-                *ret_error = "Data source descriptor larger than 112 KiB";
+                *ret_error = "Data source descriptor larger than 131008 bytes (128 KiB less 64)";
         else
                 return true;
         return false;
