@@ -127,6 +127,48 @@ static void h_fd_second(ipc_request *req, const ProtobufCMessage *args, void *ud
         close(p[0]);
 }
 
+/* "Paced": PACED replies of BIG_PAD bytes, packed beforehand, sent while
+ * less than PACED_PAUSE waits in the queue and continued from the drained
+ * callback: more than IPC_SEND_QUEUE_MAX in all. */
+enum { PACED = 100, PACED_PAUSE = 256 * 1024 };
+static struct {
+        ipc_request *req;
+        int next;
+        int drained;
+} paced;
+
+static void paced_pump(void) {
+        static char text[32 + BIG_PAD];
+        static uint8_t packed[64 + BIG_PAD];
+        while (paced.req && paced.next < PACED) {
+                ipc_host_conn *hc = ipc_request_conn(paced.req);
+                if (!hc || ipc_host_conn_queued_bytes(hc) >= PACED_PAUSE)
+                        return;
+                int k = snprintf(text, 32, "reply %d", paced.next);
+                memset(text + k, 'x', BIG_PAD);
+                text[k + BIG_PAD] = '\0';
+                Rep rep = PERFETTO__PROTOS__IPCFRAME__REQUEST_ERROR__INIT;
+                rep.error = text;
+                size_t len = protobuf_c_message_pack(&rep.base, packed);
+                bool more = ++paced.next < PACED;
+                cr_assert_eq(ipc_request_reply_packed(paced.req, packed, len, more, -EBADF), 0);
+                if (!more)
+                        paced.req = NULL;
+        }
+}
+
+static void paced_drained(ipc_host_conn *hc, void *ud) {
+        paced.drained++;
+        paced_pump();
+}
+
+static void h_paced(ipc_request *req, const ProtobufCMessage *args, void *ud) {
+        paced.req = req;
+        paced.next = 0;
+        ipc_host_conn_set_drained_cb(ipc_request_conn(req), paced_drained, NULL);
+        paced_pump();
+}
+
 static int on_bind(ipc_host_conn *hc, void *ud) {
         n_binds++;
         return 0;
@@ -144,6 +186,7 @@ static const struct ipc_method_desc methods[] = {
         { "Fail", REQ_DESC, REP_DESC, h_fail },     { "PassFd", REQ_DESC, REP_DESC, h_fd },
         { "Defer", REQ_DESC, REP_DESC, h_defer },   { "Flood", REQ_DESC, REP_DESC, h_flood },
         { "FdSecond", REQ_DESC, REP_DESC, h_fd_second }, { "Burst", REQ_DESC, REP_DESC, h_burst },
+        { "Paced", REQ_DESC, REP_DESC, h_paced },
 };
 static const struct ipc_service_desc service = {
         .name = "TestPort",
@@ -373,7 +416,7 @@ Test(ipc_host, unknown_ids_answered_with_failure) {
         cr_assert_eq(r->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY);
         cr_assert(r->msg_bind_service_reply->success);
         uint32_t sid = r->msg_bind_service_reply->service_id;
-        cr_assert_eq(r->msg_bind_service_reply->n_methods, 8);
+        cr_assert_eq(r->msg_bind_service_reply->n_methods, 9);
         cr_assert_str_eq(r->msg_bind_service_reply->methods[0]->name, "Echo");
         perfetto__protos__ipcframe__free_unpacked(r, NULL);
 
@@ -575,19 +618,23 @@ static void collect_burst(ipc_client *c, int error, const ProtobufCMessage *repl
 
 /* Asks "Burst" (with service name `name`) and checks that all `want`
  * replies, each `pad` bytes past its number, arrive whole and in order. */
-static void check_burst(const char *name, size_t pad, int want) {
+static void check_burst_of(const char *method, const char *name, size_t pad, int want) {
         ipc_client *c = connect_pair();
         cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
         struct burst b = { .pad = pad, .in_order = true };
         Req r = PERFETTO__PROTOS__IPCFRAME__BIND_SERVICE__INIT;
         r.service_name = (char *) name;
-        cr_assert_gt(ipc_client_invoke(c, "Burst", &r.base, REP_DESC, -EBADF, collect_burst, &b), 0);
+        cr_assert_gt(ipc_client_invoke(c, method, &r.base, REP_DESC, -EBADF, collect_burst, &b), 0);
         for (int i = 0; i < 2000 && !b.ended; i++)
                 sd_event_run(ev, 10000);
         cr_assert_eq(b.n, want, "%d of %d replies", b.n, want);
         cr_assert(b.in_order, "a reply arrived cut, garbled or out of order");
         cr_assert(b.ended);
         ipc_client_free(c);
+}
+
+static void check_burst(const char *name, size_t pad, int want) {
+        check_burst_of("Burst", name, pad, want);
 }
 
 /* Replies sent past a full socket: every one arrives whole and in order. */
@@ -599,4 +646,13 @@ Test(ipc_host, replies_beyond_the_socket_buffer_arrive_whole_and_in_order) {
  * part keeps its own buffer and the rest goes out from where it stopped. */
 Test(ipc_host, big_replies_beyond_the_socket_buffer_arrive_whole_and_in_order) {
         check_burst("big", BIG_PAD, BIG_BURST);
+}
+
+/* Replies sent as the peer takes them, from the drained callback: more
+ * than a peer may have queued at once, all of it whole and in order. */
+Test(ipc_host, replies_paced_by_the_drained_callback_arrive_whole) {
+        check_burst_of("Paced", NULL, BIG_PAD, PACED);
+        cr_assert_gt((size_t) PACED * BIG_PAD, (size_t) IPC_SEND_QUEUE_MAX);
+        cr_assert_gt(paced.drained, 0, "the drained callback never ran");
+        cr_assert_null(paced.req);
 }
