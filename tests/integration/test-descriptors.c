@@ -267,6 +267,31 @@ Test(descriptors, five_frame_sized_descriptors_are_listed_whole) {
         protobuf_c_message_free_unpacked(&st->base, NULL);
 
         cr_assert_eq(tracectl_count("track_event.", FRAME_DESCRIPTOR_SIZE), 5);
+
+        /* Three calls at once on one connection: answered one after the
+         * other, each whole. */
+        struct test_consumer c;
+        struct answer k[3] = {};
+        Perfetto__Protos__QueryServiceStateRequest req = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        cr_assert_eq(test_consumer_connect(&c, ev, inst.consumer_path), 0);
+        for (int i = 0; i < 3; i++)
+                cr_assert_gt(ipc_client_invoke(c.client, "QueryServiceState", &req.base,
+                                               &perfetto__protos__query_service_state_response__descriptor, -EBADF,
+                                               on_answer, &k[i]),
+                             0);
+        uint64_t deadline = now_usec() + TIMEOUT_MS * 1000u;
+        while (!(k[0].done && k[1].done && k[2].done) && now_usec() < deadline)
+                sd_event_run(ev, 100000);
+        for (int i = 0; i < 3; i++) {
+                cr_assert(k[i].done && k[i].error == 0, "call %d: not answered (%d replies)", i, k[i].replies);
+                Perfetto__Protos__QueryServiceStateResponse *r =
+                        perfetto__protos__query_service_state_response__unpack(NULL, k[i].len, k[i].bytes);
+                cr_assert_not_null(r);
+                cr_assert_eq(count_whole(r->service_state, "track_event.", FRAME_DESCRIPTOR_SIZE), 5, "call %d", i);
+                protobuf_c_message_free_unpacked(&r->base, NULL);
+                free(k[i].bytes);
+        }
+        test_consumer_free(&c);
         ipc_client_free(p);
 }
 

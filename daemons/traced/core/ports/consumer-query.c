@@ -121,44 +121,8 @@ static int qss_slice(const Perfetto__Protos__TracingServiceState *st, struct qss
         return k.error;
 }
 
-static void qss_start(struct consumer *c, ipc_request *req, bool sessions_only);
-
-/* Sends replies while the consumer keeps up; called again when what is
- * queued for it has drained. */
-static void qss_pump(struct consumer *c) {
-        struct qss_stream *q = c->query;
-        while (q && q->req) {
-                if (q->next < q->n_replies && ipc_host_conn_queued_bytes(c->conn) >= QSS_PAUSE_BYTES)
-                        return;
-                struct qss_reply *rp = &q->replies[q->next++];
-                bool last = q->next == q->n_replies;
-                int r = ipc_request_reply_packed(q->req, rp->data, rp->len, !last, -EBADF);
-                free(rp->data);
-                rp->data = NULL;
-                if (r < 0 && r != -ENOTCONN)
-                        log_warning_errno(r, "Failed to send a QueryServiceState reply (%zu bytes): %m", rp->len);
-                if (r == -ENOTCONN && !last)
-                        q->req = ipc_request_unref(q->req); /* the consumer went: on_disconnect frees the rest */
-                if (!last)
-                        continue;
-                if (q->n_replies > 1)
-                        log_debug("QueryServiceState answered in %zu replies.", q->n_replies);
-                q->req = NULL;
-                qss_stream_free_replies(q);
-                if (q->n_waiting > 0) {
-                        ipc_request *next = q->waiting[0].req;
-                        bool sessions_only = q->waiting[0].sessions_only;
-                        memmove(q->waiting, q->waiting + 1, --q->n_waiting * sizeof(q->waiting[0]));
-                        qss_start(c, next, sessions_only);
-                }
-        }
-}
-
-static void qss_on_drained(ipc_host_conn *conn, void *userdata) {
-        qss_pump(userdata);
-}
-
-static void qss_start(struct consumer *c, ipc_request *req, bool sessions_only) {
+/* Builds the answer to req; on failure req is answered with an error. */
+static int qss_begin(struct consumer *c, ipc_request *req, bool sessions_only) {
         struct qss_stream *q = c->query;
         Perfetto__Protos__TracingServiceState *st = service_build_state(c->svc, sessions_only, c->uid);
         int r = st ? qss_slice(st, q) : -ENOMEM;
@@ -166,10 +130,54 @@ static void qss_start(struct consumer *c, ipc_request *req, bool sessions_only) 
         if (r < 0) {
                 log_warning_errno(r, "Cannot answer QueryServiceState: %m");
                 (void) ipc_request_fail(req);
-                return;
+                return r;
         }
         q->req = req;
-        qss_pump(c);
+        return 0;
+}
+
+/* Sends replies while the consumer keeps up, the calls that wait one after
+ * the other; called again when what is queued for it has drained. */
+static void qss_pump(struct consumer *c) {
+        struct qss_stream *q = c->query;
+        for (;;) {
+                if (!q->req) {
+                        if (q->n_waiting == 0)
+                                return;
+                        ipc_request *next = q->waiting[0].req;
+                        bool sessions_only = q->waiting[0].sessions_only;
+                        memmove(q->waiting, q->waiting + 1, --q->n_waiting * sizeof(q->waiting[0]));
+                        if (qss_begin(c, next, sessions_only) < 0)
+                                continue;
+                }
+                if (ipc_host_conn_queued_bytes(c->conn) >= QSS_PAUSE_BYTES)
+                        return;
+                struct qss_reply *rp = &q->replies[q->next++];
+                bool last = q->next == q->n_replies;
+                int r = ipc_request_reply_packed(q->req, rp->data, rp->len, !last, -EBADF);
+                free(rp->data);
+                rp->data = NULL;
+                if (r == -ENOTCONN) {
+                        /* The consumer went: on_disconnect frees the rest. */
+                        if (!last)
+                                ipc_request_unref(q->req);
+                        q->req = NULL;
+                        qss_stream_free_replies(q);
+                        return;
+                }
+                if (r < 0)
+                        log_warning_errno(r, "Failed to send a QueryServiceState reply (%zu bytes): %m", rp->len);
+                if (!last)
+                        continue;
+                if (q->n_replies > 1)
+                        log_debug("QueryServiceState answered in %zu replies.", q->n_replies);
+                q->req = NULL;
+                qss_stream_free_replies(q);
+        }
+}
+
+static void qss_on_drained(ipc_host_conn *conn, void *userdata) {
+        qss_pump(userdata);
 }
 
 void m_query_service_state(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
@@ -190,18 +198,15 @@ void m_query_service_state(ipc_request *req, const ProtobufCMessage *args, void 
                 ipc_host_conn_set_drained_cb(c->conn, qss_on_drained, c);
         }
         struct qss_stream *q = c->query;
-        if (q->req) {
-                /* One answer at a time per consumer: the next waits. */
-                if (q->n_waiting >= QSS_MAX_WAITING) {
-                        ipc_request_fail(req);
-                        return;
-                }
-                /* Its handler's reference keeps it until answered. */
-                q->waiting[q->n_waiting].req = req;
-                q->waiting[q->n_waiting++].sessions_only = a->has_sessions_only && a->sessions_only;
+        /* One answer at a time per consumer: the others wait their turn,
+         * kept by their handler's reference until answered. */
+        if (q->n_waiting >= QSS_MAX_WAITING) {
+                ipc_request_fail(req);
                 return;
         }
-        qss_start(c, req, a->has_sessions_only && a->sessions_only);
+        q->waiting[q->n_waiting].req = req;
+        q->waiting[q->n_waiting++].sessions_only = a->has_sessions_only && a->sessions_only;
+        qss_pump(c);
 }
 
 void consumer_query_free(struct consumer *c) {
