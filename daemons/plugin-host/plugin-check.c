@@ -21,7 +21,7 @@ static int check_newer(const struct traced_plugin_descriptor *d, char *why, size
                 size_t known, size;
         } parts[] = {
                 { "descriptor", d, sizeof(*d), d->struct_size },
-                { "ops", d->ops, sizeof(*d->ops), d->ops->struct_size },
+                { "ops table", d->ops, sizeof(*d->ops), d->ops->struct_size },
         };
         for (size_t k = 0; k < ELEMENTSOF(parts); k++) {
                 if (parts[k].size > PLUGIN_STRUCT_MAX) {
@@ -31,8 +31,8 @@ static int check_newer(const struct traced_plugin_descriptor *d, char *why, size
                 }
                 if (abi_check_tail(parts[k].s, parts[k].known, parts[k].size) < 0) {
                         snprintf(why, why_size,
-                                 "plugin \"%s\" (ABI %u.%u) uses what this host (ABI %u.%u) lacks: its %s has "
-                                 "%zu bytes, this host knows %zu, and the rest is set",
+                                 "plugin \"%s\" (ABI %u.%u) uses what this host (ABI %u.%u) lacks: its %s is "
+                                 "%zu bytes long, this host knows the first %zu, and the rest is set",
                                  d->name, d->abi_major, d->abi_minor, TRACED_PLUGIN_ABI_MAJOR,
                                  TRACED_PLUGIN_ABI_MINOR, parts[k].what, parts[k].size, parts[k].known);
                         return -E2BIG;
