@@ -3,8 +3,9 @@
 # plugin-newer.c): loads in this host when what the host does not know of it
 # is unset, and is refused, by name, when it is set. Both are checked as the
 # supervisor asks first (traced-plugin-host --print-capabilities), then
-# under traced: the first registers its data source, the second is refused
-# in traced's log.
+# under traced: the first registers its data source (after checking that
+# the host refuses unknown register_data_source flags), the second is
+# refused in traced's log.
 set -eu
 top=${TOP_SRCDIR:?} build=${TOP_BUILDDIR:?}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/traced-minor-XXXXXX")

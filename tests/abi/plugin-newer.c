@@ -7,6 +7,8 @@
  * (the plugin uses nothing this host lacks, and loads); with it, the member
  * is set (and the host refuses the plugin by name). */
 
+#include <errno.h>
+
 #include <traced/plugin.h>
 
 #ifdef USES_NEW
@@ -15,7 +17,14 @@
 #define NAME "newer-uses-nothing-new"
 #endif
 
+/* Also what the host refuses of any plugin: a flag bit it does not know,
+ * and a promise to handle clears without the operation (this one has
+ * none). Accepted, the plugin does not come up. */
 static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret_state) {
+        if (api->register_data_source(host, "test.unknown-flag", 0x80000000u) != -EINVAL ||
+            api->register_data_source(host, "test.no-clear-op", TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR) !=
+                    -EINVAL)
+                return -EPROTO;
         *ret_state = (void *) host;
         return api->register_data_source(host, "test." NAME, 0);
 }
