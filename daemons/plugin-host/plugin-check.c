@@ -8,9 +8,6 @@
 #include "basic/macro.h"
 #include "plugin-check.h"
 
-/* Beyond this a structure's size is taken for garbage. */
-#define PLUGIN_STRUCT_MAX 4096u
-
 /* A plugin built against a newer minor (or any plugin whose structures
  * are longer than this host's) loads when what this host does not know of
  * them is zero: it uses nothing the host lacks (abi-struct.h). */
@@ -24,7 +21,7 @@ static int check_newer(const struct traced_plugin_descriptor *d, char *why, size
                 { "ops table", d->ops, sizeof(*d->ops), d->ops->struct_size },
         };
         for (size_t k = 0; k < ELEMENTSOF(parts); k++) {
-                if (parts[k].size > PLUGIN_STRUCT_MAX) {
+                if (parts[k].size > ABI_STRUCT_MAX) {
                         snprintf(why, why_size, "plugin \"%s\": its %s claims %zu bytes", d->name, parts[k].what,
                                  parts[k].size);
                         return -EINVAL;

@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Beyond this a structure's size is taken for garbage (-EINVAL), not for a
+ * newer caller's: nothing reads that far. */
+#define ABI_STRUCT_MAX 4096u
+
 /* Whether bytes [known, size) of s are all zero. */
 static inline bool abi_tail_is_zero(const void *s, size_t known, size_t size) {
         const uint8_t *b = s;

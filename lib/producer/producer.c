@@ -200,7 +200,8 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
         /* Callers built against an older header pass a shorter struct, and
          * those built against a newer one a longer one (abi-struct.h). */
         size_t o_size = abi_struct_size(o), ops_size = ops ? abi_struct_size(ops) : 0;
-        if (o_size < offsetof(struct traced_producer_options, page_size_hint) + sizeof(uint32_t))
+        if (o_size < offsetof(struct traced_producer_options, page_size_hint) + sizeof(uint32_t) ||
+            o_size > ABI_STRUCT_MAX || ops_size > ABI_STRUCT_MAX)
                 return -EINVAL;
         r = abi_check_tail(o, sizeof(*o), o_size);
         if (r >= 0 && ops)

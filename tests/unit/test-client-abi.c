@@ -97,6 +97,9 @@ Test(client_abi, a_newer_caller_is_refused_only_when_it_uses_what_is_missing, .i
         o.added_later = 0;
         ops.added_later = nothing;
         cr_assert_eq(traced_producer_connect(ev, &o.known, &ops.known, NULL, &p), -E2BIG);
+        /* A size no structure has is garbage, not a newer caller's. */
+        ops.known.struct_size = 1u << 20;
+        cr_assert_eq(traced_producer_connect(ev, &o.known, &ops.known, NULL, &p), -EINVAL);
         cr_assert_null(p);
 }
 
