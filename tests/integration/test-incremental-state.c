@@ -6,11 +6,13 @@
  * early on is overwritten. The service asks the plugins to clear their
  * incremental state every second; each clear starts the sequence again
  * (SEQ_INCREMENTAL_STATE_CLEARED) and emits again what later samples use.
- * The trace read back is decoded as trace_processor does it: a sequence's
- * state is valid from a packet with SEQ_INCREMENTAL_STATE_CLEARED on, and
- * no more after a packet says packets before it were dropped; every sample
- * on a valid sequence must resolve to a callstack whose frames, mappings
- * and strings are all in the trace. */
+ * In the trace read back a sequence's state is valid from a packet with
+ * SEQ_INCREMENTAL_STATE_CLEARED on, and no more after a packet says packets
+ * before it were dropped; every sample on a valid sequence must resolve to
+ * a callstack whose frames, mappings and strings are all in the trace. The
+ * log also gives the figure trace_processor would: it trusts a sequence
+ * from its first packet on, until a loss, and skips the samples of a
+ * sequence it does not trust. */
 
 #include <bpf/libbpf.h>
 #include <criterion/criterion.h>
@@ -60,6 +62,8 @@ TestSuite(incremental_state, .init = setup, .fini = teardown, .timeout = 120);
 struct seq {
         uint32_t id;
         bool valid; /* cleared since the trace (or the last loss) began */
+        bool lossless; /* no loss since the trace began or the last clear (what trace_processor trusts) */
+        bool seen;
         struct hashmap strings[3]; /* function_names, mapping_paths, build_ids (by iid) */
         struct hashmap mappings, frames, callstacks;
 };
@@ -70,7 +74,11 @@ struct tally {
         uint64_t samples;  /* with a callstack, in the buffer */
         uint64_t on_valid; /* of those, on a sequence whose state is valid */
         uint64_t resolved; /* of those, resolving */
-        uint64_t clears, chunks_overwritten;
+        uint64_t clears, chunks_overwritten, losses;
+        /* as trace_processor counts: samples it keeps (on a sequence with
+         * no loss since its start or its last clear), and those with a
+         * callsite */
+        uint64_t tp_kept, tp_resolved;
         uint64_t first_unresolved_iid;
         uint32_t first_unresolved_seq;
 };
@@ -143,11 +151,15 @@ static void tally_packet(const Perfetto__Protos__TracePacket *p, void *userdata)
             PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID)
                 return;
         struct seq *s = seq_of(t, p->trusted_packet_sequence_id);
-        if (p->has_previous_packet_dropped && p->previous_packet_dropped)
-                s->valid = false;
+        if (!s->seen)
+                s->seen = s->lossless = true;
+        if (p->has_previous_packet_dropped && p->previous_packet_dropped) {
+                s->valid = s->lossless = false;
+                t->losses++;
+        }
         if (p->has_sequence_flags && (p->sequence_flags & 1)) {
                 seq_reset(s);
-                s->valid = true;
+                s->valid = s->lossless = true;
                 t->clears++;
         }
         if (p->interned_data)
@@ -155,10 +167,15 @@ static void tally_packet(const Perfetto__Protos__TracePacket *p, void *userdata)
         if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_PERF_SAMPLE || !p->perf_sample->has_callstack_iid)
                 return;
         t->samples++;
+        bool resolved = resolves(&s->callstacks, p->perf_sample->callstack_iid);
+        if (s->lossless) {
+                t->tp_kept++;
+                t->tp_resolved += resolved;
+        }
         if (!s->valid)
                 return;
         t->on_valid++;
-        if (resolves(&s->callstacks, p->perf_sample->callstack_iid))
+        if (resolved)
                 t->resolved++;
         else if (!t->first_unresolved_iid) {
                 t->first_unresolved_iid = p->perf_sample->callstack_iid;
@@ -197,10 +214,14 @@ static void record_and_check(const char *ds, unsigned buffer_kb, const char *ds_
         fixture_record_read_back(&inst, ev, ds, cfg, run_chain, NULL, tally_packet, &t);
         free(cfg);
         cr_log_info("%s: %llu samples with a callstack in the ring buffer, %llu on a cleared sequence, %llu of "
-                    "those resolve (%.1f %%); %llu clears, %llu chunks overwritten",
+                    "those resolve (%.1f %%); %llu clears, %llu losses, %llu chunks overwritten; as trace_processor "
+                    "counts, %llu of %llu samples have a callsite (%.1f %%)",
                     ds, (unsigned long long) t.samples, (unsigned long long) t.on_valid,
                     (unsigned long long) t.resolved, t.on_valid ? 100.0 * (double) t.resolved / (double) t.on_valid : 0.0,
-                    (unsigned long long) t.clears, (unsigned long long) t.chunks_overwritten);
+                    (unsigned long long) t.clears, (unsigned long long) t.losses,
+                    (unsigned long long) t.chunks_overwritten, (unsigned long long) t.tp_resolved,
+                    (unsigned long long) t.tp_kept,
+                    t.tp_kept ? 100.0 * (double) t.tp_resolved / (double) t.tp_kept : 0.0);
         cr_assert_gt(t.chunks_overwritten, 0, "the ring buffer wrapped");
         cr_assert_gt(t.samples, 500, "samples in the buffer: %llu", (unsigned long long) t.samples);
         /* Cleared every second while the buffer holds several seconds:
@@ -211,6 +232,8 @@ static void record_and_check(const char *ds, unsigned buffer_kb, const char *ds_
                      "%llu of %llu samples after a clear do not resolve (first: callstack %llu on sequence %u)",
                      (unsigned long long) (t.on_valid - t.resolved), (unsigned long long) t.on_valid,
                      (unsigned long long) t.first_unresolved_iid, t.first_unresolved_seq);
+        cr_assert_geq(t.tp_resolved * 100, t.tp_kept * 98, "as trace_processor counts, only %llu of %llu resolve",
+                      (unsigned long long) t.tp_resolved, (unsigned long long) t.tp_kept);
         tally_free(&t);
 }
 
