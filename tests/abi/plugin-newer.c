@@ -54,11 +54,10 @@ struct next_ops {
 };
 
 static const struct next_ops ops = {
-        { sizeof(struct next_ops), create, destroy, start, stop, NULL, NULL },
+        .known = { .struct_size = sizeof(struct next_ops), .create = create, .destroy = destroy, .start = start,
+                   .stop = stop },
 #ifdef USES_NEW
-        added_in_next_minor,
-#else
-        NULL,
+        .added_in_next_minor = added_in_next_minor,
 #endif
 };
 
