@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/abi-struct.h"
 #include "basic/macro.h"
 #include "log/log.h"
 #include "plugin-check.h"
@@ -40,8 +41,24 @@ static void host_log(struct traced_host *h, int level, const char *message) {
         log_full_errno(level, 0, "%s: %s", h->name, message);
 }
 
+/* The plugin's op, or NULL when its ops table (of an older minor) ends
+ * before it. */
+#define PLUGIN_OP(h, op)                                                                                       \
+        ((h)->desc->ops->struct_size >= offsetof(struct traced_plugin_ops, op) + sizeof((h)->desc->ops->op) ? \
+                 (h)->desc->ops->op :                                                                          \
+                 NULL)
+
 static int32_t host_register(struct traced_host *h, const char *name, uint32_t flags) {
+        int r = abi_check_flags(flags, TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP |
+                                               TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR);
+        if (r < 0)
+                return r;
         uint32_t f = (flags & TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP) ? TRACED_DS_WILL_NOTIFY_ON_STOP : 0;
+        if (flags & TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR) {
+                if (!PLUGIN_OP(h, clear_incremental_state))
+                        return -EINVAL; /* it promises what it has no callback for */
+                f |= TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR;
+        }
         return traced_producer_register_data_source(h->producer, name, f);
 }
 
@@ -149,8 +166,14 @@ static void on_stop(traced_producer *p, uint64_t id, void *ud) {
 
 static void on_flush(traced_producer *p, uint64_t id, void *ud) {
         struct traced_host *h = ud;
-        if (h->desc->ops->flush)
+        if (PLUGIN_OP(h, flush))
                 h->desc->ops->flush(h->state, id);
+}
+
+static void on_clear_incremental_state(traced_producer *p, uint64_t id, void *ud) {
+        struct traced_host *h = ud;
+        if (PLUGIN_OP(h, clear_incremental_state))
+                h->desc->ops->clear_incremental_state(h->state, id);
 }
 
 static void on_disconnected(traced_producer *p, void *ud) {
@@ -214,6 +237,7 @@ int plugin_runner_start(struct plugin_runner *r, sd_event *event, int socket_fd,
                 .name = producer_name,
                 .smb_size_hint = 4u * 1024u * 1024u,
                 .socket_fd = socket_fd,
+                .flags = socket_fd >= 0 ? TRACED_PRODUCER_SOCKET_FD : 0,
         };
         struct traced_producer_ops ops = {
                 .struct_size = sizeof(ops),
@@ -221,6 +245,7 @@ int plugin_runner_start(struct plugin_runner *r, sd_event *event, int socket_fd,
                 .stop = on_stop,
                 .flush = on_flush,
                 .disconnected = on_disconnected,
+                .clear_incremental_state = on_clear_incremental_state,
         };
         k = traced_producer_connect(event, &o, &ops, h, &h->producer);
         if (k < 0) {

@@ -93,8 +93,13 @@ static void stop(void *state, uint64_t id) {
         h->writer = NULL;
 }
 
+/* Designated initializers: members a later minor appends stay zero. */
 static const struct traced_plugin_ops ops = {
-        sizeof(struct traced_plugin_ops), create, destroy, start, stop, NULL,
+        .struct_size = sizeof(struct traced_plugin_ops),
+        .create = create,
+        .destroy = destroy,
+        .start = start,
+        .stop = stop,
 };
 
 TRACED_PLUGIN_DEFINE("hello", "1.0", 0, ops)

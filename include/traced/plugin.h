@@ -12,10 +12,15 @@
  * event loop (fds, timers), data source registration and trace writers on
  * the plugin's own shared memory buffer.
  *
- * Evolution rules: structures only grow at their end; every structure
- * starts with its size and readers check it before touching a later field.
- * A plugin whose abi_major is not the host's, or whose abi_minor is newer
- * than the host's, is refused. Fixed-width types only.
+ * Evolution rules (traced-plugin(7), ABI POLICY): structures only grow at
+ * their end; every structure starts with its size (a uint32_t) and readers
+ * check it before touching a later field. A plugin whose abi_major is not
+ * the host's is refused. One built against a newer minor loads as long as
+ * what the host does not know of its descriptor and ops is zero (it uses
+ * nothing the host lacks), and is refused by name otherwise; a plugin
+ * checks api->struct_size before calling a host function newer than 1.0.
+ * Flag bits the host does not know are refused (-EINVAL). Fixed-width
+ * types only.
  */
 
 #include <stddef.h>
@@ -27,7 +32,7 @@ extern "C" {
 
 #define TRACED_PLUGIN_MAGIC 0x44435254u /* "TRCD" little-endian */
 #define TRACED_PLUGIN_ABI_MAJOR 1u
-#define TRACED_PLUGIN_ABI_MINOR 0u
+#define TRACED_PLUGIN_ABI_MINOR 1u
 #define TRACED_PLUGIN_ENTRY_SYMBOL "traced_plugin_entry"
 
 /* Log levels (syslog's). */
@@ -41,6 +46,8 @@ extern "C" {
 
 /* Data source flags for register_data_source. */
 #define TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP 0x1u
+/* Since 1.1: the plugin's ops have clear_incremental_state. */
+#define TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR 0x2u
 
 struct traced_host;   /* opaque: the host's state */
 struct traced_writer; /* opaque: one packet sequence */
@@ -83,6 +90,14 @@ struct traced_plugin_ops {
         /* Optional: write out what is pending; the host then commits. */
         void (*flush)(void *state, uint64_t instance_id);
         /* End of ABI 1.0. */
+        /* Since 1.1, optional: the service asks the instance (of a data
+         * source registered with
+         * TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR) to forget its
+         * incremental state: the next packet of each of its sequences
+         * carries SEQ_INCREMENTAL_STATE_CLEARED and the interned data
+         * later packets refer to is emitted again. */
+        void (*clear_incremental_state)(void *state, uint64_t instance_id);
+        /* End of ABI 1.1. */
 };
 
 struct traced_plugin_descriptor {

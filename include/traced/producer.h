@@ -67,9 +67,21 @@ typedef struct traced_trace_writer traced_trace_writer;
 
 /* Producer option flags. */
 #define TRACED_PRODUCER_NO_RECONNECT 0x1u /* a lost connection stays lost */
+/* Since 0.2: socket_fd holds the socket, 0 included (without this flag
+ * only a socket_fd above 0 is one, so zeroed options connect by path). */
+#define TRACED_PRODUCER_SOCKET_FD 0x2u
 
+/*
+ * Both structures start with their size, a uint32_t as in the plugin ABI
+ * (it was a size_t before 0.2: the same bytes on little-endian and 32-bit
+ * targets, and the library still reads a 64-bit big-endian caller's old
+ * size_t). A caller built against an older header passes a shorter
+ * structure; one built against a newer header may pass a longer one as
+ * long as the fields this library does not know are zero, else the call
+ * fails with -E2BIG. Unknown flag bits fail with -EINVAL.
+ */
 struct traced_producer_ops {
-        size_t struct_size; /* sizeof(struct traced_producer_ops) */
+        uint32_t struct_size; /* sizeof(struct traced_producer_ops) */
         /* An instance of a registered data source starts. config is the
          * serialized DataSourceConfig. */
         void (*start)(traced_producer *p, uint64_t instance_id, const char *data_source, const uint8_t *config,
@@ -86,10 +98,18 @@ struct traced_producer_ops {
         /* Appended in 0.1, optional: connected again after a loss, data
          * sources registered again. */
         void (*connected)(traced_producer *p, void *userdata);
+        /* Appended in 0.2, optional: the service asks a running instance
+         * of a data source registered with
+         * TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR to forget its
+         * incremental state (TraceConfig.incremental_state_config), so that
+         * what a ring buffer overwrote is defined again: the next packet
+         * of each of its sequences carries SEQ_INCREMENTAL_STATE_CLEARED
+         * and re-emits the interned data later packets refer to. */
+        void (*clear_incremental_state)(traced_producer *p, uint64_t instance_id, void *userdata);
 };
 
 struct traced_producer_options {
-        size_t struct_size;       /* sizeof(struct traced_producer_options) */
+        uint32_t struct_size;     /* sizeof(struct traced_producer_options) */
         /* NULL: $PERFETTO_PRODUCER_SOCK_NAME, else /run/traced/producer.sock.
          * A path, "@abstract", "HOST:PORT", "[V6]:PORT" or
          * "vsock://CID:PORT": over TCP and vsock (and behind traced_relay)
@@ -102,7 +122,9 @@ struct traced_producer_options {
         /* Appended in 0.1 (readers check struct_size): an already connected
          * socket to the service (e.g. one end of a socketpair handed over
          * by a supervisor) used instead of socket_path; the producer takes
-         * it. 0 or negative: connect by path. Such a producer does not
+         * it. Without TRACED_PRODUCER_SOCKET_FD in flags, 0 or negative
+         * means connect by path; with it, any fd >= 0 is the socket (a
+         * negative one fails with -EBADF). Such a producer does not
          * reconnect. */
         int socket_fd;
         uint32_t flags; /* TRACED_PRODUCER_* */

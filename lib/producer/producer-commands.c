@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* libtraced-client's handling of the service's commands: SetupTracing
- * (mapping the SMB), SetupDataSource, StartDataSource, StopDataSource and
- * Flush, with the data source instances they make and end. */
+ * (mapping the SMB), SetupDataSource, StartDataSource, StopDataSource,
+ * Flush and ClearIncrementalState, with the data source instances they
+ * make and end. */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -147,6 +148,19 @@ void producer_remove_instance(traced_producer *p, uint64_t id) {
         producer_unlock(p);
 }
 
+/* To the running instances whose data source said it handles a clear;
+ * ids the service names for others (or that ended) are ignored. */
+static void on_clear_incremental_state(traced_producer *p,
+                                       const Perfetto__Protos__GetAsyncCommandResponse__ClearIncrementalState *c) {
+        if (!p->ops.clear_incremental_state)
+                return;
+        for (size_t k = 0; k < c->n_data_source_ids; k++) {
+                struct producer_instance *i = producer_find_instance(p, c->data_source_ids[k]);
+                if (i && !i->stopped && (ds_flags(p, i->data_source) & TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR))
+                        p->ops.clear_incremental_state(p, i->id, p->userdata);
+        }
+}
+
 void producer_on_async_command(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd,
                                void *ud) {
         traced_producer *p = ud;
@@ -211,6 +225,9 @@ void producer_on_async_command(ipc_client *c, int error, const ProtobufCMessage 
                 (void) producer_commit(p, f->request_id ? f->request_id : 0);
                 break;
         }
+        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_CLEAR_INCREMENTAL_STATE:
+                on_clear_incremental_state(p, cmd->clear_incremental_state);
+                break;
         default:
                 break;
         }

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "basic/abi-struct.h"
 #include "basic/macro.h"
 #include "producer-internal.h"
 
@@ -194,16 +195,31 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
                             const struct traced_producer_ops *ops, void *userdata, traced_producer **ret) {
         int r;
 
-        /* Callers built against an older header pass a shorter struct. */
-        if (!event || !o || !ret || !o->name ||
-            o->struct_size < offsetof(struct traced_producer_options, page_size_hint) + sizeof(uint32_t))
+        if (!event || !o || !ret || !o->name)
                 return -EINVAL;
-        int socket_fd = o->struct_size >= offsetof(struct traced_producer_options, socket_fd) + sizeof(int) ?
+        /* Callers built against an older header pass a shorter struct, and
+         * those built against a newer one a longer one (abi-struct.h). */
+        size_t o_size = abi_struct_size(o), ops_size = ops ? abi_struct_size(ops) : 0;
+        if (o_size < offsetof(struct traced_producer_options, page_size_hint) + sizeof(uint32_t) ||
+            o_size > ABI_STRUCT_MAX || ops_size > ABI_STRUCT_MAX)
+                return -EINVAL;
+        r = abi_check_tail(o, sizeof(*o), o_size);
+        if (r >= 0 && ops)
+                r = abi_check_tail(ops, sizeof(*ops), ops_size);
+        if (r < 0)
+                return r;
+        int socket_fd = o_size >= offsetof(struct traced_producer_options, socket_fd) + sizeof(int) ?
                                 o->socket_fd :
                                 -EBADF;
-        uint32_t flags = o->struct_size >= offsetof(struct traced_producer_options, flags) + sizeof(uint32_t) ?
-                                 o->flags :
-                                 0;
+        uint32_t flags = o_size >= offsetof(struct traced_producer_options, flags) + sizeof(uint32_t) ? o->flags : 0;
+        r = abi_check_flags(flags, TRACED_PRODUCER_NO_RECONNECT | TRACED_PRODUCER_SOCKET_FD);
+        if (r < 0)
+                return r;
+        if (flags & TRACED_PRODUCER_SOCKET_FD) {
+                if (socket_fd < 0)
+                        return -EBADF;
+        } else if (socket_fd <= 0)
+                socket_fd = -EBADF; /* zeroed options: by path */
         const char *path = o->socket_path;
         if (!path)
                 path = getenv("PERFETTO_PRODUCER_SOCK_NAME");
@@ -213,21 +229,21 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
         traced_producer *p = calloc(1, sizeof(*p));
         if (!p || producer_init(p) < 0) {
                 free(p);
-                if (socket_fd > 0)
+                if (socket_fd >= 0)
                         safe_close(socket_fd);
                 return -ENOMEM;
         }
         p->event = sd_event_ref(event);
         p->userdata = userdata;
         if (ops)
-                memcpy(&p->ops, ops, MIN(ops->struct_size, sizeof(p->ops)));
+                memcpy(&p->ops, ops, MIN(ops_size, sizeof(p->ops)));
         p->name = strdup(o->name);
         p->socket_path = strdup(path);
         p->smb_size_hint = o->smb_size_hint;
         p->page_size_hint = o->page_size_hint;
-        p->reconnect = socket_fd <= 0 && !(flags & TRACED_PRODUCER_NO_RECONNECT);
+        p->reconnect = socket_fd < 0 && !(flags & TRACED_PRODUCER_NO_RECONNECT);
         if (!p->name || !p->socket_path) {
-                if (socket_fd > 0)
+                if (socket_fd >= 0)
                         safe_close(socket_fd);
                 traced_producer_free(p);
                 return -ENOMEM;
@@ -235,19 +251,19 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
         p->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (p->wake_fd < 0) {
                 r = -errno;
-                if (socket_fd > 0)
+                if (socket_fd >= 0)
                         safe_close(socket_fd);
                 traced_producer_free(p);
                 return r;
         }
         r = sd_event_add_io(event, &p->wake_src, p->wake_fd, EPOLLIN, producer_on_wake, p);
         if (r < 0) {
-                if (socket_fd > 0)
+                if (socket_fd >= 0)
                         safe_close(socket_fd);
                 traced_producer_free(p);
                 return r;
         }
-        if (socket_fd > 0)
+        if (socket_fd >= 0)
                 r = ipc_client_from_fd(event, socket_fd, &p->client);
         else
                 r = ipc_client_connect(event, path, &p->client);
@@ -266,6 +282,10 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
 _public_ int traced_producer_register_data_source(traced_producer *p, const char *name, uint32_t flags) {
         if (!p || !name || !name[0])
                 return -EINVAL;
+        int k = abi_check_flags(flags, TRACED_DS_WILL_NOTIFY_ON_STOP | TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR |
+                                               TRACED_DS_STALL_WHEN_FULL);
+        if (k < 0)
+                return k;
         if (p->n_ds >= ELEMENTSOF(p->ds))
                 return -ENOSPC;
         Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;

@@ -459,6 +459,12 @@ static void housekeeping(struct bpfstack_session *s) {
         }
 }
 
+void bpfstack_clear_interned(struct bpfstack_session *s) {
+        intern_clear(s->on.iw);
+        intern_clear(s->off.iw);
+        cs_cache_flush(s);
+}
+
 void bpfstack_drain(struct bpfstack_session *s) {
         read_counters(s);
         (void) ring_buffer__consume(s->rb);

@@ -355,6 +355,14 @@ void bpfstack_session_flush(struct bpfstack_plugin *pl, uint64_t id) {
                 bpfstack_drain(s);
 }
 
+void bpfstack_session_clear(struct bpfstack_plugin *pl, uint64_t id) {
+        struct bpfstack_session *s = session_of(plugin_instance_find(pl->sessions, id));
+        if (!s)
+                return;
+        bpfstack_drain(s);
+        bpfstack_clear_interned(s);
+}
+
 static void stop_session(struct bpfstack_session *s) {
         bpf_link__destroy(s->switch_link);
         s->switch_link = NULL;

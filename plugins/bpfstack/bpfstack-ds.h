@@ -18,4 +18,7 @@ struct bpfstack_plugin {
 int bpfstack_session_start(struct bpfstack_plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);
 void bpfstack_session_stop(struct bpfstack_plugin *pl, uint64_t instance_id);
 void bpfstack_session_flush(struct bpfstack_plugin *pl, uint64_t instance_id);
+/* The service's ClearIncrementalState: what is in the ring buffer is
+ * written first, then both sequences start their interned state again. */
+void bpfstack_session_clear(struct bpfstack_plugin *pl, uint64_t instance_id);
 void bpfstack_sessions_free(struct bpfstack_plugin *pl);

@@ -112,6 +112,9 @@ int bpfstack_on_record(void *ctx, void *data, size_t size);
  * for, and keeps the caches bounded. */
 void bpfstack_drain(struct bpfstack_session *s);
 void bpfstack_on_ring(int fd, uint32_t revents, void *userdata);
+/* Both sequences forget what they interned: their next packets carry
+ * SEQ_INCREMENTAL_STATE_CLEARED and intern (emit) anew what they use. */
+void bpfstack_clear_interned(struct bpfstack_session *s);
 
 /* bpfstack-hotplug.c */
 extern const struct cpu_hotplug_ops bpfstack_hotplug_ops;

@@ -40,7 +40,9 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 return -ENOMEM;
         pl->api = api;
         pl->host = host;
-        r = api->register_data_source(host, DS_NAME, TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
+        r = api->register_data_source(host, DS_NAME,
+                                      TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP |
+                                              TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR);
         if (r < 0) {
                 free(pl);
                 return r;
@@ -80,9 +82,13 @@ static void flush(void *state, uint64_t id) {
         bpfstack_session_flush(state, id);
 }
 
+static void clear_incremental_state(void *state, uint64_t id) {
+        bpfstack_session_clear(state, id);
+}
+
 /* CAP_BPF (39): load programs and maps. CAP_PERFMON (38): perf_event
  * programs, cpu-clock events on every CPU, bpf_get_stackid and kernel
  * addresses; the plugin host grants CAP_SYS_ADMIN (21) instead on kernels
  * older than CAP_BPF/CAP_PERFMON. CAP_SYSLOG (34): real addresses in
  * /proc/kallsyms, to name kernel frames. */
-PLUGIN_DEFINE("bpfstack", TRACED_CAP(39) | TRACED_CAP(38) | TRACED_CAP(34))
+PLUGIN_DEFINE_CLEARING("bpfstack", TRACED_CAP(39) | TRACED_CAP(38) | TRACED_CAP(34))

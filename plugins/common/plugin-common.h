@@ -41,8 +41,12 @@ void plugin_host_log_cpu_change(const struct traced_host_api *api, struct traced
 int plugin_check_host(const struct traced_host_api *api);
 
 /* The ops table of a plugin.c that defines static create, destroy, start,
- * stop and flush, and its entry point. */
-#define PLUGIN_DEFINE(name, caps)                                                                                      \
+ * stop and flush, and its entry point. PLUGIN_DEFINE_CLEARING adds a static
+ * clear_incremental_state (its data sources register with
+ * TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR). */
+#define PLUGIN_DEFINE(name, caps) PLUGIN_DEFINE_OPS(name, caps, NULL)
+#define PLUGIN_DEFINE_CLEARING(name, caps) PLUGIN_DEFINE_OPS(name, caps, clear_incremental_state)
+#define PLUGIN_DEFINE_OPS(name, caps, clear)                                                                           \
         static const struct traced_plugin_ops plugin_ops = {                                                           \
                 .struct_size = sizeof(struct traced_plugin_ops),                                                       \
                 .create = create,                                                                                      \
@@ -50,6 +54,7 @@ int plugin_check_host(const struct traced_host_api *api);
                 .start = start,                                                                                        \
                 .stop = stop,                                                                                          \
                 .flush = flush,                                                                                        \
+                .clear_incremental_state = clear,                                                                      \
         };                                                                                                             \
         TRACED_PLUGIN_DEFINE(name, PACKAGE_VERSION, caps, plugin_ops)
 

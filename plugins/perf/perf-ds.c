@@ -298,6 +298,12 @@ void perf_session_flush(struct perf_plugin *pl, uint64_t id) {
         pthread_mutex_unlock(&s->mu);
 }
 
+void perf_session_clear(struct perf_plugin *pl, uint64_t id) {
+        struct perf_session *s = session_of(plugin_instance_find(pl->sessions, id));
+        if (s)
+                atomic_fetch_add(&s->clears_asked, 1);
+}
+
 static void log_stopped(struct perf_session *s) {
         uint64_t by_rows = 0, by_libunwind = 0;
         if (s->unw)

@@ -18,4 +18,7 @@ struct perf_plugin {
 int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);
 void perf_session_stop(struct perf_plugin *pl, uint64_t instance_id);
 void perf_session_flush(struct perf_plugin *pl, uint64_t instance_id);
+/* The service's ClearIncrementalState: the worker forgets what it interned
+ * before its next packet, and emits it again as samples need it. */
+void perf_session_clear(struct perf_plugin *pl, uint64_t instance_id);
 void perf_sessions_free(struct perf_plugin *pl);

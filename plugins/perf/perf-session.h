@@ -119,6 +119,10 @@ struct perf_session {
         uint32_t epoch; /* bumped with every intern_clear */
         uint64_t dropped_written;           /* the total of dropped samples last written */
         atomic_uint_fast64_t stop_deadline; /* now_ms() after which samples are not unwound; 0: none */
+        /* ClearIncrementalState requests (the loop thread counts them) and
+         * those the worker carried out */
+        atomic_uint_fast64_t clears_asked;
+        uint64_t clears_done;
 
         /* counters (any thread) */
         atomic_uint_fast64_t samples, unwound, unwind_errors, skipped_enqueue, skipped_scope, skipped_stop, lost,

@@ -305,6 +305,15 @@ static void housekeeping(struct perf_session *s) {
                 unwinder_flush(s->unw);
                 s->last_clear = now;
         }
+        /* The service's clear: the next packet says so, and what later
+         * samples refer to is interned (and emitted) again, the counter
+         * tracks described again. The unwinder keeps its caches. */
+        uint64_t asked = atomic_load(&s->clears_asked);
+        if (asked != s->clears_done) {
+                s->clears_done = asked;
+                intern_clear(s->iw);
+                s->epoch++;
+        }
         if (now - s->last_reap >= 1000 && s->latest_time > REAP_DELAY_NS) {
                 proc_table_reap(s->procs, s->latest_time - REAP_DELAY_NS);
                 s->last_reap = now;

@@ -18,7 +18,9 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 return -ENOMEM;
         pl->api = api;
         pl->host = host;
-        r = api->register_data_source(host, "linux.perf", TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
+        r = api->register_data_source(host, "linux.perf",
+                                      TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP |
+                                              TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR);
         if (r < 0) {
                 free(pl);
                 return r;
@@ -54,6 +56,10 @@ static void flush(void *state, uint64_t id) {
         perf_session_flush(state, id);
 }
 
+static void clear_incremental_state(void *state, uint64_t id) {
+        perf_session_clear(state, id);
+}
+
 /* CAP_PERFMON (38): system-wide perf_event_open with kernel callchains;
  * the plugin host grants CAP_SYS_ADMIN (21) instead on kernels older than
  * CAP_PERFMON. CAP_SYSLOG (34): real addresses in /proc/kallsyms, to name
@@ -62,4 +68,4 @@ static void flush(void *state, uint64_t id) {
  * there; CAP_DAC_READ_SEARCH is not enough). CAP_IPC_LOCK (14): rings
  * beyond perf_event_mlock_kb per CPU (the default 2 MiB rings on a machine
  * with many CPUs, or larger ring_buffer_pages). */
-PLUGIN_DEFINE("perf", TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(14))
+PLUGIN_DEFINE_CLEARING("perf", TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(14))

@@ -259,8 +259,8 @@ void fixture_cpu_offline_and_back(struct fixture_hotplug *h) {
         usleep(1500 * 1000);
 }
 
-void fixture_record(struct traced_instance *inst, sd_event *event, const char *wait_for, const char *config,
-                    void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata) {
+static void record(struct traced_instance *inst, sd_event *event, const char *wait_for, const char *config,
+                   bool read_back, void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata) {
         int root = records_in_root(config) ? fixture_root_lock() : -1;
         int hotplug = fixture_hotplug_lock(false);
         int rate = sample_rate_raise(config);
@@ -273,7 +273,7 @@ void fixture_record(struct traced_instance *inst, sd_event *event, const char *w
         cr_assert_geq(fd, 0);
         bool ftrace = strstr(config, "\"linux.ftrace\"") != NULL;
         unsigned started = ftrace ? fixture_log_count(inst, FIXTURE_FTRACE_STARTED) : 0;
-        fixture_enable_text(&cons, config, fd);
+        fixture_enable_text(&cons, config, read_back ? -EBADF : fd);
         /* The plugins set their instances up after EnableTracing returned. */
         if (ftrace)
                 (void) fixture_wait_log(inst, event, FIXTURE_FTRACE_STARTED, started, 10000);
@@ -284,12 +284,27 @@ void fixture_record(struct traced_instance *inst, sd_event *event, const char *w
                                         &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
                      0);
         cr_assert(test_consumer_wait_disabled(&cons, 20000));
+        if (read_back) {
+                cr_assert_eq(test_consumer_read(&cons, 20000), 0, "ReadBuffers");
+                cr_assert_eq(write(fd, cons.data, cons.len), (ssize_t) cons.len);
+        }
         test_consumer_free(&cons);
         sample_rate_restore(rate);
         fixture_hotplug_unlock(hotplug);
         fixture_root_unlock(root);
         fixture_for_each_packet(fd, fn, userdata);
         close(fd);
+}
+
+void fixture_record(struct traced_instance *inst, sd_event *event, const char *wait_for, const char *config,
+                    void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata) {
+        record(inst, event, wait_for, config, false, action, action_data, fn, userdata);
+}
+
+void fixture_record_read_back(struct traced_instance *inst, sd_event *event, const char *wait_for,
+                              const char *config, void (*action)(void *), void *action_data, fixture_packet_fn fn,
+                              void *userdata) {
+        record(inst, event, wait_for, config, true, action, action_data, fn, userdata);
 }
 
 int fixture_write_marker(const char *path, const char *text) {

@@ -44,6 +44,12 @@ void fixture_for_each_packet(int fd, fixture_packet_fn fn, void *userdata);
  */
 void fixture_record(struct traced_instance *inst, sd_event *event, const char *wait_for, const char *config,
                     void (*action)(void *), void *action_data, fixture_packet_fn fn, void *userdata);
+/* The same for a config without write_into_file: the buffers are read
+ * back (ReadBuffers) once the session is disabled, as tracectl does, so
+ * that a RING_BUFFER holds what it kept after wrapping. */
+void fixture_record_read_back(struct traced_instance *inst, sd_event *event, const char *wait_for,
+                              const char *config, void (*action)(void *), void *action_data, fixture_packet_fn fn,
+                              void *userdata);
 
 /*
  * A test that takes a CPU offline holds the CPU hotplug lock exclusively;

@@ -270,3 +270,37 @@ Test(perf_session, worker_writes_samples_and_counters) {
         cr_expect_eq(field(f.data, f.len, 30), 3);
         cr_expect_eq(field(fh.packets[5], fh.sizes[5], 8), 2000);
 }
+
+/* The service's ClearIncrementalState (perf_session_clear counts it): the
+ * worker's next packet starts the sequence again, TracePacketDefaults with
+ * SEQ_INCREMENTAL_STATE_CLEARED, and what it interned is emitted anew. */
+Test(perf_session, worker_starts_the_sequence_again_after_a_clear) {
+        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
+        cr_assert_eq(intern_writer_new(&s->iw), 0);
+        cr_assert_eq(proc_table_new(NULL, &s->procs), 0);
+        cr_assert_eq(elf_cache_new(NULL, &s->elves), 0);
+        s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves };
+        cr_assert_eq(unwinder_new(&s->sym, &s->unw), 0);
+
+        for (int k = 0; k < 3; k++) {
+                struct perf_item *note = perf_item_new(PERF_ITEM_NOTE, 0);
+                *note = (struct perf_item) { .kind = PERF_ITEM_NOTE, .reason = SKIP_UNWIND_ENQUEUE, .cpu = 1,
+                                             .pid = 42, .tid = 43, .time = 1000u + (uint64_t) k, .count = 7 };
+                cr_assert_eq(perf_queue_push(&s->q, note), 0);
+        }
+        cr_assert_eq(perf_queue_push(&s->q, perf_item_new(PERF_ITEM_STOP, 0)), 0);
+        perf_queue_publish(&s->q);
+        /* Asked once: carried out after the first item, not again. */
+        atomic_store(&s->clears_asked, 1);
+        uint32_t epoch = s->epoch;
+
+        cr_expect_null(perf_worker_main(s));
+        static const uint32_t want[] = { 59, 66, 59, 66, 66 };
+        cr_assert_eq(fh.n, sizeof(want) / sizeof(*want));
+        for (size_t k = 0; k < fh.n; k++)
+                cr_expect_eq(payload_of(k), want[k], "packet %zu", k);
+        cr_expect_eq(field(fh.packets[0], fh.sizes[0], 13), SEQ_INCREMENTAL_STATE_CLEARED);
+        cr_expect_eq(field(fh.packets[2], fh.sizes[2], 13), SEQ_INCREMENTAL_STATE_CLEARED);
+        cr_expect_eq(s->clears_done, 1);
+        cr_expect_eq(s->epoch, epoch + 1, "the frame cache and counter tracks start again");
+}

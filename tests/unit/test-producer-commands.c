@@ -12,12 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/macro.h"
 #include "producer-internal.h"
 
 #include "perfetto/ipc/producer_port.pb-c.h"
 
 struct calls {
-        unsigned starts, stops;
+        unsigned starts, stops, clears;
+        uint64_t cleared[8];
         uint64_t last_id;
         char data_source[32];
         size_t config_size;
@@ -37,6 +39,13 @@ static void on_stop(traced_producer *p, uint64_t id, void *ud) {
         c->last_id = id;
 }
 
+static void on_clear(traced_producer *p, uint64_t id, void *ud) {
+        struct calls *c = ud;
+        if (c->clears < ELEMENTSOF(c->cleared))
+                c->cleared[c->clears] = id;
+        c->clears++;
+}
+
 static traced_producer *producer;
 static struct calls calls;
 
@@ -50,6 +59,7 @@ static void setup(void) {
                 .struct_size = sizeof(struct traced_producer_ops),
                 .start = on_start,
                 .stop = on_stop,
+                .clear_incremental_state = on_clear,
         };
 }
 
@@ -186,4 +196,40 @@ Test(producer_commands, failed_replies_and_other_clients_are_ignored) {
         producer_on_async_command((ipc_client *) &calls, 0, &cmd->base, true, -EBADF, producer);
         producer_on_async_command(NULL, 0, NULL, true, -EBADF, producer);
         cr_assert_null(producer->instances);
+}
+
+static void clear_ids(const uint64_t *ids, size_t n) {
+        Perfetto__Protos__GetAsyncCommandResponse__ClearIncrementalState cl =
+                PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CLEAR_INCREMENTAL_STATE__INIT;
+        Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+        cl.n_data_source_ids = n;
+        cl.data_source_ids = (uint64_t *) ids;
+        cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_CLEAR_INCREMENTAL_STATE;
+        cmd.clear_incremental_state = &cl;
+        send_cmd(&cmd);
+}
+
+/* ClearIncrementalState reaches the running instances of data sources that
+ * said they handle it, and nobody else. */
+Test(producer_commands, clear_incremental_state_reaches_who_handles_it) {
+        add_ds("interns", TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR | TRACED_DS_WILL_NOTIFY_ON_STOP);
+        add_ds("plain", 0);
+        setup_ds(1, "interns", -1);
+        setup_ds(2, "plain", -1);
+        setup_ds(3, "interns", -1);
+        static const uint64_t ids[] = { 1, 2, 3, 99 };
+        clear_ids(ids, ELEMENTSOF(ids));
+        cr_assert_eq(calls.clears, 2);
+        cr_assert(calls.cleared[0] + calls.cleared[1] == 4 && calls.cleared[0] != calls.cleared[1],
+                  "instances 1 and 3 cleared, not %llu and %llu", (unsigned long long) calls.cleared[0],
+                  (unsigned long long) calls.cleared[1]);
+        /* A stopped instance (waiting to notify) is not asked any more. */
+        stop_ds(3);
+        clear_ids(ids, ELEMENTSOF(ids));
+        cr_assert_eq(calls.clears, 3);
+        cr_assert_eq(calls.cleared[2], 1);
+        /* Without the callback (an older caller's ops), nothing is called. */
+        producer->ops.clear_incremental_state = NULL;
+        clear_ids(ids, ELEMENTSOF(ids));
+        cr_assert_eq(calls.clears, 3);
 }
