@@ -31,7 +31,12 @@ static size_t put_varint(uint8_t *p, uint64_t v) {
 
 static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t size, void *u) {
         traced_trace_writer *w = NULL;
-        int r = traced_producer_new_writer(p, id, &w);
+        int r;
+
+        (void) cfg;
+        (void) size;
+        (void) u;
+        r = traced_producer_new_writer(p, id, &w);
         if (r < 0) {
                 fprintf(stderr, "producer: new_writer: %s\n", strerror(-r));
                 return;
@@ -55,6 +60,8 @@ static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint
 }
 
 static void on_stop(traced_producer *p, uint64_t id, void *u) {
+        (void) p;
+        (void) id;
         sd_event_exit(u, 0);
 }
 
