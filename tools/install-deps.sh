@@ -5,6 +5,7 @@ set -eu
 
 PACKAGES="
 build-essential autoconf automake libtool pkg-config make
+debhelper lintian
 libsystemd-dev systemd
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev
@@ -13,7 +14,6 @@ bpftool
 clang llvm lld libclang-rt-14-dev
 libselinux1-dev selinux-policy-dev selinux-policy-default setools semodule-utils bzip2
 mandoc man-db procps
-debhelper lintian
 "
 
 missing=""
