@@ -4,20 +4,25 @@
 # --distcheck) `make distcheck`.
 # With --fuzz=SECONDS, each libFuzzer target then runs that long on top of
 # its corpus (`make fuzz-run`; crashers land in tests/fuzz/corpus/).
-#   tools/check.sh [--sanitizers | --no-sanitizers] [--distcheck] [--fuzz=SECONDS]
+# With --deb, the Debian packages are built (dpkg-buildpackage -us -uc -b,
+# from a copy of the tree) and lintian checks them: any error or warning
+# fails.
+#   tools/check.sh [--sanitizers | --no-sanitizers] [--distcheck] [--fuzz=SECONDS] [--deb]
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 sanitizers=yes
 distcheck=no
 fuzz_seconds=
+deb=no
 for a in "$@"; do
         case "$a" in
         --sanitizers) sanitizers=yes ;;
         --no-sanitizers) sanitizers=no ;;
         --distcheck) distcheck=yes ;;
         --fuzz=*) fuzz_seconds=${a#--fuzz=} ;;
-        *) echo "usage: $0 [--sanitizers | --no-sanitizers] [--distcheck] [--fuzz=SECONDS]" >&2; exit 2 ;;
+        --deb) deb=yes ;;
+        *) echo "usage: $0 [--sanitizers | --no-sanitizers] [--distcheck] [--fuzz=SECONDS] [--deb]" >&2; exit 2 ;;
         esac
 done
 
@@ -86,5 +91,31 @@ if [ -n "$fuzz_seconds" ]; then
         echo "== fuzzing each target for ${fuzz_seconds}s"
         (cd "$top/build-check" && make -j"$jobs" fuzz >fuzz-build.out 2>&1) || { tail -n 40 "$top/build-check/fuzz-build.out"; exit 1; }
         (cd "$top/build-check" && make fuzz-run FUZZ_SECONDS="$fuzz_seconds")
+fi
+if [ "$deb" = yes ]; then
+        # From a copy without the autogen output: dpkg-buildpackage builds in
+        # its source tree, which the suites above need unconfigured.
+        echo "== Debian packages (dpkg-buildpackage -us -uc -b, lintian)"
+        debdir=$(mktemp -d /tmp/traced-deb-XXXXXX)
+        if [ "$src" = "$top" ]; then
+                trap 'rm -rf "$debdir"' EXIT
+        else
+                trap 'rm -rf "$src" "$debdir"' EXIT
+        fi
+        mkdir "$debdir/traced"
+        if git -C "$top" rev-parse --git-dir >/dev/null 2>&1; then
+                git -C "$top" ls-files -z | (cd "$top" && xargs -0 tar -cf - --no-recursion) | tar -C "$debdir/traced" -xf -
+        else
+                tar -C "$top" --exclude=./build --exclude=./build-check --exclude=./build-asan -cf - . | tar -C "$debdir/traced" -xf -
+        fi
+        if ! (cd "$debdir/traced" && dpkg-buildpackage -us -uc -b -j"$jobs" >"$debdir/build.log" 2>&1); then
+                tail -n 80 "$debdir/build.log"
+                exit 1
+        fi
+        ls "$debdir"/*.deb
+        # lintian exits non-zero on any error or warning (its overrides, each
+        # with its reason, are in debian/*.lintian-overrides).
+        lintian --fail-on error,warning "$debdir"/*.changes
+        echo "deb: ok"
 fi
 echo "== all tests passed"

@@ -5,6 +5,7 @@ set -eu
 
 PACKAGES="
 build-essential autoconf automake libtool pkg-config make
+debhelper lintian
 libsystemd-dev systemd
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev
