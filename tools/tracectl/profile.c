@@ -148,6 +148,8 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                 p->samples_no_stack++;
                 return 0;
         }
+        if (have_ts)
+                profile_task_sampled(p, (int32_t) pid, (int32_t) tid, ts);
         enum profile_kind kind = s->kind;
         p->samples_kind[kind]++;
         const struct profile_filter *flt = &p->filter;
@@ -288,7 +290,7 @@ int profile_add_packet(struct profile *p, const uint8_t *data, size_t len) {
         if (r < 0)
                 return -EBADMSG;
         if (ptree)
-                profile_process_tree(p, ptree, ptree_len);
+                profile_process_tree(p, have_ts ? ts : 0, ptree, ptree_len);
         if (!sample && !interned && !defs && !(flags & SEQ_INCREMENTAL_STATE_CLEARED) && !cleared)
                 return 0;
         struct profile_seq *s = profile_seq_get(p, seq_id);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "basic/hashmap.h"
+#include "name-history.h"
 
 /* What a sample counts. On-CPU samples count 1 each; off-CPU samples weigh
  * the time the thread was blocked, in nanoseconds. */
@@ -67,8 +68,10 @@ struct profile_tree {
 struct profile_task {
         int32_t id;
         int32_t tgid;
-        char *name;      /* from the trace's process tree */
-        char *guess;     /* processes without a name: module of their outermost user frame */
+        struct name_history names; /* from the trace's process tree entries */
+        uint64_t last_sample_ts;   /* named as it was then */
+        bool sampled;
+        char *guess;     /* processes without a name: their executable, else "[pid N]" */
 };
 
 struct profile_seq; /* per packet sequence interning state, in profile-internal.h */

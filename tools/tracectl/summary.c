@@ -33,6 +33,8 @@ void summary_done(struct summary *s) {
         s->wakes = NULL;
         free(s->tasks);
         s->tasks = NULL;
+        for (size_t i = 0; i < s->n_procs; i++)
+                name_history_done(&s->procs[i].names);
         free(s->procs);
         s->procs = NULL;
 }
@@ -91,6 +93,17 @@ static void set_comm(struct summary *s, int32_t pid, const char *comm) {
         struct summary_task *t = task(s, pid);
         if (t)
                 snprintf(t->comm, sizeof(t->comm), "%s", comm);
+}
+
+/* A name from a process tree entry at ts: a later entry (a profiler's,
+ * after an exec) wins over an earlier one (the scan at the start),
+ * whichever comes first in the file. */
+static void tree_comm(struct summary *s, int32_t pid, const char *comm, uint64_t ts) {
+        struct summary_task *t = comm && comm[0] ? task(s, pid) : NULL;
+        if (t && (ts >= t->comm_ts || !t->comm[0])) {
+                snprintf(t->comm, sizeof(t->comm), "%s", comm);
+                t->comm_ts = ts;
+        }
 }
 
 /* A waking on cpu (the CPU that recorded it: its current task woke pid). */
@@ -315,6 +328,7 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                 s->packets_after_loss++;
 
         const char *type = "other";
+        uint64_t ts = p->has_timestamp ? p->timestamp : 0;
         switch (p->data_case) {
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS:
                 type = "ftrace_events";
@@ -337,6 +351,8 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         s->perf_unwind_errors += err;
                         struct summary_proc *sp = ps->pid ? proc(s, (int32_t) ps->pid) : NULL;
                         if (sp) {
+                                if (ts > sp->last_sample_ts)
+                                        sp->last_sample_ts = ts;
                                 sp->perf_samples++;
                                 sp->perf_unwind_errors += err;
                         }
@@ -354,15 +370,15 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                                                      (pr->has_cmdline_is_comm && pr->cmdline_is_comm) ||
                                                              (pr->has_is_kthread && pr->is_kthread),
                                                      pr->has_ppid ? pr->ppid : -1, name, sizeof(name));
-                                set_comm(s, pr->pid, name);
+                                tree_comm(s, pr->pid, name, ts);
                                 struct summary_proc *sp = proc(s, pr->pid);
                                 if (sp)
-                                        snprintf(sp->name, sizeof(sp->name), "%s", name);
+                                        (void) name_history_add(&sp->names, ts, name);
                         }
                 }
                 for (size_t i = 0; i < p->process_tree->n_threads; i++) {
                         const Perfetto__Protos__ProcessTree__Thread *th = p->process_tree->threads[i];
-                        set_comm(s, th->tid, th->name);
+                        tree_comm(s, th->tid, th->name, ts);
                         struct summary_task *t = task(s, th->tid);
                         if (t && th->has_tgid)
                                 t->tgid = th->tgid;
@@ -480,6 +496,15 @@ static int by_proc_cpu(const void *a, const void *b) {
 
 void summary_finish(struct summary *s) {
         resolve_gaps(s);
+        /* A process is called what it was at its last sample (after an
+         * exec; not what a later process of the same pid was). */
+        for (size_t i = 0; i < s->n_procs; i++) {
+                struct summary_proc *p = &s->procs[i];
+                const char *n = p->perf_samples ? name_history_at(&p->names, p->last_sample_ts)
+                                                : name_history_last(&p->names);
+                if (n)
+                        snprintf(p->name, sizeof(p->name), "%s", n);
+        }
         /* Threads' scheduled time adds up to their process's. */
         for (size_t i = 0; i < s->n_tasks; i++) {
                 const struct summary_task *t = &s->tasks[i];

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "name-history.h"
+
 #define SUMMARY_MAX_CPUS 512
 #define SUMMARY_MAX_TYPES 32
 #define SUMMARY_MAX_SEQS 4096
@@ -17,6 +19,7 @@ struct summary_task {
         int32_t pid;
         int32_t tgid; /* 0: not known */
         char comm[32];
+        uint64_t comm_ts; /* of the process tree entry that named it */
         uint64_t runtime_ns;
         uint64_t switches_in;
 };
@@ -26,6 +29,8 @@ struct summary_task {
 struct summary_proc {
         int32_t pid;
         char name[32];
+        struct name_history names; /* process tree entries: name is the one of its last sample */
+        uint64_t last_sample_ts;
         uint64_t sched_ns;
         uint32_t threads;
         bool have_runtime;
