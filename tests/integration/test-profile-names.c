@@ -201,5 +201,12 @@ Test(profile_names, bpfstack_names_a_process_by_its_comm) {
         snprintf(args, sizeof(args), "report --off-cpu --pid %d", (int) s.pid);
         cr_assert_eq(tracectl(args, &out), 0);
         cr_assert_null(strstr(out, "libc.so.6 "), "%s", out);
+        /* How the user stacks were walked: the plugin's counters. */
+        cr_assert_not_null(strstr(out, "# Stack walks:    "), "%s", out);
+        cr_assert_not_null(strstr(out, " user stacks (linux.bpf_stack): "), "%s", out);
+        free(out);
+        cr_assert_eq(tracectl("summary", &out), 0);
+        cr_log_info("%s", out);
+        cr_assert_not_null(strstr(out, "\nStack walks:    "), "%s", out);
         free(out);
 }

@@ -60,9 +60,10 @@ int profile_seq_resolve_callstack(struct profile *p, struct profile_seq *s, stru
 /* Reads a ProcessTree message of a packet at ts (0: none): names of
  * processes and threads. An entry names a task unless a later one did. */
 void profile_process_tree(struct profile *p, uint64_t ts, const uint8_t *d, size_t n);
-/* A sample of thread tid of process pid at ts (the names shown are the
- * ones in effect at their last sample). */
-void profile_task_sampled(struct profile *p, int32_t pid, int32_t tid, uint64_t ts);
+/* A sample with a callstack (cut: with an unwind error) of thread tid of
+ * process pid at ts (the names shown are the ones in effect at their last
+ * sample). */
+void profile_task_sampled(struct profile *p, int32_t pid, int32_t tid, bool have_ts, uint64_t ts, bool cut);
 /* Names process pid, if it has no name yet, after the frames of a stack. */
 int profile_guess_name(struct profile *p, int32_t pid, const uint32_t *syms, size_t nf);
 void profile_names_done(struct profile *p);

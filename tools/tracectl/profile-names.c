@@ -93,9 +93,13 @@ static const char *task_name(const struct profile_task *t) {
         return t->sampled ? name_history_at(&t->names, t->last_sample_ts) : name_history_last(&t->names);
 }
 
-void profile_task_sampled(struct profile *p, int32_t pid, int32_t tid, uint64_t ts) {
+void profile_task_sampled(struct profile *p, int32_t pid, int32_t tid, bool have_ts, uint64_t ts, bool cut) {
         struct profile_task *t[2] = { task_get(p, true, pid, true), task_get(p, false, tid, true) };
-        for (size_t i = 0; i < 2; i++)
+        if (t[0]) {
+                t[0]->stacks++;
+                t[0]->stacks_cut += cut;
+        }
+        for (size_t i = 0; i < 2 && have_ts; i++)
                 if (t[i] && (!t[i]->sampled || ts > t[i]->last_sample_ts)) {
                         t[i]->last_sample_ts = ts;
                         t[i]->sampled = true;
@@ -112,6 +116,12 @@ const char *profile_process_name(const struct profile *p, int32_t pid) {
         if (t && t->guess)
                 return t->guess;
         return pid == 0 ? "[idle]" : "[unknown]";
+}
+
+void profile_process_stacks(const struct profile *p, int32_t pid, uint64_t *ret_stacks, uint64_t *ret_cut) {
+        const struct profile_task *t = task_get((struct profile *) p, true, pid, false);
+        *ret_stacks = t ? t->stacks : 0;
+        *ret_cut = t ? t->stacks_cut : 0;
 }
 
 const char *profile_thread_name(const struct profile *p, int32_t tid) {

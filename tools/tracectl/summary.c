@@ -466,6 +466,11 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                                 s->cpu_reader[c->cpu] = (uint8_t) c->traced_reader;
                 }
                 break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR:
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT:
+                type = p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT ? "track_event" : "track_descriptor";
+                stack_walks_packet(&s->walks, data, len);
+                break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_COMPRESSED_PACKETS:
                 type = "compressed_packets";
                 break;
@@ -572,6 +577,7 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                         s->procs[best].perf_unwind_errors);
                 last = best;
         }
+        stack_walks_print(f, &s->walks, "");
         if (s->have_kernel_stats)
                 fprintf(f, "Kernel buffer:  %" PRIu64 " events overwritten before they were read\n", s->kernel_overrun);
         if (s->processes_in_tree)
@@ -592,6 +598,21 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 const struct summary_proc *p = &s->procs[i];
                 if (proc_cpu(p) == 0)
                         break;
+                if (!s->sched_switches) {
+                        /* No scheduling events: only what /proc said (a
+                         * perf-only trace with linux.process_stats). */
+                        if (!p->have_runtime)
+                                continue;
+                        if (shown == 0)
+                                fprintf(f, "Top processes by CPU time (\"/proc cpu ms\": the kernel's count between the first\n"
+                                           "  and last process stats, %.3f s apart, in clock ticks; no sched_switch recorded):\n"
+                                           "  %-8s %-20s %14s %10s\n",
+                                        (double) (s->ps_last_ts - s->ps_first_ts) / 1e9, "pid", "name", "/proc cpu ms", "rss MB");
+                        fprintf(f, "  %-8d %-20s %14.3f %10.1f\n", p->pid, p->name[0] ? p->name : "?",
+                                (double) (p->runtime_last_ns - p->runtime_first_ns) / 1e6, (double) p->rss_kb / 1024.0);
+                        shown++;
+                        continue;
+                }
                 if (shown == 0) {
                         fprintf(f, "Top processes by CPU time (\"cpu ms\": scheduled, from sched_switch, over %.3f s",
                                 s->ts_max > s->ts_min && s->ts_min != UINT64_MAX ? (double) (s->ts_max - s->ts_min) / 1e9 : 0.0);

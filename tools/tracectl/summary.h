@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "name-history.h"
+#include "stack-walks.h"
 
 #define SUMMARY_MAX_CPUS 512
 #define SUMMARY_MAX_TYPES 32
@@ -62,6 +63,7 @@ struct summary {
         /* linux.perf: samples with a callstack, without (skipped: out of
          * scope, dropped), with an unwind error; records the kernel lost */
         uint64_t perf_samples, perf_stacks, perf_skipped, perf_unwind_errors, perf_lost;
+        struct stack_walks walks; /* linux.bpf_stack's user stack walks */
         uint64_t sched_switches;
         uint64_t prints;
         bool lost_events;
