@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pbtxt/pbtxt.h"
+#include "summary-json.h"
 #include "summary.h"
 #include "trace-reader.h"
 #include "tracectl.h"
@@ -229,7 +230,7 @@ int cmd_print(int argc, char **argv) {
         return EXIT_OK;
 }
 
-int print_trace_summary(const char *path, unsigned top_n) {
+static int summarise_file(const char *path, unsigned top_n, bool json) {
         struct trace_reader rd;
         struct summary s;
         int r = trace_reader_open(&rd, path);
@@ -248,8 +249,15 @@ int print_trace_summary(const char *path, unsigned top_n) {
                 fprintf(stderr, "tracectl: %s is empty: it holds no trace packets\n", path);
                 ret = EXIT_OTHER;
         } else {
-                printf("File:           %s (%" PRIu64 " bytes)\n", path, rd.offset);
-                summary_print(stdout, &s, top_n);
+                if (json) {
+                        if (summary_print_json(stdout, &s, path, rd.offset, r == 0, top_n) < 0) {
+                                fprintf(stderr, "tracectl: out of memory\n");
+                                ret = EXIT_OTHER;
+                        }
+                } else {
+                        printf("File:           %s (%" PRIu64 " bytes)\n", path, rd.offset);
+                        summary_print(stdout, &s, top_n);
+                }
                 fflush(stdout);
                 if (r < 0) {
                         fprintf(stderr,
@@ -264,12 +272,18 @@ int print_trace_summary(const char *path, unsigned top_n) {
         return ret;
 }
 
+int print_trace_summary(const char *path, unsigned top_n) {
+        return summarise_file(path, top_n, false);
+}
+
 int cmd_summary(int argc, char **argv) {
-        if (argc != 2 || strcmp(argv[1], "--help") == 0) {
-                printf("Usage: tracectl summary FILE\n\nPackets per type and sequence, time span, per-CPU ftrace event\n"
-                       "counts, the threads that used the most CPU (from sched_switch) and\n"
-                       "the service's statistics.\n");
+        bool json = argc == 3 && strcmp(argv[1], "--json") == 0;
+        if (!(argc == 2 || json) || strcmp(argv[1], "--help") == 0) {
+                printf("Usage: tracectl summary [--json] FILE\n\nPackets per type and sequence, time span, per-CPU ftrace event\n"
+                       "counts, the threads that used the most CPU (from sched_switch),\n"
+                       "perf samples and how stacks were walked, and the service's\n"
+                       "statistics. --json writes them as one JSON object (keys in tracectl(1)).\n");
                 return argc == 2 ? EXIT_OK : EXIT_USAGE;
         }
-        return print_trace_summary(argv[1], 15);
+        return summarise_file(argv[argc - 1], 15, json);
 }

@@ -6,20 +6,24 @@
 #include <string.h>
 
 #include "pbtxt/pbtxt.h"
+#include "query-json.h"
 #include "tracectl.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
 
 int cmd_query(struct tracectl *t, int argc, char **argv) {
-        bool raw = false;
+        bool raw = false, json = false;
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--help") == 0) {
-                        printf("Usage: tracectl query [--raw]\n\nLists producers, data sources and tracing sessions\n"
-                               "(QueryServiceState). --raw prints the reply in text format.\n");
+                        printf("Usage: tracectl query [--raw | --json]\n\nLists producers, data sources and tracing sessions\n"
+                               "(QueryServiceState). --raw prints the reply in text format, --json\n"
+                               "as one JSON object (keys in tracectl(1)).\n");
                         return EXIT_OK;
                 }
                 if (strcmp(argv[i], "--raw") == 0)
                         raw = true;
+                else if (strcmp(argv[i], "--json") == 0)
+                        json = true;
                 else {
                         fprintf(stderr, "tracectl query: unknown argument \"%s\"\n", argv[i]);
                         return EXIT_USAGE;
@@ -38,6 +42,13 @@ int cmd_query(struct tracectl *t, int argc, char **argv) {
                 return EXIT_OTHER;
         }
         const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+        if (json && st) {
+                r = query_print_json(stdout, st);
+                protobuf_c_message_free_unpacked(reply, NULL);
+                if (r < 0)
+                        fprintf(stderr, "tracectl: out of memory\n");
+                return r < 0 ? EXIT_OTHER : EXIT_OK;
+        }
         if (raw || !st) {
                 pbtxt_print(stdout, reply, 0);
                 protobuf_c_message_free_unpacked(reply, NULL);
