@@ -12,7 +12,7 @@ libcriterion-dev libxml2-dev
 bpftool
 clang llvm lld libclang-rt-14-dev
 libselinux1-dev selinux-policy-dev selinux-policy-default setools semodule-utils bzip2
-mandoc man-db procps
+mandoc man-db procps bash-completion
 "
 
 missing=""
