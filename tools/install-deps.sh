@@ -7,7 +7,7 @@ PACKAGES="
 build-essential autoconf automake libtool pkg-config make
 libsystemd-dev systemd
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
-libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev libjson-c-dev
+libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev libjson-c-dev libseccomp-dev
 libcriterion-dev libxml2-dev
 bpftool
 clang llvm lld libclang-rt-14-dev

@@ -7,6 +7,7 @@
 
 #include "basic/alloc.h"
 #include "summary.h"
+#include "syscalls.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
 
@@ -35,6 +36,8 @@ void summary_done(struct summary *s) {
         s->tasks = NULL;
         for (size_t i = 0; i < s->n_procs; i++)
                 name_history_done(&s->procs[i].names);
+        syscall_stats_done(&s->syscalls);
+        syscalls_done();
         free(s->procs);
         s->procs = NULL;
 }
@@ -222,6 +225,15 @@ static void resolve_gaps(struct summary *s) {
         }
 }
 
+/* The "ret" field of a syscalls/sys_exit_NAME event, else 0. */
+static int64_t generic_ret(const Perfetto__Protos__GenericFtraceEvent *g) {
+        for (size_t i = 0; i < g->n_field; i++)
+                if (g->field[i]->name && strcmp(g->field[i]->name, "ret") == 0 &&
+                    g->field[i]->value_case == PERFETTO__PROTOS__GENERIC_FTRACE_EVENT__FIELD__VALUE_INT_VALUE)
+                        return g->field[i]->int_value;
+        return 0;
+}
+
 static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBundle *b) {
         uint32_t cpu = b->has_cpu ? b->cpu : 0;
         if (cpu < SUMMARY_MAX_CPUS && cpu + 1 > s->n_cpus)
@@ -258,6 +270,17 @@ static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBun
                         break;
                 case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_TASK_RENAME:
                         set_comm(s, e->task_rename->pid, e->task_rename->newcomm);
+                        break;
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SYS_ENTER:
+                        syscall_stats_enter_nr(&s->syscalls, (int32_t) e->pid, e->timestamp, e->sys_enter->id);
+                        break;
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SYS_EXIT:
+                        syscall_stats_exit_nr(&s->syscalls, (int32_t) e->pid, e->timestamp, e->sys_exit->id,
+                                              e->sys_exit->has_ret && e->sys_exit->ret < 0);
+                        break;
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_GENERIC:
+                        syscall_stats_event(&s->syscalls, (int32_t) e->pid, e->timestamp, e->generic->event_name,
+                                            generic_ret(e->generic));
                         break;
                 default:
                         break;
@@ -577,6 +600,7 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                         s->procs[best].perf_unwind_errors);
                 last = best;
         }
+        syscall_stats_print(f, &s->syscalls, s->machine, top_n);
         stack_walks_print(f, &s->walks, "");
         if (s->have_kernel_stats)
                 fprintf(f, "Kernel buffer:  %" PRIu64 " events overwritten before they were read\n", s->kernel_overrun);

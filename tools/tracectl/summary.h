@@ -10,6 +10,7 @@
 
 #include "name-history.h"
 #include "stack-walks.h"
+#include "summary-syscalls.h"
 
 #define SUMMARY_MAX_CPUS 512
 #define SUMMARY_MAX_TYPES 32
@@ -64,6 +65,7 @@ struct summary {
          * scope, dropped), with an unwind error; records the kernel lost */
         uint64_t perf_samples, perf_stacks, perf_skipped, perf_unwind_errors, perf_lost;
         struct stack_walks walks; /* linux.bpf_stack's user stack walks */
+        struct syscall_stats syscalls; /* raw_syscalls or syscalls/ events */
         uint64_t sched_switches;
         uint64_t prints;
         bool lost_events;
