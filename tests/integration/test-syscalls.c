@@ -103,4 +103,21 @@ Test(syscalls, print_names_them_and_summary_counts_them) {
         cr_assert_geq(count_lines("print", " (write)"), 3000 * 2);
         cr_assert_geq(summary_calls("read"), 3000);
         cr_assert_geq(summary_calls("write"), 3000);
+        /* The same in summary --json. */
+        char *cmd;
+        cr_assert_gt(asprintf(&cmd,
+                              "set -o pipefail; %s summary --json %s/recorded.pftrace | python3 -c '"
+                              "import json, sys\n"
+                              "d = {s[\"name\"]: s for s in json.load(sys.stdin)[\"syscalls\"]}\n"
+                              "assert d[\"read\"][\"calls\"] >= 3000 and d[\"write\"][\"calls\"] >= 3000, d\n"
+                              "assert d[\"read\"][\"total_ms\"] > 0 and d[\"read\"][\"max_us\"] > 0, d'",
+                              TRACECTL_BINARY, inst.dir),
+                     0);
+        char *argv[] = { (char *) "bash", (char *) "-c", cmd, NULL };
+        pid_t sh;
+        cr_assert_eq(posix_spawnp(&sh, "bash", NULL, NULL, argv, environ), 0);
+        int st;
+        cr_assert_eq(waitpid(sh, &st, 0), sh);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "summary --json has no read and write rows");
+        free(cmd);
 }

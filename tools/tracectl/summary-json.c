@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <json-c/json.h>
@@ -115,6 +116,25 @@ static json_object *walks(struct jw *w, const struct stack_walks *sw) {
         return o;
 }
 
+static json_object *syscalls(struct jw *w, const struct summary *s, size_t top_n) {
+        json_object *a = json_object_new_array();
+        size_t *order, n = syscall_stats_sorted(&s->syscalls, &order);
+        for (size_t k = 0; k < n && k < top_n; k++) {
+                const struct syscall_stat *st = &s->syscalls.v[order[k]];
+                char buf[48];
+                json_object *o = obj(w);
+                put_str(w, o, "name", syscall_stats_name(&s->syscalls, order[k], s->machine, buf, sizeof(buf)));
+                put_u64(w, o, "calls", st->calls);
+                put_u64(w, o, "errors", st->errors);
+                put(w, o, "total_ms", json_object_new_double((double) st->total_ns / 1e6));
+                put(w, o, "max_us", json_object_new_double((double) st->max_ns / 1e3));
+                push(w, a, o);
+        }
+        w->failed |= !order;
+        free(order);
+        return a;
+}
+
 static json_object *threads(struct jw *w, const struct summary *s, size_t top_n) {
         json_object *a = json_object_new_array();
         for (size_t i = 0; i < s->n_tasks && i < top_n && s->tasks[i].runtime_ns; i++) {
@@ -184,6 +204,8 @@ int summary_print_json(FILE *f, const struct summary *s, const char *path, uint6
         bool have_perf = s->perf_samples || s->perf_skipped || s->perf_lost;
         put_opt(&w, root, "perf", have_perf, have_perf ? perf(&w, s, top_n) : NULL);
         put_opt(&w, root, "stack_walks", s->walks.seen, s->walks.seen ? walks(&w, &s->walks) : NULL);
+        bool have_syscalls = s->syscalls.calls > 0;
+        put_opt(&w, root, "syscalls", have_syscalls, have_syscalls ? syscalls(&w, s, top_n) : NULL);
         put_u64(&w, root, "processes_in_tree", s->processes_in_tree);
         put(&w, root, "top_threads", threads(&w, s, top_n));
         put(&w, root, "top_processes", processes(&w, s, top_n));
