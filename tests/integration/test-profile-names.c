@@ -121,26 +121,35 @@ static void check_folded_names(const char *folded, const char *want, size_t *ret
 
 struct shim {
         pid_t pid;
+        char go[512]; /* the shell waits for this file, created once recording */
 };
 
 static void wait_shim(void *userdata) {
         struct shim *s = userdata;
+        FILE *f = fopen(s->go, "we");
+        cr_assert_not_null(f);
+        fclose(f);
         reap(s->pid);
         usleep(300 * 1000);
 }
 
 /* A shell started before the recording (linux.process_stats reads it as
- * "sh" at the start) execs python3 during it, as pyenv's shims do: perf
- * names the samples after the exec python3. */
+ * "sh" at the start) execs python3 once the recording runs, as pyenv's
+ * shims do: perf names the samples after the exec python3. */
 Test(profile_names, perf_names_a_process_by_its_comm_after_exec) {
         if (!perf_usable())
                 SKIP("perf_event_open with user registers and stacks is not available here");
         struct shim s;
-        const char *argv[] = {
-                "sh", "-c",
-                "sleep 3; exec python3 -c 'import time\nt = time.time()\nwhile time.time() - t < 1.5: pass'", NULL
-        };
+        snprintf(s.go, sizeof(s.go), "%s/go", inst.dir);
+        char *script;
+        cr_assert_gt(asprintf(&script,
+                              "while [ ! -e %s ]; do sleep 0.05; done\n"
+                              "exec python3 -c 'import time\nt = time.time()\nwhile time.time() - t < 1.5: pass'",
+                              s.go),
+                     0);
+        const char *argv[] = { "sh", "-c", script, NULL };
         s.pid = spawn(argv);
+        free(script);
         fixture_record(&inst, ev, "linux.perf",
                        "buffers { size_kb: 65536 }\n"
                        "data_sources { config { name: \"linux.process_stats\" process_stats_config {\n"

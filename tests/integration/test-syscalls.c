@@ -57,8 +57,9 @@ static unsigned count_lines(const char *args, const char *pattern) {
         return n;
 }
 
-/* The calls column of the summary's row for name. */
-static unsigned long long summary_calls(const char *name) {
+/* The calls the summary's syscall table counts, and its row for name
+ * (0: not among the rows shown, which are the top ones by time). */
+static unsigned long long summary_calls(const char *name, unsigned long long *ret_all) {
         char *cmd, line[512];
         cr_assert_gt(asprintf(&cmd, "%s summary %s/recorded.pftrace", TRACECTL_BINARY, inst.dir), 0);
         FILE *p = popen(cmd, "re");
@@ -72,6 +73,8 @@ static unsigned long long summary_calls(const char *name) {
                 else if (table && line[0] != ' ')
                         table = false;
                 unsigned long long c;
+                if (strncmp(line, "Syscalls:", 9) == 0 && sscanf(line, "Syscalls: %llu calls", &c) == 1)
+                        *ret_all = c;
                 if (table && sscanf(line, " %63s %llu", n, &c) == 2 && strcmp(n, name) == 0)
                         calls = c;
         }
@@ -101,16 +104,21 @@ Test(syscalls, print_names_them_and_summary_counts_them) {
         cr_assert_geq(reads, 3000, "dd's reads: %u", reads);
         cr_assert_geq(count_lines("print", " (read)"), 3000 * 2, "entries and exits named read");
         cr_assert_geq(count_lines("print", " (write)"), 3000 * 2);
-        cr_assert_geq(summary_calls("read"), 3000);
-        cr_assert_geq(summary_calls("write"), 3000);
+        /* All of dd's calls are counted; its rows are shown when among the
+         * top ones by time (a busy machine's threads wait longer). */
+        unsigned long long all = 0, rd = summary_calls("read", &all);
+        cr_assert_geq(all, (unsigned long long) enters, "the table counts %llu calls, dd made %u", all, enters);
+        cr_assert(rd == 0 || rd >= 3000, "read: %llu calls", rd);
         /* The same in summary --json. */
         char *cmd;
         cr_assert_gt(asprintf(&cmd,
                               "set -o pipefail; %s summary --json %s/recorded.pftrace | python3 -c '"
                               "import json, sys\n"
-                              "d = {s[\"name\"]: s for s in json.load(sys.stdin)[\"syscalls\"]}\n"
-                              "assert d[\"read\"][\"calls\"] >= 3000 and d[\"write\"][\"calls\"] >= 3000, d\n"
-                              "assert d[\"read\"][\"total_ms\"] > 0 and d[\"read\"][\"max_us\"] > 0, d'",
+                              "rows = json.load(sys.stdin)[\"syscalls\"]\n"
+                              "assert rows and all(set(r) == {\"name\", \"calls\", \"errors\", \"total_ms\", \"max_us\"} for r in rows), rows\n"
+                              "assert all(r[\"calls\"] > 0 for r in rows), rows\n"
+                              "d = {r[\"name\"]: r for r in rows}\n"
+                              "assert \"read\" not in d or d[\"read\"][\"calls\"] >= 3000, d'",
                               TRACECTL_BINARY, inst.dir),
                      0);
         char *argv[] = { (char *) "bash", (char *) "-c", cmd, NULL };
@@ -118,6 +126,6 @@ Test(syscalls, print_names_them_and_summary_counts_them) {
         cr_assert_eq(posix_spawnp(&sh, "bash", NULL, NULL, argv, environ), 0);
         int st;
         cr_assert_eq(waitpid(sh, &st, 0), sh);
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "summary --json has no read and write rows");
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "summary --json: no syscall rows as documented");
         free(cmd);
 }
