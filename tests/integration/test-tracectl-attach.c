@@ -34,12 +34,21 @@ static void teardown(void) {
 
 TestSuite(tracectl_attach, .init = setup, .fini = teardown, .timeout = 60);
 
-/* A session running in the service, detached under key. */
-static void detached_session(const char *key) {
+/* A session running in the service, detached under key; writing into
+ * file when not NULL. */
+static void detached_session(const char *key, const char *file) {
         struct test_consumer c;
         cr_assert_eq(test_consumer_connect(&c, ev, inst.consumer_path), 0);
         Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.nobody", 60000);
-        cr_assert_eq(test_consumer_enable(&c, cfg, -1), 0);
+        int fd = -1;
+        if (file) {
+                fd = open(file, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+                cr_assert_geq(fd, 0);
+                cfg->has_write_into_file = cfg->write_into_file = true;
+        }
+        cr_assert_eq(test_consumer_enable(&c, cfg, fd), 0);
+        if (fd >= 0)
+                close(fd);
         test_config_free(cfg);
         Perfetto__Protos__DetachRequest dr = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
         dr.key = (char *) key;
@@ -102,7 +111,7 @@ static int finish(struct run *r) {
 }
 
 Test(tracectl_attach, progress_sigterm_detaches_sigint_stops) {
-        detached_session("k2");
+        detached_session("k2", NULL);
         struct run r;
         start_attach(&r, "k2");
         cr_assert(read_until(&r, "Attached to session \"k2\"", 5000), "%s", r.out);
@@ -123,4 +132,48 @@ Test(tracectl_attach, progress_sigterm_detaches_sigint_stops) {
         start_attach(&r, "k2");
         cr_assert_eq(finish(&r), 5, "%s", r.out);
         cr_assert_not_null(strstr(r.out, "no detached session \"k2\""), "%s", r.out);
+}
+
+/* tracectl ARGS (no terminal): exit code and stdout. */
+static int tracectl(const char *args, char **ret_out) {
+        char *cmd, *out = NULL;
+        size_t size = 0;
+        cr_assert_gt(asprintf(&cmd, "%s --socket %s %s", TRACECTL_BINARY, inst.consumer_path, args), 0);
+        FILE *p = popen(cmd, "re");
+        cr_assert_not_null(p);
+        FILE *m = open_memstream(&out, &size);
+        char buf[4096];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
+                fwrite(buf, 1, n, m);
+        fclose(m);
+        int st = pclose(p);
+        free(cmd);
+        *ret_out = out;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* query shows a session's key and file; stop works while another
+ * terminal is attached to it, and that one is told. */
+Test(tracectl_attach, stop_while_attached_and_query_shows_key_and_file) {
+        char file[512], want[600], *out;
+        snprintf(file, sizeof(file), "%s/k3.pftrace", inst.dir);
+        detached_session("k3", file);
+        cr_assert_eq(tracectl("query", &out), 0);
+        snprintf(want, sizeof(want), "key \"k3\"  file %s\n", file);
+        cr_assert_not_null(strstr(out, want), "query does not show \"%s\":\n%s", want, out);
+        free(out);
+
+        struct run r;
+        start_attach(&r, "k3");
+        cr_assert(read_until(&r, "Attached to session \"k3\"", 5000), "%s", r.out);
+        /* Attached: still listed under its key. */
+        cr_assert_eq(tracectl("query --json", &out), 0);
+        cr_assert_not_null(strstr(out, "\"detach_key\":\"k3\""), "%s", out);
+        free(out);
+        cr_assert_eq(tracectl("stop k3", &out), 0, "stop while attached: %s", out);
+        cr_assert_not_null(strstr(out, "Session \"k3\" ended."), "%s", out);
+        free(out);
+        cr_assert_eq(finish(&r), 0, "%s", r.out);
+        cr_assert_not_null(strstr(r.out, "Session \"k3\" was attached from elsewhere"), "%s", r.out);
 }

@@ -76,9 +76,14 @@ int cmd_query(struct tracectl *t, int argc, char **argv) {
                 uint64_t kb = 0;
                 for (size_t k = 0; k < s->n_buffer_size_kb; k++)
                         kb += s->buffer_size_kb[k];
-                printf("  %3llu  %-28s uid %-6d %4u data sources  %6llu KiB  %u ms\n", (unsigned long long) s->id,
+                printf("  %3llu  %-28s uid %-6d %4u data sources  %6llu KiB  %u ms", (unsigned long long) s->id,
                        s->state ? s->state : "?", s->consumer_uid, s->num_data_sources, (unsigned long long) kb,
                        s->duration_ms);
+                if (s->detach_key)
+                        printf("  key \"%s\"", s->detach_key);
+                if (s->output_path)
+                        printf("  file %s", s->output_path);
+                printf("\n");
         }
         protobuf_c_message_free_unpacked(reply, NULL);
         return EXIT_OK;

@@ -284,6 +284,7 @@ static void show_progress(struct tracectl *t, int fd, uint64_t start, bool final
  * on a terminal with progress; attached under detach_key (not NULL),
  * SIGTERM detaches the session again and returns EXIT_DETACHED. */
 #define EXIT_DETACHED (-1)
+#define EXIT_TAKEN (-2) /* attached: another consumer attached to the session under its key */
 static int wait_session_as(struct tracectl *t, struct consumer_session *w, int progress_fd, bool progress,
                            const char *detach_key) {
         uint64_t start = now_usec(), last_progress = 0;
@@ -333,6 +334,9 @@ static int wait_session_as(struct tracectl *t, struct consumer_session *w, int p
         }
         if (tty)
                 show_progress(t, progress_fd, start, true);
+        /* The service's words when another consumer takes the session. */
+        if (detach_key && w->error && strstr(w->error, "attached by another consumer"))
+                return EXIT_TAKEN;
         return session_outcome(w);
 }
 
@@ -658,6 +662,10 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
         r = wait_session_as(t, &w, -EBADF, !stop, stop ? NULL : key);
         consumer_session_done(&w);
         tracectl_disconnect(t);
+        if (r == EXIT_TAKEN) {
+                printf("Session \"%s\" was attached from elsewhere (tracectl stop or attach): it goes on there.\n", key);
+                return EXIT_OK;
+        }
         if (r == EXIT_DETACHED) {
                 printf("Session \"%s\" detached again: tracectl attach %s, or tracectl stop %s.\n", key, key, key);
                 return EXIT_OK;

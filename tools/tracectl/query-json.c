@@ -63,6 +63,10 @@ static json_object *session(bool *failed, const Perfetto__Protos__TracingService
         add(failed, o, "duration_ms", json_object_new_int64(s->duration_ms));
         add(failed, o, "start_realtime_ns", json_object_new_int64(s->start_realtime_ns));
         add(failed, o, "is_started", json_object_new_boolean(s->is_started));
+        /* null when the session has none (or the service does not say) */
+        if (json_object_object_add(o, "detach_key", s->detach_key ? json_object_new_string(s->detach_key) : NULL) < 0 ||
+            json_object_object_add(o, "output_path", s->output_path ? json_object_new_string(s->output_path) : NULL) < 0)
+                *failed = true;
         return o;
 }
 
