@@ -73,10 +73,11 @@ Test(tracectl_json, query) {
                    "assert d['num_sessions'] >= 1, d\n"
                    "s = d['tracing_sessions'][0]\n"
                    "for k in ('id', 'state', 'consumer_uid', 'unique_session_name', 'num_data_sources',\n"
-                   "          'buffer_size_kb', 'buffers_kb', 'duration_ms', 'start_realtime_ns', 'is_started'):\n"
+                   "          'buffer_size_kb', 'buffers_kb', 'duration_ms', 'start_realtime_ns', 'is_started',\n"
+                   "          'detach_key', 'output_path'):\n"
                    "    assert k in s, k\n"
                    "assert s['buffer_size_kb'] == 1024 and s['buffers_kb'] == [1024], s\n"
-                   "assert s['duration_ms'] == 60000, s");
+                   "assert s['duration_ms'] == 60000 and s['detach_key'] is None, s");
         test_consumer_free(&c);
 }
 
