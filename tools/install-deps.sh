@@ -8,12 +8,12 @@ build-essential autoconf automake libtool pkg-config make
 debhelper lintian
 libsystemd-dev systemd
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
-libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev
+libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev libjson-c-dev libseccomp-dev
 libcriterion-dev libxml2-dev
 bpftool
 clang llvm lld libclang-rt-14-dev
 libselinux1-dev selinux-policy-dev selinux-policy-default setools semodule-utils bzip2
-mandoc man-db procps
+mandoc man-db procps bash-completion
 abigail-tools
 "
 

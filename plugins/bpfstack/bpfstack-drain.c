@@ -349,8 +349,21 @@ static void load_pending(struct bpfstack_session *s) {
         s->n_pending -= done;
 }
 
+/* A task first seen, or renamed since: its comm goes into the trace on
+ * the sample's sequence, before the sample. */
+static void name_task(struct bpfstack_session *s, struct seq *q, const struct bpfstack_record *rec) {
+        char comm[BPFSTACK_COMM_LEN + 1];
+        memcpy(comm, rec->comm, BPFSTACK_COMM_LEN);
+        comm[BPFSTACK_COMM_LEN] = 0;
+        if (!task_names_changed(&s->names, (int32_t) rec->tid, comm))
+                return;
+        task_names_packet(&q->pkt, (int32_t) rec->pid, (int32_t) rec->tid, comm, rec->ts, CLOCK_ID_BOOTTIME);
+        seq_write(s, q);
+}
+
 static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec, const uint64_t *walked) {
         struct seq *q = rec->kind == BPFSTACK_ON_CPU ? &s->on : &s->off;
+        name_task(s, q, rec);
         seq_begin(s, q);
         if (rec->ustop != BPFSTACK_STOP_NONE) {
                 s->stops[rec->ustop]++;

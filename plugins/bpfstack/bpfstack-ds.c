@@ -60,6 +60,7 @@ static void session_free(struct bpfstack_session *s) {
                 pbw_done(&qs[k]->pkt);
         }
         proc_table_free(s->procs);
+        task_names_done(&s->names);
         elf_cache_free(s->elves);
         ksyms_free(s->ksyms);
         free(s->stack_buf);

@@ -20,6 +20,7 @@
 #include "profiling/intern.h"
 #include "profiling/ksyms.h"
 #include "profiling/symbolizer.h"
+#include "profiling/task-names.h"
 #include "unwind-counters.h"
 #include "unwind-tables.h"
 
@@ -72,6 +73,7 @@ struct bpfstack_session {
         struct traced_source *rb_src, *timer;
 
         struct proc_table *procs;
+        struct task_names names; /* comms written, from the records */
         struct elf_cache *elves;
         struct ksyms *ksyms;
         struct symbolizer sym;

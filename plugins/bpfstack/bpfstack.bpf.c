@@ -418,10 +418,10 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
                 return 0;
         __u64 id = bpf_get_current_pid_tgid();
         __u32 pid = id >> 32, tid = (__u32) id;
-        /* The name is only read for a filter on names. */
+        /* The name, for a filter on names and to name the task in the
+         * trace. */
         char comm[BPFSTACK_COMM_LEN] = {};
-        if (n_comms)
-                bpf_get_current_comm(comm, sizeof(comm));
+        bpf_get_current_comm(comm, sizeof(comm));
         if (!wanted(pid, tid, comm, true))
                 return 0;
         if (walk_user && want_user) {

@@ -103,6 +103,7 @@ static void session_free(struct perf_session *s) {
         free(s->track_epoch);
         unwinder_free(s->unw);
         proc_table_free(s->procs);
+        task_names_done(&s->names);
         elf_cache_free(s->elves);
         ksyms_free(s->ksyms);
         intern_writer_free(s->iw);
@@ -142,10 +143,12 @@ static int setup(struct perf_session *s) {
                         a->sample_stack_user = PERF_STACK_COPY_BYTES;
                 }
                 a->mmap2 = 1;
-                a->comm = 1;
-                a->comm_exec = 1;
                 a->task = 1;
         }
+        /* Renames and execs, to name the samples by the comm they had
+         * (the worker writes them into the trace). */
+        a->comm = 1;
+        a->comm_exec = 1;
         a->sample_id_all = 1;
         a->read_format |= CPU_HOTPLUG_READ_FORMAT;
         a->disabled = 1;

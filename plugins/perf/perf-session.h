@@ -31,6 +31,7 @@
 #include "perf-record.h"
 #include "profiling/cpus.h"
 #include "profiling/symbolizer.h"
+#include "profiling/task-names.h"
 
 #define MAX_CPUS 1024
 #define SCOPE_SLOTS 16384u /* a power of two */
@@ -108,6 +109,7 @@ struct perf_session {
 
         /* the worker's */
         struct proc_table *procs;
+        struct task_names names; /* comms written (PERF_RECORD_COMM) */
         struct elf_cache *elves;
         struct ksyms *ksyms;
         struct symbolizer sym;

@@ -243,6 +243,16 @@ static void process_sample(struct perf_session *s, const struct perf_item *it, c
         write_sample(s, &o);
 }
 
+/* A task renamed or exec'd: its new comm goes into the trace, on this
+ * sequence, so the samples after it are named by it. */
+static void name_task(struct perf_session *s, const struct perf_record *r) {
+        if (!task_names_changed(&s->names, (int32_t) r->u.comm.tid, r->u.comm.comm))
+                return;
+        task_names_packet(&s->pkt, (int32_t) r->u.comm.pid, (int32_t) r->u.comm.tid, r->u.comm.comm, r->time,
+                          s->cfg.clock_id);
+        write_packet(s);
+}
+
 static void process_record(struct perf_session *s, const struct perf_item *it) {
         struct perf_record r;
         if (perf_record_parse(it->rec, it->len, &s->layout, &r) < 0)
@@ -277,6 +287,7 @@ static void process_record(struct perf_session *s, const struct perf_item *it) {
                 break;
         }
         case PERF_REC_COMM:
+                name_task(s, &r);
                 if (r.u.comm.pid != r.u.comm.tid)
                         break;
                 if (r.u.comm.exec)

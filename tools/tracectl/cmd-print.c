@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "pbtxt/pbtxt.h"
+#include "summary-json.h"
+#include "syscalls.h"
 #include "summary.h"
 #include "trace-reader.h"
 #include "tracectl.h"
@@ -157,6 +159,19 @@ static void print_compact_sched(uint32_t cpu, const Perfetto__Protos__FtraceEven
         }
 }
 
+/* raw_syscalls events carry the number: the name follows. */
+static void print_syscall(const Perfetto__Protos__FtraceEvent *e, const char *machine) {
+        int64_t nr;
+        if (e->event_case == PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SYS_ENTER && e->sys_enter->has_id)
+                nr = e->sys_enter->id;
+        else if (e->event_case == PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SYS_EXIT && e->sys_exit->has_id)
+                nr = e->sys_exit->id;
+        else
+                return;
+        const char *name = syscall_name(machine, nr);
+        printf(" (%s)", name ? name : "?");
+}
+
 int cmd_print(int argc, char **argv) {
         if (argc != 2 || strcmp(argv[1], "--help") == 0) {
                 printf("Usage: tracectl print FILE\n\nPrints every packet of a trace on a line: index, timestamp,\n"
@@ -173,6 +188,7 @@ int cmd_print(int argc, char **argv) {
         size_t len;
         uint64_t idx = 0;
         struct cpu_current cur = {};
+        char machine[64] = ""; /* SystemInfo's: the architecture syscall numbers are of */
         while ((r = trace_reader_next(&rd, &data, &len)) > 0) {
                 Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, len, data);
                 if (!p) {
@@ -181,6 +197,9 @@ int cmd_print(int argc, char **argv) {
                 }
                 const ProtobufCMessage *sub;
                 const char *name = data_name(p, &sub);
+                if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_SYSTEM_INFO && p->system_info->utsname &&
+                    p->system_info->utsname->machine)
+                        snprintf(machine, sizeof(machine), "%s", p->system_info->utsname->machine);
                 printf("%6" PRIu64 " ts=%-16" PRIu64 " seq=%-4u %s%s: ", idx++, p->has_timestamp ? p->timestamp : 0,
                        p->trusted_packet_sequence_id, p->has_previous_packet_dropped && p->previous_packet_dropped ? "[loss] " : "",
                        name);
@@ -211,6 +230,7 @@ int cmd_print(int argc, char **argv) {
                                 printf("%s ", en);
                                 if (ev)
                                         print_short(ev);
+                                print_syscall(e, machine);
                                 putchar('\n');
                         }
                 } else if (sub) {
@@ -222,6 +242,7 @@ int cmd_print(int argc, char **argv) {
         }
         trace_reader_close(&rd);
         cpu_current_done(&cur);
+        syscalls_done();
         if (r < 0) {
                 fprintf(stderr, "tracectl: %s is damaged after %" PRIu64 " packets\n", argv[1], idx);
                 return EXIT_OTHER;
@@ -229,7 +250,7 @@ int cmd_print(int argc, char **argv) {
         return EXIT_OK;
 }
 
-int print_trace_summary(const char *path, unsigned top_n) {
+static int summarise_file(const char *path, unsigned top_n, bool json) {
         struct trace_reader rd;
         struct summary s;
         int r = trace_reader_open(&rd, path);
@@ -248,8 +269,15 @@ int print_trace_summary(const char *path, unsigned top_n) {
                 fprintf(stderr, "tracectl: %s is empty: it holds no trace packets\n", path);
                 ret = EXIT_OTHER;
         } else {
-                printf("File:           %s (%" PRIu64 " bytes)\n", path, rd.offset);
-                summary_print(stdout, &s, top_n);
+                if (json) {
+                        if (summary_print_json(stdout, &s, path, rd.offset, r == 0, top_n) < 0) {
+                                fprintf(stderr, "tracectl: out of memory\n");
+                                ret = EXIT_OTHER;
+                        }
+                } else {
+                        printf("File:           %s (%" PRIu64 " bytes)\n", path, rd.offset);
+                        summary_print(stdout, &s, top_n);
+                }
                 fflush(stdout);
                 if (r < 0) {
                         fprintf(stderr,
@@ -264,12 +292,18 @@ int print_trace_summary(const char *path, unsigned top_n) {
         return ret;
 }
 
+int print_trace_summary(const char *path, unsigned top_n) {
+        return summarise_file(path, top_n, false);
+}
+
 int cmd_summary(int argc, char **argv) {
-        if (argc != 2 || strcmp(argv[1], "--help") == 0) {
-                printf("Usage: tracectl summary FILE\n\nPackets per type and sequence, time span, per-CPU ftrace event\n"
-                       "counts, the threads that used the most CPU (from sched_switch) and\n"
-                       "the service's statistics.\n");
+        bool json = argc == 3 && strcmp(argv[1], "--json") == 0;
+        if (!(argc == 2 || json) || strcmp(argv[1], "--help") == 0) {
+                printf("Usage: tracectl summary [--json] FILE\n\nPackets per type and sequence, time span, per-CPU ftrace event\n"
+                       "counts, the threads that used the most CPU (from sched_switch),\n"
+                       "perf samples and how stacks were walked, and the service's\n"
+                       "statistics. --json writes them as one JSON object (keys in tracectl(1)).\n");
                 return argc == 2 ? EXIT_OK : EXIT_USAGE;
         }
-        return print_trace_summary(argv[1], 15);
+        return summarise_file(argv[argc - 1], 15, json);
 }

@@ -6,20 +6,24 @@
 #include <string.h>
 
 #include "pbtxt/pbtxt.h"
+#include "query-json.h"
 #include "tracectl.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
 
 int cmd_query(struct tracectl *t, int argc, char **argv) {
-        bool raw = false;
+        bool raw = false, json = false;
         for (int i = 1; i < argc; i++) {
                 if (strcmp(argv[i], "--help") == 0) {
-                        printf("Usage: tracectl query [--raw]\n\nLists producers, data sources and tracing sessions\n"
-                               "(QueryServiceState). --raw prints the reply in text format.\n");
+                        printf("Usage: tracectl query [--raw | --json]\n\nLists producers, data sources and tracing sessions\n"
+                               "(QueryServiceState). --raw prints the reply in text format, --json\n"
+                               "as one JSON object (keys in tracectl(1)).\n");
                         return EXIT_OK;
                 }
                 if (strcmp(argv[i], "--raw") == 0)
                         raw = true;
+                else if (strcmp(argv[i], "--json") == 0)
+                        json = true;
                 else {
                         fprintf(stderr, "tracectl query: unknown argument \"%s\"\n", argv[i]);
                         return EXIT_USAGE;
@@ -38,6 +42,13 @@ int cmd_query(struct tracectl *t, int argc, char **argv) {
                 return EXIT_OTHER;
         }
         const Perfetto__Protos__TracingServiceState *st = ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+        if (json && st) {
+                r = query_print_json(stdout, st);
+                protobuf_c_message_free_unpacked(reply, NULL);
+                if (r < 0)
+                        fprintf(stderr, "tracectl: out of memory\n");
+                return r < 0 ? EXIT_OTHER : EXIT_OK;
+        }
         if (raw || !st) {
                 pbtxt_print(stdout, reply, 0);
                 protobuf_c_message_free_unpacked(reply, NULL);
@@ -66,9 +77,14 @@ int cmd_query(struct tracectl *t, int argc, char **argv) {
                 uint64_t kb = 0;
                 for (size_t k = 0; k < s->n_buffer_size_kb; k++)
                         kb += s->buffer_size_kb[k];
-                printf("  %3llu  %-28s uid %-6d %4u data sources  %6llu KiB  %u ms\n", (unsigned long long) s->id,
+                printf("  %3llu  %-28s uid %-6d %4u data sources  %6llu KiB  %u ms", (unsigned long long) s->id,
                        s->state ? s->state : "?", s->consumer_uid, s->num_data_sources, (unsigned long long) kb,
                        s->duration_ms);
+                if (s->detach_key)
+                        printf("  key \"%s\"", s->detach_key);
+                if (s->output_path)
+                        printf("  file %s", s->output_path);
+                printf("\n");
         }
         protobuf_c_message_free_unpacked(reply, NULL);
         return EXIT_OK;

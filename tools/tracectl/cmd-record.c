@@ -237,11 +237,20 @@ static void on_sigint(int sig) {
         interrupted++;
 }
 
+/* attach: SIGTERM leaves the session detached again (SIGINT stops it). */
+static volatile sig_atomic_t terminated;
+
+static void on_sigterm(int sig) {
+        terminated++;
+}
+
 static uint64_t now_usec(void) {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
+
+static int session_outcome(const struct consumer_session *w);
 
 static void show_progress(struct tracectl *t, int fd, uint64_t start, bool final) {
         struct stat st;
@@ -261,22 +270,39 @@ static void show_progress(struct tracectl *t, int fd, uint64_t start, bool final
         }
         if (reply)
                 protobuf_c_message_free_unpacked(reply, NULL);
-        uint64_t file = fstat(fd, &st) == 0 ? (uint64_t) st.st_size : 0;
+        /* The file we passed, or (attached to a session whose file the
+         * service writes) what the service wrote. */
+        uint64_t file = fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t) st.st_size : written;
         fprintf(stderr, "\r\033[K%6.1fs  file %8.1f KiB  buffer %3.0f%%  lost chunks %" PRIu64,
                 (double) (now_usec() - start) / 1e6, (double) file / 1024.0,
                 size ? 100.0 * (double) MIN(used, size) / (double) size : 0.0, lost);
-        (void) written;
         if (final)
                 fputc('\n', stderr);
 }
 
-/* Waits for the EnableTracing reply; Ctrl-C flushes and stops. */
-static int wait_session(struct tracectl *t, struct consumer_session *w, int progress_fd) {
+/* Waits for the EnableTracing reply; Ctrl-C flushes and stops. Progress
+ * on a terminal with progress; attached under detach_key (not NULL),
+ * SIGTERM detaches the session again and returns EXIT_DETACHED. */
+#define EXIT_DETACHED (-1)
+#define EXIT_TAKEN (-2) /* attached: another consumer attached to the session under its key */
+static int wait_session_as(struct tracectl *t, struct consumer_session *w, int progress_fd, bool progress,
+                           const char *detach_key) {
         uint64_t start = now_usec(), last_progress = 0;
-        bool tty = progress_fd >= 0 && isatty(STDERR_FILENO);
+        bool tty = progress && isatty(STDERR_FILENO);
         bool stopping = false;
 
         while (!w->replied) {
+                if (terminated && detach_key && !stopping) {
+                        if (tty)
+                                fputc('\n', stderr);
+                        Perfetto__Protos__DetachRequest dr = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
+                        dr.key = (char *) detach_key;
+                        if (tracectl_call(t, "Detach", &dr.base, &perfetto__protos__detach_response__descriptor, -EBADF,
+                                          NULL, 5000) == 0)
+                                return EXIT_DETACHED;
+                        fprintf(stderr, "tracectl: could not detach the session again: stopping it\n");
+                        interrupted = 1;
+                }
                 if (interrupted && !stopping) {
                         stopping = true;
                         if (tty)
@@ -308,6 +334,17 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
         }
         if (tty)
                 show_progress(t, progress_fd, start, true);
+        /* The service's words when another consumer takes the session. */
+        if (detach_key && w->error && strstr(w->error, "attached by another consumer"))
+                return EXIT_TAKEN;
+        return session_outcome(w);
+}
+
+static int wait_session(struct tracectl *t, struct consumer_session *w, int progress_fd) {
+        return wait_session_as(t, w, progress_fd, progress_fd >= 0, NULL);
+}
+
+static int session_outcome(const struct consumer_session *w) {
         if (w->ipc_error < 0) {
                 fprintf(stderr, "tracectl: the session failed: %s\n", strerror(-w->ipc_error));
                 return EXIT_SESSION_FAILED;
@@ -606,9 +643,9 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
                 tracectl_disconnect(t);
                 return EXIT_SESSION_FAILED;
         }
-        struct sigaction sa = { .sa_handler = on_sigint };
+        struct sigaction sa = { .sa_handler = on_sigint }, sa_term = { .sa_handler = stop ? on_sigint : on_sigterm };
         sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGTERM, &sa_term, NULL);
         struct consumer_session w = {};
         Perfetto__Protos__EnableTracingRequest en = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         en.has_attach_notification_only = true;
@@ -620,9 +657,19 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
         }
         if (stop)
                 interrupted = 1; /* flush, stop, wait */
-        r = wait_session(t, &w, -EBADF);
+        else if (isatty(STDERR_FILENO))
+                fprintf(stderr, "Attached to session \"%s\": Ctrl-C stops it, SIGTERM (kill) detaches again.\n", key);
+        r = wait_session_as(t, &w, -EBADF, !stop, stop ? NULL : key);
         consumer_session_done(&w);
         tracectl_disconnect(t);
+        if (r == EXIT_TAKEN) {
+                printf("Session \"%s\" was attached from elsewhere (tracectl stop or attach): it goes on there.\n", key);
+                return EXIT_OK;
+        }
+        if (r == EXIT_DETACHED) {
+                printf("Session \"%s\" detached again: tracectl attach %s, or tracectl stop %s.\n", key, key, key);
+                return EXIT_OK;
+        }
         if (r == EXIT_OK)
                 printf("Session \"%s\" ended.\n", key);
         return r;
@@ -630,7 +677,8 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
 
 int cmd_attach(struct tracectl *t, int argc, char **argv) {
         if (argc != 2 || strcmp(argv[1], "--help") == 0) {
-                printf("Usage: tracectl attach KEY\n\nWaits for the detached session KEY to end (Ctrl-C stops it).\n");
+                printf("Usage: tracectl attach KEY\n\nWaits for the detached session KEY to end, with its progress on a\n"
+                       "terminal. Ctrl-C (SIGINT) stops it; SIGTERM detaches it again.\n");
                 return argc == 2 ? EXIT_OK : EXIT_USAGE;
         }
         return attach_and_wait(t, argv[1], false);

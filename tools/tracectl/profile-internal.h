@@ -57,8 +57,13 @@ struct seq_callstack *profile_seq_callstack(struct profile_seq *s, uint64_t iid)
 int profile_seq_resolve_callstack(struct profile *p, struct profile_seq *s, struct seq_callstack *c);
 
 /* profile-names.c */
-/* Reads a ProcessTree message: names of processes and threads. */
-void profile_process_tree(struct profile *p, const uint8_t *d, size_t n);
+/* Reads a ProcessTree message of a packet at ts (0: none): names of
+ * processes and threads. An entry names a task unless a later one did. */
+void profile_process_tree(struct profile *p, uint64_t ts, const uint8_t *d, size_t n);
+/* A sample with a callstack (cut: with an unwind error) of thread tid of
+ * process pid at ts (the names shown are the ones in effect at their last
+ * sample). */
+void profile_task_sampled(struct profile *p, int32_t pid, int32_t tid, bool have_ts, uint64_t ts, bool cut);
 /* Names process pid, if it has no name yet, after the frames of a stack. */
 int profile_guess_name(struct profile *p, int32_t pid, const uint32_t *syms, size_t nf);
 void profile_names_done(struct profile *p);

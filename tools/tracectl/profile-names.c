@@ -87,33 +87,53 @@ static struct profile_task *task_get(struct profile *p, bool process, int32_t id
         return t;
 }
 
-static void set_str(char **dst, const uint8_t *s, size_t n) {
-        char *c = strndup((const char *) s, n);
-        if (!c)
-                return;
-        free(*dst);
-        *dst = c;
+static const char *task_name(const struct profile_task *t) {
+        if (!t)
+                return NULL;
+        return t->sampled ? name_history_at(&t->names, t->last_sample_ts) : name_history_last(&t->names);
+}
+
+void profile_task_sampled(struct profile *p, int32_t pid, int32_t tid, bool have_ts, uint64_t ts, bool cut) {
+        struct profile_task *t[2] = { task_get(p, true, pid, true), task_get(p, false, tid, true) };
+        if (t[0]) {
+                t[0]->stacks++;
+                t[0]->stacks_cut += cut;
+        }
+        for (size_t i = 0; i < 2 && have_ts; i++)
+                if (t[i] && (!t[i]->sampled || ts > t[i]->last_sample_ts)) {
+                        t[i]->last_sample_ts = ts;
+                        t[i]->sampled = true;
+                }
 }
 
 const char *profile_process_name(const struct profile *p, int32_t pid) {
         const struct profile_task *t = task_get((struct profile *) p, true, pid, false);
-        if (t && t->name)
-                return t->name;
-        const struct profile_task *th = task_get((struct profile *) p, false, pid, false);
-        if (th && th->name)
-                return th->name;
+        const char *n = task_name(t);
+        if (n)
+                return n;
+        if ((n = task_name(task_get((struct profile *) p, false, pid, false))))
+                return n;
         if (t && t->guess)
                 return t->guess;
         return pid == 0 ? "[idle]" : "[unknown]";
 }
 
+void profile_process_stacks(const struct profile *p, int32_t pid, uint64_t *ret_stacks, uint64_t *ret_cut) {
+        const struct profile_task *t = task_get((struct profile *) p, true, pid, false);
+        *ret_stacks = t ? t->stacks : 0;
+        *ret_cut = t ? t->stacks_cut : 0;
+}
+
 const char *profile_thread_name(const struct profile *p, int32_t tid) {
         const struct profile_task *t = task_get((struct profile *) p, false, tid, false);
-        if (t && t->name)
-                return t->name;
+        const char *n = task_name(t);
+        if (n)
+                return n;
         t = task_get((struct profile *) p, true, tid, false);
-        if (t && (t->name || t->guess))
-                return t->name ? t->name : t->guess;
+        if ((n = task_name(t)))
+                return n;
+        if (t && t->guess)
+                return t->guess;
         return tid == 0 ? "[idle]" : "[unknown]";
 }
 
@@ -139,7 +159,7 @@ const char *profile_node_label(const struct profile *p, const struct profile_nod
         return buf;
 }
 
-void profile_process_tree(struct profile *p, const uint8_t *d, size_t n) {
+void profile_process_tree(struct profile *p, uint64_t ts, const uint8_t *d, size_t n) {
         size_t pos = 0;
         struct pbr_field f, g;
         while (pbr_next(d, n, &pos, &f) > 0) {
@@ -174,37 +194,39 @@ void profile_process_tree(struct profile *p, const uint8_t *d, size_t n) {
                 if (tgid >= 0)
                         t->tgid = tgid;
                 if (name && name_len) {
-                        if (f.number == 1) {
-                                char raw[256], shown[256];
-                                snprintf(raw, sizeof(raw), "%.*s", (int) name_len, (const char *) name);
+                        char raw[256], shown[256];
+                        snprintf(raw, sizeof(raw), "%.*s", (int) name_len, (const char *) name);
+                        if (f.number == 1)
                                 summary_cmdline_name(raw, is_comm, ppid, shown, sizeof(shown));
-                                set_str(&t->name, (const uint8_t *) shown, strlen(shown));
-                        } else
-                                set_str(&t->name, name, name_len);
+                        else
+                                snprintf(shown, sizeof(shown), "%s", raw);
+                        (void) name_history_add(&t->names, ts, shown);
                 }
         }
 }
 
-/* Names a process that has none from its outermost user frame,
- * preferring an executable to a library. */
+/* Names a process that has none from the executable in its stack (the
+ * outermost one). A library says nothing of the process (a stack cut
+ * short ends in libc.so.6 in any program): then its pid. */
 int profile_guess_name(struct profile *p, int32_t pid, const uint32_t *syms, size_t nf) {
         struct profile_task *proc = task_get(p, true, pid, true);
         if (!proc)
                 return -ENOMEM;
-        if (proc->name || proc->guess)
+        if (proc->names.n || proc->guess)
                 return 0;
-        const char *lib = NULL, *exe = NULL;
+        const char *exe = NULL;
         for (size_t i = 0; i < nf && !exe; i++) {
                 const struct profile_sym *sy = &p->syms[syms[i]];
-                if (sy->kernel || !sy->module || sy->module[0] == '[')
-                        continue;
-                if (strstr(sy->module, ".so"))
-                        lib = lib ? lib : sy->module;
-                else
+                if (!sy->kernel && sy->module && sy->module[0] != '[' && !strstr(sy->module, ".so"))
                         exe = sy->module;
         }
-        if (exe || lib) {
-                proc->guess = strdup(exe ? exe : lib);
+        char buf[32];
+        if (!exe && pid > 0) {
+                snprintf(buf, sizeof(buf), "[pid %d]", (int) pid);
+                exe = buf;
+        }
+        if (exe) {
+                proc->guess = strdup(exe);
                 if (!proc->guess)
                         return -ENOMEM;
         }
@@ -221,7 +243,7 @@ void profile_names_done(struct profile *p) {
         free(p->syms);
         hashmap_clear(&p->sym_index);
         for (size_t i = 0; i < p->n_tasks; i++) {
-                free(p->tasks[i].name);
+                name_history_done(&p->tasks[i].names);
                 free(p->tasks[i].guess);
         }
         free(p->tasks);

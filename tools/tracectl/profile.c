@@ -25,6 +25,8 @@ enum {
         PKT_FIRST_PACKET_ON_SEQUENCE = 87,
         PKT_DEFAULTS = 59,
         PKT_PERF_SAMPLE = 66,
+        PKT_TRACK_EVENT = 11,
+        PKT_TRACK_DESCRIPTOR = 60,
         SEQ_INCREMENTAL_STATE_CLEARED = 1,
 };
 
@@ -148,6 +150,7 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                 p->samples_no_stack++;
                 return 0;
         }
+        profile_task_sampled(p, (int32_t) pid, (int32_t) tid, have_ts, ts, unwind_error);
         enum profile_kind kind = s->kind;
         p->samples_kind[kind]++;
         const struct profile_filter *flt = &p->filter;
@@ -238,7 +241,7 @@ int profile_add_packet(struct profile *p, const uint8_t *data, size_t len) {
         struct pbr_field f;
         uint32_t seq_id = 0;
         uint64_t flags = 0, ts = 0;
-        bool cleared = false, have_ts = false, dropped = false, first = false;
+        bool cleared = false, have_ts = false, dropped = false, first = false, counter = false;
         const uint8_t *sample = NULL, *interned = NULL, *defs = NULL, *ptree = NULL;
         size_t sample_len = 0, interned_len = 0, defs_len = 0, ptree_len = 0;
         int r;
@@ -281,14 +284,20 @@ int profile_add_packet(struct profile *p, const uint8_t *data, size_t len) {
                         ptree = f.data;
                         ptree_len = f.len;
                         break;
+                case PKT_TRACK_EVENT:
+                case PKT_TRACK_DESCRIPTOR:
+                        counter = true;
+                        break;
                 default:
                         break;
                 }
         }
         if (r < 0)
                 return -EBADMSG;
+        if (counter)
+                stack_walks_packet(&p->walks, data, len);
         if (ptree)
-                profile_process_tree(p, ptree, ptree_len);
+                profile_process_tree(p, have_ts ? ts : 0, ptree, ptree_len);
         if (!sample && !interned && !defs && !(flags & SEQ_INCREMENTAL_STATE_CLEARED) && !cleared)
                 return 0;
         struct profile_seq *s = profile_seq_get(p, seq_id);

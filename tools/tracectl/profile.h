@@ -12,6 +12,8 @@
 #include <stdint.h>
 
 #include "basic/hashmap.h"
+#include "name-history.h"
+#include "stack-walks.h"
 
 /* What a sample counts. On-CPU samples count 1 each; off-CPU samples weigh
  * the time the thread was blocked, in nanoseconds. */
@@ -67,8 +69,11 @@ struct profile_tree {
 struct profile_task {
         int32_t id;
         int32_t tgid;
-        char *name;      /* from the trace's process tree */
-        char *guess;     /* processes without a name: module of their outermost user frame */
+        struct name_history names; /* from the trace's process tree entries */
+        uint64_t last_sample_ts;   /* named as it was then */
+        bool sampled;
+        uint64_t stacks, stacks_cut; /* samples with a callstack; of those, with an unwind error */
+        char *guess;     /* processes without a name: their executable, else "[pid N]" */
 };
 
 struct profile_seq; /* per packet sequence interning state, in profile-internal.h */
@@ -109,6 +114,7 @@ struct profile {
         bool have_first_ts;
         uint64_t first_ts, last_ts;
         char *timebase; /* description of the first sequence's timebase */
+        struct stack_walks walks; /* how linux.bpf_stack walked user stacks */
         uint32_t *scratch;
         size_t cap_scratch;
 };
@@ -125,6 +131,8 @@ void profile_finish(struct profile *p);
 /* Names for reports. */
 const char *profile_process_name(const struct profile *p, int32_t pid);
 const char *profile_thread_name(const struct profile *p, int32_t tid);
+/* Samples of process pid with a callstack, and of those cut short (with an unwind error). */
+void profile_process_stacks(const struct profile *p, int32_t pid, uint64_t *ret_stacks, uint64_t *ret_cut);
 /* A frame's label with no ';' or newline, for folded stacks. */
 const char *profile_node_label(const struct profile *p, const struct profile_node *n, char *buf, size_t size);
 

@@ -115,6 +115,16 @@ static size_t kids_by_total(const struct profile_tree *t, uint32_t n, unsigned m
         return k;
 }
 
+/* How many of a process's stacks were cut short, when some were. */
+static void process_walks(FILE *f, const struct profile *p, int32_t pid) {
+        uint64_t stacks = 0, cut = 0;
+        profile_process_stacks(p, pid, &stacks, &cut);
+        if (cut)
+                fprintf(f, "; %" PRIu64 " of its %" PRIu64 " stacks (%.0f%%) cut short by unwind errors%s", cut, stacks,
+                        100.0 * (double) cut / (double) stacks, cut * 2 > stacks ? ": most callers are missing" : "");
+        fputc('\n', f);
+}
+
 static void header(FILE *f, const struct profile *p) {
         fprintf(f, "# Samples: %" PRIu64 " (%" PRIu64 " with a callstack, %" PRIu64 " without", p->samples,
                 p->samples - p->samples_no_stack, p->samples_no_stack);
@@ -130,6 +140,7 @@ static void header(FILE *f, const struct profile *p) {
                 fprintf(f, "# Damaged: %" PRIu64 " references to callstacks or frames never interned\n", p->missing_interned);
         if (p->timebase)
                 fprintf(f, "# Event: %s\n", p->timebase);
+        stack_walks_print(f, &p->walks, "# ");
         if (p->have_first_ts)
                 fprintf(f, "# Time span: %.3f s\n", (double) (p->last_ts - p->first_ts) / 1e9);
         uint64_t other = p->samples_kind[p->kind == PROFILE_ON_CPU ? PROFILE_OFF_CPU : PROFILE_ON_CPU];
@@ -168,9 +179,10 @@ int report_text(FILE *f, struct profile *p, const struct report_options *o) {
                 const struct profile_node *pn = &t->nodes[procs[i]];
                 if (pn->total[0] == 0)
                         continue;
-                fprintf(f, "# Process %s (pid %u): %.*f %s, %.2f%%\n", profile_process_name(p, (int32_t) pn->value),
+                fprintf(f, "# Process %s (pid %u): %.*f %s, %.2f%%", profile_process_name(p, (int32_t) pn->value),
                         pn->value, m ? 3 : 0, profile_value(p, pn->total[m]), profile_unit(p),
                         all ? 100.0 * (double) pn->total[m] / (double) all : 0.0);
+                process_walks(f, p, (int32_t) pn->value);
                 uint32_t *threads;
                 size_t nt = kids_by_total(t, procs[i], m, &threads);
                 size_t live = 0;

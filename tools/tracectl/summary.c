@@ -7,6 +7,7 @@
 
 #include "basic/alloc.h"
 #include "summary.h"
+#include "syscalls.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
 
@@ -33,6 +34,10 @@ void summary_done(struct summary *s) {
         s->wakes = NULL;
         free(s->tasks);
         s->tasks = NULL;
+        for (size_t i = 0; i < s->n_procs; i++)
+                name_history_done(&s->procs[i].names);
+        syscall_stats_done(&s->syscalls);
+        syscalls_done();
         free(s->procs);
         s->procs = NULL;
 }
@@ -91,6 +96,17 @@ static void set_comm(struct summary *s, int32_t pid, const char *comm) {
         struct summary_task *t = task(s, pid);
         if (t)
                 snprintf(t->comm, sizeof(t->comm), "%s", comm);
+}
+
+/* A name from a process tree entry at ts: a later entry (a profiler's,
+ * after an exec) wins over an earlier one (the scan at the start),
+ * whichever comes first in the file. */
+static void tree_comm(struct summary *s, int32_t pid, const char *comm, uint64_t ts) {
+        struct summary_task *t = comm && comm[0] ? task(s, pid) : NULL;
+        if (t && (ts >= t->comm_ts || !t->comm[0])) {
+                snprintf(t->comm, sizeof(t->comm), "%s", comm);
+                t->comm_ts = ts;
+        }
 }
 
 /* A waking on cpu (the CPU that recorded it: its current task woke pid). */
@@ -209,6 +225,15 @@ static void resolve_gaps(struct summary *s) {
         }
 }
 
+/* The "ret" field of a syscalls/sys_exit_NAME event, else 0. */
+static int64_t generic_ret(const Perfetto__Protos__GenericFtraceEvent *g) {
+        for (size_t i = 0; i < g->n_field; i++)
+                if (g->field[i]->name && strcmp(g->field[i]->name, "ret") == 0 &&
+                    g->field[i]->value_case == PERFETTO__PROTOS__GENERIC_FTRACE_EVENT__FIELD__VALUE_INT_VALUE)
+                        return g->field[i]->int_value;
+        return 0;
+}
+
 static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBundle *b) {
         uint32_t cpu = b->has_cpu ? b->cpu : 0;
         if (cpu < SUMMARY_MAX_CPUS && cpu + 1 > s->n_cpus)
@@ -245,6 +270,17 @@ static void add_bundle(struct summary *s, const Perfetto__Protos__FtraceEventBun
                         break;
                 case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_TASK_RENAME:
                         set_comm(s, e->task_rename->pid, e->task_rename->newcomm);
+                        break;
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SYS_ENTER:
+                        syscall_stats_enter_nr(&s->syscalls, (int32_t) e->pid, e->timestamp, e->sys_enter->id);
+                        break;
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_SYS_EXIT:
+                        syscall_stats_exit_nr(&s->syscalls, (int32_t) e->pid, e->timestamp, e->sys_exit->id,
+                                              e->sys_exit->has_ret && e->sys_exit->ret < 0);
+                        break;
+                case PERFETTO__PROTOS__FTRACE_EVENT__EVENT_GENERIC:
+                        syscall_stats_event(&s->syscalls, (int32_t) e->pid, e->timestamp, e->generic->event_name,
+                                            generic_ret(e->generic));
                         break;
                 default:
                         break;
@@ -315,6 +351,7 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                 s->packets_after_loss++;
 
         const char *type = "other";
+        uint64_t ts = p->has_timestamp ? p->timestamp : 0;
         switch (p->data_case) {
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS:
                 type = "ftrace_events";
@@ -337,6 +374,8 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         s->perf_unwind_errors += err;
                         struct summary_proc *sp = ps->pid ? proc(s, (int32_t) ps->pid) : NULL;
                         if (sp) {
+                                if (ts > sp->last_sample_ts)
+                                        sp->last_sample_ts = ts;
                                 sp->perf_samples++;
                                 sp->perf_unwind_errors += err;
                         }
@@ -354,15 +393,15 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                                                      (pr->has_cmdline_is_comm && pr->cmdline_is_comm) ||
                                                              (pr->has_is_kthread && pr->is_kthread),
                                                      pr->has_ppid ? pr->ppid : -1, name, sizeof(name));
-                                set_comm(s, pr->pid, name);
+                                tree_comm(s, pr->pid, name, ts);
                                 struct summary_proc *sp = proc(s, pr->pid);
                                 if (sp)
-                                        snprintf(sp->name, sizeof(sp->name), "%s", name);
+                                        (void) name_history_add(&sp->names, ts, name);
                         }
                 }
                 for (size_t i = 0; i < p->process_tree->n_threads; i++) {
                         const Perfetto__Protos__ProcessTree__Thread *th = p->process_tree->threads[i];
-                        set_comm(s, th->tid, th->name);
+                        tree_comm(s, th->tid, th->name, ts);
                         struct summary_task *t = task(s, th->tid);
                         if (t && th->has_tgid)
                                 t->tgid = th->tgid;
@@ -450,6 +489,11 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                                 s->cpu_reader[c->cpu] = (uint8_t) c->traced_reader;
                 }
                 break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_DESCRIPTOR:
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT:
+                type = p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACK_EVENT ? "track_event" : "track_descriptor";
+                stack_walks_packet(&s->walks, data, len);
+                break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_COMPRESSED_PACKETS:
                 type = "compressed_packets";
                 break;
@@ -480,6 +524,15 @@ static int by_proc_cpu(const void *a, const void *b) {
 
 void summary_finish(struct summary *s) {
         resolve_gaps(s);
+        /* A process is called what it was at its last sample (after an
+         * exec; not what a later process of the same pid was). */
+        for (size_t i = 0; i < s->n_procs; i++) {
+                struct summary_proc *p = &s->procs[i];
+                const char *n = p->perf_samples ? name_history_at(&p->names, p->last_sample_ts)
+                                                : name_history_last(&p->names);
+                if (n)
+                        snprintf(p->name, sizeof(p->name), "%s", n);
+        }
         /* Threads' scheduled time adds up to their process's. */
         for (size_t i = 0; i < s->n_tasks; i++) {
                 const struct summary_task *t = &s->tasks[i];
@@ -547,6 +600,8 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                         s->procs[best].perf_unwind_errors);
                 last = best;
         }
+        syscall_stats_print(f, &s->syscalls, s->machine, top_n);
+        stack_walks_print(f, &s->walks, "");
         if (s->have_kernel_stats)
                 fprintf(f, "Kernel buffer:  %" PRIu64 " events overwritten before they were read\n", s->kernel_overrun);
         if (s->processes_in_tree)
@@ -567,6 +622,21 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 const struct summary_proc *p = &s->procs[i];
                 if (proc_cpu(p) == 0)
                         break;
+                if (!s->sched_switches) {
+                        /* No scheduling events: only what /proc said (a
+                         * perf-only trace with linux.process_stats). */
+                        if (!p->have_runtime)
+                                continue;
+                        if (shown == 0)
+                                fprintf(f, "Top processes by CPU time (\"/proc cpu ms\": the kernel's count between the first\n"
+                                           "  and last process stats, %.3f s apart, in clock ticks; no sched_switch recorded):\n"
+                                           "  %-8s %-20s %14s %10s\n",
+                                        (double) (s->ps_last_ts - s->ps_first_ts) / 1e9, "pid", "name", "/proc cpu ms", "rss MB");
+                        fprintf(f, "  %-8d %-20s %14.3f %10.1f\n", p->pid, p->name[0] ? p->name : "?",
+                                (double) (p->runtime_last_ns - p->runtime_first_ns) / 1e6, (double) p->rss_kb / 1024.0);
+                        shown++;
+                        continue;
+                }
                 if (shown == 0) {
                         fprintf(f, "Top processes by CPU time (\"cpu ms\": scheduled, from sched_switch, over %.3f s",
                                 s->ts_max > s->ts_min && s->ts_min != UINT64_MAX ? (double) (s->ts_max - s->ts_min) / 1e9 : 0.0);

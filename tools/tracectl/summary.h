@@ -8,6 +8,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "name-history.h"
+#include "stack-walks.h"
+#include "summary-syscalls.h"
+
 #define SUMMARY_MAX_CPUS 512
 #define SUMMARY_MAX_TYPES 32
 #define SUMMARY_MAX_SEQS 4096
@@ -17,6 +21,7 @@ struct summary_task {
         int32_t pid;
         int32_t tgid; /* 0: not known */
         char comm[32];
+        uint64_t comm_ts; /* of the process tree entry that named it */
         uint64_t runtime_ns;
         uint64_t switches_in;
 };
@@ -26,6 +31,8 @@ struct summary_task {
 struct summary_proc {
         int32_t pid;
         char name[32];
+        struct name_history names; /* process tree entries: name is the one of its last sample */
+        uint64_t last_sample_ts;
         uint64_t sched_ns;
         uint32_t threads;
         bool have_runtime;
@@ -57,6 +64,8 @@ struct summary {
         /* linux.perf: samples with a callstack, without (skipped: out of
          * scope, dropped), with an unwind error; records the kernel lost */
         uint64_t perf_samples, perf_stacks, perf_skipped, perf_unwind_errors, perf_lost;
+        struct stack_walks walks; /* linux.bpf_stack's user stack walks */
+        struct syscall_stats syscalls; /* raw_syscalls or syscalls/ events */
         uint64_t sched_switches;
         uint64_t prints;
         bool lost_events;

@@ -244,7 +244,7 @@ static void m_detach(ipc_request *req, const ProtobufCMessage *args, void *userd
                 ipc_request_fail(req);
                 return;
         }
-        if (sessions_detach_key_taken(svc, c->uid, a->key)) {
+        if (sessions_detach_key_taken(svc, c->uid, a->key, c->session)) {
                 ipc_request_fail(req);
                 return;
         }
@@ -392,6 +392,7 @@ const struct session_consumer_ops consumer_port_session_ops = {
         .all_started = on_all_started,
         .clone_trigger_hit = on_clone_trigger_hit,
         .session_freed = on_session_freed,
+        .session_taken = on_session_freed,
 };
 
 #define M(name, req_t, resp_t, fn) { name, &req_t##__descriptor, &resp_t##__descriptor, fn }

@@ -70,19 +70,31 @@ int session_detach(struct session *s, const char *key) {
         return 0;
 }
 
-bool sessions_detach_key_taken(struct traced_service *svc, uid_t uid, const char *key) {
+bool sessions_detach_key_taken(struct traced_service *svc, uid_t uid, const char *key, const struct session *except) {
         for (struct session *s = svc->sessions; s; s = s->next)
-                if (s->detach_key && s->uid == uid && strcmp(s->detach_key, key) == 0)
+                if (s != except && s->detach_key && s->uid == uid && strcmp(s->detach_key, key) == 0)
                         return true;
         return false;
 }
 
 struct session *sessions_attach(struct traced_service *svc, struct consumer *c, uid_t uid, const char *key) {
         for (struct session *s = svc->sessions; s; s = s->next) {
-                if (!s->detach_key || s->consumer || strcmp(s->detach_key, key) != 0 || s->uid != uid)
+                if (!s->detach_key || s->consumer == c || strcmp(s->detach_key, key) != 0 || s->uid != uid)
                         continue;
-                free(s->detach_key);
-                s->detach_key = NULL;
+                if (s->consumer) {
+                        /* Attached under its key by another consumer of the
+                         * same user (tracectl attach, waiting): taken over,
+                         * so that tracectl stop works from another terminal.
+                         * The one waiting is told. */
+                        if (s->enable_req) {
+                                ipc_request *req = s->enable_req;
+                                s->enable_req = NULL;
+                                svc->consumer_ops->enable_done(req, SESSION_TAKEN_OVER);
+                        }
+                        svc->consumer_ops->session_taken(s->consumer, s);
+                }
+                /* The key stays: the session is attached and detached under
+                 * it again, and QueryServiceState shows it. */
                 s->consumer = c;
                 return s;
         }

@@ -153,6 +153,7 @@ struct session {
         ipc_request *enable_req; /* answered when the session is disabled */
         char *disable_error;
         char *state_text; /* QueryServiceState's state with disable_error */
+        char *output_text; /* QueryServiceState's output_path: the file as the core sees it */
 
         uint64_t uuid_msb, uuid_lsb;
         struct service_event events[32];

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "basic/macro.h"
 #include "core/sessions/session-internal.h"
@@ -111,6 +113,25 @@ static const char *state_name(enum session_state s) {
         }
 }
 
+/* The file the session writes: the config's output_path, else the one its
+ * consumer passed, as /proc names the core's descriptor. NULL: none. */
+static char *session_output_text(struct session *s) {
+        if (s->output_text)
+                return s->output_text;
+        if (s->config->output_path && s->config->output_path[0])
+                return s->config->output_path;
+        if (s->file_fd < 0)
+                return NULL;
+        char link[64], buf[PATH_MAX];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", s->file_fd);
+        ssize_t n = readlink(link, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return NULL;
+        buf[n] = 0;
+        s->output_text = strdup(buf);
+        return s->output_text;
+}
+
 Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service *svc, bool sessions_only,
                                                            uid_t viewer_uid) {
         Perfetto__Protos__TracingServiceState *st = calloc(1, sizeof(*st));
@@ -186,6 +207,8 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
                 t->is_started = s->state == SESSION_STARTED;
                 t->num_data_sources = (uint32_t) session_count_instances(s);
                 t->unique_session_name = s->config->unique_session_name;
+                t->detach_key = s->detach_key;
+                t->output_path = session_output_text(s);
                 /* What perfetto --save-all-for-bugreport picks sessions by. */
                 t->has_bugreport_score = s->config->has_bugreport_score;
                 t->bugreport_score = s->config->bugreport_score;

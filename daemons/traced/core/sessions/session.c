@@ -151,6 +151,7 @@ void session_free(struct session *s) {
         free(s->detach_key);
         free(s->disable_error);
         free(s->state_text);
+        free(s->output_text);
         free(s->triggered_by);
         free(s);
         sessions_state_changed(svc);

@@ -92,6 +92,10 @@ struct received_trigger {
 
 /* What sessions tell the consumer side, which alone speaks the consumer
  * protocol: consumer-port.c implements it, service_new registers it. */
+/* The error the EnableTracing request of a consumer attached to a
+ * session gets when another one attaches to it under its key. */
+#define SESSION_TAKEN_OVER "The session was attached by another consumer"
+
 struct session_consumer_ops {
         /* The session ended: answer the EnableTracing request waiting for
          * it (taken), with error (NULL: none). */
@@ -104,6 +108,8 @@ struct session_consumer_ops {
         void (*clone_trigger_hit)(struct consumer *c, uint64_t session_id, const struct received_trigger *t);
         /* s, which c was attached to, is being freed. */
         void (*session_freed)(struct consumer *c, struct session *s);
+        /* Another consumer attached to s under its key: c no longer is. */
+        void (*session_taken)(struct consumer *c, struct session *s);
 };
 
 /* c (may be NULL) is told of the session's events; uid owns it. */
@@ -192,8 +198,9 @@ void session_forget_consumer(struct session *s);
 /* Detaches the session from its consumer under key (copied). */
 int session_detach(struct session *s, const char *key);
 /* Whether a session of uid is detached under key. */
-bool sessions_detach_key_taken(struct traced_service *svc, uid_t uid, const char *key);
-/* Attaches c to the session of uid detached under key: NULL if none. */
+bool sessions_detach_key_taken(struct traced_service *svc, uid_t uid, const char *key, const struct session *except);
+/* Attaches c to the session of uid detached under key (taking it from the
+ * consumer attached to it under that key, if any): NULL if none. */
 struct session *sessions_attach(struct traced_service *svc, struct consumer *c, uid_t uid, const char *key);
 struct session *sessions_find_by_id(struct traced_service *svc, uint64_t id);
 struct session *sessions_find_by_unique_name(struct traced_service *svc, const char *name);
