@@ -128,6 +128,21 @@ done
 [ ! -s "$tmp/outside/victim" ] || fail "the symlink's target was written"
 [ -z "$(ls "$tmp/outside" | grep -v '^victim$')" ] || fail "a file was created outside: $(ls "$tmp/outside")"
 
+echo "== a session the service refuses leaves output_path as it was"
+printf 'an older trace' >"$tmp/traces/kept.pftrace"
+chown "$core:$gid" "$tmp/traces/kept.pftrace"
+config "$tmp/traces/kept.pftrace" 720000000 >"$tmp/refused.cfg"
+if out=$(as_member "$builddir/tracectl" --socket "$tmp/consumer.sock" record -c "$tmp/refused.cfg" --txt \
+        --no-summary 2>&1); then
+        fail "a 200 h session was accepted"
+fi
+[ "$(cat "$tmp/traces/kept.pftrace")" = "an older trace" ] || fail "a refused session changed output_path: $out"
+config "$tmp/traces/refused-new.pftrace" 720000000 >"$tmp/refused.cfg"
+as_member "$builddir/tracectl" --socket "$tmp/consumer.sock" record -c "$tmp/refused.cfg" --txt --no-summary \
+        >/dev/null 2>&1 && fail "a 200 h session was accepted"
+[ ! -e "$tmp/traces/refused-new.pftrace" ] || fail "a refused session left a new output_path file"
+echo "ok: $(echo "$out" | tail -n 1)"
+
 echo "== a user outside the group is refused at the socket"
 if out=$(as_stranger "$builddir/tracectl" --socket "$tmp/consumer.sock" query 2>&1); then
         fail "a user outside the group could connect"

@@ -19,6 +19,7 @@
 #include "pbtxt/pb-check.h"
 #include "pbtxt/pbtxt.h"
 #include "config-lint.h"
+#include "record-output.h"
 #include "tracectl.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -356,6 +357,14 @@ static void wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__Tr
         }
 }
 
+/* A recording that did not complete leaves the file it was to replace as
+ * it was: say so, and return code. */
+static int kept_as_it_was(const char *out, bool service_opens, int code) {
+        if (!service_opens && access(out, F_OK) == 0)
+                fprintf(stderr, "tracectl: %s is left as it was\n", out);
+        return code;
+}
+
 int cmd_record(struct tracectl *t, int argc, char **argv) {
         enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS, ARG_DRY_RUN };
         static const struct option opts[] = {
@@ -512,14 +521,6 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         if (service_opens)
                 out = cfg->output_path;
 
-        /* The service writes the file; it gets the fd with EnableTracing
-         * (or, for output_path, opens it in its trace directory). */
-        _cleanup_close_ int fd = service_opens ? -EBADF : open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (!service_opens && fd < 0) {
-                fprintf(stderr, "tracectl: cannot create %s: %s\n", out, strerror(errno));
-                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
-                return EXIT_OTHER;
-        }
         cfg->has_write_into_file = true;
         cfg->write_into_file = true;
         if (!cfg->has_file_write_period_ms) {
@@ -539,8 +540,15 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
 
+        /* The service writes the file; it gets the fd with EnableTracing
+         * (or, for output_path, opens it in its trace directory). What
+         * tracectl opens is a new file beside FILE, which replaces FILE
+         * only once the recording is complete. */
+        _cleanup_(record_output_free) struct record_output file = RECORD_OUTPUT_INIT;
         _cleanup_free_ char *out_copy = strdup(out);
-        if (!out_copy) {
+        if (!out_copy || (!service_opens && (r = record_output_open(&file, out)) < 0)) {
+                fprintf(stderr, "tracectl: cannot create a file beside %s: %s\n", out,
+                        strerror(out_copy ? -r : ENOMEM));
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
                 tracectl_disconnect(t);
                 return EXIT_OTHER;
@@ -549,12 +557,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         struct consumer_session w = {};
         Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         req.trace_config = cfg;
-        int64_t id = consumer_enable_tracing(t->client, &req, fd, &w);
+        int64_t id = consumer_enable_tracing(t->client, &req, file.fd, &w);
         perfetto__protos__trace_config__free_unpacked(cfg, NULL);
         if (id < 0) {
                 fprintf(stderr, "tracectl: EnableTracing failed: %s\n", strerror((int) -id));
                 tracectl_disconnect(t);
-                return EXIT_SESSION_FAILED;
+                return kept_as_it_was(out, service_opens, EXIT_SESSION_FAILED);
         }
 
         if (detach) {
@@ -566,22 +574,34 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         fprintf(stderr, "tracectl: the session failed: %s\n", w.error);
                         consumer_session_done(&w);
                         tracectl_disconnect(t);
-                        return EXIT_SESSION_FAILED;
+                        return kept_as_it_was(out, service_opens, EXIT_SESSION_FAILED);
                 }
                 tracectl_disconnect(t);
                 if (r < 0) {
                         fprintf(stderr, "tracectl: could not detach as \"%s\": %s\n", detach, strerror(-r));
-                        return EXIT_SESSION_FAILED;
+                        return kept_as_it_was(out, service_opens, EXIT_SESSION_FAILED);
+                }
+                /* The session runs on: the service writes on into the
+                 * file, under its final name from now on. */
+                r = record_output_commit(&file);
+                if (r < 0) {
+                        fprintf(stderr, "tracectl: cannot rename the trace to %s: %s\n", out, strerror(-r));
+                        return EXIT_OTHER;
                 }
                 printf("Session detached as \"%s\"; the service writes %s.\n", detach, out);
                 return EXIT_OK;
         }
 
-        r = wait_session(t, &w, fd);
+        r = wait_session(t, &w, file.fd);
         consumer_session_done(&w);
         tracectl_disconnect(t);
         if (r != EXIT_OK)
-                return r;
+                return kept_as_it_was(out, service_opens, r);
+        r = record_output_commit(&file);
+        if (r < 0) {
+                fprintf(stderr, "tracectl: cannot rename the trace to %s: %s\n", out, strerror(-r));
+                return EXIT_OTHER;
+        }
         if (summary) {
                 printf("Trace written to %s\n", out);
                 if (service_opens && access(out, R_OK) < 0)

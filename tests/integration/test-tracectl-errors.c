@@ -1,0 +1,211 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* What tracectl does when something goes wrong, against the real traced
+ * (socket-activated) with a producer in this process: the exit code, the
+ * message, and that no file the user had is destroyed. */
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "raw-producer.h"
+#include "test-consumer.h"
+#include "traced-instance.h"
+
+extern char **environ;
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static void setup(void) {
+        cr_assert(traced_test_setup(&inst, &ev), "could not start traced");
+}
+
+static void teardown(void) {
+        cr_expect(traced_test_teardown(&inst, &ev), "traced did not exit cleanly");
+}
+
+TestSuite(tracectl_errors, .init = setup, .fini = teardown, .timeout = 60);
+
+struct child {
+        pid_t pid;
+        char out[512];
+        char err_path[512];
+};
+
+/* tracectl --socket SOCKET ARGS... (SOCKET NULL: the instance's). */
+static void spawn_on(struct child *c, const char *socket, const char *const *args) {
+        char *argv[40];
+        size_t n = 0;
+        argv[n++] = (char *) TRACECTL_BINARY;
+        argv[n++] = (char *) "--socket";
+        argv[n++] = (char *) (socket ? socket : inst.consumer_path);
+        for (size_t i = 0; args[i] && n < 38; i++)
+                argv[n++] = (char *) args[i];
+        argv[n] = NULL;
+        snprintf(c->out, sizeof(c->out), "%s/tracectl.stdout", inst.dir);
+        snprintf(c->err_path, sizeof(c->err_path), "%s/tracectl.stderr", inst.dir);
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, c->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, c->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        cr_assert_eq(posix_spawn(&c->pid, TRACECTL_BINARY, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+}
+
+static void spawn_tracectl(struct child *c, const char *const *args) {
+        spawn_on(c, NULL, args);
+}
+
+/* Runs the loop (serving the producer) until the child exits. */
+static int wait_child(struct child *c, unsigned timeout_ms) {
+        for (unsigned waited = 0; waited < timeout_ms; waited += 20) {
+                int st;
+                pid_t r = waitpid(c->pid, &st, WNOHANG);
+                if (r == c->pid)
+                        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                spin_ms(ev, 20);
+        }
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, NULL, 0);
+        return -ETIMEDOUT;
+}
+
+static char *slurp(const char *path, size_t *ret_len) {
+        FILE *f = fopen(path, "r");
+        if (!f)
+                return NULL;
+        char *buf = malloc(1 << 20);
+        size_t n = fread(buf, 1, (1 << 20) - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        if (ret_len)
+                *ret_len = n;
+        return buf;
+}
+
+static bool started(struct raw_producer *p) {
+        return p->n_start > 0;
+}
+
+/* A trace the user keeps, in a directory of its own. */
+static const char precious[] = "a trace the user wants to keep";
+
+static void make_precious(char *dir, size_t dir_size, char *path, size_t path_size) {
+        snprintf(dir, dir_size, "%s/keep", inst.dir);
+        cr_assert_eq(mkdir(dir, 0755), 0);
+        snprintf(path, path_size, "%s/keep.pftrace", dir);
+        FILE *f = fopen(path, "w");
+        fputs(precious, f);
+        fclose(f);
+}
+
+/* The file is byte-identical and alone in its directory (no temporary
+ * file is left). */
+static void assert_kept(const char *dir, const char *path, const char *what) {
+        size_t len;
+        char *data = slurp(path, &len);
+        cr_assert_not_null(data, "%s: %s is gone", what, path);
+        cr_assert(len == strlen(precious) && memcmp(data, precious, len) == 0,
+                  "%s: %s changed (%zu bytes)", what, path, len);
+        free(data);
+        DIR *d = opendir(dir);
+        size_t n = 0;
+        for (struct dirent *e; (e = readdir(d));)
+                if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+                        n++;
+        closedir(d);
+        cr_assert_eq(n, 1, "%s: a file was left beside %s", what, path);
+}
+
+static char *run_failing(const char *socket, const char *const *args, int expected, const char *what) {
+        struct child c;
+        spawn_on(&c, socket, args);
+        int st = wait_child(&c, 30000);
+        char *se = slurp(c.err_path, NULL);
+        cr_assert_eq(st, expected, "%s: tracectl exited %d, not %d: %s", what, st, expected, se);
+        return se;
+}
+
+Test(tracectl_errors, an_unreachable_service_leaves_the_file) {
+        char dir[512], path[600], sock[512];
+        make_precious(dir, sizeof(dir), path, sizeof(path));
+        snprintf(sock, sizeof(sock), "%s/nope.sock", inst.dir);
+        char *se = run_failing(sock,
+                               (const char *const[]) { "record", "-t", "2s", "--no-process-stats", "--ds", "test.data",
+                                                       "-o", path, NULL },
+                               4, "no service");
+        cr_assert(strstr(se, "nope.sock") != NULL, "%s", se);
+        free(se);
+        assert_kept(dir, path, "no service");
+}
+
+Test(tracectl_errors, a_refused_session_leaves_the_file) {
+        struct raw_producer prod;
+        char dir[512], path[600];
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        make_precious(dir, sizeof(dir), path, sizeof(path));
+
+        char *se = run_failing(NULL,
+                               (const char *const[]) { "record", "-t", "200h", "--no-process-stats", "--ds",
+                                                       "test.data", "-o", path, NULL },
+                               5, "-t 200h");
+        cr_assert(strstr(se, "duration") != NULL, "the refusal does not say why: %s", se);
+        cr_assert(strstr(se, "left as it was") != NULL, "%s", se);
+        free(se);
+        assert_kept(dir, path, "-t 200h");
+
+        se = run_failing(NULL,
+                         (const char *const[]) { "record", "-t", "2s", "-b", "100gb", "--no-process-stats", "--ds",
+                                                 "test.data", "-o", path, NULL },
+                         5, "-b 100gb");
+        free(se);
+        assert_kept(dir, path, "-b 100gb");
+        cr_assert_eq(prod.n_start, 0, "a refused session started a data source");
+        raw_producer_free(&prod);
+}
+
+/* Ctrl-C completes the file, which then replaces the old one whole. */
+Test(tracectl_errors, ctrl_c_replaces_the_file_whole) {
+        struct raw_producer prod;
+        struct child c;
+        char dir[512], path[600];
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 50;
+        prod.payload_size = 30;
+        make_precious(dir, sizeof(dir), path, sizeof(path));
+        spawn_tracectl(&c, (const char *const[]) { "record", "-t", "60s", "--no-process-stats", "--ds", "test.data",
+                                                   "-o", path, "--no-summary", NULL });
+        cr_assert(raw_producer_spin_until(&prod, started, 10000));
+        /* While it records, the old trace is still there as it was. */
+        size_t len;
+        char *data = slurp(path, &len);
+        cr_assert(len == strlen(precious) && memcmp(data, precious, len) == 0, "the file changed while recording");
+        free(data);
+        spin_ms(ev, 200);
+        kill(c.pid, SIGINT);
+        int st = wait_child(&c, 20000);
+        char *se = slurp(c.err_path, NULL);
+        cr_assert_eq(st, 0, "tracectl exited %d after Ctrl-C: %s", st, se);
+        free(se);
+        data = slurp(path, &len);
+        cr_assert_gt(len, 50 * 30, "the new trace is not whole (%zu bytes)", len);
+        cr_assert(memmem(data, len, precious, strlen(precious)) == NULL, "the old trace is still there");
+        free(data);
+        DIR *d = opendir(dir);
+        size_t n = 0;
+        for (struct dirent *e; (e = readdir(d));)
+                n += e->d_name[0] != '.';
+        closedir(d);
+        cr_assert_eq(n, 1);
+        raw_producer_free(&prod);
+}
