@@ -27,7 +27,7 @@ extern "C" {
 
 #define TRACED_PLUGIN_MAGIC 0x44435254u /* "TRCD" little-endian */
 #define TRACED_PLUGIN_ABI_MAJOR 1u
-#define TRACED_PLUGIN_ABI_MINOR 0u
+#define TRACED_PLUGIN_ABI_MINOR 1u
 #define TRACED_PLUGIN_ENTRY_SYMBOL "traced_plugin_entry"
 
 /* Log levels (syslog's). */
@@ -68,6 +68,14 @@ struct traced_host_api {
         void (*free_writer)(struct traced_writer *writer);
         int32_t (*notify_stopped)(struct traced_host *host, uint64_t instance_id);
         /* End of ABI 1.0. */
+        /* ABI 1.1 (call it only when struct_size covers it): tells the
+         * service what instance_id could not do, for its consumer and its
+         * trace: field is the config field at fault, with the value when it
+         * helps (`ftrace_events "sched/sched_swich"`), message what went
+         * wrong ("no such event"); either may be NULL. Negative errno when
+         * the service does not take such reports (log it then). */
+        int32_t (*report_error)(struct traced_host *host, uint64_t instance_id, const char *field,
+                                const char *message);
 };
 
 struct traced_plugin_ops {

@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "plugin-fixture.h"
 #include "raw-producer.h"
 #include "test-consumer.h"
 #include "traced-instance.h"
@@ -208,4 +209,82 @@ Test(tracectl_errors, ctrl_c_replaces_the_file_whole) {
         closedir(d);
         cr_assert_eq(n, 1);
         raw_producer_free(&prod);
+}
+
+/* With this build's plugins: what a plugin refuses reaches tracectl. */
+static void plugins_setup(void) {
+        cr_assert_eq(fixture_start(&inst, &ev), 0, "could not start traced with plugins");
+}
+
+static void plugins_teardown(void) {
+        cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
+}
+
+TestSuite(tracectl_plugins, .init = plugins_setup, .fini = plugins_teardown, .timeout = 90);
+
+/* Runs tracectl; returns its exit code, *ret_err its stderr. */
+static int run(const char *const *args, char **ret_err, char **ret_out) {
+        struct child c;
+        spawn_tracectl(&c, args);
+        int st = wait_child(&c, 60000);
+        *ret_err = slurp(c.err_path, NULL);
+        if (ret_out)
+                *ret_out = slurp(c.out, NULL);
+        return st;
+}
+
+Test(tracectl_plugins, a_missing_ftrace_event_stops_the_recording_and_names_it) {
+        if (!fixture_tracefs_usable())
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        char dir[512], path[600], *se = NULL, *so = NULL;
+        make_precious(dir, sizeof(dir), path, sizeof(path));
+        /* A minute asked for: the recording stops as soon as the plugin
+         * reports (the test's own timeout would end it otherwise). */
+        int st = run((const char *const[]) { "record", "-t", "60s", "--no-process-stats", "sched/sched_swich",
+                                             "sched/sched_switch", "-o", path, NULL },
+                     &se, NULL);
+        cr_assert_eq(st, 5, "tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "linux.ftrace: ftrace_events \"sched/sched_swich\": no such event (see ") != NULL &&
+                          strstr(se, "available_events)") != NULL,
+                  "stderr: %s", se);
+        cr_assert(strstr(se, "--allow-missing") != NULL, "no way on is suggested: %s", se);
+        cr_assert(strstr(se, "sched/sched_switch\"") == NULL, "the good event is reported: %s", se);
+        free(se);
+        assert_kept(dir, path, "a missing event");
+
+        /* With --allow-missing it records the rest, and the trace says
+         * what is missing. */
+        st = run((const char *const[]) { "record", "-t", "500ms", "--no-process-stats", "--allow-missing",
+                                         "sched/sched_swich", "sched/sched_switch", "-o", path, "--no-summary", NULL },
+                 &se, NULL);
+        cr_assert_eq(st, 0, "tracectl --allow-missing exited %d: %s", st, se);
+        cr_assert(strstr(se, "ftrace_events \"sched/sched_swich\": no such event") != NULL, "stderr: %s", se);
+        free(se);
+        st = run((const char *const[]) { "summary", path, NULL }, &se, &so);
+        cr_assert_eq(st, 0, "summary exited %d: %s", st, se);
+        cr_assert(strstr(so, "Not recorded:   linux.ftrace: ftrace_events \"sched/sched_swich\": no such event") !=
+                          NULL,
+                  "summary:\n%s", so);
+        free(se);
+        free(so);
+}
+
+Test(tracectl_plugins, a_perf_value_the_plugin_refuses_is_named) {
+        char cfg[512], out[512], *se = NULL;
+        snprintf(cfg, sizeof(cfg), "%s/perf.pbtxt", inst.dir);
+        snprintf(out, sizeof(out), "%s/perf.pftrace", inst.dir);
+        FILE *f = fopen(cfg, "w");
+        fprintf(f, "buffers { size_kb: 1024 }\n"
+                   "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
+                   "  timebase { frequency: 99 counter: SW_CPU_CLOCK }\n"
+                   "  callstack_sampling { user_frames: UNWIND_KERNEL_FRAME_POINTER } } } }\n"
+                   "duration_ms: 60000\n");
+        fclose(f);
+        int st = run((const char *const[]) { "record", "-c", cfg, "--txt", "-o", out, NULL }, &se, NULL);
+        cr_assert_eq(st, 5, "tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "linux.perf: perf_event_config.callstack_sampling.user_frames: "
+                             "UNWIND_KERNEL_FRAME_POINTER is not supported") != NULL,
+                  "stderr: %s", se);
+        free(se);
+        cr_assert_eq(access(out, F_OK), -1, "a failed recording left a file");
 }

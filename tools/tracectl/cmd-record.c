@@ -19,6 +19,7 @@
 #include "pbtxt/pb-check.h"
 #include "pbtxt/pbtxt.h"
 #include "config-lint.h"
+#include "ds-errors.h"
 #include "record-output.h"
 #include "tracectl.h"
 
@@ -51,6 +52,9 @@ static void record_help(void) {
                "      --stop-on-trigger NAME  stop when a producer activates NAME\n"
                "      --detach KEY       start, detach the session under KEY, exit\n"
                "      --no-summary       do not summarise the trace at the end\n"
+               "      --allow-missing    record on when a data source, an event or a config\n"
+               "                         value is missing or refused (printed as it comes);\n"
+               "                         without it the recording stops and fails\n"
                "  -h, --help             this help\n"
                "\n"
                "Ctrl-C flushes the data sources, stops the session and completes\n"
@@ -244,15 +248,36 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
-static void show_progress(struct tracectl *t, int fd, uint64_t start, bool final) {
-        struct stat st;
-        uint64_t written = 0, lost = 0, used = 0, size = 0;
+/* What a recording learns as it runs: the data source errors printed so
+ * far, and whether it stopped for them. */
+struct record_watch {
+        bool allow_missing;
+        size_t n_errors_printed;
+        bool stopped_for_errors;
+};
+
+static void get_trace_stats_response_freep(Perfetto__Protos__GetTraceStatsResponse **r) {
+        if (*r)
+                protobuf_c_message_free_unpacked(&(*r)->base, NULL);
+}
+
+/* The session's TraceStats now (NULL when the service does not answer). */
+static Perfetto__Protos__GetTraceStatsResponse *poll_stats(struct tracectl *t) {
         ProtobufCMessage *reply = NULL;
         Perfetto__Protos__GetTraceStatsRequest rq = PERFETTO__PROTOS__GET_TRACE_STATS_REQUEST__INIT;
-        if (!final && tracectl_call(t, "GetTraceStats", &rq.base, &perfetto__protos__get_trace_stats_response__descriptor,
-                                    -EBADF, &reply, 1000) == 0 &&
+        if (tracectl_call(t, "GetTraceStats", &rq.base, &perfetto__protos__get_trace_stats_response__descriptor, -EBADF,
+                          &reply, 1000) < 0 &&
             reply) {
-                const Perfetto__Protos__TraceStats *s = ((Perfetto__Protos__GetTraceStatsResponse *) reply)->trace_stats;
+                protobuf_c_message_free_unpacked(reply, NULL);
+                reply = NULL;
+        }
+        return (Perfetto__Protos__GetTraceStatsResponse *) reply;
+}
+
+static void show_progress(const Perfetto__Protos__TraceStats *s, int fd, uint64_t start, bool final) {
+        struct stat st;
+        uint64_t written = 0, lost = 0, used = 0, size = 0;
+        {
                 for (size_t i = 0; s && i < s->n_buffer_stats; i++) {
                         written += s->buffer_stats[i]->bytes_written;
                         lost += s->buffer_stats[i]->chunks_overwritten + s->buffer_stats[i]->chunks_discarded;
@@ -260,8 +285,6 @@ static void show_progress(struct tracectl *t, int fd, uint64_t start, bool final
                         used += s->buffer_stats[i]->bytes_written - s->buffer_stats[i]->bytes_read;
                 }
         }
-        if (reply)
-                protobuf_c_message_free_unpacked(reply, NULL);
         uint64_t file = fstat(fd, &st) == 0 ? (uint64_t) st.st_size : 0;
         fprintf(stderr, "\r\033[K%6.1fs  file %8.1f KiB  buffer %3.0f%%  lost chunks %" PRIu64,
                 (double) (now_usec() - start) / 1e6, (double) file / 1024.0,
@@ -271,13 +294,22 @@ static void show_progress(struct tracectl *t, int fd, uint64_t start, bool final
                 fputc('\n', stderr);
 }
 
-/* Waits for the EnableTracing reply; Ctrl-C flushes and stops. */
-static int wait_session(struct tracectl *t, struct consumer_session *w, int progress_fd) {
+/* Waits for the EnableTracing reply; Ctrl-C flushes and stops. A data
+ * source error (printed as it comes) stops the session too, unless
+ * watch->allow_missing. */
+static int wait_session(struct tracectl *t, struct consumer_session *w, int progress_fd, struct record_watch *watch) {
         uint64_t start = now_usec(), last_progress = 0;
         bool tty = progress_fd >= 0 && isatty(STDERR_FILENO);
         bool stopping = false;
 
         while (!w->replied) {
+                if (!stopping && !watch->allow_missing && watch->n_errors_printed > 0) {
+                        stopping = watch->stopped_for_errors = true;
+                        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+                        (void) tracectl_call(t, "DisableTracing", &dis.base,
+                                             &perfetto__protos__disable_tracing_response__descriptor, -EBADF, NULL, 5000);
+                        continue;
+                }
                 if (interrupted && !stopping) {
                         stopping = true;
                         if (tty)
@@ -302,13 +334,19 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                         fprintf(stderr, "\ntracectl: the tracing service went away\n");
                         return EXIT_SESSION_FAILED;
                 }
-                if (tty && now_usec() - last_progress > 500000) {
+                if (now_usec() - last_progress > 300000 && !w->replied) {
                         last_progress = now_usec();
-                        show_progress(t, progress_fd, start, false);
+                        _cleanup_(get_trace_stats_response_freep) Perfetto__Protos__GetTraceStatsResponse *st =
+                                poll_stats(t);
+                        if (tty && st && ds_errors_new(st->trace_stats, watch->n_errors_printed))
+                                fputc('\n', stderr);
+                        (void) ds_errors_print_new(st ? st->trace_stats : NULL, &watch->n_errors_printed, stderr);
+                        if (tty)
+                                show_progress(st ? st->trace_stats : NULL, progress_fd, start, false);
                 }
         }
         if (tty)
-                show_progress(t, progress_fd, start, true);
+                show_progress(NULL, progress_fd, start, true);
         if (w->ipc_error < 0) {
                 fprintf(stderr, "tracectl: the session failed: %s\n", strerror(-w->ipc_error));
                 return EXIT_SESSION_FAILED;
@@ -357,6 +395,23 @@ static void wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__Tr
         }
 }
 
+/* The errors the trace holds that were not printed yet (a short session
+ * can end before they are polled), and whether they fail the recording. */
+static int check_trace_errors(const char *path, struct record_watch *watch) {
+        if (path && !watch->stopped_for_errors) {
+                Perfetto__Protos__TraceStats *st = ds_errors_last_trace_stats(path);
+                (void) ds_errors_print_new(st, &watch->n_errors_printed, stderr);
+                if (st)
+                        perfetto__protos__trace_stats__free_unpacked(st, NULL);
+        }
+        if (watch->n_errors_printed == 0 || watch->allow_missing)
+                return EXIT_OK;
+        fprintf(stderr, "tracectl: the recording %s: a data source could not do what the config asks "
+                        "(--allow-missing records without it)\n",
+                watch->stopped_for_errors ? "was stopped" : "failed");
+        return EXIT_SESSION_FAILED;
+}
+
 /* A recording that did not complete leaves the file it was to replace as
  * it was: say so, and return code. */
 static int kept_as_it_was(const char *out, bool service_opens, int code) {
@@ -366,7 +421,8 @@ static int kept_as_it_was(const char *out, bool service_opens, int code) {
 }
 
 int cmd_record(struct tracectl *t, int argc, char **argv) {
-        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS, ARG_DRY_RUN };
+        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS, ARG_DRY_RUN,
+               ARG_ALLOW_MISSING };
         static const struct option opts[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "txt", no_argument, NULL, ARG_TXT },
@@ -381,11 +437,13 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 { "perf", required_argument, NULL, ARG_PERF },
                 { "bpf-stacks", no_argument, NULL, ARG_BPF_STACKS },
                 { "dry-run", no_argument, NULL, ARG_DRY_RUN },
+                { "allow-missing", no_argument, NULL, ARG_ALLOW_MISSING },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *config_path = NULL, *out = NULL, *trigger = NULL, *detach = NULL;
-        bool txt = false, process_stats = true, summary = true, bpf_stacks = false, dry_run = false;
+        bool txt = false, process_stats = true, summary = true, bpf_stacks = false, dry_run = false,
+             allow_missing = false;
         uint32_t duration_ms = 10000, buffer_kb = 64 * 1024, perf_hz = 0;
         char *extra[16];
         size_t n_extra = 0;
@@ -449,6 +507,9 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 }
                 case ARG_DRY_RUN:
                         dry_run = true;
+                        break;
+                case ARG_ALLOW_MISSING:
+                        allow_missing = true;
                         break;
                 case 'h':
                         record_help();
@@ -555,6 +616,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         }
         out = out_copy;
         struct consumer_session w = {};
+        struct record_watch watch = { .allow_missing = allow_missing };
         Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         req.trace_config = cfg;
         int64_t id = consumer_enable_tracing(t->client, &req, file.fd, &w);
@@ -592,9 +654,11 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return EXIT_OK;
         }
 
-        r = wait_session(t, &w, file.fd);
+        r = wait_session(t, &w, file.fd, &watch);
         consumer_session_done(&w);
         tracectl_disconnect(t);
+        if (r == EXIT_OK)
+                r = check_trace_errors(service_opens ? out : file.tmp_path, &watch);
         if (r != EXIT_OK)
                 return kept_as_it_was(out, service_opens, r);
         r = record_output_commit(&file);
@@ -640,7 +704,8 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
         }
         if (stop)
                 interrupted = 1; /* flush, stop, wait */
-        r = wait_session(t, &w, -EBADF);
+        struct record_watch watch = { .allow_missing = true };
+        r = wait_session(t, &w, -EBADF, &watch);
         consumer_session_done(&w);
         tracectl_disconnect(t);
         if (r == EXIT_OK)
