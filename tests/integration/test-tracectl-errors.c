@@ -288,3 +288,25 @@ Test(tracectl_plugins, a_perf_value_the_plugin_refuses_is_named) {
         free(se);
         cr_assert_eq(access(out, F_OK), -1, "a failed recording left a file");
 }
+
+/* A misspelt data source fails before anything starts, with the name
+ * meant; one no producer offers fails after the wait, naming those
+ * offered. */
+Test(tracectl_errors, an_unknown_data_source_name_suggests_the_registered_one) {
+        struct raw_producer prod;
+        char dir[512], path[600];
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        spin_ms(ev, 100);
+        make_precious(dir, sizeof(dir), path, sizeof(path));
+        char *se = run_failing(NULL,
+                               (const char *const[]) { "record", "-t", "60s", "--no-process-stats", "--ds",
+                                                       "test.dta", "-o", path, NULL },
+                               3, "a misspelt data source");
+        cr_assert(strstr(se, "no producer offers data source \"test.dta\"; did you mean test.data?") != NULL, "%s",
+                  se);
+        cr_assert(strstr(se, "waiting") == NULL, "tracectl waited for a misspelt name: %s", se);
+        free(se);
+        assert_kept(dir, path, "a misspelt data source");
+        cr_assert_eq(prod.n_start, 0);
+        raw_producer_free(&prod);
+}

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/closest-name.h"
 #include "basic/macro.h"
 #include "pbtxt/pb-check.h"
 #include "pbtxt/pbtxt.h"
@@ -358,39 +359,67 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
         return EXIT_OK;
 }
 
+/* The data source names registered with the service (pointers into st). */
+static size_t registered_names(const Perfetto__Protos__TracingServiceState *st, const char **names, size_t max) {
+        size_t n = 0;
+        for (size_t k = 0; st && k < st->n_data_sources && n < max; k++) {
+                const char *name = st->data_sources[k]->ds_descriptor ? st->data_sources[k]->ds_descriptor->name : NULL;
+                bool dup = !name;
+                for (size_t i = 0; i < n && !dup; i++)
+                        dup = strcmp(names[i], name) == 0;
+                if (!dup)
+                        names[n++] = name;
+        }
+        return n;
+}
+
 /* A service that just started registers its plugins' data sources a
- * moment after it accepts: wait (a while) for those the config names. */
-static void wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfig *cfg) {
+ * moment after it accepts: wait (a while) for those the config names. A
+ * name one edit or so from a registered one is a typo and fails at once
+ * (with --allow-missing it is waited for like any other); one that never
+ * comes fails after the wait, or is recorded without with --allow-missing.
+ * Returns an exit code. */
+static int wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfig *cfg, bool allow_missing) {
         for (unsigned waited = 0;; waited += 200) {
                 Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
                 ProtobufCMessage *reply = NULL;
                 const char *missing = NULL;
                 if (tracectl_call(t, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
                                   -EBADF, &reply, 5000) < 0 || !reply)
-                        return;
+                        return EXIT_OK; /* the service will say what it lacks */
                 const Perfetto__Protos__TracingServiceState *st =
                         ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+                const char *names[64];
+                size_t n_names = registered_names(st, names, ELEMENTSOF(names));
                 for (size_t i = 0; i < cfg->n_data_sources && !missing; i++) {
                         const char *name = cfg->data_sources[i]->config ? cfg->data_sources[i]->config->name : NULL;
                         bool found = !name;
-                        for (size_t k = 0; st && !found && k < st->n_data_sources; k++)
-                                found = st->data_sources[k]->ds_descriptor && st->data_sources[k]->ds_descriptor->name &&
-                                        strcmp(st->data_sources[k]->ds_descriptor->name, name) == 0;
+                        for (size_t k = 0; !found && k < n_names; k++)
+                                found = strcmp(names[k], name) == 0;
                         if (!found)
                                 missing = name;
                 }
-                if (!missing) {
-                        protobuf_c_message_free_unpacked(reply, NULL);
-                        return;
-                }
-                if (waited >= TRACECTL_DATA_SOURCE_WAIT_MS) {
-                        fprintf(stderr, "tracectl: no producer offers data source %s; recording without it\n", missing);
-                        protobuf_c_message_free_unpacked(reply, NULL);
-                        return;
-                }
-                if (waited == 0)
+                int r = -EAGAIN;
+                const char *close = missing ? closest_name(missing, names, n_names) : NULL;
+                if (!missing)
+                        r = EXIT_OK;
+                else if (close && !allow_missing) {
+                        fprintf(stderr, "tracectl: no producer offers data source \"%s\"; did you mean %s?\n", missing,
+                                close);
+                        r = EXIT_CONFIG;
+                } else if (waited >= TRACECTL_DATA_SOURCE_WAIT_MS) {
+                        fprintf(stderr, "tracectl: no producer offers data source \"%s\"%s (offered:", missing,
+                                allow_missing ? "; recording without it" : "");
+                        for (size_t k = 0; k < n_names; k++)
+                                fprintf(stderr, " %s", names[k]);
+                        fprintf(stderr, "%s)%s\n", n_names ? "" : " none",
+                                allow_missing ? "" : "; --allow-missing records without it");
+                        r = allow_missing ? EXIT_OK : EXIT_SESSION_FAILED;
+                } else if (waited == 0)
                         fprintf(stderr, "tracectl: waiting for data source %s\n", missing);
                 protobuf_c_message_free_unpacked(reply, NULL);
+                if (r != -EAGAIN)
+                        return r;
                 (void) usleep(200 * 1000);
         }
 }
@@ -595,7 +624,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return r;
         }
 
-        wait_for_data_sources(t, cfg);
+        r = wait_for_data_sources(t, cfg, allow_missing);
+        if (r != EXIT_OK) {
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                tracectl_disconnect(t);
+                return kept_as_it_was(out, service_opens, r);
+        }
 
         struct sigaction sa = { .sa_handler = on_sigint };
         sigaction(SIGINT, &sa, NULL);
