@@ -53,8 +53,10 @@ static void spawn_on(struct child *c, const char *socket, const char *const *arg
         for (size_t i = 0; args[i] && n < 38; i++)
                 argv[n++] = (char *) args[i];
         argv[n] = NULL;
-        snprintf(c->out, sizeof(c->out), "%s/tracectl.stdout", inst.dir);
-        snprintf(c->err_path, sizeof(c->err_path), "%s/tracectl.stderr", inst.dir);
+        /* Each its own files: two may run at once. */
+        static unsigned n_spawned;
+        snprintf(c->out, sizeof(c->out), "%s/tracectl-%u.stdout", inst.dir, n_spawned);
+        snprintf(c->err_path, sizeof(c->err_path), "%s/tracectl-%u.stderr", inst.dir, n_spawned++);
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, c->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -146,6 +148,10 @@ Test(tracectl_errors, an_unreachable_service_leaves_the_file) {
                                                        "-o", path, NULL },
                                4, "no service");
         cr_assert(strstr(se, "nope.sock") != NULL, "%s", se);
+        /* No traced is about to listen there: no waiting, a hint. */
+        cr_assert(strstr(se, "waiting") == NULL, "%s", se);
+        cr_assert(strstr(se, "systemctl start traced.socket") != NULL && strstr(se, "--socket PATH") != NULL, "%s",
+                  se);
         free(se);
         assert_kept(dir, path, "no service");
 }
@@ -309,4 +315,58 @@ Test(tracectl_errors, an_unknown_data_source_name_suggests_the_registered_one) {
         assert_kept(dir, path, "a misspelt data source");
         cr_assert_eq(prod.n_start, 0);
         raw_producer_free(&prod);
+}
+
+/* A stop trigger fired with tracectl trigger ends the recording, which
+ * completes its file; one never fired is named at the end. */
+Test(tracectl_errors, tracectl_trigger_stops_a_recording) {
+        struct raw_producer prod;
+        struct child rec, trig;
+        char out[512];
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 20;
+        prod.payload_size = 10;
+        snprintf(out, sizeof(out), "%s/triggered.pftrace", inst.dir);
+        /* A minute asked for: only the trigger ends it within the test's
+         * own timeout. */
+        spawn_tracectl(&rec, (const char *const[]) { "record", "-t", "60s", "--no-process-stats", "--ds", "test.data",
+                                                     "--stop-on-trigger", "stop-now", "-o", out, "--no-summary",
+                                                     NULL });
+        cr_assert(raw_producer_spin_until(&prod, started, 10000));
+        spawn_tracectl(&trig, (const char *const[]) { "trigger", "stop-now", NULL });
+        int st = wait_child(&trig, 10000);
+        char *so = slurp(trig.out, NULL), *se = slurp(trig.err_path, NULL);
+        cr_assert_eq(st, 0, "tracectl trigger exited %d: %s", st, se);
+        cr_assert(strstr(so, "Activated trigger \"stop-now\"") != NULL, "%s", so);
+        free(so);
+        free(se);
+        st = wait_child(&rec, 30000);
+        se = slurp(rec.err_path, NULL);
+        cr_assert_eq(st, 0, "the triggered recording exited %d: %s", st, se);
+        cr_assert(strstr(se, "was not activated") == NULL, "%s", se);
+        free(se);
+        size_t len;
+        char *data = slurp(out, &len);
+        cr_assert(memmem(data, len, "stop-now", 8) != NULL, "the trace does not record the trigger");
+        free(data);
+
+        spawn_tracectl(&rec, (const char *const[]) { "record", "-t", "300ms", "--no-process-stats", "--ds",
+                                                     "test.data", "--stop-on-trigger", "never", "-o", out,
+                                                     "--no-summary", NULL });
+        st = wait_child(&rec, 30000);
+        se = slurp(rec.err_path, NULL);
+        cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "trigger \"never\" was not activated") != NULL, "%s", se);
+        free(se);
+        raw_producer_free(&prod);
+}
+
+Test(tracectl_errors, trigger_without_a_service_says_how_to_start_it) {
+        char sock[512];
+        snprintf(sock, sizeof(sock), "%s/nope/consumer.sock", inst.dir);
+        char *se = run_failing(sock, (const char *const[]) { "trigger", "x", NULL }, 4, "trigger, no service");
+        cr_assert(strstr(se, "nope/producer.sock") != NULL, "%s", se);
+        cr_assert(strstr(se, "systemctl start traced.socket") != NULL && strstr(se, "--socket PATH") != NULL, "%s",
+                  se);
+        free(se);
 }

@@ -700,6 +700,11 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 fprintf(stderr, "tracectl: cannot rename the trace to %s: %s\n", out, strerror(-r));
                 return EXIT_OTHER;
         }
+        if (trigger && !interrupted && access(out, R_OK) == 0 && !trace_trigger_fired(out, trigger))
+                fprintf(stderr,
+                        "tracectl: trigger \"%s\" was not activated (tracectl trigger %s); the recording ran "
+                        "its whole time\n",
+                        trigger, trigger);
         if (summary) {
                 printf("Trace written to %s\n", out);
                 if (service_opens && access(out, R_OK) < 0)
