@@ -168,6 +168,7 @@ if out=$(as_stranger "$builddir/tracectl" --socket "$tmp/consumer.sock" query 2>
         fail "a user outside the group could connect"
 fi
 echo "$out" | grep -q "Permission denied" || fail "unexpected error for the stranger: $out"
+echo "$out" | grep -q 'group "traced"' || fail "the stranger is not told about the group: $out"
 echo "ok: $out"
 
 echo "== reload: a bad file is reported, the old configuration stays, sessions go on"

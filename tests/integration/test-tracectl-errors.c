@@ -162,19 +162,28 @@ Test(tracectl_errors, a_refused_session_leaves_the_file) {
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
         make_precious(dir, sizeof(dir), path, sizeof(path));
 
+        /* Over the service's limit: tracectl knows it before asking. */
         char *se = run_failing(NULL,
                                (const char *const[]) { "record", "-t", "200h", "--no-process-stats", "--ds",
                                                        "test.data", "-o", path, NULL },
-                               5, "-t 200h");
-        cr_assert(strstr(se, "duration") != NULL, "the refusal does not say why: %s", se);
-        cr_assert(strstr(se, "left as it was") != NULL, "%s", se);
+                               2, "-t 200h");
+        cr_assert(strstr(se, "over the service's limit of 7 days") != NULL, "%s", se);
         free(se);
         assert_kept(dir, path, "-t 200h");
+        se = run_failing(NULL, (const char *const[]) { "record", "-t", "1000d", "-o", path, NULL }, 2, "-t 1000d");
+        cr_assert(strstr(se, "7 days") != NULL, "%s", se);
+        free(se);
+        se = run_failing(NULL, (const char *const[]) { "record", "-t", "10y", "-o", path, NULL }, 2, "-t 10y");
+        cr_assert(strstr(se, "ms, s, m, h or d") != NULL, "the units are not named: %s", se);
+        free(se);
 
+        /* The service refuses. */
         se = run_failing(NULL,
                          (const char *const[]) { "record", "-t", "2s", "-b", "100gb", "--no-process-stats", "--ds",
                                                  "test.data", "-o", path, NULL },
                          5, "-b 100gb");
+        cr_assert(strstr(se, "the session failed: ") != NULL, "the refusal does not say why: %s", se);
+        cr_assert(strstr(se, "left as it was") != NULL, "%s", se);
         free(se);
         assert_kept(dir, path, "-b 100gb");
         cr_assert_eq(prod.n_start, 0, "a refused session started a data source");
@@ -368,5 +377,23 @@ Test(tracectl_errors, trigger_without_a_service_says_how_to_start_it) {
         cr_assert(strstr(se, "nope/producer.sock") != NULL, "%s", se);
         cr_assert(strstr(se, "systemctl start traced.socket") != NULL && strstr(se, "--socket PATH") != NULL, "%s",
                   se);
+        free(se);
+}
+
+/* traced that bound its own sockets removes them when it exits: a client
+ * then hears there is no service, not a refusal from a dead socket. */
+Test(tracectl_errors, standalone_traced_removes_its_sockets) {
+        cr_assert_eq(traced_instance_stop(&inst), 0);
+        cr_assert_eq(traced_instance_restart(&inst, false, NULL), 0);
+        struct child c;
+        spawn_tracectl(&c, (const char *const[]) { "query", NULL });
+        cr_assert_eq(wait_child(&c, 10000), 0, "the standalone traced does not answer");
+        cr_assert_eq(access(inst.consumer_path, F_OK), 0);
+        cr_assert_eq(traced_instance_stop(&inst), 0, "traced did not exit cleanly");
+        cr_assert_eq(access(inst.consumer_path, F_OK), -1, "the consumer socket stayed");
+        cr_assert_eq(access(inst.producer_path, F_OK), -1, "the producer socket stayed");
+        char *se = run_failing(NULL, (const char *const[]) { "query", NULL }, 4, "after traced exited");
+        cr_assert(strstr(se, "No such file or directory") != NULL && strstr(se, "systemctl start traced.socket"),
+                  "%s", se);
         free(se);
 }

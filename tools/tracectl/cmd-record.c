@@ -41,7 +41,8 @@ static void record_help(void) {
                "                         output_path names a file in the service's trace\n"
                "                         directory, which the service opens itself\n"
                "      --dry-run          parse the config (or quick flags), print it, exit\n"
-               "  -t, --time DURATION    quick mode: how long (e.g. 10s, 500ms, 2m)\n"
+               "  -t, --time DURATION    quick mode: how long, in ms, s, m, h or d (e.g. 10s,\n"
+               "                         500ms, 2m), up to 7 days; 0s: until Ctrl-C\n"
                "  -b, --buffer SIZE      quick mode: buffer size (e.g. 64mb, 512kb)\n"
                "      --ds NAME          quick mode: also enable data source NAME\n"
                "      --no-process-stats quick mode: no linux.process_stats\n"
@@ -78,10 +79,12 @@ static int parse_duration_ms(const char *s, uint32_t *ret) {
                 mult = 60000;
         else if (strcmp(end, "h") == 0)
                 mult = 3600000;
+        else if (strcmp(end, "d") == 0)
+                mult = 24.0 * 3600000;
         else
                 return -EINVAL;
         double ms = v * mult;
-        if (ms > UINT32_MAX)
+        if (ms > TRACECTL_MAX_DURATION_MS)
                 return -ERANGE;
         *ret = (uint32_t) ms;
         return 0;
@@ -490,8 +493,19 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         out = optarg;
                         break;
                 case 't':
-                        if (parse_duration_ms(optarg, &duration_ms) < 0) {
-                                fprintf(stderr, "tracectl: bad duration \"%s\" (e.g. 10s, 500ms, 2m)\n", optarg);
+                        r = parse_duration_ms(optarg, &duration_ms);
+                        if (r == -ERANGE) {
+                                fprintf(stderr,
+                                        "tracectl: duration \"%s\" is over the service's limit of 7 days "
+                                        "(-t 0s records until stopped with Ctrl-C)\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        if (r < 0) {
+                                fprintf(stderr,
+                                        "tracectl: bad duration \"%s\": a number and a unit, ms, s, m, h or d "
+                                        "(e.g. 500ms, 10s, 2m), up to 7 days\n",
+                                        optarg);
                                 return EXIT_USAGE;
                         }
                         break;

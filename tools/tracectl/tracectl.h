@@ -33,6 +33,9 @@ int tracectl_connect_port(struct tracectl *t, const char *path, const char *port
 void tracectl_disconnect(struct tracectl *t);
 /* How long tracectl waits for the service's socket to appear and accept. */
 #define TRACECTL_CONNECT_WAIT_MS 10000u
+/* The longest session traced accepts (its limits.h, SERVICE_MAX_DURATION_MS):
+ * checked before asking. */
+#define TRACECTL_MAX_DURATION_MS (7.0 * 24 * 3600 * 1000)
 /* How long record waits for the data sources its config names. */
 #define TRACECTL_DATA_SOURCE_WAIT_MS 10000u
 
