@@ -71,7 +71,10 @@ typedef struct traced_trace_writer traced_trace_writer;
 struct traced_producer_ops {
         size_t struct_size; /* sizeof(struct traced_producer_ops) */
         /* An instance of a registered data source starts. config is the
-         * serialized DataSourceConfig. */
+         * serialized DataSourceConfig. The service hears the instance runs
+         * when this returns (since 0.2: data sources are registered with
+         * will_notify_on_start), so what it must have in place before the
+         * session counts as started is done here. */
         void (*start)(traced_producer *p, uint64_t instance_id, const char *data_source, const uint8_t *config,
                       size_t config_size, void *userdata);
         /* It stops. With TRACED_DS_WILL_NOTIFY_ON_STOP the data source calls

@@ -195,16 +195,18 @@ void producer_on_async_command(ipc_client *c, int error, const ProtobufCMessage 
                 const Perfetto__Protos__GetAsyncCommandResponse__StartDataSource *s = cmd->start_data_source;
                 add_instance(p, s->new_instance_id, s->config);
                 struct producer_instance *i = producer_find_instance(p, s->new_instance_id);
-                if (!i || !p->ops.start)
-                        break;
                 size_t n = s->config ? perfetto__protos__data_source_config__get_packed_size(s->config) : 0;
-                uint8_t *buf = malloc(n ? n : 1);
-                if (!buf)
-                        break;
-                if (s->config)
-                        perfetto__protos__data_source_config__pack(s->config, buf);
-                p->ops.start(p, i->id, i->data_source, buf, n, p->userdata);
-                free(buf);
+                uint8_t *buf = i && p->ops.start ? malloc(n ? n : 1) : NULL;
+                if (buf) {
+                        if (s->config)
+                                perfetto__protos__data_source_config__pack(s->config, buf);
+                        p->ops.start(p, i->id, i->data_source, buf, n, p->userdata);
+                        free(buf);
+                }
+                /* Registered with will_notify_on_start: the service (and its
+                 * consumer, ALL_DATA_SOURCES_STARTED) learns the instance
+                 * runs once the start callback returned, not before. */
+                (void) notify(p, "NotifyDataSourceStarted", s->new_instance_id);
                 break;
         }
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE: {

@@ -96,6 +96,8 @@ static char *slurp(const char *path, size_t *ret_len) {
         return buf;
 }
 
+static int run(const char *const *args, char **ret_err, char **ret_out);
+
 static bool started(struct raw_producer *p) {
         return p->n_start > 0;
 }
@@ -395,5 +397,59 @@ Test(tracectl_errors, standalone_traced_removes_its_sockets) {
         char *se = run_failing(NULL, (const char *const[]) { "query", NULL }, 4, "after traced exited");
         cr_assert(strstr(se, "No such file or directory") != NULL && strstr(se, "systemctl start traced.socket"),
                   "%s", se);
+        free(se);
+}
+
+/* record -- CMD: the command runs once tracing runs (its own exec is in
+ * the trace), and its exit ends the recording, whose status is
+ * tracectl's. */
+Test(tracectl_plugins, record_runs_a_command_and_stops_when_it_exits) {
+        if (!fixture_tracefs_usable())
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        char out[512], pidfile[512], script[700], *se = NULL, *so = NULL;
+        snprintf(out, sizeof(out), "%s/cmd.pftrace", inst.dir);
+        snprintf(pidfile, sizeof(pidfile), "%s/cmd.pid", inst.dir);
+        snprintf(script, sizeof(script), "echo $$ >%s; exit 3", pidfile);
+        /* A minute allowed: only the command's end stops it within the
+         * test's own wait. */
+        int st = run((const char *const[]) { "record", "-t", "60s", "--no-process-stats", "sched/sched_process_exec",
+                                             "-o", out, "--no-summary", "--", "sh", "-c", script, NULL },
+                     &se, NULL);
+        cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "sh exited with status 3") != NULL, "the command's status is not told: %s", se);
+        free(se);
+        char *pid = slurp(pidfile, NULL);
+        cr_assert_not_null(pid, "the command did not run");
+        pid[strcspn(pid, "\n")] = '\0';
+        st = run((const char *const[]) { "print", out, NULL }, &se, &so);
+        cr_assert_eq(st, 0, "%s", se);
+        /* An event line: "TS pid PID ... sched_process_exec ...". */
+        char expected[64];
+        snprintf(expected, sizeof(expected), " pid %s ", pid);
+        bool found = false;
+        for (char *line = strtok(so, "\n"); line && !found; line = strtok(NULL, "\n"))
+                found = strstr(line, expected) && strstr(line, "sched_process_exec");
+        cr_assert(found, "the command ran before tracing did: its exec (pid %s) is not in the trace", pid);
+        free(pid);
+        free(se);
+        free(so);
+}
+
+Test(tracectl_errors, pid_narrows_the_profilers) {
+        char *se = NULL, *so = NULL;
+        int st = run((const char *const[]) { "record", "--dry-run", "--perf", "99", "--bpf-stacks", "-p", "42,43",
+                                             NULL },
+                     &se, &so);
+        cr_assert_eq(st, 0, "%s", se);
+        cr_assert(strstr(so, "target_pid: 42") != NULL && strstr(so, "target_pid: 43") != NULL, "%s", so);
+        cr_assert(strstr(so, "filter: \"pid=42\"") != NULL && strstr(so, "filter: \"pid=43\"") != NULL, "%s", so);
+        free(se);
+        free(so);
+        st = run((const char *const[]) { "record", "--dry-run", "-p", "x", NULL }, &se, NULL);
+        cr_assert_eq(st, 2, "%s", se);
+        free(se);
+        st = run((const char *const[]) { "record", "-o", "x", "--", NULL }, &se, NULL);
+        cr_assert_eq(st, 2, "%s", se);
+        cr_assert(strstr(se, "no command after --") != NULL, "%s", se);
         free(se);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +24,7 @@
 #include "record-config.h"
 #include "ds-errors.h"
 #include "record-output.h"
+#include "record-target.h"
 #include "tracectl.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -30,6 +32,7 @@
 static void record_help(void) {
         printf("Usage: tracectl record -c CONFIG [--txt] -o FILE [OPTIONS]\n"
                "       tracectl record [-t DURATION] [-b SIZE] [EVENT...] -o FILE [OPTIONS]\n"
+               "       tracectl record [OPTIONS] -o FILE -- CMD [ARGS...]\n"
                "\n"
                "Records a trace into FILE. The service writes the file itself\n"
                "(write_into_file), so long traces do not sit in memory.\n"
@@ -55,6 +58,11 @@ static void record_help(void) {
                "      --stop-on-trigger NAME  stop when a producer activates NAME\n"
                "      --detach KEY       start, detach the session under KEY, exit\n"
                "      --no-summary       do not summarise the trace at the end\n"
+               "  -p, --pid PID[,PID...] narrow linux.perf and linux.bpf_stack (--perf,\n"
+               "                         --bpf-stacks) to these processes\n"
+               "  -- CMD [ARGS...]       run CMD once tracing runs, stop when it exits\n"
+               "                         (no -t: no other limit); the profilers are\n"
+               "                         narrowed to it; the exit status is the recording's\n"
                "      --allow-missing    record on when a data source, an event or a config\n"
                "                         value is missing or refused (printed as it comes);\n"
                "                         without it the recording stops and fails\n"
@@ -82,7 +90,20 @@ struct record_watch {
         bool allow_missing;
         size_t n_errors_printed;
         bool stopped_for_errors;
+        /* record -- CMD: started once every data source runs (or after
+         * TRACECTL_DATA_SOURCE_WAIT_MS), its end ends the recording. */
+        struct record_command *cmd;
+        bool all_started;
 };
+
+/* ObserveEvents' replies: the session's data sources all run. */
+static void on_observed(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd,
+                        void *userdata) {
+        struct record_watch *watch = userdata;
+        const Perfetto__Protos__ObserveEventsResponse *r = (const void *) reply;
+        if (error < 0 || !reply || (r->events && r->events->all_data_sources_started))
+                watch->all_started = true;
+}
 
 static void get_trace_stats_response_freep(Perfetto__Protos__GetTraceStatsResponse **r) {
         if (*r)
@@ -128,9 +149,18 @@ static void show_progress(const Perfetto__Protos__TraceStats *s, int fd, uint64_
 static int wait_session(struct tracectl *t, struct consumer_session *w, int progress_fd, struct record_watch *watch) {
         uint64_t start = now_usec(), last_progress = 0;
         bool tty = progress_fd >= 0 && isatty(STDERR_FILENO);
-        bool stopping = false;
+        bool stopping = false, command_ended = false;
 
         while (!w->replied) {
+                if (watch->cmd && !watch->cmd->released &&
+                    (watch->all_started || now_usec() - start > TRACECTL_DATA_SOURCE_WAIT_MS * 1000ull))
+                        record_command_release(watch->cmd);
+                if (watch->cmd && watch->cmd->released && !command_ended && record_command_poll(watch->cmd)) {
+                        command_ended = true;
+                        if (tty)
+                                fputc('\n', stderr);
+                        fprintf(stderr, "tracectl: the command exited: finishing the trace...\n");
+                }
                 if (!stopping && !watch->allow_missing && watch->n_errors_printed > 0) {
                         stopping = watch->stopped_for_errors = true;
                         Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
@@ -138,11 +168,12 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                                              &perfetto__protos__disable_tracing_response__descriptor, -EBADF, NULL, 5000);
                         continue;
                 }
-                if (interrupted && !stopping) {
+                if ((interrupted || command_ended) && !stopping) {
                         stopping = true;
-                        if (tty)
+                        if (interrupted && tty)
                                 fputc('\n', stderr);
-                        fprintf(stderr, "tracectl: stopping: flushing and finishing the trace...\n");
+                        if (interrupted)
+                                fprintf(stderr, "tracectl: stopping: flushing and finishing the trace...\n");
                         Perfetto__Protos__FlushRequest fl = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
                         fl.has_timeout_ms = true;
                         fl.timeout_ms = 5000;
@@ -214,6 +245,19 @@ static int kept_as_it_was(const char *out, bool service_opens, int code) {
 int cmd_record(struct tracectl *t, int argc, char **argv) {
         enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS, ARG_DRY_RUN,
                ARG_ALLOW_MISSING };
+        /* record [OPTIONS] -- CMD ARGS: getopt sees what is before "--". */
+        char **command = NULL;
+        for (int i = 1; i < argc; i++)
+                if (strcmp(argv[i], "--") == 0) {
+                        command = argv + i + 1;
+                        argv[i] = NULL;
+                        argc = i;
+                        break;
+                }
+        if (command && !command[0]) {
+                fprintf(stderr, "tracectl record: no command after --\n");
+                return EXIT_USAGE;
+        }
         static const struct option opts[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "txt", no_argument, NULL, ARG_TXT },
@@ -229,18 +273,21 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 { "bpf-stacks", no_argument, NULL, ARG_BPF_STACKS },
                 { "dry-run", no_argument, NULL, ARG_DRY_RUN },
                 { "allow-missing", no_argument, NULL, ARG_ALLOW_MISSING },
+                { "pid", required_argument, NULL, 'p' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *config_path = NULL, *out = NULL, *trigger = NULL, *detach = NULL;
         bool txt = false, process_stats = true, summary = true, bpf_stacks = false, dry_run = false,
-             allow_missing = false;
+             allow_missing = false, duration_set = false;
+        pid_t pids[RECORD_TARGET_MAX_PIDS + 1];
+        size_t n_pids = 0;
         uint32_t duration_ms = 10000, buffer_kb = 64 * 1024, perf_hz = 0;
         char *extra[16];
         size_t n_extra = 0;
         int c, r;
 
-        while ((c = getopt_long(argc, argv, "c:o:t:b:h", opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "c:o:t:b:p:h", opts, NULL)) >= 0) {
                 switch (c) {
                 case 'c':
                         config_path = optarg;
@@ -252,6 +299,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         out = optarg;
                         break;
                 case 't':
+                        duration_set = true;
                         r = parse_duration_ms(optarg, &duration_ms);
                         if (r == -ERANGE) {
                                 fprintf(stderr,
@@ -313,6 +361,13 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 case ARG_ALLOW_MISSING:
                         allow_missing = true;
                         break;
+                case 'p':
+                        if (record_target_parse_pids(optarg, pids, &n_pids) < 0) {
+                                fprintf(stderr, "tracectl: bad -p \"%s\": process ids, comma-separated (at most %d)\n",
+                                        optarg, RECORD_TARGET_MAX_PIDS);
+                                return EXIT_USAGE;
+                        }
+                        break;
                 case 'h':
                         record_help();
                         return EXIT_OK;
@@ -324,6 +379,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 fprintf(stderr, "tracectl record: events cannot be combined with -c\n");
                 return EXIT_USAGE;
         }
+        if (command && detach) {
+                fprintf(stderr, "tracectl record: a command (-- CMD) cannot be combined with --detach\n");
+                return EXIT_USAGE;
+        }
+        if (command && !duration_set)
+                duration_ms = 0; /* until the command exits */
 
         Perfetto__Protos__TraceConfig *cfg = NULL;
         if (config_path) {
@@ -363,6 +424,16 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 cfg->trigger_config = tc;
         }
 
+        if (n_pids > 0) {
+                r = record_target_apply(cfg, pids, n_pids);
+                if (r < 0) {
+                        perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                        return EXIT_OTHER;
+                }
+                if (r == 0)
+                        fprintf(stderr, "tracectl: -p narrows the profilers (linux.perf, linux.bpf_stack, e.g. "
+                                        "--perf HZ); the config has none: everything it names is recorded\n");
+        }
         if (dry_run) {
                 pbtxt_print(stdout, &cfg->base, 0);
                 fprintf(stderr, "tracectl: the config is valid: %zu buffer(s), %zu data source(s)\n", cfg->n_buffers,
@@ -404,6 +475,17 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return kept_as_it_was(out, service_opens, r);
         }
 
+        /* The command is forked now, for its pid to go into the config; it
+         * runs once tracing does. */
+        _cleanup_(record_command_finish) struct record_command cmd = { .pid = -1, .release_fd = -EBADF };
+        if (command && ((r = record_command_fork(&cmd, command)) < 0 ||
+                        (r = record_target_apply(cfg, &cmd.pid, 1)) < 0)) {
+                fprintf(stderr, "tracectl: cannot start %s: %s\n", command[0], strerror(-r));
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                tracectl_disconnect(t);
+                return EXIT_OTHER;
+        }
+
         struct sigaction sa = { .sa_handler = on_sigint };
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
@@ -423,7 +505,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         }
         out = out_copy;
         struct consumer_session w = {};
-        struct record_watch watch = { .allow_missing = allow_missing };
+        struct record_watch watch = { .allow_missing = allow_missing, .cmd = command ? &cmd : NULL };
         Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         req.trace_config = cfg;
         int64_t id = consumer_enable_tracing(t->client, &req, file.fd, &w);
@@ -432,6 +514,18 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 fprintf(stderr, "tracectl: EnableTracing failed: %s\n", strerror((int) -id));
                 tracectl_disconnect(t);
                 return kept_as_it_was(out, service_opens, EXIT_SESSION_FAILED);
+        }
+        if (command) {
+                /* Told when every data source runs: then the command starts. */
+                Perfetto__Protos__ObserveEventsRequest oe = PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
+                Perfetto__Protos__ObservableEvents__Type type =
+                        PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED;
+                oe.n_events_to_observe = 1;
+                oe.events_to_observe = &type;
+                if (ipc_client_invoke(t->client, "ObserveEvents", &oe.base,
+                                      &perfetto__protos__observe_events_response__descriptor, -EBADF, on_observed,
+                                      &watch) < 0)
+                        watch.all_started = true;
         }
 
         if (detach) {
@@ -464,6 +558,14 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         r = wait_session(t, &w, file.fd, &watch);
         consumer_session_done(&w);
         tracectl_disconnect(t);
+        if (command && cmd.released && !record_command_poll(&cmd))
+                fprintf(stderr, "tracectl: the recording ended; waiting for %s (pid %d) to exit\n", command[0],
+                        (int) cmd.pid);
+        record_command_finish(&cmd);
+        if (command && cmd.released && !(WIFEXITED(cmd.status) && WEXITSTATUS(cmd.status) == 0))
+                fprintf(stderr, "tracectl: %s %s %d\n", command[0],
+                        WIFEXITED(cmd.status) ? "exited with status" : "was killed by signal",
+                        WIFEXITED(cmd.status) ? WEXITSTATUS(cmd.status) : WTERMSIG(cmd.status));
         if (r == EXIT_OK)
                 r = check_trace_errors(service_opens ? out : file.tmp_path, &watch);
         if (r != EXIT_OK)
