@@ -2,9 +2,7 @@
 
 /* tracectl record / attach / stop. */
 
-#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -16,9 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "basic/closest-name.h"
 #include "basic/macro.h"
-#include "pbtxt/pb-check.h"
 #include "pbtxt/pbtxt.h"
 #include "config-lint.h"
 #include "record-config.h"
@@ -126,13 +122,11 @@ static Perfetto__Protos__GetTraceStatsResponse *poll_stats(struct tracectl *t) {
 static void show_progress(const Perfetto__Protos__TraceStats *s, int fd, uint64_t start, bool final) {
         struct stat st;
         uint64_t written = 0, lost = 0, used = 0, size = 0;
-        {
-                for (size_t i = 0; s && i < s->n_buffer_stats; i++) {
-                        written += s->buffer_stats[i]->bytes_written;
-                        lost += s->buffer_stats[i]->chunks_overwritten + s->buffer_stats[i]->chunks_discarded;
-                        size += s->buffer_stats[i]->buffer_size;
-                        used += s->buffer_stats[i]->bytes_written - s->buffer_stats[i]->bytes_read;
-                }
+        for (size_t i = 0; s && i < s->n_buffer_stats; i++) {
+                written += s->buffer_stats[i]->bytes_written;
+                lost += s->buffer_stats[i]->chunks_overwritten + s->buffer_stats[i]->chunks_discarded;
+                size += s->buffer_stats[i]->buffer_size;
+                used += s->buffer_stats[i]->bytes_written - s->buffer_stats[i]->bytes_read;
         }
         uint64_t file = fstat(fd, &st) == 0 ? (uint64_t) st.st_size : 0;
         fprintf(stderr, "\r\033[K%6.1fs  file %8.1f KiB  buffer %3.0f%%  lost chunks %" PRIu64,
