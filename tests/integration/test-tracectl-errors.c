@@ -17,6 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "traced/producer.h"
+
 #include "plugin-fixture.h"
 #include "raw-producer.h"
 #include "test-consumer.h"
@@ -452,4 +454,78 @@ Test(tracectl_errors, pid_narrows_the_profilers) {
         cr_assert_eq(st, 2, "%s", se);
         cr_assert(strstr(se, "no command after --") != NULL, "%s", se);
         free(se);
+}
+
+/* The public calls of libtraced-client: what an out-of-process producer
+ * reports reaches tracectl, and its trigger stops a recording. */
+struct client_producer {
+        traced_producer *p;
+        uint64_t started; /* the last instance started, 0: none */
+        bool report;      /* report an error from the start callback */
+};
+
+static void client_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t n, void *ud) {
+        struct client_producer *cp = ud;
+        cp->started = id;
+        if (cp->report)
+                cr_assert_eq(traced_producer_report_error(p, id, "client_config.mode", "\"fast\" is not supported"), 0);
+}
+
+static void client_stop(traced_producer *p, uint64_t id, void *ud) {
+}
+
+static void client_connect(struct client_producer *cp) {
+        static const struct traced_producer_ops ops = {
+                .struct_size = sizeof(ops),
+                .start = client_start,
+                .stop = client_stop,
+        };
+        struct traced_producer_options o = {
+                .struct_size = sizeof(o),
+                .socket_path = inst.producer_path,
+                .name = "client",
+                .flags = TRACED_PRODUCER_NO_RECONNECT,
+        };
+        cr_assert_eq(traced_producer_connect(ev, &o, &ops, cp, &cp->p), 0);
+        cr_assert_eq(traced_producer_register_data_source(cp->p, "client.data", 0), 0);
+        /* tracectl waits for the registration, while wait_child runs the
+         * loop. */
+}
+
+Test(tracectl_errors, a_client_library_report_reaches_tracectl) {
+        struct client_producer cp = { .report = true };
+        char out[512];
+        client_connect(&cp);
+        snprintf(out, sizeof(out), "%s/client.pftrace", inst.dir);
+        struct child c;
+        spawn_tracectl(&c, (const char *const[]) { "record", "-t", "60s", "--no-process-stats", "--ds", "client.data",
+                                                   "-o", out, NULL });
+        int st = wait_child(&c, 30000);
+        char *se = slurp(c.err_path, NULL);
+        cr_assert_eq(st, 5, "tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "tracectl: client.data: client_config.mode: \"fast\" is not supported") != NULL, "%s", se);
+        free(se);
+        traced_producer_free(cp.p);
+}
+
+Test(tracectl_errors, a_client_library_trigger_stops_a_recording) {
+        struct client_producer cp = {};
+        char out[512];
+        client_connect(&cp);
+        snprintf(out, sizeof(out), "%s/client-trigger.pftrace", inst.dir);
+        struct child c;
+        spawn_tracectl(&c, (const char *const[]) { "record", "-t", "60s", "--no-process-stats", "--ds", "client.data",
+                                                   "--stop-on-trigger", "client-done", "-o", out, "--no-summary",
+                                                   NULL });
+        for (unsigned waited = 0; !cp.started && waited < 10000; waited += 20)
+                spin_ms(ev, 20);
+        cr_assert_neq(cp.started, 0, "the session never started the data source");
+        const char *names[] = { "client-done" };
+        cr_assert_eq(traced_producer_activate_triggers(cp.p, names, 1), 0);
+        int st = wait_child(&c, 30000);
+        char *se = slurp(c.err_path, NULL);
+        cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "was not activated") == NULL, "%s", se);
+        free(se);
+        traced_producer_free(cp.p);
 }
