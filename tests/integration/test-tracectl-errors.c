@@ -529,3 +529,23 @@ Test(tracectl_errors, a_client_library_trigger_stops_a_recording) {
         free(se);
         traced_producer_free(cp.p);
 }
+
+/* Quick mode adds linux.process_stats by itself: a service without it
+ * records the rest (after the wait for a plugin that may yet register). */
+Test(tracectl_errors, quick_mode_records_without_its_own_process_stats) {
+        struct raw_producer prod;
+        char out[512], *se = NULL;
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 5;
+        prod.payload_size = 10;
+        snprintf(out, sizeof(out), "%s/no-ps.pftrace", inst.dir);
+        int st = run((const char *const[]) { "record", "-t", "300ms", "--ds", "test.data", "-o", out, "--no-summary",
+                                             NULL },
+                     &se, NULL);
+        cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "no producer offers data source \"linux.process_stats\"; recording without it") != NULL,
+                  "%s", se);
+        free(se);
+        cr_assert_gt(prod.n_start, 0);
+        raw_producer_free(&prod);
+}

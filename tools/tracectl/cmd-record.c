@@ -462,7 +462,10 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return r;
         }
 
-        r = wait_for_data_sources(t, cfg, allow_missing);
+        /* Quick mode's process metadata is tracectl's own choice: a service
+         * without it records the rest. */
+        r = wait_for_data_sources(t, cfg, allow_missing,
+                                  !config_path && process_stats ? "linux.process_stats" : NULL);
         if (r != EXIT_OK) {
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
                 tracectl_disconnect(t);

@@ -212,9 +212,11 @@ static size_t registered_names(const Perfetto__Protos__TracingServiceState *st, 
  * moment after it accepts: wait (a while) for those the config names. A
  * name one edit or so from a registered one is a typo and fails at once
  * (with --allow-missing it is waited for like any other); one that never
- * comes fails after the wait, or is recorded without with --allow-missing.
- * Returns an exit code. */
-int wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfig *cfg, bool allow_missing) {
+ * comes fails after the wait, or is recorded without with --allow-missing
+ * or when it is optional (one tracectl added by itself). Returns an exit
+ * code. */
+int wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfig *cfg, bool allow_missing,
+                          const char *optional) {
         for (unsigned waited = 0;; waited += 200) {
                 Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
                 ProtobufCMessage *reply = NULL;
@@ -236,20 +238,21 @@ int wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfi
                 }
                 int r = -EAGAIN;
                 const char *close = missing ? closest_name(missing, names, n_names) : NULL;
+                bool lenient = allow_missing || (missing && optional && strcmp(missing, optional) == 0);
                 if (!missing)
                         r = EXIT_OK;
-                else if (close && !allow_missing) {
+                else if (close && !lenient) {
                         fprintf(stderr, "tracectl: no producer offers data source \"%s\"; did you mean %s?\n", missing,
                                 close);
                         r = EXIT_CONFIG;
                 } else if (waited >= TRACECTL_DATA_SOURCE_WAIT_MS) {
                         fprintf(stderr, "tracectl: no producer offers data source \"%s\"%s (offered:", missing,
-                                allow_missing ? "; recording without it" : "");
+                                lenient ? "; recording without it" : "");
                         for (size_t k = 0; k < n_names; k++)
                                 fprintf(stderr, " %s", names[k]);
                         fprintf(stderr, "%s)%s\n", n_names ? "" : " none",
-                                allow_missing ? "" : "; --allow-missing records without it");
-                        r = allow_missing ? EXIT_OK : EXIT_SESSION_FAILED;
+                                lenient ? "" : "; --allow-missing records without it");
+                        r = lenient ? EXIT_OK : EXIT_SESSION_FAILED;
                 } else if (waited == 0)
                         fprintf(stderr, "tracectl: waiting for data source %s\n", missing);
                 protobuf_c_message_free_unpacked(reply, NULL);

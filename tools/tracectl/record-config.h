@@ -24,5 +24,7 @@ Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffe
                                             bool bpf_stacks);
 /* Waits for the data sources cfg names to be registered (a service just
  * started registers its plugins a moment later); a misspelt name fails at
- * once. Prints why and returns an exit code. */
-int wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfig *cfg, bool allow_missing);
+ * once, and one never registered after the wait unless allow_missing or it
+ * is optional (may be NULL). Prints why and returns an exit code. */
+int wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfig *cfg, bool allow_missing,
+                          const char *optional);
