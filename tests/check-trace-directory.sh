@@ -9,7 +9,8 @@
 #   - SIGHUP (systemctl reload) re-reads traced.conf while a session runs:
 #     a bad file is reported and the old configuration stays; a good one
 #     moves the trace directory; the running session ends normally;
-#   - tracectl started before traced waits for its socket.
+#   - tracectl started while traced starts waits for its socket; with no
+#     traced to wait for, it fails at once and says how to start one.
 set -u
 builddir=$(cd "${TOP_BUILDDIR:-.}" && pwd)
 if [ "$(id -u)" -ne 0 ]; then
@@ -45,12 +46,12 @@ CONF
 
 # What runs in the background (traced, tracectl waiting or recording) is
 # stopped and reaped on every way out.
-activator='' early='' long=''
+activator='' early='' long='' starting=''
 cleanup() {
-        for p in $long $early $activator; do
+        for p in $long $early $activator $starting; do
                 kill "$p" 2>/dev/null
         done
-        for p in $long $early $activator; do
+        for p in $long $early $activator $starting; do
                 wait "$p" 2>/dev/null
         done
         rm -rf "$tmp"
@@ -66,8 +67,24 @@ fail() {
         exit 1
 }
 
-# tracectl started before the service waits for its socket (the README's
-# "Try it" lines start traced in the background and record at once).
+# With no traced running, a socket that is not there fails at once.
+if out=$("$builddir/tracectl" --socket "$tmp/consumer.sock" query 2>&1); then
+        fail "tracectl connected to nothing"
+fi
+echo "$out" | grep -q "waiting" && fail "tracectl waited with no traced running: $out"
+echo "$out" | grep -q "systemctl start traced.socket" || fail "no hint how to start the service: $out"
+echo "ok: no service: $(echo "$out" | tail -n 1)"
+
+# tracectl started while the service starts waits for its socket (the
+# README's "Try it" lines start traced in the background and record at
+# once). A script named traced whose command line names the socket stands
+# for a traced that has not bound it yet.
+# It runs while $tmp/traced.run exists.
+printf '#!/bin/sh\nwhile [ -e "$0.run" ]; do sleep 0.1; done\n' >"$tmp/traced"
+chmod 0755 "$tmp/traced"
+: >"$tmp/traced.run"
+"$tmp/traced" --consumer-socket="$tmp/consumer.sock" &
+starting=$!
 "$builddir/tracectl" --socket "$tmp/consumer.sock" query >"$tmp/early.out" 2>&1 &
 early=$!
 sleep 1
@@ -82,7 +99,10 @@ wait "$early" || st=$?
 early=
 [ "$st" = 0 ] || fail "tracectl started before traced did not wait for it: $(cat "$tmp/early.out")"
 grep -q "waiting for the tracing service" "$tmp/early.out" || fail "tracectl did not wait: $(cat "$tmp/early.out")"
-echo "ok: tracectl started 1 s before traced waited for it"
+rm -f "$tmp/traced.run"
+wait "$starting" 2>/dev/null
+starting=
+echo "ok: tracectl started 1 s before traced listened waited for it"
 # As traced.socket sets it up: the consumer socket belongs to the group.
 chgrp "$gid" "$tmp/consumer.sock"
 chmod 0660 "$tmp/consumer.sock"
@@ -128,11 +148,27 @@ done
 [ ! -s "$tmp/outside/victim" ] || fail "the symlink's target was written"
 [ -z "$(ls "$tmp/outside" | grep -v '^victim$')" ] || fail "a file was created outside: $(ls "$tmp/outside")"
 
+echo "== a session the service refuses leaves output_path as it was"
+printf 'an older trace' >"$tmp/traces/kept.pftrace"
+chown "$core:$gid" "$tmp/traces/kept.pftrace"
+config "$tmp/traces/kept.pftrace" 720000000 >"$tmp/refused.cfg"
+if out=$(as_member "$builddir/tracectl" --socket "$tmp/consumer.sock" record -c "$tmp/refused.cfg" --txt \
+        --no-summary 2>&1); then
+        fail "a 200 h session was accepted"
+fi
+[ "$(cat "$tmp/traces/kept.pftrace")" = "an older trace" ] || fail "a refused session changed output_path: $out"
+config "$tmp/traces/refused-new.pftrace" 720000000 >"$tmp/refused.cfg"
+as_member "$builddir/tracectl" --socket "$tmp/consumer.sock" record -c "$tmp/refused.cfg" --txt --no-summary \
+        >/dev/null 2>&1 && fail "a 200 h session was accepted"
+[ ! -e "$tmp/traces/refused-new.pftrace" ] || fail "a refused session left a new output_path file"
+echo "ok: $(echo "$out" | tail -n 1)"
+
 echo "== a user outside the group is refused at the socket"
 if out=$(as_stranger "$builddir/tracectl" --socket "$tmp/consumer.sock" query 2>&1); then
         fail "a user outside the group could connect"
 fi
 echo "$out" | grep -q "Permission denied" || fail "unexpected error for the stranger: $out"
+echo "$out" | grep -q 'group "traced"' || fail "the stranger is not told about the group: $out"
 echo "ok: $out"
 
 echo "== reload: a bad file is reported, the old configuration stays, sessions go on"

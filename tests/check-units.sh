@@ -2,7 +2,8 @@
 # Verifies the generated systemd units with systemd-analyze, with the
 # service pointing at the traced binary of this build.
 set -eu
-builddir=${TOP_BUILDDIR:-.}
+builddir=$(cd "${TOP_BUILDDIR:-.}" && pwd)
+srcdir=$(cd "${srcdir:-$(dirname "$0")/..}" && pwd)
 if ! command -v systemd-analyze >/dev/null 2>&1; then
         echo "SKIP: systemd-analyze is not installed"
         exit 77
@@ -30,3 +31,16 @@ max=${UNIT_MAX_EXPOSURE:?set by make check (Makefile.am)}
 awk -v l="$level" -v m="$max" 'BEGIN { exit !(l != "" && l + 0 <= m + 0) }' || {
         echo "exposure $level of traced.service is above $max (UNIT_MAX_EXPOSURE)"; exit 1; }
 echo "exposure $level <= $max: ok"
+
+# The plugins' state directory the unit makes writable (ProtectSystem=strict
+# leaves the rest of /run read-only) is the one the ftrace plugin writes,
+# and it is not the sockets' directory, which the traced group must reach.
+journal=$(sed -n 's/^#define ROOT_JOURNAL_PATH "\(.*\)"$/\1/p' "$srcdir/plugins/ftrace/root-journal.h")
+statedir=$(sed -n 's/^RuntimeDirectory=//p' traced.service)
+[ "$(dirname "$journal")" = "/run/$statedir" ] || {
+        echo "the ftrace plugin writes $journal, the unit's RuntimeDirectory is /run/$statedir"; exit 1; }
+grep -q "^RuntimeDirectoryMode=0700$" traced.service || { echo "/run/$statedir is not 0700"; exit 1; }
+sock=$(sed -n 's/^ListenStream=//p' "$builddir/units/traced.socket" | head -n 1)
+[ "$(dirname "$sock")" != "/run/$statedir" ] || { echo "the plugins' state shares the sockets' directory"; exit 1; }
+grep -q "/run/$statedir/" "$builddir/man/traced.8" || { echo "traced(8) does not name /run/$statedir"; exit 1; }
+echo "plugin state in /run/$statedir, apart from the sockets in $(dirname "$sock"): ok"

@@ -137,6 +137,11 @@ static int32_t host_notify_stopped(struct traced_host *h, uint64_t instance_id) 
         return traced_producer_notify_stopped(h->producer, instance_id);
 }
 
+static int32_t host_report_error(struct traced_host *h, uint64_t instance_id, const char *field,
+                                 const char *message) {
+        return traced_producer_report_error(h->producer, instance_id, field, message);
+}
+
 static const struct traced_host_api host_api = {
         .struct_size = sizeof(struct traced_host_api),
         .abi_minor = TRACED_PLUGIN_ABI_MINOR,
@@ -150,6 +155,7 @@ static const struct traced_host_api host_api = {
         .flush_writer = host_flush,
         .free_writer = host_free_writer,
         .notify_stopped = host_notify_stopped,
+        .report_error = host_report_error,
 };
 
 static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t n, void *ud) {

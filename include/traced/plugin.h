@@ -75,6 +75,15 @@ struct traced_host_api {
         void (*free_writer)(struct traced_writer *writer);
         int32_t (*notify_stopped)(struct traced_host *host, uint64_t instance_id);
         /* End of ABI 1.0. */
+        /* ABI 1.1 (call it only when struct_size covers it): tells the
+         * service what instance_id could not do, for its consumer and its
+         * trace: field is the config field at fault, with the value when it
+         * helps (`ftrace_events "sched/sched_swich"`), message what went
+         * wrong ("no such event"); either may be NULL. Negative errno when
+         * the service does not take such reports (log it then). */
+        int32_t (*report_error)(struct traced_host *host, uint64_t instance_id, const char *field,
+                                const char *message);
+        /* End of ABI 1.1. */
 };
 
 struct traced_plugin_ops {

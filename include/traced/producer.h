@@ -83,7 +83,10 @@ typedef struct traced_trace_writer traced_trace_writer;
 struct traced_producer_ops {
         uint32_t struct_size; /* sizeof(struct traced_producer_ops) */
         /* An instance of a registered data source starts. config is the
-         * serialized DataSourceConfig. */
+         * serialized DataSourceConfig. The service hears the instance runs
+         * when this returns (since 0.2: data sources are registered with
+         * will_notify_on_start), so what it must have in place before the
+         * session counts as started is done here. */
         void (*start)(traced_producer *p, uint64_t instance_id, const char *data_source, const uint8_t *config,
                       size_t config_size, void *userdata);
         /* It stops. With TRACED_DS_WILL_NOTIFY_ON_STOP the data source calls
@@ -138,6 +141,18 @@ int traced_producer_register_data_source(traced_producer *p, const char *name, u
 int traced_producer_notify_stopped(traced_producer *p, uint64_t instance_id);
 /* Whether the service set up the shared memory buffer. */
 int traced_producer_is_ready(const traced_producer *p);
+/* Since 0.2: tells the service what an instance could not do, so its
+ * consumer learns it and the trace records it (TraceStats): field is the
+ * config field at fault, with the value when that helps (e.g.
+ * `ftrace_events "sched/sched_swich"`, `callstack_sampling.user_frames`),
+ * message what went wrong ("no such event"). Either may be NULL. Call it
+ * from the start callback or later, on the loop thread. -EOPNOTSUPP when
+ * the service does not offer it (upstream Perfetto's does not): log it
+ * then. */
+int traced_producer_report_error(traced_producer *p, uint64_t instance_id, const char *field, const char *message);
+/* Since 0.2: activates the named triggers (TraceConfig.trigger_config) in
+ * every session that waits for them, as `tracectl trigger` does. */
+int traced_producer_activate_triggers(traced_producer *p, const char *const *names, size_t n_names);
 
 /* A writer of one sequence of packets for a data source instance. */
 int traced_producer_new_writer(traced_producer *p, uint64_t instance_id, traced_trace_writer **ret);

@@ -54,6 +54,35 @@ _public_ int traced_producer_notify_stopped(traced_producer *p, uint64_t instanc
         return notify(p, "NotifyDataSourceStopped", instance_id);
 }
 
+_public_ int traced_producer_report_error(traced_producer *p, uint64_t instance_id, const char *field,
+                                          const char *message) {
+        Perfetto__Protos__TracedReportDataSourceErrorRequest rq =
+                PERFETTO__PROTOS__TRACED_REPORT_DATA_SOURCE_ERROR_REQUEST__INIT;
+        if (!p || !p->client || !atomic_load(&p->ready))
+                return -ENOTCONN;
+        /* Upstream's service binds methods by name and has no such one. */
+        if (!ipc_client_has_method(p->client, "TracedReportDataSourceError"))
+                return -EOPNOTSUPP;
+        rq.has_data_source_id = true;
+        rq.data_source_id = instance_id;
+        rq.field = (char *) field;
+        rq.message = (char *) message;
+        int64_t r = ipc_client_invoke(p->client, "TracedReportDataSourceError", &rq.base, NULL, -EBADF, NULL, NULL);
+        return r < 0 ? (int) r : 0;
+}
+
+_public_ int traced_producer_activate_triggers(traced_producer *p, const char *const *names, size_t n_names) {
+        Perfetto__Protos__ActivateTriggersRequest rq = PERFETTO__PROTOS__ACTIVATE_TRIGGERS_REQUEST__INIT;
+        if (!p || !p->client)
+                return -ENOTCONN;
+        if (n_names == 0 || !names)
+                return -EINVAL;
+        rq.n_trigger_names = n_names;
+        rq.trigger_names = (char **) names;
+        int64_t r = ipc_client_invoke(p->client, "ActivateTriggers", &rq.base, NULL, -EBADF, NULL, NULL);
+        return r < 0 ? (int) r : 0;
+}
+
 static uint32_t ds_flags(traced_producer *p, const char *name) {
         for (size_t i = 0; i < p->n_ds; i++)
                 if (strcmp(p->ds[i].name, name) == 0)
@@ -180,16 +209,18 @@ void producer_on_async_command(ipc_client *c, int error, const ProtobufCMessage 
                 const Perfetto__Protos__GetAsyncCommandResponse__StartDataSource *s = cmd->start_data_source;
                 add_instance(p, s->new_instance_id, s->config);
                 struct producer_instance *i = producer_find_instance(p, s->new_instance_id);
-                if (!i || !p->ops.start)
-                        break;
                 size_t n = s->config ? perfetto__protos__data_source_config__get_packed_size(s->config) : 0;
-                uint8_t *buf = malloc(n ? n : 1);
-                if (!buf)
-                        break;
-                if (s->config)
-                        perfetto__protos__data_source_config__pack(s->config, buf);
-                p->ops.start(p, i->id, i->data_source, buf, n, p->userdata);
-                free(buf);
+                uint8_t *buf = i && p->ops.start ? malloc(n ? n : 1) : NULL;
+                if (buf) {
+                        if (s->config)
+                                perfetto__protos__data_source_config__pack(s->config, buf);
+                        p->ops.start(p, i->id, i->data_source, buf, n, p->userdata);
+                        free(buf);
+                }
+                /* Registered with will_notify_on_start: the service (and its
+                 * consumer, ALL_DATA_SOURCES_STARTED) learns the instance
+                 * runs once the start callback returned, not before. */
+                (void) notify(p, "NotifyDataSourceStarted", s->new_instance_id);
                 break;
         }
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE: {

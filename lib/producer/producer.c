@@ -51,6 +51,7 @@ static void on_bound(ipc_client *c, int error, void *ud) {
                 Perfetto__Protos__RegisterDataSourceRequest rq = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
                 d.name = p->ds[i].name;
                 d.has_will_notify_on_stop = d.will_notify_on_stop = (p->ds[i].flags & TRACED_DS_WILL_NOTIFY_ON_STOP) != 0;
+                d.has_will_notify_on_start = d.will_notify_on_start = true;
                 d.has_handles_incremental_state_clear = d.handles_incremental_state_clear =
                         (p->ds[i].flags & TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR) != 0;
                 rq.data_source_descriptor = &d;
@@ -291,6 +292,9 @@ _public_ int traced_producer_register_data_source(traced_producer *p, const char
         Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
         Perfetto__Protos__RegisterDataSourceRequest rq = PERFETTO__PROTOS__REGISTER_DATA_SOURCE_REQUEST__INIT;
         d.name = (char *) name;
+        /* The start callback's end is told (producer-commands.c). */
+        d.has_will_notify_on_start = true;
+        d.will_notify_on_start = true;
         if (flags & TRACED_DS_WILL_NOTIFY_ON_STOP) {
                 d.has_will_notify_on_stop = true;
                 d.will_notify_on_stop = true;

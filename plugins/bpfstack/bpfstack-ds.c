@@ -76,10 +76,9 @@ static int probe(struct bpfstack_session *s) {
         struct btf *btf = btf__parse(btf_path, NULL);
         if (!btf) {
                 int r = -errno;
-                plugin_log(pl, TRACED_LOG_ERR,
-                           "linux.bpf_stack instance %llu refused: no kernel BTF at %s (%s): CO-RE needs a kernel "
-                           "built with CONFIG_DEBUG_INFO_BTF=y",
-                           (unsigned long long) s->inst.id, btf_path, strerror(-r));
+                plugin_report(pl, "linux.bpf_stack", s->inst.id, NULL,
+                              "no kernel BTF at %s (%s): CO-RE needs a kernel built with CONFIG_DEBUG_INFO_BTF=y",
+                              btf_path, strerror(-r));
                 return -EOPNOTSUPP;
         }
         btf__free(btf);
@@ -95,10 +94,9 @@ static int probe(struct bpfstack_session *s) {
                 if (!(progs[k].needed_on && s->cfg.on_cpu) && !(progs[k].needed_off && s->cfg.off_cpu))
                         continue;
                 if (libbpf_probe_bpf_prog_type(progs[k].type, NULL) != 1) {
-                        plugin_log(pl, TRACED_LOG_ERR,
-                                   "linux.bpf_stack instance %llu refused: the kernel does not offer %s (or we "
-                                   "lack CAP_BPF/CAP_PERFMON)",
-                                   (unsigned long long) s->inst.id, progs[k].what);
+                        plugin_report(pl, "linux.bpf_stack", s->inst.id, NULL,
+                                      "the kernel does not offer %s (or the plugin lacks CAP_BPF/CAP_PERFMON)",
+                                      progs[k].what);
                         return -EOPNOTSUPP;
                 }
         }
@@ -111,10 +109,8 @@ static int probe(struct bpfstack_session *s) {
         };
         for (size_t k = 0; k < sizeof(maps) / sizeof(maps[0]); k++)
                 if (libbpf_probe_bpf_map_type(maps[k].type, NULL) != 1) {
-                        plugin_log(pl, TRACED_LOG_ERR,
-                                   "linux.bpf_stack instance %llu refused: the kernel does not offer %s (or we "
-                                   "lack CAP_BPF)",
-                                   (unsigned long long) s->inst.id, maps[k].what);
+                        plugin_report(pl, "linux.bpf_stack", s->inst.id, NULL,
+                                      "the kernel does not offer %s (or the plugin lacks CAP_BPF)", maps[k].what);
                         return -EOPNOTSUPP;
                 }
         return 0;
@@ -184,10 +180,8 @@ static int setup(struct bpfstack_session *s) {
         if (c->cgroup[0]) {
                 struct stat st;
                 if (stat(c->cgroup, &st) < 0 || !S_ISDIR(st.st_mode)) {
-                        plugin_log(pl, TRACED_LOG_ERR,
-                                   "linux.bpf_stack instance %llu refused: filter: cgroup=%s: not a cgroup "
-                                   "directory",
-                                   id, c->cgroup);
+                        plugin_report(pl, "linux.bpf_stack", id, "bpf_stack_config.filter",
+                                      "cgroup=%s: not a cgroup directory", c->cgroup);
                         return -EINVAL;
                 }
                 cgroup_id = st.st_ino; /* cgroup v2: the directory's inode is the cgroup id */
@@ -331,8 +325,7 @@ int bpfstack_session_start(struct bpfstack_plugin *pl, uint64_t instance_id, con
         int r = bpfstack_config_parse(config, size, &s->cfg, err, sizeof(err));
         if (r < 0) {
                 if (r == -EINVAL)
-                        plugin_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu refused: bpf_stack_config.%s",
-                                   (unsigned long long) instance_id, err);
+                        plugin_report_parsed(pl, "linux.bpf_stack", instance_id, "bpf_stack_config", err);
                 session_free(s);
                 return r;
         }

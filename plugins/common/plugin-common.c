@@ -31,7 +31,37 @@ void plugin_host_log_cpu_change(const struct traced_host_api *api, struct traced
 }
 
 int plugin_check_host(const struct traced_host_api *api) {
-        return api->struct_size < sizeof(struct traced_host_api) ? -EPROTO : 0;
+        return api->struct_size < offsetof(struct traced_host_api, notify_stopped) + sizeof(api->notify_stopped) ?
+                       -EPROTO :
+                       0;
+}
+
+void plugin_host_report(const struct traced_host_api *api, struct traced_host *host, const char *ds,
+                        uint64_t instance_id, const char *field, const char *fmt, ...) {
+        char message[512];
+        va_list ap;
+        va_start(ap, fmt);
+        (void) vsnprintf(message, sizeof(message), fmt, ap);
+        va_end(ap);
+        int32_t r = -EOPNOTSUPP;
+        if (api->struct_size >= offsetof(struct traced_host_api, report_error) + sizeof(api->report_error) &&
+            api->report_error)
+                r = api->report_error(host, instance_id, field, message);
+        /* The service's log names the session; without the report (an older
+         * host, upstream's service) the plugin's log is all there is. */
+        plugin_host_log(api, host, r < 0 ? TRACED_LOG_ERR : TRACED_LOG_INFO, "%s instance %llu: %s%s%s", ds,
+                        (unsigned long long) instance_id, field ? field : "", field ? ": " : "", message);
+}
+
+void plugin_host_report_parsed(const struct traced_host_api *api, struct traced_host *host, const char *ds,
+                               uint64_t instance_id, const char *prefix, const char *err) {
+        char field[160];
+        const char *why = strstr(err, ": ");
+        if (why)
+                snprintf(field, sizeof(field), "%s.%.*s", prefix, (int) (why - err), err);
+        else
+                snprintf(field, sizeof(field), "%s", prefix);
+        plugin_host_report(api, host, ds, instance_id, field, "%s", why ? why + 2 : err);
 }
 
 void plugin_instance_add(struct plugin_instance **list, struct plugin_instance *i) {

@@ -29,6 +29,22 @@ void plugin_host_log(const struct traced_host_api *api, struct traced_host *host
         plugin_log((pl), TRACED_LOG_ERR, "%s instance %llu failed to start: %s", (ds), (unsigned long long) (id),      \
                    strerror(-(r)))
 
+/* What instance id of data source ds could not do, through the host to the
+ * service (and its consumer and trace) when the host takes such reports,
+ * and to the log: field is the config field at fault, with the value when
+ * it helps; the message is formatted (cut at 512 bytes). */
+void plugin_host_report(const struct traced_host_api *api, struct traced_host *host, const char *ds,
+                        uint64_t instance_id, const char *field, const char *fmt, ...)
+        __attribute__((format(printf, 6, 7)));
+#define plugin_report(pl, ds, id, field, ...) plugin_host_report((pl)->api, (pl)->host, (ds), (id), (field), __VA_ARGS__)
+
+/* The same for a config parser's "field: why" (err): the field under prefix
+ * (e.g. "perf_event_config"), the rest as the message. */
+void plugin_host_report_parsed(const struct traced_host_api *api, struct traced_host *host, const char *ds,
+                               uint64_t instance_id, const char *prefix, const char *err);
+#define plugin_report_parsed(pl, ds, id, prefix, err)                                                                  \
+        plugin_host_report_parsed((pl)->api, (pl)->host, (ds), (id), (prefix), (err))
+
 /* The per-CPU event of an instance's CPU changed with CPU hotplug (error:
  * with CPU_HOTPLUG_GAVE_UP). */
 void plugin_host_log_cpu_change(const struct traced_host_api *api, struct traced_host *host, const char *ds,
@@ -37,7 +53,7 @@ void plugin_host_log_cpu_change(const struct traced_host_api *api, struct traced
         plugin_host_log_cpu_change((pl)->api, (pl)->host, (ds), (id), (cpu), (what), (error))
 
 /* create's first step: 0 when the host's table holds every call of ABI
- * 1.0 this plugin was built against, else -EPROTO. */
+ * 1.0, else -EPROTO (later calls are checked where they are used). */
 int plugin_check_host(const struct traced_host_api *api);
 
 /* The ops table of a plugin.c that defines static create, destroy, start,

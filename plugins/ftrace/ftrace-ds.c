@@ -317,7 +317,14 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                         want_print = true;
                 r = ftrace_add_event_spec(s, spec);
                 if (r < 0) {
-                        plugin_log(pl, TRACED_LOG_WARNING, "ftrace event \"%s\" unavailable: %s", spec, strerror(-r));
+                        char field[160];
+                        snprintf(field, sizeof(field), "ftrace_events \"%s\"", spec);
+                        if (r == -ENOENT)
+                                plugin_report(pl, "linux.ftrace", instance_id, field,
+                                              "no such event (see %s/available_events)", pl->tracefs);
+                        else
+                                plugin_report(pl, "linux.ftrace", instance_id, field, "cannot be enabled: %s",
+                                              strerror(-r));
                         ftrace_stats_note_event(s, spec, r);
                 }
         }

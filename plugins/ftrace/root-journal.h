@@ -9,7 +9,11 @@
 
 #include <stddef.h>
 
-#define ROOT_JOURNAL_PATH "/run/traced/ftrace-root-state"
+/* Plugins' state lives apart from the sockets' directory, /run/traced
+ * (which must stay reachable for the traced group): traced.service makes
+ * it its RuntimeDirectory, kept across restarts; a traced started by hand
+ * creates it 0700. */
+#define ROOT_JOURNAL_PATH "/run/traced-plugins/ftrace-root-state"
 
 /* A tracefs file (relative to the root) and the value to write back. */
 struct saved_file {

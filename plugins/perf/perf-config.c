@@ -239,9 +239,15 @@ static int parse(const Perfetto__Protos__PerfEventConfig *pc, struct perf_config
                 case PERFETTO__PROTOS__PERF_EVENT_CONFIG__UNWIND_MODE__UNWIND_FRAME_POINTER:
                         c->user_frames = PERF_UNWIND_FP;
                         break;
-                default:
+                default: {
+                        const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
+                                &perfetto__protos__perf_event_config__unwind_mode__descriptor, (int) cs->user_frames);
+                        if (v)
+                                return fail(err, en, "callstack_sampling.user_frames: %s is not supported (use "
+                                                     "UNWIND_DWARF, UNWIND_FRAME_POINTER or UNWIND_SKIP)", v->name);
                         return fail(err, en, "callstack_sampling.user_frames: mode %d is not supported",
                                     (int) cs->user_frames);
+                }
                 }
                 const Perfetto__Protos__PerfEventConfig__Scope *s = cs->scope;
                 if (s) {

@@ -244,8 +244,7 @@ int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8
         int r = perf_config_parse(config, size, &s->cfg, err, sizeof(err));
         if (r < 0) {
                 if (r == -EINVAL)
-                        plugin_log(pl, TRACED_LOG_ERR, "linux.perf instance %llu refused: perf_event_config.%s",
-                                   (unsigned long long) instance_id, err);
+                        plugin_report_parsed(pl, "linux.perf", instance_id, "perf_event_config", err);
                 session_free(s);
                 return r;
         }

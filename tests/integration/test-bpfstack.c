@@ -504,8 +504,9 @@ static void nothing(void *userdata) {
         usleep(200 * 1000);
 }
 
-/* A config the plugin must refuse: the error names the field, and traced
- * still records the good instance next to it. */
+/* A config the plugin must refuse: the error names the field and reaches
+ * the service (its log names the session's data source), and traced still
+ * records the good instance next to it. */
 static void check_refused(const char *bad, const char *expect) {
         const char *why = bpf_refused();
         if (why)
@@ -537,23 +538,28 @@ static void check_refused(const char *bad, const char *expect) {
 }
 
 Test(bpfstack, frequency_zero_is_refused) {
-        check_refused("frequency: 0", "refused: bpf_stack_config.frequency: 0 Hz is out of range");
+        check_refused("frequency: 0",
+                      "reports for data source linux.bpf_stack: bpf_stack_config.frequency: 0 Hz is out of range");
 }
 
 Test(bpfstack, frequency_too_high_is_refused) {
-        check_refused("frequency: 200000", "refused: bpf_stack_config.frequency: 200000 Hz is out of range");
+        check_refused("frequency: 200000",
+                      "reports for data source linux.bpf_stack: bpf_stack_config.frequency: 200000 Hz is out of range");
 }
 
 Test(bpfstack, unknown_filter_is_refused) {
-        check_refused("filter: \"color=red\"", "refused: bpf_stack_config.filter: unknown filter \"color\"");
+        check_refused("filter: \"color=red\"",
+                      "reports for data source linux.bpf_stack: bpf_stack_config.filter: unknown filter \"color\"");
 }
 
 Test(bpfstack, depth_over_127_is_refused) {
-        check_refused("max_depth: 128", "refused: bpf_stack_config.max_depth: 128 is out of range (1..127)");
+        check_refused("max_depth: 128",
+                      "reports for data source linux.bpf_stack: bpf_stack_config.max_depth: 128 is out of range (1..127)");
 }
 
 Test(bpfstack, kernel_without_btf_is_refused) {
-        check_refused("btf_path: \"/nonexistent/vmlinux\"", "refused: no kernel BTF at /nonexistent/vmlinux");
+        check_refused("btf_path: \"/nonexistent/vmlinux\"",
+                      "reports for data source linux.bpf_stack: no kernel BTF at /nonexistent/vmlinux");
 }
 
 /* A copy of the workload spinning for ms, pinned to cpu (which the kernel

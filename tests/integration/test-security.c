@@ -824,7 +824,7 @@ Test(security, write_errors_fail_the_session_with_the_reason) {
         char sock[400], text[4096];
         snprintf(sock, sizeof(sock), "--socket=%s", inst.consumer_path);
         const char *args[] = { TRACECTL_BINARY, sock, "record", "-c", path, "--txt", "-o", "/dev/full", "--no-summary",
-                               NULL };
+                               "--allow-missing", NULL };
         int st = run_tracectl(args, text, sizeof(text));
         fprintf(stderr, "security: write errors: tracectl -o /dev/full exited %d: %s", st, text);
         cr_assert_neq(st, 0, "tracectl succeeded writing to /dev/full");
@@ -971,7 +971,8 @@ Test(security, text_configs_parse_in_linear_time_and_refuse_out_of_range_values)
                 fputs("\"a\" ", f);
         fprintf(f, "} }\n");
         fclose(f);
-        const char *a1[] = { TRACECTL_BINARY, sock, "record", "-c", path, "--txt", "-o", out, "--no-summary", NULL };
+        const char *a1[] = { TRACECTL_BINARY, sock, "record", "-c", path, "--txt", "-o", out, "--no-summary",
+                             "--allow-missing", NULL };
         uint64_t t0 = now_usec();
         int st = run_tracectl(a1, text, sizeof(text));
         fprintf(stderr, "security: 100,000 literals: tracectl exited %d after %.1f ms\n", st,

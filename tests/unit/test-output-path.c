@@ -37,7 +37,7 @@ TestSuite(output_path, .init = setup, .fini = teardown);
 
 static void refused(const char *path, const char *why) {
         char *error = NULL;
-        int fd = output_path_open(dir_fd, dir, path, &error);
+        int fd = output_path_open(dir_fd, dir, path, NULL, &error);
         cr_assert_lt(fd, 0, "%s was accepted", path);
         cr_assert_not_null(error);
         cr_assert(strstr(error, why) != NULL, "%s: %s", path, error);
@@ -45,20 +45,30 @@ static void refused(const char *path, const char *why) {
         free(error);
 }
 
-Test(output_path, a_file_inside_is_created_and_truncated) {
+Test(output_path, a_file_inside_is_created_and_kept_until_claimed) {
         char p[400];
+        bool created = false;
         snprintf(p, sizeof(p), "%s/a.pftrace", dir);
-        int fd = output_path_open(dir_fd, dir, p, NULL);
+        int fd = output_path_open(dir_fd, dir, p, &created, NULL);
         cr_assert_geq(fd, 0);
+        cr_assert(created);
         cr_assert_eq(write(fd, "abc", 3), 3);
         close(fd);
-        fd = output_path_open(dir_fd, dir, p, NULL);
+        /* Opening an existing file keeps what it holds (a session may yet
+         * be refused); claiming it empties it. */
+        fd = output_path_open(dir_fd, dir, p, &created, NULL);
         cr_assert_geq(fd, 0);
+        cr_assert_not(created);
         struct stat st;
         cr_assert_eq(fstat(fd, &st), 0);
-        cr_assert_eq(st.st_size, 0);
+        cr_assert_eq(st.st_size, 3);
         cr_assert_eq(st.st_mode & 07777, 0640);
+        cr_assert_eq(output_path_claim(fd), 0);
+        cr_assert_eq(fstat(fd, &st), 0);
+        cr_assert_eq(st.st_size, 0);
         close(fd);
+        output_path_unlink(dir_fd, dir, p);
+        cr_assert_eq(access(p, F_OK), -1, "the file refused sessions leave was not removed");
 }
 
 Test(output_path, a_subdirectory_inside_is_fine) {
@@ -66,7 +76,7 @@ Test(output_path, a_subdirectory_inside_is_fine) {
         snprintf(sub, sizeof(sub), "%s/sub", dir);
         cr_assert_eq(mkdir(sub, 0700), 0);
         snprintf(p, sizeof(p), "%s/sub/b.pftrace", dir);
-        int fd = output_path_open(dir_fd, dir, p, NULL);
+        int fd = output_path_open(dir_fd, dir, p, NULL, NULL);
         cr_assert_geq(fd, 0);
         close(fd);
 }
@@ -117,7 +127,7 @@ Test(output_path, paths_outside_or_odd_are_refused_untouched) {
 
 Test(output_path, no_directory_means_no_output_path) {
         char *error = NULL;
-        cr_assert_lt(output_path_open(-EBADF, NULL, "/var/lib/traced/traces/x", &error), 0);
+        cr_assert_lt(output_path_open(-EBADF, NULL, "/var/lib/traced/traces/x", NULL, &error), 0);
         cr_assert(strstr(error, "tracectl record -o") != NULL, "%s", error);
         free(error);
 }

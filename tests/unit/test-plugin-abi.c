@@ -57,7 +57,9 @@ Test(plugin_abi, host_api_layout) {
         cr_assert_eq(offsetof(struct traced_host_api, flush_writer), 64);
         cr_assert_eq(offsetof(struct traced_host_api, free_writer), 72);
         cr_assert_eq(offsetof(struct traced_host_api, notify_stopped), 80);
-        cr_assert_eq(sizeof(struct traced_host_api), 88);
+        /* ABI 1.1 */
+        cr_assert_eq(offsetof(struct traced_host_api, report_error), 88);
+        cr_assert_eq(sizeof(struct traced_host_api), 96);
 }
 
 static int32_t fake_create(const struct traced_host_api *api, struct traced_host *host, void **ret) {

@@ -2,9 +2,7 @@
 
 /* tracectl record / attach / stop. */
 
-#include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -12,13 +10,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "pbtxt/pb-check.h"
 #include "pbtxt/pbtxt.h"
 #include "config-lint.h"
+#include "record-config.h"
+#include "ds-errors.h"
+#include "record-output.h"
+#include "record-target.h"
 #include "tracectl.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -26,6 +28,7 @@
 static void record_help(void) {
         printf("Usage: tracectl record -c CONFIG [--txt] -o FILE [OPTIONS]\n"
                "       tracectl record [-t DURATION] [-b SIZE] [EVENT...] -o FILE [OPTIONS]\n"
+               "       tracectl record [OPTIONS] -o FILE -- CMD [ARGS...]\n"
                "\n"
                "Records a trace into FILE. The service writes the file itself\n"
                "(write_into_file), so long traces do not sit in memory.\n"
@@ -38,7 +41,8 @@ static void record_help(void) {
                "                         output_path names a file in the service's trace\n"
                "                         directory, which the service opens itself\n"
                "      --dry-run          parse the config (or quick flags), print it, exit\n"
-               "  -t, --time DURATION    quick mode: how long (e.g. 10s, 500ms, 2m)\n"
+               "  -t, --time DURATION    quick mode: how long, in ms, s, m, h or d (e.g. 10s,\n"
+               "                         500ms, 2m), up to 7 days; 0s: until Ctrl-C\n"
                "  -b, --buffer SIZE      quick mode: buffer size (e.g. 64mb, 512kb)\n"
                "      --ds NAME          quick mode: also enable data source NAME\n"
                "      --no-process-stats quick mode: no linux.process_stats\n"
@@ -50,186 +54,19 @@ static void record_help(void) {
                "      --stop-on-trigger NAME  stop when a producer activates NAME\n"
                "      --detach KEY       start, detach the session under KEY, exit\n"
                "      --no-summary       do not summarise the trace at the end\n"
+               "  -p, --pid PID[,PID...] narrow linux.perf and linux.bpf_stack (--perf,\n"
+               "                         --bpf-stacks) to these processes\n"
+               "  -- CMD [ARGS...]       run CMD once tracing runs, stop when it exits\n"
+               "                         (no -t: no other limit); the profilers are\n"
+               "                         narrowed to it; the exit status is the recording's\n"
+               "      --allow-missing    record on when a data source, an event or a config\n"
+               "                         value is missing or refused (printed as it comes);\n"
+               "                         without it the recording stops and fails\n"
                "  -h, --help             this help\n"
                "\n"
                "Ctrl-C flushes the data sources, stops the session and completes\n"
                "the file. tracectl waits up to 10 s for the service to accept and for\n"
                "the data sources the config names to be registered.\n");
-}
-
-static int parse_duration_ms(const char *s, uint32_t *ret) {
-        char *end;
-        errno = 0;
-        double v = strtod(s, &end);
-        if (errno || end == s || v < 0)
-                return -EINVAL;
-        double mult;
-        if (strcmp(end, "ms") == 0)
-                mult = 1;
-        else if (strcmp(end, "s") == 0 || *end == '\0')
-                mult = 1000;
-        else if (strcmp(end, "m") == 0 || strcmp(end, "min") == 0)
-                mult = 60000;
-        else if (strcmp(end, "h") == 0)
-                mult = 3600000;
-        else
-                return -EINVAL;
-        double ms = v * mult;
-        if (ms > UINT32_MAX)
-                return -ERANGE;
-        *ret = (uint32_t) ms;
-        return 0;
-}
-
-static int parse_size_kb(const char *s, uint32_t *ret) {
-        char *end;
-        errno = 0;
-        double v = strtod(s, &end);
-        if (errno || end == s || v <= 0)
-                return -EINVAL;
-        char unit[8] = {};
-        for (size_t i = 0; end[i] && i < sizeof(unit) - 1; i++)
-                unit[i] = (char) tolower((unsigned char) end[i]);
-        double kb;
-        if (strcmp(unit, "kb") == 0 || strcmp(unit, "k") == 0)
-                kb = v;
-        else if (strcmp(unit, "mb") == 0 || strcmp(unit, "m") == 0 || unit[0] == '\0')
-                kb = v * 1024;
-        else if (strcmp(unit, "gb") == 0 || strcmp(unit, "g") == 0)
-                kb = v * 1024 * 1024;
-        else
-                return -EINVAL;
-        if (kb > UINT32_MAX || kb < 1)
-                return -ERANGE;
-        *ret = (uint32_t) kb;
-        return 0;
-}
-
-static char *read_all(const char *path, size_t *ret_len) {
-        FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
-        if (!f)
-                return NULL;
-        size_t cap = 65536, len = 0;
-        char *buf = malloc(cap + 1);
-        while (buf) {
-                size_t n = fread(buf + len, 1, cap - len, f);
-                len += n;
-                if (n == 0)
-                        break;
-                if (len == cap) {
-                        if (cap >= PBTXT_MAX_INPUT) {
-                                free(buf);
-                                buf = NULL;
-                                errno = EFBIG;
-                                break;
-                        }
-                        cap *= 2;
-                        char *b = realloc(buf, cap + 1);
-                        if (!b)
-                                free(buf);
-                        buf = b;
-                }
-        }
-        if (f != stdin)
-                fclose(f);
-        if (buf) {
-                buf[len] = '\0';
-                *ret_len = len;
-        }
-        return buf;
-}
-
-/* Loads a TraceConfig; prints a positioned error and returns EXIT_CONFIG. */
-static int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig **ret) {
-        size_t len;
-        _cleanup_free_ char *data = read_all(path, &len);
-        if (!data) {
-                fprintf(stderr, "tracectl: cannot read config %s: %s\n", path, strerror(errno));
-                return EXIT_CONFIG;
-        }
-        if (txt) {
-                ProtobufCMessage *m = NULL;
-                _cleanup_free_ char *err = NULL;
-                if (pbtxt_parse(&perfetto__protos__trace_config__descriptor, data, len, path, &m, &err) < 0) {
-                        fprintf(stderr, "%s\n", err ? err : "config: parse error");
-                        return EXIT_CONFIG;
-                }
-                *ret = (Perfetto__Protos__TraceConfig *) m;
-                return 0;
-        }
-        _cleanup_free_ char *range_err = NULL;
-        if (pb_check_ranges(&perfetto__protos__trace_config__descriptor, (const uint8_t *) data, len, &range_err) < 0) {
-                fprintf(stderr, "%s: %s\n", path, range_err ? range_err : "a value is out of range");
-                return EXIT_CONFIG;
-        }
-        *ret = perfetto__protos__trace_config__unpack(NULL, len, (const uint8_t *) data);
-        if (!*ret) {
-                fprintf(stderr, "%s: not a binary TraceConfig%s\n", path,
-                        memchr(data, '{', len) ? " (text format? add --txt)" : "");
-                return EXIT_CONFIG;
-        }
-        return 0;
-}
-
-static Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffer_kb, char **events,
-                                                   size_t n_events, char **extra_ds, size_t n_extra, bool process_stats,
-                                                   uint32_t perf_hz, bool bpf_stacks) {
-        /* Built as text and parsed, so quick flags and config files take
-         * exactly the same path. */
-        char *text = NULL;
-        size_t len = 0;
-        FILE *f = open_memstream(&text, &len);
-        if (!f)
-                return NULL;
-        fprintf(f, "buffers { size_kb: %u fill_policy: RING_BUFFER }\n", buffer_kb);
-        if (n_events > 0) {
-                fprintf(f, "data_sources { config { name: \"linux.ftrace\" ftrace_config {");
-                for (size_t i = 0; i < n_events; i++) {
-                        fputs(" ftrace_events: \"", f);
-                        for (const char *p = events[i]; *p; p++)
-                                if (*p == '"' || *p == '\\')
-                                        fprintf(f, "\\%c", *p);
-                                else
-                                        fputc(*p, f);
-                        fputc('"', f);
-                }
-                /* Scheduling events in columns: a few bytes each. */
-                fprintf(f, " compact_sched { enabled: true } } } }\n");
-        }
-        if (process_stats)
-                /* The tree at start, new processes as they appear, and each
-                 * process's memory and CPU time every second. */
-                fprintf(f, "data_sources { config { name: \"linux.process_stats\" process_stats_config { "
-                           "scan_all_processes_on_start: true record_thread_names: true "
-                           "proc_stats_poll_ms: 1000 record_process_runtime: true } } }\n");
-        if (perf_hz)
-                /* Every CPU, every process: user stacks unwound with DWARF
-                 * unwind tables, kernel stacks from the kernel. */
-                fprintf(f, "data_sources { config { name: \"linux.perf\" perf_event_config { "
-                           "timebase { frequency: %u counter: SW_CPU_CLOCK } "
-                           "callstack_sampling { kernel_frames: true user_frames: UNWIND_DWARF } } } }\n",
-                        perf_hz);
-        if (bpf_stacks)
-                /* Every process: on-CPU at 99 Hz (off the beat of timers),
-                 * off-CPU each time a task comes back from blocking. */
-                fprintf(f, "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config { "
-                           "frequency: 99 on_cpu: true off_cpu: true } } }\n");
-        for (size_t i = 0; i < n_extra; i++)
-                fprintf(f, "data_sources { config { name: \"%s\" } }\n", extra_ds[i]);
-        if (duration_ms)
-                fprintf(f, "duration_ms: %u\n", duration_ms);
-        /* The file is written as the trace goes: producers flush
-         * periodically too, so what they hold reaches it. */
-        fprintf(f, "flush_period_ms: %u\n", CONFIG_LINT_FLUSH_PERIOD_MS);
-        fclose(f);
-        ProtobufCMessage *m = NULL;
-        char *err = NULL;
-        int r = pbtxt_parse(&perfetto__protos__trace_config__descriptor, text, len, "<quick flags>", &m, &err);
-        if (r < 0)
-                fprintf(stderr, "%s\n", err ? err : "bad quick flags");
-        free(err);
-        free(text);
-        return (Perfetto__Protos__TraceConfig *) m;
 }
 
 static volatile sig_atomic_t interrupted;
@@ -239,7 +76,6 @@ static void on_sigint(int sig) {
 
 /* attach: SIGTERM leaves the session detached again (SIGINT stops it). */
 static volatile sig_atomic_t terminated;
-
 static void on_sigterm(int sig) {
         terminated++;
 }
@@ -250,26 +86,61 @@ static uint64_t now_usec(void) {
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
-static int session_outcome(const struct consumer_session *w);
+/* What a recording learns as it runs: the data source errors printed so
+ * far, and whether it stopped for them. */
+struct record_watch {
+        bool allow_missing;
+        size_t n_errors_printed;
+        bool stopped_for_errors;
+        /* record -- CMD: started once every data source runs (or after
+         * TRACECTL_DATA_SOURCE_WAIT_MS), its end ends the recording. */
+        struct record_command *cmd;
+        bool all_started;
+        /* attach: progress shown without a file of ours; SIGTERM detaches
+         * the session again under this key. */
+        bool progress;
+        const char *detach_key;
+};
 
-static void show_progress(struct tracectl *t, int fd, uint64_t start, bool final) {
-        struct stat st;
-        uint64_t written = 0, lost = 0, used = 0, size = 0;
+#define EXIT_DETACHED (-1)
+#define EXIT_TAKEN (-2) /* attached: another consumer attached to the session under its key */
+
+/* ObserveEvents' replies: the session's data sources all run. */
+static void on_observed(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd,
+                        void *userdata) {
+        struct record_watch *watch = userdata;
+        const Perfetto__Protos__ObserveEventsResponse *r = (const void *) reply;
+        if (error < 0 || !reply || (r->events && r->events->all_data_sources_started))
+                watch->all_started = true;
+}
+
+static void get_trace_stats_response_freep(Perfetto__Protos__GetTraceStatsResponse **r) {
+        if (*r)
+                protobuf_c_message_free_unpacked(&(*r)->base, NULL);
+}
+
+/* The session's TraceStats now (NULL when the service does not answer). */
+static Perfetto__Protos__GetTraceStatsResponse *poll_stats(struct tracectl *t) {
         ProtobufCMessage *reply = NULL;
         Perfetto__Protos__GetTraceStatsRequest rq = PERFETTO__PROTOS__GET_TRACE_STATS_REQUEST__INIT;
-        if (!final && tracectl_call(t, "GetTraceStats", &rq.base, &perfetto__protos__get_trace_stats_response__descriptor,
-                                    -EBADF, &reply, 1000) == 0 &&
+        if (tracectl_call(t, "GetTraceStats", &rq.base, &perfetto__protos__get_trace_stats_response__descriptor, -EBADF,
+                          &reply, 1000) < 0 &&
             reply) {
-                const Perfetto__Protos__TraceStats *s = ((Perfetto__Protos__GetTraceStatsResponse *) reply)->trace_stats;
-                for (size_t i = 0; s && i < s->n_buffer_stats; i++) {
-                        written += s->buffer_stats[i]->bytes_written;
-                        lost += s->buffer_stats[i]->chunks_overwritten + s->buffer_stats[i]->chunks_discarded;
-                        size += s->buffer_stats[i]->buffer_size;
-                        used += s->buffer_stats[i]->bytes_written - s->buffer_stats[i]->bytes_read;
-                }
-        }
-        if (reply)
                 protobuf_c_message_free_unpacked(reply, NULL);
+                reply = NULL;
+        }
+        return (Perfetto__Protos__GetTraceStatsResponse *) reply;
+}
+
+static void show_progress(const Perfetto__Protos__TraceStats *s, int fd, uint64_t start, bool final) {
+        struct stat st;
+        uint64_t written = 0, lost = 0, used = 0, size = 0;
+        for (size_t i = 0; s && i < s->n_buffer_stats; i++) {
+                written += s->buffer_stats[i]->bytes_written;
+                lost += s->buffer_stats[i]->chunks_overwritten + s->buffer_stats[i]->chunks_discarded;
+                size += s->buffer_stats[i]->buffer_size;
+                used += s->buffer_stats[i]->bytes_written - s->buffer_stats[i]->bytes_read;
+        }
         /* The file we passed, or (attached to a session whose file the
          * service writes) what the service wrote. */
         uint64_t file = fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t) st.st_size : written;
@@ -280,34 +151,49 @@ static void show_progress(struct tracectl *t, int fd, uint64_t start, bool final
                 fputc('\n', stderr);
 }
 
-/* Waits for the EnableTracing reply; Ctrl-C flushes and stops. Progress
- * on a terminal with progress; attached under detach_key (not NULL),
- * SIGTERM detaches the session again and returns EXIT_DETACHED. */
-#define EXIT_DETACHED (-1)
-#define EXIT_TAKEN (-2) /* attached: another consumer attached to the session under its key */
-static int wait_session_as(struct tracectl *t, struct consumer_session *w, int progress_fd, bool progress,
-                           const char *detach_key) {
+/* Waits for the EnableTracing reply; Ctrl-C flushes and stops. A data
+ * source error (printed as it comes) stops the session too, unless
+ * watch->allow_missing. Attached under watch->detach_key, SIGTERM detaches
+ * the session again and returns EXIT_DETACHED. */
+static int wait_session(struct tracectl *t, struct consumer_session *w, int progress_fd, struct record_watch *watch) {
         uint64_t start = now_usec(), last_progress = 0;
-        bool tty = progress && isatty(STDERR_FILENO);
-        bool stopping = false;
+        bool tty = (progress_fd >= 0 || watch->progress) && isatty(STDERR_FILENO);
+        bool stopping = false, command_ended = false;
 
         while (!w->replied) {
-                if (terminated && detach_key && !stopping) {
+                if (terminated && watch->detach_key && !stopping) {
                         if (tty)
                                 fputc('\n', stderr);
                         Perfetto__Protos__DetachRequest dr = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
-                        dr.key = (char *) detach_key;
+                        dr.key = (char *) watch->detach_key;
                         if (tracectl_call(t, "Detach", &dr.base, &perfetto__protos__detach_response__descriptor, -EBADF,
                                           NULL, 5000) == 0)
                                 return EXIT_DETACHED;
                         fprintf(stderr, "tracectl: could not detach the session again: stopping it\n");
                         interrupted = 1;
                 }
-                if (interrupted && !stopping) {
-                        stopping = true;
+                if (watch->cmd && !watch->cmd->released &&
+                    (watch->all_started || now_usec() - start > TRACECTL_DATA_SOURCE_WAIT_MS * 1000ull))
+                        record_command_release(watch->cmd);
+                if (watch->cmd && watch->cmd->released && !command_ended && record_command_poll(watch->cmd)) {
+                        command_ended = true;
                         if (tty)
                                 fputc('\n', stderr);
-                        fprintf(stderr, "tracectl: stopping: flushing and finishing the trace...\n");
+                        fprintf(stderr, "tracectl: the command exited: finishing the trace...\n");
+                }
+                if (!stopping && !watch->allow_missing && watch->n_errors_printed > 0) {
+                        stopping = watch->stopped_for_errors = true;
+                        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+                        (void) tracectl_call(t, "DisableTracing", &dis.base,
+                                             &perfetto__protos__disable_tracing_response__descriptor, -EBADF, NULL, 5000);
+                        continue;
+                }
+                if ((interrupted || command_ended) && !stopping) {
+                        stopping = true;
+                        if (interrupted && tty)
+                                fputc('\n', stderr);
+                        if (interrupted)
+                                fprintf(stderr, "tracectl: stopping: flushing and finishing the trace...\n");
                         Perfetto__Protos__FlushRequest fl = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
                         fl.has_timeout_ms = true;
                         fl.timeout_ms = 5000;
@@ -327,24 +213,22 @@ static int wait_session_as(struct tracectl *t, struct consumer_session *w, int p
                         fprintf(stderr, "\ntracectl: the tracing service went away\n");
                         return EXIT_SESSION_FAILED;
                 }
-                if (tty && now_usec() - last_progress > 500000) {
+                if (now_usec() - last_progress > 300000 && !w->replied) {
                         last_progress = now_usec();
-                        show_progress(t, progress_fd, start, false);
+                        _cleanup_(get_trace_stats_response_freep) Perfetto__Protos__GetTraceStatsResponse *st =
+                                poll_stats(t);
+                        if (tty && st && ds_errors_new(st->trace_stats, watch->n_errors_printed))
+                                fputc('\n', stderr);
+                        (void) ds_errors_print_new(st ? st->trace_stats : NULL, &watch->n_errors_printed, stderr);
+                        if (tty)
+                                show_progress(st ? st->trace_stats : NULL, progress_fd, start, false);
                 }
         }
         if (tty)
-                show_progress(t, progress_fd, start, true);
+                show_progress(NULL, progress_fd, start, true);
         /* The service's words when another consumer takes the session. */
-        if (detach_key && w->error && strstr(w->error, "attached by another consumer"))
+        if (watch->detach_key && w->error && strstr(w->error, "attached by another consumer"))
                 return EXIT_TAKEN;
-        return session_outcome(w);
-}
-
-static int wait_session(struct tracectl *t, struct consumer_session *w, int progress_fd) {
-        return wait_session_as(t, w, progress_fd, progress_fd >= 0, NULL);
-}
-
-static int session_outcome(const struct consumer_session *w) {
         if (w->ipc_error < 0) {
                 fprintf(stderr, "tracectl: the session failed: %s\n", strerror(-w->ipc_error));
                 return EXIT_SESSION_FAILED;
@@ -356,45 +240,47 @@ static int session_outcome(const struct consumer_session *w) {
         return EXIT_OK;
 }
 
-/* A service that just started registers its plugins' data sources a
- * moment after it accepts: wait (a while) for those the config names. */
-static void wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfig *cfg) {
-        for (unsigned waited = 0;; waited += 200) {
-                Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
-                ProtobufCMessage *reply = NULL;
-                const char *missing = NULL;
-                if (tracectl_call(t, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
-                                  -EBADF, &reply, 5000) < 0 || !reply)
-                        return;
-                const Perfetto__Protos__TracingServiceState *st =
-                        ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
-                for (size_t i = 0; i < cfg->n_data_sources && !missing; i++) {
-                        const char *name = cfg->data_sources[i]->config ? cfg->data_sources[i]->config->name : NULL;
-                        bool found = !name;
-                        for (size_t k = 0; st && !found && k < st->n_data_sources; k++)
-                                found = st->data_sources[k]->ds_descriptor && st->data_sources[k]->ds_descriptor->name &&
-                                        strcmp(st->data_sources[k]->ds_descriptor->name, name) == 0;
-                        if (!found)
-                                missing = name;
-                }
-                if (!missing) {
-                        protobuf_c_message_free_unpacked(reply, NULL);
-                        return;
-                }
-                if (waited >= TRACECTL_DATA_SOURCE_WAIT_MS) {
-                        fprintf(stderr, "tracectl: no producer offers data source %s; recording without it\n", missing);
-                        protobuf_c_message_free_unpacked(reply, NULL);
-                        return;
-                }
-                if (waited == 0)
-                        fprintf(stderr, "tracectl: waiting for data source %s\n", missing);
-                protobuf_c_message_free_unpacked(reply, NULL);
-                (void) usleep(200 * 1000);
+/* The errors the trace holds that were not printed yet (a short session
+ * can end before they are polled), and whether they fail the recording. */
+static int check_trace_errors(const char *path, struct record_watch *watch) {
+        if (path && !watch->stopped_for_errors) {
+                Perfetto__Protos__TraceStats *st = ds_errors_last_trace_stats(path);
+                (void) ds_errors_print_new(st, &watch->n_errors_printed, stderr);
+                if (st)
+                        perfetto__protos__trace_stats__free_unpacked(st, NULL);
         }
+        if (watch->n_errors_printed == 0 || watch->allow_missing)
+                return EXIT_OK;
+        fprintf(stderr, "tracectl: the recording %s: a data source could not do what the config asks "
+                        "(--allow-missing records without it)\n",
+                watch->stopped_for_errors ? "was stopped" : "failed");
+        return EXIT_SESSION_FAILED;
+}
+
+/* A recording that did not complete leaves the file it was to replace as
+ * it was: say so, and return code. */
+static int kept_as_it_was(const char *out, bool service_opens, int code) {
+        if (!service_opens && access(out, F_OK) == 0)
+                fprintf(stderr, "tracectl: %s is left as it was\n", out);
+        return code;
 }
 
 int cmd_record(struct tracectl *t, int argc, char **argv) {
-        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS, ARG_DRY_RUN };
+        enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS, ARG_DRY_RUN,
+               ARG_ALLOW_MISSING };
+        /* record [OPTIONS] -- CMD ARGS: getopt sees what is before "--". */
+        char **command = NULL;
+        for (int i = 1; i < argc; i++)
+                if (strcmp(argv[i], "--") == 0) {
+                        command = argv + i + 1;
+                        argv[i] = NULL;
+                        argc = i;
+                        break;
+                }
+        if (command && !command[0]) {
+                fprintf(stderr, "tracectl record: no command after --\n");
+                return EXIT_USAGE;
+        }
         static const struct option opts[] = {
                 { "config", required_argument, NULL, 'c' },
                 { "txt", no_argument, NULL, ARG_TXT },
@@ -409,17 +295,22 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 { "perf", required_argument, NULL, ARG_PERF },
                 { "bpf-stacks", no_argument, NULL, ARG_BPF_STACKS },
                 { "dry-run", no_argument, NULL, ARG_DRY_RUN },
+                { "allow-missing", no_argument, NULL, ARG_ALLOW_MISSING },
+                { "pid", required_argument, NULL, 'p' },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *config_path = NULL, *out = NULL, *trigger = NULL, *detach = NULL;
-        bool txt = false, process_stats = true, summary = true, bpf_stacks = false, dry_run = false;
+        bool txt = false, process_stats = true, summary = true, bpf_stacks = false, dry_run = false,
+             allow_missing = false, duration_set = false;
+        pid_t pids[RECORD_TARGET_MAX_PIDS + 1];
+        size_t n_pids = 0;
         uint32_t duration_ms = 10000, buffer_kb = 64 * 1024, perf_hz = 0;
         char *extra[16];
         size_t n_extra = 0;
         int c, r;
 
-        while ((c = getopt_long(argc, argv, "c:o:t:b:h", opts, NULL)) >= 0) {
+        while ((c = getopt_long(argc, argv, "c:o:t:b:p:h", opts, NULL)) >= 0) {
                 switch (c) {
                 case 'c':
                         config_path = optarg;
@@ -431,8 +322,20 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         out = optarg;
                         break;
                 case 't':
-                        if (parse_duration_ms(optarg, &duration_ms) < 0) {
-                                fprintf(stderr, "tracectl: bad duration \"%s\" (e.g. 10s, 500ms, 2m)\n", optarg);
+                        duration_set = true;
+                        r = parse_duration_ms(optarg, &duration_ms);
+                        if (r == -ERANGE) {
+                                fprintf(stderr,
+                                        "tracectl: duration \"%s\" is over the service's limit of 7 days "
+                                        "(-t 0s records until stopped with Ctrl-C)\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        if (r < 0) {
+                                fprintf(stderr,
+                                        "tracectl: bad duration \"%s\": a number and a unit, ms, s, m, h or d "
+                                        "(e.g. 500ms, 10s, 2m), up to 7 days\n",
+                                        optarg);
                                 return EXIT_USAGE;
                         }
                         break;
@@ -478,6 +381,16 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 case ARG_DRY_RUN:
                         dry_run = true;
                         break;
+                case ARG_ALLOW_MISSING:
+                        allow_missing = true;
+                        break;
+                case 'p':
+                        if (record_target_parse_pids(optarg, pids, &n_pids) < 0) {
+                                fprintf(stderr, "tracectl: bad -p \"%s\": process ids, comma-separated (at most %d)\n",
+                                        optarg, RECORD_TARGET_MAX_PIDS);
+                                return EXIT_USAGE;
+                        }
+                        break;
                 case 'h':
                         record_help();
                         return EXIT_OK;
@@ -489,6 +402,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 fprintf(stderr, "tracectl record: events cannot be combined with -c\n");
                 return EXIT_USAGE;
         }
+        if (command && detach) {
+                fprintf(stderr, "tracectl record: a command (-- CMD) cannot be combined with --detach\n");
+                return EXIT_USAGE;
+        }
+        if (command && !duration_set)
+                duration_ms = 0; /* until the command exits */
 
         Perfetto__Protos__TraceConfig *cfg = NULL;
         if (config_path) {
@@ -528,6 +447,16 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 cfg->trigger_config = tc;
         }
 
+        if (n_pids > 0) {
+                r = record_target_apply(cfg, pids, n_pids);
+                if (r < 0) {
+                        perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                        return EXIT_OTHER;
+                }
+                if (r == 0)
+                        fprintf(stderr, "tracectl: -p narrows the profilers (linux.perf, linux.bpf_stack, e.g. "
+                                        "--perf HZ); the config has none: everything it names is recorded\n");
+        }
         if (dry_run) {
                 pbtxt_print(stdout, &cfg->base, 0);
                 fprintf(stderr, "tracectl: the config is valid: %zu buffer(s), %zu data source(s)\n", cfg->n_buffers,
@@ -549,14 +478,6 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         if (service_opens)
                 out = cfg->output_path;
 
-        /* The service writes the file; it gets the fd with EnableTracing
-         * (or, for output_path, opens it in its trace directory). */
-        _cleanup_close_ int fd = service_opens ? -EBADF : open(out, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (!service_opens && fd < 0) {
-                fprintf(stderr, "tracectl: cannot create %s: %s\n", out, strerror(errno));
-                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
-                return EXIT_OTHER;
-        }
         cfg->has_write_into_file = true;
         cfg->write_into_file = true;
         if (!cfg->has_file_write_period_ms) {
@@ -570,28 +491,67 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return r;
         }
 
-        wait_for_data_sources(t, cfg);
+        /* Quick mode's process metadata is tracectl's own choice: a service
+         * without it records the rest. */
+        r = wait_for_data_sources(t, cfg, allow_missing,
+                                  !config_path && process_stats ? "linux.process_stats" : NULL);
+        if (r != EXIT_OK) {
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                tracectl_disconnect(t);
+                return kept_as_it_was(out, service_opens, r);
+        }
+
+        /* The command is forked now, for its pid to go into the config; it
+         * runs once tracing does. */
+        _cleanup_(record_command_finish) struct record_command cmd = { .pid = -1, .release_fd = -EBADF };
+        if (command && ((r = record_command_fork(&cmd, command)) < 0 ||
+                        (r = record_target_apply(cfg, &cmd.pid, 1)) < 0)) {
+                fprintf(stderr, "tracectl: cannot start %s: %s\n", command[0], strerror(-r));
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                tracectl_disconnect(t);
+                return EXIT_OTHER;
+        }
 
         struct sigaction sa = { .sa_handler = on_sigint };
         sigaction(SIGINT, &sa, NULL);
         sigaction(SIGTERM, &sa, NULL);
 
+        /* The service writes the file; it gets the fd with EnableTracing
+         * (or, for output_path, opens it in its trace directory). What
+         * tracectl opens is a new file beside FILE, which replaces FILE
+         * only once the recording is complete. */
+        _cleanup_(record_output_free) struct record_output file = RECORD_OUTPUT_INIT;
         _cleanup_free_ char *out_copy = strdup(out);
-        if (!out_copy) {
+        if (!out_copy || (!service_opens && (r = record_output_open(&file, out)) < 0)) {
+                fprintf(stderr, "tracectl: cannot create a file beside %s: %s\n", out,
+                        strerror(out_copy ? -r : ENOMEM));
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
                 tracectl_disconnect(t);
                 return EXIT_OTHER;
         }
         out = out_copy;
         struct consumer_session w = {};
+        struct record_watch watch = { .allow_missing = allow_missing, .cmd = command ? &cmd : NULL };
         Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         req.trace_config = cfg;
-        int64_t id = consumer_enable_tracing(t->client, &req, fd, &w);
+        int64_t id = consumer_enable_tracing(t->client, &req, file.fd, &w);
         perfetto__protos__trace_config__free_unpacked(cfg, NULL);
         if (id < 0) {
                 fprintf(stderr, "tracectl: EnableTracing failed: %s\n", strerror((int) -id));
                 tracectl_disconnect(t);
-                return EXIT_SESSION_FAILED;
+                return kept_as_it_was(out, service_opens, EXIT_SESSION_FAILED);
+        }
+        if (command) {
+                /* Told when every data source runs: then the command starts. */
+                Perfetto__Protos__ObserveEventsRequest oe = PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
+                Perfetto__Protos__ObservableEvents__Type type =
+                        PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED;
+                oe.n_events_to_observe = 1;
+                oe.events_to_observe = &type;
+                if (ipc_client_invoke(t->client, "ObserveEvents", &oe.base,
+                                      &perfetto__protos__observe_events_response__descriptor, -EBADF, on_observed,
+                                      &watch) < 0)
+                        watch.all_started = true;
         }
 
         if (detach) {
@@ -603,22 +563,49 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         fprintf(stderr, "tracectl: the session failed: %s\n", w.error);
                         consumer_session_done(&w);
                         tracectl_disconnect(t);
-                        return EXIT_SESSION_FAILED;
+                        return kept_as_it_was(out, service_opens, EXIT_SESSION_FAILED);
                 }
                 tracectl_disconnect(t);
                 if (r < 0) {
                         fprintf(stderr, "tracectl: could not detach as \"%s\": %s\n", detach, strerror(-r));
-                        return EXIT_SESSION_FAILED;
+                        return kept_as_it_was(out, service_opens, EXIT_SESSION_FAILED);
+                }
+                /* The session runs on: the service writes on into the
+                 * file, under its final name from now on. */
+                r = record_output_commit(&file);
+                if (r < 0) {
+                        fprintf(stderr, "tracectl: cannot rename the trace to %s: %s\n", out, strerror(-r));
+                        return EXIT_OTHER;
                 }
                 printf("Session detached as \"%s\"; the service writes %s.\n", detach, out);
                 return EXIT_OK;
         }
 
-        r = wait_session(t, &w, fd);
+        r = wait_session(t, &w, file.fd, &watch);
         consumer_session_done(&w);
         tracectl_disconnect(t);
+        if (command && cmd.released && !record_command_poll(&cmd))
+                fprintf(stderr, "tracectl: the recording ended; waiting for %s (pid %d) to exit\n", command[0],
+                        (int) cmd.pid);
+        record_command_finish(&cmd);
+        if (command && cmd.released && !(WIFEXITED(cmd.status) && WEXITSTATUS(cmd.status) == 0))
+                fprintf(stderr, "tracectl: %s %s %d\n", command[0],
+                        WIFEXITED(cmd.status) ? "exited with status" : "was killed by signal",
+                        WIFEXITED(cmd.status) ? WEXITSTATUS(cmd.status) : WTERMSIG(cmd.status));
+        if (r == EXIT_OK)
+                r = check_trace_errors(service_opens ? out : file.tmp_path, &watch);
         if (r != EXIT_OK)
-                return r;
+                return kept_as_it_was(out, service_opens, r);
+        r = record_output_commit(&file);
+        if (r < 0) {
+                fprintf(stderr, "tracectl: cannot rename the trace to %s: %s\n", out, strerror(-r));
+                return EXIT_OTHER;
+        }
+        if (trigger && !interrupted && access(out, R_OK) == 0 && !trace_trigger_fired(out, trigger))
+                fprintf(stderr,
+                        "tracectl: trigger \"%s\" was not activated (tracectl trigger %s); the recording ran "
+                        "its whole time\n",
+                        trigger, trigger);
         if (summary) {
                 printf("Trace written to %s\n", out);
                 if (service_opens && access(out, R_OK) < 0)
@@ -659,7 +646,8 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
                 interrupted = 1; /* flush, stop, wait */
         else if (isatty(STDERR_FILENO))
                 fprintf(stderr, "Attached to session \"%s\": Ctrl-C stops it, SIGTERM (kill) detaches again.\n", key);
-        r = wait_session_as(t, &w, -EBADF, !stop, stop ? NULL : key);
+        struct record_watch watch = { .allow_missing = true, .progress = !stop, .detach_key = stop ? NULL : key };
+        r = wait_session(t, &w, -EBADF, &watch);
         consumer_session_done(&w);
         tracectl_disconnect(t);
         if (r == EXIT_TAKEN) {

@@ -7,6 +7,7 @@
 
 #include "basic/alloc.h"
 #include "summary.h"
+#include "ds-errors.h"
 #include "syscalls.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
@@ -452,6 +453,10 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         s->bytes_written += st->buffer_stats[i]->bytes_written;
                 }
                 s->stats_invalid_packets = st->invalid_packets;
+                s->n_ds_errors_total = st->n_traced_data_source_errors;
+                s->n_ds_errors = MIN(st->n_traced_data_source_errors, (size_t) SUMMARY_MAX_DS_ERRORS);
+                for (size_t i = 0; i < s->n_ds_errors; i++)
+                        ds_error_format(st->traced_data_source_errors[i], s->ds_errors[i], sizeof(s->ds_errors[i]));
                 break;
         }
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_SYNCHRONIZATION_MARKER:
@@ -674,6 +679,10 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                         " discarded, %" PRIu64 " invalid packets, %" PRIu64 " ABI violations\n",
                         s->bytes_written, s->chunks_overwritten, s->chunks_discarded, s->stats_invalid_packets,
                         s->abi_violations);
+        for (size_t i = 0; i < s->n_ds_errors; i++)
+                fprintf(f, "%s%s\n", i == 0 ? "Not recorded:   " : "                ", s->ds_errors[i]);
+        if (s->n_ds_errors_total > s->n_ds_errors)
+                fprintf(f, "                and %zu more\n", s->n_ds_errors_total - s->n_ds_errors);
         if (s->invalid_packets)
                 fprintf(f, "Undecodable:    %" PRIu64 " packets\n", s->invalid_packets);
 }

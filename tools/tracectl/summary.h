@@ -41,6 +41,8 @@ struct summary_proc {
         uint64_t perf_samples, perf_unwind_errors; /* linux.perf */
 };
 
+#define SUMMARY_MAX_DS_ERRORS 8
+
 struct summary {
         uint64_t packets;
         uint64_t bytes;
@@ -104,6 +106,9 @@ struct summary {
         uint64_t ps_first_ts, ps_last_ts; /* the window "/proc cpu ms" covers */
         /* from the last TraceStats packet */
         bool have_stats;
+        /* The last TraceStats' data source errors, as tracectl prints them. */
+        char ds_errors[SUMMARY_MAX_DS_ERRORS][256];
+        size_t n_ds_errors, n_ds_errors_total;
         uint64_t chunks_overwritten, chunks_discarded, abi_violations, stats_invalid_packets, patches_failed;
         uint64_t bytes_written;
         /* from SystemInfo */

@@ -2,6 +2,7 @@
 
 /* tracectl: the command-line consumer of traced. */
 
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -24,6 +25,7 @@ static void help(void) {
                "  record       record a trace into a file (from a config or quick flags)\n"
                "  attach KEY   wait for a detached session to end\n"
                "  stop KEY     stop a detached session\n"
+               "  trigger NAME... activate triggers (sessions with trigger_config react)\n"
                "  query        list producers, data sources and sessions\n"
                "  capabilities show what the service supports\n"
                "  print FILE   dump a trace, one packet per line\n"
@@ -38,32 +40,99 @@ static void help(void) {
                "5 session failed, 1 anything else.\n");
 }
 
-int tracectl_connect(struct tracectl *t) {
+/* Whether process pid's command line says it listens at path: an argument
+ * names path, or none names a socket and path is in /run/traced (the
+ * defaults). */
+static bool cmdline_serves(const char *pid, const char *path) {
+        char file[300], buf[4096];
+        snprintf(file, sizeof(file), "/proc/%s/cmdline", pid);
+        FILE *f = fopen(file, "re");
+        if (!f)
+                return false;
+        size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        bool names_socket = false;
+        for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {
+                if (strstr(buf + i, path))
+                        return true;
+                names_socket = names_socket || strstr(buf + i, "-socket=");
+        }
+        return !names_socket && strncmp(path, "/run/traced/", 12) == 0;
+}
+
+/* Whether a traced process runs that will listen at path (one started a
+ * moment ago may not yet). */
+static bool traced_starting_at(const char *path) {
+        DIR *d = opendir("/proc");
+        if (!d)
+                return false;
+        bool found = false;
+        for (struct dirent *e; !found && (e = readdir(d));) {
+                if (e->d_name[0] < '0' || e->d_name[0] > '9')
+                        continue;
+                char file[300], comm[32] = "";
+                snprintf(file, sizeof(file), "/proc/%s/comm", e->d_name);
+                FILE *f = fopen(file, "re");
+                if (!f)
+                        continue;
+                if (fgets(comm, sizeof(comm), f))
+                        comm[strcspn(comm, "\n")] = '\0';
+                fclose(f);
+                found = (strcmp(comm, "traced") == 0 || strcmp(comm, "lt-traced") == 0) &&
+                        cmdline_serves(e->d_name, path);
+        }
+        closedir(d);
+        return found;
+}
+
+/* Why a connection to path failed, and what to do about it. */
+static void connect_failed(const char *path, int r) {
+        fprintf(stderr, "tracectl: cannot connect to the tracing service at %s: %s\n", path, strerror(-r));
+        if (r == -ENOENT || r == -ECONNREFUSED)
+                fprintf(stderr,
+                        "tracectl: no service listens there: start it (systemctl start traced.socket), or name "
+                        "its socket (tracectl --socket PATH)\n");
+        else if (r == -EACCES || r == -EPERM)
+                fprintf(stderr,
+                        "tracectl: recording needs membership of group \"traced\" (usermod -aG traced USER, "
+                        "then log in again) or root\n");
+}
+
+int tracectl_connect_port(struct tracectl *t, const char *path, const char *port) {
         int r = sd_event_default(&t->event);
         if (r < 0) {
                 fprintf(stderr, "tracectl: cannot create an event loop: %s\n", strerror(-r));
                 return EXIT_OTHER;
         }
-        /* A service started a moment ago may not listen yet: wait for its
-         * socket up to TRACECTL_CONNECT_WAIT_MS. */
+        /* A service started a moment ago may not listen yet: while a traced
+         * process that will listen there runs, wait for its socket up to
+         * TRACECTL_CONNECT_WAIT_MS. */
         for (unsigned waited = 0;; waited += 100) {
-                r = ipc_client_connect(t->event, t->socket, &t->client);
-                if (r >= 0 || (r != -ENOENT && r != -ECONNREFUSED) || waited >= TRACECTL_CONNECT_WAIT_MS)
+                r = ipc_client_connect(t->event, path, &t->client);
+                if (r >= 0 || (r != -ENOENT && r != -ECONNREFUSED) || waited >= TRACECTL_CONNECT_WAIT_MS ||
+                    !traced_starting_at(path))
                         break;
                 if (waited == 0)
-                        fprintf(stderr, "tracectl: waiting for the tracing service at %s\n", t->socket);
+                        fprintf(stderr, "tracectl: waiting for the tracing service at %s\n", path);
                 (void) usleep(100 * 1000);
         }
         if (r < 0) {
-                fprintf(stderr, "tracectl: cannot connect to the tracing service at %s: %s\n", t->socket, strerror(-r));
+                connect_failed(path, r);
+                t->event = sd_event_unref(t->event);
                 return EXIT_UNREACHABLE;
         }
-        r = consumer_bind(t->client, 10 * 1000u);
+        r = ipc_client_bind_sync(t->client, port, 10 * 1000000u);
         if (r < 0) {
-                fprintf(stderr, "tracectl: %s does not offer the consumer port: %s\n", t->socket, strerror(-r));
+                fprintf(stderr, "tracectl: %s does not offer %s: %s\n", path, port, strerror(-r));
+                tracectl_disconnect(t);
                 return EXIT_UNREACHABLE;
         }
         return 0;
+}
+
+int tracectl_connect(struct tracectl *t) {
+        return tracectl_connect_port(t, t->socket, "ConsumerPort");
 }
 
 void tracectl_disconnect(struct tracectl *t) {
@@ -123,6 +192,8 @@ int main(int argc, char **argv) {
                 return cmd_attach(&t, sub_argc, sub_argv);
         if (strcmp(cmd, "stop") == 0)
                 return cmd_stop(&t, sub_argc, sub_argv);
+        if (strcmp(cmd, "trigger") == 0)
+                return cmd_trigger(&t, sub_argc, sub_argv);
         if (strcmp(cmd, "query") == 0)
                 return cmd_query(&t, sub_argc, sub_argv);
         if (strcmp(cmd, "capabilities") == 0)

@@ -28,9 +28,14 @@ struct tracectl {
 /* Connects and binds ConsumerPort; prints why not and returns
  * EXIT_UNREACHABLE on failure. */
 int tracectl_connect(struct tracectl *t);
+/* The same on another socket and port ("ProducerPort"). */
+int tracectl_connect_port(struct tracectl *t, const char *path, const char *port);
 void tracectl_disconnect(struct tracectl *t);
 /* How long tracectl waits for the service's socket to appear and accept. */
 #define TRACECTL_CONNECT_WAIT_MS 10000u
+/* The longest session traced accepts (its limits.h, SERVICE_MAX_DURATION_MS):
+ * checked before asking. */
+#define TRACECTL_MAX_DURATION_MS (7.0 * 24 * 3600 * 1000)
 /* How long record waits for the data sources its config names. */
 #define TRACECTL_DATA_SOURCE_WAIT_MS 10000u
 
@@ -42,6 +47,10 @@ int cmd_record(struct tracectl *t, int argc, char **argv);
 int cmd_attach(struct tracectl *t, int argc, char **argv);
 int cmd_stop(struct tracectl *t, int argc, char **argv);
 int cmd_query(struct tracectl *t, int argc, char **argv);
+int cmd_trigger(struct tracectl *t, int argc, char **argv);
+/* Whether the trace at path records trigger name firing (true when the
+ * file cannot be read: nothing is known then). */
+bool trace_trigger_fired(const char *path, const char *name);
 int cmd_capabilities(struct tracectl *t, int argc, char **argv);
 int cmd_print(int argc, char **argv);
 int cmd_summary(int argc, char **argv);

@@ -38,6 +38,8 @@
 #define SERVICE_MAX_CONFIG_NAME_FILTERS 4096u
 #define SERVICE_MAX_CONFIG_TRIGGERS 256u
 #define SERVICE_MAX_TRIGGERS_PER_REQUEST 64u /* names in one ActivateTriggers */
+#define SERVICE_MAX_DS_ERRORS 32u           /* data source errors a session keeps */
+#define SERVICE_MAX_DS_ERROR_LEN 512u       /* bytes of a reported field or message */
 /* A write_into_file fd that takes nothing this long fails its session. */
 #define SERVICE_OUTPUT_STALL_USEC (30u * 1000000u)
 #define SERVICE_SEQUENCE_ID 1u /* trusted_packet_sequence_id of the service's own packets */

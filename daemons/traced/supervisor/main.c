@@ -342,6 +342,8 @@ static int run(int argc, char **argv) {
                 r = core_run(&so.core);
         } else
                 r = supervisor_run(&so) == EXIT_SUCCESS ? 0 : -EIO;
+        if (!ls.from_systemd)
+                listen_sockets_remove_files(o.producer_socket, o.consumer_socket);
 out:
         traced_config_done(&cfg);
         return r;

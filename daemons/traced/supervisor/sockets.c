@@ -179,6 +179,34 @@ int listen_sockets_open(const char *producer_path, const char *consumer_path, st
         return 0;
 }
 
+/* Removes the socket file at path if nobody listens there. */
+static void remove_stale_socket(const char *path) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        struct stat st;
+        size_t len = strlen(path);
+        if (path[0] != '/' || len >= sizeof(sa.sun_path) || lstat(path, &st) < 0 || !S_ISSOCK(st.st_mode))
+                return;
+        memcpy(sa.sun_path, path, len + 1);
+        _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (probe >= 0 && connect(probe, (struct sockaddr *) &sa, sizeof(sa)) < 0 && errno == ECONNREFUSED)
+                (void) unlink(path);
+}
+
+void listen_sockets_remove_files(const char *producer_list, const char *consumer_path) {
+        if (consumer_path)
+                remove_stale_socket(consumer_path);
+        for (const char *p = producer_list; p && *p;) {
+                size_t n = strcspn(p, ",");
+                char path[sizeof(((struct sockaddr_un *) NULL)->sun_path)];
+                if (n < sizeof(path)) {
+                        memcpy(path, p, n);
+                        path[n] = '\0';
+                        remove_stale_socket(path); /* addresses other than paths are skipped */
+                }
+                p += n + (p[n] == ',');
+        }
+}
+
 void listen_sockets_close(struct listen_sockets *s) {
         s->producer_fd = safe_close(s->producer_fd);
         s->consumer_fd = safe_close(s->consumer_fd);

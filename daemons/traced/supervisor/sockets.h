@@ -45,6 +45,12 @@ int socket_bind_address(const char *address, int *ret_fd);
 
 void listen_sockets_close(struct listen_sockets *s);
 
+/* On the way out of a traced that bound its own sockets: removes the
+ * socket files of producer_list (its UNIX paths) and consumer_path that no
+ * one listens on any more, so that clients find no socket rather than one
+ * that refuses them. */
+void listen_sockets_remove_files(const char *producer_list, const char *consumer_path);
+
 /* Binds and listens on a UNIX stream socket at path (a leading '@' selects
  * the abstract namespace), creating the parent directory and replacing a
  * stale socket file. mode applies to the socket file. */

@@ -40,7 +40,25 @@ static bool plain_components(const char *rel) {
         }
 }
 
-int output_path_open(int dir_fd, const char *dir, const char *output_path, char **ret_error) {
+/* Opens rel below dir_fd for writing, with no symbolic link or mount on the
+ * way (the last component included); extra: O_CREAT | O_EXCL or 0. */
+static int open_beneath(int dir_fd, const char *rel, int extra) {
+        struct open_how how = {
+                .flags = (uint64_t) (O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | extra),
+                .mode = extra & O_CREAT ? 0640 : 0,
+                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+        };
+        int fd = (int) syscall(SYS_openat2, dir_fd, rel, &how, sizeof(how));
+        if (fd < 0 && errno == ENOSYS) {
+                /* Before Linux 5.6: one component, no symlink followed. */
+                if (strchr(rel, '/'))
+                        return -1; /* errno stays ENOSYS */
+                fd = openat(dir_fd, rel, (int) how.flags, (mode_t) how.mode);
+        }
+        return fd;
+}
+
+int output_path_open(int dir_fd, const char *dir, const char *output_path, bool *ret_created, char **ret_error) {
         if (ret_error)
                 *ret_error = NULL;
         if (dir_fd < 0 || !dir)
@@ -62,22 +80,18 @@ int output_path_open(int dir_fd, const char *dir, const char *output_path, char 
                 return refuse(ret_error, EPERM,
                               "output_path \"%s\" has an empty, \".\" or \"..\" component", output_path);
 
-        /* Resolved below dir only, with no symbolic link on the way, the
-         * last component included. */
-        struct open_how how = {
-                .flags = O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY,
-                .mode = 0640,
-                .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-        };
-        int fd = (int) syscall(SYS_openat2, dir_fd, rel, &how, sizeof(how));
-        if (fd < 0 && errno == ENOSYS) {
-                /* Before Linux 5.6: one component, no symlink followed. */
-                if (strchr(rel, '/'))
-                        return refuse(ret_error, EPERM,
-                                      "output_path \"%s\" is in a subdirectory, which this kernel cannot open safely",
-                                      output_path);
-                fd = openat(dir_fd, rel, (int) how.flags, (mode_t) how.mode);
+        /* A new file, or else an existing one: the caller learns which,
+         * to remove what it created when the session is refused. */
+        bool created = true;
+        int fd = open_beneath(dir_fd, rel, O_CREAT | O_EXCL);
+        if (fd < 0 && errno == EEXIST) {
+                created = false;
+                fd = open_beneath(dir_fd, rel, 0);
         }
+        if (fd < 0 && errno == ENOSYS)
+                return refuse(ret_error, EPERM,
+                              "output_path \"%s\" is in a subdirectory, which this kernel cannot open safely",
+                              output_path);
         if (fd < 0) {
                 int e = errno;
                 if (e == ELOOP || e == EXDEV)
@@ -95,10 +109,21 @@ int output_path_open(int dir_fd, const char *dir, const char *output_path, char 
                 safe_close(fd);
                 return refuse(ret_error, EPERM, "output_path \"%s\" is not a plain file of its own", output_path);
         }
-        if (st.st_size > 0 && ftruncate(fd, 0) < 0) {
-                int e = errno;
-                safe_close(fd);
-                return refuse(ret_error, e, "Cannot truncate output_path \"%s\": %s", output_path, strerror(e));
-        }
+        if (ret_created)
+                *ret_created = created;
         return fd;
+}
+
+int output_path_claim(int fd) {
+        return ftruncate(fd, 0) < 0 ? -errno : 0;
+}
+
+void output_path_unlink(int dir_fd, const char *dir, const char *output_path) {
+        size_t n = strlen(dir);
+        while (n > 1 && dir[n - 1] == '/')
+                n--;
+        if (dir_fd < 0 || strncmp(output_path, dir, n) != 0 || output_path[n] != '/' ||
+            !plain_components(output_path + n + 1))
+                return;
+        (void) unlinkat(dir_fd, output_path + n + 1, 0);
 }

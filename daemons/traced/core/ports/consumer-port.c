@@ -127,9 +127,11 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
         }
         const Perfetto__Protos__TraceConfig *cfg = a->trace_config;
         bool to_file = cfg->has_write_into_file && cfg->write_into_file;
+        bool service_opened = false, created = false;
         if (to_file && fd < 0 && cfg->output_path && cfg->output_path[0]) {
                 /* The service opens the file: only in its trace directory. */
-                fd = output_path_open(svc->trace_dir_fd, svc->trace_dir, cfg->output_path, &error);
+                service_opened = true;
+                fd = output_path_open(svc->trace_dir_fd, svc->trace_dir, cfg->output_path, &created, &error);
                 if (fd < 0) {
                         log_notice("Refusing a tracing session from uid %u: %s", (unsigned) c->uid,
                                    error ? error : strerror(-fd));
@@ -140,7 +142,18 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
                 error = NULL;
         }
 
+        int file_fd = to_file ? fd : -EBADF;
         r = session_create(svc, c, c->uid, cfg, to_file ? TAKE_FD(fd) : -EBADF, &s, &error);
+        if (r < 0 && created)
+                /* A refused session leaves no file behind it... */
+                output_path_unlink(svc->trace_dir_fd, svc->trace_dir, cfg->output_path);
+        else if (r >= 0 && service_opened && !created && (r = output_path_claim(file_fd)) < 0) {
+                /* ...and an existing one as it was until now. */
+                session_free(s);
+                s = NULL;
+                if (asprintf(&error, "Cannot truncate output_path \"%s\": %s", cfg->output_path, strerror(-r)) < 0)
+                        error = NULL;
+        }
         if (r < 0) {
                 log_notice("Refusing a tracing session from uid %u: %s", (unsigned) c->uid,
                            error ? error : strerror(-r));

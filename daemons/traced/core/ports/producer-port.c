@@ -713,6 +713,17 @@ static void m_activate_triggers(ipc_request *req, const ProtobufCMessage *args, 
         reply_empty(req, &resp.base);
 }
 
+static void m_report_ds_error(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__TracedReportDataSourceErrorRequest *a = (const void *) args;
+        Perfetto__Protos__TracedReportDataSourceErrorResponse resp =
+                PERFETTO__PROTOS__TRACED_REPORT_DATA_SOURCE_ERROR_RESPONSE__INIT;
+        struct producer *p = req_producer(req);
+
+        if (p && a->has_data_source_id)
+                session_on_ds_error(p->svc, p, a->data_source_id, a->field, a->message);
+        reply_empty(req, &resp.base);
+}
+
 static void m_sync(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
         Perfetto__Protos__SyncResponse resp = PERFETTO__PROTOS__SYNC_RESPONSE__INIT;
         /* Requests are handled in order, so everything sent before is
@@ -745,6 +756,8 @@ static const struct ipc_method_desc producer_methods[] = {
         M("Sync", perfetto__protos__sync_request, perfetto__protos__sync_response, m_sync),
         M("UpdateDataSource", perfetto__protos__update_data_source_request,
           perfetto__protos__update_data_source_response, m_update_data_source),
+        M("TracedReportDataSourceError", perfetto__protos__traced_report_data_source_error_request,
+          perfetto__protos__traced_report_data_source_error_response, m_report_ds_error),
 };
 
 const struct ipc_service_desc producer_port_desc = {

@@ -6,6 +6,7 @@
  * and go, and ChangeTraceConfig. */
 
 #include <errno.h>
+#include <inttypes.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include "basic/regex-limits.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
+#include "core/sessions/session-stats.h"
 
 #include "perfetto/config/data_source_config.pb-c.h"
 
@@ -319,6 +321,17 @@ void session_on_ds_stopped(struct traced_service *svc, struct producer *p, uint6
                 return;
         i->state = DS_STOPPED;
         session_check_all_stopped(i->session);
+}
+
+void session_on_ds_error(struct traced_service *svc, struct producer *p, uint64_t instance_id, const char *field,
+                         const char *message) {
+        struct ds_instance *i = find_instance(svc, p, instance_id);
+        if (!i)
+                return;
+        if (session_add_ds_error(i->session, p->name, i->name, field, message))
+                log_notice("Session %" PRIu64 ": producer %u \"%.64s\" reports for data source %s: %.200s%s%.400s",
+                           i->session->id, p->id, strna(p->name), i->name, field ? field : "", field ? ": " : "",
+                           message ? message : "");
 }
 
 void session_on_producer_gone(struct traced_service *svc, struct producer *p) {

@@ -20,6 +20,7 @@
 #include "core/sessions/machines.h"
 #include "core/sessions/producer.h"
 #include "core/sessions/session.h"
+#include "perfetto/common/trace_stats.pb-c.h"
 
 struct compiled_regexes {
         regex_t *re;
@@ -154,6 +155,11 @@ struct session {
         char *disable_error;
         char *state_text; /* QueryServiceState's state with disable_error */
         char *output_text; /* QueryServiceState's output_path: the file as the core sees it */
+        /* What producers reported they could not do for this session's data
+         * sources (TraceStats.traced_data_source_errors), in order, at most
+         * SERVICE_MAX_DS_ERRORS. */
+        Perfetto__Protos__TraceStats__TracedDataSourceError **ds_errors;
+        size_t n_ds_errors;
 
         uint64_t uuid_msb, uuid_lsb;
         struct service_event events[32];

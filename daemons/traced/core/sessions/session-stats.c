@@ -12,6 +12,7 @@
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-stats.h"
 #include "core/buffers/trace-buffer.h"
+#include "core/limits.h"
 
 Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s) {
         struct traced_service *svc = s->svc;
@@ -88,7 +89,54 @@ Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s) {
         st->flushes_succeeded = s->flushes_succeeded;
         st->has_flushes_failed = true;
         st->flushes_failed = s->flushes_failed;
+        /* The session's own: freed with it, not with st. */
+        st->n_traced_data_source_errors = s->n_ds_errors;
+        st->traced_data_source_errors = s->ds_errors;
         return st;
+}
+
+static bool same(const char *a, const char *b) {
+        return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+bool session_add_ds_error(struct session *s, const char *producer, const char *data_source, const char *field,
+                          const char *message) {
+        for (size_t i = 0; i < s->n_ds_errors; i++) {
+                const Perfetto__Protos__TraceStats__TracedDataSourceError *e = s->ds_errors[i];
+                if (same(e->producer_name, producer) && same(e->data_source_name, data_source) &&
+                    same(e->field, field) && same(e->message, message))
+                        return false;
+        }
+        if (s->n_ds_errors >= SERVICE_MAX_DS_ERRORS)
+                return false;
+        Perfetto__Protos__TraceStats__TracedDataSourceError **a =
+                realloc(s->ds_errors, (s->n_ds_errors + 1) * sizeof(*s->ds_errors));
+        if (!a)
+                return false;
+        s->ds_errors = a;
+        Perfetto__Protos__TraceStats__TracedDataSourceError *e = calloc(1, sizeof(*e));
+        if (!e)
+                return false;
+        perfetto__protos__trace_stats__traced_data_source_error__init(e);
+        e->producer_name = producer ? strndup(producer, SERVICE_MAX_DS_ERROR_LEN) : NULL;
+        e->data_source_name = data_source ? strndup(data_source, SERVICE_MAX_DS_ERROR_LEN) : NULL;
+        e->field = field ? strndup(field, SERVICE_MAX_DS_ERROR_LEN) : NULL;
+        e->message = message ? strndup(message, SERVICE_MAX_DS_ERROR_LEN) : NULL;
+        s->ds_errors[s->n_ds_errors++] = e;
+        return true;
+}
+
+void session_free_ds_errors(struct session *s) {
+        for (size_t i = 0; i < s->n_ds_errors; i++) {
+                free(s->ds_errors[i]->producer_name);
+                free(s->ds_errors[i]->data_source_name);
+                free(s->ds_errors[i]->field);
+                free(s->ds_errors[i]->message);
+                free(s->ds_errors[i]);
+        }
+        free(s->ds_errors);
+        s->ds_errors = NULL;
+        s->n_ds_errors = 0;
 }
 
 void session_free_trace_stats(Perfetto__Protos__TraceStats *st) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 #include "perfetto/common/trace_stats.pb-c.h"
@@ -12,6 +13,14 @@ struct traced_service;
 /* TraceStats of a session, heap-allocated; free with the function below. */
 Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s);
 void session_free_trace_stats(Perfetto__Protos__TraceStats *st);
+
+/* Keeps a producer's report on one of s's data sources for its TraceStats
+ * (the first SERVICE_MAX_DS_ERRORS, each string cut to
+ * SERVICE_MAX_DS_ERROR_LEN; the same report twice is kept once). True if
+ * kept (new). */
+bool session_add_ds_error(struct session *s, const char *producer, const char *data_source, const char *field,
+                          const char *message);
+void session_free_ds_errors(struct session *s);
 
 /* TracingServiceState as a consumer of viewer_uid may see it: producers
  * and data sources always, sessions of its uid (all for root). */

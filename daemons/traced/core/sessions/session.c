@@ -18,6 +18,7 @@
 #include "log/log.h"
 #include "core/output/output-fd.h"
 #include "core/sessions/session-internal.h"
+#include "core/sessions/session-stats.h"
 #include "core/sessions/session-read.h"
 #include "core/buffers/trace-buffer.h"
 
@@ -152,6 +153,7 @@ void session_free(struct session *s) {
         free(s->disable_error);
         free(s->state_text);
         free(s->output_text);
+        session_free_ds_errors(s);
         free(s->triggered_by);
         free(s);
         sessions_state_changed(svc);

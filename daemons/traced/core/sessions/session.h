@@ -126,6 +126,11 @@ int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, vo
 void session_on_producer_flush_ack(struct traced_service *svc, uint16_t producer_id, uint64_t request_id);
 void session_on_ds_started(struct traced_service *svc, struct producer *p, uint64_t instance_id);
 void session_on_ds_stopped(struct traced_service *svc, struct producer *p, uint64_t instance_id);
+/* A producer could not do something for one of its instances: kept for
+ * the session's TraceStats (what its consumer polls and what ends its
+ * trace) and logged. field and message are the producer's text. */
+void session_on_ds_error(struct traced_service *svc, struct producer *p, uint64_t instance_id, const char *field,
+                         const char *message);
 void session_on_producer_gone(struct traced_service *svc, struct producer *p);
 void session_on_data_source_registered(struct traced_service *svc, struct producer *p, struct data_source_reg *ds);
 void session_on_triggers(struct traced_service *svc, struct producer *p, char **names, size_t n);

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* What `tracectl record -p PID` and `tracectl record -- CMD ARGS` record:
+ * the profilers of the config (linux.perf, linux.bpf_stack) narrowed to
+ * the processes, and for CMD a child started once tracing runs, whose end
+ * ends the recording. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "perfetto/config/trace_config.pb-c.h"
+
+#define RECORD_TARGET_MAX_PIDS 64
+
+/* Parses "PID[,PID...]" into pids[*n...]: 0, or -EINVAL / -E2BIG. */
+int record_target_parse_pids(const char *s, pid_t *pids, size_t *n);
+
+/* Narrows every linux.perf and linux.bpf_stack data source of cfg to the
+ * pids: perf_event_config's target_pid (in callstack_sampling.scope when
+ * the config samples callstacks), bpf_stack_config's "pid=N" filters.
+ * Returns how many data sources were narrowed, or -ENOMEM. */
+int record_target_apply(Perfetto__Protos__TraceConfig *cfg, const pid_t *pids, size_t n);
+
+/* A command started for the recording: forked now, stopped before exec
+ * until record_command_release(). */
+struct record_command {
+        pid_t pid;
+        int release_fd; /* the write end the child waits on */
+        bool released;
+        bool exited;
+        int status; /* waitpid()'s, once exited */
+};
+
+/* Forks argv[0] (searched in PATH): the child waits, then execs. 0 or
+ * -errno. */
+int record_command_fork(struct record_command *c, char **argv);
+/* Lets the child exec. */
+void record_command_release(struct record_command *c);
+/* Whether it ended (reaped without blocking). */
+bool record_command_poll(struct record_command *c);
+/* Ends a child that never ran (the recording failed) and reaps it, or
+ * waits for one that runs. */
+void record_command_finish(struct record_command *c);
