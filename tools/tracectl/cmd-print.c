@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pbtxt/pbtxt.h"
+#include "journald-view.h"
 #include "summary.h"
 #include "trace-reader.h"
 #include "tracectl.h"
@@ -213,6 +214,8 @@ int cmd_print(int argc, char **argv) {
                                         print_short(ev);
                                 putchar('\n');
                         }
+                } else if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_JOURNALD_EVENT) {
+                        journald_print_event(stdout, p->journald_event);
                 } else if (sub) {
                         print_short(sub);
                         putchar('\n');

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "journald-view.h"
+
 #define SUMMARY_MAX_CPUS 512
 #define SUMMARY_MAX_TYPES 32
 #define SUMMARY_MAX_SEQS 4096
@@ -92,6 +94,7 @@ struct summary {
         struct summary_proc *procs;
         size_t n_procs, cap_procs;
         uint64_t process_stats_samples;
+        struct journald_counts journald; /* linux.systemd_journald */
         uint64_t ps_first_ts, ps_last_ts; /* the window "/proc cpu ms" covers */
         /* from the last TraceStats packet */
         bool have_stats;
