@@ -192,6 +192,19 @@ static const char *config_of(const char *journald_config) {
         return config;
 }
 
+/* Whether `tracectl COMMAND` on the recorded trace prints the line. */
+static bool tracectl_says(const char *command, const char *line) {
+        char cmd[1024], buf[2048];
+        snprintf(cmd, sizeof(cmd), "%s %s %s/recorded.pftrace", TRACECTL_BINARY, command, inst.dir);
+        FILE *f = popen(cmd, "r");
+        cr_assert_not_null(f);
+        bool found = false;
+        while (fgets(buf, sizeof(buf), f))
+                found |= strstr(buf, line) != NULL;
+        cr_assert_eq(pclose(f), 0, "%s failed", cmd);
+        return found;
+}
+
 struct two {
         struct logged err, info;
         uint64_t before, after;
@@ -235,6 +248,15 @@ Test(journald, entries_with_priority_tag_and_time) {
         cr_assert_eq(s.num_failed, 0);
         cr_assert(fixture_log_count(&inst, DS " instance ", " stopped: 2 entries written, 0 failed") >= 1,
                   "no stop line with the counts in the log");
+
+        /* What tracectl shows of them. */
+        char want[512];
+        snprintf(want, sizeof(want), "journald_event: err tracedtesta[%d] (syslog): %s\n", (int) t.err.pid,
+                 t.err.message);
+        cr_assert(tracectl_says("print", want), "tracectl print has no line \"%s\"", want);
+        cr_assert(tracectl_says("summary", "Journal:        2 entries (1 err, 1 info)\n"),
+                  "tracectl summary does not count the entries");
+        cr_assert(tracectl_says("summary", "the data source counted 2 written, 0 failed\n"));
 }
 
 struct filtered {

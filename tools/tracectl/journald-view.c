@@ -58,8 +58,8 @@ void journald_counts_print(FILE *f, const struct journald_counts *c) {
                 fprintf(f, "                the data source counted %" PRIu64 " written, %" PRIu64 " failed\n", total,
                         failed);
         if (c->notes)
-                fprintf(f, "                %" PRIu64 " notes of the data source (tracectl print shows them)\n",
-                        c->notes);
+                fprintf(f, "                %" PRIu64 " %s of the data source (tracectl print shows %s)\n", c->notes,
+                        c->notes == 1 ? "note" : "notes", c->notes == 1 ? "it" : "them");
 }
 
 void journald_print_event(FILE *f, const Perfetto__Protos__SystemdJournaldEvent *e) {
