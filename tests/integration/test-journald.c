@@ -186,7 +186,7 @@ static char config[1024];
 
 static const char *config_of(const char *journald_config) {
         snprintf(config, sizeof(config),
-                 "buffers { size_kb: 4096 } write_into_file: true file_write_period_ms: 200\n"
+                 "buffers { size_kb: 4096 } write_into_file: true file_write_period_ms: 200 flush_period_ms: 1000\n"
                  "data_sources { config { name: \"" DS "\" journald_config { journal_namespace: \"%s\" %s } } }\n",
                  ns, journald_config);
         return config;
