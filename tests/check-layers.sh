@@ -50,6 +50,7 @@ lib/ipc/                        lib/basic libsystemd protos wire
 lib/consumer/                   lib/basic lib/log lib/ipc libsystemd protos wire
 lib/producer/                   public lib/basic lib/log lib/ipc lib/smb libsystemd protos wire
 plugins/                        public lib/basic lib/profiling lib/pbtxt protos
+plugins/journald/               public lib/basic lib/pbtxt protos libsystemd
 daemons/plugin-host/            public lib/basic lib/log lib/producer libsystemd protos
 daemons/traced/                 lib/basic lib/log lib/ipc lib/smb lib/pbtxt libsystemd protos wire daemons/traced
 tools/                          lib/basic lib/log lib/ipc lib/pbtxt lib/consumer libsystemd protos wire

@@ -8,7 +8,8 @@
 #     in home directories);
 #   - only the ftrace host writes tracefs;
 #   - only the perf and bpf hosts open perf events, only the bpf host uses
-#     BPF.
+#     BPF;
+#   - only the journald host reads the journal, with no capability.
 set -eu
 builddir=${TOP_BUILDDIR:-.}
 pp="$builddir/selinux/traced.pp"
@@ -58,7 +59,7 @@ query() {
 }
 
 core=traced_core_t
-hosts="traced_plugin_host_t traced_ftrace_host_t traced_perf_host_t traced_bpf_host_t"
+hosts="traced_plugin_host_t traced_ftrace_host_t traced_perf_host_t traced_bpf_host_t traced_journald_host_t"
 all="traced_t $core $hosts"
 
 # The core.
@@ -107,6 +108,18 @@ for d in $all; do
         case $d in
         traced_ftrace_host_t) ;;
         *) query "$d has no CAP_SYS_ADMIN" empty -s $d -c capability -p sys_admin ;;
+        esac
+done
+
+# The journal: only the journald host reads it, and it holds no capability.
+for d in $all; do
+        case $d in
+        traced_journald_host_t)
+                query "$d reads the journal" nonempty -s $d -t systemd_journal_t -c file -p read
+                query "$d watches the journal's directories" nonempty -s $d -t systemd_journal_t -c dir -p watch
+                query "$d writes no journal file" empty -s $d -t systemd_journal_t -c file,dir -p write,append,create
+                query "$d has no capability" empty -s $d -c capability,capability2 -p dac_override,dac_read_search,sys_admin,sys_ptrace,syslog,perfmon,bpf ;;
+        *) query "$d cannot read the journal" empty -s $d -t systemd_journal_t -c file -p read ;;
         esac
 done
 

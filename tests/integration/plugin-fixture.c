@@ -272,11 +272,15 @@ static void record(struct traced_instance *inst, sd_event *event, const char *wa
         int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         cr_assert_geq(fd, 0);
         bool ftrace = strstr(config, "\"linux.ftrace\"") != NULL;
+        bool journald = strstr(config, "\"linux.systemd_journald\"") != NULL;
         unsigned started = ftrace ? fixture_log_count(inst, FIXTURE_FTRACE_STARTED) : 0;
+        unsigned j_started = journald ? fixture_log_count(inst, FIXTURE_JOURNALD_STARTED) : 0;
         fixture_enable_text(&cons, config, read_back ? -EBADF : fd);
         /* The plugins set their instances up after EnableTracing returned. */
         if (ftrace)
                 (void) fixture_wait_log(inst, event, FIXTURE_FTRACE_STARTED, started, 10000);
+        if (journald)
+                (void) fixture_wait_log(inst, event, FIXTURE_JOURNALD_STARTED, j_started, 10000);
         spin_ms(event, 500);
         action(action_data);
         Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;

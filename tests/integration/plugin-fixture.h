@@ -87,6 +87,9 @@ bool fixture_wait_log(const struct traced_instance *inst, sd_event *event, const
  * instance N: M events, ..."): what a test that writes markers or starts
  * work right after EnableTracing waits for. */
 #define FIXTURE_FTRACE_STARTED "linux.ftrace instance ", " events, "
+/* The journald plugin's, once an instance reads the journal from its
+ * start on. */
+#define FIXTURE_JOURNALD_STARTED "linux.systemd_journald instance ", ": reading the journal"
 
 /* Whether pid descends from ancestor. */
 bool fixture_descends_from(pid_t pid, pid_t ancestor);

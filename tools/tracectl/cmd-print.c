@@ -10,6 +10,7 @@
 #include "pbtxt/pbtxt.h"
 #include "summary-json.h"
 #include "syscalls.h"
+#include "journald-view.h"
 #include "summary.h"
 #include "trace-reader.h"
 #include "tracectl.h"
@@ -233,6 +234,8 @@ int cmd_print(int argc, char **argv) {
                                 print_syscall(e, machine);
                                 putchar('\n');
                         }
+                } else if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_JOURNALD_EVENT) {
+                        journald_print_event(stdout, p->journald_event);
                 } else if (sub) {
                         print_short(sub);
                         putchar('\n');

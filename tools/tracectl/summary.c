@@ -433,6 +433,10 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                                 sp->rss_kb = pr->vm_rss_kb;
                 }
                 break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_JOURNALD_EVENT:
+                type = "journald_event";
+                journald_counts_add(&s->journald, p->trusted_packet_sequence_id, p->journald_event);
+                break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT:
                 type = "clock_snapshot";
                 break;
@@ -607,6 +611,7 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
         }
         syscall_stats_print(f, &s->syscalls, s->machine, top_n);
         stack_walks_print(f, &s->walks, "");
+        journald_counts_print(f, &s->journald);
         if (s->have_kernel_stats)
                 fprintf(f, "Kernel buffer:  %" PRIu64 " events overwritten before they were read\n", s->kernel_overrun);
         if (s->processes_in_tree)

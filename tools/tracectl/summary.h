@@ -11,6 +11,7 @@
 #include "name-history.h"
 #include "stack-walks.h"
 #include "summary-syscalls.h"
+#include "journald-view.h"
 
 #define SUMMARY_MAX_CPUS 512
 #define SUMMARY_MAX_TYPES 32
@@ -103,6 +104,7 @@ struct summary {
         struct summary_proc *procs;
         size_t n_procs, cap_procs;
         uint64_t process_stats_samples;
+        struct journald_counts journald; /* linux.systemd_journald */
         uint64_t ps_first_ts, ps_last_ts; /* the window "/proc cpu ms" covers */
         /* from the last TraceStats packet */
         bool have_stats;

@@ -1,0 +1,286 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.systemd_journald instances (see journald-ds.h). */
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <systemd/sd-journal.h>
+
+#include "basic/pbw.h"
+#include "journald-config.h"
+#include "journald-ds.h"
+#include "journald-entry.h"
+
+/* Entries written per wake-up of the loop; what is left (a look-back, a
+ * burst) is taken on a 1 ms timer, so the loop keeps serving the others. */
+#define BATCH_MAX 2000u
+#define BACKLOG_MS 1
+
+#define LOG_NOTICE_PRIO 5
+
+struct journald_session {
+        struct plugin_instance inst; /* first: the list holds these */
+        struct journald_plugin *pl;
+        struct journald_config cfg;
+        sd_journal *j; /* NULL: no journal to read */
+        struct traced_source *io, *backlog;
+        struct traced_writer *writer;
+        struct pbw ev, pkt;
+        uint64_t total, failed, before_boot, write_errors;
+        int first_error;
+};
+
+static struct journald_session *session_of(struct plugin_instance *i) {
+        return (struct journald_session *) i;
+}
+
+static void failed(struct journald_session *s, int r) {
+        s->failed++;
+        if (!s->first_error)
+                s->first_error = r;
+}
+
+static int write_packet(struct journald_session *s) {
+        int r = s->pl->api->write_packet(s->writer, s->pkt.buf, s->pkt.len);
+        if (r < 0)
+                s->write_errors++;
+        return r;
+}
+
+/* sd_journal_get_data gives "FIELD=value": the value. */
+static int get_field(void *userdata, const char *field, const void **ret, size_t *ret_len) {
+        const void *d;
+        size_t n, k = strlen(field);
+        int r = sd_journal_get_data(userdata, field, &d, &n);
+        if (r < 0)
+                return r;
+        if (n <= k || memcmp(d, field, k) != 0 || ((const char *) d)[k] != '=')
+                return -EBADMSG;
+        *ret = (const char *) d + k + 1;
+        *ret_len = n - k - 1;
+        return 0;
+}
+
+/* Writes up to limit entries; whether more may follow. */
+static bool drain(struct journald_session *s, unsigned limit) {
+        int64_t offset = journald_clock_offset();
+        for (unsigned n = 0; n < limit; n++) {
+                int r = sd_journal_next(s->j);
+                if (r <= 0) {
+                        if (r < 0)
+                                failed(s, r);
+                        return false;
+                }
+                uint64_t us, ts;
+                r = sd_journal_get_realtime_usec(s->j, &us);
+                if (r < 0) {
+                        failed(s, r);
+                        continue;
+                }
+                if (!journald_realtime_to_boottime(us, offset, &ts)) {
+                        s->before_boot++;
+                        continue;
+                }
+                r = journald_entry_encode(get_field, s->j, ts, &s->ev, &s->pkt);
+                if (r >= 0)
+                        r = write_packet(s);
+                if (r < 0)
+                        failed(s, r);
+                else
+                        s->total++;
+        }
+        return true;
+}
+
+static void on_backlog(void *userdata);
+
+static void pump(struct journald_session *s) {
+        struct journald_plugin *pl = s->pl;
+        bool more = drain(s, BATCH_MAX);
+        if (more && !s->backlog) {
+                if (pl->api->add_timer(pl->host, BACKLOG_MS, on_backlog, s, &s->backlog) < 0)
+                        s->backlog = NULL; /* taken at the next wake-up, flush or stop */
+        } else if (!more && s->backlog) {
+                pl->api->remove_source(pl->host, s->backlog);
+                s->backlog = NULL;
+        }
+}
+
+static void on_backlog(void *userdata) {
+        pump(userdata);
+}
+
+static void on_journal(int fd, uint32_t revents, void *userdata) {
+        struct journald_session *s = userdata;
+        (void) fd;
+        (void) revents;
+        /* Reads the inotify events: new entries, files added or rotated. */
+        int r = sd_journal_process(s->j);
+        if (r < 0 && !s->first_error)
+                s->first_error = r;
+        pump(s);
+}
+
+/* Everything the journal holds now. */
+static void drain_all(struct journald_session *s) {
+        if (!s->j)
+                return;
+        (void) sd_journal_process(s->j);
+        while (drain(s, BATCH_MAX))
+                ;
+}
+
+static void write_stats(struct journald_session *s) {
+        if (journald_stats_encode(journald_boottime_now(), s->total, s->failed, &s->ev, &s->pkt) >= 0)
+                (void) write_packet(s);
+}
+
+static void note(struct journald_session *s, const char *message) {
+        plugin_log(s->pl, TRACED_LOG_WARNING, "%s instance %llu: %s", JOURNALD_DS_NAME,
+                   (unsigned long long) s->inst.id, message);
+        if (journald_note_encode(journald_boottime_now(), LOG_NOTICE_PRIO, (uint32_t) getpid(), message, &s->ev,
+                                 &s->pkt) >= 0)
+                (void) write_packet(s);
+}
+
+static int add_matches(struct journald_session *s) {
+        char **m;
+        size_t n;
+        int r = journald_config_matches(&s->cfg, &m, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n && r >= 0; i++)
+                r = sd_journal_add_match(s->j, m[i], 0);
+        journald_matches_free(m);
+        return r;
+}
+
+static int open_journal(struct journald_session *s) {
+        struct journald_plugin *pl = s->pl;
+        const char *ns = s->cfg.journal_namespace;
+        int r = ns ? sd_journal_open_namespace(&s->j, ns, SD_JOURNAL_LOCAL_ONLY)
+                   : sd_journal_open(&s->j, SD_JOURNAL_LOCAL_ONLY);
+        if (r < 0)
+                return r;
+        /* The inotify watches first: a file created from here on is seen. */
+        int fd = sd_journal_get_fd(s->j);
+        if (fd < 0)
+                return fd;
+        if ((r = add_matches(s)) < 0)
+                return r;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        uint64_t from = (uint64_t) now.tv_sec * 1000000u + (uint64_t) now.tv_nsec / 1000u;
+        from -= (uint64_t) s->cfg.lookback_ms * 1000u;
+        if ((r = sd_journal_seek_realtime_usec(s->j, from)) < 0)
+                return r;
+        return pl->api->add_fd(pl->host, fd, EPOLLIN, on_journal, s, &s->io);
+}
+
+static void session_free(struct journald_session *s) {
+        struct journald_plugin *pl = s->pl;
+        if (s->io)
+                pl->api->remove_source(pl->host, s->io);
+        if (s->backlog)
+                pl->api->remove_source(pl->host, s->backlog);
+        if (s->j)
+                sd_journal_close(s->j);
+        if (s->writer)
+                pl->api->free_writer(s->writer);
+        pbw_done(&s->ev);
+        pbw_done(&s->pkt);
+        journald_config_done(&s->cfg);
+        free(s);
+}
+
+int journald_session_start(struct journald_plugin *pl, uint64_t id, const uint8_t *config, size_t size) {
+        char err[256], msg[512];
+        struct journald_session *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        s->pl = pl;
+        s->inst.id = id;
+        int r = journald_config_parse(config, size, &s->cfg, err, sizeof(err));
+        if (r < 0) {
+                if (r == -EINVAL)
+                        plugin_log(pl, TRACED_LOG_ERR, "%s instance %llu refused: journald_config.%s",
+                                   JOURNALD_DS_NAME, (unsigned long long) id, err);
+                free(s);
+                return r;
+        }
+        if ((r = pl->api->new_writer(pl->host, id, &s->writer)) < 0) {
+                session_free(s);
+                return r;
+        }
+        const char *ns = s->cfg.journal_namespace;
+        r = open_journal(s);
+        uint64_t bytes = 0;
+        if (r < 0) {
+                if (s->j)
+                        sd_journal_close(s->j);
+                s->j = NULL;
+                snprintf(msg, sizeof(msg), "the journal%s%s cannot be read (%s): nothing is recorded",
+                         ns ? " of namespace " : "", ns ? ns : "", strerror(-r));
+                note(s, msg);
+        } else if (sd_journal_get_usage(s->j, &bytes) >= 0 && bytes == 0) {
+                snprintf(msg, sizeof(msg),
+                         "no journal files%s%s under /run/log/journal or /var/log/journal (is systemd-journald "
+                         "running?): entries are recorded once it writes them there",
+                         ns ? " of namespace " : "", ns ? ns : "");
+                note(s, msg);
+        }
+        plugin_instance_add(&pl->sessions, &s->inst);
+        plugin_log(pl, TRACED_LOG_INFO,
+                   "%s instance %llu: reading the journal%s%s, priorities 0..%u, %zu identifiers, %zu units, "
+                   "from %u ms before the start",
+                   JOURNALD_DS_NAME, (unsigned long long) id, ns ? " of namespace " : "", ns ? ns : "",
+                   s->cfg.min_prio, s->cfg.n_identifiers, s->cfg.n_units, s->cfg.lookback_ms);
+        if (s->j)
+                pump(s);
+        return 0;
+}
+
+void journald_session_flush(struct journald_plugin *pl, uint64_t id) {
+        struct journald_session *s = session_of(plugin_instance_find(pl->sessions, id));
+        if (!s)
+                return;
+        drain_all(s);
+        write_stats(s);
+        (void) pl->api->flush_writer(s->writer);
+}
+
+static void stop_session(struct journald_session *s) {
+        drain_all(s);
+        write_stats(s);
+        int first = s->first_error;
+        plugin_log(s->pl, TRACED_LOG_INFO,
+                   "%s instance %llu stopped: %llu entries written, %llu failed (%llu refused by the writer), "
+                   "%llu skipped from before the boot%s%s%s",
+                   JOURNALD_DS_NAME, (unsigned long long) s->inst.id, (unsigned long long) s->total,
+                   (unsigned long long) s->failed, (unsigned long long) s->write_errors,
+                   (unsigned long long) s->before_boot, first ? " (first error: " : "", first ? strerror(-first) : "",
+                   first ? ")" : "");
+}
+
+void journald_session_stop(struct journald_plugin *pl, uint64_t id) {
+        struct journald_session *s = session_of(plugin_instance_take(&pl->sessions, id));
+        if (!s)
+                return;
+        stop_session(s);
+        session_free(s);
+}
+
+void journald_sessions_free(struct journald_plugin *pl) {
+        struct plugin_instance *i;
+        while ((i = plugin_instance_pop(&pl->sessions))) {
+                stop_session(session_of(i));
+                session_free(session_of(i));
+        }
+}

@@ -1,0 +1,251 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The journald plugin: its config into sd-journal matches, and journal
+ * entries into packets. */
+
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "journald-config.h"
+#include "journald-entry.h"
+#include "pbtxt/pbtxt.h"
+
+#include "perfetto/config/data_source_config.pb-c.h"
+#include "perfetto/trace/trace_packet.pb-c.h"
+
+/* DataSourceConfig text -> journald_config; returns the parse result. */
+static int parse_text(const char *text, struct journald_config *c, char *err, size_t n) {
+        ProtobufCMessage *m = NULL;
+        char *perr = NULL;
+        cr_assert_eq(pbtxt_parse(&perfetto__protos__data_source_config__descriptor, text, strlen(text), "t", &m,
+                                 &perr),
+                     0, "%s", perr);
+        size_t size = protobuf_c_message_get_packed_size(m);
+        uint8_t *buf = malloc(size + 1);
+        protobuf_c_message_pack(m, buf);
+        protobuf_c_message_free_unpacked(m, NULL);
+        int r = journald_config_parse(buf, size, c, err, n);
+        free(buf);
+        return r;
+}
+
+/* The matches of a config, joined with spaces ("" for none). */
+static void matches_of(const char *text, char *out, size_t size) {
+        struct journald_config c;
+        char err[256] = "";
+        cr_assert_eq(parse_text(text, &c, err, sizeof(err)), 0, "%s", err);
+        char **m;
+        size_t n;
+        cr_assert_eq(journald_config_matches(&c, &m, &n), 0);
+        out[0] = 0;
+        for (size_t i = 0; i < n; i++)
+                snprintf(out + strlen(out), size - strlen(out), "%s%s", i ? " " : "", m[i]);
+        cr_assert_null(m[n], "the list ends with NULL");
+        journald_matches_free(m);
+        journald_config_done(&c);
+}
+
+Test(journald_config, no_config_keeps_everything_from_the_start) {
+        struct journald_config c;
+        char err[256] = "";
+        cr_assert_eq(parse_text("name: \"linux.systemd_journald\"", &c, err, sizeof(err)), 0, "%s", err);
+        cr_assert_eq(c.min_prio, 7);
+        cr_assert_eq(c.n_identifiers + c.n_units, 0);
+        cr_assert_eq(c.lookback_ms, 0);
+        cr_assert_null(c.journal_namespace);
+        journald_config_done(&c);
+        char m[512];
+        matches_of("name: \"linux.systemd_journald\" journald_config { }", m, sizeof(m));
+        cr_assert_str_empty(m);
+        /* Upstream: unset or 0 takes every priority; 7 (debug) as well,
+         * and then entries without a PRIORITY field are not dropped. */
+        matches_of("journald_config { min_prio: 0 }", m, sizeof(m));
+        cr_assert_str_empty(m);
+        matches_of("journald_config { min_prio: 7 }", m, sizeof(m));
+        cr_assert_str_empty(m);
+}
+
+Test(journald_config, min_prio_matches_every_more_urgent_priority) {
+        char m[512];
+        matches_of("journald_config { min_prio: 3 }", m, sizeof(m));
+        cr_assert_str_eq(m, "PRIORITY=0 PRIORITY=1 PRIORITY=2 PRIORITY=3");
+        matches_of("journald_config { min_prio: 6 }", m, sizeof(m));
+        cr_assert_str_eq(m, "PRIORITY=0 PRIORITY=1 PRIORITY=2 PRIORITY=3 PRIORITY=4 PRIORITY=5 PRIORITY=6");
+}
+
+Test(journald_config, filters_become_matches_per_field) {
+        char m[512];
+        matches_of("journald_config { min_prio: 1 filter_identifiers: \"sshd\" filter_identifiers: \"sudo\""
+                   " filter_units: \"cron.service\" }",
+                   m, sizeof(m));
+        cr_assert_str_eq(m, "PRIORITY=0 PRIORITY=1 SYSLOG_IDENTIFIER=sshd SYSLOG_IDENTIFIER=sudo "
+                            "_SYSTEMD_UNIT=cron.service");
+        matches_of("journald_config { filter_units: \"a.service\" filter_units: \"b.scope\" }", m, sizeof(m));
+        cr_assert_str_eq(m, "_SYSTEMD_UNIT=a.service _SYSTEMD_UNIT=b.scope");
+}
+
+Test(journald_config, our_fields) {
+        struct journald_config c;
+        char err[256] = "";
+        cr_assert_eq(parse_text("journald_config { lookback_ms: 60000 journal_namespace: \"test\" }", &c, err,
+                                sizeof(err)),
+                     0, "%s", err);
+        cr_assert_eq(c.lookback_ms, 60000);
+        cr_assert_str_eq(c.journal_namespace, "test");
+        journald_config_done(&c);
+}
+
+static void refused(const char *text, const char *field) {
+        struct journald_config c;
+        char err[256] = "";
+        cr_assert_eq(parse_text(text, &c, err, sizeof(err)), -EINVAL, "%s was accepted", text);
+        cr_assert(strncmp(err, field, strlen(field)) == 0, "%s: \"%s\" does not name %s", text, err, field);
+        cr_assert_null(c.identifiers, "nothing is left allocated");
+}
+
+Test(journald_config, refuses_what_is_no_filter) {
+        refused("journald_config { min_prio: 8 }", "min_prio");
+        refused("journald_config { filter_identifiers: \"\" }", "filter_identifiers");
+        refused("journald_config { filter_identifiers: \"a\" filter_units: \"two\\nlines\" }", "filter_units");
+        refused("journald_config { lookback_ms: 604800001 }", "lookback_ms");
+        refused("journald_config { journal_namespace: \"../x\" }", "journal_namespace");
+        char text[8192] = "journald_config {";
+        for (int i = 0; i <= JOURNALD_MAX_FILTERS; i++)
+                snprintf(text + strlen(text), sizeof(text) - strlen(text), " filter_identifiers: \"id%d\"", i);
+        strcat(text, " }");
+        refused(text, "filter_identifiers");
+}
+
+/* ---- entries ---- */
+
+struct fake_entry {
+        const char *fields[16][2];
+        int fail_with; /* returned for field "MESSAGE" when set */
+};
+
+static int fake_get(void *userdata, const char *field, const void **ret, size_t *ret_len) {
+        const struct fake_entry *e = userdata;
+        if (e->fail_with && strcmp(field, "MESSAGE") == 0)
+                return e->fail_with;
+        for (size_t i = 0; i < 16 && e->fields[i][0]; i++)
+                if (strcmp(e->fields[i][0], field) == 0) {
+                        *ret = e->fields[i][1];
+                        *ret_len = strlen(e->fields[i][1]);
+                        return 0;
+                }
+        return -ENOENT;
+}
+
+static Perfetto__Protos__TracePacket *decode(const struct pbw *pkt) {
+        cr_assert_eq(pkt->error, 0);
+        Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkt->len, pkt->buf);
+        cr_assert_not_null(p, "the packet does not decode");
+        cr_assert_eq(p->data_case, PERFETTO__PROTOS__TRACE_PACKET__DATA_JOURNALD_EVENT);
+        cr_assert(!p->has_timestamp_clock_id, "the trace's clock (boot time) is the default");
+        return p;
+}
+
+Test(journald_entry, every_field_upstream_has) {
+        struct fake_entry e = { .fields = {
+                { "_PID", "1234" }, { "_TID", "1240" }, { "_UID", "1000" }, { "_GID", "100" },
+                { "PRIORITY", "3" }, { "SYSLOG_IDENTIFIER", "mytag" }, { "MESSAGE", "disk on fire" },
+                { "_COMM", "logger" }, { "_EXE", "/usr/bin/logger" }, { "_SYSTEMD_UNIT", "cron.service" },
+                { "_HOSTNAME", "vm" }, { "_TRANSPORT", "syslog" }, { "SYSLOG_FACILITY", "1" } } };
+        struct pbw ev = {}, pkt = {};
+        cr_assert_eq(journald_entry_encode(fake_get, &e, 123456789, &ev, &pkt), 0);
+        Perfetto__Protos__TracePacket *p = decode(&pkt);
+        cr_assert(p->has_timestamp);
+        cr_assert_eq(p->timestamp, 123456789);
+        const Perfetto__Protos__SystemdJournaldEvent *j = p->journald_event;
+        cr_assert(j->has_pid && j->has_tid && j->has_uid && j->has_gid && j->has_prio);
+        cr_assert_eq(j->pid, 1234);
+        cr_assert_eq(j->tid, 1240);
+        cr_assert_eq(j->uid, 1000);
+        cr_assert_eq(j->gid, 100);
+        cr_assert_eq(j->prio, 3);
+        cr_assert_str_eq(j->tag, "mytag");
+        cr_assert_str_eq(j->message, "disk on fire");
+        cr_assert_str_eq(j->comm, "logger");
+        cr_assert_str_eq(j->exe, "/usr/bin/logger");
+        cr_assert_str_eq(j->systemd_unit, "cron.service");
+        cr_assert_str_eq(j->hostname, "vm");
+        cr_assert_str_eq(j->transport, "syslog");
+        cr_assert(!j->has_num_total && !j->has_num_failed, "an entry holds no counts");
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        pbw_done(&ev);
+        pbw_done(&pkt);
+}
+
+Test(journald_entry, missing_and_malformed_fields_are_left_out) {
+        struct fake_entry e = { .fields = { { "_PID", "12x" }, { "PRIORITY", "99999999999" }, { "MESSAGE", "" },
+                                            { "_UID", "4294967295" }, { "_TRANSPORT", "kernel" } } };
+        struct pbw ev = {}, pkt = {};
+        cr_assert_eq(journald_entry_encode(fake_get, &e, 1, &ev, &pkt), 0);
+        Perfetto__Protos__TracePacket *p = decode(&pkt);
+        const Perfetto__Protos__SystemdJournaldEvent *j = p->journald_event;
+        cr_assert(!j->has_pid, "\"12x\" is no pid");
+        cr_assert(!j->has_prio, "a priority past 32 bits is left out");
+        cr_assert(!j->has_tid && !j->has_gid);
+        cr_assert(j->has_uid);
+        cr_assert_eq(j->uid, 4294967295u);
+        cr_assert_str_eq(j->message, "", "an empty message is still a message");
+        cr_assert_null(j->tag);
+        cr_assert_null(j->systemd_unit);
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        pbw_done(&ev);
+        pbw_done(&pkt);
+}
+
+Test(journald_entry, a_field_that_cannot_be_read_fails_the_entry) {
+        struct fake_entry e = { .fields = { { "_PID", "1" } }, .fail_with = -EBADMSG };
+        struct pbw ev = {}, pkt = {};
+        cr_assert_eq(journald_entry_encode(fake_get, &e, 1, &ev, &pkt), -EBADMSG);
+        pbw_done(&ev);
+        pbw_done(&pkt);
+}
+
+Test(journald_entry, counts_and_notes) {
+        struct pbw ev = {}, pkt = {};
+        cr_assert_eq(journald_stats_encode(77, 41, 2, &ev, &pkt), 0);
+        Perfetto__Protos__TracePacket *p = decode(&pkt);
+        cr_assert(p->journald_event->has_num_total && p->journald_event->has_num_failed);
+        cr_assert_eq(p->journald_event->num_total, 41);
+        cr_assert_eq(p->journald_event->num_failed, 2);
+        cr_assert(!p->journald_event->has_prio && !p->journald_event->message);
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+
+        cr_assert_eq(journald_note_encode(78, 5, 4321, "no journal", &ev, &pkt), 0);
+        p = decode(&pkt);
+        cr_assert_eq(p->timestamp, 78);
+        cr_assert_str_eq(p->journald_event->tag, JOURNALD_NOTE_TAG);
+        cr_assert_str_eq(p->journald_event->message, "no journal");
+        cr_assert_eq(p->journald_event->prio, 5);
+        cr_assert_eq(p->journald_event->pid, 4321);
+        cr_assert_null(p->journald_event->transport, "a note has no transport: journald gives every entry one");
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        pbw_done(&ev);
+        pbw_done(&pkt);
+}
+
+Test(journald_entry, wall_clock_to_boot_time) {
+        uint64_t ts = 0;
+        /* Booted at 1000 s of wall-clock time: boot time = real - 1000 s. */
+        int64_t offset = -1000000000000;
+        cr_assert(journald_realtime_to_boottime(1000500000, offset, &ts));
+        cr_assert_eq(ts, 500000000, "500 ms after the boot");
+        cr_assert(!journald_realtime_to_boottime(999000000, offset, &ts), "an entry from before the boot");
+        cr_assert(!journald_realtime_to_boottime(UINT64_MAX, offset, &ts));
+        /* The machine's own clocks: an entry made now is now. */
+        struct timespec rt;
+        clock_gettime(CLOCK_REALTIME, &rt);
+        uint64_t before = journald_boottime_now();
+        cr_assert(journald_realtime_to_boottime((uint64_t) rt.tv_sec * 1000000 + (uint64_t) rt.tv_nsec / 1000,
+                                                journald_clock_offset(), &ts));
+        uint64_t after = journald_boottime_now();
+        cr_assert(ts + 1000000 >= before && ts <= after + 1000000, "%llu not within [%llu, %llu] (1 ms slack)",
+                  (unsigned long long) ts, (unsigned long long) before, (unsigned long long) after);
+}
