@@ -8,6 +8,10 @@
 #define PACKET_TRACK_EVENT 11
 #define PACKET_TIMESTAMP_CLOCK_ID 58
 #define PACKET_TRACK_DESCRIPTOR 60
+#define PACKET_SEQUENCE_FLAGS 13
+/* TracePacket.sequence_flags */
+#define SEQ_INCREMENTAL_STATE_CLEARED 1u
+#define SEQ_NEEDS_INCREMENTAL_STATE 2u
 /* TrackDescriptor, CounterDescriptor, TrackEvent */
 #define TRACK_UUID 1
 #define TRACK_NAME 2
@@ -76,6 +80,11 @@ void unwind_counter_descriptor(struct pbw *pkt, uint64_t uuid_base, unsigned cou
         pbw_string(&td, TRACK_NAME, counters[counter].name);
         pbw_message(&td, TRACK_COUNTER, &cd);
         pbw_message(pkt, PACKET_TRACK_DESCRIPTOR, &td);
+        /* Each descriptor starts the sequence's state again, and each value
+         * depends on it: when a ring buffer overwrote the descriptor a value
+         * refers to, trace_processor skips the value (a notice) instead of
+         * reporting a counter on an unknown track (an import error). */
+        pbw_varint(pkt, PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
         pbw_done(&td);
         pbw_done(&cd);
 }
@@ -89,5 +98,6 @@ void unwind_counter_value(struct pbw *pkt, uint64_t uuid_base, unsigned counter,
         pbw_varint(pkt, PACKET_TIMESTAMP, ts);
         pbw_varint(pkt, PACKET_TIMESTAMP_CLOCK_ID, CLOCK_ID_BOOTTIME);
         pbw_message(pkt, PACKET_TRACK_EVENT, &ev);
+        pbw_varint(pkt, PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
         pbw_done(&ev);
 }
