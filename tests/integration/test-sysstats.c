@@ -160,4 +160,27 @@ Test(sysstats, tracectl_records_counters_that_move_and_cpu_info) {
         cr_assert_eq(s.cpu_info_packets, 1, "%u CpuInfo packets", s.cpu_info_packets);
         cr_assert_eq(s.cpus, (unsigned) sysconf(_SC_NPROCESSORS_ONLN), "CpuInfo has %u CPUs", s.cpus);
         cr_assert_eq(s.named_cpus, s.cpus);
+
+        /* tracectl summary tells of both. */
+        char so[512];
+        snprintf(so, sizeof(so), "%s/summary.txt", inst.dir);
+        char *sargv[] = { (char *) TRACECTL_BINARY, (char *) "summary", out, NULL };
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, so, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        cr_assert_eq(posix_spawn(&pid, TRACECTL_BINARY, &fa, NULL, sargv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tracectl summary failed");
+        static char text[65536];
+        f = fopen(so, "r");
+        cr_assert_not_null(f);
+        text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+        fclose(f);
+        char want[128];
+        snprintf(want, sizeof(want), "System counters: %u samples: ", s.sys_stats);
+        cr_assert_not_null(strstr(text, want), "no \"%s\" in the summary:\n%s", want, text);
+        cr_assert_not_null(strstr(text, "  MemFree "), "%s", text);
+        snprintf(want, sizeof(want), "CPUs:           %u (", s.cpus);
+        cr_assert_not_null(strstr(text, want), "no \"%s\" in the summary:\n%s", want, text);
 }
