@@ -127,6 +127,9 @@ Test(sysstats, tracectl_records_counters_that_move_and_cpu_info) {
         cr_assert_eq(fclose(f), 0);
         char *argv[] = { (char *) TRACECTL_BINARY, (char *) "--socket", inst.consumer_path, (char *) "record",
                          (char *) "-c", cfg, (char *) "--txt", (char *) "-o", out, (char *) "--no-summary", NULL };
+        /* The CPUs counted stay online meanwhile: no other test takes one
+         * offline while the lock is held shared. */
+        int hotplug = fixture_hotplug_lock(false);
         pid_t pid;
         cr_assert_eq(posix_spawn(&pid, TRACECTL_BINARY, NULL, NULL, argv, environ), 0);
         spin_ms(ev, 800);
@@ -141,6 +144,7 @@ Test(sysstats, tracectl_records_counters_that_move_and_cpu_info) {
         cr_assert_geq(fd, 0);
         fixture_for_each_packet(fd, check, &s);
         close(fd);
+        fixture_hotplug_unlock(hotplug);
 
         /* Polled every 100 ms for 3 s: allow for a loaded machine. */
         cr_assert_geq(s.sys_stats, 10, "%u SysStats packets", s.sys_stats);
