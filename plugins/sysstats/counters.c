@@ -73,5 +73,5 @@ uint32_t key_set_find(const struct key_set *s, const char *key, size_t n) {
                 return 0;
         /* A 64-bit hash collision with an unselected key is checked away. */
         const char *k = s->name((uint32_t) id);
-        return strlen(k) == n && memcmp(k, key, n) == 0 ? (uint32_t) id : 0;
+        return strncmp(k, key, n) == 0 && k[n] == '\0' ? (uint32_t) id : 0;
 }
