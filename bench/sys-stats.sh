@@ -67,23 +67,20 @@ wait_ds() {
 # One recording: prints the measured process's CPU ms per second and the
 # number of SysStats packets.
 run() {
-        local which=$1 d="$work/$1" svc probe measured
+        local which=$1 d="$work/$1" measured
         rm -rf "$d"
         mkdir "$d"
         if [ "$which" = traced ]; then
                 spawn "$build/traced" --producer-socket="$d/p" --consumer-socket="$d/c" --plugin-dir="$work/plugins" \
                         --plugin-host="$build/traced-plugin-host" --log-level=warning 2>"$d/traced.log"
-                svc=$spawned_pid
                 wait_ds "$d/c"
-                measured=$(pgrep -f "traced-plugin-host .*sysstats.so" | head -n 1)
+                measured=$(pgrep -f "traced-plugin-host .*$work/plugins/sysstats.so" | head -n 1)
         else
                 spawn env PERFETTO_PRODUCER_SOCK_NAME="$d/p" PERFETTO_CONSUMER_SOCK_NAME="$d/c" "$BIN/traced" \
                         >"$d/traced.log" 2>&1
-                svc=$spawned_pid
                 spawn env PERFETTO_PRODUCER_SOCK_NAME="$d/p" "$BIN/traced_probes" >"$d/probes.log" 2>&1
-                probe=$spawned_pid
+                measured=$spawned_pid
                 wait_ds "$d/c"
-                measured=$probe
         fi
         [ -n "$measured" ] || { echo "$which: no process to measure" >&2; exit 1; }
         local t0 t1
