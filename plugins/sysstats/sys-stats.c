@@ -182,11 +182,9 @@ int sys_stats_start(struct sysstats_plugin *pl, uint64_t id, const uint8_t *conf
         ss->ns_per_tick = 1000000000u / (uint64_t) (hz > 0 ? hz : 100);
         int r = sys_stats_parse_config(config, size, &ss->cfg);
         if (r < 0) {
-                plugin_log(pl, TRACED_LOG_ERR,
-                           r == -EDOM ? "linux.sys_stats instance %llu: the *_period_ms are not multiples of the "
-                                        "smallest one; nothing recorded"
-                                      : "linux.sys_stats instance %llu: malformed sys_stats_config; nothing recorded",
-                           (unsigned long long) id);
+                /* To the consumer, when the service takes such reports. */
+                plugin_report(pl, "linux.sys_stats", id, "sys_stats_config", "%s; nothing recorded",
+                              r == -EDOM ? "the *_period_ms are not multiples of the smallest one" : "malformed");
                 ss_free(ss);
                 return -EINVAL;
         }

@@ -188,3 +188,43 @@ Test(sysstats, tracectl_records_counters_that_move_and_cpu_info) {
         snprintf(want, sizeof(want), "CPUs:           %u (", s.cpus);
         cr_assert_not_null(strstr(text, want), "no \"%s\" in the summary:\n%s", want, text);
 }
+
+/* Periods that are not multiples of the smallest: nothing is recorded, and
+ * tracectl says why and fails. */
+Test(sysstats, periods_not_multiples_fail_the_recording_with_a_reason) {
+        struct test_consumer ready;
+        cr_assert_eq(test_consumer_connect(&ready, ev, inst.consumer_path), 0);
+        cr_assert(fixture_wait_data_source(&ready, ev, "linux.sys_stats", 1, 30000));
+        test_consumer_free(&ready);
+        char cfg[512], out[512], err[512];
+        snprintf(cfg, sizeof(cfg), "%s/bad.cfg", inst.dir);
+        snprintf(out, sizeof(out), "%s/bad.pftrace", inst.dir);
+        snprintf(err, sizeof(err), "%s/bad.stderr", inst.dir);
+        FILE *f = fopen(cfg, "w");
+        cr_assert_not_null(f);
+        fputs("buffers { size_kb: 4096 }\n"
+              "duration_ms: 2000\n"
+              "data_sources { config { name: \"linux.sys_stats\" sys_stats_config {\n"
+              "  meminfo_period_ms: 100 stat_period_ms: 150 } } }\n",
+              f);
+        cr_assert_eq(fclose(f), 0);
+        char *argv[] = { (char *) TRACECTL_BINARY, (char *) "--socket", inst.consumer_path, (char *) "record",
+                         (char *) "-c", cfg, (char *) "--txt", (char *) "-o", out, (char *) "--no-summary", NULL };
+        posix_spawn_file_actions_t fa;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        pid_t pid;
+        cr_assert_eq(posix_spawn(&pid, TRACECTL_BINARY, &fa, NULL, argv, environ), 0);
+        posix_spawn_file_actions_destroy(&fa);
+        int st;
+        while (waitpid(pid, &st, WNOHANG) == 0)
+                spin_ms(ev, 50);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 5, "tracectl: status %d", st);
+        static char text[8192];
+        f = fopen(err, "r");
+        cr_assert_not_null(f);
+        text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+        fclose(f);
+        cr_assert_not_null(strstr(text, "sys_stats_config: the *_period_ms are not multiples of the smallest one"),
+                           "tracectl said:\n%s", text);
+}
