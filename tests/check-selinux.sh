@@ -59,7 +59,7 @@ query() {
 }
 
 core=traced_core_t
-hosts="traced_plugin_host_t traced_ftrace_host_t traced_perf_host_t traced_bpf_host_t traced_journald_host_t"
+hosts="traced_plugin_host_t traced_ftrace_host_t traced_perf_host_t traced_bpf_host_t traced_journald_host_t traced_sysstats_host_t"
 all="traced_t $core $hosts"
 
 # The core.
@@ -122,6 +122,13 @@ for d in $all; do
         *) query "$d cannot read the journal" empty -s $d -t systemd_journal_t -c file -p read ;;
         esac
 done
+# The sysstats host reads counters: no capability but the setpcap every
+# host has (to drop its bounding set), no process's /proc entries.
+query "traced_sysstats_host_t holds no capability but setpcap" empty -s traced_sysstats_host_t -c capability \
+        -p chown,dac_override,dac_read_search,fowner,kill,setuid,setgid,sys_ptrace,sys_admin,sys_resource,ipc_lock
+query "traced_sysstats_host_t has no capability2" empty -s traced_sysstats_host_t -c capability2
+query "traced_sysstats_host_t reads /proc counters" nonempty -s traced_sysstats_host_t -t proc_t -c file -p read
+query "traced_sysstats_host_t reads sysfs" nonempty -s traced_sysstats_host_t -t sysfs_t -c file -p read
 
 # Other domains reach traced through the interfaces only: the producer and
 # consumer sockets are distinct types.

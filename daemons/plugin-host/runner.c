@@ -86,9 +86,15 @@ static int32_t host_add_fd(struct traced_host *h, int fd, uint32_t events, trace
         return 0;
 }
 
+/* The next expiry is a period after the one just due, not after now: a
+ * late callback (the loop busy, the timer's 1 ms slack) does not stretch
+ * every period. Only a timer that fell a whole period behind starts anew
+ * from now, rather than firing in a burst. */
 static int on_timer(sd_event_source *es, uint64_t usec, void *userdata) {
         struct traced_source *s = userdata;
-        (void) sd_event_source_set_time_relative(es, (uint64_t) s->period_ms * 1000u);
+        uint64_t period = (uint64_t) s->period_ms * 1000u, now = 0;
+        (void) sd_event_now(sd_event_source_get_event(es), CLOCK_MONOTONIC, &now);
+        (void) sd_event_source_set_time(es, usec + period > now ? usec + period : now + period);
         (void) sd_event_source_set_enabled(es, SD_EVENT_ONESHOT);
         s->timer_cb(s->userdata);
         return 0;

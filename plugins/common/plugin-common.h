@@ -2,7 +2,7 @@
 #pragma once
 
 /*
- * What the producer plugins (ftrace, perf, bpfstack) share on top of the
+ * What the producer plugins (ftrace, perf, bpfstack, sysstats) share on top of the
  * plugin ABI: a printf-style log over the host's log callback, the checks
  * and entry point every plugin.c writes, and a list of data source
  * instances by id. Linked into each plugin .so; it sees nothing but

@@ -759,6 +759,48 @@ EOF
         fi
 }
 
+# Our sysstats plugin, recorded by tracectl, read by trace_processor: the
+# meminfo and cpu.times counter tracks upstream's probes make, a cpu row
+# per online CPU with its name, no error stats.
+pair_sysstats_to_trace_processor() {
+        local name="our sysstats plugin -> trace_processor"
+        selected "$name" || return 0
+        needs trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_HOST" "ours:$OURS_TRACECTL" \
+                "ours:$OURS_PLUGINS/sysstats.so" || { skip_missing "$name"; return; }
+        local d
+        d=$(pairing_dir)
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p" --consumer-socket="$d/c" \
+                --plugin-dir="$OURS_PLUGINS" --plugin-host="$OURS_HOST" --log-target=stderr
+        wait_socket "$d/c" || { result "$name" FAIL "our traced: no consumer socket"; stop_all; return; }
+        sleep 1
+        cat >"$d/cfg" <<EOF
+buffers { size_kb: 16384 }
+data_sources { config { name: "linux.sys_stats" sys_stats_config {
+        meminfo_period_ms: 100 vmstat_period_ms: 100 stat_period_ms: 100 } } }
+data_sources { config { name: "linux.system_info" } }
+duration_ms: 3000
+EOF
+        record_ours "$d" "$name" || return
+        local free user cpus named bad online
+        free=$(tp_num "$d/trace" "select count(*) from counter join counter_track t on counter.track_id = t.id
+                                  where t.name = 'MemFree' and value > 0")
+        user=$(tp_num "$d/trace" "select count(*) from counter join counter_track t on counter.track_id = t.id
+                                  where t.name = 'cpu.times.user_ns'")
+        cpus=$(tp_num "$d/trace" "select count(*) from cpu")
+        named=$(tp_num "$d/trace" "select count(*) from cpu where processor is not null and processor != ''")
+        online=$(getconf _NPROCESSORS_ONLN)
+        bad=$(bad_stats "$d/trace" "")
+        if [ "$free" -lt 10 ] || [ "$user" -lt 10 ]; then
+                result "$name" FAIL "trace_processor: $free MemFree and $user cpu.times.user_ns values"
+        elif [ "$named" -ne "$online" ] || [ "$cpus" -lt "$named" ]; then
+                result "$name" FAIL "trace_processor: $named named CPUs of $cpus, $online online"
+        elif [ -n "$bad" ]; then
+                result "$name" FAIL "trace_processor on our sys_stats trace: $bad"
+        else
+                result "$name" PASS "$free MemFree values, $user cpu.times.user_ns values, $named CPUs named"
+        fi
+}
+
 # record_ours DIR NAME: tracectl records DIR/cfg from our traced on DIR/c
 # into DIR/trace, then everything started is stopped; when that failed,
 # NAME is reported as failed and 1 returned.
@@ -1340,6 +1382,7 @@ pair_tracectl_to_upstream
 pair_ours_to_trace_processor
 pair_perf_to_ours
 pair_perf_plugin_to_trace_processor
+pair_sysstats_to_trace_processor
 pair_relay_to_ours 1
 pair_relay_to_ours 4
 pair_our_producers_behind_relay

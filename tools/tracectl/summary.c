@@ -475,6 +475,14 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         snprintf(s->machine, sizeof(s->machine), "%s", u->machine ? u->machine : "");
                 }
                 break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_SYS_STATS:
+                type = "sys_stats";
+                summary_add_sys_stats(s, p->sys_stats);
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_CPU_INFO:
+                type = "cpu_info";
+                summary_add_cpu_info(s, p->cpu_info);
+                break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_SERVICE_EVENT:
                 type = "service_event";
                 break;
@@ -616,6 +624,7 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 fprintf(f, "Kernel buffer:  %" PRIu64 " events overwritten before they were read\n", s->kernel_overrun);
         if (s->processes_in_tree)
                 fprintf(f, "Processes:      %u in the process tree\n", s->processes_in_tree);
+        summary_print_sys(f, s);
         size_t shown = 0;
         for (size_t i = 0; i < s->n_tasks && shown < top_n; i++) {
                 if (s->tasks[i].runtime_ns == 0)

@@ -116,6 +116,15 @@ struct summary {
         /* from SystemInfo */
         char sysname[64], release[128], machine[64];
         uint32_t processes_in_tree;
+        /* linux.sys_stats (summary-sys.c): values per kind, MemFree's range */
+        struct summary_sys {
+                uint64_t packets, meminfo, vmstat, cpu_times, cpufreq, other;
+                uint64_t mem_free_min_kb, mem_free_max_kb;
+                bool have_mem_free;
+                /* linux.system_info: CPUs, the first one's name */
+                uint32_t cpus;
+                char cpu_name[96];
+        } sys;
         /* from the last FtraceStats (end of trace) */
         bool have_kernel_stats;
         uint64_t kernel_overrun;
@@ -136,3 +145,10 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len);
 void summary_finish(struct summary *s);
 void summary_print(FILE *f, const struct summary *s, size_t top_n);
 uint64_t summary_type_count(const struct summary *s, const char *name);
+
+struct Perfetto__Protos__SysStats;
+struct Perfetto__Protos__CpuInfo;
+/* summary-sys.c: the sys_stats and cpu_info packets, and their lines. */
+void summary_add_sys_stats(struct summary *s, const struct Perfetto__Protos__SysStats *st);
+void summary_add_cpu_info(struct summary *s, const struct Perfetto__Protos__CpuInfo *ci);
+void summary_print_sys(FILE *f, const struct summary *s);

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.system_info: the CpuInfo packet, once, when the instance starts. */
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "basic/pbw.h"
+#include "cpuinfo.h"
+#include "files.h"
+#include "sysstats.h"
+
+static void si_free(struct sysstats_instance *si) {
+        struct sysstats_plugin *pl = si->pl;
+        if (si->writer) {
+                (void) pl->api->flush_writer(si->writer);
+                pl->api->free_writer(si->writer);
+        }
+        free(si);
+}
+
+int system_info_start(struct sysstats_plugin *pl, uint64_t id) {
+        struct read_buf rb = {};
+        struct pbw info = {}, pkt = {};
+        struct sysstats_instance *si = calloc(1, sizeof(*si));
+        if (!si)
+                return -ENOMEM;
+        si->pl = pl;
+        si->inst.id = id;
+        int r = pl->api->new_writer(pl->host, id, &si->writer);
+        if (r < 0) {
+                si_free(si);
+                return r;
+        }
+        uint64_t ts = sysstats_now_ns();
+        int fd = file_open("", "/proc/cpuinfo");
+        ssize_t n = fd < 0 ? fd : file_pread(fd, &rb);
+        if (fd >= 0)
+                close(fd);
+        r = n < 0 ? (int) n : cpuinfo_write(rb.p, (size_t) n, "", &info);
+        if (r >= 0) {
+                pbw_varint(&pkt, 8, ts);      /* TracePacket.timestamp */
+                pbw_message(&pkt, 67, &info); /* TracePacket.cpu_info */
+                if (!pkt.error)
+                        (void) pl->api->write_packet(si->writer, pkt.buf, pkt.len);
+                (void) pl->api->flush_writer(si->writer);
+                plugin_log(pl, TRACED_LOG_INFO, "linux.system_info instance %llu: %d CPUs described",
+                           (unsigned long long) id, r);
+        } else
+                plugin_log(pl, TRACED_LOG_WARNING, "linux.system_info instance %llu: /proc/cpuinfo: %s; no CpuInfo",
+                           (unsigned long long) id, strerror(-r));
+        read_buf_done(&rb);
+        pbw_done(&info);
+        pbw_done(&pkt);
+        plugin_instance_add(&pl->system_info, &si->inst);
+        return 0;
+}
+
+bool system_info_stop(struct sysstats_plugin *pl, uint64_t id) {
+        struct plugin_instance *i = plugin_instance_take(&pl->system_info, id);
+        if (!i)
+                return false;
+        si_free((struct sysstats_instance *) i);
+        return true;
+}
+
+void system_info_free_all(struct sysstats_plugin *pl) {
+        struct plugin_instance *i;
+        while ((i = plugin_instance_pop(&pl->system_info)))
+                si_free((struct sysstats_instance *) i);
+}
