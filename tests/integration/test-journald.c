@@ -234,7 +234,13 @@ Test(journald, entries_with_priority_tag_and_time) {
                 cr_assert_str_eq(s.e[i].tag, l[k]->tag);
                 cr_assert_eq(s.e[i].pid, (uint32_t) l[k]->pid, "pid %u, logger was %d", s.e[i].pid, (int) l[k]->pid);
                 cr_assert_str_eq(s.e[i].transport, "syslog");
-                cr_assert_str_eq(s.e[i].comm, "logger");
+                /* journald reads _COMM from /proc when it takes the entry:
+                 * a logger that has already exited (a loaded machine) leaves
+                 * none, which the plugin must pass on as absent. */
+                if (s.e[i].comm[0])
+                        cr_assert_str_eq(s.e[i].comm, "logger");
+                else
+                        cr_log_info("entry %d: journald recorded no _COMM (logger had exited)", k);
                 /* journald stamps an entry when it receives it: between
                  * our logger's start and our seeing it stored (1 ms of
                  * slack for reading the two clocks apart). */
