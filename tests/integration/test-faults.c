@@ -622,6 +622,34 @@ Test(hostile, trusted_fields_written_by_the_producer) {
         cr_assert_eq(o.invalid_packets, ELEMENTSOF(spoofs), "spoofed packets not counted as invalid");
 }
 
+/* A writer still writing when the session ends: its chunk, scraped, holds
+ * a finished packet and one counted but not written yet, whose bytes are
+ * what the chunk held before (a size that fits, then no TracePacket), as
+ * Perfetto's C SDK leaves them. The finished packet is kept; the other is
+ * left out without being counted as an invalid packet. */
+Test(hostile, unfinished_packet_of_a_scraped_chunk_is_not_invalid) {
+        struct scene s;
+        struct outcome o = {};
+
+        scene_start(&s, 1500);
+        /* A first chunk committed: the writer's target buffer is known. */
+        uint8_t buf[512];
+        size_t n = hostile_packet(buf, NULL, 0);
+        hostile_chunk(&s.bad, 50, 0, 1, 0, buf, n);
+        commit_bad(&s);
+        struct smb_chunk c = grab_chunk(&s.bad, 50, 1);
+        uint8_t *q = smb_chunk_payload(&c);
+        memcpy(q, buf, n);
+        q[n] = 97; /* a one-byte size header left behind */
+        memcpy(q + n + 1, "meame", 5);
+        memset(q + n + 6, 0, 92);
+        atomic_store(&smb_chunk_header(&c)->packets, smb_packets_pack(2, 0));
+        scene_finish(&s, &o);
+        cr_assert_eq(o.hostile, 2, "the finished packet of the scraped chunk is not in the trace");
+        cr_assert_eq(o.invalid_packets, 0, "the unfinished packet was counted as invalid");
+        cr_assert_eq(o.abi_violations, 0);
+}
+
 /* A producer in a child process: commits VICTIM_PACKETS packets, then
  * leaves a torn write behind and is SIGKILLed. */
 #define VICTIM_PACKETS 50u

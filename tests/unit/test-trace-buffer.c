@@ -373,6 +373,45 @@ Test(trace_buffer, final_read_drops_unfinished_packets) {
         trace_buffer_free(tb);
 }
 
+/* At the final read the last packet of a chunk scraped while its writer
+ * was still writing is read too (whole by its size), marked unfinished:
+ * its bytes may be stale (here a size header left behind by a writer that
+ * had not written the packet yet), which the reader must not take for a
+ * malformed packet. The same for the end of a packet started in the chunk
+ * before. Every other packet is not marked. */
+Test(trace_buffer, final_read_marks_the_packet_a_scraped_chunk_ends_with) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, c = {}, d = {};
+        put_frag(&a, "p1", 2);
+        put_frag(&a, "meame\0\0\0", 8);
+        cr_assert_eq(copy(tb, 1, 1, 0, &a, 0, false), 0);
+        put_frag(&c, "sta", 3);
+        cr_assert_eq(copy(tb, 1, 3, 0, &c, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+        put_frag(&d, "rt", 2);
+        cr_assert_eq(copy(tb, 1, 3, 1, &d, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, false), 0);
+
+        struct trace_buffer_packet p;
+        struct trace_buffer_packet_info info;
+        trace_buffer_begin_read(tb);
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &p, &info), 1);
+        cr_assert_eq(p.size, 2);
+        cr_assert_not(info.unfinished);
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &p, &info), 0);
+
+        trace_buffer_set_final(tb, true);
+        const char *want[] = { "meame", "start" };
+        trace_buffer_begin_read(tb);
+        for (size_t i = 0; i < 2; i++) {
+                char text[16] = {};
+                cr_assert_eq(trace_buffer_read_next_packet(tb, &p, &info), 1);
+                trace_buffer_packet_gather(&p, (uint8_t *) text, sizeof(text) - 1);
+                cr_assert_str_eq(text, want[i]);
+                cr_assert(info.unfinished, "\"%s\" is not marked unfinished", want[i]);
+        }
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &p, &info), 0);
+        trace_buffer_free(tb);
+}
+
 /* One producer cycling through every writer id must not make the buffer's
  * index outgrow the buffer: each sequence's chunk array has to shrink as
  * its chunks are overwritten. */

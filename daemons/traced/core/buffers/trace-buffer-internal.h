@@ -80,8 +80,10 @@ struct trace_buffer {
         /* Taken chunks whose payload stays the caller's until
          * trace_buffer_settle, and spare ones (linked by fifo_next). */
         struct tb_chunk *held, *held_spare;
-        /* The slices of the packet handed out last. */
+        /* The slices of the packet handed out last, and whether it ends a
+         * chunk still being written. */
         struct iovec *iov;
+        bool unfinished;
         size_t iov_cap;
         struct trace_buffer_stats stats;
 };
@@ -147,7 +149,8 @@ static inline void tb_release_retired(struct trace_buffer *tb) {
         }
 }
 
-static inline struct trace_buffer_packet_info tb_seq_info(const struct tb_seq *s, bool lost) {
+static inline struct trace_buffer_packet_info tb_seq_info(const struct trace_buffer *tb, const struct tb_seq *s,
+                                                          bool lost) {
         return (struct trace_buffer_packet_info) {
                 .producer_id = s->producer_id,
                 .writer_id = s->writer_id,
@@ -155,5 +158,6 @@ static inline struct trace_buffer_packet_info tb_seq_info(const struct tb_seq *s
                 .machine_id = s->machine_id,
                 .producer_pid = s->pid,
                 .previous_packet_dropped = lost,
+                .unfinished = tb->unfinished,
         };
 }

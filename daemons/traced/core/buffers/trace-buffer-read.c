@@ -196,6 +196,7 @@ int tb_seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *ret_n_
                         if (iov_reserve(tb, 1) < 0)
                                 return -ENOMEM;
                         tb->iov[0] = (struct iovec) { .iov_base = c->payload + doff, .iov_len = size };
+                        tb->unfinished = last && !c->complete;
                         *ret_n_slices = 1;
                         *ret_len = size;
                         *ret_lost = s->data_lost;
@@ -230,6 +231,7 @@ int tb_seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *ret_n_
                         tb_chunk_consumed_retired(tb, tb_seq_first(s));
                 end->read_off = chain.end_off;
                 end->fragments_read = 1;
+                tb->unfinished = end->num_fragments == 1 && !end->complete;
                 *ret_n_slices = chain.n_slices;
                 *ret_len = chain.len;
                 *ret_lost = s->data_lost;
@@ -252,7 +254,7 @@ int trace_buffer_read_next_packet(struct trace_buffer *tb, struct trace_buffer_p
                         ret->slices = tb->iov;
                         ret->n_slices = n_slices;
                         ret->size = len;
-                        *ret_info = tb_seq_info(s, lost);
+                        *ret_info = tb_seq_info(tb, s, lost);
                         tb->stats.bytes_read += len;
                         return 1;
                 }

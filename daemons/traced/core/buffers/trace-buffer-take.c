@@ -121,7 +121,7 @@ int trace_buffer_take_chunk(struct trace_buffer *tb, const struct trace_buffer_c
                 if (r <= 0)
                         break;
                 tb->stats.bytes_read += len;
-                struct trace_buffer_packet_info info = tb_seq_info(s, lost);
+                struct trace_buffer_packet_info info = tb_seq_info(tb, s, lost);
                 r = fn(tb->iov, n_slices, len, &info, userdata);
                 if (r < 0)
                         break;

@@ -69,6 +69,13 @@ struct trace_buffer_packet_info {
         uint32_t machine_id;
         /* Data of this sequence was lost before this packet. */
         bool previous_packet_dropped;
+        /* The packet is the last one of a chunk scraped while its writer
+         * was still writing it, read only because the session is over
+         * (final). Its size header may predate the packet: some writers
+         * count a packet before writing it, or leave bytes of a packet
+         * they moved. Bytes that do not parse are an unfinished packet,
+         * not a malformed one. */
+        bool unfinished;
 };
 
 struct trace_buffer_stats {

@@ -481,7 +481,10 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                 if (r == 0)
                         break;
                 if (!packet_is_valid(pkt.slices, pkt.n_slices, pkt.size)) {
-                        s->packets_invalid++;
+                        /* An unfinished packet is left out as upstream
+                         * leaves it: not counted as a malformed one. */
+                        if (!info.unfinished)
+                                s->packets_invalid++;
                         continue;
                 }
                 bool first = false;
