@@ -346,14 +346,14 @@ static struct bpfstack_session *session_of(struct plugin_instance *i) {
 void bpfstack_session_flush(struct bpfstack_plugin *pl, uint64_t id) {
         struct bpfstack_session *s = session_of(plugin_instance_find(pl->sessions, id));
         if (s)
-                bpfstack_drain(s);
+                bpfstack_drain(s, false);
 }
 
 void bpfstack_session_clear(struct bpfstack_plugin *pl, uint64_t id) {
         struct bpfstack_session *s = session_of(plugin_instance_find(pl->sessions, id));
         if (!s)
                 return;
-        bpfstack_drain(s);
+        bpfstack_drain(s, false);
         bpfstack_clear_interned(s);
 }
 
@@ -368,7 +368,7 @@ static void stop_session(struct bpfstack_session *s) {
                 bpf_link__destroy(s->perf_links[k]);
                 s->perf_links[k] = NULL;
         }
-        bpfstack_drain(s);
+        bpfstack_drain(s, false);
         bpfstack_write_counters(s, true);
         plugin_log(s->pl, TRACED_LOG_INFO,
                    "linux.bpf_stack instance %llu stopped: %llu on-CPU samples, %llu off-CPU samples "
@@ -395,7 +395,8 @@ static void stop_session(struct bpfstack_session *s) {
                            "outside mapped files with tables, %llu without unwind info, %llu unsupported rules, "
                            "%llu unreadable frames, %llu bad frames; %llu walked stacks not kept at switch-out; "
                            "tables: %llu images (%llu refused), %llu of %llu rows (%llu KiB), %llu process "
-                           "entries written (%llu refused, %llu mappings left out), %llu resets, %llu ms compiling",
+                           "entries written (%llu refused, %llu mappings left out), %llu resets, %llu files compiled in "
+                           "%llu ms (longest %llu ms, off the event loop)",
                            (unsigned long long) s->inst.id, (unsigned long long) w[BPFSTACK_STOP_END],
                            (unsigned long long) w[BPFSTACK_STOP_DEPTH], (unsigned long long) w[BPFSTACK_STOP_NO_TABLES],
                            (unsigned long long) w[BPFSTACK_STOP_NO_MAPPING],
@@ -409,7 +410,8 @@ static void stop_session(struct bpfstack_session *s) {
                            (unsigned long long) (u.rows * sizeof(struct bpfstack_row) / 1024),
                            (unsigned long long) u.procs_loaded, (unsigned long long) u.procs_failed,
                            (unsigned long long) u.maps_dropped, (unsigned long long) u.resets,
-                           (unsigned long long) (u.compile_us / 1000));
+                           (unsigned long long) u.images_compiled, (unsigned long long) (u.compile_us / 1000),
+                           (unsigned long long) (u.compile_max_us / 1000));
         }
 }
 

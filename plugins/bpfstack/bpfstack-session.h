@@ -58,7 +58,13 @@ struct bpfstack_session {
         size_t n_cpus; /* events open */
         struct bpf_link *switch_link, *exec_link, *exit_link;
         struct unwind_tables *tables;
-        int pending[PENDING_LOADS]; /* pids whose walks asked for tables this drain */
+        /* Processes whose walks asked for tables, with their samples
+         * since (waiting: their files are being compiled). */
+        struct pending_load {
+                int pid;
+                uint32_t hits;
+                bool waiting;
+        } pending[PENDING_LOADS];
         size_t n_pending;
         uint64_t loads_paused_until;       /* CLOCK_MONOTONIC ns: the process map was full */
         uint64_t stops[BPFSTACK_STOP_MAX]; /* walked records by how the walk ended */
@@ -111,8 +117,9 @@ int bpfstack_seq_defaults(struct seq *q, const struct pbw *timebase);
 /* The ring buffer's callback: one record. */
 int bpfstack_on_record(void *ctx, void *data, size_t size);
 /* Reads the ring buffer and the counters, loads the unwind tables asked
- * for, and keeps the caches bounded. */
-void bpfstack_drain(struct bpfstack_session *s);
+ * for (when load: not on a flush or a stop, which answer at once), and
+ * keeps the caches bounded. */
+void bpfstack_drain(struct bpfstack_session *s, bool load);
 void bpfstack_on_ring(int fd, uint32_t revents, void *userdata);
 /* Both sequences forget what they interned: their next packets carry
  * SEQ_INCREMENTAL_STATE_CLEARED and intern (emit) anew what they use. */
