@@ -36,6 +36,7 @@
  * new files' tables), and those waiting for theirs. */
 #define LOADS_PER_DRAIN 16u
 #define LOAD_BUDGET_NS (10u * 1000000u)
+#define ON_CPU_HEAT 8u
 #define CS_CACHE_PROBES 8u
 
 static uint64_t now_ns(void) {
@@ -303,15 +304,26 @@ static unsigned unwind_error_of(uint8_t stop) {
 }
 
 /* A walk that asked for the process's tables: loaded after this drain's
- * records, hottest first. */
-static void want_tables(struct bpfstack_session *s, uint32_t pid) {
-        for (size_t k = 0; k < s->n_pending; k++)
+ * records, hottest first. An on-CPU sample stands for a tick of CPU time
+ * and weighs more than an off-CPU one (every switch-out gives one). When
+ * the list is full, the coldest process not waiting for compiles makes
+ * room. */
+static void want_tables(struct bpfstack_session *s, uint32_t pid, bool on_cpu) {
+        uint32_t w = on_cpu ? ON_CPU_HEAT : 1;
+        size_t coldest = SIZE_MAX; /* of those not waiting for compiles */
+        for (size_t k = 0; k < s->n_pending; k++) {
                 if (s->pending[k].pid == (int) pid) {
-                        s->pending[k].hits++;
+                        s->pending[k].hits += w;
                         return;
                 }
+                if (!s->pending[k].waiting && (coldest == SIZE_MAX || s->pending[k].hits < s->pending[coldest].hits))
+                        coldest = k;
+        }
+        struct pending_load l = { .pid = (int) pid, .hits = w };
         if (s->n_pending < PENDING_LOADS)
-                s->pending[s->n_pending++] = (struct pending_load) { .pid = (int) pid, .hits = 1 };
+                s->pending[s->n_pending++] = l;
+        else if (coldest != SIZE_MAX && s->pending[coldest].hits < w)
+                s->pending[coldest] = l;
 }
 
 /* The pending processes by their samples waiting, most first. */
@@ -328,11 +340,11 @@ static void sort_pending(struct bpfstack_session *s) {
 /* A walk that left every mapping with a table: if the pc is in no mapping
  * we know of, the process mapped something since (dlopen), and its
  * tables are loaded again with its maps read anew. */
-static void check_new_mapping(struct bpfstack_session *s, uint32_t pid, uint64_t pc) {
+static void check_new_mapping(struct bpfstack_session *s, uint32_t pid, uint64_t pc, bool on_cpu) {
         struct proc_info *p = proc_table_peek(s->procs, (int) pid);
         if (p && !p->maps_unreadable && proc_maps_find(&p->maps, pc))
                 return; /* a mapping without a table (JIT code, the vdso): nothing new */
-        want_tables(s, pid);
+        want_tables(s, pid, on_cpu);
 }
 
 /* Loads the tables of the processes that asked, hottest first, a few per
@@ -399,9 +411,9 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
         if (rec->ustop != BPFSTACK_STOP_NONE) {
                 s->stops[rec->ustop]++;
                 if (rec->ustop == BPFSTACK_STOP_NO_TABLES)
-                        want_tables(s, rec->pid);
+                        want_tables(s, rec->pid, rec->kind == BPFSTACK_ON_CPU);
                 else if (rec->ustop == BPFSTACK_STOP_NO_MAPPING && walked && rec->n_uframes > 0)
-                        check_new_mapping(s, rec->pid, walked[rec->n_uframes - 1]);
+                        check_new_mapping(s, rec->pid, walked[rec->n_uframes - 1], rec->kind == BPFSTACK_ON_CPU);
         }
         uint64_t uhash = walked ? frames_hash(walked, rec->n_uframes) : 0;
         uint64_t callstack;

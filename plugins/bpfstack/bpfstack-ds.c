@@ -168,6 +168,18 @@ static int open_load(struct bpfstack_session *s, uint64_t cgroup_id, bool btf_tp
         return bpfstack__load(s->skel);
 }
 
+/* The unwind tables' cache: under the service's cache directory
+ * (CacheDirectory= sets $CACHE_DIRECTORY, its first entry), or none. */
+static void cache_dir(char *buf, size_t size) {
+        const char *d = getenv("CACHE_DIRECTORY");
+        buf[0] = 0;
+        if (!d || d[0] != '/')
+                return;
+        size_t len = strcspn(d, ":");
+        if ((size_t) snprintf(buf, size, "%.*s/" UNWIND_CACHE_SUBDIR, (int) len, d) >= size)
+                buf[0] = 0;
+}
+
 static int setup(struct bpfstack_session *s) {
         struct bpfstack_plugin *pl = s->pl;
         const struct bpfstack_config *c = &s->cfg;
@@ -221,9 +233,11 @@ static int setup(struct bpfstack_session *s) {
                 return r;
         s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves, .ksyms = s->ksyms };
         if (c->walk_tables && c->user_frames) {
+                cache_dir(s->cache_dir, sizeof(s->cache_dir));
                 r = unwind_tables_new(bpf_map__fd(s->skel->maps.unwind_rows), c->unwind_rows,
                                       bpf_map__fd(s->skel->maps.unwind_pages), UNWIND_PAGES(c),
-                                      bpf_map__fd(s->skel->maps.unwind_procs), &s->sym, &s->tables);
+                                      bpf_map__fd(s->skel->maps.unwind_procs), &s->sym,
+                                      s->cache_dir[0] ? s->cache_dir : NULL, &s->tables);
                 if (r < 0) {
                         plugin_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu: mapping the unwind tables: %s",
                                    id, strerror(-r));
@@ -306,10 +320,12 @@ static int setup(struct bpfstack_session *s) {
         }
         plugin_log(pl, TRACED_LOG_INFO,
                    "linux.bpf_stack instance %llu: on-CPU %s (%u Hz, %zu CPUs), off-CPU %s (%s), stacks:%s%s, "
-                   "depth %u, user stacks by %s",
+                   "depth %u, user stacks by %s%s%s",
                    id, c->on_cpu ? "on" : "off", c->frequency, s->n_cpus, c->off_cpu ? "on" : "off",
                    btf_tp ? "tp_btf" : "raw tracepoint", c->kernel_frames ? " kernel" : "",
-                   c->user_frames ? " user" : "", c->max_depth, s->tables ? "unwind tables" : "frame pointers");
+                   c->user_frames ? " user" : "", c->max_depth, s->tables ? "unwind tables" : "frame pointers",
+                   !s->tables ? "" : s->cache_dir[0] ? ", cached in " : " (not cached: no $CACHE_DIRECTORY)",
+                   s->cache_dir);
         return 0;
 }
 
@@ -396,7 +412,8 @@ static void stop_session(struct bpfstack_session *s) {
                            "%llu unreadable frames, %llu bad frames; %llu walked stacks not kept at switch-out; "
                            "tables: %llu images (%llu refused), %llu of %llu rows (%llu KiB), %llu process "
                            "entries written (%llu refused, %llu mappings left out), %llu resets, %llu files compiled in "
-                           "%llu ms (longest %llu ms, off the event loop)",
+                           "%llu ms (longest %llu ms, off the event loop), %llu read from the cache in %llu ms "
+                           "(%llu not stored)",
                            (unsigned long long) s->inst.id, (unsigned long long) w[BPFSTACK_STOP_END],
                            (unsigned long long) w[BPFSTACK_STOP_DEPTH], (unsigned long long) w[BPFSTACK_STOP_NO_TABLES],
                            (unsigned long long) w[BPFSTACK_STOP_NO_MAPPING],
@@ -411,7 +428,8 @@ static void stop_session(struct bpfstack_session *s) {
                            (unsigned long long) u.procs_loaded, (unsigned long long) u.procs_failed,
                            (unsigned long long) u.maps_dropped, (unsigned long long) u.resets,
                            (unsigned long long) u.images_compiled, (unsigned long long) (u.compile_us / 1000),
-                           (unsigned long long) (u.compile_max_us / 1000));
+                           (unsigned long long) (u.compile_max_us / 1000), (unsigned long long) u.images_cached,
+                           (unsigned long long) (u.cache_us / 1000), (unsigned long long) u.cache_errors);
         }
 }
 

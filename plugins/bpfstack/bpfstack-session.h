@@ -25,9 +25,11 @@
 #include "unwind-tables.h"
 
 #define MAX_CPUS 1024
+/* Under $CACHE_DIRECTORY: the compiled unwind tables. */
+#define UNWIND_CACHE_SUBDIR "bpfstack-unwind"
 #define REFRESH_SLOTS 64
 /* Processes waiting for their unwind tables. */
-#define PENDING_LOADS 64u
+#define PENDING_LOADS 256u
 /* Callstacks already interned, by (kind, pid, stack ids): most records
  * repeat a stack, and a hit saves two map lookups (system calls) and the
  * symbolization. Emptied whenever a stack id may change meaning (stacks
@@ -58,6 +60,7 @@ struct bpfstack_session {
         size_t n_cpus; /* events open */
         struct bpf_link *switch_link, *exec_link, *exit_link;
         struct unwind_tables *tables;
+        char cache_dir[256]; /* the tables' cache on disk; empty: none */
         /* Processes whose walks asked for tables, with their samples
          * since (waiting: their files are being compiled). */
         struct pending_load {

@@ -4,12 +4,14 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "profiling/cfi-table.h"
+#include "unwind-cache.h"
 #include "unwind-compiler.h"
 
 struct unwind_compiler {
@@ -17,6 +19,7 @@ struct unwind_compiler {
         pthread_cond_t wake;
         struct unwind_job *queued, *done;
         bool quit;
+        char *cache_dir; /* NULL: no cache on disk */
 };
 
 /* One row of the compact CFI in the walker's form. */
@@ -84,7 +87,7 @@ static uint64_t now_us(void) {
         return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
-static void run(struct unwind_job *j) {
+static void run(struct unwind_compiler *c, struct unwind_job *j) {
         uint64_t t0 = now_us();
         const uint8_t *data = j->data;
         size_t size = j->size;
@@ -103,8 +106,18 @@ static void run(struct unwind_job *j) {
                         goto out;
                 }
                 data = map;
+                if (c->cache_dir &&
+                    unwind_cache_load(c->cache_dir, j->fd, j->max_rows, &j->rows, &j->n, &j->error) == 0) {
+                        j->from_cache = true;
+                        munmap(map, size);
+                        goto out;
+                }
         }
         j->error = data ? compile_rows(data, size, j->max_rows, &j->rows, &j->n) : -ENODATA;
+        /* Refusals too (too large, no unwind information): they cost as
+         * much to find out. Not what may pass (out of memory). */
+        if (j->fd >= 0 && c->cache_dir && j->error != -ENOMEM)
+                j->cache_error = unwind_cache_store(c->cache_dir, j->fd, j->rows, j->n, j->error, UNWIND_CACHE_BYTES);
         if (map != MAP_FAILED)
                 munmap(map, size);
 out:
@@ -148,7 +161,7 @@ static void *worker(void *arg) {
                 if (!j)
                         continue;
                 pthread_mutex_unlock(&c->lock);
-                run(j);
+                run(c, j);
                 pthread_mutex_lock(&c->lock);
                 j->next = c->done;
                 c->done = j;
@@ -157,16 +170,21 @@ static void *worker(void *arg) {
         /* Ours alone now. */
         free_list(c->queued);
         free_list(c->done);
+        free(c->cache_dir);
         pthread_cond_destroy(&c->wake);
         pthread_mutex_destroy(&c->lock);
         free(c);
         return NULL;
 }
 
-int unwind_compiler_new(struct unwind_compiler **ret) {
+int unwind_compiler_new(const char *cache_dir, struct unwind_compiler **ret) {
         struct unwind_compiler *c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
+        if (cache_dir && !(c->cache_dir = strdup(cache_dir))) {
+                free(c);
+                return -ENOMEM;
+        }
         pthread_mutex_init(&c->lock, NULL);
         pthread_cond_init(&c->wake, NULL);
         pthread_t th;
@@ -174,6 +192,7 @@ int unwind_compiler_new(struct unwind_compiler **ret) {
         if (r != 0) {
                 pthread_cond_destroy(&c->wake);
                 pthread_mutex_destroy(&c->lock);
+                free(c->cache_dir);
                 free(c);
                 return -r;
         }

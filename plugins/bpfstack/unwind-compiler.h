@@ -7,12 +7,16 @@
  * them back; the loop collects what is done between its iterations, so a
  * flush or a stop never waits for a compile. Freeing the compiler does
  * not wait either: a compile under way finishes on its own and the
- * thread then frees what is left. */
+ * thread then frees what is left. With a cache directory, a file's rows
+ * are read from it when there (unwind-cache.h), and stored once compiled. */
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "bpfstack.h"
+
+/* The cache directory's bound. */
+#define UNWIND_CACHE_BYTES (64u << 20)
 
 struct unwind_compiler;
 
@@ -26,11 +30,14 @@ struct unwind_job {
         int error; /* 0, or a negative errno of cfi_table_compile */
         struct bpfstack_row *rows;
         size_t n;
-        uint64_t compile_us;
+        uint64_t compile_us; /* compiling, or reading from the cache */
+        bool from_cache;
+        int cache_error; /* storing it: 0 or a negative errno */
         struct unwind_job *next;
 };
 
-int unwind_compiler_new(struct unwind_compiler **ret);
+/* cache_dir: NULL for none. */
+int unwind_compiler_new(const char *cache_dir, struct unwind_compiler **ret);
 /* Lets the thread go: jobs queued are dropped, done ones freed. */
 void unwind_compiler_free(struct unwind_compiler *c);
 /* Queues j (the compiler's until taken back). */

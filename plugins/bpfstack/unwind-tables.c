@@ -69,13 +69,13 @@ static void *map_array(int fd, size_t n, size_t size, size_t *ret_len) {
 }
 
 int unwind_tables_new(int rows_fd, uint32_t n_rows, int pages_fd, uint32_t n_pages, int procs_fd,
-                      struct symbolizer *sym, struct unwind_tables **ret) {
+                      struct symbolizer *sym, const char *cache_dir, struct unwind_tables **ret) {
         struct unwind_tables *t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;
         t->rows = map_array(rows_fd, n_rows, sizeof(struct bpfstack_row), &t->map_len);
         t->pages = t->rows ? map_array(pages_fd, n_pages, sizeof(struct bpfstack_page), &t->pages_len) : NULL;
-        int r = t->pages ? unwind_compiler_new(&t->compiler) : -errno;
+        int r = t->pages ? unwind_compiler_new(cache_dir, &t->compiler) : -errno;
         if (r < 0) {
                 if (t->pages)
                         munmap(t->pages, t->pages_len);
@@ -208,9 +208,15 @@ void unwind_tables_poll(struct unwind_tables *t) {
         struct unwind_job *j = unwind_compiler_take(t->compiler);
         while (j) {
                 struct unwind_job *next = j->next;
-                t->st.compile_us += j->compile_us;
-                if (j->compile_us > t->st.compile_max_us)
-                        t->st.compile_max_us = j->compile_us;
+                if (j->from_cache) {
+                        t->st.images_cached++;
+                        t->st.cache_us += j->compile_us;
+                } else if (j->error != -ENODATA) {
+                        t->st.compile_us += j->compile_us;
+                        if (j->compile_us > t->st.compile_max_us)
+                                t->st.compile_max_us = j->compile_us;
+                }
+                t->st.cache_errors += j->cache_error < 0;
                 for (size_t k = 0; k < t->n_img; k++) {
                         struct image_table *it = &t->img[k];
                         if (it->job != j)
@@ -221,7 +227,7 @@ void unwind_tables_poll(struct unwind_tables *t) {
                                 t->st.images_refused++;
                                 break;
                         }
-                        t->st.images_compiled++;
+                        t->st.images_compiled += !j->from_cache;
                         it->rows = j->rows;
                         it->n_host = j->n;
                         t->host_rows += j->n;

@@ -30,15 +30,19 @@ struct unwind_stats {
         uint64_t maps_dropped;   /* mappings left out of an entry: more than BPFSTACK_UNWIND_MAPS */
         uint64_t resets;         /* the row array filled up and was emptied */
         uint64_t images_compiled; /* files compiled */
+        uint64_t images_cached;   /* files whose rows came from the cache on disk */
+        uint64_t cache_us;        /* time spent reading them */
+        uint64_t cache_errors;    /* tables compiled but not stored */
         uint64_t compile_us;      /* time spent compiling tables (by the worker thread) */
         uint64_t compile_max_us;  /* the longest compile */
 };
 
 /* rows_fd: the unwind_rows array (BPF_F_MMAPABLE) of n_rows rows;
  * pages_fd: the unwind_pages array (same) of n_pages entries; procs_fd:
- * the unwind_procs hash. All stay the caller's. */
+ * the unwind_procs hash. All stay the caller's. cache_dir: where compiled
+ * tables are kept across recordings (unwind-cache.h), or NULL. */
 int unwind_tables_new(int rows_fd, uint32_t n_rows, int pages_fd, uint32_t n_pages, int procs_fd,
-                      struct symbolizer *sym, struct unwind_tables **ret);
+                      struct symbolizer *sym, const char *cache_dir, struct unwind_tables **ret);
 void unwind_tables_free(struct unwind_tables *t);
 
 /* Writes p's entry: a table for each executable file mapping. 0 also
