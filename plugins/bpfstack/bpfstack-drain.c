@@ -529,6 +529,12 @@ void bpfstack_drain(struct bpfstack_session *s, bool load) {
         housekeeping(s);
 }
 
+void bpfstack_on_tables(int fd, uint32_t revents, void *userdata) {
+        struct bpfstack_session *s = userdata;
+        if (s->tables)
+                load_pending(s);
+}
+
 void bpfstack_on_ring(int fd, uint32_t revents, void *userdata) {
         bpfstack_drain(userdata, true);
 }

@@ -36,6 +36,8 @@ static void session_free(struct bpfstack_session *s) {
                 pl->api->remove_source(pl->host, s->timer);
         if (s->rb_src)
                 pl->api->remove_source(pl->host, s->rb_src);
+        if (s->tables_src)
+                pl->api->remove_source(pl->host, s->tables_src);
         ring_buffer__free(s->rb);
         bpf_link__destroy(s->switch_link);
         bpf_link__destroy(s->exec_link);
@@ -282,7 +284,10 @@ static int setup(struct bpfstack_session *s) {
                 return -errno;
         if ((r = pl->api->add_fd(pl->host, ring_buffer__epoll_fd(s->rb), EPOLLIN, bpfstack_on_ring, s, &s->rb_src)) <
                     0 ||
-            (r = pl->api->add_timer(pl->host, c->drain_period_ms, bpfstack_on_timer, s, &s->timer)) < 0)
+            (r = pl->api->add_timer(pl->host, c->drain_period_ms, bpfstack_on_timer, s, &s->timer)) < 0 ||
+            (s->tables &&
+             (r = pl->api->add_fd(pl->host, unwind_tables_fd(s->tables), EPOLLIN, bpfstack_on_tables, s,
+                                  &s->tables_src)) < 0))
                 return r;
 
         if (c->off_cpu) {

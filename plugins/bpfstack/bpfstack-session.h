@@ -79,7 +79,7 @@ struct bpfstack_session {
         int64_t counters_sent[UNWIND_COUNTER_MAX];
         bool counters_described;
         struct ring_buffer *rb;
-        struct traced_source *rb_src, *timer;
+        struct traced_source *rb_src, *timer, *tables_src;
 
         struct proc_table *procs;
         struct task_names names; /* comms written, from the records */
@@ -124,6 +124,8 @@ int bpfstack_on_record(void *ctx, void *data, size_t size);
  * keeps the caches bounded. */
 void bpfstack_drain(struct bpfstack_session *s, bool load);
 void bpfstack_on_ring(int fd, uint32_t revents, void *userdata);
+/* Tables compiled: taken in, and the processes waiting for them loaded. */
+void bpfstack_on_tables(int fd, uint32_t revents, void *userdata);
 /* Both sequences forget what they interned: their next packets carry
  * SEQ_INCREMENTAL_STATE_CLEARED and intern (emit) anew what they use. */
 void bpfstack_clear_interned(struct bpfstack_session *s);

@@ -5,11 +5,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/macro.h"
 #include "profiling/cfi-table.h"
 #include "unwind-cache.h"
 #include "unwind-compiler.h"
@@ -19,7 +21,9 @@ struct unwind_compiler {
         pthread_cond_t wake;
         struct unwind_job *queued, *done;
         bool quit;
-        char *cache_dir; /* NULL: no cache on disk */
+        unsigned threads; /* running: the last one out frees the compiler */
+        int done_fd;      /* an eventfd: readable when jobs are done */
+        char *cache_dir;  /* NULL: no cache on disk */
 };
 
 /* One row of the compact CFI in the walker's form. */
@@ -165,12 +169,17 @@ static void *worker(void *arg) {
                 pthread_mutex_lock(&c->lock);
                 j->next = c->done;
                 c->done = j;
+                (void) eventfd_write(c->done_fd, 1);
         }
+        bool last = --c->threads == 0;
         pthread_mutex_unlock(&c->lock);
+        if (!last)
+                return NULL;
         /* Ours alone now. */
         free_list(c->queued);
         free_list(c->done);
         free(c->cache_dir);
+        safe_close(c->done_fd);
         pthread_cond_destroy(&c->wake);
         pthread_mutex_destroy(&c->lock);
         free(c);
@@ -181,22 +190,35 @@ int unwind_compiler_new(const char *cache_dir, struct unwind_compiler **ret) {
         struct unwind_compiler *c = calloc(1, sizeof(*c));
         if (!c)
                 return -ENOMEM;
-        if (cache_dir && !(c->cache_dir = strdup(cache_dir))) {
+        c->done_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (c->done_fd < 0 || (cache_dir && !(c->cache_dir = strdup(cache_dir)))) {
+                int r = c->done_fd < 0 ? -errno : -ENOMEM;
+                safe_close(c->done_fd);
                 free(c);
-                return -ENOMEM;
+                return r;
         }
         pthread_mutex_init(&c->lock, NULL);
         pthread_cond_init(&c->wake, NULL);
-        pthread_t th;
-        int r = pthread_create(&th, NULL, worker, c);
-        if (r != 0) {
+        for (unsigned k = 0; k < UNWIND_COMPILER_THREADS; k++) {
+                pthread_t th;
+                pthread_mutex_lock(&c->lock);
+                int r = pthread_create(&th, NULL, worker, c);
+                if (r == 0)
+                        c->threads++;
+                pthread_mutex_unlock(&c->lock);
+                if (r == 0) {
+                        (void) pthread_detach(th);
+                        continue;
+                }
+                if (k > 0)
+                        break; /* fewer threads, still working */
                 pthread_cond_destroy(&c->wake);
                 pthread_mutex_destroy(&c->lock);
                 free(c->cache_dir);
+                safe_close(c->done_fd);
                 free(c);
                 return -r;
         }
-        (void) pthread_detach(th);
         *ret = c;
         return 0;
 }
@@ -206,7 +228,7 @@ void unwind_compiler_free(struct unwind_compiler *c) {
                 return;
         pthread_mutex_lock(&c->lock);
         c->quit = true;
-        pthread_cond_signal(&c->wake);
+        pthread_cond_broadcast(&c->wake);
         pthread_mutex_unlock(&c->lock);
 }
 
@@ -224,7 +246,13 @@ void unwind_compiler_heat(struct unwind_compiler *c, struct unwind_job *j, uint6
         pthread_mutex_unlock(&c->lock);
 }
 
+int unwind_compiler_fd(const struct unwind_compiler *c) {
+        return c->done_fd;
+}
+
 struct unwind_job *unwind_compiler_take(struct unwind_compiler *c) {
+        eventfd_t v;
+        (void) eventfd_read(c->done_fd, &v);
         pthread_mutex_lock(&c->lock);
         struct unwind_job *j = c->done;
         c->done = NULL;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* Compiling unwind tables off the event loop: one worker thread takes
- * the queued files hottest first (the job's heat, raised while it waits),
+/* Compiling unwind tables off the event loop: worker threads take the
+ * queued files hottest first (the job's heat, raised while it waits),
  * compiles each (profiling/cfi-table.h) into the walker's rows and hands
  * them back; the loop collects what is done between its iterations, so a
  * flush or a stop never waits for a compile. Freeing the compiler does
@@ -15,6 +15,9 @@
 
 #include "bpfstack.h"
 
+/* Two, so that one long compile (a compiler's own 100 MB binary) does not
+ * hold up the small hot ones queued after it. */
+#define UNWIND_COMPILER_THREADS 2u
 /* The cache directory's bound. */
 #define UNWIND_CACHE_BYTES (64u << 20)
 
@@ -44,6 +47,9 @@ void unwind_compiler_free(struct unwind_compiler *c);
 void unwind_compiler_submit(struct unwind_compiler *c, struct unwind_job *j);
 /* Adds heat to j while it is queued. */
 void unwind_compiler_heat(struct unwind_compiler *c, struct unwind_job *j, uint64_t heat);
+/* Readable (EPOLLIN) when jobs are done: for the caller's event loop;
+ * unwind_compiler_take empties it. Stays the compiler's. */
+int unwind_compiler_fd(const struct unwind_compiler *c);
 /* The jobs done since the last call, a list the caller frees
  * (unwind_job_free). */
 struct unwind_job *unwind_compiler_take(struct unwind_compiler *c);

@@ -204,6 +204,10 @@ static int place(struct unwind_tables *t, struct image_table *it) {
         return 0;
 }
 
+int unwind_tables_fd(const struct unwind_tables *t) {
+        return unwind_compiler_fd(t->compiler);
+}
+
 void unwind_tables_poll(struct unwind_tables *t) {
         struct unwind_job *j = unwind_compiler_take(t->compiler);
         while (j) {

@@ -51,6 +51,9 @@ void unwind_tables_free(struct unwind_tables *t);
  * compiled (queued with heat, p's samples waiting: ask again later);
  * -ENOSPC when the process map is full; -ENOMEM. */
 int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p, uint64_t heat);
+/* Readable when compiled tables wait to be taken in (a source for the
+ * event loop: then unwind_tables_poll, and the loads waiting for them). */
+int unwind_tables_fd(const struct unwind_tables *t);
 /* Takes in the tables the worker compiled since the last call. */
 void unwind_tables_poll(struct unwind_tables *t);
 
