@@ -314,10 +314,9 @@ static int fill_entry(struct unwind_tables *t, const struct proc_info *p, uint64
                         int r = submit(t, it, p, m, vdso, size, heat);
                         if (r == -ENOMEM)
                                 return r;
-                        if (r < 0)
-                                it->error = r;
-                        else
-                                waiting = true;
+                        /* Not opened (the process went): left out of this
+                         * entry, tried again for the next process. */
+                        waiting |= r == 0;
                         continue;
                 }
                 if (!it->rows)
