@@ -70,6 +70,7 @@ done
 query "the core cannot read or write tracefs" empty -s $core -t tracefs_t
 query "the core cannot open perf events" empty -s $core -c perf_event
 query "the core cannot use BPF" empty -s $core -c bpf
+query "the core cannot write /var/cache/traced" empty -s $core -t traced_cache_t -c file,dir -p write,append,create,add_name
 # Every file type the core may write, and nothing else.
 written=$("$SESEARCH" -A -s $core -c file -p write,append,create "$policy" | awk '{print $3}' | sed 's/:.*//' | sort -u | tr '\n' ' ')
 expected="tmpfs_t traced_core_t traced_trace_t "
@@ -100,10 +101,12 @@ for d in $all; do
         case $d in
         traced_bpf_host_t)
                 query "$d loads BPF" nonempty -s $d -c bpf -p prog_load
-                query "$d has CAP_BPF" nonempty -s $d -c capability2 -p bpf ;;
+                query "$d has CAP_BPF" nonempty -s $d -c capability2 -p bpf
+                query "$d keeps its unwind tables in /var/cache/traced" nonempty -s $d -t traced_cache_t -c file -p create,write ;;
         *)
                 query "$d cannot use BPF" empty -s $d -c bpf
-                query "$d has no CAP_BPF" empty -s $d -c capability2 -p bpf ;;
+                query "$d has no CAP_BPF" empty -s $d -c capability2 -p bpf
+                query "$d cannot write /var/cache/traced" empty -s $d -t traced_cache_t -c file,dir -p write,append,create,add_name ;;
         esac
         case $d in
         traced_ftrace_host_t) ;;

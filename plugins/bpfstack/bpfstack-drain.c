@@ -35,7 +35,15 @@
 /* Processes whose tables are loaded per drain at most (each may compile
  * new files' tables), and those waiting for theirs. */
 #define LOADS_PER_DRAIN 16u
+#define LOAD_BUDGET_NS (10u * 1000000u)
+#define ON_CPU_HEAT 8u
 #define CS_CACHE_PROBES 8u
+
+static uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
 
 /* --- writing -------------------------------------------------------------- */
 
@@ -296,57 +304,92 @@ static unsigned unwind_error_of(uint8_t stop) {
 }
 
 /* A walk that asked for the process's tables: loaded after this drain's
- * records. */
-static void want_tables(struct bpfstack_session *s, uint32_t pid) {
-        for (size_t k = 0; k < s->n_pending; k++)
-                if (s->pending[k] == (int) pid)
+ * records, hottest first. An on-CPU sample stands for a tick of CPU time
+ * and weighs more than an off-CPU one (every switch-out gives one). When
+ * the list is full, the coldest process not waiting for compiles makes
+ * room. */
+static void want_tables(struct bpfstack_session *s, uint32_t pid, bool on_cpu) {
+        uint32_t w = on_cpu ? ON_CPU_HEAT : 1;
+        size_t coldest = SIZE_MAX; /* of those not waiting for compiles */
+        for (size_t k = 0; k < s->n_pending; k++) {
+                if (s->pending[k].pid == (int) pid) {
+                        s->pending[k].hits += w;
                         return;
+                }
+                if (!s->pending[k].waiting && (coldest == SIZE_MAX || s->pending[k].hits < s->pending[coldest].hits))
+                        coldest = k;
+        }
+        struct pending_load l = { .pid = (int) pid, .hits = w };
         if (s->n_pending < PENDING_LOADS)
-                s->pending[s->n_pending++] = (int) pid;
+                s->pending[s->n_pending++] = l;
+        else if (coldest != SIZE_MAX && s->pending[coldest].hits < w)
+                s->pending[coldest] = l;
+}
+
+/* The pending processes by their samples waiting, most first. */
+static void sort_pending(struct bpfstack_session *s) {
+        for (size_t k = 1; k < s->n_pending; k++) {
+                struct pending_load l = s->pending[k];
+                size_t j = k;
+                for (; j > 0 && s->pending[j - 1].hits < l.hits; j--)
+                        s->pending[j] = s->pending[j - 1];
+                s->pending[j] = l;
+        }
 }
 
 /* A walk that left every mapping with a table: if the pc is in no mapping
  * we know of, the process mapped something since (dlopen), and its
  * tables are loaded again with its maps read anew. */
-static void check_new_mapping(struct bpfstack_session *s, uint32_t pid, uint64_t pc) {
+static void check_new_mapping(struct bpfstack_session *s, uint32_t pid, uint64_t pc, bool on_cpu) {
         struct proc_info *p = proc_table_peek(s->procs, (int) pid);
         if (p && !p->maps_unreadable && proc_maps_find(&p->maps, pc))
                 return; /* a mapping without a table (JIT code, the vdso): nothing new */
-        want_tables(s, pid);
+        want_tables(s, pid, on_cpu);
 }
 
-/* Loads the tables of the processes that asked, a few per drain. */
+/* Loads the tables of the processes that asked, hottest first, a few per
+ * drain and for LOAD_BUDGET_NS at most: the files are compiled by the
+ * worker thread; a process whose files are not all in yet keeps its
+ * place (and its samples add heat to their compiles). */
 static void load_pending(struct bpfstack_session *s) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t now = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+        uint64_t now = now_ns();
+        unwind_tables_poll(s->tables);
         if (now < s->loads_paused_until) {
                 /* The process map is full: those asking now keep their
                  * frame-pointer stacks (counted) for a second. */
                 s->n_pending = 0;
                 return;
         }
-        size_t done = 0;
-        for (; done < s->n_pending && done < LOADS_PER_DRAIN; done++) {
-                int pid = s->pending[done];
-                /* New, exec'd or mapped more since: its maps are read anew. */
-                struct proc_info *p = proc_table_peek(s->procs, pid);
-                (void) proc_table_exec(s->procs, pid, p ? p->comm : "");
-                p = proc_table_get(s->procs, pid);
+        sort_pending(s);
+        size_t kept = 0, k = 0;
+        for (; k < s->n_pending && k < LOADS_PER_DRAIN && now_ns() - now < LOAD_BUDGET_NS; k++) {
+                struct pending_load l = s->pending[k];
+                /* New, exec'd or mapped more since: its maps are read anew
+                 * (not while it waits for its files' compiles). */
+                struct proc_info *p = proc_table_peek(s->procs, l.pid);
+                if (!p || !l.waiting)
+                        (void) proc_table_exec(s->procs, l.pid, p ? p->comm : "");
+                p = proc_table_get(s->procs, l.pid);
                 if (!p || p->maps_unreadable)
                         continue; /* gone */
-                int r = unwind_tables_load(s->tables, p);
+                int r = unwind_tables_load(s->tables, p, l.hits);
+                if (r == -EINPROGRESS) {
+                        /* Its samples from now on heat the compiles again. */
+                        s->pending[kept++] = (struct pending_load) { .pid = l.pid, .waiting = true };
+                        continue;
+                }
                 if (r == -ENOSPC) {
                         s->loads_paused_until = now + 1000000000u;
                         s->n_pending = 0;
                         return;
                 }
                 if (r < 0)
-                        plugin_log(s->pl, TRACED_LOG_DEBUG, "linux.bpf_stack: unwind tables of pid %d: %s", pid,
+                        plugin_log(s->pl, TRACED_LOG_DEBUG, "linux.bpf_stack: unwind tables of pid %d: %s", l.pid,
                                    strerror(-r));
         }
-        memmove(s->pending, s->pending + done, (s->n_pending - done) * sizeof(s->pending[0]));
-        s->n_pending -= done;
+        for (; k < s->n_pending; k++)
+                s->pending[kept++] = s->pending[k];
+        s->n_pending = kept;
 }
 
 /* A task first seen, or renamed since: its comm goes into the trace on
@@ -368,9 +411,9 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
         if (rec->ustop != BPFSTACK_STOP_NONE) {
                 s->stops[rec->ustop]++;
                 if (rec->ustop == BPFSTACK_STOP_NO_TABLES)
-                        want_tables(s, rec->pid);
+                        want_tables(s, rec->pid, rec->kind == BPFSTACK_ON_CPU);
                 else if (rec->ustop == BPFSTACK_STOP_NO_MAPPING && walked && rec->n_uframes > 0)
-                        check_new_mapping(s, rec->pid, walked[rec->n_uframes - 1]);
+                        check_new_mapping(s, rec->pid, walked[rec->n_uframes - 1], rec->kind == BPFSTACK_ON_CPU);
         }
         uint64_t uhash = walked ? frames_hash(walked, rec->n_uframes) : 0;
         uint64_t callstack;
@@ -478,14 +521,20 @@ void bpfstack_clear_interned(struct bpfstack_session *s) {
         cs_cache_flush(s);
 }
 
-void bpfstack_drain(struct bpfstack_session *s) {
+void bpfstack_drain(struct bpfstack_session *s, bool load) {
         read_counters(s);
         (void) ring_buffer__consume(s->rb);
-        if (s->tables)
+        if (s->tables && load)
                 load_pending(s);
         housekeeping(s);
 }
 
+void bpfstack_on_tables(int fd, uint32_t revents, void *userdata) {
+        struct bpfstack_session *s = userdata;
+        if (s->tables)
+                load_pending(s);
+}
+
 void bpfstack_on_ring(int fd, uint32_t revents, void *userdata) {
-        bpfstack_drain(userdata);
+        bpfstack_drain(userdata, true);
 }

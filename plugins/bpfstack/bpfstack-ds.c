@@ -36,6 +36,8 @@ static void session_free(struct bpfstack_session *s) {
                 pl->api->remove_source(pl->host, s->timer);
         if (s->rb_src)
                 pl->api->remove_source(pl->host, s->rb_src);
+        if (s->tables_src)
+                pl->api->remove_source(pl->host, s->tables_src);
         ring_buffer__free(s->rb);
         bpf_link__destroy(s->switch_link);
         bpf_link__destroy(s->exec_link);
@@ -168,6 +170,18 @@ static int open_load(struct bpfstack_session *s, uint64_t cgroup_id, bool btf_tp
         return bpfstack__load(s->skel);
 }
 
+/* The unwind tables' cache: under the service's cache directory
+ * (CacheDirectory= sets $CACHE_DIRECTORY, its first entry), or none. */
+static void cache_dir(char *buf, size_t size) {
+        const char *d = getenv("CACHE_DIRECTORY");
+        buf[0] = 0;
+        if (!d || d[0] != '/')
+                return;
+        size_t len = strcspn(d, ":");
+        if ((size_t) snprintf(buf, size, "%.*s/" UNWIND_CACHE_SUBDIR, (int) len, d) >= size)
+                buf[0] = 0;
+}
+
 static int setup(struct bpfstack_session *s) {
         struct bpfstack_plugin *pl = s->pl;
         const struct bpfstack_config *c = &s->cfg;
@@ -221,9 +235,11 @@ static int setup(struct bpfstack_session *s) {
                 return r;
         s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves, .ksyms = s->ksyms };
         if (c->walk_tables && c->user_frames) {
+                cache_dir(s->cache_dir, sizeof(s->cache_dir));
                 r = unwind_tables_new(bpf_map__fd(s->skel->maps.unwind_rows), c->unwind_rows,
                                       bpf_map__fd(s->skel->maps.unwind_pages), UNWIND_PAGES(c),
-                                      bpf_map__fd(s->skel->maps.unwind_procs), &s->sym, &s->tables);
+                                      bpf_map__fd(s->skel->maps.unwind_procs), &s->sym,
+                                      s->cache_dir[0] ? s->cache_dir : NULL, &s->tables);
                 if (r < 0) {
                         plugin_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu: mapping the unwind tables: %s",
                                    id, strerror(-r));
@@ -268,7 +284,10 @@ static int setup(struct bpfstack_session *s) {
                 return -errno;
         if ((r = pl->api->add_fd(pl->host, ring_buffer__epoll_fd(s->rb), EPOLLIN, bpfstack_on_ring, s, &s->rb_src)) <
                     0 ||
-            (r = pl->api->add_timer(pl->host, c->drain_period_ms, bpfstack_on_timer, s, &s->timer)) < 0)
+            (r = pl->api->add_timer(pl->host, c->drain_period_ms, bpfstack_on_timer, s, &s->timer)) < 0 ||
+            (s->tables &&
+             (r = pl->api->add_fd(pl->host, unwind_tables_fd(s->tables), EPOLLIN, bpfstack_on_tables, s,
+                                  &s->tables_src)) < 0))
                 return r;
 
         if (c->off_cpu) {
@@ -306,10 +325,12 @@ static int setup(struct bpfstack_session *s) {
         }
         plugin_log(pl, TRACED_LOG_INFO,
                    "linux.bpf_stack instance %llu: on-CPU %s (%u Hz, %zu CPUs), off-CPU %s (%s), stacks:%s%s, "
-                   "depth %u, user stacks by %s",
+                   "depth %u, user stacks by %s%s%s",
                    id, c->on_cpu ? "on" : "off", c->frequency, s->n_cpus, c->off_cpu ? "on" : "off",
                    btf_tp ? "tp_btf" : "raw tracepoint", c->kernel_frames ? " kernel" : "",
-                   c->user_frames ? " user" : "", c->max_depth, s->tables ? "unwind tables" : "frame pointers");
+                   c->user_frames ? " user" : "", c->max_depth, s->tables ? "unwind tables" : "frame pointers",
+                   !s->tables ? "" : s->cache_dir[0] ? ", cached in " : " (not cached: no $CACHE_DIRECTORY)",
+                   s->cache_dir);
         return 0;
 }
 
@@ -346,14 +367,14 @@ static struct bpfstack_session *session_of(struct plugin_instance *i) {
 void bpfstack_session_flush(struct bpfstack_plugin *pl, uint64_t id) {
         struct bpfstack_session *s = session_of(plugin_instance_find(pl->sessions, id));
         if (s)
-                bpfstack_drain(s);
+                bpfstack_drain(s, false);
 }
 
 void bpfstack_session_clear(struct bpfstack_plugin *pl, uint64_t id) {
         struct bpfstack_session *s = session_of(plugin_instance_find(pl->sessions, id));
         if (!s)
                 return;
-        bpfstack_drain(s);
+        bpfstack_drain(s, false);
         bpfstack_clear_interned(s);
 }
 
@@ -368,7 +389,7 @@ static void stop_session(struct bpfstack_session *s) {
                 bpf_link__destroy(s->perf_links[k]);
                 s->perf_links[k] = NULL;
         }
-        bpfstack_drain(s);
+        bpfstack_drain(s, false);
         bpfstack_write_counters(s, true);
         plugin_log(s->pl, TRACED_LOG_INFO,
                    "linux.bpf_stack instance %llu stopped: %llu on-CPU samples, %llu off-CPU samples "
@@ -395,7 +416,9 @@ static void stop_session(struct bpfstack_session *s) {
                            "outside mapped files with tables, %llu without unwind info, %llu unsupported rules, "
                            "%llu unreadable frames, %llu bad frames; %llu walked stacks not kept at switch-out; "
                            "tables: %llu images (%llu refused), %llu of %llu rows (%llu KiB), %llu process "
-                           "entries written (%llu refused, %llu mappings left out), %llu resets, %llu ms compiling",
+                           "entries written (%llu refused, %llu mappings left out), %llu resets, %llu files compiled in "
+                           "%llu ms (longest %llu ms, off the event loop), %llu read from the cache in %llu ms "
+                           "(%llu not stored)",
                            (unsigned long long) s->inst.id, (unsigned long long) w[BPFSTACK_STOP_END],
                            (unsigned long long) w[BPFSTACK_STOP_DEPTH], (unsigned long long) w[BPFSTACK_STOP_NO_TABLES],
                            (unsigned long long) w[BPFSTACK_STOP_NO_MAPPING],
@@ -409,7 +432,9 @@ static void stop_session(struct bpfstack_session *s) {
                            (unsigned long long) (u.rows * sizeof(struct bpfstack_row) / 1024),
                            (unsigned long long) u.procs_loaded, (unsigned long long) u.procs_failed,
                            (unsigned long long) u.maps_dropped, (unsigned long long) u.resets,
-                           (unsigned long long) (u.compile_us / 1000));
+                           (unsigned long long) u.images_compiled, (unsigned long long) (u.compile_us / 1000),
+                           (unsigned long long) (u.compile_max_us / 1000), (unsigned long long) u.images_cached,
+                           (unsigned long long) (u.cache_us / 1000), (unsigned long long) u.cache_errors);
         }
 }
 

@@ -93,7 +93,7 @@ void bpfstack_write_counters(struct bpfstack_session *s, bool final) {
 
 void bpfstack_on_timer(void *userdata) {
         check_hotplug(userdata);
-        bpfstack_drain(userdata);
+        bpfstack_drain(userdata, true);
         bpfstack_write_counters(userdata, false);
 }
 

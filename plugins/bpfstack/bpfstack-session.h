@@ -25,9 +25,11 @@
 #include "unwind-tables.h"
 
 #define MAX_CPUS 1024
+/* Under $CACHE_DIRECTORY: the compiled unwind tables. */
+#define UNWIND_CACHE_SUBDIR "bpfstack-unwind"
 #define REFRESH_SLOTS 64
 /* Processes waiting for their unwind tables. */
-#define PENDING_LOADS 64u
+#define PENDING_LOADS 256u
 /* Callstacks already interned, by (kind, pid, stack ids): most records
  * repeat a stack, and a hit saves two map lookups (system calls) and the
  * symbolization. Emptied whenever a stack id may change meaning (stacks
@@ -58,7 +60,14 @@ struct bpfstack_session {
         size_t n_cpus; /* events open */
         struct bpf_link *switch_link, *exec_link, *exit_link;
         struct unwind_tables *tables;
-        int pending[PENDING_LOADS]; /* pids whose walks asked for tables this drain */
+        char cache_dir[256]; /* the tables' cache on disk; empty: none */
+        /* Processes whose walks asked for tables, with their samples
+         * since (waiting: their files are being compiled). */
+        struct pending_load {
+                int pid;
+                uint32_t hits;
+                bool waiting;
+        } pending[PENDING_LOADS];
         size_t n_pending;
         uint64_t loads_paused_until;       /* CLOCK_MONOTONIC ns: the process map was full */
         uint64_t stops[BPFSTACK_STOP_MAX]; /* walked records by how the walk ended */
@@ -70,7 +79,7 @@ struct bpfstack_session {
         int64_t counters_sent[UNWIND_COUNTER_MAX];
         bool counters_described;
         struct ring_buffer *rb;
-        struct traced_source *rb_src, *timer;
+        struct traced_source *rb_src, *timer, *tables_src;
 
         struct proc_table *procs;
         struct task_names names; /* comms written, from the records */
@@ -111,9 +120,12 @@ int bpfstack_seq_defaults(struct seq *q, const struct pbw *timebase);
 /* The ring buffer's callback: one record. */
 int bpfstack_on_record(void *ctx, void *data, size_t size);
 /* Reads the ring buffer and the counters, loads the unwind tables asked
- * for, and keeps the caches bounded. */
-void bpfstack_drain(struct bpfstack_session *s);
+ * for (when load: not on a flush or a stop, which answer at once), and
+ * keeps the caches bounded. */
+void bpfstack_drain(struct bpfstack_session *s, bool load);
 void bpfstack_on_ring(int fd, uint32_t revents, void *userdata);
+/* Tables compiled: taken in, and the processes waiting for them loaded. */
+void bpfstack_on_tables(int fd, uint32_t revents, void *userdata);
 /* Both sequences forget what they interned: their next packets carry
  * SEQ_INCREMENTAL_STATE_CLEARED and intern (emit) anew what they use. */
 void bpfstack_clear_interned(struct bpfstack_session *s);

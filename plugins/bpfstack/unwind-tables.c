@@ -2,26 +2,37 @@
 
 #include <elf.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/auxv.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
 
 #include "basic/alloc.h"
 #include "bpfstack.h"
-#include "profiling/cfi-table.h"
 #include "profiling/elf-image.h"
+#include "unwind-compiler.h"
 #include "unwind-tables.h"
 
-/* A file's table: rows [first, first + n) of the array; n 0 when the file
- * has none we can use (remembered, so it is not compiled again). */
+/* Compiled rows kept across resets: at most this many times the array. */
+#define HOST_ROWS_FACTOR 4u
+/* One file may take this share of the array at most (1/N). */
+#define IMAGE_SHARE 4u
+
+/* A file's table: compiled (rows, kept here across resets), being
+ * compiled (job), or refused (error); resident when the rows are in the
+ * array at [first, first + n) with their page index. */
 struct image_table {
         uint64_t dev, inode;
+        struct unwind_job *job;
+        struct bpfstack_row *rows;
+        size_t n_host;
+        int error;
+        bool resident;
         uint32_t first, n;
         uint32_t first_page, n_pages;
 };
@@ -35,6 +46,8 @@ struct unwind_tables {
         size_t pages_len;
         uint32_t n_pages, pages_used;
         struct symbolizer *sym;
+        struct unwind_compiler *compiler;
+        size_t host_rows; /* rows kept here, resident or not */
         struct image_table *img;
         size_t n_img, cap_img;
         int *pids; /* entries we wrote since the last reset */
@@ -56,14 +69,16 @@ static void *map_array(int fd, size_t n, size_t size, size_t *ret_len) {
 }
 
 int unwind_tables_new(int rows_fd, uint32_t n_rows, int pages_fd, uint32_t n_pages, int procs_fd,
-                      struct symbolizer *sym, struct unwind_tables **ret) {
+                      struct symbolizer *sym, const char *cache_dir, struct unwind_tables **ret) {
         struct unwind_tables *t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;
         t->rows = map_array(rows_fd, n_rows, sizeof(struct bpfstack_row), &t->map_len);
         t->pages = t->rows ? map_array(pages_fd, n_pages, sizeof(struct bpfstack_page), &t->pages_len) : NULL;
-        if (!t->pages) {
-                int r = -errno;
+        int r = t->pages ? unwind_compiler_new(cache_dir, &t->compiler) : -errno;
+        if (r < 0) {
+                if (t->pages)
+                        munmap(t->pages, t->pages_len);
                 if (t->rows)
                         munmap(t->rows, t->map_len);
                 free(t);
@@ -84,6 +99,9 @@ void unwind_tables_free(struct unwind_tables *t) {
                 return;
         munmap(t->rows, t->map_len);
         munmap(t->pages, t->pages_len);
+        unwind_compiler_free(t->compiler); /* queued jobs go with it */
+        for (size_t k = 0; k < t->n_img; k++)
+                free(t->img[k].rows);
         free(t->img);
         free(t->pids);
         free(t);
@@ -94,7 +112,7 @@ void unwind_tables_stats(const struct unwind_tables *t, struct unwind_stats *ret
         ret->rows = t->used;
         uint64_t n = 0;
         for (size_t k = 0; k < t->n_img; k++)
-                n += t->img[k].n > 0;
+                n += t->img[k].resident;
         ret->images = n;
 }
 
@@ -123,42 +141,19 @@ static void reset(struct unwind_tables *t) {
                 (void) bpf_map_delete_elem(t->procs_fd, &key);
         }
         t->n_pids = 0;
-        t->n_img = 0;
+        for (size_t k = 0; k < t->n_img; k++) {
+                struct image_table *it = &t->img[k];
+                it->resident = false;
+                if (t->host_rows > HOST_ROWS_FACTOR * (size_t) t->n_rows && it->rows) {
+                        /* Too many kept: compiled again when asked. */
+                        t->host_rows -= it->n_host;
+                        free(it->rows);
+                        *it = (struct image_table) { .dev = it->dev, .inode = it->inode, .error = -EAGAIN };
+                }
+        }
         t->used = 0;
         t->pages_used = 0;
         t->st.resets++;
-}
-
-/* One row of the compact CFI in the walker's form. */
-static struct bpfstack_row convert(const struct cfi_row *c) {
-        struct bpfstack_row r = { .pc = (uint32_t) c->start };
-        if (c->flags & CFI_NONE)
-                r.kind = BPFSTACK_ROW_NONE;
-        else if (c->flags & CFI_REFUSED)
-                r.kind = BPFSTACK_ROW_REFUSED;
-        else if (c->flags & CFI_OUTERMOST)
-                r.kind = BPFSTACK_ROW_OUTERMOST;
-        else if (c->ra_off != -8 || c->cfa_off < INT16_MIN || c->cfa_off > INT16_MAX)
-                r.kind = BPFSTACK_ROW_REFUSED;
-        else {
-                r.kind = c->cfa_reg == CFI_CFA_SP ? BPFSTACK_ROW_CFA_SP : BPFSTACK_ROW_CFA_BP;
-                r.cfa_off = (int16_t) c->cfa_off;
-                if (c->flags & CFI_BP_SAVED) {
-                        if (c->bp_off % 8 == 0 && c->bp_off / 8 >= INT8_MIN && c->bp_off / 8 <= INT8_MAX) {
-                                r.kind |= BPFSTACK_ROW_BP_SAVED;
-                                r.bp_off8 = (int8_t) (c->bp_off / 8);
-                        } else
-                                r.kind |= BPFSTACK_ROW_BP_LOST;
-                } else if (c->flags & CFI_BP_LOST)
-                        r.kind |= BPFSTACK_ROW_BP_LOST;
-        }
-        return r;
-}
-
-static uint64_t now_us(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
 }
 
 /* The vDSO: the kernel maps the same image into every process, ours too,
@@ -172,48 +167,21 @@ static const uint8_t *own_vdso(size_t *ret_size) {
         return (const uint8_t *) eh;
 }
 
-/* Compiles the image data/size into the array at t->used. 0 and the run,
- * or a negative errno (-ENOSPC: the array has no room left for it). */
-static int compile_into(struct unwind_tables *t, const uint8_t *data, size_t size, struct image_table *ret) {
-        if (!data)
-                return -ENODATA;
-        size_t room = t->n_rows - t->used;
-        struct cfi_row *rows = NULL;
-        size_t n = 0;
-        uint64_t t0 = now_us();
-        int r = cfi_table_compile(data, size, t->n_rows, &rows, &n);
-        t->st.compile_us += now_us() - t0;
-        if (r < 0)
-                return r;
-        if (n == 0 || rows[n - 1].start > UINT32_MAX) {
-                free(rows);
-                return -ERANGE; /* addresses past 4 GiB do not fit a row */
-        }
-        /* Converted and merged again: rows libdw tells apart (a different
-         * saved register, say) may read the same to the walker. */
-        size_t out = 0;
-        for (size_t k = 0; k < n; k++) {
-                struct bpfstack_row b = convert(&rows[k]);
-                if (out > 0) {
-                        const struct bpfstack_row *last = &t->rows[t->used + out - 1];
-                        if (last->kind == b.kind && last->cfa_off == b.cfa_off && last->bp_off8 == b.bp_off8)
-                                continue;
-                }
-                if (out == room) {
-                        free(rows);
-                        return -ENOSPC;
-                }
-                t->rows[t->used + out++] = b;
-        }
-        free(rows);
-        /* The page index: for each page from the first row's, the rows in
-         * force from its start to its end. The closing row has no end:
-         * pages stop at its start. */
-        const struct bpfstack_row *v = &t->rows[t->used];
+
+/* Copies it's rows into the array at t->used with their page index: for
+ * each page from the first row's, the rows in force from its start to its
+ * end. The closing row has no end: pages stop at its start. -ENOSPC: no
+ * room left. */
+static int place(struct unwind_tables *t, struct image_table *it) {
+        size_t out = it->n_host;
+        if (out > t->n_rows - t->used)
+                return -ENOSPC;
+        const struct bpfstack_row *v = it->rows;
         uint32_t base = v[0].pc & ~(BPFSTACK_PAGE - 1);
         uint32_t n_pages = ((v[out - 1].pc - base) >> BPFSTACK_PAGE_SHIFT) + 1;
         if (n_pages > t->n_pages - t->pages_used)
                 return -ENOSPC;
+        memcpy(&t->rows[t->used], v, out * sizeof(*v));
         struct bpfstack_page *pg = &t->pages[t->pages_used];
         size_t k = 0; /* the row in force at the page's start (row 0 below the first row: the walker checks) */
         for (uint32_t p = 0; p < n_pages; p++) {
@@ -226,65 +194,138 @@ static int compile_into(struct unwind_tables *t, const uint8_t *data, size_t siz
                         last++;
                 pg[p] = (struct bpfstack_page) { .lo = (uint32_t) k, .hi = (uint32_t) last + 1 };
         }
-        *ret = (struct image_table) { .dev = ret->dev, .inode = ret->inode, .first = t->used, .n = (uint32_t) out,
-                                      .first_page = t->pages_used, .n_pages = n_pages };
+        it->first = t->used;
+        it->n = (uint32_t) out;
+        it->first_page = t->pages_used;
+        it->n_pages = n_pages;
+        it->resident = true;
         t->used += (uint32_t) out;
         t->pages_used += n_pages;
         return 0;
 }
 
-/* The table of the file (dev, inode) whose image is data/size. */
-static int image_table(struct unwind_tables *t, const uint8_t *data, size_t size, uint64_t dev, uint64_t inode,
-                       const struct image_table **ret) {
-        for (size_t k = 0; k < t->n_img; k++)
-                if (t->img[k].dev == dev && t->img[k].inode == inode) {
-                        *ret = &t->img[k];
-                        return 0;
+int unwind_tables_fd(const struct unwind_tables *t) {
+        return unwind_compiler_fd(t->compiler);
+}
+
+void unwind_tables_poll(struct unwind_tables *t) {
+        struct unwind_job *j = unwind_compiler_take(t->compiler);
+        while (j) {
+                struct unwind_job *next = j->next;
+                if (j->from_cache) {
+                        t->st.images_cached++;
+                        t->st.cache_us += j->compile_us;
+                } else if (j->error != -ENODATA) {
+                        t->st.compile_us += j->compile_us;
+                        if (j->compile_us > t->st.compile_max_us)
+                                t->st.compile_max_us = j->compile_us;
                 }
-        if (GREEDY_REALLOC_MIN(t->img, t->cap_img, t->n_img + 1, 32) < 0)
+                t->st.cache_errors += j->cache_error < 0;
+                for (size_t k = 0; k < t->n_img; k++) {
+                        struct image_table *it = &t->img[k];
+                        if (it->job != j)
+                                continue;
+                        it->job = NULL;
+                        it->error = j->error;
+                        if (j->error < 0) {
+                                t->st.images_refused++;
+                                break;
+                        }
+                        t->st.images_compiled += !j->from_cache;
+                        it->rows = j->rows;
+                        it->n_host = j->n;
+                        t->host_rows += j->n;
+                        j->rows = NULL;
+                        break;
+                }
+                unwind_job_free(j);
+                j = next;
+        }
+}
+
+/* Queues the compile of m's file (data/size: the vDSO's image). */
+static int submit(struct unwind_tables *t, struct image_table *it, const struct proc_info *p, const struct pmap *m,
+                  const uint8_t *data, size_t size, uint64_t heat) {
+        struct unwind_job *j = calloc(1, sizeof(*j));
+        if (!j)
                 return -ENOMEM;
-        struct image_table e = { .dev = dev, .inode = inode };
-        int r = compile_into(t, data, size, &e);
-        if (r == -ENOSPC)
-                return r;
-        if (r < 0)
-                t->st.images_refused++;
-        t->img[t->n_img] = e;
-        *ret = &t->img[t->n_img++];
+        *j = (struct unwind_job) { .dev = it->dev, .inode = it->inode, .fd = -EBADF, .data = data, .size = size,
+                                   .max_rows = t->n_rows / IMAGE_SHARE, .heat = heat };
+        if (!data) {
+                j->fd = proc_table_open_file(t->sym->procs, p->pid, m->path);
+                if (j->fd < 0) {
+                        int r = j->fd;
+                        free(j);
+                        return r;
+                }
+        }
+        it->job = j;
+        it->error = 0;
+        unwind_compiler_submit(t->compiler, j);
         return 0;
 }
 
-/* Fills t->entry for p; -ENOSPC when the array ran out of room. */
-static int fill_entry(struct unwind_tables *t, const struct proc_info *p) {
+/* The entry of the file (dev, inode), added when new. */
+static struct image_table *image_entry(struct unwind_tables *t, uint64_t dev, uint64_t inode) {
+        for (size_t k = 0; k < t->n_img; k++)
+                if (t->img[k].dev == dev && t->img[k].inode == inode)
+                        return &t->img[k];
+        if (GREEDY_REALLOC_MIN(t->img, t->cap_img, t->n_img + 1, 32) < 0)
+                return NULL;
+        t->img[t->n_img] = (struct image_table) { .dev = dev, .inode = inode, .error = -EAGAIN };
+        return &t->img[t->n_img++];
+}
+
+/* Fills t->entry for p: -EINPROGRESS while some file's table is being
+ * compiled, -ENOSPC when the array ran out of room. */
+static int fill_entry(struct unwind_tables *t, const struct proc_info *p, uint64_t heat) {
         struct bpfstack_uproc *u = &t->entry;
         memset(u, 0, sizeof(*u));
+        bool waiting = false;
         for (size_t k = 0; k < p->maps.n; k++) {
                 const struct pmap *m = &p->maps.v[k];
                 if (!(m->prot & 4 /* PROT_EXEC */))
                         continue;
-                const uint8_t *data = NULL;
+                const uint8_t *vdso = NULL;
                 size_t size = 0;
                 uint64_t vaddr, dev = 0, inode = 0;
                 if (strcmp(m->path, "[vdso]") == 0) {
                         /* Linked at 0, mapped whole: its first byte is vaddr 0. */
-                        if (!(data = own_vdso(&size)))
+                        if (!(vdso = own_vdso(&size)))
                                 continue;
                         vaddr = 0;
                 } else if (m->path[0] == '/') {
                         struct elf_image *img = symbolizer_image(t->sym, p, m);
                         if (!img || !elf_image_offset_to_vaddr(img, m->pgoff, &vaddr))
                                 continue;
-                        data = elf_image_data(img, &size);
                         dev = makedev(m->dev_major, m->dev_minor);
                         inode = m->inode;
                 } else
                         continue;
-                const struct image_table *it;
-                int r = image_table(t, data, size, dev, inode, &it);
-                if (r < 0)
-                        return r;
-                if (it->n == 0)
+                struct image_table *it = image_entry(t, dev, inode);
+                if (!it)
+                        return -ENOMEM;
+                if (it->job) {
+                        unwind_compiler_heat(t->compiler, it->job, heat);
+                        waiting = true;
                         continue;
+                }
+                if (!it->rows && it->error == -EAGAIN) {
+                        int r = submit(t, it, p, m, vdso, size, heat);
+                        if (r == -ENOMEM)
+                                return r;
+                        /* Not opened (the process went): left out of this
+                         * entry, tried again for the next process. */
+                        waiting |= r == 0;
+                        continue;
+                }
+                if (!it->rows)
+                        continue; /* refused */
+                if (!it->resident) {
+                        int r = place(t, it);
+                        if (r < 0)
+                                return r;
+                }
                 if (u->n == BPFSTACK_UNWIND_MAPS) {
                         t->st.maps_dropped++;
                         continue;
@@ -295,15 +336,15 @@ static int fill_entry(struct unwind_tables *t, const struct proc_info *p) {
                         .first_page = it->first_page, .n_pages = it->n_pages,
                 };
         }
-        return 0;
+        return waiting ? -EINPROGRESS : 0;
 }
 
-int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p) {
-        int r = fill_entry(t, p);
+int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p, uint64_t heat) {
+        int r = fill_entry(t, p, heat);
         if (r == -ENOSPC) {
                 /* Room for this process at least, after the others go. */
                 reset(t);
-                r = fill_entry(t, p);
+                r = fill_entry(t, p, heat);
         }
         if (r < 0)
                 return r;

@@ -2,13 +2,15 @@
 #pragma once
 
 /* The unwind tables linux.bpf_stack's BPF walker reads (bpfstack.bpf.c):
- * each executable file a sampled process maps is compiled once
- * (profiling/cfi-table.h) into a run of rows in the unwind_rows array,
+ * each executable file a sampled process maps is compiled once, off the
+ * event loop (unwind-compiler.h), and its rows are kept here and copied
+ * into a run of the unwind_rows array,
  * shared by every process mapping the same file; a process's entry in
  * unwind_procs lists its mappings with the run of each. Rows are
  * allocated one after the other; when the array is full, every table and
  * process entry is dropped and processes get theirs again as they are
- * sampled (counted as a reset). One thread. */
+ * sampled (counted as a reset), from the rows kept (no compile again).
+ * One file takes at most a quarter of the array. Called from one thread. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -27,20 +29,32 @@ struct unwind_stats {
         uint64_t procs_failed;   /* entries not written: the process map full */
         uint64_t maps_dropped;   /* mappings left out of an entry: more than BPFSTACK_UNWIND_MAPS */
         uint64_t resets;         /* the row array filled up and was emptied */
-        uint64_t compile_us;     /* time spent compiling tables */
+        uint64_t images_compiled; /* files compiled */
+        uint64_t images_cached;   /* files whose rows came from the cache on disk */
+        uint64_t cache_us;        /* time spent reading them */
+        uint64_t cache_errors;    /* tables compiled but not stored */
+        uint64_t compile_us;      /* time spent compiling tables (by the worker thread) */
+        uint64_t compile_max_us;  /* the longest compile */
 };
 
 /* rows_fd: the unwind_rows array (BPF_F_MMAPABLE) of n_rows rows;
  * pages_fd: the unwind_pages array (same) of n_pages entries; procs_fd:
- * the unwind_procs hash. All stay the caller's. */
+ * the unwind_procs hash. All stay the caller's. cache_dir: where compiled
+ * tables are kept across recordings (unwind-cache.h), or NULL. */
 int unwind_tables_new(int rows_fd, uint32_t n_rows, int pages_fd, uint32_t n_pages, int procs_fd,
-                      struct symbolizer *sym, struct unwind_tables **ret);
+                      struct symbolizer *sym, const char *cache_dir, struct unwind_tables **ret);
 void unwind_tables_free(struct unwind_tables *t);
 
-/* Writes p's entry: a table for each executable file mapping (compiled
- * when its file is new). 0 also when no mapping has one (the entry is
- * then empty, and walks of p stop at once instead of asking again);
+/* Writes p's entry: a table for each executable file mapping. 0 also
+ * when no mapping has one (the entry is then empty, and walks of p stop at
+ * once instead of asking again); -EINPROGRESS while files of p are being
+ * compiled (queued with heat, p's samples waiting: ask again later);
  * -ENOSPC when the process map is full; -ENOMEM. */
-int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p);
+int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p, uint64_t heat);
+/* Readable when compiled tables wait to be taken in (a source for the
+ * event loop: then unwind_tables_poll, and the loads waiting for them). */
+int unwind_tables_fd(const struct unwind_tables *t);
+/* Takes in the tables the worker compiled since the last call. */
+void unwind_tables_poll(struct unwind_tables *t);
 
 void unwind_tables_stats(const struct unwind_tables *t, struct unwind_stats *ret);
