@@ -168,8 +168,10 @@ if [ "${1:-}" = --readers ]; then
         rounds=${2:-3}
         loops=${LOOPS:-1000000}
         BIN=${PERFETTO_BIN_DIR:-}
-        readers="mmap read"
-        if [ -n "$BIN" ] && [ -x "$BIN/traced" ] && [ -x "$BIN/traced_probes" ] && [ -x "$BIN/perfetto" ]; then
+        readers=${READERS:-mmap read}
+        if [ -n "${READERS:-}" ]; then
+                :
+        elif [ -n "$BIN" ] && [ -x "$BIN/traced" ] && [ -x "$BIN/traced_probes" ] && [ -x "$BIN/perfetto" ]; then
                 readers="$readers up"
         else
                 echo "PERFETTO_BIN_DIR names no upstream traced, traced_probes and perfetto: upstream is not measured" >&2
@@ -199,7 +201,7 @@ if [ "${1:-}" = --readers ]; then
                         "$(awk -v r="$r" '$2 == r { print $10 }' "$work/rows" | stats)" \
                         "$(awk -v r="$r" '$2 == r { print $3 }' "$work/rows" | stats)"
         done
-        if [ -n "$BIN" ]; then
+        if echo " $readers " | grep -q " up "; then
                 for r in mmap read; do
                         awk -v r="$r" '$2 == r { o[$1] = $9; p[$1] = $8 } $2 == "up" { u[$1] = $9; q[$1] = $8 }
                                 END { for (k in o) if (k in u) printf "%s %.3f %.3f\n", r, o[k] / u[k], p[k] / q[k] }' \
