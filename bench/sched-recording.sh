@@ -14,11 +14,24 @@
 #
 #   ../bench/sched-recording.sh --readers [ROUNDS] (default: 3)
 # compares instead the ftrace plugin's two readers of the kernel's ring
-# buffers, the mapping (TRACED_FTRACE_READ=mmap) and read(), alternating
-# ROUNDS times: `perf bench sched pipe -l 1000000`, unlimited, recorded
-# with compact sched, 8 MiB per CPU, into a 256 MiB DISCARD buffer; the CPU
-# time the plugin host and traced spent meanwhile (utime+stime from
-# /proc/PID/stat), per million events.
+# buffers, the mapping (TRACED_FTRACE_READ=mmap) and read(), and, when
+# PERFETTO_BIN_DIR names upstream Perfetto's binaries, upstream's traced +
+# traced_probes + perfetto CLI, in the same rounds (each round reverses the
+# order of the one before): `perf bench sched pipe -l LOOPS` (1000000),
+# recorded with compact sched, 8 MiB per CPU, into a 256 MiB DISCARD
+# buffer. Per run: the producer's CPU time while the workload runs and its
+# events drain (utime+stime from /proc/PID/stat: our plugin host, or
+# traced_probes), the service's until the consumer has read the trace and
+# left (traced's supervisor and core, or upstream's traced), the
+# consumer's whole life (tracectl or perfetto, by time(1)); per million
+# events, the producer alone and all three; bytes per event; events the
+# kernel lost. A trace with fewer than 2 events per loop fails the
+# benchmark. Then min/median/max per reader over the rounds, and ours
+# against upstream round by round. Environment: LOOPS; SHARE (percent of
+# one CPU for the workload, e.g. 10 for an idle-ish rate; default
+# unlimited); READERS (a subset of "mmap read up"); PROFILE_HOST=DIR (a
+# `perf record -g` of each producer during the workload, its report in
+# DIR/profile-READER.txt).
 # Not part of make check.
 set -eu
 
