@@ -14,11 +14,24 @@
 #
 #   ../bench/sched-recording.sh --readers [ROUNDS] (default: 3)
 # compares instead the ftrace plugin's two readers of the kernel's ring
-# buffers, the mapping (TRACED_FTRACE_READ=mmap) and read(), alternating
-# ROUNDS times: `perf bench sched pipe -l 1000000`, unlimited, recorded
-# with compact sched, 8 MiB per CPU, into a 256 MiB DISCARD buffer; the CPU
-# time the plugin host and traced spent meanwhile (utime+stime from
-# /proc/PID/stat), per million events.
+# buffers, the mapping (TRACED_FTRACE_READ=mmap) and read(), and, when
+# PERFETTO_BIN_DIR names upstream Perfetto's binaries, upstream's traced +
+# traced_probes + perfetto CLI, in the same rounds (each round reverses the
+# order of the one before): `perf bench sched pipe -l LOOPS` (1000000),
+# recorded with compact sched, 8 MiB per CPU, into a 256 MiB DISCARD
+# buffer. Per run: the producer's CPU time while the workload runs and its
+# events drain (utime+stime from /proc/PID/stat: our plugin host, or
+# traced_probes), the service's until the consumer has read the trace and
+# left (traced's supervisor and core, or upstream's traced), the
+# consumer's whole life (tracectl or perfetto, by time(1)); per million
+# events, the producer alone and all three; bytes per event; events the
+# kernel lost. A trace with fewer than 2 events per loop fails the
+# benchmark. Then min/median/max per reader over the rounds, and ours
+# against upstream round by round. Environment: LOOPS; SHARE (percent of
+# one CPU for the workload, e.g. 10 for an idle-ish rate; default
+# unlimited); READERS (a subset of "mmap read up"); PROFILE_HOST=DIR (a
+# `perf record -g` of each producer during the workload, its report in
+# DIR/profile-READER.txt).
 # Not part of make check.
 set -eu
 
@@ -42,74 +55,104 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
-run_reader() { # round reader(mmap|read)
-        rm -f "$work/r.pftrace"
-        TRACED_BENCH_LOG_LEVEL=info traced_start linux.ftrace env TRACED_FTRACE_READ="$2"
-        host=""
-        core=$tpid # the supervisor and the service core, a child of it
-        for p in $(pgrep -P $tpid); do
-                if tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'ftrace\.so'; then
-                        host=$p
-                elif ! tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'plugin-host'; then
-                        core="$core $p"
-                fi
-        done
-        [ -n "$host" ] || { echo "no plugin host runs ftrace.so" >&2; cat "$work/traced.log" >&2; exit 1; }
+# The text config every reader records: the one of issue #39, which
+# upstream's perfetto CLI takes as it is.
+readers_config() {
         printf '%s\n' 'buffers { size_kb: 262144 fill_policy: DISCARD }' \
                 'data_sources { config { name: "linux.ftrace" ftrace_config {' \
                 '  ftrace_events: "sched/sched_switch" ftrace_events: "sched/sched_waking"' \
                 '  compact_sched { enabled: true } buffer_size_kb: 8192 } } }' \
                 'duration_ms: 600000' >"$work/readers.cfg"
-        spawn "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/readers.cfg" -o "$work/r.pftrace" \
-                --no-summary >/dev/null 2>&1
+}
+
+# The workload of one --readers run: perf bench sched pipe -l $loops, in
+# the CPU cgroup when a share is set (the idle-ish rate).
+readers_workload() {
+        # shellcheck disable=SC2016 # expanded by that sh
+        spawn sh -c '[ -n "$1" ] && echo $$ >"$1/cgroup.procs"; exec perf bench sched pipe -l "$2"' \
+                sh "$cg" "$loops" >/dev/null 2>&1
+        spawn_wait "$spawned_pid" || true
+}
+
+run_reader() { # round reader(mmap|read|up)
+        rm -f "$work/r.pftrace"
+        host=""
+        core=""
+        if [ "$2" = up ]; then
+                # Upstream: traced (service), traced_probes (producer), perfetto (consumer).
+                rm -f "$work"/*.sock
+                spawn env PERFETTO_PRODUCER_SOCK_NAME="$work/p.sock" PERFETTO_CONSUMER_SOCK_NAME="$work/c.sock" \
+                        "$BIN/traced" >"$work/up-traced.log" 2>&1
+                tpid=$spawned_pid
+                spawn env PERFETTO_PRODUCER_SOCK_NAME="$work/p.sock" "$BIN/traced_probes" >"$work/up-probes.log" 2>&1
+                ppid_=$spawned_pid
+                sleep 1
+                core=$tpid
+                host=$ppid_
+                spawn /usr/bin/time -f "%U %S" -o "$work/consumer.time" \
+                        env PERFETTO_CONSUMER_SOCK_NAME="$work/c.sock" "$BIN/perfetto" --txt -c "$work/readers.cfg" \
+                        -o "$work/r.pftrace" >"$work/up-cli.log" 2>&1
+        else
+                TRACED_BENCH_LOG_LEVEL=info traced_start linux.ftrace env TRACED_FTRACE_READ="$2"
+                core=$tpid # the supervisor and the service core, a child of it
+                for p in $(pgrep -P $tpid); do
+                        if tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'ftrace\.so'; then
+                                host=$p
+                        elif ! tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'plugin-host'; then
+                                core="$core $p"
+                        fi
+                done
+                [ -n "$host" ] || { echo "no plugin host runs ftrace.so" >&2; cat "$work/traced.log" >&2; exit 1; }
+                spawn /usr/bin/time -f "%U %S" -o "$work/consumer.time" \
+                        "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/readers.cfg" \
+                        -o "$work/r.pftrace" --no-summary >/dev/null 2>&1
+        fi
         cpid=$spawned_pid
         sleep 1
         h0=$(ticks_of_pids "$host")
         t0=$(ticks_of_pids $core)
-        spawn perf bench sched pipe -l 1000000 >/dev/null 2>&1
-        spawn_wait "$spawned_pid" || true
+        [ -n "${PROFILE_HOST:-}" ] && spawn perf record -g -q -o "$work/profile-$2.data" -p "$host" >/dev/null 2>&1 &&
+                prof=$spawned_pid
+        readers_workload
         sleep 0.5 # a drain period and more
         h1=$(ticks_of_pids "$host")
-        t1=$(ticks_of_pids $core)
-        kill -INT $cpid
+        if [ -n "${PROFILE_HOST:-}" ]; then
+                kill -INT "$prof"
+                spawn_wait "$prof" || true
+                perf report -i "$work/profile-$2.data" --no-children 2>/dev/null | grep -v '^$' | head -60 \
+                        >"$PROFILE_HOST/profile-$2.txt"
+        fi
+        # The consumer ends the session and reads the buffer: the service's
+        # part of that is counted (t1 after the consumer is gone).
+        # (time(1) ignores SIGINT: the consumer is its child.)
+        pkill -INT -P "$cpid" || true
         spawn_wait $cpid || true
-        kill -TERM $tpid
-        spawn_wait $tpid || true
-        "$build/tracectl" summary "$work/r.pftrace" >"$work/summary.txt"
+        t1=$(ticks_of_pids $core)
+        c=$(tail -n 1 "$work/consumer.time" | awk -v hz="$(getconf CLK_TCK)" '{ printf "%d %d", $1 * hz, $2 * hz }')
+        spawn_stop
+        "$build/tracectl" summary "$work/r.pftrace" >"$work/summary.txt" 2>&1 || true
         ev=$(sed -n 's/^Ftrace events: *\([0-9]*\).*/\1/p' "$work/summary.txt")
-        # perf bench sched pipe -l 1000000 switches at least twice a loop:
-        # a trace with fewer events lost some or ran short, and its round
-        # is not a measure.
-        if [ "${ev:-0}" -lt 2000000 ]; then
-                echo "round $1 $2: only ${ev:-0} events in the trace (at least 2000000 expected)" >&2
+        lost=$(sed -n 's/^Kernel buffer: *\([0-9]*\) events overwritten.*/\1/p' "$work/summary.txt")
+        grep -q "kernel reported lost events" "$work/summary.txt" && lost="${lost:-0}+"
+        # perf bench sched pipe -l N switches at least twice a loop: a
+        # trace with fewer events lost some or ran short, and its round is
+        # not a measure.
+        if [ "${ev:-0}" -lt $((loops * 2)) ]; then
+                echo "round $1 $2: only ${ev:-0} events in the trace (at least $((loops * 2)) expected)" >&2
                 short_rounds=$((short_rounds + 1))
         fi
         paths=$(sed -n 's/^ *cpu[0-9]* .*(buffer \(.*\))$/\1/p' "$work/summary.txt" | sort | uniq -c | tr -s ' \n' ' ')
-        # round path events, host (user sys) and traced (user sys) before and
-        # after, ticks per second, bytes, readers...
-        echo "$1 $2 ${ev:-0} $h0 $h1 $t0 $t1 $(getconf CLK_TCK) $(stat -c %s "$work/r.pftrace") $paths" | awk '{
-                hu = ($6 - $4) / $12; hs = ($7 - $5) / $12; t = ($10 + $11 - $8 - $9) / $12
-                printf "%-5s %-5s %9d %7.2f %7.2f %7.2f %9.4f %9.4f %8.2f  ", $1, $2, $3, hu, hs, t,
-                        $3 ? (hu + hs) * 1e6 / $3 : 0, $3 ? (hu + hs + t) * 1e6 / $3 : 0, $3 ? $13 / $3 : 0
-                for (i = 14; i <= NF; i++) printf "%s ", $i
-                printf "\n" }'
+        # round path events, producer (user sys) and service (user sys)
+        # before and after, consumer (user sys), ticks per second, bytes, lost, readers...
+        echo "$1 $2 ${ev:-0} $h0 $h1 $t0 $t1 $c $(getconf CLK_TCK) $(stat -c %s "$work/r.pftrace") ${lost:-0} $paths" |
+                awk '{
+                hz = $14; hu = ($6 - $4) / hz; hs = ($7 - $5) / hz; t = ($10 + $11 - $8 - $9) / hz
+                cons = ($12 + $13) / hz
+                printf "%-5s %-5s %9d %7.2f %7.2f %7.2f %7.2f %9.4f %9.4f %8.2f %6s  ", $1, $2, $3, hu, hs, t, cons,
+                        $3 ? (hu + hs) * 1e6 / $3 : 0, $3 ? (hu + hs + t + cons) * 1e6 / $3 : 0, $3 ? $15 / $3 : 0, $16
+                for (i = 17; i <= NF; i++) printf "%s ", $i
+                printf "\n" }' | tee -a "$work/rows"
 }
-
-if [ "${1:-}" = --readers ]; then
-        rounds=${2:-3}
-        printf "%-5s %-5s %9s %7s %7s %7s %9s %9s %8s  %s\n" round path events host_u host_s traced \
-                host/Mev all/Mev bytes/ev "readers per CPU (tracectl summary)"
-        short_rounds=0
-        for round in $(seq "$rounds"); do
-                run_reader "$round" mmap
-                run_reader "$round" read
-        done
-        if [ "$short_rounds" -gt 0 ]; then
-                echo "sched-recording: $short_rounds run(s) recorded too few events: not a comparison" >&2
-                exit 1
-        fi
-        exit 0
-fi
 
 # A cgroup whose CPU share the runs set.
 if [ -f /sys/fs/cgroup/cgroup.controllers ] && grep -qw cpu /sys/fs/cgroup/cgroup.controllers; then
@@ -133,6 +176,59 @@ set_share() { # percent of one CPU, or max
                 if [ "$1" = max ]; then echo -1 >"$cg/cpu.cfs_quota_us"; else echo $(($1 * 1000)) >"$cg/cpu.cfs_quota_us"; fi
         fi
 }
+
+if [ "${1:-}" = --readers ]; then
+        rounds=${2:-3}
+        loops=${LOOPS:-1000000}
+        BIN=${PERFETTO_BIN_DIR:-}
+        readers=${READERS:-mmap read}
+        if [ -n "${READERS:-}" ]; then
+                :
+        elif [ -n "$BIN" ] && [ -x "$BIN/traced" ] && [ -x "$BIN/traced_probes" ] && [ -x "$BIN/perfetto" ]; then
+                readers="$readers up"
+        else
+                echo "PERFETTO_BIN_DIR names no upstream traced, traced_probes and perfetto: upstream is not measured" >&2
+        fi
+        set_share "${SHARE:-max}"
+        readers_config
+        echo "workload: perf bench sched pipe -l $loops, CPU share ${SHARE:-max} (% of one CPU); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+        printf "%-5s %-5s %9s %7s %7s %7s %7s %9s %9s %8s %6s  %s\n" round path events prod_u prod_s service consumer \
+                prod/Mev all/Mev bytes/ev lost "readers per CPU (tracectl summary)"
+        short_rounds=0
+        : >"$work/rows"
+        for round in $(seq "$rounds"); do
+                # Rounds alternate the order of the readers.
+                order=$readers
+                [ $((round % 2)) -eq 0 ] && order=$(echo "$readers" | tr ' ' '\n' | tac | tr '\n' ' ')
+                for r in $order; do
+                        run_reader "$round" "$r"
+                done
+        done
+        echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+        echo "min/median/max over $rounds rounds:"
+        printf "%-5s %-24s %-24s %-20s %s\n" path "prod CPU-s/Mev" "all CPU-s/Mev" bytes/ev events
+        for r in $readers; do
+                printf "%-5s %-24s %-24s %-20s %s\n" "$r" \
+                        "$(awk -v r="$r" '$2 == r { print $8 }' "$work/rows" | stats)" \
+                        "$(awk -v r="$r" '$2 == r { print $9 }' "$work/rows" | stats)" \
+                        "$(awk -v r="$r" '$2 == r { print $10 }' "$work/rows" | stats)" \
+                        "$(awk -v r="$r" '$2 == r { print $3 }' "$work/rows" | stats)"
+        done
+        if echo " $readers " | grep -q " up "; then
+                for r in mmap read; do
+                        awk -v r="$r" '$2 == r { o[$1] = $9; p[$1] = $8 } $2 == "up" { u[$1] = $9; q[$1] = $8 }
+                                END { for (k in o) if (k in u) printf "%s %.3f %.3f\n", r, o[k] / u[k], p[k] / q[k] }' \
+                                "$work/rows" >"$work/ratio-$r"
+                        printf "ours(%s)/upstream, round by round, min/median/max: all %s, producer %s\n" "$r" \
+                                "$(cut -d' ' -f2 "$work/ratio-$r" | stats)" "$(cut -d' ' -f3 "$work/ratio-$r" | stats)"
+                done
+        fi
+        if [ "$short_rounds" -gt 0 ]; then
+                echo "sched-recording: $short_rounds run(s) recorded too few events: not a comparison" >&2
+                exit 1
+        fi
+        exit 0
+fi
 
 workload() { # perf bench sched pipe in the cgroup for $duration seconds
         # shellcheck disable=SC2016 # expanded by that sh

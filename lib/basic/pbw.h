@@ -33,3 +33,19 @@ void pbw_string(struct pbw *w, uint32_t field, const char *s);
 void pbw_message(struct pbw *w, uint32_t field, const struct pbw *sub);
 /* Encodes v as a varint into p (at least 10 bytes); returns its length. */
 size_t pbw_put_varint(uint8_t *p, uint64_t v);
+
+/* pbw_raw_varint, inline when the buffer has room: for loops that append
+ * a few varints per record (packed columns). */
+static inline void pbw_raw_varint_inline(struct pbw *w, uint64_t v) {
+        if (w->cap - w->len < 10) {
+                pbw_raw_varint(w, v);
+                return;
+        }
+        uint8_t *p = w->buf + w->len;
+        while (v >= 0x80) {
+                *p++ = (uint8_t) (v | 0x80);
+                v >>= 7;
+        }
+        *p++ = (uint8_t) v;
+        w->len = (size_t) (p - w->buf);
+}

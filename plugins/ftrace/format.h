@@ -42,3 +42,6 @@ const struct format_field *format_field(const struct event_format *f, const char
 int64_t format_read_int(const struct format_field *f, const uint8_t *rec, size_t len);
 /* Copies a string field into buf (NUL-terminated, truncated). */
 void format_read_str(const struct format_field *f, const uint8_t *rec, size_t len, char *buf, size_t size);
+/* A task name (char[16]) into comm: what format_read_str gives into 16
+ * bytes, the rest zero. Cheap for the fixed arrays of sched events. */
+void format_read_comm(const struct format_field *f, const uint8_t *rec, size_t len, char comm[16]);

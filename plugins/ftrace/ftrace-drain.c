@@ -42,9 +42,12 @@ void ftrace_drain_init(struct ftrace_session *s) {
 }
 
 /* The index of comm (16 bytes, zero-padded) in the bundle's table of
- * names, added if new. */
-static uint32_t intern(struct ftrace_session *s, const char *comm) {
-        size_t i = fnv1a32(comm, strnlen(comm, 16)) & (INTERN_SLOTS - 1);
+ * names, added if new. Hashed as two words: this runs for every event. */
+static uint32_t intern(struct ftrace_session *s, const char comm[16]) {
+        uint64_t a, b;
+        memcpy(&a, comm, 8);
+        memcpy(&b, comm + 8, 8);
+        size_t i = hash_u64(a ^ (b * UINT64_C(0x9e3779b97f4a7c15))) & (INTERN_SLOTS - 1);
         for (;; i = (i + 1) & (INTERN_SLOTS - 1)) {
                 int16_t k = s->intern_slots[i];
                 if (k < 0)
@@ -83,28 +86,28 @@ static void compact_reset(struct ftrace_session *s) {
 /* sched_switch and sched_waking as columns: a few bytes per event. */
 static bool compact_add(struct ftrace_session *s, const struct event_format *f, uint64_t ts, const uint8_t *rec,
                         size_t len) {
-        char comm[16] = {};
+        char comm[16];
         if (f == s->switch_fmt) {
-                format_read_str(s->sw_next_comm, rec, len, comm, sizeof(comm));
-                pbw_raw_varint(&s->sw_ts, ts - s->sw_last_ts);
+                format_read_comm(s->sw_next_comm, rec, len, comm);
+                pbw_raw_varint_inline(&s->sw_ts, ts - s->sw_last_ts);
                 s->sw_last_ts = ts;
-                pbw_raw_varint(&s->sw_state, (uint64_t) format_read_int(s->sw_prev_state, rec, len));
+                pbw_raw_varint_inline(&s->sw_state, (uint64_t) format_read_int(s->sw_prev_state, rec, len));
                 int64_t next_pid = format_read_int(s->sw_next_pid, rec, len);
-                pbw_raw_varint(&s->sw_pid, (uint64_t) next_pid);
-                pbw_raw_varint(&s->sw_prio, (uint64_t) format_read_int(s->sw_next_prio, rec, len));
-                pbw_raw_varint(&s->sw_comm, intern(s, comm));
+                pbw_raw_varint_inline(&s->sw_pid, (uint64_t) next_pid);
+                pbw_raw_varint_inline(&s->sw_prio, (uint64_t) format_read_int(s->sw_next_prio, rec, len));
+                pbw_raw_varint_inline(&s->sw_comm, intern(s, comm));
                 return true;
         }
         if (f == s->waking_fmt) {
-                format_read_str(s->wk_comm_f, rec, len, comm, sizeof(comm));
-                pbw_raw_varint(&s->wk_ts, ts - s->wk_last_ts);
+                format_read_comm(s->wk_comm_f, rec, len, comm);
+                pbw_raw_varint_inline(&s->wk_ts, ts - s->wk_last_ts);
                 s->wk_last_ts = ts;
                 int64_t pid = format_read_int(s->wk_pid_f, rec, len);
-                pbw_raw_varint(&s->wk_pid, (uint64_t) pid);
-                pbw_raw_varint(&s->wk_cpu, (uint64_t) format_read_int(s->wk_cpu_f, rec, len));
-                pbw_raw_varint(&s->wk_prio, (uint64_t) format_read_int(s->wk_prio_f, rec, len));
-                pbw_raw_varint(&s->wk_comm, intern(s, comm));
-                pbw_raw_varint(&s->wk_flags, f->common_flags_offset >= 0 && (size_t) f->common_flags_offset < len
+                pbw_raw_varint_inline(&s->wk_pid, (uint64_t) pid);
+                pbw_raw_varint_inline(&s->wk_cpu, (uint64_t) format_read_int(s->wk_cpu_f, rec, len));
+                pbw_raw_varint_inline(&s->wk_prio, (uint64_t) format_read_int(s->wk_prio_f, rec, len));
+                pbw_raw_varint_inline(&s->wk_comm, intern(s, comm));
+                pbw_raw_varint_inline(&s->wk_flags, f->common_flags_offset >= 0 && (size_t) f->common_flags_offset < len
                                                      ? rec[f->common_flags_offset]
                                                      : 0);
                 return true;
