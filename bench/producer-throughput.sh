@@ -58,8 +58,14 @@ BIN=${PERFETTO_BIN_DIR:-}
 work=$(mktemp -d /tmp/traced-tput-XXXXXX)
 cleanup() {
         spawn_stop
-        lttng destroy tput >/dev/null 2>&1 || true
-        [ -n "${sessiond:-}" ] && kill "$sessiond" 2>/dev/null || true
+        lttng --no-sessiond destroy tput >/dev/null 2>&1 || true
+        # Gone before the script ends: a run started right after this one
+        # would otherwise take the dying daemon for one it may use.
+        if [ -n "${sessiond:-}" ]; then
+                kill "$sessiond" 2>/dev/null || true
+                for _ in $(seq 50); do kill -0 "$sessiond" 2>/dev/null || break; sleep 0.1; done
+                ! kill -0 "$sessiond" 2>/dev/null || kill -KILL "$sessiond" 2>/dev/null || true
+        fi
         [ -n "${KEEP:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -162,21 +168,23 @@ run_lttng() {
         drop_caches
         local per_cpu=$(( 32 / $(nproc) ))
         [ "$per_cpu" -ge 4 ] || per_cpu=4
-        lttng create tput --output="$d/lttng" >/dev/null || die "lttng create failed"
-        lttng enable-channel -u --buffers-uid --subbuf-size=4M --num-subbuf=$((per_cpu / 4)) \
+        # --no-sessiond everywhere: the lttng client would otherwise start
+        # a daemon of its own when none runs, and nothing would stop it.
+        lttng --no-sessiond create tput --output="$d/lttng" >/dev/null || die "lttng create failed"
+        lttng --no-sessiond enable-channel -u --buffers-uid --subbuf-size=4M --num-subbuf=$((per_cpu / 4)) \
                 --blocking-timeout=inf ch >/dev/null || die "lttng enable-channel failed"
-        lttng enable-event -u -c ch 'traced_bench:*' >/dev/null || die "lttng enable-event failed"
-        lttng start >/dev/null || die "lttng start failed"
+        lttng --no-sessiond enable-event -u -c ch 'traced_bench:*' >/dev/null || die "lttng enable-event failed"
+        lttng --no-sessiond start >/dev/null || die "lttng start failed"
         local lpids before after
         lpids=$(pgrep -d ' ' -f 'lttng-(sessiond|consumerd)' || true)
         # shellcheck disable=SC2086
         before=$(cpu_of_pids $lpids)
         LTTNG_UST_ALLOW_BLOCKING=1 /usr/bin/time -f "%U %S" -o "$d/writer.time" \
                 "$work/blob-writer" "$packets" "$size" 2>"$d/writer.log" || die "blob-writer failed"
-        lttng stop >"$d/stop.log" 2>&1 || die "lttng stop failed"
+        lttng --no-sessiond stop >"$d/stop.log" 2>&1 || die "lttng stop failed"
         # shellcheck disable=SC2086
         after=$(cpu_of_pids $lpids)
-        lttng destroy >/dev/null
+        lttng --no-sessiond destroy >/dev/null
         local secs lost bytes
         secs=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' "$d/writer.log")
         lost=$(sed -n 's/.* \([0-9][0-9]*\) events* discarded.*/\1/p' "$d/stop.log" | head -n 1)
