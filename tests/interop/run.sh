@@ -46,6 +46,9 @@ OURS_HOST="$TOP_BUILDDIR/traced-plugin-host"
 OURS_PLUGINS="$TOP_BUILDDIR/plugins/.libs"
 OURS_TRACECTL="$TOP_BUILDDIR/tracectl"
 OURS_PRODUCER="$TOP_BUILDDIR/example-producer"
+# Our .proto files, for configs that use our own fields (protoc encodes
+# them for upstream's perfetto, whose text parser does not know them).
+TOP_SRCDIR=${TOP_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 
 PIDS=() # what the running pairing started: each a process group's leader
 NAMES=()
@@ -801,6 +804,131 @@ EOF
         fi
 }
 
+# Upstream's perfetto CLI against our traced with the sources of our
+# sysstats and journald plugins: sys_stats (meminfo, vmstat, stat at
+# 100 ms), system_info and systemd_journald (a journald of the pairing's
+# own, in a journal namespace, written to with logger during the
+# recording). trace_processor must show the MemFree and cpu.times
+# counters, a named CPU per online CPU, the logger entry in its logs with
+# log_source systemd_journald, and no error stats.
+JOURNALD=/lib/systemd/systemd-journald
+pair_cli_system_sources() {
+        local name="upstream perfetto sys_stats+system_info+journald -> our traced"
+        selected "$name" || return 0
+        needs perfetto trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_PLUGINS/sysstats.so" \
+                "ours:$OURS_PLUGINS/journald.so" "ours:$JOURNALD" || { skip_missing "$name"; return; }
+        if ! command -v protoc >/dev/null || ! command -v logger >/dev/null; then
+                result "$name" SKIP "needs protoc and logger"
+                return
+        fi
+        local d ns tag
+        d=$(pairing_dir)
+        ns="tracedinterop$$"
+        tag="interop-$$-$RANDOM"
+        rm -rf "/run/systemd/journal.$ns"
+        start "$d" journald "$JOURNALD" "$ns"
+        wait_socket "/run/systemd/journal.$ns/dev-log" ||
+                { result "$name" FAIL "journald (namespace $ns) made no socket"; stop_all; return; }
+        cli_traced "$d" || { result "$name" FAIL "our traced: no sockets"; stop_all; return; }
+        sleep 1
+        cat >"$d/cfg.txt" <<EOF
+buffers { size_kb: 32768 }
+data_sources { config { name: "linux.sys_stats" sys_stats_config {
+        meminfo_period_ms: 100 vmstat_period_ms: 100 stat_period_ms: 100 } } }
+data_sources { config { name: "linux.system_info" } }
+data_sources { config { name: "linux.systemd_journald" journald_config { journal_namespace: "$ns" } } }
+duration_ms: 4000
+EOF
+        protoc --encode=perfetto.protos.TraceConfig -I "$TOP_SRCDIR/protos" \
+                "$TOP_SRCDIR/protos/perfetto/config/trace_config.proto" <"$d/cfg.txt" >"$d/cfg" ||
+                { result "$name" FAIL "protoc could not encode the config"; stop_all; return; }
+        ( sleep 2; logger -u "/run/systemd/journal.$ns/dev-log" -t "$tag" -p user.warning "interop entry" ) &
+        local writer=$!
+        cli "$d" perfetto -c "$d/cfg" -o "$d/trace"
+        local st=$?
+        wait "$writer"
+        stop_all
+        local j
+        for j in "/run/systemd/journal.$ns" /run/log/journal/*".$ns" /var/log/journal/*".$ns"; do
+                [ -e "$j" ] && rm -rf "$j"
+        done
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "perfetto exited $st: $(tail -n 2 "$d/perfetto.log" | tr '\n' ' ')"
+                return
+        fi
+        local free user named online logs bad
+        free=$(tp_num "$d/trace" "select count(*) from counter join counter_track t on counter.track_id = t.id
+                                  where t.name = 'MemFree' and value > 0")
+        user=$(tp_num "$d/trace" "select count(*) from counter join counter_track t on counter.track_id = t.id
+                                  where t.name = 'cpu.times.user_ns'")
+        named=$(tp_num "$d/trace" "select count(*) from cpu where processor is not null and processor != ''")
+        online=$(getconf _NPROCESSORS_ONLN)
+        logs=$(tp_num "$d/trace" "select count(*) from logs where tag = '$tag' and msg = 'interop entry'
+                                  and log_source = 'systemd_journald' and prio = 4")
+        bad=$(bad_stats "$d/trace" "")
+        if [ "$free" -lt 10 ] || [ "$user" -lt 10 ]; then
+                result "$name" FAIL "trace_processor: $free MemFree and $user cpu.times.user_ns values"
+        elif [ "$named" -ne "$online" ]; then
+                result "$name" FAIL "trace_processor: $named named CPUs, $online online"
+        elif [ "$logs" -ne 1 ]; then
+                result "$name" FAIL "trace_processor: $logs journald rows of the logger entry (1 expected)"
+        elif [ -n "$bad" ]; then
+                result "$name" FAIL "trace_processor: $bad"
+        else
+                result "$name" PASS "$free MemFree, $user cpu.times.user_ns values, $named CPUs named, the journald entry"
+        fi
+}
+
+# Upstream's SDK examples (the C++ SDK's example_system_wide, the C SDK's
+# example_shlib_track_event) as producers into our traced, recorded by
+# tracectl with a track_event config: the slices each writes, the C SDK's
+# counters and flows, no error stats and no packet the service refused.
+pair_sdk_examples_tracectl() {
+        local name="upstream SDK examples -> our traced + tracectl"
+        selected "$name" || return 0
+        needs example_system_wide example_shlib_track_event trace_processor_shell "ours:$OURS_TRACED" \
+                "ours:$OURS_TRACECTL" || { skip_missing "$name"; return; }
+        local d
+        d=$(pairing_dir)
+        start "$d" traced "$OURS_TRACED" --producer-socket="$d/p" --consumer-socket="$d/c" \
+                --plugin-dir="$OURS_PLUGINS" --plugin-host="$OURS_HOST" --log-target=stderr
+        wait_socket "$d/p" || { result "$name" FAIL "our traced: no producer socket"; stop_all; return; }
+        start "$d" sw sh -c "cd '$BIN' && PERFETTO_PRODUCER_SOCK_NAME='$d/p' exec timeout 30 ./example_system_wide"
+        start "$d" shlib sh -c "cd '$BIN' && PERFETTO_PRODUCER_SOCK_NAME='$d/p' exec timeout 30 ./example_shlib_track_event"
+        sleep 2
+        cat >"$d/cfg" <<EOF
+buffers { size_kb: 16384 }
+data_sources { config { name: "track_event" track_event_config { enabled_categories: "*" } } }
+duration_ms: 4000
+EOF
+        run_fg timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt -o "$d/trace" >"$d/tracectl.log" 2>&1
+        local st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                return
+        fi
+        local game players counters flows invalid bad
+        game=$(tp_num "$d/trace" "select count(*) from slice where name = 'DrawGame'")
+        players=$(tp_num "$d/trace" "select count(distinct display_value) from slice join args using (arg_set_id)
+                                     where slice.name = 'DrawPlayer' and args.key = 'debug.player_number'")
+        counters=$(tp_num "$d/trace" "select count(*) from counter")
+        flows=$(tp_num "$d/trace" "select count(*) from flow")
+        invalid=$(sed -n 's/.* \([0-9][0-9]*\) invalid packets.*/\1/p' "$d/tracectl.log" | tail -n 1)
+        bad=$(bad_stats "$d/trace" "")
+        if [ "$game" -lt 1 ] || [ "$players" -ne 2 ]; then
+                result "$name" FAIL "example_system_wide: $game DrawGame slices, $players DrawPlayer players (2 expected)"
+        elif [ "$counters" -lt 1 ] || [ "$flows" -lt 1 ]; then
+                result "$name" FAIL "example_shlib_track_event: $counters counter values, $flows flows"
+        elif [ "${invalid:-0}" != 0 ]; then
+                result "$name" FAIL "the service refused $invalid packets (tracectl summary)"
+        elif [ -n "$bad" ]; then
+                result "$name" FAIL "trace_processor: $bad"
+        else
+                result "$name" PASS "DrawGame, DrawPlayer x2, $counters counter values, $flows flows"
+        fi
+}
+
 # record_ours DIR NAME: tracectl records DIR/cfg from our traced on DIR/c
 # into DIR/trace, then everything started is stopped; when that failed,
 # NAME is reported as failed and 1 returned.
@@ -1383,6 +1511,8 @@ pair_ours_to_trace_processor
 pair_perf_to_ours
 pair_perf_plugin_to_trace_processor
 pair_sysstats_to_trace_processor
+pair_cli_system_sources
+pair_sdk_examples_tracectl
 pair_relay_to_ours 1
 pair_relay_to_ours 4
 pair_our_producers_behind_relay
