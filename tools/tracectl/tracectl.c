@@ -61,8 +61,9 @@ static bool cmdline_serves(const char *pid, const char *path) {
         return !names_socket && strncmp(path, "/run/traced/", 12) == 0;
 }
 
-/* Whether a traced process runs that will listen at path (one started a
- * moment ago may not yet). */
+/* Whether a traced process (or the systemd-socket-activate that will
+ * start one) runs that will listen at path (one started a moment ago may
+ * not yet). */
 static bool traced_starting_at(const char *path) {
         DIR *d = opendir("/proc");
         if (!d)
@@ -79,7 +80,10 @@ static bool traced_starting_at(const char *path) {
                 if (fgets(comm, sizeof(comm), f))
                         comm[strcspn(comm, "\n")] = '\0';
                 fclose(f);
-                found = (strcmp(comm, "traced") == 0 || strcmp(comm, "lt-traced") == 0) &&
+                /* systemd-socket-activate (its comm cut to 15 characters)
+                 * binds the sockets itself, then execs traced. */
+                found = (strcmp(comm, "traced") == 0 || strcmp(comm, "lt-traced") == 0 ||
+                         strcmp(comm, "systemd-socket-") == 0) &&
                         cmdline_serves(e->d_name, path);
         }
         closedir(d);
