@@ -93,17 +93,23 @@ static const char *task_name(const struct profile_task *t) {
         return t->sampled ? name_history_at(&t->names, t->last_sample_ts) : name_history_last(&t->names);
 }
 
-void profile_task_sampled(struct profile *p, int32_t pid, int32_t tid, bool have_ts, uint64_t ts, bool cut) {
-        struct profile_task *t[2] = { task_get(p, true, pid, true), task_get(p, false, tid, true) };
-        if (t[0]) {
-                t[0]->stacks++;
-                t[0]->stacks_cut += cut;
+static void task_mark_sampled(struct profile_task *t, bool have_ts, uint64_t ts) {
+        if (t && have_ts && (!t->sampled || ts > t->last_sample_ts)) {
+                t->last_sample_ts = ts;
+                t->sampled = true;
         }
-        for (size_t i = 0; i < 2 && have_ts; i++)
-                if (t[i] && (!t[i]->sampled || ts > t[i]->last_sample_ts)) {
-                        t[i]->last_sample_ts = ts;
-                        t[i]->sampled = true;
-                }
+}
+
+/* One task at a time: task_get() may move p->tasks, so a pointer from one
+ * call does not outlive the next. */
+void profile_task_sampled(struct profile *p, int32_t pid, int32_t tid, bool have_ts, uint64_t ts, bool cut) {
+        struct profile_task *t = task_get(p, true, pid, true);
+        if (t) {
+                t->stacks++;
+                t->stacks_cut += cut;
+        }
+        task_mark_sampled(t, have_ts, ts);
+        task_mark_sampled(task_get(p, false, tid, true), have_ts, ts);
 }
 
 const char *profile_process_name(const struct profile *p, int32_t pid) {
