@@ -168,9 +168,16 @@ struct demand {
 
 static void spawn_named_child(void *userdata) {
         struct demand *d = userdata;
+        /* The child has its name from birth (inherited, then ours put
+         * back): renamed after the fork, a drain that ran before the child
+         * did (a loaded machine) described it with our name. */
+        char own[16] = "";
+        prctl(PR_GET_NAME, own);
+        prctl(PR_SET_NAME, CHILD_NAME);
         d->child = fork();
+        if (d->child != 0)
+                prctl(PR_SET_NAME, own);
         if (d->child == 0) {
-                prctl(PR_SET_NAME, CHILD_NAME);
                 busy_ms(100);
                 usleep(200000);
                 _exit(0);
