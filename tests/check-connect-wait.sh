@@ -37,6 +37,12 @@ chmod +x "$dir/bin/systemd-socket-activate"
 "$dir/bin/systemd-socket-activate" -l "$dir/producer.sock" -l "$dir/consumer.sock" --fdname=producer:consumer \
         "$builddir/traced" --no-plugins --log-target=stderr >"$dir/traced.log" 2>&1 &
 activator=$!
+# Until the activator runs as itself (a forked shell not yet exec'd is not a
+# service being started).
+for _ in $(seq 100); do
+        [ "$(cat "/proc/$activator/comm" 2>/dev/null)" = systemd-socket- ] && break
+        sleep 0.05
+done
 if ! "$builddir/tracectl" --socket "$dir/consumer.sock" query >"$dir/query.out" 2>"$dir/query.err"; then
         echo "FAIL: tracectl query did not wait for the service being started:"
         cat "$dir/query.err"

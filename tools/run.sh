@@ -47,7 +47,13 @@ finish() {
         rm -rf "$run"
 }
 trap finish EXIT
-# tracectl waits for the socket, and record for the plugin's data sources.
+# The activator binds the sockets a moment after it starts (tracectl waits
+# for a starting service it can see, but not for one still being forked);
+# record waits for the plugin's data sources.
+for _ in $(seq 100); do
+        [ -S "$run/consumer.sock" ] && break
+        sleep 0.1
+done
 echo "== tracectl query"
 ./tracectl --socket "$run/consumer.sock" query >/dev/null
 for _ in $(seq 100); do
