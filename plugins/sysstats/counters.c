@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "basic/alloc.h"
 #include "basic/hash.h"
 #include "basic/macro.h"
 #include "counters.h"
@@ -65,6 +67,11 @@ oom:
 
 void key_set_done(struct key_set *s) {
         hashmap_clear(&s->by_hash);
+        free(s->lines);
+        free(s->names);
+        s->lines = NULL;
+        s->names = NULL;
+        s->n_lines = s->cap_lines = s->n_names = s->cap_names = 0;
 }
 
 uint32_t key_set_find(const struct key_set *s, const char *key, size_t n) {
@@ -74,4 +81,35 @@ uint32_t key_set_find(const struct key_set *s, const char *key, size_t n) {
         /* A 64-bit hash collision with an unselected key is checked away. */
         const char *k = s->name((uint32_t) id);
         return strncmp(k, key, n) == 0 && k[n] == '\0' ? (uint32_t) id : 0;
+}
+
+int key_set_line(struct key_set *s, size_t i, const char *key, size_t n, uint32_t *ret_id) {
+        if (i < s->n_lines) {
+                const struct key_line *l = &s->lines[i];
+                if (l->len == n && memcmp(s->names + l->off, key, n) == 0) {
+                        *ret_id = l->id;
+                        return 0;
+                }
+                /* The layout changed from here on (a kernel that added a
+                 * key, or a hand-made text): relearn the rest. */
+                s->n_names = s->lines[i].off;
+                s->n_lines = i;
+        }
+        *ret_id = key_set_find(s, key, n);
+        if (i != s->n_lines || n > UINT32_MAX - s->n_names)
+                return 0;
+        if (GREEDY_REALLOC(s->lines, s->cap_lines, s->n_lines + 1) < 0 ||
+            GREEDY_REALLOC(s->names, s->cap_names, s->n_names + n) < 0)
+                return -ENOMEM;
+        memcpy(s->names + s->n_names, key, n);
+        s->lines[s->n_lines++] = (struct key_line) { .off = (uint32_t) s->n_names, .len = (uint32_t) n, .id = *ret_id };
+        s->n_names += n;
+        return 0;
+}
+
+void key_set_end(struct key_set *s, size_t n) {
+        if (n < s->n_lines) {
+                s->n_names = s->lines[n].off;
+                s->n_lines = n;
+        }
 }

@@ -27,9 +27,24 @@
 const char *meminfo_key_name(uint32_t id);
 const char *vmstat_key_name(uint32_t id);
 
+/* A line of the last text parsed: its key (at names + off, len bytes) and
+ * the counter it selects (0: none). */
+struct key_line {
+        uint32_t off;
+        uint32_t len;
+        uint32_t id;
+};
+
 struct key_set {
         struct hashmap by_hash; /* FNV-1a of the key -> counter number */
         const char *(*name)(uint32_t id);
+        /* The keys of the last text, in order: the kernel writes these
+         * files in the same order every time, so the next text is matched
+         * line by line against them and looked up only where it differs. */
+        struct key_line *lines;
+        size_t n_lines, cap_lines;
+        char *names;
+        size_t n_names, cap_names;
 };
 
 /* Selects the counters in ids (n of them; n == 0: every counter). Numbers
@@ -40,3 +55,11 @@ void key_set_done(struct key_set *s);
 /* The number of the counter named by the n bytes at key, 0 when it is not
  * selected. */
 uint32_t key_set_find(const struct key_set *s, const char *key, size_t n);
+/* Line i of the next text starts with key (n bytes): its counter (0 when
+ * not selected), from the last text's line i when the key is the same,
+ * else looked up and remembered for line i (lines after i are forgotten).
+ * -ENOMEM when it cannot be remembered (the counter is still returned in
+ * *ret_id). */
+int key_set_line(struct key_set *s, size_t i, const char *key, size_t n, uint32_t *ret_id);
+/* The text just parsed had n lines. */
+void key_set_end(struct key_set *s, size_t n);

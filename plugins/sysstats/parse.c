@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <errno.h>
 #include <string.h>
 
 #include "parse.h"
@@ -65,49 +66,65 @@ static bool word_is(const struct word *w, const char *lit) {
         return w->n == n && memcmp(w->s, lit, n) == 0;
 }
 
-/* A {key = 1, value = 2} entry (MeminfoValue, VmstatValue, InterruptCount). */
-static void key_value(struct pbw *out, struct pbw *item, uint32_t field, uint64_t key, uint64_t value) {
-        pbw_reset(item);
-        pbw_varint(item, 1, key);
-        pbw_varint(item, 2, value);
-        pbw_message(out, field, item);
+/* A {key = 1, value = 2} entry (MeminfoValue, VmstatValue, InterruptCount),
+ * written in one piece: there are hundreds of them per poll. */
+static void key_value(struct pbw *out, uint32_t field, uint64_t key, uint64_t value) {
+        uint8_t b[2 + 1 + 10 + 1 + 10];
+        size_t n = 2;
+        b[n++] = 1u << 3;
+        n += pbw_put_varint(b + n, key);
+        b[n++] = 2u << 3;
+        n += pbw_put_varint(b + n, value);
+        b[0] = (uint8_t) (field << 3 | 2u); /* fields below 16: a one-byte tag */
+        b[1] = (uint8_t) (n - 2);           /* at most 22: a one-byte length */
+        pbw_raw(out, b, n);
 }
 
-/* "key[:] value ..." lines whose key the set selects. */
-static size_t parse_keyed(const char *buf, size_t len, const struct key_set *keys, bool colon, uint32_t field,
-                          struct pbw *out, struct pbw *item) {
-        struct cursor c = { buf, buf + len }, line;
-        size_t n = 0;
-        while (next_line(&c, &line)) {
-                struct word k, v;
-                if (!next_word(&line, &k) || !next_word(&line, &v))
+/* "key[:] value ..." lines whose key the set selects. The key of each line
+ * is checked against the same line of the last text (key_set_line), so a
+ * steady poll neither hashes nor looks up. */
+static size_t parse_keyed(const char *buf, size_t len, struct key_set *keys, bool colon, uint32_t field,
+                          struct pbw *out) {
+        const char *p = buf, *end = buf + len;
+        char delim = colon ? ':' : ' ';
+        size_t n = 0, i = 0;
+        while (p < end) {
+                const char *nl = memchr(p, '\n', (size_t) (end - p));
+                const char *e = nl ? nl : end;
+                const char *k = p;
+                p = nl ? nl + 1 : end;
+                while (k < e && is_space(*k))
+                        k++;
+                const char *d = memchr(k, delim, (size_t) (e - k));
+                if (!d || d == k)
                         continue;
-                if (colon) {
-                        if (k.s[k.n - 1] != ':')
-                                continue;
-                        k.n--;
-                }
-                uint32_t id = key_set_find(keys, k.s, k.n);
-                if (id == 0)
+                uint32_t id;
+                if (key_set_line(keys, i++, k, (size_t) (d - k), &id) < 0 && out->error == 0)
+                        out->error = -ENOMEM;
+                const char *v = d + 1;
+                while (v < e && is_space(*v))
+                        v++;
+                if (id == 0 || v == e) /* not selected, or no value */
                         continue;
-                key_value(out, item, field, id, word_u64(&v));
+                key_value(out, field, id, parse_u64(v, (size_t) (e - v)));
                 n++;
         }
+        key_set_end(keys, i);
         return n;
 }
 
-size_t parse_meminfo(const char *buf, size_t len, const struct key_set *keys, struct pbw *out, struct pbw *item) {
-        return parse_keyed(buf, len, keys, true, SYS_STATS_MEMINFO, out, item);
+size_t parse_meminfo(const char *buf, size_t len, struct key_set *keys, struct pbw *out) {
+        return parse_keyed(buf, len, keys, true, SYS_STATS_MEMINFO, out);
 }
 
-size_t parse_vmstat(const char *buf, size_t len, const struct key_set *keys, struct pbw *out, struct pbw *item) {
-        return parse_keyed(buf, len, keys, false, SYS_STATS_VMSTAT, out, item);
+size_t parse_vmstat(const char *buf, size_t len, struct key_set *keys, struct pbw *out) {
+        return parse_keyed(buf, len, keys, false, SYS_STATS_VMSTAT, out);
 }
 
 /* "intr TOTAL N0 N1 ..." or "softirq TOTAL N0 ...": the total, then one
  * InterruptCount per number (with skip_zero, only those not 0). */
 static void interrupt_counts(struct cursor *line, uint32_t total_field, uint32_t field, bool skip_zero,
-                             struct pbw *out, struct pbw *item) {
+                             struct pbw *out) {
         struct word w;
         if (!next_word(line, &w))
                 return;
@@ -116,10 +133,7 @@ static void interrupt_counts(struct cursor *line, uint32_t total_field, uint32_t
                 uint64_t v = word_u64(&w);
                 if (v == 0 && skip_zero)
                         continue;
-                pbw_reset(item);
-                pbw_varint(item, 1, (uint64_t) (int64_t) irq);
-                pbw_varint(item, 2, v);
-                pbw_message(out, field, item);
+                key_value(out, field, (uint64_t) (int64_t) irq, v);
         }
 }
 
@@ -143,10 +157,9 @@ size_t parse_stat(const char *buf, size_t len, uint32_t mask, uint64_t ns_per_ti
                         pbw_message(out, SYS_STATS_CPU_STAT, item);
                         cpus++;
                 } else if ((mask & (1u << STAT_IRQ_COUNTS)) && word_is(&k, "intr"))
-                        interrupt_counts(&line, SYS_STATS_NUM_IRQ_TOTAL, SYS_STATS_NUM_IRQ, true, out, item);
+                        interrupt_counts(&line, SYS_STATS_NUM_IRQ_TOTAL, SYS_STATS_NUM_IRQ, true, out);
                 else if ((mask & (1u << STAT_SOFTIRQ_COUNTS)) && word_is(&k, "softirq"))
-                        interrupt_counts(&line, SYS_STATS_NUM_SOFTIRQ_TOTAL, SYS_STATS_NUM_SOFTIRQ, false, out,
-                                         item);
+                        interrupt_counts(&line, SYS_STATS_NUM_SOFTIRQ_TOTAL, SYS_STATS_NUM_SOFTIRQ, false, out);
                 else if ((mask & (1u << STAT_FORK_COUNT)) && word_is(&k, "processes")) {
                         struct word v;
                         if (next_word(&line, &v))

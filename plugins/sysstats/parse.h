@@ -4,9 +4,10 @@
 /*
  * Parsers of the /proc files linux.sys_stats polls. Each takes the file's
  * text (buf, len; need not be NUL-terminated) and appends its fields to
- * out, a SysStats message under construction; item is a scratch writer for
- * the nested messages. Neither is allocated once their buffers have grown
- * to a poll's size, so a steady poll allocates nothing. Lines the parser
+ * out, a SysStats message under construction; item, where a parser takes
+ * one, is a scratch writer for nested messages. Neither is allocated once
+ * their buffers have grown to a poll's size, so a steady poll allocates
+ * nothing. Lines the parser
  * does not recognise are skipped; each returns the number of entries (or
  * values) it appended.
  */
@@ -54,9 +55,9 @@ enum {
 };
 
 /* /proc/meminfo ("MemFree:  123 kB"): the selected keys, in kB. */
-size_t parse_meminfo(const char *buf, size_t len, const struct key_set *keys, struct pbw *out, struct pbw *item);
+size_t parse_meminfo(const char *buf, size_t len, struct key_set *keys, struct pbw *out);
 /* /proc/vmstat ("nr_free_pages 123"). */
-size_t parse_vmstat(const char *buf, size_t len, const struct key_set *keys, struct pbw *out, struct pbw *item);
+size_t parse_vmstat(const char *buf, size_t len, struct key_set *keys, struct pbw *out);
 /* /proc/stat: per-CPU times (in ns, from ticks of ns_per_tick), interrupt
  * and softirq counts, forks, as mask (bits 1 << STAT_*) selects. Returns
  * the number of CPU lines. */

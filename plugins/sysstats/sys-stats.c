@@ -74,9 +74,9 @@ static void poll_once(struct ss_session *ss) {
         uint64_t begin = sysstats_now_ns();
         pbw_reset(st);
         if (due(ss, SRC_MEMINFO) && (text = read_file(ss, F_MEMINFO, &len)))
-                parse_meminfo(text, len, &ss->meminfo, st, it);
+                parse_meminfo(text, len, &ss->meminfo, st);
         if (due(ss, SRC_VMSTAT) && (text = read_file(ss, F_VMSTAT, &len)))
-                parse_vmstat(text, len, &ss->vmstat, st, it);
+                parse_vmstat(text, len, &ss->vmstat, st);
         if (due(ss, SRC_STAT) && (text = read_file(ss, F_STAT, &len)))
                 parse_stat(text, len, ss->cfg.stat_mask, ss->ns_per_tick, st, it);
         if (due(ss, SRC_DEVFREQ))

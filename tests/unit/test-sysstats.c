@@ -84,7 +84,7 @@ Test(sysstats, meminfo_all_counters_by_the_kernels_key) {
         struct key_set keys;
         load(DATA "meminfo");
         cr_assert_eq(key_set_init(&keys, false, NULL, 0, NULL), 0);
-        size_t n = parse_meminfo(text, text_len, &keys, &out, &item);
+        size_t n = parse_meminfo(text, text_len, &keys, &out);
         key_set_done(&keys);
         decode();
         cr_assert_eq(n, st->n_meminfo);
@@ -106,7 +106,7 @@ Test(sysstats, meminfo_selected_counters_only) {
         load(DATA "meminfo");
         cr_assert_eq(key_set_init(&keys, false, ids, 3, &unknown), 0);
         cr_assert_eq(unknown, 1);
-        cr_assert_eq(parse_meminfo(text, text_len, &keys, &out, &item), 2);
+        cr_assert_eq(parse_meminfo(text, text_len, &keys, &out), 2);
         key_set_done(&keys);
         decode();
         cr_assert_eq(st->meminfo[0]->key, PERFETTO__PROTOS__MEMINFO_COUNTERS__MEMINFO_MEM_FREE);
@@ -130,7 +130,7 @@ Test(sysstats, vmstat_keys_come_from_the_proto) {
                         cr_assert_not_null(meminfo_key_name((uint32_t) d->values[i].value), "%s", d->values[i].name);
         load(DATA "vmstat");
         cr_assert_eq(key_set_init(&keys, true, NULL, 0, NULL), 0);
-        size_t n = parse_vmstat(text, text_len, &keys, &out, &item);
+        size_t n = parse_vmstat(text, text_len, &keys, &out);
         key_set_done(&keys);
         decode();
         cr_assert_gt(n, 40);
@@ -209,11 +209,44 @@ Test(sysstats, diskstats_fields_by_position) {
         cr_assert_not(st->disk_stat[5]->has_flush_count);
 }
 
+/* The keys of one text are remembered by line: a second text in the same
+ * layout is matched line by line, and one whose layout changed (a key
+ * added, one gone, two swapped) is still read by key. */
+Test(sysstats, meminfo_layout_remembered_and_relearned) {
+        static const char *const texts[] = {
+                "MemTotal:  100 kB\nMemFree:  50 kB\nFoo:  7 kB\nCached:  9 kB\n",
+                "MemTotal:  101 kB\nMemFree:  51 kB\nFoo:  8 kB\nCached:  10 kB\n",
+                "MemTotal:  102 kB\nBar:  1 kB\nMemFree:  52 kB\nCached:  11 kB\n",
+                "MemFree:  53 kB\nMemTotal:  103 kB\n",
+                "MemFree:  54 kB\nMemTotal:  104 kB\nCached:  12 kB\n",
+        };
+        static const uint64_t want[][3] = { /* MemTotal, MemFree, Cached */
+                { 100, 50, 9 }, { 101, 51, 10 }, { 102, 52, 11 }, { 103, 53, 0 }, { 104, 54, 12 },
+        };
+        struct key_set keys;
+        cr_assert_eq(key_set_init(&keys, false, NULL, 0, NULL), 0);
+        for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
+                pbw_reset(&out);
+                size_t n = parse_meminfo(texts[t], strlen(texts[t]), &keys, &out);
+                decode();
+                cr_assert_eq(n, want[t][2] ? 3 : 2, "text %zu: %zu values", t, n);
+                cr_assert_eq(meminfo_value(PERFETTO__PROTOS__MEMINFO_COUNTERS__MEMINFO_MEM_TOTAL), want[t][0]);
+                cr_assert_eq(meminfo_value(PERFETTO__PROTOS__MEMINFO_COUNTERS__MEMINFO_MEM_FREE), want[t][1]);
+                if (want[t][2])
+                        cr_assert_eq(meminfo_value(PERFETTO__PROTOS__MEMINFO_COUNTERS__MEMINFO_CACHED), want[t][2]);
+                perfetto__protos__sys_stats__free_unpacked(st, NULL);
+                st = NULL;
+                /* Every line, counter or not, is remembered. */
+                cr_assert_eq(keys.n_lines, want[t][2] ? (t < 3 ? 4u : 3u) : 2u, "text %zu: %zu lines", t, keys.n_lines);
+        }
+        key_set_done(&keys);
+}
+
 Test(sysstats, truncated_and_garbage_input) {
         const char junk[] = "MemFree:\nMemTotal: x kB\n:\n\n\nprocesses\nintr\nsome total=\nNode\n 1 2";
         struct key_set keys;
         cr_assert_eq(key_set_init(&keys, false, NULL, 0, NULL), 0);
-        parse_meminfo(junk, sizeof(junk) - 1, &keys, &out, &item);
+        parse_meminfo(junk, sizeof(junk) - 1, &keys, &out);
         parse_stat(junk, sizeof(junk) - 1, UINT32_MAX, 1, &out, &item);
         parse_psi(junk, sizeof(junk) - 1, PSI_CPU_SOME, &out, &item);
         parse_buddyinfo(junk, sizeof(junk) - 1, &out, &item);
