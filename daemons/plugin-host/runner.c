@@ -248,6 +248,12 @@ int plugin_runner_start(struct plugin_runner *r, sd_event *event, int socket_fd,
                 .socket_path = socket_path,
                 .name = producer_name,
                 .smb_size_hint = 4u * 1024u * 1024u,
+                /* Pages of 32 KiB, as upstream's traced_probes asks for:
+                 * a poller's packets fill a chunk in several ticks rather
+                 * than one, so it commits (and wakes the service) several
+                 * times less often; fewer chunk headers per byte for the
+                 * busy plugins. */
+                .page_size_hint = 32u * 1024u,
                 .socket_fd = socket_fd,
                 .flags = socket_fd >= 0 ? TRACED_PRODUCER_SOCKET_FD : 0,
         };
