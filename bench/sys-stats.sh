@@ -8,11 +8,15 @@
 #             host
 #   upstream: PERFETTO_BIN_DIR's traced and traced_probes (skipped with a
 #             note when unset); measured: traced_probes
+#   floor:    bench/sys-stats-floor.c, which only wakes every PERIOD ms and
+#             reads the three files, doing nothing with them: what the
+#             kernel charges any poller for producing their text
 #
 # Both are recorded by this build's tracectl. CPU is utime + stime from
 # /proc of the measured process, between the start and the end of the
-# recording, in ms of CPU per second recorded; over ROUNDS rounds (min /
-# median / max), then the ratio of the medians.
+# recording, in ms of CPU per second recorded (the floor's from its own
+# getrusage); over ROUNDS rounds, each round running the tools in another
+# order (min / median / max), then the ratios of the medians.
 #
 # Run as root from a build directory:
 #   [PERFETTO_BIN_DIR=DIR] ../bench/sys-stats.sh
@@ -45,9 +49,10 @@ data_sources { config { name: "linux.sys_stats" sys_stats_config {
   meminfo_period_ms: $period vmstat_period_ms: $period stat_period_ms: $period } } }
 CFG
 
-peers="traced"
+make -C "$build" bench/sys-stats-floor >/dev/null || { echo "cannot build bench/sys-stats-floor" >&2; exit 2; }
+peers="traced floor"
 if [ -n "$BIN" ] && [ -x "$BIN/traced" ] && [ -x "$BIN/traced_probes" ]; then
-        peers="traced upstream"
+        peers="traced upstream floor"
 elif [ -n "$BIN" ]; then
         echo "PERFETTO_BIN_DIR holds no traced and traced_probes: upstream is not measured"
 else
@@ -70,6 +75,10 @@ run() {
         local which=$1 d="$work/$1" measured
         rm -rf "$d"
         mkdir "$d"
+        if [ "$which" = floor ]; then
+                echo "$("$build/bench/sys-stats-floor" "$period" "$duration") $((duration * 1000 / period))"
+                return
+        fi
         if [ "$which" = traced ]; then
                 spawn "$build/traced" --producer-socket="$d/p" --consumer-socket="$d/c" --plugin-dir="$work/plugins" \
                         --plugin-host="$build/traced-plugin-host" --log-level=warning 2>"$d/traced.log"
@@ -96,18 +105,25 @@ run() {
 }
 
 echo "sys_stats: meminfo, vmstat, stat (all counters) every $period ms for ${duration}s; $rounds rounds; $(nproc) CPUs"
+for p in $peers; do : >"$work/$p.rows"; done
+r=0
+order=$peers
+while [ $r -lt "$rounds" ]; do
+        for p in $order; do
+                run "$p" >>"$work/$p.rows"
+        done
+        # The next round starts with the tool this one started second.
+        order="$(echo "$order" | cut -d' ' -f2-) $(echo "$order" | cut -d' ' -f1)"
+        r=$((r + 1))
+done
 printf "%-9s %-28s %s\n" tool "CPU ms/s min/median/max" "SysStats packets min/median/max"
 for p in $peers; do
-        : >"$work/$p.rows"
-        r=0
-        while [ $r -lt "$rounds" ]; do
-                run "$p" >>"$work/$p.rows"
-                r=$((r + 1))
-        done
         printf "%-9s %-28s %s\n" "$p" "$(cut -d' ' -f1 "$work/$p.rows" | stats)" "$(cut -d' ' -f2 "$work/$p.rows" | stats)"
 done
-if [ "$peers" = "traced upstream" ]; then
-        ours=$(cut -d' ' -f1 "$work/traced.rows" | stats | cut -d/ -f2)
-        theirs=$(cut -d' ' -f1 "$work/upstream.rows" | stats | cut -d/ -f2)
-        echo "$ours $theirs" | awk '{ if ($2 > 0) printf "CPU, traced / upstream traced_probes (medians): %.2f\n", $1 / $2 }'
+median() { cut -d' ' -f1 "$work/$1.rows" | stats | cut -d/ -f2; }
+ratio() { echo "$1 $2" | awk -v t="$3" '{ if ($2 > 0) printf "%s: %.2f\n", t, $1 / $2 }'; }
+ratio "$(median traced)" "$(median floor)" "CPU, traced / floor (medians)"
+if [ "$peers" = "traced upstream floor" ]; then
+        ratio "$(median traced)" "$(median upstream)" "CPU, traced / upstream traced_probes (medians)"
+        ratio "$(median floor)" "$(median upstream)" "CPU, floor / upstream traced_probes (medians): the least any poller could reach"
 fi
