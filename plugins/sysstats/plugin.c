@@ -62,7 +62,7 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
         if (strcmp(ds, "linux.sys_stats") == 0)
                 r = sys_stats_start(pl, id, cfg, n);
         else if (strcmp(ds, "linux.system_info") == 0)
-                r = system_info_start(pl, id);
+                r = system_info_start(pl, id, cfg, n);
         else if (strcmp(ds, "linux.sysfs_power") == 0)
                 r = power_start(pl, id);
         if (r < 0 && r != -EINVAL)

@@ -35,7 +35,7 @@ int sys_stats_start(struct sysstats_plugin *pl, uint64_t id, const uint8_t *conf
 bool sys_stats_stop(struct sysstats_plugin *pl, uint64_t id);
 void sys_stats_free_all(struct sysstats_plugin *pl);
 
-int system_info_start(struct sysstats_plugin *pl, uint64_t id);
+int system_info_start(struct sysstats_plugin *pl, uint64_t id, const uint8_t *config, size_t size);
 bool system_info_stop(struct sysstats_plugin *pl, uint64_t id);
 void system_info_free_all(struct sysstats_plugin *pl);
 

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* linux.system_info: the CpuInfo packet, once, when the instance starts. */
+/* linux.system_info: the CpuInfo packet, once, when the instance starts;
+ * with SystemInfoConfig.irq_names, an InterruptInfo packet too. */
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "basic/pbr.h"
 #include "basic/pbw.h"
 #include "cpuinfo.h"
 #include "files.h"
+#include "interrupts.h"
 #include "sysstats.h"
 
 static void si_free(struct sysstats_instance *si) {
@@ -21,7 +24,40 @@ static void si_free(struct sysstats_instance *si) {
         free(si);
 }
 
-int system_info_start(struct sysstats_plugin *pl, uint64_t id) {
+/* DataSourceConfig.system_info_config (119).irq_names (1). */
+static bool want_irq_names(const uint8_t *config, size_t size) {
+        struct pbr_field sc, f;
+        if (!pbr_get(config, size, 119, false, &sc) || sc.wire_type != 2)
+                return false;
+        return pbr_get(sc.data, sc.len, 1, false, &f) && f.wire_type == 0 && f.varint != 0;
+}
+
+/* The InterruptInfo packet (TracePacket field 130) of /proc/interrupts. */
+static void write_interrupts(struct sysstats_instance *si, uint64_t ts) {
+        struct sysstats_plugin *pl = si->pl;
+        struct read_buf rb = {};
+        struct pbw info = {}, pkt = {};
+        int fd = file_open("", "/proc/interrupts");
+        ssize_t n = fd < 0 ? fd : file_pread(fd, &rb);
+        if (fd >= 0)
+                close(fd);
+        int r = n < 0 ? (int) n : interrupts_write(rb.p, (size_t) n, &info);
+        if (r >= 0) {
+                pbw_varint(&pkt, 8, ts);
+                pbw_message(&pkt, 130, &info);
+                if (!pkt.error)
+                        (void) pl->api->write_packet(si->writer, pkt.buf, pkt.len);
+                plugin_log(pl, TRACED_LOG_INFO, "linux.system_info instance %llu: %d interrupt names",
+                           (unsigned long long) si->inst.id, r);
+        } else
+                plugin_log(pl, TRACED_LOG_WARNING, "linux.system_info instance %llu: /proc/interrupts: %s; no "
+                           "InterruptInfo", (unsigned long long) si->inst.id, strerror(-r));
+        read_buf_done(&rb);
+        pbw_done(&info);
+        pbw_done(&pkt);
+}
+
+int system_info_start(struct sysstats_plugin *pl, uint64_t id, const uint8_t *config, size_t size) {
         struct read_buf rb = {};
         struct pbw info = {}, pkt = {};
         struct sysstats_instance *si = calloc(1, sizeof(*si));
@@ -45,7 +81,6 @@ int system_info_start(struct sysstats_plugin *pl, uint64_t id) {
                 pbw_message(&pkt, 67, &info); /* TracePacket.cpu_info */
                 if (!pkt.error)
                         (void) pl->api->write_packet(si->writer, pkt.buf, pkt.len);
-                (void) pl->api->flush_writer(si->writer);
                 plugin_log(pl, TRACED_LOG_INFO, "linux.system_info instance %llu: %d CPUs described",
                            (unsigned long long) id, r);
         } else
@@ -54,6 +89,9 @@ int system_info_start(struct sysstats_plugin *pl, uint64_t id) {
         read_buf_done(&rb);
         pbw_done(&info);
         pbw_done(&pkt);
+        if (want_irq_names(config, size))
+                write_interrupts(si, ts);
+        (void) pl->api->flush_writer(si->writer);
         plugin_instance_add(&pl->system_info, &si->inst);
         return 0;
 }

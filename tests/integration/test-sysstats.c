@@ -53,12 +53,42 @@ static void note(struct sample *s, uint64_t v) {
 
 struct seen {
         unsigned sys_stats, cpu_info_packets, cpus, named_cpus, stat_samples, bad_cpu_samples;
+        unsigned interrupt_info_packets, irq_names, irq_names_not_listed;
         struct sample mem_free, anon_pages, pgfault, user_ns_cpu0;
         bool has_end;
 };
 
+/* Whether /proc/interrupts has a line "N:" ending with " name". */
+static bool irq_listed(uint32_t irq, const char *name) {
+        char line[4096], id[16];
+        bool found = false;
+        snprintf(id, sizeof(id), "%u:", irq);
+        FILE *f = fopen("/proc/interrupts", "re");
+        if (!f)
+                return false;
+        while (!found && fgets(line, sizeof(line), f)) {
+                char first[32];
+                line[strcspn(line, "\n")] = '\0';
+                size_t n = strlen(line), k = strlen(name);
+                found = sscanf(line, "%31s", first) == 1 && strcmp(first, id) == 0 && n > k &&
+                        strcmp(line + n - k, name) == 0 && line[n - k - 1] == ' ';
+        }
+        fclose(f);
+        return found;
+}
+
 static void check(const Perfetto__Protos__TracePacket *p, void *userdata) {
         struct seen *s = userdata;
+        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_INTERRUPT_INFO) {
+                s->interrupt_info_packets++;
+                for (size_t i = 0; i < p->interrupt_info->n_irq_mapping; i++) {
+                        const Perfetto__Protos__InterruptInfo__InterruptMapping *m = p->interrupt_info->irq_mapping[i];
+                        s->irq_names++;
+                        if (!m->name || !irq_listed(m->irq_id, m->name))
+                                s->irq_names_not_listed++;
+                }
+                return;
+        }
         if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_CPU_INFO) {
                 s->cpu_info_packets++;
                 s->cpus = (unsigned) p->cpu_info->n_cpus;
@@ -122,7 +152,7 @@ Test(sysstats, tracectl_records_counters_that_move_and_cpu_info) {
               "duration_ms: 3000\n"
               "data_sources { config { name: \"linux.sys_stats\" sys_stats_config {\n"
               "  meminfo_period_ms: 100 vmstat_period_ms: 100 stat_period_ms: 100 } } }\n"
-              "data_sources { config { name: \"linux.system_info\" } }\n",
+              "data_sources { config { name: \"linux.system_info\" system_info_config { irq_names: true } } }\n",
               f);
         cr_assert_eq(fclose(f), 0);
         char *argv[] = { (char *) TRACECTL_BINARY, (char *) "--socket", inst.consumer_path, (char *) "record",
@@ -164,6 +194,12 @@ Test(sysstats, tracectl_records_counters_that_move_and_cpu_info) {
         cr_assert_eq(s.cpu_info_packets, 1, "%u CpuInfo packets", s.cpu_info_packets);
         cr_assert_eq(s.cpus, (unsigned) sysconf(_SC_NPROCESSORS_ONLN), "CpuInfo has %u CPUs", s.cpus);
         cr_assert_eq(s.named_cpus, s.cpus);
+        /* irq_names: the interrupt lines by number, as the kernel names
+         * them (every machine has numbered lines: at least a timer's). */
+        cr_assert_eq(s.interrupt_info_packets, 1, "%u InterruptInfo packets", s.interrupt_info_packets);
+        cr_assert_geq(s.irq_names, 1);
+        cr_assert_eq(s.irq_names_not_listed, 0, "%u of %u interrupt names not in /proc/interrupts",
+                      s.irq_names_not_listed, s.irq_names);
 
         /* tracectl summary tells of both. */
         char so[512];

@@ -780,11 +780,11 @@ pair_sysstats_to_trace_processor() {
 buffers { size_kb: 16384 }
 data_sources { config { name: "linux.sys_stats" sys_stats_config {
         meminfo_period_ms: 100 vmstat_period_ms: 100 stat_period_ms: 100 } } }
-data_sources { config { name: "linux.system_info" } }
+data_sources { config { name: "linux.system_info" system_info_config { irq_names: true } } }
 duration_ms: 3000
 EOF
         record_ours "$d" "$name" || return
-        local free user cpus named bad online
+        local free user cpus named bad online irqs
         free=$(tp_num "$d/trace" "select count(*) from counter join counter_track t on counter.track_id = t.id
                                   where t.name = 'MemFree' and value > 0")
         user=$(tp_num "$d/trace" "select count(*) from counter join counter_track t on counter.track_id = t.id
@@ -792,15 +792,18 @@ EOF
         cpus=$(tp_num "$d/trace" "select count(*) from cpu")
         named=$(tp_num "$d/trace" "select count(*) from cpu where processor is not null and processor != ''")
         online=$(getconf _NPROCESSORS_ONLN)
+        irqs=$(tp_num "$d/trace" "select count(*) from _linux_interrupt_mapping where name is not null and name != ''")
         bad=$(bad_stats "$d/trace" "")
         if [ "$free" -lt 10 ] || [ "$user" -lt 10 ]; then
                 result "$name" FAIL "trace_processor: $free MemFree and $user cpu.times.user_ns values"
         elif [ "$named" -ne "$online" ] || [ "$cpus" -lt "$named" ]; then
                 result "$name" FAIL "trace_processor: $named named CPUs of $cpus, $online online"
+        elif [ "$irqs" -lt 1 ]; then
+                result "$name" FAIL "trace_processor: no interrupt names (irq_names)"
         elif [ -n "$bad" ]; then
                 result "$name" FAIL "trace_processor on our sys_stats trace: $bad"
         else
-                result "$name" PASS "$free MemFree values, $user cpu.times.user_ns values, $named CPUs named"
+                result "$name" PASS "$free MemFree values, $user cpu.times.user_ns values, $named CPUs named, $irqs interrupt names"
         fi
 }
 

@@ -18,6 +18,7 @@
 #include "counters.h"
 #include "cpuinfo.h"
 #include "files.h"
+#include "interrupts.h"
 #include "parse.h"
 #include "sys-stats.h"
 #include "sysfs.h"
@@ -27,6 +28,7 @@
 #include "perfetto/trace/power/battery_counters.pb-c.h"
 #include "perfetto/trace/sys_stats/sys_stats.pb-c.h"
 #include "perfetto/trace/system_info/cpu_info.pb-c.h"
+#include "perfetto/trace/system_info/interrupt_info.pb-c.h"
 
 #define DATA TEST_DATA_DIR "/sysstats/"
 
@@ -459,4 +461,52 @@ Test(sysstats, batteries_only_present_ones) {
         /* No power_supply at all: no battery, no error. */
         cr_assert_eq(battery_scan(&s, "/nonexistent-root"), 0);
         cr_assert_eq(s.n, 0);
+}
+
+static Perfetto__Protos__InterruptInfo *interrupts_of(const char *name, int want) {
+        load(name);
+        pbw_reset(&out);
+        cr_assert_eq(interrupts_write(text, text_len, &out), want, "%s", name);
+        Perfetto__Protos__InterruptInfo *ii = perfetto__protos__interrupt_info__unpack(NULL, out.len, out.buf);
+        cr_assert_not_null(ii, "the InterruptInfo written does not decode");
+        cr_assert_eq(ii->n_irq_mapping, (size_t) want);
+        return ii;
+}
+
+/* A VM's /proc/interrupts: the 19 numbered lines, named after their
+ * trigger word; the named lines (LOC, RES, ...) are not interrupt lines. */
+Test(sysstats, interrupt_names_x86) {
+        Perfetto__Protos__InterruptInfo *ii = interrupts_of(DATA "interrupts-x86", 19);
+        cr_assert_eq(ii->irq_mapping[0]->irq_id, 24);
+        cr_assert_str_eq(ii->irq_mapping[0]->name, "ACPI:Ged");
+        cr_assert_eq(ii->irq_mapping[3]->irq_id, 28);
+        cr_assert_str_eq(ii->irq_mapping[3]->name, "virtio0-config");
+        cr_assert_eq(ii->irq_mapping[18]->irq_id, 43);
+        cr_assert_str_eq(ii->irq_mapping[18]->name, "virtio3-event");
+        perfetto__protos__interrupt_info__free_unpacked(ii, NULL);
+}
+
+/* Four CPUs; a name of two words; a line whose trigger word is not one
+ * (its last word names it); a line with only a chip and one with nothing
+ * after its trigger (both skipped). */
+Test(sysstats, interrupt_names_arm) {
+        Perfetto__Protos__InterruptInfo *ii = interrupts_of(DATA "interrupts-arm", 4);
+        static const struct {
+                uint32_t irq;
+                const char *name;
+        } want[] = { { 11, "arch_timer" }, { 47, "gpio-keys: KEY_VOLUMEUP" }, { 200, "ufshcd" }, { 210, "panel" } };
+        for (size_t i = 0; i < 4; i++) {
+                cr_assert_eq(ii->irq_mapping[i]->irq_id, want[i].irq);
+                cr_assert_str_eq(ii->irq_mapping[i]->name, want[i].name);
+        }
+        perfetto__protos__interrupt_info__free_unpacked(ii, NULL);
+}
+
+Test(sysstats, interrupt_names_of_nothing) {
+        static const char *const junk[] = { "", "CPU0\n", "no header\n 1: 2 chip Edge x\n", "CPU0\n1:", "CPU0\n:\n 9x: 1 c Edge n\n",
+                                            "CPU0 CPU1\n 5: 1\n", "CPU0\n 99999999999: 1 c Edge n\n" };
+        for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+                pbw_reset(&out);
+                cr_assert_eq(interrupts_write(junk[i], strlen(junk[i]), &out), 0, "junk %zu", i);
+        }
 }

@@ -483,6 +483,9 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                 type = "cpu_info";
                 summary_add_cpu_info(s, p->cpu_info);
                 break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_INTERRUPT_INFO:
+                type = "interrupt_info";
+                break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_SERVICE_EVENT:
                 type = "service_event";
                 break;
