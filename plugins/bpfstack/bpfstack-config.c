@@ -1,21 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config-error.h"
 #include "bpfstack-config.h"
 #include "perfetto/config/data_source_config.pb-c.h"
-
-static int fail(char *err, size_t n, const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-        return -EINVAL;
-}
 
 static int parse_id(const char *v, uint32_t *ret) {
         char *end;
@@ -30,7 +22,7 @@ static int parse_id(const char *v, uint32_t *ret) {
 static int add_filter(struct bpfstack_config *c, const char *f, char *err, size_t en) {
         const char *eq = strchr(f, '=');
         if (!eq || eq == f || !eq[1])
-                return fail(err, en, "filter: \"%s\" is not KEY=VALUE (keys: pid, tid, comm, cgroup)", f);
+                return config_error(err, en, "filter: \"%s\" is not KEY=VALUE (keys: pid, tid, comm, cgroup)", f);
         size_t kl = (size_t) (eq - f);
         const char *v = eq + 1;
         if (kl == 3 && (!strncmp(f, "pid", 3) || !strncmp(f, "tid", 3))) {
@@ -38,30 +30,30 @@ static int add_filter(struct bpfstack_config *c, const char *f, char *err, size_
                 uint32_t *to = is_pid ? c->pids : c->tids;
                 size_t *n = is_pid ? &c->n_pids : &c->n_tids;
                 if (*n == BPFSTACK_MAX_PIDS)
-                        return fail(err, en, "filter: more than %u %.3s= entries", BPFSTACK_MAX_PIDS, f);
+                        return config_error(err, en, "filter: more than %u %.3s= entries", BPFSTACK_MAX_PIDS, f);
                 if (parse_id(v, &to[*n]) < 0)
-                        return fail(err, en, "filter: \"%s\": not a process id", f);
+                        return config_error(err, en, "filter: \"%s\": not a process id", f);
                 (*n)++;
                 return 0;
         }
         if (kl == 4 && !strncmp(f, "comm", 4)) {
                 if (c->n_comms == BPFSTACK_MAX_COMMS)
-                        return fail(err, en, "filter: more than %u comm= entries", BPFSTACK_MAX_COMMS);
+                        return config_error(err, en, "filter: more than %u comm= entries", BPFSTACK_MAX_COMMS);
                 if (strlen(v) >= BPFSTACK_COMM_LEN)
-                        return fail(err, en, "filter: \"%s\": a comm is at most %u characters", f,
+                        return config_error(err, en, "filter: \"%s\": a comm is at most %u characters", f,
                                     BPFSTACK_COMM_LEN - 1);
                 snprintf(c->comms[c->n_comms++], BPFSTACK_COMM_LEN, "%s", v);
                 return 0;
         }
         if (kl == 6 && !strncmp(f, "cgroup", 6)) {
                 if (c->cgroup[0])
-                        return fail(err, en, "filter: only one cgroup= entry");
+                        return config_error(err, en, "filter: only one cgroup= entry");
                 if (strlen(v) >= sizeof(c->cgroup))
-                        return fail(err, en, "filter: cgroup path too long");
+                        return config_error(err, en, "filter: cgroup path too long");
                 snprintf(c->cgroup, sizeof(c->cgroup), "%s", v);
                 return 0;
         }
-        return fail(err, en, "filter: unknown filter \"%.*s\" in \"%s\" (keys: pid, tid, comm, cgroup)", (int) kl, f,
+        return config_error(err, en, "filter: unknown filter \"%.*s\" in \"%s\" (keys: pid, tid, comm, cgroup)", (int) kl, f,
                     f);
 }
 
@@ -85,17 +77,17 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
         err[0] = '\0';
         Perfetto__Protos__DataSourceConfig *ds = perfetto__protos__data_source_config__unpack(NULL, size, buf);
         if (!ds)
-                return fail(err, en, "the DataSourceConfig does not decode");
+                return config_error(err, en, "the DataSourceConfig does not decode");
         const Perfetto__Protos__BpfStackConfig *b = ds->bpf_stack_config;
         if (b) {
                 if (b->base.n_unknown_fields > 0) {
-                        r = fail(err, en, "field %u: not a field of BpfStackConfig",
+                        r = config_error(err, en, "field %u: not a field of BpfStackConfig",
                                  b->base.unknown_fields[0].tag);
                         goto out;
                 }
                 if (b->has_frequency) {
                         if (b->frequency == 0 || b->frequency > BPFSTACK_MAX_FREQUENCY) {
-                                r = fail(err, en, "frequency: %u Hz is out of range (1..%u)", b->frequency,
+                                r = config_error(err, en, "frequency: %u Hz is out of range (1..%u)", b->frequency,
                                          BPFSTACK_MAX_FREQUENCY);
                                 goto out;
                         }
@@ -109,7 +101,7 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                         c.with_preempted = b->with_preempted;
                 if (b->has_min_blocked_us) {
                         if (b->min_blocked_us > UINT64_MAX / 1000) {
-                                r = fail(err, en, "min_blocked_us: too large");
+                                r = config_error(err, en, "min_blocked_us: too large");
                                 goto out;
                         }
                         c.min_blocked_ns = b->min_blocked_us * 1000;
@@ -120,7 +112,7 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                         c.user_frames = b->user_frames;
                 if (b->has_max_depth) {
                         if (b->max_depth == 0 || b->max_depth > BPFSTACK_MAX_DEPTH) {
-                                r = fail(err, en, "max_depth: %u is out of range (1..%u)", b->max_depth,
+                                r = config_error(err, en, "max_depth: %u is out of range (1..%u)", b->max_depth,
                                          BPFSTACK_MAX_DEPTH);
                                 goto out;
                         }
@@ -128,7 +120,7 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                 }
                 if (b->has_drain_period_ms) {
                         if (b->drain_period_ms == 0 || b->drain_period_ms > 10000) {
-                                r = fail(err, en, "drain_period_ms: %u is out of range (1..10000)",
+                                r = config_error(err, en, "drain_period_ms: %u is out of range (1..10000)",
                                          b->drain_period_ms);
                                 goto out;
                         }
@@ -137,14 +129,14 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                 if (b->has_ring_buffer_kb) {
                         uint32_t v = b->ring_buffer_kb;
                         if (v < 64 || v > 262144 || (v & (v - 1))) {
-                                r = fail(err, en, "ring_buffer_kb: %u is not a power of two in 64..262144", v);
+                                r = config_error(err, en, "ring_buffer_kb: %u is not a power of two in 64..262144", v);
                                 goto out;
                         }
                         c.ring_buffer_kb = v;
                 }
                 if (b->has_stack_map_entries) {
                         if (b->stack_map_entries < 256 || b->stack_map_entries > (1u << 20)) {
-                                r = fail(err, en, "stack_map_entries: %u is out of range (256..1048576)",
+                                r = config_error(err, en, "stack_map_entries: %u is out of range (256..1048576)",
                                          b->stack_map_entries);
                                 goto out;
                         }
@@ -156,14 +148,14 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                         else if (b->user_unwind != PERFETTO__PROTOS__BPF_STACK_CONFIG__USER_UNWIND__DWARF_TABLES &&
                                  b->user_unwind !=
                                          PERFETTO__PROTOS__BPF_STACK_CONFIG__USER_UNWIND__USER_UNWIND_UNSPECIFIED) {
-                                r = fail(err, en, "user_unwind: %d is not DWARF_TABLES or FRAME_POINTER",
+                                r = config_error(err, en, "user_unwind: %d is not DWARF_TABLES or FRAME_POINTER",
                                          (int) b->user_unwind);
                                 goto out;
                         }
                 }
                 if (b->has_unwind_table_rows) {
                         if (b->unwind_table_rows < (1u << 16) || b->unwind_table_rows > (1u << 24)) {
-                                r = fail(err, en, "unwind_table_rows: %u is out of range (65536..16777216)",
+                                r = config_error(err, en, "unwind_table_rows: %u is out of range (65536..16777216)",
                                          b->unwind_table_rows);
                                 goto out;
                         }
@@ -171,7 +163,7 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                 }
                 if (b->has_unwind_processes) {
                         if (b->unwind_processes < 16 || b->unwind_processes > 65536) {
-                                r = fail(err, en, "unwind_processes: %u is out of range (16..65536)",
+                                r = config_error(err, en, "unwind_processes: %u is out of range (16..65536)",
                                          b->unwind_processes);
                                 goto out;
                         }
@@ -182,18 +174,18 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                                 goto out;
                 if (b->btf_path) {
                         if (!b->btf_path[0] || strlen(b->btf_path) >= sizeof(c.btf_path)) {
-                                r = fail(err, en, "btf_path: empty or too long");
+                                r = config_error(err, en, "btf_path: empty or too long");
                                 goto out;
                         }
                         snprintf(c.btf_path, sizeof(c.btf_path), "%s", b->btf_path);
                 }
         }
         if (!c.on_cpu && !c.off_cpu) {
-                r = fail(err, en, "on_cpu, off_cpu: both off, nothing to record");
+                r = config_error(err, en, "on_cpu, off_cpu: both off, nothing to record");
                 goto out;
         }
         if (!c.kernel_frames && !c.user_frames) {
-                r = fail(err, en, "kernel_frames, user_frames: both off, no stacks to record");
+                r = config_error(err, en, "kernel_frames, user_frames: both off, no stacks to record");
                 goto out;
         }
         *ret = c;

@@ -1,22 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config-error.h"
 #include "basic/alloc.h"
 #include "journald-config.h"
 #include "perfetto/config/data_source_config.pb-c.h"
-
-static int fail(char *err, size_t n, const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-        return -EINVAL;
-}
 
 static void strv_free(char **v, size_t n) {
         for (size_t i = 0; i < n; i++)
@@ -29,11 +21,11 @@ static void strv_free(char **v, size_t n) {
 static int copy_filters(char *const *in, size_t n, const char *field, char ***ret, size_t *ret_n, char *err,
                         size_t err_size) {
         if (n > JOURNALD_MAX_FILTERS)
-                return fail(err, err_size, "%s: %zu values, at most %d", field, n, JOURNALD_MAX_FILTERS);
+                return config_error(err, err_size, "%s: %zu values, at most %d", field, n, JOURNALD_MAX_FILTERS);
         for (size_t i = 0; i < n; i++) {
                 size_t len = strlen(in[i]);
                 if (len == 0 || len > JOURNALD_MAX_FILTER_LEN || strchr(in[i], '\n'))
-                        return fail(err, err_size, "%s: \"%s\" is not a value (1 to %d bytes, no newline)", field,
+                        return config_error(err, err_size, "%s: \"%s\" is not a value (1 to %d bytes, no newline)", field,
                                     in[i], JOURNALD_MAX_FILTER_LEN);
         }
         char **v = calloc(n + 1, sizeof(*v));
@@ -54,26 +46,26 @@ int journald_config_parse(const uint8_t *config, size_t size, struct journald_co
         *ret = (struct journald_config) { .min_prio = 7 };
         Perfetto__Protos__DataSourceConfig *ds = perfetto__protos__data_source_config__unpack(NULL, size, config);
         if (!ds)
-                return fail(err, err_size, "DataSourceConfig does not decode");
+                return config_error(err, err_size, "DataSourceConfig does not decode");
         const Perfetto__Protos__SystemdJournaldConfig *jc = ds->journald_config;
         int r = 0;
         if (!jc)
                 goto out;
         if (jc->has_min_prio && jc->min_prio > 7) {
-                r = fail(err, err_size, "min_prio: %u is not a syslog priority (0 emerg .. 7 debug)", jc->min_prio);
+                r = config_error(err, err_size, "min_prio: %u is not a syslog priority (0 emerg .. 7 debug)", jc->min_prio);
                 goto out;
         }
         if (jc->has_min_prio && jc->min_prio > 0)
                 ret->min_prio = jc->min_prio;
         if (jc->has_lookback_ms && jc->lookback_ms > JOURNALD_MAX_LOOKBACK_MS) {
-                r = fail(err, err_size, "lookback_ms: %u is more than a week (%u)", jc->lookback_ms,
+                r = config_error(err, err_size, "lookback_ms: %u is more than a week (%u)", jc->lookback_ms,
                          JOURNALD_MAX_LOOKBACK_MS);
                 goto out;
         }
         ret->lookback_ms = jc->lookback_ms;
         if (jc->journal_namespace && jc->journal_namespace[0]) {
                 if (strlen(jc->journal_namespace) > JOURNALD_MAX_FILTER_LEN || strchr(jc->journal_namespace, '/')) {
-                        r = fail(err, err_size, "journal_namespace: \"%s\" is not a namespace name",
+                        r = config_error(err, err_size, "journal_namespace: \"%s\" is not a namespace name",
                                  jc->journal_namespace);
                         goto out;
                 }

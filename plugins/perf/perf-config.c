@@ -2,12 +2,12 @@
 
 #include <errno.h>
 #include <fnmatch.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/config-error.h"
 #include "perf-config.h"
 #include "perfetto/config/data_source_config.pb-c.h"
 
@@ -16,14 +16,6 @@
 #define CLOCK_ID_MONOTONIC 3u
 #define CLOCK_ID_MONOTONIC_RAW 5u
 #define CLOCK_ID_BOOTTIME 6u
-
-static int fail(char *err, size_t n, const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-        return -EINVAL;
-}
 
 static const struct {
         uint32_t type;
@@ -68,7 +60,7 @@ static const struct {
 static int add_strings(char **to, size_t *n, char **from, size_t count, const char *field, char *err, size_t en) {
         for (size_t k = 0; k < count; k++) {
                 if (*n == PERF_MAX_SCOPE)
-                        return fail(err, en, "%s: more than %u entries", field, PERF_MAX_SCOPE);
+                        return config_error(err, en, "%s: more than %u entries", field, PERF_MAX_SCOPE);
                 if (!(to[*n] = strdup(from[k])))
                         return -ENOMEM;
                 (*n)++;
@@ -80,9 +72,9 @@ static int add_pids(int32_t *to, size_t *n, const int32_t *from, size_t count, c
                     size_t en) {
         for (size_t k = 0; k < count; k++) {
                 if (*n == PERF_MAX_SCOPE)
-                        return fail(err, en, "%s: more than %u entries", field, PERF_MAX_SCOPE);
+                        return config_error(err, en, "%s: more than %u entries", field, PERF_MAX_SCOPE);
                 if (from[k] <= 0)
-                        return fail(err, en, "%s: %d is not a process id", field, from[k]);
+                        return config_error(err, en, "%s: %d is not a process id", field, from[k]);
                 to[(*n)++] = from[k];
         }
         return 0;
@@ -94,18 +86,18 @@ static int parse_timebase(const Perfetto__Protos__PerfEvents__Timebase *tb, stru
         switch (tb->interval_case) {
         case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_FREQUENCY:
                 if (tb->frequency == 0 || tb->frequency > 100000)
-                        return fail(err, en, "timebase.frequency: %llu is not within 1..100000 Hz",
+                        return config_error(err, en, "timebase.frequency: %llu is not within 1..100000 Hz",
                                     (unsigned long long) tb->frequency);
                 a->freq = 1;
                 a->sample_freq = tb->frequency;
                 break;
         case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_PERIOD:
                 if (tb->period == 0)
-                        return fail(err, en, "timebase.period: must be at least 1");
+                        return config_error(err, en, "timebase.period: must be at least 1");
                 a->sample_period = tb->period;
                 break;
         case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INTERVAL_POLL_PERIOD_MS:
-                return fail(err, en, "timebase.poll_period_ms: counting without sampling is not supported");
+                return config_error(err, en, "timebase.poll_period_ms: counting without sampling is not supported");
         default:
                 a->freq = 1;
                 a->sample_freq = PERF_DEFAULT_FREQUENCY;
@@ -115,7 +107,7 @@ static int parse_timebase(const Perfetto__Protos__PerfEvents__Timebase *tb, stru
         case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_COUNTER:
                 if ((size_t) tb->counter >= sizeof(counters) / sizeof(counters[0]) ||
                     tb->counter == PERFETTO__PROTOS__PERF_EVENTS__COUNTER__UNKNOWN_COUNTER)
-                        return fail(err, en, "timebase.counter: unknown counter %d", (int) tb->counter);
+                        return config_error(err, en, "timebase.counter: unknown counter %d", (int) tb->counter);
                 a->type = counters[tb->counter].type;
                 a->config = counters[tb->counter].config;
                 break;
@@ -123,7 +115,7 @@ static int parse_timebase(const Perfetto__Protos__PerfEvents__Timebase *tb, stru
                 const char *name = tb->tracepoint->name;
                 if (!name || !strchr(name, ':') || strlen(name) >= sizeof(c->tracepoint) || strchr(name, '/') ||
                     strstr(name, ".."))
-                        return fail(err, en, "timebase.tracepoint.name: \"%s\" is not \"group:name\"",
+                        return config_error(err, en, "timebase.tracepoint.name: \"%s\" is not \"group:name\"",
                                     name ? name : "");
                 snprintf(c->tracepoint, sizeof(c->tracepoint), "%s", name);
                 if (tb->tracepoint->filter && *tb->tracepoint->filter &&
@@ -134,7 +126,7 @@ static int parse_timebase(const Perfetto__Protos__PerfEvents__Timebase *tb, stru
         }
         case PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__EVENT_RAW_EVENT:
                 if (tb->raw_event->pmu_name && *tb->raw_event->pmu_name)
-                        return fail(err, en, "timebase.raw_event.pmu_name: PMUs by name are not supported; give type");
+                        return config_error(err, en, "timebase.raw_event.pmu_name: PMUs by name are not supported; give type");
                 a->type = tb->raw_event->type;
                 a->config = tb->raw_event->config;
                 a->config1 = tb->raw_event->config1;
@@ -159,7 +151,7 @@ static int parse_timebase(const Perfetto__Protos__PerfEvents__Timebase *tb, stru
                         a->exclude_hv = 0;
                         break;
                 default:
-                        return fail(err, en, "timebase.modifiers: unknown modifier %d", (int) tb->modifiers[k]);
+                        return config_error(err, en, "timebase.modifiers: unknown modifier %d", (int) tb->modifiers[k]);
                 }
         }
         a->use_clockid = 1;
@@ -180,7 +172,7 @@ static int parse_timebase(const Perfetto__Protos__PerfEvents__Timebase *tb, stru
                 case PERFETTO__PROTOS__PERF_EVENTS__PERF_CLOCK__UNKNOWN_PERF_CLOCK:
                         break;
                 default:
-                        return fail(err, en, "timebase.timestamp_clock: unknown clock %d", (int) tb->timestamp_clock);
+                        return config_error(err, en, "timebase.timestamp_clock: unknown clock %d", (int) tb->timestamp_clock);
                 }
         }
         return 0;
@@ -189,17 +181,17 @@ static int parse_timebase(const Perfetto__Protos__PerfEvents__Timebase *tb, stru
 static int parse(const Perfetto__Protos__PerfEventConfig *pc, struct perf_config *c, char *err, size_t en) {
         int r;
         if (pc->n_followers)
-                return fail(err, en, "followers: follower events are not supported");
+                return config_error(err, en, "followers: follower events are not supported");
         if (pc->n_cpuid)
-                return fail(err, en, "cpuid: not supported");
+                return config_error(err, en, "cpuid: not supported");
         if (pc->n_target_installed_by)
-                return fail(err, en, "target_installed_by: Android packages are not supported");
+                return config_error(err, en, "target_installed_by: Android packages are not supported");
         if (pc->has_max_daemon_memory_kb && pc->max_daemon_memory_kb)
-                return fail(err, en, "max_daemon_memory_kb: not supported (use max_enqueued_footprint_kb)");
+                return config_error(err, en, "max_daemon_memory_kb: not supported (use max_enqueued_footprint_kb)");
         if (pc->has_remote_descriptor_timeout_ms && pc->remote_descriptor_timeout_ms)
-                return fail(err, en, "remote_descriptor_timeout_ms: Android's remote unwinding is not supported");
+                return config_error(err, en, "remote_descriptor_timeout_ms: Android's remote unwinding is not supported");
         if (pc->has_all_cpus && !pc->all_cpus && pc->n_target_cpu == 0)
-                return fail(err, en, "all_cpus: false without target_cpu names no CPU");
+                return config_error(err, en, "all_cpus: false without target_cpu names no CPU");
 
         Perfetto__Protos__PerfEvents__Timebase def = PERFETTO__PROTOS__PERF_EVENTS__TIMEBASE__INIT;
         const Perfetto__Protos__PerfEvents__Timebase *tb = pc->timebase ? pc->timebase : &def;
@@ -222,7 +214,7 @@ static int parse(const Perfetto__Protos__PerfEventConfig *pc, struct perf_config
         bool legacy_scope = pc->n_target_pid || pc->n_target_cmdline || pc->n_exclude_pid || pc->n_exclude_cmdline ||
                             pc->has_additional_cmdline_count || pc->has_kernel_frames;
         if (cs && legacy_scope)
-                return fail(err, en, "callstack_sampling: cannot be combined with the older flat target_*/"
+                return config_error(err, en, "callstack_sampling: cannot be combined with the older flat target_*/"
                                      "exclude_*/kernel_frames fields");
         if (cs) {
                 c->callstacks = true;
@@ -243,16 +235,16 @@ static int parse(const Perfetto__Protos__PerfEventConfig *pc, struct perf_config
                         const ProtobufCEnumValue *v = protobuf_c_enum_descriptor_get_value(
                                 &perfetto__protos__perf_event_config__unwind_mode__descriptor, (int) cs->user_frames);
                         if (v)
-                                return fail(err, en, "callstack_sampling.user_frames: %s is not supported (use "
+                                return config_error(err, en, "callstack_sampling.user_frames: %s is not supported (use "
                                                      "UNWIND_DWARF, UNWIND_FRAME_POINTER or UNWIND_SKIP)", v->name);
-                        return fail(err, en, "callstack_sampling.user_frames: mode %d is not supported",
+                        return config_error(err, en, "callstack_sampling.user_frames: mode %d is not supported",
                                     (int) cs->user_frames);
                 }
                 }
                 const Perfetto__Protos__PerfEventConfig__Scope *s = cs->scope;
                 if (s) {
                         if (s->has_process_shard_count && s->process_shard_count)
-                                return fail(err, en, "callstack_sampling.scope.process_shard_count: not supported");
+                                return config_error(err, en, "callstack_sampling.scope.process_shard_count: not supported");
                         if ((r = add_pids(c->target_pid, &c->n_target_pid, s->target_pid, s->n_target_pid,
                                           "scope.target_pid", err, en)) < 0 ||
                             (r = add_pids(c->exclude_pid, &c->n_exclude_pid, s->exclude_pid, s->n_exclude_pid,
@@ -285,7 +277,7 @@ static int parse(const Perfetto__Protos__PerfEventConfig *pc, struct perf_config
                         return -ENOMEM;
                 for (size_t k = 0; k < pc->n_target_cpu; k++) {
                         if (pc->target_cpu[k] >= 4096)
-                                return fail(err, en, "target_cpu: %u is not a CPU", pc->target_cpu[k]);
+                                return config_error(err, en, "target_cpu: %u is not a CPU", pc->target_cpu[k]);
                         c->cpus[k] = pc->target_cpu[k];
                 }
                 c->n_cpus = pc->n_target_cpu;
@@ -294,13 +286,13 @@ static int parse(const Perfetto__Protos__PerfEventConfig *pc, struct perf_config
         c->ring_buffer_pages = pc->has_ring_buffer_pages && pc->ring_buffer_pages ? pc->ring_buffer_pages
                                                                                    : PERF_DEFAULT_RING_PAGES;
         if (c->ring_buffer_pages & (c->ring_buffer_pages - 1) || c->ring_buffer_pages > PERF_MAX_RING_PAGES)
-                return fail(err, en, "ring_buffer_pages: %u is not a power of two up to %u", c->ring_buffer_pages,
+                return config_error(err, en, "ring_buffer_pages: %u is not a power of two up to %u", c->ring_buffer_pages,
                             PERF_MAX_RING_PAGES);
         c->read_period_ms = pc->has_ring_buffer_read_period_ms && pc->ring_buffer_read_period_ms
                                     ? pc->ring_buffer_read_period_ms
                                     : PERF_DEFAULT_READ_PERIOD_MS;
         if (c->read_period_ms > 60000)
-                return fail(err, en, "ring_buffer_read_period_ms: %u is above 60000", c->read_period_ms);
+                return config_error(err, en, "ring_buffer_read_period_ms: %u is above 60000", c->read_period_ms);
         c->max_enqueued_bytes = (pc->has_max_enqueued_footprint_kb && pc->max_enqueued_footprint_kb
                                          ? pc->max_enqueued_footprint_kb
                                          : PERF_DEFAULT_MAX_ENQUEUED_KB) *
@@ -313,7 +305,7 @@ int perf_config_parse(const uint8_t *buf, size_t size, struct perf_config *c, ch
         *c = (struct perf_config) {};
         Perfetto__Protos__DataSourceConfig *dsc = perfetto__protos__data_source_config__unpack(NULL, size, buf);
         if (!dsc)
-                return fail(err, en, "DataSourceConfig does not decode");
+                return config_error(err, en, "DataSourceConfig does not decode");
         int r;
         if (!dsc->perf_event_config) {
                 /* Everything by default: 10 Hz on cpu-clock, stacks. */
