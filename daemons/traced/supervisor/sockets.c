@@ -147,9 +147,15 @@ static int bind_consumer_socket(const char *path, int *ret_fd) {
         if (r < 0)
                 return r;
         if (path[0] != '@') {
+                /* Without its group the socket is root's alone: say so
+                 * rather than leave the traced group locked out. */
                 struct group *g = getgrnam("traced");
-                if (g)
-                        (void) chown(path, (uid_t) -1, g->gr_gid);
+                if (g && chown(path, (uid_t) -1, g->gr_gid) < 0) {
+                        r = -errno;
+                        *ret_fd = safe_close(*ret_fd);
+                        (void) unlink(path);
+                        return r;
+                }
         }
         return 0;
 }
