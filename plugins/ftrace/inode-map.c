@@ -25,6 +25,7 @@ struct inode_map {
         struct inode_resolver *resolver;
         struct traced_source *timer;
         uint32_t timer_ms; /* the period timer runs at */
+        struct inode_resolver_stats at_scan_start;
 };
 
 static void on_packet(const uint8_t *packet, size_t size, void *userdata) {
@@ -34,12 +35,26 @@ static void on_packet(const uint8_t *packet, size_t size, void *userdata) {
 
 static void timer_set(struct inode_map *m, uint32_t ms);
 
+/* What a scan did, once it is over. */
+static void log_scan(struct inode_map *m) {
+        const struct inode_resolver_stats *st = inode_resolver_stats(m->resolver), *a = &m->at_scan_start;
+        plugin_log(m->pl, TRACED_LOG_INFO,
+                   DS_NAME " instance %llu: scan over, %llu found, %llu not found, %llu entries walked",
+                   (unsigned long long) m->inst.id, (unsigned long long) (st->found - a->found),
+                   (unsigned long long) (st->not_found - a->not_found),
+                   (unsigned long long) (st->entries_walked - a->entries_walked));
+        m->at_scan_start = *st;
+}
+
 static void on_scan_timer(void *userdata) {
         struct inode_map *m = userdata;
         const struct inode_config *cfg = inode_resolver_config(m->resolver);
-        if (inode_resolver_scan_step(m->resolver) > 0)
+        if (inode_resolver_scan_step(m->resolver) > 0) {
                 timer_set(m, cfg->scan_interval_ms);
-        else if (inode_resolver_scan_wanted(m->resolver))
+                return;
+        }
+        log_scan(m);
+        if (inode_resolver_scan_wanted(m->resolver))
                 timer_set(m, cfg->scan_delay_ms);
         else
                 timer_set(m, 0);
@@ -87,7 +102,7 @@ int inode_map_start(struct plugin *pl, uint64_t instance_id, const uint8_t *conf
         if (r == -EINVAL) {
                 plugin_report(pl, DS_NAME, instance_id, field, "malformed (an empty string, or not a %s)",
                               strcmp(field, "mount_point_mapping") == 0 ? "MountPointMappingEntry with a mountpoint"
-                                                                         : "string");
+                                                                        : "string");
                 return r;
         }
         if (r < 0)
@@ -137,12 +152,11 @@ bool inode_map_stop(struct plugin *pl, uint64_t instance_id) {
         const struct inode_resolver_stats *st = inode_resolver_stats(m->resolver);
         plugin_log(pl, TRACED_LOG_INFO,
                    DS_NAME " instance %llu stopped: %llu inodes seen, %llu named from the cache, %llu found in %llu "
-                   "scan(s) of %llu entries, %llu not found, %llu not scanned for, %llu dropped",
-                   (unsigned long long) instance_id, (unsigned long long) st->seen,
-                   (unsigned long long) st->from_cache, (unsigned long long) st->found,
-                   (unsigned long long) st->scans, (unsigned long long) st->entries_walked,
-                   (unsigned long long) st->not_found, (unsigned long long) st->not_scanned,
-                   (unsigned long long) st->dropped);
+                           "scan(s) of %llu entries, %llu not found, %llu not scanned for, %llu dropped",
+                   (unsigned long long) instance_id, (unsigned long long) st->seen, (unsigned long long) st->from_cache,
+                   (unsigned long long) st->found, (unsigned long long) st->scans,
+                   (unsigned long long) st->entries_walked, (unsigned long long) st->not_found,
+                   (unsigned long long) st->not_scanned, (unsigned long long) st->dropped);
         map_free(m);
         return true;
 }

@@ -146,9 +146,9 @@ static void emit_dev(struct inode_resolver *r, struct inode_dev *d) {
 
 static void add_entry(struct inode_resolver *r, struct inode_dev *d, uint64_t ino, const char *path, unsigned type) {
         pbw_reset(&r->entry);
-        pbw_varint(&r->entry, 1, ino);     /* inode_number */
-        pbw_string(&r->entry, 2, path);    /* paths */
-        pbw_varint(&r->entry, 3, type);    /* type */
+        pbw_varint(&r->entry, 1, ino);  /* inode_number */
+        pbw_string(&r->entry, 2, path); /* paths */
+        pbw_varint(&r->entry, 3, type); /* type */
         pbw_message(&d->entries, 3, &r->entry);
         if (d->entries.len >= PACKET_FLUSH_BYTES)
                 emit_dev(r, d);

@@ -24,12 +24,12 @@
 typedef void (*inode_packet_fn)(const uint8_t *packet, size_t size, void *userdata);
 
 struct inode_resolver_stats {
-        uint64_t seen;       /* distinct pairs noted */
-        uint64_t from_cache; /* of them, named from the cache */
-        uint64_t found;      /* named by a scan */
-        uint64_t not_found;  /* scanned for in vain */
+        uint64_t seen;        /* distinct pairs noted */
+        uint64_t from_cache;  /* of them, named from the cache */
+        uint64_t found;       /* named by a scan */
+        uint64_t not_found;   /* scanned for in vain */
         uint64_t not_scanned; /* do_not_scan, or a device scan_mount_points leaves out */
-        uint64_t dropped;    /* past INODE_MAX_SEEN */
+        uint64_t dropped;     /* past INODE_MAX_SEEN */
         uint64_t scans, entries_walked;
 };
 

@@ -129,7 +129,7 @@ static void expect_found(const struct found *f, const char *rel, unsigned type) 
 
 Test(inode, scan_reports_every_entry_with_its_inode_and_path) {
         struct inode_scan *s;
-        const char *roots[] = { dir };
+        const char *roots[] = {dir};
         cr_assert_eq(inode_scan_new(roots, 1, &s), 0);
         struct found f = {};
         cr_assert_eq(inode_scan_step(s, 1000, collect, &f), 0);
@@ -148,7 +148,7 @@ Test(inode, scan_reports_every_entry_with_its_inode_and_path) {
 
 Test(inode, scan_reports_at_most_a_batch_per_step) {
         struct inode_scan *s;
-        const char *roots[] = { dir };
+        const char *roots[] = {dir};
         cr_assert_eq(inode_scan_new(roots, 1, &s), 0);
         struct found f = {};
         unsigned steps = 0;
@@ -167,9 +167,9 @@ Test(inode, scan_reports_at_most_a_batch_per_step) {
 
 Test(inode, scan_ends_when_told) {
         struct inode_scan *s;
-        const char *roots[] = { dir };
+        const char *roots[] = {dir};
         cr_assert_eq(inode_scan_new(roots, 1, &s), 0);
-        struct found f = { .stop_after = 2 };
+        struct found f = {.stop_after = 2};
         cr_expect_eq(inode_scan_step(s, 1000, collect, &f), 0);
         cr_expect_eq(f.n, 2);
         cr_expect_eq(inode_scan_step(s, 1000, collect, &f), 0, "over is over");
@@ -181,7 +181,7 @@ Test(inode, scan_skips_roots_that_are_not_there) {
         struct inode_scan *s;
         char sub[300];
         snprintf(sub, sizeof(sub), "%s/sub/deep", dir);
-        const char *roots[] = { "/nonexistent-traced-root", sub };
+        const char *roots[] = {"/nonexistent-traced-root", sub};
         cr_assert_eq(inode_scan_new(roots, 2, &s), 0);
         struct found f = {};
         cr_assert_eq(inode_scan_step(s, 1000, collect, &f), 0);
@@ -325,7 +325,7 @@ static void expect_written(const struct written *w, const char *rel) {
 
 /* A config mapping FAKE_MP to the scratch tree. */
 static struct inode_config mapped_config(uint32_t batch) {
-        struct inode_config c = { .scan_interval_ms = 1, .scan_delay_ms = 1, .scan_batch_size = batch };
+        struct inode_config c = {.scan_interval_ms = 1, .scan_delay_ms = 1, .scan_batch_size = batch};
         c.mapping = calloc(1, sizeof(*c.mapping));
         cr_assert_not_null(c.mapping);
         c.n_mapping = 1;
@@ -356,7 +356,7 @@ Test(inode, resolver_scans_the_mapped_roots_then_names_from_the_cache) {
         cr_expect_not(inode_resolver_scan_wanted(r));
         inode_resolver_note(r, dev, ino_of("sub/b.txt"));
         inode_resolver_note(r, dev, ino_of("sub/deep/c.txt"));
-        inode_resolver_note(r, dev, ino_of("sub/b.txt")); /* once is enough */
+        inode_resolver_note(r, dev, ino_of("sub/b.txt"));  /* once is enough */
         inode_resolver_note(r, dev, UINT64_C(0xfffffff0)); /* no such file */
         inode_resolver_emit(r);
         cr_expect_eq(w.packets, 0, "nothing known before the scan");
@@ -375,7 +375,7 @@ Test(inode, resolver_scans_the_mapped_roots_then_names_from_the_cache) {
 
         /* Another instance (do_not_scan) names b.txt from the cache, and
          * not a.txt, which no scan found. */
-        struct inode_config c2 = { .do_not_scan = true, .scan_batch_size = 1 };
+        struct inode_config c2 = {.do_not_scan = true, .scan_batch_size = 1};
         struct written w2 = {};
         cr_assert_eq(inode_resolver_new(&c2, cache, mountinfo, on_packet, &w2, &r), 0);
         inode_resolver_note(r, dev, ino_of("sub/b.txt"));
@@ -462,14 +462,13 @@ Test(inode, resolver_without_a_mount_point_gives_up) {
 }
 
 Test(inode, events_name_their_inode_and_device_fields) {
-        static const char *filemap =
-                "name: mm_filemap_add_to_page_cache\nID: 600\nformat:\n"
-                "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
-                "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
-                "\tfield:unsigned long pfn;\toffset:8;\tsize:8;\tsigned:0;\n"
-                "\tfield:unsigned long i_ino;\toffset:16;\tsize:8;\tsigned:0;\n"
-                "\tfield:unsigned long index;\toffset:24;\tsize:8;\tsigned:0;\n"
-                "\tfield:dev_t s_dev;\toffset:32;\tsize:4;\tsigned:0;\n";
+        static const char *filemap = "name: mm_filemap_add_to_page_cache\nID: 600\nformat:\n"
+                                     "\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n"
+                                     "\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n"
+                                     "\tfield:unsigned long pfn;\toffset:8;\tsize:8;\tsigned:0;\n"
+                                     "\tfield:unsigned long i_ino;\toffset:16;\tsize:8;\tsigned:0;\n"
+                                     "\tfield:unsigned long index;\toffset:24;\tsize:8;\tsigned:0;\n"
+                                     "\tfield:dev_t s_dev;\toffset:32;\tsize:4;\tsigned:0;\n";
         static const char *ext4 = "name: ext4_free_inode\nID: 700\nformat:\n"
                                   "\tfield:ino_t cgroup_ino;\toffset:8;\tsize:8;\tsigned:0;\n"
                                   "\tfield:dev_t dev;\toffset:16;\tsize:4;\tsigned:0;\n"
