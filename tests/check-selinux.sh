@@ -114,6 +114,13 @@ for d in $all; do
         esac
 done
 
+# linux.inode_file_map: the ftrace host lists directories of any owner
+# but reads no file of theirs.
+query "traced_ftrace_host_t has CAP_DAC_READ_SEARCH" nonempty -s traced_ftrace_host_t -c capability -p dac_read_search
+query "traced_ftrace_host_t lists any directory" nonempty -s traced_ftrace_host_t -t etc_t -c dir -p read
+query "traced_ftrace_host_t reads no file it lists" empty -s traced_ftrace_host_t -t etc_t -c file -p read
+query "traced_ftrace_host_t has no CAP_DAC_OVERRIDE" empty -s traced_ftrace_host_t -c capability -p dac_override
+
 # The journal: only the journald host reads it, and it holds no capability.
 for d in $all; do
         case $d in

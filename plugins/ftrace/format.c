@@ -32,10 +32,22 @@ static void parse_field_decl(const char *decl, struct format_field *f) {
         f->is_string = array && !f->is_data_loc && strstr(decl, "char") != NULL;
 }
 
+/* An integer of a kernel's ino_t (i_ino of the page cache events is an
+ * unsigned long) or dev_t, not a cgroup's inode. */
+static void note_inode_field(struct event_format *e, const char *decl, const struct format_field *f, size_t i) {
+        if ((f->size != 4 && f->size != 8) || strstr(f->name, "cgroup") || i > INT8_MAX)
+                return;
+        if (e->ino_field < 0 && (strncmp(decl, "ino_t ", 6) == 0 || strcmp(f->name, "i_ino") == 0))
+                e->ino_field = (int8_t) i;
+        else if (e->dev_field < 0 && strncmp(decl, "dev_t ", 6) == 0)
+                e->dev_field = (int8_t) i;
+}
+
 int format_parse(const char *text, const char *group, struct event_format *ret) {
         memset(ret, 0, sizeof(*ret));
         snprintf(ret->group, sizeof(ret->group), "%s", group ? group : "");
         ret->common_pid_offset = ret->common_flags_offset = -1;
+        ret->ino_field = ret->dev_field = -1;
         bool have_id = false, have_name = false;
 
         const char *line = text;
@@ -77,7 +89,7 @@ int format_parse(const char *text, const char *group, struct event_format *ret) 
                                 else if (strcmp(f->name, "common_flags") == 0)
                                         ret->common_flags_offset = (int16_t) off;
                                 if (strncmp(f->name, "common_", 7) != 0)
-                                        ret->n_fields++;
+                                        note_inode_field(ret, d, f, ret->n_fields++);
                         }
                 }
                 line = nl ? nl + 1 : NULL;

@@ -28,6 +28,9 @@ struct event_format {
         size_t n_fields;
         int16_t common_pid_offset;
         int16_t common_flags_offset;
+        /* The inode an event is about: the index in fields of its first
+         * inode number (ino_t, or i_ino) and of its first dev_t; -1 none. */
+        int8_t ino_field, dev_field;
         /* The encoder's lookups, made once on first use. */
         uint8_t enc_state; /* 0: not yet, 1: generic, 2: typed */
         uint8_t enc_typed; /* index in the encoder's table */

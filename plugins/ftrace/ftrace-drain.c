@@ -13,6 +13,7 @@
 #include "basic/hash.h"
 #include "basic/macro.h"
 #include "ftrace-session.h"
+#include "inode-map.h"
 #include "page.h"
 #include "ring-map.h"
 
@@ -229,6 +230,9 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
                         process_stats_note_pid(s->ps, pid);
                 }
         }
+        if (s->im && f->ino_field >= 0 && f->dev_field >= 0)
+                inode_map_note(s->im, (uint64_t) format_read_int(&f->fields[f->dev_field], data, len),
+                               (uint64_t) format_read_int(&f->fields[f->ino_field], data, len));
         if (s->kt && s->kt->n + FORMAT_MAX_FIELDS > KADDR_MAX) {
                 bundle_emit(s);
                 kaddr_reset(s->kt);
@@ -298,6 +302,7 @@ static void drain_mapped(struct ftrace_session *s, int cpu) {
 
 void ftrace_drain(struct ftrace_session *s) {
         s->ps = process_stats_for_session(s->pl, s->tracing_session_id);
+        s->im = inode_map_for_session(s->pl, s->tracing_session_id);
         for (int cpu = 0; cpu < s->n_cpus; cpu++) {
                 if (s->cpu_fds[cpu] < 0)
                         continue;
@@ -310,6 +315,8 @@ void ftrace_drain(struct ftrace_session *s) {
         }
         process_stats_resolve_pending(s->ps);
         s->ps = NULL;
+        inode_map_drained(s->im);
+        s->im = NULL;
         if (s->kt)
                 kaddr_reset(s->kt);
 }

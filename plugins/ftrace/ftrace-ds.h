@@ -14,6 +14,8 @@ struct plugin {
         char tracefs[256];
         struct plugin_instance *sessions;    /* of struct ftrace_session */
         struct plugin_instance *ps_sessions; /* of struct ps_session */
+        struct plugin_instance *inode_maps;  /* of struct inode_map (inode-map.h) */
+        struct inode_cache *inode_cache;     /* shared by the inode_maps */
 };
 
 /* linux.ftrace */

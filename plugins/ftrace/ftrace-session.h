@@ -46,6 +46,9 @@ struct ftrace_session {
         /* During a drain: the session's process_stats instance, told
          * about every pid the records name. */
         struct ps_session *ps;
+        /* During a drain: the session's inode_file_map instance, handed
+         * the (device, inode) pairs of the events that carry both. */
+        struct inode_map *im;
         const struct format_field **pid_field; /* per format: the pid a record is about */
         bool *redescribe;                      /* per format: that pid changed its command or name */
         struct traced_writer *writer;

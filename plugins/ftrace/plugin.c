@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* The ftrace plugin: data sources linux.ftrace and linux.process_stats. */
+/* The ftrace plugin: data sources linux.ftrace, linux.process_stats and
+ * linux.inode_file_map. */
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ftrace-ds.h"
+#include "inode-map.h"
 #include "kprobes.h"
 #include "tracefs.h"
 
@@ -33,6 +35,8 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 if (r > 0)
                         plugin_log(pl, TRACED_LOG_INFO, "removed %d stale kprobe(s)", r);
                 r = api->register_data_source(host, "linux.ftrace", TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
+                if (r >= 0) /* its input is linux.ftrace's events */
+                        r = api->register_data_source(host, "linux.inode_file_map", 0);
                 if (r < 0) {
                         free(pl);
                         return r;
@@ -50,6 +54,7 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
 static void destroy(void *state) {
         struct plugin *pl = state;
         ftrace_sessions_free(pl);
+        inode_map_free_all(pl);
         process_stats_free_all(pl);
         free(pl);
 }
@@ -61,20 +66,24 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
                 r = ftrace_session_start(pl, id, cfg, n);
         else if (strcmp(ds, "linux.process_stats") == 0)
                 r = process_stats_start(pl, id, cfg, n);
+        else if (strcmp(ds, "linux.inode_file_map") == 0)
+                r = inode_map_start(pl, id, cfg, n);
         if (r < 0)
                 plugin_log_start_failed(pl, ds, id, r);
 }
 
 static void stop(void *state, uint64_t id) {
-        if (!process_stats_stop(state, id))
+        if (!process_stats_stop(state, id) && !inode_map_stop(state, id))
                 ftrace_session_stop(state, id);
 }
 
 static void flush(void *state, uint64_t id) {
         ftrace_session_flush(state, id);
         process_stats_flush(state, id);
+        inode_map_flush(state, id);
 }
 
 /* CAP_SYS_ADMIN (21) for tracefs, CAP_SYSLOG (34) for the addresses in
- * /proc/kallsyms (symbolize_ksyms). */
-PLUGIN_DEFINE("ftrace", TRACED_CAP(21) | TRACED_CAP(34))
+ * /proc/kallsyms (symbolize_ksyms), CAP_DAC_READ_SEARCH (2) for
+ * linux.inode_file_map's scans of directories of every owner. */
+PLUGIN_DEFINE("ftrace", TRACED_CAP(2) | TRACED_CAP(21) | TRACED_CAP(34))

@@ -515,10 +515,11 @@ Test(plugins, the_supervisor_keeps_only_its_own_capabilities_for_plugins_declari
 }
 
 Test(plugins, the_supervisor_keeps_what_the_ftrace_plugin_declares) {
-        /* The ftrace plugin declares CAP_SYS_ADMIN (21) and CAP_SYSLOG (34);
-         * its data sources appear even without tracefs. */
+        /* The ftrace plugin declares CAP_DAC_READ_SEARCH (2),
+         * CAP_SYS_ADMIN (21) and CAP_SYSLOG (34); its data sources appear
+         * even without tracefs. */
         const char *const names[] = { TOP_BUILDDIR "/plugins/.libs/ftrace.so", NULL };
-        check_supervisor_caps(names, "traced.ftrace", (1ull << 21) | (1ull << 34));
+        check_supervisor_caps(names, "traced.ftrace", (1ull << 2) | (1ull << 21) | (1ull << 34));
 }
 
 /* Distinct trusted_pid values of the hello packets. */

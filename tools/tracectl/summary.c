@@ -437,6 +437,9 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                 type = "journald_event";
                 journald_counts_add(&s->journald, p->trusted_packet_sequence_id, p->journald_event);
                 break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_INODE_FILE_MAP:
+                type = "inode_file_map";
+                break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_CLOCK_SNAPSHOT:
                 type = "clock_snapshot";
                 break;
