@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* The ftrace plugin: data sources linux.ftrace and linux.process_stats. */
+/* The ftrace plugin: data sources linux.ftrace, linux.frozen_ftrace and
+ * linux.process_stats. */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -33,6 +34,9 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 if (r > 0)
                         plugin_log(pl, TRACED_LOG_INFO, "removed %d stale kprobe(s)", r);
                 r = api->register_data_source(host, "linux.ftrace", TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
+                if (r >= 0)
+                        r = api->register_data_source(host, "linux.frozen_ftrace",
+                                                      TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
                 if (r < 0) {
                         free(pl);
                         return r;
@@ -50,6 +54,7 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
 static void destroy(void *state) {
         struct plugin *pl = state;
         ftrace_sessions_free(pl);
+        frozen_free_all(pl);
         process_stats_free_all(pl);
         free(pl);
 }
@@ -59,6 +64,8 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
         int r = 0;
         if (strcmp(ds, "linux.ftrace") == 0)
                 r = ftrace_session_start(pl, id, cfg, n);
+        else if (strcmp(ds, "linux.frozen_ftrace") == 0)
+                r = frozen_start(pl, id, cfg, n);
         else if (strcmp(ds, "linux.process_stats") == 0)
                 r = process_stats_start(pl, id, cfg, n);
         if (r < 0)
@@ -66,13 +73,14 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
 }
 
 static void stop(void *state, uint64_t id) {
-        if (!process_stats_stop(state, id))
+        if (!process_stats_stop(state, id) && !frozen_stop(state, id))
                 ftrace_session_stop(state, id);
 }
 
 static void flush(void *state, uint64_t id) {
         ftrace_session_flush(state, id);
         process_stats_flush(state, id);
+        frozen_flush(state, id);
 }
 
 /* CAP_SYS_ADMIN (21) for tracefs, CAP_SYSLOG (34) for the addresses in
