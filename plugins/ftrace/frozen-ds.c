@@ -143,8 +143,9 @@ static void frozen_free(struct frozen *fz) {
         free(fz);
 }
 
-/* The instance's buffer size in pages per CPU, the most a reader takes
- * from each CPU (what is written while it reads is not its to take). */
+/* The instance's buffer size in pages (sub-buffers) per CPU, the most a
+ * reader takes from each CPU (what is written while it reads is not its
+ * to take). */
 static size_t buffer_pages(const struct ftrace_session *s) {
         char text[128];
         if (tracefs_read(s->root, "buffer_size_kb", text, sizeof(text)) < 0)
@@ -152,6 +153,24 @@ static size_t buffer_pages(const struct ftrace_session *s) {
         const char *exp = strstr(text, "expanded: "); /* "7 (expanded: 1408)": not allocated */
         unsigned long long kb = strtoull(exp ? exp + strlen("expanded: ") : text, NULL, 10);
         return kb ? (size_t) (kb * 1024 / s->page_size) + 1 : SIZE_MAX;
+}
+
+/* Sub-buffers larger than a page (buffer_subbuf_size_kb, Linux 6.8 and
+ * later) are read whole, one read each: a read of a page gets what fits
+ * (with a header of its own) and leaves the rest to the next ones. */
+static int use_subbuf_size(struct ftrace_session *s) {
+        char text[32];
+        if (tracefs_read(s->root, "buffer_subbuf_size_kb", text, sizeof(text)) < 0)
+                return 0; /* an older kernel: pages */
+        unsigned long kb = strtoul(text, NULL, 10);
+        if (kb * 1024 <= s->page_size || kb > 1024)
+                return 0;
+        uint8_t *p = realloc(s->page, kb * 1024);
+        if (!p)
+                return -ENOMEM;
+        s->page = p;
+        s->page_size = kb * 1024;
+        return 0;
 }
 
 /* FrozenFtraceConfig.instance_name, checked: 0, or -errno once reported. */
@@ -227,6 +246,11 @@ int frozen_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config,
                               fz->instance, s->root);
                 r = -EIO;
         }
+        if (r < 0) {
+                frozen_free(fz);
+                return r;
+        }
+        r = use_subbuf_size(s);
         if (r < 0) {
                 frozen_free(fz);
                 return r;

@@ -77,6 +77,7 @@ static void make_instance(const char *name, char *ret_name, size_t size) {
 /* The settings a reader must leave alone. */
 static const char *const settings[] = {
         "tracing_on", "buffer_size_kb", "trace_clock", "current_tracer", "set_event", "events/sched/sched_switch/enable",
+        "options/overwrite",
 };
 #define N_SETTINGS (sizeof(settings) / sizeof(settings[0]))
 
@@ -85,11 +86,14 @@ static void read_settings(char values[N_SETTINGS][4096]) {
                 read_file(instance_dir, settings[i], values[i], 4096);
 }
 
+#define FILLER "frozen-filler-0123456789abcdef0123456789abcdef"
+#define N_FILLERS 100 /* before each marker: more than a page */
+
 struct seen {
         char markers[3][64];
         bool found[3];
-        unsigned switches, bundles, with_clock;
-        unsigned n_stats;
+        unsigned switches, bundles, with_clock, fillers;
+        unsigned n_stats, parse_errors;
         bool first_stats_preserve;
 };
 
@@ -105,12 +109,14 @@ static void collect(const Perfetto__Protos__TracePacket *p, void *userdata) {
                                 k->switches++;
                         if (e->event_case != PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT || !e->print->buf)
                                 continue;
+                        k->fillers += strstr(e->print->buf, FILLER) != NULL;
                         for (size_t w = 0; w < 3; w++)
                                 if (strstr(e->print->buf, k->markers[w]))
                                         k->found[w] = true;
                 }
         }
         if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_STATS) {
+                k->parse_errors += (unsigned) p->ftrace_stats->n_ftrace_parse_errors;
                 if (k->n_stats++ == 0)
                         k->first_stats_preserve =
                                 p->ftrace_stats->has_preserve_ftrace_buffer && p->ftrace_stats->preserve_ftrace_buffer;
@@ -118,20 +124,30 @@ static void collect(const Perfetto__Protos__TracePacket *p, void *userdata) {
 }
 
 static void wait_read(void *data) {
-        (void) data;
+        const unsigned *before = data;
         /* The plugin says when it got through the buffer. */
-        (void) fixture_wait_log(&inst, ev, "linux.frozen_ftrace instance ", ": read ", 0, 10000);
+        (void) fixture_wait_log(&inst, ev, "linux.frozen_ftrace instance ", ": read ", *before, 10000);
 }
 
-Test(ftrace_frozen, reads_a_stopped_instance_and_leaves_its_settings) {
-        SKIP_WITHOUT_TRACEFS();
-        char name[64];
-        make_instance("tfz", name, sizeof(name));
+/* Makes an instance (sub-buffers of subbuf_kb KiB when not 0), records
+ * sched_switch and three markers in it, stops it, and checks what a
+ * linux.frozen_ftrace recording of it holds and that its settings stayed. */
+static void record_stopped_instance(const char *prefix, unsigned subbuf_kb) {
+        char name[64], text[32];
+        make_instance(prefix, name, sizeof(name));
         write_file(instance_dir, "buffer_size_kb", "512");
+        if (subbuf_kb) {
+                snprintf(text, sizeof(text), "%u", subbuf_kb);
+                write_file(instance_dir, "buffer_subbuf_size_kb", text);
+        }
         write_file(instance_dir, "events/sched/sched_switch/enable", "1");
         write_file(instance_dir, "tracing_on", "1");
         struct seen k = {};
         for (int i = 0; i < 3; i++) {
+                /* More than a page of them before each marker: a sub-buffer
+                 * larger than a page is then more than one page's read. */
+                for (int j = 0; j < N_FILLERS; j++)
+                        write_file(instance_dir, "trace_marker", FILLER);
                 snprintf(k.markers[i], sizeof(k.markers[i]), "frozen-marker-%d-%d", (int) getpid(), i);
                 write_file(instance_dir, "trace_marker", k.markers[i]);
                 usleep(20 * 1000); /* sleeping: switches */
@@ -147,19 +163,35 @@ Test(ftrace_frozen, reads_a_stopped_instance_and_leaves_its_settings) {
                  "} }\n"
                  "write_into_file: true file_write_period_ms: 200\n",
                  name);
-        fixture_record(&inst, ev, "linux.frozen_ftrace", cfg, wait_read, NULL, collect, &k);
+        unsigned read_before = fixture_log_count(&inst, "linux.frozen_ftrace instance ", ": read ");
+        fixture_record(&inst, ev, "linux.frozen_ftrace", cfg, wait_read, &read_before, collect, &k);
 
         for (int i = 0; i < 3; i++)
                 cr_assert(k.found[i], "marker %s written into the instance is not in the trace", k.markers[i]);
+        cr_assert_eq(k.fillers, 3 * N_FILLERS, "%u of the %u writes to trace_marker are in the trace", k.fillers,
+                     3 * N_FILLERS);
         cr_assert_gt(k.switches, 0, "no sched_switch from the instance's buffer in the trace");
         cr_assert_eq(k.with_clock, 0, "%u of %u bundles name a clock: the buffer's clock is not known", k.with_clock,
                      k.bundles);
         cr_assert_eq(k.n_stats, 2, "%u ftrace_stats packets", k.n_stats);
         cr_assert(k.first_stats_preserve, "START_OF_TRACE does not say the events predate the trace");
+        cr_assert_eq(k.parse_errors, 0, "the instance's pages did not parse");
         read_settings(after);
         for (size_t i = 0; i < N_SETTINGS; i++)
                 cr_assert_str_eq(after[i], before[i], "%s changed", settings[i]);
         cr_assert_eq(fixture_log_count(&inst, "linux.frozen_ftrace instance ", " failed to start"), 0);
+}
+
+Test(ftrace_frozen, reads_a_stopped_instance_and_leaves_its_settings) {
+        SKIP_WITHOUT_TRACEFS();
+        record_stopped_instance("tfz", 0);
+}
+
+Test(ftrace_frozen, sub_buffers_larger_than_a_page_lose_nothing) {
+        SKIP_WITHOUT_TRACEFS();
+        if (access(TRACEFS "/buffer_subbuf_size_kb", F_OK) < 0)
+                cr_skip_test("this kernel has no buffer_subbuf_size_kb (Linux 6.8 and later)");
+        record_stopped_instance("tfz_sb", 2 * (unsigned) sysconf(_SC_PAGESIZE) / 1024);
 }
 
 /* tracectl record with a linux.frozen_ftrace config naming instance;
