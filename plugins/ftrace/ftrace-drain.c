@@ -31,15 +31,18 @@ static struct event_format *format_by_id(struct ftrace_session *s, uint16_t id) 
         }
 }
 
+void ftrace_drain_add_format(struct ftrace_session *s, size_t n) {
+        size_t i = s->formats[n].id & (ID_SLOTS - 1);
+        while (s->by_id[i] >= 0)
+                i = (i + 1) & (ID_SLOTS - 1);
+        s->by_id[i] = (int16_t) n;
+}
+
 void ftrace_drain_init(struct ftrace_session *s) {
         memset(s->intern_slots, 0xff, sizeof(s->intern_slots));
         memset(s->by_id, 0xff, sizeof(s->by_id));
-        for (size_t n = 0; n < s->n_formats; n++) {
-                size_t i = s->formats[n].id & (ID_SLOTS - 1);
-                while (s->by_id[i] >= 0)
-                        i = (i + 1) & (ID_SLOTS - 1);
-                s->by_id[i] = (int16_t) n;
-        }
+        for (size_t n = 0; n < s->n_formats; n++)
+                ftrace_drain_add_format(s, n);
 }
 
 /* The index of comm (16 bytes, zero-padded) in the bundle's table of
@@ -216,6 +219,8 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
         uint16_t id;
         memcpy(&id, data, 2);
         struct event_format *f = format_by_id(s, id);
+        if (!f && s->format_miss)
+                f = s->format_miss(s->format_miss_userdata, id);
         if (!f)
                 return;
         if (s->ps) {
@@ -270,13 +275,21 @@ static void drain_read(struct ftrace_session *s, int cpu) {
                         s->parse_errors |= 1u << PAGE_STATUS_UNEXPECTED_READ_ERROR;
                 if (n <= 0)
                         break;
-                struct page_info info;
-                int r = page_parse(s->page, (size_t) n, on_record, s, &info);
-                uint64_t lost = 0;
-                if (r >= 0 && (info.missed || info.lost_events))
-                        lost = info.lost_events ? info.lost_events : 1;
-                note_page(s, r, &info, lost);
+                ftrace_drain_page(s, s->page, (size_t) n);
         }
+}
+
+void ftrace_drain_page(struct ftrace_session *s, const uint8_t *page, size_t n) {
+        struct page_info info;
+        int r = page_parse(page, n, on_record, s, &info);
+        uint64_t lost = 0;
+        if (r >= 0 && (info.missed || info.lost_events))
+                lost = info.lost_events ? info.lost_events : 1;
+        note_page(s, r, &info, lost);
+}
+
+void ftrace_drain_emit(struct ftrace_session *s) {
+        bundle_emit(s);
 }
 
 /* The same through the mapping: each round hands the reader sub-buffer

@@ -116,7 +116,7 @@ static void session_restore(struct ftrace_session *s) {
                 (void) unlink(ROOT_JOURNAL_PATH);
 }
 
-static void session_free(struct ftrace_session *s) {
+void ftrace_session_free(struct ftrace_session *s) {
         struct plugin *pl = s->pl;
         if (s->timer)
                 pl->api->remove_source(pl->host, s->timer);
@@ -168,10 +168,6 @@ static void cpu_list(const struct ftrace_session *s, bool mapped, char *buf, siz
                 snprintf(buf, size, "none");
 }
 
-static bool instance_name_valid(const char *n) {
-        return n[0] && strcmp(n, ".") != 0 && strcmp(n, "..") != 0 && !strchr(n, '/');
-}
-
 /* With the root's flock held: puts back what a session whose process died
  * left changed in the root instance. */
 static void root_recover_locked(struct plugin *pl) {
@@ -211,7 +207,7 @@ static int choose_instance(struct ftrace_session *s, const struct pbr_field *fc)
                         return -EINVAL;
                 }
                 snprintf(name, sizeof(name), "%.*s", (int) f.len, (const char *) f.data);
-                if (!instance_name_valid(name)) {
+                if (!tracefs_instance_name_valid(name)) {
                         plugin_log(pl, TRACED_LOG_ERR, "instance_name \"%s\" is not a tracefs instance name", name);
                         return -EINVAL;
                 }
@@ -252,6 +248,39 @@ static int choose_instance(struct ftrace_session *s, const struct pbr_field *fc)
         return r;
 }
 
+struct ftrace_session *ftrace_session_new(struct plugin *pl, uint64_t instance_id) {
+        struct ftrace_session *s = calloc(1, sizeof(*s));
+        if (!s)
+                return NULL;
+        s->pl = pl;
+        s->inst.id = instance_id;
+        s->root_lock_fd = -EBADF;
+        s->formats = calloc(MAX_EVENTS, sizeof(*s->formats));
+        s->page_size = (size_t) sysconf(_SC_PAGESIZE);
+        s->page = malloc(s->page_size);
+        if (!s->formats || !s->page) {
+                ftrace_session_free(s);
+                return NULL;
+        }
+        return s;
+}
+
+int ftrace_session_open_cpus(struct ftrace_session *s) {
+        long ncpus = sysconf(_SC_NPROCESSORS_CONF);
+        s->n_cpus = (int) MIN(MAX(ncpus, 1), MAX_CPUS);
+        s->cpu_fds = calloc((size_t) s->n_cpus, sizeof(int));
+        if (!s->cpu_fds)
+                return -ENOMEM;
+        int opened = 0;
+        for (int cpu = 0; cpu < s->n_cpus; cpu++) {
+                char rel[640];
+                snprintf(rel, sizeof(rel), "%s/per_cpu/cpu%d/trace_pipe_raw", s->root, cpu);
+                s->cpu_fds[cpu] = open(rel, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+                opened += s->cpu_fds[cpu] >= 0;
+        }
+        return opened;
+}
+
 int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size) {
         struct pbr_field fc, f;
         uint32_t buffer_kb = DEFAULT_BUFFER_KB, drain_ms = DEFAULT_DRAIN_MS;
@@ -262,19 +291,9 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 plugin_log(pl, TRACED_LOG_ERR, "tracefs is not available; linux.ftrace cannot start");
                 return -ENOENT;
         }
-        struct ftrace_session *s = calloc(1, sizeof(*s));
+        struct ftrace_session *s = ftrace_session_new(pl, instance_id);
         if (!s)
                 return -ENOMEM;
-        s->pl = pl;
-        s->inst.id = instance_id;
-        s->root_lock_fd = -EBADF;
-        s->formats = calloc(MAX_EVENTS, sizeof(*s->formats));
-        s->page_size = (size_t) sysconf(_SC_PAGESIZE);
-        s->page = malloc(s->page_size);
-        if (!s->formats || !s->page) {
-                session_free(s);
-                return -ENOMEM;
-        }
         if (pbr_get(config, size, 4, false, &f) && f.wire_type == 0)
                 s->tracing_session_id = f.varint;
         bool have_cfg = pbr_get(config, size, 100, false, &fc) && fc.wire_type == 2;
@@ -287,7 +306,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
 
         r = choose_instance(s, have_cfg ? &fc : NULL);
         if (r < 0) {
-                session_free(s);
+                ftrace_session_free(s);
                 return r;
         }
         if (have_cfg && pbr_get(fc.data, fc.len, 23, false, &f) && f.wire_type == 0 && f.varint)
@@ -333,7 +352,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 if (r >= 0)
                         r = ftrace_add_kprobes(s, &fc);
                 if (r < 0) {
-                        session_free(s);
+                        ftrace_session_free(s);
                         return r;
                 }
         }
@@ -354,7 +373,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         ftrace_drain_init(s);
         s->pid_field = calloc(MAX_EVENTS, sizeof(*s->pid_field));
         if (!s->pid_field) {
-                session_free(s);
+                ftrace_session_free(s);
                 return -ENOMEM;
         }
         static const struct {
@@ -367,7 +386,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         };
         s->redescribe = calloc(MAX_EVENTS, sizeof(*s->redescribe));
         if (!s->redescribe) {
-                session_free(s);
+                ftrace_session_free(s);
                 return -ENOMEM;
         }
         for (size_t i = 0; i < s->n_formats; i++)
@@ -391,7 +410,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 s->wk_prio_f = format_field(s->waking_fmt, "prio");
         }
         if (s->compact && !(s->intern = calloc(MAX_INTERN, sizeof(*s->intern)))) {
-                session_free(s);
+                ftrace_session_free(s);
                 return -ENOMEM;
         }
         /* A private instance gets the top-level trace_marker's writes
@@ -402,21 +421,14 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                            "this kernel cannot copy trace_marker writes into instances; print events come only "
                            "from this instance's own trace_marker");
 
-        long ncpus = sysconf(_SC_NPROCESSORS_CONF);
-        s->n_cpus = (int) MIN(MAX(ncpus, 1), MAX_CPUS);
-        s->cpu_fds = calloc((size_t) s->n_cpus, sizeof(int));
-        if (!s->cpu_fds) {
-                session_free(s);
-                return -ENOMEM;
-        }
-        for (int cpu = 0; cpu < s->n_cpus; cpu++) {
-                char rel[640];
-                snprintf(rel, sizeof(rel), "%s/per_cpu/cpu%d/trace_pipe_raw", s->root, cpu);
-                s->cpu_fds[cpu] = open(rel, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        r = ftrace_session_open_cpus(s);
+        if (r < 0) {
+                ftrace_session_free(s);
+                return r;
         }
         r = pl->api->new_writer(pl->host, instance_id, &s->writer);
         if (r < 0) {
-                session_free(s);
+                ftrace_session_free(s);
                 return r;
         }
         /* What others left in a shared buffer is not this trace's, unless
@@ -431,12 +443,12 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         ftrace_stats_emit(s, 1); /* START_OF_TRACE */
         r = ftrace_session_write(s, "tracing_on", "1");
         if (r < 0) {
-                session_free(s);
+                ftrace_session_free(s);
                 return r;
         }
         r = pl->api->add_timer(pl->host, drain_ms, ftrace_on_timer, s, &s->timer);
         if (r < 0) {
-                session_free(s);
+                ftrace_session_free(s);
                 return r;
         }
         plugin_instance_add(&pl->sessions, &s->inst);
@@ -470,7 +482,7 @@ void ftrace_session_stop(struct plugin *pl, uint64_t instance_id) {
         plugin_log(pl, TRACED_LOG_INFO, "linux.ftrace instance %llu stopped: %llu events, %llu pages, %llu lost",
                    (unsigned long long) instance_id, (unsigned long long) s->events, (unsigned long long) s->pages,
                    (unsigned long long) s->lost);
-        session_free(s);
+        ftrace_session_free(s);
         /* Registered with will_notify_on_stop: the service waits for this,
          * so the last pages make it in. */
         (void) pl->api->notify_stopped(pl->host, instance_id);
@@ -479,5 +491,5 @@ void ftrace_session_stop(struct plugin *pl, uint64_t instance_id) {
 void ftrace_sessions_free(struct plugin *pl) {
         struct plugin_instance *i;
         while ((i = plugin_instance_pop(&pl->sessions)))
-                session_free(session_of(i));
+                ftrace_session_free(session_of(i));
 }

@@ -16,6 +16,7 @@ struct plugin {
         struct plugin_instance *ps_sessions; /* of struct ps_session */
         struct plugin_instance *inode_maps;  /* of struct inode_map (inode-map.h) */
         struct inode_cache *inode_cache;     /* shared by the inode_maps */
+        struct plugin_instance *frozen;      /* of struct frozen (frozen-ds.c) */
 };
 
 /* linux.ftrace */
@@ -26,6 +27,13 @@ void ftrace_sessions_free(struct plugin *pl);
 /* Puts back the root instance's state left changed by a session whose
  * process died, unless a live session holds the root. */
 void ftrace_root_recover(struct plugin *pl);
+
+/* linux.frozen_ftrace (frozen-ds.c) */
+int frozen_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);
+/* False if instance_id is not a frozen_ftrace instance. */
+bool frozen_stop(struct plugin *pl, uint64_t instance_id);
+void frozen_flush(struct plugin *pl, uint64_t instance_id);
+void frozen_free_all(struct plugin *pl);
 
 /* linux.process_stats */
 struct ps_session;

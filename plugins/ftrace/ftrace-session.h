@@ -87,7 +87,19 @@ struct ftrace_session {
         struct ksyms *ksyms;
         struct kaddr_table *kt;
         struct pbw interned;
+        /* A record whose event id has no format yet: asked for one (NULL:
+         * the record is skipped). linux.frozen_ftrace loads formats so. */
+        struct event_format *(*format_miss)(void *userdata, uint16_t id);
+        void *format_miss_userdata;
 };
+
+/* ftrace-ds.c: a session with no instance yet (its formats and page
+ * allocated), and its end (what it changed put back, what it made removed). */
+struct ftrace_session *ftrace_session_new(struct plugin *pl, uint64_t instance_id);
+void ftrace_session_free(struct ftrace_session *s);
+/* Opens each CPU's trace_pipe_raw of s->root (-1 where it cannot): how
+ * many opened, or -ENOMEM. */
+int ftrace_session_open_cpus(struct ftrace_session *s);
 
 /* ftrace-ds.c: writes a file of the session's instance, keeping the value
  * it replaces where the instance is not the session's alone. */
@@ -113,6 +125,12 @@ void ftrace_drain_map(struct ftrace_session *s, bool force_read);
 void ftrace_drain_unmap(struct ftrace_session *s);
 bool ftrace_drain_mapped(const struct ftrace_session *s, int cpu);
 void ftrace_on_timer(void *userdata);
+/* Parses one page (n bytes) read from s->bundle_cpu's buffer into the
+ * bundle being built; ftrace_drain_emit writes that bundle out. */
+void ftrace_drain_page(struct ftrace_session *s, const uint8_t *page, size_t n);
+void ftrace_drain_emit(struct ftrace_session *s);
+/* Indexes s->formats[i] by its event id (added after ftrace_drain_init). */
+void ftrace_drain_add_format(struct ftrace_session *s, size_t i);
 void ftrace_drain_free(struct ftrace_session *s);
 
 /* ftrace-stats.c */

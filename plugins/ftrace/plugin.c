@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* The ftrace plugin: data sources linux.ftrace, linux.process_stats and
- * linux.inode_file_map. */
+/* The ftrace plugin: data sources linux.ftrace, linux.frozen_ftrace,
+ * linux.process_stats and linux.inode_file_map. */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -35,6 +35,9 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 if (r > 0)
                         plugin_log(pl, TRACED_LOG_INFO, "removed %d stale kprobe(s)", r);
                 r = api->register_data_source(host, "linux.ftrace", TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
+                if (r >= 0)
+                        r = api->register_data_source(host, "linux.frozen_ftrace",
+                                                      TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP);
                 if (r >= 0) /* its input is linux.ftrace's events */
                         r = api->register_data_source(host, "linux.inode_file_map", 0);
                 if (r < 0) {
@@ -55,6 +58,7 @@ static void destroy(void *state) {
         struct plugin *pl = state;
         ftrace_sessions_free(pl);
         inode_map_free_all(pl);
+        frozen_free_all(pl);
         process_stats_free_all(pl);
         free(pl);
 }
@@ -64,6 +68,8 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
         int r = 0;
         if (strcmp(ds, "linux.ftrace") == 0)
                 r = ftrace_session_start(pl, id, cfg, n);
+        else if (strcmp(ds, "linux.frozen_ftrace") == 0)
+                r = frozen_start(pl, id, cfg, n);
         else if (strcmp(ds, "linux.process_stats") == 0)
                 r = process_stats_start(pl, id, cfg, n);
         else if (strcmp(ds, "linux.inode_file_map") == 0)
@@ -73,7 +79,7 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
 }
 
 static void stop(void *state, uint64_t id) {
-        if (!process_stats_stop(state, id) && !inode_map_stop(state, id))
+        if (!process_stats_stop(state, id) && !inode_map_stop(state, id) && !frozen_stop(state, id))
                 ftrace_session_stop(state, id);
 }
 
@@ -81,6 +87,7 @@ static void flush(void *state, uint64_t id) {
         ftrace_session_flush(state, id);
         process_stats_flush(state, id);
         inode_map_flush(state, id);
+        frozen_flush(state, id);
 }
 
 /* CAP_SYS_ADMIN (21) for tracefs, CAP_SYSLOG (34) for the addresses in

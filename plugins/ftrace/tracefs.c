@@ -51,6 +51,10 @@ static int write_file(const char *root, const char *rel, const char *value, int 
         return r;
 }
 
+bool tracefs_instance_name_valid(const char *name) {
+        return name[0] && strcmp(name, ".") != 0 && strcmp(name, "..") != 0 && !strchr(name, '/');
+}
+
 int tracefs_write(const char *root, const char *rel, const char *value) {
         return write_file(root, rel, value, O_TRUNC);
 }

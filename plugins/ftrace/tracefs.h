@@ -20,6 +20,9 @@ int tracefs_append(const char *root, const char *rel, const char *value);
 /* Reads a small file into buf (NUL-terminated). */
 int tracefs_read(const char *root, const char *rel, char *buf, size_t size);
 
+/* Whether name can be an instance's directory under instances/ (no
+ * path of its own: no '/', not "." or ".."). */
+bool tracefs_instance_name_valid(const char *name);
 /* Creates instances/<name>; fills ret with its root. */
 int tracefs_instance_create(const char *root, const char *name, char *ret, size_t size);
 int tracefs_instance_remove(const char *root, const char *name);
