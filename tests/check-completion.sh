@@ -39,6 +39,10 @@ expect "tracectl summary --j" --json
 expect "tracectl report --off" --off-cpu
 expect "tracectl record --bpf" --bpf-stacks
 expect "tracectl record --ds linux.p" linux.perf
+# --ds offers every data source a plugin of ours registers.
+for ds in $(grep -ho '"linux\.[a-z_]*"' "$srcdir"/plugins/*/plugin.c "$srcdir"/plugins/*/*.h | tr -d '"' | sort -u); do
+        expect "tracectl record --ds ${ds%%_*}" "$ds"
+done
 if [ -d /sys/kernel/tracing/events/sched/sched_switch ]; then
         expect "tracectl record -t 2s sched/sched_sw" sched/sched_switch
         expect "tracectl record sch" 'sched/*'
