@@ -155,24 +155,6 @@ static size_t buffer_pages(const struct ftrace_session *s) {
         return kb ? (size_t) (kb * 1024 / s->page_size) + 1 : SIZE_MAX;
 }
 
-/* Sub-buffers larger than a page (buffer_subbuf_size_kb, Linux 6.8 and
- * later) are read whole, one read each: a read of a page gets what fits
- * (with a header of its own) and leaves the rest to the next ones. */
-static int use_subbuf_size(struct ftrace_session *s) {
-        char text[32];
-        if (tracefs_read(s->root, "buffer_subbuf_size_kb", text, sizeof(text)) < 0)
-                return 0; /* an older kernel: pages */
-        unsigned long kb = strtoul(text, NULL, 10);
-        if (kb * 1024 <= s->page_size || kb > 1024)
-                return 0;
-        uint8_t *p = realloc(s->page, kb * 1024);
-        if (!p)
-                return -ENOMEM;
-        s->page = p;
-        s->page_size = kb * 1024;
-        return 0;
-}
-
 /* FrozenFtraceConfig.instance_name, checked: 0, or -errno once reported. */
 static int instance_path(struct plugin *pl, uint64_t id, const uint8_t *config, size_t size, char *name,
                          size_t name_size, char *root, size_t root_size) {
@@ -250,7 +232,7 @@ int frozen_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config,
                 frozen_free(fz);
                 return r;
         }
-        r = use_subbuf_size(s);
+        r = ftrace_session_use_subbuf_size(s);
         if (r < 0) {
                 frozen_free(fz);
                 return r;

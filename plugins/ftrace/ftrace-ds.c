@@ -21,6 +21,7 @@
 #include "ftrace-session.h"
 #include "kprobes.h"
 #include "root-journal.h"
+#include "subbuf.h"
 #include "tracefs.h"
 
 #define MAX_CPUS 1024
@@ -166,6 +167,50 @@ static void cpu_list(const struct ftrace_session *s, bool mapped, char *buf, siz
         }
         if (n == 0)
                 snprintf(buf, size, "none");
+}
+
+/* Sub-buffers larger than a page (buffer_subbuf_size_kb, Linux 6.8 and
+ * later) are read whole, one read each: a read of a page gets what fits
+ * (with a header of its own) and leaves the rest to the next ones. */
+int ftrace_session_use_subbuf_size(struct ftrace_session *s) {
+        char text[32];
+        if (tracefs_read(s->root, "buffer_subbuf_size_kb", text, sizeof(text)) < 0)
+                return 0; /* an older kernel: pages */
+        unsigned long kb = strtoul(text, NULL, 10);
+        if (kb * 1024 <= s->page_size || kb > 1024)
+                return 0;
+        uint8_t *p = realloc(s->page, kb * 1024);
+        if (!p)
+                return -ENOMEM;
+        s->page = p;
+        s->page_size = kb * 1024;
+        return 0;
+}
+
+/* Sub-buffers of SUBBUF_DEFAULT_KB (or TRACED_FTRACE_SUBBUF_KB) where the
+ * kernel lets them be sized, as a file of the instance (put back like the
+ * others; the change drops what the buffer held, so not with
+ * preserve_ftrace_buffer); then read whole, whoever chose their size. */
+static int subbuf_setup(struct ftrace_session *s, uint32_t buffer_kb) {
+        char text[32];
+        if (tracefs_read(s->root, "buffer_subbuf_size_kb", text, sizeof(text)) < 0)
+                return 0; /* before Linux 6.8: a sub-buffer is a page */
+        const char *want = getenv(SUBBUF_ENV);
+        int kb = subbuf_choose_kb(want, buffer_kb, (uint32_t) (s->page_size / 1024));
+        if (kb < 0) {
+                plugin_log(s->pl, TRACED_LOG_WARNING, "%s=%s is not a size in KiB; the kernel's sub-buffers are kept",
+                           SUBBUF_ENV, want);
+                kb = 0;
+        }
+        if (kb > 0 && atoi(text) != kb && !s->preserve_buffer) {
+                char val[16];
+                snprintf(val, sizeof(val), "%d", kb);
+                int r = ftrace_session_write(s, "buffer_subbuf_size_kb", val);
+                if (r < 0)
+                        plugin_log(s->pl, TRACED_LOG_INFO, "cannot make the sub-buffers %d KiB: %s; keeping %s KiB",
+                                   kb, strerror(-r), text);
+        }
+        return ftrace_session_use_subbuf_size(s);
 }
 
 /* With the root's flock held: puts back what a session whose process died
@@ -319,9 +364,14 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 (void) ftrace_session_write(s, "tracing_on", "0");
         if (ftrace_session_write(s, "trace_clock", "boot") < 0)
                 plugin_log(pl, TRACED_LOG_WARNING, "trace_clock boot unavailable; timestamps may not line up");
-        s->max_pages_per_drain = (size_t) buffer_kb * 1024u / s->page_size + 16;
         snprintf(val, sizeof(val), "%u", buffer_kb);
         (void) ftrace_session_write(s, "buffer_size_kb", val);
+        r = subbuf_setup(s, buffer_kb);
+        if (r < 0) {
+                ftrace_session_free(s);
+                return r;
+        }
+        s->max_pages_per_drain = (size_t) buffer_kb * 1024u / s->page_size + 16;
         if (have_cfg && (pbr_count(fc.data, fc.len, 2) > 0 || pbr_count(fc.data, fc.len, 3) > 0))
                 s->atrace_error = "atrace_categories/atrace_apps: atrace is Android's; traced records ftrace events only";
 
@@ -456,9 +506,9 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         cpu_list(s, true, mapped, sizeof(mapped));
         cpu_list(s, false, read_cpus, sizeof(read_cpus));
         plugin_log(pl, TRACED_LOG_INFO,
-                   "linux.ftrace instance %llu: %zu events, %u KiB per CPU, drain every %u ms%s, in %s; "
-                   "buffers mapped on CPUs %s, read() on CPUs %s%s",
-                   (unsigned long long) instance_id, s->n_formats, buffer_kb, drain_ms,
+                   "linux.ftrace instance %llu: %zu events, %u KiB per CPU in %zu KiB sub-buffers, "
+                   "drain every %u ms%s, in %s; buffers mapped on CPUs %s, read() on CPUs %s%s",
+                   (unsigned long long) instance_id, s->n_formats, buffer_kb, s->page_size / 1024, drain_ms,
                    s->compact ? ", compact sched" : "", s->in_root ? "the root instance" : s->root, mapped, read_cpus,
                    map ? " (" READ_MODE_ENV "=mmap)" : "");
         return 0;

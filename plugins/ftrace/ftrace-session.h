@@ -100,6 +100,10 @@ void ftrace_session_free(struct ftrace_session *s);
 /* Opens each CPU's trace_pipe_raw of s->root (-1 where it cannot): how
  * many opened, or -ENOMEM. */
 int ftrace_session_open_cpus(struct ftrace_session *s);
+/* Makes the read() buffer (s->page) as large as the instance's sub-buffers
+ * (buffer_subbuf_size_kb, Linux 6.8 and later), so that each read takes a
+ * whole one: 0, or -ENOMEM. */
+int ftrace_session_use_subbuf_size(struct ftrace_session *s);
 
 /* ftrace-ds.c: writes a file of the session's instance, keeping the value
  * it replaces where the instance is not the session's alone. */

@@ -86,6 +86,21 @@ static void read_line(const char *path, char *buf, size_t size) {
         fclose(f);
 }
 
+static bool subbuf_default(void) {
+        return !getenv("TRACED_FTRACE_SUBBUF_KB"); /* else the plugin asks for that */
+}
+
+/* An instance's sub-buffer size in KiB; 0 on kernels without the file
+ * (before Linux 6.8), where the plugin leaves it alone. */
+static int subbuf_kb(const char *instance_dir) {
+        char path[320], line[64];
+        snprintf(path, sizeof(path), "%s/buffer_subbuf_size_kb", instance_dir);
+        if (access(path, F_OK) < 0)
+                return 0;
+        read_line(path, line, sizeof(line));
+        return atoi(line);
+}
+
 struct seen {
         const char *want[4];
         bool found[4];
@@ -177,12 +192,15 @@ struct marker_action {
         char own_marker[320];
         char own_text[64], root_text[64];
         bool dir_existed_during;
+        int subbuf_kb_during;
 };
 
 static void write_markers(void *data) {
         struct marker_action *a = data;
         struct stat st;
         a->dir_existed_during = stat(a->instance_dir, &st) == 0;
+        if (a->dir_existed_during)
+                a->subbuf_kb_during = subbuf_kb(a->instance_dir);
         if (a->own_marker[0] && a->dir_existed_during)
                 write_marker(a->own_marker, a->own_text);
         int r = fixture_write_root_marker(a->root_text);
@@ -224,6 +242,9 @@ Test(ftrace_instances, existing_named_instance_is_put_back) {
         read_line(path, size_before, sizeof(size_before)); /* rounded to pages by the kernel */
         snprintf(path, sizeof(path), "%s/trace_clock", dir);
         write_file(path, "mono");
+        int subbuf_before = subbuf_kb(dir);
+        if (subbuf_before == 0)
+                cr_log_warn("no buffer_subbuf_size_kb (Linux 6.8 and later): sub-buffers not checked");
 
         struct marker_action a = {};
         snprintf(a.instance_dir, sizeof(a.instance_dir), "%s", dir);
@@ -249,6 +270,15 @@ Test(ftrace_instances, existing_named_instance_is_put_back) {
         snprintf(path, sizeof(path), "%s/trace_clock", dir);
         read_line(path, line, sizeof(line));
         cr_assert(strstr(line, "[mono]") != NULL, "trace_clock left at %s", line);
+        /* 1024 KiB per CPU: 32 KiB sub-buffers (32 of them), then the
+         * instance's own size back. */
+        if (subbuf_before) {
+                if (subbuf_default())
+                        cr_assert_eq(a.subbuf_kb_during, 32, "sub-buffers of %d KiB during the session",
+                                     a.subbuf_kb_during);
+                cr_assert_eq(subbuf_kb(dir), subbuf_before, "buffer_subbuf_size_kb left at %d, was %d", subbuf_kb(dir),
+                             subbuf_before);
+        }
         snprintf(path, sizeof(path), "%s/events/sched/sched_switch/enable", dir);
         read_line(path, line, sizeof(line));
         cr_assert_str_eq(line, "0", "sched_switch left enabled");
@@ -303,6 +333,7 @@ Test(ftrace_instances, no_instance_name_records_in_the_root) {
 
 struct kill_action {
         char before_size[64];
+        int subbuf_kb_during;
         bool took_root; /* the root's buffer became this session's size */
         bool killed;
 };
@@ -325,6 +356,7 @@ static void kill_host(void *data) {
         char line[256];
         read_line(TRACEFS "/buffer_size_kb", line, sizeof(line));
         a->took_root = is_session_size(size_kb(line));
+        a->subbuf_kb_during = subbuf_kb(TRACEFS);
         pid_t host = fixture_plugin_host_pid(&inst, "ftrace.so");
         if (a->took_root && host > 0)
                 a->killed = kill(host, SIGKILL) == 0;
@@ -341,6 +373,7 @@ Test(ftrace_instances, the_root_is_put_back_after_the_host_is_killed) {
         cr_assert_geq(lock, 0);
         struct kill_action a = {};
         char on_before[64], switch_before[64];
+        int subbuf_before = 0;
         for (int attempt = 0; attempt < 10 && !a.killed; attempt++) {
                 int i;
                 for (i = 0; i < 600 && flock(lock, LOCK_EX | LOCK_NB) < 0; i++)
@@ -350,6 +383,7 @@ Test(ftrace_instances, the_root_is_put_back_after_the_host_is_killed) {
                 read_line(TRACEFS "/tracing_on", on_before, sizeof(on_before));
                 read_line(TRACEFS "/buffer_size_kb", a.before_size, sizeof(a.before_size));
                 read_line(TRACEFS "/events/sched/sched_switch/enable", switch_before, sizeof(switch_before));
+                subbuf_before = subbuf_kb(TRACEFS);
                 /* Another session may take the root between this unlock and
                  * ours starting: kill_host then sees a size not ours and
                  * the attempt is repeated. */
@@ -383,10 +417,19 @@ Test(ftrace_instances, the_root_is_put_back_after_the_host_is_killed) {
         read_line(TRACEFS "/buffer_size_kb", size, sizeof(size));
         read_line(TRACEFS "/tracing_on", on, sizeof(on));
         read_line(TRACEFS "/events/sched/sched_switch/enable", sw, sizeof(sw));
+        int subbuf_after = subbuf_kb(TRACEFS);
         close(lock);
         fixture_root_unlock(tests_lock);
         cr_assert(!is_session_size(size_kb(size)), "buffer_size_kb left at the killed session's %s", size);
         cr_expect_eq(size_kb(size), size_kb(a.before_size), "buffer_size_kb %s, was %s", size, a.before_size);
         cr_expect_str_eq(on, on_before, "tracing_on left at %s", on);
         cr_expect_str_eq(sw, switch_before, "sched_switch enable left at %s", sw);
+        /* 1164 KiB per CPU: 32 KiB sub-buffers, journaled like the rest. */
+        if (subbuf_before) {
+                if (subbuf_default())
+                        cr_expect_eq(a.subbuf_kb_during, 32, "sub-buffers of %d KiB during the session",
+                                     a.subbuf_kb_during);
+                cr_expect_eq(subbuf_after, subbuf_before, "buffer_subbuf_size_kb left at %d, was %d", subbuf_after,
+                             subbuf_before);
+        }
 }

@@ -129,10 +129,15 @@ static int spawn_instance(struct traced_instance *t, bool socket_activated, cons
                         argv[n++] = (char *) "-E";
                         argv[n++] = tmpdir;
                         /* The activator passes on only what it is told to:
-                         * the ftrace plugin's reader switch, when set. */
+                         * the ftrace plugin's reader and sub-buffer
+                         * switches, when set. */
                         if (getenv("TRACED_FTRACE_READ")) {
                                 argv[n++] = (char *) "-E";
                                 argv[n++] = (char *) "TRACED_FTRACE_READ";
+                        }
+                        if (getenv("TRACED_FTRACE_SUBBUF_KB")) {
+                                argv[n++] = (char *) "-E";
+                                argv[n++] = (char *) "TRACED_FTRACE_SUBBUF_KB";
                         }
                         argv[n++] = (char *) TRACED_BINARY;
                 } else {
