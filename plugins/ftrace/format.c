@@ -162,28 +162,12 @@ void format_read_str(const struct format_field *f, const uint8_t *rec, size_t le
         buf[k] = '\0';
 }
 
-/* A task name field (char[16]) into comm, zero from its first NUL on and
- * at most 15 characters, as format_read_str gives it: two word loads
- * where the field is the usual fixed array. */
+/* A task name field (char[16]) into comm: two word loads where the
+ * field is the usual fixed array. */
 void format_read_comm(const struct format_field *ff, const uint8_t *rec, size_t len, char comm[16]) {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#ifdef FORMAT_COMM_WORDS
         if (ff && !ff->is_data_loc && !ff->is_dyn_tail && ff->size == 16 && (size_t) ff->offset + 16 <= len) {
-                const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
-                uint64_t w[2];
-                memcpy(w, rec + ff->offset, 16);
-                w[1] &= UINT64_C(0x00ffffffffffffff); /* 15 characters at most */
-                for (size_t k = 0; k < 2; k++) {
-                        /* The lowest bit set marks the first zero byte. */
-                        uint64_t z = (w[k] - ones) & ~w[k] & highs;
-                        if (z) {
-                                unsigned at = (unsigned) __builtin_ctzll(z) / 8;
-                                w[k] &= at ? (UINT64_MAX >> (64 - 8 * at)) : 0;
-                                if (k == 0)
-                                        w[1] = 0;
-                                break;
-                        }
-                }
-                memcpy(comm, w, 16);
+                format_comm_words(rec + ff->offset, comm);
                 return;
         }
 #endif

@@ -48,3 +48,27 @@ void format_read_str(const struct format_field *f, const uint8_t *rec, size_t le
 /* A task name (char[16]) into comm: what format_read_str gives into 16
  * bytes, the rest zero. Cheap for the fixed arrays of sched events. */
 void format_read_comm(const struct format_field *f, const uint8_t *rec, size_t len, char comm[16]);
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define FORMAT_COMM_WORDS 1
+/* The 16 bytes of a char[16] at p as format_read_comm gives them (zero
+ * from the first NUL on, 15 characters at most), in two word loads. */
+static inline void format_comm_words(const uint8_t *p, char comm[16]) {
+        const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
+        uint64_t w[2];
+        __builtin_memcpy(w, p, 16);
+        w[1] &= UINT64_C(0x00ffffffffffffff); /* 15 characters at most */
+        for (unsigned k = 0; k < 2; k++) {
+                /* The lowest bit set marks the first zero byte. */
+                uint64_t z = (w[k] - ones) & ~w[k] & highs;
+                if (z) {
+                        unsigned at = (unsigned) __builtin_ctzll(z) / 8;
+                        w[k] &= at ? (UINT64_MAX >> (64 - 8 * at)) : 0;
+                        if (k == 0)
+                                w[1] = 0;
+                        break;
+                }
+        }
+        __builtin_memcpy(comm, w, 16);
+}
+#endif

@@ -38,15 +38,64 @@ void ftrace_drain_add_format(struct ftrace_session *s, size_t n) {
         s->by_id[i] = (int16_t) n;
 }
 
+/* A field a compact layout reads directly: there, of that size, and read
+ * by format_read_int as the layout reads it (signed when 4 bytes). */
+static bool layout_field(const struct format_field *ff, uint16_t size, uint16_t *ret_offset, uint16_t *min_len) {
+        if (!ff || ff->size != size || ff->is_data_loc || ff->is_dyn_tail || (size == 4 && !ff->is_signed))
+                return false;
+        *ret_offset = ff->offset;
+        *min_len = MAX(*min_len, (uint16_t) (ff->offset + size));
+        return true;
+}
+
+static struct compact_layout layout_of(const struct format_field *comm, const struct format_field *pid,
+                                       const struct format_field *prio, const struct format_field *arg,
+                                       uint16_t arg_size) {
+        struct compact_layout l = {};
+        uint16_t min_len = 0;
+#ifdef FORMAT_COMM_WORDS
+        if (comm && comm->is_string && layout_field(comm, 16, &l.comm, &min_len) &&
+            layout_field(pid, 4, &l.pid, &min_len) && layout_field(prio, 4, &l.prio, &min_len) &&
+            layout_field(arg, arg_size, &l.arg, &min_len))
+                l.min_len = min_len;
+#endif
+        return l;
+}
+
 void ftrace_drain_init(struct ftrace_session *s) {
         memset(s->intern_slots, 0xff, sizeof(s->intern_slots));
         memset(s->by_id, 0xff, sizeof(s->by_id));
-        for (size_t n = 0; n < s->n_formats; n++)
+        s->switch_id = s->waking_id = -1;
+        for (size_t n = 0; n < s->n_formats; n++) {
+                struct event_format *f = &s->formats[n];
                 ftrace_drain_add_format(s, n);
+                if (strcmp(f->group, "sched") == 0 && strcmp(f->name, "sched_switch") == 0) {
+                        s->switch_fmt = f;
+                        s->switch_id = f->id;
+                } else if (strcmp(f->group, "sched") == 0 && strcmp(f->name, "sched_waking") == 0) {
+                        s->waking_fmt = f;
+                        s->waking_id = f->id;
+                }
+        }
+        if (s->switch_fmt) {
+                s->sw_next_comm = format_field(s->switch_fmt, "next_comm");
+                s->sw_prev_state = format_field(s->switch_fmt, "prev_state");
+                s->sw_next_pid = format_field(s->switch_fmt, "next_pid");
+                s->sw_next_prio = format_field(s->switch_fmt, "next_prio");
+                s->sw_layout = layout_of(s->sw_next_comm, s->sw_next_pid, s->sw_next_prio, s->sw_prev_state, 8);
+        }
+        if (s->waking_fmt) {
+                s->wk_comm_f = format_field(s->waking_fmt, "comm");
+                s->wk_pid_f = format_field(s->waking_fmt, "pid");
+                s->wk_cpu_f = format_field(s->waking_fmt, "target_cpu");
+                s->wk_prio_f = format_field(s->waking_fmt, "prio");
+                s->wk_layout = layout_of(s->wk_comm_f, s->wk_pid_f, s->wk_prio_f, s->wk_cpu_f, 4);
+        }
+        s->intern_gen = 1;
 }
 
 /* The index of comm (16 bytes, zero-padded) in the bundle's table of
- * names, added if new. Hashed as two words: this runs for every event. */
+ * names, added if new. Hashed as two words. */
 static uint32_t intern(struct ftrace_session *s, const char comm[16]) {
         uint64_t a, b;
         memcpy(&a, comm, 8);
@@ -64,6 +113,21 @@ static uint32_t intern(struct ftrace_session *s, const char comm[16]) {
         memcpy(s->intern[s->n_intern], comm, 16);
         s->intern_slots[i] = (int16_t) s->n_intern;
         return (uint32_t) s->n_intern++;
+}
+
+/* The same, first asking the pid's last name: this runs for every event,
+ * and a pid's name rarely changes. */
+static uint32_t intern_pid(struct ftrace_session *s, int32_t pid, const char comm[16]) {
+        uint64_t w[2];
+        memcpy(w, comm, 16);
+        struct pid_intern *e = &s->pid_intern[(uint32_t) pid & (PID_INTERN_SLOTS - 1)];
+        if (e->gen == s->intern_gen && e->pid == pid && e->comm[0] == w[0] && e->comm[1] == w[1])
+                return e->idx;
+        if (s->n_intern == MAX_INTERN)
+                return 0; /* table full: the bundle is emitted before this happens */
+        uint32_t idx = intern(s, comm);
+        *e = (struct pid_intern) { .pid = pid, .gen = s->intern_gen, .comm = { w[0], w[1] }, .idx = idx };
+        return idx;
 }
 
 #define N_COLUMNS 11
@@ -85,32 +149,77 @@ static void compact_reset(struct ftrace_session *s) {
         s->sw_last_ts = s->wk_last_ts = 0;
         s->n_intern = 0;
         memset(s->intern_slots, 0xff, sizeof(s->intern_slots));
+        if (++s->intern_gen == 0) { /* wrapped: no entry may look current */
+                memset(s->pid_intern, 0, sizeof(s->pid_intern));
+                s->intern_gen = 1;
+        }
 }
 
-/* sched_switch and sched_waking as columns: a few bytes per event. */
+static inline uint64_t rd_s32(const uint8_t *p) {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return (uint64_t) (int64_t) v;
+}
+
+static inline uint64_t rd_u64(const uint8_t *p) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        return v;
+}
+
+/* sched_switch and sched_waking as columns: a few bytes per event. Read
+ * through the layout resolved at the start where the record is long enough
+ * for it, else field by field (0 for what is missing). */
 static bool compact_add(struct ftrace_session *s, const struct event_format *f, uint64_t ts, const uint8_t *rec,
                         size_t len) {
         char comm[16];
+        uint64_t pid, prio, arg;
         if (f == s->switch_fmt) {
-                format_read_comm(s->sw_next_comm, rec, len, comm);
+                const struct compact_layout *l = &s->sw_layout;
+#ifdef FORMAT_COMM_WORDS
+                if (l->min_len && len >= l->min_len) {
+                        format_comm_words(rec + l->comm, comm);
+                        pid = rd_s32(rec + l->pid);
+                        prio = rd_s32(rec + l->prio);
+                        arg = rd_u64(rec + l->arg);
+                } else
+#endif
+                {
+                        format_read_comm(s->sw_next_comm, rec, len, comm);
+                        pid = (uint64_t) format_read_int(s->sw_next_pid, rec, len);
+                        prio = (uint64_t) format_read_int(s->sw_next_prio, rec, len);
+                        arg = (uint64_t) format_read_int(s->sw_prev_state, rec, len);
+                }
                 pbw_raw_varint_inline(&s->sw_ts, ts - s->sw_last_ts);
                 s->sw_last_ts = ts;
-                pbw_raw_varint_inline(&s->sw_state, (uint64_t) format_read_int(s->sw_prev_state, rec, len));
-                int64_t next_pid = format_read_int(s->sw_next_pid, rec, len);
-                pbw_raw_varint_inline(&s->sw_pid, (uint64_t) next_pid);
-                pbw_raw_varint_inline(&s->sw_prio, (uint64_t) format_read_int(s->sw_next_prio, rec, len));
-                pbw_raw_varint_inline(&s->sw_comm, intern(s, comm));
+                pbw_raw_varint_inline(&s->sw_state, arg);
+                pbw_raw_varint_inline(&s->sw_pid, pid);
+                pbw_raw_varint_inline(&s->sw_prio, prio);
+                pbw_raw_varint_inline(&s->sw_comm, intern_pid(s, (int32_t) pid, comm));
                 return true;
         }
         if (f == s->waking_fmt) {
-                format_read_comm(s->wk_comm_f, rec, len, comm);
+                const struct compact_layout *l = &s->wk_layout;
+#ifdef FORMAT_COMM_WORDS
+                if (l->min_len && len >= l->min_len) {
+                        format_comm_words(rec + l->comm, comm);
+                        pid = rd_s32(rec + l->pid);
+                        prio = rd_s32(rec + l->prio);
+                        arg = rd_s32(rec + l->arg);
+                } else
+#endif
+                {
+                        format_read_comm(s->wk_comm_f, rec, len, comm);
+                        pid = (uint64_t) format_read_int(s->wk_pid_f, rec, len);
+                        prio = (uint64_t) format_read_int(s->wk_prio_f, rec, len);
+                        arg = (uint64_t) format_read_int(s->wk_cpu_f, rec, len);
+                }
                 pbw_raw_varint_inline(&s->wk_ts, ts - s->wk_last_ts);
                 s->wk_last_ts = ts;
-                int64_t pid = format_read_int(s->wk_pid_f, rec, len);
-                pbw_raw_varint_inline(&s->wk_pid, (uint64_t) pid);
-                pbw_raw_varint_inline(&s->wk_cpu, (uint64_t) format_read_int(s->wk_cpu_f, rec, len));
-                pbw_raw_varint_inline(&s->wk_prio, (uint64_t) format_read_int(s->wk_prio_f, rec, len));
-                pbw_raw_varint_inline(&s->wk_comm, intern(s, comm));
+                pbw_raw_varint_inline(&s->wk_pid, pid);
+                pbw_raw_varint_inline(&s->wk_cpu, arg);
+                pbw_raw_varint_inline(&s->wk_prio, prio);
+                pbw_raw_varint_inline(&s->wk_comm, intern_pid(s, (int32_t) pid, comm));
                 pbw_raw_varint_inline(&s->wk_flags, f->common_flags_offset >= 0 && (size_t) f->common_flags_offset < len
                                                      ? rec[f->common_flags_offset]
                                                      : 0);
@@ -218,7 +327,10 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
         }
         uint16_t id;
         memcpy(&id, data, 2);
-        struct event_format *f = format_by_id(s, id);
+        /* The compact events first: nearly every record is one. */
+        struct event_format *f = id == s->switch_id ? s->switch_fmt
+                                       : id == s->waking_id ? s->waking_fmt
+                                                            : format_by_id(s, id);
         if (!f && s->format_miss)
                 f = s->format_miss(s->format_miss_userdata, id);
         if (!f)

@@ -412,14 +412,6 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 struct pbr_field en;
                 s->compact = pbr_get(f.data, f.len, 1, false, &en) && en.varint;
         }
-        for (size_t i = 0; i < s->n_formats; i++) {
-                if (strcmp(s->formats[i].group, "sched") != 0)
-                        continue;
-                if (strcmp(s->formats[i].name, "sched_switch") == 0)
-                        s->switch_fmt = &s->formats[i];
-                else if (strcmp(s->formats[i].name, "sched_waking") == 0)
-                        s->waking_fmt = &s->formats[i];
-        }
         ftrace_drain_init(s);
         s->pid_field = calloc(MAX_EVENTS, sizeof(*s->pid_field));
         if (!s->pid_field) {
@@ -447,18 +439,6 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                                 s->redescribe[i] = strcmp(pid_fields[k].name, "task_rename") == 0 ||
                                                    strcmp(pid_fields[k].name, "sched_process_exec") == 0;
                         }
-        if (s->switch_fmt) {
-                s->sw_next_comm = format_field(s->switch_fmt, "next_comm");
-                s->sw_prev_state = format_field(s->switch_fmt, "prev_state");
-                s->sw_next_pid = format_field(s->switch_fmt, "next_pid");
-                s->sw_next_prio = format_field(s->switch_fmt, "next_prio");
-        }
-        if (s->waking_fmt) {
-                s->wk_comm_f = format_field(s->waking_fmt, "comm");
-                s->wk_pid_f = format_field(s->waking_fmt, "pid");
-                s->wk_cpu_f = format_field(s->waking_fmt, "target_cpu");
-                s->wk_prio_f = format_field(s->waking_fmt, "prio");
-        }
         if (s->compact && !(s->intern = calloc(MAX_INTERN, sizeof(*s->intern)))) {
                 ftrace_session_free(s);
                 return -ENOMEM;

@@ -23,6 +23,25 @@
 #define MAX_INTERN 1024
 #define INTERN_SLOTS 2048 /* > 2 x MAX_INTERN, a power of 2 */
 #define MAX_STAT_EVENTS 64
+#define PID_INTERN_SLOTS 256 /* a power of 2 */
+
+/* Where a compact sched event's fields lie, resolved once from its format:
+ * min_len 0 when the format is not the usual one (then each field is read
+ * through its format_field). */
+struct compact_layout {
+        uint16_t min_len;
+        uint16_t comm, pid, prio;
+        uint16_t arg; /* sched_switch: prev_state (8 bytes); sched_waking: target_cpu (4) */
+};
+
+/* The last name interned for a pid (in the table of names as it is since
+ * the generation's start): most events name a task seen just before. */
+struct pid_intern {
+        int32_t pid;
+        uint32_t gen; /* the intern table's generation; 0: never */
+        uint64_t comm[2];
+        uint32_t idx;
+};
 
 struct ftrace_session {
         struct plugin_instance inst; /* first: the plugin's list, by instance id */
@@ -72,7 +91,11 @@ struct ftrace_session {
         int16_t by_id[ID_SLOTS]; /* index into formats, -1: free */
         /* compact_sched: columns of sched_switch and sched_waking */
         bool compact;
-        const struct event_format *switch_fmt, *waking_fmt;
+        struct event_format *switch_fmt, *waking_fmt;
+        int32_t switch_id, waking_id; /* -1 when not recorded */
+        struct compact_layout sw_layout, wk_layout;
+        struct pid_intern pid_intern[PID_INTERN_SLOTS];
+        uint32_t intern_gen;
         const struct format_field *sw_next_comm, *sw_prev_state, *sw_next_pid, *sw_next_prio;
         const struct format_field *wk_comm_f, *wk_pid_f, *wk_cpu_f, *wk_prio_f;
         int16_t intern_slots[INTERN_SLOTS]; /* index into intern, -1: free */
@@ -117,8 +140,8 @@ int ftrace_add_kprobes(struct ftrace_session *s, const struct pbr_field *fc);
 void ftrace_load_ksyms(struct ftrace_session *s);
 
 /* ftrace-drain.c */
-/* Indexes the formats by event id and empties the compact sched columns:
- * once the events are all enabled. */
+/* Indexes the formats by event id, resolves the compact sched events'
+ * fields and empties their columns: once the events are all enabled. */
 void ftrace_drain_init(struct ftrace_session *s);
 /* Reads what every CPU has and writes it out. */
 void ftrace_drain(struct ftrace_session *s);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -240,7 +241,12 @@ Test(ftrace, compact_sched_columns) {
         int n = pbr_split_trace(buf, (size_t) st.st_size, pkts, 200000);
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         unsigned long switches[256] = {}, total = 0, full_events = 0;
-        bool child_seen = false;
+        bool child_seen = false, child_woken = false;
+        /* The child's priority, as the kernel reports it for a task of
+         * the normal class: 120 + its nice (inherited from this test). */
+        errno = 0;
+        int nice_value = getpriority(PRIO_PROCESS, 0);
+        cr_assert_eq(errno, 0);
         for (int i = 0; i < n; i++) {
                 Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkts[i].len, pkts[i].data);
                 cr_assert_not_null(p);
@@ -254,10 +260,29 @@ Test(ftrace, compact_sched_columns) {
                                 cr_assert_eq(c->n_waking_timestamp, c->n_waking_pid);
                                 for (size_t k = 0; k < c->n_switch_next_comm_index; k++) {
                                         cr_assert_lt(c->switch_next_comm_index[k], c->n_intern_table);
-                                        if (c->switch_next_pid[k] == child)
-                                                child_seen = strcmp(c->intern_table[c->switch_next_comm_index[k]],
-                                                                    CHILD_NAME) == 0 ||
-                                                             child_seen;
+                                        if (c->switch_next_pid[k] != child)
+                                                continue;
+                                        child_seen = strcmp(c->intern_table[c->switch_next_comm_index[k]],
+                                                            CHILD_NAME) == 0 ||
+                                                     child_seen;
+                                        cr_assert_eq(c->switch_next_prio[k], 120 + nice_value, "the child's prio %d",
+                                                     (int) c->switch_next_prio[k]);
+                                }
+                                /* Each field of sched_waking where it belongs: the
+                                 * child, woken from its sleeps, on a CPU there is. */
+                                cr_assert_eq(c->n_waking_timestamp, c->n_waking_comm_index);
+                                cr_assert_eq(c->n_waking_timestamp, c->n_waking_prio);
+                                cr_assert_eq(c->n_waking_timestamp, c->n_waking_target_cpu);
+                                for (size_t k = 0; k < c->n_waking_pid; k++) {
+                                        cr_assert_lt(c->waking_comm_index[k], c->n_intern_table);
+                                        cr_assert_lt(c->waking_target_cpu[k], ncpu, "target_cpu %d",
+                                                     (int) c->waking_target_cpu[k]);
+                                        if (c->waking_pid[k] != child ||
+                                            strcmp(c->intern_table[c->waking_comm_index[k]], CHILD_NAME) != 0)
+                                                continue;
+                                        child_woken = true;
+                                        cr_assert_eq(c->waking_prio[k], 120 + nice_value, "the child's prio %d",
+                                                     (int) c->waking_prio[k]);
                                 }
                                 if (b->cpu < 256)
                                         switches[b->cpu] += c->n_switch_timestamp;
@@ -268,6 +293,7 @@ Test(ftrace, compact_sched_columns) {
         }
         cr_assert_eq(full_events, 0, "sched events were not all in compact form");
         cr_assert(child_seen, "the child never appears as next task under its name");
+        cr_assert(child_woken, "the child is never woken under its name");
         for (long cpu = 0; cpu < ncpu && cpu < 256; cpu++)
                 cr_assert_gt(switches[cpu], 0, "no compact sched_switch on cpu %ld", cpu);
         /* Columns are far smaller than one message per event. */
