@@ -167,7 +167,8 @@ void format_read_str(const struct format_field *f, const uint8_t *rec, size_t le
 void format_read_comm(const struct format_field *ff, const uint8_t *rec, size_t len, char comm[16]) {
 #ifdef FORMAT_COMM_WORDS
         if (ff && !ff->is_data_loc && !ff->is_dyn_tail && ff->size == 16 && (size_t) ff->offset + 16 <= len) {
-                format_comm_words(rec + ff->offset, comm);
+                struct comm16 c = format_comm16(rec + ff->offset);
+                memcpy(comm, c.w, 16);
                 return;
         }
 #endif

@@ -49,26 +49,35 @@ void format_read_str(const struct format_field *f, const uint8_t *rec, size_t le
  * bytes, the rest zero. Cheap for the fixed arrays of sched events. */
 void format_read_comm(const struct format_field *f, const uint8_t *rec, size_t len, char comm[16]);
 
+/* A task name as two words (its 16 bytes in memory order): compared and
+ * passed in registers, never stored and loaded back whole. */
+struct comm16 {
+        uint64_t w[2];
+};
+
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define FORMAT_COMM_WORDS 1
 /* The 16 bytes of a char[16] at p as format_read_comm gives them (zero
  * from the first NUL on, 15 characters at most), in two word loads. */
-static inline void format_comm_words(const uint8_t *p, char comm[16]) {
+static inline struct comm16 format_comm16(const uint8_t *p) {
         const uint64_t ones = UINT64_C(0x0101010101010101), highs = UINT64_C(0x8080808080808080);
-        uint64_t w[2];
-        __builtin_memcpy(w, p, 16);
-        w[1] &= UINT64_C(0x00ffffffffffffff); /* 15 characters at most */
-        for (unsigned k = 0; k < 2; k++) {
-                /* The lowest bit set marks the first zero byte. */
-                uint64_t z = (w[k] - ones) & ~w[k] & highs;
-                if (z) {
-                        unsigned at = (unsigned) __builtin_ctzll(z) / 8;
-                        w[k] &= at ? (UINT64_MAX >> (64 - 8 * at)) : 0;
-                        if (k == 0)
-                                w[1] = 0;
-                        break;
-                }
+        struct comm16 c;
+        __builtin_memcpy(&c.w[0], p, 8);
+        __builtin_memcpy(&c.w[1], p + 8, 8);
+        c.w[1] &= UINT64_C(0x00ffffffffffffff); /* 15 characters at most */
+        /* The lowest bit set marks the first zero byte. */
+        uint64_t z = (c.w[0] - ones) & ~c.w[0] & highs;
+        if (z) {
+                unsigned at = (unsigned) __builtin_ctzll(z) / 8;
+                c.w[0] &= at ? (UINT64_MAX >> (64 - 8 * at)) : 0;
+                c.w[1] = 0;
+                return c;
         }
-        __builtin_memcpy(comm, w, 16);
+        z = (c.w[1] - ones) & ~c.w[1] & highs;
+        if (z) {
+                unsigned at = (unsigned) __builtin_ctzll(z) / 8;
+                c.w[1] &= at ? (UINT64_MAX >> (64 - 8 * at)) : 0;
+        }
+        return c;
 }
 #endif

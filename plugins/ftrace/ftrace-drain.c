@@ -96,38 +96,42 @@ void ftrace_drain_init(struct ftrace_session *s) {
 
 /* The index of comm (16 bytes, zero-padded) in the bundle's table of
  * names, added if new. Hashed as two words. */
-static uint32_t intern(struct ftrace_session *s, const char comm[16]) {
-        uint64_t a, b;
-        memcpy(&a, comm, 8);
-        memcpy(&b, comm + 8, 8);
-        size_t i = hash_u64(a ^ (b * UINT64_C(0x9e3779b97f4a7c15))) & (INTERN_SLOTS - 1);
+static uint32_t intern(struct ftrace_session *s, struct comm16 comm) {
+        size_t i = hash_u64(comm.w[0] ^ (comm.w[1] * UINT64_C(0x9e3779b97f4a7c15))) & (INTERN_SLOTS - 1);
         for (;; i = (i + 1) & (INTERN_SLOTS - 1)) {
                 int16_t k = s->intern_slots[i];
                 if (k < 0)
                         break;
-                if (memcmp(s->intern[k], comm, 16) == 0)
+                if (memcmp(s->intern[k], comm.w, 16) == 0)
                         return (uint32_t) k;
         }
         if (s->n_intern == MAX_INTERN)
                 return 0; /* table full: the bundle is emitted before this happens */
-        memcpy(s->intern[s->n_intern], comm, 16);
+        memcpy(s->intern[s->n_intern], comm.w, 16);
         s->intern_slots[i] = (int16_t) s->n_intern;
         return (uint32_t) s->n_intern++;
 }
 
 /* The same, first asking the pid's last name: this runs for every event,
  * and a pid's name rarely changes. */
-static uint32_t intern_pid(struct ftrace_session *s, int32_t pid, const char comm[16]) {
-        uint64_t w[2];
-        memcpy(w, comm, 16);
+static inline uint32_t intern_pid(struct ftrace_session *s, int32_t pid, struct comm16 comm) {
         struct pid_intern *e = &s->pid_intern[(uint32_t) pid & (PID_INTERN_SLOTS - 1)];
-        if (e->gen == s->intern_gen && e->pid == pid && e->comm[0] == w[0] && e->comm[1] == w[1])
+        if (e->gen == s->intern_gen && e->pid == pid && e->comm.w[0] == comm.w[0] && e->comm.w[1] == comm.w[1])
                 return e->idx;
         if (s->n_intern == MAX_INTERN)
                 return 0; /* table full: the bundle is emitted before this happens */
         uint32_t idx = intern(s, comm);
-        *e = (struct pid_intern) { .pid = pid, .gen = s->intern_gen, .comm = { w[0], w[1] }, .idx = idx };
+        *e = (struct pid_intern) { .pid = pid, .gen = s->intern_gen, .comm = comm, .idx = idx };
         return idx;
+}
+
+/* A name read field by field, as two words. */
+static struct comm16 comm_of_field(const struct format_field *ff, const uint8_t *rec, size_t len) {
+        char buf[16];
+        struct comm16 c;
+        format_read_comm(ff, rec, len, buf);
+        memcpy(c.w, buf, 16);
+        return c;
 }
 
 #define N_COLUMNS 11
@@ -172,20 +176,20 @@ static inline uint64_t rd_u64(const uint8_t *p) {
  * for it, else field by field (0 for what is missing). */
 static bool compact_add(struct ftrace_session *s, const struct event_format *f, uint64_t ts, const uint8_t *rec,
                         size_t len) {
-        char comm[16];
+        struct comm16 comm;
         uint64_t pid, prio, arg;
         if (f == s->switch_fmt) {
                 const struct compact_layout *l = &s->sw_layout;
 #ifdef FORMAT_COMM_WORDS
                 if (l->min_len && len >= l->min_len) {
-                        format_comm_words(rec + l->comm, comm);
+                        comm = format_comm16(rec + l->comm);
                         pid = rd_s32(rec + l->pid);
                         prio = rd_s32(rec + l->prio);
                         arg = rd_u64(rec + l->arg);
                 } else
 #endif
                 {
-                        format_read_comm(s->sw_next_comm, rec, len, comm);
+                        comm = comm_of_field(s->sw_next_comm, rec, len);
                         pid = (uint64_t) format_read_int(s->sw_next_pid, rec, len);
                         prio = (uint64_t) format_read_int(s->sw_next_prio, rec, len);
                         arg = (uint64_t) format_read_int(s->sw_prev_state, rec, len);
@@ -202,14 +206,14 @@ static bool compact_add(struct ftrace_session *s, const struct event_format *f, 
                 const struct compact_layout *l = &s->wk_layout;
 #ifdef FORMAT_COMM_WORDS
                 if (l->min_len && len >= l->min_len) {
-                        format_comm_words(rec + l->comm, comm);
+                        comm = format_comm16(rec + l->comm);
                         pid = rd_s32(rec + l->pid);
                         prio = rd_s32(rec + l->prio);
                         arg = rd_s32(rec + l->arg);
                 } else
 #endif
                 {
-                        format_read_comm(s->wk_comm_f, rec, len, comm);
+                        comm = comm_of_field(s->wk_comm_f, rec, len);
                         pid = (uint64_t) format_read_int(s->wk_pid_f, rec, len);
                         prio = (uint64_t) format_read_int(s->wk_prio_f, rec, len);
                         arg = (uint64_t) format_read_int(s->wk_cpu_f, rec, len);

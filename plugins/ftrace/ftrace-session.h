@@ -39,7 +39,7 @@ struct compact_layout {
 struct pid_intern {
         int32_t pid;
         uint32_t gen; /* the intern table's generation; 0: never */
-        uint64_t comm[2];
+        struct comm16 comm;
         uint32_t idx;
 };
 
