@@ -14,7 +14,7 @@
 #include "basic/macro.h"
 #include "ftrace-session.h"
 #include "inode-map.h"
-#include "page.h"
+#include "page-walk.h"
 #include "ring-map.h"
 
 #define BUNDLE_FLUSH_BYTES (256u * 1024u)
@@ -397,7 +397,7 @@ static void drain_read(struct ftrace_session *s, int cpu) {
 
 void ftrace_drain_page(struct ftrace_session *s, const uint8_t *page, size_t n) {
         struct page_info info;
-        int r = page_parse(page, n, on_record, s, &info);
+        int r = page_walk(page, n, 0, SIZE_MAX, on_record, s, &info);
         uint64_t lost = 0;
         if (r >= 0 && (info.missed || info.lost_events))
                 lost = info.lost_events ? info.lost_events : 1;
