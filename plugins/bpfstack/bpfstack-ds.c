@@ -460,10 +460,18 @@ static void stop_session(struct bpfstack_session *s) {
 
 void bpfstack_session_stop(struct bpfstack_plugin *pl, uint64_t id) {
         struct bpfstack_session *s = session_of(plugin_instance_take(&pl->sessions, id));
-        if (!s)
-                return;
-        stop_session(s);
-        session_free(s);
+        if (s) {
+                stop_session(s);
+                struct traced_writer *ws[] = {s->on.writer, s->off.writer, s->counters_writer};
+                for (size_t k = 0; k < 3; k++)
+                        if (ws[k])
+                                (void) pl->api->flush_writer(ws[k]);
+        }
+        (void) pl->api->notify_stopped(pl->host, id);
+        /* Unloading the programs, closing the events and freeing the
+         * tables and symbol caches take a while on a busy machine. */
+        if (s)
+                session_free(s);
 }
 
 void bpfstack_sessions_free(struct bpfstack_plugin *pl) {
