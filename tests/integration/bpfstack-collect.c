@@ -122,6 +122,10 @@ void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
         s->blocked_ns = ps->timebase_count;
         if (!ps->has_callstack_iid)
                 return;
+        if (c->orphans_ok && (ps->callstack_iid >= q->n_cs || !q->cs[ps->callstack_iid])) {
+                c->orphans++; /* a sample without its stack */
+                return;
+        }
         cr_assert_lt(ps->callstack_iid, q->n_cs, "callstack interned before its use");
         uint64_t *frames = q->cs[ps->callstack_iid];
         size_t n = q->cs_n[ps->callstack_iid];

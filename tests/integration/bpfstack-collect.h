@@ -46,9 +46,12 @@ struct collect {
         size_t n_s, cap_s;
         struct counter counters[32];
         size_t n_counters;
-        /* Counter values whose track descriptor did not come first are
-         * counted here (and dropped) instead of failing the test: a trace
-         * written while the shared memory is full may lose a descriptor. */
+        /* Counter values whose track descriptor did not come first, and
+         * samples whose callstack was not interned before, are counted
+         * here (without their value or stack) instead of failing the
+         * test: a packet the plugin could not write while the shared
+         * memory was full (under a flood of off-CPU samples) may have
+         * held the descriptor or the interned data. */
         bool orphans_ok;
         size_t orphans;
 };
