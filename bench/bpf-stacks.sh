@@ -518,6 +518,12 @@ while True: f(1000)'
         py=$spawned_pid
         sleep 0.5
         TRACED_BENCH_LOG_LEVEL=info traced_start linux.bpf_stack env CACHE_DIRECTORY="$work/cache"
+        # --bpf-stacks records linux.process_stats too: its plugin host
+        # registered as well, or the wall time includes waiting for it.
+        for _ in $(seq 100); do
+                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.process_stats && break
+                sleep 0.1
+        done
         t0=$(date +%s%N)
         "$build/tracectl" --socket "$work/c.sock" record -t "${duration}s" --bpf-stacks -o "$work/crowd.pftrace" \
                 >"$work/crowd.out" 2>&1 || echo "tracectl record failed: $(tail -n 3 "$work/crowd.out")" >&2
