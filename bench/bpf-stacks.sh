@@ -50,6 +50,27 @@
 # holding them (memlock KiB, allocated whole at start); for perf the size
 # of perf.data (KiB).
 #
+# System-wide among a crowd (WHAT=crowd): a build beside (BUILD_JOBS
+# loops, 2 by default, compiling this project's library sources with
+# cc -O2 over and over), SLEEPERS processes (100 by default) that sleep
+# half a second at a time, and one busy python3 (no frame pointers: only
+# unwind tables walk it to main), running before the recording starts;
+# traced with a table cache ($CACHE_DIRECTORY under $work), and the
+# command a user types, `tracectl record -t DURATIONs --bpf-stacks -o F`
+# (on-CPU at 99 Hz and off-CPU, with its summary). Each of ROUNDS rounds
+# records twice: uncached (the cache emptied first), then cached. For
+# each, min / median / max over the rounds of:
+#   wall         the command's wall time, s (target: DURATION + 0.5)
+#   1st s %      of the python3's on-CPU samples in the recording's first
+#                second (from the file's first sample), the share whose
+#                user stack reaches main or _start: walked by tables
+#                (target: 90)
+#   main %       the same over the whole recording
+#   compile ms   table compile time of the recording (the instance's stop
+#                line), files compiled, and files read from the cache
+# and the cached recording's compile time as a share of the uncached one's
+# in the same round (target: 10 %).
+#
 # bcc compiles its programs against the running kernel's headers; on a
 # kernel without them set BCC_KERNEL_SOURCE to the closest headers (the
 # numbers are then indicative: offcputime reads task_struct fields at the
@@ -58,8 +79,9 @@
 # Run as root from a build directory:
 #   ../bench/bpf-stacks.sh [HZ...]          (default: 99 999)
 # Environment: DURATION (default 10, at least 5), ROUNDS (default 3),
-#              PIPE_LOOPS (default 2000000), WHAT (default "on off unwind":
-#              which of the on-CPU, off-CPU and unwinding runs to make).
+#              PIPE_LOOPS (default 2000000), WHAT (default "on off unwind
+#              crowd": which of the on-CPU, off-CPU, unwinding and crowd
+#              runs to make), SLEEPERS (100), BUILD_JOBS (2).
 # Not part of make check.
 set -eu
 
@@ -67,13 +89,17 @@ build=$(pwd)
 # shellcheck source=bench/lib.sh
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 [ -x "$build/traced" ] && [ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
-for t in bpftool bpftrace python3 perf; do
-        command -v $t >/dev/null || { echo "needs $t (Debian: bpftool bpftrace python3 linux-perf)" >&2; exit 2; }
+rates=${*:-99 999}
+what=${WHAT:-on off unwind crowd}
+# The peers for on, off and unwind; the crowd needs a compiler.
+tools="python3"
+case " $what " in *" on "* | *" off "* | *" unwind "*) tools="$tools bpftool bpftrace perf" ;; esac
+case " $what " in *" crowd "*) tools="$tools cc" ;; esac
+for t in $tools; do
+        command -v $t >/dev/null || { echo "needs $t (Debian: bpftool bpftrace python3 linux-perf gcc)" >&2; exit 2; }
 done
 profile=$(command -v profile-bpfcc || true)
 offcputime=$(command -v offcputime-bpfcc || true)
-rates=${*:-99 999}
-what=${WHAT:-on off unwind}
 duration=${DURATION:-10}
 [ "$duration" -ge 5 ] || { echo "DURATION must be at least 5 (seconds)" >&2; exit 2; }
 rounds=${ROUNDS:-3}
@@ -278,10 +304,15 @@ table() { # label tools...
         done
 }
 
-echo "$(nproc) CPUs, ${duration}s per run, $rounds rounds; kernel $(uname -r)"
-printf "%-14s %-9s %-24s %-24s %-24s\n" run tool "bpf_ns/run min/med/max" "cpu_us/run min/med/max" "cpu% min/med/max"
+echo "$(nproc) CPUs, ${duration}s per run, $rounds rounds; kernel $(uname -r); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 all_rates=$rates
-case " $what " in *" on "*) ;; *) rates="" ;; esac
+case " $what " in
+*" on "*)
+        printf "%-14s %-9s %-24s %-24s %-24s\n" run tool "bpf_ns/run min/med/max" "cpu_us/run min/med/max" \
+                "cpu% min/med/max"
+        ;;
+*) rates="" ;;
+esac
 for hz in $rates; do
         : >"$work/traced.rows"
         : >"$work/bpftrace.rows"
@@ -476,6 +507,83 @@ case " $what " in *" unwind "*)
         printf "%-14s %-9s %-20s %-20s %-20s %-20s %-20s %-20s %-20s\n" run tool "to main/_start %" "median frames" \
                 "bpf_ns/sample" "cpu% steady" "tables|perf.data KiB" "BPF maps KiB" "post-processing s"
         unwind_runs
+        ;;
+esac
+# One recording among the crowd: "wall first_s_% main_% compile_ms compiled cached".
+crowd_one() {
+        [ "$1" = cached ] || rm -rf "$work/cache/bpfstack-unwind"
+        mkdir -p "$work/cache"
+        spawn python3 -c 'def f(n): return sum(range(n))
+while True: f(1000)'
+        py=$spawned_pid
+        sleep 0.5
+        TRACED_BENCH_LOG_LEVEL=info traced_start linux.bpf_stack env CACHE_DIRECTORY="$work/cache"
+        # --bpf-stacks records linux.process_stats too: its plugin host
+        # registered as well, or the wall time includes waiting for it.
+        for _ in $(seq 100); do
+                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q linux.process_stats && break
+                sleep 0.1
+        done
+        t0=$(date +%s%N)
+        "$build/tracectl" --socket "$work/c.sock" record -t "${duration}s" --bpf-stacks -o "$work/crowd.pftrace" \
+                >"$work/crowd.out" 2>&1 || echo "tracectl record failed: $(tail -n 3 "$work/crowd.out")" >&2
+        t1=$(date +%s%N)
+        spawn_stop "$tpid" "$py"
+        share() { # folded stacks on stdin -> share reaching main or _start, %
+                awk '{ n = $NF; t += n; if ($0 ~ /(^|;)(main|_start)(;| )/) g += n }
+                     END { printf "%.1f\n", t ? 100 * g / t : 0 }'
+        }
+        first=$("$build/tracectl" report --folded --user --on-cpu --pid "$py" --until 1 "$work/crowd.pftrace" 2>/dev/null | share)
+        all=$("$build/tracectl" report --folded --user --on-cpu --pid "$py" "$work/crowd.pftrace" 2>/dev/null | share)
+        line=$(grep -o '[0-9]* files compiled in [0-9]* ms.* read from the cache' "$work/traced.log" | tail -n 1)
+        echo "$t0 $t1 $first $all $line" | awk '{ printf "%.3f %s %s %s %s %s\n", ($2 - $1) / 1e9, $3, $4, $9, $5, $18 }'
+}
+
+crowd_runs() {
+        src=$(cd "$(dirname "$0")/.." && pwd)
+        crowd=""
+        j=0
+        while [ $j -lt "${BUILD_JOBS:-2}" ]; do
+                spawn sh -c 'while :; do for f in "$1"/lib/basic/*.c "$1"/lib/profiling/*.c "$1"/lib/pbtxt/*.c; do
+                        cc -O2 -D_GNU_SOURCE -I"$1" -I"$1/lib" -c -o "$2" "$f" 2>/dev/null; done; done' sh "$src" \
+                        "$work/build$j.o"
+                crowd="$crowd $spawned_pid"
+                j=$((j + 1))
+        done
+        j=0
+        while [ $j -lt "${SLEEPERS:-100}" ]; do
+                spawn sh -c 'while :; do sleep 0.5; done'
+                crowd="$crowd $spawned_pid"
+                j=$((j + 1))
+        done
+        : >"$work/crowd-uncached.rows"
+        : >"$work/crowd-cached.rows"
+        r=0
+        while [ $r -lt "$rounds" ]; do
+                crowd_one uncached >>"$work/crowd-uncached.rows"
+                crowd_one cached >>"$work/crowd-cached.rows"
+                r=$((r + 1))
+        done
+        # shellcheck disable=SC2086
+        spawn_stop $crowd
+        for kind in uncached cached; do
+                printf "%-14s %-9s" "crowd 99Hz" "$kind"
+                for col in 1 2 3 4 5 6; do
+                        printf " %-20s" "$(cut -d' ' -f$col "$work/crowd-$kind.rows" | stats | tr ' ' /)"
+                done
+                echo
+        done
+        paste -d' ' "$work/crowd-uncached.rows" "$work/crowd-cached.rows" | awk '{ if ($4 > 0) printf "%.1f\n", 100 * $10 / $4 }' |
+                stats | awk '{ printf "%-14s cached compile time / uncached, same round (min/med/max): %s%% / %s%% / %s%%\n",
+                        "crowd 99Hz", $1, $2, $3 }'
+}
+
+case " $what " in *" crowd "*)
+        echo
+        echo "system-wide, ${SLEEPERS:-100} sleepers, ${BUILD_JOBS:-2} compile loops and a busy python3 beside:"
+        printf "%-14s %-9s %-20s %-20s %-20s %-20s %-20s %-20s\n" run cache "wall s" "python3 1st s %" \
+                "python3 main %" "compile ms" "files compiled" "files from cache"
+        crowd_runs
         ;;
 esac
 case " $what " in *" off "*) ;; *) exit 0 ;; esac

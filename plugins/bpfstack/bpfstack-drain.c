@@ -36,8 +36,13 @@
  * new files' tables), and those waiting for theirs. */
 #define LOADS_PER_DRAIN 16u
 #define LOAD_BUDGET_NS (10u * 1000000u)
-#define ON_CPU_HEAT 8u
 #define CS_CACHE_PROBES 8u
+/* How long a drain that loads symbolizes records before it queues the
+ * tables a new process asked for. */
+#define SLICE_NS (2u * 1000000u)
+/* What bpfstack_on_record returns to end a slice (libbpf stops there,
+ * the record consumed). */
+#define SLICE_END (-EINTR)
 
 static uint64_t now_ns(void) {
         struct timespec ts;
@@ -227,7 +232,7 @@ static struct cs_cache_entry *cs_cache_find(struct bpfstack_session *s, const st
 }
 
 static void cs_cache_add(struct bpfstack_session *s, const struct bpfstack_record *rec, uint64_t uhash,
-                         uint64_t callstack) {
+                         uint64_t callstack, uint64_t leaf) {
         if (!s->cs_cache)
                 return;
         size_t i = cs_cache_slot(rec, uhash), k = 0;
@@ -241,19 +246,22 @@ static void cs_cache_add(struct bpfstack_session *s, const struct bpfstack_recor
                                      .kind = (uint8_t) rec->kind,
                                      .used = true,
                                      .uhash = uhash,
+                                     .leaf = leaf,
                                      .callstack = callstack};
 }
 
 /* Reads and symbolizes the record's stacks and interns the callstack;
- * sets *cacheable when the result depends on nothing but the key (the
+ * *leaf: the innermost user frame (0 without user frames). Sets
+ * *cacheable when the result depends on nothing but the key (the
  * process's maps were read and held the innermost user frame). */
 static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, const struct bpfstack_record *rec,
-                                 const uint64_t *walked, bool *cacheable) {
+                                 const uint64_t *walked, uint64_t *leaf, bool *cacheable) {
         uint64_t kern[BPFSTACK_MAX_DEPTH], frames[2 * BPFSTACK_MAX_DEPTH];
         size_t n_kern = read_stack(s, rec->kstack_id), n = 0;
         memcpy(kern, s->stack_buf, n_kern * sizeof(uint64_t));
         size_t n_user = walked ? rec->n_uframes : read_stack(s, rec->ustack_id);
         const uint64_t *user = walked ? walked : s->stack_buf;
+        *leaf = n_user > 0 ? user[0] : 0;
 
         struct proc_info *p = NULL;
         *cacheable = (rec->kstack_id >= 0 || rec->ustack_id >= 0 || walked) && (n_kern > 0 || rec->kstack_id < 0) &&
@@ -303,38 +311,14 @@ static unsigned unwind_error_of(uint8_t stop) {
         }
 }
 
-/* A walk that asked for the process's tables: loaded after this drain's
- * records, hottest first. An on-CPU sample stands for a tick of CPU time
- * and weighs more than an off-CPU one (every switch-out gives one). When
- * the list is full, the coldest process not waiting for compiles makes
- * room. */
-static void want_tables(struct bpfstack_session *s, uint32_t pid, bool on_cpu) {
-        uint32_t w = on_cpu ? ON_CPU_HEAT : 1;
-        size_t coldest = SIZE_MAX; /* of those not waiting for compiles */
-        for (size_t k = 0; k < s->n_pending; k++) {
-                if (s->pending[k].pid == (int) pid) {
-                        s->pending[k].hits += w;
-                        return;
-                }
-                if (!s->pending[k].waiting && (coldest == SIZE_MAX || s->pending[k].hits < s->pending[coldest].hits))
-                        coldest = k;
-        }
-        struct pending_load l = { .pid = (int) pid, .hits = w };
-        if (s->n_pending < PENDING_LOADS)
-                s->pending[s->n_pending++] = l;
-        else if (coldest != SIZE_MAX && s->pending[coldest].hits < w)
-                s->pending[coldest] = l;
-}
-
-/* The pending processes by their samples waiting, most first. */
-static void sort_pending(struct bpfstack_session *s) {
-        for (size_t k = 1; k < s->n_pending; k++) {
-                struct pending_load l = s->pending[k];
-                size_t j = k;
-                for (; j > 0 && s->pending[j - 1].hits < l.hits; j--)
-                        s->pending[j] = s->pending[j - 1];
-                s->pending[j] = l;
-        }
+/* A walk that asked for the process's tables (its sample taken at leaf,
+ * 0 if not known): loaded after this drain's records, hottest first. An
+ * on-CPU sample stands for a tick of CPU time and weighs more than an
+ * off-CPU one (every switch-out gives one, and a process switching all
+ * the time is not the busiest). */
+static void want_tables(struct bpfstack_session *s, uint32_t pid, bool on_cpu, uint64_t leaf) {
+        if (pending_add(&s->pending, (int) pid, on_cpu ? BPFSTACK_ON_CPU_HEAT : 1, leaf))
+                s->asked = true;
 }
 
 /* A walk that left every mapping with a table: if the pc is in no mapping
@@ -344,26 +328,29 @@ static void check_new_mapping(struct bpfstack_session *s, uint32_t pid, uint64_t
         struct proc_info *p = proc_table_peek(s->procs, (int) pid);
         if (p && !p->maps_unreadable && proc_maps_find(&p->maps, pc))
                 return; /* a mapping without a table (JIT code, the vdso): nothing new */
-        want_tables(s, pid, on_cpu);
+        want_tables(s, pid, on_cpu, pc);
 }
 
 /* Loads the tables of the processes that asked, hottest first, a few per
  * drain and for LOAD_BUDGET_NS at most: the files are compiled by the
- * worker thread; a process whose files are not all in yet keeps its
- * place (and its samples add heat to their compiles). */
+ * worker threads; a process whose files are not all in yet keeps its
+ * place (and its samples add heat to their compiles, most to the files
+ * they were taken in), its entry written as soon as those files are in. */
 static void load_pending(struct bpfstack_session *s) {
         uint64_t now = now_ns();
+        s->asked = false;
         unwind_tables_poll(s->tables);
         if (now < s->loads_paused_until) {
                 /* The process map is full: those asking now keep their
                  * frame-pointer stacks (counted) for a second. */
-                s->n_pending = 0;
+                s->pending.n = 0;
                 return;
         }
-        sort_pending(s);
+        struct pending_loads *pl = &s->pending;
+        pending_sort(pl);
         size_t kept = 0, k = 0;
-        for (; k < s->n_pending && k < LOADS_PER_DRAIN && now_ns() - now < LOAD_BUDGET_NS; k++) {
-                struct pending_load l = s->pending[k];
+        for (; k < pl->n && k < LOADS_PER_DRAIN && now_ns() - now < LOAD_BUDGET_NS; k++) {
+                struct pending_load l = pl->v[k];
                 /* New, exec'd or mapped more since: its maps are read anew
                  * (not while it waits for its files' compiles). */
                 struct proc_info *p = proc_table_peek(s->procs, l.pid);
@@ -372,24 +359,26 @@ static void load_pending(struct bpfstack_session *s) {
                 p = proc_table_get(s->procs, l.pid);
                 if (!p || p->maps_unreadable)
                         continue; /* gone */
-                int r = unwind_tables_load(s->tables, p, l.hits);
+                int r = unwind_tables_load(s->tables, p, &l);
                 if (r == -EINPROGRESS) {
                         /* Its samples from now on heat the compiles again. */
-                        s->pending[kept++] = (struct pending_load) { .pid = l.pid, .waiting = true };
+                        l.hits = 0;
+                        l.waiting = true;
+                        pl->v[kept++] = l;
                         continue;
                 }
                 if (r == -ENOSPC) {
                         s->loads_paused_until = now + 1000000000u;
-                        s->n_pending = 0;
+                        pl->n = 0;
                         return;
                 }
                 if (r < 0)
                         plugin_log(s->pl, TRACED_LOG_DEBUG, "linux.bpf_stack: unwind tables of pid %d: %s", l.pid,
                                    strerror(-r));
         }
-        for (; k < s->n_pending; k++)
-                s->pending[kept++] = s->pending[k];
-        s->n_pending = kept;
+        for (; k < pl->n; k++)
+                pl->v[kept++] = pl->v[k];
+        pl->n = kept;
 }
 
 /* A task first seen, or renamed since: its comm goes into the trace on
@@ -408,26 +397,30 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
         struct seq *q = rec->kind == BPFSTACK_ON_CPU ? &s->on : &s->off;
         name_task(s, q, rec);
         seq_begin(s, q);
-        if (rec->ustop != BPFSTACK_STOP_NONE) {
+        if (rec->ustop != BPFSTACK_STOP_NONE)
                 s->stops[rec->ustop]++;
-                if (rec->ustop == BPFSTACK_STOP_NO_TABLES)
-                        want_tables(s, rec->pid, rec->kind == BPFSTACK_ON_CPU);
-                else if (rec->ustop == BPFSTACK_STOP_NO_MAPPING && walked && rec->n_uframes > 0)
-                        check_new_mapping(s, rec->pid, walked[rec->n_uframes - 1], rec->kind == BPFSTACK_ON_CPU);
-        }
+        /* Before the symbolization, which reads the maps again when the
+         * pc is in none of them. */
+        if (rec->ustop == BPFSTACK_STOP_NO_MAPPING && walked && rec->n_uframes > 0)
+                check_new_mapping(s, rec->pid, walked[rec->n_uframes - 1], rec->kind == BPFSTACK_ON_CPU);
         uint64_t uhash = walked ? frames_hash(walked, rec->n_uframes) : 0;
-        uint64_t callstack;
+        uint64_t callstack, leaf;
         struct cs_cache_entry *e = cs_cache_find(s, rec, uhash);
         if (e) {
                 callstack = e->callstack;
+                leaf = e->leaf;
                 s->cs_hits++;
         } else {
                 bool cacheable;
-                callstack = record_callstack(s, q, rec, walked, &cacheable);
+                callstack = record_callstack(s, q, rec, walked, &leaf, &cacheable);
                 s->cs_misses++;
                 if (cacheable)
-                        cs_cache_add(s, rec, uhash, callstack);
+                        cs_cache_add(s, rec, uhash, callstack, leaf);
         }
+        /* The frame-pointer stack's innermost frame is where the sample
+         * was taken: its file needs its table first. */
+        if (rec->ustop == BPFSTACK_STOP_NO_TABLES)
+                want_tables(s, rec->pid, rec->kind == BPFSTACK_ON_CPU, leaf);
 
         struct pbw ps = {};
         pbw_varint(&ps, 1, rec->cpu);
@@ -471,7 +464,7 @@ int bpfstack_on_record(void *ctx, void *data, size_t size) {
         handle(s, &rec,
                rec.ustack_id == BPFSTACK_USTACK_WALKED ? (const uint64_t *) ((const uint8_t *) data + sizeof(rec))
                                                        : NULL);
-        return 0;
+        return s->asked && s->slice_end && now_ns() >= s->slice_end ? SLICE_END : 0;
 }
 
 static void read_counters(struct bpfstack_session *s) {
@@ -523,8 +516,16 @@ void bpfstack_clear_interned(struct bpfstack_session *s) {
 
 void bpfstack_drain(struct bpfstack_session *s, bool load) {
         read_counters(s);
-        (void) ring_buffer__consume(s->rb);
-        if (s->tables && load)
+        bool slicing = s->tables && load;
+        for (;;) {
+                s->slice_end = slicing ? now_ns() + SLICE_NS : 0;
+                int r = ring_buffer__consume(s->rb);
+                s->slice_end = 0;
+                if (r != SLICE_END)
+                        break;
+                load_pending(s);
+        }
+        if (slicing)
                 load_pending(s);
         housekeeping(s);
 }
@@ -537,4 +538,19 @@ void bpfstack_on_tables(int fd, uint32_t revents, void *userdata) {
 
 void bpfstack_on_ring(int fd, uint32_t revents, void *userdata) {
         bpfstack_drain(userdata, true);
+}
+
+int bpfstack_warmup_start(struct bpfstack_session *s) {
+        s->warmup_end = now_ns() + BPFSTACK_WARMUP_NS;
+        return s->pl->api->add_timer(s->pl->host, BPFSTACK_WARMUP_DRAIN_MS, bpfstack_on_warmup, s, &s->warmup_timer);
+}
+
+void bpfstack_on_warmup(void *userdata) {
+        struct bpfstack_session *s = userdata;
+        if (now_ns() >= s->warmup_end) {
+                s->pl->api->remove_source(s->pl->host, s->warmup_timer);
+                s->warmup_timer = NULL;
+                return;
+        }
+        bpfstack_drain(s, true);
 }

@@ -38,6 +38,8 @@ static void session_free(struct bpfstack_session *s) {
                 pl->api->remove_source(pl->host, s->rb_src);
         if (s->tables_src)
                 pl->api->remove_source(pl->host, s->tables_src);
+        if (s->warmup_timer)
+                pl->api->remove_source(pl->host, s->warmup_timer);
         ring_buffer__free(s->rb);
         bpf_link__destroy(s->switch_link);
         bpf_link__destroy(s->exec_link);
@@ -201,6 +203,23 @@ static int setup(struct bpfstack_session *s) {
                 cgroup_id = st.st_ino; /* cgroup v2: the directory's inode is the cgroup id */
         }
 
+        if ((r = proc_table_new(NULL, &s->procs)) < 0 || (r = elf_cache_new(NULL, &s->elves)) < 0)
+                return r;
+        s->sym = (struct symbolizer){.procs = s->procs, .elves = s->elves};
+        if (c->walk_tables && c->user_frames) {
+                /* Before the programs load (the verifier may take a
+                 * second): the files of the processes running now are
+                 * compiled meanwhile. */
+                cache_dir(s->cache_dir, sizeof(s->cache_dir));
+                r = unwind_tables_new(c->unwind_rows, &s->sym, s->cache_dir[0] ? s->cache_dir : NULL, &s->tables);
+                if (r < 0) {
+                        plugin_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu: unwind tables: %s", id,
+                                   strerror(-r));
+                        return r;
+                }
+                bpfstack_prewarm(s);
+        }
+
         /* BTF tracepoint first; when the kernel refuses it, the raw one. */
         bool btf_tp = c->off_cpu;
         r = open_load(s, cgroup_id, btf_tp);
@@ -230,16 +249,13 @@ static int setup(struct bpfstack_session *s) {
         if (c->kernel_frames && (r = ksyms_load_proc(&s->ksyms)) < 0)
                 plugin_log(pl, TRACED_LOG_WARNING, "linux.bpf_stack: kernel frames stay unnamed: /proc/kallsyms: %s",
                            strerror(-r));
-        if ((r = proc_table_new(NULL, &s->procs)) < 0 || (r = elf_cache_new(NULL, &s->elves)) < 0 ||
-            (r = intern_writer_new(&s->on.iw)) < 0 || (r = intern_writer_new(&s->off.iw)) < 0)
+        if ((r = intern_writer_new(&s->on.iw)) < 0 || (r = intern_writer_new(&s->off.iw)) < 0)
                 return r;
-        s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves, .ksyms = s->ksyms };
-        if (c->walk_tables && c->user_frames) {
-                cache_dir(s->cache_dir, sizeof(s->cache_dir));
-                r = unwind_tables_new(bpf_map__fd(s->skel->maps.unwind_rows), c->unwind_rows,
+        s->sym.ksyms = s->ksyms;
+        if (s->tables) {
+                r = unwind_tables_map(s->tables, bpf_map__fd(s->skel->maps.unwind_rows),
                                       bpf_map__fd(s->skel->maps.unwind_pages), UNWIND_PAGES(c),
-                                      bpf_map__fd(s->skel->maps.unwind_procs), &s->sym,
-                                      s->cache_dir[0] ? s->cache_dir : NULL, &s->tables);
+                                      bpf_map__fd(s->skel->maps.unwind_procs));
                 if (r < 0) {
                         plugin_log(pl, TRACED_LOG_ERR, "linux.bpf_stack instance %llu: mapping the unwind tables: %s",
                                    id, strerror(-r));
@@ -323,6 +339,8 @@ static int setup(struct bpfstack_session *s) {
                         }
                 }
         }
+        if (s->tables && (r = bpfstack_warmup_start(s)) < 0)
+                return r;
         plugin_log(pl, TRACED_LOG_INFO,
                    "linux.bpf_stack instance %llu: on-CPU %s (%u Hz, %zu CPUs), off-CPU %s (%s), stacks:%s%s, "
                    "depth %u, user stacks by %s%s%s",
@@ -416,7 +434,8 @@ static void stop_session(struct bpfstack_session *s) {
                            "outside mapped files with tables, %llu without unwind info, %llu unsupported rules, "
                            "%llu unreadable frames, %llu bad frames; %llu walked stacks not kept at switch-out; "
                            "tables: %llu images (%llu refused), %llu of %llu rows (%llu KiB), %llu process "
-                           "entries written (%llu refused, %llu mappings left out), %llu resets, %llu files compiled in "
+                           "entries written (%llu refused, %llu mappings left out, %llu before all their files were "
+                           "compiled), %llu resets, %llu files compiled in "
                            "%llu ms (longest %llu ms, off the event loop), %llu read from the cache in %llu ms "
                            "(%llu not stored)",
                            (unsigned long long) s->inst.id, (unsigned long long) w[BPFSTACK_STOP_END],
@@ -431,19 +450,28 @@ static void stop_session(struct bpfstack_session *s) {
                            (unsigned long long) u.rows, (unsigned long long) u.rows_max,
                            (unsigned long long) (u.rows * sizeof(struct bpfstack_row) / 1024),
                            (unsigned long long) u.procs_loaded, (unsigned long long) u.procs_failed,
-                           (unsigned long long) u.maps_dropped, (unsigned long long) u.resets,
-                           (unsigned long long) u.images_compiled, (unsigned long long) (u.compile_us / 1000),
-                           (unsigned long long) (u.compile_max_us / 1000), (unsigned long long) u.images_cached,
-                           (unsigned long long) (u.cache_us / 1000), (unsigned long long) u.cache_errors);
+                           (unsigned long long) u.maps_dropped, (unsigned long long) u.procs_partial,
+                           (unsigned long long) u.resets, (unsigned long long) u.images_compiled,
+                           (unsigned long long) (u.compile_us / 1000), (unsigned long long) (u.compile_max_us / 1000),
+                           (unsigned long long) u.images_cached, (unsigned long long) (u.cache_us / 1000),
+                           (unsigned long long) u.cache_errors);
         }
 }
 
 void bpfstack_session_stop(struct bpfstack_plugin *pl, uint64_t id) {
         struct bpfstack_session *s = session_of(plugin_instance_take(&pl->sessions, id));
-        if (!s)
-                return;
-        stop_session(s);
-        session_free(s);
+        if (s) {
+                stop_session(s);
+                struct traced_writer *ws[] = {s->on.writer, s->off.writer, s->counters_writer};
+                for (size_t k = 0; k < 3; k++)
+                        if (ws[k])
+                                (void) pl->api->flush_writer(ws[k]);
+        }
+        (void) pl->api->notify_stopped(pl->host, id);
+        /* Unloading the programs, closing the events and freeing the
+         * tables and symbol caches take a while on a busy machine. */
+        if (s)
+                session_free(s);
 }
 
 void bpfstack_sessions_free(struct bpfstack_plugin *pl) {

@@ -16,6 +16,9 @@ struct bpfstack_plugin {
 };
 
 int bpfstack_session_start(struct bpfstack_plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size);
+/* Stops the instance and tells the service (notify_stopped) once its last
+ * packets are committed, before its BPF objects, tables and caches are
+ * freed: the recording's end does not wait for that. */
 void bpfstack_session_stop(struct bpfstack_plugin *pl, uint64_t instance_id);
 void bpfstack_session_flush(struct bpfstack_plugin *pl, uint64_t instance_id);
 /* The service's ClearIncrementalState: what is in the ring buffer is

@@ -22,14 +22,18 @@
 #include "profiling/symbolizer.h"
 #include "profiling/task-names.h"
 #include "unwind-counters.h"
+#include "unwind-pending.h"
 #include "unwind-tables.h"
 
 #define MAX_CPUS 1024
 /* Under $CACHE_DIRECTORY: the compiled unwind tables. */
 #define UNWIND_CACHE_SUBDIR "bpfstack-unwind"
 #define REFRESH_SLOTS 64
-/* Processes waiting for their unwind tables. */
-#define PENDING_LOADS 256u
+/* What an on-CPU sample weighs against an off-CPU one when tables are
+ * queued (a tick of CPU time against a switch-out). */
+#define BPFSTACK_ON_CPU_HEAT 64u
+#define BPFSTACK_WARMUP_DRAIN_MS 10u
+#define BPFSTACK_WARMUP_NS 1000000000u
 /* Callstacks already interned, by (kind, pid, stack ids): most records
  * repeat a stack, and a hit saves two map lookups (system calls) and the
  * symbolization. Emptied whenever a stack id may change meaning (stacks
@@ -61,14 +65,13 @@ struct bpfstack_session {
         struct bpf_link *switch_link, *exec_link, *exit_link;
         struct unwind_tables *tables;
         char cache_dir[256]; /* the tables' cache on disk; empty: none */
-        /* Processes whose walks asked for tables, with their samples
-         * since (waiting: their files are being compiled). */
-        struct pending_load {
-                int pid;
-                uint32_t hits;
-                bool waiting;
-        } pending[PENDING_LOADS];
-        size_t n_pending;
+        struct pending_loads pending; /* processes whose walks asked for tables */
+        /* A drain that loads consumes the ring in slices (slice_end:
+         * CLOCK_MONOTONIC ns, 0 when not slicing): a process's first
+         * records get its files queued for compiling at once, not after
+         * every record waiting behind them is symbolized. */
+        uint64_t slice_end;
+        bool asked;                        /* a process asked for tables since the last load */
         uint64_t loads_paused_until;       /* CLOCK_MONOTONIC ns: the process map was full */
         uint64_t stops[BPFSTACK_STOP_MAX]; /* walked records by how the walk ended */
         /* The unwind counters' sequence: descriptors, then values each
@@ -80,6 +83,11 @@ struct bpfstack_session {
         bool counters_described;
         struct ring_buffer *rb;
         struct traced_source *rb_src, *timer, *tables_src;
+        /* For the recording's first second, a drain every
+         * BPFSTACK_WARMUP_DRAIN_MS: the processes sampled first get their
+         * tables queued without waiting for the drain period. */
+        struct traced_source *warmup_timer;
+        uint64_t warmup_end; /* CLOCK_MONOTONIC ns */
 
         struct proc_table *procs;
         struct task_names names; /* comms written, from the records */
@@ -104,6 +112,7 @@ struct bpfstack_session {
                 uint8_t kind;
                 bool used;
                 uint64_t uhash; /* walked user frames: their hash */
+                uint64_t leaf;  /* the innermost user frame, or 0 */
                 uint64_t callstack;
         } * cs_cache;
         uint64_t cs_hits, cs_misses;
@@ -124,11 +133,20 @@ int bpfstack_on_record(void *ctx, void *data, size_t size);
  * keeps the caches bounded. */
 void bpfstack_drain(struct bpfstack_session *s, bool load);
 void bpfstack_on_ring(int fd, uint32_t revents, void *userdata);
+/* Starts the warm-up timer (sampling has begun). */
+int bpfstack_warmup_start(struct bpfstack_session *s);
+/* The warm-up timer: a drain, and its own removal after the first second. */
+void bpfstack_on_warmup(void *userdata);
 /* Tables compiled: taken in, and the processes waiting for them loaded. */
 void bpfstack_on_tables(int fd, uint32_t revents, void *userdata);
 /* Both sequences forget what they interned: their next packets carry
  * SEQ_INCREMENTAL_STATE_CLEARED and intern (emit) anew what they use. */
 void bpfstack_clear_interned(struct bpfstack_session *s);
+
+/* bpfstack-prewarm.c */
+/* Queues the files of the processes running now for compiling, and the
+ * processes for loading (s->tables made, the maps not yet). */
+void bpfstack_prewarm(struct bpfstack_session *s);
 
 /* bpfstack-hotplug.c */
 extern const struct cpu_hotplug_ops bpfstack_hotplug_ops;

@@ -319,7 +319,8 @@ static long walk_step(__u32 i, void *ctx) {
         const struct bpfstack_umap *m = find_map(p, pc, &last);
         w->last = last;
         if (!m) {
-                w->stop = BPFSTACK_STOP_NO_MAPPING;
+                w->stop = n == 0 && (p->flags & BPFSTACK_UPROC_PARTIAL) ? BPFSTACK_STOP_NO_TABLES
+                                                                        : BPFSTACK_STOP_NO_MAPPING;
                 return 1;
         }
         __u64 rel = pc - m->bias;

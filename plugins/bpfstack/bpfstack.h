@@ -105,9 +105,15 @@ struct bpfstack_page {
 /* unwind_procs' value (key: thread group id): its mappings, by start. */
 struct bpfstack_uproc {
         __u32 n;
-        __u32 pad;
+        __u32 flags; /* BPFSTACK_UPROC_* */
         struct bpfstack_umap m[BPFSTACK_UNWIND_MAPS];
 };
+
+/* Some of the process's files are still being compiled and left out of
+ * the entry (those its samples were seen in are in): a walk whose first
+ * pc is in none of the mappings listed takes frame pointers, as without
+ * an entry; one that gets there from a caller's frame stops there. */
+#define BPFSTACK_UPROC_PARTIAL 1u
 
 /* out_ustack's value (key: tid): the walked user stack of a task that
  * left a CPU. */

@@ -73,9 +73,7 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
 /* Stacks drained at the stop are written before the service hears that
  * the instance stopped: acknowledged by hand, after the last commit. */
 static void stop(void *state, uint64_t id) {
-        struct bpfstack_plugin *pl = state;
-        bpfstack_session_stop(pl, id);
-        (void) pl->api->notify_stopped(pl->host, id);
+        bpfstack_session_stop(state, id);
 }
 
 static void flush(void *state, uint64_t id) {

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,18 +156,30 @@ static struct unwind_job *pop_hottest(struct unwind_compiler *c) {
 
 static void *worker(void *arg) {
         struct unwind_compiler *c = arg;
+        bool idle = false;
         pthread_mutex_lock(&c->lock);
         for (;;) {
                 while (!c->quit && !c->queued)
                         pthread_cond_wait(&c->wake, &c->lock);
-                if (c->quit)
+                /* Let go: with a cache, what is still queued is compiled
+                 * into it for the next recording, at idle priority; else
+                 * dropped. */
+                if (c->quit && (!c->cache_dir || !c->queued))
                         break;
+                if (c->quit && !idle) {
+                        (void) pthread_setschedparam(pthread_self(), SCHED_IDLE, &(struct sched_param){});
+                        idle = true;
+                }
                 struct unwind_job *j = pop_hottest(c);
                 if (!j)
                         continue;
                 pthread_mutex_unlock(&c->lock);
                 run(c, j);
                 pthread_mutex_lock(&c->lock);
+                if (c->quit) {
+                        unwind_job_free(j); /* in the cache now: nobody takes it back */
+                        continue;
+                }
                 j->next = c->done;
                 c->done = j;
                 (void) eventfd_write(c->done_fd, 1);

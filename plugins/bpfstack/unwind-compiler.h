@@ -8,7 +8,10 @@
  * flush or a stop never waits for a compile. Freeing the compiler does
  * not wait either: a compile under way finishes on its own and the
  * thread then frees what is left. With a cache directory, a file's rows
- * are read from it when there (unwind-cache.h), and stored once compiled. */
+ * are read from it when there (unwind-cache.h), and stored once compiled;
+ * the files still queued when the compiler is freed are then compiled
+ * into it at idle priority (SCHED_IDLE), so that the next recording finds
+ * them, instead of being dropped. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,7 +44,8 @@ struct unwind_job {
 
 /* cache_dir: NULL for none. */
 int unwind_compiler_new(const char *cache_dir, struct unwind_compiler **ret);
-/* Lets the thread go: jobs queued are dropped, done ones freed. */
+/* Lets the threads go: jobs done are freed; jobs queued are dropped, or
+ * with a cache directory compiled into it first (results freed). */
 void unwind_compiler_free(struct unwind_compiler *c);
 /* Queues j (the compiler's until taken back). */
 void unwind_compiler_submit(struct unwind_compiler *c, struct unwind_job *j);

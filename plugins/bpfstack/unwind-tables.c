@@ -22,6 +22,9 @@
 #define HOST_ROWS_FACTOR 4u
 /* One file may take this share of the array at most (1/N). */
 #define IMAGE_SHARE 4u
+/* A file of the process none of its samples were seen in gets this share
+ * of its heat (1/N): compiled after those they were. */
+#define COLD_SHARE 16u
 
 /* A file's table: compiled (rows, kept here across resets), being
  * compiled (job), or refused (error); resident when the rows are in the
@@ -68,25 +71,16 @@ static void *map_array(int fd, size_t n, size_t size, size_t *ret_len) {
         return p;
 }
 
-int unwind_tables_new(int rows_fd, uint32_t n_rows, int pages_fd, uint32_t n_pages, int procs_fd,
-                      struct symbolizer *sym, const char *cache_dir, struct unwind_tables **ret) {
+int unwind_tables_new(uint32_t n_rows, struct symbolizer *sym, const char *cache_dir, struct unwind_tables **ret) {
         struct unwind_tables *t = calloc(1, sizeof(*t));
         if (!t)
                 return -ENOMEM;
-        t->rows = map_array(rows_fd, n_rows, sizeof(struct bpfstack_row), &t->map_len);
-        t->pages = t->rows ? map_array(pages_fd, n_pages, sizeof(struct bpfstack_page), &t->pages_len) : NULL;
-        int r = t->pages ? unwind_compiler_new(cache_dir, &t->compiler) : -errno;
+        int r = unwind_compiler_new(cache_dir, &t->compiler);
         if (r < 0) {
-                if (t->pages)
-                        munmap(t->pages, t->pages_len);
-                if (t->rows)
-                        munmap(t->rows, t->map_len);
                 free(t);
                 return r;
         }
-        t->n_pages = n_pages;
-        t->rows_fd = rows_fd;
-        t->procs_fd = procs_fd;
+        t->rows_fd = t->procs_fd = -EBADF;
         t->n_rows = n_rows;
         t->sym = sym;
         t->st.rows_max = n_rows;
@@ -94,11 +88,31 @@ int unwind_tables_new(int rows_fd, uint32_t n_rows, int pages_fd, uint32_t n_pag
         return 0;
 }
 
+int unwind_tables_map(struct unwind_tables *t, int rows_fd, int pages_fd, uint32_t n_pages, int procs_fd) {
+        void *rows = map_array(rows_fd, t->n_rows, sizeof(struct bpfstack_row), &t->map_len);
+        if (!rows)
+                return -errno;
+        void *pages = map_array(pages_fd, n_pages, sizeof(struct bpfstack_page), &t->pages_len);
+        if (!pages) {
+                int r = -errno;
+                munmap(rows, t->map_len);
+                return r;
+        }
+        t->rows = rows;
+        t->pages = pages;
+        t->n_pages = n_pages;
+        t->rows_fd = rows_fd;
+        t->procs_fd = procs_fd;
+        return 0;
+}
+
 void unwind_tables_free(struct unwind_tables *t) {
         if (!t)
                 return;
-        munmap(t->rows, t->map_len);
-        munmap(t->pages, t->pages_len);
+        if (t->rows)
+                munmap(t->rows, t->map_len);
+        if (t->pages)
+                munmap(t->pages, t->pages_len);
         unwind_compiler_free(t->compiler); /* queued jobs go with it */
         for (size_t k = 0; k < t->n_img; k++)
                 free(t->img[k].rows);
@@ -276,47 +290,90 @@ static struct image_table *image_entry(struct unwind_tables *t, uint64_t dev, ui
         return &t->img[t->n_img++];
 }
 
-/* Fills t->entry for p: -EINPROGRESS while some file's table is being
- * compiled, -ENOSPC when the array ran out of room. */
-static int fill_entry(struct unwind_tables *t, const struct proc_info *p, uint64_t heat) {
+/* Heats the compile of it's file, or queues it when not compiled yet:
+ * 1 while it is being compiled, 0 when its rows (or its refusal) are in,
+ * -ENOMEM. */
+static int want_compiled(struct unwind_tables *t, struct image_table *it, const struct proc_info *p,
+                         const struct pmap *m, const uint8_t *vdso, size_t size, uint64_t heat) {
+        if (it->job) {
+                unwind_compiler_heat(t->compiler, it->job, heat);
+                return 1;
+        }
+        if (it->rows || it->error != -EAGAIN)
+                return 0;
+        int r = submit(t, it, p, m, vdso, size, heat);
+        if (r == -ENOMEM)
+                return r;
+        /* Not opened (the process went): left out of this entry, tried
+         * again for the next process. */
+        return r == 0;
+}
+
+/* The file behind m, an executable mapping of p: the vDSO's image
+ * (*vdso, *size), or (*dev, *inode). False for none (anonymous memory). */
+static bool mapping_file(const struct pmap *m, const uint8_t **vdso, size_t *size, uint64_t *dev, uint64_t *inode) {
+        *vdso = NULL;
+        *size = 0;
+        *dev = *inode = 0;
+        if (!(m->prot & 4 /* PROT_EXEC */))
+                return false;
+        if (strcmp(m->path, "[vdso]") == 0)
+                return (*vdso = own_vdso(size)) != NULL;
+        if (m->path[0] != '/')
+                return false;
+        *dev = makedev(m->dev_major, m->dev_minor);
+        *inode = m->inode;
+        return true;
+}
+
+int unwind_tables_prepare(struct unwind_tables *t, const struct proc_info *p, uint64_t heat) {
+        for (size_t k = 0; k < p->maps.n; k++) {
+                const struct pmap *m = &p->maps.v[k];
+                const uint8_t *vdso;
+                size_t size;
+                uint64_t dev, inode;
+                if (!mapping_file(m, &vdso, &size, &dev, &inode))
+                        continue;
+                struct image_table *it = image_entry(t, dev, inode);
+                int r = it ? want_compiled(t, it, p, m, vdso, size, heat) : -ENOMEM;
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Fills t->entry for p: -EINPROGRESS while the table of a file holding
+ * one of l's pcs is being compiled, -ENOSPC when the array ran out of
+ * room; *partial when other files' tables are still being compiled. */
+static int fill_entry(struct unwind_tables *t, const struct proc_info *p, const struct pending_load *l, bool *partial) {
         struct bpfstack_uproc *u = &t->entry;
         memset(u, 0, sizeof(*u));
         bool waiting = false;
+        *partial = false;
         for (size_t k = 0; k < p->maps.n; k++) {
                 const struct pmap *m = &p->maps.v[k];
-                if (!(m->prot & 4 /* PROT_EXEC */))
+                const uint8_t *vdso;
+                size_t size;
+                uint64_t vaddr = 0, dev, inode;
+                if (!mapping_file(m, &vdso, &size, &dev, &inode))
                         continue;
-                const uint8_t *vdso = NULL;
-                size_t size = 0;
-                uint64_t vaddr, dev = 0, inode = 0;
-                if (strcmp(m->path, "[vdso]") == 0) {
-                        /* Linked at 0, mapped whole: its first byte is vaddr 0. */
-                        if (!(vdso = own_vdso(&size)))
-                                continue;
-                        vaddr = 0;
-                } else if (m->path[0] == '/') {
+                /* The vDSO is linked at 0 and mapped whole: its first byte
+                 * is vaddr 0. */
+                if (!vdso) {
                         struct elf_image *img = symbolizer_image(t->sym, p, m);
                         if (!img || !elf_image_offset_to_vaddr(img, m->pgoff, &vaddr))
                                 continue;
-                        dev = makedev(m->dev_major, m->dev_minor);
-                        inode = m->inode;
-                } else
-                        continue;
+                }
                 struct image_table *it = image_entry(t, dev, inode);
                 if (!it)
                         return -ENOMEM;
-                if (it->job) {
-                        unwind_compiler_heat(t->compiler, it->job, heat);
-                        waiting = true;
-                        continue;
-                }
-                if (!it->rows && it->error == -EAGAIN) {
-                        int r = submit(t, it, p, m, vdso, size, heat);
-                        if (r == -ENOMEM)
-                                return r;
-                        /* Not opened (the process went): left out of this
-                         * entry, tried again for the next process. */
-                        waiting |= r == 0;
+                bool hot = pending_hot(l, m->start, m->end);
+                int c = want_compiled(t, it, p, m, vdso, size, hot ? l->hits : l->hits / COLD_SHARE);
+                if (c < 0)
+                        return c;
+                if (c > 0) {
+                        waiting |= hot;
+                        *partial |= !hot;
                         continue;
                 }
                 if (!it->rows)
@@ -339,20 +396,24 @@ static int fill_entry(struct unwind_tables *t, const struct proc_info *p, uint64
         return waiting ? -EINPROGRESS : 0;
 }
 
-int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p, uint64_t heat) {
-        int r = fill_entry(t, p, heat);
+int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p, const struct pending_load *l) {
+        bool partial;
+        int r = fill_entry(t, p, l, &partial);
         if (r == -ENOSPC) {
                 /* Room for this process at least, after the others go. */
                 reset(t);
-                r = fill_entry(t, p, heat);
+                r = fill_entry(t, p, l, &partial);
         }
         if (r < 0)
                 return r;
+        t->entry.flags = partial ? BPFSTACK_UPROC_PARTIAL : 0;
         uint32_t key = (uint32_t) p->pid;
         if (bpf_map_update_elem(t->procs_fd, &key, &t->entry, BPF_ANY) < 0) {
                 t->st.procs_failed++;
                 return errno == E2BIG ? -ENOSPC : -errno;
         }
         t->st.procs_loaded++;
-        return remember_pid(t, p->pid);
+        t->st.procs_partial += partial;
+        r = remember_pid(t, p->pid);
+        return r < 0 ? r : partial ? -EINPROGRESS : 0;
 }

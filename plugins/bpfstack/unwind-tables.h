@@ -18,6 +18,7 @@
 
 #include "profiling/procmaps.h"
 #include "profiling/symbolizer.h"
+#include "unwind-pending.h"
 
 struct unwind_tables;
 
@@ -26,6 +27,7 @@ struct unwind_stats {
         uint64_t images_refused; /* images without usable tables (no .eh_frame_hdr, too large, ...) */
         uint64_t rows, rows_max; /* rows in use, of the array's */
         uint64_t procs_loaded;   /* process entries written (again after exec, dlopen, reset) */
+        uint64_t procs_partial;  /* of those, written while files it maps but was not sampled in compiled */
         uint64_t procs_failed;   /* entries not written: the process map full */
         uint64_t maps_dropped;   /* mappings left out of an entry: more than BPFSTACK_UNWIND_MAPS */
         uint64_t resets;         /* the row array filled up and was emptied */
@@ -37,20 +39,30 @@ struct unwind_stats {
         uint64_t compile_max_us;  /* the longest compile */
 };
 
-/* rows_fd: the unwind_rows array (BPF_F_MMAPABLE) of n_rows rows;
- * pages_fd: the unwind_pages array (same) of n_pages entries; procs_fd:
- * the unwind_procs hash. All stay the caller's. cache_dir: where compiled
- * tables are kept across recordings (unwind-cache.h), or NULL. */
-int unwind_tables_new(int rows_fd, uint32_t n_rows, int pages_fd, uint32_t n_pages, int procs_fd,
-                      struct symbolizer *sym, const char *cache_dir, struct unwind_tables **ret);
+/* n_rows: the size of the unwind_rows array; cache_dir: where compiled
+ * tables are kept across recordings (unwind-cache.h), or NULL. Files may
+ * be queued (unwind_tables_prepare) from then on, before the BPF maps
+ * exist. */
+int unwind_tables_new(uint32_t n_rows, struct symbolizer *sym, const char *cache_dir, struct unwind_tables **ret);
+/* The BPF maps, once loaded, before any unwind_tables_load: rows_fd the
+ * unwind_rows array (BPF_F_MMAPABLE) of n_rows rows; pages_fd the
+ * unwind_pages array (same) of n_pages entries; procs_fd the unwind_procs
+ * hash. All stay the caller's. */
+int unwind_tables_map(struct unwind_tables *t, int rows_fd, int pages_fd, uint32_t n_pages, int procs_fd);
+/* Queues the compiles of p's files with heat, before its samples ask
+ * (nothing is written to the maps): a process busy when sampling starts
+ * finds them compiled. 0, or -ENOMEM. */
+int unwind_tables_prepare(struct unwind_tables *t, const struct proc_info *p, uint64_t heat);
 void unwind_tables_free(struct unwind_tables *t);
 
 /* Writes p's entry: a table for each executable file mapping. 0 also
  * when no mapping has one (the entry is then empty, and walks of p stop at
  * once instead of asking again); -EINPROGRESS while files of p are being
- * compiled (queued with heat, p's samples waiting: ask again later);
- * -ENOSPC when the process map is full; -ENOMEM. */
-int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p, uint64_t heat);
+ * compiled (queued with l's hits as heat, the files holding l's pcs hot
+ * and the others lukewarm: ask again later). The entry is written, marked
+ * partial, as soon as the files holding l's pcs are in, those still
+ * compiling left out. -ENOSPC when the process map is full; -ENOMEM. */
+int unwind_tables_load(struct unwind_tables *t, const struct proc_info *p, const struct pending_load *l);
 /* Readable when compiled tables wait to be taken in (a source for the
  * event loop: then unwind_tables_poll, and the loads waiting for them). */
 int unwind_tables_fd(const struct unwind_tables *t);

@@ -3,9 +3,15 @@
 /* linux.bpf_stack system-wide among many processes: 100 sleepers that
  * wake now and then, and a few busy copies of python3 (each its own file,
  * so each copy's unwind tables are compiled anew, a few hundred ms each),
- * while the session flushes every 250 ms with a 2 s flush timeout. Table
- * work must never hold up a flush or the stop: traced's log must show the
- * instance stopped with its tables compiled, and no flush timed out. */
+ * one of them running before the recording starts, while the session
+ * flushes every 250 ms with a 2 s flush timeout. Table work must never
+ * hold up a flush or the stop: traced's log must show the instance
+ * stopped with its tables compiled, and no flush timed out. The files of
+ * the copy running at the start are queued before sampling starts, the
+ * trace reports the time spent compiling, and the busy copies' samples
+ * are walked by the tables (python3 has no frame pointers: only a walk by
+ * tables reaches _start). Nothing here depends on how fast the machine
+ * is. */
 
 #include <bpf/libbpf.h>
 #include <criterion/criterion.h>
@@ -19,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bpfstack-collect.h"
 #include "plugin-fixture.h"
 
 extern char **environ;
@@ -57,6 +64,7 @@ static const char *bpf_refused(void) {
 #define PYTHON "/usr/bin/python3"
 
 struct crowd {
+        pid_t first; /* the busy copy running before the recording */
         pid_t pids[SLEEPERS + BUSY];
         size_t n;
         char busy[BUSY][512];
@@ -91,7 +99,7 @@ static void run_crowd(void *userdata) {
                 const char *argv[] = { "/bin/sh", "-c", "while :; do sleep 0.5; done", NULL };
                 c->pids[c->n++] = spawn(argv);
         }
-        for (size_t k = 0; k < BUSY; k++) {
+        for (size_t k = 1; k < BUSY; k++) {
                 const char *argv[] = { c->busy[k], "-c", "while True: pass", NULL };
                 c->pids[c->n++] = spawn(argv);
         }
@@ -99,14 +107,31 @@ static void run_crowd(void *userdata) {
         for (int i = 0; i < 30; i++) {
                 (void) sd_event_run(ev, 100 * 1000);
         }
+        /* Gone before the trace is read (and checked). */
         for (size_t k = 0; k < c->n; k++)
                 (void) kill(c->pids[k], SIGKILL);
+        (void) kill(c->first, SIGKILL);
         for (size_t k = 0; k < c->n; k++)
                 (void) waitpid(c->pids[k], NULL, 0);
-        c->n = 0;
+        (void) waitpid(c->first, NULL, 0);
 }
 
-static void ignore_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
+/* The busy copies' on-CPU samples, and those walked to _start (Debian's
+ * python3 reaches it from Py_BytesMain: its main jumps there). */
+static void busy_walked(const struct collect *tr, const struct crowd *c, size_t *ret_all, size_t *ret_walked) {
+        size_t all = 0, walked = 0;
+        for (size_t k = 0; k < tr->n_s; k++) {
+                const struct sample *s = &tr->s[k];
+                bool busy = s->pid == (uint32_t) c->first;
+                for (size_t j = SLEEPERS; j < c->n && !busy; j++)
+                        busy = s->pid == (uint32_t) c->pids[j];
+                if (!busy || s->off_cpu)
+                        continue;
+                all++;
+                walked += ends_at_start(s);
+        }
+        *ret_all = all;
+        *ret_walked = walked;
 }
 
 Test(bpfstack_crowd, flushes_and_stop_answered_among_many_processes) {
@@ -128,7 +153,11 @@ Test(bpfstack_crowd, flushes_and_stop_answered_among_many_processes) {
                           "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config { frequency: 99 } } }\n"
                           "write_into_file: true file_write_period_ms: 250\n"
                           "flush_period_ms: 250 flush_timeout_ms: 2000\n";
-        fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_crowd, &c, ignore_packet, NULL);
+        /* The first copy runs before the recording starts. */
+        const char *argv[] = {c.busy[0], "-c", "while True: pass", NULL};
+        c.first = spawn(argv);
+        struct collect tr = {.orphans_ok = true};
+        fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_crowd, &c, collect_packet, &tr);
 
         cr_assert(fixture_wait_log(&inst, ev, "linux.bpf_stack instance ", " stopped: ", 0, 10000),
                   "the instance's stop line is in the log");
@@ -141,4 +170,22 @@ Test(bpfstack_crowd, flushes_and_stop_answered_among_many_processes) {
                      "the instance compiled unwind tables");
         cr_assert_eq(fixture_log_count(&inst, "linux.bpf_stack instance ", " files compiled in "), 1,
                      "the instance logged its table work");
+        /* The busy copy running at the start had its files queued before
+         * the BPF programs were loaded. */
+        cr_assert_eq(fixture_log_count(&inst, "the files of ", " queued for unwind tables before sampling"), 1,
+                     "the running processes' files were queued before sampling");
+        cr_assert_eq(fixture_log_count(&inst, "the files of 0 processes", NULL), 0,
+                     "a busy process was running when the recording started");
+        int64_t compile_ns = 0;
+        cr_assert(counter_value(&tr, "linux.bpf_stack unwind: time compiling tables", &compile_ns),
+                  "the trace reports the time spent compiling tables");
+        cr_assert_gt(compile_ns, 0);
+        size_t all, walked;
+        busy_walked(&tr, &c, &all, &walked);
+        cr_log_info("busy copies: %zu of %zu on-CPU samples walked by tables to _start; %lld ms "
+                    "compiling; %zu counter values or samples whose descriptor or stack was lost",
+                    walked, all, (long long) (compile_ns / 1000000), tr.orphans);
+        cr_assert_gt(all, 0, "the busy copies were sampled");
+        cr_assert_gt(walked, 0, "no sample of the busy copies was walked by tables");
+        collect_free(&tr);
 }

@@ -2,8 +2,9 @@
 
 /* The bpfstack plugin's unwind tables off the event loop: the cache on
  * disk (stored, read back, refused once its file changed or it is
- * malformed, kept under its bound) and the worker thread (compiles this
- * very test binary's tables, hottest job first). */
+ * malformed, kept under its bound) and the worker threads (compile this
+ * very test binary's tables, hottest job first, and what is still queued
+ * when they are let go into the cache). */
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -212,4 +213,51 @@ Test(unwind_cache, worker_takes_the_hottest_first) {
         for (int k = 0; k < 4; k++)
                 unwind_job_free(done[k]);
         unwind_compiler_free(c);
+}
+
+/* A copy of this test binary under dir (another inode: another table). */
+static void copy_self(const char *to) {
+        int in = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        int out = open(to, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0700);
+        cr_assert(in >= 0 && out >= 0, "%s: %s", to, strerror(errno));
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                cr_assert_eq(write(out, buf, (size_t) n), n);
+        close(in);
+        close(out);
+}
+
+/* Let go with files still queued (the instance stopped): with a cache,
+ * they are compiled into it for the next recording, not dropped. */
+Test(unwind_cache, queued_files_compiled_into_the_cache_after_free) {
+        enum { N = 6 };
+        char paths[N][700];
+        struct unwind_compiler *c;
+        cr_assert_eq(unwind_compiler_new(cache, &c), 0);
+        for (int k = 0; k < N; k++) {
+                snprintf(paths[k], sizeof(paths[k]), "%s/exe-%d", dir, k);
+                copy_self(paths[k]);
+        }
+        for (int k = 0; k < N; k++)
+                unwind_compiler_submit(c, job_of(paths[k], 1));
+        unwind_compiler_free(c); /* two threads: most of the six still queued */
+        for (int k = 0; k < N; k++) {
+                int fd = open(paths[k], O_RDONLY | O_CLOEXEC);
+                cr_assert_geq(fd, 0);
+                struct bpfstack_row *got = NULL;
+                size_t n = 0;
+                int error = 0, r = -ENOENT;
+                /* Given up after a minute: the threads run at idle priority. */
+                for (int i = 0; i < 6000 && r < 0; i++) {
+                        r = unwind_cache_load(cache, fd, 1u << 20, &got, &n, &error);
+                        if (r < 0)
+                                usleep(10 * 1000);
+                }
+                close(fd);
+                cr_assert_eq(r, 0, "%s was not compiled into the cache: %s", paths[k], strerror(-r));
+                cr_assert_eq(error, 0);
+                cr_assert_gt(n, 0);
+                free(got);
+        }
 }
