@@ -25,6 +25,7 @@ struct unwind_compiler {
         unsigned threads; /* running: the last one out frees the compiler */
         int done_fd;      /* an eventfd: readable when jobs are done */
         char *cache_dir;  /* NULL: no cache on disk */
+        uint64_t started; /* jobs taken by a worker so far */
 };
 
 /* One row of the compact CFI in the walker's form. */
@@ -173,6 +174,7 @@ static void *worker(void *arg) {
                 struct unwind_job *j = pop_hottest(c);
                 if (!j)
                         continue;
+                j->start_seq = ++c->started;
                 pthread_mutex_unlock(&c->lock);
                 run(c, j);
                 pthread_mutex_lock(&c->lock);

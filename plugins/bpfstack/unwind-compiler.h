@@ -37,6 +37,7 @@ struct unwind_job {
         struct bpfstack_row *rows;
         size_t n;
         uint64_t compile_us; /* compiling, or reading from the cache */
+        uint64_t start_seq;  /* 1 for the first job a worker took, 2 for the next, ... */
         bool from_cache;
         int cache_error; /* storing it: 0 or a negative errno */
         struct unwind_job *next;
