@@ -95,13 +95,16 @@ run_reader() { # round reader(mmap|read|up)
         else
                 TRACED_BENCH_LOG_LEVEL=info traced_start linux.ftrace env TRACED_FTRACE_READ="$2"
                 core=$tpid # the supervisor and the service core, a child of it
+                # The core's command line names the plugin host too
+                # (--plugin-host=): tell them apart by executable.
                 for p in $(pgrep -P $tpid); do
-                        if tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'ftrace\.so'; then
-                                host=$p
-                        elif ! tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'plugin-host'; then
-                                core="$core $p"
-                        fi
+                        case $(readlink "/proc/$p/exe") in
+                        */traced-plugin-host)
+                                tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'ftrace\.so' && host=$p ;;
+                        *) core="$core $p" ;;
+                        esac
                 done
+                [ "$core" != "$tpid" ] || { echo "no service core under traced ($tpid)" >&2; exit 1; }
                 [ -n "$host" ] || { echo "no plugin host runs ftrace.so" >&2; cat "$work/traced.log" >&2; exit 1; }
                 spawn /usr/bin/time -f "%U %S" -o "$work/consumer.time" \
                         "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/readers.cfg" \
