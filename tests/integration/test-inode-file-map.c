@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/vfs.h>
@@ -34,6 +35,7 @@ extern char **environ;
 static struct traced_instance inst;
 static sd_event *ev;
 static char dir[256], file[300];
+static bool bound; /* dir bind-mounted on itself (mappings()) */
 
 static void setup(void) {
         if (fixture_tracefs_usable())
@@ -46,6 +48,9 @@ static void setup(void) {
 static void teardown(void) {
         if (ev)
                 cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
+        if (bound)
+                cr_expect_eq(umount2(dir, MNT_DETACH), 0, "umount %s: %s", dir, strerror(errno));
+        bound = false;
         cr_expect_eq(test_scratch_remove(dir), 0, "could not remove %s", dir);
 }
 
@@ -73,9 +78,9 @@ static void need_page_cache_events(void) {
 }
 
 /* "mount_point_mapping { mountpoint: M scan_roots: dir } ..." for every
- * mount point M of dir's device: whichever the plugin takes, it scans
- * only dir. */
-static void mappings(char *buf, size_t size) {
+ * mount point M of dir's device in /proc/self/mountinfo; 0 when there is
+ * none. */
+static size_t mappings_of_mountinfo(char *buf, size_t size) {
         struct stat st;
         cr_assert_eq(stat(dir, &st), 0);
         FILE *f = fopen("/proc/self/mountinfo", "re");
@@ -96,7 +101,20 @@ static void mappings(char *buf, size_t size) {
                 n += (size_t) w;
         }
         fclose(f);
-        cr_assert_gt(n, 0, "the device of %s is in no line of /proc/self/mountinfo", dir);
+        return n;
+}
+
+/* The mappings for dir's device: whichever mount point the plugin takes,
+ * it scans only dir. In a chroot the mount holding dir may lie outside the
+ * root, so that /proc/self/mountinfo has no line for its device: then dir
+ * is bind-mounted on itself, which gives it one (undone by teardown). */
+static void mappings(char *buf, size_t size) {
+        if (mappings_of_mountinfo(buf, size) > 0)
+                return;
+        cr_assert_eq(mount(dir, dir, NULL, MS_BIND, NULL), 0, "bind-mounting %s on itself: %s", dir, strerror(errno));
+        bound = true;
+        cr_assert_gt(mappings_of_mountinfo(buf, size), 0, "the device of %s is in no line of /proc/self/mountinfo, "
+                     "even bind-mounted on itself", dir);
 }
 
 /* The file, 64 KiB on disk. */
