@@ -101,7 +101,7 @@ static bool read_slice(struct frozen *fz, size_t max_pages) {
                                 fz->quota[cpu] = 0;
                                 break;
                         }
-                        ftrace_drain_page(s, s->page, (size_t) n);
+                        (void) ftrace_drain_page(s, s->page, (size_t) n);
                         fz->quota[cpu]--;
                 }
                 ftrace_drain_emit(s);

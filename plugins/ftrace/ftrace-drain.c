@@ -6,6 +6,7 @@
  * columns when asked), with the pids they name told to process_stats. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -382,26 +383,81 @@ static void note_page(struct ftrace_session *s, int r, const struct page_info *i
         }
 }
 
-/* Everything the kernel has, but no more than a buffer's worth: at a rate
- * the reader cannot follow, the loop still gets control back. */
+/* Whether a page of this many bytes of records means the reader has
+ * caught up with the writer: the kernel hands out the sub-buffer the
+ * writer is still filling, copying its records one at a time, and clears
+ * the rest of the sub-buffer before copying all of it out. Reading on
+ * after that would chase the writer a few records per read(), each read
+ * costing a whole sub-buffer of copying (86 000 reads for 4.9 M events
+ * at 64 KiB). A full sub-buffer holds all but the tail no record fitted
+ * in; half of one allows records up to half a sub-buffer long. The
+ * first page of a drain may be the rest of the one the last drain
+ * stopped in, and is no sign. */
+static bool caught_up(const struct ftrace_session *s, size_t data_len, size_t k) {
+        return k > 0 && data_len < (s->page_size - PAGE_HEADER_SIZE) / 2;
+}
+
+/* Everything the kernel has, up to and with the sub-buffer the writer is
+ * on, and no more than a buffer's worth: at a rate the reader cannot
+ * follow, the loop still gets control back. */
 static void drain_read(struct ftrace_session *s, int cpu) {
         for (size_t k = 0; k < s->max_pages_per_drain; k++) {
                 ssize_t n = read(s->cpu_fds[cpu], s->page, s->page_size);
-                if (n < 0 && errno != EAGAIN && errno != EINTR)
+                if (n < 0 && errno != EAGAIN && errno != EINTR && errno != ENODEV)
                         s->parse_errors |= 1u << PAGE_STATUS_UNEXPECTED_READ_ERROR;
                 if (n <= 0)
                         break;
-                ftrace_drain_page(s, s->page, (size_t) n);
+                if (caught_up(s, ftrace_drain_page(s, s->page, (size_t) n), k))
+                        break;
         }
 }
 
-void ftrace_drain_page(struct ftrace_session *s, const uint8_t *page, size_t n) {
+/* Sub-buffers moved per splice(): what an empty pipe of the default size
+ * holds, one sub-buffer per slot whatever its size. */
+#define SPLICE_BATCH 16u
+
+/* The full sub-buffers only: splice() hands them over whole, swapped out
+ * of the ring, where read() of the one the writer is on copies its records
+ * one at a time (and clears and copies out the whole sub-buffer). The
+ * kernel refuses that one to splice. Each lands in the session's pipe and
+ * is read out of it into s->page. Returns how many, or a negative errno
+ * when this CPU's file cannot splice (the caller falls back to read()). */
+static int drain_spliced(struct ftrace_session *s, int cpu) {
+        int got = 0;
+        while ((size_t) got < s->max_pages_per_drain) {
+                ssize_t n = splice(s->cpu_fds[cpu], NULL, s->splice_pipe[1], NULL, SPLICE_BATCH * s->page_size,
+                                   SPLICE_F_NONBLOCK);
+                if (n < 0 && (errno == EAGAIN || errno == EINTR || errno == ENODEV))
+                        break;
+                if (n < 0)
+                        return got > 0 ? got : -errno;
+                if (n == 0)
+                        break;
+                for (size_t left = (size_t) n; left > 0;) {
+                        ssize_t m = read(s->splice_pipe[0], s->page, MIN(left, s->page_size));
+                        if (m <= 0) {
+                                /* Not what the pipe was said to hold: start
+                                 * again from an empty pipe, and say so. */
+                                s->parse_errors |= 1u << PAGE_STATUS_UNEXPECTED_READ_ERROR;
+                                s->lost_pending = true;
+                                return -EIO;
+                        }
+                        (void) ftrace_drain_page(s, s->page, (size_t) m);
+                        left -= (size_t) m;
+                        got++;
+                }
+        }
+        return got;
+}
+
+size_t ftrace_drain_page(struct ftrace_session *s, const uint8_t *page, size_t n) {
         struct page_info info;
         int r = page_walk(page, n, 0, SIZE_MAX, on_record, s, &info);
         uint64_t lost = 0;
         if (r >= 0 && (info.missed || info.lost_events))
                 lost = info.lost_events ? info.lost_events : 1;
         note_page(s, r, &info, lost);
+        return r < 0 ? 0 : info.data_len;
 }
 
 void ftrace_drain_emit(struct ftrace_session *s) {
@@ -426,20 +482,45 @@ static void drain_mapped(struct ftrace_session *s, int cpu) {
                         break;
                 if (rd.new_subbuf || r < 0)
                         note_page(s, r, &rd.info, r < 0 ? 0 : rd.lost);
+                /* The writer's sub-buffer (handed back again, or fresh
+                 * and not half full): the rest of it next time. */
+                if (r > 0 && (caught_up(s, rd.info.data_len, k) || (k > 0 && !rd.new_subbuf)))
+                        break;
         }
 }
 
-void ftrace_drain(struct ftrace_session *s) {
+/* A CPU whose file refused to splice reads from then on. */
+static void drain_unsplice(struct ftrace_session *s, int cpu, int error) {
+        s->readers[cpu] = FTRACE_READER_READ;
+        plugin_log(s->pl, TRACED_LOG_WARNING, "cpu%d: splice() from trace_pipe_raw failed (%s); read() from now on", cpu,
+                   strerror(-error));
+}
+
+void ftrace_drain(struct ftrace_session *s, bool all) {
         s->ps = process_stats_for_session(s->pl, s->tracing_session_id);
         s->im = inode_map_for_session(s->pl, s->tracing_session_id);
         for (int cpu = 0; cpu < s->n_cpus; cpu++) {
                 if (s->cpu_fds[cpu] < 0)
                         continue;
                 s->bundle_cpu = cpu;
-                if (s->maps && s->maps[cpu].base)
+                switch (s->readers[cpu]) {
+                case FTRACE_READER_MMAP:
                         drain_mapped(s, cpu);
-                else
+                        break;
+                case FTRACE_READER_SPLICE: {
+                        int n = drain_spliced(s, cpu);
+                        if (n < 0 && n != -EIO)
+                                drain_unsplice(s, cpu, n);
+                        /* The writer's sub-buffer, when nothing filled one
+                         * since the last drain (a low rate) or everything
+                         * is wanted now. */
+                        if (n <= 0 || all)
+                                drain_read(s, cpu);
+                        break;
+                }
+                default:
                         drain_read(s, cpu);
+                }
                 bundle_emit(s);
         }
         process_stats_resolve_pending(s->ps);
@@ -450,14 +531,22 @@ void ftrace_drain(struct ftrace_session *s) {
                 kaddr_reset(s->kt);
 }
 
-void ftrace_drain_map(struct ftrace_session *s, bool force_read) {
-        if (force_read || !(s->maps = calloc((size_t) s->n_cpus, sizeof(*s->maps))))
-                return;
+int ftrace_drain_choose(struct ftrace_session *s, enum ftrace_reader want) {
+        if (!(s->readers = calloc((size_t) s->n_cpus, sizeof(*s->readers))))
+                return -ENOMEM;
+        if (want == FTRACE_READER_MMAP && !(s->maps = calloc((size_t) s->n_cpus, sizeof(*s->maps))))
+                return -ENOMEM;
+        if (want == FTRACE_READER_SPLICE && pipe2(s->splice_pipe, O_NONBLOCK | O_CLOEXEC) < 0)
+                want = FTRACE_READER_READ;
         for (int cpu = 0; cpu < s->n_cpus; cpu++) {
+                s->readers[cpu] = want == FTRACE_READER_MMAP ? FTRACE_READER_READ : want;
+                if (want != FTRACE_READER_MMAP)
+                        continue;
                 s->maps[cpu] = (struct ring_map) { .fd = -EBADF };
-                if (s->cpu_fds[cpu] >= 0)
-                        (void) ring_map_open(&s->maps[cpu], s->cpu_fds[cpu]); /* else read() */
+                if (s->cpu_fds[cpu] >= 0 && ring_map_open(&s->maps[cpu], s->cpu_fds[cpu]) >= 0)
+                        s->readers[cpu] = FTRACE_READER_MMAP; /* else read() */
         }
+        return 0;
 }
 
 void ftrace_drain_unmap(struct ftrace_session *s) {
@@ -465,20 +554,27 @@ void ftrace_drain_unmap(struct ftrace_session *s) {
                 ring_map_close(&s->maps[cpu]);
         free(s->maps);
         s->maps = NULL;
+        for (int cpu = 0; s->readers && cpu < s->n_cpus; cpu++)
+                if (s->readers[cpu] == FTRACE_READER_MMAP)
+                        s->readers[cpu] = FTRACE_READER_READ;
 }
 
-bool ftrace_drain_mapped(const struct ftrace_session *s, int cpu) {
-        return s->maps && s->maps[cpu].base;
+enum ftrace_reader ftrace_drain_reader(const struct ftrace_session *s, int cpu) {
+        return s->readers ? (enum ftrace_reader) s->readers[cpu] : FTRACE_READER_READ;
 }
 
 /* An FtraceStats packet (TracePacket.ftrace_stats): the kernel's per-CPU
  * counters of our instance, at the start and at the end of the trace, so
  * overruns and drops are visible in the trace itself. */
 void ftrace_on_timer(void *userdata) {
-        ftrace_drain(userdata);
+        ftrace_drain(userdata, false);
 }
 
 void ftrace_drain_free(struct ftrace_session *s) {
+        s->splice_pipe[0] = safe_close(s->splice_pipe[0]);
+        s->splice_pipe[1] = safe_close(s->splice_pipe[1]);
+        free(s->readers);
+        s->readers = NULL;
         struct pbw *cols[N_COLUMNS];
         uint32_t fields[N_COLUMNS];
         compact_columns(s, fields, cols);

@@ -148,15 +148,15 @@ void ftrace_session_free(struct ftrace_session *s) {
         free(s);
 }
 
-/* The CPUs whose buffer is mapped (or read()), as ranges: "0-3,6"; "none". */
-static void cpu_list(const struct ftrace_session *s, bool mapped, char *buf, size_t size) {
+/* The CPUs read one way, as ranges: "0-3,6"; "none". */
+static void cpu_list(const struct ftrace_session *s, enum ftrace_reader how, char *buf, size_t size) {
         size_t n = 0;
         buf[0] = '\0';
         for (int cpu = 0; cpu < s->n_cpus; cpu++) {
-                if (s->cpu_fds[cpu] < 0 || ftrace_drain_mapped(s, cpu) != mapped)
+                if (s->cpu_fds[cpu] < 0 || ftrace_drain_reader(s, cpu) != how)
                         continue;
                 int last = cpu;
-                while (last + 1 < s->n_cpus && s->cpu_fds[last + 1] >= 0 && ftrace_drain_mapped(s, last + 1) == mapped)
+                while (last + 1 < s->n_cpus && s->cpu_fds[last + 1] >= 0 && ftrace_drain_reader(s, last + 1) == how)
                         last++;
                 int w = last > cpu ? snprintf(buf + n, size - n, "%s%d-%d", n ? "," : "", cpu, last)
                                    : snprintf(buf + n, size - n, "%s%d", n ? "," : "", cpu);
@@ -301,6 +301,7 @@ struct ftrace_session *ftrace_session_new(struct plugin *pl, uint64_t instance_i
         s->inst.id = instance_id;
         s->root_lock_fd = -EBADF;
         s->formats = calloc(MAX_EVENTS, sizeof(*s->formats));
+        s->splice_pipe[0] = s->splice_pipe[1] = -EBADF;
         s->page_size = (size_t) sysconf(_SC_PAGESIZE);
         s->page = malloc(s->page_size);
         if (!s->formats || !s->page) {
@@ -468,8 +469,19 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         if ((s->in_root || s->keep_instance) && !s->preserve_buffer)
                 (void) tracefs_write(s->root, "trace", "");
         const char *how = getenv(READ_MODE_ENV);
-        bool map = how && strcmp(how, "mmap") == 0;
-        ftrace_drain_map(s, !map);
+        enum ftrace_reader want = !how || !*how || strcmp(how, "splice") == 0 ? FTRACE_READER_SPLICE
+                                  : strcmp(how, "mmap") == 0                   ? FTRACE_READER_MMAP
+                                  : strcmp(how, "read") == 0                   ? FTRACE_READER_READ
+                                                                               : 0;
+        if (want == 0) {
+                plugin_log(pl, TRACED_LOG_WARNING, "%s=%s: not splice, read or mmap; splice is used", READ_MODE_ENV, how);
+                want = FTRACE_READER_SPLICE;
+        }
+        r = ftrace_drain_choose(s, want);
+        if (r < 0) {
+                ftrace_session_free(s);
+                return r;
+        }
         ftrace_stats_emit(s, 1); /* START_OF_TRACE */
         r = ftrace_session_write(s, "tracing_on", "1");
         if (r < 0) {
@@ -482,15 +494,16 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 return r;
         }
         plugin_instance_add(&pl->sessions, &s->inst);
-        char mapped[128], read_cpus[128];
-        cpu_list(s, true, mapped, sizeof(mapped));
-        cpu_list(s, false, read_cpus, sizeof(read_cpus));
+        char spliced[128], mapped[128], read_cpus[128];
+        cpu_list(s, FTRACE_READER_SPLICE, spliced, sizeof(spliced));
+        cpu_list(s, FTRACE_READER_MMAP, mapped, sizeof(mapped));
+        cpu_list(s, FTRACE_READER_READ, read_cpus, sizeof(read_cpus));
         plugin_log(pl, TRACED_LOG_INFO,
                    "linux.ftrace instance %llu: %zu events, %u KiB per CPU in %zu KiB sub-buffers, "
-                   "drain every %u ms%s, in %s; buffers mapped on CPUs %s, read() on CPUs %s%s",
+                   "drain every %u ms%s, in %s; buffers spliced on CPUs %s, mapped on CPUs %s, read() on CPUs %s%s%s%s",
                    (unsigned long long) instance_id, s->n_formats, buffer_kb, s->page_size / 1024, drain_ms,
-                   s->compact ? ", compact sched" : "", s->in_root ? "the root instance" : s->root, mapped, read_cpus,
-                   map ? " (" READ_MODE_ENV "=mmap)" : "");
+                   s->compact ? ", compact sched" : "", s->in_root ? "the root instance" : s->root, spliced, mapped,
+                   read_cpus, how ? " (" READ_MODE_ENV "=" : "", how ? how : "", how ? ")" : "");
         return 0;
 }
 
@@ -498,7 +511,7 @@ void ftrace_session_flush(struct plugin *pl, uint64_t instance_id) {
         struct ftrace_session *s = session_of(plugin_instance_find(pl->sessions, instance_id));
         if (!s)
                 return;
-        ftrace_drain(s);
+        ftrace_drain(s, true);
         (void) pl->api->flush_writer(s->writer);
 }
 
@@ -507,7 +520,7 @@ void ftrace_session_stop(struct plugin *pl, uint64_t instance_id) {
         if (!s)
                 return;
         (void) ftrace_session_write(s, "tracing_on", "0");
-        ftrace_drain(s);
+        ftrace_drain(s, true);
         ftrace_stats_emit(s, 2); /* END_OF_TRACE */
         plugin_log(pl, TRACED_LOG_INFO, "linux.ftrace instance %llu stopped: %llu events, %llu pages, %llu lost",
                    (unsigned long long) instance_id, (unsigned long long) s->events, (unsigned long long) s->pages,

@@ -43,6 +43,14 @@ struct pid_intern {
         uint32_t idx;
 };
 
+/* How a CPU's ring buffer is read; the values of FtraceCpuStats'
+ * traced_reader. */
+enum ftrace_reader {
+        FTRACE_READER_READ = 1,   /* read() of whole sub-buffers */
+        FTRACE_READER_MMAP = 2,   /* the kernel's mapping of the buffer */
+        FTRACE_READER_SPLICE = 3, /* full sub-buffers by splice(), the writer's by read() */
+};
+
 struct ftrace_session {
         struct plugin_instance inst; /* first: the plugin's list, by instance id */
         bool in_root;                /* the top-level instance */
@@ -78,6 +86,8 @@ struct ftrace_session {
         size_t n_formats;
         int *cpu_fds;
         struct ring_map *maps; /* per CPU, base NULL where read() is used; NULL for all */
+        uint8_t *readers;      /* per CPU: enum ftrace_reader */
+        int splice_pipe[2];    /* where spliced sub-buffers pass through */
         int n_cpus;
         size_t max_pages_per_drain;
         uint8_t *page;
@@ -143,18 +153,22 @@ void ftrace_load_ksyms(struct ftrace_session *s);
 /* Indexes the formats by event id, resolves the compact sched events'
  * fields and empties their columns: once the events are all enabled. */
 void ftrace_drain_init(struct ftrace_session *s);
-/* Reads what every CPU has and writes it out. */
-void ftrace_drain(struct ftrace_session *s);
-/* Maps each CPU's buffer where the kernel offers it (read() for the others,
- * or for all with force_read): once the buffer is sized. */
-void ftrace_drain_map(struct ftrace_session *s, bool force_read);
-/* Before the buffer is sized back. */
+/* Reads what every CPU has and writes it out: every full sub-buffer, and
+ * the one the writer is on when no other came or when `all` (a flush, a
+ * stop) asks for everything. */
+void ftrace_drain(struct ftrace_session *s, bool all);
+/* Chooses how each CPU's buffer is read, once the buffer is sized:
+ * FTRACE_READER_SPLICE or _READ for every CPU, or _MMAP where the kernel
+ * maps the buffer (read() for the others). */
+int ftrace_drain_choose(struct ftrace_session *s, enum ftrace_reader want);
+/* Before the buffer is sized back: mapped CPUs read() from then on. */
 void ftrace_drain_unmap(struct ftrace_session *s);
-bool ftrace_drain_mapped(const struct ftrace_session *s, int cpu);
+enum ftrace_reader ftrace_drain_reader(const struct ftrace_session *s, int cpu);
 void ftrace_on_timer(void *userdata);
 /* Parses one page (n bytes) read from s->bundle_cpu's buffer into the
- * bundle being built; ftrace_drain_emit writes that bundle out. */
-void ftrace_drain_page(struct ftrace_session *s, const uint8_t *page, size_t n);
+ * bundle being built; ftrace_drain_emit writes that bundle out. Returns
+ * the bytes of records the page held (0 for a page that did not parse). */
+size_t ftrace_drain_page(struct ftrace_session *s, const uint8_t *page, size_t n);
 void ftrace_drain_emit(struct ftrace_session *s);
 /* Indexes s->formats[i] by its event id (added after ftrace_drain_init). */
 void ftrace_drain_add_format(struct ftrace_session *s, size_t i);

@@ -66,8 +66,8 @@ void ftrace_stats_emit(struct ftrace_session *s, unsigned phase) {
                         } else
                                 pbw_varint(&c, keys[k].field, strtoull(at, NULL, 10));
                 }
-                if (s->cpu_fds && s->cpu_fds[cpu] >= 0) /* traced_reader: 2 mapped, 1 read() */
-                        pbw_varint(&c, 1000, ftrace_drain_mapped(s, cpu) ? 2 : 1);
+                if (s->cpu_fds && s->cpu_fds[cpu] >= 0) /* traced_reader */
+                        pbw_varint(&c, 1000, ftrace_drain_reader(s, cpu));
                 pbw_message(&st, 2, &c);
                 pbw_done(&c);
         }

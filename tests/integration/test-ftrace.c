@@ -307,7 +307,7 @@ Test(ftrace, compact_sched_columns) {
 
 struct reader_seen {
         unsigned stats;                 /* FtraceStats packets */
-        unsigned mapped, read, missing; /* their per-CPU reader fields */
+        unsigned mapped, read, spliced, missing; /* their per-CPU reader fields */
         unsigned long switches[256];
 };
 
@@ -325,6 +325,8 @@ static void count_readers(const Perfetto__Protos__TracePacket *p, void *userdata
                         k->missing++;
                 else if (c->traced_reader == PERFETTO__PROTOS__FTRACE_CPU_STATS__TRACED_READER__TRACED_READER_MMAP)
                         k->mapped++;
+                else if (c->traced_reader == PERFETTO__PROTOS__FTRACE_CPU_STATS__TRACED_READER__TRACED_READER_SPLICE)
+                        k->spliced++;
                 else
                         k->read++;
         }
@@ -339,15 +341,16 @@ static void child_on_every_cpu(void *userdata) {
         spin_ms(ev, 200);
 }
 
-/* The plugin read()s every CPU's buffer, unless told to map them by
- * TRACED_FTRACE_READ=mmap (as the second run of these tests does), which
- * Linux 6.10 and later allow; it says which in FtraceStats at both ends of
- * the trace. */
+/* The plugin splices every CPU's full sub-buffers (and read()s the one the
+ * writer is on), unless told to map the buffers by TRACED_FTRACE_READ=mmap
+ * (as the second run of these tests does), which Linux 6.10 and later
+ * allow, or to read() only by TRACED_FTRACE_READ=read (the third run); it
+ * says which in FtraceStats at both ends of the trace. */
 Test(ftrace, reader_path_is_the_one_expected) {
         if (!ev)
                 cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
         const char *how = getenv("TRACED_FTRACE_READ");
-        bool mapping = how && strcmp(how, "mmap") == 0;
+        bool mapping = how && strcmp(how, "mmap") == 0, reading = how && strcmp(how, "read") == 0;
         struct utsname u;
         unsigned major = 0, minor = 0;
         cr_assert_eq(uname(&u), 0);
@@ -374,9 +377,14 @@ Test(ftrace, reader_path_is_the_one_expected) {
                 cr_assert_eq(k.mapped, 0, "%u CPUs mapped without TRACED_FTRACE_READ=mmap", k.mapped);
         else
                 cr_assert_geq(k.mapped, 2 * (unsigned) ncpu, "only %u of %ld online CPUs mapped (x2)", k.mapped, ncpu);
+        if (reading)
+                cr_assert_eq(k.spliced, 0, "%u CPUs spliced with TRACED_FTRACE_READ=read", k.spliced);
+        else if (!mapping)
+                cr_assert_geq(k.spliced, 2 * (unsigned) ncpu, "only %u of %ld online CPUs spliced (x2)", k.spliced, ncpu);
         for (long cpu = 0; cpu < ncpu && cpu < 256; cpu++)
                 cr_assert_gt(k.switches[cpu], 0, "no sched_switch read on cpu %ld", cpu);
-        cr_log_info("reader: %u CPU stats mapped, %u read() (%s)", k.mapped, k.read, mapping ? "TRACED_FTRACE_READ=mmap" : "default");
+        cr_log_info("reader: %u CPU stats spliced, %u mapped, %u read() (TRACED_FTRACE_READ=%s)", k.spliced, k.mapped,
+                    k.read, how ? how : "unset");
 }
 
 /* ---- CPU hotplug ------------------------------------------------------------ */

@@ -595,7 +595,8 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                         s->ftrace_events, s->sched_switches, s->prints, s->lost_events ? ", kernel reported lost events" : "");
                 for (uint32_t c = 0; c < s->n_cpus; c++)
                         fprintf(f, "  cpu%-3u %" PRIu64 "%s\n", c, s->cpu_events[c],
-                                s->cpu_reader[c] == 2   ? " (buffer mapped)"
+                                s->cpu_reader[c] == 3   ? " (buffer spliced)"
+                                : s->cpu_reader[c] == 2 ? " (buffer mapped)"
                                 : s->cpu_reader[c] == 1 ? " (buffer read())"
                                                         : "");
         }

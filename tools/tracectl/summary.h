@@ -128,7 +128,7 @@ struct summary {
         /* from the last FtraceStats (end of trace) */
         bool have_kernel_stats;
         uint64_t kernel_overrun;
-        /* FtraceCpuStats.traced_reader per CPU: 0 not said, 1 read(), 2 mapped */
+        /* FtraceCpuStats.traced_reader per CPU: 0 not said, 1 read(), 2 mapped, 3 spliced */
         uint8_t cpu_reader[SUMMARY_MAX_CPUS];
 };
 
