@@ -213,7 +213,10 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                         fprintf(stderr, "\ntracectl: the tracing service went away\n");
                         return EXIT_SESSION_FAILED;
                 }
-                if (now_usec() - last_progress > 300000 && !w->replied) {
+                /* The progress line is redrawn every 300 ms; without one,
+                 * errors are looked for every second (each poll wakes the
+                 * service too). */
+                if (now_usec() - last_progress > (tty ? 300000u : 1000000u) && !w->replied) {
                         last_progress = now_usec();
                         _cleanup_(get_trace_stats_response_freep) Perfetto__Protos__GetTraceStatsResponse *st =
                                 poll_stats(t);

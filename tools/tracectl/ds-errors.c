@@ -32,7 +32,9 @@ size_t ds_errors_print_new(const Perfetto__Protos__TraceStats *st, size_t *n_pri
 
 Perfetto__Protos__TraceStats *ds_errors_last_trace_stats(const char *path) {
         struct trace_reader r;
-        if (trace_reader_open(&r, path) < 0)
+        /* Mapped, only each packet's field keys are looked at: not a copy
+         * of the whole trace to find the few packets that matter. */
+        if (trace_reader_open_mapped(&r, path) < 0 && trace_reader_open(&r, path) < 0)
                 return NULL;
         Perfetto__Protos__TraceStats *last = NULL;
         const uint8_t *data;
