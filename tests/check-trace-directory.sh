@@ -85,6 +85,12 @@ chmod 0755 "$tmp/traced"
 : >"$tmp/traced.run"
 "$tmp/traced" --consumer-socket="$tmp/consumer.sock" &
 starting=$!
+# Once it runs as that script (not yet, on a loaded machine, just after the
+# fork): tracectl looks for it by command line.
+for _ in $(seq 200); do
+        tr '\0' ' ' <"/proc/$starting/cmdline" 2>/dev/null | grep -q -- "--consumer-socket=$tmp/consumer.sock" && break
+        sleep 0.05
+done
 "$builddir/tracectl" --socket "$tmp/consumer.sock" query >"$tmp/early.out" 2>&1 &
 early=$!
 sleep 1
