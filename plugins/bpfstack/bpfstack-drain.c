@@ -52,9 +52,19 @@ static uint64_t now_ns(void) {
 
 /* --- writing -------------------------------------------------------------- */
 
+static void cs_cache_flush(struct bpfstack_session *s);
+
 static void seq_write(struct bpfstack_session *s, struct seq *q) {
-        if (!q->pkt.error)
-                (void) s->pl->api->write_packet(q->writer, q->pkt.buf, q->pkt.len);
+        if (q->pkt.error)
+                return;
+        /* Dropped (shared memory full): whatever it interned is not in the
+         * trace, and later packets would name ids no reader has. The
+         * sequence starts its interning again, cleared, with the next. */
+        if (s->pl->api->write_packet(q->writer, q->pkt.buf, q->pkt.len) < 0) {
+                intern_clear(q->iw);
+                cs_cache_flush(s);
+                s->packets_dropped++;
+        }
 }
 
 /* TracePacketDefaults {timestamp_clock_id: BOOTTIME, perf_sample_defaults

@@ -413,8 +413,8 @@ static void stop_session(struct bpfstack_session *s) {
                    "linux.bpf_stack instance %llu stopped: %llu on-CPU samples, %llu off-CPU samples "
                    "(%llu ms blocked), %llu records lost in the ring buffer, %llu stacks lost to map collisions, "
                    "%llu stack errors, %llu switch-outs not remembered, %llu stacks gone before lookup, %llu "
-                   "samples of processes gone before symbolization, %llu bad records; %llu of %llu callstacks "
-                   "from the cache",
+                   "samples of processes gone before symbolization, %llu bad records, %llu packets dropped with "
+                   "shared memory full; %llu of %llu callstacks from the cache",
                    (unsigned long long) s->inst.id, (unsigned long long) s->samples_on,
                    (unsigned long long) s->samples_off, (unsigned long long) (s->blocked_ns / 1000000),
                    (unsigned long long) s->counters_seen[BPFSTACK_CNT_RING_LOST],
@@ -422,7 +422,8 @@ static void stop_session(struct bpfstack_session *s) {
                    (unsigned long long) s->counters_seen[BPFSTACK_CNT_STACK_ERROR],
                    (unsigned long long) s->counters_seen[BPFSTACK_CNT_START_FULL],
                    (unsigned long long) s->stacks_missing, (unsigned long long) s->procs_gone,
-                   (unsigned long long) s->bad_records, (unsigned long long) s->cs_hits,
+                   (unsigned long long) s->bad_records, (unsigned long long) s->packets_dropped,
+                   (unsigned long long) s->cs_hits,
                    (unsigned long long) (s->cs_hits + s->cs_misses));
         if (s->tables) {
                 struct unwind_stats u;

@@ -120,6 +120,7 @@ struct bpfstack_session {
         uint64_t counters_seen[BPFSTACK_CNT_MAX];
         uint64_t lost_unreported;
         uint64_t samples_on, samples_off, blocked_ns, bad_records, stacks_missing, procs_gone, stacks_collected;
+        uint64_t packets_dropped; /* writes refused (shared memory full): interning started over */
 };
 
 /* bpfstack-drain.c */
