@@ -13,24 +13,25 @@
 # Environment: DURATION (seconds of workload per run, default 3).
 #
 #   ../bench/sched-recording.sh --readers [ROUNDS] (default: 3)
-# compares instead the ftrace plugin's two readers of the kernel's ring
-# buffers, the mapping (TRACED_FTRACE_READ=mmap) and read(), and, when
+# compares instead the ftrace plugin's three readers of the kernel's ring
+# buffers (TRACED_FTRACE_READ=splice, the default: full sub-buffers by
+# splice(); =read: read() only; =mmap: the kernel's mapping) and, when
 # PERFETTO_BIN_DIR names upstream Perfetto's binaries, upstream's traced +
 # traced_probes + perfetto CLI, in the same rounds (each round reverses the
 # order of the one before): `perf bench sched pipe -l LOOPS` (1000000),
 # recorded with compact sched, 8 MiB per CPU, into a 256 MiB DISCARD
 # buffer. Per run: the producer's CPU time while the workload runs and its
-# events drain (utime+stime from /proc/PID/stat: our plugin host, or
-# traced_probes), the service's until the consumer has read the trace and
-# left (traced's supervisor and core, or upstream's traced), the
-# consumer's whole life (tracectl or perfetto, by time(1)); per million
-# events, the producer alone and all three; bytes per event; events the
-# kernel lost. A trace with fewer than 2 events per loop fails the
-# benchmark. Then min/median/max per reader over the rounds, and ours
-# against upstream round by round. Environment: LOOPS; SHARE (percent of
-# one CPU for the workload, e.g. 10 for an idle-ish rate; default
-# unlimited); READERS (a subset of "mmap read up"); PROFILE_HOST=DIR (a
-# `perf record -g` of each producer during the workload, its report in
+# events drain (our plugin host, or traced_probes), the service's until the
+# consumer has read the trace and left (traced's supervisor and core, or
+# upstream's traced), both in nanoseconds from /proc/PID/task/*/schedstat;
+# the consumer's whole life (tracectl or perfetto, task-clock by perf
+# stat); per million events, the producer alone and all three; bytes per
+# event; events the kernel lost. A trace with fewer than 2 events per loop
+# fails the benchmark. Then min/median/max per reader over the rounds, and
+# ours against upstream round by round. Environment: LOOPS; SHARE (percent
+# of one CPU for the workload, e.g. 10 for an idle-ish rate; default
+# unlimited); READERS (a subset of "splice read mmap up"); PROFILE_HOST=DIR
+# (a `perf record -g` of each producer during the workload, its report in
 # DIR/profile-READER.txt).
 # Not part of make check.
 set -eu
@@ -89,7 +90,7 @@ run_reader() { # round reader(mmap|read|up)
                 sleep 1
                 core=$tpid
                 host=$ppid_
-                spawn /usr/bin/time -f "%U %S" -o "$work/consumer.time" \
+                spawn perf stat -x, -e task-clock -o "$work/consumer.time" \
                         env PERFETTO_CONSUMER_SOCK_NAME="$work/c.sock" "$BIN/perfetto" --txt -c "$work/readers.cfg" \
                         -o "$work/r.pftrace" >"$work/up-cli.log" 2>&1
         else
@@ -106,19 +107,19 @@ run_reader() { # round reader(mmap|read|up)
                 done
                 [ "$core" != "$tpid" ] || { echo "no service core under traced ($tpid)" >&2; exit 1; }
                 [ -n "$host" ] || { echo "no plugin host runs ftrace.so" >&2; cat "$work/traced.log" >&2; exit 1; }
-                spawn /usr/bin/time -f "%U %S" -o "$work/consumer.time" \
+                spawn perf stat -x, -e task-clock -o "$work/consumer.time" \
                         "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/readers.cfg" \
                         -o "$work/r.pftrace" --no-summary >/dev/null 2>&1
         fi
         cpid=$spawned_pid
         sleep 1
-        h0=$(ticks_of_pids "$host")
-        t0=$(ticks_of_pids $core)
+        h0=$(ns_of_pids "$host")
+        t0=$(ns_of_pids $core)
         [ -n "${PROFILE_HOST:-}" ] && spawn perf record -g -q -o "$work/profile-$2.data" -p "$host" >/dev/null 2>&1 &&
                 prof=$spawned_pid
         readers_workload
         sleep 0.5 # a drain period and more
-        h1=$(ticks_of_pids "$host")
+        h1=$(ns_of_pids "$host")
         if [ -n "${PROFILE_HOST:-}" ]; then
                 kill -INT "$prof"
                 spawn_wait "$prof" || true
@@ -127,11 +128,13 @@ run_reader() { # round reader(mmap|read|up)
         fi
         # The consumer ends the session and reads the buffer: the service's
         # part of that is counted (t1 after the consumer is gone).
-        # (time(1) ignores SIGINT: the consumer is its child.)
+        # (perf stat ignores SIGINT while its child runs: the consumer is
+        # that child.)
         pkill -INT -P "$cpid" || true
         spawn_wait $cpid || true
-        t1=$(ticks_of_pids $core)
-        c=$(tail -n 1 "$work/consumer.time" | awk -v hz="$(getconf CLK_TCK)" '{ printf "%d %d", $1 * hz, $2 * hz }')
+        t1=$(ns_of_pids $core)
+        # task-clock in milliseconds, as nanoseconds.
+        c=$(awk -F, '$3 == "task-clock" || $3 ~ /^task-clock/ { printf "%.0f", $1 * 1e6 }' "$work/consumer.time")
         spawn_stop
         "$build/tracectl" summary "$work/r.pftrace" >"$work/summary.txt" 2>&1 || true
         ev=$(sed -n 's/^Ftrace events: *\([0-9]*\).*/\1/p' "$work/summary.txt")
@@ -145,15 +148,14 @@ run_reader() { # round reader(mmap|read|up)
                 short_rounds=$((short_rounds + 1))
         fi
         paths=$(sed -n 's/^ *cpu[0-9]* .*(buffer \(.*\))$/\1/p' "$work/summary.txt" | sort | uniq -c | tr -s ' \n' ' ')
-        # round path events, producer (user sys) and service (user sys)
-        # before and after, consumer (user sys), ticks per second, bytes, lost, readers...
-        echo "$1 $2 ${ev:-0} $h0 $h1 $t0 $t1 $c $(getconf CLK_TCK) $(stat -c %s "$work/r.pftrace") ${lost:-0} $paths" |
+        # round path events, producer, service before and after (ns),
+        # consumer (ns), bytes, lost, readers...
+        echo "$1 $2 ${ev:-0} $h0 $h1 $t0 $t1 ${c:-0} $(stat -c %s "$work/r.pftrace") ${lost:-0} $paths" |
                 awk '{
-                hz = $14; hu = ($6 - $4) / hz; hs = ($7 - $5) / hz; t = ($10 + $11 - $8 - $9) / hz
-                cons = ($12 + $13) / hz
-                printf "%-5s %-5s %9d %7.2f %7.2f %7.2f %7.2f %9.4f %9.4f %8.2f %6s  ", $1, $2, $3, hu, hs, t, cons,
-                        $3 ? (hu + hs) * 1e6 / $3 : 0, $3 ? (hu + hs + t + cons) * 1e6 / $3 : 0, $3 ? $15 / $3 : 0, $16
-                for (i = 17; i <= NF; i++) printf "%s ", $i
+                prod = ($5 - $4) / 1e9; t = ($7 - $6) / 1e9; cons = $8 / 1e9
+                printf "%-6s %-6s %9d %8.3f %8.3f %8.3f %9.4f %9.4f %8.2f %6s  ", $1, $2, $3, prod, t, cons,
+                        $3 ? prod * 1e6 / $3 : 0, $3 ? (prod + t + cons) * 1e6 / $3 : 0, $3 ? $9 / $3 : 0, $10
+                for (i = 11; i <= NF; i++) printf "%s ", $i
                 printf "\n" }' | tee -a "$work/rows"
 }
 
@@ -184,7 +186,7 @@ if [ "${1:-}" = --readers ]; then
         rounds=${2:-3}
         loops=${LOOPS:-1000000}
         BIN=${PERFETTO_BIN_DIR:-}
-        readers=${READERS:-mmap read}
+        readers=${READERS:-splice read mmap}
         if [ -n "${READERS:-}" ]; then
                 :
         elif [ -n "$BIN" ] && [ -x "$BIN/traced" ] && [ -x "$BIN/traced_probes" ] && [ -x "$BIN/perfetto" ]; then
@@ -195,7 +197,7 @@ if [ "${1:-}" = --readers ]; then
         set_share "${SHARE:-max}"
         readers_config
         echo "workload: perf bench sched pipe -l $loops, CPU share ${SHARE:-max} (% of one CPU); load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-        printf "%-5s %-5s %9s %7s %7s %7s %7s %9s %9s %8s %6s  %s\n" round path events prod_u prod_s service consumer \
+        printf "%-6s %-6s %9s %8s %8s %8s %9s %9s %8s %6s  %s\n" round path events producer service consumer \
                 prod/Mev all/Mev bytes/ev lost "readers per CPU (tracectl summary)"
         short_rounds=0
         : >"$work/rows"
@@ -212,14 +214,15 @@ if [ "${1:-}" = --readers ]; then
         printf "%-5s %-24s %-24s %-20s %s\n" path "prod CPU-s/Mev" "all CPU-s/Mev" bytes/ev events
         for r in $readers; do
                 printf "%-5s %-24s %-24s %-20s %s\n" "$r" \
+                        "$(awk -v r="$r" '$2 == r { print $7 }' "$work/rows" | stats)" \
                         "$(awk -v r="$r" '$2 == r { print $8 }' "$work/rows" | stats)" \
                         "$(awk -v r="$r" '$2 == r { print $9 }' "$work/rows" | stats)" \
-                        "$(awk -v r="$r" '$2 == r { print $10 }' "$work/rows" | stats)" \
                         "$(awk -v r="$r" '$2 == r { print $3 }' "$work/rows" | stats)"
         done
         if echo " $readers " | grep -q " up "; then
-                for r in mmap read; do
-                        awk -v r="$r" '$2 == r { o[$1] = $9; p[$1] = $8 } $2 == "up" { u[$1] = $9; q[$1] = $8 }
+                for r in $readers; do
+                        [ "$r" != up ] || continue
+                        awk -v r="$r" '$2 == r { o[$1] = $8; p[$1] = $7 } $2 == "up" { u[$1] = $8; q[$1] = $7 }
                                 END { for (k in o) if (k in u) printf "%s %.3f %.3f\n", r, o[k] / u[k], p[k] / q[k] }' \
                                 "$work/rows" >"$work/ratio-$r"
                         printf "ours(%s)/upstream, round by round, min/median/max: all %s, producer %s\n" "$r" \
