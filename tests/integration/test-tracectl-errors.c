@@ -462,6 +462,7 @@ struct client_producer {
         traced_producer *p;
         uint64_t started; /* the last instance started, 0: none */
         bool report;      /* report an error from the start callback */
+        bool report_at_stop; /* report one from the stop callback, then say it stopped */
 };
 
 static void client_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t n, void *ud) {
@@ -472,6 +473,11 @@ static void client_start(traced_producer *p, uint64_t id, const char *ds, const 
 }
 
 static void client_stop(traced_producer *p, uint64_t id, void *ud) {
+        struct client_producer *cp = ud;
+        if (!cp->report_at_stop)
+                return;
+        cr_assert_eq(traced_producer_report_error(p, id, "client_config.flush", "the last write failed"), 0);
+        cr_assert_eq(traced_producer_notify_stopped(p, id), 0);
 }
 
 static void client_connect(struct client_producer *cp) {
@@ -487,7 +493,9 @@ static void client_connect(struct client_producer *cp) {
                 .flags = TRACED_PRODUCER_NO_RECONNECT,
         };
         cr_assert_eq(traced_producer_connect(ev, &o, &ops, cp, &cp->p), 0);
-        cr_assert_eq(traced_producer_register_data_source(cp->p, "client.data", 0), 0);
+        cr_assert_eq(traced_producer_register_data_source(cp->p, "client.data",
+                                                          cp->report_at_stop ? TRACED_DS_WILL_NOTIFY_ON_STOP : 0),
+                     0);
         /* tracectl waits for the registration, while wait_child runs the
          * loop. */
 }
@@ -505,6 +513,26 @@ Test(tracectl_errors, a_client_library_report_reaches_tracectl) {
         cr_assert_eq(st, 5, "tracectl exited %d: %s", st, se);
         cr_assert(strstr(se, "tracectl: client.data: client_config.mode: \"fast\" is not supported") != NULL, "%s", se);
         free(se);
+        traced_producer_free(cp.p);
+}
+
+/* An error a data source reports as it stops comes after the last stats
+ * tracectl polled during the session: it is found in the session's stats
+ * once the session ended, and fails the recording all the same. */
+Test(tracectl_errors, an_error_reported_at_the_stop_fails_the_recording) {
+        struct client_producer cp = { .report_at_stop = true };
+        char out[512];
+        client_connect(&cp);
+        snprintf(out, sizeof(out), "%s/client-stop.pftrace", inst.dir);
+        struct child c;
+        spawn_tracectl(&c, (const char *const[]) { "record", "-t", "300ms", "--no-process-stats", "--ds", "client.data",
+                                                   "-o", out, "--no-summary", NULL });
+        int st = wait_child(&c, 30000);
+        char *se = slurp(c.err_path, NULL);
+        cr_assert_eq(st, 5, "tracectl exited %d: %s", st, se);
+        cr_assert(strstr(se, "tracectl: client.data: client_config.flush: the last write failed") != NULL, "%s", se);
+        free(se);
+        cr_assert_eq(access(out, F_OK), -1, "a failed recording left a file");
         traced_producer_free(cp.p);
 }
 

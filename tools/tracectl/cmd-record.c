@@ -243,10 +243,14 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
         return EXIT_OK;
 }
 
-/* The errors the trace holds that were not printed yet (a short session
- * can end before they are polled), and whether they fail the recording. */
-static int check_trace_errors(const char *path, struct record_watch *watch) {
-        if (path && !watch->stopped_for_errors) {
+/* The errors the session ended with that were not printed yet (a short
+ * session can end before they are polled), and whether they fail the
+ * recording: from the session's last stats (final, asked for once it
+ * ended), else from the last TraceStats the trace holds. */
+static int check_trace_errors(const char *path, const Perfetto__Protos__TraceStats *final, struct record_watch *watch) {
+        if (final && !watch->stopped_for_errors)
+                (void) ds_errors_print_new(final, &watch->n_errors_printed, stderr);
+        else if (path && !watch->stopped_for_errors) {
                 Perfetto__Protos__TraceStats *st = ds_errors_last_trace_stats(path);
                 (void) ds_errors_print_new(st, &watch->n_errors_printed, stderr);
                 if (st)
@@ -585,6 +589,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         }
 
         r = wait_session(t, &w, file.fd, &watch);
+        /* The ended session stays the consumer's until it goes: its stats
+         * are the ones the service wrote last into the trace, without
+         * reading the trace back (the service wrote it around the page
+         * cache). */
+        _cleanup_(get_trace_stats_response_freep) Perfetto__Protos__GetTraceStatsResponse *final =
+                r == EXIT_OK ? poll_stats(t) : NULL;
         consumer_session_done(&w);
         tracectl_disconnect(t);
         if (command && cmd.released && !record_command_poll(&cmd))
@@ -596,7 +606,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         WIFEXITED(cmd.status) ? "exited with status" : "was killed by signal",
                         WIFEXITED(cmd.status) ? WEXITSTATUS(cmd.status) : WTERMSIG(cmd.status));
         if (r == EXIT_OK)
-                r = check_trace_errors(service_opens ? out : file.tmp_path, &watch);
+                r = check_trace_errors(service_opens ? out : file.tmp_path, final ? final->trace_stats : NULL, &watch);
         if (r != EXIT_OK)
                 return kept_as_it_was(out, service_opens, r);
         r = record_output_commit(&file);
