@@ -3,12 +3,14 @@
 /* tracectl record / attach / stop. */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -69,15 +71,37 @@ static void record_help(void) {
                "the data sources the config names to be registered.\n");
 }
 
+/* A signal writes here too, so that the loop waiting in wait_session
+ * wakes at once even when the signal came just before it went to sleep. */
+static int wake_pipe[2] = { -EBADF, -EBADF };
+
+static void wake_loop(void) {
+        int saved = errno;
+        if (wake_pipe[1] >= 0) {
+                ssize_t k = write(wake_pipe[1], "", 1);
+                (void) k; /* full: a wake is pending anyway */
+        }
+        errno = saved;
+}
+
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
         interrupted++;
+        wake_loop();
 }
 
 /* attach: SIGTERM leaves the session detached again (SIGINT stops it). */
 static volatile sig_atomic_t terminated;
 static void on_sigterm(int sig) {
         terminated++;
+        wake_loop();
+}
+
+static int on_wake(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        char buf[64];
+        while (read(fd, buf, sizeof(buf)) > 0)
+                ;
+        return 0;
 }
 
 static uint64_t now_usec(void) {
@@ -159,6 +183,15 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
         uint64_t start = now_usec(), last_progress = 0;
         bool tty = (progress_fd >= 0 || watch->progress) && isatty(STDERR_FILENO);
         bool stopping = false, command_ended = false;
+        /* The loop wakes for the service's messages and for signals (the
+         * wake pipe); besides, every 200 ms to redraw the progress line or
+         * to look after a command, else every second (each wake costs). */
+        uint64_t idle_usec = tty || watch->cmd ? 200000u : 1000000u;
+        _cleanup_(sd_event_source_unrefp) sd_event_source *wake = NULL;
+        if (wake_pipe[0] < 0 && pipe2(wake_pipe, O_NONBLOCK | O_CLOEXEC) < 0)
+                idle_usec = 200000u;
+        else if (sd_event_add_io(t->event, &wake, wake_pipe[0], EPOLLIN, on_wake, NULL) < 0)
+                idle_usec = 200000u;
 
         while (!w->replied) {
                 if (terminated && watch->detach_key && !stopping) {
@@ -204,7 +237,7 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                                              &perfetto__protos__disable_tracing_response__descriptor, -EBADF, NULL, 5000);
                         continue;
                 }
-                int r = sd_event_run(t->event, 200000);
+                int r = sd_event_run(t->event, idle_usec);
                 if (r < 0 && r != -EINTR) {
                         fprintf(stderr, "tracectl: event loop failed: %s\n", strerror(-r));
                         return EXIT_OTHER;
