@@ -346,17 +346,27 @@ static void check_new_mapping(struct bpfstack_session *s, uint32_t pid, uint64_t
  * worker threads; a process whose files are not all in yet keeps its
  * place (and its samples add heat to their compiles, most to the files
  * they were taken in), its entry written as soon as those files are in. */
+/* Only the processes already waiting for their files' compiles stay
+ * pending: most have a partial entry in the map already, which their
+ * files complete in place. Dropping them too (as was done) left those
+ * entries partial for good when the map filled up while they waited. */
+static void pending_keep_waiting(struct pending_loads *pl) {
+        size_t kept = 0;
+        for (size_t k = 0; k < pl->n; k++)
+                if (pl->v[k].waiting)
+                        pl->v[kept++] = pl->v[k];
+        pl->n = kept;
+}
+
 static void load_pending(struct bpfstack_session *s) {
         uint64_t now = now_ns();
         s->asked = false;
         unwind_tables_poll(s->tables);
-        if (now < s->loads_paused_until) {
+        struct pending_loads *pl = &s->pending;
+        if (now < s->loads_paused_until)
                 /* The process map is full: those asking now keep their
                  * frame-pointer stacks (counted) for a second. */
-                s->pending.n = 0;
-                return;
-        }
-        struct pending_loads *pl = &s->pending;
+                pending_keep_waiting(pl);
         pending_sort(pl);
         size_t kept = 0, k = 0;
         for (; k < pl->n && k < LOADS_PER_DRAIN && now_ns() - now < LOAD_BUDGET_NS; k++) {
@@ -379,7 +389,12 @@ static void load_pending(struct bpfstack_session *s) {
                 }
                 if (r == -ENOSPC) {
                         s->loads_paused_until = now + 1000000000u;
-                        pl->n = 0;
+                        if (l.waiting)
+                                pl->v[kept++] = l;
+                        for (k++; k < pl->n; k++)
+                                pl->v[kept++] = pl->v[k];
+                        pl->n = kept;
+                        pending_keep_waiting(pl);
                         return;
                 }
                 if (r < 0)
