@@ -500,16 +500,24 @@ static void client_connect(struct client_producer *cp) {
          * loop. */
 }
 
+/* tracectl records the client's data source for `duration` into `name`
+ * under the instance's directory (path in out); its exit status, its
+ * stderr in *ret_err (freed by the caller). */
+static int record_client(const char *duration, const char *name, char *out, size_t out_size, char **ret_err) {
+        snprintf(out, out_size, "%s/%s", inst.dir, name);
+        struct child c;
+        spawn_tracectl(&c, (const char *const[]) { "record", "-t", duration, "--no-process-stats", "--ds", "client.data",
+                                                   "-o", out, "--no-summary", NULL });
+        int st = wait_child(&c, 30000);
+        *ret_err = slurp(c.err_path, NULL);
+        return st;
+}
+
 Test(tracectl_errors, a_client_library_report_reaches_tracectl) {
         struct client_producer cp = { .report = true };
-        char out[512];
+        char out[512], *se = NULL;
         client_connect(&cp);
-        snprintf(out, sizeof(out), "%s/client.pftrace", inst.dir);
-        struct child c;
-        spawn_tracectl(&c, (const char *const[]) { "record", "-t", "60s", "--no-process-stats", "--ds", "client.data",
-                                                   "-o", out, NULL });
-        int st = wait_child(&c, 30000);
-        char *se = slurp(c.err_path, NULL);
+        int st = record_client("60s", "client.pftrace", out, sizeof(out), &se);
         cr_assert_eq(st, 5, "tracectl exited %d: %s", st, se);
         cr_assert(strstr(se, "tracectl: client.data: client_config.mode: \"fast\" is not supported") != NULL, "%s", se);
         free(se);
@@ -521,14 +529,9 @@ Test(tracectl_errors, a_client_library_report_reaches_tracectl) {
  * once the session ended, and fails the recording all the same. */
 Test(tracectl_errors, an_error_reported_at_the_stop_fails_the_recording) {
         struct client_producer cp = { .report_at_stop = true };
-        char out[512];
+        char out[512], *se = NULL;
         client_connect(&cp);
-        snprintf(out, sizeof(out), "%s/client-stop.pftrace", inst.dir);
-        struct child c;
-        spawn_tracectl(&c, (const char *const[]) { "record", "-t", "300ms", "--no-process-stats", "--ds", "client.data",
-                                                   "-o", out, "--no-summary", NULL });
-        int st = wait_child(&c, 30000);
-        char *se = slurp(c.err_path, NULL);
+        int st = record_client("300ms", "client-stop.pftrace", out, sizeof(out), &se);
         cr_assert_eq(st, 5, "tracectl exited %d: %s", st, se);
         cr_assert(strstr(se, "tracectl: client.data: client_config.flush: the last write failed") != NULL, "%s", se);
         free(se);
