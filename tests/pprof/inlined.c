@@ -6,10 +6,12 @@
  * (pp_mix, then pp_hot at the call). Reads the clock rarely: samples in
  * the vDSO would have no lines. Also built stripped, its debug
  * information in a separate file, for the debuginfod test. Prints
- * "ready <pid>" once started; runs for the seconds given. */
+ * "ready <pid>" once started; runs for the seconds given, with "sleep"
+ * sleeping 10 ms after each 10 ms of spinning (off-CPU samples). */
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,7 +35,7 @@ __attribute__((noinline)) void pp_outer(double until);
 __attribute__((noinline)) void pp_hot(double until) {
         unsigned long x = pp_sink;
         while (now() < until)
-                x = pp_mix(x, 20000000);
+                x = pp_mix(x, 2000000);
         pp_sink = x;
         __asm__ volatile("" ::: "memory");
 }
@@ -47,7 +49,13 @@ int main(int argc, char **argv) {
         double seconds = argc > 1 ? atof(argv[1]) : 2.0;
         printf("ready %d\n", (int) getpid());
         fflush(stdout);
-        pp_outer(now() + seconds);
+        if (argc > 2 && strcmp(argv[2], "sleep") == 0)
+                for (double end = now() + seconds; now() < end;) {
+                        pp_outer(now() + 0.01);
+                        nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
+                }
+        else
+                pp_outer(now() + seconds);
         __asm__ volatile("" ::: "memory");
         return 0;
 }

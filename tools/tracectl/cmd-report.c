@@ -35,6 +35,8 @@ static void help(void) {
                "                    no symbols here from debuginfod servers (URLS, else\n"
                "                    DEBUGINFOD_URLS, else /etc/debuginfod/*.urls)\n"
                "  --no-debuginfod   ask no server, even with DEBUGINFOD_URLS set\n"
+               "  --no-inline       no frames for the functions inlined where the binary's\n"
+               "                    DWARF says (the symbol table's functions only)\n"
                "  --debuginfod-timeout SEC\n"
                "                    longest wait for one file from a server (default 30)\n"
                "  --icicle          draw the graph top down (with --svg)\n"
@@ -92,7 +94,7 @@ static int parse_seconds(const char *s, const char *what, uint64_t *ret) {
 
 int cmd_report(int argc, char **argv) {
         enum { O_FOLDED = 0x100, O_SVG, O_ICICLE, O_TITLE, O_TOP, O_PID, O_TID, O_COMM, O_CPU, O_SINCE, O_UNTIL,
-               O_KERNEL, O_USER, O_ON, O_OFF, O_PPROF, O_DEBUGINFOD, O_NO_DEBUGINFOD, O_DEBUGINFOD_TIMEOUT };
+               O_KERNEL, O_USER, O_ON, O_OFF, O_PPROF, O_DEBUGINFOD, O_NO_DEBUGINFOD, O_DEBUGINFOD_TIMEOUT, O_NO_INLINE };
         static const struct option opts[] = {
                 { "help", no_argument, NULL, 'h' },   { "folded", no_argument, NULL, O_FOLDED },
                 { "svg", required_argument, NULL, O_SVG }, { "icicle", no_argument, NULL, O_ICICLE },
@@ -103,7 +105,7 @@ int cmd_report(int argc, char **argv) {
                 { "kernel", no_argument, NULL, O_KERNEL }, { "user", no_argument, NULL, O_USER },
                 { "on-cpu", no_argument, NULL, O_ON }, { "off-cpu", no_argument, NULL, O_OFF },
                 { "pprof", required_argument, NULL, O_PPROF }, { "debuginfod", optional_argument, NULL, O_DEBUGINFOD },
-                { "no-debuginfod", no_argument, NULL, O_NO_DEBUGINFOD },
+                { "no-debuginfod", no_argument, NULL, O_NO_DEBUGINFOD }, { "no-inline", no_argument, NULL, O_NO_INLINE },
                 { "debuginfod-timeout", required_argument, NULL, O_DEBUGINFOD_TIMEOUT },
                 {},
         };
@@ -111,7 +113,7 @@ int cmd_report(int argc, char **argv) {
         struct report_options ro = { .top_n = 20 };
         bool folded = false;
         const char *svg = NULL, *pprof = NULL, *urls = NULL;
-        bool want_debuginfod = false, no_debuginfod = false;
+        bool want_debuginfod = false, no_debuginfod = false, no_inline = false;
         unsigned timeout_s = 0;
         int64_t v;
         int c;
@@ -135,6 +137,9 @@ int cmd_report(int argc, char **argv) {
                         break;
                 case O_NO_DEBUGINFOD:
                         no_debuginfod = true;
+                        break;
+                case O_NO_INLINE:
+                        no_inline = true;
                         break;
                 case O_DEBUGINFOD_TIMEOUT:
                         if (parse_int(optarg, "--debuginfod-timeout", &v) < 0)
@@ -261,6 +266,7 @@ int cmd_report(int argc, char **argv) {
         struct profile p;
         profile_init(&p, &flt);
         p.debuginfo = dbg;
+        p.inline_frames = !no_inline;
         const uint8_t *data;
         size_t len;
         uint64_t bad = 0;
@@ -311,6 +317,9 @@ int cmd_report(int argc, char **argv) {
                                 "tracectl report: wrote %s: %" PRIu64 " samples of distinct stacks, %" PRIu64
                                 " locations (%" PRIu64 " with source lines), %" PRIu64 " functions, %" PRIu64 " mappings\n",
                                 pprof, st.samples, st.locations, st.locations_with_lines, st.functions, st.mappings);
+                else if (r == -ENODATA)
+                        fprintf(stderr, "tracectl report: no samples with a callstack%s; %s not written\n",
+                                p.samples_filtered ? " passed the filters" : "", pprof);
                 else
                         fprintf(stderr, "tracectl report: cannot write %s: %s\n", pprof, strerror(-r));
                 if (r < 0)

@@ -156,8 +156,10 @@ static int ask_server(struct debuginfo *d, const char *build_id, bool executable
         (void) unsetenv(URLS_ENV);
         if (own_timeout)
                 (void) unsetenv("DEBUGINFOD_TIMEOUT");
-        if (fd >= 0)
+        if (fd >= 0) {
+                d->stats.files_debuginfod++;
                 return fd;
+        }
         if (fd != -ENOENT) {
                 d->stats.debuginfod_failures++;
                 d->gave_up = true;
@@ -284,7 +286,6 @@ static void open_module(struct debuginfo *d, struct dmod *m, const char *build_i
                 fd = ask_server(d, build_id, false, &got);
         if (fd >= 0 && report(d, m, got, fd)) {
                 m->origin = ORIGIN_DEBUGINFOD;
-                d->stats.files_debuginfod++;
                 free(got);
                 return;
         }
@@ -333,6 +334,11 @@ static const char *die_name(Dwarf_Die *die, int attr) {
         return dwarf_attr_integrate(die, attr, &a) ? dwarf_formstring(&a) : NULL;
 }
 
+static bool is_function(Dwarf_Die *die) {
+        int tag = dwarf_tag(die);
+        return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram;
+}
+
 size_t debuginfo_lines(struct debuginfo *d, const char *path, const char *build_id, uint64_t rel_pc,
                        const struct debuginfo_line **ret) {
         *ret = d->lines;
@@ -348,41 +354,57 @@ size_t debuginfo_lines(struct debuginfo *d, const char *path, const char *build_
         Dwfl_Line *l = dwfl_module_getsrc(m->mod, addr);
         if (l)
                 file = dwfl_lineinfo(l, NULL, &line, &col, NULL, NULL);
-        Dwarf_Die *scopes = NULL;
+        /* The innermost function around the address; then, for an
+         * inlined one, the function its concrete instance sits in, found
+         * from that instance's own scopes (dwarf_getscopes goes on with
+         * the abstract definition's). */
+        Dwarf_Die *scopes = NULL, cur;
         int n = dwarf_getscopes(cu, addr - cu_bias, &scopes);
+        bool found = false;
+        for (int i = 0; i < n && !found; i++)
+                if (is_function(&scopes[i])) {
+                        cur = scopes[i];
+                        found = true;
+                }
+        free(scopes);
         Dwarf_Files *files = NULL;
         size_t n_files = 0;
         size_t k = 0;
-        for (int i = 0; i < n && k < MAX_INLINE; i++) {
-                int tag = dwarf_tag(&scopes[i]);
-                if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
-                        continue;
-                const char *linkage = die_name(&scopes[i], DW_AT_linkage_name);
+        while (found && k < MAX_INLINE) {
+                int tag = dwarf_tag(&cur);
+                const char *linkage = die_name(&cur, DW_AT_linkage_name);
                 if (!linkage)
-                        linkage = die_name(&scopes[i], DW_AT_MIPS_linkage_name);
+                        linkage = die_name(&cur, DW_AT_MIPS_linkage_name);
                 d->lines[k++] = (struct debuginfo_line) {
-                        .function = die_name(&scopes[i], DW_AT_name),
+                        .function = die_name(&cur, DW_AT_name),
                         .linkage_name = linkage,
                         .file = file,
                         .line = line > 0 ? (uint32_t) line : 0,
                         .column = col > 0 ? (uint32_t) col : 0,
                 };
-                if (tag == DW_TAG_subprogram)
+                if (tag != DW_TAG_inlined_subroutine)
                         break;
                 /* The next function out is at this one's call site. */
                 Dwarf_Attribute a;
                 Dwarf_Word cf = 0, cl = 0, cc = 0;
                 file = NULL;
                 line = col = 0;
-                if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_file, &a), &cf) == 0 &&
+                if (dwarf_formudata(dwarf_attr(&cur, DW_AT_call_file, &a), &cf) == 0 &&
                     (files || dwarf_getsrcfiles(cu, &files, &n_files) == 0) && cf < n_files)
                         file = dwarf_filesrc(files, cf, NULL, NULL);
-                if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_line, &a), &cl) == 0)
+                if (dwarf_formudata(dwarf_attr(&cur, DW_AT_call_line, &a), &cl) == 0)
                         line = (int) cl;
-                if (dwarf_formudata(dwarf_attr(&scopes[i], DW_AT_call_column, &a), &cc) == 0)
+                if (dwarf_formudata(dwarf_attr(&cur, DW_AT_call_column, &a), &cc) == 0)
                         col = (int) cc;
+                n = dwarf_getscopes_die(&cur, &scopes);
+                found = false;
+                for (int i = 1; i < n && !found; i++)
+                        if (is_function(&scopes[i])) {
+                                cur = scopes[i];
+                                found = true;
+                        }
+                free(scopes);
         }
-        free(scopes);
         if (k == 0 && file) /* a line, but no function around it */
                 d->lines[k++] = (struct debuginfo_line) { .file = file, .line = (uint32_t) line };
         return k;

@@ -22,7 +22,9 @@ struct seq_table {
 struct seq_callstack {
         uint64_t *frame_ids;
         size_t n_frames;
-        uint32_t *syms; /* resolved on first use */
+        uint32_t *syms; /* resolved on first use, root first; inlined functions
+                         * (p->inline_frames) after the frame they are in */
+        size_t n_syms;
         uint64_t hash, check; /* two independent hashes of syms */
         bool resolved;
         /* the leaf this callstack reached last, under which thread node

@@ -33,7 +33,9 @@ struct seq_mapping {
 struct seq_frame {
         uint64_t function_name_id, mapping_id, rel_pc;
         uint32_t kind;
-        uint32_t sym; /* UINT32_MAX until resolved */
+        uint32_t sym;     /* UINT32_MAX until resolved */
+        uint32_t *inl;    /* the functions inlined there, outermost first */
+        uint32_t n_inl;
 };
 
 static void *table_get(struct seq_table *t, uint64_t iid) {
@@ -78,6 +80,9 @@ static void free_string(void *e) {
 static void free_mapping(void *e) {
         free(((struct seq_mapping *) e)->path_ids);
 }
+static void free_frame(void *e) {
+        free(((struct seq_frame *) e)->inl);
+}
 static void free_callstack(void *e) {
         struct seq_callstack *c = e;
         free(c->frame_ids);
@@ -89,7 +94,7 @@ void profile_seq_clear(struct profile_seq *s) {
         table_done(&s->mapping_paths, free_string);
         table_done(&s->build_ids, free_string);
         table_done(&s->mappings, free_mapping);
-        table_done(&s->frames, NULL);
+        table_done(&s->frames, free_frame);
         table_done(&s->callstacks, free_callstack);
         s->kind = PROFILE_ON_CPU;
         s->sample_ns = 0;
@@ -405,6 +410,31 @@ static uint32_t resolve_mapping(struct profile *p, struct profile_seq *s, struct
         return m->map;
 }
 
+/* The functions the binary's DWARF says are inlined at the frame's
+ * address (all but the outermost, which is the frame's own). */
+static int inline_frames(struct profile *p, struct seq_frame *fr, uint32_t map) {
+        const struct profile_map *pm = &p->maps[map];
+        const struct debuginfo_line *l;
+        size_t n = debuginfo_lines(p->debuginfo, pm->path, pm->build_id, fr->rel_pc, &l);
+        if (n < 2)
+                return 0;
+        fr->inl = malloc((n - 1) * sizeof(uint32_t));
+        if (!fr->inl)
+                return -ENOMEM;
+        for (size_t i = n - 1; i-- > 0;) {
+                const char *name = l[i].function ? l[i].function : l[i].linkage_name ? l[i].linkage_name : "??";
+                uint32_t sym = profile_intern_frame(p, name, map, fr->rel_pc, false, true);
+                if (sym == UINT32_MAX)
+                        return -ENOMEM;
+                fr->inl[fr->n_inl++] = sym;
+        }
+        return 0;
+}
+
+static const struct seq_frame *frame_of(struct profile_seq *s, uint64_t iid) {
+        return table_get(&s->frames, iid);
+}
+
 static uint32_t resolve_frame(struct profile *p, struct profile_seq *s, uint64_t frame_iid) {
         struct seq_frame *fr = table_get(&s->frames, frame_iid);
         if (!fr) {
@@ -444,23 +474,40 @@ static uint32_t resolve_frame(struct profile *p, struct profile_seq *s, uint64_t
                 sym = profile_intern_frame(p, label, map, fr->rel_pc, kernel, false);
         }
         fr->sym = sym;
+        if (name && sym != UINT32_MAX && p->inline_frames && !p->filter.addresses && p->debuginfo && pm && !kernel &&
+            inline_frames(p, fr, map) < 0)
+                return UINT32_MAX;
         return sym;
 }
 
 int profile_seq_resolve_callstack(struct profile *p, struct profile_seq *s, struct seq_callstack *c) {
         if (c->resolved)
                 return 0;
-        c->syms = malloc((c->n_frames ? c->n_frames : 1) * sizeof(uint32_t));
+        size_t cap = c->n_frames ? c->n_frames : 1;
+        c->syms = malloc(cap * sizeof(uint32_t));
         if (!c->syms)
                 return -ENOMEM;
+        c->n_syms = 0;
         for (size_t i = 0; i < c->n_frames; i++) {
-                c->syms[i] = resolve_frame(p, s, c->frame_ids[i]);
-                if (c->syms[i] == UINT32_MAX)
+                uint32_t sym = resolve_frame(p, s, c->frame_ids[i]);
+                if (sym == UINT32_MAX)
                         return -ENOMEM;
+                const struct seq_frame *fr = frame_of(s, c->frame_ids[i]);
+                size_t extra = fr ? fr->n_inl : 0;
+                if (c->n_syms + 1 + extra > cap) {
+                        cap = (c->n_syms + 1 + extra) * 2;
+                        uint32_t *v = realloc(c->syms, cap * sizeof(uint32_t));
+                        if (!v)
+                                return -ENOMEM;
+                        c->syms = v;
+                }
+                c->syms[c->n_syms++] = sym;
+                for (size_t k = 0; k < extra; k++)
+                        c->syms[c->n_syms++] = fr->inl[k];
         }
-        c->hash = fnv1a64(c->syms, c->n_frames * sizeof(uint32_t));
-        c->check = c->n_frames;
-        for (size_t i = 0; i < c->n_frames; i++)
+        c->hash = fnv1a64(c->syms, c->n_syms * sizeof(uint32_t));
+        c->check = c->n_syms;
+        for (size_t i = 0; i < c->n_syms; i++)
                 c->check = (c->check ^ c->syms[i]) * 0xff51afd7ed558ccdULL + (c->check >> 29);
         c->resolved = true;
         return 0;

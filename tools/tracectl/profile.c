@@ -172,7 +172,7 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                         return -ENOMEM;
         } else if (profile_seq_resolve_callstack(p, s, c) < 0)
                 return -ENOMEM;
-        size_t nf = c ? c->n_frames : 1;
+        size_t nf = c ? c->n_syms : 1;
         const uint32_t *syms = c ? c->syms : &missing;
         if (unwind_error)
                 p->unwind_errors++;

@@ -104,6 +104,10 @@ struct profile {
         /* names frames the trace left unsymbolized, when set (borrowed) */
         struct debuginfo *debuginfo;
         uint64_t frames_named; /* distinct frames named so */
+        /* functions inlined at a frame's address (its DWARF, through
+         * debuginfo) become frames of their own, as pprof's lines do;
+         * not with filter.addresses, where they are lines of a location */
+        bool inline_frames;
         struct profile_seq **seqs;
         size_t n_seqs;
         struct hashmap seq_index;
@@ -196,7 +200,8 @@ int report_text(FILE *f, struct profile *p, const struct report_options *o);
 int report_folded(FILE *f, struct profile *p);
 int report_svg(FILE *f, struct profile *p, const struct report_options *o);
 /* report-pprof.c: p made with filter.addresses, after profile_finish.
- * Both kinds of samples unless the filter chose one. */
+ * Both kinds of samples unless the filter chose one. -ENODATA: no sample
+ * passed the filters (nothing worth a file). */
 struct pprof_writer;
 struct pprof_stats {
         uint64_t samples, locations, locations_with_lines, functions, mappings;

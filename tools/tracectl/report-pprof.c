@@ -349,6 +349,8 @@ int report_pprof(struct pprof_writer *w, struct profile *p, struct pprof_stats *
                         if (t->nodes[n].self[0] && (t->nodes[n].kind == NODE_FRAME || t->nodes[n].kind == NODE_THREAD))
                                 r = sample(&b, t, (enum profile_kind) k, n);
         }
+        if (r >= 0 && b.stats.samples == 0)
+                r = -ENODATA;
         for (uint32_t i = 0; i < p->n_syms && r >= 0; i++)
                 if (b.sym_used[i])
                         r = location(&b, i);
