@@ -1065,23 +1065,23 @@ Test(report, pprof_go_tool_pprof_top_is_report_self) {
         cr_assert_geq(asprintf(&cmd, "report --no-debuginfod --top 10 %s", PERF_TRACE), 0);
         cr_assert_eq(run_tracectl(cmd, &out, &err), 0);
         free(cmd);
-        struct flat want[10], got[10];
+        struct flat want[10], got[1000];
         size_t nw = parse_report_self(out, want, 10);
         free(out);
         free(err);
         char *top = tmp_path("top.txt");
-        cr_assert_geq(asprintf(&cmd, "go tool pprof -top -nodecount=10 -symbolize=none %s >%s 2>/dev/null", pb, top), 0);
+        cr_assert_geq(asprintf(&cmd, "go tool pprof -top -nodecount=1000 -nodefraction=0 -symbolize=none %s >%s 2>/dev/null", pb, top), 0);
         cr_assert_eq(system(cmd), 0, "%s", cmd);
         free(cmd);
         char *text = slurp_text(top);
-        size_t ng = parse_pprof_top(text, got, 10);
+        size_t ng = parse_pprof_top(text, got, 1000);
         cr_assert_eq(nw, 10);
-        cr_assert_eq(ng, nw, "%s", text);
+        cr_assert_geq(ng, nw, "%s", text);
         for (size_t i = 0; i < nw; i++) {
                 size_t j = 0;
                 while (j < ng && strcmp(got[j].name, want[i].name) != 0)
                         j++;
-                cr_assert_lt(j, ng, "%s (self %lld in report) is not in pprof's top 10:\n%s", want[i].name, want[i].n,
+                cr_assert_lt(j, ng, "%s (self %lld in report) is not in pprof's table:\n%s", want[i].name, want[i].n,
                              text);
                 cr_assert_eq(got[j].n, want[i].n, "%s: report %lld, pprof %lld", want[i].name, want[i].n, got[j].n);
         }
