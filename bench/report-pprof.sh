@@ -1,0 +1,87 @@
+#!/bin/sh
+# `tracectl report --pprof` against plain `tracectl report` on the same
+# trace of about a million samples: the pprof file must cost at most 1.5x
+# the report's time and peak memory (issue #46), medians over rounds.
+#
+# The samples: a workload with deep kernel and user stacks (perf bench sched
+# messaging and gzip) sampled system-wide by `perf record -g`, turned into
+# PerfSample packets with interned callstacks by bench/perf-script-to-trace.py
+# (what traced's perf plugin writes), repeated until the trace holds SAMPLES
+# samples (each copy re-interning its callstacks, as after a producer's
+# ClearIncrementalState). Both commands run with --no-debuginfod (local
+# files only), alternating, ROUNDS times; the file is read once before
+# timing, so both read from the page cache.
+#
+# Run as root from a build directory:   ../bench/report-pprof.sh
+# Environment: ROUNDS (5), DURATION (seconds sampled, 5), FREQ (Hz, 2999),
+# SAMPLES (1000000). Not part of make check.
+set -eu
+
+build=$(pwd)
+src=$(cd "$(dirname "$0")" && pwd)
+[ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
+command -v perf >/dev/null || { echo "needs perf (Debian: linux-perf)" >&2; exit 2; }
+[ -x /usr/bin/time ] || { echo "needs /usr/bin/time (Debian: time)" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "needs python3" >&2; exit 2; }
+rounds=${ROUNDS:-5}
+duration=${DURATION:-5}
+freq=${FREQ:-2999}
+want=${SAMPLES:-1000000}
+work=$(mktemp -d /tmp/report-pprof-bench-XXXXXX)
+# shellcheck source=bench/lib.sh
+. "$src/lib.sh"
+trap 'spawn_stop; rm -rf "$work"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "== recording $duration s at $freq Hz (perf record -a -g)" >&2
+spawn perf bench sched messaging -t -g 2 -l 100000000 >/dev/null 2>&1
+spawn sh -c 'while :; do gzip -9 <"$1" >/dev/null; done' sh "$build/tracectl"
+perf record -q -F "$freq" -a -g -o "$work/perf.data" -- sleep "$duration" 2>/dev/null
+spawn_stop
+
+perf script -i "$work/perf.data" -F comm,pid,tid,cpu,time,ip,sym,dso >"$work/script.txt" 2>/dev/null
+python3 "$src/perf-script-to-trace.py" "$work/one.pftrace" <"$work/script.txt" 2>"$work/convert.txt"
+per_copy=$(sed -n 's/^\([0-9]*\) samples.*/\1/p' "$work/convert.txt")
+[ "${per_copy:-0}" -gt 0 ] || { echo "no samples recorded" >&2; cat "$work/convert.txt" >&2; exit 1; }
+copies=$(( (want + per_copy - 1) / per_copy ))
+python3 "$src/perf-script-to-trace.py" "$work/trace.pftrace" --repeat "$copies" <"$work/script.txt" 2>/dev/null
+rm -f "$work/script.txt" "$work/one.pftrace"
+samples=$((per_copy * copies))
+cat "$work/trace.pftrace" >/dev/null
+
+run() { # name cmd... ; appends "wall_s maxrss_kB" to $work/$name
+        name=$1
+        shift
+        /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null 2>"$work/err.txt" || {
+                echo "failed: $*" >&2
+                cat "$work/err.txt" >&2
+                exit 1
+        }
+        tail -n 1 "$work/time.txt" >>"$work/$name"
+}
+
+r=1
+while [ "$r" -le "$rounds" ]; do
+        echo "== round $r of $rounds" >&2
+        run report "$build/tracectl" report --no-debuginfod "$work/trace.pftrace"
+        run pprof "$build/tracectl" report --no-debuginfod --pprof "$work/out.pb.gz" "$work/trace.pftrace"
+        r=$((r + 1))
+done
+
+col() { # file column -> "min median max"
+        awk -v c="$2" '{ print $c }' "$1" | sort -n |
+                awk '{ v[NR] = $1 } END { printf "%s %s %s", v[1], v[int((NR + 1) / 2)], v[NR] }'
+}
+set -- $(col "$work/report" 1) $(col "$work/pprof" 1) $(col "$work/report" 2) $(col "$work/pprof" 2)
+echo
+echo "Trace: $samples samples ($copies copies of $per_copy), $(($(stat -c %s "$work/trace.pftrace") / 1048576)) MB;" \
+        "pprof file $(($(stat -c %s "$work/out.pb.gz") / 1024)) kB; rounds: $rounds"
+printf '%-28s %8s %8s %8s %10s %10s %10s\n' command min-s med-s max-s min-RSS-MB med-RSS-MB max-RSS-MB
+awk -v a="$1" -v b="$2" -v c="$3" -v d="$7" -v e="$8" -v f="$9" \
+        'BEGIN { printf "%-28s %8.3f %8.3f %8.3f %10.1f %10.1f %10.1f\n", "tracectl report", a, b, c, d/1024, e/1024, f/1024 }'
+awk -v a="$4" -v b="$5" -v c="$6" -v d="${10}" -v e="${11}" -v f="${12}" \
+        'BEGIN { printf "%-28s %8.3f %8.3f %8.3f %10.1f %10.1f %10.1f\n", "tracectl report --pprof", a, b, c, d/1024, e/1024, f/1024 }'
+awk -v t="$5" -v T="$2" -v m="${11}" -v M="$8" \
+        'BEGIN { printf "ratio at the median: time %.2fx, memory %.2fx (target: at most 1.5x each)\n", t / T, m / M }'
