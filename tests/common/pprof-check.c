@@ -10,12 +10,12 @@
 #include "basic/varint.h"
 #include "pprof-check.h"
 
-#define GROW(v, n)                                                              \
-        ({                                                                      \
-                void *_g = realloc((v), ((n) + 1) * sizeof(*(v)));              \
-                if (_g)                                                         \
-                        (v) = _g;                                               \
-                _g ? &(v)[(n)++] : NULL;                                        \
+#define GROW(v, n)                                                                                                     \
+        ({                                                                                                             \
+                void *_g = realloc((v), ((n) + 1) * sizeof(*(v)));                                                     \
+                if (_g)                                                                                                \
+                        (v) = _g;                                                                                      \
+                _g ? &(v)[(n)++] : NULL;                                                                               \
         })
 
 static int read_gz(const char *path, uint8_t **ret, size_t *ret_len) {
@@ -80,7 +80,7 @@ static int sample(struct pp_profile *p, const uint8_t *d, size_t n) {
         struct pp_sample *s = GROW(p->samples, p->n_samples);
         if (!s)
                 return -ENOMEM;
-        *s = (struct pp_sample) {};
+        *s = (struct pp_sample){};
         size_t pos = 0;
         struct pbr_field f, g;
         int r = 0;
@@ -93,7 +93,7 @@ static int sample(struct pp_profile *p, const uint8_t *d, size_t n) {
                         struct pp_label *l = GROW(s->labels, s->n_labels);
                         if (!l)
                                 return -ENOMEM;
-                        *l = (struct pp_label) {};
+                        *l = (struct pp_label){};
                         size_t q = 0;
                         while (pbr_next(f.data, f.len, &q, &g) > 0)
                                 if (g.number == 1)
@@ -111,7 +111,7 @@ static int location(struct pp_profile *p, const uint8_t *d, size_t n) {
         struct pp_location *l = GROW(p->locations, p->n_locations);
         if (!l)
                 return -ENOMEM;
-        *l = (struct pp_location) {};
+        *l = (struct pp_location){};
         size_t pos = 0;
         struct pbr_field f, g;
         while (pbr_next(d, n, &pos, &f) > 0) {
@@ -125,7 +125,7 @@ static int location(struct pp_profile *p, const uint8_t *d, size_t n) {
                         struct pp_line *e = GROW(l->lines, l->n_lines);
                         if (!e)
                                 return -ENOMEM;
-                        *e = (struct pp_line) {};
+                        *e = (struct pp_line){};
                         size_t q = 0;
                         while (pbr_next(f.data, f.len, &q, &g) > 0)
                                 if (g.number == 1)
@@ -140,7 +140,7 @@ static int location(struct pp_profile *p, const uint8_t *d, size_t n) {
 int pp_read(const char *path, struct pp_profile *ret) {
         uint8_t *buf = NULL;
         size_t len = 0;
-        *ret = (struct pp_profile) {};
+        *ret = (struct pp_profile){};
         int r = read_gz(path, &buf, &len);
         if (r < 0)
                 return r;
@@ -172,19 +172,39 @@ int pp_read(const char *path, struct pp_profile *ret) {
                                 r = -ENOMEM;
                                 break;
                         }
-                        *m = (struct pp_mapping) {};
+                        *m = (struct pp_mapping){};
                         while (pbr_next(f.data, f.len, &q, &g) > 0)
                                 switch (g.number) {
-                                case 1: m->id = g.varint; break;
-                                case 2: m->start = g.varint; break;
-                                case 3: m->limit = g.varint; break;
-                                case 4: m->offset = g.varint; break;
-                                case 5: m->filename = (int64_t) g.varint; break;
-                                case 6: m->build_id = (int64_t) g.varint; break;
-                                case 7: m->has_functions = g.varint; break;
-                                case 8: m->has_filenames = g.varint; break;
-                                case 9: m->has_line_numbers = g.varint; break;
-                                case 10: m->has_inline_frames = g.varint; break;
+                                case 1:
+                                        m->id = g.varint;
+                                        break;
+                                case 2:
+                                        m->start = g.varint;
+                                        break;
+                                case 3:
+                                        m->limit = g.varint;
+                                        break;
+                                case 4:
+                                        m->offset = g.varint;
+                                        break;
+                                case 5:
+                                        m->filename = (int64_t) g.varint;
+                                        break;
+                                case 6:
+                                        m->build_id = (int64_t) g.varint;
+                                        break;
+                                case 7:
+                                        m->has_functions = g.varint;
+                                        break;
+                                case 8:
+                                        m->has_filenames = g.varint;
+                                        break;
+                                case 9:
+                                        m->has_line_numbers = g.varint;
+                                        break;
+                                case 10:
+                                        m->has_inline_frames = g.varint;
+                                        break;
                                 }
                         break;
                 }
@@ -197,13 +217,21 @@ int pp_read(const char *path, struct pp_profile *ret) {
                                 r = -ENOMEM;
                                 break;
                         }
-                        *fn = (struct pp_function) {};
+                        *fn = (struct pp_function){};
                         while (pbr_next(f.data, f.len, &q, &g) > 0)
                                 switch (g.number) {
-                                case 1: fn->id = g.varint; break;
-                                case 2: fn->name = (int64_t) g.varint; break;
-                                case 3: fn->system_name = (int64_t) g.varint; break;
-                                case 4: fn->filename = (int64_t) g.varint; break;
+                                case 1:
+                                        fn->id = g.varint;
+                                        break;
+                                case 2:
+                                        fn->name = (int64_t) g.varint;
+                                        break;
+                                case 3:
+                                        fn->system_name = (int64_t) g.varint;
+                                        break;
+                                case 4:
+                                        fn->filename = (int64_t) g.varint;
+                                        break;
                                 }
                         break;
                 }
@@ -213,16 +241,26 @@ int pp_read(const char *path, struct pp_profile *ret) {
                                 r = -ENOMEM;
                         break;
                 }
-                case 9: p->time_nanos = (int64_t) f.varint; break;
-                case 10: p->duration_nanos = (int64_t) f.varint; break;
+                case 9:
+                        p->time_nanos = (int64_t) f.varint;
+                        break;
+                case 10:
+                        p->duration_nanos = (int64_t) f.varint;
+                        break;
                 case 11:
                         while (pbr_next(f.data, f.len, &q, &g) > 0)
                                 if (g.number == 1 || g.number == 2)
                                         p->period_type[g.number - 1] = (int64_t) g.varint;
                         break;
-                case 12: p->period = (int64_t) f.varint; break;
-                case 13: r = repeated(&f, (uint64_t **) &p->comments, &p->n_comments); break;
-                case 14: p->default_sample_type = (int64_t) f.varint; break;
+                case 12:
+                        p->period = (int64_t) f.varint;
+                        break;
+                case 13:
+                        r = repeated(&f, (uint64_t **) &p->comments, &p->n_comments);
+                        break;
+                case 14:
+                        p->default_sample_type = (int64_t) f.varint;
+                        break;
                 }
         }
         free(buf);
@@ -250,7 +288,7 @@ void pp_free(struct pp_profile *p) {
         free(p->functions);
         free(p->strings);
         free(p->comments);
-        *p = (struct pp_profile) {};
+        *p = (struct pp_profile){};
 }
 
 const char *pp_string(const struct pp_profile *p, int64_t i) {
@@ -383,8 +421,8 @@ const char *pp_check(const struct pp_profile *p) {
                 }
                 for (size_t k = 0; k < l->n_lines; k++)
                         if (!pp_function(p, l->lines[k].function_id)) {
-                                snprintf(msg, sizeof(msg), "location %llu: no function %llu", (unsigned long long) l->id,
-                                         (unsigned long long) l->lines[k].function_id);
+                                snprintf(msg, sizeof(msg), "location %llu: no function %llu",
+                                         (unsigned long long) l->id, (unsigned long long) l->lines[k].function_id);
                                 return msg;
                         }
         }

@@ -49,16 +49,19 @@ static void teardown(void) {
 
 TestSuite(pprof, .init = setup, .fini = teardown, .timeout = 180);
 
-#define SKIP(...)                          \
-        do {                               \
-                teardown();                \
-                cr_skip_test(__VA_ARGS__); \
+#define SKIP(...)                                                                                                      \
+        do {                                                                                                           \
+                teardown();                                                                                            \
+                cr_skip_test(__VA_ARGS__);                                                                             \
         } while (0)
 
 static bool perf_usable(void) {
         struct perf_event_attr a = {
-                .size = sizeof(a), .type = PERF_TYPE_SOFTWARE, .config = PERF_COUNT_SW_CPU_CLOCK,
-                .sample_period = 1000000, .disabled = 1,
+                .size = sizeof(a),
+                .type = PERF_TYPE_SOFTWARE,
+                .config = PERF_COUNT_SW_CPU_CLOCK,
+                .sample_period = 1000000,
+                .disabled = 1,
         };
         int fd = (int) syscall(SYS_perf_event_open, &a, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
         if (fd < 0)
@@ -128,7 +131,7 @@ static void record_perf(const char *program, struct run *r) {
                  program);
         char bin[512];
         snprintf(bin, sizeof(bin), "%s/%s", PPROF_TEST_BIN_DIR, program);
-        *r = (struct run) { .argv = { strdup(bin), "2", NULL } };
+        *r = (struct run){.argv = {strdup(bin), "2", NULL}};
         fixture_record(&inst, ev, "linux.perf", cfg, run_once_perf_ready, r, nothing, NULL);
         free((char *) r->argv[0]);
 }
@@ -142,8 +145,8 @@ static int run(const char *line, char **ret_out, char **ret_err) {
         cr_assert_gt(asprintf(&cmd, "%s >%s 2>%s", line, out, err), 0);
         int st = system(cmd);
         free(cmd);
-        const char *paths[] = { out, err };
-        char **rets[] = { ret_out, ret_err };
+        const char *paths[] = {out, err};
+        char **rets[] = {ret_out, ret_err};
         for (int i = 0; i < 2; i++) {
                 FILE *f = fopen(paths[i], "re");
                 cr_assert_not_null(f);
@@ -167,7 +170,8 @@ static int run(const char *line, char **ret_out, char **ret_err) {
 
 static int sh(const char *env, const char *args, char **ret_out, char **ret_err) {
         char *line;
-        cr_assert_gt(asprintf(&line, "%s %s %s %s/recorded.pftrace", env ? env : "", TRACECTL_BINARY, args, inst.dir), 0);
+        cr_assert_gt(asprintf(&line, "%s %s %s %s/recorded.pftrace", env ? env : "", TRACECTL_BINARY, args, inst.dir),
+                     0);
         int rc = run(line, ret_out, ret_err);
         free(line);
         return rc;
@@ -199,7 +203,8 @@ static void pprof_of(const char *env, const char *args, struct pp_profile *pp, c
                 free(err);
 }
 
-static const char *function_of(const struct pp_profile *pp, const struct pp_location *l, size_t i, const char **ret_file) {
+static const char *function_of(const struct pp_profile *pp, const struct pp_location *l, size_t i,
+                               const char **ret_file) {
         const struct pp_function *f = i < l->n_lines ? pp_function(pp, l->lines[i].function_id) : NULL;
         if (ret_file)
                 *ret_file = f ? pp_string(pp, f->filename) : NULL;
@@ -298,8 +303,8 @@ Test(pprof, perf_lines_inlines_and_report_counts) {
         cr_assert_str_eq(v[0].name, "pp_mix", "%s", out);
         for (size_t i = 0; i < n; i++)
                 if (!strstr(v[i].name, "+0x")) /* not symbolized: an address to pprof */
-                        cr_assert_eq(pprof_flat(&pp, v[i].name), v[i].n, "%s: report %lld self samples, pprof %lld", v[i].name,
-                             v[i].n, pprof_flat(&pp, v[i].name));
+                        cr_assert_eq(pprof_flat(&pp, v[i].name), v[i].n, "%s: report %lld self samples, pprof %lld",
+                                     v[i].name, v[i].n, pprof_flat(&pp, v[i].name));
         pp_free(&pp);
         if (have_go()) {
                 /* and go tool pprof -top's own table */
@@ -307,7 +312,10 @@ Test(pprof, perf_lines_inlines_and_report_counts) {
                 snprintf(args, sizeof(args), "report --no-debuginfod --pid %d --pprof %s/top.pb.gz", (int) r.pid,
                          inst.dir);
                 cr_assert_eq(sh(NULL, args, NULL, NULL), 0);
-                snprintf(args, sizeof(args), "go tool pprof -top -nodecount=1000 -nodefraction=0 -edgefraction=0 -symbolize=none %s/top.pb.gz", inst.dir);
+                snprintf(args, sizeof(args),
+                         "go tool pprof -top -nodecount=1000 -nodefraction=0 -edgefraction=0 -symbolize=none "
+                         "%s/top.pb.gz",
+                         inst.dir);
                 cr_assert_eq(run(args, &top, NULL), 0);
                 snprintf(args, sizeof(args), "%s/top.pb.gz", inst.dir);
                 unlink(args);
@@ -333,7 +341,7 @@ Test(pprof, bpf_stack_on_and_off_cpu) {
                 SKIP("BPF perf_event programs, ring buffers or BTF are not available here");
         char bin[512];
         snprintf(bin, sizeof(bin), "%s/inlined", PPROF_TEST_BIN_DIR);
-        struct run r = { .argv = { bin, "2", "sleep", NULL } };
+        struct run r = {.argv = {bin, "2", "sleep", NULL}};
         fixture_record(&inst, ev, "linux.bpf_stack",
                        "buffers { size_kb: 65536 }\n"
                        "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config {\n"
@@ -375,7 +383,7 @@ Test(pprof, bpf_stack_on_and_off_cpu) {
 static int free_port(void) {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         cr_assert_geq(fd, 0);
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         socklen_t len = sizeof(a);
         cr_assert_eq(bind(fd, (struct sockaddr *) &a, sizeof(a)), 0);
         cr_assert_eq(getsockname(fd, (struct sockaddr *) &a, &len), 0);
@@ -387,8 +395,8 @@ static int free_port(void) {
 static int http_status(int port, const char *path) {
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         cr_assert_geq(fd, 0);
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        struct sockaddr_in a = {
+                .sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         int status = 0;
         if (connect(fd, (struct sockaddr *) &a, sizeof(a)) == 0) {
                 char req[512], buf[256] = "";
@@ -436,7 +444,7 @@ Test(pprof, debuginfod_names_a_stripped_program) {
         snprintf(dir, sizeof(dir), "%s/debug", PPROF_TEST_BIN_DIR);
         snprintf(db, sizeof(db), "%s/debuginfod.sqlite", inst.dir);
         snprintf(port_s, sizeof(port_s), "%d", port);
-        const char *argv[] = { "/usr/bin/debuginfod", "-F", "-p", port_s, "-d", db, "-t", "0", "-g", "0", dir, NULL };
+        const char *argv[] = {"/usr/bin/debuginfod", "-F", "-p", port_s, "-d", db, "-t", "0", "-g", "0", dir, NULL};
         posix_spawn_file_actions_t fa;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);

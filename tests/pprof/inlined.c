@@ -52,7 +52,7 @@ int main(int argc, char **argv) {
         if (argc > 2 && strcmp(argv[2], "sleep") == 0)
                 for (double end = now() + seconds; now() < end;) {
                         pp_outer(now() + 0.01);
-                        nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
+                        nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
                 }
         else
                 pp_outer(now() + seconds);

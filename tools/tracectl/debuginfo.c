@@ -171,9 +171,8 @@ static int ask_server(struct debuginfo *d, const char *build_id, bool executable
 
 /* libdwfl asks for a separate debug file: the standard places on this
  * machine (no server: DEBUGINFOD_URLS is not set), else the servers. */
-static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, GElf_Addr base,
-                          const char *file_name, const char *debuglink_file, GElf_Word debuglink_crc,
-                          char **debuginfo_file_name) {
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, GElf_Addr base, const char *file_name,
+                          const char *debuglink_file, GElf_Word debuglink_crc, char **debuginfo_file_name) {
         int fd = dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
                                               debuginfo_file_name);
         if (fd >= 0)
@@ -316,7 +315,7 @@ static struct dmod *module_get(struct debuginfo *d, const char *path, const char
         if (GREEDY_REALLOC_MIN(d->mods, d->cap_mods, d->n_mods + 1, 16) < 0)
                 return NULL;
         struct dmod *m = &d->mods[d->n_mods];
-        *m = (struct dmod) { .key = strdup(key), .path = path ? strdup(path) : NULL };
+        *m = (struct dmod){.key = strdup(key), .path = path ? strdup(path) : NULL};
         if (!m->key || (path && !m->path) || hashmap_put(&d->index, key_hash(key, salt), d->n_mods) < 0) {
                 free(m->key);
                 free(m->path);
@@ -375,7 +374,7 @@ size_t debuginfo_lines(struct debuginfo *d, const char *path, const char *build_
                 const char *linkage = die_name(&cur, DW_AT_linkage_name);
                 if (!linkage)
                         linkage = die_name(&cur, DW_AT_MIPS_linkage_name);
-                d->lines[k++] = (struct debuginfo_line) {
+                d->lines[k++] = (struct debuginfo_line){
                         .function = die_name(&cur, DW_AT_name),
                         .linkage_name = linkage,
                         .file = file,
@@ -406,7 +405,7 @@ size_t debuginfo_lines(struct debuginfo *d, const char *path, const char *build_
                 free(scopes);
         }
         if (k == 0 && file) /* a line, but no function around it */
-                d->lines[k++] = (struct debuginfo_line) { .file = file, .line = (uint32_t) line };
+                d->lines[k++] = (struct debuginfo_line){.file = file, .line = (uint32_t) line};
         return k;
 }
 

@@ -11,19 +11,19 @@
  * innermost (inlined) function outwards. */
 
 enum pprof_profile_field {
-        PPROF_PROFILE_SAMPLE_TYPE = 1,         /* repeated ValueType */
-        PPROF_PROFILE_SAMPLE = 2,              /* repeated Sample */
-        PPROF_PROFILE_MAPPING = 3,             /* repeated Mapping */
-        PPROF_PROFILE_LOCATION = 4,            /* repeated Location */
-        PPROF_PROFILE_FUNCTION = 5,            /* repeated Function */
-        PPROF_PROFILE_STRING_TABLE = 6,        /* repeated string */
-        PPROF_PROFILE_DROP_FRAMES = 7,         /* int64, string index */
-        PPROF_PROFILE_KEEP_FRAMES = 8,         /* int64, string index */
-        PPROF_PROFILE_TIME_NANOS = 9,          /* int64 */
-        PPROF_PROFILE_DURATION_NANOS = 10,     /* int64 */
-        PPROF_PROFILE_PERIOD_TYPE = 11,        /* ValueType */
-        PPROF_PROFILE_PERIOD = 12,             /* int64 */
-        PPROF_PROFILE_COMMENT = 13,            /* repeated int64, string indices */
+        PPROF_PROFILE_SAMPLE_TYPE = 1,          /* repeated ValueType */
+        PPROF_PROFILE_SAMPLE = 2,               /* repeated Sample */
+        PPROF_PROFILE_MAPPING = 3,              /* repeated Mapping */
+        PPROF_PROFILE_LOCATION = 4,             /* repeated Location */
+        PPROF_PROFILE_FUNCTION = 5,             /* repeated Function */
+        PPROF_PROFILE_STRING_TABLE = 6,         /* repeated string */
+        PPROF_PROFILE_DROP_FRAMES = 7,          /* int64, string index */
+        PPROF_PROFILE_KEEP_FRAMES = 8,          /* int64, string index */
+        PPROF_PROFILE_TIME_NANOS = 9,           /* int64 */
+        PPROF_PROFILE_DURATION_NANOS = 10,      /* int64 */
+        PPROF_PROFILE_PERIOD_TYPE = 11,         /* ValueType */
+        PPROF_PROFILE_PERIOD = 12,              /* int64 */
+        PPROF_PROFILE_COMMENT = 13,             /* repeated int64, string indices */
         PPROF_PROFILE_DEFAULT_SAMPLE_TYPE = 14, /* int64, string index */
 };
 
@@ -46,15 +46,15 @@ enum pprof_label_field {
 };
 
 enum pprof_mapping_field {
-        PPROF_MAPPING_ID = 1,                /* uint64 */
-        PPROF_MAPPING_MEMORY_START = 2,      /* uint64 */
-        PPROF_MAPPING_MEMORY_LIMIT = 3,      /* uint64 */
-        PPROF_MAPPING_FILE_OFFSET = 4,       /* uint64 */
-        PPROF_MAPPING_FILENAME = 5,          /* int64, string index */
-        PPROF_MAPPING_BUILD_ID = 6,          /* int64, string index */
-        PPROF_MAPPING_HAS_FUNCTIONS = 7,     /* bool */
-        PPROF_MAPPING_HAS_FILENAMES = 8,     /* bool */
-        PPROF_MAPPING_HAS_LINE_NUMBERS = 9,  /* bool */
+        PPROF_MAPPING_ID = 1,                 /* uint64 */
+        PPROF_MAPPING_MEMORY_START = 2,       /* uint64 */
+        PPROF_MAPPING_MEMORY_LIMIT = 3,       /* uint64 */
+        PPROF_MAPPING_FILE_OFFSET = 4,        /* uint64 */
+        PPROF_MAPPING_FILENAME = 5,           /* int64, string index */
+        PPROF_MAPPING_BUILD_ID = 6,           /* int64, string index */
+        PPROF_MAPPING_HAS_FUNCTIONS = 7,      /* bool */
+        PPROF_MAPPING_HAS_FILENAMES = 8,      /* bool */
+        PPROF_MAPPING_HAS_LINE_NUMBERS = 9,   /* bool */
         PPROF_MAPPING_HAS_INLINE_FRAMES = 10, /* bool */
 };
 

@@ -31,15 +31,15 @@ struct function_key {
 struct pprof_build {
         struct pprof_writer *w;
         struct profile *p;
-        int col[_COL_MAX];  /* index in the sample's values, -1: absent */
+        int col[_COL_MAX]; /* index in the sample's values, -1: absent */
         unsigned n_cols;
-        uint8_t *sym_used;  /* per sym: a sample refers to it */
-        uint8_t *map_used;  /* per map: a location is on it */
+        uint8_t *sym_used; /* per sym: a sample refers to it */
+        uint8_t *map_used; /* per map: a location is on it */
         struct map_debug {
                 bool functions, filenames, lines, inlines;
                 uint64_t lo, hi; /* addresses of its locations */
                 uint64_t locations;
-        } *map_debug;
+        } * map_debug;
         struct function_key *functions;
         size_t n_functions, cap_functions;
         struct hashmap function_index;
