@@ -35,19 +35,13 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-echo "== recording $duration s at $freq Hz (perf record -a -g)" >&2
-spawn perf bench sched messaging -t -g 2 -l 100000000 >/dev/null 2>&1
-spawn sh -c 'while :; do gzip -9 <"$1" >/dev/null; done' sh "$build/tracectl"
-perf record -q -F "$freq" -a -g -o "$work/perf.data" -- sleep "$duration" 2>/dev/null
-spawn_stop
-
-perf script -i "$work/perf.data" -F comm,pid,tid,cpu,time,ip,sym,dso >"$work/script.txt" 2>/dev/null
-python3 "$src/perf-script-to-trace.py" "$work/one.pftrace" <"$work/script.txt" 2>"$work/convert.txt"
+perf_workload_script "$work/perf" "$duration" "$freq" "$build/tracectl"
+python3 "$src/perf-script-to-trace.py" "$work/one.pftrace" <"$work/perf.txt" 2>"$work/convert.txt"
 per_copy=$(sed -n 's/^\([0-9]*\) samples.*/\1/p' "$work/convert.txt")
 [ "${per_copy:-0}" -gt 0 ] || { echo "no samples recorded" >&2; cat "$work/convert.txt" >&2; exit 1; }
 copies=$(( (want + per_copy - 1) / per_copy ))
-python3 "$src/perf-script-to-trace.py" "$work/trace.pftrace" --repeat "$copies" <"$work/script.txt" 2>/dev/null
-rm -f "$work/script.txt" "$work/one.pftrace"
+python3 "$src/perf-script-to-trace.py" "$work/trace.pftrace" --repeat "$copies" <"$work/perf.txt" 2>/dev/null
+rm -f "$work/perf.txt" "$work/one.pftrace"
 samples=$((per_copy * copies))
 cat "$work/trace.pftrace" >/dev/null
 

@@ -18,6 +18,7 @@
 #include "basic/hashmap.h"
 #include "basic/macro.h"
 #include "debuginfo.h"
+#include "profiling/elf-image.h"
 
 #define URLS_ENV "DEBUGINFOD_URLS"
 #define MAX_INLINE 32
@@ -31,6 +32,8 @@ struct dmod {
         Dwfl *dwfl;
         Dwfl_Module *mod;
         GElf_Addr bias;
+        struct elf_image *img; /* the same file, for its sorted symbols */
+        int dwfl_names;        /* libdwfl has symbols img has not (-1: not known yet) */
         enum origin origin;
         bool build_id_differs;
 };
@@ -44,9 +47,30 @@ struct debuginfo {
         struct dmod *mods;
         size_t n_mods, cap_mods;
         struct hashmap index; /* salted hash of key -> mods[] */
+        struct elf_cache *elves;
         struct debuginfo_stats stats;
         /* the lines of the last lookup */
         struct debuginfo_line lines[MAX_INLINE];
+        /* every address looked up: (module, address) -> its lines in pool
+         * (a trace re-interns its frames after each clearing of its
+         * incremental state; DWARF is walked once per address) */
+        struct addr_entry {
+                uint64_t rel_pc;
+                uint32_t mod, first, n;
+        } *addrs;
+        size_t n_addrs, cap_addrs;
+        struct hashmap addr_index;
+        struct debuginfo_line *pool;
+        size_t n_pool, cap_pool;
+        /* and the function names asked for (libdwfl's look-up walks the
+         * whole symbol table) */
+        struct name_entry {
+                uint64_t rel_pc;
+                uint32_t mod;
+                const char *name;
+        } *names;
+        size_t n_names, cap_names;
+        struct hashmap name_index;
         char *problems[MAX_PROBLEMS];
         size_t n_problems, more_problems;
 };
@@ -245,6 +269,11 @@ static bool report(struct debuginfo *d, struct dmod *m, const char *file, int fd
                 m->mod = NULL;
                 return false;
         }
+        /* Names by binary search (profiling/elf-image.h): libdwfl's look-up
+         * walks the whole symbol table for each address. */
+        int fd2 = d->elves ? open(file, O_RDONLY | O_CLOEXEC) : -1;
+        if (fd2 >= 0)
+                (void) elf_cache_get_fd(d->elves, fd2, 0, 0, file, &m->img);
         return true;
 }
 
@@ -289,6 +318,10 @@ static void open_module(struct debuginfo *d, struct dmod *m, const char *build_i
                 return;
         }
         free(got);
+        /* Memory that was never a file on disk (memfd, a deleted file)
+         * without a build ID: nothing anyone could find. */
+        if (!build_id && path && (strncmp(path, "/memfd:", 7) == 0 || strstr(path, " (deleted)")))
+                return;
         d->stats.files_missing++;
         if (m->build_id_differs)
                 note_problem(d, "%s: its build ID is not the trace's %s (the file changed since)", path, build_id);
@@ -338,12 +371,7 @@ static bool is_function(Dwarf_Die *die) {
         return tag == DW_TAG_inlined_subroutine || tag == DW_TAG_subprogram;
 }
 
-size_t debuginfo_lines(struct debuginfo *d, const char *path, const char *build_id, uint64_t rel_pc,
-                       const struct debuginfo_line **ret) {
-        *ret = d->lines;
-        struct dmod *m = module_get(d, path, build_id);
-        if (!m)
-                return 0;
+static size_t lookup_lines(struct debuginfo *d, struct dmod *m, uint64_t rel_pc) {
         Dwarf_Addr addr = rel_pc + m->bias, cu_bias;
         Dwarf_Die *cu = dwfl_module_addrdie(m->mod, addr, &cu_bias);
         if (!cu)
@@ -409,11 +437,54 @@ size_t debuginfo_lines(struct debuginfo *d, const char *path, const char *build_
         return k;
 }
 
-const char *debuginfo_function(struct debuginfo *d, const char *path, const char *build_id, uint64_t rel_pc) {
+static uint64_t addr_key(uint32_t mod, uint64_t rel_pc, uint64_t salt) {
+        return (rel_pc * 0x9e3779b97f4a7c15ULL) ^ ((uint64_t) mod << 44) ^ (salt * 0xff51afd7ed558ccdULL);
+}
+
+size_t debuginfo_lines(struct debuginfo *d, const char *path, const char *build_id, uint64_t rel_pc,
+                       const struct debuginfo_line **ret) {
+        *ret = d->lines;
         struct dmod *m = module_get(d, path, build_id);
         if (!m)
-                return NULL;
-        const char *name = dwfl_module_addrname(m->mod, rel_pc + m->bias);
+                return 0;
+        uint32_t mod = (uint32_t) (m - d->mods);
+        uint64_t salt = 0, i;
+        for (;; salt++) {
+                if (!hashmap_get(&d->addr_index, addr_key(mod, rel_pc, salt), &i))
+                        break;
+                const struct addr_entry *e = &d->addrs[i];
+                if (e->mod == mod && e->rel_pc == rel_pc) {
+                        *ret = d->pool + e->first;
+                        return e->n;
+                }
+        }
+        size_t n = lookup_lines(d, m, rel_pc);
+        /* Remembered when memory allows; else only answered. */
+        if (GREEDY_REALLOC_MIN(d->pool, d->cap_pool, d->n_pool + n, 256) < 0 ||
+            GREEDY_REALLOC_MIN(d->addrs, d->cap_addrs, d->n_addrs + 1, 256) < 0 ||
+            hashmap_put(&d->addr_index, addr_key(mod, rel_pc, salt), d->n_addrs) < 0)
+                return n;
+        d->addrs[d->n_addrs++] = (struct addr_entry) {
+                .rel_pc = rel_pc, .mod = mod, .first = (uint32_t) d->n_pool, .n = (uint32_t) n };
+        memcpy(d->pool + d->n_pool, d->lines, n * sizeof(*d->lines));
+        *ret = d->pool + d->n_pool;
+        d->n_pool += n;
+        return n;
+}
+
+static const char *lookup_function(struct debuginfo *d, struct dmod *m, const char *path, const char *build_id,
+                                   uint64_t rel_pc) {
+        const char *name = m->img ? elf_image_symbolize(d->elves, m->img, rel_pc, NULL) : NULL;
+        if (!name && m->dwfl_names < 0) {
+                /* Symbols only libdwfl found: a separate debug file that
+                 * elf-image.c did not see (from a server). */
+                const char *debug = NULL;
+                m->dwfl_names = dwfl_module_getsymtab(m->mod) > 0 &&
+                                dwfl_module_info(m->mod, NULL, NULL, NULL, NULL, NULL, NULL, &debug) && debug &&
+                                (!m->img || !elf_image_debug_file(m->img));
+        }
+        if (!name && (!m->img || m->dwfl_names))
+                name = dwfl_module_addrname(m->mod, rel_pc + m->bias);
         if (name)
                 return name;
         const struct debuginfo_line *l;
@@ -424,6 +495,25 @@ const char *debuginfo_function(struct debuginfo *d, const char *path, const char
         return NULL;
 }
 
+const char *debuginfo_function(struct debuginfo *d, const char *path, const char *build_id, uint64_t rel_pc) {
+        struct dmod *m = module_get(d, path, build_id);
+        if (!m)
+                return NULL;
+        uint32_t mod = (uint32_t) (m - d->mods);
+        uint64_t salt = 0, i;
+        for (;; salt++) {
+                if (!hashmap_get(&d->name_index, addr_key(mod, rel_pc, salt), &i))
+                        break;
+                if (d->names[i].mod == mod && d->names[i].rel_pc == rel_pc)
+                        return d->names[i].name;
+        }
+        const char *name = lookup_function(d, m, path, build_id, rel_pc);
+        if (GREEDY_REALLOC_MIN(d->names, d->cap_names, d->n_names + 1, 256) >= 0 &&
+            hashmap_put(&d->name_index, addr_key(mod, rel_pc, salt), d->n_names) >= 0)
+                d->names[d->n_names++] = (struct name_entry) { .rel_pc = rel_pc, .mod = mod, .name = name };
+        return name;
+}
+
 /* --- life --------------------------------------------------------------- */
 
 int debuginfo_new(const struct debuginfo_options *o, struct debuginfo **ret) {
@@ -431,6 +521,7 @@ int debuginfo_new(const struct debuginfo_options *o, struct debuginfo **ret) {
         if (!d)
                 return -ENOMEM;
         d->timeout_s = o && o->timeout_s ? o->timeout_s : 30;
+        (void) elf_cache_new(NULL, &d->elves); /* without: libdwfl's names only */
         if (o && o->urls && !(d->urls = strdup(o->urls))) {
                 free(d);
                 return -ENOMEM;
@@ -450,8 +541,15 @@ void debuginfo_free(struct debuginfo *d) {
         }
         free(d->mods);
         hashmap_clear(&d->index);
+        free(d->addrs);
+        free(d->pool);
+        hashmap_clear(&d->addr_index);
+        free(d->names);
+        hashmap_clear(&d->name_index);
         if (d->client)
                 debuginfod_end(d->client);
+        if (d->elves)
+                elf_cache_free(d->elves);
         for (size_t i = 0; i < d->n_problems; i++)
                 free(d->problems[i]);
         free(d->urls);
