@@ -45,15 +45,15 @@ rm -f "$work/perf.txt" "$work/one.pftrace"
 samples=$((per_copy * copies))
 cat "$work/trace.pftrace" >/dev/null
 
-run() { # name cmd... ; appends "wall_s maxrss_kB" to $work/$name
+run() { # name cmd... ; appends "wall_s maxrss_kB cpu_s" to $work/$name
         name=$1
         shift
-        /usr/bin/time -f "%e %M" -o "$work/time.txt" "$@" >/dev/null 2>"$work/err.txt" || {
+        /usr/bin/time -f "%e %M %U %S" -o "$work/time.txt" "$@" >/dev/null 2>"$work/err.txt" || {
                 echo "failed: $*" >&2
                 cat "$work/err.txt" >&2
                 exit 1
         }
-        tail -n 1 "$work/time.txt" >>"$work/$name"
+        tail -n 1 "$work/time.txt" | awk '{ print $1, $2, $3 + $4 }' >>"$work/$name"
 }
 
 r=1
@@ -68,14 +68,19 @@ col() { # file column -> "min median max"
         awk -v c="$2" '{ print $c }' "$1" | sort -n |
                 awk '{ v[NR] = $1 } END { printf "%s %s %s", v[1], v[int((NR + 1) / 2)], v[NR] }'
 }
-set -- $(col "$work/report" 1) $(col "$work/pprof" 1) $(col "$work/report" 2) $(col "$work/pprof" 2)
+set -- $(col "$work/report" 1) $(col "$work/pprof" 1) $(col "$work/report" 2) $(col "$work/pprof" 2) \
+        $(col "$work/report" 3) $(col "$work/pprof" 3)
 echo
 echo "Trace: $samples samples ($copies copies of $per_copy), $(($(stat -c %s "$work/trace.pftrace") / 1048576)) MB;" \
         "pprof file $(($(stat -c %s "$work/out.pb.gz") / 1024)) kB; rounds: $rounds"
-printf '%-28s %8s %8s %8s %10s %10s %10s\n' command min-s med-s max-s min-RSS-MB med-RSS-MB max-RSS-MB
-awk -v a="$1" -v b="$2" -v c="$3" -v d="$7" -v e="$8" -v f="$9" \
-        'BEGIN { printf "%-28s %8.3f %8.3f %8.3f %10.1f %10.1f %10.1f\n", "tracectl report", a, b, c, d/1024, e/1024, f/1024 }'
-awk -v a="$4" -v b="$5" -v c="$6" -v d="${10}" -v e="${11}" -v f="${12}" \
-        'BEGIN { printf "%-28s %8.3f %8.3f %8.3f %10.1f %10.1f %10.1f\n", "tracectl report --pprof", a, b, c, d/1024, e/1024, f/1024 }'
-awk -v t="$5" -v T="$2" -v m="${11}" -v M="$8" \
-        'BEGIN { printf "ratio at the median: time %.2fx, memory %.2fx (target: at most 1.5x each)\n", t / T, m / M }'
+echo "Wall and CPU (user+sys) seconds and peak RSS: min/median/max over the rounds"
+printf '%-26s %-24s %-24s %-24s\n' command wall-s cpu-s RSS-MB
+awk -v a="$1" -v b="$2" -v c="$3" -v d="$7" -v e="$8" -v f="$9" -v g="${13}" -v h="${14}" -v i="${15}" \
+        'BEGIN { printf "%-26s %.2f/%.2f/%.2f %12.2f/%.2f/%.2f %12.1f/%.1f/%.1f\n", "tracectl report", a, b, c, g, h, i,
+                 d/1024, e/1024, f/1024 }'
+awk -v a="$4" -v b="$5" -v c="$6" -v d="${10}" -v e="${11}" -v f="${12}" -v g="${16}" -v h="${17}" -v i="${18}" \
+        'BEGIN { printf "%-26s %.2f/%.2f/%.2f %12.2f/%.2f/%.2f %12.1f/%.1f/%.1f\n", "tracectl report --pprof", a, b, c, g, h, i,
+                 d/1024, e/1024, f/1024 }'
+awk -v t="$5" -v T="$2" -v c="${17}" -v C="${14}" -v m="${11}" -v M="$8" \
+        'BEGIN { printf "--pprof / report at the medians: wall %.2fx, CPU %.2fx, memory %.2fx (target: at most 1.5x)\n",
+                 t / T, c / C, m / M }'
