@@ -53,7 +53,7 @@ plugins/                        public lib/basic lib/profiling lib/pbtxt protos
 plugins/journald/               public lib/basic lib/pbtxt protos libsystemd
 daemons/plugin-host/            public lib/basic lib/log lib/producer libsystemd protos
 daemons/traced/                 lib/basic lib/log lib/ipc lib/smb lib/pbtxt libsystemd protos wire daemons/traced
-tools/                          lib/basic lib/log lib/ipc lib/pbtxt lib/consumer libsystemd protos wire
+tools/                          lib/basic lib/log lib/ipc lib/pbtxt lib/consumer lib/profiling libsystemd protos wire
 examples/                       public lib/basic libsystemd
 EOF
 }

@@ -8,7 +8,7 @@ build-essential autoconf automake libtool pkg-config make
 debhelper lintian
 libsystemd-dev systemd
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
-libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev libjson-c-dev libseccomp-dev
+libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev libdebuginfod-dev zlib1g-dev libjson-c-dev libseccomp-dev
 libcriterion-dev libxml2-dev
 bpftool
 clang llvm lld libclang-rt-14-dev
@@ -16,6 +16,7 @@ libselinux1-dev selinux-policy-dev selinux-policy-default setools semodule-utils
 mandoc man-db procps bash-completion
 python3-minimal
 abigail-tools
+debuginfod golang-go
 "
 
 missing=""
