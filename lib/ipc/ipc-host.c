@@ -254,6 +254,13 @@ void ipc_host_conn_set_drained_cb(ipc_host_conn *hc, ipc_host_drained_cb cb, voi
 size_t ipc_host_conn_queued_bytes(const ipc_host_conn *hc) {
         return hc->conn ? ipc_conn_queued_bytes(hc->conn) : 0;
 }
+
+size_t ipc_host_queued_bytes(const ipc_host *host) {
+        size_t n = 0;
+        for (const ipc_host_conn *hc = host ? host->conns : NULL; hc; hc = hc->next)
+                n += ipc_host_conn_queued_bytes(hc);
+        return n;
+}
 void ipc_host_conn_set_pid(ipc_host_conn *hc, pid_t pid) {
         hc->pid_override = pid;
 }

@@ -104,6 +104,8 @@ uint32_t ipc_host_conn_machine_id(const ipc_host_conn *conn);
 const char *ipc_host_conn_machine_name(const ipc_host_conn *conn);
 /* Bytes queued for sending that the peer has not taken yet. */
 size_t ipc_host_conn_queued_bytes(const ipc_host_conn *conn);
+/* The same, summed over every connection of host. */
+size_t ipc_host_queued_bytes(const ipc_host *host);
 /* cb runs each time the bytes queued for the peer have all gone into the
  * socket (after some had to wait): a sender pacing itself by
  * ipc_host_conn_queued_bytes sends more from there. NULL stops it. */

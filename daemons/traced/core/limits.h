@@ -24,6 +24,11 @@
 #define SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS 5000u
+/* A stop of the service (SIGTERM) flushes every session's data sources
+ * for at most this long (or the session's own flush_timeout_ms, when
+ * shorter), then stops them, waiting for stop acknowledgements as long
+ * at most; core.h bounds the whole stop. */
+#define SERVICE_STOP_FLUSH_TIMEOUT_MS 5000u
 #define SERVICE_MIN_FILE_WRITE_PERIOD_MS 100u
 #define SERVICE_MAX_DURATION_MS (7u * 24u * 3600u * 1000u)
 #define SERVICE_SYNC_MARKER_PERIOD_USEC (5u * 1000000u)
