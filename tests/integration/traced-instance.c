@@ -198,11 +198,14 @@ int traced_instance_stop(struct traced_instance *t) {
         int status = 0;
         if (t->pid > 0) {
                 kill(t->pid, SIGTERM);
-                for (int i = 0; i < 500; i++) {
+                /* traced finishes every session first: a flush waits up to
+                 * 5 s for a producer of this process that is not served
+                 * meanwhile, and the stop of its data sources as long. */
+                for (int i = 0; i < 3000; i++) {
                         pid_t r = waitpid(t->pid, &status, WNOHANG);
                         if (r == t->pid)
                                 break;
-                        if (i == 499) {
+                        if (i == 2999) {
                                 kill(t->pid, SIGKILL);
                                 waitpid(t->pid, &status, 0);
                                 return -ETIMEDOUT;
@@ -215,6 +218,23 @@ int traced_instance_stop(struct traced_instance *t) {
                 return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
         return t->pid < 0 ? -t->pid - 1 : 0;
+}
+
+pid_t traced_instance_core_pid(const struct traced_instance *t) {
+        char path[64];
+        int pid = -1;
+        if (t->pid <= 0)
+                return -1;
+        /* The supervisor's children: the core, started first, then the
+         * plugin hosts. */
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) t->pid, (int) t->pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -1;
+        if (fscanf(f, "%d", &pid) != 1)
+                pid = -1;
+        fclose(f);
+        return pid;
 }
 
 void traced_instance_dump_log(const struct traced_instance *t) {

@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* The service stopped, restarted, reloaded or killed while tracectl
+ * records, as a user meets it: traced under systemd-socket-activate
+ * (SIGTERM is what `systemctl stop` and `restart` send it, SIGHUP what
+ * `reload` sends), tracectl run as a user runs it, and the file it leaves
+ * decoded. */
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "basic/pbr.h"
+#include "plugin-fixture.h"
+#include "raw-producer.h"
+#include "test-consumer.h"
+#include "traced-instance.h"
+#include "tracectl-child.h"
+
+#include "perfetto/common/trace_stats.pb-c.h"
+
+#define SERVICE_STOPPED PERFETTO__PROTOS__TRACE_STATS__TRACED_END_REASON__TRACED_END_SERVICE_STOPPED
+/* tracectl's exit status for a recording that ended early (tracectl(1)). */
+#define EXIT_ENDED_EARLY 75
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static void setup(void) {
+        cr_assert(traced_test_setup(&inst, &ev), "could not start traced");
+}
+
+static void teardown(void) {
+        cr_expect(traced_test_teardown(&inst, &ev), "traced did not exit cleanly");
+}
+
+TestSuite(service_stop, .init = setup, .fini = teardown, .timeout = 120);
+
+static bool started(struct raw_producer *p) {
+        return p->n_start > 0;
+}
+
+/* Sends sig to traced and waits for it to exit, serving the producers of
+ * this process meanwhile (a stop flushes them): its exit status, or
+ * -ETIMEDOUT. */
+static int signal_traced_and_wait(int sig) {
+        cr_assert_gt(inst.pid, 0);
+        cr_assert_eq(kill(inst.pid, sig), 0);
+        for (unsigned waited = 0; waited < 40000; waited += 20) {
+                int st;
+                if (waitpid(inst.pid, &st, WNOHANG) == inst.pid) {
+                        inst.pid = 0;
+                        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                }
+                spin_ms(ev, 20);
+        }
+        return -ETIMEDOUT;
+}
+
+/* traced_end_reason of the last TraceStats in the trace file (0: none, or
+ * none given), and whether there was one. */
+static int last_end_reason(const char *path, bool *ret_have_stats) {
+        size_t len;
+        uint8_t *buf = (uint8_t *) test_slurp(path, &len);
+        cr_assert_not_null(buf, "no trace file %s", path);
+        static struct pbr_field pkts[100000];
+        int n = pbr_split_trace(buf, len, pkts, 100000);
+        cr_assert_geq(n, 0, "%s is not a trace", path);
+        int reason = 0;
+        *ret_have_stats = false;
+        for (int i = 0; i < n; i++) {
+                struct pbr_field st;
+                if (!pbr_get(pkts[i].data, pkts[i].len, 35, false, &st)) /* TracePacket.trace_stats */
+                        continue;
+                Perfetto__Protos__TraceStats *ts = perfetto__protos__trace_stats__unpack(NULL, st.len, st.data);
+                cr_assert_not_null(ts, "an undecodable TraceStats in %s", path);
+                *ret_have_stats = true;
+                reason = ts->has_traced_end_reason ? (int) ts->traced_end_reason : 0;
+                perfetto__protos__trace_stats__free_unpacked(ts, NULL);
+        }
+        free(buf);
+        return reason;
+}
+
+/* Nothing but the file itself is left in its directory (no temporary file
+ * of tracectl's). */
+static void assert_alone(const char *dir, const char *name) {
+        DIR *d = opendir(dir);
+        cr_assert_not_null(d);
+        for (struct dirent *e; (e = readdir(d));)
+                cr_assert(strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || strcmp(e->d_name, name) == 0,
+                          "%s was left beside %s", e->d_name, name);
+        closedir(d);
+}
+
+static void make_dir(char *dir, size_t size, const char *name) {
+        snprintf(dir, size, "%s/%s", inst.dir, name);
+        cr_assert_eq(mkdir(dir, 0755), 0);
+}
+
+/* A recording of the raw producer's packets that SIGTERM to traced ends:
+ * what was committed and what the stop's flush brought is in the file,
+ * which ends with the service's statistics saying why; tracectl keeps it
+ * in place of the file it replaces, says so and exits 75. args: tracectl's
+ * (the output file is ours/out.pftrace, written there first). */
+static void stop_during(const char *const *args, const char *out) {
+        struct raw_producer prod;
+        struct tracectl_child c;
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 100;
+        prod.packets_at_flush = 50;
+        prod.payload_size = 30;
+        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path, args), 0);
+        cr_assert(raw_producer_spin_until(&prod, started, 20000), "the data source never started");
+        spin_ms(ev, 300);
+        int flushes = prod.n_flush;
+
+        int st = signal_traced_and_wait(SIGTERM);
+        if (st != 0)
+                traced_instance_dump_log(&inst);
+        cr_assert_eq(st, 0, "traced exited with %d after SIGTERM", st);
+        int rc = tracectl_child_wait(&c, ev, 30000);
+        char *se = test_slurp(c.err_path, NULL);
+        cr_assert_eq(rc, EXIT_ENDED_EARLY, "tracectl exited %d: %s", rc, se);
+        cr_assert(strstr(se, "ended early") && strstr(se, "stopped or restarted") && strstr(se, "of the 30 s asked"),
+                  "tracectl did not say why and how long: %s", se);
+        cr_assert_not_null(strstr(se, out), "tracectl did not name the file: %s", se);
+        free(se);
+
+        /* The stop flushed the data source: what it held until then came. */
+        cr_assert_gt(prod.n_flush, flushes, "the stop did not flush the data source");
+        cr_assert_geq(prod.next_seq, 150);
+        size_t n = tracectl_count_test_packets(out, 30);
+        cr_assert_eq(n, prod.next_seq, "%zu of the %u packets written are in the file", n, prod.next_seq);
+        bool have_stats;
+        cr_assert_eq(last_end_reason(out, &have_stats), SERVICE_STOPPED,
+                     "the trace does not say that the service stopped (TraceStats %s)",
+                     have_stats ? "without traced_end_reason" : "missing");
+        raw_producer_free(&prod);
+
+        /* tracectl summary says it too. */
+        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+                                          (const char *const[]) { "summary", out, NULL }),
+                     0);
+        cr_assert_eq(tracectl_child_wait(&c, ev, 20000), 0);
+        char *so = test_slurp(c.out, NULL);
+        cr_assert_not_null(strstr(so, "Ended early:    the tracing service was stopped or restarted"), "%s", so);
+        free(so);
+
+        /* systemctl restart: the next recording works. */
+        cr_assert_eq(traced_instance_restart(&inst, true, NULL), 0);
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 10;
+        prod.payload_size = 30;
+        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+                                          (const char *const[]) { "record", "-t", "1s", "--no-process-stats", "--ds",
+                                                                  "test.data", "--no-summary", "-o", out, NULL }),
+                     0);
+        rc = tracectl_child_wait(&c, ev, 30000);
+        se = test_slurp(c.err_path, NULL);
+        cr_assert_eq(rc, 0, "the recording after the restart exited %d: %s", rc, se);
+        free(se);
+        cr_assert_eq(tracectl_count_test_packets(out, 30), 10);
+        raw_producer_free(&prod);
+}
+
+Test(service_stop, sigterm_keeps_a_quick_recording_and_says_why) {
+        char dir[512], out[600];
+        make_dir(dir, sizeof(dir), "quick");
+        snprintf(out, sizeof(out), "%s/trace.pftrace", dir);
+        /* A file from before: the recording that started replaces it. */
+        FILE *f = fopen(out, "w");
+        cr_assert_not_null(f);
+        fputs("an older trace", f);
+        fclose(f);
+        stop_during((const char *const[]) { "record", "-t", "30s", "--no-process-stats", "--ds", "test.data",
+                                            "--no-summary", "-o", out, NULL },
+                    out);
+        assert_alone(dir, "trace.pftrace");
+}
+
+Test(service_stop, sigterm_keeps_a_config_recording_and_says_why) {
+        char dir[512], out[600], cfg[600];
+        make_dir(dir, sizeof(dir), "config");
+        snprintf(out, sizeof(out), "%s/trace.pftrace", dir);
+        snprintf(cfg, sizeof(cfg), "%s/config.pbtxt", inst.dir);
+        FILE *f = fopen(cfg, "w");
+        cr_assert_not_null(f);
+        fputs("buffers { size_kb: 4096 }\n"
+              "data_sources { config { name: \"test.data\" } }\n"
+              "duration_ms: 30000\n"
+              "write_into_file: true\n"
+              "file_write_period_ms: 500\n"
+              "flush_period_ms: 60000\n",
+              f);
+        fclose(f);
+        stop_during((const char *const[]) { "record", "-c", cfg, "--txt", "--no-summary", "-o", out, NULL }, out);
+        assert_alone(dir, "trace.pftrace");
+}
+
+/* The same for a file the service opens itself (output_path, in its trace
+ * directory): the file is finished the same way. */
+Test(service_stop, sigterm_finishes_a_file_the_service_opened) {
+        char traces[512], conf[600], cfg[600], out[700], arg[700];
+
+        cr_assert_eq(traced_instance_stop(&inst), 0);
+        snprintf(traces, sizeof(traces), "%s/traces", inst.dir);
+        cr_assert_eq(mkdir(traces, 0755), 0);
+        /* Open to the core, whatever user it runs as. */
+        cr_assert_eq(chmod(traces, 01777), 0);
+        snprintf(conf, sizeof(conf), "%s/traced.conf", inst.dir);
+        FILE *f = fopen(conf, "w");
+        cr_assert_not_null(f);
+        fprintf(f, "[service]\ntrace_directory = %s\n", traces);
+        fclose(f);
+        snprintf(arg, sizeof(arg), "--config=%s", conf);
+        cr_assert_eq(traced_instance_restart(&inst, true, (const char *const[]) { "--no-plugins", arg, NULL }), 0);
+
+        snprintf(out, sizeof(out), "%s/service.pftrace", traces);
+        snprintf(cfg, sizeof(cfg), "%s/config.pbtxt", inst.dir);
+        f = fopen(cfg, "w");
+        cr_assert_not_null(f);
+        fprintf(f,
+                "buffers { size_kb: 4096 }\n"
+                "data_sources { config { name: \"test.data\" } }\n"
+                "duration_ms: 30000\n"
+                "write_into_file: true\n"
+                "file_write_period_ms: 500\n"
+                "flush_period_ms: 60000\n"
+                "output_path: \"%s\"\n",
+                out);
+        fclose(f);
+        stop_during((const char *const[]) { "record", "-c", cfg, "--txt", "--no-summary", NULL }, out);
+}
+
+/* The service core killed outright (no chance to flush or finish): what
+ * it had written into the file is kept, readable to its last whole
+ * packet, and tracectl says so. */
+Test(service_stop, a_killed_core_leaves_what_it_had_written) {
+        struct raw_producer prod;
+        struct tracectl_child c;
+        char dir[512], out[600], cfg[600], tmp_prefix[64];
+
+        make_dir(dir, sizeof(dir), "killed");
+        snprintf(out, sizeof(out), "%s/trace.pftrace", dir);
+        snprintf(cfg, sizeof(cfg), "%s/config.pbtxt", inst.dir);
+        FILE *f = fopen(cfg, "w");
+        cr_assert_not_null(f);
+        fputs("buffers { size_kb: 4096 }\n"
+              "data_sources { config { name: \"test.data\" } }\n"
+              "duration_ms: 30000\n"
+              "write_into_file: true\n"
+              "file_write_period_ms: 100\n"
+              "flush_period_ms: 60000\n",
+              f);
+        fclose(f);
+
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 200;
+        prod.payload_size = 30;
+        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+                                          (const char *const[]) { "record", "-c", cfg, "--txt", "--no-summary", "-o",
+                                                                  out, NULL }),
+                     0);
+        cr_assert(raw_producer_spin_until(&prod, started, 20000), "the data source never started");
+
+        /* Until the service has written the committed packets into the
+         * file tracectl made beside the one it replaces. */
+        snprintf(tmp_prefix, sizeof(tmp_prefix), ".trace.pftrace.tracectl-");
+        off_t size = 0;
+        for (unsigned waited = 0; waited < 20000 && size < 200 * 40; waited += 20) {
+                DIR *d = opendir(dir);
+                cr_assert_not_null(d);
+                for (struct dirent *e; (e = readdir(d));)
+                        if (strncmp(e->d_name, tmp_prefix, strlen(tmp_prefix)) == 0) {
+                                struct stat st;
+                                char p[1024];
+                                snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+                                if (stat(p, &st) == 0)
+                                        size = st.st_size;
+                        }
+                closedir(d);
+                spin_ms(ev, 20);
+        }
+        cr_assert_geq(size, 200 * 40, "the service did not write the packets into the file (%ld bytes)", (long) size);
+
+        pid_t core = traced_instance_core_pid(&inst);
+        cr_assert_gt(core, 0, "no service core under traced %d", (int) inst.pid);
+        cr_assert_eq(kill(core, SIGKILL), 0);
+        int rc = tracectl_child_wait(&c, ev, 30000);
+        char *se = test_slurp(c.err_path, NULL);
+        cr_assert_eq(rc, EXIT_ENDED_EARLY, "tracectl exited %d: %s", rc, se);
+        cr_assert(strstr(se, "ended early") && strstr(se, "went away") && strstr(se, "of the 30 s asked"),
+                  "tracectl did not say what happened: %s", se);
+        free(se);
+        /* The whole file reads as a trace (counted packet by packet), and
+         * holds every packet committed before the kill, in order. */
+        cr_assert_eq(tracectl_count_test_packets(out, 30), 200);
+        bool have_stats;
+        cr_assert_eq(last_end_reason(out, &have_stats), 0);
+        assert_alone(dir, "trace.pftrace");
+        raw_producer_free(&prod);
+
+        /* The supervisor exits with an error (systemd restarts it), and
+         * the service started again serves. */
+        cr_assert_neq(traced_instance_stop(&inst), 0, "traced exited cleanly after losing its core");
+        cr_assert_eq(traced_instance_restart(&inst, true, NULL), 0);
+        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path, (const char *const[]) { "query", NULL }),
+                     0);
+        cr_assert_eq(tracectl_child_wait(&c, ev, 20000), 0);
+}
+
+/* systemctl reload (SIGHUP) while recording: the recording goes on and
+ * completes as asked. */
+Test(service_stop, reload_leaves_a_recording_running) {
+        struct raw_producer prod;
+        struct tracectl_child c;
+        char out[600];
+
+        snprintf(out, sizeof(out), "%s/reloaded.pftrace", inst.dir);
+        cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
+        prod.packets_at_start = 100;
+        prod.packets_at_flush = 10;
+        prod.payload_size = 30;
+        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+                                          (const char *const[]) { "record", "-t", "3s", "--no-process-stats", "--ds",
+                                                                  "test.data", "--no-summary", "-o", out, NULL }),
+                     0);
+        cr_assert(raw_producer_spin_until(&prod, started, 20000), "the data source never started");
+        cr_assert_eq(kill(inst.pid, SIGHUP), 0);
+        int rc = tracectl_child_wait(&c, ev, 30000);
+        char *se = test_slurp(c.err_path, NULL);
+        cr_assert_eq(rc, 0, "tracectl exited %d after a reload: %s", rc, se);
+        free(se);
+        cr_assert(traced_instance_alive(&inst), "traced did not survive the reload");
+        cr_assert_eq(tracectl_count_test_packets(out, 30), prod.next_seq);
+        bool have_stats;
+        cr_assert_eq(last_end_reason(out, &have_stats), 0);
+        cr_assert(have_stats);
+        raw_producer_free(&prod);
+}
+
+/* With this build's plugins, the ftrace plugin recording: SIGTERM flushes
+ * it while it still runs (the supervisor stops the plugins only once the
+ * core finished), so an event of the moment before the stop is in the
+ * file. */
+static void plugins_setup(void) {
+        cr_assert_eq(fixture_start(&inst, &ev), 0, "could not start traced with plugins");
+}
+
+static void plugins_teardown(void) {
+        cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
+}
+
+TestSuite(service_stop_plugins, .init = plugins_setup, .fini = plugins_teardown, .timeout = 120);
+
+struct marker_scan {
+        const char *marker;
+        bool found;
+        unsigned switches;
+};
+
+static void scan_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct marker_scan *k = userdata;
+        if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_FTRACE_EVENTS)
+                return;
+        for (size_t i = 0; i < p->ftrace_events->n_event; i++) {
+                const Perfetto__Protos__FtraceEvent *e = p->ftrace_events->event[i];
+                if (e->event_case == PERFETTO__PROTOS__FTRACE_EVENT__EVENT_PRINT && e->print->buf &&
+                    strstr(e->print->buf, k->marker))
+                        k->found = true;
+        }
+        if (p->ftrace_events->compact_sched)
+                k->switches += (unsigned) p->ftrace_events->compact_sched->n_switch_timestamp;
+}
+
+Test(service_stop_plugins, sigterm_flushes_the_ftrace_plugin_into_the_file) {
+        if (!fixture_tracefs_usable())
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        struct tracectl_child c;
+        char out[600], marker[96];
+
+        snprintf(out, sizeof(out), "%s/ftrace.pftrace", inst.dir);
+        snprintf(marker, sizeof(marker), "traced-stop-marker-%d", (int) getpid());
+        int root = fixture_root_lock(); /* quick mode records in the root instance */
+        unsigned before = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
+        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+                                          (const char *const[]) { "record", "-t", "30s", "--no-process-stats",
+                                                                  "sched/sched_switch", "ftrace/print", "--no-summary",
+                                                                  "-o", out, NULL }),
+                     0);
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, before, 30000), "linux.ftrace never started");
+        spin_ms(ev, 300);
+        int r = fixture_write_root_marker(marker);
+        cr_assert_eq(r, 0, "trace_marker: %s", strerror(-r));
+
+        int st = signal_traced_and_wait(SIGTERM);
+        fixture_root_unlock(root);
+        if (st != 0)
+                traced_instance_dump_log(&inst);
+        cr_assert_eq(st, 0, "traced exited with %d after SIGTERM", st);
+        int rc = tracectl_child_wait(&c, ev, 30000);
+        char *se = test_slurp(c.err_path, NULL);
+        cr_assert_eq(rc, EXIT_ENDED_EARLY, "tracectl exited %d: %s", rc, se);
+        free(se);
+
+        int fd = open(out, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "%s is missing", out);
+        struct marker_scan k = { .marker = marker };
+        fixture_for_each_packet(fd, scan_packet, &k);
+        close(fd);
+        cr_assert(k.found, "the marker written just before the stop is not in the trace");
+        cr_assert_gt(k.switches, 0, "no sched_switch in the trace");
+        bool have_stats;
+        cr_assert_eq(last_end_reason(out, &have_stats), SERVICE_STOPPED);
+}
