@@ -922,20 +922,14 @@ Test(security, trusted_users_may_register_reserved_names) {
         struct attacker a;
         struct holder q = { .trusted = true };
         struct test_consumer root;
-        char conf[400], arg[450];
+        char conf[400];
         int instances;
         bool listed;
 
         /* traced again, with nobody trusted. */
         cr_assert_eq(traced_instance_stop(&inst), 0);
-        snprintf(conf, sizeof(conf), "%s/traced.conf", inst.dir);
-        FILE *f = fopen(conf, "we");
-        cr_assert_not_null(f);
-        fprintf(f, "[service]\ntrusted_users = %d\n", NOBODY);
-        fclose(f);
-        snprintf(arg, sizeof(arg), "--config=%s", conf);
-        const char *args[] = { "--no-plugins", arg, NULL };
-        cr_assert_eq(traced_instance_restart(&inst, true, args), 0);
+        snprintf(conf, sizeof(conf), "[service]\ntrusted_users = %d\n", NOBODY);
+        cr_assert_eq(traced_instance_restart_conf(&inst, conf, NULL), 0);
         (void) chmod(inst.producer_path, 0666);
         (void) chmod(inst.consumer_path, 0666);
 

@@ -65,29 +65,17 @@ static int signal_traced_and_wait(int sig) {
         return -ETIMEDOUT;
 }
 
-/* traced_end_reason of the last TraceStats in the trace file (0: none, or
- * none given), and whether there was one. */
-static int last_end_reason(const char *path, bool *ret_have_stats) {
-        size_t len;
-        uint8_t *buf = (uint8_t *) test_slurp(path, &len);
-        cr_assert_not_null(buf, "no trace file %s", path);
-        static struct pbr_field pkts[100000];
-        int n = pbr_split_trace(buf, len, pkts, 100000);
-        cr_assert_geq(n, 0, "%s is not a trace", path);
-        int reason = 0;
-        *ret_have_stats = false;
-        for (int i = 0; i < n; i++) {
-                struct pbr_field st;
-                if (!pbr_get(pkts[i].data, pkts[i].len, 35, false, &st)) /* TracePacket.trace_stats */
-                        continue;
-                Perfetto__Protos__TraceStats *ts = perfetto__protos__trace_stats__unpack(NULL, st.len, st.data);
-                cr_assert_not_null(ts, "an undecodable TraceStats in %s", path);
-                *ret_have_stats = true;
-                reason = ts->has_traced_end_reason ? (int) ts->traced_end_reason : 0;
-                perfetto__protos__trace_stats__free_unpacked(ts, NULL);
-        }
-        free(buf);
-        return reason;
+/* SIGTERM to traced, which finishes the recording c runs and exits 0;
+ * then tracectl exits 75. Its stderr (freed by the caller). */
+static char *stop_traced_during(struct tracectl_child *c) {
+        int st = signal_traced_and_wait(SIGTERM);
+        if (st != 0)
+                traced_instance_dump_log(&inst);
+        cr_assert_eq(st, 0, "traced exited with %d after SIGTERM", st);
+        int rc = tracectl_child_wait(c, ev, 30000);
+        char *se = test_slurp(c->err_path, NULL);
+        cr_assert_eq(rc, EXIT_ENDED_EARLY, "tracectl exited %d: %s", rc, se);
+        return se;
 }
 
 /* Nothing but the file itself is left in its directory (no temporary file
@@ -99,6 +87,31 @@ static void assert_alone(const char *dir, const char *name) {
                 cr_assert(strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 || strcmp(e->d_name, name) == 0,
                           "%s was left beside %s", e->d_name, name);
         closedir(d);
+}
+
+/* inst.dir/name holding text; its path in path. */
+static void write_file(char *path, size_t size, const char *name, const char *text) {
+        snprintf(path, size, "%s/%s", inst.dir, name);
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+        fputs(text, f);
+        cr_assert_eq(fclose(f), 0);
+}
+
+/* A text config of test.data for 30 s into a file (written every
+ * period_ms), with more lines. */
+static void write_config(char *path, size_t size, unsigned period_ms, const char *more) {
+        char text[2048];
+        snprintf(text, sizeof(text),
+                 "buffers { size_kb: 4096 }\n"
+                 "data_sources { config { name: \"test.data\" } }\n"
+                 "duration_ms: 30000\n"
+                 "write_into_file: true\n"
+                 "file_write_period_ms: %u\n"
+                 "flush_period_ms: 60000\n"
+                 "%s",
+                 period_ms, more);
+        write_file(path, size, "config.pbtxt", text);
 }
 
 static void make_dir(char *dir, size_t size, const char *name) {
@@ -124,13 +137,7 @@ static void stop_during(const char *const *args, const char *out) {
         spin_ms(ev, 300);
         int flushes = prod.n_flush;
 
-        int st = signal_traced_and_wait(SIGTERM);
-        if (st != 0)
-                traced_instance_dump_log(&inst);
-        cr_assert_eq(st, 0, "traced exited with %d after SIGTERM", st);
-        int rc = tracectl_child_wait(&c, ev, 30000);
-        char *se = test_slurp(c.err_path, NULL);
-        cr_assert_eq(rc, EXIT_ENDED_EARLY, "tracectl exited %d: %s", rc, se);
+        char *se = stop_traced_during(&c);
         cr_assert(strstr(se, "ended early") && strstr(se, "stopped or restarted") && strstr(se, "of the 30 s asked"),
                   "tracectl did not say why and how long: %s", se);
         cr_assert_not_null(strstr(se, out), "tracectl did not name the file: %s", se);
@@ -142,7 +149,7 @@ static void stop_during(const char *const *args, const char *out) {
         size_t n = tracectl_count_test_packets(out, 30);
         cr_assert_eq(n, prod.next_seq, "%zu of the %u packets written are in the file", n, prod.next_seq);
         bool have_stats;
-        cr_assert_eq(last_end_reason(out, &have_stats), SERVICE_STOPPED,
+        cr_assert_eq(tracectl_trace_end_reason(out, &have_stats), SERVICE_STOPPED,
                      "the trace does not say that the service stopped (TraceStats %s)",
                      have_stats ? "without traced_end_reason" : "missing");
         raw_producer_free(&prod);
@@ -165,7 +172,7 @@ static void stop_during(const char *const *args, const char *out) {
                                           (const char *const[]) { "record", "-t", "1s", "--no-process-stats", "--ds",
                                                                   "test.data", "--no-summary", "-o", out, NULL }),
                      0);
-        rc = tracectl_child_wait(&c, ev, 30000);
+        int rc = tracectl_child_wait(&c, ev, 30000);
         se = test_slurp(c.err_path, NULL);
         cr_assert_eq(rc, 0, "the recording after the restart exited %d: %s", rc, se);
         free(se);
@@ -178,10 +185,8 @@ Test(service_stop, sigterm_keeps_a_quick_recording_and_says_why) {
         make_dir(dir, sizeof(dir), "quick");
         snprintf(out, sizeof(out), "%s/trace.pftrace", dir);
         /* A file from before: the recording that started replaces it. */
-        FILE *f = fopen(out, "w");
-        cr_assert_not_null(f);
-        fputs("an older trace", f);
-        fclose(f);
+        char older[600];
+        write_file(older, sizeof(older), "quick/trace.pftrace", "an older trace");
         stop_during((const char *const[]) { "record", "-t", "30s", "--no-process-stats", "--ds", "test.data",
                                             "--no-summary", "-o", out, NULL },
                     out);
@@ -192,17 +197,7 @@ Test(service_stop, sigterm_keeps_a_config_recording_and_says_why) {
         char dir[512], out[600], cfg[600];
         make_dir(dir, sizeof(dir), "config");
         snprintf(out, sizeof(out), "%s/trace.pftrace", dir);
-        snprintf(cfg, sizeof(cfg), "%s/config.pbtxt", inst.dir);
-        FILE *f = fopen(cfg, "w");
-        cr_assert_not_null(f);
-        fputs("buffers { size_kb: 4096 }\n"
-              "data_sources { config { name: \"test.data\" } }\n"
-              "duration_ms: 30000\n"
-              "write_into_file: true\n"
-              "file_write_period_ms: 500\n"
-              "flush_period_ms: 60000\n",
-              f);
-        fclose(f);
+        write_config(cfg, sizeof(cfg), 500, "");
         stop_during((const char *const[]) { "record", "-c", cfg, "--txt", "--no-summary", "-o", out, NULL }, out);
         assert_alone(dir, "trace.pftrace");
 }
@@ -210,35 +205,19 @@ Test(service_stop, sigterm_keeps_a_config_recording_and_says_why) {
 /* The same for a file the service opens itself (output_path, in its trace
  * directory): the file is finished the same way. */
 Test(service_stop, sigterm_finishes_a_file_the_service_opened) {
-        char traces[512], conf[600], cfg[600], out[700], arg[700];
+        char traces[512], line[1024], cfg[600], out[600];
 
         cr_assert_eq(traced_instance_stop(&inst), 0);
         snprintf(traces, sizeof(traces), "%s/traces", inst.dir);
         cr_assert_eq(mkdir(traces, 0755), 0);
         /* Open to the core, whatever user it runs as. */
         cr_assert_eq(chmod(traces, 01777), 0);
-        snprintf(conf, sizeof(conf), "%s/traced.conf", inst.dir);
-        FILE *f = fopen(conf, "w");
-        cr_assert_not_null(f);
-        fprintf(f, "[service]\ntrace_directory = %s\n", traces);
-        fclose(f);
-        snprintf(arg, sizeof(arg), "--config=%s", conf);
-        cr_assert_eq(traced_instance_restart(&inst, true, (const char *const[]) { "--no-plugins", arg, NULL }), 0);
+        snprintf(line, sizeof(line), "[service]\ntrace_directory = %s\n", traces);
+        cr_assert_eq(traced_instance_restart_conf(&inst, line, NULL), 0);
 
         snprintf(out, sizeof(out), "%s/service.pftrace", traces);
-        snprintf(cfg, sizeof(cfg), "%s/config.pbtxt", inst.dir);
-        f = fopen(cfg, "w");
-        cr_assert_not_null(f);
-        fprintf(f,
-                "buffers { size_kb: 4096 }\n"
-                "data_sources { config { name: \"test.data\" } }\n"
-                "duration_ms: 30000\n"
-                "write_into_file: true\n"
-                "file_write_period_ms: 500\n"
-                "flush_period_ms: 60000\n"
-                "output_path: \"%s\"\n",
-                out);
-        fclose(f);
+        snprintf(line, sizeof(line), "output_path: \"%s\"\n", out);
+        write_config(cfg, sizeof(cfg), 500, line);
         stop_during((const char *const[]) { "record", "-c", cfg, "--txt", "--no-summary", NULL }, out);
 }
 
@@ -252,17 +231,7 @@ Test(service_stop, a_killed_core_leaves_what_it_had_written) {
 
         make_dir(dir, sizeof(dir), "killed");
         snprintf(out, sizeof(out), "%s/trace.pftrace", dir);
-        snprintf(cfg, sizeof(cfg), "%s/config.pbtxt", inst.dir);
-        FILE *f = fopen(cfg, "w");
-        cr_assert_not_null(f);
-        fputs("buffers { size_kb: 4096 }\n"
-              "data_sources { config { name: \"test.data\" } }\n"
-              "duration_ms: 30000\n"
-              "write_into_file: true\n"
-              "file_write_period_ms: 100\n"
-              "flush_period_ms: 60000\n",
-              f);
-        fclose(f);
+        write_config(cfg, sizeof(cfg), 100, "");
 
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
         prod.packets_at_start = 200;
@@ -306,7 +275,7 @@ Test(service_stop, a_killed_core_leaves_what_it_had_written) {
          * holds every packet committed before the kill, in order. */
         cr_assert_eq(tracectl_count_test_packets(out, 30), 200);
         bool have_stats;
-        cr_assert_eq(last_end_reason(out, &have_stats), 0);
+        cr_assert_eq(tracectl_trace_end_reason(out, &have_stats), 0);
         assert_alone(dir, "trace.pftrace");
         raw_producer_free(&prod);
 
@@ -344,7 +313,7 @@ Test(service_stop, reload_leaves_a_recording_running) {
         cr_assert(traced_instance_alive(&inst), "traced did not survive the reload");
         cr_assert_eq(tracectl_count_test_packets(out, 30), prod.next_seq);
         bool have_stats;
-        cr_assert_eq(last_end_reason(out, &have_stats), 0);
+        cr_assert_eq(tracectl_trace_end_reason(out, &have_stats), 0);
         cr_assert(have_stats);
         raw_producer_free(&prod);
 }
@@ -391,6 +360,12 @@ Test(service_stop_plugins, sigterm_flushes_the_ftrace_plugin_into_the_file) {
 
         snprintf(out, sizeof(out), "%s/ftrace.pftrace", inst.dir);
         snprintf(marker, sizeof(marker), "traced-stop-marker-%d", (int) getpid());
+        /* tracectl waits 10 s for the data source; a loaded machine may
+         * take longer to start the plugin. */
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(fixture_wait_data_source(&cons, ev, "linux.ftrace", 1, 60000), "linux.ftrace never registered");
+        test_consumer_free(&cons);
         int root = fixture_root_lock(); /* quick mode records in the root instance */
         unsigned before = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
         cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
@@ -403,15 +378,8 @@ Test(service_stop_plugins, sigterm_flushes_the_ftrace_plugin_into_the_file) {
         int r = fixture_write_root_marker(marker);
         cr_assert_eq(r, 0, "trace_marker: %s", strerror(-r));
 
-        int st = signal_traced_and_wait(SIGTERM);
+        free(stop_traced_during(&c));
         fixture_root_unlock(root);
-        if (st != 0)
-                traced_instance_dump_log(&inst);
-        cr_assert_eq(st, 0, "traced exited with %d after SIGTERM", st);
-        int rc = tracectl_child_wait(&c, ev, 30000);
-        char *se = test_slurp(c.err_path, NULL);
-        cr_assert_eq(rc, EXIT_ENDED_EARLY, "tracectl exited %d: %s", rc, se);
-        free(se);
 
         int fd = open(out, O_RDONLY | O_CLOEXEC);
         cr_assert_geq(fd, 0, "%s is missing", out);
@@ -421,5 +389,5 @@ Test(service_stop_plugins, sigterm_flushes_the_ftrace_plugin_into_the_file) {
         cr_assert(k.found, "the marker written just before the stop is not in the trace");
         cr_assert_gt(k.switches, 0, "no sched_switch in the trace");
         bool have_stats;
-        cr_assert_eq(last_end_reason(out, &have_stats), SERVICE_STOPPED);
+        cr_assert_eq(tracectl_trace_end_reason(out, &have_stats), SERVICE_STOPPED);
 }

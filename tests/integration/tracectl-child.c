@@ -10,10 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "basic/macro.h"
 #include "basic/pbr.h"
 #include "raw-producer.h"
 #include "test-consumer.h"
 #include "tracectl-child.h"
+
+#include "perfetto/common/trace_stats.pb-c.h"
 
 #ifndef TRACECTL_BINARY
 #error "TRACECTL_BINARY must be defined"
@@ -73,13 +76,23 @@ char *test_slurp(const char *path, size_t *ret_len) {
         return buf;
 }
 
-size_t tracectl_count_test_packets(const char *path, size_t payload_size) {
+/* The packets of the trace file at path (asserted to be one): their
+ * count, *ret_buf the file's bytes they point into (freed by the caller). */
+static int split_trace_file(const char *path, uint8_t **ret_buf, struct pbr_field *pkts, size_t max) {
         size_t len;
         uint8_t *buf = (uint8_t *) test_slurp(path, &len);
         cr_assert_not_null(buf, "no trace file %s", path);
-        static struct pbr_field pkts[100000];
-        int n = pbr_split_trace(buf, len, pkts, 100000);
+        int n = pbr_split_trace(buf, len, pkts, max);
         cr_assert_geq(n, 0, "%s is not a trace", path);
+        *ret_buf = buf;
+        return MIN(n, (int) max);
+}
+
+static struct pbr_field pkts[100000];
+
+size_t tracectl_count_test_packets(const char *path, size_t payload_size) {
+        uint8_t *buf;
+        int n = split_trace_file(path, &buf, pkts, ELEMENTSOF(pkts));
         size_t found = 0;
         char *expected = malloc(payload_size + 1);
         for (int i = 0; i < n; i++) {
@@ -97,4 +110,23 @@ size_t tracectl_count_test_packets(const char *path, size_t payload_size) {
         free(expected);
         free(buf);
         return found;
+}
+
+int tracectl_trace_end_reason(const char *path, bool *ret_have_stats) {
+        uint8_t *buf;
+        int n = split_trace_file(path, &buf, pkts, ELEMENTSOF(pkts));
+        int reason = 0;
+        *ret_have_stats = false;
+        for (int i = 0; i < n; i++) {
+                struct pbr_field st;
+                if (!pbr_get(pkts[i].data, pkts[i].len, 35, false, &st)) /* TracePacket.trace_stats */
+                        continue;
+                Perfetto__Protos__TraceStats *ts = perfetto__protos__trace_stats__unpack(NULL, st.len, st.data);
+                cr_assert_not_null(ts, "an undecodable TraceStats in %s", path);
+                *ret_have_stats = true;
+                reason = ts->has_traced_end_reason ? (int) ts->traced_end_reason : 0;
+                perfetto__protos__trace_stats__free_unpacked(ts, NULL);
+        }
+        free(buf);
+        return reason;
 }

@@ -6,6 +6,7 @@
  * producers of the test's process) running while it waits; and the trace
  * files it leaves, checked. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -31,3 +32,6 @@ char *test_slurp(const char *path, size_t *ret_len);
  * the trace file at path: asserts that it is a trace, that they come in
  * order from the first with none missing and none damaged; their count. */
 size_t tracectl_count_test_packets(const char *path, size_t payload_size);
+/* traced_end_reason of the last TraceStats in the trace file at path (0
+ * when it has none), and whether it has one. */
+int tracectl_trace_end_reason(const char *path, bool *ret_have_stats);

@@ -78,6 +78,27 @@ int traced_instance_restart(struct traced_instance *t, bool socket_activated, co
         return spawn_instance(t, socket_activated, args ? args : no_plugins);
 }
 
+int traced_instance_restart_conf(struct traced_instance *t, const char *conf, const char *const *args) {
+        static const char *const no_plugins[] = { "--no-plugins", NULL };
+        char path[400], arg[420];
+        const char *argv[40];
+        size_t n = 0;
+
+        snprintf(path, sizeof(path), "%s/traced.conf", t->dir);
+        FILE *f = fopen(path, "we");
+        if (!f)
+                return -errno;
+        fputs(conf, f);
+        if (fclose(f) != 0)
+                return -errno;
+        snprintf(arg, sizeof(arg), "--config=%s", path);
+        for (const char *const *a = args ? args : no_plugins; *a && n < 38; a++)
+                argv[n++] = *a;
+        argv[n++] = arg;
+        argv[n] = NULL;
+        return traced_instance_restart(t, true, argv);
+}
+
 /* Whether a UNIX socket bound at path is listening, from /proc/net/unix
  * (its flags carry __SO_ACCEPTCON, 0x10000, once listen() ran). Looking
  * does not connect: the service sees no client. */

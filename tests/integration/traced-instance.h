@@ -29,6 +29,10 @@ int traced_instance_start_args(struct traced_instance *t, bool socket_activated,
 /* Starts a stopped instance again on the same socket paths (the log
  * continues). args NULL: --no-plugins. */
 int traced_instance_restart(struct traced_instance *t, bool socket_activated, const char *const *args);
+/* Writes conf (traced.conf's text) into the instance's directory and
+ * starts the stopped instance again with --config naming it, and args
+ * (NULL: --no-plugins). */
+int traced_instance_restart_conf(struct traced_instance *t, const char *conf, const char *const *args);
 /* SIGTERM, wait (up to 30 s: traced finishes its sessions first);
  * returns the exit status (or -errno). The directory
  * stays, for a restart. */
