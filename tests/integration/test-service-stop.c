@@ -391,3 +391,58 @@ Test(service_stop_plugins, sigterm_flushes_the_ftrace_plugin_into_the_file) {
         bool have_stats;
         cr_assert_eq(tracectl_trace_end_reason(out, &have_stats), SERVICE_STOPPED);
 }
+
+/* systemctl kill -s HUP traced: SIGHUP to every process of the service
+ * (the supervisor reloads; the core and the plugin hosts go on) while the
+ * ftrace plugin records: the recording completes, with an event from
+ * after the signal, and no plugin host was lost. */
+Test(service_stop_plugins, sighup_to_every_process_leaves_the_recording_whole) {
+        if (!fixture_tracefs_usable())
+                cr_skip_test("tracefs is not mounted and cannot be mounted here: the kernel lacks ftrace access");
+        struct tracectl_child c;
+        char out[600], marker[96], path[64];
+
+        snprintf(out, sizeof(out), "%s/hup.pftrace", inst.dir);
+        snprintf(marker, sizeof(marker), "traced-hup-marker-%d", (int) getpid());
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(fixture_wait_data_source(&cons, ev, "linux.ftrace", 1, 60000), "linux.ftrace never registered");
+        test_consumer_free(&cons);
+        int root = fixture_root_lock();
+        unsigned before = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
+        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+                                          (const char *const[]) { "record", "-t", "4s", "--no-process-stats",
+                                                                  "ftrace/print", "--no-summary", "-o", out, NULL }),
+                     0);
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, before, 30000), "linux.ftrace never started");
+
+        /* The supervisor and all its children: the core, the plugin hosts. */
+        cr_assert_eq(kill(inst.pid, SIGHUP), 0);
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) inst.pid, (int) inst.pid);
+        FILE *f = fopen(path, "re");
+        cr_assert_not_null(f);
+        int pid, n = 0;
+        while (fscanf(f, "%d", &pid) == 1) {
+                cr_assert_eq(kill(pid, SIGHUP), 0);
+                n++;
+        }
+        fclose(f);
+        cr_assert_geq(n, 2, "no plugin host under traced");
+        spin_ms(ev, 300);
+        int r = fixture_write_root_marker(marker);
+        cr_assert_eq(r, 0, "trace_marker: %s", strerror(-r));
+
+        int rc = tracectl_child_wait(&c, ev, 60000);
+        fixture_root_unlock(root);
+        char *se = test_slurp(c.err_path, NULL);
+        cr_assert_eq(rc, 0, "tracectl exited %d: %s", rc, se);
+        free(se);
+        cr_assert(traced_instance_alive(&inst));
+        cr_assert_eq(fixture_log_count(&inst, "restarting", NULL), 0, "a plugin host was lost to SIGHUP");
+        int fd = open(out, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "%s is missing", out);
+        struct marker_scan k = { .marker = marker };
+        fixture_for_each_packet(fd, scan_packet, &k);
+        close(fd);
+        cr_assert(k.found, "the marker written after the SIGHUP is not in the trace");
+}
