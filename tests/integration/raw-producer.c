@@ -92,6 +92,9 @@ static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bo
                 break;
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH:
                 p->n_flush++;
+                for (unsigned i = 0; i < p->packets_at_flush && p->n_start > 0; i++)
+                        if (raw_producer_write_packet(p, p->payload_size) < 0)
+                                break;
                 (void) raw_producer_commit(p, p->ignore_flush ? 0 : cmd->flush->request_id);
                 break;
         default:

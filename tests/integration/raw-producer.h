@@ -49,8 +49,11 @@ struct raw_producer {
         } pending[4096];
         size_t n_pending;
 
-        /* What to write at start. */
+        /* What to write at start, and at each Flush before committing (as
+         * a data source whose data waits elsewhere, in the kernel's ring
+         * buffer, until it is flushed). */
         unsigned packets_at_start;
+        unsigned packets_at_flush;
         size_t payload_size;
 };
 

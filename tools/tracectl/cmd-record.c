@@ -21,6 +21,7 @@
 #include "config-lint.h"
 #include "record-config.h"
 #include "ds-errors.h"
+#include "record-ended.h"
 #include "record-output.h"
 #include "record-target.h"
 #include "tracectl.h"
@@ -124,6 +125,9 @@ struct record_watch {
          * the session again under this key. */
         bool progress;
         const char *detach_key;
+        /* EXIT_ENDED_EARLY: why (TraceStats.TracedEndReason, or
+         * RECORD_SERVICE_GONE). */
+        int end_reason;
 };
 
 #define EXIT_DETACHED (-1)
@@ -243,8 +247,10 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                         return EXIT_OTHER;
                 }
                 if (!ipc_client_is_connected(t->client) && !w->replied) {
-                        fprintf(stderr, "\ntracectl: the tracing service went away\n");
-                        return EXIT_SESSION_FAILED;
+                        if (tty)
+                                fputc('\n', stderr);
+                        watch->end_reason = RECORD_SERVICE_GONE;
+                        return EXIT_ENDED_EARLY;
                 }
                 /* The progress line is redrawn every 300 ms; without one,
                  * errors are looked for every second (each poll wakes the
@@ -265,9 +271,17 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
         /* The service's words when another consumer takes the session. */
         if (watch->detach_key && w->error && strstr(w->error, "attached by another consumer"))
                 return EXIT_TAKEN;
+        if (w->ipc_error < 0 && !ipc_client_is_connected(t->client)) {
+                watch->end_reason = RECORD_SERVICE_GONE;
+                return EXIT_ENDED_EARLY;
+        }
         if (w->ipc_error < 0) {
                 fprintf(stderr, "tracectl: the session failed: %s\n", strerror(-w->ipc_error));
                 return EXIT_SESSION_FAILED;
+        }
+        if (w->end_reason && !w->error) {
+                watch->end_reason = w->end_reason;
+                return EXIT_ENDED_EARLY;
         }
         if (w->error) {
                 fprintf(stderr, "tracectl: the session failed: %s\n", w->error);
@@ -574,6 +588,8 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         struct record_watch watch = { .allow_missing = allow_missing, .cmd = command ? &cmd : NULL };
         Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         req.trace_config = cfg;
+        uint32_t asked_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
+        uint64_t enabled_usec = now_usec();
         int64_t id = consumer_enable_tracing(t->client, &req, file.fd, &w);
         perfetto__protos__trace_config__free_unpacked(cfg, NULL);
         if (id < 0) {
@@ -622,6 +638,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         }
 
         r = wait_session(t, &w, file.fd, &watch);
+        uint64_t recorded_usec = now_usec() - enabled_usec;
         /* The ended session stays the consumer's until it goes: its stats
          * are the ones the service wrote last into the trace, without
          * reading the trace back (the service wrote it around the page
@@ -640,6 +657,19 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         WIFEXITED(cmd.status) ? WEXITSTATUS(cmd.status) : WTERMSIG(cmd.status));
         if (r == EXIT_OK)
                 r = check_trace_errors(service_opens ? out : file.tmp_path, final ? final->trace_stats : NULL, &watch);
+        if (r == EXIT_ENDED_EARLY) {
+                /* What the session recorded until the service stopped is
+                 * the user's: kept, and said so. */
+                r = record_ended_early(&file, out, service_opens, watch.end_reason, recorded_usec, asked_ms);
+                if (r != EXIT_ENDED_EARLY)
+                        return kept_as_it_was(out, service_opens, r);
+                if (summary) {
+                        printf("Trace written to %s\n", out);
+                        if (!service_opens || access(out, R_OK) == 0)
+                                (void) print_trace_summary(out, 10);
+                }
+                return EXIT_ENDED_EARLY;
+        }
         if (r != EXIT_OK)
                 return kept_as_it_was(out, service_opens, r);
         r = record_output_commit(&file);
@@ -706,6 +736,10 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
         }
         if (r == EXIT_OK)
                 printf("Session \"%s\" ended.\n", key);
+        if (r == EXIT_ENDED_EARLY)
+                fprintf(stderr, "tracectl: session \"%s\" ended early: %s; its file holds what was recorded until "
+                                "then\n",
+                        key, trace_end_reason_text(watch.end_reason));
         return r;
 }
 

@@ -9,6 +9,7 @@
  * written directly: there is nothing there to keep. */
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct record_output {
         char *path;     /* what the user named (symbolic links resolved) */
@@ -20,6 +21,12 @@ struct record_output {
 
 /* Creates the file to record into. 0, or -errno (nothing is left then). */
 int record_output_open(struct record_output *o, const char *path);
+/* For a recording whose service went away mid-write: cuts the file being
+ * written after its last whole packet (a torn one after it is dropped).
+ * *ret_packets: the whole packets kept, *ret_cut: the bytes cut off. A
+ * file written directly (a pipe, a device) is left alone: 0 packets, 0
+ * cut. 0 or -errno. */
+int record_output_trim(struct record_output *o, uint64_t *ret_packets, uint64_t *ret_cut);
 /* The recording is complete: the file becomes path. 0 or -errno (the
  * temporary file is removed then, path left as it was). */
 int record_output_commit(struct record_output *o);

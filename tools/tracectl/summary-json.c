@@ -6,6 +6,7 @@
 
 #include <json-c/json.h>
 
+#include "record-ended.h"
 #include "summary-json.h"
 
 /* json-c's objects: each add takes the reference; NULL values (out of
@@ -216,6 +217,8 @@ int summary_print_json(FILE *f, const struct summary *s, const char *path, uint6
                 put_u64(&w, st, "chunks_discarded", s->chunks_discarded);
                 put_u64(&w, st, "invalid_packets", s->stats_invalid_packets);
                 put_u64(&w, st, "abi_violations", s->abi_violations);
+                put_opt(&w, st, "ended_early", s->end_reason != 0,
+                        s->end_reason ? json_object_new_string(trace_end_reason_name(s->end_reason)) : NULL);
         }
         put_opt(&w, root, "service_stats", st != NULL, st);
         int r = 0;

@@ -8,6 +8,7 @@
 #include "basic/alloc.h"
 #include "summary.h"
 #include "ds-errors.h"
+#include "record-ended.h"
 #include "syscalls.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
@@ -460,6 +461,7 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         s->bytes_written += st->buffer_stats[i]->bytes_written;
                 }
                 s->stats_invalid_packets = st->invalid_packets;
+                s->end_reason = st->has_traced_end_reason ? (int) st->traced_end_reason : 0;
                 s->n_ds_errors_total = st->n_traced_data_source_errors;
                 s->n_ds_errors = MIN(st->n_traced_data_source_errors, (size_t) SUMMARY_MAX_DS_ERRORS);
                 for (size_t i = 0; i < s->n_ds_errors; i++)
@@ -700,6 +702,8 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                         " discarded, %" PRIu64 " invalid packets, %" PRIu64 " ABI violations\n",
                         s->bytes_written, s->chunks_overwritten, s->chunks_discarded, s->stats_invalid_packets,
                         s->abi_violations);
+        if (s->end_reason)
+                fprintf(f, "Ended early:    %s\n", trace_end_reason_text(s->end_reason));
         for (size_t i = 0; i < s->n_ds_errors; i++)
                 fprintf(f, "%s%s\n", i == 0 ? "Not recorded:   " : "                ", s->ds_errors[i]);
         if (s->n_ds_errors_total > s->n_ds_errors)

@@ -113,6 +113,7 @@ struct summary {
         size_t n_ds_errors, n_ds_errors_total;
         uint64_t chunks_overwritten, chunks_discarded, abi_violations, stats_invalid_packets, patches_failed;
         uint64_t bytes_written;
+        int end_reason; /* traced_end_reason: why the session ended early (0: it did not) */
         /* from SystemInfo */
         char sysname[64], release[128], machine[64];
         uint32_t processes_in_tree;

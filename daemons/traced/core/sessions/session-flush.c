@@ -134,6 +134,8 @@ int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, vo
                 timeout_ms = s->config->has_flush_timeout_ms && s->config->flush_timeout_ms
                                      ? s->config->flush_timeout_ms
                                      : SERVICE_DEFAULT_FLUSH_TIMEOUT_MS;
+        if (svc->stopping)
+                timeout_ms = MIN(timeout_ms, SERVICE_STOP_FLUSH_TIMEOUT_MS);
         r = sd_event_add_time_relative(svc->event, &f->timeout, CLOCK_MONOTONIC, (uint64_t) timeout_ms * 1000u, 1000,
                                        on_flush_timeout, f);
         return r < 0 ? r : 0;
@@ -202,6 +204,9 @@ void session_stop_all_instances(struct session *s) {
                                    : SERVICE_DEFAULT_STOP_TIMEOUT_MS;
         bool waiting = false;
 
+        if (s->svc->stopping)
+                timeout = MIN(timeout, SERVICE_STOP_FLUSH_TIMEOUT_MS);
+
         for (struct ds_instance *i = s->instances; i; i = i->next) {
                 if (!i->producer || i->state == DS_STOPPED || i->state == DS_CONFIGURED) {
                         if (i->producer && i->state == DS_CONFIGURED)
@@ -251,15 +256,4 @@ void session_disable(struct session *s, const char *error) {
         case SESSION_DISABLED:
                 break;
         }
-}
-
-void sessions_shutdown(struct traced_service *svc) {
-        /* No time for flushes: take what is committed and write it out. */
-        for (struct session *s = svc->sessions; s; s = s->next)
-                if (s->state != SESSION_DISABLED) {
-                        session_cancel_flushes(s);
-                        if (s->state == SESSION_STARTED || s->state == SESSION_DISABLING)
-                                s->state = SESSION_DISABLING;
-                        session_force_finalize(s, "The tracing service is shutting down");
-                }
 }

@@ -153,6 +153,9 @@ struct session {
 
         ipc_request *enable_req; /* answered when the session is disabled */
         char *disable_error;
+        /* Why it ended early, when it did (TraceStats.traced_end_reason,
+         * and the EnableTracing answer's): 0 when it ended as asked. */
+        int end_reason;
         char *state_text; /* QueryServiceState's state with disable_error */
         char *output_text; /* QueryServiceState's output_path: the file as the core sees it */
         /* What producers reported they could not do for this session's data

@@ -89,6 +89,10 @@ Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s) {
         st->flushes_succeeded = s->flushes_succeeded;
         st->has_flushes_failed = true;
         st->flushes_failed = s->flushes_failed;
+        if (s->end_reason) {
+                st->has_traced_end_reason = true;
+                st->traced_end_reason = s->end_reason;
+        }
         /* The session's own: freed with it, not with st. */
         st->n_traced_data_source_errors = s->n_ds_errors;
         st->traced_data_source_errors = s->ds_errors;

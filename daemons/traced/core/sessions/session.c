@@ -484,7 +484,7 @@ void session_output_finished(struct session *s) {
         if (s->enable_req) {
                 ipc_request *req = s->enable_req;
                 s->enable_req = NULL;
-                s->svc->consumer_ops->enable_done(req, s->disable_error);
+                s->svc->consumer_ops->enable_done(req, s->disable_error, s->end_reason);
         }
         session_notify_all_started(s);
         sessions_state_changed(s->svc);
