@@ -23,6 +23,10 @@
 #define SERVICE_MAX_NAME_LENGTH 1024u
 #define SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000u
+/* How long a started session waits for its data sources to acknowledge
+ * their start before duration_ms counts anyway and the late ones are
+ * named (upstream reports slow starters after the same time). */
+#define SERVICE_DATA_SOURCE_START_TIMEOUT_MS 20000u
 #define SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS 5000u
 #define SERVICE_MIN_FILE_WRITE_PERIOD_MS 100u
 #define SERVICE_MAX_DURATION_MS (7u * 24u * 3600u * 1000u)
