@@ -18,6 +18,7 @@
 
 #include "basic/macro.h"
 #include "pbtxt/pbtxt.h"
+#include "config-check.h"
 #include "config-lint.h"
 #include "record-config.h"
 #include "ds-errors.h"
@@ -451,9 +452,15 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
 
         Perfetto__Protos__TraceConfig *cfg = NULL;
         if (config_path) {
-                r = load_config(config_path, txt, &cfg);
+                _cleanup_(pbtxt_positions_done) struct pbtxt_positions pos = {};
+                const char *name = strcmp(config_path, "-") ? config_path : "<stdin>";
+                r = load_config(config_path, txt, &cfg, &pos);
                 if (r != 0)
                         return r;
+                if (config_check(cfg, &pos, name, stderr) > 0) {
+                        perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                        return EXIT_CONFIG;
+                }
                 /* tracectl always records with write_into_file. When the
                  * config did not ask for it, the flush period that goes with
                  * it is tracectl's to choose too; what the user chose is
@@ -462,7 +469,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         cfg->has_flush_period_ms = true;
                         cfg->flush_period_ms = CONFIG_LINT_FLUSH_PERIOD_MS;
                 }
-                (void) config_lint(cfg, true, strcmp(config_path, "-") ? config_path : "<stdin>", stderr);
+                (void) config_lint(cfg, true, name, stderr);
         } else {
                 cfg = quick_config(duration_ms, buffer_kb, argv + optind, (size_t) (argc - optind), extra, n_extra,
                                    process_stats, perf_hz, bpf_stacks);
