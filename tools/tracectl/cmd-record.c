@@ -85,15 +85,54 @@ static void wake_loop(void) {
         errno = saved;
 }
 
+/* SIGINT and SIGTERM: how many came, the last one, and whether it came
+ * from the terminal (the whole foreground process group had it then, a
+ * command of `record -- CMD` included). */
 static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
+static volatile sig_atomic_t last_signal;
+static volatile sig_atomic_t signal_from_tty;
+/* Until tracectl has something to clean up (a file beside FILE, a
+ * command, a session), a signal ends it at once, whatever it waits for. */
+static volatile sig_atomic_t nothing_to_undo;
+static void on_sigint(int sig, siginfo_t *si, void *ctx) {
+        if (nothing_to_undo) {
+                static const char msg[] = "\ntracectl: interrupted before the recording started: nothing was recorded\n";
+                (void) !write(STDERR_FILENO, msg, sizeof(msg) - 1);
+                _exit(EXIT_OTHER);
+        }
         interrupted++;
+        last_signal = sig;
+        signal_from_tty = si && si->si_code == SI_KERNEL;
         wake_loop();
+}
+
+/* Without SA_RESTART: a wait in a system call ends at the signal. */
+static void catch_signal(int sig, void (*handler)(int, siginfo_t *, void *)) {
+        struct sigaction sa = { .sa_sigaction = handler, .sa_flags = SA_SIGINFO };
+        sigemptyset(&sa.sa_mask);
+        (void) sigaction(sig, &sa, NULL);
+}
+
+/* record -- CMD: a signal that reached tracectl alone goes on to the
+ * command too, as perf record and strace pass it on; one from the
+ * terminal reached it already. Once: a second signal ends tracectl's wait
+ * for the command instead. */
+static bool forwarded;
+static void forward_signal(struct record_command *cmd, const char *name) {
+        if (forwarded || !cmd || !cmd->released || record_command_poll(cmd))
+                return;
+        forwarded = true;
+        int sig = last_signal ? last_signal : SIGINT;
+        if (signal_from_tty)
+                return;
+        if (kill(cmd->pid, sig) == 0)
+                fprintf(stderr, "tracectl: %s passed on to %s (pid %d)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", name,
+                        (int) cmd->pid);
 }
 
 /* attach: SIGTERM leaves the session detached again (SIGINT stops it). */
 static volatile sig_atomic_t terminated;
-static void on_sigterm(int sig) {
+static void on_sigterm(int sig, siginfo_t *si, void *ctx) {
         terminated++;
         wake_loop();
 }
@@ -121,6 +160,7 @@ struct record_watch {
          * TRACECTL_DATA_SOURCE_WAIT_MS), its end ends the recording. */
         struct record_command *cmd;
         bool all_started;
+        const char *cmd_name;
         /* attach: progress shown without a file of ours; SIGTERM detaches
          * the session again under this key. */
         bool progress;
@@ -211,9 +251,10 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                         record_command_release(watch->cmd);
                 if (watch->cmd && watch->cmd->released && !command_ended && record_command_poll(watch->cmd)) {
                         command_ended = true;
-                        if (tty)
+                        if (tty && !stopping)
                                 fputc('\n', stderr);
-                        fprintf(stderr, "tracectl: the command exited: finishing the trace...\n");
+                        if (!stopping)
+                                fprintf(stderr, "tracectl: the command exited: finishing the trace...\n");
                 }
                 if (!stopping && !watch->allow_missing && watch->n_errors_printed > 0) {
                         stopping = watch->stopped_for_errors = true;
@@ -226,6 +267,8 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                         stopping = true;
                         if (interrupted && tty)
                                 fputc('\n', stderr);
+                        if (interrupted)
+                                forward_signal(watch->cmd, watch->cmd_name);
                         if (interrupted)
                                 fprintf(stderr, "tracectl: stopping: flushing and finishing the trace...\n");
                         Perfetto__Protos__FlushRequest fl = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
@@ -275,6 +318,21 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                 return EXIT_SESSION_FAILED;
         }
         return EXIT_OK;
+}
+
+/* Waiting for the command once the recording ended: a signal not passed
+ * on yet goes to it, the next one ends the wait. */
+static sig_atomic_t seen_signals;
+static bool command_wait_over(void *userdata) {
+        const struct record_watch *watch = userdata;
+        if (interrupted == seen_signals)
+                return false;
+        seen_signals = interrupted;
+        if (!forwarded) {
+                forward_signal(watch->cmd, watch->cmd_name);
+                return false;
+        }
+        return true;
 }
 
 /* The errors the session ended with that were not printed yet (a short
@@ -443,6 +501,11 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 fprintf(stderr, "tracectl record: events cannot be combined with -c\n");
                 return EXIT_USAGE;
         }
+        if (out && strcmp(out, "-") == 0 && detach) {
+                fprintf(stderr, "tracectl record: -o - cannot be combined with --detach (the session would outlive "
+                                "what reads it)\n");
+                return EXIT_USAGE;
+        }
         if (command && detach) {
                 fprintf(stderr, "tracectl record: a command (-- CMD) cannot be combined with --detach\n");
                 return EXIT_USAGE;
@@ -511,6 +574,19 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
                 return EXIT_OK;
         }
+        /* What cannot run or does not exist is refused before anything is
+         * recorded, not found out from an empty trace. */
+        pid_t missing;
+        r = command ? record_command_find(command[0]) : 0;
+        if (r < 0)
+                fprintf(stderr, "tracectl: cannot run %s: %s%s\n", command[0], strerror(-r),
+                        strchr(command[0], '/') ? "" : " (searched in $PATH)");
+        else if (n_pids > 0 && (r = record_target_check_pids(pids, n_pids, &missing)) < 0)
+                fprintf(stderr, "tracectl: -p %d: no such process\n", (int) missing);
+        if (r < 0) {
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                return EXIT_USAGE;
+        }
         bool service_opens = !out && cfg->output_path && cfg->output_path[0];
         if (!out && !service_opens) {
                 fprintf(stderr, "tracectl record: -o FILE is required (or output_path in the config)\n");
@@ -532,6 +608,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 cfg->file_write_period_ms = 1000;
         }
 
+        /* Ctrl-C (or SIGTERM) ends every phase of the recording: waiting
+         * for the service or its data sources, recording, finishing. Even
+         * when the shell that started tracectl ignores them. */
+        nothing_to_undo = true;
+        catch_signal(SIGINT, on_sigint);
+        catch_signal(SIGTERM, on_sigint);
         r = tracectl_connect(t);
         if (r != 0) {
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
@@ -550,7 +632,9 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
 
         /* The command is forked now, for its pid to go into the config; it
          * runs once tracing does. */
-        _cleanup_(record_command_finish) struct record_command cmd = { .pid = -1, .release_fd = -EBADF };
+        nothing_to_undo = false;
+        _cleanup_(record_command_finish) struct record_command cmd = { .pid = -1, .release_fd = -EBADF,
+                                                                      .exec_fd = -EBADF };
         if (command && ((r = record_command_fork(&cmd, command)) < 0 ||
                         (r = record_target_apply(cfg, &cmd.pid, 1)) < 0)) {
                 fprintf(stderr, "tracectl: cannot start %s: %s\n", command[0], strerror(-r));
@@ -559,26 +643,28 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return EXIT_OTHER;
         }
 
-        struct sigaction sa = { .sa_handler = on_sigint };
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-
         /* The service writes the file; it gets the fd with EnableTracing
          * (or, for output_path, opens it in its trace directory). What
          * tracectl opens is a new file beside FILE, which replaces FILE
          * only once the recording is complete. */
         _cleanup_(record_output_free) struct record_output file = RECORD_OUTPUT_INIT;
         _cleanup_free_ char *out_copy = strdup(out);
+        bool to_stdout = !service_opens && strcmp(out, "-") == 0;
         if (!out_copy || (!service_opens && (r = record_output_open(&file, out)) < 0)) {
-                fprintf(stderr, "tracectl: cannot create a file beside %s: %s\n", out,
-                        strerror(out_copy ? -r : ENOMEM));
+                if (to_stdout && r == -ENOTTY)
+                        fprintf(stderr, "tracectl: -o -: the standard output is a terminal, not the place for a "
+                                        "binary trace (redirect it: > FILE, | COMMAND)\n");
+                else
+                        fprintf(stderr, "tracectl: cannot create a file beside %s: %s\n", out,
+                                strerror(out_copy ? -r : ENOMEM));
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
                 tracectl_disconnect(t);
                 return EXIT_OTHER;
         }
         out = out_copy;
         struct consumer_session w = {};
-        struct record_watch watch = { .allow_missing = allow_missing, .cmd = command ? &cmd : NULL };
+        struct record_watch watch = { .allow_missing = allow_missing, .cmd = command ? &cmd : NULL,
+                                      .cmd_name = command ? command[0] : NULL };
         Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         req.trace_config = cfg;
         int64_t id = consumer_enable_tracing(t->client, &req, file.fd, &w);
@@ -637,11 +723,22 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 r == EXIT_OK ? poll_stats(t) : NULL;
         consumer_session_done(&w);
         tracectl_disconnect(t);
-        if (command && cmd.released && !record_command_poll(&cmd))
-                fprintf(stderr, "tracectl: the recording ended; waiting for %s (pid %d) to exit\n", command[0],
-                        (int) cmd.pid);
+        if (command && cmd.released && !record_command_poll(&cmd)) {
+                fprintf(stderr, "tracectl: the recording ended; waiting for %s (pid %d) to exit (Ctrl-C %s)\n",
+                        command[0], (int) cmd.pid, forwarded ? "again stops waiting" : "passes it on");
+                seen_signals = interrupted;
+                if (!record_command_wait(&cmd, wake_pipe[0], command_wait_over, &watch))
+                        fprintf(stderr, "tracectl: not waiting for %s (pid %d) any longer: it runs on\n", command[0],
+                                (int) cmd.pid);
+        }
         record_command_finish(&cmd);
-        if (command && cmd.released && !(WIFEXITED(cmd.status) && WEXITSTATUS(cmd.status) == 0))
+        if (command && cmd.released && cmd.exited && cmd.exec_error) {
+                /* The check before recording passed, the exec did not. */
+                fprintf(stderr, "tracectl: cannot run %s: %s: the trace holds nothing of it\n", command[0],
+                        strerror(cmd.exec_error));
+                return kept_as_it_was(out, service_opens, EXIT_OTHER);
+        }
+        if (command && cmd.released && cmd.exited && !(WIFEXITED(cmd.status) && WEXITSTATUS(cmd.status) == 0))
                 fprintf(stderr, "tracectl: %s %s %d\n", command[0],
                         WIFEXITED(cmd.status) ? "exited with status" : "was killed by signal",
                         WIFEXITED(cmd.status) ? WEXITSTATUS(cmd.status) : WTERMSIG(cmd.status));
@@ -659,6 +756,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         "tracectl: trigger \"%s\" was not activated (tracectl trigger %s); the recording ran "
                         "its whole time\n",
                         trigger, trigger);
+        if (to_stdout) {
+                /* Standard output holds the trace: nothing else goes there. */
+                if (summary)
+                        fprintf(stderr, "tracectl: trace written to the standard output\n");
+                return EXIT_OK;
+        }
         if (summary) {
                 printf("Trace written to %s\n", out);
                 if (service_opens && access(out, R_OK) < 0)
@@ -683,9 +786,8 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
                 tracectl_disconnect(t);
                 return EXIT_SESSION_FAILED;
         }
-        struct sigaction sa = { .sa_handler = on_sigint }, sa_term = { .sa_handler = stop ? on_sigint : on_sigterm };
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa_term, NULL);
+        catch_signal(SIGINT, on_sigint);
+        catch_signal(SIGTERM, stop ? on_sigint : on_sigterm);
         struct consumer_session w = {};
         Perfetto__Protos__EnableTracingRequest en = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         en.has_attach_notification_only = true;

@@ -6,7 +6,8 @@
  * FILE by rename() only once the recording finished: a recording that
  * fails, or is refused, leaves FILE as it was and no temporary file.
  * FILE that is not a regular file (a pipe, /dev/stdout, a device) is
- * written directly: there is nothing there to keep. */
+ * written directly: there is nothing there to keep. FILE "-" is the
+ * standard output (not when it is a terminal). */
 
 #include <stdbool.h>
 
@@ -18,7 +19,8 @@ struct record_output {
 
 #define RECORD_OUTPUT_INIT { .fd = -EBADF }
 
-/* Creates the file to record into. 0, or -errno (nothing is left then). */
+/* Creates the file to record into. 0, or -errno (nothing is left then;
+ * -ENOTTY: "-" and the standard output is a terminal). */
 int record_output_open(struct record_output *o, const char *path);
 /* The recording is complete: the file becomes path. 0 or -errno (the
  * temporary file is removed then, path left as it was). */
