@@ -180,8 +180,18 @@ Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffe
                  * off-CPU each time a task comes back from blocking. */
                 fprintf(f, "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config { "
                            "frequency: 99 on_cpu: true off_cpu: true } } }\n");
-        for (size_t i = 0; i < n_extra; i++)
-                fprintf(f, "data_sources { config { name: \"%s\" } }\n", extra_ds[i]);
+        for (size_t i = 0; i < n_extra; i++) {
+                fprintf(f, "data_sources { config { name: \"%s\"", extra_ds[i]);
+                if (strcmp(extra_ds[i], "linux.sys_stats") == 0)
+                        /* Without a period it records nothing: memory, CPU
+                         * times, forks and frequencies every second. */
+                        fprintf(f, " sys_stats_config { meminfo_period_ms: %u vmstat_period_ms: %u "
+                                   "stat_period_ms: %u stat_counters: STAT_CPU_TIMES stat_counters: STAT_FORK_COUNT "
+                                   "cpufreq_period_ms: %u }",
+                                QUICK_SYS_STATS_PERIOD_MS, QUICK_SYS_STATS_PERIOD_MS, QUICK_SYS_STATS_PERIOD_MS,
+                                QUICK_SYS_STATS_PERIOD_MS);
+                fprintf(f, " } }\n");
+        }
         if (duration_ms)
                 fprintf(f, "duration_ms: %u\n", duration_ms);
         /* The file is written as the trace goes: producers flush
