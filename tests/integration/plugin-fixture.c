@@ -457,17 +457,39 @@ pid_t fixture_plugin_host_pid(const struct traced_instance *inst, const char *pl
         return found;
 }
 
-unsigned fixture_log_count(const struct traced_instance *inst, const char *a, const char *b) {
+/* Calls fn for each line of inst's log holding a (and b after it). */
+static unsigned log_lines(const struct traced_instance *inst, const char *a, const char *b,
+                          void (*fn)(const char *line, void *userdata), void *userdata) {
         FILE *f = fopen(inst->log_path, "re");
         char line[4096];
         unsigned n = 0;
         while (f && fgets(line, sizeof(line), f)) {
                 const char *at = strstr(line, a);
-                n += at && (!b || strstr(at, b));
+                if (!at || (b && !strstr(at, b)))
+                        continue;
+                n++;
+                if (fn)
+                        fn(line, userdata);
         }
         if (f)
                 fclose(f);
         return n;
+}
+
+unsigned fixture_log_count(const struct traced_instance *inst, const char *a, const char *b) {
+        return log_lines(inst, a, b, NULL, NULL);
+}
+
+static void keep_line(const char *line, void *userdata) {
+        char **last = userdata;
+        free(*last);
+        *last = strdup(line);
+}
+
+char *fixture_log_last(const struct traced_instance *inst, const char *a, const char *b) {
+        char *last = NULL;
+        (void) log_lines(inst, a, b, keep_line, &last);
+        return last;
 }
 
 bool fixture_wait_log(const struct traced_instance *inst, sd_event *event, const char *a, const char *b,

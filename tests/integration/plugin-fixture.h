@@ -87,6 +87,8 @@ struct fixture_hotplug {
 };
 /* Lines of inst's log holding a (and b after it, when not NULL). */
 unsigned fixture_log_count(const struct traced_instance *inst, const char *a, const char *b);
+/* The last such line (malloc'd), or NULL. */
+char *fixture_log_last(const struct traced_instance *inst, const char *a, const char *b);
 /* Runs the loop until more than `before` such lines are in the log, or
  * timeout_ms passed; whether they are. */
 bool fixture_wait_log(const struct traced_instance *inst, sd_event *event, const char *a, const char *b,
