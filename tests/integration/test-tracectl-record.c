@@ -63,6 +63,13 @@ static void connect_producer(struct raw_producer *p, const char *ds, unsigned fl
         cr_assert(raw_producer_spin_until(p, registered, 10000), "%s was not registered", ds);
 }
 
+static void lifecycle_of(const char *path, struct fixture_lifecycle *l) {
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+        fixture_lifecycle(fd, l);
+        close(fd);
+}
+
 static void path_in(char *buf, size_t size, const char *name) {
         snprintf(buf, size, "%s/%s", inst.dir, name);
 }
@@ -91,11 +98,8 @@ Test(record, the_duration_counts_from_when_every_data_source_started) {
         cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
         free(se);
 
-        int fd = open(out, O_RDONLY | O_CLOEXEC);
-        cr_assert_geq(fd, 0);
         struct fixture_lifecycle l;
-        fixture_lifecycle(fd, &l);
-        close(fd);
+        lifecycle_of(out, &l);
         cr_assert(l.tracing_started && l.all_started && l.disabled, "service events missing: %llu %llu %llu",
                   (unsigned long long) l.tracing_started, (unsigned long long) l.all_started,
                   (unsigned long long) l.disabled);
@@ -118,13 +122,11 @@ Test(record, a_data_source_that_never_starts_is_named) {
                                              "test.never", "-o", out, "--no-summary", NULL },
                      &se);
         cr_assert_eq(st, 0, "tracectl --allow-missing exited %d: %s", st, se);
-        cr_assert(strstr(se, "tracectl: test.never: had not started 20 s after the session started") != NULL, "not named: %s", se);
+        cr_assert(strstr(se, "tracectl: test.never: had not started 20 s after the session started") != NULL,
+                  "not named: %s", se);
         free(se);
-        int fd = open(out, O_RDONLY | O_CLOEXEC);
-        cr_assert_geq(fd, 0);
         struct fixture_lifecycle l;
-        fixture_lifecycle(fd, &l);
-        close(fd);
+        lifecycle_of(out, &l);
         cr_assert_eq(l.slow_starting, 1, "no slow_starting_data_sources event names it");
         cr_assert_eq(l.all_started, 0);
         struct tracectl_child c;

@@ -207,13 +207,19 @@ static uint64_t field(const uint8_t *buf, size_t len, uint32_t number) {
         return f.varint;
 }
 
-Test(perf_session, worker_writes_samples_and_counters) {
+/* What the worker needs: its queue, interning, process table, ELF cache
+ * and unwinder. */
+static void worker_setup(void) {
         cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
         cr_assert_eq(intern_writer_new(&s->iw), 0);
         cr_assert_eq(proc_table_new(NULL, &s->procs), 0);
         cr_assert_eq(elf_cache_new(NULL, &s->elves), 0);
         s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves };
         cr_assert_eq(unwinder_new(&s->sym, &s->unw), 0);
+}
+
+Test(perf_session, worker_writes_samples_and_counters) {
+        worker_setup();
 
         /* Drops counted by the loop thread go out before the next item. */
         s->rings[0].dropped = 5;
@@ -275,12 +281,7 @@ Test(perf_session, worker_writes_samples_and_counters) {
  * worker's next packet starts the sequence again, TracePacketDefaults with
  * SEQ_INCREMENTAL_STATE_CLEARED, and what it interned is emitted anew. */
 Test(perf_session, worker_starts_the_sequence_again_after_a_clear) {
-        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
-        cr_assert_eq(intern_writer_new(&s->iw), 0);
-        cr_assert_eq(proc_table_new(NULL, &s->procs), 0);
-        cr_assert_eq(elf_cache_new(NULL, &s->elves), 0);
-        s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves };
-        cr_assert_eq(unwinder_new(&s->sym, &s->unw), 0);
+        worker_setup();
 
         for (int k = 0; k < 3; k++) {
                 struct perf_item *note = perf_item_new(PERF_ITEM_NOTE, 0);
@@ -309,12 +310,7 @@ Test(perf_session, worker_starts_the_sequence_again_after_a_clear) {
  * trace, UNKNOWN included: its value is 0, which the PerfSample carries
  * all the same. A user-mode sample without user registers is one. */
 Test(perf_session, every_unwind_error_counted_is_written) {
-        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
-        cr_assert_eq(intern_writer_new(&s->iw), 0);
-        cr_assert_eq(proc_table_new(NULL, &s->procs), 0);
-        cr_assert_eq(elf_cache_new(NULL, &s->elves), 0);
-        s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves };
-        cr_assert_eq(unwinder_new(&s->sym, &s->unw), 0);
+        worker_setup();
         s->cfg.user_frames = PERF_UNWIND_DWARF;
 
         /* ip, pid/tid, time, cpu, period: the layout of setup(), no
