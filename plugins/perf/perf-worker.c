@@ -57,7 +57,8 @@ struct sample_out {
         uint16_t misc;
         uint64_t time, count, lost;
         uint64_t callstack_iid;
-        int unwind_error; /* 0: none to report */
+        bool has_unwind_error; /* unwind_error is to be written (its UNKNOWN is 0) */
+        int unwind_error;
         int skip_reason;  /* 0: none */
 };
 
@@ -71,7 +72,7 @@ static void write_sample(struct perf_session *s, const struct sample_out *o) {
                 pbw_varint(&ps, 4, o->callstack_iid);
         pbw_varint(&ps, 5, o->misc & PERF_RECORD_MISC_CPUMODE_MASK);
         pbw_varint(&ps, 6, o->count);
-        if (o->unwind_error)
+        if (o->has_unwind_error)
                 pbw_varint(&ps, 16, (uint64_t) o->unwind_error);
         if (o->lost)
                 pbw_varint(&ps, 17, o->lost);
@@ -236,6 +237,9 @@ static void process_sample(struct perf_session *s, const struct perf_item *it, c
         if (n > 0)
                 o.callstack_iid = intern_callstack(s->iw, frames, n);
         if (err != UNWIND_ERR_NONE) {
+                /* Every error the log counts is in the trace, UNKNOWN (0)
+                 * included. */
+                o.has_unwind_error = true;
                 o.unwind_error = err;
                 s->unwind_errors++;
         }

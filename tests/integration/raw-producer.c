@@ -76,7 +76,9 @@ static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bo
                 p->n_start++;
                 p->instance_id = cmd->start_data_source->new_instance_id;
                 p->target_buffer = cmd->start_data_source->config->target_buffer;
-                start_writing(p);
+                /* A slow starter writes once it says it started. */
+                if (!p->notify_on_start)
+                        start_writing(p);
                 break;
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE:
                 p->n_stop++;
@@ -123,6 +125,7 @@ int raw_producer_connect_flags(struct raw_producer *p, sd_event *event, const ch
         p->notify_on_stop = flags & RAW_PRODUCER_NOTIFY_ON_STOP;
         p->ignore_flush = flags & RAW_PRODUCER_IGNORE_FLUSH;
         p->ignore_stop = flags & RAW_PRODUCER_IGNORE_STOP;
+        p->notify_on_start = flags & RAW_PRODUCER_NOTIFY_ON_START;
         p->event = event;
         p->ds_name = ds_name;
         p->writer_id = 1;
@@ -154,6 +157,10 @@ int raw_producer_connect_flags(struct raw_producer *p, sd_event *event, const ch
         if (p->notify_on_stop) {
                 d.has_will_notify_on_stop = true;
                 d.will_notify_on_stop = true;
+        }
+        if (p->notify_on_start) {
+                d.has_will_notify_on_start = true;
+                d.will_notify_on_start = true;
         }
         reg.data_source_descriptor = &d;
         r = (int) ipc_client_invoke(p->client, "RegisterDataSource", &reg.base,
@@ -329,4 +336,14 @@ int raw_producer_activate_triggers(struct raw_producer *p, const char *const *na
         req.trigger_names = (char **) names;
         int64_t r = ipc_client_invoke(p->client, "ActivateTriggers", &req.base, NULL, -EBADF, NULL, NULL);
         return r < 0 ? (int) r : 0;
+}
+
+int raw_producer_notify_started(struct raw_producer *p) {
+        Perfetto__Protos__NotifyDataSourceStartedRequest rq = PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STARTED_REQUEST__INIT;
+        rq.has_data_source_id = true;
+        rq.data_source_id = p->instance_id;
+        int r = (int) ipc_client_invoke(p->client, "NotifyDataSourceStarted", &rq.base, NULL, -EBADF, NULL, NULL);
+        if (r >= 0)
+                start_writing(p);
+        return r < 0 ? r : 0;
 }

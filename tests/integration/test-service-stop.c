@@ -23,6 +23,7 @@
 #include "raw-producer.h"
 #include "test-consumer.h"
 #include "traced-instance.h"
+#include "trace-file-checks.h"
 #include "tracectl-child.h"
 
 #include "perfetto/common/trace_stats.pb-c.h"
@@ -132,7 +133,7 @@ static void stop_during(const char *const *args, const char *out) {
         prod.packets_at_start = 100;
         prod.packets_at_flush = 50;
         prod.payload_size = 30;
-        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path, args), 0);
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path, args, 0);
         cr_assert(raw_producer_spin_until(&prod, started, 20000), "the data source never started");
         spin_ms(ev, 300);
         int flushes = prod.n_flush;
@@ -155,9 +156,8 @@ static void stop_during(const char *const *args, const char *out) {
         raw_producer_free(&prod);
 
         /* tracectl summary says it too. */
-        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
-                                          (const char *const[]) { "summary", out, NULL }),
-                     0);
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+                                          (const char *const[]) { "summary", out, NULL }, 0);
         cr_assert_eq(tracectl_child_wait(&c, ev, 20000), 0);
         char *so = test_slurp(c.out, NULL);
         cr_assert_not_null(strstr(so, "Ended early:    the tracing service was stopped or restarted"), "%s", so);
@@ -168,10 +168,9 @@ static void stop_during(const char *const *args, const char *out) {
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
         prod.packets_at_start = 10;
         prod.payload_size = 30;
-        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
                                           (const char *const[]) { "record", "-t", "1s", "--no-process-stats", "--ds",
-                                                                  "test.data", "--no-summary", "-o", out, NULL }),
-                     0);
+                                                                  "test.data", "--no-summary", "-o", out, NULL }, 0);
         int rc = tracectl_child_wait(&c, ev, 30000);
         se = test_slurp(c.err_path, NULL);
         cr_assert_eq(rc, 0, "the recording after the restart exited %d: %s", rc, se);
@@ -236,10 +235,9 @@ Test(service_stop, a_killed_core_leaves_what_it_had_written) {
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
         prod.packets_at_start = 200;
         prod.payload_size = 30;
-        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
                                           (const char *const[]) { "record", "-c", cfg, "--txt", "--no-summary", "-o",
-                                                                  out, NULL }),
-                     0);
+                                                                  out, NULL }, 0);
         cr_assert(raw_producer_spin_until(&prod, started, 20000), "the data source never started");
 
         /* Until the service has written the committed packets into the
@@ -283,8 +281,7 @@ Test(service_stop, a_killed_core_leaves_what_it_had_written) {
          * the service started again serves. */
         cr_assert_neq(traced_instance_stop(&inst), 0, "traced exited cleanly after losing its core");
         cr_assert_eq(traced_instance_restart(&inst, true, NULL), 0);
-        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path, (const char *const[]) { "query", NULL }),
-                     0);
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path, (const char *const[]) { "query", NULL }, 0);
         cr_assert_eq(tracectl_child_wait(&c, ev, 20000), 0);
 }
 
@@ -300,10 +297,9 @@ Test(service_stop, reload_leaves_a_recording_running) {
         prod.packets_at_start = 100;
         prod.packets_at_flush = 10;
         prod.payload_size = 30;
-        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
                                           (const char *const[]) { "record", "-t", "3s", "--no-process-stats", "--ds",
-                                                                  "test.data", "--no-summary", "-o", out, NULL }),
-                     0);
+                                                                  "test.data", "--no-summary", "-o", out, NULL }, 0);
         cr_assert(raw_producer_spin_until(&prod, started, 20000), "the data source never started");
         cr_assert_eq(kill(inst.pid, SIGHUP), 0);
         int rc = tracectl_child_wait(&c, ev, 30000);
@@ -368,11 +364,10 @@ Test(service_stop_plugins, sigterm_flushes_the_ftrace_plugin_into_the_file) {
         test_consumer_free(&cons);
         int root = fixture_root_lock(); /* quick mode records in the root instance */
         unsigned before = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
-        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
                                           (const char *const[]) { "record", "-t", "30s", "--no-process-stats",
                                                                   "sched/sched_switch", "ftrace/print", "--no-summary",
-                                                                  "-o", out, NULL }),
-                     0);
+                                                                  "-o", out, NULL }, 0);
         cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, before, 30000), "linux.ftrace never started");
         spin_ms(ev, 300);
         int r = fixture_write_root_marker(marker);
@@ -410,10 +405,9 @@ Test(service_stop_plugins, sighup_to_every_process_leaves_the_recording_whole) {
         test_consumer_free(&cons);
         int root = fixture_root_lock();
         unsigned before = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
-        cr_assert_eq(tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
                                           (const char *const[]) { "record", "-t", "4s", "--no-process-stats",
-                                                                  "ftrace/print", "--no-summary", "-o", out, NULL }),
-                     0);
+                                                                  "ftrace/print", "--no-summary", "-o", out, NULL }, 0);
         cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, before, 30000), "linux.ftrace never started");
 
         /* The supervisor and all its children: the core, the plugin hosts. */

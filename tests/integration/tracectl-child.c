@@ -7,50 +7,57 @@
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "basic/pbr.h"
-#include "raw-producer.h"
 #include "test-consumer.h"
 #include "tracectl-child.h"
 
-#include "perfetto/common/trace_stats.pb-c.h"
-
-#ifndef TRACECTL_BINARY
-#error "TRACECTL_BINARY must be defined"
-#endif
-
 extern char **environ;
 
-int tracectl_child_spawn(struct tracectl_child *c, const char *dir, const char *socket, const char *const *args) {
-        static unsigned n_spawned;
-        char *argv[40];
+void tracectl_child_spawn(struct tracectl_child *c, const char *dir, const char *socket, const char *const *args,
+                          unsigned flags) {
+        char *argv[48];
         size_t n = 0;
-
         argv[n++] = (char *) TRACECTL_BINARY;
         argv[n++] = (char *) "--socket";
         argv[n++] = (char *) socket;
-        for (size_t i = 0; args[i] && n < 38; i++)
+        for (size_t i = 0; args[i] && n < ELEMENTSOF(argv) - 1; i++)
                 argv[n++] = (char *) args[i];
         argv[n] = NULL;
-        snprintf(c->out, sizeof(c->out), "%s/tracectl-%u.stdout", dir, n_spawned);
-        snprintf(c->err_path, sizeof(c->err_path), "%s/tracectl-%u.stderr", dir, n_spawned++);
+        /* Each its own files: two may run at once. */
+        static unsigned n_spawned;
+        snprintf(c->out, sizeof(c->out), "%s/tracectl-child-%u.stdout", dir, n_spawned);
+        snprintf(c->err_path, sizeof(c->err_path), "%s/tracectl-child-%u.stderr", dir, n_spawned++);
         posix_spawn_file_actions_t fa;
+        posix_spawnattr_t attr;
         posix_spawn_file_actions_init(&fa);
         posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, c->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, c->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        int r = posix_spawn(&c->pid, TRACECTL_BINARY, &fa, NULL, argv, environ);
+        posix_spawnattr_init(&attr);
+        /* Ignored dispositions are inherited through exec: set them in
+         * this process around the spawn. */
+        struct sigaction ign = { .sa_handler = SIG_IGN }, old_int, old_term;
+        if (flags & TRACECTL_CHILD_SIGNALS_IGNORED) {
+                sigaction(SIGINT, &ign, &old_int);
+                sigaction(SIGTERM, &ign, &old_term);
+        }
+        int r = posix_spawn(&c->pid, TRACECTL_BINARY, &fa, &attr, argv, environ);
+        if (flags & TRACECTL_CHILD_SIGNALS_IGNORED) {
+                sigaction(SIGINT, &old_int, NULL);
+                sigaction(SIGTERM, &old_term, NULL);
+        }
+        posix_spawnattr_destroy(&attr);
         posix_spawn_file_actions_destroy(&fa);
-        return -r;
+        cr_assert_eq(r, 0, "cannot run %s: %s", TRACECTL_BINARY, strerror(r));
 }
 
 int tracectl_child_wait(struct tracectl_child *c, sd_event *event, unsigned timeout_ms) {
         for (unsigned waited = 0; waited < timeout_ms; waited += 20) {
                 int st;
-                pid_t r = waitpid(c->pid, &st, WNOHANG);
-                if (r == c->pid)
+                if (waitpid(c->pid, &st, WNOHANG) == c->pid)
                         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
                 spin_ms(event, 20);
         }
@@ -59,74 +66,73 @@ int tracectl_child_wait(struct tracectl_child *c, sd_event *event, unsigned time
         return -ETIMEDOUT;
 }
 
+bool tracectl_child_wait_stderr(struct tracectl_child *c, sd_event *event, const char *text, unsigned timeout_ms) {
+        for (unsigned waited = 0; waited < timeout_ms; waited += 20) {
+                char *se = test_slurp(c->err_path, NULL);
+                bool found = se && strstr(se, text);
+                free(se);
+                if (found)
+                        return true;
+                siginfo_t si = {};
+                if (waitid(P_PID, (id_t) c->pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == c->pid)
+                        return false; /* it exited (left to tracectl_child_wait to reap) */
+                spin_ms(event, 20);
+        }
+        return false;
+}
+
 char *test_slurp(const char *path, size_t *ret_len) {
         FILE *f = fopen(path, "re");
         if (!f)
                 return NULL;
-        char *buf = malloc(1 << 22);
-        if (!buf) {
-                fclose(f);
-                return NULL;
+        size_t cap = 1 << 16, n = 0;
+        char *buf = malloc(cap + 1);
+        while (buf) {
+                n += fread(buf + n, 1, cap - n, f);
+                if (n < cap)
+                        break;
+                char *b = realloc(buf, 2 * cap + 1);
+                if (!b) {
+                        free(buf);
+                        buf = NULL;
+                        break;
+                }
+                buf = b;
+                cap *= 2;
         }
-        size_t n = fread(buf, 1, (1 << 22) - 1, f);
-        buf[n] = '\0';
         fclose(f);
+        if (!buf)
+                return NULL;
+        buf[n] = '\0';
         if (ret_len)
                 *ret_len = n;
         return buf;
 }
 
-/* The packets of the trace file at path (asserted to be one): their
- * count, *ret_buf the file's bytes they point into (freed by the caller). */
-static int split_trace_file(const char *path, uint8_t **ret_buf, struct pbr_field *pkts, size_t max) {
-        size_t len;
-        uint8_t *buf = (uint8_t *) test_slurp(path, &len);
-        cr_assert_not_null(buf, "no trace file %s", path);
-        int n = pbr_split_trace(buf, len, pkts, max);
-        cr_assert_geq(n, 0, "%s is not a trace", path);
-        *ret_buf = buf;
-        return MIN(n, (int) max);
+bool tracectl_check_json(sd_event *event, const char *dir, const char *socket, const char *args, const char *check) {
+        return tracectl_check_json_status(event, dir, socket, args, 0, check);
 }
 
-static struct pbr_field pkts[100000];
-
-size_t tracectl_count_test_packets(const char *path, size_t payload_size) {
-        uint8_t *buf;
-        int n = split_trace_file(path, &buf, pkts, ELEMENTSOF(pkts));
-        size_t found = 0;
-        char *expected = malloc(payload_size + 1);
-        for (int i = 0; i < n; i++) {
-                struct pbr_field t, str, seq;
-                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t))
-                        continue;
-                cr_assert(pbr_get(t.data, t.len, 1, false, &str));
-                cr_assert(pbr_get(t.data, t.len, 2, false, &seq));
-                cr_assert_eq(seq.varint, found, "packet %zu out of order", found);
-                raw_producer_payload((uint32_t) seq.varint, payload_size, expected);
-                cr_assert_eq(str.len, payload_size);
-                cr_assert_arr_eq(str.data, expected, payload_size);
-                found++;
-        }
-        free(expected);
-        free(buf);
-        return found;
-}
-
-int tracectl_trace_end_reason(const char *path, bool *ret_have_stats) {
-        uint8_t *buf;
-        int n = split_trace_file(path, &buf, pkts, ELEMENTSOF(pkts));
-        int reason = 0;
-        *ret_have_stats = false;
-        for (int i = 0; i < n; i++) {
-                struct pbr_field st;
-                if (!pbr_get(pkts[i].data, pkts[i].len, 35, false, &st)) /* TracePacket.trace_stats */
-                        continue;
-                Perfetto__Protos__TraceStats *ts = perfetto__protos__trace_stats__unpack(NULL, st.len, st.data);
-                cr_assert_not_null(ts, "an undecodable TraceStats in %s", path);
-                *ret_have_stats = true;
-                reason = ts->has_traced_end_reason ? (int) ts->traced_end_reason : 0;
-                perfetto__protos__trace_stats__free_unpacked(ts, NULL);
-        }
-        free(buf);
-        return reason;
+bool tracectl_check_json_status(sd_event *event, const char *dir, const char *socket, const char *args, int status,
+                                const char *check) {
+        char path[512], *cmd = NULL;
+        snprintf(path, sizeof(path), "%s/check.py", dir);
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f);
+        fprintf(f, "import json, sys\nd = json.load(sys.stdin)\n%s\n", check);
+        fclose(f);
+        cr_assert_gt(asprintf(&cmd, "%s --socket %s %s | python3 %s; s=(\"${PIPESTATUS[@]}\"); "
+                                    "[ \"${s[0]}\" = %d ] && [ \"${s[1]}\" = 0 ]",
+                              TRACECTL_BINARY, socket, args, path, status),
+                     0);
+        char *argv[] = { (char *) "bash", (char *) "-c", cmd, NULL };
+        pid_t pid;
+        cr_assert_eq(posix_spawnp(&pid, "bash", NULL, NULL, argv, environ), 0);
+        int st;
+        /* The loop serves the session while tracectl asks. */
+        while (waitpid(pid, &st, WNOHANG) != pid)
+                spin_ms(event, 20);
+        free(cmd);
+        (void) unlink(path);
+        return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* tracectl run by a test as a user runs it: its own process, its output
- * and errors in files of their own, the test's event loop (serving the
- * producers of the test's process) running while it waits; and the trace
- * files it leaves, checked. */
+/* tracectl run by a test: spawned with its standard output and error in
+ * files of a directory, waited for while the test's event loop serves its
+ * producers, and its JSON checked by python3. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -14,24 +13,32 @@
 
 struct tracectl_child {
         pid_t pid;
-        char out[512];
-        char err_path[512];
+        char out[512];      /* its standard output */
+        char err_path[512]; /* its standard error */
 };
 
-/* Starts TRACECTL_BINARY --socket socket ARGS... (NULL-terminated), its
- * stdout and stderr into new files under dir (each run its own: two may
- * run at once). 0 or -errno. */
-int tracectl_child_spawn(struct tracectl_child *c, const char *dir, const char *socket, const char *const *args);
-/* Runs event until the child exits: its exit status (128 + the signal
- * that killed it), or -ETIMEDOUT after timeout_ms (it is killed then). */
+enum {
+        /* SIGINT and SIGTERM ignored when tracectl starts, as a shell
+         * leaves them for a command it runs in the background. */
+        TRACECTL_CHILD_SIGNALS_IGNORED = 1 << 0,
+};
+
+/* tracectl --socket SOCKET ARGS... (NULL-terminated), its output files
+ * under dir. */
+void tracectl_child_spawn(struct tracectl_child *c, const char *dir, const char *socket, const char *const *args,
+                          unsigned flags);
+/* Runs the loop until the child exits: its exit status (128 + signal when
+ * killed), or -ETIMEDOUT after timeout_ms (it is killed then). */
 int tracectl_child_wait(struct tracectl_child *c, sd_event *event, unsigned timeout_ms);
-/* A file's bytes, NUL-terminated (at most 4 MiB of them); NULL if it
- * cannot be read. Freed by the caller. */
+/* Runs the loop until the child's standard error holds text (true), or it
+ * exited, or timeout_ms passed (false). */
+bool tracectl_child_wait_stderr(struct tracectl_child *c, sd_event *event, const char *text, unsigned timeout_ms);
+/* A file's contents, NUL-terminated (NULL when it cannot be read). */
 char *test_slurp(const char *path, size_t *ret_len);
-/* The raw producer's packets (raw-producer.h) with payload_size bytes in
- * the trace file at path: asserts that it is a trace, that they come in
- * order from the first with none missing and none damaged; their count. */
-size_t tracectl_count_test_packets(const char *path, size_t payload_size);
-/* traced_end_reason of the last TraceStats in the trace file at path (0
- * when it has none), and whether it has one. */
-int tracectl_trace_end_reason(const char *path, bool *ret_have_stats);
+/* Runs `tracectl --socket SOCKET ARGS | python3 CHECK` (CHECK reads the
+ * JSON as d and asserts), serving the loop meanwhile; whether both
+ * succeeded. The script goes under dir. */
+bool tracectl_check_json(sd_event *event, const char *dir, const char *socket, const char *args, const char *check);
+/* The same for a tracectl that is to exit with status. */
+bool tracectl_check_json_status(sd_event *event, const char *dir, const char *socket, const char *args, int status,
+                                const char *check);

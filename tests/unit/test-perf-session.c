@@ -207,13 +207,19 @@ static uint64_t field(const uint8_t *buf, size_t len, uint32_t number) {
         return f.varint;
 }
 
-Test(perf_session, worker_writes_samples_and_counters) {
+/* What the worker needs: its queue, interning, process table, ELF cache
+ * and unwinder. */
+static void worker_setup(void) {
         cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
         cr_assert_eq(intern_writer_new(&s->iw), 0);
         cr_assert_eq(proc_table_new(NULL, &s->procs), 0);
         cr_assert_eq(elf_cache_new(NULL, &s->elves), 0);
         s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves };
         cr_assert_eq(unwinder_new(&s->sym, &s->unw), 0);
+}
+
+Test(perf_session, worker_writes_samples_and_counters) {
+        worker_setup();
 
         /* Drops counted by the loop thread go out before the next item. */
         s->rings[0].dropped = 5;
@@ -275,12 +281,7 @@ Test(perf_session, worker_writes_samples_and_counters) {
  * worker's next packet starts the sequence again, TracePacketDefaults with
  * SEQ_INCREMENTAL_STATE_CLEARED, and what it interned is emitted anew. */
 Test(perf_session, worker_starts_the_sequence_again_after_a_clear) {
-        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
-        cr_assert_eq(intern_writer_new(&s->iw), 0);
-        cr_assert_eq(proc_table_new(NULL, &s->procs), 0);
-        cr_assert_eq(elf_cache_new(NULL, &s->elves), 0);
-        s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves };
-        cr_assert_eq(unwinder_new(&s->sym, &s->unw), 0);
+        worker_setup();
 
         for (int k = 0; k < 3; k++) {
                 struct perf_item *note = perf_item_new(PERF_ITEM_NOTE, 0);
@@ -303,4 +304,41 @@ Test(perf_session, worker_starts_the_sequence_again_after_a_clear) {
         cr_expect_eq(field(fh.packets[2], fh.sizes[2], 13), SEQ_INCREMENTAL_STATE_CLEARED);
         cr_expect_eq(s->clears_done, 1);
         cr_expect_eq(s->epoch, epoch + 1, "the frame cache and counter tracks start again");
+}
+
+/* An unwind error the worker counts (the plugin's log line) is in the
+ * trace, UNKNOWN included: its value is 0, which the PerfSample carries
+ * all the same. A user-mode sample without user registers is one. */
+Test(perf_session, every_unwind_error_counted_is_written) {
+        worker_setup();
+        s->cfg.user_frames = PERF_UNWIND_DWARF;
+
+        /* ip, pid/tid, time, cpu, period: the layout of setup(), no
+         * registers. */
+        uint64_t body[] = { 0x401000, pair(42, 43), 1000, pair(2, 0), 1 };
+        struct perf_event_header h = { .type = PERF_RECORD_SAMPLE, .misc = PERF_RECORD_MISC_USER,
+                                       .size = (uint16_t) (sizeof(h) + sizeof(body)) };
+        struct perf_item *it = perf_item_new(PERF_ITEM_SAMPLE, h.size);
+        cr_assert_not_null(it);
+        it->kind = PERF_ITEM_SAMPLE;
+        it->cpu = 2;
+        it->count = 1;
+        memcpy(it->rec, &h, sizeof(h));
+        memcpy(it->rec + sizeof(h), body, sizeof(body));
+        cr_assert_eq(perf_queue_push(&s->q, it), 0);
+        cr_assert_eq(perf_queue_push(&s->q, perf_item_new(PERF_ITEM_STOP, 0)), 0);
+        perf_queue_publish(&s->q);
+        cr_expect_null(perf_worker_main(s));
+
+        cr_assert_eq(s->unwind_errors, 1);
+        size_t samples = 0;
+        for (size_t k = 0; k < fh.n; k++) {
+                struct pbr_field f, e;
+                if (!pbr_get(fh.packets[k], fh.sizes[k], 66, false, &f))
+                        continue;
+                samples++;
+                cr_assert(pbr_get(f.data, f.len, 16, false, &e), "the sample does not carry its unwind error");
+                cr_expect_eq(e.varint, UNWIND_ERR_UNKNOWN);
+        }
+        cr_assert_eq(samples, 1);
 }

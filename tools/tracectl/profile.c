@@ -115,7 +115,9 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                         have_count = true;
                         break;
                 case 16:
-                        unwind_error = f.varint > 1; /* 0 unknown, 1 none */
+                        /* Written only for a sample with an error: any value but
+                         * NONE (1), UNKNOWN (0) included. */
+                        unwind_error = f.varint != 1;
                         break;
                 case 17:
                         lost = f.varint;

@@ -24,6 +24,22 @@ int record_output_open(struct record_output *o, const char *path) {
         bool exists = stat(path, &st) == 0;
 
         *o = (struct record_output) RECORD_OUTPUT_INIT;
+        if (strcmp(path, "-") == 0) {
+                /* Standard output, as perf's -o - : a trace is no text
+                 * for a terminal. */
+                if (isatty(STDOUT_FILENO))
+                        return -ENOTTY;
+                o->path = strdup(path);
+                if (!o->path)
+                        return -ENOMEM;
+                o->fd = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+                if (o->fd < 0) {
+                        int r = -errno;
+                        record_output_free(o);
+                        return r;
+                }
+                return 0;
+        }
         if (exists && !S_ISREG(st.st_mode)) {
                 /* A pipe or a device: written as it comes, nothing to keep. */
                 o->path = strdup(path);

@@ -6,7 +6,8 @@
  * FILE by rename() only once the recording finished: a recording that
  * fails, or is refused, leaves FILE as it was and no temporary file.
  * FILE that is not a regular file (a pipe, /dev/stdout, a device) is
- * written directly: there is nothing there to keep. */
+ * written directly: there is nothing there to keep. FILE "-" is the
+ * standard output (not when it is a terminal). */
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -19,7 +20,8 @@ struct record_output {
 
 #define RECORD_OUTPUT_INIT { .fd = -EBADF }
 
-/* Creates the file to record into. 0, or -errno (nothing is left then). */
+/* Creates the file to record into. 0, or -errno (nothing is left then;
+ * -ENOTTY: "-" and the standard output is a terminal). */
 int record_output_open(struct record_output *o, const char *path);
 /* For a recording whose service went away mid-write: cuts the file being
  * written after its last whole packet (a torn one after it is dropped).

@@ -22,6 +22,10 @@
 #define SERVICE_MAX_NAME_LENGTH 1024u
 #define SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000u
+/* How long a started session waits for its data sources to acknowledge
+ * their start before duration_ms counts anyway and the late ones are
+ * named (upstream reports slow starters after the same time). */
+#define SERVICE_DATA_SOURCE_START_TIMEOUT_MS 20000u
 #define SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS 5000u
 /* A stop of the service (SIGTERM) flushes every session's data sources
  * for at most this long (or the session's own flush_timeout_ms, when

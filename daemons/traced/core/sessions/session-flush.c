@@ -12,6 +12,7 @@
 #include "basic/pbw.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
+#include "core/sessions/session-stats.h"
 
 /* Frees f, unlinked and its timers off, and tells its waiter (a
  * consumer's Flush, a stop) how it ended. */
@@ -60,15 +61,7 @@ static void report_slow_flush(struct pending_flush *f) {
                 log_notice("Session %" PRIu64 ": flush %" PRIu64 " timed out waiting for producer %u \"%s\" (pid %d).",
                            s->id, f->request_id, f->producers[k], p ? strna(p->name) : "(gone)",
                            p ? (int) p->pid : 0);
-                for (struct ds_instance *i = s->instances; i; i = i->next) {
-                        if (i->producer_id != f->producers[k])
-                                continue;
-                        _cleanup_(pbw_done) struct pbw ds = {};
-                        if (p && p->name)
-                                pbw_string(&ds, 1, p->name);
-                        pbw_string(&ds, 2, i->name);
-                        pbw_message(&list, 1, &ds);
-                }
+                session_list_data_sources(s, DS_STARTED, f->producers[k], &list);
         }
         if (!list.error && list.len > 0)
                 session_add_service_event_msg(s, SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES, list.buf, list.len);
@@ -113,9 +106,12 @@ int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, vo
         for (struct producer *p = svc->producers; p; p = p->next) {
                 uint64_t ids[256];
                 size_t n = 0;
+                /* An instance still starting has written nothing to
+                         * flush, and its producer may be busy starting it
+                         * (loading BPF programs): a flush would only wait
+                         * for it. */
                 for (struct ds_instance *i = s->instances; i; i = i->next)
-                        if (i->producer == p && (i->state == DS_STARTED || i->state == DS_STARTING) &&
-                            n < ELEMENTSOF(ids))
+                        if (i->producer == p && i->state == DS_STARTED && n < ELEMENTSOF(ids))
                                 ids[n++] = i->id;
                 if (n == 0)
                         continue;
@@ -215,7 +211,20 @@ void session_stop_all_instances(struct session *s) {
                         continue;
                 }
                 (void) i->producer->ops->stop_data_source(i->producer, i);
-                if (i->will_notify_on_stop) {
+                /* One that never acknowledged its start is told to stop,
+                 * not waited for: what it would still write has no
+                 * session to go to, and its producer may be busy
+                 * starting it for a while yet. Its consumer hears that
+                 * the trace lacks it. */
+                if (i->state == DS_STARTING) {
+                        log_notice("Session %" PRIu64 ": data source \"%s\" of producer %u \"%s\" had not started "
+                                   "when the session stopped.",
+                                   s->id, i->name, i->producer_id, strna(i->producer->name));
+                        (void) session_add_ds_error(s, i->producer->name, i->name, NULL,
+                                                    "the session stopped before it had started: nothing of it "
+                                                    "was recorded");
+                }
+                if (i->will_notify_on_stop && i->state != DS_STARTING) {
                         i->state = DS_STOPPING;
                         waiting = true;
                 } else

@@ -63,8 +63,9 @@ enum {
         SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED = 3,
         SERVICE_EVENT_READ_BUFFERS_COMPLETED = 4,
         SERVICE_EVENT_TRACING_DISABLED = 5,
-        SERVICE_EVENT_FLUSH_STARTED = 9,
+        SERVICE_EVENT_SLOW_STARTING_DATA_SOURCES = 7,
         SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES = 8,
+        SERVICE_EVENT_FLUSH_STARTED = 9,
 };
 
 struct service_event {
@@ -144,6 +145,11 @@ struct session {
         sd_event_source *sync_timer;
         sd_event_source *clear_timer;
         sd_event_source *trigger_timer;
+        /* duration_ms counts from when every data source acknowledged its
+         * start (or from start_timer's expiry): armed then, pending until. */
+        sd_event_source *start_timer;
+        bool duration_pending;
+        bool start_timed_out; /* start_timer expired with data sources still starting */
 
         struct pending_flush *flushes;
         bool stop_sent;
@@ -177,6 +183,7 @@ struct session {
         bool clock_snapshot_due;
         uint64_t start_boottime_ns;
         uint64_t started_ns;
+        int64_t start_realtime_ns; /* CLOCK_REALTIME at the start (QueryServiceState) */
         bool stop_trigger_hit;
         bool final_stats_emitted;
         char *triggered_by;
@@ -256,8 +263,12 @@ bool session_is_trigger_mode(const struct session *s, int mode);
  * bytes, for the trace_config packet). */
 int session_alloc(struct traced_service *svc, struct consumer *c, uid_t uid, enum session_state state,
                   const Perfetto__Protos__TraceConfig *cfg, struct session **ret);
-/* Arms the duration and periodic timers and starts every instance. */
+/* Arms the periodic timers and starts every instance; duration_ms counts
+ * from when they all run (session_start_complete). */
 int session_start_now(struct session *s);
+/* Every data source acknowledged its start, or the start timeout passed:
+ * duration_ms counts from now. */
+void session_start_complete(struct session *s);
 /* Marks the session disabled and writes out what it still holds. */
 void session_finalize(struct session *s);
 
@@ -269,6 +280,14 @@ void session_free_regexes(struct session *s);
 void session_setup_data_sources(struct session *s);
 int session_start_instance(struct session *s, struct ds_instance *inst);
 void session_check_all_started(struct session *s);
+/* SERVICE_DATA_SOURCE_START_TIMEOUT_MS after the start. */
+int session_on_start_timeout(sd_event_source *src, uint64_t usec, void *userdata);
+/* Appends a TracingServiceEvent.DataSources message naming the session's
+ * instances in state (all of them with producer_id 0, else that
+ * producer's) to list. */
+struct pbw;
+void session_list_data_sources(struct session *s, enum ds_instance_state state, uint16_t producer_id,
+                                struct pbw *list);
 /* The incremental_state_config timer. */
 int session_on_clear_timer(sd_event_source *src, uint64_t usec, void *userdata);
 

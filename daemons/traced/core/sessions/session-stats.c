@@ -265,6 +265,10 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
                 t->has_bugreport_score = s->config->has_bugreport_score;
                 t->bugreport_score = s->config->bugreport_score;
                 t->bugreport_filename = s->config->bugreport_filename;
+                if (s->start_realtime_ns) {
+                        t->has_start_realtime_ns = true;
+                        t->start_realtime_ns = s->start_realtime_ns;
+                }
                 if (s->config->has_duration_ms) {
                         t->has_duration_ms = true;
                         t->duration_ms = s->config->duration_ms;
