@@ -8,7 +8,7 @@ build-essential autoconf automake libtool pkg-config make
 debhelper lintian
 libsystemd-dev systemd
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
-libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev libjson-c-dev libseccomp-dev
+libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev libjson-c-dev libseccomp-dev libiberty-dev
 libcriterion-dev libxml2-dev
 bpftool
 clang llvm lld libclang-rt-14-dev

@@ -34,7 +34,9 @@ static void help(void) {
                "  --kernel | --user only kernel or only user frames of each stack\n"
                "  --on-cpu | --off-cpu\n"
                "                    which samples (default: on-CPU, or off-CPU when the\n"
-               "                    trace has only those, weighted by blocked time)\n");
+               "                    trace has only those, weighted by blocked time)\n"
+               "  --no-demangle     show C++ and Rust function names as the trace holds\n"
+               "                    them (mangled), not demangled\n");
 }
 
 static int parse_int(const char *s, const char *what, int64_t *ret) {
@@ -63,7 +65,7 @@ static int parse_seconds(const char *s, const char *what, uint64_t *ret) {
 
 int cmd_report(int argc, char **argv) {
         enum { O_FOLDED = 0x100, O_SVG, O_ICICLE, O_TITLE, O_TOP, O_PID, O_TID, O_COMM, O_CPU, O_SINCE, O_UNTIL,
-               O_KERNEL, O_USER, O_ON, O_OFF };
+               O_KERNEL, O_USER, O_ON, O_OFF, O_NO_DEMANGLE };
         static const struct option opts[] = {
                 { "help", no_argument, NULL, 'h' },   { "folded", no_argument, NULL, O_FOLDED },
                 { "svg", required_argument, NULL, O_SVG }, { "icicle", no_argument, NULL, O_ICICLE },
@@ -73,11 +75,12 @@ int cmd_report(int argc, char **argv) {
                 { "since", required_argument, NULL, O_SINCE }, { "until", required_argument, NULL, O_UNTIL },
                 { "kernel", no_argument, NULL, O_KERNEL }, { "user", no_argument, NULL, O_USER },
                 { "on-cpu", no_argument, NULL, O_ON }, { "off-cpu", no_argument, NULL, O_OFF },
+                { "no-demangle", no_argument, NULL, O_NO_DEMANGLE },
                 {},
         };
         struct profile_filter flt = { .pid = -1, .tid = -1, .cpu = -1 };
         struct report_options ro = { .top_n = 20 };
-        bool folded = false;
+        bool folded = false, mangled = false;
         const char *svg = NULL;
         int64_t v;
         int c;
@@ -143,6 +146,9 @@ int cmd_report(int argc, char **argv) {
                         flt.kind = c == O_OFF ? PROFILE_OFF_CPU : PROFILE_ON_CPU;
                         flt.kind_explicit = true;
                         break;
+                case O_NO_DEMANGLE:
+                        mangled = true;
+                        break;
                 default:
                         return EXIT_USAGE;
                 }
@@ -177,6 +183,7 @@ int cmd_report(int argc, char **argv) {
         }
         struct profile p;
         profile_init(&p, &flt);
+        p.mangled_names = mangled;
         const uint8_t *data;
         size_t len;
         uint64_t bad = 0;

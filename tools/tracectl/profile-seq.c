@@ -14,6 +14,7 @@
 #include "basic/hash.h"
 #include "basic/macro.h"
 #include "basic/varint.h"
+#include "demangle.h"
 #include "profile-internal.h"
 
 struct seq_string {
@@ -396,9 +397,14 @@ static uint32_t resolve_frame(struct profile *p, struct profile_seq *s, uint64_t
         struct seq_string *fn = fr->function_name_id ? table_get(&s->function_names, fr->function_name_id) : NULL;
         const char *module = path[0] ? basename_of(path) : NULL;
         uint32_t sym;
-        if (fn && fn->s[0])
-                sym = profile_intern_name(p, fn->s, module, kernel, true, path[0] ? path : NULL, build_id);
-        else {
+        if (fn && fn->s[0]) {
+                /* The trace keeps the names as the symbol tables have them;
+                 * the report shows them demangled. */
+                char *shown = p->mangled_names ? NULL : demangle(fn->s);
+                sym = profile_intern_name(p, shown ? shown : fn->s, module, kernel, true, path[0] ? path : NULL,
+                                          build_id);
+                free(shown);
+        } else {
                 /* Not symbolized: module+offset, with the build id that
                  * finds the file (debuginfod, a symbol store). */
                 char label[1400];

@@ -114,6 +114,7 @@ struct profile {
         bool have_first_ts;
         uint64_t first_ts, last_ts;
         char *timebase; /* description of the first sequence's timebase */
+        bool mangled_names; /* show C++ and Rust names as the trace has them (else demangled) */
         struct stack_walks walks; /* how linux.bpf_stack walked user stacks */
         uint32_t *scratch;
         size_t cap_scratch;
