@@ -28,8 +28,9 @@
 #include "perf-config.h"
 #include "perf-ds.h"
 #include "perf-queue.h"
-#include "perf-record.h"
 #include "profiling/cpus.h"
+#include "profiling/perf-notes.h"
+#include "profiling/perf-record.h"
 #include "profiling/symbolizer.h"
 #include "profiling/task-names.h"
 

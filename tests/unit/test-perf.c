@@ -10,7 +10,7 @@
 
 #include "pbtxt/pbtxt.h"
 #include "perf-config.h"
-#include "perf-record.h"
+#include "profiling/perf-record.h"
 
 #include "perfetto/config/data_source_config.pb-c.h"
 
