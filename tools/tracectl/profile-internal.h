@@ -34,6 +34,7 @@ struct profile_seq {
         uint32_t id;
         struct seq_table function_names, mapping_paths, build_ids, mappings, frames, callstacks;
         enum profile_kind kind;
+        bool bpf; /* linux.bpf_stack's: its walks are told by its counters */
         bool lost;
         /* the thread node of the last sample */
         bool have_last;

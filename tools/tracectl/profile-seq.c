@@ -93,6 +93,7 @@ void profile_seq_clear(struct profile_seq *s) {
         table_done(&s->frames, NULL);
         table_done(&s->callstacks, free_callstack);
         s->kind = PROFILE_ON_CPU;
+        s->bpf = false;
         s->have_last = false;
 }
 
@@ -322,6 +323,7 @@ void profile_seq_defaults(struct profile *p, struct profile_seq *s, const uint8_
                         counter = f.varint;
                 else if (f.number == 10 && f.wire_type == 2) {
                         snprintf(name, sizeof(name), "%.*s", (int) f.len, (const char *) f.data);
+                        s->bpf = stack_walks_bpf_timebase((const char *) f.data, f.len);
                         if (contains_ci((const char *) f.data, f.len, "off-cpu") ||
                             contains_ci((const char *) f.data, f.len, "offcpu") ||
                             contains_ci((const char *) f.data, f.len, "off_cpu") ||

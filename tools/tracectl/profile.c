@@ -92,6 +92,7 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
         bool have_stack = false, have_skip = false, have_pid = false, have_count = false, have_event = false;
         uint64_t cpu = UINT64_MAX, pid = 0, tid = 0, stack = 0, skip = 0, count = 0, lost = 0;
         bool unwind_error = false;
+        int64_t error_code = -1;
         while (pbr_next(d, n, &pos, &f) > 0) {
                 switch (f.number) {
                 case 1:
@@ -114,6 +115,7 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                         break;
                 case 16:
                         unwind_error = f.varint > 1; /* 0 unknown, 1 none */
+                        error_code = f.varint > INT32_MAX ? 0 : (int64_t) f.varint;
                         break;
                 case 17:
                         lost = f.varint;
@@ -174,6 +176,8 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
         const uint32_t *syms = c ? c->syms : &missing;
         if (unwind_error)
                 p->unwind_errors++;
+        if (!s->bpf)
+                stack_walks_sample(&p->walks, error_code);
 
         struct profile_tree *t = &p->trees[kind];
         uint32_t thread;
