@@ -18,11 +18,16 @@ python3-minimal
 abigail-tools
 "
 
+# One dpkg-query for all of them: a re-run (tools/run.sh runs this every
+# time) takes a moment, not a process per package.
+# shellcheck disable=SC2086
+installed=" $(dpkg-query -W -f='${Package} ${Status}\n' $PACKAGES 2>/dev/null | awk '/ install ok installed$/ {printf "%s ", $1}')"
 missing=""
 for p in $PACKAGES; do
-        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-                missing="$missing $p"
-        fi
+        case "$installed" in
+        *" $p "*) ;;
+        *) missing="$missing $p" ;;
+        esac
 done
 
 if [ -z "$missing" ]; then
