@@ -374,24 +374,35 @@ Test(profile_names, bpfstack_names_frames_of_short_lived_processes) {
         free(out);
 }
 
-/* Stacks 41 KiB deep (as a C++ compiler's are): whole, from main down. */
-Test(profile_names, perf_walks_stacks_deeper_than_16_kib) {
+/* Records tests/profiling/deep at depth (frames of 1 KiB) under
+ * linux.perf; its pid. Then tracectl report ARGS --pid PID: its output. */
+static pid_t record_deep(const char *depth) {
         if (!perf_usable())
                 SKIP("perf_event_open with user registers and stacks is not available here");
-        struct prog r = { .argv = { PROG("deep"), "40", "1.5", NULL } };
+        struct prog r = { .argv = { PROG("deep"), depth, "1.5", NULL } };
         char *cfg = perf_config("scope { target_cmdline: \"deep\" }");
         fixture_record(&inst, ev, "linux.perf", cfg, run_prog, &r, nothing, NULL);
         free(cfg);
-        char *out, args[128];
-        snprintf(args, sizeof(args), "report --folded --user --pid %d", (int) r.pid);
-        cr_assert_eq(tracectl(args, &out), 0);
+        return r.pid;
+}
+
+static char *report_pid(const char *args, pid_t pid) {
+        char *out, buf[128];
+        snprintf(buf, sizeof(buf), "report %s --pid %d", args, (int) pid);
+        cr_assert_eq(tracectl(buf, &out), 0);
+        return out;
+}
+
+/* Stacks 41 KiB deep (as a C++ compiler's are): whole, from main down. */
+Test(profile_names, perf_walks_stacks_deeper_than_16_kib) {
+        pid_t pid = record_deep("40");
+        char *out = report_pid("--folded --user", pid);
         uint64_t spin = folded_count(out, ";deep_spin"), whole = folded_count(out, ";main;deep_descend;");
         cr_log_info("deep stacks: %" PRIu64 " samples in deep_spin, %" PRIu64 " of them from main", spin, whole);
         cr_assert_gt(spin, 0, "%s", out);
         cr_assert_geq(whole * 10, spin * 9, "%" PRIu64 " of %" PRIu64 " stacks reach main:\n%s", whole, spin, out);
         free(out);
-        snprintf(args, sizeof(args), "report --pid %d", (int) r.pid);
-        cr_assert_eq(tracectl(args, &out), 0);
+        out = report_pid("", pid);
         cr_assert_not_null(strstr(out, "# Stack walks:    "), "%s", out);
         free(out);
 }
@@ -399,15 +410,7 @@ Test(profile_names, perf_walks_stacks_deeper_than_16_kib) {
 /* Stacks past the 64 KiB the kernel copies: cut, and the stack-walk line
  * of the report and of the summary says why. */
 Test(profile_names, perf_says_why_stacks_are_cut) {
-        if (!perf_usable())
-                SKIP("perf_event_open with user registers and stacks is not available here");
-        struct prog r = { .argv = { PROG("deep"), "100", "1.5", NULL } };
-        char *cfg = perf_config("scope { target_cmdline: \"deep\" }");
-        fixture_record(&inst, ev, "linux.perf", cfg, run_prog, &r, nothing, NULL);
-        free(cfg);
-        char *out, args[128];
-        snprintf(args, sizeof(args), "report --pid %d", (int) r.pid);
-        cr_assert_eq(tracectl(args, &out), 0);
+        char *out = report_pid("", record_deep("100"));
         const char *line = strstr(out, "# Stack walks:    ");
         cr_assert_not_null(line, "%s", out);
         cr_log_info("%.400s", line);

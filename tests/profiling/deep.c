@@ -12,24 +12,16 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "spin.h"
 
 #define FRAME_BYTES 1024
 
 volatile unsigned long deep_sink;
 
-static double now(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
 __attribute__((noinline)) unsigned long deep_spin(double until) {
-        unsigned long x = deep_sink;
-        while (now() < until)
-                for (int k = 0; k < 100000; k++)
-                        x = x * 2862933555777941757ul + 3037000493ul;
+        unsigned long x = spin_until(deep_sink, until, 100000);
         __asm__ volatile("" ::: "memory");
         return x;
 }
@@ -52,6 +44,6 @@ int main(int argc, char **argv) {
         double seconds = atof(argv[2]);
         printf("ready %d\n", (int) getpid());
         fflush(stdout);
-        deep_sink = deep_descend(depth, now() + seconds);
+        deep_sink = deep_descend(depth, spin_now() + seconds);
         return 0;
 }

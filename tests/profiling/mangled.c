@@ -9,26 +9,17 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "spin.h"
 
 volatile unsigned long mangled_sink;
 
 void burner_run(double until) __asm__("_ZN6traced4demo6Burner3runEd");
 void rust_spin(double until) __asm__("_RNvNtCs5GcW0ZNbygE_6traced4demo9rust_spin");
 
-static double now(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
 __attribute__((noinline)) void rust_spin(double until) {
-        unsigned long x = mangled_sink;
-        while (now() < until)
-                for (int k = 0; k < 100000; k++)
-                        x = x * 2862933555777941757ul + 3037000493ul;
-        mangled_sink = x;
+        mangled_sink = spin_until(mangled_sink, until, 100000);
         __asm__ volatile("" ::: "memory");
 }
 
@@ -41,7 +32,7 @@ int main(int argc, char **argv) {
         double seconds = argc > 1 ? atof(argv[1]) : 3.0;
         printf("ready %d\n", (int) getpid());
         fflush(stdout);
-        burner_run(now() + seconds);
+        burner_run(spin_now() + seconds);
         __asm__ volatile("" ::: "memory");
         return 0;
 }

@@ -16,28 +16,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "spin.h"
 
 volatile unsigned long shortlived_sink;
 
-static double now(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (double) ts.tv_sec + (double) ts.tv_nsec / 1e9;
-}
-
 __attribute__((noinline)) void shortlived_spin(double until) {
-        unsigned long x = shortlived_sink;
-        while (now() < until)
-                for (int k = 0; k < 20000; k++)
-                        x = x * 2862933555777941757ul + 3037000493ul;
-        shortlived_sink = x;
+        shortlived_sink = spin_until(shortlived_sink, until, 20000);
         __asm__ volatile("" ::: "memory");
 }
 
 __attribute__((noinline)) void shortlived_child(double ms) {
-        shortlived_spin(now() + ms / 1000.0);
+        shortlived_spin(spin_now() + ms / 1000.0);
         __asm__ volatile("" ::: "memory");
 }
 
