@@ -16,7 +16,11 @@ void spin_ms(sd_event *event, unsigned ms) {
 int test_consumer_connect(struct test_consumer *c, sd_event *event, const char *path) {
         memset(c, 0, sizeof(*c));
         c->event = event;
-        return consumer_connect(event, path, 5000, &c->client);
+        /* A service just started answers in milliseconds, but on a loaded
+         * machine (two tests at once, each starting traced with its
+         * plugins while the other's plugin verifies BPF programs) it took
+         * more than 5 s. */
+        return consumer_connect(event, path, 20000, &c->client);
 }
 
 void test_consumer_free(struct test_consumer *c) {
