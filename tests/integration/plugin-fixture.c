@@ -304,8 +304,11 @@ static void record(struct traced_instance *inst, sd_event *event, const char *wa
         cr_assert_geq(fd, 0);
         bool ftrace = strstr(config, "\"linux.ftrace\"") != NULL;
         bool journald = strstr(config, "\"linux.systemd_journald\"") != NULL;
+        bool perf = strstr(config, "\"linux.perf\"") != NULL, bpf = strstr(config, "\"linux.bpf_stack\"") != NULL;
         unsigned started = ftrace ? fixture_log_count(inst, FIXTURE_FTRACE_STARTED) : 0;
         unsigned j_started = journald ? fixture_log_count(inst, FIXTURE_JOURNALD_STARTED) : 0;
+        unsigned p_started = perf ? fixture_log_count(inst, FIXTURE_PERF_STARTED) : 0;
+        unsigned b_started = bpf ? fixture_log_count(inst, FIXTURE_BPFSTACK_STARTED) : 0;
         fixture_enable_text(&cons, config, read_back ? -EBADF : fd);
         /* The plugins set their instances up after EnableTracing returned;
          * on a loaded machine that can take seconds. A test whose config
@@ -315,6 +318,10 @@ static void record(struct traced_instance *inst, sd_event *event, const char *wa
                 cr_log_warn("the ftrace plugin did not say it records within 30 s");
         if (journald && !fixture_wait_log(inst, event, FIXTURE_JOURNALD_STARTED, j_started, 30000))
                 cr_log_warn("the journald plugin did not say it reads within 30 s");
+        if (perf && !fixture_wait_log(inst, event, FIXTURE_PERF_STARTED, p_started, 30000))
+                cr_log_warn("the perf plugin did not say it samples within 30 s");
+        if (bpf && !fixture_wait_log(inst, event, FIXTURE_BPFSTACK_STARTED, b_started, 30000))
+                cr_log_warn("the bpfstack plugin did not say it samples within 30 s");
         spin_ms(event, 500);
         action(action_data);
         Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;

@@ -101,6 +101,10 @@ bool fixture_wait_log(const struct traced_instance *inst, sd_event *event, const
 /* The journald plugin's, once an instance reads the journal from its
  * start on. */
 #define FIXTURE_JOURNALD_STARTED "linux.systemd_journald instance ", ": reading the journal"
+/* The profilers', once an instance samples (the BPF programs loaded and
+ * verified, which takes seconds on a loaded machine). */
+#define FIXTURE_PERF_STARTED "linux.perf instance ", " pages per ring, "
+#define FIXTURE_BPFSTACK_STARTED "linux.bpf_stack instance ", ": on-CPU "
 
 /* Whether pid descends from ancestor. */
 bool fixture_descends_from(pid_t pid, pid_t ancestor);

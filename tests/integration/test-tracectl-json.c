@@ -59,7 +59,9 @@ Test(tracectl_json, summary_of_a_profile) {
         check_json("summary --json " TEST_DATA_DIR "/profiling/trace-perf-python3.pftrace",
                    "assert d['complete'] is True and d['packets'] == 231, d\n"
                    "assert d['packet_types']['perf_sample'] == 213\n"
-                   "assert d['ftrace'] is None and d['stack_walks'] is None\n"
+                   "assert d['ftrace'] is None\n"
+                   "w = d['stack_walks']\n"
+                   "assert (w['total'], w['sampled'], w['sampled_cut'], w['sampled_cut_by']) == (0, 196, 2, {'unwind_info': 2}), w\n"
                    "p = d['perf']\n"
                    "assert (p['samples'], p['with_callstack'], p['unwind_errors'], p['skipped'], p['lost']) == (196, 196, 2, 17, 0), p\n"
                    "assert p['processes'][0]['pid'] == 8 and p['processes'][0]['samples'] == 196\n"

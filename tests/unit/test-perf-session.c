@@ -111,16 +111,21 @@ static void teardown(void) {
                 free(fh.packets[k]);
 }
 
-/* Appends a record at the ring's head. */
-static void ring_put(uint32_t type, uint16_t misc, const uint64_t *body, size_t n_words) {
-        struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) area;
+/* Appends a record at the head of the ring in a (a control page, then
+ * the data). */
+static void ring_put_at(uint8_t *a, uint32_t type, uint16_t misc, const uint64_t *body, size_t n_words) {
+        struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) a;
         struct perf_event_header h = { .type = type, .misc = misc,
                                        .size = (uint16_t) (sizeof(h) + n_words * sizeof(uint64_t)) };
-        uint8_t *at = area + PAGE + mp->data_head;
+        uint8_t *at = a + PAGE + mp->data_head;
         cr_assert_leq(mp->data_head + h.size, DATA_SIZE);
         memcpy(at, &h, sizeof(h));
         memcpy(at + sizeof(h), body, n_words * sizeof(uint64_t));
         mp->data_head += h.size;
+}
+
+static void ring_put(uint32_t type, uint16_t misc, const uint64_t *body, size_t n_words) {
+        ring_put_at(area, type, misc, body, n_words);
 }
 
 static uint64_t pair(uint32_t lo, uint32_t hi) {
@@ -174,6 +179,56 @@ Test(perf_session, drain_queues_notes_and_bookkeeping) {
         cr_expect_eq(it->kind, PERF_ITEM_NOTE);
         cr_expect_eq(it->count, 12);
         free(it);
+}
+
+/* The time of an item, as the worker will read it. */
+static uint64_t item_time(const struct perf_item *it) {
+        struct perf_record r;
+        if (it->kind != PERF_ITEM_RECORD)
+                return it->time;
+        cr_assert_eq(perf_record_parse(it->rec, it->len, &s->layout, &r), 0);
+        return r.time;
+}
+
+/* A process forked on one CPU and sampled at once on another: the fork
+ * reaches the worker before the sample, whichever ring is read first
+ * (the child may be gone before its maps are read: they come from the
+ * fork). */
+Test(perf_session, drain_all_orders_the_rings_by_time) {
+        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
+        uint8_t *area1 = aligned_alloc(PAGE, PAGE + DATA_SIZE);
+        struct cpu_ring *rings = realloc(s->rings, 2 * sizeof(*s->rings));
+        cr_assert(area1 && rings);
+        memset(area1, 0, PAGE + DATA_SIZE);
+        s->rings = rings;
+        s->n_rings = 2;
+        s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope)); /* forks and exits reset a pid's scope */
+        cr_assert_not_null(s->scope);
+        s->rings[1] = (struct cpu_ring) { .s = s, .cpu = 3, .fd = -EBADF, .base = area1, .data = area1 + PAGE,
+                                          .data_size = DATA_SIZE };
+        put_sample(1000, 1);
+        put_throttle(2200);
+        put_sample(3000, 1);
+        /* pid, ppid, tid, ptid, time, then the sample id: tid, time, cpu */
+        uint64_t fork[] = { pair(50, 42), pair(50, 43), 2000, pair(50, 50), 2000, pair(3, 0) };
+        ring_put_at(area1, PERF_RECORD_FORK, 0, fork, 6);
+        uint64_t sample[] = { 0x401000, pair(50, 50), 2500, pair(3, 0), 1 };
+        ring_put_at(area1, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, sample, 5);
+
+        perf_drain_all(s);
+        static const uint64_t want[] = { 1000, 2000, 2200, 2500, 3000 };
+        for (size_t k = 0; k < sizeof(want) / sizeof(*want); k++) {
+                struct perf_item *it = perf_queue_pop(&s->q);
+                cr_expect_eq(item_time(it), want[k], "item %zu: time %llu, not %llu", k,
+                             (unsigned long long) item_time(it), (unsigned long long) want[k]);
+                free(it);
+        }
+        for (size_t k = 0; k < 2; k++) {
+                struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) s->rings[k].base;
+                cr_expect_eq(mp->data_tail, mp->data_head, "ring %zu read whole", k);
+        }
+        free(s->scope);
+        free(area1);
 }
 
 Test(perf_session, drain_counts_what_finds_no_room) {

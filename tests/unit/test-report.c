@@ -257,11 +257,16 @@ static void write_profile_header(FILE *f, uint32_t seq, bool off_cpu) {
         write_packet(f, &p);
 }
 
-static void write_sample(FILE *f, uint32_t seq, uint64_t ts, uint32_t cpu, uint32_t pid, uint32_t tid, uint64_t callstack,
-                         uint64_t count) {
+/* unwind_error: a Profiling.StackUnwindError, or -1 for none. */
+static void write_sample_cut(FILE *f, uint32_t seq, uint64_t ts, uint32_t cpu, uint32_t pid, uint32_t tid,
+                             uint64_t callstack, uint64_t count, int unwind_error) {
         Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
         Perfetto__Protos__PerfSample s = PERFETTO__PROTOS__PERF_SAMPLE__INIT;
         s.has_cpu = s.has_pid = s.has_tid = s.has_callstack_iid = true;
+        if (unwind_error >= 0) {
+                s.optional_unwind_error_case = PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_UNWIND_ERROR_UNWIND_ERROR;
+                s.unwind_error = (Perfetto__Protos__Profiling__StackUnwindError) unwind_error;
+        }
         s.cpu = cpu;
         s.pid = pid;
         s.tid = tid;
@@ -280,6 +285,11 @@ static void write_sample(FILE *f, uint32_t seq, uint64_t ts, uint32_t cpu, uint3
         p.has_sequence_flags = true;
         p.sequence_flags = PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_NEEDS_INCREMENTAL_STATE;
         write_packet(f, &p);
+}
+
+static void write_sample(FILE *f, uint32_t seq, uint64_t ts, uint32_t cpu, uint32_t pid, uint32_t tid, uint64_t callstack,
+                         uint64_t count) {
+        write_sample_cut(f, seq, ts, cpu, pid, tid, callstack, count, -1);
 }
 
 static void write_process(FILE *f, int32_t pid, int32_t ppid, const char *cmdline, bool is_comm, int32_t tid,
@@ -1121,4 +1131,50 @@ Test(report, pprof_failure_leaves_the_file_alone) {
         unlink(empty);
         free(pb);
         free(empty);
+}
+
+/* The stack-walk line from the samples' unwind errors: whole and cut, by
+ * reason, most frequent first, in the report and the summary. */
+Test(report, stack_walks_from_the_samples) {
+        char *path = tmp_path("walks.pftrace");
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f);
+        write_process(f, 100, 1, "/usr/bin/app", false, 101, "worker");
+        write_profile_header(f, 1, false);
+        static const int errors[] = { -1, 2, 3, 2, -1, 2, 1 }; /* 1: UNWIND_ERROR_NONE, whole */
+        for (size_t k = 0; k < sizeof(errors) / sizeof(*errors); k++)
+                write_sample_cut(f, 1, 1000000000 + k * 1000000, 0, 100, 100, CS_SPIN, 0, errors[k]);
+        fclose(f);
+        struct profile p;
+        struct profile_filter flt = { .pid = -1, .tid = -1, .cpu = -1 };
+        load(&p, path, &flt);
+        struct report_options ro = { .top_n = 5 };
+        char *text = render(&p, report_text, &ro);
+        const char *line = strstr(text, "# Stack walks:    7 stacks (linux.perf): 3 (43%) whole, 4 (57%) cut short:\n");
+        cr_assert_not_null(line, "%s", text);
+        const char *copy = strstr(line, "#                 3 past the stack copy"),
+                   *info = strstr(line, "#                 1 without unwind info for a pc");
+        cr_assert(copy && info && copy < info, "reasons, most frequent first:\n%s", text);
+        cr_assert_not_null(strstr(text, "# Warning:        most stacks were cut short"), "%s", text);
+        free(text);
+        profile_done(&p);
+
+        struct summary s;
+        summarise(path, &s);
+        cr_assert_eq(stack_walks_sampled(&s.walks), 7);
+        cr_assert_eq(stack_walks_sampled_cut(&s.walks), 4);
+        cr_assert_eq(s.walks.sampled[2], 3);
+        summary_done(&s);
+        char *out, *err, *args;
+        cr_assert_gt(asprintf(&args, "summary --json %s", path), 0);
+        cr_assert_eq(run_tracectl(args, &out, &err), 0, "%s", err);
+        cr_assert_not_null(strstr(out, "\"sampled\":7,"), "%s", out);
+        cr_assert_not_null(strstr(out, "\"sampled_cut\":4,"), "%s", out);
+        const char *by = strstr(out, "\"sampled_cut_by\":{");
+        cr_assert_not_null(by, "%s", out);
+        cr_assert(strstr(by, "\"memory_invalid\":3") && strstr(by, "\"unwind_info\":1"), "%s", out);
+        free(args);
+        free(out);
+        free(err);
+        free(path);
 }

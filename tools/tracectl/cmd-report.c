@@ -49,7 +49,9 @@ static void help(void) {
                "  --kernel | --user only kernel or only user frames of each stack\n"
                "  --on-cpu | --off-cpu\n"
                "                    which samples (default: on-CPU, or off-CPU when the\n"
-               "                    trace has only those, weighted by blocked time)\n");
+               "                    trace has only those, weighted by blocked time)\n"
+               "  --no-demangle     show C++ and Rust function names as the trace holds\n"
+               "                    them (mangled), not demangled\n");
 }
 
 /* What the lookups of files without symbols found, when it matters. */
@@ -94,7 +96,7 @@ static int parse_seconds(const char *s, const char *what, uint64_t *ret) {
 
 int cmd_report(int argc, char **argv) {
         enum { O_FOLDED = 0x100, O_SVG, O_ICICLE, O_TITLE, O_TOP, O_PID, O_TID, O_COMM, O_CPU, O_SINCE, O_UNTIL,
-               O_KERNEL, O_USER, O_ON, O_OFF, O_PPROF, O_DEBUGINFOD, O_NO_DEBUGINFOD, O_DEBUGINFOD_TIMEOUT, O_NO_INLINE };
+               O_KERNEL, O_USER, O_ON, O_OFF, O_PPROF, O_DEBUGINFOD, O_NO_DEBUGINFOD, O_DEBUGINFOD_TIMEOUT, O_NO_INLINE, O_NO_DEMANGLE };
         static const struct option opts[] = {
                 { "help", no_argument, NULL, 'h' },   { "folded", no_argument, NULL, O_FOLDED },
                 { "svg", required_argument, NULL, O_SVG }, { "icicle", no_argument, NULL, O_ICICLE },
@@ -107,11 +109,12 @@ int cmd_report(int argc, char **argv) {
                 { "pprof", required_argument, NULL, O_PPROF }, { "debuginfod", optional_argument, NULL, O_DEBUGINFOD },
                 { "no-debuginfod", no_argument, NULL, O_NO_DEBUGINFOD }, { "no-inline", no_argument, NULL, O_NO_INLINE },
                 { "debuginfod-timeout", required_argument, NULL, O_DEBUGINFOD_TIMEOUT },
+                { "no-demangle", no_argument, NULL, O_NO_DEMANGLE },
                 {},
         };
         struct profile_filter flt = { .pid = -1, .tid = -1, .cpu = -1 };
         struct report_options ro = { .top_n = 20 };
-        bool folded = false;
+        bool folded = false, mangled = false;
         const char *svg = NULL, *pprof = NULL, *urls = NULL;
         bool want_debuginfod = false, no_debuginfod = false, no_inline = false;
         unsigned timeout_s = 0;
@@ -201,6 +204,9 @@ int cmd_report(int argc, char **argv) {
                         flt.kind = c == O_OFF ? PROFILE_OFF_CPU : PROFILE_ON_CPU;
                         flt.kind_explicit = true;
                         break;
+                case O_NO_DEMANGLE:
+                        mangled = true;
+                        break;
                 default:
                         return EXIT_USAGE;
                 }
@@ -267,6 +273,7 @@ int cmd_report(int argc, char **argv) {
         profile_init(&p, &flt);
         p.debuginfo = dbg;
         p.inline_frames = !no_inline;
+        p.mangled_names = mangled;
         const uint8_t *data;
         size_t len;
         uint64_t bad = 0;

@@ -37,6 +37,7 @@ struct profile_seq {
         struct seq_table function_names, mapping_paths, build_ids, mappings, frames, callstacks;
         enum profile_kind kind;
         uint64_t sample_ns; /* CPU time of an on-CPU sample, 0: unknown */
+        bool bpf; /* linux.bpf_stack's: its walks are told by its counters */
         bool lost;
         /* the thread node of the last sample */
         bool have_last;

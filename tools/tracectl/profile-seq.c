@@ -15,6 +15,7 @@
 #include "basic/macro.h"
 #include "basic/varint.h"
 #include "debuginfo.h"
+#include "demangle.h"
 #include "profile-internal.h"
 
 struct seq_string {
@@ -98,6 +99,7 @@ void profile_seq_clear(struct profile_seq *s) {
         table_done(&s->callstacks, free_callstack);
         s->kind = PROFILE_ON_CPU;
         s->sample_ns = 0;
+        s->bpf = false;
         s->have_last = false;
 }
 
@@ -336,6 +338,7 @@ void profile_seq_defaults(struct profile *p, struct profile_seq *s, const uint8_
                         counter = f.varint;
                 else if (f.number == 10 && f.wire_type == 2) {
                         snprintf(name, sizeof(name), "%.*s", (int) f.len, (const char *) f.data);
+                        s->bpf = stack_walks_bpf_timebase((const char *) f.data, f.len);
                         if (contains_ci((const char *) f.data, f.len, "off-cpu") ||
                             contains_ci((const char *) f.data, f.len, "offcpu") ||
                             contains_ci((const char *) f.data, f.len, "off_cpu") ||
@@ -458,9 +461,13 @@ static uint32_t resolve_frame(struct profile *p, struct profile_seq *s, uint64_t
                 p->frames_named += name != NULL;
         }
         uint32_t sym;
-        if (name)
-                sym = profile_intern_frame(p, name, map, fr->rel_pc, kernel, true);
-        else {
+        if (name) {
+                /* The trace keeps the names as the symbol tables have them;
+                 * the report shows them demangled. */
+                char *shown = p->mangled_names ? NULL : demangle(name);
+                sym = profile_intern_frame(p, shown ? shown : name, map, fr->rel_pc, kernel, true);
+                free(shown);
+        } else {
                 /* Not symbolized: module+offset, with the build id that
                  * finds the file (debuginfod, a symbol store). */
                 const char *path = pm && pm->path ? pm->path : NULL;

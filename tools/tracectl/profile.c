@@ -94,6 +94,7 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
         bool have_stack = false, have_skip = false, have_pid = false, have_count = false, have_event = false;
         uint64_t cpu = UINT64_MAX, pid = 0, tid = 0, stack = 0, skip = 0, count = 0, lost = 0;
         bool unwind_error = false;
+        int64_t error_code = -1;
         while (pbr_next(d, n, &pos, &f) > 0) {
                 switch (f.number) {
                 case 1:
@@ -118,6 +119,7 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                         /* Written only for a sample with an error: any value but
                          * NONE (1), UNKNOWN (0) included. */
                         unwind_error = f.varint != 1;
+                        error_code = f.varint > INT32_MAX ? 0 : (int64_t) f.varint;
                         break;
                 case 17:
                         lost = f.varint;
@@ -178,6 +180,8 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
         const uint32_t *syms = c ? c->syms : &missing;
         if (unwind_error)
                 p->unwind_errors++;
+        if (!s->bpf)
+                stack_walks_sample(&p->walks, error_code);
 
         struct profile_tree *t = &p->trees[kind];
         uint32_t thread;

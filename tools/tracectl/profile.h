@@ -148,6 +148,7 @@ struct profile {
         /* the trace's first ClockSnapshot: realtime = ts + realtime_delta */
         bool have_realtime;
         int64_t realtime_delta;
+        bool mangled_names; /* show C++ and Rust names as the trace has them (else demangled) */
         struct stack_walks walks; /* how linux.bpf_stack walked user stacks */
         uint32_t *scratch;
         size_t cap_scratch;

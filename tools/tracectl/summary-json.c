@@ -114,6 +114,14 @@ static json_object *walks(struct jw *w, const struct stack_walks *sw) {
         put_u64(w, o, "cut", stack_walks_cut(sw));
         for (size_t k = 0; k < _WALK_MAX; k++)
                 put_u64(w, o, keys[k], sw->count[k] > 0 ? (uint64_t) sw->count[k] : 0);
+        /* The other profilers' samples, by unwind error. */
+        put_u64(w, o, "sampled", stack_walks_sampled(sw));
+        put_u64(w, o, "sampled_cut", stack_walks_sampled_cut(sw));
+        json_object *by = obj(w);
+        for (size_t k = 0; k < STACK_WALKS_ERRORS; k++)
+                if (k != 1 && sw->sampled[k] && stack_walks_error_key(k))
+                        put_u64(w, by, stack_walks_error_key(k), sw->sampled[k]);
+        put(w, o, "sampled_cut_by", by);
         return o;
 }
 
@@ -256,7 +264,8 @@ int summary_print_json(FILE *f, const struct summary *s, const char *path, uint6
         put_opt(&w, root, "ftrace", s->ftrace_events > 0, s->ftrace_events ? ftrace(&w, s) : NULL);
         bool have_perf = s->perf_samples || s->perf_skipped || s->perf_lost;
         put_opt(&w, root, "perf", have_perf, have_perf ? perf(&w, s, top_n) : NULL);
-        put_opt(&w, root, "stack_walks", s->walks.seen, s->walks.seen ? walks(&w, &s->walks) : NULL);
+        bool any_walks = s->walks.seen || stack_walks_sampled(&s->walks);
+        put_opt(&w, root, "stack_walks", any_walks, any_walks ? walks(&w, &s->walks) : NULL);
         bool have_syscalls = s->syscalls.calls > 0;
         put_opt(&w, root, "syscalls", have_syscalls, have_syscalls ? syscalls(&w, s, top_n) : NULL);
         const struct journald_counts *jc = &s->journald;

@@ -334,6 +334,7 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
         }
         if (p->has_timestamp)
                 see_ts(s, p->timestamp);
+        bool bpf_seq = false;
         if (p->optional_trusted_packet_sequence_id_case ==
             PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID) {
                 uint32_t id = p->trusted_packet_sequence_id;
@@ -347,6 +348,13 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         s->seqs[i].count++;
                         if (p->has_previous_packet_dropped && p->previous_packet_dropped && s->seqs[i].count > 1)
                                 s->seqs[i].lost = true;
+                        /* linux.bpf_stack's samples: its counters tell its walks. */
+                        const Perfetto__Protos__TracePacketDefaults *d = p->trace_packet_defaults;
+                        if (d && d->perf_sample_defaults && d->perf_sample_defaults->timebase &&
+                            d->perf_sample_defaults->timebase->name)
+                                s->seqs[i].bpf = stack_walks_bpf_timebase(d->perf_sample_defaults->timebase->name,
+                                                                          strlen(d->perf_sample_defaults->timebase->name));
+                        bpf_seq = s->seqs[i].bpf;
                 }
         }
         if (p->has_previous_packet_dropped && p->previous_packet_dropped)
@@ -374,6 +382,11 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         s->perf_samples++;
                         s->perf_stacks += ps->has_callstack_iid;
                         s->perf_unwind_errors += err;
+                        if (ps->has_callstack_iid && !bpf_seq)
+                                stack_walks_sample(&s->walks, ps->optional_unwind_error_case ==
+                                                                              PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_UNWIND_ERROR_UNWIND_ERROR
+                                                                      ? (int64_t) ps->unwind_error
+                                                                      : -1);
                         struct summary_proc *sp = ps->pid ? proc(s, (int32_t) ps->pid) : NULL;
                         if (sp) {
                                 if (ts > sp->last_sample_ts)

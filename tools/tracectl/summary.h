@@ -57,6 +57,7 @@ struct summary {
                 uint32_t id;
                 uint64_t count;
                 bool lost;
+                bool bpf; /* linux.bpf_stack's (by its timebase's name) */
         } seqs[SUMMARY_MAX_SEQS];
         size_t n_seqs;
         uint64_t packets_after_loss;
@@ -67,7 +68,7 @@ struct summary {
         /* linux.perf: samples with a callstack, without (skipped: out of
          * scope, dropped), with an unwind error; records the kernel lost */
         uint64_t perf_samples, perf_stacks, perf_skipped, perf_unwind_errors, perf_lost;
-        struct stack_walks walks; /* linux.bpf_stack's user stack walks */
+        struct stack_walks walks; /* how the user stacks were walked */
         struct syscall_stats syscalls; /* raw_syscalls or syscalls/ events */
         uint64_t sched_switches;
         uint64_t prints;
