@@ -411,3 +411,116 @@ Test(rotate, a_full_disk_stops_the_session_cleanly) {
         (void) tracectl_child_wait(&c, ev, 20000);
         cr_assert_eq(umount2(dir, MNT_DETACH), 0);
 }
+
+static uint64_t dir_bytes(const char *dir, char names[][128], size_t n) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < n; i++) {
+                char path[1024];
+                struct stat st;
+                snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+                cr_assert_eq(stat(path, &st), 0);
+                total += (uint64_t) st.st_size;
+        }
+        return total;
+}
+
+static unsigned long file_number(const char *name) {
+        const char *dash = strrchr(name, '-');
+        cr_assert_not_null(dash);
+        return strtoul(dash + 1, NULL, 10);
+}
+
+/* traced.conf's max_use caps the trace directory: a session rotating in
+ * it (output_path DIR/...) loses its oldest files, never the newest. */
+Test(rotate, max_use_caps_the_trace_directory) {
+        char tdir[600], sdir[700], conf[1024], config[1024], names[MAX_FILES][128];
+        snprintf(tdir, sizeof(tdir), "%s/tdir", inst.dir);
+        snprintf(sdir, sizeof(sdir), "%s/sess", tdir);
+        make_rotation_dir(tdir);
+        cr_assert_eq(traced_instance_stop(&inst), 0);
+        snprintf(conf, sizeof(conf), "[service]\ntrace_directory = %s\nmax_use = 400K\n", tdir);
+        cr_assert_eq(traced_instance_restart_conf(&inst, conf, fixture_args), 0);
+
+        snprintf(config, sizeof(config), "%s/max-use.pbtxt", inst.dir);
+        FILE *f = fopen(config, "we");
+        cr_assert_not_null(f);
+        fprintf(f,
+                "buffers { size_kb: 16384 }\n"
+                "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"ftrace/print\"\n"
+                "  compact_sched { enabled: true } drain_period_ms: 100 } } }\n"
+                "duration_ms: 5000\n"
+                "output_path: \"%s/\"\n"
+                "traced_rotation { file_size_bytes: 131072 }\n",
+                sdir);
+        cr_assert_eq(fclose(f), 0);
+        int root = fixture_root_lock();
+        unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
+        struct tracectl_child c;
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+                             (const char *const[]) { "record", "-c", config, "--txt", NULL }, 0);
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
+        for (unsigned i = 0; i < 4000; i++) {
+                char text[128];
+                snprintf(text, sizeof(text), MARKER_PREFIX "%u and some text to fill the files faster", i);
+                cr_assert_eq(fixture_write_root_marker(text), 0);
+        }
+        int rc = tracectl_child_wait(&c, ev, 60000);
+        fixture_root_unlock(root);
+        cr_assert_eq(rc, 0, "tracectl record into output_path %s/ failed (%d)", sdir, rc);
+        size_t n = list_dir(sdir, ".pftrace", names, MAX_FILES);
+        cr_assert_geq(n, 1);
+        uint64_t total = dir_bytes(sdir, names, n);
+        cr_assert_leq(total, 400 * 1024, "%zu files of %llu bytes in all kept under max_use=400K", n,
+                      (unsigned long long) total);
+        cr_assert_geq(file_number(names[0]), 2, "no file was removed for max_use (%zu files)", n);
+        for (size_t i = 1; i < n; i++)
+                cr_assert_eq(file_number(names[i]), file_number(names[i - 1]) + 1, "a newer file went before %s",
+                             names[i - 1]);
+}
+
+/* traced.conf's keep_free: a rotation on a small file system removes its
+ * oldest files to keep that much free, and records on. */
+Test(rotate, keep_free_removes_the_oldest_files) {
+        char dir[600], out[700], conf[256], config[1024], opts[128], names[MAX_FILES][128];
+        snprintf(dir, sizeof(dir), "%s/small", inst.dir);
+        make_rotation_dir(dir);
+        struct stat st;
+        cr_assert_eq(stat(dir, &st), 0);
+        snprintf(opts, sizeof(opts), "size=1m,mode=2770,gid=%u", (unsigned) st.st_gid);
+        if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                cr_skip_test("cannot mount a tmpfs: %s", strerror(errno));
+        cr_assert_eq(traced_instance_stop(&inst), 0);
+        snprintf(conf, sizeof(conf), "[service]\nkeep_free = 640K\n");
+        cr_assert_eq(traced_instance_restart_conf(&inst, conf, fixture_args), 0);
+
+        snprintf(out, sizeof(out), "%s/", dir);
+        write_config(config, sizeof(config), 5000);
+        int root = fixture_root_lock();
+        unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
+        struct tracectl_child c;
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+                             (const char *const[]) { "record", "-c", config, "--txt", "--rotate", "128kb", "-o", out,
+                                                     NULL },
+                             0);
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
+        for (unsigned i = 0; i < 4000; i++) {
+                char text[128];
+                snprintf(text, sizeof(text), MARKER_PREFIX "%u and some text to fill the files faster", i);
+                cr_assert_eq(fixture_write_root_marker(text), 0);
+        }
+        int rc = tracectl_child_wait(&c, ev, 60000);
+        fixture_root_unlock(root);
+        char *se = test_slurp(c.err_path, NULL);
+        cr_assert_eq(rc, 0, "the recording did not go on (%d): %s", rc, se ? se : "");
+        free(se);
+        size_t n = list_dir(dir, ".pftrace", names, MAX_FILES);
+        cr_assert_geq(n, 1);
+        cr_assert_geq(file_number(names[0]), 2, "no file was removed for keep_free (%zu files)", n);
+        for (size_t i = 0; i < n; i++) {
+                bool whole;
+                (void) count_whole_packets(dir, names[i], &whole);
+                cr_assert(whole, "%s is torn", names[i]);
+        }
+        cr_assert_eq(umount2(dir, MNT_DETACH), 0);
+}

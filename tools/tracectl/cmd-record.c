@@ -861,6 +861,11 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         fprintf(stderr, "tracectl: trace written to the standard output\n");
                 return EXIT_OK;
         }
+        if (summary && service_opens && out[strlen(out) - 1] == '/') {
+                /* The service rotated into a directory of its own. */
+                printf("Trace files written by the service into %s\n", out);
+                return EXIT_OK;
+        }
         if (summary) {
                 printf("Trace written to %s\n", out);
                 if (service_opens && access(out, R_OK) < 0)
