@@ -60,6 +60,11 @@ struct file_check {
         unsigned *marker_count; /* per marker number, across files */
         unsigned n_markers;
         bool config, clock, system_info, thread_names, stats_last, torn_ok;
+        /* Processes alive throughout the recording, and how many of them
+         * the file's process trees describe. */
+        const int *lived;
+        size_t n_lived, n_lived_described;
+        bool *described;
         unsigned packets;
         Perfetto__Protos__TracePacket__DataCase last;
 };
@@ -79,6 +84,12 @@ static void check_packet(const Perfetto__Protos__TracePacket *p, void *userdata)
                 k->system_info = true;
                 break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE:
+                for (size_t i = 0; i < p->process_tree->n_processes; i++)
+                        for (size_t j = 0; j < k->n_lived; j++)
+                                if (p->process_tree->processes[i]->pid == k->lived[j] && !k->described[j]) {
+                                        k->described[j] = true;
+                                        k->n_lived_described++;
+                                }
                 for (size_t i = 0; i < p->process_tree->n_threads; i++)
                         if (p->process_tree->threads[i]->name && p->process_tree->threads[i]->name[0])
                                 k->thread_names = true;
@@ -126,9 +137,24 @@ static void check_file(const char *dir, const char *name, struct file_check *k) 
         cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
         k->config = k->clock = k->system_info = k->thread_names = false;
         k->packets = 0;
+        k->n_lived_described = 0;
+        if (k->described)
+                memset(k->described, 0, k->n_lived * sizeof(bool));
         fixture_for_each_packet(fd, check_packet, k);
         close(fd);
         k->stats_last = k->last == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS;
+}
+
+/* The pids in /proc now, sorted. */
+static size_t live_pids(int *pids, size_t max) {
+        DIR *d = opendir("/proc");
+        cr_assert_not_null(d);
+        size_t n = 0;
+        for (struct dirent *e; (e = readdir(d)) && n < max;)
+                if (e->d_name[0] >= '1' && e->d_name[0] <= '9')
+                        pids[n++] = atoi(e->d_name);
+        closedir(d);
+        return n;
 }
 
 /* Loads path in upstream's trace_processor_shell when the environment
@@ -228,20 +254,35 @@ static int record_markers(const char *dir, const char *rotate, const char *keep,
 Test(rotate, each_marker_in_exactly_one_file_and_each_file_alone) {
         enum { N = 3000 };
         char dir[600], names[MAX_FILES][128];
+        static int before[65536], after[65536], lived[65536];
         snprintf(dir, sizeof(dir), "%s/traces", inst.dir);
+        size_t n_before = live_pids(before, 65536);
         int rc = record_markers(dir, "192kb", NULL, N, 6000);
         cr_assert_eq(rc, 0, "tracectl record --rotate failed (%d)", rc);
+        size_t n_after = live_pids(after, 65536), n_lived = 0;
+        for (size_t i = 0; i < n_before; i++)
+                for (size_t j = 0; j < n_after; j++)
+                        if (before[i] == after[j])
+                                lived[n_lived++] = before[i];
 
         cr_assert_eq(list_dir(dir, ".part", names, MAX_FILES), 0, "a .part file was left");
         size_t n = list_dir(dir, ".pftrace", names, MAX_FILES);
         cr_assert_geq(n, 3, "only %zu files for a 192 KiB rotation", n);
         unsigned *count = calloc(N, sizeof(unsigned));
-        struct file_check k = { .marker_count = count, .n_markers = N };
+        bool *described = calloc(n_lived, sizeof(bool));
+        struct file_check k = { .marker_count = count, .n_markers = N, .lived = lived, .n_lived = n_lived,
+                                .described = described };
         for (size_t i = 0; i < n; i++) {
                 check_file(dir, names[i], &k);
                 cr_assert(k.config && k.clock && k.system_info, "%s does not start with the service's packets",
                           names[i]);
                 cr_assert(k.thread_names, "%s has no process tree with thread names", names[i]);
+                /* Every file describes every process (linux.process_stats
+                 * scanned them again at the cut), not only those that ran
+                 * while it was written. */
+                cr_assert_geq(k.n_lived_described * 10, n_lived * 9,
+                              "%s describes %zu of the %zu processes alive throughout", names[i],
+                              k.n_lived_described, n_lived);
                 cr_assert(k.stats_last, "%s does not end with its TraceStats", names[i]);
                 char path[1024];
                 snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
@@ -250,6 +291,7 @@ Test(rotate, each_marker_in_exactly_one_file_and_each_file_alone) {
         for (unsigned i = 0; i < N; i++)
                 cr_assert_eq(count[i], 1, "marker %u is in %u files", i, count[i]);
         free(count);
+        free(described);
 }
 
 Test(rotate, keep_holds_the_newest_files) {
