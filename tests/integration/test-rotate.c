@@ -368,6 +368,21 @@ Test(rotate, a_killed_core_leaves_readable_files) {
                 }
         }
         cr_assert_geq(n, 3, "the files were not cut");
+        /* And until the file being written shows 64 KiB. */
+        for (unsigned i = 0; i < 200000; i++) {
+                char text[64], parts[2][128], path[1024];
+                struct stat st;
+                snprintf(text, sizeof(text), MARKER_PREFIX "%u", i);
+                cr_assert_eq(fixture_write_root_marker(text), 0);
+                if (i % 100 != 99)
+                        continue;
+                spin_ms(ev, 20);
+                if (list_dir(dir, ".part", parts, 2) != 1)
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", dir, parts[0]);
+                if (stat(path, &st) == 0 && st.st_size >= 64 * 1024)
+                        break;
+        }
         pid_t core = traced_instance_core_pid(&inst);
         cr_assert_gt(core, 0, "no service core under traced %d", (int) inst.pid);
         cr_assert_eq(kill(core, SIGKILL), 0);

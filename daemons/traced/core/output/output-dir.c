@@ -29,7 +29,8 @@ static void file_name(char buf[static OUTPUT_DIR_NAME_MAX], const char *prefix, 
 int output_dir_create(int dir_fd, const char *prefix, uint64_t index) {
         char name[OUTPUT_DIR_NAME_MAX];
         file_name(name, prefix, index, true);
-        int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0640);
+        /* Read and write: a file cut short by a failed write is trimmed. */
+        int fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0640);
         return fd < 0 ? -errno : fd;
 }
 
