@@ -56,6 +56,8 @@ struct ps_session {
         int32_t pending[MAX_PENDING];
         size_t n_pending;
         uint64_t described, polls;
+        /* Incremental state was cleared: the next packet says so. */
+        bool cleared;
 };
 
 static uint64_t boottime_ns(void) {
@@ -85,6 +87,13 @@ static void emit(struct ps_session *ps, uint32_t field, struct pbw *body) {
         struct pbw pkt = {};
         pbw_varint(body, field == 2 ? 3 : 2, boottime_ns()); /* collection_end_timestamp */
         pbw_varint(&pkt, 8, boottime_ns());
+        if (ps->cleared) {
+                /* TracePacket.sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED:
+                 * what follows stands without the packets before it (a
+                 * rotating session starts its next file here). */
+                pbw_varint(&pkt, 13, 1);
+                ps->cleared = false;
+        }
         pbw_message(&pkt, field, body); /* TracePacket.process_tree (2) / process_stats (9) */
         if (!pkt.error)
                 (void) ps->pl->api->write_packet(ps->writer, pkt.buf, pkt.len);
@@ -406,6 +415,21 @@ void process_stats_flush(struct plugin *pl, uint64_t instance_id) {
                 process_stats_resolve_pending(ps);
                 (void) pl->api->flush_writer(ps->writer);
         }
+}
+
+void process_stats_clear(struct plugin *pl, uint64_t instance_id) {
+        struct ps_session *ps = (struct ps_session *) plugin_instance_find(pl->ps_sessions, instance_id);
+        if (!ps)
+                return;
+        /* Everything described so far is forgotten: every live process is
+         * described again now, and the others when they show up. */
+        process_stats_resolve_pending(ps);
+        hashmap_clear(&ps->seen);
+        if (ps->cache)
+                memset(ps->cache, 0, CACHE_SLOTS * sizeof(*ps->cache));
+        ps->cleared = true;
+        scan_all_processes(ps);
+        (void) pl->api->flush_writer(ps->writer);
 }
 
 void process_stats_free_all(struct plugin *pl) {
