@@ -184,10 +184,7 @@ static int head_sink(const struct iovec *iov, size_t n_iov, size_t total, void *
         struct session *s = userdata;
         uint8_t hdr[11];
         size_t hn = session_packet_header(total, hdr);
-        int r = session_rotate_put_next(s, hdr, hn);
-        for (size_t i = 0; r >= 0 && i < n_iov; i++)
-                r = session_rotate_put_next(s, iov[i].iov_base, iov[i].iov_len);
-        return r;
+        return session_put_packet(s, session_rotate_put_next, hdr, hn, iov, n_iov);
 }
 
 /* The disk is full: the session ends with what it has, every file whole. */
