@@ -257,7 +257,7 @@ Test(rotate, each_marker_in_exactly_one_file_and_each_file_alone) {
         static int before[65536], after[65536], lived[65536];
         snprintf(dir, sizeof(dir), "%s/traces", inst.dir);
         size_t n_before = live_pids(before, 65536);
-        int rc = record_markers(dir, "192kb", NULL, N, 6000);
+        int rc = record_markers(dir, "96kb", NULL, N, 6000);
         cr_assert_eq(rc, 0, "tracectl record --rotate failed (%d)", rc);
         size_t n_after = live_pids(after, 65536), n_lived = 0;
         for (size_t i = 0; i < n_before; i++)
@@ -267,7 +267,7 @@ Test(rotate, each_marker_in_exactly_one_file_and_each_file_alone) {
 
         cr_assert_eq(list_dir(dir, ".part", names, MAX_FILES), 0, "a .part file was left");
         size_t n = list_dir(dir, ".pftrace", names, MAX_FILES);
-        cr_assert_geq(n, 3, "only %zu files for a 192 KiB rotation", n);
+        cr_assert_geq(n, 3, "only %zu files for a 96 KiB rotation", n);
         unsigned *count = calloc(N, sizeof(unsigned));
         bool *described = calloc(n_lived, sizeof(bool));
         struct file_check k = { .marker_count = count, .n_markers = N, .lived = lived, .n_lived = n_lived,

@@ -245,7 +245,8 @@ static void rotate_begin(struct session *s) {
         r = output_writer_new(rot->next_fd, &rot->next_writer);
         if (r >= 0) {
                 rot->cutting = true;
-                memset(rot->crossed, 0, rot->crossed_bytes);
+                if (rot->crossed)
+                        memset(rot->crossed, 0, rot->crossed_bytes);
                 r = session_emit_file_head(s, head_sink, s);
         }
         if (r < 0) {
