@@ -336,12 +336,15 @@ static void want_tables(struct bpfstack_session *s, uint32_t pid, bool on_cpu, u
 }
 
 /* A walk that left every mapping with a table: if the pc is in no mapping
- * we know of, the process mapped something since (dlopen), and its
- * tables are loaded again with its maps read anew. */
+ * we know of, or (the kernel's notes keep the maps current) in a file
+ * that has or may have a table, the process mapped something since its
+ * entry was written (dlopen), and its tables are loaded again with its
+ * maps read anew. */
 static void check_new_mapping(struct bpfstack_session *s, uint32_t pid, uint64_t pc, bool on_cpu) {
         struct proc_info *p = proc_table_peek(s->procs, (int) pid);
-        if (p && !p->maps_unreadable && proc_maps_find(&p->maps, pc))
-                return; /* a mapping without a table (JIT code, the vdso): nothing new */
+        const struct pmap *m = p && !p->maps_unreadable ? proc_maps_find(&p->maps, pc) : NULL;
+        if (m && !unwind_tables_could_cover(s->tables, m))
+                return; /* anonymous (JIT code) or a file without a usable table: nothing new */
         want_tables(s, pid, on_cpu, pc);
 }
 

@@ -326,6 +326,18 @@ static bool mapping_file(const struct pmap *m, const uint8_t **vdso, size_t *siz
         return true;
 }
 
+bool unwind_tables_could_cover(const struct unwind_tables *t, const struct pmap *m) {
+        const uint8_t *vdso;
+        size_t size;
+        uint64_t dev, inode;
+        if (!mapping_file(m, &vdso, &size, &dev, &inode))
+                return false;
+        for (size_t k = 0; k < t->n_img; k++)
+                if (t->img[k].dev == dev && t->img[k].inode == inode)
+                        return t->img[k].rows || t->img[k].job;
+        return true;
+}
+
 int unwind_tables_prepare(struct unwind_tables *t, const struct proc_info *p, uint64_t heat) {
         for (size_t k = 0; k < p->maps.n; k++) {
                 const struct pmap *m = &p->maps.v[k];

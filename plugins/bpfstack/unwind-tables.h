@@ -54,6 +54,11 @@ int unwind_tables_map(struct unwind_tables *t, int rows_fd, int pages_fd, uint32
  * finds them compiled. 0, or -ENOMEM. */
 int unwind_tables_prepare(struct unwind_tables *t, const struct proc_info *p, uint64_t heat);
 void unwind_tables_free(struct unwind_tables *t);
+/* Whether m, a mapping of a sampled process, is a file whose table is
+ * compiled, being compiled or not tried yet: a walk that stopped in it
+ * wants the process's entry written again (a dlopen since). False for
+ * anonymous memory (JIT code) and files without usable tables. */
+bool unwind_tables_could_cover(const struct unwind_tables *t, const struct pmap *m);
 
 /* Writes p's entry: a table for each executable file mapping. 0 also
  * when no mapping has one (the entry is then empty, and walks of p stop at
