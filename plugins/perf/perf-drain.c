@@ -41,7 +41,14 @@ static void scope_forget(struct perf_session *s, int pid) {
                 scope_slot(s, pid)->state = 0;
 }
 
-static bool in_scope(struct perf_session *s, int pid) {
+/* A process without a command line to read (exec'ing: the new image's
+ * arguments not set up yet; gone; a kernel thread) is out of scope for
+ * now and read again for its samples RETRY_NS later: caching that for
+ * good lost every sample of a program whose first sample was read while
+ * it exec'd. */
+#define SCOPE_RETRY_NS (50 * 1000 * 1000ull)
+
+static bool in_scope(struct perf_session *s, int pid, uint64_t time) {
         const struct perf_config *c = &s->cfg;
         if (!c->n_target_pid && !c->n_target_cmdline && !c->additional_cmdline_count && !c->n_exclude_pid &&
             !c->n_exclude_cmdline)
@@ -49,7 +56,9 @@ static bool in_scope(struct perf_session *s, int pid) {
         if (pid <= 0)
                 return false;
         struct scope_slot *slot = scope_slot(s, pid);
-        if (slot->state)
+        if (slot->state == 3 && time < slot->read_at + SCOPE_RETRY_NS && time + SCOPE_RETRY_NS > slot->read_at)
+                return false;
+        if (slot->state == 1 || slot->state == 2)
                 return slot->state == 1;
         char path[64], cmdline[512] = "";
         snprintf(path, sizeof(path), "/proc/%d/cmdline", pid);
@@ -60,7 +69,8 @@ static bool in_scope(struct perf_session *s, int pid) {
                 close(fd);
         }
         bool in = perf_config_in_scope(c, pid, cmdline, &s->additional_left);
-        slot->state = in ? 1 : 2;
+        slot->state = in ? 1 : cmdline[0] ? 2 : 3;
+        slot->read_at = time;
         return in;
 }
 
@@ -105,7 +115,7 @@ static void take_sample(struct perf_session *s, struct cpu_ring *ring, struct pe
         it->kind = PERF_ITEM_SAMPLE;
         it->count = ring->count;
         if (s->cfg.callstacks) {
-                if (!in_scope(s, (int) r->u.sample.pid)) {
+                if (!in_scope(s, (int) r->u.sample.pid, r->u.sample.time)) {
                         counter = &s->skipped_scope;
                         reason = SKIP_NOT_IN_SCOPE;
                 } else if (perf_queue_push(&s->q, it) >= 0)
@@ -145,7 +155,7 @@ static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct 
                 take_sample(s, ring, it, &r);
                 return;
         case PERF_REC_COMM:
-                if (r.u.comm.exec)
+                        if (r.u.comm.exec)
                         scope_forget(s, (int) r.u.comm.pid);
                 break;
         case PERF_REC_FORK:

@@ -78,7 +78,8 @@ struct frame_slot {
 
 struct scope_slot {
         int32_t pid; /* 0: free */
-        uint8_t state; /* 0 unknown, 1 in scope, 2 out */
+        uint8_t state; /* 0 unknown, 1 in scope, 2 out, 3 out for now: no command line read */
+        uint64_t read_at; /* state 3: the time of the sample it was read for */
 };
 
 struct perf_session {

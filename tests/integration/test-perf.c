@@ -73,6 +73,7 @@ struct sample {
         uint64_t ts;
         int cpu_mode;
         bool skipped;
+        int skip_reason;
         bool has_stack;
         char **names; /* leaf first; NULL entries: unnamed */
         size_t n_names;
@@ -182,6 +183,7 @@ static void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdat
         s->cpu_mode = ps->cpu_mode;
         s->skipped = ps->optional_sample_skipped_reason_case ==
                      PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_SAMPLE_SKIPPED_REASON_SAMPLE_SKIPPED_REASON;
+        s->skip_reason = s->skipped ? (int) ps->sample_skipped_reason : 0;
         if (s->skipped && ps->sample_skipped_reason ==
                                   PERFETTO__PROTOS__PERF_SAMPLE__SAMPLE_SKIP_REASON__PROFILER_SKIP_NOT_IN_SCOPE)
                 c->skipped_scope++;
@@ -285,14 +287,24 @@ static void check_variant(const char *variant, const char *mode) {
         char *cfg = config(scope, mode, false, NULL);
         fixture_record(&inst, ev, "linux.perf", cfg, run_and_wait, &r, collect_packet, &c);
         free(cfg);
-        size_t total = 0, ok = 0;
+        size_t total = 0, ok = 0, skipped[8] = { 0 };
         for (size_t k = 0; k < c.n_s; k++) {
-                if (c.s[k].pid != (uint32_t) r.pid || c.s[k].skipped)
+                if (c.s[k].pid != (uint32_t) r.pid)
                         continue;
+                if (c.s[k].skipped) {
+                        skipped[(unsigned) c.s[k].skip_reason < 8 ? c.s[k].skip_reason : 0]++;
+                        continue;
+                }
                 total++;
                 ok += has_chain(&c.s[k], NULL);
         }
-        cr_log_info("chain-%s, %s: %zu of %zu samples with leaf, middle, outer, main", variant, mode, ok, total);
+        cr_log_info("chain-%s, %s: %zu of %zu samples with leaf, middle, outer, main; skipped: %zu not in scope, "
+                    "%zu not queued, %zu other",
+                    variant, mode, ok, total,
+                    skipped[PERFETTO__PROTOS__PERF_SAMPLE__SAMPLE_SKIP_REASON__PROFILER_SKIP_NOT_IN_SCOPE],
+                    skipped[PERFETTO__PROTOS__PERF_SAMPLE__SAMPLE_SKIP_REASON__PROFILER_SKIP_UNWIND_ENQUEUE],
+                    skipped[0] + skipped[PERFETTO__PROTOS__PERF_SAMPLE__SAMPLE_SKIP_REASON__PROFILER_SKIP_READ_STAGE] +
+                            skipped[PERFETTO__PROTOS__PERF_SAMPLE__SAMPLE_SKIP_REASON__PROFILER_SKIP_UNWIND_STAGE]);
         cr_assert(c.saw_trace_stats, "the trace is complete");
         /* The plugin's log counts the unwind errors the trace holds. */
         char *line = fixture_log_last(&inst, "linux.perf instance ", " stopped: ");
@@ -301,8 +313,8 @@ static void check_variant(const char *variant, const char *mode) {
         cr_assert(at && sscanf(at, " unwound (%llu with unwind errors", &logged) == 1, "no stop line: %s", line);
         cr_assert_eq(logged, c.unwind_errors, "the log counts %llu unwind errors, the trace holds %zu", logged,
                      c.unwind_errors);
+        cr_assert_gt(total, 50, "samples of the program: %zu (pid %d); the plugin: %s", total, (int) r.pid, line);
         free(line);
-        cr_assert_gt(total, 50, "samples of the program: %zu", total);
         cr_assert_geq(ok * 10, total * 9, "chain-%s (%s): only %zu of %zu samples carry the chain", variant, mode,
                       ok, total);
         cr_assert_gt(c.skipped_scope, 0, "other processes are out of scope, and said so");
