@@ -313,7 +313,15 @@ int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, ch
         return (int) n;
 }
 
-static int ask_capabilities(const char *host_binary, const char *plugin, uint64_t *ret) {
+/* A host asked for a plugin's capabilities (--print-capabilities): all
+ * are asked at once and answered in turn, so that the start waits for
+ * the slowest, not for the sum (a host loads its plugin to answer). */
+struct caps_probe {
+        pid_t pid; /* 0: not started */
+        int rd;
+};
+
+static int caps_probe_start(const char *host_binary, const char *plugin, struct caps_probe *ret) {
         int pfd[2];
         if (pipe2(pfd, O_CLOEXEC) < 0)
                 return -errno;
@@ -336,7 +344,14 @@ static int ask_capabilities(const char *host_binary, const char *plugin, uint64_
                 execve(host_binary, argv, environ);
                 _exit(127);
         }
-        wr = safe_close(wr);
+        ret->pid = pid;
+        ret->rd = TAKE_FD(rd);
+        return 0;
+}
+
+/* Reads the probe's answer and reaps it. */
+static int caps_probe_finish(struct caps_probe *p, uint64_t *ret) {
+        _cleanup_close_ int rd = TAKE_FD(p->rd);
         char buf[64];
         size_t n = 0;
         for (;;) {
@@ -351,9 +366,10 @@ static int ask_capabilities(const char *host_binary, const char *plugin, uint64_
         }
         buf[n] = '\0';
         int status;
-        while (waitpid(pid, &status, 0) < 0)
+        while (waitpid(p->pid, &status, 0) < 0)
                 if (errno != EINTR)
                         return -errno;
+        p->pid = 0;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
                 return -ENOEXEC;
         char *end;
@@ -367,13 +383,17 @@ static int ask_capabilities(const char *host_binary, const char *plugin, uint64_
 
 int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret) {
         char *paths[MAX_PLUGINS];
+        struct caps_probe probes[MAX_PLUGINS] = {};
+        int errors[MAX_PLUGINS] = {};
         uint64_t all = 0;
         int n = plugins_scan(o->dir, o->disabled, o->n_disabled, paths, MAX_PLUGINS);
         if (n < 0)
                 return n;
+        for (int i = 0; i < n; i++)
+                errors[i] = caps_probe_start(o->host_binary, paths[i], &probes[i]);
         for (int i = 0; i < n; i++) {
                 uint64_t caps = 0;
-                int r = ask_capabilities(o->host_binary, paths[i], &caps);
+                int r = errors[i] < 0 ? errors[i] : caps_probe_finish(&probes[i], &caps);
                 if (r < 0)
                         log_warning_errno(r, "Plugin %s declared no capabilities to the host: %m", paths[i]);
                 else
