@@ -232,7 +232,7 @@ static int record_markers(const char *dir, const char *rotate, const char *keep,
         int root = fixture_root_lock(); /* records in the root instance */
         unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
         tracectl_child_spawn(&c, inst.dir, inst.consumer_path, args, 0);
-        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 90000), "linux.ftrace never started");
         for (unsigned i = 0; i < n; i++) {
                 char text[64];
                 snprintf(text, sizeof(text), MARKER_PREFIX "%u", i);
@@ -355,7 +355,7 @@ Test(rotate, a_killed_core_leaves_readable_files) {
                              (const char *const[]) { "record", "-c", config, "--txt", "--rotate", "128kb", "-o", out,
                                                      NULL },
                              0);
-        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 90000), "linux.ftrace never started");
         /* Markers until three files are closed. */
         size_t n = 0;
         for (unsigned i = 0; i < 200000 && n < 3; i++) {
@@ -433,7 +433,7 @@ Test(rotate, a_full_disk_stops_the_session_cleanly) {
                                                      "--detach", "rotate-full", NULL },
                              0);
         cr_assert_eq(tracectl_child_wait(&c, ev, 30000), 0, "tracectl record --detach failed");
-        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 90000), "linux.ftrace never started");
         unsigned before = fixture_log_count(&inst, "Session ", " disabled: ");
         for (unsigned i = 0; i < 400000 && fixture_log_count(&inst, "Session ", " disabled: ") == before; i++) {
                 char text[128];
@@ -494,7 +494,7 @@ static int record_filling(const char *const *args, unsigned n) {
         unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
         struct tracectl_child c;
         tracectl_child_spawn(&c, inst.dir, inst.consumer_path, args, 0);
-        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 90000), "linux.ftrace never started");
         for (unsigned i = 0; i < n; i++) {
                 char text[128];
                 snprintf(text, sizeof(text), MARKER_PREFIX "%u and some text to fill the files faster", i);
