@@ -8,7 +8,6 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -156,15 +155,9 @@ static struct unwind_job *pop_hottest(struct unwind_compiler *c) {
         return j;
 }
 
-/* The workers' nice value: compiling is background work, and the event
- * loop (drains, flushes, the stop) comes first when they compete for a
- * CPU. Linux keeps nice per thread. */
-#define WORKER_NICE 10
-
 static void *worker(void *arg) {
         struct unwind_compiler *c = arg;
         bool idle = false;
-        (void) setpriority(PRIO_PROCESS, (id_t) gettid(), WORKER_NICE);
         pthread_mutex_lock(&c->lock);
         for (;;) {
                 while (!c->quit && !c->queued)
