@@ -30,7 +30,7 @@ bool fixture_tracefs_usable(void) {
 
 int fixture_start(struct traced_instance *inst, sd_event **ret_event) {
         const char *const args[] = { "--plugin-dir=" TOP_BUILDDIR "/plugins/.libs",
-                                     "--plugin-host=" TOP_BUILDDIR "/traced-plugin-host", NULL };
+                                     "--plugin-host=" TOP_BUILDDIR "/tests/bin/traced-plugin-host", NULL };
         int r = sd_event_new(ret_event);
         if (r < 0)
                 return r;

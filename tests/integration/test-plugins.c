@@ -26,7 +26,7 @@
 
 extern char **environ;
 
-#define HOST TOP_BUILDDIR "/traced-plugin-host"
+#define HOST TOP_BUILDDIR "/tests/bin/traced-plugin-host"
 #define PLUGIN(n) TOP_BUILDDIR "/tests/plugins/.libs/" n ".so"
 
 static struct traced_instance inst;

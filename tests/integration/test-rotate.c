@@ -337,7 +337,7 @@ static unsigned count_whole_packets(const char *dir, const char *name, bool *ret
 }
 
 static const char *const fixture_args[] = { "--plugin-dir=" TOP_BUILDDIR "/plugins/.libs",
-                                            "--plugin-host=" TOP_BUILDDIR "/traced-plugin-host", NULL };
+                                            "--plugin-host=" TOP_BUILDDIR "/tests/bin/traced-plugin-host", NULL };
 
 /* The core killed while it rotates: every closed file is whole (it ends
  * with its TraceStats), the one being written reads up to its last whole
