@@ -41,8 +41,11 @@ TRACEFS=/sys/kernel/tracing
 [ -d "$TRACEFS/instances" ] || TRACEFS=/sys/kernel/debug/tracing
 INSTANCE="traced-interop-$$"
 
-OURS_TRACED="$TOP_BUILDDIR/traced"
-OURS_HOST="$TOP_BUILDDIR/traced-plugin-host"
+# The daemons as make check starts them (tests/bin: the programs, not
+# libtool's wrapper scripts, whose start-up cost made a session of the
+# first second miss its data sources).
+OURS_TRACED="$TOP_BUILDDIR/tests/bin/traced"
+OURS_HOST="$TOP_BUILDDIR/tests/bin/traced-plugin-host"
 OURS_PLUGINS="$TOP_BUILDDIR/plugins/.libs"
 OURS_TRACECTL="$TOP_BUILDDIR/tracectl"
 OURS_PRODUCER="$TOP_BUILDDIR/example-producer"
