@@ -26,6 +26,7 @@
 #include "record-output.h"
 #include "record-rotate.h"
 #include "record-target.h"
+#include "record-wait.h"
 #include "tracectl.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
@@ -85,303 +86,6 @@ static void record_help(void) {
                "completes the file; before the session exists it ends tracectl at once.\n"
                "tracectl waits up to 10 s for the service to accept and for the data\n"
                "sources the config names to be registered.\n");
-}
-
-/* A signal writes here too, so that the loop waiting in wait_session
- * wakes at once even when the signal came just before it went to sleep. */
-static int wake_pipe[2] = { -EBADF, -EBADF };
-
-static void wake_loop(void) {
-        int saved = errno;
-        if (wake_pipe[1] >= 0) {
-                ssize_t k = write(wake_pipe[1], "", 1);
-                (void) k; /* full: a wake is pending anyway */
-        }
-        errno = saved;
-}
-
-/* SIGINT and SIGTERM: how many came, the last one, and whether it came
- * from the terminal (the whole foreground process group had it then, a
- * command of `record -- CMD` included). */
-static volatile sig_atomic_t interrupted;
-static volatile sig_atomic_t last_signal;
-static volatile sig_atomic_t signal_from_tty;
-/* Until tracectl has something to clean up (a file beside FILE, a
- * command, a session), a signal ends it at once, whatever it waits for. */
-static volatile sig_atomic_t nothing_to_undo;
-static void on_sigint(int sig, siginfo_t *si, void *ctx) {
-        if (nothing_to_undo) {
-                static const char msg[] = "\ntracectl: interrupted before the recording started: nothing was recorded\n";
-                (void) !write(STDERR_FILENO, msg, sizeof(msg) - 1);
-                _exit(EXIT_OTHER);
-        }
-        interrupted++;
-        last_signal = sig;
-        signal_from_tty = si && si->si_code == SI_KERNEL;
-        wake_loop();
-}
-
-/* Without SA_RESTART: a wait in a system call ends at the signal. */
-static void catch_signal(int sig, void (*handler)(int, siginfo_t *, void *)) {
-        struct sigaction sa = { .sa_sigaction = handler, .sa_flags = SA_SIGINFO };
-        sigemptyset(&sa.sa_mask);
-        (void) sigaction(sig, &sa, NULL);
-}
-
-/* record -- CMD: a signal that reached tracectl alone goes on to the
- * command too, as perf record and strace pass it on; one from the
- * terminal reached it already. Once: a second signal ends tracectl's wait
- * for the command instead. */
-static bool forwarded;
-static void forward_signal(struct record_command *cmd, const char *name) {
-        if (forwarded || !cmd || !cmd->released || record_command_poll(cmd))
-                return;
-        forwarded = true;
-        int sig = last_signal ? last_signal : SIGINT;
-        if (signal_from_tty)
-                return;
-        if (kill(cmd->pid, sig) == 0)
-                fprintf(stderr, "tracectl: %s passed on to %s (pid %d)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", name,
-                        (int) cmd->pid);
-}
-
-/* attach: SIGTERM leaves the session detached again (SIGINT stops it). */
-static volatile sig_atomic_t terminated;
-static void on_sigterm(int sig, siginfo_t *si, void *ctx) {
-        terminated++;
-        wake_loop();
-}
-
-static int on_wake(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
-        char buf[64];
-        while (read(fd, buf, sizeof(buf)) > 0)
-                ;
-        return 0;
-}
-
-static uint64_t now_usec(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t) ts.tv_sec * 1000000u + (uint64_t) ts.tv_nsec / 1000u;
-}
-
-/* What a recording learns as it runs: the data source errors printed so
- * far, and whether it stopped for them. */
-struct record_watch {
-        bool allow_missing;
-        size_t n_errors_printed;
-        bool stopped_for_errors;
-        /* record -- CMD: started once every data source runs (or after
-         * TRACECTL_DATA_SOURCE_WAIT_MS), its end ends the recording. */
-        struct record_command *cmd;
-        bool all_started;
-        const char *cmd_name;
-        /* attach: progress shown without a file of ours; SIGTERM detaches
-         * the session again under this key. */
-        bool progress;
-        const char *detach_key;
-        /* EXIT_ENDED_EARLY: why (TraceStats.TracedEndReason, or
-         * RECORD_SERVICE_GONE). */
-        int end_reason;
-};
-
-#define EXIT_DETACHED (-1)
-#define EXIT_TAKEN (-2) /* attached: another consumer attached to the session under its key */
-
-/* ObserveEvents' replies: the session's data sources all run. */
-static void on_observed(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd,
-                        void *userdata) {
-        struct record_watch *watch = userdata;
-        const Perfetto__Protos__ObserveEventsResponse *r = (const void *) reply;
-        if (error < 0 || !reply || (r->events && r->events->all_data_sources_started))
-                watch->all_started = true;
-}
-
-static void get_trace_stats_response_freep(Perfetto__Protos__GetTraceStatsResponse **r) {
-        if (*r)
-                protobuf_c_message_free_unpacked(&(*r)->base, NULL);
-}
-
-/* The session's TraceStats now (NULL when the service does not answer). */
-static Perfetto__Protos__GetTraceStatsResponse *poll_stats(struct tracectl *t) {
-        ProtobufCMessage *reply = NULL;
-        Perfetto__Protos__GetTraceStatsRequest rq = PERFETTO__PROTOS__GET_TRACE_STATS_REQUEST__INIT;
-        if (tracectl_call(t, "GetTraceStats", &rq.base, &perfetto__protos__get_trace_stats_response__descriptor, -EBADF,
-                          &reply, 1000) < 0 &&
-            reply) {
-                protobuf_c_message_free_unpacked(reply, NULL);
-                reply = NULL;
-        }
-        return (Perfetto__Protos__GetTraceStatsResponse *) reply;
-}
-
-static void show_progress(const Perfetto__Protos__TraceStats *s, int fd, uint64_t start, bool final) {
-        struct stat st;
-        uint64_t written = 0, lost = 0, used = 0, size = 0;
-        for (size_t i = 0; s && i < s->n_buffer_stats; i++) {
-                written += s->buffer_stats[i]->bytes_written;
-                lost += s->buffer_stats[i]->chunks_overwritten + s->buffer_stats[i]->chunks_discarded;
-                size += s->buffer_stats[i]->buffer_size;
-                used += s->buffer_stats[i]->bytes_written - s->buffer_stats[i]->bytes_read;
-        }
-        /* The file we passed, or (attached to a session whose file the
-         * service writes) what the service wrote. */
-        uint64_t file = fd >= 0 && fstat(fd, &st) == 0 ? (uint64_t) st.st_size : written;
-        fprintf(stderr, "\r\033[K%6.1fs  file %8.1f KiB  buffer %3.0f%%  lost chunks %" PRIu64,
-                (double) (now_usec() - start) / 1e6, (double) file / 1024.0,
-                size ? 100.0 * (double) MIN(used, size) / (double) size : 0.0, lost);
-        if (final)
-                fputc('\n', stderr);
-}
-
-/* Waits for the EnableTracing reply; Ctrl-C flushes and stops. A data
- * source error (printed as it comes) stops the session too, unless
- * watch->allow_missing. Attached under watch->detach_key, SIGTERM detaches
- * the session again and returns EXIT_DETACHED. */
-static int wait_session(struct tracectl *t, struct consumer_session *w, int progress_fd, struct record_watch *watch) {
-        uint64_t start = now_usec(), last_progress = 0;
-        bool tty = (progress_fd >= 0 || watch->progress) && isatty(STDERR_FILENO);
-        bool stopping = false, command_ended = false;
-        /* The loop wakes for the service's messages and for signals (the
-         * wake pipe); besides, every 200 ms to redraw the progress line or
-         * to look after a command, else every second (each wake costs). */
-        uint64_t idle_usec = tty || watch->cmd ? 200000u : 1000000u;
-        _cleanup_(sd_event_source_unrefp) sd_event_source *wake = NULL;
-        if (wake_pipe[0] < 0 && pipe2(wake_pipe, O_NONBLOCK | O_CLOEXEC) < 0)
-                idle_usec = 200000u;
-        else if (sd_event_add_io(t->event, &wake, wake_pipe[0], EPOLLIN, on_wake, NULL) < 0)
-                idle_usec = 200000u;
-
-        while (!w->replied) {
-                if (terminated && watch->detach_key && !stopping) {
-                        if (tty)
-                                fputc('\n', stderr);
-                        Perfetto__Protos__DetachRequest dr = PERFETTO__PROTOS__DETACH_REQUEST__INIT;
-                        dr.key = (char *) watch->detach_key;
-                        if (tracectl_call(t, "Detach", &dr.base, &perfetto__protos__detach_response__descriptor, -EBADF,
-                                          NULL, 5000) == 0)
-                                return EXIT_DETACHED;
-                        fprintf(stderr, "tracectl: could not detach the session again: stopping it\n");
-                        interrupted = 1;
-                }
-                if (watch->cmd && !watch->cmd->released &&
-                    (watch->all_started || now_usec() - start > TRACECTL_DATA_SOURCE_WAIT_MS * 1000ull))
-                        record_command_release(watch->cmd);
-                if (watch->cmd && watch->cmd->released && !command_ended && record_command_poll(watch->cmd)) {
-                        command_ended = true;
-                        if (tty && !stopping)
-                                fputc('\n', stderr);
-                        if (!stopping)
-                                fprintf(stderr, "tracectl: the command exited: finishing the trace...\n");
-                }
-                if (!stopping && !watch->allow_missing && watch->n_errors_printed > 0) {
-                        stopping = watch->stopped_for_errors = true;
-                        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
-                        (void) tracectl_call(t, "DisableTracing", &dis.base,
-                                             &perfetto__protos__disable_tracing_response__descriptor, -EBADF, NULL, 5000);
-                        continue;
-                }
-                if ((interrupted || command_ended) && !stopping) {
-                        stopping = true;
-                        if (interrupted && tty)
-                                fputc('\n', stderr);
-                        if (interrupted)
-                                forward_signal(watch->cmd, watch->cmd_name);
-                        if (interrupted)
-                                fprintf(stderr, "tracectl: stopping: flushing and finishing the trace...\n");
-                        Perfetto__Protos__FlushRequest fl = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
-                        fl.has_timeout_ms = true;
-                        fl.timeout_ms = 5000;
-                        (void) tracectl_call(t, "Flush", &fl.base, &perfetto__protos__flush_response__descriptor, -EBADF,
-                                             NULL, 6000);
-                        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
-                        (void) tracectl_call(t, "DisableTracing", &dis.base,
-                                             &perfetto__protos__disable_tracing_response__descriptor, -EBADF, NULL, 5000);
-                        continue;
-                }
-                int r = sd_event_run(t->event, idle_usec);
-                if (r < 0 && r != -EINTR) {
-                        fprintf(stderr, "tracectl: event loop failed: %s\n", strerror(-r));
-                        return EXIT_OTHER;
-                }
-                if (!ipc_client_is_connected(t->client) && !w->replied) {
-                        if (tty)
-                                fputc('\n', stderr);
-                        watch->end_reason = RECORD_SERVICE_GONE;
-                        return EXIT_ENDED_EARLY;
-                }
-                /* The progress line is redrawn every 300 ms; without one,
-                 * errors are looked for every second (each poll wakes the
-                 * service too). */
-                if (now_usec() - last_progress > (tty ? 300000u : 1000000u) && !w->replied) {
-                        last_progress = now_usec();
-                        _cleanup_(get_trace_stats_response_freep) Perfetto__Protos__GetTraceStatsResponse *st =
-                                poll_stats(t);
-                        if (tty && st && ds_errors_new(st->trace_stats, watch->n_errors_printed))
-                                fputc('\n', stderr);
-                        (void) ds_errors_print_new(st ? st->trace_stats : NULL, &watch->n_errors_printed, stderr);
-                        if (tty)
-                                show_progress(st ? st->trace_stats : NULL, progress_fd, start, false);
-                }
-        }
-        if (tty)
-                show_progress(NULL, progress_fd, start, true);
-        /* The service's words when another consumer takes the session. */
-        if (watch->detach_key && w->error && strstr(w->error, "attached by another consumer"))
-                return EXIT_TAKEN;
-        if (w->ipc_error < 0 && !ipc_client_is_connected(t->client)) {
-                watch->end_reason = RECORD_SERVICE_GONE;
-                return EXIT_ENDED_EARLY;
-        }
-        if (w->ipc_error < 0) {
-                fprintf(stderr, "tracectl: the session failed: %s\n", strerror(-w->ipc_error));
-                return EXIT_SESSION_FAILED;
-        }
-        if (w->end_reason && !w->error) {
-                watch->end_reason = w->end_reason;
-                return EXIT_ENDED_EARLY;
-        }
-        if (w->error) {
-                fprintf(stderr, "tracectl: the session failed: %s\n", w->error);
-                return EXIT_SESSION_FAILED;
-        }
-        return EXIT_OK;
-}
-
-/* Waiting for the command once the recording ended: a signal not passed
- * on yet goes to it, the next one ends the wait. */
-static sig_atomic_t seen_signals;
-static bool command_wait_over(void *userdata) {
-        const struct record_watch *watch = userdata;
-        if (interrupted == seen_signals)
-                return false;
-        seen_signals = interrupted;
-        if (!forwarded) {
-                forward_signal(watch->cmd, watch->cmd_name);
-                return false;
-        }
-        return true;
-}
-
-/* The errors the session ended with that were not printed yet (a short
- * session can end before they are polled), and whether they fail the
- * recording: from the session's last stats (final, asked for once it
- * ended), else from the last TraceStats the trace holds. */
-static int check_trace_errors(const char *path, const Perfetto__Protos__TraceStats *final, struct record_watch *watch) {
-        if (final && !watch->stopped_for_errors)
-                (void) ds_errors_print_new(final, &watch->n_errors_printed, stderr);
-        else if (path && !watch->stopped_for_errors) {
-                Perfetto__Protos__TraceStats *st = ds_errors_last_trace_stats(path);
-                (void) ds_errors_print_new(st, &watch->n_errors_printed, stderr);
-                if (st)
-                        perfetto__protos__trace_stats__free_unpacked(st, NULL);
-        }
-        if (watch->n_errors_printed == 0 || watch->allow_missing)
-                return EXIT_OK;
-        fprintf(stderr, "tracectl: the recording %s: a data source could not do what the config asks "
-                        "(--allow-missing records without it)\n",
-                watch->stopped_for_errors ? "was stopped" : "failed");
-        return EXIT_SESSION_FAILED;
 }
 
 /* A recording that did not complete leaves the file it was to replace as
@@ -674,9 +378,9 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         /* Ctrl-C (or SIGTERM) ends every phase of the recording: waiting
          * for the service or its data sources, recording, finishing. Even
          * when the shell that started tracectl ignores them. */
-        nothing_to_undo = true;
-        catch_signal(SIGINT, on_sigint);
-        catch_signal(SIGTERM, on_sigint);
+        record_sig.nothing_to_undo = true;
+        record_catch_interrupt(SIGINT);
+        record_catch_interrupt(SIGTERM);
         r = tracectl_connect(t);
         if (r != 0) {
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
@@ -695,7 +399,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
 
         /* The command is forked now, for its pid to go into the config; it
          * runs once tracing does. */
-        nothing_to_undo = false;
+        record_sig.nothing_to_undo = false;
         _cleanup_(record_command_finish) struct record_command cmd = { .pid = -1, .release_fd = -EBADF,
                                                                       .exec_fd = -EBADF };
         if (command && ((r = record_command_fork(&cmd, command)) < 0 ||
@@ -740,7 +444,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         req.trace_config = cfg;
         uint32_t asked_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
-        uint64_t enabled_usec = now_usec();
+        uint64_t enabled_usec = record_now_usec();
         int64_t id = consumer_enable_tracing(t->client, &req, file.fd, &w);
         perfetto__protos__trace_config__free_unpacked(cfg, NULL);
         if (id < 0) {
@@ -756,7 +460,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 oe.n_events_to_observe = 1;
                 oe.events_to_observe = &type;
                 if (ipc_client_invoke(t->client, "ObserveEvents", &oe.base,
-                                      &perfetto__protos__observe_events_response__descriptor, -EBADF, on_observed,
+                                      &perfetto__protos__observe_events_response__descriptor, -EBADF, record_on_observed,
                                       &watch) < 0)
                         watch.all_started = true;
         }
@@ -789,21 +493,21 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return EXIT_OK;
         }
 
-        r = wait_session(t, &w, rotating ? -EBADF : file.fd, &watch);
-        uint64_t recorded_usec = now_usec() - enabled_usec;
+        r = record_wait_session(t, &w, rotating ? -EBADF : file.fd, &watch);
+        uint64_t recorded_usec = record_now_usec() - enabled_usec;
         /* The ended session stays the consumer's until it goes: its stats
          * are the ones the service wrote last into the trace, without
          * reading the trace back (the service wrote it around the page
          * cache). */
-        _cleanup_(get_trace_stats_response_freep) Perfetto__Protos__GetTraceStatsResponse *final =
-                r == EXIT_OK ? poll_stats(t) : NULL;
+        _cleanup_(record_stats_freep) Perfetto__Protos__GetTraceStatsResponse *final =
+                r == EXIT_OK ? record_poll_stats(t) : NULL;
         consumer_session_done(&w);
         tracectl_disconnect(t);
         if (command && cmd.released && !record_command_poll(&cmd)) {
                 fprintf(stderr, "tracectl: the recording ended; waiting for %s (pid %d) to exit (Ctrl-C %s)\n",
-                        command[0], (int) cmd.pid, forwarded ? "again stops waiting" : "passes it on");
-                seen_signals = interrupted;
-                if (!record_command_wait(&cmd, wake_pipe[0], command_wait_over, &watch))
+                        command[0], (int) cmd.pid, record_sig.forwarded ? "again stops waiting" : "passes it on");
+                record_sig.seen = record_sig.interrupted;
+                if (!record_command_wait(&cmd, record_sig.wake_pipe[0], record_command_wait_over, &watch))
                         fprintf(stderr, "tracectl: not waiting for %s (pid %d) any longer: it runs on\n", command[0],
                                 (int) cmd.pid);
         }
@@ -819,7 +523,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         WIFEXITED(cmd.status) ? "exited with status" : "was killed by signal",
                         WIFEXITED(cmd.status) ? WEXITSTATUS(cmd.status) : WTERMSIG(cmd.status));
         if (r == EXIT_OK)
-                r = check_trace_errors(service_opens || rotating ? NULL : file.tmp_path,
+                r = record_check_trace_errors(service_opens || rotating ? NULL : file.tmp_path,
                                        final ? final->trace_stats : NULL, &watch);
         if (rotating) {
                 /* Every closed file is whole, an early end included. */
@@ -851,7 +555,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 fprintf(stderr, "tracectl: cannot rename the trace to %s: %s\n", out, strerror(-r));
                 return EXIT_OTHER;
         }
-        if (trigger && !interrupted && access(out, R_OK) == 0 && !trace_trigger_fired(out, trigger))
+        if (trigger && !record_sig.interrupted && access(out, R_OK) == 0 && !trace_trigger_fired(out, trigger))
                 fprintf(stderr,
                         "tracectl: trigger \"%s\" was not activated (tracectl trigger %s); the recording ran "
                         "its whole time\n",
@@ -891,8 +595,11 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
                 tracectl_disconnect(t);
                 return EXIT_SESSION_FAILED;
         }
-        catch_signal(SIGINT, on_sigint);
-        catch_signal(SIGTERM, stop ? on_sigint : on_sigterm);
+        record_catch_interrupt(SIGINT);
+        if (stop)
+                record_catch_interrupt(SIGTERM);
+        else
+                record_catch_detach(SIGTERM);
         struct consumer_session w = {};
         Perfetto__Protos__EnableTracingRequest en = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         en.has_attach_notification_only = true;
@@ -903,11 +610,11 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
                 return EXIT_SESSION_FAILED;
         }
         if (stop)
-                interrupted = 1; /* flush, stop, wait */
+                record_sig.interrupted = 1; /* flush, stop, wait */
         else if (isatty(STDERR_FILENO))
                 fprintf(stderr, "Attached to session \"%s\": Ctrl-C stops it, SIGTERM (kill) detaches again.\n", key);
         struct record_watch watch = { .allow_missing = true, .progress = !stop, .detach_key = stop ? NULL : key };
-        r = wait_session(t, &w, -EBADF, &watch);
+        r = record_wait_session(t, &w, -EBADF, &watch);
         consumer_session_done(&w);
         tracectl_disconnect(t);
         if (r == EXIT_TAKEN) {
