@@ -233,7 +233,7 @@ static int run(int argc, char **argv) {
         if (r < 0)
                 return log_error_errno(r, "%s: %s", plugin_runner_name(runner), why);
         log_info("Plugin %s %s loaded from %s.", plugin_runner_name(runner), plugin_runner_version(runner), path);
-        r = sd_event_loop(event);
+        r = plugin_runner_loop(runner, event);
         runner = plugin_runner_free(runner);
         safe_close(hb.fd);
         return r;

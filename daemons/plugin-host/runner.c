@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "basic/abi-struct.h"
 #include "basic/macro.h"
@@ -22,6 +23,11 @@ struct traced_host {
         void *state;
         bool created;
         char name[128];
+        /* The most CPU one turn of the event loop took since a data
+         * source last started: how long a flush or a stop can have waited
+         * behind the plugin's other work, whatever else the machine ran. */
+        uint64_t longest_turn_ns;
+        bool turn_restart; /* a data source started in this turn: count from the next */
 };
 
 struct plugin_runner {
@@ -166,12 +172,16 @@ static const struct traced_host_api host_api = {
 
 static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t n, void *ud) {
         struct traced_host *h = ud;
+        h->turn_restart = true;
         if (h->desc->ops->start)
                 h->desc->ops->start(h->state, id, ds, cfg, n);
 }
 
 static void on_stop(traced_producer *p, uint64_t id, void *ud) {
         struct traced_host *h = ud;
+        log_info("%s: instance %llu stops; the longest turn of the host's event loop since it started took %.1f ms "
+                 "of CPU.",
+                 h->name, (unsigned long long) id, (double) h->longest_turn_ns / 1e6);
         if (h->desc->ops->stop)
                 h->desc->ops->stop(h->state, id);
 }
@@ -297,4 +307,31 @@ struct plugin_runner *plugin_runner_free(struct plugin_runner *r) {
          * left behind must not jump into unmapped memory. */
         free(r);
         return NULL;
+}
+
+static uint64_t thread_cpu_ns(void) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+                return 0;
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+int plugin_runner_loop(struct plugin_runner *r, sd_event *event) {
+        while (sd_event_get_state(event) != SD_EVENT_FINISHED) {
+                uint64_t before = thread_cpu_ns();
+                int k = sd_event_run(event, UINT64_MAX);
+                uint64_t spent = thread_cpu_ns() - before;
+                /* The start's own turn (loading BPF programs, say) is
+                 * not counted: what follows it is. */
+                if (r->host.turn_restart) {
+                        r->host.turn_restart = false;
+                        r->host.longest_turn_ns = 0;
+                } else if (spent > r->host.longest_turn_ns)
+                        r->host.longest_turn_ns = spent;
+                if (k < 0)
+                        return k;
+        }
+        int code = 0;
+        int k = sd_event_get_exit_code(event, &code);
+        return k < 0 ? k : code;
 }

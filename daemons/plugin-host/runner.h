@@ -30,6 +30,10 @@ uint64_t plugin_runner_capabilities(const struct plugin_runner *r);
  */
 int plugin_runner_start(struct plugin_runner *r, sd_event *event, int socket_fd, const char *socket_path,
                         char *why, size_t why_size);
+/* Runs event until it exits (sd_event_loop's return values), keeping the
+ * most CPU one turn of it took; each data source's stop logs that since
+ * its start. */
+int plugin_runner_loop(struct plugin_runner *r, sd_event *event);
 /* Destroys the plugin instance and the connection. */
 struct plugin_runner *plugin_runner_free(struct plugin_runner *r);
 static inline void plugin_runner_freep(struct plugin_runner **r) {
