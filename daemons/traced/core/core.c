@@ -13,6 +13,7 @@
 #include "basic/macro.h"
 #include "log/log.h"
 #include "shared/control.h"
+#include "shared/resident.h"
 #include "core/core.h"
 #include "core/service.h"
 #include "core/sessions/session.h"
@@ -100,6 +101,48 @@ static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, v
         return 0;
 }
 
+static void apply_resident(struct core *c, const struct resident_set *set) {
+        _cleanup_free_ struct resident_entry *v = calloc(set->n ? set->n : 1, sizeof(*v));
+        if (!v) {
+                log_error("Out of memory applying the resident sessions.");
+                return;
+        }
+        for (size_t i = 0; i < set->n; i++)
+                v[i] = (struct resident_entry) {
+                        .name = set->v[i].name,
+                        .path = set->v[i].path,
+                        .config = set->v[i].config,
+                        .size = set->v[i].size,
+                };
+        sessions_set_resident(c->svc, v, set->n);
+}
+
+static void log_resident_error(const char *message, void *userdata) {
+        log_error("Resident session file %s", message);
+}
+
+/* Without a supervisor: the core reads the sessions directory itself, at
+ * start and on SIGHUP. */
+static void load_resident(struct core *c) {
+        struct resident_set set = {};
+        int r = resident_load_dir(c->o->sessions_dir, &set, log_resident_error, NULL);
+        if (r < 0) {
+                log_error_errno(r, "Failed to read the sessions directory %s: %m", c->o->sessions_dir);
+                return;
+        }
+        apply_resident(c, &set);
+        resident_set_done(&set);
+}
+
+static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        struct core *c = userdata;
+        (void) sd_notify(false, "RELOADING=1");
+        log_info("Reloading: reading the sessions directory %s again.", c->o->sessions_dir);
+        load_resident(c);
+        (void) sd_notify(false, "READY=1");
+        return 0;
+}
+
 static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         struct core *c = userdata;
 
@@ -128,6 +171,18 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                                 log_info("Trace files by output_path go into %s.", msg.path);
                         else
                                 log_debug("No trace directory: output_path is refused.");
+                        continue;
+                }
+                if (msg.kind == CONTROL_RESIDENT_SESSIONS) {
+                        _cleanup_close_ int mfd = pfd;
+                        struct resident_set set = {};
+                        r = mfd < 0 ? -EBADMSG : resident_set_from_fd(mfd, &set);
+                        if (r < 0) {
+                                log_warning_errno(r, "Failed to read the resident sessions from the supervisor: %m");
+                                continue;
+                        }
+                        apply_resident(c, &set);
+                        resident_set_done(&set);
                         continue;
                 }
                 if (pfd < 0) {
@@ -207,6 +262,10 @@ int core_run(const struct core_options *o) {
                 r = o->started(event, c.svc, o->userdata);
                 if (r < 0)
                         log_warning_errno(r, "Failed to start the plugins: %m");
+        }
+        if (control_fd < 0 && o->sessions_dir) {
+                load_resident(&c);
+                (void) sd_event_add_signal(event, NULL, SIGHUP, on_reload, &c);
         }
         (void) sd_notify(false, "READY=1");
         notify_status(c.svc);

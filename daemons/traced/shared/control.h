@@ -14,6 +14,7 @@
 enum control_kind {
         CONTROL_PRODUCER = 0,      /* fd: the service's end of a plugin host's connection */
         CONTROL_TRACE_DIRECTORY, /* fd (or none): the trace directory, path names it */
+        CONTROL_RESIDENT_SESSIONS, /* fd: a sealed memfd, the whole set of resident sessions (resident.h) */
 };
 
 struct control_msg {
@@ -29,6 +30,9 @@ int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd);
 /* Sends the trace directory: path and an O_PATH fd on it, or (fd < 0) that
  * there is none. The fd stays the caller's. */
 int control_send_trace_directory(int ctl_fd, const char *path, int fd);
+/* Sends the resident sessions: fd from resident_set_to_memfd (stays the
+ * caller's). */
+int control_send_resident(int ctl_fd, int fd);
 /* Receives one message. Returns 1 with *ret_fd set (or -EBADF if none came
  * with it), 0 at end of file, -EAGAIN when nothing is pending, or -errno;
  * a malformed message is -EBADMSG (any fd it carried is closed). */

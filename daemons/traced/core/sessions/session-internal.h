@@ -201,6 +201,15 @@ struct session {
          * as TracePacket.clone_snapshot_trigger. */
         struct received_trigger clone_trigger;
         bool is_clone;
+        /* From a sessions.d file (session-resident.c): its path and the
+         * packed config it had, to tell a changed file on reload.
+         * retired: stopping because its file went or changed; no longer
+         * found by its name. */
+        bool resident;
+        bool retired;
+        char *resident_path;
+        uint8_t *resident_config;
+        size_t resident_config_size;
         bool freeing; /* in session_free: flush callbacks must not use it */
         struct clone_trigger_hit *clone_hits; /* waiting for their delay */
         /* Freed once disabled when no consumer is attached (the duration
