@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "basic/macro.h"
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
 
@@ -53,8 +53,11 @@ static void flush_complete(struct pending_flush *f, bool success) {
  * trace as TracingServiceEvent.last_flush_slow_data_sources. */
 static void report_slow_flush(struct pending_flush *f) {
         struct session *s = f->session;
-        _cleanup_(pbw_done) struct pbw list = {};
+        _cleanup_(pb_buf_done) struct pb_buf b = {};
+        TracingServiceEvent_DataSources list;
+        bool any = false;
 
+        TracingServiceEvent_DataSources_init(&list, pb_buf_stream(&b));
         for (size_t k = 0; k < f->n_producers; k++) {
                 struct producer *p = sessions_find_producer(s->svc, f->producers[k]);
                 log_notice("Session %" PRIu64 ": flush %" PRIu64 " timed out waiting for producer %u \"%s\" (pid %d).",
@@ -63,15 +66,18 @@ static void report_slow_flush(struct pending_flush *f) {
                 for (struct ds_instance *i = s->instances; i; i = i->next) {
                         if (i->producer_id != f->producers[k])
                                 continue;
-                        _cleanup_(pbw_done) struct pbw ds = {};
+                        TracingServiceEvent_DataSources_DataSource ds;
+                        TracingServiceEvent_DataSources_begin_data_source(&list, &ds);
                         if (p && p->name)
-                                pbw_string(&ds, 1, p->name);
-                        pbw_string(&ds, 2, i->name);
-                        pbw_message(&list, 1, &ds);
+                                TracingServiceEvent_DataSources_DataSource_set_producer_name(&ds, p->name);
+                        TracingServiceEvent_DataSources_DataSource_set_data_source_name(&ds, i->name);
+                        TracingServiceEvent_DataSources_end_data_source(&list, &ds);
+                        any = true;
                 }
         }
-        if (!list.error && list.len > 0)
-                session_add_service_event_msg(s, SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES, list.buf, list.len);
+        if (traced_pb_msg_finish(&list.msg) >= 0 && any)
+                session_add_service_event_msg(s, SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES, pb_buf_data(&b),
+                                              pb_buf_len(&b));
 }
 
 static int on_flush_timeout(sd_event_source *src, uint64_t usec, void *userdata) {

@@ -21,6 +21,7 @@
 #include "core/sessions/producer.h"
 #include "core/sessions/session.h"
 #include "perfetto/common/trace_stats.pb-c.h"
+#include "traced/pbzero/perfetto/trace/perfetto/tracing_service_event.pbw.h"
 
 struct compiled_regexes {
         regex_t *re;
@@ -56,15 +57,15 @@ struct pending_flush {
         void *userdata;
 };
 
-/* TracingServiceEvent fields (Perfetto ABI) the service reports. */
+/* The TracingServiceEvents the service reports: which field is set. */
 enum {
-        SERVICE_EVENT_ALL_DATA_SOURCES_STARTED = 1,
-        SERVICE_EVENT_TRACING_STARTED = 2,
-        SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED = 3,
-        SERVICE_EVENT_READ_BUFFERS_COMPLETED = 4,
-        SERVICE_EVENT_TRACING_DISABLED = 5,
-        SERVICE_EVENT_FLUSH_STARTED = 9,
-        SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES = 8,
+        SERVICE_EVENT_ALL_DATA_SOURCES_STARTED = TracingServiceEvent_FIELD_all_data_sources_started,
+        SERVICE_EVENT_TRACING_STARTED = TracingServiceEvent_FIELD_tracing_started,
+        SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED = TracingServiceEvent_FIELD_all_data_sources_flushed,
+        SERVICE_EVENT_READ_BUFFERS_COMPLETED = TracingServiceEvent_FIELD_read_tracing_buffers_completed,
+        SERVICE_EVENT_TRACING_DISABLED = TracingServiceEvent_FIELD_tracing_disabled,
+        SERVICE_EVENT_FLUSH_STARTED = TracingServiceEvent_FIELD_flush_started,
+        SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES = TracingServiceEvent_FIELD_last_flush_slow_data_sources,
 };
 
 struct service_event {

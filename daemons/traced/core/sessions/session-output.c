@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "basic/pbw.h"
+#include "traced/pbzero/perfetto/trace/trace.pbw.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
@@ -174,8 +174,12 @@ static size_t packet_header(struct session *s, size_t total, uint8_t hdr[static 
         size_t hn = 0;
         if (s->out_full)
                 return 0;
-        hdr[hn++] = (1 << 3) | 2; /* Trace.packet */
-        hn += pbw_put_varint(hdr + hn, total);
+        struct traced_pb_stream st;
+        Trace trace;
+        traced_pb_stream_init_buffer(&st, hdr, 11);
+        Trace_init(&trace, &st);
+        traced_pb_msg_len_header(&trace.msg, Trace_FIELD_packet, total); /* the packet's bytes follow */
+        hn = (size_t) traced_pb_msg_size(&trace.msg);
         if (s->max_file_size && s->file_bytes + hn + total > s->max_file_size) {
                 s->out_full = true;
                 return 0;
