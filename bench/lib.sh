@@ -134,3 +134,19 @@ traced_start() {
                 sleep 0.1
         done
 }
+
+# ---- a profile to report on --------------------------------------------
+#
+# perf_workload_script OUT DURATION FREQ FILE: samples, system-wide with
+# callchains (perf record -a -g), a workload with deep kernel and user
+# stacks (perf bench sched messaging, and gzip -9 over FILE) for DURATION
+# seconds at FREQ Hz; OUT.data is the perf.data, OUT.txt its `perf script`
+# in the fields bench/perf-script-to-trace.py reads.
+perf_workload_script() {
+        echo "== recording $2 s at $3 Hz (perf record -a -g)" >&2
+        spawn perf bench sched messaging -t -g 2 -l 100000000 >/dev/null 2>&1
+        spawn sh -c 'while :; do gzip -9 <"$1" >/dev/null; done' sh "$4"
+        perf record -q -F "$3" -a -g -o "$1.data" -- sleep "$2" 2>/dev/null
+        spawn_stop
+        perf script -i "$1.data" -F comm,pid,tid,cpu,time,ip,sym,dso >"$1.txt" 2>/dev/null
+}

@@ -41,15 +41,10 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-echo "== recording $duration s at $freq Hz (perf record -a -g)" >&2
 # The workload runs in process groups of its own (spawn), stopped whole:
 # messaging as threads of one process, two groups of 20 senders/receivers.
-spawn perf bench sched messaging -t -g 2 -l 100000000 >/dev/null 2>&1
-spawn sh -c 'while :; do gzip -9 <"$1" >/dev/null; done' sh "$build/tracectl"
-perf record -q -F "$freq" -a -g -o "$work/perf.data" -- sleep "$duration" 2>/dev/null
-spawn_stop
-
-perf script -i "$work/perf.data" -F comm,pid,tid,cpu,time,ip,sym,dso >"$work/script.txt" 2>/dev/null
+perf_workload_script "$work/perf" "$duration" "$freq" "$build/tracectl"
+mv "$work/perf.txt" "$work/script.txt"
 python3 "$src/perf-script-to-trace.py" "$work/same.pftrace" <"$work/script.txt" 2>"$work/convert.txt"
 copy_bytes=$(stat -c %s "$work/same.pftrace")
 copies=$(( (target_mb * 1024 * 1024 + copy_bytes - 1) / copy_bytes ))

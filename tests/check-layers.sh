@@ -55,7 +55,7 @@ plugins/                        public writers lib/basic lib/profiling lib/pbtxt
 plugins/journald/               public writers lib/basic lib/pbtxt protos libsystemd
 daemons/plugin-host/            public writers lib/basic lib/log lib/producer libsystemd protos
 daemons/traced/                 writers lib/basic lib/log lib/ipc lib/smb lib/pbtxt libsystemd protos wire daemons/traced
-tools/                          writers lib/basic lib/log lib/ipc lib/pbtxt lib/consumer libsystemd protos wire
+tools/                          writers lib/basic lib/log lib/ipc lib/pbtxt lib/consumer lib/profiling libsystemd protos wire
 examples/                       public writers lib/basic libsystemd
 EOF
 }

@@ -8,7 +8,7 @@ build-essential autoconf automake libtool pkg-config make
 debhelper lintian
 libsystemd-dev systemd
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
-libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev libjson-c-dev libseccomp-dev
+libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev libdebuginfod-dev zlib1g-dev libjson-c-dev libseccomp-dev libiberty-dev
 libcriterion-dev libxml2-dev
 bpftool
 clang llvm lld libclang-rt-14-dev
@@ -16,13 +16,19 @@ libselinux1-dev selinux-policy-dev selinux-policy-default setools semodule-utils
 mandoc man-db procps bash-completion
 python3-minimal python3-protobuf
 abigail-tools
+debuginfod golang-go
 "
 
+# One dpkg-query for all of them: a re-run (tools/run.sh runs this every
+# time) takes a moment, not a process per package.
+# shellcheck disable=SC2086
+installed=" $(dpkg-query -W -f='${Package} ${Status}\n' $PACKAGES 2>/dev/null | awk '/ install ok installed$/ {printf "%s ", $1}')"
 missing=""
 for p in $PACKAGES; do
-        if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-                missing="$missing $p"
-        fi
+        case "$installed" in
+        *" $p "*) ;;
+        *) missing="$missing $p" ;;
+        esac
 done
 
 if [ -z "$missing" ]; then

@@ -211,6 +211,11 @@ static int run(int argc, char **argv) {
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
+        /* Started by traced (handed its connection): a SIGHUP for the
+         * whole service (systemctl kill -s HUP) is the supervisor's
+         * reload, not an end for the plugin. */
+        if (socket_fd >= 0)
+                sigaddset(&mask, SIGHUP);
         sigprocmask(SIG_BLOCK, &mask, NULL);
         (void) sd_event_add_signal(event, NULL, SIGTERM, NULL, NULL);
         (void) sd_event_add_signal(event, NULL, SIGINT, NULL, NULL);

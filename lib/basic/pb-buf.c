@@ -40,3 +40,11 @@ void pb_buf_reset(struct pb_buf *b) {
         b->s.error = 0;
         b->s.grow = pb_buf_grow;
 }
+
+int pb_buf_drain(struct pb_buf *b) {
+        if (b->s.root && b->s.root->nested)
+                return -EBUSY;
+        b->s.before += pb_buf_len(b);
+        b->s.wp = b->s.begin;
+        return 0;
+}

@@ -31,6 +31,12 @@ int32_t pb_buf_grow(struct traced_pb_stream *s, size_t need);
 void pb_buf_done(struct pb_buf *b);
 /* Empties b but keeps its memory for the next message. */
 void pb_buf_reset(struct pb_buf *b);
+/* Forgets the bytes written so far (the caller has handed them on) but
+ * keeps the stream's position and its root message, whose next fields
+ * are written from the start of the buffer: for a root message sent field
+ * by field, each once it ended. -EBUSY while a message is open in the
+ * root (its size field is among the bytes). */
+int pb_buf_drain(struct pb_buf *b);
 
 static inline struct traced_pb_stream *pb_buf_stream(struct pb_buf *b) {
         b->s.grow = pb_buf_grow;

@@ -152,6 +152,7 @@ static void on_enable_reply(ipc_client *c, int error, const ProtobufCMessage *re
                         free(s->error);
                         s->error = strdup(r->error);
                 }
+                s->end_reason = r->has_traced_end_reason ? (int) r->traced_end_reason : 0;
         }
         if (s->on_reply)
                 s->on_reply(s, s->userdata);
@@ -167,6 +168,7 @@ int64_t consumer_enable_tracing(ipc_client *c, const Perfetto__Protos__EnableTra
         consumer_session_done(s);
         s->replied = s->disabled = false;
         s->ipc_error = 0;
+        s->end_reason = 0;
         return ipc_client_invoke(c, "EnableTracing", &req->base, &perfetto__protos__enable_tracing_response__descriptor,
                                  fd, on_enable_reply, s);
 }

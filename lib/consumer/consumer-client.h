@@ -54,6 +54,10 @@ struct consumer_session {
         bool disabled;  /* the reply reports the session disabled */
         int ipc_error;  /* the call failed without a reply: -errno */
         char *error;    /* the service's error text, NULL if none */
+        /* traced's own: why the session ended early
+         * (PERFETTO__PROTOS__TRACE_STATS__TRACED_END_REASON__*), 0 if it
+         * did not. */
+        int end_reason;
         /* Optional, set by the caller: told once the reply is in. */
         void (*on_reply)(struct consumer_session *s, void *userdata);
         void *userdata;

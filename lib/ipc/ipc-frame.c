@@ -105,7 +105,7 @@ static void put_header(uint8_t *buf, size_t size) {
 
 int ipc_frame_encoded_len(const Perfetto__Protos__IPCFrame *frame, size_t *ret_len) {
         size_t size = perfetto__protos__ipcframe__get_packed_size(frame);
-        if (size > IPC_FRAME_MAX_SIZE)
+        if (size > IPC_FRAME_MAX_SEND_SIZE)
                 return -EMSGSIZE;
         *ret_len = IPC_FRAME_HEADER_SIZE + size;
         return 0;

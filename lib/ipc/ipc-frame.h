@@ -48,11 +48,11 @@ int ipc_frame_decoder_pop_into(struct ipc_frame_decoder *d, ProtobufCAllocator *
                                Perfetto__Protos__IPCFrame **ret);
 
 /* Serializes a frame with its length header into a new buffer. -EMSGSIZE if
- * the frame exceeds IPC_FRAME_MAX_SIZE. */
+ * the frame exceeds IPC_FRAME_MAX_SEND_SIZE. */
 int ipc_frame_encode(const Perfetto__Protos__IPCFrame *frame, uint8_t **ret_buf, size_t *ret_len);
 /* The two halves of the above, for a caller that picks the buffer by the
  * size: how many bytes the frame takes with its header (-EMSGSIZE beyond
- * IPC_FRAME_MAX_SIZE), and the encoding into exactly that many. buf holds
+ * IPC_FRAME_MAX_SEND_SIZE), and the encoding into exactly that many. buf holds
  * len bytes, len as ipc_frame_encoded_len gave it for the same frame:
  * -EINVAL when the frame packs shorter than that (only a longer len can be
  * caught without overrunning buf). */

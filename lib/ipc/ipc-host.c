@@ -140,6 +140,23 @@ static int send_reply(ipc_host_conn *hc, uint64_t request_id, bool success, cons
         return ipc_conn_send_frame(hc->conn, &frame, fd);
 }
 
+size_t ipc_reply_frame_max_size(size_t reply_len) {
+        Perfetto__Protos__IPCFrame__InvokeMethodReply reply = PERFETTO__PROTOS__IPCFRAME__INVOKE_METHOD_REPLY__INIT;
+        Perfetto__Protos__IPCFrame frame = PERFETTO__PROTOS__IPCFRAME__INIT;
+
+        /* As send_reply frames it; only the length of the reply's bytes
+         * counts for the size. */
+        reply.has_success = reply.success = true;
+        reply.has_has_more = reply.has_more = true;
+        reply.has_reply_proto = true;
+        reply.reply_proto.len = reply_len;
+        frame.has_request_id = true;
+        frame.request_id = UINT64_MAX;
+        frame.msg_case = PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY;
+        frame.msg_invoke_method_reply = &reply;
+        return perfetto__protos__ipcframe__get_packed_size(&frame);
+}
+
 int ipc_request_reply_packed(ipc_request *req, const uint8_t *data, size_t len, bool has_more, int fd) {
         int r = 0;
 
@@ -253,6 +270,13 @@ void ipc_host_conn_set_drained_cb(ipc_host_conn *hc, ipc_host_drained_cb cb, voi
 
 size_t ipc_host_conn_queued_bytes(const ipc_host_conn *hc) {
         return hc->conn ? ipc_conn_queued_bytes(hc->conn) : 0;
+}
+
+size_t ipc_host_queued_bytes(const ipc_host *host) {
+        size_t n = 0;
+        for (const ipc_host_conn *hc = host ? host->conns : NULL; hc; hc = hc->next)
+                n += ipc_host_conn_queued_bytes(hc);
+        return n;
 }
 void ipc_host_conn_set_pid(ipc_host_conn *hc, pid_t pid) {
         hc->pid_override = pid;

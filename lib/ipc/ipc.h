@@ -23,6 +23,10 @@
 /* Largest frame, length prefix excluded, that either side accepts (the
  * upstream IPC buffer size). A larger header closes the connection. */
 #define IPC_FRAME_MAX_SIZE (128u * 1024u)
+/* Largest frame, length prefix excluded, that this side sends: upstream's
+ * receive buffer of IPC_FRAME_MAX_SIZE bytes holds the 4-byte prefix too,
+ * and a longer frame closes its connection. */
+#define IPC_FRAME_MAX_SEND_SIZE (IPC_FRAME_MAX_SIZE - 4u)
 /* Bytes queued for sending to one peer before it is considered stuck and
  * disconnected. */
 #define IPC_SEND_QUEUE_MAX (8u * 1024u * 1024u)
@@ -104,6 +108,8 @@ uint32_t ipc_host_conn_machine_id(const ipc_host_conn *conn);
 const char *ipc_host_conn_machine_name(const ipc_host_conn *conn);
 /* Bytes queued for sending that the peer has not taken yet. */
 size_t ipc_host_conn_queued_bytes(const ipc_host_conn *conn);
+/* The same, summed over every connection of host. */
+size_t ipc_host_queued_bytes(const ipc_host *host);
 /* cb runs each time the bytes queued for the peer have all gone into the
  * socket (after some had to wait): a sender pacing itself by
  * ipc_host_conn_queued_bytes sends more from there. NULL stops it. */
@@ -114,6 +120,11 @@ void *ipc_host_conn_get_userdata(const ipc_host_conn *conn);
 /* Closes the connection (deferred to a safe point of the loop). Pending
  * requests are released; their later replies become no-ops. */
 void ipc_host_conn_close(ipc_host_conn *conn);
+
+/* The largest frame (length header excluded) a reply of reply_len bytes
+ * can take: the longest request id, more replies to follow. A reply is
+ * sent only when its frame is within IPC_FRAME_MAX_SEND_SIZE. */
+size_t ipc_reply_frame_max_size(size_t reply_len);
 
 /* Request accessors. */
 ipc_host_conn *ipc_request_conn(const ipc_request *req);

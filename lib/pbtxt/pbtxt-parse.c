@@ -39,7 +39,20 @@ struct parser {
         struct token tok; /* current (peeked) token */
         char *error;
         int depth;
+        struct pbtxt_positions *positions; /* NULL: not asked for */
+        struct token field_tok;      /* the name of the field being parsed */
 };
+
+/* Notes that field of m (0: m itself) was written at t. */
+static int note_position(struct parser *p, const ProtobufCMessage *m, uint32_t field, const struct token *t) {
+        struct pbtxt_positions *pos = p->positions;
+        if (!pos)
+                return 0;
+        if (GREEDY_REALLOC(pos->v, pos->cap, pos->n + 1) < 0)
+                return -ENOMEM;
+        pos->v[pos->n++] = (struct pbtxt_position) { .msg = m, .field = field, .line = t->line, .col = t->col };
+        return 0;
+}
 
 _printf_(3, 4) static int fail_at(struct parser *p, const struct token *t, const char *fmt, ...) {
         char msg[512];
@@ -413,7 +426,9 @@ static int parse_value(struct parser *p, const ProtobufCFieldDescriptor *f, void
                         return -ENOMEM;
                 protobuf_c_message_init(md, sub);
                 *(ProtobufCMessage **) dst = sub; /* owned by the parent now */
-                r = next(p);
+                r = note_position(p, sub, 0, &p->field_tok);
+                if (r >= 0)
+                        r = next(p);
                 if (r < 0)
                         return r;
                 r = parse_message_body(p, sub, close);
@@ -464,6 +479,10 @@ static int parse_field(struct parser *p, ProtobufCMessage *m) {
         const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(desc, name);
         if (!f)
                 return fail_at(p, &ftok, "unknown field \"%s\" in %s", name, desc->name);
+        p->field_tok = ftok;
+        r = note_position(p, m, f->id, &ftok);
+        if (r < 0)
+                return r;
         r = next(p);
         if (r < 0)
                 return r;
@@ -544,12 +563,19 @@ static int parse_message_body(struct parser *p, ProtobufCMessage *m, char close)
 
 int pbtxt_parse(const ProtobufCMessageDescriptor *desc, const char *text, size_t len, const char *filename,
                 ProtobufCMessage **ret_msg, char **ret_error) {
+        return pbtxt_parse_positions(desc, text, len, filename, ret_msg, ret_error, NULL);
+}
+
+int pbtxt_parse_positions(const ProtobufCMessageDescriptor *desc, const char *text, size_t len,
+                          const char *filename, ProtobufCMessage **ret_msg, char **ret_error,
+                          struct pbtxt_positions *ret_pos) {
         struct parser p = {
                 .text = text,
                 .len = len,
                 .line = 1,
                 .col = 1,
                 .filename = filename ? filename : "<input>",
+                .positions = ret_pos,
         };
         int r;
 
@@ -570,6 +596,8 @@ int pbtxt_parse(const ProtobufCMessageDescriptor *desc, const char *text, size_t
                 r = parse_message_body(&p, m, 0);
         if (r < 0) {
                 protobuf_c_message_free_unpacked(m, NULL);
+                if (ret_pos)
+                        pbtxt_positions_done(ret_pos);
                 if (ret_error)
                         *ret_error = p.error ? p.error : strdup("out of memory");
                 else
@@ -578,6 +606,22 @@ int pbtxt_parse(const ProtobufCMessageDescriptor *desc, const char *text, size_t
         }
         *ret_msg = m;
         return 0;
+}
+
+bool pbtxt_position_find(const struct pbtxt_positions *pos, const ProtobufCMessage *msg, uint32_t field,
+                         unsigned *ret_line, unsigned *ret_col) {
+        for (size_t i = 0; pos && i < pos->n; i++)
+                if (pos->v[i].msg == msg && pos->v[i].field == field) {
+                        *ret_line = pos->v[i].line;
+                        *ret_col = pos->v[i].col;
+                        return true;
+                }
+        return false;
+}
+
+void pbtxt_positions_done(struct pbtxt_positions *pos) {
+        free(pos->v);
+        *pos = (struct pbtxt_positions) {};
 }
 
 size_t pbtxt_type_size(ProtobufCType type) {

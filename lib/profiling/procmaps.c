@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -109,6 +110,11 @@ int proc_maps_add(struct proc_maps *m, const struct pmap *e) {
         return 0;
 }
 
+const struct pmap *proc_info_find_pc(const struct proc_info *p, uint64_t pc) {
+        const struct pmap *m = proc_maps_find(&p->maps, pc);
+        return m ? m : proc_maps_find(&p->prev_maps, pc);
+}
+
 int proc_maps_copy(const struct proc_maps *from, struct proc_maps *to) {
         struct proc_maps m = {};
         if (reserve(&m, from->n) < 0)
@@ -210,6 +216,7 @@ static uint64_t pid_key(int pid) {
 
 static void info_free(struct proc_table *t, struct proc_info *i) {
         proc_maps_clear(&i->maps);
+        proc_maps_clear(&i->prev_maps);
         if (i->userdata && t->free_userdata)
                 t->free_userdata(i->userdata);
         free(i);
@@ -253,7 +260,11 @@ static struct proc_info *get_or_add(struct proc_table *t, int pid) {
         return i;
 }
 
-static void load_maps(struct proc_table *t, struct proc_info *i) {
+/* Reads PROC/PID/maps. With over_notes, what the process's maps hold
+ * (the notes since it was met or exec'd, up to the sample being
+ * symbolized, which /proc, read later, may no longer show: a library
+ * dlclose'd since) stays over what is read. */
+static void load_maps(struct proc_table *t, struct proc_info *i, bool over_notes) {
         char path[512];
         snprintf(path, sizeof(path), "%s/%d/maps", t->proc_dir, i->pid);
         FILE *f = fopen(path, "re");
@@ -271,6 +282,11 @@ static void load_maps(struct proc_table *t, struct proc_info *i) {
                 i->maps_unreadable = true;
                 return;
         }
+        for (size_t k = 0; over_notes && k < i->maps.n; k++)
+                if (proc_maps_add(&m, &i->maps.v[k]) < 0) {
+                        proc_maps_clear(&m);
+                        return;
+                }
         proc_maps_clear(&i->maps);
         i->maps = m;
         i->maps_loaded = true;
@@ -286,11 +302,78 @@ static void load_maps(struct proc_table *t, struct proc_info *i) {
         }
 }
 
+#define MAX_INHERIT_DEPTH 8
+
+/* A forked child gone before its maps were read: its parent's maps (as
+ * they are, unless the parent exec'd since the fork), with what the notes
+ * told of the child since (its own mmaps) on top. */
+static void inherit_maps(struct proc_table *t, struct proc_info *i, unsigned depth) {
+        int ppid = i->fork_parent;
+        i->fork_parent = 0; /* once */
+        struct proc_info *parent = ppid > 0 ? proc_table_peek(t, ppid) : NULL;
+        if (!parent || parent->generation != i->fork_generation)
+                return;
+        if (!parent->maps_loaded && !parent->maps_unreadable && !parent->exited)
+                load_maps(t, parent, true);
+        if (!parent->maps_loaded && parent->fork_parent && depth < MAX_INHERIT_DEPTH)
+                inherit_maps(t, parent, depth + 1);
+        if (parent->maps.n == 0)
+                return;
+        struct proc_maps m = {};
+        if (proc_maps_copy(&parent->maps, &m) < 0)
+                return;
+        for (size_t k = 0; k < i->maps.n; k++)
+                if (proc_maps_add(&m, &i->maps.v[k]) < 0) {
+                        proc_maps_clear(&m);
+                        return;
+                }
+        proc_maps_clear(&i->maps);
+        i->maps = m;
+        i->maps_loaded = parent->maps_loaded;
+        i->maps_version++;
+        if (!i->comm[0])
+                snprintf(i->comm, sizeof(i->comm), "%s", parent->comm);
+}
+
 struct proc_info *proc_table_get(struct proc_table *t, int pid) {
         struct proc_info *i = get_or_add(t, pid);
-        if (i && !i->maps_loaded && !i->maps_unreadable && !i->exited)
-                load_maps(t, i);
+        if (!i || i->maps_loaded)
+                return i;
+        if (!i->maps_unreadable && !i->exited)
+                load_maps(t, i, true);
+        if (!i->maps_loaded && i->fork_parent)
+                inherit_maps(t, i, 0);
         return i;
+}
+
+int proc_table_scan(struct proc_table *t, size_t max) {
+        DIR *d = opendir(t->proc_dir);
+        if (!d)
+                return negative_errno();
+        int n = 0;
+        struct dirent *e;
+        while ((size_t) n < max && n < INT32_MAX && (e = readdir(d))) {
+                char *end;
+                long pid = strtol(e->d_name, &end, 10);
+                if (*end || pid <= 0 || pid > INT32_MAX || proc_table_peek(t, (int) pid))
+                        continue;
+                struct proc_info *i = proc_table_get(t, (int) pid);
+                if (!i) {
+                        closedir(d);
+                        return -ENOMEM;
+                }
+                n += i->maps_loaded;
+        }
+        closedir(d);
+        return n;
+}
+
+void proc_table_reload(struct proc_table *t, int pid) {
+        struct proc_info *i = get_or_add(t, pid);
+        if (!i || i->exited)
+                return;
+        i->maps_unreadable = false;
+        load_maps(t, i, false);
 }
 
 int proc_table_mmap(struct proc_table *t, int pid, const struct pmap *e) {
@@ -305,10 +388,13 @@ int proc_table_exec(struct proc_table *t, int pid, const char *comm) {
         struct proc_info *i = get_or_add(t, pid);
         if (!i)
                 return -ENOMEM;
-        proc_maps_clear(&i->maps);
+        proc_maps_clear(&i->prev_maps);
+        i->prev_maps = i->maps;
+        i->maps = (struct proc_maps) {};
         i->maps_loaded = false;
         i->maps_unreadable = false;
         i->exited = false;
+        i->fork_parent = 0;
         i->generation++;
         i->maps_version++;
         snprintf(i->comm, sizeof(i->comm), "%s", comm ? comm : "");
@@ -326,23 +412,33 @@ int proc_table_comm(struct proc_table *t, int pid, const char *comm) {
 int proc_table_fork(struct proc_table *t, int pid, int ppid) {
         if (pid == ppid)
                 return 0;
-        struct proc_info *parent = proc_table_peek(t, ppid);
+        /* The parent is remembered (not read: most children never get
+         * sampled) so that the child can inherit its maps later. */
+        struct proc_info *parent = ppid > 0 ? get_or_add(t, ppid) : NULL;
         struct proc_info *child = get_or_add(t, pid);
-        if (!child)
+        if (!child || (ppid > 0 && !parent))
                 return -ENOMEM;
         /* pid reuse: whatever was known under this pid is void. */
         proc_maps_clear(&child->maps);
+        proc_maps_clear(&child->prev_maps);
         child->maps_loaded = child->maps_unreadable = child->exited = false;
+        child->fork_parent = 0;
         child->generation++;
         child->maps_version++;
         child->comm[0] = '\0';
         if (!parent)
                 return 0;
         snprintf(child->comm, sizeof(child->comm), "%s", parent->comm);
+        if (!parent->maps_loaded) {
+                /* Known later, if at all: inherited when looked up. */
+                child->fork_parent = ppid;
+                child->fork_generation = parent->generation;
+                return 0;
+        }
         int r = proc_maps_copy(&parent->maps, &child->maps);
         if (r < 0)
                 return r;
-        child->maps_loaded = parent->maps_loaded;
+        child->maps_loaded = true;
         return 0;
 }
 

@@ -52,6 +52,10 @@ struct proc_info {
         int pid;
         char comm[16];
         struct proc_maps maps;
+        /* The maps before the last exec: a sample taken inside the exec
+         * itself (execve() loading the new program) still has its user
+         * pc in the old program. */
+        struct proc_maps prev_maps;
         /* maps reflect /proc/PID/maps read since the last exec (else only
          * what the kernel's notes told since then) */
         bool maps_loaded;
@@ -60,6 +64,11 @@ struct proc_info {
         bool maps_unreadable;
         bool exited;
         uint64_t exit_time;
+        /* Forked from this process (0: not known) before its maps were
+         * known, at the parent's generation fork_generation: a child that
+         * is gone before its own maps are read inherits its parent's. */
+        int fork_parent;
+        uint32_t fork_generation;
         /* bumped on every exec: callers caching per-process results key
          * them with it */
         uint32_t generation;
@@ -83,20 +92,38 @@ size_t proc_table_count(const struct proc_table *t);
 
 /* The process pid, created when unknown. When its maps are not loaded
  * since its last exec, reads PROC/PID/maps first (a failure there is not
- * an error: the process keeps what it has, maps_unreadable is set). NULL
- * only when out of memory. */
+ * an error: the process keeps what it has, maps_unreadable is set); a
+ * process forked (and not exec'd) since the table met it, and gone before
+ * its maps could be read, gets its parent's (read now if need be, while
+ * the parent lives) under what the notes told of its own. NULL only when
+ * out of memory. */
 struct proc_info *proc_table_get(struct proc_table *t, int pid);
+/* Reads the maps of every process there is now (at most max of them), as
+ * perf record does when it starts: the processes that exit before their
+ * first sample is symbolized are known all the same, and what they map
+ * later comes from the kernel's notes. Returns how many were read, or a
+ * negative errno when the proc directory cannot be read. */
+int proc_table_scan(struct proc_table *t, size_t max);
+/* Reads the maps of pid again (they may hold what no note told: a
+ * mapping made since, by a process the notes do not follow). When that
+ * fails (the process is gone) the maps stay what they were. */
+void proc_table_reload(struct proc_table *t, int pid);
+/* The region of process p holding a user pc: in its maps, else in those
+ * it had before its last exec. NULL when in neither. */
+const struct pmap *proc_info_find_pc(const struct proc_info *p, uint64_t pc);
 /* The process pid if known, without creating or loading anything. */
 struct proc_info *proc_table_peek(struct proc_table *t, int pid);
 
 /* The kernel's notes. */
 int proc_table_mmap(struct proc_table *t, int pid, const struct pmap *e);
-/* An exec: every old map is gone; maps are read again at the next get. */
+/* An exec: every old map is gone (kept as prev_maps); maps are read again
+ * at the next get. */
 int proc_table_exec(struct proc_table *t, int pid, const char *comm);
 /* A rename without exec (prctl PR_SET_NAME). */
 int proc_table_comm(struct proc_table *t, int pid, const char *comm);
 /* A new process pid forked from ppid (threads, pid == ppid, are ignored):
- * it starts with a copy of its parent's maps. */
+ * it starts with a copy of its parent's maps, or, when those are not known
+ * yet, inherits them once it is looked up (see proc_table_get). */
 int proc_table_fork(struct proc_table *t, int pid, int ppid);
 /* The process exited at time. It stays known (its samples may still be
  * queued) until proc_table_reap with a later time. */

@@ -22,7 +22,7 @@ struct elf_image *symbolizer_image(struct symbolizer *s, const struct proc_info 
 
 void symbolizer_resolve(struct symbolizer *s, const struct proc_info *p, uint64_t pc, struct symbolized *ret) {
         *ret = (struct symbolized) { .rel_pc = pc };
-        const struct pmap *m = p ? proc_maps_find(&p->maps, pc) : NULL;
+        const struct pmap *m = p ? proc_info_find_pc(p, pc) : NULL;
         if (!m)
                 return;
         ret->map = m;

@@ -22,6 +22,9 @@
 /* Profiling.StackUnwindError */
 #define INTERN_MEMORY_BOUND (64u << 20)
 #define PROC_TABLE_BOUND 4096
+/* How long an exited process stays known: its last records may still be
+ * in the ring. */
+#define REAP_DELAY_NS (5ull * 1000000000ull)
 /* Processes whose tables are loaded per drain at most (each may compile
  * new files' tables), and those waiting for theirs. */
 #define LOADS_PER_DRAIN 16u
@@ -179,13 +182,14 @@ static struct proc_info *proc_for(struct bpfstack_session *s, uint32_t pid, uint
         if (p->maps_unreadable)
                 return p;
         if (!proc_maps_find(&p->maps, first_pc) && s->n_refreshed < REFRESH_SLOTS) {
-                /* Mapped since we read its maps (dlopen, a new exec): read again, once per drain. */
+                /* Mapped since we read its maps (dlopen, a new exec, and no
+                 * notes): read again, once per drain; what is known stays
+                 * if the process is gone. */
                 for (size_t k = 0; k < s->n_refreshed; k++)
                         if (s->refreshed[k] == (int) pid)
                                 return p;
                 s->refreshed[s->n_refreshed++] = (int) pid;
-                (void) proc_table_exec(s->procs, (int) pid, p->comm);
-                p = proc_table_get(s->procs, (int) pid);
+                proc_table_reload(s->procs, (int) pid);
         }
         return p;
 }
@@ -377,10 +381,9 @@ static void load_pending(struct bpfstack_session *s) {
                 struct pending_load l = pl->v[k];
                 /* New, exec'd or mapped more since: its maps are read anew
                  * (not while it waits for its files' compiles). */
-                struct proc_info *p = proc_table_peek(s->procs, l.pid);
-                if (!p || !l.waiting)
-                        (void) proc_table_exec(s->procs, l.pid, p ? p->comm : "");
-                p = proc_table_get(s->procs, l.pid);
+                if (!l.waiting)
+                        proc_table_reload(s->procs, l.pid);
+                struct proc_info *p = proc_table_get(s->procs, l.pid);
                 if (!p || p->maps_unreadable)
                         continue; /* gone */
                 int r = unwind_tables_load(s->tables, p, &l);
@@ -497,6 +500,9 @@ int bpfstack_on_record(void *ctx, void *data, size_t size) {
                 s->bad_records++;
                 return 0;
         }
+        /* The processes as they were when the sample was taken. */
+        if (s->notes)
+                perf_notes_apply(s->notes, s->procs, rec.ts);
         /* The frames follow the record, 8-byte aligned in the ring. */
         handle(s, &rec,
                rec.ustack_id == BPFSTACK_USTACK_WALKED ? (const uint64_t *) ((const uint8_t *) data + sizeof(rec))
@@ -522,7 +528,7 @@ static void read_counters(struct bpfstack_session *s) {
         }
 }
 
-static void housekeeping(struct bpfstack_session *s) {
+static void housekeeping(struct bpfstack_session *s, uint64_t now_boot) {
         size_t n_seen = hashmap_size(&s->seen_ids);
         if (n_seen >= s->cfg.stack_map_entries / 4 || n_seen >= s->seen_max)
                 collect_stacks(s);
@@ -533,8 +539,12 @@ static void housekeeping(struct bpfstack_session *s) {
                         intern_clear(qs[k]->iw);
                         cs_cache_flush(s);
                 }
+        /* The exited, once their last records are surely read. */
+        if (s->notes && now_boot > REAP_DELAY_NS)
+                proc_table_reap(s->procs, now_boot - REAP_DELAY_NS);
         if (proc_table_count(s->procs) > PROC_TABLE_BOUND) {
-                /* No exit notes here: forget everyone, read maps again as needed. */
+                /* Without exit notes, or too many live: forget everyone,
+                 * read maps again as needed. */
                 struct proc_table *t;
                 if (proc_table_new(NULL, &t) == 0) {
                         proc_table_free(s->procs);
@@ -552,6 +562,7 @@ void bpfstack_clear_interned(struct bpfstack_session *s) {
 }
 
 void bpfstack_drain(struct bpfstack_session *s, bool load) {
+        uint64_t start = bpfstack_boottime_ns();
         read_counters(s);
         bool slicing = s->tables && load;
         for (;;) {
@@ -564,7 +575,17 @@ void bpfstack_drain(struct bpfstack_session *s, bool load) {
         }
         if (slicing)
                 load_pending(s);
-        housekeeping(s);
+        /* Every record taken before the drain began is read: the notes
+         * until then apply. */
+        if (s->notes)
+                perf_notes_apply(s->notes, s->procs, start);
+        housekeeping(s, start);
+}
+
+void bpfstack_on_notes(int fd, uint32_t revents, void *userdata) {
+        struct bpfstack_session *s = userdata;
+        if (s->notes)
+                perf_notes_read(s->notes, s->procs);
 }
 
 void bpfstack_on_tables(int fd, uint32_t revents, void *userdata) {

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <bpf/bpf.h>
@@ -32,6 +33,12 @@
 /* Page index entries (4 bytes, one per 4 KiB of code with tables): one for
  * every four rows, far more than code has (libc: 28 000 rows, 430 pages). */
 #define UNWIND_PAGES(c) ((c)->unwind_rows / 4u)
+/* The notes' ring of each CPU: 256 KiB, a few thousand execs' mappings
+ * between two drains. */
+#define NOTES_RING_PAGES 64u
+/* Processes read as sampling starts: half the table's bound (see
+ * bpfstack-drain.c). */
+#define PROC_SCAN_MAX 2048u
 
 static void session_free(struct bpfstack_session *s) {
         struct bpfstack_plugin *pl = s->pl;
@@ -43,6 +50,9 @@ static void session_free(struct bpfstack_session *s) {
                 pl->api->remove_source(pl->host, s->tables_src);
         if (s->warmup_timer)
                 pl->api->remove_source(pl->host, s->warmup_timer);
+        if (s->notes_src)
+                pl->api->remove_source(pl->host, s->notes_src);
+        perf_notes_free(s->notes);
         ring_buffer__free(s->rb);
         bpf_link__destroy(s->switch_link);
         bpf_link__destroy(s->exec_link);
@@ -207,6 +217,15 @@ static int setup(struct bpfstack_session *s) {
         if ((r = proc_table_new(NULL, &s->procs)) < 0 || (r = elf_cache_new(NULL, &s->elves)) < 0)
                 return r;
         s->sym = (struct symbolizer){.procs = s->procs, .elves = s->elves};
+        if (c->user_frames && (r = perf_notes_new(CLOCK_BOOTTIME, NOTES_RING_PAGES, &s->notes)) < 0)
+                plugin_log(pl, TRACED_LOG_WARNING,
+                           "linux.bpf_stack instance %llu: no notes of execs and mmaps from the kernel (%s): the "
+                           "frames of processes that exit before their samples are read stay unnamed",
+                           id, strerror(-r));
+        /* With the notes on, every process there is now: known even if
+         * it is gone before its first sample is read. */
+        if (s->notes && c->n_pids == 0 && c->n_tids == 0 && !c->cgroup[0])
+                (void) proc_table_scan(s->procs, PROC_SCAN_MAX);
         if (c->walk_tables && c->user_frames) {
                 /* Before the programs load (the verifier may take a
                  * second): the files of the processes running now are
@@ -311,7 +330,9 @@ static int setup(struct bpfstack_session *s) {
             (r = pl->api->add_timer(pl->host, c->drain_period_ms, bpfstack_on_timer, s, &s->timer)) < 0 ||
             (s->tables &&
              (r = pl->api->add_fd(pl->host, unwind_tables_fd(s->tables), EPOLLIN, bpfstack_on_tables, s,
-                                  &s->tables_src)) < 0))
+                                  &s->tables_src)) < 0) ||
+            (s->notes && (r = pl->api->add_fd(pl->host, perf_notes_fd(s->notes), EPOLLIN, bpfstack_on_notes, s,
+                                              &s->notes_src)) < 0))
                 return r;
 
         if (c->off_cpu) {

@@ -54,9 +54,11 @@ const struct cpu_hotplug_ops bpfstack_hotplug_ops = {
 static void check_hotplug(struct bpfstack_session *s) {
         if (s->cfg.on_cpu && s->skel)
                 (void) cpu_hotplug_check(&s->hotplug);
+        if (s->notes)
+                perf_notes_check_cpus(s->notes);
 }
 
-static uint64_t boottime_ns(void) {
+uint64_t bpfstack_boottime_ns(void) {
         struct timespec ts;
         clock_gettime(CLOCK_BOOTTIME, &ts);
         return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
@@ -67,7 +69,7 @@ static uint64_t boottime_ns(void) {
 void bpfstack_write_counters(struct bpfstack_session *s, bool final) {
         if (!s->tables || !s->counters_writer)
                 return;
-        uint64_t now = boottime_ns();
+        uint64_t now = bpfstack_boottime_ns();
         if (!final && now < s->counters_next_ns)
                 return;
         s->counters_next_ns = now + 1000000000u;

@@ -18,6 +18,7 @@
 #include "profiling/cpus.h"
 #include "profiling/intern.h"
 #include "profiling/ksyms.h"
+#include "profiling/perf-notes.h"
 #include "profiling/symbolizer.h"
 #include "profiling/task-names.h"
 #include "unwind-counters.h"
@@ -87,6 +88,11 @@ struct bpfstack_session {
         uint64_t warmup_end; /* CLOCK_MONOTONIC ns */
 
         struct proc_table *procs;
+        /* The kernel's notes on processes (exec, mmap, fork, exit), applied
+         * to procs up to each record's time; NULL when refused (the maps
+         * then come from /proc alone, read when a process is sampled). */
+        struct perf_notes *notes;
+        struct traced_source *notes_src;
         struct task_names names; /* comms written, from the records */
         struct elf_cache *elves;
         struct ksyms *ksyms;
@@ -137,6 +143,8 @@ int bpfstack_warmup_start(struct bpfstack_session *s);
 void bpfstack_on_warmup(void *userdata);
 /* Tables compiled: taken in, and the processes waiting for them loaded. */
 void bpfstack_on_tables(int fd, uint32_t revents, void *userdata);
+/* The notes' rings filling up: read into their queue. */
+void bpfstack_on_notes(int fd, uint32_t revents, void *userdata);
 /* Both sequences forget what they interned: their next packets carry
  * SEQ_INCREMENTAL_STATE_CLEARED and intern (emit) anew what they use. */
 void bpfstack_clear_interned(struct bpfstack_session *s);
@@ -155,3 +163,5 @@ void bpfstack_close_cpu(struct bpfstack_session *s, size_t cpu);
 /* The unwind counters, at most once a second unless final. */
 void bpfstack_write_counters(struct bpfstack_session *s, bool final);
 void bpfstack_on_timer(void *userdata);
+/* CLOCK_BOOTTIME in ns: the records' clock. */
+uint64_t bpfstack_boottime_ns(void);

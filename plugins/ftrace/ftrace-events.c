@@ -170,9 +170,16 @@ int ftrace_add_kprobes(struct ftrace_session *s, const struct pbr_field *fc) {
                                  (int) getpid(), (unsigned long long) s->inst.id);
                 char names[2][256];
                 int n = kprobe_add(s->pl->tracefs, s->kprobe_group, func, kind, names);
+                char field[160];
+                snprintf(field, sizeof(field), "kprobe_events \"%s\"", func);
+                /* To the consumer, as a missing event is: the trace would
+                 * otherwise just lack it. */
                 if (n < 0) {
-                        plugin_log(s->pl, TRACED_LOG_WARNING, "kprobe_events: cannot probe \"%s\": %s", func,
-                                   strerror(-n));
+                        plugin_report(s->pl, "linux.ftrace", s->inst.id, field, "cannot be probed: %s%s",
+                                      strerror(-n),
+                                      n == -ENOENT   ? " (no kprobe_events in tracefs: a kernel without CONFIG_KPROBES?)"
+                                      : n == -EINVAL ? " (not a function the kernel can probe?)"
+                                                     : "");
                         continue;
                 }
                 for (int i = 0; i < n; i++) {
@@ -180,8 +187,8 @@ int ftrace_add_kprobes(struct ftrace_session *s, const struct pbr_field *fc) {
                         *slash = '\0';
                         int r = add_event(s, names[i], slash + 1);
                         if (r < 0)
-                                plugin_log(s->pl, TRACED_LOG_WARNING, "kprobe_events: %s/%s cannot be enabled: %s",
-                                           names[i], slash + 1, strerror(-r));
+                                plugin_report(s->pl, "linux.ftrace", s->inst.id, field, "%s/%s cannot be enabled: %s",
+                                              names[i], slash + 1, strerror(-r));
                 }
         }
         return 0;

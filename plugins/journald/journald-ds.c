@@ -25,6 +25,7 @@
 #define BACKLOG_MS 1
 
 #define LOG_NOTICE_PRIO 5
+#define REOPEN_MS 1000u
 
 struct journald_session {
         struct plugin_instance inst; /* first: the list holds these */
@@ -32,6 +33,11 @@ struct journald_session {
         struct journald_config cfg;
         sd_journal *j; /* NULL: no journal to read */
         struct traced_source *io, *backlog;
+        /* No journal files yet: opened again every REOPEN_MS until there
+         * are (sd-journal watches only directories that existed when it
+         * opened), then read from from_usec on. */
+        struct traced_source *reopen;
+        uint64_t from_usec;
         struct traced_writer *writer;
         struct pb_buf ev; /* an entry's event, read whole before it is written */
         uint64_t total, failed, before_boot, write_errors;
@@ -204,6 +210,7 @@ static int add_matches(struct journald_session *s) {
         return r;
 }
 
+/* Opens the journal into s->j, read from s->from_usec on and watched. */
 static int open_journal(struct journald_session *s) {
         struct journald_plugin *pl = s->pl;
         const char *ns = s->cfg.journal_namespace;
@@ -217,23 +224,53 @@ static int open_journal(struct journald_session *s) {
                 return fd;
         if ((r = add_matches(s)) < 0)
                 return r;
-        struct timespec now;
-        clock_gettime(CLOCK_REALTIME, &now);
-        uint64_t from = (uint64_t) now.tv_sec * 1000000u + (uint64_t) now.tv_nsec / 1000u;
-        from -= (uint64_t) s->cfg.lookback_ms * 1000u;
-        if ((r = sd_journal_seek_realtime_usec(s->j, from)) < 0)
+        if ((r = sd_journal_seek_realtime_usec(s->j, s->from_usec)) < 0)
                 return r;
         return pl->api->add_fd(pl->host, fd, EPOLLIN, on_journal, s, &s->io);
 }
 
-static void session_free(struct journald_session *s) {
+static void close_journal(struct journald_session *s) {
         struct journald_plugin *pl = s->pl;
         if (s->io)
                 pl->api->remove_source(pl->host, s->io);
         if (s->backlog)
                 pl->api->remove_source(pl->host, s->backlog);
+        s->io = s->backlog = NULL;
         if (s->j)
                 sd_journal_close(s->j);
+        s->j = NULL;
+}
+
+static bool has_files(struct journald_session *s) {
+        uint64_t bytes = 0;
+        return s->j && sd_journal_get_usage(s->j, &bytes) >= 0 && bytes > 0;
+}
+
+/* Journald (or its namespace) started after the data source: its
+ * directories did not exist to be watched. Opened again, the journal has
+ * them, and is read from the data source's start on. */
+static void on_reopen(void *userdata) {
+        struct journald_session *s = userdata;
+        struct journald_plugin *pl = s->pl;
+        if (!has_files(s)) {
+                close_journal(s);
+                if (open_journal(s) < 0 || !has_files(s)) {
+                        close_journal(s);
+                        return; /* again at the next period */
+                }
+                plugin_log(pl, TRACED_LOG_INFO, "%s instance %llu: journal files appeared; reading them",
+                           JOURNALD_DS_NAME, (unsigned long long) s->inst.id);
+                pump(s);
+        }
+        pl->api->remove_source(pl->host, s->reopen);
+        s->reopen = NULL;
+}
+
+static void session_free(struct journald_session *s) {
+        struct journald_plugin *pl = s->pl;
+        close_journal(s);
+        if (s->reopen)
+                pl->api->remove_source(pl->host, s->reopen);
         if (s->writer)
                 pl->api->free_writer(s->writer);
         pb_buf_done(&s->ev);
@@ -261,12 +298,14 @@ int journald_session_start(struct journald_plugin *pl, uint64_t id, const uint8_
                 return r;
         }
         const char *ns = s->cfg.journal_namespace;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        s->from_usec = (uint64_t) now.tv_sec * 1000000u + (uint64_t) now.tv_nsec / 1000u -
+                       (uint64_t) s->cfg.lookback_ms * 1000u;
         r = open_journal(s);
         uint64_t bytes = 0;
         if (r < 0) {
-                if (s->j)
-                        sd_journal_close(s->j);
-                s->j = NULL;
+                close_journal(s);
                 snprintf(msg, sizeof(msg), "the journal%s%s cannot be read (%s): nothing is recorded",
                          ns ? " of namespace " : "", ns ? ns : "", strerror(-r));
                 note(s, msg);
@@ -276,6 +315,8 @@ int journald_session_start(struct journald_plugin *pl, uint64_t id, const uint8_
                          "running?): entries are recorded once it writes them there",
                          ns ? " of namespace " : "", ns ? ns : "");
                 note(s, msg);
+                if ((r = pl->api->add_timer(pl->host, REOPEN_MS, on_reopen, s, &s->reopen)) < 0)
+                        s->reopen = NULL;
         }
         plugin_instance_add(&pl->sessions, &s->inst);
         plugin_log(pl, TRACED_LOG_INFO,

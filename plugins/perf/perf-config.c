@@ -284,7 +284,8 @@ static int parse(const Perfetto__Protos__PerfEventConfig *pc, struct perf_config
         }
         c->ignore_open_failure = pc->has_ignore_open_failure && pc->ignore_open_failure;
         c->ring_buffer_pages = pc->has_ring_buffer_pages && pc->ring_buffer_pages ? pc->ring_buffer_pages
-                                                                                   : PERF_DEFAULT_RING_PAGES;
+                               : c->callstacks && c->user_frames == PERF_UNWIND_DWARF ? PERF_DEFAULT_RING_PAGES_DWARF
+                                                                                    : PERF_DEFAULT_RING_PAGES;
         if (c->ring_buffer_pages & (c->ring_buffer_pages - 1) || c->ring_buffer_pages > PERF_MAX_RING_PAGES)
                 return config_error(err, en, "ring_buffer_pages: %u is not a power of two up to %u", c->ring_buffer_pages,
                             PERF_MAX_RING_PAGES);

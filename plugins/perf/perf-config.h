@@ -44,10 +44,21 @@ struct perf_config {
 /* Defaults and limits (man 7 traced-perf). */
 #define PERF_DEFAULT_FREQUENCY 10u
 #define PERF_DEFAULT_RING_PAGES 512u
+/* With DWARF stacks every sample reserves the whole stack copy in the
+ * ring: 63 samples of 4 MiB rings, as 2 MiB rings held 127 of 16 KiB. */
+#define PERF_DEFAULT_RING_PAGES_DWARF 1024u
+/* The notes on processes' ring of each CPU: 1 MiB, thousands of execs'
+ * mappings between two reads. */
+#define PERF_NOTES_RING_PAGES 256u
 #define PERF_MAX_RING_PAGES 65536u
 #define PERF_DEFAULT_READ_PERIOD_MS 100u
 #define PERF_DEFAULT_MAX_ENQUEUED_KB (64u * 1024u)
-#define PERF_STACK_COPY_BYTES 16384u
+/* The user stack copied with each sample, as upstream traced_perf asks
+ * for: the most the kernel allows (below 64 KiB, its low 8 bits clear)
+ * with room left for the rest of the record. C++ compilers, browsers and
+ * interpreters run 32 to 64 KiB deep (clang++ parsing and optimising:
+ * about a third of its stacks were cut at 32 KiB, nearly all at 16 KiB). */
+#define PERF_STACK_COPY_BYTES ((1u << 16) - 256u)
 
 /* Parses a serialized DataSourceConfig. On error returns a negative errno
  * and writes the reason (naming the field) into err. */

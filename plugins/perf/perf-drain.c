@@ -191,72 +191,164 @@ static void count_sample_dropped(struct perf_session *s, struct cpu_ring *ring, 
         drop_sample(s, ring, r.u.sample.time);
 }
 
+/* Handles the record at *tail (there is one) and moves past it. False
+ * when the drain stops here: the queue is congested, or the ring is
+ * damaged (then *tail is head). */
+static bool drain_one(struct perf_session *s, struct cpu_ring *ring, uint64_t head, uint64_t *tail) {
+        uint64_t mask = ring->data_size - 1;
+        /* Bookkeeping alone has filled the queue: the rest waits in the
+         * ring (but for the last drain, at the stop). */
+        if (!s->stopping && perf_queue_congested(&s->q))
+                return false;
+        struct perf_event_header h;
+        for (size_t k = 0; k < sizeof(h); k++)
+                ((uint8_t *) &h)[k] = ring->data[(*tail + k) & mask];
+        if (h.size < sizeof(h) || h.size > head - *tail) {
+                s->bad_records++;
+                *tail = head;
+                return false;
+        }
+        /* A record is read where it lies (or, when it wraps the ring's
+         * end, from a scratch copy) and copied once into what the worker
+         * gets, without the part of the user stack copy the kernel left
+         * unfilled: most stacks use a few KiB of the 64 KiB reserved. */
+        const uint8_t *src = ring->data + (*tail & mask);
+        uint64_t at = *tail;
+        *tail += h.size;
+        if ((at & mask) + h.size > ring->data_size) {
+                if (!ring->scratch)
+                        ring->scratch = malloc(UINT16_MAX + 1);
+                if (!ring->scratch ||
+                    perf_ring_copy(ring->data, ring->data_size, at, head, ring->scratch, UINT16_MAX + 1) != h.size) {
+                        s->skipped_enqueue++;
+                        return true;
+                }
+                src = ring->scratch;
+        }
+        if (h.type == PERF_RECORD_SAMPLE && !perf_queue_room(&s->q, PERF_ITEM_NOTE, 0)) {
+                count_sample_dropped(s, ring, src, h.size);
+                return true;
+        }
+        int n = perf_record_compact(src, h.size, &s->layout, NULL);
+        struct perf_item *it = perf_item_new(PERF_ITEM_RECORD, n > 0 ? (size_t) n : h.size);
+        if (!it) {
+                s->skipped_enqueue++;
+                return true;
+        }
+        if (n > 0)
+                (void) perf_record_compact(src, h.size, &s->layout, it->rec);
+        else
+                memcpy(it->rec, src, h.size); /* counted as a bad record by handle_record */
+        handle_record(s, ring, it);
+        return true;
+}
+
+static struct perf_event_mmap_page *ring_page(const struct cpu_ring *ring) {
+        return (struct perf_event_mmap_page *) (void *) ring->base;
+}
+
 void perf_drain_ring(struct cpu_ring *ring) {
         struct perf_session *s = ring->s;
         if (!ring->base)
                 return;
-        struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) ring->base;
-        uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE);
-        uint64_t tail = mp->data_tail, mask = ring->data_size - 1;
-        while (head - tail >= sizeof(struct perf_event_header)) {
-                /* Bookkeeping alone has filled the queue: the rest waits
-                 * in the ring (but for the last drain, at the stop). */
-                if (!s->stopping && perf_queue_congested(&s->q))
-                        break;
-                struct perf_event_header h;
-                for (size_t k = 0; k < sizeof(h); k++)
-                        ((uint8_t *) &h)[k] = ring->data[(tail + k) & mask];
-                if (h.size < sizeof(h) || h.size > head - tail) {
-                        s->bad_records++;
-                        tail = head;
-                        break;
-                }
-                /* A record is read where it lies (or, when it wraps the
-                 * ring's end, from a scratch copy) and copied once into
-                 * what the worker gets, without the part of the user stack
-                 * copy the kernel left unfilled: most stacks use a few KiB
-                 * of the 16 KiB reserved. */
-                const uint8_t *src = ring->data + (tail & mask);
-                if ((tail & mask) + h.size > ring->data_size) {
-                        if (!ring->scratch)
-                                ring->scratch = malloc(UINT16_MAX + 1);
-                        if (!ring->scratch ||
-                            perf_ring_copy(ring->data, ring->data_size, tail, head, ring->scratch, UINT16_MAX + 1) !=
-                                    h.size) {
-                                s->skipped_enqueue++;
-                                tail += h.size;
-                                continue;
-                        }
-                        src = ring->scratch;
-                }
-                if (h.type == PERF_RECORD_SAMPLE && !perf_queue_room(&s->q, PERF_ITEM_NOTE, 0)) {
-                        count_sample_dropped(s, ring, src, h.size);
-                        tail += h.size;
-                        continue;
-                }
-                int n = perf_record_compact(src, h.size, &s->layout, NULL);
-                struct perf_item *it = perf_item_new(PERF_ITEM_RECORD, n > 0 ? (size_t) n : h.size);
-                if (!it) {
-                        s->skipped_enqueue++;
-                        tail += h.size;
-                        continue;
-                }
-                if (n > 0)
-                        (void) perf_record_compact(src, h.size, &s->layout, it->rec);
-                else
-                        memcpy(it->rec, src, h.size); /* counted as a bad record by handle_record */
-                handle_record(s, ring, it);
-                tail += h.size;
-        }
+        struct perf_event_mmap_page *mp = ring_page(ring);
+        uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE), tail = mp->data_tail;
+        while (head - tail >= sizeof(struct perf_event_header) && drain_one(s, ring, head, &tail))
+                ;
         __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
         perf_queue_publish(&s->q);
 }
 
-void perf_drain_all(struct perf_session *s) {
-        for (size_t k = 0; k < s->n_rings; k++)
-                perf_drain_ring(&s->rings[k]);
+/* ---- all rings, in time order (loop thread) ---- */
+
+/* A ring with records left, in the merge. */
+struct pending {
+        struct cpu_ring *ring;
+        uint64_t head, tail, time;
+};
+
+/* The time of the record at tail (0 for one without: it goes first). */
+static uint64_t time_at(const struct perf_session *s, const struct cpu_ring *ring, uint64_t tail) {
+        uint64_t mask = ring->data_size - 1, t = 0;
+        struct perf_event_header h;
+        size_t off;
+        for (size_t k = 0; k < sizeof(h); k++)
+                ((uint8_t *) &h)[k] = ring->data[(tail + k) & mask];
+        if (!perf_record_time_offset(&s->layout, h.type, h.size, &off))
+                return 0;
+        for (size_t k = 0; k < sizeof(t); k++)
+                ((uint8_t *) &t)[k] = ring->data[(tail + off + k) & mask];
+        return t;
 }
 
+/* A min-heap of the rings by the time of their next record. */
+static void sift_down(struct pending *v, size_t n, size_t i) {
+        for (;;) {
+                size_t l = 2 * i + 1, r = l + 1, m = i;
+                if (l < n && v[l].time < v[m].time)
+                        m = l;
+                if (r < n && v[r].time < v[m].time)
+                        m = r;
+                if (m == i)
+                        return;
+                struct pending x = v[i];
+                v[i] = v[m];
+                v[m] = x;
+                i = m;
+        }
+}
+
+/* Every ring's records, oldest first, as perf report orders them: a
+ * process's fork, exec and mmaps are noted on the CPU where they happened
+ * and its samples on others, and the worker must see the notes first (a
+ * process gone by then has its maps from them only). */
+void perf_drain_all(struct perf_session *s) {
+        struct pending *v = s->n_rings ? calloc(s->n_rings, sizeof(*v)) : NULL;
+        if (!v) {
+                for (size_t k = 0; k < s->n_rings; k++)
+                        perf_drain_ring(&s->rings[k]);
+                return;
+        }
+        size_t n = 0, all;
+        for (size_t k = 0; k < s->n_rings; k++) {
+                struct cpu_ring *ring = &s->rings[k];
+                if (!ring->base)
+                        continue;
+                struct perf_event_mmap_page *mp = ring_page(ring);
+                v[n] = (struct pending) { .ring = ring, .head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE),
+                                          .tail = mp->data_tail };
+                v[n].time = time_at(s, ring, v[n].tail);
+                n++;
+        }
+        all = n;
+        /* Rings with nothing to read go to the end, out of the heap. */
+        for (size_t i = 0; i < n;)
+                if (v[i].head - v[i].tail < sizeof(struct perf_event_header)) {
+                        struct pending x = v[i];
+                        v[i] = v[--n];
+                        v[n] = x;
+                } else
+                        i++;
+        for (size_t i = n / 2; i-- > 0;)
+                sift_down(v, n, i);
+        while (n > 0) {
+                struct pending *p = &v[0];
+                if (!drain_one(s, p->ring, p->head, &p->tail))
+                        break;
+                if (p->head - p->tail >= sizeof(struct perf_event_header))
+                        p->time = time_at(s, p->ring, p->tail);
+                else {
+                        struct pending x = v[0];
+                        v[0] = v[--n];
+                        v[n] = x;
+                }
+                sift_down(v, n, 0);
+        }
+        for (size_t i = 0; i < all; i++)
+                __atomic_store_n(&ring_page(v[i].ring)->data_tail, v[i].tail, __ATOMIC_RELEASE);
+        perf_queue_publish(&s->q);
+        free(v);
+}
 
 /* Once per instance, as soon as the loop sees it: the writer refusing
  * packets means a trace with holes (the count comes when it stops). */
@@ -278,11 +370,22 @@ void perf_on_timer(void *userdata) {
         struct perf_session *s = userdata;
         (void) cpu_hotplug_check(&s->hotplug);
         perf_drain_all(s);
+        /* The worker reads the notes' rings at least this often, samples
+         * or not. */
+        if (s->notes) {
+                struct perf_item *it = perf_item_new(PERF_ITEM_TICK, 0);
+                if (it) {
+                        push_bookkeeping(s, it);
+                        perf_queue_publish(&s->q);
+                }
+        }
         log_first_write_error(s);
 }
 
+/* A ring filling up: all of them are read, to keep the order. */
 void perf_on_ring(int fd, uint32_t revents, void *userdata) {
-        perf_drain_ring(userdata);
+        struct cpu_ring *ring = userdata;
+        perf_drain_all(ring->s);
 }
 
 /* ---- CPU hotplug (loop thread) ---- */

@@ -102,6 +102,7 @@ static void session_free(struct perf_session *s) {
         free(s->frames);
         free(s->track_epoch);
         unwinder_free(s->unw);
+        perf_notes_free(s->notes);
         proc_table_free(s->procs);
         task_names_done(&s->names);
         elf_cache_free(s->elves);
@@ -141,8 +142,19 @@ static int setup(struct perf_session *s) {
                         a->sample_regs_user = unwind_perf_regs_mask();
                         a->sample_stack_user = PERF_STACK_COPY_BYTES;
                 }
-                a->mmap2 = 1;
-                a->task = 1;
+                /* The processes' maps: from notes of their own (see
+                 * perf-session.h), else from these rings. The kernel notes
+                 * mappings only while some event asks with mmap (mmap2
+                 * alone gives the record's layout, not the records): both,
+                 * as perf record sets them. */
+                r = perf_notes_new(a->clockid, PERF_NOTES_RING_PAGES, &s->notes);
+                if (r < 0)
+                        plugin_log(pl, TRACED_LOG_WARNING,
+                                   "linux.perf: no rings of their own for the notes of execs and mmaps (%s): "
+                                   "a full ring loses them with the samples",
+                                   strerror(-r));
+                r = 0;
+                a->mmap = a->mmap2 = a->task = !s->notes;
         }
         /* Renames and execs, to name the samples by the comm they had
          * (the worker writes them into the trace). */
@@ -316,7 +328,8 @@ static void log_stopped(struct perf_session *s) {
                    "%llu not in scope, %llu not unwound (queue full), %llu not unwound before the stop, "
                    "%llu dropped (queue at its %zu-item bound), "
                    "%llu records lost by the kernel, %llu throttles, %llu bad records, %llu CPUs gone offline, "
-                   "%llu packets and %llu flushes refused by the writer%s%s%s",
+                   "%llu packets and %llu flushes refused by the writer%s%s%s; maps of %llu processes read at "
+                   "the start",
                    (unsigned long long) s->inst.id, (unsigned long long) s->samples,
                    (unsigned long long) s->unwound, (unsigned long long) s->unwind_errors,
                    (unsigned long long) by_rows, (unsigned long long) by_libunwind,
@@ -325,7 +338,8 @@ static void log_stopped(struct perf_session *s) {
                    (unsigned long long) s->lost, (unsigned long long) s->throttles,
                    (unsigned long long) s->bad_records, (unsigned long long) s->hotplug.stops,
                    (unsigned long long) s->write_errors, (unsigned long long) s->flush_errors,
-                   first_error ? " (first: " : "", first_error ? strerror(-first_error) : "", first_error ? ")" : "");
+                   first_error ? " (first: " : "", first_error ? strerror(-first_error) : "", first_error ? ")" : "",
+                   (unsigned long long) s->scanned);
 }
 
 static void stop_session(struct perf_session *s) {

@@ -36,6 +36,7 @@ enum perf_item_kind {
         PERF_ITEM_RECORD,   /* a process event or mapping (comm, fork, exit, mmap2) */
         PERF_ITEM_LOST,     /* records the kernel lost */
         PERF_ITEM_THROTTLE, /* the kernel throttled a CPU's event */
+        PERF_ITEM_TICK,     /* the read period: the worker reads the kernel's notes on processes */
         PERF_ITEM_FLUSH,
         PERF_ITEM_STOP,
 };
@@ -59,7 +60,7 @@ struct perf_item {
  * microseconds, ASan or not: a queue of notes at this bound is written
  * out in well under a second, far from the plugin host's watchdog (10 s
  * by default) and from the 5 s a flush waits. Samples to unwind cost
- * more, but the byte bound holds them back first (16 KiB stack copies),
+ * more, but the byte bound holds them back first (their stack copies),
  * and at the stop they are written without unwinding after 3 s. */
 #define PERF_QUEUE_MAX_ITEMS (1u << 16)
 

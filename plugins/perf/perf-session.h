@@ -27,8 +27,9 @@
 #include "perf-config.h"
 #include "perf-ds.h"
 #include "perf-queue.h"
-#include "perf-record.h"
 #include "profiling/cpus.h"
+#include "profiling/perf-notes.h"
+#include "profiling/perf-record.h"
 #include "profiling/symbolizer.h"
 #include "profiling/task-names.h"
 
@@ -87,6 +88,11 @@ struct perf_session {
         struct cpu_ring *rings;
         size_t n_rings;
         struct cpu_hotplug hotplug; /* the rings' events across CPU hotplug */
+        /* The kernel's notes on processes (exec, mmap, fork, exit) in rings
+         * of their own, where samples never crowd them out; the worker's,
+         * applied to procs up to each sample's time. NULL when refused:
+         * the sampling rings carry them then. */
+        struct perf_notes *notes;
         /* worker: per counter track kind and CPU, the epoch the track was
          * described in (0: not yet) */
         uint32_t *track_epoch;
@@ -127,6 +133,7 @@ struct perf_session {
         /* counters (any thread) */
         atomic_uint_fast64_t samples, unwound, unwind_errors, skipped_enqueue, skipped_scope, skipped_stop, lost,
                 throttles, bad_records, dropped;
+        atomic_uint_fast64_t scanned; /* processes whose maps the worker read as it started */
         /* what the writer refused (packets, flushes) and the first error */
         atomic_uint_fast64_t write_errors, flush_errors;
         atomic_int first_write_error;

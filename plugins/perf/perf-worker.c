@@ -20,6 +20,7 @@
 #define MAX_FRAMES 256
 #define REAP_DELAY_NS (5ull * 1000000000ull)
 #define INTERN_MEMORY_BOUND (128u << 20)
+#define SCAN_MAX_PROCESSES 16384
 
 /* What the writer refuses is counted, and the first reason kept for the
  * loop thread to log (the worker does not log). */
@@ -69,7 +70,8 @@ struct sample_out {
         uint16_t misc;
         uint64_t time, count, lost;
         uint64_t callstack_iid;
-        int unwind_error; /* 0: none to report */
+        bool has_unwind_error; /* unwind_error is to be written (its UNKNOWN is 0) */
+        int unwind_error;
         int skip_reason;  /* 0: none */
 };
 
@@ -92,7 +94,7 @@ static void write_sample(struct perf_session *s, const struct sample_out *o) {
         /* perf's cpumode values are the proto's. */
         PerfSample_set_cpu_mode(&ps, (Profiling_CpuMode) (o->misc & PERF_RECORD_MISC_CPUMODE_MASK));
         PerfSample_set_timebase_count(&ps, o->count);
-        if (o->unwind_error)
+        if (o->has_unwind_error)
                 PerfSample_set_unwind_error(&ps, (Profiling_StackUnwindError) o->unwind_error);
         if (o->lost)
                 PerfSample_set_kernel_records_lost(&ps, o->lost);
@@ -257,6 +259,9 @@ static void process_sample(struct perf_session *s, const struct perf_item *it, c
         if (n > 0)
                 o.callstack_iid = intern_callstack(s->iw, frames, n);
         if (err != UNWIND_ERR_NONE) {
+                /* Every error the log counts is in the trace, UNKNOWN (0)
+                 * included. */
+                o.has_unwind_error = true;
                 o.unwind_error = err;
                 s->unwind_errors++;
         }
@@ -285,6 +290,9 @@ static void process_record(struct perf_session *s, const struct perf_item *it) {
                 s->latest_time = r.time;
         switch (r.kind) {
         case PERF_REC_SAMPLE: {
+                /* The processes as they were when it was taken. */
+                if (s->notes)
+                        perf_notes_apply(s->notes, s->procs, r.time);
                 uint64_t deadline = s->stop_deadline;
                 if (deadline && now_ms() > deadline) {
                         struct sample_out o = {
@@ -299,32 +307,17 @@ static void process_record(struct perf_session *s, const struct perf_item *it) {
                 process_sample(s, it, &r);
                 break;
         }
-        case PERF_REC_MMAP2: {
-                if (r.u.mmap2.len == 0 || r.u.mmap2.addr + r.u.mmap2.len < r.u.mmap2.addr)
-                        break;
-                struct pmap e = {
-                        .start = r.u.mmap2.addr, .end = r.u.mmap2.addr + r.u.mmap2.len, .pgoff = r.u.mmap2.pgoff,
-                        .inode = r.u.mmap2.ino, .dev_major = r.u.mmap2.maj, .dev_minor = r.u.mmap2.min,
-                        .prot = r.u.mmap2.prot, .path = (char *) r.u.mmap2.filename,
-                };
-                (void) proc_table_mmap(s->procs, (int) r.u.mmap2.pid, &e);
-                break;
-        }
         case PERF_REC_COMM:
                 name_task(s, &r);
-                if (r.u.comm.pid != r.u.comm.tid)
-                        break;
-                if (r.u.comm.exec)
-                        (void) proc_table_exec(s->procs, (int) r.u.comm.pid, r.u.comm.comm);
-                else
-                        (void) proc_table_comm(s->procs, (int) r.u.comm.pid, r.u.comm.comm);
+                /* The notes' own rings say it too, when there are some. */
+                if (!s->notes)
+                        perf_notes_apply_record(s->procs, &r);
                 break;
+        case PERF_REC_MMAP2:
         case PERF_REC_FORK:
-                (void) proc_table_fork(s->procs, (int) r.u.task.pid, (int) r.u.task.ppid);
-                break;
         case PERF_REC_EXIT:
-                if (r.u.task.pid == r.u.task.tid)
-                        proc_table_exit(s->procs, (int) r.u.task.pid, r.u.task.time);
+                if (!s->notes)
+                        perf_notes_apply_record(s->procs, &r);
                 break;
         default:
                 break;
@@ -355,8 +348,21 @@ static void housekeeping(struct perf_session *s) {
         }
 }
 
+/* Every process's maps, as sampling starts (the whole system sampled):
+ * one that ends before the worker gets to its samples is known all the
+ * same; the kernel's notes keep the table current from then on. */
+static void scan_processes(struct perf_session *s) {
+        const struct perf_config *c = &s->cfg;
+        if (!c->callstacks || c->user_frames == PERF_UNWIND_SKIP || c->n_target_pid || c->n_target_cmdline ||
+            c->additional_cmdline_count)
+                return;
+        int n = proc_table_scan(s->procs, SCAN_MAX_PROCESSES);
+        s->scanned = n > 0 ? (uint64_t) n : 0;
+}
+
 void *perf_worker_main(void *userdata) {
         struct perf_session *s = userdata;
+        scan_processes(s);
         s->last_clear = s->last_reap = now_ms();
         for (;;) {
                 struct perf_item *it = perf_queue_pop(&s->q);
@@ -385,6 +391,14 @@ void *perf_worker_main(void *userdata) {
                 }
                 case PERF_ITEM_THROTTLE:
                         write_counter(s, COUNTER_THROTTLES, it->cpu, it->time, it->count);
+                        break;
+                case PERF_ITEM_TICK:
+                        if (s->notes) {
+                                perf_notes_check_cpus(s->notes);
+                                perf_notes_read(s->notes, s->procs);
+                                /* Those before the last record seen are past. */
+                                perf_notes_apply(s->notes, s->procs, s->latest_time);
+                        }
                         break;
                 case PERF_ITEM_FLUSH: {
                         int r = s->pl->api->flush_writer(s->writer);

@@ -66,6 +66,6 @@ static void clear_incremental_state(void *state, uint64_t id) {
  * kernel frames. CAP_SYS_PTRACE (19): /proc/PID/maps and /proc/PID/root of
  * other users' processes (ptrace read access is what the kernel checks
  * there; CAP_DAC_READ_SEARCH is not enough). CAP_IPC_LOCK (14): rings
- * beyond perf_event_mlock_kb per CPU (the default 2 MiB rings on a machine
- * with many CPUs, or larger ring_buffer_pages). */
+ * beyond perf_event_mlock_kb per CPU (the default 2 or 4 MiB rings on a
+ * machine with many CPUs, or larger ring_buffer_pages). */
 PLUGIN_DEFINE_CLEARING("perf", TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(14))

@@ -215,6 +215,11 @@ int sys_stats_start(struct sysstats_plugin *pl, uint64_t id, const uint8_t *conf
         plugin_instance_add(&pl->sys_stats, &ss->base.inst);
         plugin_log(pl, TRACED_LOG_INFO, "linux.sys_stats instance %llu: polling every %u ms%s",
                    (unsigned long long) id, ss->cfg.tick_ms, ss->cfg.tick_ms ? "" : " (nothing configured)");
+        /* A config that names the data source and no period would record
+         * nothing, silently: its consumer is told. */
+        if (!ss->cfg.tick_ms)
+                plugin_report(pl, "linux.sys_stats", id, "sys_stats_config",
+                              "no *_period_ms is set: nothing to record (e.g. meminfo_period_ms: 1000)");
         return 0;
 }
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "perf-record.h"
+#include "profiling/perf-record.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

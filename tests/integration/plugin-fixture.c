@@ -105,6 +105,37 @@ void fixture_for_each_packet(int fd, fixture_packet_fn fn, void *userdata) {
         free(buf);
 }
 
+static void lifecycle_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct fixture_lifecycle *l = userdata;
+        if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_SERVICE_EVENT)
+                return;
+        const Perfetto__Protos__TracingServiceEvent *e = p->service_event;
+        switch (e->event_type_case) {
+        case PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_TRACING_STARTED:
+                l->tracing_started = p->timestamp;
+                break;
+        case PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_ALL_DATA_SOURCES_STARTED:
+                l->all_started = p->timestamp;
+                break;
+        case PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_TRACING_DISABLED:
+                l->disabled = p->timestamp;
+                break;
+        case PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_SLOW_STARTING_DATA_SOURCES:
+                l->slow_starting += (unsigned) e->slow_starting_data_sources->n_data_source;
+                break;
+        case PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_LAST_FLUSH_SLOW_DATA_SOURCES:
+                l->slow_flushes++;
+                break;
+        default:
+                break;
+        }
+}
+
+void fixture_lifecycle(int fd, struct fixture_lifecycle *ret) {
+        *ret = (struct fixture_lifecycle) {};
+        fixture_for_each_packet(fd, lifecycle_packet, ret);
+}
+
 /* An flock on a file under /tmp shared by every test program; *held says
  * whether this process holds it exclusively already (its own recordings
  * then take no second lock: flock would wait for itself). */
@@ -273,8 +304,11 @@ static void record(struct traced_instance *inst, sd_event *event, const char *wa
         cr_assert_geq(fd, 0);
         bool ftrace = strstr(config, "\"linux.ftrace\"") != NULL;
         bool journald = strstr(config, "\"linux.systemd_journald\"") != NULL;
+        bool perf = strstr(config, "\"linux.perf\"") != NULL, bpf = strstr(config, "\"linux.bpf_stack\"") != NULL;
         unsigned started = ftrace ? fixture_log_count(inst, FIXTURE_FTRACE_STARTED) : 0;
         unsigned j_started = journald ? fixture_log_count(inst, FIXTURE_JOURNALD_STARTED) : 0;
+        unsigned p_started = perf ? fixture_log_count(inst, FIXTURE_PERF_STARTED) : 0;
+        unsigned b_started = bpf ? fixture_log_count(inst, FIXTURE_BPFSTACK_STARTED) : 0;
         fixture_enable_text(&cons, config, read_back ? -EBADF : fd);
         /* The plugins set their instances up after EnableTracing returned;
          * on a loaded machine that can take seconds. A test whose config
@@ -284,6 +318,10 @@ static void record(struct traced_instance *inst, sd_event *event, const char *wa
                 cr_log_warn("the ftrace plugin did not say it records within 30 s");
         if (journald && !fixture_wait_log(inst, event, FIXTURE_JOURNALD_STARTED, j_started, 30000))
                 cr_log_warn("the journald plugin did not say it reads within 30 s");
+        if (perf && !fixture_wait_log(inst, event, FIXTURE_PERF_STARTED, p_started, 30000))
+                cr_log_warn("the perf plugin did not say it samples within 30 s");
+        if (bpf && !fixture_wait_log(inst, event, FIXTURE_BPFSTACK_STARTED, b_started, 30000))
+                cr_log_warn("the bpfstack plugin did not say it samples within 30 s");
         spin_ms(event, 500);
         action(action_data);
         Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
@@ -426,17 +464,39 @@ pid_t fixture_plugin_host_pid(const struct traced_instance *inst, const char *pl
         return found;
 }
 
-unsigned fixture_log_count(const struct traced_instance *inst, const char *a, const char *b) {
+/* Calls fn for each line of inst's log holding a (and b after it). */
+static unsigned log_lines(const struct traced_instance *inst, const char *a, const char *b,
+                          void (*fn)(const char *line, void *userdata), void *userdata) {
         FILE *f = fopen(inst->log_path, "re");
         char line[4096];
         unsigned n = 0;
         while (f && fgets(line, sizeof(line), f)) {
                 const char *at = strstr(line, a);
-                n += at && (!b || strstr(at, b));
+                if (!at || (b && !strstr(at, b)))
+                        continue;
+                n++;
+                if (fn)
+                        fn(line, userdata);
         }
         if (f)
                 fclose(f);
         return n;
+}
+
+unsigned fixture_log_count(const struct traced_instance *inst, const char *a, const char *b) {
+        return log_lines(inst, a, b, NULL, NULL);
+}
+
+static void keep_line(const char *line, void *userdata) {
+        char **last = userdata;
+        free(*last);
+        *last = strdup(line);
+}
+
+char *fixture_log_last(const struct traced_instance *inst, const char *a, const char *b) {
+        char *last = NULL;
+        (void) log_lines(inst, a, b, keep_line, &last);
+        return last;
 }
 
 bool fixture_wait_log(const struct traced_instance *inst, sd_event *event, const char *a, const char *b,

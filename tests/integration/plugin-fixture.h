@@ -37,6 +37,15 @@ typedef void (*fixture_packet_fn)(const Perfetto__Protos__TracePacket *p, void *
 /* Calls fn for every packet of the trace file fd. */
 void fixture_for_each_packet(int fd, fixture_packet_fn fn, void *userdata);
 
+/* A session's life as its trace tells it: when its service events came
+ * (boot time ns, 0: not in the trace), the data sources named as slow to
+ * start, the flushes that timed out. */
+struct fixture_lifecycle {
+        uint64_t tracing_started, all_started, disabled;
+        unsigned slow_starting, slow_flushes;
+};
+void fixture_lifecycle(int fd, struct fixture_lifecycle *ret);
+
 /*
  * Records: waits for data source wait_for, starts the text config
  * (written into a file under inst->dir), runs action, disables the
@@ -78,6 +87,8 @@ struct fixture_hotplug {
 };
 /* Lines of inst's log holding a (and b after it, when not NULL). */
 unsigned fixture_log_count(const struct traced_instance *inst, const char *a, const char *b);
+/* The last such line (malloc'd), or NULL. */
+char *fixture_log_last(const struct traced_instance *inst, const char *a, const char *b);
 /* Runs the loop until more than `before` such lines are in the log, or
  * timeout_ms passed; whether they are. */
 bool fixture_wait_log(const struct traced_instance *inst, sd_event *event, const char *a, const char *b,
@@ -90,6 +101,10 @@ bool fixture_wait_log(const struct traced_instance *inst, sd_event *event, const
 /* The journald plugin's, once an instance reads the journal from its
  * start on. */
 #define FIXTURE_JOURNALD_STARTED "linux.systemd_journald instance ", ": reading the journal"
+/* The profilers', once an instance samples (the BPF programs loaded and
+ * verified, which takes seconds on a loaded machine). */
+#define FIXTURE_PERF_STARTED "linux.perf instance ", " pages per ring, "
+#define FIXTURE_BPFSTACK_STARTED "linux.bpf_stack instance ", ": on-CPU "
 
 /* Whether pid descends from ancestor. */
 bool fixture_descends_from(pid_t pid, pid_t ancestor);

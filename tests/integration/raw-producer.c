@@ -77,7 +77,9 @@ static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bo
                 p->n_start++;
                 p->instance_id = cmd->start_data_source->new_instance_id;
                 p->target_buffer = cmd->start_data_source->config->target_buffer;
-                start_writing(p);
+                /* A slow starter writes once it says it started. */
+                if (!p->notify_on_start)
+                        start_writing(p);
                 break;
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE:
                 p->n_stop++;
@@ -93,6 +95,9 @@ static void on_async(ipc_client *c, int error, const ProtobufCMessage *reply, bo
                 break;
         case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH:
                 p->n_flush++;
+                for (unsigned i = 0; i < p->packets_at_flush && p->n_start > 0; i++)
+                        if (raw_producer_write_packet(p, p->payload_size) < 0)
+                                break;
                 (void) raw_producer_commit(p, p->ignore_flush ? 0 : cmd->flush->request_id);
                 break;
         default:
@@ -121,6 +126,7 @@ int raw_producer_connect_flags(struct raw_producer *p, sd_event *event, const ch
         p->notify_on_stop = flags & RAW_PRODUCER_NOTIFY_ON_STOP;
         p->ignore_flush = flags & RAW_PRODUCER_IGNORE_FLUSH;
         p->ignore_stop = flags & RAW_PRODUCER_IGNORE_STOP;
+        p->notify_on_start = flags & RAW_PRODUCER_NOTIFY_ON_START;
         p->event = event;
         p->ds_name = ds_name;
         p->writer_id = 1;
@@ -152,6 +158,10 @@ int raw_producer_connect_flags(struct raw_producer *p, sd_event *event, const ch
         if (p->notify_on_stop) {
                 d.has_will_notify_on_stop = true;
                 d.will_notify_on_stop = true;
+        }
+        if (p->notify_on_start) {
+                d.has_will_notify_on_start = true;
+                d.will_notify_on_start = true;
         }
         reg.data_source_descriptor = &d;
         r = (int) ipc_client_invoke(p->client, "RegisterDataSource", &reg.base,
@@ -327,4 +337,14 @@ int raw_producer_activate_triggers(struct raw_producer *p, const char *const *na
         req.trigger_names = (char **) names;
         int64_t r = ipc_client_invoke(p->client, "ActivateTriggers", &req.base, NULL, -EBADF, NULL, NULL);
         return r < 0 ? (int) r : 0;
+}
+
+int raw_producer_notify_started(struct raw_producer *p) {
+        Perfetto__Protos__NotifyDataSourceStartedRequest rq = PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STARTED_REQUEST__INIT;
+        rq.has_data_source_id = true;
+        rq.data_source_id = p->instance_id;
+        int r = (int) ipc_client_invoke(p->client, "NotifyDataSourceStarted", &rq.base, NULL, -EBADF, NULL, NULL);
+        if (r >= 0)
+                start_writing(p);
+        return r < 0 ? r : 0;
 }

@@ -20,6 +20,9 @@ struct raw_producer {
         ipc_client *client;
         const char *ds_name;
         bool notify_on_stop;
+        /* Registered with will_notify_on_start: the start is acknowledged
+         * (and the packets at start written) by raw_producer_notify_started. */
+        bool notify_on_start;
         /* Misbehaviours for fault tests: never acknowledge a Flush or a
          * StopDataSource. */
         bool ignore_flush, ignore_stop;
@@ -49,8 +52,11 @@ struct raw_producer {
         } pending[4096];
         size_t n_pending;
 
-        /* What to write at start. */
+        /* What to write at start, and at each Flush before committing (as
+         * a data source whose data waits elsewhere, in the kernel's ring
+         * buffer, until it is flushed). */
         unsigned packets_at_start;
+        unsigned packets_at_flush;
         size_t payload_size;
 };
 
@@ -60,6 +66,7 @@ enum {
         RAW_PRODUCER_NOTIFY_ON_STOP = 1 << 0,
         RAW_PRODUCER_IGNORE_FLUSH = 1 << 1,
         RAW_PRODUCER_IGNORE_STOP = 1 << 2,
+        RAW_PRODUCER_NOTIFY_ON_START = 1 << 3,
 };
 /* Same, with RAW_PRODUCER_* flags. */
 int raw_producer_connect_flags(struct raw_producer *p, sd_event *event, const char *path, const char *name,
@@ -74,5 +81,8 @@ int raw_producer_commit(struct raw_producer *p, uint64_t flush_request_id);
 bool raw_producer_spin_until(struct raw_producer *p, bool (*cond)(struct raw_producer *), unsigned timeout_ms);
 /* The expected str of packet seq with payload_size bytes. */
 void raw_producer_payload(uint32_t seq, size_t payload_size, char *buf);
+/* Acknowledges the start of the last instance started, then writes its
+ * packets at start (RAW_PRODUCER_NOTIFY_ON_START). */
+int raw_producer_notify_started(struct raw_producer *p);
 /* Sends ActivateTriggers with these names. */
 int raw_producer_activate_triggers(struct raw_producer *p, const char *const *names, size_t n);

@@ -529,7 +529,15 @@ Test(bpfstack, tracectl_quick_flag) {
         cr_assert_geq(fd, 0, "%s", out);
         struct collect c = {};
         fixture_for_each_packet(fd, collect_packet, &c);
+        /* Loading the programs takes a while (seconds on a busy machine):
+         * the 8 s asked for count from when they run. */
+        struct fixture_lifecycle l;
+        fixture_lifecycle(fd, &l);
         close(fd);
+        cr_assert(l.all_started > l.tracing_started && l.disabled, "the trace lacks the session's start or end");
+        cr_assert_geq(l.disabled - l.all_started, 8000000000ull,
+                      "linux.bpf_stack recorded %.3f s of the 8 s asked for (it started %.3f s after the session)",
+                      (double) (l.disabled - l.all_started) / 1e9, (double) (l.all_started - l.tracing_started) / 1e9);
         size_t on = 0, on_chain = 0, off_blocking = 0, others = 0;
         for (size_t k = 0; k < c.n_s; k++) {
                 const struct sample *s = &c.s[k];
@@ -944,7 +952,10 @@ Test(bpfstack, more_processes_than_entries) {
         for (size_t k = 0; k < MANY; k++) {
                 size_t whole, all;
                 count_chain(&c, m.pids[k], unwind_chain, 4, &whole, &all);
-                if (all > 20 && whole * 2 > all)
+                /* A process with an entry is walked whole from when its
+                 * tables are loaded: on a loaded machine that can be late
+                 * in its life, so any real run of whole walks counts. */
+                if (whole >= 10)
                         walked++;
                 else if (all > 20 && whole * 10 < all)
                         not_walked++;

@@ -21,8 +21,12 @@
 #include "perfetto/ipc/consumer_port.pb-c.h"
 #include "perfetto/ipc/producer_port.pb-c.h"
 
-/* Upstream's bound: an IPC frame (128 KiB) less 64 bytes. */
+/* A descriptor of an IPC frame's size (128 KiB) less 64 bytes. */
 #define FRAME_DESCRIPTOR_SIZE (128u * 1024u - 64u)
+/* Upstream's PerfettoTracedIntegrationTest.QueryServiceStateLargeResponse:
+ * the track_event_descriptor_raw alone is that large, the name and the
+ * field's tag and length come on top. */
+#define UPSTREAM_RAW_SIZE (128u * 1024u - 64u)
 /* The field upstream's SDK puts its TrackEventDescriptor in; ours does
  * not declare it, so it travels as an unknown field, byte for byte. */
 #define TRACK_EVENT_DESCRIPTOR_FIELD 6u
@@ -240,33 +244,55 @@ static int tracectl_count(const char *prefix, size_t size) {
         return n;
 }
 
+/* The size of a descriptor named name (descriptor_new's layout) whose
+ * field 6 holds raw bytes. */
+static size_t descriptor_size_for_raw(const char *name, size_t raw) {
+        return 2 + strlen(name) + 4 + raw;
+}
+
 Test(descriptors, five_frame_sized_descriptors_are_listed_whole) {
         struct registrations g = {};
         ipc_client *p = producer_connect("sdk-app");
         char name[32];
+        /* Upstream's own: five of them, each a little over 131008 bytes. */
+        size_t size = descriptor_size_for_raw("track_event.0", UPSTREAM_RAW_SIZE);
         for (int i = 0; i < 5; i++) {
                 snprintf(name, sizeof(name), "track_event.%d", i);
-                register_descriptor(p, name, FRAME_DESCRIPTOR_SIZE, &g);
+                register_descriptor(p, name, size, &g);
         }
-        /* One byte more is more than a frame-sized answer can carry. */
-        register_descriptor(p, "over.limit", FRAME_DESCRIPTOR_SIZE + 1, &g);
+        wait_registrations(p, &g, 5);
+        cr_assert_eq(g.ok, 5, "%d refused: %s", g.refused, g.last_error);
+
+        /* The largest one a listing frame carries is taken too, one byte
+         * more (which still came in a valid frame) is refused and says
+         * how large one may be. */
+        register_descriptor(p, "over.limit", 131040, &g);
         wait_registrations(p, &g, 6);
-        fprintf(stderr, "descriptors: %d registered, %d refused (%s), %d failed\n", g.ok, g.refused, g.last_error,
-                g.failed);
-        cr_assert_eq(g.ok, 5);
-        cr_assert_eq(g.refused, 1);
-        cr_assert(strstr(g.last_error, "larger than 131008 bytes"), "refused with \"%s\"", g.last_error);
+        cr_assert_eq(g.refused, 1, "a descriptor of 131040 bytes was taken: it cannot be listed in a frame");
+        size_t max = 0;
+        const char *at = strstr(g.last_error, "at most ");
+        cr_assert(at && sscanf(at, "at most %zu bytes", &max) == 1, "refused with \"%s\"", g.last_error);
+        fprintf(stderr, "descriptors: the largest listable descriptor: %zu bytes\n", max);
+        cr_assert_gt(max, size, "upstream's descriptors would not be taken");
+        cr_assert_lt(max, 131040);
+        register_descriptor(p, "at.limit", max, &g);
+        register_descriptor(p, "over.limit", max + 1, &g);
+        wait_registrations(p, &g, 8);
+        cr_assert_eq(g.ok, 6, "the largest listable descriptor (%zu bytes) was refused: %s", max, g.last_error);
+        cr_assert_eq(g.refused, 2);
 
         size_t bytes;
         int replies;
         Perfetto__Protos__TracingServiceState *st = query(&bytes, &replies);
         fprintf(stderr, "descriptors: QueryServiceState: %zu bytes in %d replies\n", bytes, replies);
-        cr_assert_eq(count_whole(st, "track_event.", FRAME_DESCRIPTOR_SIZE), 5);
-        cr_assert_eq(count_whole(st, "over.limit", FRAME_DESCRIPTOR_SIZE + 1), 0);
-        cr_assert_geq(replies, 5, "a frame-sized descriptor goes in a reply of its own");
+        cr_assert_eq(count_whole(st, "track_event.", size), 5);
+        cr_assert_eq(count_whole(st, "at.limit", max), 1);
+        cr_assert_eq(count_whole(st, "over.limit", max + 1), 0);
+        cr_assert_geq(replies, 6, "a frame-sized descriptor goes in a reply of its own");
         protobuf_c_message_free_unpacked(&st->base, NULL);
 
-        cr_assert_eq(tracectl_count("track_event.", FRAME_DESCRIPTOR_SIZE), 5);
+        cr_assert_eq(tracectl_count("track_event.", size), 5);
+        cr_assert_eq(tracectl_count("at.limit", max), 1);
 
         /* Three calls at once on one connection: answered one after the
          * other, each whole. */
@@ -287,7 +313,7 @@ Test(descriptors, five_frame_sized_descriptors_are_listed_whole) {
                 Perfetto__Protos__QueryServiceStateResponse *r =
                         perfetto__protos__query_service_state_response__unpack(NULL, k[i].len, k[i].bytes);
                 cr_assert_not_null(r);
-                cr_assert_eq(count_whole(r->service_state, "track_event.", FRAME_DESCRIPTOR_SIZE), 5, "call %d", i);
+                cr_assert_eq(count_whole(r->service_state, "track_event.", size), 5, "call %d", i);
                 protobuf_c_message_free_unpacked(&r->base, NULL);
                 free(k[i].bytes);
         }

@@ -896,19 +896,6 @@ static size_t complete_prefix(const uint8_t *buf, size_t len) {
         }
 }
 
-static pid_t core_pid_of(pid_t supervisor) {
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) supervisor, (int) supervisor);
-        FILE *f = fopen(path, "re");
-        if (!f)
-                return -1;
-        int pid = -1;
-        if (fscanf(f, "%d", &pid) != 1)
-                pid = -1;
-        fclose(f);
-        return pid;
-}
-
 /* Spawns example-producer with its stderr in a file of no name; the
  * suite's teardown kills it unless the test clears example_pid. */
 static pid_t spawn_example(char *const argv[], int *ret_fd) {
@@ -953,7 +940,7 @@ Test(faults, service_core_sigkilled_during_write_into_file) {
 
         /* Stream until the file holds some of it, then kill the core in
          * the middle of the stream. */
-        pid_t core = core_pid_of(inst.pid);
+        pid_t core = traced_instance_core_pid(&inst);
         cr_assert_gt(core, 0, "no service core under traced %d", (int) inst.pid);
         struct stat st;
         for (int round = 0; round < 2000; round++) {

@@ -23,6 +23,7 @@
 
 #include "plugin-fixture.h"
 #include "test-scratch.h"
+#include "tracectl-child.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
 
@@ -326,4 +327,39 @@ Test(journald, no_journal_is_a_note_not_an_error) {
         cr_assert_eq(s.num_failed, 0);
         cr_assert_gt(fixture_log_count(&inst, DS " instance ", "no journal files of namespace"), before,
                      "the log does not say there is no journal");
+}
+
+struct late {
+        struct logged entry;
+};
+
+/* journald starts once the recording runs, and logs. */
+static void start_and_log(void *userdata) {
+        struct late *l = userdata;
+        start_journald();
+        log_one(&l->entry, "logged by a journald started after the session");
+        /* Found by the data source's next look at the journal. */
+        spin_ms(ev, 2500);
+}
+
+/* The note promises entries once journald writes them: a journal that
+ * appears after the data source started (journald started later, its
+ * directories new) is read from the data source's start on. */
+Test(journald, a_journal_that_appears_later_is_recorded) {
+        stop_journald();
+        struct late l = { .entry = { .tag = "tracedtestlate", .prio = "user.warning" } };
+        struct seen s = {};
+        fixture_record(&inst, ev, DS, config_of(""), start_and_log, &l, collect, &s);
+        cr_assert_eq(s.notes, 1, "no note that there was no journal at the start");
+        int i = find(&s, &l.entry);
+        cr_assert_geq(i, 0, "the entry of the journal that appeared later is not in the trace");
+        cr_assert_eq(s.e[i].prio, 4);
+        /* journald's own start-up messages are in that journal too. */
+        char args[600];
+        snprintf(args, sizeof(args), "summary --json %s/recorded.pftrace", inst.dir);
+        cr_assert(tracectl_check_json(ev, inst.dir, inst.consumer_path, args,
+                                      "j = d['journal']\n"
+                                      "assert j['entries'] >= 1 and j['by_priority']['warning'] >= 1, j\n"
+                                      "assert j['notes'] == 1 and j['counted_written'] == j['entries'], j"),
+                  "summary --json does not count it");
 }

@@ -294,6 +294,14 @@ static void check_variant(const char *variant, const char *mode) {
         }
         cr_log_info("chain-%s, %s: %zu of %zu samples with leaf, middle, outer, main", variant, mode, ok, total);
         cr_assert(c.saw_trace_stats, "the trace is complete");
+        /* The plugin's log counts the unwind errors the trace holds. */
+        char *line = fixture_log_last(&inst, "linux.perf instance ", " stopped: ");
+        const char *at = line ? strstr(line, " unwound (") : NULL;
+        unsigned long long logged = 0;
+        cr_assert(at && sscanf(at, " unwound (%llu with unwind errors", &logged) == 1, "no stop line: %s", line);
+        cr_assert_eq(logged, c.unwind_errors, "the log counts %llu unwind errors, the trace holds %zu", logged,
+                     c.unwind_errors);
+        free(line);
         cr_assert_gt(total, 50, "samples of the program: %zu", total);
         cr_assert_geq(ok * 10, total * 9, "chain-%s (%s): only %zu of %zu samples carry the chain", variant, mode,
                       ok, total);

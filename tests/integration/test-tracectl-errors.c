@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,8 +22,7 @@
 #include "raw-producer.h"
 #include "test-consumer.h"
 #include "traced-instance.h"
-
-extern char **environ;
+#include "tracectl-child.h"
 
 static struct traced_instance inst;
 static sd_event *ev;
@@ -39,63 +37,18 @@ static void teardown(void) {
 
 TestSuite(tracectl_errors, .init = setup, .fini = teardown, .timeout = 60);
 
-struct child {
-        pid_t pid;
-        char out[512];
-        char err_path[512];
-};
-
 /* tracectl --socket SOCKET ARGS... (SOCKET NULL: the instance's). */
-static void spawn_on(struct child *c, const char *socket, const char *const *args) {
-        char *argv[40];
-        size_t n = 0;
-        argv[n++] = (char *) TRACECTL_BINARY;
-        argv[n++] = (char *) "--socket";
-        argv[n++] = (char *) (socket ? socket : inst.consumer_path);
-        for (size_t i = 0; args[i] && n < 38; i++)
-                argv[n++] = (char *) args[i];
-        argv[n] = NULL;
-        /* Each its own files: two may run at once. */
-        static unsigned n_spawned;
-        snprintf(c->out, sizeof(c->out), "%s/tracectl-%u.stdout", inst.dir, n_spawned);
-        snprintf(c->err_path, sizeof(c->err_path), "%s/tracectl-%u.stderr", inst.dir, n_spawned++);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, c->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, c->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        cr_assert_eq(posix_spawn(&c->pid, TRACECTL_BINARY, &fa, NULL, argv, environ), 0);
-        posix_spawn_file_actions_destroy(&fa);
+static void spawn_on(struct tracectl_child *c, const char *socket, const char *const *args) {
+        tracectl_child_spawn(c, inst.dir, socket ? socket : inst.consumer_path, args, 0);
 }
 
-static void spawn_tracectl(struct child *c, const char *const *args) {
+static void spawn_tracectl(struct tracectl_child *c, const char *const *args) {
         spawn_on(c, NULL, args);
 }
 
 /* Runs the loop (serving the producer) until the child exits. */
-static int wait_child(struct child *c, unsigned timeout_ms) {
-        for (unsigned waited = 0; waited < timeout_ms; waited += 20) {
-                int st;
-                pid_t r = waitpid(c->pid, &st, WNOHANG);
-                if (r == c->pid)
-                        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                spin_ms(ev, 20);
-        }
-        kill(c->pid, SIGKILL);
-        waitpid(c->pid, NULL, 0);
-        return -ETIMEDOUT;
-}
-
-static char *slurp(const char *path, size_t *ret_len) {
-        FILE *f = fopen(path, "r");
-        if (!f)
-                return NULL;
-        char *buf = malloc(1 << 20);
-        size_t n = fread(buf, 1, (1 << 20) - 1, f);
-        buf[n] = '\0';
-        fclose(f);
-        if (ret_len)
-                *ret_len = n;
-        return buf;
+static int wait_child(struct tracectl_child *c, unsigned timeout_ms) {
+        return tracectl_child_wait(c, ev, timeout_ms);
 }
 
 static int run(const char *const *args, char **ret_err, char **ret_out);
@@ -120,7 +73,7 @@ static void make_precious(char *dir, size_t dir_size, char *path, size_t path_si
  * file is left). */
 static void assert_kept(const char *dir, const char *path, const char *what) {
         size_t len;
-        char *data = slurp(path, &len);
+        char *data = test_slurp(path, &len);
         cr_assert_not_null(data, "%s: %s is gone", what, path);
         cr_assert(len == strlen(precious) && memcmp(data, precious, len) == 0,
                   "%s: %s changed (%zu bytes)", what, path, len);
@@ -135,10 +88,10 @@ static void assert_kept(const char *dir, const char *path, const char *what) {
 }
 
 static char *run_failing(const char *socket, const char *const *args, int expected, const char *what) {
-        struct child c;
+        struct tracectl_child c;
         spawn_on(&c, socket, args);
         int st = wait_child(&c, 30000);
-        char *se = slurp(c.err_path, NULL);
+        char *se = test_slurp(c.err_path, NULL);
         cr_assert_eq(st, expected, "%s: tracectl exited %d, not %d: %s", what, st, expected, se);
         return se;
 }
@@ -197,7 +150,7 @@ Test(tracectl_errors, a_refused_session_leaves_the_file) {
 /* Ctrl-C completes the file, which then replaces the old one whole. */
 Test(tracectl_errors, ctrl_c_replaces_the_file_whole) {
         struct raw_producer prod;
-        struct child c;
+        struct tracectl_child c;
         char dir[512], path[600];
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
         prod.packets_at_start = 50;
@@ -208,16 +161,16 @@ Test(tracectl_errors, ctrl_c_replaces_the_file_whole) {
         cr_assert(raw_producer_spin_until(&prod, started, 10000));
         /* While it records, the old trace is still there as it was. */
         size_t len;
-        char *data = slurp(path, &len);
+        char *data = test_slurp(path, &len);
         cr_assert(len == strlen(precious) && memcmp(data, precious, len) == 0, "the file changed while recording");
         free(data);
         spin_ms(ev, 200);
         kill(c.pid, SIGINT);
         int st = wait_child(&c, 20000);
-        char *se = slurp(c.err_path, NULL);
+        char *se = test_slurp(c.err_path, NULL);
         cr_assert_eq(st, 0, "tracectl exited %d after Ctrl-C: %s", st, se);
         free(se);
-        data = slurp(path, &len);
+        data = test_slurp(path, &len);
         cr_assert_gt(len, 50 * 30, "the new trace is not whole (%zu bytes)", len);
         cr_assert(memmem(data, len, precious, strlen(precious)) == NULL, "the old trace is still there");
         free(data);
@@ -243,12 +196,12 @@ TestSuite(tracectl_plugins, .init = plugins_setup, .fini = plugins_teardown, .ti
 
 /* Runs tracectl; returns its exit code, *ret_err its stderr. */
 static int run(const char *const *args, char **ret_err, char **ret_out) {
-        struct child c;
+        struct tracectl_child c;
         spawn_tracectl(&c, args);
         int st = wait_child(&c, 60000);
-        *ret_err = slurp(c.err_path, NULL);
+        *ret_err = test_slurp(c.err_path, NULL);
         if (ret_out)
-                *ret_out = slurp(c.out, NULL);
+                *ret_out = test_slurp(c.out, NULL);
         return st;
 }
 
@@ -334,7 +287,7 @@ Test(tracectl_errors, an_unknown_data_source_name_suggests_the_registered_one) {
  * completes its file; one never fired is named at the end. */
 Test(tracectl_errors, tracectl_trigger_stops_a_recording) {
         struct raw_producer prod;
-        struct child rec, trig;
+        struct tracectl_child rec, trig;
         char out[512];
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
         prod.packets_at_start = 20;
@@ -348,18 +301,18 @@ Test(tracectl_errors, tracectl_trigger_stops_a_recording) {
         cr_assert(raw_producer_spin_until(&prod, started, 10000));
         spawn_tracectl(&trig, (const char *const[]) { "trigger", "stop-now", NULL });
         int st = wait_child(&trig, 10000);
-        char *so = slurp(trig.out, NULL), *se = slurp(trig.err_path, NULL);
+        char *so = test_slurp(trig.out, NULL), *se = test_slurp(trig.err_path, NULL);
         cr_assert_eq(st, 0, "tracectl trigger exited %d: %s", st, se);
         cr_assert(strstr(so, "Activated trigger \"stop-now\"") != NULL, "%s", so);
         free(so);
         free(se);
         st = wait_child(&rec, 30000);
-        se = slurp(rec.err_path, NULL);
+        se = test_slurp(rec.err_path, NULL);
         cr_assert_eq(st, 0, "the triggered recording exited %d: %s", st, se);
         cr_assert(strstr(se, "was not activated") == NULL, "%s", se);
         free(se);
         size_t len;
-        char *data = slurp(out, &len);
+        char *data = test_slurp(out, &len);
         cr_assert(memmem(data, len, "stop-now", 8) != NULL, "the trace does not record the trigger");
         free(data);
 
@@ -367,7 +320,7 @@ Test(tracectl_errors, tracectl_trigger_stops_a_recording) {
                                                      "test.data", "--stop-on-trigger", "never", "-o", out,
                                                      "--no-summary", NULL });
         st = wait_child(&rec, 30000);
-        se = slurp(rec.err_path, NULL);
+        se = test_slurp(rec.err_path, NULL);
         cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
         cr_assert(strstr(se, "trigger \"never\" was not activated") != NULL, "%s", se);
         free(se);
@@ -389,7 +342,7 @@ Test(tracectl_errors, trigger_without_a_service_says_how_to_start_it) {
 Test(tracectl_errors, standalone_traced_removes_its_sockets) {
         cr_assert_eq(traced_instance_stop(&inst), 0);
         cr_assert_eq(traced_instance_restart(&inst, false, NULL), 0);
-        struct child c;
+        struct tracectl_child c;
         spawn_tracectl(&c, (const char *const[]) { "query", NULL });
         cr_assert_eq(wait_child(&c, 10000), 0, "the standalone traced does not answer");
         cr_assert_eq(access(inst.consumer_path, F_OK), 0);
@@ -420,7 +373,7 @@ Test(tracectl_plugins, record_runs_a_command_and_stops_when_it_exits) {
         cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
         cr_assert(strstr(se, "sh exited with status 3") != NULL, "the command's status is not told: %s", se);
         free(se);
-        char *pid = slurp(pidfile, NULL);
+        char *pid = test_slurp(pidfile, NULL);
         cr_assert_not_null(pid, "the command did not run");
         pid[strcspn(pid, "\n")] = '\0';
         st = run((const char *const[]) { "print", out, NULL }, &se, &so);
@@ -505,11 +458,11 @@ static void client_connect(struct client_producer *cp) {
  * stderr in *ret_err (freed by the caller). */
 static int record_client(const char *duration, const char *name, char *out, size_t out_size, char **ret_err) {
         snprintf(out, out_size, "%s/%s", inst.dir, name);
-        struct child c;
+        struct tracectl_child c;
         spawn_tracectl(&c, (const char *const[]) { "record", "-t", duration, "--no-process-stats", "--ds", "client.data",
                                                    "-o", out, "--no-summary", NULL });
         int st = wait_child(&c, 30000);
-        *ret_err = slurp(c.err_path, NULL);
+        *ret_err = test_slurp(c.err_path, NULL);
         return st;
 }
 
@@ -544,7 +497,7 @@ Test(tracectl_errors, a_client_library_trigger_stops_a_recording) {
         char out[512];
         client_connect(&cp);
         snprintf(out, sizeof(out), "%s/client-trigger.pftrace", inst.dir);
-        struct child c;
+        struct tracectl_child c;
         spawn_tracectl(&c, (const char *const[]) { "record", "-t", "60s", "--no-process-stats", "--ds", "client.data",
                                                    "--stop-on-trigger", "client-done", "-o", out, "--no-summary",
                                                    NULL });
@@ -554,7 +507,7 @@ Test(tracectl_errors, a_client_library_trigger_stops_a_recording) {
         const char *names[] = { "client-done" };
         cr_assert_eq(traced_producer_activate_triggers(cp.p, names, 1), 0);
         int st = wait_child(&c, 30000);
-        char *se = slurp(c.err_path, NULL);
+        char *se = test_slurp(c.err_path, NULL);
         cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
         cr_assert(strstr(se, "was not activated") == NULL, "%s", se);
         free(se);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "test-consumer.h"
+#include "tracectl-child.h"
 #include "traced-instance.h"
 
 static struct traced_instance inst;
@@ -27,38 +28,9 @@ static void teardown(void) {
 
 TestSuite(tracectl_json, .init = setup, .fini = teardown, .timeout = 60);
 
-/* Runs `tracectl ARGS | python3 -c CHECK`: CHECK reads the JSON from
- * stdin as d and asserts on it. The exit codes of both. */
 static void check_json(const char *args, const char *check) {
-        char *script, *cmd;
-        cr_assert_gt(asprintf(&script, "import json, sys\nd = json.load(sys.stdin)\n%s\n", check), 0);
-        char path[512];
-        snprintf(path, sizeof(path), "%s/check.py", inst.dir);
-        FILE *f = fopen(path, "we");
-        cr_assert_not_null(f);
-        fputs(script, f);
-        fclose(f);
-        cr_assert_gt(asprintf(&cmd, "set -o pipefail; %s --socket %s %s | python3 %s", TRACECTL_BINARY, inst.consumer_path,
-                              args, path),
-                     0);
-        char *argv[] = { (char *) "bash", (char *) "-c", cmd, NULL };
-        pid_t pid = fork();
-        cr_assert_geq(pid, 0);
-        if (pid == 0) {
-                execvp("bash", argv);
-                _exit(127);
-        }
-        int st;
-        /* The loop serves the session while tracectl asks. */
-        for (;;) {
-                pid_t r = waitpid(pid, &st, WNOHANG);
-                if (r == pid)
-                        break;
-                spin_ms(ev, 20);
-        }
-        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "tracectl %s: the JSON check failed:\n%s", args, check);
-        free(script);
-        free(cmd);
+        cr_assert(tracectl_check_json(ev, inst.dir, inst.consumer_path, args, check),
+                  "tracectl %s: the JSON check failed:\n%s", args, check);
 }
 
 Test(tracectl_json, query) {
@@ -77,7 +49,9 @@ Test(tracectl_json, query) {
                    "          'detach_key', 'output_path'):\n"
                    "    assert k in s, k\n"
                    "assert s['buffer_size_kb'] == 1024 and s['buffers_kb'] == [1024], s\n"
-                   "assert s['duration_ms'] == 60000 and s['detach_key'] is None, s");
+                   "assert s['duration_ms'] == 60000 and s['detach_key'] is None, s\n"
+                   "import time\n"
+                   "assert abs(s['start_realtime_ns'] / 1e9 - time.time()) < 3600, s");
         test_consumer_free(&c);
 }
 
@@ -85,7 +59,9 @@ Test(tracectl_json, summary_of_a_profile) {
         check_json("summary --json " TEST_DATA_DIR "/profiling/trace-perf-python3.pftrace",
                    "assert d['complete'] is True and d['packets'] == 231, d\n"
                    "assert d['packet_types']['perf_sample'] == 213\n"
-                   "assert d['ftrace'] is None and d['stack_walks'] is None\n"
+                   "assert d['ftrace'] is None\n"
+                   "w = d['stack_walks']\n"
+                   "assert (w['total'], w['sampled'], w['sampled_cut'], w['sampled_cut_by']) == (0, 196, 2, {'unwind_info': 2}), w\n"
                    "p = d['perf']\n"
                    "assert (p['samples'], p['with_callstack'], p['unwind_errors'], p['skipped'], p['lost']) == (196, 196, 2, 17, 0), p\n"
                    "assert p['processes'][0]['pid'] == 8 and p['processes'][0]['samples'] == 196\n"
@@ -106,4 +82,39 @@ Test(tracectl_json, summary_of_a_sched_trace) {
                    "p = d['top_processes'][0]\n"
                    "assert set(p) == {'pid', 'name', 'cpu_ms', 'threads', 'proc_cpu_ms', 'rss_kb'}, p\n"
                    "assert p['cpu_ms'] > 0");
+}
+
+/* A truncated file: its size is the file's, and what was read of it is
+ * said apart. */
+Test(tracectl_json, summary_of_a_truncated_file) {
+        char path[512], args[600];
+        size_t len;
+        char *data = test_slurp(TEST_DATA_DIR "/profiling/trace-perf-python3.pftrace", &len);
+        cr_assert_not_null(data);
+        cr_assert_gt(len, 1000);
+        snprintf(path, sizeof(path), "%s/cut.pftrace", inst.dir);
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f);
+        /* Cut in the middle of a packet. */
+        cr_assert_eq(fwrite(data, 1, len - 7, f), len - 7);
+        fclose(f);
+        free(data);
+        snprintf(args, sizeof(args), "summary --json %s", path);
+        char check[512];
+        snprintf(check, sizeof(check),
+                 "assert d['file_bytes'] == %zu and d['readable_bytes'] < d['file_bytes'], d\n"
+                 "assert d['complete'] is False and d['whole'] is False, d",
+                 len - 7);
+        /* Exit status 1: the summary covers only the packets before the cut. */
+        cr_assert(tracectl_check_json_status(ev, inst.dir, inst.consumer_path, args, 1, check),
+                  "the JSON check failed:\n%s", check);
+        char cmd[1024], line[1024] = "", expect[128];
+        snprintf(cmd, sizeof(cmd), "%s summary %s 2>/dev/null", TRACECTL_BINARY, path);
+        FILE *p = popen(cmd, "r");
+        cr_assert_not_null(p);
+        cr_assert_not_null(fgets(line, sizeof(line), p));
+        pclose(p);
+        snprintf(expect, sizeof(expect), "(%zu bytes, of which ", len - 7);
+        cr_assert(strstr(line, expect) != NULL, "%s", line);
+        (void) unlink(path);
 }

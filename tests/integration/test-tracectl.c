@@ -15,10 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "basic/pbr.h"
 #include "raw-producer.h"
 #include "test-consumer.h"
 #include "traced-instance.h"
+#include "trace-file-checks.h"
+#include "tracectl-child.h"
 
 extern char **environ;
 
@@ -35,82 +36,13 @@ static void teardown(void) {
 
 TestSuite(tracectl, .init = setup, .fini = teardown, .timeout = 60);
 
-struct child {
-        pid_t pid;
-        char out[512];
-        char err_path[512];
-};
-
-static void spawn_tracectl(struct child *c, const char *const *args) {
-        char *argv[32];
-        size_t n = 0;
-        argv[n++] = (char *) TRACECTL_BINARY;
-        argv[n++] = (char *) "--socket";
-        argv[n++] = inst.consumer_path;
-        for (size_t i = 0; args[i] && n < 30; i++)
-                argv[n++] = (char *) args[i];
-        argv[n] = NULL;
-        snprintf(c->out, sizeof(c->out), "%s/tracectl.stdout", inst.dir);
-        snprintf(c->err_path, sizeof(c->err_path), "%s/tracectl.stderr", inst.dir);
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, c->out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, c->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        cr_assert_eq(posix_spawn(&c->pid, TRACECTL_BINARY, &fa, NULL, argv, environ), 0);
-        posix_spawn_file_actions_destroy(&fa);
+static void spawn_tracectl(struct tracectl_child *c, const char *const *args) {
+        tracectl_child_spawn(c, inst.dir, inst.consumer_path, args, 0);
 }
 
 /* Runs the loop (serving the producer) until the child exits. */
-static int wait_child(struct child *c, unsigned timeout_ms) {
-        for (unsigned waited = 0; waited < timeout_ms; waited += 20) {
-                int st;
-                pid_t r = waitpid(c->pid, &st, WNOHANG);
-                if (r == c->pid)
-                        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                spin_ms(ev, 20);
-        }
-        kill(c->pid, SIGKILL);
-        waitpid(c->pid, NULL, 0);
-        return -ETIMEDOUT;
-}
-
-static char *slurp(const char *path, size_t *ret_len) {
-        FILE *f = fopen(path, "r");
-        if (!f)
-                return NULL;
-        char *buf = malloc(1 << 22);
-        size_t n = fread(buf, 1, (1 << 22) - 1, f);
-        buf[n] = '\0';
-        fclose(f);
-        if (ret_len)
-                *ret_len = n;
-        return buf;
-}
-
-static size_t count_test_packets(const char *path, size_t payload_size) {
-        size_t len;
-        uint8_t *buf = (uint8_t *) slurp(path, &len);
-        cr_assert_not_null(buf, "no trace file %s", path);
-        static struct pbr_field pkts[100000];
-        int n = pbr_split_trace(buf, len, pkts, 100000);
-        cr_assert_geq(n, 0, "%s is not a trace", path);
-        size_t found = 0;
-        char *expected = malloc(payload_size + 1);
-        for (int i = 0; i < n; i++) {
-                struct pbr_field t, str, seq;
-                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t))
-                        continue;
-                cr_assert(pbr_get(t.data, t.len, 1, false, &str));
-                cr_assert(pbr_get(t.data, t.len, 2, false, &seq));
-                cr_assert_eq(seq.varint, found, "packet %zu out of order", found);
-                raw_producer_payload((uint32_t) seq.varint, payload_size, expected);
-                cr_assert_eq(str.len, payload_size);
-                cr_assert_arr_eq(str.data, expected, payload_size);
-                found++;
-        }
-        free(expected);
-        free(buf);
-        return found;
+static int wait_child(struct tracectl_child *c, unsigned timeout_ms) {
+        return tracectl_child_wait(c, ev, timeout_ms);
 }
 
 static bool started(struct raw_producer *p) {
@@ -119,7 +51,7 @@ static bool started(struct raw_producer *p) {
 
 Test(tracectl, record_with_text_config) {
         struct raw_producer prod;
-        struct child c;
+        struct tracectl_child c;
         char cfg[512], out[512];
 
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
@@ -136,9 +68,9 @@ Test(tracectl, record_with_text_config) {
         fclose(f);
         spawn_tracectl(&c, (const char *const[]) { "record", "-c", cfg, "--txt", "-o", out, NULL });
         int st = wait_child(&c, 20000);
-        char *so = slurp(c.out, NULL), *se = slurp(c.err_path, NULL);
+        char *so = test_slurp(c.out, NULL), *se = test_slurp(c.err_path, NULL);
         cr_assert_eq(st, 0, "tracectl exited %d\nstdout:\n%s\nstderr:\n%s", st, so, se);
-        cr_assert_eq(count_test_packets(out, 40), 300);
+        cr_assert_eq(tracectl_count_test_packets(out, 40), 300);
         cr_assert(strstr(so, "for_testing") != NULL, "the summary does not list the packets:\n%s", so);
         cr_assert(strstr(so, "trace_config") != NULL);
         free(so);
@@ -148,7 +80,7 @@ Test(tracectl, record_with_text_config) {
 
 Test(tracectl, record_with_quick_flags) {
         struct raw_producer prod;
-        struct child c;
+        struct tracectl_child c;
         char out[512];
 
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
@@ -158,16 +90,16 @@ Test(tracectl, record_with_quick_flags) {
         spawn_tracectl(&c, (const char *const[]) { "record", "-t", "700ms", "-b", "2mb", "--no-process-stats", "--ds",
                                                    "test.data", "-o", out, NULL });
         int st = wait_child(&c, 20000);
-        char *se = slurp(c.err_path, NULL);
+        char *se = test_slurp(c.err_path, NULL);
         cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
         cr_assert(strstr(se, "warning") == NULL, "tracectl warns about its own config: %s", se);
         free(se);
-        cr_assert_eq(count_test_packets(out, 10), 100);
+        cr_assert_eq(tracectl_count_test_packets(out, 10), 100);
         /* The config the service recorded is the quick one. */
-        struct child q;
+        struct tracectl_child q;
         spawn_tracectl(&q, (const char *const[]) { "print", out, NULL });
         cr_assert_eq(wait_child(&q, 10000), 0);
-        char *so = slurp(q.out, NULL);
+        char *so = test_slurp(q.out, NULL);
         cr_assert(strstr(so, "size_kb: 2048") != NULL, "print output:\n%.2000s", so);
         cr_assert(strstr(so, "duration_ms: 700") != NULL);
         /* write_into_file without a flush period is an error in
@@ -182,7 +114,7 @@ Test(tracectl, record_with_quick_flags) {
  * with a warning naming what trace_processor will report. */
 Test(tracectl, config_trace_processor_flags_is_warned_about) {
         struct raw_producer prod;
-        struct child c;
+        struct tracectl_child c;
         char cfg[512], out[512];
 
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
@@ -199,14 +131,14 @@ Test(tracectl, config_trace_processor_flags_is_warned_about) {
         fclose(f);
         spawn_tracectl(&c, (const char *const[]) { "record", "-c", cfg, "--txt", "-o", out, "--no-summary", NULL });
         int st = wait_child(&c, 20000);
-        char *se = slurp(c.err_path, NULL);
+        char *se = test_slurp(c.err_path, NULL);
         cr_assert_eq(st, 0, "a warning is not fatal: tracectl exited %d: %s", st, se);
         cr_assert(strstr(se, "config_write_into_file_no_flush") != NULL, "stderr: %s", se);
         cr_assert(strstr(se, "buffers[1]") != NULL && strstr(se, "config_write_into_file_discard") != NULL,
                   "stderr: %s", se);
         cr_assert(strstr(se, "buffers[0]") == NULL, "the RING_BUFFER is fine: %s", se);
         free(se);
-        cr_assert_eq(count_test_packets(out, 20), 50);
+        cr_assert_eq(tracectl_count_test_packets(out, 20), 50);
 
         /* Without write_into_file in the config, tracectl picks the flush
          * period that goes with the file it writes: nothing to warn. */
@@ -217,7 +149,7 @@ Test(tracectl, config_trace_processor_flags_is_warned_about) {
         fclose(f);
         spawn_tracectl(&c, (const char *const[]) { "record", "-c", cfg, "--txt", "-o", out, "--no-summary", NULL });
         st = wait_child(&c, 20000);
-        se = slurp(c.err_path, NULL);
+        se = test_slurp(c.err_path, NULL);
         cr_assert_eq(st, 0, "tracectl exited %d: %s", st, se);
         cr_assert(strstr(se, "warning") == NULL, "stderr: %s", se);
         free(se);
@@ -225,7 +157,7 @@ Test(tracectl, config_trace_processor_flags_is_warned_about) {
 }
 
 Test(tracectl, bad_config_is_a_positioned_error) {
-        struct child c;
+        struct tracectl_child c;
         char cfg[512], out[512];
         snprintf(cfg, sizeof(cfg), "%s/bad.pbtxt", inst.dir);
         snprintf(out, sizeof(out), "%s/never.pftrace", inst.dir);
@@ -234,7 +166,7 @@ Test(tracectl, bad_config_is_a_positioned_error) {
         fclose(f);
         spawn_tracectl(&c, (const char *const[]) { "record", "-c", cfg, "--txt", "-o", out, NULL });
         cr_assert_eq(wait_child(&c, 10000), 3);
-        char *se = slurp(c.err_path, NULL);
+        char *se = test_slurp(c.err_path, NULL);
         char expected[700];
         snprintf(expected, sizeof(expected),
                  "%s:5:3: unknown field \"bufer_size_kb\" in perfetto.protos.TraceConfig.BufferConfig", cfg);
@@ -248,7 +180,7 @@ Test(tracectl, bad_config_is_a_positioned_error) {
 }
 
 Test(tracectl, unreachable_service) {
-        struct child c;
+        struct tracectl_child c;
         char *argv[] = { (char *) TRACECTL_BINARY, (char *) "--socket", (char *) "/nonexistent/consumer.sock",
                          (char *) "query", NULL };
         c.pid = 0;
@@ -262,7 +194,7 @@ Test(tracectl, unreachable_service) {
 
 Test(tracectl, ctrl_c_leaves_a_complete_file) {
         struct raw_producer prod;
-        struct child c;
+        struct tracectl_child c;
         char out[512];
 
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
@@ -275,16 +207,16 @@ Test(tracectl, ctrl_c_leaves_a_complete_file) {
         spin_ms(ev, 200);
         kill(c.pid, SIGINT);
         int st = wait_child(&c, 20000);
-        char *se = slurp(c.err_path, NULL);
+        char *se = test_slurp(c.err_path, NULL);
         cr_assert_eq(st, 0, "tracectl exited %d after Ctrl-C: %s", st, se);
         free(se);
         cr_assert_geq(prod.n_flush, 1, "Ctrl-C did not flush");
-        cr_assert_eq(count_test_packets(out, 30), 200);
+        cr_assert_eq(tracectl_count_test_packets(out, 30), 200);
         /* And the file ends with the service's stats. */
-        struct child s;
+        struct tracectl_child s;
         spawn_tracectl(&s, (const char *const[]) { "summary", out, NULL });
         cr_assert_eq(wait_child(&s, 10000), 0);
-        char *so = slurp(s.out, NULL);
+        char *so = test_slurp(s.out, NULL);
         cr_assert(strstr(so, "trace_stats") != NULL, "%s", so);
         free(so);
         raw_producer_free(&prod);
@@ -292,14 +224,14 @@ Test(tracectl, ctrl_c_leaves_a_complete_file) {
 
 Test(tracectl, query_and_detach) {
         struct raw_producer prod;
-        struct child c;
+        struct tracectl_child c;
         char out[512];
 
         cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "query-me", "test.data", 0, 0), 0);
         spin_ms(ev, 100);
         spawn_tracectl(&c, (const char *const[]) { "query", NULL });
         cr_assert_eq(wait_child(&c, 10000), 0);
-        char *so = slurp(c.out, NULL);
+        char *so = test_slurp(c.out, NULL);
         cr_assert(strstr(so, "query-me") != NULL && strstr(so, "test.data") != NULL, "%s", so);
         free(so);
 
@@ -312,7 +244,7 @@ Test(tracectl, query_and_detach) {
         cr_assert(raw_producer_spin_until(&prod, started, 5000));
         spawn_tracectl(&c, (const char *const[]) { "stop", "k1", NULL });
         cr_assert_eq(wait_child(&c, 20000), 0);
-        cr_assert_eq(count_test_packets(out, 5), 20);
+        cr_assert_eq(tracectl_count_test_packets(out, 5), 20);
         raw_producer_free(&prod);
 }
 
@@ -327,7 +259,7 @@ Test(tracectl, killed_consumer_and_shutdown_together) {
                         cr_assert_eq(traced_instance_restart(&inst, true, NULL), 0);
                 }
                 struct raw_producer prod;
-                struct child c;
+                struct tracectl_child c;
                 char out[512];
                 cr_assert_eq(raw_producer_connect(&prod, ev, inst.producer_path, "p", "test.data", 1024 * 1024, 0), 0);
                 prod.packets_at_start = 50;

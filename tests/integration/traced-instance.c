@@ -78,6 +78,27 @@ int traced_instance_restart(struct traced_instance *t, bool socket_activated, co
         return spawn_instance(t, socket_activated, args ? args : no_plugins);
 }
 
+int traced_instance_restart_conf(struct traced_instance *t, const char *conf, const char *const *args) {
+        static const char *const no_plugins[] = { "--no-plugins", NULL };
+        char path[400], arg[420];
+        const char *argv[40];
+        size_t n = 0;
+
+        snprintf(path, sizeof(path), "%s/traced.conf", t->dir);
+        FILE *f = fopen(path, "we");
+        if (!f)
+                return -errno;
+        fputs(conf, f);
+        if (fclose(f) != 0)
+                return -errno;
+        snprintf(arg, sizeof(arg), "--config=%s", path);
+        for (const char *const *a = args ? args : no_plugins; *a && n < 38; a++)
+                argv[n++] = *a;
+        argv[n++] = arg;
+        argv[n] = NULL;
+        return traced_instance_restart(t, true, argv);
+}
+
 /* Whether a UNIX socket bound at path is listening, from /proc/net/unix
  * (its flags carry __SO_ACCEPTCON, 0x10000, once listen() ran). Looking
  * does not connect: the service sees no client. */
@@ -198,11 +219,14 @@ int traced_instance_stop(struct traced_instance *t) {
         int status = 0;
         if (t->pid > 0) {
                 kill(t->pid, SIGTERM);
-                for (int i = 0; i < 500; i++) {
+                /* traced finishes every session first: a flush waits up to
+                 * 5 s for a producer of this process that is not served
+                 * meanwhile, and the stop of its data sources as long. */
+                for (int i = 0; i < 3000; i++) {
                         pid_t r = waitpid(t->pid, &status, WNOHANG);
                         if (r == t->pid)
                                 break;
-                        if (i == 499) {
+                        if (i == 2999) {
                                 kill(t->pid, SIGKILL);
                                 waitpid(t->pid, &status, 0);
                                 return -ETIMEDOUT;
@@ -215,6 +239,23 @@ int traced_instance_stop(struct traced_instance *t) {
                 return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
         }
         return t->pid < 0 ? -t->pid - 1 : 0;
+}
+
+pid_t traced_instance_core_pid(const struct traced_instance *t) {
+        char path[64];
+        int pid = -1;
+        if (t->pid <= 0)
+                return -1;
+        /* The supervisor's children: the core, started first, then the
+         * plugin hosts. */
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int) t->pid, (int) t->pid);
+        FILE *f = fopen(path, "re");
+        if (!f)
+                return -1;
+        if (fscanf(f, "%d", &pid) != 1)
+                pid = -1;
+        fclose(f);
+        return pid;
 }
 
 void traced_instance_dump_log(const struct traced_instance *t) {

@@ -29,7 +29,12 @@ int traced_instance_start_args(struct traced_instance *t, bool socket_activated,
 /* Starts a stopped instance again on the same socket paths (the log
  * continues). args NULL: --no-plugins. */
 int traced_instance_restart(struct traced_instance *t, bool socket_activated, const char *const *args);
-/* SIGTERM, wait; returns the exit status (or -errno). The directory
+/* Writes conf (traced.conf's text) into the instance's directory and
+ * starts the stopped instance again with --config naming it, and args
+ * (NULL: --no-plugins). */
+int traced_instance_restart_conf(struct traced_instance *t, const char *conf, const char *const *args);
+/* SIGTERM, wait (up to 30 s: traced finishes its sessions first);
+ * returns the exit status (or -errno). The directory
  * stays, for a restart. */
 int traced_instance_stop(struct traced_instance *t);
 /* Ends an instance for good: stops traced if it runs, prints its log when
@@ -48,6 +53,8 @@ bool traced_test_setup(struct traced_instance *t, sd_event **ret_event);
 bool traced_test_teardown(struct traced_instance *t, sd_event **event);
 /* Whether the activator started traced (a connection came in). */
 bool traced_instance_was_activated(const struct traced_instance *t);
+/* The service core under the instance's supervisor (-1: none). */
+pid_t traced_instance_core_pid(const struct traced_instance *t);
 /* Prints the daemon's log (for failed tests). */
 void traced_instance_dump_log(const struct traced_instance *t);
 

@@ -163,6 +163,29 @@ Test(ipc_frame, encoder_refuses_oversized) {
         free(blob.data);
 }
 
+/* What is sent stays within what upstream's peers take: their buffer of
+ * IPC_FRAME_MAX_SIZE holds the length prefix too. */
+Test(ipc_frame, encoder_sends_what_upstream_takes) {
+        Perfetto__Protos__IPCFrame f = PERFETTO__PROTOS__IPCFRAME__INIT;
+        /* Field 1 (tag 1 byte, 3-byte length) with its bytes: the frame is
+         * exactly the bound, then one byte over it. */
+        ProtobufCBinaryData blob = { .len = IPC_FRAME_MAX_SEND_SIZE - 4,
+                                     .data = calloc(1, IPC_FRAME_MAX_SEND_SIZE) };
+        uint8_t *buf = NULL;
+        size_t len;
+
+        f.n_data_for_testing = 1;
+        f.data_for_testing = &blob;
+        cr_assert_eq(ipc_frame_encode(&f, &buf, &len), 0);
+        cr_assert_eq(len, IPC_FRAME_MAX_SIZE, "the frame with its prefix fills upstream's buffer exactly");
+        free(buf);
+        buf = NULL;
+        blob.len++;
+        cr_assert_eq(ipc_frame_encode(&f, &buf, &len), -EMSGSIZE);
+        cr_assert_null(buf);
+        free(blob.data);
+}
+
 Test(ipc_frame, garbage_payload_is_bad_message) {
         struct ipc_frame_decoder d;
         Perfetto__Protos__IPCFrame *f = NULL;

@@ -196,3 +196,47 @@ Test(pbtxt, upstream_trace_configs) {
         cr_assert_str_eq(err, "config.pbtxt:5:3: unknown field \"bufer_size_kb\" in perfetto.protos.TraceConfig.BufferConfig");
         free(err);
 }
+
+/* Where the fields were written: each element of a repeated message its
+ * own entry, for errors found after the parse. */
+Test(pbtxt, positions_of_fields) {
+        const char *text = "buffers { size_kb: 1 }\n"
+                           "data_sources {\n"
+                           "  config { name: \"a\" }\n"
+                           "}\n"
+                           "data_sources { config {\n"
+                           "    name: \"b\"\n"
+                           "    target_buffer: 3 } }\n";
+        ProtobufCMessage *m = NULL;
+        char *err = NULL;
+        struct pbtxt_positions pos = {};
+        cr_assert_eq(pbtxt_parse_positions(&perfetto__protos__trace_config__descriptor, text, strlen(text), "p",
+                                           &m, &err, &pos),
+                     0, "%s", err);
+        Perfetto__Protos__TraceConfig *c = (Perfetto__Protos__TraceConfig *) m;
+        unsigned line = 0, col = 0;
+        cr_assert(pbtxt_position_find(&pos, &c->data_sources[1]->base, 0, &line, &col));
+        cr_assert_eq(line, 5);
+        cr_assert_eq(col, 1);
+        cr_assert(pbtxt_position_find(&pos, &c->data_sources[1]->config->base, 2, &line, &col));
+        cr_assert_eq(line, 7, "target_buffer (field 2) is on line 7, not %u", line);
+        cr_assert_eq(col, 5);
+        cr_assert(pbtxt_position_find(&pos, &c->data_sources[0]->config->base, 0, &line, &col));
+        cr_assert_eq(line, 3);
+        cr_assert_eq(col, 3);
+        cr_assert(pbtxt_position_find(&pos, &c->buffers[0]->base, 1, &line, &col));
+        cr_assert_eq(line, 1);
+        cr_assert_eq(col, 11);
+        cr_assert_not(pbtxt_position_find(&pos, &c->data_sources[0]->config->base, 2, &line, &col),
+                      "a field never written has no position");
+        pbtxt_positions_done(&pos);
+        protobuf_c_message_free_unpacked(m, NULL);
+
+        /* A failed parse leaves none. */
+        cr_assert_eq(pbtxt_parse_positions(&perfetto__protos__trace_config__descriptor, "buffers { x: 1 }", 16, "p",
+                                           &m, &err, &pos),
+                     -EINVAL);
+        free(err);
+        cr_assert_eq(pos.n, 0);
+        cr_assert_null(pos.v);
+}

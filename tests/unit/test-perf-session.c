@@ -115,16 +115,21 @@ static void teardown(void) {
                 free(fh.packets[k]);
 }
 
-/* Appends a record at the ring's head. */
-static void ring_put(uint32_t type, uint16_t misc, const uint64_t *body, size_t n_words) {
-        struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) area;
+/* Appends a record at the head of the ring in a (a control page, then
+ * the data). */
+static void ring_put_at(uint8_t *a, uint32_t type, uint16_t misc, const uint64_t *body, size_t n_words) {
+        struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) a;
         struct perf_event_header h = { .type = type, .misc = misc,
                                        .size = (uint16_t) (sizeof(h) + n_words * sizeof(uint64_t)) };
-        uint8_t *at = area + PAGE + mp->data_head;
+        uint8_t *at = a + PAGE + mp->data_head;
         cr_assert_leq(mp->data_head + h.size, DATA_SIZE);
         memcpy(at, &h, sizeof(h));
         memcpy(at + sizeof(h), body, n_words * sizeof(uint64_t));
         mp->data_head += h.size;
+}
+
+static void ring_put(uint32_t type, uint16_t misc, const uint64_t *body, size_t n_words) {
+        ring_put_at(area, type, misc, body, n_words);
 }
 
 static uint64_t pair(uint32_t lo, uint32_t hi) {
@@ -180,6 +185,56 @@ Test(perf_session, drain_queues_notes_and_bookkeeping) {
         free(it);
 }
 
+/* The time of an item, as the worker will read it. */
+static uint64_t item_time(const struct perf_item *it) {
+        struct perf_record r;
+        if (it->kind != PERF_ITEM_RECORD)
+                return it->time;
+        cr_assert_eq(perf_record_parse(it->rec, it->len, &s->layout, &r), 0);
+        return r.time;
+}
+
+/* A process forked on one CPU and sampled at once on another: the fork
+ * reaches the worker before the sample, whichever ring is read first
+ * (the child may be gone before its maps are read: they come from the
+ * fork). */
+Test(perf_session, drain_all_orders_the_rings_by_time) {
+        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
+        uint8_t *area1 = aligned_alloc(PAGE, PAGE + DATA_SIZE);
+        struct cpu_ring *rings = realloc(s->rings, 2 * sizeof(*s->rings));
+        cr_assert(area1 && rings);
+        memset(area1, 0, PAGE + DATA_SIZE);
+        s->rings = rings;
+        s->n_rings = 2;
+        s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope)); /* forks and exits reset a pid's scope */
+        cr_assert_not_null(s->scope);
+        s->rings[1] = (struct cpu_ring) { .s = s, .cpu = 3, .fd = -EBADF, .base = area1, .data = area1 + PAGE,
+                                          .data_size = DATA_SIZE };
+        put_sample(1000, 1);
+        put_throttle(2200);
+        put_sample(3000, 1);
+        /* pid, ppid, tid, ptid, time, then the sample id: tid, time, cpu */
+        uint64_t fork[] = { pair(50, 42), pair(50, 43), 2000, pair(50, 50), 2000, pair(3, 0) };
+        ring_put_at(area1, PERF_RECORD_FORK, 0, fork, 6);
+        uint64_t sample[] = { 0x401000, pair(50, 50), 2500, pair(3, 0), 1 };
+        ring_put_at(area1, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, sample, 5);
+
+        perf_drain_all(s);
+        static const uint64_t want[] = { 1000, 2000, 2200, 2500, 3000 };
+        for (size_t k = 0; k < sizeof(want) / sizeof(*want); k++) {
+                struct perf_item *it = perf_queue_pop(&s->q);
+                cr_expect_eq(item_time(it), want[k], "item %zu: time %llu, not %llu", k,
+                             (unsigned long long) item_time(it), (unsigned long long) want[k]);
+                free(it);
+        }
+        for (size_t k = 0; k < 2; k++) {
+                struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) s->rings[k].base;
+                cr_expect_eq(mp->data_tail, mp->data_head, "ring %zu read whole", k);
+        }
+        free(s->scope);
+        free(area1);
+}
+
 Test(perf_session, drain_counts_what_finds_no_room) {
         /* An item bound of one, taken by a throttle: no room for a note. */
         cr_assert_eq(perf_queue_init(&s->q, PERF_ITEM_FOOTPRINT), 0);
@@ -211,13 +266,19 @@ static uint64_t field(const uint8_t *buf, size_t len, uint32_t number) {
         return f.varint;
 }
 
-Test(perf_session, worker_writes_samples_and_counters) {
+/* What the worker needs: its queue, interning, process table, ELF cache
+ * and unwinder. */
+static void worker_setup(void) {
         cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
         cr_assert_eq(intern_writer_new(&s->iw), 0);
         cr_assert_eq(proc_table_new(NULL, &s->procs), 0);
         cr_assert_eq(elf_cache_new(NULL, &s->elves), 0);
         s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves };
         cr_assert_eq(unwinder_new(&s->sym, &s->unw), 0);
+}
+
+Test(perf_session, worker_writes_samples_and_counters) {
+        worker_setup();
 
         /* Drops counted by the loop thread go out before the next item. */
         s->rings[0].dropped = 5;
@@ -279,12 +340,7 @@ Test(perf_session, worker_writes_samples_and_counters) {
  * worker's next packet starts the sequence again, TracePacketDefaults with
  * SEQ_INCREMENTAL_STATE_CLEARED, and what it interned is emitted anew. */
 Test(perf_session, worker_starts_the_sequence_again_after_a_clear) {
-        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
-        cr_assert_eq(intern_writer_new(&s->iw), 0);
-        cr_assert_eq(proc_table_new(NULL, &s->procs), 0);
-        cr_assert_eq(elf_cache_new(NULL, &s->elves), 0);
-        s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves };
-        cr_assert_eq(unwinder_new(&s->sym, &s->unw), 0);
+        worker_setup();
 
         for (int k = 0; k < 3; k++) {
                 struct perf_item *note = perf_item_new(PERF_ITEM_NOTE, 0);
@@ -307,4 +363,41 @@ Test(perf_session, worker_starts_the_sequence_again_after_a_clear) {
         cr_expect_eq(field(fh.packets[2], fh.sizes[2], 13), TracePacket_SEQ_INCREMENTAL_STATE_CLEARED);
         cr_expect_eq(s->clears_done, 1);
         cr_expect_eq(s->epoch, epoch + 1, "the frame cache and counter tracks start again");
+}
+
+/* An unwind error the worker counts (the plugin's log line) is in the
+ * trace, UNKNOWN included: its value is 0, which the PerfSample carries
+ * all the same. A user-mode sample without user registers is one. */
+Test(perf_session, every_unwind_error_counted_is_written) {
+        worker_setup();
+        s->cfg.user_frames = PERF_UNWIND_DWARF;
+
+        /* ip, pid/tid, time, cpu, period: the layout of setup(), no
+         * registers. */
+        uint64_t body[] = { 0x401000, pair(42, 43), 1000, pair(2, 0), 1 };
+        struct perf_event_header h = { .type = PERF_RECORD_SAMPLE, .misc = PERF_RECORD_MISC_USER,
+                                       .size = (uint16_t) (sizeof(h) + sizeof(body)) };
+        struct perf_item *it = perf_item_new(PERF_ITEM_SAMPLE, h.size);
+        cr_assert_not_null(it);
+        it->kind = PERF_ITEM_SAMPLE;
+        it->cpu = 2;
+        it->count = 1;
+        memcpy(it->rec, &h, sizeof(h));
+        memcpy(it->rec + sizeof(h), body, sizeof(body));
+        cr_assert_eq(perf_queue_push(&s->q, it), 0);
+        cr_assert_eq(perf_queue_push(&s->q, perf_item_new(PERF_ITEM_STOP, 0)), 0);
+        perf_queue_publish(&s->q);
+        cr_expect_null(perf_worker_main(s));
+
+        cr_assert_eq(s->unwind_errors, 1);
+        size_t samples = 0;
+        for (size_t k = 0; k < fh.n; k++) {
+                struct pbr_field f, e;
+                if (!pbr_get(fh.packets[k], fh.sizes[k], 66, false, &f))
+                        continue;
+                samples++;
+                cr_assert(pbr_get(f.data, f.len, 16, false, &e), "the sample does not carry its unwind error");
+                cr_expect_eq(e.varint, UNWIND_ERR_UNKNOWN);
+        }
+        cr_assert_eq(samples, 1);
 }

@@ -10,7 +10,7 @@
 
 #include "pbtxt/pbtxt.h"
 #include "perf-config.h"
-#include "perf-record.h"
+#include "profiling/perf-record.h"
 
 #include "perfetto/config/data_source_config.pb-c.h"
 
@@ -70,7 +70,7 @@ Test(perf_config, defaults) {
         cr_assert(c.callstacks);
         cr_assert_eq(c.user_frames, PERF_UNWIND_DWARF);
         cr_assert_not(c.kernel_frames);
-        cr_assert_eq(c.ring_buffer_pages, PERF_DEFAULT_RING_PAGES);
+        cr_assert_eq(c.ring_buffer_pages, PERF_DEFAULT_RING_PAGES_DWARF, "DWARF stacks: room for their copies");
         cr_assert_eq(c.clock_id, 6, "BOOTTIME");
         cr_assert(perf_config_in_scope(&c, 5, "anything", NULL), "no scope: everything");
         perf_config_done(&c);

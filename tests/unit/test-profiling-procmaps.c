@@ -232,3 +232,76 @@ Test(procmaps, reads_this_process_and_opens_its_files) {
         cr_assert_lt(proc_table_open_file(t, getpid(), "/nonexistent/file"), 0);
         proc_table_free(t);
 }
+
+/* A child forked from a parent whose maps were never read, and gone
+ * before anyone read its own: it inherits the parent's (read then, the
+ * parent still there), under what the notes told of its own mappings. */
+Test(procmaps, a_child_gone_first_inherits_its_parents_maps, .fini = rm_fake_proc) {
+        char *dir = fake_proc(42, maps_text);
+        struct proc_table *t;
+        cr_assert_eq(proc_table_new(dir, &t), 0);
+        cr_assert_eq(proc_table_fork(t, 50, 42), 0);
+        struct proc_info *parent = proc_table_peek(t, 42);
+        cr_assert_not_null(parent, "the parent is remembered");
+        cr_assert_not(parent->maps_loaded, "and not read at the fork");
+        struct pmap own = region(0x7f0000400000, 0x7f0000500000, 0, "/usr/lib/libchild.so");
+        cr_assert_eq(proc_table_mmap(t, 50, &own), 0);
+        struct proc_info *c = proc_table_get(t, 50);
+        cr_assert_not_null(c);
+        cr_assert(c->maps_loaded, "the parent's maps, read from its /proc");
+        cr_assert_eq(c->maps.n, 8);
+        cr_assert_str_eq(proc_maps_find(&c->maps, 0x55d1c0a03000)->path, "/usr/bin/prog");
+        cr_assert_str_eq(proc_maps_find(&c->maps, 0x7f0000400000)->path, "/usr/lib/libchild.so");
+        cr_assert_str_eq(c->comm, "prog");
+
+        /* A parent known by then: the child starts with a copy. */
+        cr_assert_eq(proc_table_fork(t, 52, 42), 0);
+        cr_assert_eq(proc_table_peek(t, 52)->maps.n, 7);
+        proc_table_free(t);
+
+        /* A parent that exec'd since the fork has other maps: none are
+         * inherited from it. */
+        cr_assert_eq(proc_table_new(dir, &t), 0);
+        cr_assert_eq(proc_table_fork(t, 51, 42), 0);
+        cr_assert_eq(proc_table_exec(t, 42, "other"), 0);
+        c = proc_table_get(t, 51);
+        cr_assert_eq(c->maps.n, 0);
+        cr_assert_not(c->maps_loaded);
+        proc_table_free(t);
+
+        /* Through a parent gone too: from the grandparent. */
+        cr_assert_eq(proc_table_new(dir, &t), 0);
+        cr_assert_eq(proc_table_fork(t, 60, 42), 0);
+        cr_assert_eq(proc_table_fork(t, 61, 60), 0);
+        c = proc_table_get(t, 61);
+        cr_assert_eq(c->maps.n, 7);
+        proc_table_free(t);
+}
+
+/* A reload keeps what is known when the process is gone; an exec keeps
+ * the maps before it for the pcs of samples taken inside the exec. */
+Test(procmaps, reload_and_the_maps_before_an_exec, .fini = rm_fake_proc) {
+        char *dir = fake_proc(42, maps_text);
+        struct proc_table *t;
+        cr_assert_eq(proc_table_new(dir, &t), 0);
+        struct pmap note = region(0x400000, 0x401000, 0, "/usr/bin/noted");
+        cr_assert_eq(proc_table_mmap(t, 77, &note), 0);
+        proc_table_reload(t, 77); /* no /proc/77 */
+        struct proc_info *gone = proc_table_peek(t, 77);
+        cr_assert(gone->maps_unreadable);
+        cr_assert_eq(gone->maps.n, 1, "the notes stay");
+        proc_table_reload(t, 42);
+        struct proc_info *p = proc_table_peek(t, 42);
+        cr_assert(p->maps_loaded);
+        cr_assert_eq(p->maps.n, 7);
+
+        cr_assert_eq(proc_table_exec(t, 42, "next"), 0);
+        struct pmap next = region(0x400000, 0x401000, 0, "/usr/bin/next");
+        cr_assert_eq(proc_table_mmap(t, 42, &next), 0);
+        cr_assert_str_eq(proc_info_find_pc(p, 0x400010)->path, "/usr/bin/next");
+        cr_assert_str_eq(proc_info_find_pc(p, 0x7f0000100010)->path, "/lib/x86_64-linux-gnu/libc.so.6",
+                         "a pc of the program before the exec");
+        cr_assert_null(proc_maps_find(&p->maps, 0x7f0000100010));
+        cr_assert_null(proc_info_find_pc(p, 0x1000));
+        proc_table_free(t);
+}

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -123,5 +124,71 @@ Test(record_output, a_missing_directory_is_an_error_and_leaves_nothing) {
         cr_assert_eq(record_output_open(&o, p), -ENOENT);
         cr_assert_eq(o.fd, -EBADF);
         cr_assert_null(o.path);
+        cr_assert_eq(entries(), 0);
+}
+
+/* A Trace of n packets, each field 1 with len bytes of 'x': into buf,
+ * returns its size. */
+static size_t trace_bytes(uint8_t *buf, unsigned n, uint8_t len) {
+        size_t k = 0;
+        for (unsigned i = 0; i < n; i++) {
+                buf[k++] = 0x0a;
+                buf[k++] = len;
+                memset(buf + k, 'x', len);
+                k += len;
+        }
+        return k;
+}
+
+static off_t file_size(int fd) {
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        return st.st_size;
+}
+
+Test(record_output, trim_cuts_a_torn_last_packet) {
+        struct record_output o = RECORD_OUTPUT_INIT;
+        uint8_t buf[256];
+        cr_assert_eq(record_output_open(&o, path), 0);
+        size_t whole = trace_bytes(buf, 3, 20);
+        /* The fourth packet's header says 50 bytes; 10 were written. */
+        buf[whole] = 0x0a;
+        buf[whole + 1] = 50;
+        memset(buf + whole + 2, 'y', 10);
+        cr_assert_eq(write(o.fd, buf, whole + 12), (ssize_t) (whole + 12));
+        uint64_t packets, cut;
+        cr_assert_eq(record_output_trim(&o, &packets, &cut), 0);
+        cr_assert_eq(packets, 3);
+        cr_assert_eq(cut, 12);
+        cr_assert_eq(file_size(o.fd), (off_t) whole);
+        cr_assert_eq(record_output_commit(&o), 0);
+        record_output_free(&o);
+        struct stat st;
+        cr_assert_eq(stat(path, &st), 0);
+        cr_assert_eq(st.st_size, (off_t) whole);
+}
+
+Test(record_output, trim_leaves_a_whole_trace_alone) {
+        struct record_output o = RECORD_OUTPUT_INIT;
+        uint8_t buf[256];
+        cr_assert_eq(record_output_open(&o, path), 0);
+        size_t whole = trace_bytes(buf, 5, 30);
+        cr_assert_eq(write(o.fd, buf, whole), (ssize_t) whole);
+        uint64_t packets, cut;
+        cr_assert_eq(record_output_trim(&o, &packets, &cut), 0);
+        cr_assert_eq(packets, 5);
+        cr_assert_eq(cut, 0);
+        cr_assert_eq(file_size(o.fd), (off_t) whole);
+        record_output_free(&o);
+}
+
+Test(record_output, trim_of_an_empty_file_keeps_no_packet) {
+        struct record_output o = RECORD_OUTPUT_INIT;
+        cr_assert_eq(record_output_open(&o, path), 0);
+        uint64_t packets = 1, cut = 1;
+        cr_assert_eq(record_output_trim(&o, &packets, &cut), 0);
+        cr_assert_eq(packets, 0);
+        cr_assert_eq(cut, 0);
+        record_output_free(&o);
         cr_assert_eq(entries(), 0);
 }

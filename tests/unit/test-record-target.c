@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -74,4 +75,63 @@ Test(record_target, a_command_runs_only_when_released) {
         cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0);
         cr_assert_eq(access(marker, F_OK), 0, "a released command did not run");
         cr_assert_eq(test_scratch_remove(dir), 0);
+}
+
+/* What execvp would find, found before anything is recorded. */
+Test(record_target, a_command_is_found_as_execvp_finds_it) {
+        cr_assert_eq(record_command_find("sh"), 0, "sh is not found in $PATH");
+        cr_assert_eq(record_command_find("/bin/sh"), 0);
+        cr_assert_eq(record_command_find("/nonexistent/cmd"), -ENOENT);
+        cr_assert_eq(record_command_find("traced-test-no-such-command"), -ENOENT);
+        cr_assert_eq(record_command_find("/"), -EISDIR);
+        cr_assert_eq(record_command_find(""), -ENOENT);
+
+        char dir[256], file[300];
+        cr_assert_eq(test_mkdtemp(dir, sizeof(dir), "traced-test-record-target-"), 0);
+        snprintf(file, sizeof(file), "%s/not-executable", dir);
+        FILE *f = fopen(file, "we");
+        cr_assert_not_null(f);
+        fclose(f);
+        cr_assert_eq(record_command_find(file), -EACCES);
+        cr_assert_eq(test_scratch_remove(dir), 0);
+}
+
+/* A released command whose exec fails says why (not only status 127,
+ * which a command may exit with itself). */
+Test(record_target, an_exec_that_fails_is_told) {
+        char *argv[] = { (char *) "/nonexistent/cmd", NULL };
+        struct record_command c;
+        cr_assert_eq(record_command_fork(&c, argv), 0);
+        record_command_release(&c);
+        record_command_finish(&c);
+        cr_assert(c.exited);
+        cr_assert_eq(c.exec_error, ENOENT);
+
+        char *sh[] = { (char *) "sh", (char *) "-c", (char *) "exit 127", NULL };
+        cr_assert_eq(record_command_fork(&c, sh), 0);
+        record_command_release(&c);
+        record_command_finish(&c);
+        cr_assert(WIFEXITED(c.status) && WEXITSTATUS(c.status) == 127);
+        cr_assert_eq(c.exec_error, 0, "a command that ran is said not to have");
+}
+
+static unsigned polls;
+static bool give_up_after_three(void *userdata) {
+        return ++polls > 3;
+}
+
+/* Waiting for a command can be given up: it runs on, and is not waited
+ * for at the end. */
+Test(record_target, waiting_for_a_command_can_be_given_up) {
+        char *argv[] = { (char *) "sleep", (char *) "30", NULL };
+        struct record_command c;
+        cr_assert_eq(record_command_fork(&c, argv), 0);
+        record_command_release(&c);
+        cr_assert_not(record_command_wait(&c, -1, give_up_after_three, NULL));
+        cr_assert(c.abandoned);
+        pid_t pid = c.pid;
+        record_command_finish(&c); /* returns at once */
+        cr_assert_eq(kill(pid, 0), 0, "the command does not run on");
+        kill(pid, SIGKILL);
+        cr_assert_eq(waitpid(pid, NULL, 0), pid);
 }

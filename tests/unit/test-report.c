@@ -26,6 +26,7 @@
 #include "tools/tracectl/profile.h"
 #include "tools/tracectl/summary.h"
 #include "tools/tracectl/trace-reader.h"
+#include "pprof-check.h"
 #include "test-scratch.h"
 
 #define PERF_TRACE TEST_DATA_DIR "/profiling/trace-perf-python3.pftrace"
@@ -256,11 +257,16 @@ static void write_profile_header(FILE *f, uint32_t seq, bool off_cpu) {
         write_packet(f, &p);
 }
 
-static void write_sample(FILE *f, uint32_t seq, uint64_t ts, uint32_t cpu, uint32_t pid, uint32_t tid, uint64_t callstack,
-                         uint64_t count) {
+/* unwind_error: a Profiling.StackUnwindError, or -1 for none. */
+static void write_sample_cut(FILE *f, uint32_t seq, uint64_t ts, uint32_t cpu, uint32_t pid, uint32_t tid,
+                             uint64_t callstack, uint64_t count, int unwind_error) {
         Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
         Perfetto__Protos__PerfSample s = PERFETTO__PROTOS__PERF_SAMPLE__INIT;
         s.has_cpu = s.has_pid = s.has_tid = s.has_callstack_iid = true;
+        if (unwind_error >= 0) {
+                s.optional_unwind_error_case = PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_UNWIND_ERROR_UNWIND_ERROR;
+                s.unwind_error = (Perfetto__Protos__Profiling__StackUnwindError) unwind_error;
+        }
         s.cpu = cpu;
         s.pid = pid;
         s.tid = tid;
@@ -279,6 +285,11 @@ static void write_sample(FILE *f, uint32_t seq, uint64_t ts, uint32_t cpu, uint3
         p.has_sequence_flags = true;
         p.sequence_flags = PERFETTO__PROTOS__TRACE_PACKET__SEQUENCE_FLAGS__SEQ_NEEDS_INCREMENTAL_STATE;
         write_packet(f, &p);
+}
+
+static void write_sample(FILE *f, uint32_t seq, uint64_t ts, uint32_t cpu, uint32_t pid, uint32_t tid, uint64_t callstack,
+                         uint64_t count) {
+        write_sample_cut(f, seq, ts, cpu, pid, tid, callstack, count, -1);
 }
 
 static void write_process(FILE *f, int32_t pid, int32_t ppid, const char *cmdline, bool is_comm, int32_t tid,
@@ -917,4 +928,253 @@ Test(print, compact_sched_kernel_capture) {
         cr_assert_eq(wakings, 17 + 63);
         free(out);
         free(err);
+}
+
+/* ---- pprof ---------------------------------------------------------------- */
+
+static char *pprof_of(const char *trace, const char *args, struct pp_profile *ret) {
+        char *pb = tmp_path("profile.pb.gz"), *cmd, *out, *err;
+        cr_assert_geq(asprintf(&cmd, "report --no-debuginfod %s --pprof %s %s", args, pb, trace), 0);
+        int rc = run_tracectl(cmd, &out, &err);
+        cr_assert_eq(rc, 0, "tracectl %s: %d\n%s", cmd, rc, err);
+        cr_assert_not_null(strstr(err, "tracectl report: wrote "), "%s", err);
+        cr_assert_eq(pp_read(pb, ret), 0, "%s is not a gzipped profile", pb);
+        const char *bad = pp_check(ret);
+        cr_assert_null(bad, "%s breaks pprof's rules: %s", pb, bad);
+        free(cmd);
+        free(out);
+        free(err);
+        return pb;
+}
+
+static const char *fn_name(const struct pp_profile *p, uint64_t location_id, size_t line) {
+        const struct pp_location *l = pp_location(p, location_id);
+        if (!l || line >= l->n_lines)
+                return NULL;
+        const struct pp_function *f = pp_function(p, l->lines[line].function_id);
+        return f ? pp_string(p, f->name) : NULL;
+}
+
+static bool have_go(void) {
+        return system("go version >/dev/null 2>&1") == 0;
+}
+
+Test(report, pprof_sample_types_labels_mappings) {
+        char *trace = synthetic_profile();
+        struct pp_profile pp;
+        char *pb = pprof_of(trace, "", &pp);
+        int cs = pp_sample_type(&pp, "samples"), cc = pp_sample_type(&pp, "cpu"),
+            os = pp_sample_type(&pp, "off_cpu_samples"), ot = pp_sample_type(&pp, "off_cpu");
+        cr_assert(cs == 0 && cc == 1 && os == 2 && ot == 3, "sample types %d %d %d %d", cs, cc, os, ot);
+        cr_assert_str_eq(pp_string(&pp, pp.sample_types[cc][1]), "nanoseconds");
+        cr_assert_str_eq(pp_string(&pp, pp.default_sample_type), "samples");
+        cr_assert_str_eq(pp_string(&pp, pp.period_type[0]), "cpu");
+        cr_assert_eq(pp.period, 1000000000 / 99);
+        cr_assert_eq(pp.duration_nanos, 2020000000);
+        int64_t sum[4] = {};
+        bool unsym = false, kernel_own_mapping = false;
+        for (size_t i = 0; i < pp.n_samples; i++) {
+                const struct pp_sample *s = &pp.samples[i];
+                for (int k = 0; k < 4; k++)
+                        sum[k] += s->values[k];
+                int64_t pid, tid;
+                cr_assert(pp_label_num(&pp, s, "pid", &pid) && pid == 100);
+                cr_assert(pp_label_num(&pp, s, "tid", &tid) && (tid == 100 || tid == 101));
+                cr_assert_str_eq(pp_label_str(&pp, s, "process"), "app");
+                cr_assert_str_eq(pp_label_str(&pp, s, "thread"), tid == 101 ? "worker" : "app");
+                /* leaf first */
+                cr_assert_str_eq(fn_name(&pp, s->location_ids[s->n_locations - 1], 0), "main");
+                const struct pp_location *leaf = pp_location(&pp, s->location_ids[0]);
+                const struct pp_mapping *m = pp_mapping(&pp, leaf->mapping_id);
+                cr_assert_not_null(m);
+                if (leaf->n_lines == 0) {
+                        /* not symbolized: kept for a later symbolizer */
+                        cr_assert_str_eq(pp_string(&pp, m->filename), "/usr/bin/app");
+                        cr_assert_str_eq(pp_string(&pp, m->build_id), "abcd0123");
+                        cr_assert_eq(leaf->address, 0x1234);
+                        cr_assert_not(m->has_functions && m->has_line_numbers);
+                        unsym = true;
+                } else if (strcmp(fn_name(&pp, leaf->id, 0), "do_syscall_64") == 0) {
+                        cr_assert_str_eq(pp_string(&pp, m->filename), "[kernel.kallsyms]");
+                        kernel_own_mapping = true;
+                } else
+                        cr_assert_str_eq(fn_name(&pp, leaf->id, 0), "spin");
+        }
+        cr_assert(unsym && kernel_own_mapping);
+        cr_assert_eq(sum[0], 11, "on-CPU samples");
+        cr_assert_eq(sum[1], 11 * (1000000000 / 99), "CPU time");
+        cr_assert_eq(sum[2], 2, "off-CPU samples");
+        cr_assert_eq(sum[3], 7000000, "blocked ns");
+        pp_free(&pp);
+
+        /* One kind, chosen; and the filters report has. */
+        pprof_of(trace, "--off-cpu --tid 101", &pp);
+        cr_assert_eq(pp.n_sample_types, 2);
+        cr_assert_str_eq(pp_string(&pp, pp.default_sample_type), "off_cpu");
+        cr_assert_eq(pp.n_samples, 1);
+        cr_assert_eq(pp.samples[0].values[1], 5000000);
+        pp_free(&pp);
+        if (have_go()) {
+                char *cmd;
+                cr_assert_geq(asprintf(&cmd, "go tool pprof -raw %s >/dev/null 2>&1", pb), 0);
+                cr_assert_eq(system(cmd), 0, "%s", cmd);
+                free(cmd);
+        } else
+                cr_log_warn("go tool pprof not installed (tools/install-deps.sh installs golang-go)");
+        unlink(pb);
+        unlink(trace);
+        free(pb);
+        free(trace);
+}
+
+/* function -> self samples from report's first "by self" table, or from
+ * go tool pprof -top. */
+struct flat {
+        char name[128];
+        long long n;
+};
+
+static size_t parse_report_self(const char *text, struct flat *v, size_t max) {
+        const char *s = strstr(text, "# by self\n");
+        cr_assert_not_null(s, "%s", text);
+        s = strchr(strchr(s, '\n') + 1, '\n') + 1;
+        size_t n = 0;
+        while (n < max && s && *s && *s != '#') {
+                double a, b;
+                unsigned long long self, total;
+                if (sscanf(s, " %lf%% %llu %lf%% %llu %127s", &a, &self, &b, &total, v[n].name) == 5)
+                        v[n++].n = (long long) self;
+                s = strchr(s, '\n');
+                s = s ? s + 1 : NULL;
+        }
+        return n;
+}
+
+static size_t parse_pprof_top(const char *text, struct flat *v, size_t max) {
+        const char *s = strstr(text, "flat%");
+        cr_assert_not_null(s, "%s", text);
+        s = strchr(s, '\n') + 1;
+        size_t n = 0;
+        while (n < max && s && *s) {
+                long long flat, cum;
+                if (sscanf(s, " %lld %*s %*s %lld %*s %127s", &flat, &cum, v[n].name) == 3)
+                        v[n++].n = flat;
+                s = strchr(s, '\n');
+                s = s ? s + 1 : NULL;
+        }
+        return n;
+}
+
+Test(report, pprof_go_tool_pprof_top_is_report_self) {
+        if (!have_go())
+                cr_skip_test("go tool pprof is not installed (tools/install-deps.sh installs golang-go)");
+        struct pp_profile pp;
+        char *pb = pprof_of(PERF_TRACE, "", &pp);
+        pp_free(&pp);
+        char *cmd, *out, *err;
+        cr_assert_geq(asprintf(&cmd, "report --no-debuginfod --top 10 %s", PERF_TRACE), 0);
+        cr_assert_eq(run_tracectl(cmd, &out, &err), 0);
+        free(cmd);
+        struct flat want[10], got[1000];
+        size_t nw = parse_report_self(out, want, 10);
+        free(out);
+        free(err);
+        char *top = tmp_path("top.txt");
+        cr_assert_geq(asprintf(&cmd, "go tool pprof -top -nodecount=1000 -nodefraction=0 -symbolize=none %s >%s 2>/dev/null", pb, top), 0);
+        cr_assert_eq(system(cmd), 0, "%s", cmd);
+        free(cmd);
+        char *text = slurp_text(top);
+        size_t ng = parse_pprof_top(text, got, 1000);
+        cr_assert_eq(nw, 10);
+        cr_assert_geq(ng, nw, "%s", text);
+        for (size_t i = 0; i < nw; i++) {
+                size_t j = 0;
+                while (j < ng && strcmp(got[j].name, want[i].name) != 0)
+                        j++;
+                cr_assert_lt(j, ng, "%s (self %lld in report) is not in pprof's table:\n%s", want[i].name, want[i].n,
+                             text);
+                cr_assert_eq(got[j].n, want[i].n, "%s: report %lld, pprof %lld", want[i].name, want[i].n, got[j].n);
+        }
+        free(text);
+        unlink(top);
+        unlink(pb);
+        free(top);
+        free(pb);
+}
+
+Test(report, pprof_failure_leaves_the_file_alone) {
+        char *out, *err;
+        cr_assert_neq(run_tracectl("report --pprof /nonexistent-dir/x.pb.gz " PERF_TRACE, &out, &err), 0);
+        cr_assert_not_null(strstr(err, "cannot create /nonexistent-dir/x.pb.gz"), "%s", err);
+        free(out);
+        free(err);
+        /* A trace without samples: the old profile stays as it was. */
+        char *pb = tmp_path("old.pb.gz"), *empty = tmp_path("empty.pftrace"), *cmd;
+        FILE *f = fopen(pb, "we");
+        cr_assert_not_null(f);
+        fputs("old", f);
+        fclose(f);
+        f = fopen(empty, "we");
+        cr_assert_not_null(f);
+        write_process(f, 1, 0, "init", false, 1, NULL);
+        fclose(f);
+        cr_assert_geq(asprintf(&cmd, "report --pprof %s %s", pb, empty), 0);
+        cr_assert_neq(run_tracectl(cmd, &out, &err), 0);
+        cr_assert_not_null(strstr(err, "no callstack samples"), "%s", err);
+        char *left = slurp_text(pb);
+        cr_assert_str_eq(left, "old");
+        free(left);
+        free(cmd);
+        free(out);
+        free(err);
+        unlink(pb);
+        unlink(empty);
+        free(pb);
+        free(empty);
+}
+
+/* The stack-walk line from the samples' unwind errors: whole and cut, by
+ * reason, most frequent first, in the report and the summary. */
+Test(report, stack_walks_from_the_samples) {
+        char *path = tmp_path("walks.pftrace");
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f);
+        write_process(f, 100, 1, "/usr/bin/app", false, 101, "worker");
+        write_profile_header(f, 1, false);
+        static const int errors[] = { -1, 2, 3, 2, -1, 2, 1 }; /* 1: UNWIND_ERROR_NONE, whole */
+        for (size_t k = 0; k < sizeof(errors) / sizeof(*errors); k++)
+                write_sample_cut(f, 1, 1000000000 + k * 1000000, 0, 100, 100, CS_SPIN, 0, errors[k]);
+        fclose(f);
+        struct profile p;
+        struct profile_filter flt = { .pid = -1, .tid = -1, .cpu = -1 };
+        load(&p, path, &flt);
+        struct report_options ro = { .top_n = 5 };
+        char *text = render(&p, report_text, &ro);
+        const char *line = strstr(text, "# Stack walks:    7 stacks (linux.perf): 3 (43%) whole, 4 (57%) cut short:\n");
+        cr_assert_not_null(line, "%s", text);
+        const char *copy = strstr(line, "#                 3 past the stack copy"),
+                   *info = strstr(line, "#                 1 without unwind info for a pc");
+        cr_assert(copy && info && copy < info, "reasons, most frequent first:\n%s", text);
+        cr_assert_not_null(strstr(text, "# Warning:        most stacks were cut short"), "%s", text);
+        free(text);
+        profile_done(&p);
+
+        struct summary s;
+        summarise(path, &s);
+        cr_assert_eq(stack_walks_sampled(&s.walks), 7);
+        cr_assert_eq(stack_walks_sampled_cut(&s.walks), 4);
+        cr_assert_eq(s.walks.sampled[2], 3);
+        summary_done(&s);
+        char *out, *err, *args;
+        cr_assert_gt(asprintf(&args, "summary --json %s", path), 0);
+        cr_assert_eq(run_tracectl(args, &out, &err), 0, "%s", err);
+        cr_assert_not_null(strstr(out, "\"sampled\":7,"), "%s", out);
+        cr_assert_not_null(strstr(out, "\"sampled_cut\":4,"), "%s", out);
+        const char *by = strstr(out, "\"sampled_cut_by\":{");
+        cr_assert_not_null(by, "%s", out);
+        cr_assert(strstr(by, "\"memory_invalid\":3") && strstr(by, "\"unwind_info\":1"), "%s", out);
+        free(args);
+        free(out);
+        free(err);
+        free(path);
 }

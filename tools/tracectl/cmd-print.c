@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "pbtxt/pbtxt.h"
 #include "summary-json.h"
@@ -267,18 +268,27 @@ static int summarise_file(const char *path, unsigned top_n, bool json) {
         while ((r = trace_reader_next(&rd, &data, &len)) > 0)
                 summary_add_packet(&s, data, len);
         summary_finish(&s);
+        /* The file's size: a truncated or damaged one is larger than what
+         * was read of it (rd.offset, where the last whole packet ends). */
+        struct stat st;
+        uint64_t size = rd.f && fstat(fileno(rd.f), &st) == 0 && S_ISREG(st.st_mode) ? (uint64_t) st.st_size : rd.offset;
         int ret = EXIT_OK;
         if (r == 0 && rd.n_packets == 0) {
                 fprintf(stderr, "tracectl: %s is empty: it holds no trace packets\n", path);
                 ret = EXIT_OTHER;
         } else {
                 if (json) {
-                        if (summary_print_json(stdout, &s, path, rd.offset, r == 0, top_n) < 0) {
+                        if (summary_print_json(stdout, &s, path, size, rd.offset, r == 0, top_n) < 0) {
                                 fprintf(stderr, "tracectl: out of memory\n");
                                 ret = EXIT_OTHER;
                         }
                 } else {
-                        printf("File:           %s (%" PRIu64 " bytes)\n", path, rd.offset);
+                        if (r < 0)
+                                printf("File:           %s (%" PRIu64 " bytes, of which %" PRIu64
+                                       " hold whole packets)\n",
+                                       path, size, rd.offset);
+                        else
+                                printf("File:           %s (%" PRIu64 " bytes)\n", path, size);
                         summary_print(stdout, &s, top_n);
                 }
                 fflush(stdout);

@@ -18,9 +18,11 @@
 
 #include "basic/macro.h"
 #include "pbtxt/pbtxt.h"
+#include "config-check.h"
 #include "config-lint.h"
 #include "record-config.h"
 #include "ds-errors.h"
+#include "record-ended.h"
 #include "record-output.h"
 #include "record-target.h"
 #include "tracectl.h"
@@ -39,12 +41,14 @@ static void record_help(void) {
                "                         '-' reads it from standard input\n"
                "      --txt              the config is in protobuf text format\n"
                "  -o, --out FILE         the trace file to write (tracectl opens it and\n"
-               "                         passes it to the service); without -o the config's\n"
-               "                         output_path names a file in the service's trace\n"
-               "                         directory, which the service opens itself\n"
+               "                         passes it to the service; - is the standard\n"
+               "                         output); without -o the config's output_path\n"
+               "                         names a file in the service's trace directory,\n"
+               "                         which the service opens itself\n"
                "      --dry-run          parse the config (or quick flags), print it, exit\n"
                "  -t, --time DURATION    quick mode: how long, in ms, s, m, h or d (e.g. 10s,\n"
-               "                         500ms, 2m), up to 7 days; 0s: until Ctrl-C\n"
+               "                         500ms, 2m), up to 7 days, from when every data\n"
+               "                         source runs; 0s: until Ctrl-C\n"
                "  -b, --buffer SIZE      quick mode: buffer size (e.g. 64mb, 512kb)\n"
                "      --ds NAME          quick mode: also enable data source NAME\n"
                "      --no-process-stats quick mode: no linux.process_stats\n"
@@ -60,15 +64,18 @@ static void record_help(void) {
                "                         --bpf-stacks) to these processes\n"
                "  -- CMD [ARGS...]       run CMD once tracing runs, stop when it exits\n"
                "                         (no -t: no other limit); the profilers are\n"
-               "                         narrowed to it; the exit status is the recording's\n"
+               "                         narrowed to it; the exit status is the recording's;\n"
+               "                         a signal to tracectl reaches CMD, a second one\n"
+               "                         stops waiting for it\n"
                "      --allow-missing    record on when a data source, an event or a config\n"
                "                         value is missing or refused (printed as it comes);\n"
                "                         without it the recording stops and fails\n"
                "  -h, --help             this help\n"
                "\n"
-               "Ctrl-C flushes the data sources, stops the session and completes\n"
-               "the file. tracectl waits up to 10 s for the service to accept and for\n"
-               "the data sources the config names to be registered.\n");
+               "Ctrl-C (or SIGTERM) flushes the data sources, stops the session and\n"
+               "completes the file; before the session exists it ends tracectl at once.\n"
+               "tracectl waits up to 10 s for the service to accept and for the data\n"
+               "sources the config names to be registered.\n");
 }
 
 /* A signal writes here too, so that the loop waiting in wait_session
@@ -84,15 +91,54 @@ static void wake_loop(void) {
         errno = saved;
 }
 
+/* SIGINT and SIGTERM: how many came, the last one, and whether it came
+ * from the terminal (the whole foreground process group had it then, a
+ * command of `record -- CMD` included). */
 static volatile sig_atomic_t interrupted;
-static void on_sigint(int sig) {
+static volatile sig_atomic_t last_signal;
+static volatile sig_atomic_t signal_from_tty;
+/* Until tracectl has something to clean up (a file beside FILE, a
+ * command, a session), a signal ends it at once, whatever it waits for. */
+static volatile sig_atomic_t nothing_to_undo;
+static void on_sigint(int sig, siginfo_t *si, void *ctx) {
+        if (nothing_to_undo) {
+                static const char msg[] = "\ntracectl: interrupted before the recording started: nothing was recorded\n";
+                (void) !write(STDERR_FILENO, msg, sizeof(msg) - 1);
+                _exit(EXIT_OTHER);
+        }
         interrupted++;
+        last_signal = sig;
+        signal_from_tty = si && si->si_code == SI_KERNEL;
         wake_loop();
+}
+
+/* Without SA_RESTART: a wait in a system call ends at the signal. */
+static void catch_signal(int sig, void (*handler)(int, siginfo_t *, void *)) {
+        struct sigaction sa = { .sa_sigaction = handler, .sa_flags = SA_SIGINFO };
+        sigemptyset(&sa.sa_mask);
+        (void) sigaction(sig, &sa, NULL);
+}
+
+/* record -- CMD: a signal that reached tracectl alone goes on to the
+ * command too, as perf record and strace pass it on; one from the
+ * terminal reached it already. Once: a second signal ends tracectl's wait
+ * for the command instead. */
+static bool forwarded;
+static void forward_signal(struct record_command *cmd, const char *name) {
+        if (forwarded || !cmd || !cmd->released || record_command_poll(cmd))
+                return;
+        forwarded = true;
+        int sig = last_signal ? last_signal : SIGINT;
+        if (signal_from_tty)
+                return;
+        if (kill(cmd->pid, sig) == 0)
+                fprintf(stderr, "tracectl: %s passed on to %s (pid %d)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT", name,
+                        (int) cmd->pid);
 }
 
 /* attach: SIGTERM leaves the session detached again (SIGINT stops it). */
 static volatile sig_atomic_t terminated;
-static void on_sigterm(int sig) {
+static void on_sigterm(int sig, siginfo_t *si, void *ctx) {
         terminated++;
         wake_loop();
 }
@@ -120,10 +166,14 @@ struct record_watch {
          * TRACECTL_DATA_SOURCE_WAIT_MS), its end ends the recording. */
         struct record_command *cmd;
         bool all_started;
+        const char *cmd_name;
         /* attach: progress shown without a file of ours; SIGTERM detaches
          * the session again under this key. */
         bool progress;
         const char *detach_key;
+        /* EXIT_ENDED_EARLY: why (TraceStats.TracedEndReason, or
+         * RECORD_SERVICE_GONE). */
+        int end_reason;
 };
 
 #define EXIT_DETACHED (-1)
@@ -210,9 +260,10 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                         record_command_release(watch->cmd);
                 if (watch->cmd && watch->cmd->released && !command_ended && record_command_poll(watch->cmd)) {
                         command_ended = true;
-                        if (tty)
+                        if (tty && !stopping)
                                 fputc('\n', stderr);
-                        fprintf(stderr, "tracectl: the command exited: finishing the trace...\n");
+                        if (!stopping)
+                                fprintf(stderr, "tracectl: the command exited: finishing the trace...\n");
                 }
                 if (!stopping && !watch->allow_missing && watch->n_errors_printed > 0) {
                         stopping = watch->stopped_for_errors = true;
@@ -225,6 +276,8 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                         stopping = true;
                         if (interrupted && tty)
                                 fputc('\n', stderr);
+                        if (interrupted)
+                                forward_signal(watch->cmd, watch->cmd_name);
                         if (interrupted)
                                 fprintf(stderr, "tracectl: stopping: flushing and finishing the trace...\n");
                         Perfetto__Protos__FlushRequest fl = PERFETTO__PROTOS__FLUSH_REQUEST__INIT;
@@ -243,8 +296,10 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
                         return EXIT_OTHER;
                 }
                 if (!ipc_client_is_connected(t->client) && !w->replied) {
-                        fprintf(stderr, "\ntracectl: the tracing service went away\n");
-                        return EXIT_SESSION_FAILED;
+                        if (tty)
+                                fputc('\n', stderr);
+                        watch->end_reason = RECORD_SERVICE_GONE;
+                        return EXIT_ENDED_EARLY;
                 }
                 /* The progress line is redrawn every 300 ms; without one,
                  * errors are looked for every second (each poll wakes the
@@ -265,15 +320,38 @@ static int wait_session(struct tracectl *t, struct consumer_session *w, int prog
         /* The service's words when another consumer takes the session. */
         if (watch->detach_key && w->error && strstr(w->error, "attached by another consumer"))
                 return EXIT_TAKEN;
+        if (w->ipc_error < 0 && !ipc_client_is_connected(t->client)) {
+                watch->end_reason = RECORD_SERVICE_GONE;
+                return EXIT_ENDED_EARLY;
+        }
         if (w->ipc_error < 0) {
                 fprintf(stderr, "tracectl: the session failed: %s\n", strerror(-w->ipc_error));
                 return EXIT_SESSION_FAILED;
+        }
+        if (w->end_reason && !w->error) {
+                watch->end_reason = w->end_reason;
+                return EXIT_ENDED_EARLY;
         }
         if (w->error) {
                 fprintf(stderr, "tracectl: the session failed: %s\n", w->error);
                 return EXIT_SESSION_FAILED;
         }
         return EXIT_OK;
+}
+
+/* Waiting for the command once the recording ended: a signal not passed
+ * on yet goes to it, the next one ends the wait. */
+static sig_atomic_t seen_signals;
+static bool command_wait_over(void *userdata) {
+        const struct record_watch *watch = userdata;
+        if (interrupted == seen_signals)
+                return false;
+        seen_signals = interrupted;
+        if (!forwarded) {
+                forward_signal(watch->cmd, watch->cmd_name);
+                return false;
+        }
+        return true;
 }
 
 /* The errors the session ended with that were not printed yet (a short
@@ -442,6 +520,11 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 fprintf(stderr, "tracectl record: events cannot be combined with -c\n");
                 return EXIT_USAGE;
         }
+        if (out && strcmp(out, "-") == 0 && detach) {
+                fprintf(stderr, "tracectl record: -o - cannot be combined with --detach (the session would outlive "
+                                "what reads it)\n");
+                return EXIT_USAGE;
+        }
         if (command && detach) {
                 fprintf(stderr, "tracectl record: a command (-- CMD) cannot be combined with --detach\n");
                 return EXIT_USAGE;
@@ -451,9 +534,15 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
 
         Perfetto__Protos__TraceConfig *cfg = NULL;
         if (config_path) {
-                r = load_config(config_path, txt, &cfg);
+                _cleanup_(pbtxt_positions_done) struct pbtxt_positions pos = {};
+                const char *name = strcmp(config_path, "-") ? config_path : "<stdin>";
+                r = load_config(config_path, txt, &cfg, &pos);
                 if (r != 0)
                         return r;
+                if (config_check(cfg, &pos, name, stderr) > 0) {
+                        perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                        return EXIT_CONFIG;
+                }
                 /* tracectl always records with write_into_file. When the
                  * config did not ask for it, the flush period that goes with
                  * it is tracectl's to choose too; what the user chose is
@@ -462,7 +551,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         cfg->has_flush_period_ms = true;
                         cfg->flush_period_ms = CONFIG_LINT_FLUSH_PERIOD_MS;
                 }
-                (void) config_lint(cfg, true, strcmp(config_path, "-") ? config_path : "<stdin>", stderr);
+                (void) config_lint(cfg, true, name, stderr);
         } else {
                 cfg = quick_config(duration_ms, buffer_kb, argv + optind, (size_t) (argc - optind), extra, n_extra,
                                    process_stats, perf_hz, bpf_stacks);
@@ -504,6 +593,19 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
                 return EXIT_OK;
         }
+        /* What cannot run or does not exist is refused before anything is
+         * recorded, not found out from an empty trace. */
+        pid_t missing;
+        r = command ? record_command_find(command[0]) : 0;
+        if (r < 0)
+                fprintf(stderr, "tracectl: cannot run %s: %s%s\n", command[0], strerror(-r),
+                        strchr(command[0], '/') ? "" : " (searched in $PATH)");
+        else if (n_pids > 0 && (r = record_target_check_pids(pids, n_pids, &missing)) < 0)
+                fprintf(stderr, "tracectl: -p %d: no such process\n", (int) missing);
+        if (r < 0) {
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                return EXIT_USAGE;
+        }
         bool service_opens = !out && cfg->output_path && cfg->output_path[0];
         if (!out && !service_opens) {
                 fprintf(stderr, "tracectl record: -o FILE is required (or output_path in the config)\n");
@@ -525,6 +627,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 cfg->file_write_period_ms = 1000;
         }
 
+        /* Ctrl-C (or SIGTERM) ends every phase of the recording: waiting
+         * for the service or its data sources, recording, finishing. Even
+         * when the shell that started tracectl ignores them. */
+        nothing_to_undo = true;
+        catch_signal(SIGINT, on_sigint);
+        catch_signal(SIGTERM, on_sigint);
         r = tracectl_connect(t);
         if (r != 0) {
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
@@ -543,7 +651,9 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
 
         /* The command is forked now, for its pid to go into the config; it
          * runs once tracing does. */
-        _cleanup_(record_command_finish) struct record_command cmd = { .pid = -1, .release_fd = -EBADF };
+        nothing_to_undo = false;
+        _cleanup_(record_command_finish) struct record_command cmd = { .pid = -1, .release_fd = -EBADF,
+                                                                      .exec_fd = -EBADF };
         if (command && ((r = record_command_fork(&cmd, command)) < 0 ||
                         (r = record_target_apply(cfg, &cmd.pid, 1)) < 0)) {
                 fprintf(stderr, "tracectl: cannot start %s: %s\n", command[0], strerror(-r));
@@ -552,28 +662,32 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 return EXIT_OTHER;
         }
 
-        struct sigaction sa = { .sa_handler = on_sigint };
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa, NULL);
-
         /* The service writes the file; it gets the fd with EnableTracing
          * (or, for output_path, opens it in its trace directory). What
          * tracectl opens is a new file beside FILE, which replaces FILE
          * only once the recording is complete. */
         _cleanup_(record_output_free) struct record_output file = RECORD_OUTPUT_INIT;
         _cleanup_free_ char *out_copy = strdup(out);
+        bool to_stdout = !service_opens && strcmp(out, "-") == 0;
         if (!out_copy || (!service_opens && (r = record_output_open(&file, out)) < 0)) {
-                fprintf(stderr, "tracectl: cannot create a file beside %s: %s\n", out,
-                        strerror(out_copy ? -r : ENOMEM));
+                if (to_stdout && r == -ENOTTY)
+                        fprintf(stderr, "tracectl: -o -: the standard output is a terminal, not the place for a "
+                                        "binary trace (redirect it: > FILE, | COMMAND)\n");
+                else
+                        fprintf(stderr, "tracectl: cannot create a file beside %s: %s\n", out,
+                                strerror(out_copy ? -r : ENOMEM));
                 perfetto__protos__trace_config__free_unpacked(cfg, NULL);
                 tracectl_disconnect(t);
                 return EXIT_OTHER;
         }
         out = out_copy;
         struct consumer_session w = {};
-        struct record_watch watch = { .allow_missing = allow_missing, .cmd = command ? &cmd : NULL };
+        struct record_watch watch = { .allow_missing = allow_missing, .cmd = command ? &cmd : NULL,
+                                      .cmd_name = command ? command[0] : NULL };
         Perfetto__Protos__EnableTracingRequest req = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         req.trace_config = cfg;
+        uint32_t asked_ms = cfg->has_duration_ms ? cfg->duration_ms : 0;
+        uint64_t enabled_usec = now_usec();
         int64_t id = consumer_enable_tracing(t->client, &req, file.fd, &w);
         perfetto__protos__trace_config__free_unpacked(cfg, NULL);
         if (id < 0) {
@@ -622,6 +736,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         }
 
         r = wait_session(t, &w, file.fd, &watch);
+        uint64_t recorded_usec = now_usec() - enabled_usec;
         /* The ended session stays the consumer's until it goes: its stats
          * are the ones the service wrote last into the trace, without
          * reading the trace back (the service wrote it around the page
@@ -630,16 +745,40 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 r == EXIT_OK ? poll_stats(t) : NULL;
         consumer_session_done(&w);
         tracectl_disconnect(t);
-        if (command && cmd.released && !record_command_poll(&cmd))
-                fprintf(stderr, "tracectl: the recording ended; waiting for %s (pid %d) to exit\n", command[0],
-                        (int) cmd.pid);
+        if (command && cmd.released && !record_command_poll(&cmd)) {
+                fprintf(stderr, "tracectl: the recording ended; waiting for %s (pid %d) to exit (Ctrl-C %s)\n",
+                        command[0], (int) cmd.pid, forwarded ? "again stops waiting" : "passes it on");
+                seen_signals = interrupted;
+                if (!record_command_wait(&cmd, wake_pipe[0], command_wait_over, &watch))
+                        fprintf(stderr, "tracectl: not waiting for %s (pid %d) any longer: it runs on\n", command[0],
+                                (int) cmd.pid);
+        }
         record_command_finish(&cmd);
-        if (command && cmd.released && !(WIFEXITED(cmd.status) && WEXITSTATUS(cmd.status) == 0))
+        if (command && cmd.released && cmd.exited && cmd.exec_error) {
+                /* The check before recording passed, the exec did not. */
+                fprintf(stderr, "tracectl: cannot run %s: %s: the trace holds nothing of it\n", command[0],
+                        strerror(cmd.exec_error));
+                return kept_as_it_was(out, service_opens, EXIT_OTHER);
+        }
+        if (command && cmd.released && cmd.exited && !(WIFEXITED(cmd.status) && WEXITSTATUS(cmd.status) == 0))
                 fprintf(stderr, "tracectl: %s %s %d\n", command[0],
                         WIFEXITED(cmd.status) ? "exited with status" : "was killed by signal",
                         WIFEXITED(cmd.status) ? WEXITSTATUS(cmd.status) : WTERMSIG(cmd.status));
         if (r == EXIT_OK)
                 r = check_trace_errors(service_opens ? out : file.tmp_path, final ? final->trace_stats : NULL, &watch);
+        if (r == EXIT_ENDED_EARLY) {
+                /* What the session recorded until the service stopped is
+                 * the user's: kept, and said so. */
+                r = record_ended_early(&file, out, service_opens, watch.end_reason, recorded_usec, asked_ms);
+                if (r != EXIT_ENDED_EARLY)
+                        return kept_as_it_was(out, service_opens, r);
+                if (summary) {
+                        printf("Trace written to %s\n", out);
+                        if (!service_opens || access(out, R_OK) == 0)
+                                (void) print_trace_summary(out, 10);
+                }
+                return EXIT_ENDED_EARLY;
+        }
         if (r != EXIT_OK)
                 return kept_as_it_was(out, service_opens, r);
         r = record_output_commit(&file);
@@ -652,6 +791,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         "tracectl: trigger \"%s\" was not activated (tracectl trigger %s); the recording ran "
                         "its whole time\n",
                         trigger, trigger);
+        if (to_stdout) {
+                /* Standard output holds the trace: nothing else goes there. */
+                if (summary)
+                        fprintf(stderr, "tracectl: trace written to the standard output\n");
+                return EXIT_OK;
+        }
         if (summary) {
                 printf("Trace written to %s\n", out);
                 if (service_opens && access(out, R_OK) < 0)
@@ -676,9 +821,8 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
                 tracectl_disconnect(t);
                 return EXIT_SESSION_FAILED;
         }
-        struct sigaction sa = { .sa_handler = on_sigint }, sa_term = { .sa_handler = stop ? on_sigint : on_sigterm };
-        sigaction(SIGINT, &sa, NULL);
-        sigaction(SIGTERM, &sa_term, NULL);
+        catch_signal(SIGINT, on_sigint);
+        catch_signal(SIGTERM, stop ? on_sigint : on_sigterm);
         struct consumer_session w = {};
         Perfetto__Protos__EnableTracingRequest en = PERFETTO__PROTOS__ENABLE_TRACING_REQUEST__INIT;
         en.has_attach_notification_only = true;
@@ -706,6 +850,10 @@ static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {
         }
         if (r == EXIT_OK)
                 printf("Session \"%s\" ended.\n", key);
+        if (r == EXIT_ENDED_EARLY)
+                fprintf(stderr, "tracectl: session \"%s\" ended early: %s; its file holds what was recorded until "
+                                "then\n",
+                        key, trace_end_reason_text(watch.end_reason));
         return r;
 }
 

@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/macro.h"
+#include "debuginfo.h"
+#include "pprof-writer.h"
 #include "profile.h"
 #include "trace-reader.h"
 #include "tracectl.h"
@@ -24,6 +27,18 @@ static void help(void) {
                "  --folded          folded stacks (comm;frame;...;frame count), for\n"
                "                    FlameGraph and inferno\n"
                "  --svg FILE        write an interactive flamegraph to FILE\n"
+               "  --pprof FILE      write a pprof profile (gzipped profile.proto) to FILE\n"
+               "                    (\"-\": standard output), for go tool pprof, Pyroscope,\n"
+               "                    Parca, speedscope\n"
+               "  --debuginfod[=URLS]\n"
+               "                    name frames and find source lines of files that have\n"
+               "                    no symbols here from debuginfod servers (URLS, else\n"
+               "                    DEBUGINFOD_URLS, else /etc/debuginfod/*.urls)\n"
+               "  --no-debuginfod   ask no server, even with DEBUGINFOD_URLS set\n"
+               "  --no-inline       no frames for the functions inlined where the binary's\n"
+               "                    DWARF says (the symbol table's functions only)\n"
+               "  --debuginfod-timeout SEC\n"
+               "                    longest wait for one file from a server (default 30)\n"
                "  --icicle          draw the graph top down (with --svg)\n"
                "  --title TEXT      the graph's title\n"
                "  --top N           functions per table (default 20)\n"
@@ -34,7 +49,25 @@ static void help(void) {
                "  --kernel | --user only kernel or only user frames of each stack\n"
                "  --on-cpu | --off-cpu\n"
                "                    which samples (default: on-CPU, or off-CPU when the\n"
-               "                    trace has only those, weighted by blocked time)\n");
+               "                    trace has only those, weighted by blocked time)\n"
+               "  --no-demangle     show C++ and Rust function names as the trace holds\n"
+               "                    them (mangled), not demangled\n");
+}
+
+/* What the lookups of files without symbols found, when it matters. */
+static void debuginfo_report(const struct debuginfo *d, bool asked_servers) {
+        struct debuginfo_stats st;
+        debuginfo_stats(d, &st);
+        if (asked_servers && st.files_debuginfod)
+                fprintf(stderr, "tracectl report: %u files from debuginfod\n", st.files_debuginfod);
+        if (st.debuginfod_gave_up)
+                fprintf(stderr, "tracectl report: a debuginfod server failed or timed out; asked no more (see "
+                                "--debuginfod-timeout)\n");
+        if (st.files_missing) {
+                fprintf(stderr, "tracectl report: %u files that frames are in were not found%s:\n",
+                        st.files_missing, asked_servers ? "" : " here (--debuginfod asks servers by build ID)");
+                debuginfo_print_problems(d, stderr, "  ");
+        }
 }
 
 static int parse_int(const char *s, const char *what, int64_t *ret) {
@@ -63,7 +96,7 @@ static int parse_seconds(const char *s, const char *what, uint64_t *ret) {
 
 int cmd_report(int argc, char **argv) {
         enum { O_FOLDED = 0x100, O_SVG, O_ICICLE, O_TITLE, O_TOP, O_PID, O_TID, O_COMM, O_CPU, O_SINCE, O_UNTIL,
-               O_KERNEL, O_USER, O_ON, O_OFF };
+               O_KERNEL, O_USER, O_ON, O_OFF, O_PPROF, O_DEBUGINFOD, O_NO_DEBUGINFOD, O_DEBUGINFOD_TIMEOUT, O_NO_INLINE, O_NO_DEMANGLE };
         static const struct option opts[] = {
                 { "help", no_argument, NULL, 'h' },   { "folded", no_argument, NULL, O_FOLDED },
                 { "svg", required_argument, NULL, O_SVG }, { "icicle", no_argument, NULL, O_ICICLE },
@@ -73,12 +106,18 @@ int cmd_report(int argc, char **argv) {
                 { "since", required_argument, NULL, O_SINCE }, { "until", required_argument, NULL, O_UNTIL },
                 { "kernel", no_argument, NULL, O_KERNEL }, { "user", no_argument, NULL, O_USER },
                 { "on-cpu", no_argument, NULL, O_ON }, { "off-cpu", no_argument, NULL, O_OFF },
+                { "pprof", required_argument, NULL, O_PPROF }, { "debuginfod", optional_argument, NULL, O_DEBUGINFOD },
+                { "no-debuginfod", no_argument, NULL, O_NO_DEBUGINFOD }, { "no-inline", no_argument, NULL, O_NO_INLINE },
+                { "debuginfod-timeout", required_argument, NULL, O_DEBUGINFOD_TIMEOUT },
+                { "no-demangle", no_argument, NULL, O_NO_DEMANGLE },
                 {},
         };
         struct profile_filter flt = { .pid = -1, .tid = -1, .cpu = -1 };
         struct report_options ro = { .top_n = 20 };
-        bool folded = false;
-        const char *svg = NULL;
+        bool folded = false, mangled = false;
+        const char *svg = NULL, *pprof = NULL, *urls = NULL;
+        bool want_debuginfod = false, no_debuginfod = false, no_inline = false;
+        unsigned timeout_s = 0;
         int64_t v;
         int c;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) >= 0) {
@@ -91,6 +130,28 @@ int cmd_report(int argc, char **argv) {
                         break;
                 case O_SVG:
                         svg = optarg;
+                        break;
+                case O_PPROF:
+                        pprof = optarg;
+                        break;
+                case O_DEBUGINFOD:
+                        want_debuginfod = true;
+                        urls = optarg;
+                        break;
+                case O_NO_DEBUGINFOD:
+                        no_debuginfod = true;
+                        break;
+                case O_NO_INLINE:
+                        no_inline = true;
+                        break;
+                case O_DEBUGINFOD_TIMEOUT:
+                        if (parse_int(optarg, "--debuginfod-timeout", &v) < 0)
+                                return EXIT_USAGE;
+                        if (v < 1 || v > 3600) {
+                                fprintf(stderr, "tracectl report: --debuginfod-timeout: %s is not within 1..3600 s\n", optarg);
+                                return EXIT_USAGE;
+                        }
+                        timeout_s = (unsigned) v;
                         break;
                 case O_ICICLE:
                         ro.icicle = true;
@@ -143,6 +204,9 @@ int cmd_report(int argc, char **argv) {
                         flt.kind = c == O_OFF ? PROFILE_OFF_CPU : PROFILE_ON_CPU;
                         flt.kind_explicit = true;
                         break;
+                case O_NO_DEMANGLE:
+                        mangled = true;
+                        break;
                 default:
                         return EXIT_USAGE;
                 }
@@ -155,8 +219,12 @@ int cmd_report(int argc, char **argv) {
                 fprintf(stderr, "tracectl report: --kernel and --user exclude each other\n");
                 return EXIT_USAGE;
         }
-        if (folded && svg) {
-                fprintf(stderr, "tracectl report: choose one of --folded and --svg\n");
+        if (folded + !!svg + !!pprof > 1) {
+                fprintf(stderr, "tracectl report: choose one of --folded, --svg and --pprof\n");
+                return EXIT_USAGE;
+        }
+        if (want_debuginfod && no_debuginfod) {
+                fprintf(stderr, "tracectl report: --debuginfod and --no-debuginfod exclude each other\n");
                 return EXIT_USAGE;
         }
         if (ro.icicle && !svg) {
@@ -168,15 +236,44 @@ int cmd_report(int argc, char **argv) {
                 return EXIT_USAGE;
         }
         const char *path = argv[optind];
+        flt.addresses = pprof != NULL;
+
+        _cleanup_free_ char *servers = NULL;
+        int r = debuginfo_opt_in(urls, want_debuginfod, no_debuginfod, &servers);
+        if (r == -ENOENT) {
+                fprintf(stderr, "tracectl report: --debuginfod: no server known; give --debuginfod=URL or set "
+                                "DEBUGINFOD_URLS\n");
+                return EXIT_USAGE;
+        }
+        struct debuginfo *dbg = NULL;
+        if (r >= 0)
+                r = debuginfo_new(&(struct debuginfo_options) { .urls = servers, .timeout_s = timeout_s }, &dbg);
+        if (r < 0) {
+                fprintf(stderr, "tracectl report: out of memory\n");
+                return EXIT_OTHER;
+        }
+        /* The file is made before the trace is read: a name that cannot be
+         * written fails at once, and nothing is replaced until the end. */
+        struct pprof_writer *pw = NULL;
+        if (pprof && (r = pprof_writer_open(pprof, &pw)) < 0) {
+                fprintf(stderr, "tracectl report: cannot create %s: %s\n", pprof, strerror(-r));
+                debuginfo_free(dbg);
+                return EXIT_OTHER;
+        }
 
         struct trace_reader rd;
-        int r = trace_reader_open(&rd, path);
+        r = trace_reader_open(&rd, path);
         if (r < 0) {
                 fprintf(stderr, "tracectl report: cannot open %s: %s\n", path, strerror(-r));
+                pprof_writer_free(pw);
+                debuginfo_free(dbg);
                 return EXIT_OTHER;
         }
         struct profile p;
         profile_init(&p, &flt);
+        p.debuginfo = dbg;
+        p.inline_frames = !no_inline;
+        p.mangled_names = mangled;
         const uint8_t *data;
         size_t len;
         uint64_t bad = 0;
@@ -217,7 +314,25 @@ int cmd_report(int argc, char **argv) {
         if (p.samples_kind[p.kind == PROFILE_ON_CPU ? PROFILE_OFF_CPU : PROFILE_ON_CPU] && !flt.kind_explicit)
                 fprintf(stderr, "tracectl report: the trace also has %" PRIu64 " off-CPU samples; --off-cpu shows them\n",
                         p.samples_kind[PROFILE_OFF_CPU]);
-        if (folded)
+        if (pprof) {
+                struct pprof_stats st;
+                r = report_pprof(pw, &p, &st);
+                if (r >= 0)
+                        r = pprof_writer_commit(pw);
+                if (r >= 0)
+                        fprintf(stderr,
+                                "tracectl report: wrote %s: %" PRIu64 " samples of distinct stacks, %" PRIu64
+                                " locations (%" PRIu64 " with source lines), %" PRIu64 " functions, %" PRIu64 " mappings\n",
+                                pprof, st.samples, st.locations, st.locations_with_lines, st.functions, st.mappings);
+                else if (r == -ENODATA)
+                        fprintf(stderr, "tracectl report: no samples with a callstack%s; %s not written\n",
+                                p.samples_filtered ? " passed the filters" : "", pprof);
+                else
+                        fprintf(stderr, "tracectl report: cannot write %s: %s\n", pprof, strerror(-r));
+                if (r < 0)
+                        ret = EXIT_OTHER;
+                r = 0;
+        } else if (folded)
                 r = report_folded(stdout, &p);
         else if (svg) {
                 FILE *f = fopen(svg, "we");
@@ -240,8 +355,11 @@ int cmd_report(int argc, char **argv) {
                         fprintf(stderr, "tracectl report: cannot write the report: %s\n", strerror(-r));
                 ret = EXIT_OTHER;
         }
+        debuginfo_report(dbg, servers != NULL);
 out:
         profile_done(&p);
         trace_reader_close(&rd);
+        pprof_writer_free(pw);
+        debuginfo_free(dbg);
         return ret;
 }

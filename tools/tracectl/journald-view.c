@@ -6,6 +6,20 @@
 
 static const char *const prio_names[8] = { "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug" };
 
+const char *journald_prio_name(unsigned prio) {
+        return prio < 8 ? prio_names[prio] : "?";
+}
+
+void journald_counts_totals(const struct journald_counts *c, uint64_t *ret_total, uint64_t *ret_failed) {
+        uint64_t total = 0, failed = 0;
+        for (size_t i = 0; i < c->n_stats; i++) {
+                total += c->stats[i].total;
+                failed += c->stats[i].failed;
+        }
+        *ret_total = total;
+        *ret_failed = failed;
+}
+
 static bool is_stats(const Perfetto__Protos__SystemdJournaldEvent *e) {
         return e->has_num_total || e->has_num_failed;
 }
@@ -49,11 +63,8 @@ void journald_counts_print(FILE *f, const struct journald_counts *c) {
         if (c->no_prio)
                 fprintf(f, "%s%" PRIu64 " of no priority", sep, c->no_prio);
         fprintf(f, "%s\n", sep[0] == ',' ? ")" : "");
-        uint64_t total = 0, failed = 0;
-        for (size_t i = 0; i < c->n_stats; i++) {
-                total += c->stats[i].total;
-                failed += c->stats[i].failed;
-        }
+        uint64_t total, failed;
+        journald_counts_totals(c, &total, &failed);
         if (c->n_stats)
                 fprintf(f, "                the data source counted %" PRIu64 " written, %" PRIu64 " failed\n", total,
                         failed);

@@ -26,6 +26,10 @@ struct journald_counts {
 };
 
 void journald_counts_add(struct journald_counts *c, uint32_t seq, const Perfetto__Protos__SystemdJournaldEvent *e);
+/* "emerg" .. "debug" for 0..7. */
+const char *journald_prio_name(unsigned prio);
+/* What the data source's instances counted last: entries written, failed. */
+void journald_counts_totals(const struct journald_counts *c, uint64_t *ret_total, uint64_t *ret_failed);
 /* Nothing when the trace held no journald packet. */
 void journald_counts_print(FILE *f, const struct journald_counts *c);
 

@@ -22,7 +22,9 @@ struct seq_table {
 struct seq_callstack {
         uint64_t *frame_ids;
         size_t n_frames;
-        uint32_t *syms; /* resolved on first use */
+        uint32_t *syms; /* resolved on first use, root first; inlined functions
+                         * (p->inline_frames) after the frame they are in */
+        size_t n_syms;
         uint64_t hash, check; /* two independent hashes of syms */
         bool resolved;
         /* the leaf this callstack reached last, under which thread node
@@ -34,6 +36,8 @@ struct profile_seq {
         uint32_t id;
         struct seq_table function_names, mapping_paths, build_ids, mappings, frames, callstacks;
         enum profile_kind kind;
+        uint64_t sample_ns; /* CPU time of an on-CPU sample, 0: unknown */
+        bool bpf; /* linux.bpf_stack's: its walks are told by its counters */
         bool lost;
         /* the thread node of the last sample */
         bool have_last;

@@ -14,10 +14,13 @@
 #include "profile-internal.h"
 #include "summary.h"
 
-static uint64_t sym_key(const char *name, const char *module, bool kernel, uint64_t salt) {
+static uint64_t sym_key(const char *name, const char *module, bool kernel, uint32_t map, uint64_t rel_pc,
+                        uint64_t salt) {
         uint64_t h = fnv1a64(name, strlen(name));
         if (module)
                 h ^= fnv1a64(module, strlen(module)) * 31;
+        if (map != UINT32_MAX)
+                h ^= (rel_pc * 0xff51afd7ed558ccdULL) ^ ((uint64_t) map << 40);
         return h + kernel + salt * 0x9e3779b97f4a7c15ULL;
 }
 
@@ -25,15 +28,23 @@ static bool streq_null(const char *a, const char *b) {
         return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-uint32_t profile_intern_name(struct profile *p, const char *name, const char *module, bool kernel, bool symbolized,
-                             const char *path, const char *build_id) {
-        for (uint64_t salt = 0;; salt++) {
+static void sym_free(struct profile_sym *s) {
+        free(s->name);
+        free(s->module);
+        free(s->path);
+        free(s->build_id);
+}
+
+static uint32_t intern_sym(struct profile *p, const char *name, const char *module, bool kernel, bool symbolized,
+                           const char *path, const char *build_id, uint32_t map, uint64_t rel_pc) {
+        uint64_t salt = 0;
+        for (;; salt++) {
                 uint64_t i;
-                uint64_t key = sym_key(name, module, kernel, salt);
-                if (!hashmap_get(&p->sym_index, key, &i))
+                if (!hashmap_get(&p->sym_index, sym_key(name, module, kernel, map, rel_pc, salt), &i))
                         break;
                 const struct profile_sym *s = &p->syms[i];
-                if (strcmp(s->name, name) == 0 && streq_null(s->module, module) && s->kernel == kernel)
+                if (strcmp(s->name, name) == 0 && streq_null(s->module, module) && s->kernel == kernel &&
+                    s->map == map && s->rel_pc == rel_pc)
                         return (uint32_t) i;
         }
         if (GREEDY_REALLOC_MIN(p->syms, p->cap_syms, p->n_syms + 1, 256) < 0)
@@ -45,30 +56,73 @@ uint32_t profile_intern_name(struct profile *p, const char *name, const char *mo
                 .build_id = build_id ? strdup(build_id) : NULL,
                 .kernel = kernel,
                 .symbolized = symbolized,
+                .map = map,
+                .rel_pc = rel_pc,
         };
-        if (!s.name || (module && !s.module) || (path && !s.path) || (build_id && !s.build_id)) {
-                free(s.name);
-                free(s.module);
-                free(s.path);
-                free(s.build_id);
-                return UINT32_MAX;
-        }
         uint32_t id = (uint32_t) p->n_syms;
-        for (uint64_t salt = 0;; salt++) {
-                uint64_t key = sym_key(name, module, kernel, salt);
-                if (hashmap_get(&p->sym_index, key, NULL))
-                        continue;
-                if (hashmap_put(&p->sym_index, key, id) < 0) {
-                        free(s.name);
-                        free(s.module);
-                        free(s.path);
-                        free(s.build_id);
-                        return UINT32_MAX;
-                }
-                break;
+        if (!s.name || (module && !s.module) || (path && !s.path) || (build_id && !s.build_id) ||
+            hashmap_put(&p->sym_index, sym_key(name, module, kernel, map, rel_pc, salt), id) < 0) {
+                sym_free(&s);
+                return UINT32_MAX;
         }
         p->syms[p->n_syms++] = s;
         return id;
+}
+
+uint32_t profile_intern_name(struct profile *p, const char *name, const char *module, bool kernel, bool symbolized,
+                             const char *path, const char *build_id) {
+        return intern_sym(p, name, module, kernel, symbolized, path, build_id, UINT32_MAX, 0);
+}
+
+static const char *basename_of(const char *path) {
+        const char *s = strrchr(path, '/');
+        return s && s[1] ? s + 1 : path;
+}
+
+uint32_t profile_intern_frame(struct profile *p, const char *name, uint32_t map, uint64_t rel_pc, bool kernel,
+                              bool symbolized) {
+        const struct profile_map *m = map != UINT32_MAX ? &p->maps[map] : NULL;
+        const char *path = m && m->path && m->path[0] ? m->path : NULL;
+        bool by_address = p->filter.addresses && m;
+        return intern_sym(p, name, path ? basename_of(path) : NULL, kernel, symbolized, path, m ? m->build_id : NULL,
+                          by_address ? map : UINT32_MAX, by_address ? rel_pc : 0);
+}
+
+static uint64_t map_key(const struct profile_map *m, uint64_t salt) {
+        uint64_t h = m->path ? fnv1a64(m->path, strlen(m->path)) : 0;
+        if (m->build_id)
+                h ^= fnv1a64(m->build_id, strlen(m->build_id)) * 31;
+        h = fnv1a64_step(h, m->start);
+        h = fnv1a64_step(h, m->end);
+        h = fnv1a64_step(h, m->exact_offset);
+        return h + salt * 0x9e3779b97f4a7c15ULL;
+}
+
+uint32_t profile_intern_map(struct profile *p, const struct profile_map *m) {
+        uint64_t salt = 0;
+        for (;; salt++) {
+                uint64_t i;
+                if (!hashmap_get(&p->map_index, map_key(m, salt), &i))
+                        break;
+                const struct profile_map *o = &p->maps[i];
+                if (streq_null(o->path, m->path) && streq_null(o->build_id, m->build_id) && o->start == m->start &&
+                    o->end == m->end && o->exact_offset == m->exact_offset && o->load_bias == m->load_bias &&
+                    o->kernel == m->kernel)
+                        return (uint32_t) i;
+        }
+        if (GREEDY_REALLOC_MIN(p->maps, p->cap_maps, p->n_maps + 1, 64) < 0)
+                return UINT32_MAX;
+        struct profile_map c = *m;
+        c.path = m->path ? strdup(m->path) : NULL;
+        c.build_id = m->build_id ? strdup(m->build_id) : NULL;
+        if ((m->path && !c.path) || (m->build_id && !c.build_id) ||
+            hashmap_put(&p->map_index, map_key(m, salt), p->n_maps) < 0) {
+                free(c.path);
+                free(c.build_id);
+                return UINT32_MAX;
+        }
+        p->maps[p->n_maps] = c;
+        return (uint32_t) p->n_maps++;
 }
 
 static struct profile_task *task_get(struct profile *p, bool process, int32_t id, bool create) {
@@ -240,14 +294,16 @@ int profile_guess_name(struct profile *p, int32_t pid, const uint32_t *syms, siz
 }
 
 void profile_names_done(struct profile *p) {
-        for (size_t i = 0; i < p->n_syms; i++) {
-                free(p->syms[i].name);
-                free(p->syms[i].module);
-                free(p->syms[i].path);
-                free(p->syms[i].build_id);
-        }
+        for (size_t i = 0; i < p->n_syms; i++)
+                sym_free(&p->syms[i]);
         free(p->syms);
         hashmap_clear(&p->sym_index);
+        for (size_t i = 0; i < p->n_maps; i++) {
+                free(p->maps[i].path);
+                free(p->maps[i].build_id);
+        }
+        free(p->maps);
+        hashmap_clear(&p->map_index);
         for (size_t i = 0; i < p->n_tasks; i++) {
                 name_history_done(&p->tasks[i].names);
                 free(p->tasks[i].guess);

@@ -14,6 +14,8 @@
 #include "basic/hash.h"
 #include "basic/macro.h"
 #include "basic/varint.h"
+#include "debuginfo.h"
+#include "demangle.h"
 #include "profile-internal.h"
 
 struct seq_string {
@@ -24,15 +26,17 @@ struct seq_mapping {
         uint64_t build_id;
         uint64_t *path_ids;
         size_t n_path;
-        char *path;             /* resolved on first use */
-        const char *build_id_s; /* owned by the build_ids table */
+        uint64_t start, end, exact_offset, load_bias;
+        uint32_t map; /* the profile's, resolved on first use */
         bool resolved;
 };
 
 struct seq_frame {
         uint64_t function_name_id, mapping_id, rel_pc;
         uint32_t kind;
-        uint32_t sym; /* UINT32_MAX until resolved */
+        uint32_t sym;     /* UINT32_MAX until resolved */
+        uint32_t *inl;    /* the functions inlined there, outermost first */
+        uint32_t n_inl;
 };
 
 static void *table_get(struct seq_table *t, uint64_t iid) {
@@ -76,7 +80,9 @@ static void free_string(void *e) {
 }
 static void free_mapping(void *e) {
         free(((struct seq_mapping *) e)->path_ids);
-        free(((struct seq_mapping *) e)->path);
+}
+static void free_frame(void *e) {
+        free(((struct seq_frame *) e)->inl);
 }
 static void free_callstack(void *e) {
         struct seq_callstack *c = e;
@@ -89,9 +95,11 @@ void profile_seq_clear(struct profile_seq *s) {
         table_done(&s->mapping_paths, free_string);
         table_done(&s->build_ids, free_string);
         table_done(&s->mappings, free_mapping);
-        table_done(&s->frames, NULL);
+        table_done(&s->frames, free_frame);
         table_done(&s->callstacks, free_callstack);
         s->kind = PROFILE_ON_CPU;
+        s->sample_ns = 0;
+        s->bpf = false;
         s->have_last = false;
 }
 
@@ -233,6 +241,14 @@ int profile_seq_interned_data(struct profile_seq *s, const uint8_t *d, size_t n)
                                         iid = g.varint;
                                 else if (g.number == 2 && g.wire_type == 0)
                                         m.build_id = g.varint;
+                                else if (g.number == 4 && g.wire_type == 0)
+                                        m.start = g.varint;
+                                else if (g.number == 5 && g.wire_type == 0)
+                                        m.end = g.varint;
+                                else if (g.number == 6 && g.wire_type == 0)
+                                        m.load_bias = g.varint;
+                                else if (g.number == 8 && g.wire_type == 0)
+                                        m.exact_offset = g.varint;
                                 else if (g.number == 7)
                                         r = add_repeated(&m.path_ids, &m.n_path, &g);
                         }
@@ -312,6 +328,7 @@ void profile_seq_defaults(struct profile *p, struct profile_seq *s, const uint8_
         bool off = false;
         uint64_t freq = 0, period = 0, counter = 0;
         char name[64] = "", tp[64] = "";
+        bool raw = false;
         while (pbr_next(tb.data, tb.len, &pos, &f) > 0) {
                 if (f.number == 2 && f.wire_type == 0)
                         freq = f.varint;
@@ -321,12 +338,15 @@ void profile_seq_defaults(struct profile *p, struct profile_seq *s, const uint8_
                         counter = f.varint;
                 else if (f.number == 10 && f.wire_type == 2) {
                         snprintf(name, sizeof(name), "%.*s", (int) f.len, (const char *) f.data);
+                        s->bpf = stack_walks_bpf_timebase((const char *) f.data, f.len);
                         if (contains_ci((const char *) f.data, f.len, "off-cpu") ||
                             contains_ci((const char *) f.data, f.len, "offcpu") ||
                             contains_ci((const char *) f.data, f.len, "off_cpu") ||
                             contains_ci((const char *) f.data, f.len, "off cpu"))
                                 off = true;
-                } else if (f.number == 3 && f.wire_type == 2 && pbr_get(f.data, f.len, 1, true, &g) && g.wire_type == 2) {
+                } else if (f.number == 5 && f.wire_type == 2)
+                        raw = true;
+                else if (f.number == 3 && f.wire_type == 2 && pbr_get(f.data, f.len, 1, true, &g) && g.wire_type == 2) {
                         snprintf(tp, sizeof(tp), "%.*s", (int) g.len, (const char *) g.data);
                         if (strcmp(tp, "sched:sched_switch") == 0 || strcmp(tp, "sched/sched_switch") == 0)
                                 off = true;
@@ -346,13 +366,76 @@ void profile_seq_defaults(struct profile *p, struct profile_seq *s, const uint8_
                 snprintf(desc, sizeof(desc), "%s", what);
         if (!p->timebase)
                 p->timebase = strdup(desc);
+        /* The CPU time an on-CPU sample stands for: the period of a clock
+         * (cpu-clock by default), or a frequency's. */
+        bool clock = !tp[0] && !raw && (counter == 0 || counter == 1 || counter == 3);
+        s->sample_ns = off ? 0 : freq ? 1000000000 / freq : clock ? period : 0;
+        if (!off && !p->sample_ns && !p->sample_period) {
+                p->sample_ns = s->sample_ns;
+                p->sample_period = s->sample_ns ? 0 : period;
+                free(p->sample_event);
+                p->sample_event = strdup(tp[0] ? tp : (counter < ELEMENTSOF(counters) && counters[counter]) ? counters[counter] : "event");
+        }
 }
 
 /* --- resolving ---------------------------------------------------------- */
 
-static const char *basename_of(const char *path) {
-        const char *s = strrchr(path, '/');
-        return s && s[1] ? s + 1 : path;
+/* The profile's mapping for a sequence's: UINT32_MAX on ENOMEM. */
+static uint32_t resolve_mapping(struct profile *p, struct profile_seq *s, struct seq_mapping *m) {
+        if (m->resolved)
+                return m->map;
+        char buf[1024] = "";
+        size_t len = 0;
+        for (size_t i = 0; i < m->n_path; i++) {
+                struct seq_string *c = table_get(&s->mapping_paths, m->path_ids[i]);
+                if (!c || !c->s[0])
+                        continue;
+                bool bracket = len == 0 && c->s[0] == '[';
+                int k = snprintf(buf + len, sizeof(buf) - len, "%s%s", bracket ? "" : "/", c->s);
+                if (k < 0 || (size_t) k >= sizeof(buf) - len)
+                        break;
+                len += (size_t) k;
+        }
+        struct seq_string *b = m->build_id ? table_get(&s->build_ids, m->build_id) : NULL;
+        /* Kernel frames: upstream traced_perf puts them in a mapping named
+         * "kernel", perf tools in "[kernel.kallsyms]" and modules. */
+        struct profile_map pm = {
+                .path = buf[0] ? buf : NULL,
+                .build_id = b && b->s[0] ? b->s : NULL,
+                .start = m->start,
+                .end = m->end,
+                .exact_offset = m->exact_offset,
+                .load_bias = m->load_bias,
+                .kernel = strncmp(buf, "[kernel", 7) == 0 || strcmp(buf, "/kernel") == 0 || strstr(buf, ".ko") != NULL,
+        };
+        m->map = profile_intern_map(p, &pm);
+        m->resolved = m->map != UINT32_MAX;
+        return m->map;
+}
+
+/* The functions the binary's DWARF says are inlined at the frame's
+ * address (all but the outermost, which is the frame's own). */
+static int inline_frames(struct profile *p, struct seq_frame *fr, uint32_t map) {
+        const struct profile_map *pm = &p->maps[map];
+        const struct debuginfo_line *l;
+        size_t n = debuginfo_lines(p->debuginfo, pm->path, pm->build_id, fr->rel_pc, &l);
+        if (n < 2)
+                return 0;
+        fr->inl = malloc((n - 1) * sizeof(uint32_t));
+        if (!fr->inl)
+                return -ENOMEM;
+        for (size_t i = n - 1; i-- > 0;) {
+                const char *name = l[i].function ? l[i].function : l[i].linkage_name ? l[i].linkage_name : "??";
+                uint32_t sym = profile_intern_frame(p, name, map, fr->rel_pc, false, true);
+                if (sym == UINT32_MAX)
+                        return -ENOMEM;
+                fr->inl[fr->n_inl++] = sym;
+        }
+        return 0;
+}
+
+static const struct seq_frame *frame_of(struct profile_seq *s, uint64_t iid) {
+        return table_get(&s->frames, iid);
 }
 
 static uint32_t resolve_frame(struct profile *p, struct profile_seq *s, uint64_t frame_iid) {
@@ -363,71 +446,75 @@ static uint32_t resolve_frame(struct profile *p, struct profile_seq *s, uint64_t
         }
         if (fr->sym != UINT32_MAX)
                 return fr->sym;
-        const char *path = "", *build_id = NULL;
+        uint32_t map = UINT32_MAX;
         struct seq_mapping *m = table_get(&s->mappings, fr->mapping_id);
-        if (m && !m->resolved) {
-                char buf[1024] = "";
-                size_t len = 0;
-                for (size_t i = 0; i < m->n_path; i++) {
-                        struct seq_string *c = table_get(&s->mapping_paths, m->path_ids[i]);
-                        if (!c || !c->s[0])
-                                continue;
-                        bool bracket = len == 0 && c->s[0] == '[';
-                        int k = snprintf(buf + len, sizeof(buf) - len, "%s%s", bracket ? "" : "/", c->s);
-                        if (k < 0 || (size_t) k >= sizeof(buf) - len)
-                                break;
-                        len += (size_t) k;
-                }
-                m->path = strdup(buf);
-                if (!m->path)
-                        return UINT32_MAX;
-                struct seq_string *b = m->build_id ? table_get(&s->build_ids, m->build_id) : NULL;
-                m->build_id_s = b && b->s[0] ? b->s : NULL;
-                m->resolved = true;
-        }
-        if (m) {
-                path = m->path;
-                build_id = m->build_id_s;
-        }
-        /* Kernel frames: upstream traced_perf puts them in a mapping named
-         * "kernel", perf tools in "[kernel.kallsyms]" and modules. */
-        bool kernel = fr->kind == 2 || strncmp(path, "[kernel", 7) == 0 || strcmp(path, "/kernel") == 0 ||
-                      strstr(path, ".ko") != NULL;
+        if (m && (map = resolve_mapping(p, s, m)) == UINT32_MAX)
+                return UINT32_MAX;
+        const struct profile_map *pm = m ? &p->maps[map] : NULL;
+        bool kernel = fr->kind == 2 || (pm && pm->kernel);
         struct seq_string *fn = fr->function_name_id ? table_get(&s->function_names, fr->function_name_id) : NULL;
-        const char *module = path[0] ? basename_of(path) : NULL;
+        const char *name = fn && fn->s[0] ? fn->s : NULL;
+        if (!name && pm && !kernel && p->debuginfo) {
+                /* Not named on the machine: the file's symbols, here or
+                 * from debuginfod. */
+                name = debuginfo_function(p->debuginfo, pm->path, pm->build_id, fr->rel_pc);
+                p->frames_named += name != NULL;
+        }
         uint32_t sym;
-        if (fn && fn->s[0])
-                sym = profile_intern_name(p, fn->s, module, kernel, true, path[0] ? path : NULL, build_id);
-        else {
+        if (name) {
+                /* The trace keeps the names as the symbol tables have them;
+                 * the report shows them demangled. */
+                char *shown = p->mangled_names ? NULL : demangle(name);
+                sym = profile_intern_frame(p, shown ? shown : name, map, fr->rel_pc, kernel, true);
+                free(shown);
+        } else {
                 /* Not symbolized: module+offset, with the build id that
                  * finds the file (debuginfod, a symbol store). */
+                const char *path = pm && pm->path ? pm->path : NULL;
+                const char *module = path ? (strrchr(path, '/') ? strrchr(path, '/') + 1 : path) : "[unknown]";
                 char label[1400];
-                if (build_id)
-                        snprintf(label, sizeof(label), "%s+0x%llx [buildid %s]", module ? module : "[unknown]",
-                                 (unsigned long long) fr->rel_pc, build_id);
+                if (pm && pm->build_id)
+                        snprintf(label, sizeof(label), "%s+0x%llx [buildid %s]", module,
+                                 (unsigned long long) fr->rel_pc, pm->build_id);
                 else
-                        snprintf(label, sizeof(label), "%s+0x%llx", module ? module : "[unknown]",
-                                 (unsigned long long) fr->rel_pc);
-                sym = profile_intern_name(p, label, module, kernel, false, path[0] ? path : NULL, build_id);
+                        snprintf(label, sizeof(label), "%s+0x%llx", module, (unsigned long long) fr->rel_pc);
+                sym = profile_intern_frame(p, label, map, fr->rel_pc, kernel, false);
         }
         fr->sym = sym;
+        if (name && sym != UINT32_MAX && p->inline_frames && !p->filter.addresses && p->debuginfo && pm && !kernel &&
+            inline_frames(p, fr, map) < 0)
+                return UINT32_MAX;
         return sym;
 }
 
 int profile_seq_resolve_callstack(struct profile *p, struct profile_seq *s, struct seq_callstack *c) {
         if (c->resolved)
                 return 0;
-        c->syms = malloc((c->n_frames ? c->n_frames : 1) * sizeof(uint32_t));
+        size_t cap = c->n_frames ? c->n_frames : 1;
+        c->syms = malloc(cap * sizeof(uint32_t));
         if (!c->syms)
                 return -ENOMEM;
+        c->n_syms = 0;
         for (size_t i = 0; i < c->n_frames; i++) {
-                c->syms[i] = resolve_frame(p, s, c->frame_ids[i]);
-                if (c->syms[i] == UINT32_MAX)
+                uint32_t sym = resolve_frame(p, s, c->frame_ids[i]);
+                if (sym == UINT32_MAX)
                         return -ENOMEM;
+                const struct seq_frame *fr = frame_of(s, c->frame_ids[i]);
+                size_t extra = fr ? fr->n_inl : 0;
+                if (c->n_syms + 1 + extra > cap) {
+                        cap = (c->n_syms + 1 + extra) * 2;
+                        uint32_t *v = realloc(c->syms, cap * sizeof(uint32_t));
+                        if (!v)
+                                return -ENOMEM;
+                        c->syms = v;
+                }
+                c->syms[c->n_syms++] = sym;
+                for (size_t k = 0; k < extra; k++)
+                        c->syms[c->n_syms++] = fr->inl[k];
         }
-        c->hash = fnv1a64(c->syms, c->n_frames * sizeof(uint32_t));
-        c->check = c->n_frames;
-        for (size_t i = 0; i < c->n_frames; i++)
+        c->hash = fnv1a64(c->syms, c->n_syms * sizeof(uint32_t));
+        c->check = c->n_syms;
+        for (size_t i = 0; i < c->n_syms; i++)
                 c->check = (c->check ^ c->syms[i]) * 0xff51afd7ed558ccdULL + (c->check >> 29);
         c->resolved = true;
         return 0;

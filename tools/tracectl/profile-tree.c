@@ -69,17 +69,21 @@ void profile_finish(struct profile *p) {
                                                                                                     : PROFILE_ON_CPU;
         p->tree = &p->trees[p->kind];
         p->metric = p->kind == PROFILE_OFF_CPU ? 1 : 0;
-        struct profile_tree *t = p->tree;
-        if (p->filter.comm) {
-                for (uint32_t pr = t->nodes[0].first_child; pr != UINT32_MAX; pr = t->nodes[pr].next_sibling) {
-                        if (strcmp(profile_process_name(p, (int32_t) t->nodes[pr].value), p->filter.comm) == 0)
-                                continue;
-                        for (uint32_t th = t->nodes[pr].first_child; th != UINT32_MAX; th = t->nodes[th].next_sibling)
-                                if (strcmp(profile_thread_name(p, (int32_t) t->nodes[th].value), p->filter.comm) != 0)
-                                        zero_subtree(t, th);
+        /* Every tree (pprof writes both kinds): the comm filter, totals. */
+        for (size_t k = 0; k < _PROFILE_KIND_MAX; k++) {
+                struct profile_tree *t = &p->trees[k];
+                if (p->filter.comm && t->n_nodes) {
+                        for (uint32_t pr = t->nodes[0].first_child; pr != UINT32_MAX; pr = t->nodes[pr].next_sibling) {
+                                if (strcmp(profile_process_name(p, (int32_t) t->nodes[pr].value), p->filter.comm) == 0)
+                                        continue;
+                                for (uint32_t th = t->nodes[pr].first_child; th != UINT32_MAX;
+                                     th = t->nodes[th].next_sibling)
+                                        if (strcmp(profile_thread_name(p, (int32_t) t->nodes[th].value), p->filter.comm) != 0)
+                                                zero_subtree(t, th);
+                        }
                 }
+                profile_tree_totals(t);
         }
-        profile_tree_totals(t);
 }
 
 const char *profile_unit(const struct profile *p) {

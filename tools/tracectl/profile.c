@@ -16,6 +16,7 @@
 /* TracePacket fields (protos/perfetto/trace/trace_packet.proto) */
 enum {
         PKT_PROCESS_TREE = 2,
+        PKT_CLOCK_SNAPSHOT = 6,
         PKT_TIMESTAMP = 8,
         PKT_SEQ_ID = 10,
         PKT_INTERNED_DATA = 12,
@@ -50,6 +51,7 @@ void profile_done(struct profile *p) {
                 free(p->leaf_entries[k]);
         }
         free(p->timebase);
+        free(p->sample_event);
         free(p->scratch);
         *p = (struct profile) {};
 }
@@ -92,6 +94,7 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
         bool have_stack = false, have_skip = false, have_pid = false, have_count = false, have_event = false;
         uint64_t cpu = UINT64_MAX, pid = 0, tid = 0, stack = 0, skip = 0, count = 0, lost = 0;
         bool unwind_error = false;
+        int64_t error_code = -1;
         while (pbr_next(d, n, &pos, &f) > 0) {
                 switch (f.number) {
                 case 1:
@@ -113,7 +116,10 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                         have_count = true;
                         break;
                 case 16:
-                        unwind_error = f.varint > 1; /* 0 unknown, 1 none */
+                        /* Written only for a sample with an error: any value but
+                         * NONE (1), UNKNOWN (0) included. */
+                        unwind_error = f.varint != 1;
+                        error_code = f.varint > INT32_MAX ? 0 : (int64_t) f.varint;
                         break;
                 case 17:
                         lost = f.varint;
@@ -170,10 +176,12 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                         return -ENOMEM;
         } else if (profile_seq_resolve_callstack(p, s, c) < 0)
                 return -ENOMEM;
-        size_t nf = c ? c->n_frames : 1;
+        size_t nf = c ? c->n_syms : 1;
         const uint32_t *syms = c ? c->syms : &missing;
         if (unwind_error)
                 p->unwind_errors++;
+        if (!s->bpf)
+                stack_walks_sample(&p->walks, error_code);
 
         struct profile_tree *t = &p->trees[kind];
         uint32_t thread;
@@ -230,10 +238,45 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
         }
         t->nodes[node].self[0] += 1;
         /* Off-CPU samples weigh their blocked time; a sample without one
-         * weighs nothing in time but still counts as a sample. */
-        t->nodes[node].self[1] += kind == PROFILE_OFF_CPU ? (have_count ? count : 0) : 1;
+         * weighs nothing in time but still counts as a sample. On-CPU ones
+         * weigh the CPU time their timebase stands for (pprof's cpu). */
+        t->nodes[node].self[1] += kind == PROFILE_OFF_CPU ? (have_count ? count : 0) : s->sample_ns;
+        if (kind == PROFILE_ON_CPU && !s->sample_ns)
+                p->cpu_time_partial = true;
         p->samples_used++;
         return 0;
+}
+
+/* The first ClockSnapshot: how far the trace's clock (its primary one,
+ * BOOTTIME unless it says) is from the wall clock, for pprof's time_nanos. */
+static void clock_snapshot(struct profile *p, const uint8_t *d, size_t n) {
+        enum { CLOCK_ID_REALTIME = 1, CLOCK_ID_BOOTTIME = 6 };
+        size_t pos = 0;
+        struct pbr_field f, g;
+        uint64_t primary = CLOCK_ID_BOOTTIME, realtime = 0, ts[64] = {};
+        bool have[64] = {};
+        while (pbr_next(d, n, &pos, &f) > 0) {
+                if (f.number == 2 && f.wire_type == 0)
+                        primary = f.varint;
+                if (f.number != 1 || f.wire_type != 2)
+                        continue;
+                size_t q = 0;
+                uint64_t id = 0, v = 0;
+                while (pbr_next(f.data, f.len, &q, &g) > 0)
+                        if (g.number == 1 && g.wire_type == 0)
+                                id = g.varint;
+                        else if (g.number == 2 && g.wire_type == 0)
+                                v = g.varint;
+                if (id < ELEMENTSOF(ts)) {
+                        ts[id] = v;
+                        have[id] = true;
+                }
+        }
+        if (primary >= ELEMENTSOF(ts) || !have[primary] || !have[CLOCK_ID_REALTIME])
+                return;
+        realtime = ts[CLOCK_ID_REALTIME];
+        p->realtime_delta = (int64_t) (realtime - ts[primary]);
+        p->have_realtime = true;
 }
 
 int profile_add_packet(struct profile *p, const uint8_t *data, size_t len) {
@@ -283,6 +326,10 @@ int profile_add_packet(struct profile *p, const uint8_t *data, size_t len) {
                 case PKT_PROCESS_TREE:
                         ptree = f.data;
                         ptree_len = f.len;
+                        break;
+                case PKT_CLOCK_SNAPSHOT:
+                        if (!p->have_realtime && f.wire_type == 2)
+                                clock_snapshot(p, f.data, f.len);
                         break;
                 case PKT_TRACK_EVENT:
                 case PKT_TRACK_DESCRIPTOR:

@@ -31,10 +31,21 @@ struct profile_filter {
         bool kind_explicit;      /* the user chose it (else on-CPU, or off-CPU when only those exist) */
         bool have_since, have_until;
         uint64_t since_ns, until_ns; /* relative to the first sample's timestamp */
+        bool addresses;          /* one frame per address (pprof's locations), not per function */
+};
+
+/* A mapping of a process as the trace recorded it (Mapping in
+ * profile_common.proto): distinct ones, across sequences. */
+struct profile_map {
+        char *path;     /* or NULL */
+        char *build_id; /* hex, or NULL */
+        uint64_t start, end, exact_offset, load_bias;
+        bool kernel;
 };
 
 /* A distinct frame: its label (function name, or module+offset with the
- * build id when not symbolized) and module. */
+ * build id when not symbolized) and module. With filter.addresses, frames
+ * at different addresses (map, rel_pc) are distinct even in one function. */
 struct profile_sym {
         char *name;
         char *module; /* basename of the mapping, or NULL */
@@ -42,6 +53,8 @@ struct profile_sym {
         char *build_id;
         bool kernel;
         bool symbolized;
+        uint32_t map;    /* index into profile.maps, UINT32_MAX: none */
+        uint64_t rel_pc; /* with a map: the address, a virtual address of the file */
 };
 
 enum profile_node_kind {
@@ -77,6 +90,7 @@ struct profile_task {
 };
 
 struct profile_seq; /* per packet sequence interning state, in profile-internal.h */
+struct debuginfo;   /* debuginfo.h */
 
 struct profile {
         struct profile_filter filter;
@@ -84,6 +98,16 @@ struct profile {
         struct profile_sym *syms;
         size_t n_syms, cap_syms;
         struct hashmap sym_index; /* hash(name, module) -> sym */
+        struct profile_map *maps;
+        size_t n_maps, cap_maps;
+        struct hashmap map_index;
+        /* names frames the trace left unsymbolized, when set (borrowed) */
+        struct debuginfo *debuginfo;
+        uint64_t frames_named; /* distinct frames named so */
+        /* functions inlined at a frame's address (its DWARF, through
+         * debuginfo) become frames of their own, as pprof's lines do;
+         * not with filter.addresses, where they are lines of a location */
+        bool inline_frames;
         struct profile_seq **seqs;
         size_t n_seqs;
         struct hashmap seq_index;
@@ -114,6 +138,17 @@ struct profile {
         bool have_first_ts;
         uint64_t first_ts, last_ts;
         char *timebase; /* description of the first sequence's timebase */
+        /* What an on-CPU sample stands for (first sequence that says):
+         * ns of CPU time (a clock timebase or a frequency), else a period
+         * of events of the counter named. On-CPU nodes' self[1] sums the
+         * ns of their samples' sequences. */
+        uint64_t sample_ns, sample_period;
+        char *sample_event;
+        bool cpu_time_partial; /* some on-CPU samples came with no time */
+        /* the trace's first ClockSnapshot: realtime = ts + realtime_delta */
+        bool have_realtime;
+        int64_t realtime_delta;
+        bool mangled_names; /* show C++ and Rust names as the trace has them (else demangled) */
         struct stack_walks walks; /* how linux.bpf_stack walked user stacks */
         uint32_t *scratch;
         size_t cap_scratch;
@@ -148,6 +183,12 @@ void profile_tree_totals(struct profile_tree *t);
 int profile_merged_tree(struct profile *p, struct profile_tree *ret);
 uint32_t profile_intern_name(struct profile *p, const char *name, const char *module, bool kernel, bool symbolized,
                              const char *path, const char *build_id);
+/* A frame on map (UINT32_MAX: none) at rel_pc; with filter.addresses one
+ * per address, else one per name as profile_intern_name. */
+uint32_t profile_intern_frame(struct profile *p, const char *name, uint32_t map, uint64_t rel_pc, bool kernel,
+                              bool symbolized);
+/* The distinct mapping m (copied); UINT32_MAX on ENOMEM. */
+uint32_t profile_intern_map(struct profile *p, const struct profile_map *m);
 
 /* Outputs (report-text.c, report-folded.c, report-svg.c) */
 #include <stdio.h>
@@ -159,6 +200,14 @@ struct report_options {
 int report_text(FILE *f, struct profile *p, const struct report_options *o);
 int report_folded(FILE *f, struct profile *p);
 int report_svg(FILE *f, struct profile *p, const struct report_options *o);
+/* report-pprof.c: p made with filter.addresses, after profile_finish.
+ * Both kinds of samples unless the filter chose one. -ENODATA: no sample
+ * passed the filters (nothing worth a file). */
+struct pprof_writer;
+struct pprof_stats {
+        uint64_t samples, locations, locations_with_lines, functions, mappings;
+};
+int report_pprof(struct pprof_writer *w, struct profile *p, struct pprof_stats *ret_stats);
 /* "samples" or "ms" (off-CPU), for headers. */
 const char *profile_unit(const struct profile *p);
 /* A weight as the unit prints it. */

@@ -17,6 +17,9 @@
 #include "config-lint.h"
 #include "record-config.h"
 
+/* --ds linux.sys_stats: each source's period. */
+#define QUICK_SYS_STATS_PERIOD_MS 1000u
+
 int parse_duration_ms(const char *s, uint32_t *ret) {
         char *end;
         errno = 0;
@@ -102,7 +105,7 @@ static char *read_all(const char *path, size_t *ret_len) {
 }
 
 /* Loads a TraceConfig; prints a positioned error and returns EXIT_CONFIG. */
-int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig **ret) {
+int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig **ret, struct pbtxt_positions *ret_pos) {
         size_t len;
         _cleanup_free_ char *data = read_all(path, &len);
         if (!data) {
@@ -112,7 +115,8 @@ int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig **ret)
         if (txt) {
                 ProtobufCMessage *m = NULL;
                 _cleanup_free_ char *err = NULL;
-                if (pbtxt_parse(&perfetto__protos__trace_config__descriptor, data, len, path, &m, &err) < 0) {
+                if (pbtxt_parse_positions(&perfetto__protos__trace_config__descriptor, data, len, path, &m, &err,
+                                          ret_pos) < 0) {
                         fprintf(stderr, "%s\n", err ? err : "config: parse error");
                         return EXIT_CONFIG;
                 }
@@ -176,8 +180,18 @@ Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffe
                  * off-CPU each time a task comes back from blocking. */
                 fprintf(f, "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config { "
                            "frequency: 99 on_cpu: true off_cpu: true } } }\n");
-        for (size_t i = 0; i < n_extra; i++)
-                fprintf(f, "data_sources { config { name: \"%s\" } }\n", extra_ds[i]);
+        for (size_t i = 0; i < n_extra; i++) {
+                fprintf(f, "data_sources { config { name: \"%s\"", extra_ds[i]);
+                if (strcmp(extra_ds[i], "linux.sys_stats") == 0)
+                        /* Without a period it records nothing: memory, CPU
+                         * times, forks and frequencies every second. */
+                        fprintf(f, " sys_stats_config { meminfo_period_ms: %u vmstat_period_ms: %u "
+                                   "stat_period_ms: %u stat_counters: STAT_CPU_TIMES stat_counters: STAT_FORK_COUNT "
+                                   "cpufreq_period_ms: %u }",
+                                QUICK_SYS_STATS_PERIOD_MS, QUICK_SYS_STATS_PERIOD_MS, QUICK_SYS_STATS_PERIOD_MS,
+                                QUICK_SYS_STATS_PERIOD_MS);
+                fprintf(f, " } }\n");
+        }
         if (duration_ms)
                 fprintf(f, "duration_ms: %u\n", duration_ms);
         /* The file is written as the trace goes: producers flush

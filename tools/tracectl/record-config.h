@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pbtxt/pbtxt.h"
 #include "tracectl.h"
 
 #include "perfetto/config/trace_config.pb-c.h"
@@ -15,8 +16,9 @@ int parse_duration_ms(const char *s, uint32_t *ret);
 /* "64mb", "512kb", "1gb" (a bare number: MiB): 0, -EINVAL or -ERANGE. */
 int parse_size_kb(const char *s, uint32_t *ret);
 /* Loads a TraceConfig, binary or text; prints a positioned error and
- * returns EXIT_CONFIG. */
-int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig **ret);
+ * returns EXIT_CONFIG. For a text config, ret_pos (may be NULL) gets
+ * where each field was written (pbtxt_parse_positions). */
+int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig **ret, struct pbtxt_positions *ret_pos);
 /* The config of quick mode (NULL after printing why). duration_ms 0: until
  * stopped. */
 Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffer_kb, char **events, size_t n_events,

@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -97,32 +99,95 @@ int record_target_apply(Perfetto__Protos__TraceConfig *cfg, const pid_t *pids, s
         return narrowed;
 }
 
+int record_target_check_pids(const pid_t *pids, size_t n, pid_t *ret_missing) {
+        for (size_t i = 0; i < n; i++)
+                /* EPERM: it exists, owned by someone else. */
+                if (kill(pids[i], 0) < 0 && errno == ESRCH) {
+                        *ret_missing = pids[i];
+                        return -ESRCH;
+                }
+        return 0;
+}
+
+static int check_executable(const char *path) {
+        struct stat st;
+        if (stat(path, &st) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode))
+                return -EISDIR;
+        if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
+                return -EACCES;
+        return 0;
+}
+
+int record_command_find(const char *name) {
+        if (!name[0])
+                return -ENOENT;
+        if (strchr(name, '/'))
+                return check_executable(name);
+        const char *path = getenv("PATH");
+        int best = -ENOENT;
+        for (const char *dir = path ? path : "/bin:/usr/bin"; dir;) {
+                const char *colon = strchr(dir, ':');
+                size_t len = colon ? (size_t) (colon - dir) : strlen(dir);
+                _cleanup_free_ char *full = NULL;
+                /* An empty element is the current directory, as for execvp. */
+                if (asprintf(&full, "%.*s%s%s", (int) len, dir, len ? "/" : "", name) < 0)
+                        return -ENOMEM;
+                int r = check_executable(full);
+                if (r == 0)
+                        return 0;
+                if (r == -EACCES)
+                        best = r; /* execvp reports EACCES when only such were found */
+                dir = colon ? colon + 1 : NULL;
+        }
+        return best;
+}
+
 int record_command_fork(struct record_command *c, char **argv) {
-        int p[2];
-        *c = (struct record_command) { .pid = -1, .release_fd = -EBADF };
+        int p[2], e[2];
+        *c = (struct record_command) { .pid = -1, .release_fd = -EBADF, .exec_fd = -EBADF };
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
-        pid_t pid = fork();
-        if (pid < 0) {
+        if (pipe2(e, O_CLOEXEC) < 0) {
                 int r = -errno;
                 close(p[0]);
                 close(p[1]);
                 return r;
         }
+        pid_t pid = fork();
+        if (pid < 0) {
+                int r = -errno;
+                close(p[0]);
+                close(p[1]);
+                close(e[0]);
+                close(e[1]);
+                return r;
+        }
         if (pid == 0) {
                 char go;
                 close(p[1]);
+                close(e[0]);
                 /* Released, or tracectl gone (end of file): no tracing, no run. */
                 if (read(p[0], &go, 1) != 1)
                         _exit(127);
                 (void) signal(SIGPIPE, SIG_DFL);
+                /* tracectl's handlers are not inherited through exec, but
+                 * what it ignores would be. */
+                (void) signal(SIGINT, SIG_DFL);
+                (void) signal(SIGTERM, SIG_DFL);
                 execvp(argv[0], argv);
-                fprintf(stderr, "tracectl: cannot run %s: %s\n", argv[0], strerror(errno));
+                /* The exec error for tracectl; a successful exec closes
+                 * the pipe instead. */
+                int err = errno;
+                (void) !write(e[1], &err, sizeof(err));
                 _exit(127);
         }
         close(p[0]);
+        close(e[1]);
         c->pid = pid;
         c->release_fd = p[1];
+        c->exec_fd = e[0];
         return 0;
 }
 
@@ -134,9 +199,19 @@ void record_command_release(struct record_command *c) {
         c->released = true;
 }
 
+/* The child is gone: did its exec fail? (It wrote the errno before it
+ * exited, so the pipe holds it or is at its end.) */
+static void exited(struct record_command *c) {
+        int err = 0;
+        c->exited = true;
+        if (c->released && c->exec_fd >= 0 && read(c->exec_fd, &err, sizeof(err)) == (ssize_t) sizeof(err))
+                c->exec_error = err > 0 ? err : EIO;
+        c->exec_fd = safe_close(c->exec_fd);
+}
+
 bool record_command_poll(struct record_command *c) {
         if (c->pid > 0 && !c->exited && waitpid(c->pid, &c->status, WNOHANG) == c->pid)
-                c->exited = true;
+                exited(c);
         return c->exited;
 }
 
@@ -145,7 +220,29 @@ void record_command_finish(struct record_command *c) {
                 return;
         /* Never released: closing the pipe ends it without running. */
         c->release_fd = safe_close(c->release_fd);
-        while (!c->exited && waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
+        if (c->abandoned) {
+                c->exec_fd = safe_close(c->exec_fd);
+                return;
+        }
+        if (c->exited)
+                return;
+        while (waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
                 ;
-        c->exited = true;
+        exited(c);
+}
+
+bool record_command_wait(struct record_command *c, int wake_fd, bool (*give_up)(void *userdata), void *userdata) {
+        while (!record_command_poll(c)) {
+                if (give_up(userdata)) {
+                        c->abandoned = true;
+                        return false;
+                }
+                struct pollfd pfd = { .fd = wake_fd, .events = POLLIN };
+                if (poll(&pfd, wake_fd >= 0 ? 1 : 0, 200) > 0) {
+                        char buf[64];
+                        while (read(wake_fd, buf, sizeof(buf)) > 0)
+                                ;
+                }
+        }
+        return true;
 }

@@ -23,14 +23,27 @@ int record_target_parse_pids(const char *s, pid_t *pids, size_t *n);
  * Returns how many data sources were narrowed, or -ENOMEM. */
 int record_target_apply(Perfetto__Protos__TraceConfig *cfg, const pid_t *pids, size_t n);
 
+/* Whether the processes exist (kill(pid, 0)): 0, or -ESRCH with
+ * *ret_missing the first that does not. */
+int record_target_check_pids(const pid_t *pids, size_t n, pid_t *ret_missing);
+
+/* Where execvp() would find name: a name with a slash as it is, else the
+ * first executable regular file of that name in $PATH (/bin:/usr/bin when
+ * unset). 0, or -ENOENT (nowhere), -EACCES (found, not executable),
+ * -EISDIR (a directory). */
+int record_command_find(const char *name);
+
 /* A command started for the recording: forked now, stopped before exec
  * until record_command_release(). */
 struct record_command {
         pid_t pid;
         int release_fd; /* the write end the child waits on */
+        int exec_fd;    /* the read end of the child's exec error, closed by its exec */
         bool released;
         bool exited;
-        int status; /* waitpid()'s, once exited */
+        bool abandoned; /* left running: record_command_finish does not wait */
+        int status;     /* waitpid()'s, once exited */
+        int exec_error; /* once exited: the errno its exec failed with, 0 when it ran */
 };
 
 /* Forks argv[0] (searched in PATH): the child waits, then execs. 0 or
@@ -41,5 +54,9 @@ void record_command_release(struct record_command *c);
 /* Whether it ended (reaped without blocking). */
 bool record_command_poll(struct record_command *c);
 /* Ends a child that never ran (the recording failed) and reaps it, or
- * waits for one that runs. */
+ * waits for one that runs (not for one abandoned). */
 void record_command_finish(struct record_command *c);
+/* Waits for a released child to exit, waking when wake_fd (-1: none) is
+ * readable or every 200 ms to ask give_up(userdata): true once it exited,
+ * false when give_up said so (the child is then abandoned: it runs on). */
+bool record_command_wait(struct record_command *c, int wake_fd, bool (*give_up)(void *userdata), void *userdata);

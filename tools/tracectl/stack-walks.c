@@ -40,6 +40,56 @@ static const char *const shown[_WALK_MAX] = {
         [WALK_CUT_BAD_FRAME] = "at bad frames",
 };
 
+/* Profiling.StackUnwindError: what a sample's cut stack ran into, as the
+ * stack-walk line says it, and as JSON names it. */
+static const struct {
+        const char *why, *key;
+} errors[STACK_WALKS_ERRORS] = {
+        [0] = { "for no reason given", "unknown" },
+        [2] = { "past the stack copy (deeper than the user stack the kernel copies with a sample, 64 KiB "
+                "at most; or a frame pointing outside it)",
+                "memory_invalid" },
+        [3] = { "without unwind info for a pc", "unwind_info" },
+        [4] = { "at unsupported unwind rules", "unsupported" },
+        [5] = { "at a pc outside the process's known maps (JIT code, or maps read after a change)", "invalid_map" },
+        [6] = { "at the frame limit", "max_frames_exceeded" },
+        [7] = { "at a repeated frame", "repeated_frame" },
+        [8] = { "at an unreadable ELF file", "invalid_elf" },
+        [9] = { "at a failed system call", "system_call" },
+        [10] = { "at a timeout", "thread_timeout" },
+        [11] = { "at a thread gone", "thread_does_not_exist" },
+        [12] = { "on an architecture not unwound here", "bad_arch" },
+        [13] = { "at maps that did not parse", "maps_parse" },
+        [14] = { "at a bad parameter", "invalid_parameter" },
+        [15] = { "at a failed ptrace call", "ptrace_call" },
+};
+
+void stack_walks_sample(struct stack_walks *w, int64_t unwind_error) {
+        if (unwind_error < 0)
+                unwind_error = 1; /* UNWIND_ERROR_NONE */
+        w->sampled[unwind_error < STACK_WALKS_ERRORS ? unwind_error : 0]++;
+}
+
+bool stack_walks_bpf_timebase(const char *name, size_t len) {
+        static const char prefix[] = "linux.bpf_stack";
+        return len >= strlen(prefix) && memcmp(name, prefix, strlen(prefix)) == 0;
+}
+
+uint64_t stack_walks_sampled(const struct stack_walks *w) {
+        uint64_t t = 0;
+        for (size_t k = 0; k < STACK_WALKS_ERRORS; k++)
+                t += w->sampled[k];
+        return t;
+}
+
+uint64_t stack_walks_sampled_cut(const struct stack_walks *w) {
+        return stack_walks_sampled(w) - w->sampled[1];
+}
+
+const char *stack_walks_error_key(size_t unwind_error) {
+        return unwind_error < STACK_WALKS_ERRORS && errors[unwind_error].key ? errors[unwind_error].key : NULL;
+}
+
 static void descriptor(struct stack_walks *w, const uint8_t *d, size_t n) {
         struct pbr_field uuid, name;
         if (!pbr_get(d, n, TRACK_UUID, true, &uuid) || uuid.wire_type != 0 || !pbr_get(d, n, TRACK_NAME, true, &name) ||
@@ -108,7 +158,37 @@ static double pct(uint64_t a, uint64_t b) {
         return b ? 100.0 * (double) a / (double) b : 0.0;
 }
 
+/* The samples' stacks, most frequent reason first. */
+static void print_sampled(FILE *f, const struct stack_walks *w, const char *prefix) {
+        uint64_t total = stack_walks_sampled(w), cut = stack_walks_sampled_cut(w);
+        if (total == 0)
+                return;
+        fprintf(f, "%sStack walks:    %" PRIu64 " stacks (linux.perf): %" PRIu64 " (%.0f%%) whole, %" PRIu64
+                   " (%.0f%%) cut short",
+                prefix, total, w->sampled[1], pct(w->sampled[1], total), cut, pct(cut, total));
+        bool done[STACK_WALKS_ERRORS] = { [1] = true };
+        const char *sep = ":";
+        for (;;) {
+                size_t best = 0;
+                bool any = false;
+                for (size_t k = 0; k < STACK_WALKS_ERRORS; k++)
+                        if (!done[k] && w->sampled[k] && (!any || w->sampled[k] > w->sampled[best])) {
+                                best = k;
+                                any = true;
+                        }
+                if (!any)
+                        break;
+                done[best] = true;
+                fprintf(f, "%s\n%s                %" PRIu64 " %s", sep, prefix, w->sampled[best], errors[best].why);
+                sep = ",";
+        }
+        fputc('\n', f);
+        if (cut * 2 > total)
+                fprintf(f, "%sWarning:        most stacks were cut short (see above): their callers are missing\n", prefix);
+}
+
 void stack_walks_print(FILE *f, const struct stack_walks *w, const char *prefix) {
+        print_sampled(f, w, prefix);
         uint64_t total = stack_walks_total(w), cut = stack_walks_cut(w);
         if (!w->seen || total == 0)
                 return;

@@ -6,6 +6,7 @@
 
 #include <json-c/json.h>
 
+#include "record-ended.h"
 #include "summary-json.h"
 
 /* json-c's objects: each add takes the reference; NULL values (out of
@@ -113,6 +114,14 @@ static json_object *walks(struct jw *w, const struct stack_walks *sw) {
         put_u64(w, o, "cut", stack_walks_cut(sw));
         for (size_t k = 0; k < _WALK_MAX; k++)
                 put_u64(w, o, keys[k], sw->count[k] > 0 ? (uint64_t) sw->count[k] : 0);
+        /* The other profilers' samples, by unwind error. */
+        put_u64(w, o, "sampled", stack_walks_sampled(sw));
+        put_u64(w, o, "sampled_cut", stack_walks_sampled_cut(sw));
+        json_object *by = obj(w);
+        for (size_t k = 0; k < STACK_WALKS_ERRORS; k++)
+                if (k != 1 && sw->sampled[k] && stack_walks_error_key(k))
+                        put_u64(w, by, stack_walks_error_key(k), sw->sampled[k]);
+        put(w, o, "sampled_cut_by", by);
         return o;
 }
 
@@ -172,12 +181,62 @@ static json_object *processes(struct jw *w, const struct summary *s, size_t top_
         return a;
 }
 
-int summary_print_json(FILE *f, const struct summary *s, const char *path, uint64_t file_bytes, bool complete,
-                       size_t top_n) {
+static json_object *journal(struct jw *w, const struct journald_counts *c) {
+        json_object *o = obj(w), *prio = obj(w);
+        uint64_t total, failed;
+        put_u64(w, o, "entries", c->entries);
+        for (unsigned p = 0; p < 8; p++)
+                put_u64(w, prio, journald_prio_name(p), c->by_prio[p]);
+        put(w, o, "by_priority", prio);
+        put_u64(w, o, "no_priority", c->no_prio);
+        put_u64(w, o, "notes", c->notes);
+        journald_counts_totals(c, &total, &failed);
+        put_opt(w, o, "counted_written", c->n_stats > 0, c->n_stats ? json_object_new_uint64(total) : NULL);
+        put_opt(w, o, "counted_failed", c->n_stats > 0, c->n_stats ? json_object_new_uint64(failed) : NULL);
+        return o;
+}
+
+static json_object *system_counters(struct jw *w, const struct summary_sys *y) {
+        json_object *o = obj(w);
+        put_u64(w, o, "samples", y->packets);
+        put_u64(w, o, "meminfo", y->meminfo);
+        put_u64(w, o, "vmstat", y->vmstat);
+        put_u64(w, o, "cpu_times", y->cpu_times);
+        put_u64(w, o, "cpufreq", y->cpufreq);
+        put_u64(w, o, "other", y->other);
+        put_opt(w, o, "mem_free_min_kb", y->have_mem_free,
+                y->have_mem_free ? json_object_new_uint64(y->mem_free_min_kb) : NULL);
+        put_opt(w, o, "mem_free_max_kb", y->have_mem_free,
+                y->have_mem_free ? json_object_new_uint64(y->mem_free_max_kb) : NULL);
+        return o;
+}
+
+static json_object *started(struct jw *w, const struct summary *s) {
+        json_object *o = obj(w);
+        bool all = s->all_started_ts >= s->tracing_started_ts;
+        put_u64(w, o, "tracing_started_ns", s->tracing_started_ts);
+        put_opt(w, o, "all_data_sources_started_ns", all, all ? json_object_new_uint64(s->all_started_ts) : NULL);
+        put_opt(w, o, "delay_ms", all,
+                all ? json_object_new_double((double) (s->all_started_ts - s->tracing_started_ts) / 1e6) : NULL);
+        put_u64(w, o, "slow_starting_data_sources", s->slow_starting);
+        return o;
+}
+
+/* Whether the trace holds everything the session recorded: read to its
+ * end, nothing reported as not recorded, nothing lost on the way. */
+static bool whole(const struct summary *s, bool complete, size_t lossy) {
+        return complete && s->n_ds_errors_total == 0 && lossy == 0 && s->chunks_overwritten == 0 &&
+               s->chunks_discarded == 0 && !s->lost_events && !(s->have_kernel_stats && s->kernel_overrun) &&
+               s->perf_lost == 0 && s->invalid_packets == 0;
+}
+
+int summary_print_json(FILE *f, const struct summary *s, const char *path, uint64_t file_bytes,
+                       uint64_t readable_bytes, bool complete, size_t top_n) {
         struct jw w = {};
         json_object *root = obj(&w), *types = obj(&w);
         put_str(&w, root, "file", path);
         put_u64(&w, root, "file_bytes", file_bytes);
+        put_u64(&w, root, "readable_bytes", readable_bytes);
         put(&w, root, "complete", json_object_new_boolean(complete));
         put_u64(&w, root, "packets", s->packets);
         put_u64(&w, root, "bytes", s->bytes);
@@ -200,24 +259,46 @@ int summary_print_json(FILE *f, const struct summary *s, const char *path, uint6
                 lossy += s->seqs[i].lost;
         put_u64(&w, root, "sequences", s->n_seqs);
         put_u64(&w, root, "sequences_with_data_losses", lossy);
+        put(&w, root, "whole", json_object_new_boolean(whole(s, complete, lossy)));
+        put_opt(&w, root, "started", s->tracing_started_ts != 0, s->tracing_started_ts ? started(&w, s) : NULL);
         put_opt(&w, root, "ftrace", s->ftrace_events > 0, s->ftrace_events ? ftrace(&w, s) : NULL);
         bool have_perf = s->perf_samples || s->perf_skipped || s->perf_lost;
         put_opt(&w, root, "perf", have_perf, have_perf ? perf(&w, s, top_n) : NULL);
-        put_opt(&w, root, "stack_walks", s->walks.seen, s->walks.seen ? walks(&w, &s->walks) : NULL);
+        bool any_walks = s->walks.seen || stack_walks_sampled(&s->walks);
+        put_opt(&w, root, "stack_walks", any_walks, any_walks ? walks(&w, &s->walks) : NULL);
         bool have_syscalls = s->syscalls.calls > 0;
         put_opt(&w, root, "syscalls", have_syscalls, have_syscalls ? syscalls(&w, s, top_n) : NULL);
+        const struct journald_counts *jc = &s->journald;
+        bool have_journal = jc->entries || jc->notes || jc->n_stats;
+        put_opt(&w, root, "journal", have_journal, have_journal ? journal(&w, jc) : NULL);
+        put_opt(&w, root, "system_counters", s->sys.packets > 0, s->sys.packets ? system_counters(&w, &s->sys) : NULL);
+        json_object *cpus = s->sys.cpus ? obj(&w) : NULL;
+        if (cpus) {
+                put_u64(&w, cpus, "count", s->sys.cpus);
+                put_str(&w, cpus, "name", s->sys.cpu_name);
+        }
+        put_opt(&w, root, "cpus", cpus != NULL, cpus);
         put_u64(&w, root, "processes_in_tree", s->processes_in_tree);
         put(&w, root, "top_threads", threads(&w, s, top_n));
         put(&w, root, "top_processes", processes(&w, s, top_n));
         json_object *st = s->have_stats ? obj(&w) : NULL;
         if (st) {
+                put_u64(&w, st, "chunks_written", s->chunks_written);
                 put_u64(&w, st, "bytes_written", s->bytes_written);
                 put_u64(&w, st, "chunks_overwritten", s->chunks_overwritten);
                 put_u64(&w, st, "chunks_discarded", s->chunks_discarded);
                 put_u64(&w, st, "invalid_packets", s->stats_invalid_packets);
                 put_u64(&w, st, "abi_violations", s->abi_violations);
+                put_opt(&w, st, "ended_early", s->end_reason != 0,
+                        s->end_reason ? json_object_new_string(trace_end_reason_name(s->end_reason)) : NULL);
         }
         put_opt(&w, root, "service_stats", st != NULL, st);
+        /* What the text calls "Not recorded": the data source errors. */
+        json_object *errors = json_object_new_array();
+        for (size_t i = 0; i < s->n_ds_errors; i++)
+                push(&w, errors, json_object_new_string(s->ds_errors[i]));
+        put(&w, root, "not_recorded", errors);
+        put_u64(&w, root, "not_recorded_total", s->n_ds_errors_total);
         int r = 0;
         const char *text =
                 w.failed ? NULL : json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE);

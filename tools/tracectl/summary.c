@@ -8,6 +8,7 @@
 #include "basic/alloc.h"
 #include "summary.h"
 #include "ds-errors.h"
+#include "record-ended.h"
 #include "syscalls.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
@@ -333,6 +334,7 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
         }
         if (p->has_timestamp)
                 see_ts(s, p->timestamp);
+        bool bpf_seq = false;
         if (p->optional_trusted_packet_sequence_id_case ==
             PERFETTO__PROTOS__TRACE_PACKET__OPTIONAL_TRUSTED_PACKET_SEQUENCE_ID_TRUSTED_PACKET_SEQUENCE_ID) {
                 uint32_t id = p->trusted_packet_sequence_id;
@@ -346,6 +348,13 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         s->seqs[i].count++;
                         if (p->has_previous_packet_dropped && p->previous_packet_dropped && s->seqs[i].count > 1)
                                 s->seqs[i].lost = true;
+                        /* linux.bpf_stack's samples: its counters tell its walks. */
+                        const Perfetto__Protos__TracePacketDefaults *d = p->trace_packet_defaults;
+                        if (d && d->perf_sample_defaults && d->perf_sample_defaults->timebase &&
+                            d->perf_sample_defaults->timebase->name)
+                                s->seqs[i].bpf = stack_walks_bpf_timebase(d->perf_sample_defaults->timebase->name,
+                                                                          strlen(d->perf_sample_defaults->timebase->name));
+                        bpf_seq = s->seqs[i].bpf;
                 }
         }
         if (p->has_previous_packet_dropped && p->previous_packet_dropped)
@@ -373,6 +382,11 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                         s->perf_samples++;
                         s->perf_stacks += ps->has_callstack_iid;
                         s->perf_unwind_errors += err;
+                        if (ps->has_callstack_iid && !bpf_seq)
+                                stack_walks_sample(&s->walks, ps->optional_unwind_error_case ==
+                                                                              PERFETTO__PROTOS__PERF_SAMPLE__OPTIONAL_UNWIND_ERROR_UNWIND_ERROR
+                                                                      ? (int64_t) ps->unwind_error
+                                                                      : -1);
                         struct summary_proc *sp = ps->pid ? proc(s, (int32_t) ps->pid) : NULL;
                         if (sp) {
                                 if (ts > sp->last_sample_ts)
@@ -451,15 +465,17 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                 const Perfetto__Protos__TraceStats *st = p->trace_stats;
                 s->have_stats = true;
                 s->chunks_overwritten = s->chunks_discarded = s->abi_violations = s->patches_failed = 0;
-                s->bytes_written = 0;
+                s->bytes_written = s->chunks_written = 0;
                 for (size_t i = 0; i < st->n_buffer_stats; i++) {
                         s->chunks_overwritten += st->buffer_stats[i]->chunks_overwritten;
                         s->chunks_discarded += st->buffer_stats[i]->chunks_discarded;
                         s->abi_violations += st->buffer_stats[i]->abi_violations;
                         s->patches_failed += st->buffer_stats[i]->patches_failed;
                         s->bytes_written += st->buffer_stats[i]->bytes_written;
+                        s->chunks_written += st->buffer_stats[i]->chunks_written;
                 }
                 s->stats_invalid_packets = st->invalid_packets;
+                s->end_reason = st->has_traced_end_reason ? (int) st->traced_end_reason : 0;
                 s->n_ds_errors_total = st->n_traced_data_source_errors;
                 s->n_ds_errors = MIN(st->n_traced_data_source_errors, (size_t) SUMMARY_MAX_DS_ERRORS);
                 for (size_t i = 0; i < s->n_ds_errors; i++)
@@ -489,9 +505,22 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_INTERRUPT_INFO:
                 type = "interrupt_info";
                 break;
-        case PERFETTO__PROTOS__TRACE_PACKET__DATA_SERVICE_EVENT:
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_SERVICE_EVENT: {
+                const Perfetto__Protos__TracingServiceEvent *e = p->service_event;
                 type = "service_event";
+                if (e->event_type_case == PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_TRACING_STARTED &&
+                    !s->tracing_started_ts)
+                        s->tracing_started_ts = ts;
+                else if (e->event_type_case ==
+                                 PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_ALL_DATA_SOURCES_STARTED &&
+                         !s->all_started_ts)
+                        s->all_started_ts = ts;
+                else if (e->event_type_case ==
+                                 PERFETTO__PROTOS__TRACING_SERVICE_EVENT__EVENT_TYPE_SLOW_STARTING_DATA_SOURCES &&
+                         e->slow_starting_data_sources)
+                        s->slow_starting = (uint32_t) e->slow_starting_data_sources->n_data_source;
                 break;
+        }
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_UUID:
                 type = "trace_uuid";
                 break;
@@ -582,6 +611,7 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
         if (s->ts_max >= s->ts_min && s->ts_min != UINT64_MAX)
                 fprintf(f, "Time span:      %.3f s (boot time %.6f .. %.6f)\n", (double) (s->ts_max - s->ts_min) / 1e9,
                         (double) s->ts_min / 1e9, (double) s->ts_max / 1e9);
+        summary_print_start(f, s);
         fprintf(f, "Packet types:\n");
         for (size_t i = 0; i < s->n_types; i++)
                 fprintf(f, "  %-24s %" PRIu64 "\n", s->types[i].name, s->types[i].count);
@@ -694,16 +724,7 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
         if (shown && (s->lost_events || (s->have_kernel_stats && s->kernel_overrun)))
                 fprintf(f, "Note:           the kernel lost scheduling events: CPU time across them is not counted,\n"
                            "                so \"cpu ms\" is below the kernel's own accounting (\"/proc cpu ms\")\n");
-        if (s->have_stats)
-                fprintf(f,
-                        "Service stats:  %" PRIu64 " bytes written, %" PRIu64 " chunks overwritten, %" PRIu64
-                        " discarded, %" PRIu64 " invalid packets, %" PRIu64 " ABI violations\n",
-                        s->bytes_written, s->chunks_overwritten, s->chunks_discarded, s->stats_invalid_packets,
-                        s->abi_violations);
-        for (size_t i = 0; i < s->n_ds_errors; i++)
-                fprintf(f, "%s%s\n", i == 0 ? "Not recorded:   " : "                ", s->ds_errors[i]);
-        if (s->n_ds_errors_total > s->n_ds_errors)
-                fprintf(f, "                and %zu more\n", s->n_ds_errors_total - s->n_ds_errors);
+        summary_print_session(f, s);
         if (s->invalid_packets)
                 fprintf(f, "Undecodable:    %" PRIu64 " packets\n", s->invalid_packets);
 }

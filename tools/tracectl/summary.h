@@ -57,6 +57,7 @@ struct summary {
                 uint32_t id;
                 uint64_t count;
                 bool lost;
+                bool bpf; /* linux.bpf_stack's (by its timebase's name) */
         } seqs[SUMMARY_MAX_SEQS];
         size_t n_seqs;
         uint64_t packets_after_loss;
@@ -67,7 +68,7 @@ struct summary {
         /* linux.perf: samples with a callstack, without (skipped: out of
          * scope, dropped), with an unwind error; records the kernel lost */
         uint64_t perf_samples, perf_stacks, perf_skipped, perf_unwind_errors, perf_lost;
-        struct stack_walks walks; /* linux.bpf_stack's user stack walks */
+        struct stack_walks walks; /* how the user stacks were walked */
         struct syscall_stats syscalls; /* raw_syscalls or syscalls/ events */
         uint64_t sched_switches;
         uint64_t prints;
@@ -106,13 +107,19 @@ struct summary {
         uint64_t process_stats_samples;
         struct journald_counts journald; /* linux.systemd_journald */
         uint64_t ps_first_ts, ps_last_ts; /* the window "/proc cpu ms" covers */
+        /* The session's start (its service events): when tracing started,
+         * when every data source had (0: not in the trace), and the data
+         * sources the service named as slow to start. */
+        uint64_t tracing_started_ts, all_started_ts;
+        uint32_t slow_starting;
         /* from the last TraceStats packet */
         bool have_stats;
         /* The last TraceStats' data source errors, as tracectl prints them. */
         char ds_errors[SUMMARY_MAX_DS_ERRORS][256];
         size_t n_ds_errors, n_ds_errors_total;
         uint64_t chunks_overwritten, chunks_discarded, abi_violations, stats_invalid_packets, patches_failed;
-        uint64_t bytes_written;
+        uint64_t bytes_written, chunks_written; /* chunks producers committed, headers included */
+        int end_reason; /* traced_end_reason: why the session ended early (0: it did not) */
         /* from SystemInfo */
         char sysname[64], release[128], machine[64];
         uint32_t processes_in_tree;
@@ -152,3 +159,7 @@ struct Perfetto__Protos__CpuInfo;
 void summary_add_sys_stats(struct summary *s, const struct Perfetto__Protos__SysStats *st);
 void summary_add_cpu_info(struct summary *s, const struct Perfetto__Protos__CpuInfo *ci);
 void summary_print_sys(FILE *f, const struct summary *s);
+/* summary-session.c: when the data sources started; the service's
+ * statistics and the data source errors. */
+void summary_print_start(FILE *f, const struct summary *s);
+void summary_print_session(FILE *f, const struct summary *s);

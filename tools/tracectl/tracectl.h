@@ -17,6 +17,10 @@ enum {
         EXIT_CONFIG = 3,
         EXIT_UNREACHABLE = 4,
         EXIT_SESSION_FAILED = 5,
+        /* The recording ended before its time because the service stopped
+         * or went away: the file holds what was recorded until then. 75 is
+         * sysexits' EX_TEMPFAIL (try again later). */
+        EXIT_ENDED_EARLY = 75,
 };
 
 struct tracectl {

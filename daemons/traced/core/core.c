@@ -22,7 +22,13 @@ struct core {
         struct traced_service *svc;
         sd_event *event;
         bool shutting_down;
+        uint64_t stop_started_usec; /* CLOCK_MONOTONIC */
+        sd_event_source *stop_timer;
 };
+
+/* How often a stopping core looks whether every session's end is
+ * written and told. */
+#define CORE_STOP_POLL_USEC (20u * 1000u)
 
 static void notify_status(struct traced_service *svc) {
         size_t started = sessions_count_started(svc);
@@ -30,17 +36,60 @@ static void notify_status(struct traced_service *svc) {
                           svc->n_sessions, started);
 }
 
-static void shutdown_core(struct core *c, const char *why) {
-        if (c->shutting_down)
-                return;
-        c->shutting_down = true;
-        (void) sd_notify(false, "STOPPING=1\nSTATUS=Shutting down");
-        log_info("%s, shutting down.", why);
-        /* Finish open trace files, then leave the loop. */
-        service_shutdown(c->svc);
+/* Every session's end is written and told (or the time is up): the
+ * plugins in this process stop, and the loop ends. */
+static void finish_core(struct core *c) {
+        c->stop_timer = sd_event_source_disable_unref(c->stop_timer);
+        service_shutdown(c->svc); /* what is left, if anything */
         if (c->o->stopping)
                 c->o->stopping(c->o->userdata);
         (void) sd_event_exit(c->event, 0);
+}
+
+static int on_stop_poll(sd_event_source *s, uint64_t usec, void *userdata) {
+        struct core *c = userdata;
+        uint64_t t = usec;
+        (void) sd_event_now(c->event, CLOCK_MONOTONIC, &t);
+        uint64_t waited = t - c->stop_started_usec;
+
+        if (service_stop_done(c->svc)) {
+                log_info("Every session's trace is finished (%.1f s); exiting.", (double) waited / 1e6);
+                finish_core(c);
+                return 0;
+        }
+        if (waited >= (uint64_t) CORE_STOP_TIMEOUT_MS * 1000u) {
+                log_warning("Sessions still ending after %u s: finishing their traces with what they hold.",
+                            CORE_STOP_TIMEOUT_MS / 1000u);
+                finish_core(c);
+                return 0;
+        }
+        if (sd_event_source_set_time_relative(s, CORE_STOP_POLL_USEC) < 0 ||
+            sd_event_source_set_enabled(s, SD_EVENT_ONESHOT) < 0)
+                finish_core(c);
+        return 0;
+}
+
+/* The service stops: every session is flushed and finished (bounded by
+ * CORE_STOP_TIMEOUT_MS), its consumer told, then the loop ends. */
+static void shutdown_core(struct core *c, const char *why) {
+        if (c->shutting_down) {
+                /* Asked again: no more waiting. */
+                if (c->stop_timer) {
+                        log_notice("%s again: finishing every trace with what it holds now.", why);
+                        finish_core(c);
+                }
+                return;
+        }
+        c->shutting_down = true;
+        (void) sd_notify(false, "STOPPING=1\nSTATUS=Finishing every session's trace");
+        log_info("%s: flushing every session, finishing its trace and telling its consumer, then exiting.", why);
+        service_begin_stop(c->svc);
+        if (sd_event_now(c->event, CLOCK_MONOTONIC, &c->stop_started_usec) < 0) {
+                finish_core(c);
+                return;
+        }
+        if (sd_event_add_time_relative(c->event, &c->stop_timer, CLOCK_MONOTONIC, 0, 1000, on_stop_poll, c) < 0)
+                finish_core(c);
 }
 
 static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -165,6 +214,7 @@ int core_run(const struct core_options *o) {
         r = sd_event_loop(event);
         if (!c.shutting_down && o->stopping)
                 o->stopping(o->userdata);
+        c.stop_timer = sd_event_source_disable_unref(c.stop_timer);
         c.svc = service_free(c.svc);
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");

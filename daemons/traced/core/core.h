@@ -48,6 +48,13 @@ struct core_options {
         void *userdata;
 };
 
-/* Runs until SIGTERM/SIGINT or the supervisor goes away. Returns 0 or
- * -errno. */
+/* Runs until SIGTERM/SIGINT or the supervisor goes away. Then it stops
+ * taking new sessions, ends every session (its data sources flushed and
+ * stopped, its file finished, its consumer told) and returns; what is not
+ * done after CORE_STOP_TIMEOUT_MS is finished with what it holds (at once
+ * on a second signal). A supervisor kills a core still running
+ * CORE_STOP_KILL_MS after it asked it to stop; both leave systemd's
+ * TimeoutStopSec (90 s by default) room. Returns 0 or -errno. */
+#define CORE_STOP_TIMEOUT_MS 15000u
+#define CORE_STOP_KILL_MS 25000u
 int core_run(const struct core_options *o);

@@ -14,16 +14,24 @@
 #define SERVICE_MAX_DATA_SOURCES_PER_PRODUCER 1024u
 #define SERVICE_MAX_PRODUCERS 512u
 #define SERVICE_MAX_PRODUCERS_PER_MACHINE 128u /* per remote machine */
-/* What a registration may hold (see man traced(8), LIMITS): one
- * descriptor as large as a frame carries (upstream's bound: the frame
- * less 64 bytes, so a QueryServiceState reply with it alone fits a frame
- * too), names, and the memory all of a producer's, a uid's and
- * everybody's registrations take (name + descriptor + bookkeeping). */
-#define SERVICE_MAX_DESCRIPTOR_SIZE (128u * 1024u - 64u)
+/* What a registration may hold (see man traced(8), LIMITS): a descriptor
+ * as large as a frame carries and a QueryServiceState reply can list
+ * (ports/consumer-query.c), names, and the memory all of a producer's, a
+ * uid's and everybody's registrations take (name + descriptor +
+ * bookkeeping). */
 #define SERVICE_MAX_NAME_LENGTH 1024u
 #define SERVICE_DEFAULT_FLUSH_TIMEOUT_MS 5000u
 #define SERVICE_DEFAULT_STOP_TIMEOUT_MS 5000u
+/* How long a started session waits for its data sources to acknowledge
+ * their start before duration_ms counts anyway and the late ones are
+ * named (upstream reports slow starters after the same time). */
+#define SERVICE_DATA_SOURCE_START_TIMEOUT_MS 20000u
 #define SERVICE_DEFAULT_FILE_WRITE_PERIOD_MS 5000u
+/* A stop of the service (SIGTERM) flushes every session's data sources
+ * for at most this long (or the session's own flush_timeout_ms, when
+ * shorter), then stops them, waiting for stop acknowledgements as long
+ * at most; core.h bounds the whole stop. */
+#define SERVICE_STOP_FLUSH_TIMEOUT_MS 5000u
 #define SERVICE_MIN_FILE_WRITE_PERIOD_MS 100u
 #define SERVICE_MAX_DURATION_MS (7u * 24u * 3600u * 1000u)
 #define SERVICE_SYNC_MARKER_PERIOD_USEC (5u * 1000000u)

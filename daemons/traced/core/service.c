@@ -63,7 +63,17 @@ int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid) {
         return 0;
 }
 
+void service_begin_stop(struct traced_service *svc) {
+        svc->stopping = true;
+        sessions_begin_shutdown(svc);
+}
+
+bool service_stop_done(const struct traced_service *svc) {
+        return sessions_shutdown_done(svc) && ipc_host_queued_bytes(svc->consumer_host) == 0;
+}
+
 void service_shutdown(struct traced_service *svc) {
+        svc->stopping = true;
         sessions_shutdown(svc);
 }
 

@@ -49,6 +49,10 @@ struct traced_service {
         size_t n_trigger_history;
 
         void (*state_changed)(struct traced_service *svc); /* for sd_notify STATUS= */
+        /* The service is stopping (service_begin_stop): no new session,
+         * and the sessions' flushes and stops wait at most the stop's
+         * bounds (limits.h, SERVICE_STOP_*). */
+        bool stopping;
 
         /* Where TraceConfig.output_path may point (output-path.h). */
         char *trace_dir;
@@ -73,7 +77,13 @@ int service_attach_listeners(struct traced_service *svc, int producer_fd, bool p
 /* Serves an already connected producer socket (a plugin host's end of a
  * socketpair); pid names the process behind it when known. Takes fd. */
 int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid);
-/* Disables every session (final writes to files) for shutdown. */
+/* The service stops: new sessions are refused from now on, and every
+ * session is flushed and ended (sessions_begin_shutdown). */
+void service_begin_stop(struct traced_service *svc);
+/* Whether all of that is done: every session's end written and told to
+ * its consumer, and what was queued for the consumers sent. */
+bool service_stop_done(const struct traced_service *svc);
+/* Ends every session that is left at once (final writes to files). */
 void service_shutdown(struct traced_service *svc);
 /* The trace directory from now on (path NULL or fd < 0: none). Takes fd. */
 int service_set_trace_directory(struct traced_service *svc, const char *path, int fd);

@@ -424,6 +424,14 @@ void plugins_set_watchdog(struct plugins *ps, uint64_t usec) {
                 ps->watchdog_usec = usec;
 }
 
+void plugins_stop_restarting(struct plugins *ps) {
+        if (!ps)
+                return;
+        ps->stopping = true;
+        for (size_t i = 0; i < ps->n; i++)
+                ps->procs[i].restart = sd_event_source_disable_unref(ps->procs[i].restart);
+}
+
 void plugins_stop(struct plugins *ps) {
         if (!ps)
                 return;

@@ -34,6 +34,10 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
  * up when it starts, so a change from or to 0 applies to hosts started
  * later. */
 void plugins_set_watchdog(struct plugins *p, uint64_t usec);
+/* The service is stopping: the hosts go on serving (the core flushes and
+ * stops their data sources), but one that exits or dies from now on is
+ * not restarted, nor is one waiting for its restart. */
+void plugins_stop_restarting(struct plugins *p);
 /* SIGTERM to every host, SIGKILL to those still there after 2 s. */
 void plugins_stop(struct plugins *p);
 

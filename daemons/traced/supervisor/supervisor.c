@@ -27,6 +27,7 @@ struct supervisor {
         struct plugins *plugins;
         bool stopping;
         int exit_status;
+        sd_event_source *core_kill; /* stopping: the core's time is up */
 };
 
 static int handoff(int fd, pid_t host_pid, const char *plugin, void *userdata) {
@@ -61,17 +62,35 @@ static int on_core_exit(sd_event_source *src, const siginfo_t *si, void *userdat
         return sd_event_exit(s->event, 0);
 }
 
+static int on_core_stop_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct supervisor *s = userdata;
+        if (s->core_pid > 0) {
+                log_error("The service core did not stop within %u s; killing it.", CORE_STOP_KILL_MS / 1000u);
+                (void) kill(s->core_pid, SIGKILL);
+        }
+        return 0;
+}
+
 static int on_terminate(sd_event_source *src, const struct signalfd_siginfo *si, void *userdata) {
         struct supervisor *s = userdata;
 
         if (!s->stopping)
-                log_info("Received %s, stopping the plugins and the service core.", strsignal((int) si->ssi_signo));
+                log_info("Received %s: the service core finishes every session, then the plugins stop.",
+                         strsignal((int) si->ssi_signo));
         s->stopping = true;
-        /* Plugins first, so that they do not see the core vanish and get
-         * restarted; then the core finishes its trace files and exits. */
-        stop_plugins(s);
-        if (s->core_pid > 0)
+        /* The plugins keep serving while the core flushes and stops their
+         * data sources and finishes the trace files (not restarted when
+         * they exit meanwhile); they are stopped once the core exited. A
+         * second signal is passed on: the core then ends at once. */
+        plugins_stop_restarting(s->plugins);
+        if (s->core_pid > 0) {
                 (void) kill(s->core_pid, SIGTERM);
+                if (!s->core_kill &&
+                    sd_event_add_time_relative(s->event, &s->core_kill, CLOCK_MONOTONIC,
+                                               (uint64_t) CORE_STOP_KILL_MS * 1000u, 100000, on_core_stop_timeout,
+                                               s) < 0)
+                        log_warning("Failed to bound the service core's stop: systemd's TimeoutStopSec does.");
+        }
         return 0;
 }
 
@@ -223,6 +242,7 @@ int supervisor_run(struct supervisor_options *o) {
                 (void) waitpid(s.core_pid, NULL, 0);
         }
 done:
+        sd_event_source_disable_unref(s.core_kill);
         sd_event_unref(s.event);
         safe_close(s.control_fd);
         return s.exit_status;

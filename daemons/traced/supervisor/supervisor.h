@@ -4,11 +4,14 @@
 /* traced's privileged part: starts the service core in its own process
  * with no capabilities (as an unprivileged user when started as root) and
  * one plugin host per plugin, connects each host to the core through a
- * socketpair, restarts hosts that crash or hang, and stops everything on
- * SIGTERM. SIGHUP re-reads the configuration: the trace directory and the
- * plugin watchdog change at once, sessions go on; a bad file is reported
- * and the old configuration stays. If the core dies, traced exits with an error (systemd restarts
- * the whole service). */
+ * socketpair, restarts hosts that crash or hang. SIGTERM stops the core
+ * first, which finishes every session (flushed, stopped, its file
+ * written, its consumer told) while the plugin hosts still serve; then the
+ * hosts are stopped (a core that takes longer than CORE_STOP_KILL_MS
+ * is killed). SIGHUP re-reads the configuration: the trace directory and
+ * the plugin watchdog change at once, sessions go on; a bad file is
+ * reported and the old configuration stays. If the core dies, traced exits
+ * with an error (systemd restarts the whole service). */
 
 #include <stdint.h>
 #include <sys/types.h>

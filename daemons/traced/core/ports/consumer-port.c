@@ -68,12 +68,22 @@ static void on_disconnect(ipc_host_conn *conn, void *userdata) {
         free(c);
 }
 
-static void enable_error(ipc_request *req, const char *msg) {
+/* The session is over (or never started): disabled, with the service's
+ * error (NULL: none) and why it ended early (0: it did not). */
+static void enable_ended(ipc_request *req, const char *msg, int end_reason) {
         Perfetto__Protos__EnableTracingResponse resp = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__INIT;
         resp.state_case = PERFETTO__PROTOS__ENABLE_TRACING_RESPONSE__STATE_DISABLED;
         resp.disabled = true;
         resp.error = (char *) msg;
+        if (end_reason) {
+                resp.has_traced_end_reason = true;
+                resp.traced_end_reason = end_reason;
+        }
         reply(req, &resp.base);
+}
+
+static void enable_error(ipc_request *req, const char *msg) {
+        enable_ended(req, msg, 0);
 }
 
 static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
@@ -96,7 +106,7 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
                         return;
                 }
                 if (session_state(c->session) == SESSION_DISABLED) {
-                        enable_error(req, NULL);
+                        enable_ended(req, NULL, session_end_reason(c->session));
                         return;
                 }
                 session_set_enable_req(c->session, req);
@@ -104,6 +114,10 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
         }
         if (c->session) {
                 enable_error(req, "This consumer already has a tracing session");
+                return;
+        }
+        if (svc->stopping) {
+                enable_error(req, "The tracing service is stopping: start the recording again once it runs");
                 return;
         }
         if (!a->trace_config) {
@@ -400,7 +414,7 @@ static void on_session_freed(struct consumer *c, struct session *s) {
 }
 
 const struct session_consumer_ops consumer_port_session_ops = {
-        .enable_done = enable_error,
+        .enable_done = enable_ended,
         .enable_drop = on_enable_drop,
         .all_started = on_all_started,
         .clone_trigger_hit = on_clone_trigger_hit,

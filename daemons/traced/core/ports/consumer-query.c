@@ -11,6 +11,7 @@
 #include "basic/macro.h"
 #include "log/log.h"
 #include "core/ports/consumer-port.h"
+#include "core/ports/ports.h"
 #include "core/service.h"
 #include "core/sessions/session-stats.h"
 
@@ -19,8 +20,9 @@
 
 /* Each reply carries a slice of the producers, data sources and sessions;
  * the perfetto CLI (like tracectl) concatenates the replies. An element
- * bigger than a slice (a descriptor of up to SERVICE_MAX_DESCRIPTOR_SIZE)
- * goes alone, and still fits a frame. */
+ * bigger than a slice (a descriptor as large as a frame carries) goes
+ * alone, and still fits a frame: registrations are held to that
+ * (consumer_query_can_list). */
 #define QSS_SLICE_BYTES (64u * 1024u)
 /* More replies wait while this much is queued for the consumer; the rest
  * follows when the socket has taken it (ipc_host_conn_set_drained_cb). */
@@ -119,6 +121,26 @@ static int qss_slice(const Perfetto__Protos__TracingServiceState *st, struct qss
         if (k.error < 0)
                 qss_stream_free_replies(q);
         return k.error;
+}
+
+bool consumer_query_can_list(const Perfetto__Protos__DataSourceDescriptor *d, uint16_t producer_id,
+                             size_t *ret_max_size) {
+        /* The reply with that data source alone, as qss_slice cuts it. */
+        Perfetto__Protos__TracingServiceState__DataSource ds = PERFETTO__PROTOS__TRACING_SERVICE_STATE__DATA_SOURCE__INIT;
+        Perfetto__Protos__TracingServiceState__DataSource *list[1] = { &ds };
+        Perfetto__Protos__TracingServiceState st = PERFETTO__PROTOS__TRACING_SERVICE_STATE__INIT;
+        Perfetto__Protos__QueryServiceStateResponse resp = PERFETTO__PROTOS__QUERY_SERVICE_STATE_RESPONSE__INIT;
+        ds.ds_descriptor = (Perfetto__Protos__DataSourceDescriptor *) d;
+        ds.has_producer_id = true;
+        ds.producer_id = producer_id;
+        st.n_data_sources = 1;
+        st.data_sources = list;
+        resp.service_state = &st;
+        size_t descriptor = protobuf_c_message_get_packed_size(&d->base);
+        size_t frame = ipc_reply_frame_max_size(protobuf_c_message_get_packed_size(&resp.base));
+        size_t around = frame - descriptor;
+        *ret_max_size = IPC_FRAME_MAX_SEND_SIZE > around ? IPC_FRAME_MAX_SEND_SIZE - around : 0;
+        return frame <= IPC_FRAME_MAX_SEND_SIZE;
 }
 
 /* Builds the answer to req; on failure req is answered with an error. */

@@ -11,6 +11,8 @@
 
 #include "ipc/ipc.h"
 
+#include "perfetto/common/data_source_descriptor.pb-c.h"
+
 struct producer;
 struct session_consumer_ops;
 
@@ -20,6 +22,14 @@ extern const struct ipc_service_desc relay_port_desc;
 extern const struct session_consumer_ops consumer_port_session_ops;
 
 int producer_setup_smb(struct producer *p);
+
+/* consumer-query.c: whether a QueryServiceState reply can list a data
+ * source with descriptor d of producer_id whole, in one IPC frame (a
+ * descriptor that came in a frame of its own can be a few bytes larger
+ * than the frame of its listing allows); *ret_max_size: the largest
+ * descriptor that can be listed. */
+bool consumer_query_can_list(const Perfetto__Protos__DataSourceDescriptor *d, uint16_t producer_id,
+                             size_t *ret_max_size);
 
 /* producer-trust.c */
 struct traced_service;

@@ -264,16 +264,23 @@ static bool registration_fits(struct producer *p, size_t extra, const char **ret
         return !*ret_error;
 }
 
-/* Whether a descriptor may be registered; *ret_error says why not. */
-static bool descriptor_acceptable(const Perfetto__Protos__DataSourceDescriptor *d, size_t packed,
-                                  const char **ret_error) {
+/* Whether a descriptor may be registered; *ret_error says why not (in
+ * error_buf when it needs figures). Any size that came in a frame is
+ * taken, as long as QueryServiceState can list it whole in a frame. */
+static bool descriptor_acceptable(const Perfetto__Protos__DataSourceDescriptor *d, uint16_t producer_id,
+                                  const char **ret_error, char *error_buf, size_t error_size) {
+        size_t max;
         if (!d || !d->name || !d->name[0])
                 *ret_error = "Data source descriptor has no name";
         else if (strlen(d->name) > SERVICE_MAX_NAME_LENGTH)
                 *ret_error = "Data source name longer than 1024 bytes";
-        else if (packed > SERVICE_MAX_DESCRIPTOR_SIZE)
-                *ret_error = "Data source descriptor larger than 131008 bytes (128 KiB less 64)";
-        else
+        else if (!consumer_query_can_list(d, producer_id, &max)) {
+                snprintf(error_buf, error_size,
+                         "Data source descriptor of %zu bytes: QueryServiceState can list one of at most %zu bytes "
+                         "in an IPC frame (128 KiB)",
+                         protobuf_c_message_get_packed_size(&d->base), max);
+                *ret_error = error_buf;
+        } else
                 return true;
         return false;
 }
@@ -315,8 +322,8 @@ static void m_register_data_source(ipc_request *req, const ProtobufCMessage *arg
                 ipc_request_fail(req);
                 return;
         }
-        size_t packed = d ? protobuf_c_message_get_packed_size(&d->base) : 0;
-        if (!descriptor_acceptable(d, packed, &why)) {
+        char why_buf[160];
+        if (!descriptor_acceptable(d, p->id, &why, why_buf, sizeof(why_buf))) {
                 refuse_registration(req, p, d ? d->name : NULL, why);
                 return;
         }
@@ -335,7 +342,7 @@ static void m_register_data_source(ipc_request *req, const ProtobufCMessage *arg
                 refuse_registration(req, p, d->name, "Too many data sources (the limit is 1024 per producer)");
                 return;
         }
-        size_t cost = ds_reg_cost(d->name, packed);
+        size_t cost = ds_reg_cost(d->name, protobuf_c_message_get_packed_size(&d->base));
         if (!registration_fits(p, cost, &why)) {
                 refuse_registration(req, p, d->name, why);
                 return;
@@ -384,9 +391,10 @@ static void m_update_data_source(ipc_request *req, const ProtobufCMessage *args,
                 return;
         }
         const char *why = NULL;
+        char why_buf[160];
         size_t packed = protobuf_c_message_get_packed_size(&d->base);
         size_t old_cost = ds_reg_cost(reg->name, reg->descriptor_size), new_cost = ds_reg_cost(reg->name, packed);
-        if (!descriptor_acceptable(d, packed, &why) ||
+        if (!descriptor_acceptable(d, p->id, &why, why_buf, sizeof(why_buf)) ||
             (new_cost > old_cost && !registration_fits(p, new_cost - old_cost, &why))) {
                 log_notice("Refusing an update of data source \"%.64s\" of producer %u \"%.64s\" (uid %u, pid %d): %s",
                            reg->name, p->id, strna(p->name), (unsigned) p->uid, (int) p->pid, why);

@@ -22,6 +22,10 @@ enum session_state session_state(const struct session *s) {
         return s->state;
 }
 
+int session_end_reason(const struct session *s) {
+        return s->end_reason;
+}
+
 const Perfetto__Protos__TraceConfig *session_config(const struct session *s) {
         return s->config;
 }
@@ -89,7 +93,7 @@ struct session *sessions_attach(struct traced_service *svc, struct consumer *c, 
                         if (s->enable_req) {
                                 ipc_request *req = s->enable_req;
                                 s->enable_req = NULL;
-                                svc->consumer_ops->enable_done(req, SESSION_TAKEN_OVER);
+                                svc->consumer_ops->enable_done(req, SESSION_TAKEN_OVER, 0);
                         }
                         svc->consumer_ops->session_taken(s->consumer, s);
                 }

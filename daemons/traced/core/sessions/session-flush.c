@@ -12,6 +12,7 @@
 #include "basic/pb-buf.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
+#include "core/sessions/session-stats.h"
 
 /* Frees f, unlinked and its timers off, and tells its waiter (a
  * consumer's Flush, a stop) how it ended. */
@@ -55,7 +56,7 @@ static void report_slow_flush(struct pending_flush *f) {
         struct session *s = f->session;
         _cleanup_(pb_buf_done) struct pb_buf b = {};
         TracingServiceEvent_DataSources list;
-        bool any = false;
+        size_t n = 0;
 
         TracingServiceEvent_DataSources_init(&list, pb_buf_stream(&b));
         for (size_t k = 0; k < f->n_producers; k++) {
@@ -63,19 +64,9 @@ static void report_slow_flush(struct pending_flush *f) {
                 log_notice("Session %" PRIu64 ": flush %" PRIu64 " timed out waiting for producer %u \"%s\" (pid %d).",
                            s->id, f->request_id, f->producers[k], p ? strna(p->name) : "(gone)",
                            p ? (int) p->pid : 0);
-                for (struct ds_instance *i = s->instances; i; i = i->next) {
-                        if (i->producer_id != f->producers[k])
-                                continue;
-                        TracingServiceEvent_DataSources_DataSource ds;
-                        TracingServiceEvent_DataSources_begin_data_source(&list, &ds);
-                        if (p && p->name)
-                                TracingServiceEvent_DataSources_DataSource_set_producer_name(&ds, p->name);
-                        TracingServiceEvent_DataSources_DataSource_set_data_source_name(&ds, i->name);
-                        TracingServiceEvent_DataSources_end_data_source(&list, &ds);
-                        any = true;
-                }
+                n += session_list_data_sources(s, DS_STARTED, f->producers[k], &list);
         }
-        if (traced_pb_msg_finish(&list.msg) >= 0 && any)
+        if (n > 0 && traced_pb_msg_finish(&list.msg) >= 0)
                 session_add_service_event_msg(s, SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES, pb_buf_data(&b),
                                               pb_buf_len(&b));
 }
@@ -119,9 +110,12 @@ int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, vo
         for (struct producer *p = svc->producers; p; p = p->next) {
                 uint64_t ids[256];
                 size_t n = 0;
+                /* An instance still starting has written nothing to
+                         * flush, and its producer may be busy starting it
+                         * (loading BPF programs): a flush would only wait
+                         * for it. */
                 for (struct ds_instance *i = s->instances; i; i = i->next)
-                        if (i->producer == p && (i->state == DS_STARTED || i->state == DS_STARTING) &&
-                            n < ELEMENTSOF(ids))
+                        if (i->producer == p && i->state == DS_STARTED && n < ELEMENTSOF(ids))
                                 ids[n++] = i->id;
                 if (n == 0)
                         continue;
@@ -140,6 +134,8 @@ int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, vo
                 timeout_ms = s->config->has_flush_timeout_ms && s->config->flush_timeout_ms
                                      ? s->config->flush_timeout_ms
                                      : SERVICE_DEFAULT_FLUSH_TIMEOUT_MS;
+        if (svc->stopping)
+                timeout_ms = MIN(timeout_ms, SERVICE_STOP_FLUSH_TIMEOUT_MS);
         r = sd_event_add_time_relative(svc->event, &f->timeout, CLOCK_MONOTONIC, (uint64_t) timeout_ms * 1000u, 1000,
                                        on_flush_timeout, f);
         return r < 0 ? r : 0;
@@ -208,6 +204,9 @@ void session_stop_all_instances(struct session *s) {
                                    : SERVICE_DEFAULT_STOP_TIMEOUT_MS;
         bool waiting = false;
 
+        if (s->svc->stopping)
+                timeout = MIN(timeout, SERVICE_STOP_FLUSH_TIMEOUT_MS);
+
         for (struct ds_instance *i = s->instances; i; i = i->next) {
                 if (!i->producer || i->state == DS_STOPPED || i->state == DS_CONFIGURED) {
                         if (i->producer && i->state == DS_CONFIGURED)
@@ -216,7 +215,20 @@ void session_stop_all_instances(struct session *s) {
                         continue;
                 }
                 (void) i->producer->ops->stop_data_source(i->producer, i);
-                if (i->will_notify_on_stop) {
+                /* One that never acknowledged its start is told to stop,
+                 * not waited for: what it would still write has no
+                 * session to go to, and its producer may be busy
+                 * starting it for a while yet. Its consumer hears that
+                 * the trace lacks it. */
+                if (i->state == DS_STARTING) {
+                        log_notice("Session %" PRIu64 ": data source \"%s\" of producer %u \"%s\" had not started "
+                                   "when the session stopped.",
+                                   s->id, i->name, i->producer_id, strna(i->producer->name));
+                        (void) session_add_ds_error(s, i->producer->name, i->name, NULL,
+                                                    "the session stopped before it had started: nothing of it "
+                                                    "was recorded");
+                }
+                if (i->will_notify_on_stop && i->state != DS_STARTING) {
                         i->state = DS_STOPPING;
                         waiting = true;
                 } else
@@ -257,15 +269,4 @@ void session_disable(struct session *s, const char *error) {
         case SESSION_DISABLED:
                 break;
         }
-}
-
-void sessions_shutdown(struct traced_service *svc) {
-        /* No time for flushes: take what is committed and write it out. */
-        for (struct session *s = svc->sessions; s; s = s->next)
-                if (s->state != SESSION_DISABLED) {
-                        session_cancel_flushes(s);
-                        if (s->state == SESSION_STARTED || s->state == SESSION_DISABLING)
-                                s->state = SESSION_DISABLING;
-                        session_force_finalize(s, "The tracing service is shutting down");
-                }
 }

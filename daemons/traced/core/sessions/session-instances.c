@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "basic/macro.h"
+#include "basic/pb-buf.h"
 #include "basic/regex-limits.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
@@ -292,11 +293,68 @@ void session_check_all_started(struct session *s) {
         for (struct ds_instance *i = s->instances; i; i = i->next)
                 if (i->state == DS_STARTING)
                         return;
-        if (!s->all_started_notified && s->state == SESSION_STARTED) {
+        if (s->state != SESSION_STARTED)
+                return;
+        session_start_complete(s);
+        if (!s->all_started_notified) {
                 s->all_started_notified = true;
                 session_add_service_event(s, SERVICE_EVENT_ALL_DATA_SOURCES_STARTED);
                 session_notify_all_started(s);
         }
+}
+
+size_t session_list_data_sources(struct session *s, enum ds_instance_state state, uint16_t producer_id,
+                                 TracingServiceEvent_DataSources *list) {
+        size_t n = 0;
+
+        for (struct ds_instance *i = s->instances; i; i = i->next) {
+                if (i->state != state || (producer_id && i->producer_id != producer_id))
+                        continue;
+                TracingServiceEvent_DataSources_DataSource ds;
+                TracingServiceEvent_DataSources_begin_data_source(list, &ds);
+                if (i->producer && i->producer->name)
+                        TracingServiceEvent_DataSources_DataSource_set_producer_name(&ds, i->producer->name);
+                TracingServiceEvent_DataSources_DataSource_set_data_source_name(&ds, i->name);
+                TracingServiceEvent_DataSources_end_data_source(list, &ds);
+                n++;
+        }
+        return n;
+}
+
+static void describe_delay(const struct session *s, char *buf, size_t size) {
+        uint64_t ms = (session_now_usec(CLOCK_BOOTTIME) * 1000u - s->started_ns) / 1000000u;
+        snprintf(buf, size, "%" PRIu64 ".%01" PRIu64 " s", ms / 1000u, ms % 1000u / 100u);
+}
+
+/* The start timeout passed with instances still starting: each is named
+ * (log, TraceStats' data source errors, the slow_starting_data_sources
+ * event) and the session's duration counts from now. */
+int session_on_start_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        _cleanup_(pb_buf_done) struct pb_buf b = {};
+        TracingServiceEvent_DataSources list;
+        char msg[160];
+
+        s->start_timer = sd_event_source_disable_unref(s->start_timer);
+        snprintf(msg, sizeof(msg),
+                 "had not started %u s after the session started: recorded without it until it does%s",
+                 SERVICE_DATA_SOURCE_START_TIMEOUT_MS / 1000u,
+                 s->duration_pending ? "; the duration counts from now" : "");
+        for (struct ds_instance *i = s->instances; i; i = i->next) {
+                if (i->state != DS_STARTING)
+                        continue;
+                s->start_timed_out = true;
+                log_notice("Session %" PRIu64 ": data source \"%s\" of producer %u \"%s\" (pid %d) %s.", s->id,
+                           i->name, i->producer_id, i->producer ? strna(i->producer->name) : "(gone)",
+                           i->producer ? (int) i->producer->pid : 0, msg);
+                (void) session_add_ds_error(s, i->producer ? i->producer->name : NULL, i->name, NULL, msg);
+        }
+        TracingServiceEvent_DataSources_init(&list, pb_buf_stream(&b));
+        if (session_list_data_sources(s, DS_STARTING, 0, &list) > 0 && traced_pb_msg_finish(&list.msg) >= 0)
+                session_add_service_event_msg(s, SERVICE_EVENT_SLOW_STARTING_DATA_SOURCES, pb_buf_data(&b),
+                                              pb_buf_len(&b));
+        session_start_complete(s);
+        return 0;
 }
 
 static struct ds_instance *find_instance(struct traced_service *svc, struct producer *p, uint64_t id) {
@@ -312,7 +370,16 @@ void session_on_ds_started(struct traced_service *svc, struct producer *p, uint6
         if (!i || i->state != DS_STARTING)
                 return;
         i->state = DS_STARTED;
-        session_check_all_started(i->session);
+        struct session *s = i->session;
+        if (s->start_timed_out && s->state == SESSION_STARTED) {
+                char msg[128], delay[32];
+                describe_delay(s, delay, sizeof(delay));
+                snprintf(msg, sizeof(msg), "started %s after the session started; recorded from then on", delay);
+                log_notice("Session %" PRIu64 ": data source \"%s\" of producer %u \"%s\" %s.", s->id, i->name,
+                           p->id, strna(p->name), msg);
+                (void) session_add_ds_error(s, p->name, i->name, NULL, msg);
+        }
+        session_check_all_started(s);
 }
 
 void session_on_ds_stopped(struct traced_service *svc, struct producer *p, uint64_t instance_id) {

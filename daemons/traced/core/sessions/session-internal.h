@@ -64,8 +64,9 @@ enum {
         SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED = TracingServiceEvent_FIELD_all_data_sources_flushed,
         SERVICE_EVENT_READ_BUFFERS_COMPLETED = TracingServiceEvent_FIELD_read_tracing_buffers_completed,
         SERVICE_EVENT_TRACING_DISABLED = TracingServiceEvent_FIELD_tracing_disabled,
-        SERVICE_EVENT_FLUSH_STARTED = TracingServiceEvent_FIELD_flush_started,
+        SERVICE_EVENT_SLOW_STARTING_DATA_SOURCES = TracingServiceEvent_FIELD_slow_starting_data_sources,
         SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES = TracingServiceEvent_FIELD_last_flush_slow_data_sources,
+        SERVICE_EVENT_FLUSH_STARTED = TracingServiceEvent_FIELD_flush_started,
 };
 
 struct service_event {
@@ -145,6 +146,11 @@ struct session {
         sd_event_source *sync_timer;
         sd_event_source *clear_timer;
         sd_event_source *trigger_timer;
+        /* duration_ms counts from when every data source acknowledged its
+         * start (or from start_timer's expiry): armed then, pending until. */
+        sd_event_source *start_timer;
+        bool duration_pending;
+        bool start_timed_out; /* start_timer expired with data sources still starting */
 
         struct pending_flush *flushes;
         bool stop_sent;
@@ -154,6 +160,9 @@ struct session {
 
         ipc_request *enable_req; /* answered when the session is disabled */
         char *disable_error;
+        /* Why it ended early, when it did (TraceStats.traced_end_reason,
+         * and the EnableTracing answer's): 0 when it ended as asked. */
+        int end_reason;
         char *state_text; /* QueryServiceState's state with disable_error */
         char *output_text; /* QueryServiceState's output_path: the file as the core sees it */
         /* What producers reported they could not do for this session's data
@@ -175,6 +184,7 @@ struct session {
         bool clock_snapshot_due;
         uint64_t start_boottime_ns;
         uint64_t started_ns;
+        int64_t start_realtime_ns; /* CLOCK_REALTIME at the start (QueryServiceState) */
         bool stop_trigger_hit;
         bool final_stats_emitted;
         char *triggered_by;
@@ -254,8 +264,12 @@ bool session_is_trigger_mode(const struct session *s, int mode);
  * bytes, for the trace_config packet). */
 int session_alloc(struct traced_service *svc, struct consumer *c, uid_t uid, enum session_state state,
                   const Perfetto__Protos__TraceConfig *cfg, struct session **ret);
-/* Arms the duration and periodic timers and starts every instance. */
+/* Arms the periodic timers and starts every instance; duration_ms counts
+ * from when they all run (session_start_complete). */
 int session_start_now(struct session *s);
+/* Every data source acknowledged its start, or the start timeout passed:
+ * duration_ms counts from now. */
+void session_start_complete(struct session *s);
 /* Marks the session disabled and writes out what it still holds. */
 void session_finalize(struct session *s);
 
@@ -267,6 +281,13 @@ void session_free_regexes(struct session *s);
 void session_setup_data_sources(struct session *s);
 int session_start_instance(struct session *s, struct ds_instance *inst);
 void session_check_all_started(struct session *s);
+/* SERVICE_DATA_SOURCE_START_TIMEOUT_MS after the start. */
+int session_on_start_timeout(sd_event_source *src, uint64_t usec, void *userdata);
+/* Adds to list a TracingServiceEvent.DataSources.DataSource naming each of
+ * the session's instances in state (all of them with producer_id 0, else
+ * that producer's); returns how many. */
+size_t session_list_data_sources(struct session *s, enum ds_instance_state state, uint16_t producer_id,
+                                 TracingServiceEvent_DataSources *list);
 /* The incremental_state_config timer. */
 int session_on_clear_timer(sd_event_source *src, uint64_t usec, void *userdata);
 

@@ -89,6 +89,10 @@ Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s) {
         st->flushes_succeeded = s->flushes_succeeded;
         st->has_flushes_failed = true;
         st->flushes_failed = s->flushes_failed;
+        if (s->end_reason) {
+                st->has_traced_end_reason = true;
+                st->traced_end_reason = s->end_reason;
+        }
         /* The session's own: freed with it, not with st. */
         st->n_traced_data_source_errors = s->n_ds_errors;
         st->traced_data_source_errors = s->ds_errors;
@@ -261,6 +265,10 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
                 t->has_bugreport_score = s->config->has_bugreport_score;
                 t->bugreport_score = s->config->bugreport_score;
                 t->bugreport_filename = s->config->bugreport_filename;
+                if (s->start_realtime_ns) {
+                        t->has_start_realtime_ns = true;
+                        t->start_realtime_ns = s->start_realtime_ns;
+                }
                 if (s->config->has_duration_ms) {
                         t->has_duration_ms = true;
                         t->duration_ms = s->config->duration_ms;

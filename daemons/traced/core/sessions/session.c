@@ -129,6 +129,7 @@ void session_free(struct session *s) {
         sd_event_source_disable_unref(s->sync_timer);
         sd_event_source_disable_unref(s->clear_timer);
         sd_event_source_disable_unref(s->trigger_timer);
+        sd_event_source_disable_unref(s->start_timer);
         session_output_free(s);
         safe_close(s->file_fd);
         while (s->clone_hits) {
@@ -371,20 +372,31 @@ bool session_is_trigger_mode(const struct session *s, int mode) {
         return t && t->has_trigger_mode && (int) t->trigger_mode == mode;
 }
 
-/* Arms the duration and periodic timers and starts every instance. */
+/* Arms the periodic timers and starts every instance. duration_ms counts
+ * from when they all run: a data source that takes a while to start
+ * (loading BPF programs on a busy machine) acknowledges its start only
+ * once it records, and the session then records for the whole duration
+ * with it, not for what is left of it. One that has not started after
+ * SERVICE_DATA_SOURCE_START_TIMEOUT_MS is named and the duration counts
+ * from then, so nothing holds a session forever. Upstream's perfetto
+ * command line bounds its wait by duration_ms plus a minute, more than
+ * the timeout. */
 int session_start_now(struct session *s) {
         const Perfetto__Protos__TraceConfig *cfg = s->config;
+        struct timespec rt;
 
         s->state = SESSION_STARTED;
         s->started_ns = session_now_usec(CLOCK_BOOTTIME) * 1000u;
+        clock_gettime(CLOCK_REALTIME, &rt);
+        s->start_realtime_ns = (int64_t) rt.tv_sec * 1000000000 + rt.tv_nsec;
         session_add_service_event(s, SERVICE_EVENT_TRACING_STARTED);
         for (struct ds_instance *i = s->instances; i; i = i->next)
                 (void) session_start_instance(s, i);
 
         bool stop_or_clone = session_is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__STOP_TRACING) ||
                              session_is_trigger_mode(s, PERFETTO__PROTOS__TRACE_CONFIG__TRIGGER_CONFIG__TRIGGER_MODE__CLONE_SNAPSHOT);
-        if (cfg->has_duration_ms && cfg->duration_ms > 0 && !stop_or_clone)
-                (void) session_add_timer_ms(s, &s->duration_timer, cfg->duration_ms, on_duration);
+        s->duration_pending = cfg->has_duration_ms && cfg->duration_ms > 0 && !stop_or_clone;
+        (void) session_add_timer_ms(s, &s->start_timer, SERVICE_DATA_SOURCE_START_TIMEOUT_MS, session_on_start_timeout);
         if (s->file_fd >= 0) {
                 s->file_period_ms = cfg->has_file_write_period_ms && cfg->file_write_period_ms
                                             ? MAX(cfg->file_write_period_ms, SERVICE_MIN_FILE_WRITE_PERIOD_MS)
@@ -408,6 +420,14 @@ int session_start_now(struct session *s) {
         session_check_all_started(s);
         sessions_state_changed(s->svc);
         return 0;
+}
+
+void session_start_complete(struct session *s) {
+        s->start_timer = sd_event_source_disable_unref(s->start_timer);
+        if (!s->duration_pending || s->state != SESSION_STARTED)
+                return;
+        s->duration_pending = false;
+        (void) session_add_timer_ms(s, &s->duration_timer, s->config->duration_ms, on_duration);
 }
 
 int session_start(struct session *s) {
@@ -441,6 +461,7 @@ void session_finalize(struct session *s) {
         s->stop_timer = sd_event_source_disable_unref(s->stop_timer);
         s->clear_timer = sd_event_source_disable_unref(s->clear_timer);
         s->trigger_timer = sd_event_source_disable_unref(s->trigger_timer);
+        s->start_timer = sd_event_source_disable_unref(s->start_timer);
         s->file_timer = sd_event_source_disable_unref(s->file_timer);
         session_add_service_event(s, SERVICE_EVENT_TRACING_DISABLED);
 
@@ -484,7 +505,7 @@ void session_output_finished(struct session *s) {
         if (s->enable_req) {
                 ipc_request *req = s->enable_req;
                 s->enable_req = NULL;
-                s->svc->consumer_ops->enable_done(req, s->disable_error);
+                s->svc->consumer_ops->enable_done(req, s->disable_error, s->end_reason);
         }
         session_notify_all_started(s);
         sessions_state_changed(s->svc);

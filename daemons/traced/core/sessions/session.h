@@ -98,8 +98,9 @@ struct received_trigger {
 
 struct session_consumer_ops {
         /* The session ended: answer the EnableTracing request waiting for
-         * it (taken), with error (NULL: none). */
-        void (*enable_done)(ipc_request *enable_req, const char *error);
+         * it (taken), with error (NULL: none) and why it ended early
+         * (TraceStats.TracedEndReason; 0: it ended as asked). */
+        void (*enable_done)(ipc_request *enable_req, const char *error, int end_reason);
         /* The session is freed while the request still waits (taken). */
         void (*enable_drop)(ipc_request *enable_req);
         /* Every data source of c's session started. */
@@ -177,7 +178,16 @@ struct producer *sessions_find_producer(struct traced_service *svc, uint16_t id)
 void sessions_state_changed(struct traced_service *svc);
 /* Sessions in SESSION_STARTED. */
 size_t sessions_count_started(const struct traced_service *svc);
-/* Ends every session at once (final writes to files), for shutdown. */
+/* The service stops (SIGTERM): every session that runs is ended as
+ * DisableTracing ends it (its data sources flushed, then stopped, its file
+ * finished), with the stop's bounds on the waits, and marked as ended by
+ * the stop (TraceStats.traced_end_reason, the EnableTracing answer). */
+void sessions_begin_shutdown(struct traced_service *svc);
+/* Whether every session has ended, its file is written and a consumer
+ * that reads its session back (no file) did so or went away. */
+bool sessions_shutdown_done(const struct traced_service *svc);
+/* Ends every session at once (final writes to files, waiting for the
+ * disk; a pipe gets what it takes now), for shutdown. */
 void sessions_shutdown(struct traced_service *svc);
 
 /* What the consumer port reads of a session and does with it
@@ -185,6 +195,8 @@ void sessions_shutdown(struct traced_service *svc);
 uint64_t session_id(const struct session *s);
 uid_t session_uid(const struct session *s);
 enum session_state session_state(const struct session *s);
+/* Why it ended early (TraceStats.TracedEndReason), 0 if it did not. */
+int session_end_reason(const struct session *s);
 const Perfetto__Protos__TraceConfig *session_config(const struct session *s);
 /* A write_into_file session with its fd still open. */
 bool session_writes_file(const struct session *s);

@@ -4,7 +4,7 @@
 #include <linux/perf_event.h>
 #include <string.h>
 
-#include "perf-record.h"
+#include "profiling/perf-record.h"
 
 struct cursor {
         const uint8_t *p, *end;
@@ -52,14 +52,15 @@ static const char *string(struct cursor *c) {
         return s;
 }
 
-/* The sample_id trailer of non-sample records (sample_id_all): we ask for
- * TID|TIME|CPU at most; time is all we use. */
-static uint64_t trailer_time(const uint8_t *end, const uint8_t *start, const struct perf_layout *l) {
+/* The sample_id trailer of non-sample records (sample_id_all): its
+ * length for the layout, and where the time lies in it. */
+static bool trailer_time_at(const struct perf_layout *l, size_t *ret_len, size_t *ret_at) {
         if (!l->sample_id_all || !(l->sample_type & PERF_SAMPLE_TIME))
-                return 0;
+                return false;
         size_t n = 0;
         if (l->sample_type & PERF_SAMPLE_TID)
                 n += 8;
+        *ret_at = n;
         n += 8; /* time */
         if (l->sample_type & PERF_SAMPLE_ID)
                 n += 8;
@@ -69,12 +70,46 @@ static uint64_t trailer_time(const uint8_t *end, const uint8_t *start, const str
                 n += 8;
         if (l->sample_type & PERF_SAMPLE_IDENTIFIER)
                 n += 8;
-        if ((size_t) (end - start) < n)
+        *ret_len = n;
+        return true;
+}
+
+/* We ask for TID|TIME|CPU at most; time is all we use. */
+static uint64_t trailer_time(const uint8_t *end, const uint8_t *start, const struct perf_layout *l) {
+        size_t n, at;
+        if (!trailer_time_at(l, &n, &at) || (size_t) (end - start) < n)
                 return 0;
-        const uint8_t *p = end - n + ((l->sample_type & PERF_SAMPLE_TID) ? 8 : 0);
         uint64_t t;
-        memcpy(&t, p, 8);
+        memcpy(&t, end - n + at, 8);
         return t;
+}
+
+bool perf_record_time_offset(const struct perf_layout *l, uint32_t type, size_t size, size_t *ret_off) {
+        size_t h = sizeof(struct perf_event_header), off, n, at;
+        switch (type) {
+        case PERF_RECORD_SAMPLE:
+                if (!(l->sample_type & PERF_SAMPLE_TIME))
+                        return false;
+                off = h + (l->sample_type & PERF_SAMPLE_IDENTIFIER ? 8 : 0) + (l->sample_type & PERF_SAMPLE_IP ? 8 : 0) +
+                      (l->sample_type & PERF_SAMPLE_TID ? 8 : 0);
+                break;
+        case PERF_RECORD_FORK:
+        case PERF_RECORD_EXIT:
+                off = h + 16; /* pid, ppid, tid, ptid */
+                break;
+        case PERF_RECORD_THROTTLE:
+        case PERF_RECORD_UNTHROTTLE:
+                off = h;
+                break;
+        default:
+                if (!trailer_time_at(l, &n, &at) || size < h + n)
+                        return false;
+                off = size - n + at;
+        }
+        if (off + 8 > size)
+                return false;
+        *ret_off = off;
+        return true;
 }
 
 static int parse_sample(struct cursor *c, const struct perf_layout *l, struct perf_record *r) {

@@ -84,6 +84,11 @@ struct perf_record {
  * when it does not hold what its type and the layout say. */
 int perf_record_parse(const uint8_t *rec, size_t len, const struct perf_layout *layout, struct perf_record *ret);
 
+/* Where the time of a record of this type and size lies in it (to order
+ * the records of several rings without parsing them): false when it has
+ * none. */
+bool perf_record_time_offset(const struct perf_layout *l, uint32_t type, size_t size, size_t *ret_off);
+
 /* Copies the record at the ring's tail offset into buf (the ring data area
  * is a power of two, size bytes). Returns the record length, 0 when fewer
  * than a header's bytes are available, -EBADMSG for a header whose size is
