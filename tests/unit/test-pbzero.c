@@ -252,6 +252,45 @@ Test(pbzero, nested_in_heap_buffer_across_reallocs) {
         decode_everything(pb_buf_data(&b), pb_buf_len(&b), 1, 1);
 }
 
+Test(pbzero, heap_buffer_drained_between_fields_of_the_root) {
+        /* A root message sent field by field (as tracectl's pprof writer
+         * deflates its profile): the bytes of each ended field handed on,
+         * the buffer drained, the next field written from its start. */
+        _cleanup_(pb_buf_done) struct pb_buf b = {};
+        uint8_t *all = NULL;
+        size_t len = 0;
+        traced_test_Everything e, child;
+        traced_test_Everything_init(&e, pb_buf_stream(&b));
+        for (int i = 0; i < 5; i++) {
+                traced_test_Everything_begin_children(&e, &child);
+                write_everything(&child, 2, 2);
+                cr_assert_eq(pb_buf_drain(&b), -EBUSY, "a field still open is never drained");
+                traced_test_Everything_end_children(&e, &child);
+                cr_assert_eq(pb_buf_error(&b), 0);
+                all = realloc(all, len + pb_buf_len(&b));
+                cr_assert_not_null(all);
+                memcpy(all + len, pb_buf_data(&b), pb_buf_len(&b));
+                len += pb_buf_len(&b);
+                cr_assert_eq(pb_buf_drain(&b), 0);
+                cr_assert_eq(pb_buf_len(&b), 0);
+                cr_assert_eq(traced_pb_msg_size(&e.msg), len, "the root counts the bytes drained");
+        }
+        traced_test_Everything_set_number(&e, 7);
+        cr_assert_eq(traced_pb_msg_finish(&e.msg), 0);
+        all = realloc(all, len + pb_buf_len(&b));
+        memcpy(all + len, pb_buf_data(&b), pb_buf_len(&b));
+        len += pb_buf_len(&b);
+
+        Traced__Test__Everything *d = traced__test__everything__unpack(NULL, len, all);
+        cr_assert_not_null(d);
+        cr_assert_eq(d->n_children, 5);
+        for (size_t i = 0; i < 5; i++)
+                check_everything(d->children[i], 2, 2);
+        cr_assert_eq(d->number, 7);
+        traced__test__everything__free_unpacked(d, NULL);
+        free(all);
+}
+
 Test(pbzero, nested_across_buffers_given_up) {
         /* Segments of every size from one that holds little more than a
          * size field to ones larger than a level: size fields land in
