@@ -286,6 +286,12 @@ int plugin_runner_start(struct plugin_runner *r, sd_event *event, int socket_fd,
                 return -ENOEXEC;
         }
         h->created = true;
+        /* create() registered the plugin's data sources: a Sync after them
+         * tells traced, which holds the sessions of its first moments
+         * until every plugin host it started said so (startup-hold.c). */
+        k = traced_producer_sync(h->producer, NULL, NULL);
+        if (k < 0)
+                log_debug_errno(k, "%s: cannot tell the service the data sources are registered: %m", h->name);
         return 0;
 }
 

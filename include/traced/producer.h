@@ -153,6 +153,15 @@ int traced_producer_report_error(traced_producer *p, uint64_t instance_id, const
 /* Since 0.2: activates the named triggers (TraceConfig.trigger_config) in
  * every session that waits for them, as `tracectl trigger` does. */
 int traced_producer_activate_triggers(traced_producer *p, const char *const *names, size_t n_names);
+/* Since 0.2: asks the service to answer once it has handled everything
+ * this producer sent before (its data source registrations among it), as
+ * ProducerPort.Sync does; cb then runs on the loop thread with 0, or a
+ * negative errno when the connection went away first. cb may be NULL
+ * (nothing is told). traced's plugin host calls it once the plugin has
+ * registered its data sources: the service holds the sessions of its
+ * first moments until then. No callback runs after traced_producer_free. */
+typedef void (*traced_producer_sync_cb)(traced_producer *p, int error, void *userdata);
+int traced_producer_sync(traced_producer *p, traced_producer_sync_cb cb, void *userdata);
 
 /* A writer of one sequence of packets for a data source instance. */
 int traced_producer_new_writer(traced_producer *p, uint64_t instance_id, traced_trace_writer **ret);

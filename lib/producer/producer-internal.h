@@ -116,7 +116,18 @@ struct traced_producer {
         traced_trace_writer *writers;
         uint16_t last_writer_id;
         atomic_size_t next_page_hint; /* where the last search for a chunk ended */
+
+        struct producer_sync *syncs; /* traced_producer_sync calls not answered yet */
 };
+
+/* A Sync waiting for its reply (producer-commands.c). */
+struct producer_sync {
+        struct producer_sync *next;
+        traced_producer *p;
+        void (*cb)(traced_producer *p, int error, void *userdata);
+        void *userdata;
+};
+void producer_syncs_free(traced_producer *p);
 
 /* An open message of the traced_msg calls: a message of the stream. */
 struct traced_msg {

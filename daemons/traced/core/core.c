@@ -14,6 +14,7 @@
 #include "log/log.h"
 #include "shared/control.h"
 #include "core/core.h"
+#include "core/ports/startup-hold.h"
 #include "core/service.h"
 #include "core/sessions/session.h"
 
@@ -100,6 +101,16 @@ static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, v
         return 0;
 }
 
+/* The plugin hosts started with the service registered their data
+ * sources (or the hold's bound passed): the service is ready. */
+static void plugins_ready(struct traced_service *svc, void *userdata) {
+        struct core *c = userdata;
+        if (c->shutting_down)
+                return;
+        (void) sd_notify(false, "READY=1");
+        notify_status(svc);
+}
+
 static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         struct core *c = userdata;
 
@@ -130,15 +141,26 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                                 log_debug("No trace directory: output_path is refused.");
                         continue;
                 }
+                if (msg.kind == CONTROL_PLUGINS_LAUNCHED) {
+                        startup_hold_all_launched(c->svc);
+                        continue;
+                }
+                if (msg.kind == CONTROL_PLUGIN_EXITED) {
+                        startup_hold_host_exited(c->svc, msg.pid);
+                        continue;
+                }
                 if (pfd < 0) {
                         log_warning("The supervisor sent no connection for plugin %s.", msg.name);
                         continue;
                 }
-                r = service_adopt_producer(c->svc, pfd, msg.pid);
+                uint64_t conn_id = 0;
+                r = service_adopt_producer(c->svc, pfd, msg.pid, &conn_id);
                 if (r < 0)
                         log_warning_errno(r, "Failed to serve plugin %s (host %d): %m", msg.name, (int) msg.pid);
-                else
+                else {
                         log_debug("Serving plugin %s (host %d).", msg.name, (int) msg.pid);
+                        startup_hold_expect(c->svc, conn_id, msg.pid, msg.name);
+                }
         }
 }
 
@@ -208,8 +230,11 @@ int core_run(const struct core_options *o) {
                 if (r < 0)
                         log_warning_errno(r, "Failed to start the plugins: %m");
         }
-        (void) sd_notify(false, "READY=1");
-        notify_status(c.svc);
+        /* Under a supervisor that starts plugin hosts, sessions wait for
+         * their data sources (startup-hold.h); READY=1 once they are in. */
+        r = startup_hold_begin(c.svc, control_fd >= 0 ? o->plugin_start_timeout_usec : 0, plugins_ready, &c);
+        if (r < 0)
+                log_warning_errno(r, "Failed to hold sessions until the plugins are in: %m");
 
         r = sd_event_loop(event);
         if (!c.shutting_down && o->stopping)

@@ -41,6 +41,10 @@ struct core_options {
         size_t n_trusted_names;
         const uid_t *trusted_uids;
         size_t n_trusted_uids;
+        /* Under a supervisor running plugin hosts: the longest the service
+         * holds the sessions of its start until those registered their
+         * data sources (ports/startup-hold.h); 0: no hold. */
+        uint64_t plugin_start_timeout_usec;
         /* Optional: called once the service listens (e.g. to start plugins
          * in process) and when it shuts down. */
         int (*started)(sd_event *event, struct traced_service *svc, void *userdata);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -54,6 +55,17 @@ int control_send_trace_directory(int ctl_fd, const char *path, int fd) {
         return send_msg(ctl_fd, &m, fd);
 }
 
+int control_send_plugins_launched(int ctl_fd) {
+        struct control_msg m = { .kind = CONTROL_PLUGINS_LAUNCHED };
+        return send_msg(ctl_fd, &m, -EBADF);
+}
+
+int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name) {
+        struct control_msg m = { .kind = CONTROL_PLUGIN_EXITED, .pid = pid };
+        snprintf(m.name, sizeof(m.name), "%s", name ? name : "");
+        return send_msg(ctl_fd, &m, -EBADF);
+}
+
 int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
         union {
                 struct cmsghdr align;
@@ -91,7 +103,8 @@ int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
         }
         if (n != (ssize_t) sizeof(msg) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || extra ||
             memchr(msg.name, '\0', sizeof(msg.name)) == NULL || memchr(msg.path, '\0', sizeof(msg.path)) == NULL ||
-            (msg.kind != CONTROL_PRODUCER && msg.kind != CONTROL_TRACE_DIRECTORY)) {
+            (msg.kind != CONTROL_PRODUCER && msg.kind != CONTROL_TRACE_DIRECTORY &&
+             msg.kind != CONTROL_PLUGINS_LAUNCHED && msg.kind != CONTROL_PLUGIN_EXITED)) {
                 safe_close(fd);
                 return -EBADMSG;
         }

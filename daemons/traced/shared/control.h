@@ -3,7 +3,10 @@
 
 /* The channel between traced's supervisor and its service core: a
  * SOCK_SEQPACKET socketpair. The supervisor hands over the service's end of
- * each plugin host's connection, naming the host's pid and plugin. */
+ * each plugin host's connection, naming the host's pid and plugin; says
+ * when it has started every plugin host of the service's start (the core
+ * holds sessions until those registered their data sources); and names a
+ * plugin host that exited. */
 
 #include <stddef.h>
 #include <sys/types.h>
@@ -14,6 +17,8 @@
 enum control_kind {
         CONTROL_PRODUCER = 0,      /* fd: the service's end of a plugin host's connection */
         CONTROL_TRACE_DIRECTORY, /* fd (or none): the trace directory, path names it */
+        CONTROL_PLUGINS_LAUNCHED, /* every plugin host of the start is handed over */
+        CONTROL_PLUGIN_EXITED,   /* the plugin host pid (plugin name) exited */
 };
 
 struct control_msg {
@@ -29,6 +34,9 @@ int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd);
 /* Sends the trace directory: path and an O_PATH fd on it, or (fd < 0) that
  * there is none. The fd stays the caller's. */
 int control_send_trace_directory(int ctl_fd, const char *path, int fd);
+/* CONTROL_PLUGINS_LAUNCHED, and CONTROL_PLUGIN_EXITED for host pid. */
+int control_send_plugins_launched(int ctl_fd);
+int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name);
 /* Receives one message. Returns 1 with *ret_fd set (or -EBADF if none came
  * with it), 0 at end of file, -EAGAIN when nothing is pending, or -errno;
  * a malformed message is -EBADMSG (any fd it carried is closed). */

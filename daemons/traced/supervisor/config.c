@@ -206,14 +206,19 @@ static int handler(void *user, const char *section, const char *name, const char
                         cfg->plugins_in_process = v;
                 return 1;
         }
-        if (strcmp(name, "watchdog_sec") == 0) {
+        if (strcmp(name, "watchdog_sec") == 0 || strcmp(name, "start_timeout_sec") == 0) {
+                bool watchdog = name[0] == 'w';
+                unsigned max = watchdog ? TRACED_CONFIG_MAX_WATCHDOG_SEC : TRACED_CONFIG_MAX_START_TIMEOUT_SEC;
                 char *end;
                 errno = 0;
                 unsigned long v = strtoul(value, &end, 10);
-                if (errno || end == value || *end || value[0] == '-' || v > TRACED_CONFIG_MAX_WATCHDOG_SEC)
-                        return fail(k, "\"%s\" is not a number of seconds from 0 to %u (field \"%s\")", value,
-                                    TRACED_CONFIG_MAX_WATCHDOG_SEC, name);
-                cfg->watchdog_sec = (unsigned) v;
+                if (errno || end == value || *end || value[0] == '-' || v > max)
+                        return fail(k, "\"%s\" is not a number of seconds from 0 to %u (field \"%s\")", value, max,
+                                    name);
+                if (watchdog)
+                        cfg->watchdog_sec = (unsigned) v;
+                else
+                        cfg->start_timeout_sec = (unsigned) v;
                 return 1;
         }
         if (strcmp(name, "directory") == 0) {
@@ -244,7 +249,8 @@ static int handler(void *user, const char *section, const char *name, const char
 }
 
 int traced_config_load(const char *path, struct traced_config *cfg, char **ret_error) {
-        *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC };
+        *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC,
+                                        .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC };
         if (ret_error)
                 *ret_error = NULL;
         FILE *f = fopen(path, "re");
@@ -273,7 +279,8 @@ void traced_config_done(struct traced_config *cfg) {
                 free(cfg->trusted_data_sources[i]);
         free(cfg->producer_sockets);
         free(cfg->relay_endpoint_on);
-        *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC };
+        *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC,
+                                        .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC };
 }
 
 const char *traced_config_trace_directory(const struct traced_config *cfg) {

@@ -10,6 +10,9 @@
  *   watchdog_sec = SECONDS    a plugin host silent this long is killed and
  *                             restarted (default 10, 0 = never)
  *   in_process = yes|no       run plugins as threads of traced (debugging)
+ *   start_timeout_sec = SECONDS  at the service's start, sessions wait this
+ *                             long at most for the plugin hosts to register
+ *                             their data sources (default 10, 0 = no wait)
  *
  *   [service]
  *   user = NAME|UID           the service core's user when started as root
@@ -39,6 +42,7 @@ struct traced_config {
         char *disabled[TRACED_CONFIG_MAX_DISABLED];
         unsigned n_disabled;
         unsigned watchdog_sec;
+        unsigned start_timeout_sec;
         bool plugins_in_process;
         char *user; /* NULL: the default */
         char *trace_dir; /* NULL: the default */
@@ -62,6 +66,8 @@ const char *traced_config_trace_directory(const struct traced_config *cfg);
 
 #define TRACED_CONFIG_DEFAULT_WATCHDOG_SEC 10u
 #define TRACED_CONFIG_MAX_WATCHDOG_SEC 3600u
+#define TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC 10u
+#define TRACED_CONFIG_MAX_START_TIMEOUT_SEC 600u
 
 /* Reads path into cfg (defaults for what it does not set). A missing
  * file is not an error (0). On a bad file returns -EINVAL and *ret_error

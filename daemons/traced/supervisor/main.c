@@ -313,6 +313,8 @@ static int run(int argc, char **argv) {
                 .trace_dir = traced_config_trace_directory(&cfg),
                 .trusted_uids = cfg.trusted_uids,
                 .n_trusted_uids = cfg.n_trusted_uids,
+                /* In-process plugins are not waited for. */
+                .plugin_start_timeout_usec = plugins && !in_process ? (uint64_t) cfg.start_timeout_sec * 1000000u : 0,
         };
         for (size_t i = 0; i < ls.n_extra; i++) {
                 so.core.extra[i] = ls.extra[i];
