@@ -41,6 +41,9 @@ int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *
 /* False if instance_id is not a process_stats instance. */
 bool process_stats_stop(struct plugin *pl, uint64_t instance_id);
 void process_stats_flush(struct plugin *pl, uint64_t instance_id);
+/* ClearIncrementalState: every live process described again, the first
+ * packet after it marked as following a cleared state. */
+void process_stats_clear(struct plugin *pl, uint64_t instance_id);
 void process_stats_free_all(struct plugin *pl);
 /* The process_stats instance of a tracing session, if there is one: the
  * ftrace side reports the pids it sees, described at the end of each

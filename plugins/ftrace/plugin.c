@@ -45,7 +45,7 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                         return r;
                 }
         }
-        r = api->register_data_source(host, "linux.process_stats", 0);
+        r = api->register_data_source(host, "linux.process_stats", TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR);
         if (r < 0) {
                 free(pl);
                 return r;
@@ -90,7 +90,13 @@ static void flush(void *state, uint64_t id) {
         frozen_flush(state, id);
 }
 
+/* Only linux.process_stats keeps state a reader needs from before (the
+ * processes it described); linux.ftrace's bundles each stand alone. */
+static void clear_incremental_state(void *state, uint64_t id) {
+        process_stats_clear(state, id);
+}
+
 /* CAP_SYS_ADMIN (21) for tracefs, CAP_SYSLOG (34) for the addresses in
  * /proc/kallsyms (symbolize_ksyms), CAP_DAC_READ_SEARCH (2) for
  * linux.inode_file_map's scans of directories of every owner. */
-PLUGIN_DEFINE("ftrace", TRACED_CAP(2) | TRACED_CAP(21) | TRACED_CAP(34))
+PLUGIN_DEFINE_CLEARING("ftrace", TRACED_CAP(2) | TRACED_CAP(21) | TRACED_CAP(34))

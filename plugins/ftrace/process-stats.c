@@ -57,6 +57,8 @@ struct ps_session {
         int32_t pending[MAX_PENDING];
         size_t n_pending;
         uint64_t described, polls;
+        /* Incremental state was cleared: the next packet says so. */
+        bool cleared;
 };
 
 static uint64_t boottime_ns(void) {
@@ -103,6 +105,12 @@ static bool batch_open(struct batch *b) {
         if (b->refused || b->ps->pl->api->begin_packet(b->ps->writer, &b->pkt.msg) < 0) {
                 b->refused = true;
                 return false;
+        }
+        if (b->ps->cleared) {
+                /* What follows stands without the packets before it (a
+                 * rotating session starts its next file here). */
+                TracePacket_set_sequence_flags(&b->pkt, TracePacket_SEQ_INCREMENTAL_STATE_CLEARED);
+                b->ps->cleared = false;
         }
         if (b->stats)
                 TracePacket_begin_process_stats(&b->pkt, &b->st);
@@ -451,6 +459,21 @@ void process_stats_flush(struct plugin *pl, uint64_t instance_id) {
                 process_stats_resolve_pending(ps);
                 (void) pl->api->flush_writer(ps->writer);
         }
+}
+
+void process_stats_clear(struct plugin *pl, uint64_t instance_id) {
+        struct ps_session *ps = (struct ps_session *) plugin_instance_find(pl->ps_sessions, instance_id);
+        if (!ps)
+                return;
+        /* Everything described so far is forgotten: every live process is
+         * described again now, and the others when they show up. */
+        process_stats_resolve_pending(ps);
+        hashmap_clear(&ps->seen);
+        if (ps->cache)
+                memset(ps->cache, 0, CACHE_SLOTS * sizeof(*ps->cache));
+        ps->cleared = true;
+        scan_all_processes(ps);
+        (void) pl->api->flush_writer(ps->writer);
 }
 
 void process_stats_free_all(struct plugin *pl) {

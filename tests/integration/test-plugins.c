@@ -94,6 +94,17 @@ static void start_with_plugins_args(const char *const *names, const char *extra1
         start_traced_with_plugin_dir(extra1, extra2);
 }
 
+/* scratch/traced.conf holding text, and traced's argument naming it. */
+static void config_arg(const char *text, char *arg, size_t size) {
+        char conf[512];
+        scratch_path(conf, sizeof(conf), "traced.conf");
+        FILE *f = fopen(conf, "w");
+        cr_assert_not_null(f);
+        cr_assert_geq(fputs(text, f), 0);
+        cr_assert_eq(fclose(f), 0);
+        cr_assert_lt((size_t) snprintf(arg, size, "--config=%s", conf), size);
+}
+
 static void start_with_plugins(const char *const *names) {
         start_with_plugins_args(names, NULL, NULL);
 }
@@ -355,13 +366,8 @@ Test(plugins, a_crash_loop_backs_off_and_costs_only_itself) {
  * and the bound on the wait (start_timeout_sec) is longer than this
  * suite's timeout. */
 Test(plugins, sessions_of_the_start_wait_for_the_plugins_but_not_for_a_dead_one) {
-        char conf[512], arg[600];
-        scratch_path(conf, sizeof(conf), "traced.conf");
-        FILE *f = fopen(conf, "w");
-        cr_assert_not_null(f);
-        fprintf(f, "[plugins]\nstart_timeout_sec = 600\n");
-        fclose(f);
-        snprintf(arg, sizeof(arg), "--config=%s", conf);
+        char arg[600];
+        config_arg("[plugins]\nstart_timeout_sec = 600\n", arg, sizeof(arg));
         const char *const names[] = { "slow_create", "crash_at_load", NULL };
         start_with_plugins_args(names, arg, NULL);
 
@@ -613,13 +619,8 @@ Test(plugins, killing_a_host_mid_session_is_survived) {
 }
 
 Test(plugins, a_hanging_host_is_killed_and_restarted) {
-        char conf[300], arg[320];
-        scratch_path(conf, sizeof(conf), "traced.conf");
-        FILE *f = fopen(conf, "w");
-        cr_assert_not_null(f);
-        fprintf(f, "[plugins]\nwatchdog_sec = 1\n");
-        fclose(f);
-        snprintf(arg, sizeof(arg), "--config=%s", conf);
+        char arg[600];
+        config_arg("[plugins]\nwatchdog_sec = 1\n", arg, sizeof(arg));
         const char *const names[] = { "good", "hang_on_stop", NULL };
         start_with_plugins_args(names, arg, NULL);
         struct test_consumer cons;

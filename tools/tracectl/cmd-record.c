@@ -24,6 +24,7 @@
 #include "ds-errors.h"
 #include "record-ended.h"
 #include "record-output.h"
+#include "record-rotate.h"
 #include "record-target.h"
 #include "tracectl.h"
 
@@ -33,6 +34,7 @@ static void record_help(void) {
         printf("Usage: tracectl record -c CONFIG [--txt] -o FILE [OPTIONS]\n"
                "       tracectl record [-t DURATION] [-b SIZE] [EVENT...] -o FILE [OPTIONS]\n"
                "       tracectl record [OPTIONS] -o FILE -- CMD [ARGS...]\n"
+               "       tracectl record [OPTIONS] --rotate SIZE|DURATION[,...] -o DIR/ [--keep N|SIZE]\n"
                "\n"
                "Records a trace into FILE. The service writes the file itself\n"
                "(write_into_file), so long traces do not sit in memory.\n"
@@ -45,6 +47,13 @@ static void record_help(void) {
                "                         output); without -o the config's output_path\n"
                "                         names a file in the service's trace directory,\n"
                "                         which the service opens itself\n"
+               "      --rotate SIZE|DURATION[,...]  the service closes the file at SIZE (1mb,\n"
+               "                         as -b takes it) and/or after DURATION (10m, as -t\n"
+               "                         takes it) and goes on in the next one, in DIR\n"
+               "                         (-o DIR/, made when missing), detached or not;\n"
+               "                         each file opens alone\n"
+               "      --keep N|SIZE      with --rotate: keep the last N closed files, or\n"
+               "                         as many as fit in SIZE (the oldest go first)\n"
                "      --dry-run          parse the config (or quick flags), print it, exit\n"
                "  -t, --time DURATION    quick mode: how long, in ms, s, m, h or d (e.g. 10s,\n"
                "                         500ms, 2m), up to 7 days, from when every data\n"
@@ -385,7 +394,7 @@ static int kept_as_it_was(const char *out, bool service_opens, int code) {
 
 int cmd_record(struct tracectl *t, int argc, char **argv) {
         enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS, ARG_DRY_RUN,
-               ARG_ALLOW_MISSING };
+               ARG_ALLOW_MISSING, ARG_ROTATE, ARG_KEEP };
         /* record [OPTIONS] -- CMD ARGS: getopt sees what is before "--". */
         char **command = NULL;
         for (int i = 1; i < argc; i++)
@@ -415,6 +424,8 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 { "dry-run", no_argument, NULL, ARG_DRY_RUN },
                 { "allow-missing", no_argument, NULL, ARG_ALLOW_MISSING },
                 { "pid", required_argument, NULL, 'p' },
+                { "rotate", required_argument, NULL, ARG_ROTATE },
+                { "keep", required_argument, NULL, ARG_KEEP },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
@@ -426,6 +437,8 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         uint32_t duration_ms = 10000, buffer_kb = 64 * 1024, perf_hz = 0;
         char *extra[16];
         size_t n_extra = 0;
+        struct record_rotate rotate = {};
+        bool rotating = false, keeping = false;
         int c, r;
 
         while ((c = getopt_long(argc, argv, "c:o:t:b:p:h", opts, NULL)) >= 0) {
@@ -502,6 +515,24 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 case ARG_ALLOW_MISSING:
                         allow_missing = true;
                         break;
+                case ARG_ROTATE:
+                        if (record_rotate_parse(optarg, &rotate) < 0) {
+                                fprintf(stderr, "tracectl: bad --rotate \"%s\": sizes with a unit ending in b (1mb, "
+                                                "512kb) and durations (10m, 30s), comma-separated\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        rotating = true;
+                        break;
+                case ARG_KEEP:
+                        if (record_keep_parse(optarg, &rotate) < 0) {
+                                fprintf(stderr, "tracectl: bad --keep \"%s\": a number of files, or a size (1gb, "
+                                                "500mb)\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        keeping = true;
+                        break;
                 case 'p':
                         if (record_target_parse_pids(optarg, pids, &n_pids) < 0) {
                                 fprintf(stderr, "tracectl: bad -p \"%s\": process ids, comma-separated (at most %d)\n",
@@ -531,6 +562,14 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         }
         if (command && !duration_set)
                 duration_ms = 0; /* until the command exits */
+        if (keeping && !rotating) {
+                fprintf(stderr, "tracectl record: --keep goes with --rotate\n");
+                return EXIT_USAGE;
+        }
+        if (rotating && (!out || strcmp(out, "-") == 0)) {
+                fprintf(stderr, "tracectl record: --rotate writes files into a directory: -o DIR/\n");
+                return EXIT_USAGE;
+        }
 
         Perfetto__Protos__TraceConfig *cfg = NULL;
         if (config_path) {
@@ -585,6 +624,10 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 if (r == 0)
                         fprintf(stderr, "tracectl: -p narrows the profilers (linux.perf, linux.bpf_stack, e.g. "
                                         "--perf HZ); the config has none: everything it names is recorded\n");
+        }
+        if (rotating && record_rotate_apply(cfg, &rotate) < 0) {
+                perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                return EXIT_OTHER;
         }
         if (dry_run) {
                 pbtxt_print(stdout, &cfg->base, 0);
@@ -669,7 +712,16 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         _cleanup_(record_output_free) struct record_output file = RECORD_OUTPUT_INIT;
         _cleanup_free_ char *out_copy = strdup(out);
         bool to_stdout = !service_opens && strcmp(out, "-") == 0;
-        if (!out_copy || (!service_opens && (r = record_output_open(&file, out)) < 0)) {
+        if (rotating && out_copy) {
+                /* The service makes the files in the directory. */
+                file.fd = record_rotate_open_dir(out);
+                if (file.fd < 0) {
+                        fprintf(stderr, "tracectl: cannot open the directory %s: %s\n", out, strerror(-file.fd));
+                        perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+                        tracectl_disconnect(t);
+                        return EXIT_OTHER;
+                }
+        } else if (!out_copy || (!service_opens && (r = record_output_open(&file, out)) < 0)) {
                 if (to_stdout && r == -ENOTTY)
                         fprintf(stderr, "tracectl: -o -: the standard output is a terminal, not the place for a "
                                         "binary trace (redirect it: > FILE, | COMMAND)\n");
@@ -731,11 +783,12 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         fprintf(stderr, "tracectl: cannot rename the trace to %s: %s\n", out, strerror(-r));
                         return EXIT_OTHER;
                 }
-                printf("Session detached as \"%s\"; the service writes %s.\n", detach, out);
+                printf("Session detached as \"%s\"; the service writes %s%s.\n", detach,
+                       rotating ? "numbered files into " : "", out);
                 return EXIT_OK;
         }
 
-        r = wait_session(t, &w, file.fd, &watch);
+        r = wait_session(t, &w, rotating ? -EBADF : file.fd, &watch);
         uint64_t recorded_usec = now_usec() - enabled_usec;
         /* The ended session stays the consumer's until it goes: its stats
          * are the ones the service wrote last into the trace, without
@@ -765,7 +818,18 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         WIFEXITED(cmd.status) ? "exited with status" : "was killed by signal",
                         WIFEXITED(cmd.status) ? WEXITSTATUS(cmd.status) : WTERMSIG(cmd.status));
         if (r == EXIT_OK)
-                r = check_trace_errors(service_opens ? out : file.tmp_path, final ? final->trace_stats : NULL, &watch);
+                r = check_trace_errors(service_opens || rotating ? NULL : file.tmp_path,
+                                       final ? final->trace_stats : NULL, &watch);
+        if (rotating) {
+                /* Every closed file is whole, an early end included. */
+                if (r == EXIT_ENDED_EARLY)
+                        fprintf(stderr, "tracectl: the recording ended early: %s; the files hold what was recorded "
+                                        "until then\n",
+                                trace_end_reason_text(watch.end_reason));
+                if (summary || r != EXIT_OK)
+                        record_rotate_list(file.fd, out, r == EXIT_OK ? stdout : stderr);
+                return r;
+        }
         if (r == EXIT_ENDED_EARLY) {
                 /* What the session recorded until the service stopped is
                  * the user's: kept, and said so. */
@@ -795,6 +859,11 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 /* Standard output holds the trace: nothing else goes there. */
                 if (summary)
                         fprintf(stderr, "tracectl: trace written to the standard output\n");
+                return EXIT_OK;
+        }
+        if (summary && service_opens && out[strlen(out) - 1] == '/') {
+                /* The service rotated into a directory of its own. */
+                printf("Trace files written by the service into %s\n", out);
                 return EXIT_OK;
         }
         if (summary) {

@@ -132,6 +132,7 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                         return 0;
                 }
                 if (msg.kind == CONTROL_TRACE_DIRECTORY) {
+                        service_set_retention(c->svc, msg.max_use, msg.keep_free);
                         r = service_set_trace_directory(c->svc, msg.path, pfd);
                         if (r < 0)
                                 log_warning_errno(r, "Failed to set the trace directory: %m");
@@ -199,6 +200,8 @@ int core_run(const struct core_options *o) {
                 c.svc = service_free(c.svc);
                 return log_error_errno(r, "Failed to listen: %m");
         }
+        if (control_fd < 0)
+                service_set_retention(c.svc, o->max_use, o->keep_free);
         if (control_fd < 0 && o->trace_dir) {
                 int dfd = open(o->trace_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
                 if (dfd < 0)

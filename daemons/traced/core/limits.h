@@ -50,4 +50,8 @@
 #define SERVICE_MAX_DS_ERROR_LEN 512u       /* bytes of a reported field or message */
 /* A write_into_file fd that takes nothing this long fails its session. */
 #define SERVICE_OUTPUT_STALL_USEC (30u * 1000000u)
+/* Rotation (TraceConfig.traced_rotation): the smallest file size and
+ * period a session may ask for. */
+#define SERVICE_MIN_ROTATE_BYTES (64u * 1024u)
+#define SERVICE_MIN_ROTATE_PERIOD_MS 1000u
 #define SERVICE_SEQUENCE_ID 1u /* trusted_packet_sequence_id of the service's own packets */

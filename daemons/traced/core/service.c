@@ -102,6 +102,11 @@ struct traced_service *service_free(struct traced_service *svc) {
         return NULL;
 }
 
+void service_set_retention(struct traced_service *svc, uint64_t max_use, uint64_t keep_free) {
+        svc->max_use = max_use;
+        svc->keep_free = keep_free;
+}
+
 int service_set_trace_directory(struct traced_service *svc, const char *path, int fd) {
         char *p = NULL;
         if (path && fd >= 0) {

@@ -57,6 +57,10 @@ struct traced_service {
         /* Where TraceConfig.output_path may point (output-path.h). */
         char *trace_dir;
         int trace_dir_fd;
+        /* traced.conf's retention (bytes, 0: none): the closed files of
+         * rotations in the trace directory take at most max_use; a rotation
+         * leaves keep_free bytes free on its file system. */
+        uint64_t max_use, keep_free;
         /* Reserved data source names (NAME or PREFIX*) and who besides the
          * plugin hosts and root may register them. */
         const char *const *trusted_names;
@@ -91,3 +95,4 @@ bool service_stop_done(const struct traced_service *svc);
 void service_shutdown(struct traced_service *svc);
 /* The trace directory from now on (path NULL or fd < 0: none). Takes fd. */
 int service_set_trace_directory(struct traced_service *svc, const char *path, int fd);
+void service_set_retention(struct traced_service *svc, uint64_t max_use, uint64_t keep_free);

@@ -47,8 +47,8 @@ int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd) {
         return send_msg(ctl_fd, &m, fd);
 }
 
-int control_send_trace_directory(int ctl_fd, const char *path, int fd) {
-        struct control_msg m = { .kind = CONTROL_TRACE_DIRECTORY };
+int control_send_trace_directory(int ctl_fd, const char *path, int fd, uint64_t max_use, uint64_t keep_free) {
+        struct control_msg m = { .kind = CONTROL_TRACE_DIRECTORY, .max_use = max_use, .keep_free = keep_free };
         if (!path || strlen(path) >= sizeof(m.path))
                 return -ENAMETOOLONG;
         strcpy(m.path, path);

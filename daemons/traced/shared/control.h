@@ -9,6 +9,7 @@
  * plugin host that exited. */
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define CONTROL_NAME_MAX 64
@@ -26,14 +27,17 @@ struct control_msg {
         pid_t pid;                    /* the plugin host */
         char name[CONTROL_NAME_MAX]; /* the plugin, NUL-terminated */
         char path[CONTROL_PATH_MAX]; /* CONTROL_TRACE_DIRECTORY: NUL-terminated */
+        /* CONTROL_TRACE_DIRECTORY: traced.conf's max_use= and keep_free=
+         * (bytes, 0: none). */
+        uint64_t max_use, keep_free;
 };
 
 int control_pair(int ret_fds[2]);
 /* Sends msg with fd attached (the fd stays the caller's). */
 int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd);
 /* Sends the trace directory: path and an O_PATH fd on it, or (fd < 0) that
- * there is none. The fd stays the caller's. */
-int control_send_trace_directory(int ctl_fd, const char *path, int fd);
+ * there is none, with the retention caps. The fd stays the caller's. */
+int control_send_trace_directory(int ctl_fd, const char *path, int fd, uint64_t max_use, uint64_t keep_free);
 /* CONTROL_PLUGINS_LAUNCHED, and CONTROL_PLUGIN_EXITED for host pid. */
 int control_send_plugins_launched(int ctl_fd);
 int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name);

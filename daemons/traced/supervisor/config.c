@@ -70,6 +70,41 @@ static int parse_user(const char *t, uid_t *ret) {
         return 0;
 }
 
+/* journald's sizes: a number of bytes, or with a K, M, G or T suffix
+ * (1024-based). */
+static int parse_bytes(const char *t, uint64_t *ret) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(t, &end, 10);
+        if (errno || end == t || t[0] == '-')
+                return -EINVAL;
+        unsigned shift = 0;
+        switch (*end) {
+        case '\0':
+                break;
+        case 'K': case 'k':
+                shift = 10;
+                break;
+        case 'M': case 'm':
+                shift = 20;
+                break;
+        case 'G': case 'g':
+                shift = 30;
+                break;
+        case 'T': case 't':
+                shift = 40;
+                break;
+        default:
+                return -EINVAL;
+        }
+        if (*end && end[1] != '\0')
+                return -EINVAL;
+        if (shift && v > (UINT64_MAX >> shift))
+                return -ERANGE;
+        *ret = (uint64_t) v << shift;
+        return 0;
+}
+
 /* trusted_data_sources / trusted_users: comma-separated, replacing the
  * default (an empty value: nothing reserved / nobody extra). */
 static int trusted_list(struct ctx *k, const char *name, const char *value) {
@@ -183,6 +218,15 @@ static int handler(void *user, const char *section, const char *name, const char
                         cfg->trace_dir = strdup(value);
                         cfg->no_trace_dir = false;
                         return cfg->trace_dir ? 1 : 0;
+                }
+                if (strcmp(name, "max_use") == 0 || strcmp(name, "keep_free") == 0) {
+                        uint64_t v;
+                        if (parse_bytes(value, &v) < 0)
+                                return fail(k, "\"%s\" is not a size (bytes, or a number with K, M, G or T) "
+                                            "(field \"%s\")",
+                                            value, name);
+                        *(name[0] == 'm' ? &cfg->max_use : &cfg->keep_free) = v;
+                        return 1;
                 }
                 if (strcmp(name, "trusted_data_sources") == 0 || strcmp(name, "trusted_users") == 0)
                         return trusted_list(k, name, value);

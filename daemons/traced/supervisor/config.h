@@ -28,9 +28,17 @@
  *                             PERFETTO_PRODUCER_SOCK_NAME; TCP and vsock
  *                             only when listed)
  *   relay_endpoint_on = ADDRESS[,...]  of those, where the RelayPort is
+ *   max_use = SIZE            the closed files of rotating sessions in the
+ *                             trace directory take at most SIZE (oldest
+ *                             removed first; default none)
+ *   keep_free = SIZE          rotation leaves SIZE free on the file system
+ *                             it writes to (removing the session's oldest
+ *                             files, else stopping it; default none)
+ *                             SIZE: bytes, or with K, M, G, T (1024-based)
  */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define TRACED_CONFIG_MAX_DISABLED 32
@@ -54,6 +62,7 @@ struct traced_config {
         unsigned n_trusted_uids;
         char *producer_sockets; /* NULL: the default */
         char *relay_endpoint_on;
+        uint64_t max_use, keep_free; /* 0: none */
 };
 
 /* Data source names reserved for the suite's own plugins by default. */

@@ -311,6 +311,8 @@ static int run(int argc, char **argv) {
                 .consumer_path = o.consumer_socket,
                 .control_fd = -EBADF,
                 .trace_dir = traced_config_trace_directory(&cfg),
+                .max_use = cfg.max_use,
+                .keep_free = cfg.keep_free,
                 .trusted_uids = cfg.trusted_uids,
                 .n_trusted_uids = cfg.n_trusted_uids,
                 /* In-process plugins are not waited for. */

@@ -116,7 +116,9 @@ static void send_trace_directory(struct supervisor *s) {
                 if (fd < 0)
                         log_notice_errno(errno, "No trace directory %s (output_path is refused): %m", dir);
         }
-        int r = control_send_trace_directory(s->control_fd, dir ? dir : "", fd);
+        int r = control_send_trace_directory(s->control_fd, dir ? dir : "", fd,
+                                             s->o->config ? s->o->config->max_use : 0,
+                                             s->o->config ? s->o->config->keep_free : 0);
         if (r < 0)
                 log_warning_errno(r, "Failed to send the trace directory to the service core: %m");
 }

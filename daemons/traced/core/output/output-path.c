@@ -127,3 +127,61 @@ void output_path_unlink(int dir_fd, const char *dir, const char *output_path) {
                 return;
         (void) unlinkat(dir_fd, output_path + n + 1, 0);
 }
+
+int output_path_open_dir(int dir_fd, const char *dir, const char *output_path, char **ret_error) {
+        if (ret_error)
+                *ret_error = NULL;
+        if (dir_fd < 0 || !dir)
+                return refuse(ret_error, ENOENT,
+                              "The service has no trace directory (trace_directory in traced.conf), so it rotates "
+                              "into no output_path; let the consumer pass the directory (tracectl record -o DIR/)");
+        size_t n = strlen(dir), len = strlen(output_path);
+        while (n > 1 && dir[n - 1] == '/')
+                n--;
+        if (output_path[0] != '/' || len < 2 || output_path[len - 1] != '/' || strncmp(output_path, dir, n) != 0 ||
+            output_path[n] != '/' || len <= n + 1)
+                return refuse(ret_error, EPERM,
+                              "output_path \"%s\" is not a directory inside the service's trace directory %.*s",
+                              output_path, (int) n, dir);
+        _cleanup_free_ char *rel = strndup(output_path + n + 1, len - n - 2);
+        if (!rel)
+                return -ENOMEM;
+        if (!plain_components(rel))
+                return refuse(ret_error, EPERM, "output_path \"%s\" has an empty, \".\" or \"..\" component",
+                              output_path);
+        /* The last component is made when missing; what leads to it must
+         * exist. */
+        const char *last = strrchr(rel, '/');
+        _cleanup_close_ int parent = -EBADF;
+        if (last) {
+                _cleanup_free_ char *up = strndup(rel, (size_t) (last - rel));
+                struct open_how how = {
+                        .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW,
+                        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
+                };
+                parent = up ? (int) syscall(SYS_openat2, dir_fd, up, &how, sizeof(how)) : -1;
+                if (parent < 0)
+                        return refuse(ret_error, errno ? errno : ENOMEM, "Cannot open the directory of output_path "
+                                      "\"%s\": %s", output_path, strerror(errno ? errno : ENOMEM));
+        }
+        int at = last ? parent : dir_fd;
+        const char *name = last ? last + 1 : rel;
+        if (mkdirat(at, name, 02770) < 0 && errno != EEXIST)
+                return refuse(ret_error, errno, "Cannot make the directory output_path \"%s\": %s", output_path,
+                              strerror(errno));
+        int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return refuse(ret_error, errno, "Cannot open the directory output_path \"%s\": %s", output_path,
+                              strerror(errno));
+        return fd;
+}
+
+const char *output_path_check_dir(int fd, uid_t uid) {
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode))
+                return "The output is not a directory";
+        if (uid != 0 && st.st_uid != uid)
+                return "The directory to rotate in is not yours: the service writes only into a directory of the "
+                       "user who asks (or into its trace directory)";
+        return NULL;
+}

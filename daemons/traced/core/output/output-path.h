@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 /* Trace files the service opens itself (TraceConfig.output_path): only
  * inside its trace directory ([service] trace_directory in traced.conf,
@@ -23,3 +24,14 @@ int output_path_claim(int fd);
 /* The session was refused: removes output_path, which output_path_open
  * created (checked as output_path_open checks it). */
 void output_path_unlink(int dir_fd, const char *dir, const char *output_path);
+
+/* Rotation into the trace directory: output_path names a directory below
+ * dir, ending in "/" (made, mode 2770, when its last component is
+ * missing; checked as output_path_open checks a file). Its fd (O_RDONLY |
+ * O_DIRECTORY), or -errno with *ret_error. */
+int output_path_open_dir(int dir_fd, const char *dir, const char *output_path, char **ret_error);
+/* A directory fd a consumer of uid passed to rotate in: NULL when the
+ * service may write there for it (uid owns the directory, or is root),
+ * else why not. The service creates files in it with its own
+ * credentials, so the directory must also let the service's user in. */
+const char *output_path_check_dir(int fd, uid_t uid);

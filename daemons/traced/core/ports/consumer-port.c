@@ -143,7 +143,25 @@ static void m_enable_tracing(ipc_request *req, const ProtobufCMessage *args, voi
         const Perfetto__Protos__TraceConfig *cfg = a->trace_config;
         bool to_file = cfg->has_write_into_file && cfg->write_into_file;
         bool service_opened = false, created = false;
-        if (to_file && fd < 0 && cfg->output_path && cfg->output_path[0]) {
+        size_t path_len = cfg->output_path ? strlen(cfg->output_path) : 0;
+        if (to_file && fd >= 0 && cfg->traced_rotation) {
+                /* A directory of the consumer's: only one that is its own. */
+                const char *why = output_path_check_dir(fd, c->uid);
+                if (why) {
+                        log_notice("Refusing a tracing session from uid %u: %s", (unsigned) c->uid, why);
+                        enable_error(req, why);
+                        return;
+                }
+        } else if (to_file && fd < 0 && path_len > 0 && cfg->output_path[path_len - 1] == '/') {
+                /* Rotation into a directory of the trace directory. */
+                fd = output_path_open_dir(svc->trace_dir_fd, svc->trace_dir, cfg->output_path, &error);
+                if (fd < 0) {
+                        log_notice("Refusing a tracing session from uid %u: %s", (unsigned) c->uid,
+                                   error ? error : strerror(-fd));
+                        enable_error(req, error ? error : "Cannot open output_path");
+                        return;
+                }
+        } else if (to_file && fd < 0 && cfg->output_path && cfg->output_path[0]) {
                 /* The service opens the file: only in its trace directory. */
                 service_opened = true;
                 fd = output_path_open(svc->trace_dir_fd, svc->trace_dir, cfg->output_path, &created, &error);

@@ -454,8 +454,7 @@ void session_on_data_source_registered(struct traced_service *svc, struct produc
         }
 }
 
-int session_on_clear_timer(sd_event_source *src, uint64_t usec, void *userdata) {
-        struct session *s = userdata;
+void session_clear_incremental_state(struct session *s) {
         struct traced_service *svc = s->svc;
 
         for (struct producer *p = svc->producers; p; p = p->next) {
@@ -472,6 +471,11 @@ int session_on_clear_timer(sd_event_source *src, uint64_t usec, void *userdata) 
                 if (n)
                         (void) p->ops->clear_incremental_state(p, ids, n);
         }
+}
+
+int session_on_clear_timer(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        session_clear_incremental_state(s);
         (void) sd_event_source_set_time_relative(src,
                                                  (uint64_t) s->config->incremental_state_config->clear_period_ms * 1000u);
         return sd_event_source_set_enabled(src, SD_EVENT_ONESHOT);

@@ -118,6 +118,11 @@ struct session {
 
         /* write_into_file (session-output.c) */
         int file_fd;
+        /* Rotation into a directory (session-rotate.c), NULL without. */
+        struct session_rotation *rot;
+        /* The trusted sequence id of the producer packet a read pass hands
+         * to its sink (0: a service packet), for the rotation's routing. */
+        uint32_t read_seq;
         uint64_t file_bytes; /* taken from the buffers for the file */
         uint64_t max_file_size;
         sd_event_source *file_timer;
@@ -241,6 +246,18 @@ void session_output_pressure(struct session *s, const struct trace_buffer *tb);
  * -errno. */
 int session_output_take_chunk(struct session *s, struct trace_buffer *tb, const struct trace_buffer_chunk *chunk);
 void session_output_free(struct session *s);
+/* The Trace.packet field header of a packet of total bytes (at most 11). */
+size_t session_packet_header(size_t total, uint8_t *hdr);
+/* Rotation: writes what the buffers hold for the file being written (the
+ * rotation routes the rest to the next file), then the file's tail, and
+ * waits until all of it is in the file. 0 or -errno. */
+int session_output_cut(struct session *s);
+/* Rotation: the session writes into fd (taken) through w (taken) from
+ * now on, over (taken, len of cap bytes) waiting for w first, with
+ * bytes written so far; the old file's writer is freed (its fd is the
+ * caller's to close... closed here). */
+void session_output_swap(struct session *s, int fd, struct output_writer *w, uint8_t *over, size_t len, size_t cap,
+                         uint64_t bytes);
 /* session.c: the finalizing session's output drained or failed. */
 void session_output_finished(struct session *s);
 uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first);
@@ -288,6 +305,9 @@ int session_on_start_timeout(sd_event_source *src, uint64_t usec, void *userdata
  * that producer's); returns how many. */
 size_t session_list_data_sources(struct session *s, enum ds_instance_state state, uint16_t producer_id,
                                  TracingServiceEvent_DataSources *list);
+/* Asks every started data source that handles it to clear its
+ * incremental state. */
+void session_clear_incremental_state(struct session *s);
 /* The incremental_state_config timer. */
 int session_on_clear_timer(sd_event_source *src, uint64_t usec, void *userdata);
 

@@ -28,6 +28,7 @@
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
+#include "core/sessions/session-rotate.h"
 #include "core/output/output-fd.h"
 #include "core/output/output-writer.h"
 #include "core/buffers/trace-buffer.h"
@@ -100,6 +101,8 @@ static int output_fail(struct session *s, int error) {
         if (s->out_error < 0)
                 return s->out_error;
         s->out_error = error;
+        if (error == -ENOSPC || error == -EDQUOT)
+                s->end_reason = PERFETTO__PROTOS__TRACE_STATS__TRACED_END_REASON__TRACED_END_DISK_FULL;
         s->out_io = sd_event_source_disable_unref(s->out_io);
         s->out_stall = sd_event_source_disable_unref(s->out_stall);
         log_warning("Session %" PRIu64 ": %s.", s->id, output_error_message(error));
@@ -168,18 +171,21 @@ static int out_reserve(struct session *s, size_t need) {
         return 0;
 }
 
-/* The Trace.packet field header of a packet of total bytes, or 0 when the
- * file may not grow by it (max_file_size_bytes). */
-static size_t packet_header(struct session *s, size_t total, uint8_t hdr[static 11]) {
-        size_t hn = 0;
-        if (s->out_full)
-                return 0;
+size_t session_packet_header(size_t total, uint8_t *hdr) {
         struct traced_pb_stream st;
         Trace trace;
         traced_pb_stream_init_buffer(&st, hdr, 11);
         Trace_init(&trace, &st);
         traced_pb_msg_len_header(&trace.msg, Trace_FIELD_packet, total); /* the packet's bytes follow */
-        hn = (size_t) traced_pb_msg_size(&trace.msg);
+        return (size_t) traced_pb_msg_size(&trace.msg);
+}
+
+/* The Trace.packet field header of a packet of total bytes, or 0 when the
+ * file may not grow by it (max_file_size_bytes). */
+static size_t packet_header(struct session *s, size_t total, uint8_t hdr[static 11]) {
+        if (s->out_full)
+                return 0;
+        size_t hn = session_packet_header(total, hdr);
         if (s->max_file_size && s->file_bytes + hn + total > s->max_file_size) {
                 s->out_full = true;
                 return 0;
@@ -253,6 +259,14 @@ static int writer_sink(const struct iovec *iov, size_t n_iov, size_t total, void
         size_t hn = packet_header(s, total, hdr);
         if (hn == 0)
                 return 0;
+        /* During a cut, a sequence that cleared its state goes on in the
+         * next file. */
+        if (s->rot && session_rotate_to_next(s, iov, n_iov, total)) {
+                int r = session_rotate_put_next(s, hdr, hn);
+                for (size_t i = 0; r >= 0 && i < n_iov; i++)
+                        r = session_rotate_put_next(s, iov[i].iov_base, iov[i].iov_len);
+                return r < 0 ? (k->error = r) : 0;
+        }
         /* The common case: the packet fits the block being filled. */
         size_t avail;
         uint8_t *dst = s->out_off == s->out_len ? output_writer_space(s->out_writer, &avail) : NULL;
@@ -377,6 +391,9 @@ int session_output_take_chunk(struct session *s, struct trace_buffer *tb, const 
         if (!s->out_writer || s->out_error < 0 || s->out_full || s->out_finalizing || s->max_file_size ||
             !s->initial_packets_emitted || (s->state != SESSION_STARTED && s->state != SESSION_DISABLING))
                 return 0;
+        /* During a rotation's cut, packets are routed as they are read. */
+        if (s->rot && s->rot->cutting)
+                return 0;
         /* Room in the writer, after what spilled over. When the disk is
          * behind, wait for it a little: the producer's commits (and so its
          * writers) are then paced by the disk and every byte is copied once,
@@ -403,6 +420,8 @@ int session_output_take_chunk(struct session *s, struct trace_buffer *tb, const 
         /* Every packet of the sequence's first chunk was invalid. */
         if (k.have_seq && k.first)
                 session_sequence_unsee(s, k.producer_id, k.writer_id);
+        if (s->rot)
+                session_rotate_check_size(s);
         return r;
 }
 
@@ -433,7 +452,69 @@ static int write_into_writer(struct session *s, bool show) {
                         progress);
         if (r < 0)
                 return output_fail(s, r);
+        if (s->rot)
+                session_rotate_check_size(s);
         return s->out_full ? -EFBIG : 0;
+}
+
+static int tail_sink(const struct iovec *iov, size_t n_iov, size_t total, void *userdata) {
+        struct session *s = userdata;
+        uint8_t hdr[11];
+        size_t hn = session_packet_header(total, hdr);
+        int r = writer_put(s, hdr, hn);
+        for (size_t i = 0; r >= 0 && i < n_iov; i++)
+                r = writer_put(s, iov[i].iov_base, iov[i].iov_len);
+        s->file_bytes += hn + total;
+        return r;
+}
+
+int session_output_cut(struct session *s) {
+        int r = 0;
+        if (!s->out_writer)
+                return -EBADF;
+        if (s->out_error < 0)
+                return s->out_error;
+        /* Everything the buffers hold for this file: paced by its writer. */
+        for (;;) {
+                r = write_into_writer(s, false);
+                if (r < 0 || !s->out_more)
+                        break;
+                r = output_writer_wait_space(s->out_writer);
+                if (r < 0)
+                        break;
+        }
+        if (r >= 0) {
+                r = session_emit_file_tail(s, tail_sink, s);
+                while (r >= 0 && writer_drain_overflow(s) > 0) {
+                        output_writer_submit(s->out_writer, false);
+                        r = output_writer_wait_space(s->out_writer);
+                }
+        }
+        if (r >= 0) {
+                output_writer_submit(s->out_writer, true);
+                r = output_writer_wait_idle(s->out_writer);
+        }
+        if (r < 0)
+                return output_fail(s, r);
+        return 0;
+}
+
+void session_output_swap(struct session *s, int fd, struct output_writer *w, uint8_t *over, size_t len, size_t cap,
+                         uint64_t bytes) {
+        s->out_io = sd_event_source_disable_unref(s->out_io);
+        s->out_stall = sd_event_source_disable_unref(s->out_stall);
+        output_writer_free(s->out_writer);
+        safe_close(s->file_fd);
+        free(s->out_buf);
+        s->file_fd = fd;
+        s->out_writer = w;
+        s->out_buf = over;
+        s->out_off = 0;
+        s->out_len = len;
+        s->out_cap = cap;
+        s->file_bytes = bytes;
+        s->out_more = false;
+        s->take_slow = false;
 }
 
 int session_write_into_file(struct session *s) {

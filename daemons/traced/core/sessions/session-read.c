@@ -165,6 +165,39 @@ bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total) {
         return true;
 }
 
+uint64_t packet_sequence_flags(const struct iovec *iov, size_t n_iov, size_t total) {
+        struct iov_reader r = { .iov = iov, .n_iov = n_iov, .left = total };
+        uint64_t flags = 0;
+        while (r.left > 0) {
+                uint64_t key, v;
+                if (rd_varint(&r, &key) < 0)
+                        return flags;
+                switch (key & 7) {
+                case 0:
+                        if (rd_varint(&r, &v) < 0)
+                                return flags;
+                        if ((key >> 3) == TracePacket_FIELD_sequence_flags)
+                                flags |= v;
+                        break;
+                case 1:
+                        if (rd_skip(&r, 8) < 0)
+                                return flags;
+                        break;
+                case 2:
+                        if (rd_varint(&r, &v) < 0 || rd_skip(&r, v) < 0)
+                                return flags;
+                        break;
+                case 5:
+                        if (rd_skip(&r, 4) < 0)
+                                return flags;
+                        break;
+                default:
+                        return flags;
+                }
+        }
+        return flags;
+}
+
 /* ---- service packets ---------------------------------------------------- */
 
 /* A service packet being built: the packet, and the buffer it is in. */
@@ -525,7 +558,9 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                         return -ENOMEM;
                 memcpy(s->read_iov, pkt.slices, n * sizeof(struct iovec));
                 s->read_iov[n] = (struct iovec) { .iov_base = tail, .iov_len = tn };
+                s->read_seq = seq;
                 r = sink(s->read_iov, n + 1, pkt.size + tn, userdata);
+                s->read_seq = 0;
                 if (r < 0)
                         return r;
                 count++;
@@ -535,6 +570,35 @@ static int read_buffer(struct session *s, struct trace_buffer *tb, packet_sink_f
                 }
         }
         return count;
+}
+
+/* What opens every file: the clocks, a marker, the config, the trace's
+ * uuid and the system. */
+static int emit_head(struct session *s, packet_sink_fn sink, void *userdata) {
+        int r;
+        if ((r = emit_clock_snapshot(s, sink, userdata)) < 0 || (r = emit_sync_marker(s, sink, userdata)) < 0 ||
+            (r = emit_trace_config(s, sink, userdata)) < 0 || (r = emit_trace_uuid(s, sink, userdata)) < 0 ||
+            (r = emit_system_info(s, sink, userdata)) < 0)
+                return r;
+        return 5;
+}
+
+int session_emit_file_head(struct session *s, packet_sink_fn sink, void *userdata) {
+        int r = emit_head(s, sink, userdata);
+        if (r < 0)
+                return r;
+        /* Relayed machines again: each file describes its machines. */
+        s->n_machines_emitted = 0;
+        int k = emit_relayed_machines(s, sink, userdata);
+        return k < 0 ? k : r + k;
+}
+
+int session_emit_file_tail(struct session *s, packet_sink_fn sink, void *userdata) {
+        int r;
+        if ((r = emit_service_events(s, sink, userdata)) < 0 || (r = emit_clock_snapshot(s, sink, userdata)) < 0 ||
+            (r = emit_trace_stats(s, sink, userdata)) < 0)
+                return r;
+        return 2;
 }
 
 int session_read_packets(struct session *s, packet_sink_fn sink, void *userdata) {
@@ -550,11 +614,9 @@ int session_read_packets_paced(struct session *s, packet_sink_fn sink, void *use
         if (!s->initial_packets_emitted) {
                 s->initial_packets_emitted = true;
                 s->last_sync_marker_usec = now;
-                if ((r = emit_clock_snapshot(s, sink, userdata)) < 0 || (r = emit_sync_marker(s, sink, userdata)) < 0 ||
-                    (r = emit_trace_config(s, sink, userdata)) < 0 || (r = emit_trace_uuid(s, sink, userdata)) < 0 ||
-                    (r = emit_system_info(s, sink, userdata)) < 0)
+                if ((r = emit_head(s, sink, userdata)) < 0)
                         return r;
-                count += 5;
+                count += r;
                 if (s->clone_trigger.trigger_name) {
                         r = emit_trigger(s, true, &s->clone_trigger, sink, userdata);
                         if (r < 0)

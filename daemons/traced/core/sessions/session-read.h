@@ -34,3 +34,14 @@ size_t session_packet_trailer(const struct trace_buffer_packet_info *info, uint3
 /* Whether a producer-written packet is acceptable: well-formed at the top
  * level and free of the fields only the service may set. */
 bool packet_is_valid(const struct iovec *iov, size_t n_iov, size_t total);
+
+/* TracePacket.sequence_flags of a packet (0 when it has none). */
+#define SEQ_INCREMENTAL_STATE_CLEARED 1u
+uint64_t packet_sequence_flags(const struct iovec *iov, size_t n_iov, size_t total);
+
+/* Rotation (session-rotate.c): the service's packets that open a file
+ * (clocks, config, uuid, system info, relayed machines) and those that
+ * close one (service events, clocks, the file's TraceStats). The number
+ * of packets, or -errno from the sink. */
+int session_emit_file_head(struct session *s, packet_sink_fn sink, void *userdata);
+int session_emit_file_tail(struct session *s, packet_sink_fn sink, void *userdata);

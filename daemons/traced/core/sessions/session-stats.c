@@ -10,6 +10,7 @@
 
 #include "basic/macro.h"
 #include "core/sessions/session-internal.h"
+#include "core/sessions/session-rotate.h"
 #include "core/sessions/session-stats.h"
 #include "core/buffers/trace-buffer.h"
 #include "core/limits.h"
@@ -33,13 +34,17 @@ Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s) {
                         return NULL;
                 }
                 perfetto__protos__trace_stats__buffer_stats__init(b);
-                const struct trace_buffer_stats *t = trace_buffer_get_stats(s->buffers[i].tb);
-#define SET(f)                    \
-        do {                      \
-                b->has_##f = true; \
-                b->f = t->f;      \
+                const struct trace_buffer_stats *t = trace_buffer_get_stats(s->buffers[i].tb), *base;
+                /* A rotating session's file counts what happened while it
+                 * was written. */
+                session_rotate_stats_base(s, i, &base);
+#define SET(f)                                          \
+        do {                                            \
+                b->has_##f = true;                      \
+                b->f = t->f - (base ? base->f : 0);     \
         } while (0)
-                SET(buffer_size);
+                b->has_buffer_size = true;
+                b->buffer_size = t->buffer_size;
                 SET(bytes_written);
                 SET(bytes_overwritten);
                 SET(bytes_read);
@@ -89,6 +94,15 @@ Perfetto__Protos__TraceStats *session_build_trace_stats(struct session *s) {
         st->flushes_succeeded = s->flushes_succeeded;
         st->has_flushes_failed = true;
         st->flushes_failed = s->flushes_failed;
+        if (s->rot) {
+                const struct session_rotation *rot = s->rot;
+                st->chunks_discarded -= rot->base_discarded;
+                st->patches_discarded -= rot->base_patches;
+                st->invalid_packets -= rot->base_invalid;
+                st->flushes_requested -= rot->base_flushes_requested;
+                st->flushes_succeeded -= rot->base_flushes_succeeded;
+                st->flushes_failed -= rot->base_flushes_failed;
+        }
         if (s->end_reason) {
                 st->has_traced_end_reason = true;
                 st->traced_end_reason = s->end_reason;

@@ -20,6 +20,8 @@
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-stats.h"
 #include "core/sessions/session-read.h"
+#include "core/sessions/session-rotate.h"
+#include <sys/stat.h>
 #include "core/buffers/trace-buffer.h"
 
 static void random_uuid(uint64_t *msb, uint64_t *lsb) {
@@ -132,6 +134,7 @@ void session_free(struct session *s) {
         sd_event_source_disable_unref(s->start_timer);
         session_output_free(s);
         safe_close(s->file_fd);
+        session_rotate_free(s);
         while (s->clone_hits) {
                 struct clone_trigger_hit *h = s->clone_hits;
                 s->clone_hits = h->next;
@@ -297,7 +300,18 @@ int session_create(struct traced_service *svc, struct consumer *c, uid_t uid,
                 s->n_buffers++;
         }
 
-        if (out_fd >= 0) {
+        struct stat st;
+        if (out_fd >= 0 && fstat(out_fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+                r = session_rotate_open(s, TAKE_FD(out_fd), ret_error);
+                if (r < 0) {
+                        session_free(s);
+                        return r;
+                }
+        } else if (s->config->traced_rotation && out_fd >= 0) {
+                session_free(s);
+                return session_config_error(ret_error, "traced_rotation needs a directory to write its files in "
+                                                       "(tracectl record -o DIR/), not a file");
+        } else if (out_fd >= 0) {
                 r = session_output_open(s, TAKE_FD(out_fd), ret_error);
                 if (r < 0) {
                         session_free(s);
@@ -405,6 +419,7 @@ int session_start_now(struct session *s) {
                  * session's own packets, and from then on committed chunks
                  * can go straight into it. */
                 (void) session_add_timer_ms(s, &s->file_timer, 0, on_file_timer);
+                session_rotate_started(s);
         }
         if (cfg->has_flush_period_ms && cfg->flush_period_ms > 0)
                 (void) session_add_timer_ms(s, &s->flush_timer, cfg->flush_period_ms, on_flush_timer);
@@ -455,6 +470,11 @@ static int on_free_detached(sd_event_source *src, void *userdata) {
 void session_finalize(struct session *s) {
         if (s->state == SESSION_DISABLED)
                 return;
+        /* A cut under way ends first: what follows goes into the next
+         * file, which is the last. */
+        session_rotate_finish(s);
+        if (s->rot)
+                s->rot->period_timer = sd_event_source_disable_unref(s->rot->period_timer);
         s->state = SESSION_DISABLED;
         s->duration_timer = sd_event_source_disable_unref(s->duration_timer);
         s->flush_timer = sd_event_source_disable_unref(s->flush_timer);
@@ -497,6 +517,7 @@ void session_output_finished(struct session *s) {
                 if (s->out_error < 0 && !s->disable_error)
                         s->disable_error = strdup(output_error_message(s->out_error));
                 session_output_free(s);
+                session_rotate_close_last(s, s->out_error);
                 s->file_fd = safe_close(s->file_fd);
         }
         log_info("Session %" PRIu64 " disabled%s%s.", s->id, s->disable_error ? ": " : "",

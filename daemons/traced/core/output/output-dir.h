@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/* A directory that a rotating session writes numbered trace files into
+ * (sessions/session-rotate.c says when), at the level of files: making
+ * the next file, closing one whole, finding the closed ones and removing
+ * the oldest. Every name is made here and is a plain name relative to the
+ * directory's fd (openat with O_NOFOLLOW | O_EXCL), so nothing outside
+ * the directory is ever opened, followed, or removed.
+ *
+ *   PREFIX-NNNNNN.pftrace        a closed file, whole (fsync'd, renamed
+ *                                into place once complete)
+ *   PREFIX-NNNNNN.pftrace.part   the file being written
+ *
+ * PREFIX is the session's: "trace-YYYYMMDDTHHMMSSZ" from its start time
+ * (UTC), so that names sort in time order and two sessions sharing a
+ * directory do not meet. */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#define OUTPUT_DIR_NAME_MAX 64u
+#define OUTPUT_DIR_SUFFIX ".pftrace"
+#define OUTPUT_DIR_PART ".part"
+
+/* Names below a tree's top (output_dir_list_tree) are paths of up to
+ * OUTPUT_DIR_TREE_DEPTH directories and a file. */
+#define OUTPUT_DIR_TREE_DEPTH 3u
+#define OUTPUT_DIR_PATH_MAX 1024u
+
+struct output_dir_file {
+        char name[OUTPUT_DIR_PATH_MAX];
+        uint64_t bytes;   /* its size */
+        int64_t mtime_ns; /* when it was closed */
+};
+
+/* The session prefix for a start time (CLOCK_REALTIME, s). */
+void output_dir_prefix(int64_t realtime_s, char ret[static OUTPUT_DIR_NAME_MAX]);
+
+/* Creates PREFIX-NNNNNN.pftrace.part in dir_fd, new (never an existing
+ * file or a symbolic link), mode 0640. The fd, or -errno. */
+int output_dir_create(int dir_fd, const char *prefix, uint64_t index);
+
+/* Removes PREFIX-NNNNNN.pftrace.part (a file given up before it held
+ * anything of the producers'). */
+void output_dir_remove_part(int dir_fd, const char *prefix, uint64_t index);
+
+/* The file written into fd is complete: fsync'd, then renamed from its
+ * ".part" name to its final one (never over an existing file). fd stays
+ * the caller's. 0 or -errno (the file keeps its ".part" name then). */
+int output_dir_close(int dir_fd, int fd, const char *prefix, uint64_t index);
+
+/* The closed files in dir_fd whose names start with prefix (NULL: every
+ * PREFIX-NNNNNN.pftrace this module makes), oldest first (by time closed,
+ * then name). *ret is malloc'd. -errno on failure. */
+int output_dir_list(int dir_fd, const char *prefix, struct output_dir_file **ret, size_t *ret_n);
+
+/* The same for every directory below dir_fd too, down to
+ * OUTPUT_DIR_TREE_DEPTH levels (no symbolic link followed): the whole
+ * trace directory, oldest first across it. */
+int output_dir_list_tree(int dir_fd, struct output_dir_file **ret, size_t *ret_n);
+
+/* Removes the oldest of files (as listed) until at most keep_files remain
+ * and they hold at most keep_bytes (0: no cap of that kind). Returns how
+ * many were removed, their bytes in *ret_freed (may be NULL). */
+size_t output_dir_prune(int dir_fd, const struct output_dir_file *files, size_t n, uint64_t keep_files,
+                        uint64_t keep_bytes, uint64_t *ret_freed);
+
+/* Removes one file as listed (its name may be a path below dir_fd: each
+ * directory on the way is opened without following a symbolic link).
+ * 0 or -errno. */
+int output_dir_remove(int dir_fd, const char *name);
+
+/* Free bytes for unprivileged users on dir_fd's file system, or -errno. */
+int64_t output_dir_free_bytes(int dir_fd);
+
+/* Cuts the trace file fd after its last whole packet (a write that
+ * failed halfway leaves a torn one). 0 or -errno. */
+int output_dir_trim(int fd);

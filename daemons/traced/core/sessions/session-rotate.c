@@ -1,0 +1,453 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* Rotation: when and how a session's file is cut (session-rotate.h). */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "basic/macro.h"
+#include "log/log.h"
+#include "core/sessions/session-internal.h"
+#include "core/sessions/session-read.h"
+#include "core/sessions/session-rotate.h"
+#include "core/output/output-dir.h"
+#include "core/output/output-fd.h"
+#include "core/output/output-writer.h"
+
+static void stats_snapshot(struct session *s) {
+        struct session_rotation *rot = s->rot;
+        if (rot->n_base < s->n_buffers) {
+                struct trace_buffer_stats *b = realloc(rot->base, s->n_buffers * sizeof(*b));
+                if (!b)
+                        return; /* the next file counts from the previous base */
+                rot->base = b;
+                rot->n_base = s->n_buffers;
+        }
+        for (size_t i = 0; i < s->n_buffers; i++)
+                rot->base[i] = *trace_buffer_get_stats(s->buffers[i].tb);
+        rot->base_invalid = s->packets_invalid;
+        rot->base_discarded = s->chunks_discarded_no_buffer + s->chunks_torn;
+        rot->base_patches = s->patches_discarded;
+        rot->base_flushes_requested = s->flushes_requested;
+        rot->base_flushes_succeeded = s->flushes_succeeded;
+        rot->base_flushes_failed = s->flushes_failed;
+}
+
+void session_rotate_stats_base(const struct session *s, size_t buffer, const struct trace_buffer_stats **ret) {
+        *ret = s->rot && buffer < s->rot->n_base ? &s->rot->base[buffer] : NULL;
+}
+
+/* Whether dir_fd is the trace directory or lies below it. */
+static bool below_trace_dir(struct traced_service *svc, int dir_fd) {
+        struct stat top, st;
+        if (svc->trace_dir_fd < 0 || fstat(svc->trace_dir_fd, &top) < 0)
+                return false;
+        int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        for (unsigned depth = 0; fd >= 0 && depth <= OUTPUT_DIR_TREE_DEPTH + 1; depth++) {
+                if (fstat(fd, &st) < 0)
+                        break;
+                if (st.st_dev == top.st_dev && st.st_ino == top.st_ino) {
+                        safe_close(fd);
+                        return true;
+                }
+                int up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                safe_close(fd);
+                fd = up;
+        }
+        safe_close(fd);
+        return false;
+}
+
+int session_rotate_open(struct session *s, int dir_fd, char **ret_error) {
+        _cleanup_close_ int dfd = dir_fd;
+        const Perfetto__Protos__TraceConfig__TracedRotation *rc = s->config->traced_rotation;
+        struct timespec rt;
+        int r;
+
+        if (!rc || ((!rc->has_file_size_bytes || rc->file_size_bytes == 0) && (!rc->has_period_ms || rc->period_ms == 0)))
+                return session_config_error(ret_error, "The output is a directory, but the trace config asks for no "
+                                                       "rotation (traced_rotation with file_size_bytes or period_ms)");
+        if (s->config->has_max_file_size_bytes && s->config->max_file_size_bytes)
+                return session_config_error(ret_error, "max_file_size_bytes ends a session at a size; with "
+                                                       "traced_rotation the files are cut at file_size_bytes instead");
+        if (rc->has_file_size_bytes && rc->file_size_bytes && rc->file_size_bytes < SERVICE_MIN_ROTATE_BYTES)
+                return session_config_error(ret_error, "traced_rotation.file_size_bytes is below the service's "
+                                                       "minimum of 64 KiB");
+        if (rc->has_period_ms && rc->period_ms && rc->period_ms < SERVICE_MIN_ROTATE_PERIOD_MS)
+                return session_config_error(ret_error, "traced_rotation.period_ms is below the service's minimum of "
+                                                       "1 s");
+        struct session_rotation *rot = calloc(1, sizeof(*rot));
+        if (!rot)
+                return -ENOMEM;
+        *rot = (struct session_rotation) {
+                .dir_fd = TAKE_FD(dfd),
+                .index = 1,
+                .size_limit = rc->has_file_size_bytes ? rc->file_size_bytes : 0,
+                .period_ms = rc->has_period_ms ? rc->period_ms : 0,
+                .keep_files = rc->has_keep_files ? rc->keep_files : 0,
+                .keep_bytes = rc->has_keep_bytes ? rc->keep_bytes : 0,
+                .next_fd = -EBADF,
+        };
+        s->rot = rot;
+        rot->in_trace_dir = below_trace_dir(s->svc, rot->dir_fd);
+        clock_gettime(CLOCK_REALTIME, &rt);
+        output_dir_prefix(rt.tv_sec, rot->prefix);
+
+        int fd = output_dir_create(rot->dir_fd, rot->prefix, rot->index);
+        if (fd < 0) {
+                if (ret_error && asprintf(ret_error,
+                                          "The service cannot create a trace file in the directory: %s (it writes as "
+                                          "the service's user: give the traced group write access, e.g. chgrp traced "
+                                          "DIR && chmod 2770 DIR)",
+                                          strerror(-fd)) < 0)
+                        *ret_error = NULL;
+                return fd;
+        }
+        r = session_output_open(s, fd, ret_error);
+        if (r < 0) {
+                output_dir_remove_part(rot->dir_fd, rot->prefix, rot->index);
+                return r;
+        }
+        return 0;
+}
+
+static int on_period(sd_event_source *src, uint64_t usec, void *userdata);
+
+static void arm_period(struct session *s) {
+        if (s->rot->period_ms && session_add_timer_ms(s, &s->rot->period_timer, s->rot->period_ms, on_period) < 0)
+                log_warning("Session %" PRIu64 ": cannot arm the rotation period; files are cut by size only.", s->id);
+}
+
+void session_rotate_started(struct session *s) {
+        if (!s->rot)
+                return;
+        stats_snapshot(s);
+        arm_period(s);
+}
+
+static bool seq_crossed(const struct session_rotation *rot, uint32_t seq) {
+        return seq / 8 < rot->crossed_bytes && (rot->crossed[seq / 8] & (1u << (seq % 8)));
+}
+
+static void seq_cross(struct session_rotation *rot, uint32_t seq) {
+        if (seq / 8 >= rot->crossed_bytes) {
+                size_t n = MAX((size_t) seq / 8 + 1, rot->crossed_bytes * 2);
+                uint8_t *c = realloc(rot->crossed, n);
+                if (!c)
+                        return; /* the sequence moves over at the end of the cut */
+                memset(c + rot->crossed_bytes, 0, n - rot->crossed_bytes);
+                rot->crossed = c;
+                rot->crossed_bytes = n;
+        }
+        rot->crossed[seq / 8] |= (uint8_t) (1u << (seq % 8));
+}
+
+bool session_rotate_to_next(struct session *s, const struct iovec *iov, size_t n_iov, size_t total) {
+        struct session_rotation *rot = s->rot;
+        uint32_t seq = s->read_seq;
+        if (!rot || !rot->cutting || seq == 0)
+                return false;
+        if (seq_crossed(rot, seq))
+                return true;
+        if (!(packet_sequence_flags(iov, n_iov, total) & SEQ_INCREMENTAL_STATE_CLEARED))
+                return false;
+        seq_cross(rot, seq);
+        return true;
+}
+
+int session_rotate_put_next(struct session *s, const uint8_t *p, size_t n) {
+        struct session_rotation *rot = s->rot;
+        size_t k = rot->next_len == 0 ? output_writer_fill(rot->next_writer, p, n) : 0;
+        rot->next_bytes += n;
+        if (k == n)
+                return 0;
+        if (rot->next_len + n - k > rot->next_cap) {
+                size_t cap = MAX(rot->next_cap * 2, rot->next_len + n - k);
+                uint8_t *b = realloc(rot->next_over, cap);
+                if (!b)
+                        return -ENOMEM;
+                rot->next_over = b;
+                rot->next_cap = cap;
+        }
+        memcpy(rot->next_over + rot->next_len, p + k, n - k);
+        rot->next_len += n - k;
+        return 0;
+}
+
+static int head_sink(const struct iovec *iov, size_t n_iov, size_t total, void *userdata) {
+        struct session *s = userdata;
+        uint8_t hdr[11];
+        size_t hn = session_packet_header(total, hdr);
+        int r = session_rotate_put_next(s, hdr, hn);
+        for (size_t i = 0; r >= 0 && i < n_iov; i++)
+                r = session_rotate_put_next(s, iov[i].iov_base, iov[i].iov_len);
+        return r;
+}
+
+/* The disk is full: the session ends with what it has, every file whole. */
+static void disk_full(struct session *s, const char *why) {
+        s->end_reason = PERFETTO__PROTOS__TRACE_STATS__TRACED_END_REASON__TRACED_END_DISK_FULL;
+        _cleanup_free_ char *msg = NULL;
+        if (asprintf(&msg, "The disk the trace files go to is full (%s): the session stopped; every file is whole",
+                     why) < 0)
+                msg = NULL;
+        session_disable(s, msg ? msg : "The disk the trace files go to is full");
+}
+
+/* The cut is given up: the next file goes (it holds nothing of the
+ * producers' yet). */
+static void drop_next(struct session_rotation *rot) {
+        output_writer_free(rot->next_writer);
+        rot->next_writer = NULL;
+        if (rot->next_fd >= 0)
+                output_dir_remove_part(rot->dir_fd, rot->prefix, rot->index + 1);
+        rot->next_fd = safe_close(rot->next_fd);
+        free(rot->next_over);
+        rot->next_over = NULL;
+        rot->next_len = rot->next_cap = 0;
+        rot->next_bytes = 0;
+        rot->cutting = false;
+}
+
+static void cut_flushed(struct session *s, bool success, void *userdata) {
+        if (!success)
+                log_debug("Session %" PRIu64 ": the flush of a rotation did not complete; the sequences that did "
+                          "not answer go on in the next file from now.",
+                          s->id);
+        session_rotate_finish(s);
+}
+
+static bool retention_room(struct session *s);
+static void prune_trace_dir(struct session *s);
+
+static void rotate_begin(struct session *s) {
+        struct session_rotation *rot = s->rot;
+        int r;
+
+        if (rot->cutting || s->state != SESSION_STARTED || s->out_error < 0 || !s->initial_packets_emitted)
+                return;
+        /* Room for the next file first (traced.conf's retention). */
+        if (!retention_room(s))
+                return;
+        rot->next_fd = output_dir_create(rot->dir_fd, rot->prefix, rot->index + 1);
+        if (rot->next_fd < 0) {
+                r = rot->next_fd;
+                log_error("Session %" PRIu64 ": cannot create the next trace file: %s", s->id, strerror(-r));
+                if (r == -ENOSPC || r == -EDQUOT)
+                        disk_full(s, strerror(-r));
+                else
+                        session_disable(s, "The service cannot create the next trace file of the rotation");
+                return;
+        }
+        r = output_writer_new(rot->next_fd, &rot->next_writer);
+        if (r >= 0) {
+                rot->cutting = true;
+                memset(rot->crossed, 0, rot->crossed_bytes);
+                r = session_emit_file_head(s, head_sink, s);
+        }
+        if (r < 0) {
+                drop_next(rot);
+                log_error("Session %" PRIu64 ": cannot start the next trace file: %s", s->id, strerror(-r));
+                session_disable(s, "The service cannot start the next trace file of the rotation");
+                return;
+        }
+        session_clear_incremental_state(s);
+        r = session_flush(s, 0, cut_flushed, NULL);
+        if (r < 0)
+                session_rotate_finish(s);
+}
+
+static int on_begin(sd_event_source *src, void *userdata) {
+        struct session *s = userdata;
+        s->rot->begin_defer = sd_event_source_disable_unref(s->rot->begin_defer);
+        rotate_begin(s);
+        return 0;
+}
+
+static int on_period(sd_event_source *src, uint64_t usec, void *userdata) {
+        struct session *s = userdata;
+        rotate_begin(s);
+        return 0;
+}
+
+void session_rotate_check_size(struct session *s) {
+        struct session_rotation *rot = s->rot;
+        if (!rot || rot->cutting || rot->begin_defer || !rot->size_limit || s->file_bytes < rot->size_limit ||
+            s->state != SESSION_STARTED)
+                return;
+        if (sd_event_add_defer(s->svc->event, &rot->begin_defer, on_begin, s) < 0)
+                log_debug("Session %" PRIu64 ": cannot schedule a rotation now; at the next write.", s->id);
+}
+
+/* Keeps the session's closed files within --keep. */
+static void prune(struct session *s) {
+        struct session_rotation *rot = s->rot;
+        struct output_dir_file *files = NULL;
+        size_t n = 0;
+        if (!rot->keep_files && !rot->keep_bytes)
+                return;
+        int r = output_dir_list(rot->dir_fd, rot->prefix, &files, &n);
+        if (r < 0) {
+                log_warning("Session %" PRIu64 ": cannot list its trace files to keep their number down: %s", s->id,
+                            strerror(-r));
+                return;
+        }
+        uint64_t freed;
+        size_t removed = output_dir_prune(rot->dir_fd, files, n, rot->keep_files, rot->keep_bytes, &freed);
+        if (removed)
+                log_debug("Session %" PRIu64 ": removed %zu old trace file(s), %" PRIu64 " bytes.", s->id, removed,
+                          freed);
+        free(files);
+}
+
+/* traced.conf's max_use: the closed files of rotations in the trace
+ * directory, oldest first across its sessions. */
+static void prune_trace_dir(struct session *s) {
+        struct traced_service *svc = s->svc;
+        struct output_dir_file *files = NULL;
+        size_t n = 0;
+        if (!s->rot->in_trace_dir || !svc->max_use || svc->trace_dir_fd < 0)
+                return;
+        int r = output_dir_list_tree(svc->trace_dir_fd, &files, &n);
+        if (r < 0) {
+                log_warning("Cannot list the trace directory %s to keep it within max_use: %s", svc->trace_dir,
+                            strerror(-r));
+                return;
+        }
+        uint64_t freed;
+        size_t removed = output_dir_prune(svc->trace_dir_fd, files, n, 0, svc->max_use, &freed);
+        if (removed)
+                log_info("Removed %zu trace file(s) (%" PRIu64 " bytes) from %s: it holds more than max_use=.",
+                         removed, freed, svc->trace_dir);
+        free(files);
+}
+
+/* traced.conf's keep_free: while the file system holds less, the
+ * session's oldest closed files go (in the trace directory, the oldest of
+ * any session); with none left the session stops, its files whole. False
+ * then. */
+static bool retention_room(struct session *s) {
+        struct traced_service *svc = s->svc;
+        struct session_rotation *rot = s->rot;
+        prune_trace_dir(s);
+        if (!svc->keep_free)
+                return true;
+        for (;;) {
+                int64_t avail = output_dir_free_bytes(rot->dir_fd);
+                if (avail < 0 || (uint64_t) avail >= svc->keep_free)
+                        return true;
+                struct output_dir_file *files = NULL;
+                size_t n = 0;
+                int top = rot->in_trace_dir && svc->trace_dir_fd >= 0 ? svc->trace_dir_fd : rot->dir_fd;
+                int r = top == rot->dir_fd ? output_dir_list(top, rot->prefix, &files, &n)
+                                           : output_dir_list_tree(top, &files, &n);
+                if (r >= 0 && n > 0)
+                        r = output_dir_remove(top, files[0].name);
+                if (r >= 0 && n > 0)
+                        log_info("Session %" PRIu64 ": removed %s: the file system has less than keep_free= "
+                                 "free.",
+                                 s->id, files[0].name);
+                free(files);
+                if (r < 0 || n == 0) {
+                        log_warning("Session %" PRIu64 ": %" PRId64 " bytes free where the trace files go, below "
+                                    "keep_free=%" PRIu64 ", and no closed file of its own is left to remove.",
+                                    s->id, avail, svc->keep_free);
+                        disk_full(s, "less free than keep_free= in traced.conf");
+                        return false;
+                }
+        }
+}
+
+/* The file written into fd becomes whole under its final name. */
+static int close_file(struct session *s, int fd, uint64_t index) {
+        int r = output_dir_close(s->rot->dir_fd, fd, s->rot->prefix, index);
+        if (r < 0)
+                log_error("Session %" PRIu64 ": cannot complete trace file %" PRIu64 ": %s", s->id, index,
+                          strerror(-r));
+        else
+                s->rot->files_closed++;
+        return r;
+}
+
+void session_rotate_finish(struct session *s) {
+        struct session_rotation *rot = s->rot;
+        if (!rot || !rot->cutting)
+                return;
+        rot->begin_defer = sd_event_source_disable_unref(rot->begin_defer);
+        /* What is left for the old file, then its end. */
+        int r = session_output_cut(s);
+        if (r >= 0)
+                r = close_file(s, s->file_fd, rot->index);
+        if (r < 0) {
+                drop_next(rot);
+                if (r == -ENOSPC || r == -EDQUOT)
+                        disk_full(s, strerror(-r));
+                else if (s->state == SESSION_STARTED)
+                        session_disable(s, output_error_message(r));
+                return;
+        }
+        /* The next file is the file from now on. */
+        session_output_swap(s, rot->next_fd, rot->next_writer, rot->next_over, rot->next_len, rot->next_cap,
+                            rot->next_bytes);
+        rot->next_fd = -EBADF;
+        rot->next_writer = NULL;
+        rot->next_over = NULL;
+        rot->next_len = rot->next_cap = 0;
+        rot->next_bytes = 0;
+        rot->cutting = false;
+        rot->index++;
+        stats_snapshot(s);
+        log_debug("Session %" PRIu64 ": trace file %" PRIu64 " started.", s->id, rot->index);
+        prune(s);
+        prune_trace_dir(s);
+        if (s->state == SESSION_STARTED) {
+                arm_period(s);
+                (void) session_write_into_file(s);
+                session_rotate_check_size(s);
+        }
+}
+
+void session_rotate_close_last(struct session *s, int err) {
+        if (!s->rot || s->file_fd < 0)
+                return;
+        if (err < 0) {
+                struct stat st;
+                int r = output_dir_trim(s->file_fd);
+                if (r < 0)
+                        log_warning("Session %" PRIu64 ": cannot cut its last trace file after its last whole packet: "
+                                    "%s",
+                                    s->id, strerror(-r));
+                else if (fstat(s->file_fd, &st) == 0 && st.st_size == 0) {
+                        /* Nothing of it reached the disk. */
+                        output_dir_remove_part(s->rot->dir_fd, s->rot->prefix, s->rot->index);
+                        prune(s);
+                        return;
+                }
+        }
+        if (close_file(s, s->file_fd, s->rot->index) >= 0)
+                log_info("Session %" PRIu64 ": %" PRIu64 " trace file(s) written, the last %s-%06" PRIu64
+                         OUTPUT_DIR_SUFFIX ".",
+                         s->id, s->rot->files_closed, s->rot->prefix, s->rot->index);
+        prune(s);
+        prune_trace_dir(s);
+}
+
+void session_rotate_free(struct session *s) {
+        struct session_rotation *rot = s->rot;
+        if (!rot)
+                return;
+        rot->period_timer = sd_event_source_disable_unref(rot->period_timer);
+        rot->begin_defer = sd_event_source_disable_unref(rot->begin_defer);
+        drop_next(rot);
+        safe_close(rot->dir_fd);
+        free(rot->crossed);
+        free(rot->base);
+        free(rot);
+        s->rot = NULL;
+}
