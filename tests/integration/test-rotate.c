@@ -257,7 +257,7 @@ Test(rotate, each_marker_in_exactly_one_file_and_each_file_alone) {
         static int before[65536], after[65536], lived[65536];
         snprintf(dir, sizeof(dir), "%s/traces", inst.dir);
         size_t n_before = live_pids(before, 65536);
-        int rc = record_markers(dir, "192kb", NULL, N, 6000);
+        int rc = record_markers(dir, "96kb", NULL, N, 6000);
         cr_assert_eq(rc, 0, "tracectl record --rotate failed (%d)", rc);
         size_t n_after = live_pids(after, 65536), n_lived = 0;
         for (size_t i = 0; i < n_before; i++)
@@ -267,7 +267,7 @@ Test(rotate, each_marker_in_exactly_one_file_and_each_file_alone) {
 
         cr_assert_eq(list_dir(dir, ".part", names, MAX_FILES), 0, "a .part file was left");
         size_t n = list_dir(dir, ".pftrace", names, MAX_FILES);
-        cr_assert_geq(n, 3, "only %zu files for a 192 KiB rotation", n);
+        cr_assert_geq(n, 3, "only %zu files for a 96 KiB rotation", n);
         unsigned *count = calloc(N, sizeof(unsigned));
         bool *described = calloc(n_lived, sizeof(bool));
         struct file_check k = { .marker_count = count, .n_markers = N, .lived = lived, .n_lived = n_lived,
@@ -487,6 +487,29 @@ static unsigned long file_number(const char *name) {
         return strtoul(dash + 1, NULL, 10);
 }
 
+/* tracectl ARGS (a recording of linux.ftrace in the root instance), with n
+ * long markers written once it records: tracectl's exit status. */
+static int record_filling(const char *const *args, unsigned n) {
+        int root = fixture_root_lock();
+        unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
+        struct tracectl_child c;
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path, args, 0);
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
+        for (unsigned i = 0; i < n; i++) {
+                char text[128];
+                snprintf(text, sizeof(text), MARKER_PREFIX "%u and some text to fill the files faster", i);
+                cr_assert_eq(fixture_write_root_marker(text), 0);
+        }
+        int rc = tracectl_child_wait(&c, ev, 60000);
+        fixture_root_unlock(root);
+        if (rc != 0) {
+                char *se = test_slurp(c.err_path, NULL);
+                cr_log_warn("tracectl: %s", se ? se : "");
+                free(se);
+        }
+        return rc;
+}
+
 /* traced.conf's max_use caps the trace directory: a session rotating in
  * it (output_path DIR/...) loses its oldest files, never the newest. */
 Test(rotate, max_use_caps_the_trace_directory) {
@@ -511,19 +534,7 @@ Test(rotate, max_use_caps_the_trace_directory) {
                 "traced_rotation { file_size_bytes: 131072 }\n",
                 sdir);
         cr_assert_eq(fclose(f), 0);
-        int root = fixture_root_lock();
-        unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
-        struct tracectl_child c;
-        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
-                             (const char *const[]) { "record", "-c", config, "--txt", NULL }, 0);
-        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
-        for (unsigned i = 0; i < 4000; i++) {
-                char text[128];
-                snprintf(text, sizeof(text), MARKER_PREFIX "%u and some text to fill the files faster", i);
-                cr_assert_eq(fixture_write_root_marker(text), 0);
-        }
-        int rc = tracectl_child_wait(&c, ev, 60000);
-        fixture_root_unlock(root);
+        int rc = record_filling((const char *const[]) { "record", "-c", config, "--txt", NULL }, 4000);
         cr_assert_eq(rc, 0, "tracectl record into output_path %s/ failed (%d)", sdir, rc);
         size_t n = list_dir(sdir, ".pftrace", names, MAX_FILES);
         cr_assert_geq(n, 1);
@@ -553,24 +564,10 @@ Test(rotate, keep_free_removes_the_oldest_files) {
 
         snprintf(out, sizeof(out), "%s/", dir);
         write_config(config, sizeof(config), 5000);
-        int root = fixture_root_lock();
-        unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
-        struct tracectl_child c;
-        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
-                             (const char *const[]) { "record", "-c", config, "--txt", "--rotate", "128kb", "-o", out,
-                                                     NULL },
-                             0);
-        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
-        for (unsigned i = 0; i < 4000; i++) {
-                char text[128];
-                snprintf(text, sizeof(text), MARKER_PREFIX "%u and some text to fill the files faster", i);
-                cr_assert_eq(fixture_write_root_marker(text), 0);
-        }
-        int rc = tracectl_child_wait(&c, ev, 60000);
-        fixture_root_unlock(root);
-        char *se = test_slurp(c.err_path, NULL);
-        cr_assert_eq(rc, 0, "the recording did not go on (%d): %s", rc, se ? se : "");
-        free(se);
+        int rc = record_filling((const char *const[]) { "record", "-c", config, "--txt", "--rotate", "128kb", "-o",
+                                                        out, NULL },
+                                4000);
+        cr_assert_eq(rc, 0, "the recording did not go on (%d)", rc);
         size_t n = list_dir(dir, ".pftrace", names, MAX_FILES);
         cr_assert_geq(n, 1);
         cr_assert_geq(file_number(names[0]), 2, "no file was removed for keep_free (%zu files)", n);

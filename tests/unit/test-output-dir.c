@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* A rotation's files (core/output/output-dir.c) and traced.conf's
- * retention fields. */
+/* A rotation's files (core/output/output-dir.c), and the directory a
+ * consumer passes to rotate in (output-path.c). */
 
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -13,7 +13,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "supervisor/config.h"
 #include "core/output/output-dir.h"
 #include "core/output/output-path.h"
 #include "test-scratch.h"
@@ -180,41 +179,4 @@ Test(output_dir, a_directory_to_rotate_in_must_be_the_consumers) {
         cr_assert_null(output_path_check_dir(top_fd, geteuid()));
         cr_assert_null(output_path_check_dir(top_fd, 0));
         cr_assert_not_null(output_path_check_dir(top_fd, 12345));
-}
-
-static void write_conf(const char *path, const char *text) {
-        FILE *f = fopen(path, "we");
-        cr_assert_not_null(f);
-        fputs(text, f);
-        fclose(f);
-}
-
-Test(output_dir, retention_in_traced_conf) {
-        char conf[400];
-        struct traced_config cfg;
-        char *error = NULL;
-        snprintf(conf, sizeof(conf), "%s/traced.conf", top);
-
-        write_conf(conf, "[service]\nmax_use = 4G\nkeep_free = 512M\n");
-        cr_assert_eq(traced_config_load(conf, &cfg, &error), 0);
-        cr_assert_eq(cfg.max_use, 4ull << 30);
-        cr_assert_eq(cfg.keep_free, 512ull << 20);
-        traced_config_done(&cfg);
-
-        write_conf(conf, "[service]\nmax_use = 1000\n");
-        cr_assert_eq(traced_config_load(conf, &cfg, &error), 0);
-        cr_assert_eq(cfg.max_use, 1000);
-        cr_assert_eq(cfg.keep_free, 0);
-        traced_config_done(&cfg);
-
-        const char *bad[] = { "max_use = 4X", "max_use = -1", "keep_free = 1GB", "keep_free =", "max_use = 99999999999T" };
-        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                char text[128];
-                snprintf(text, sizeof(text), "[service]\n%s\n", bad[i]);
-                write_conf(conf, text);
-                cr_assert_eq(traced_config_load(conf, &cfg, &error), -EINVAL, "%s was taken", bad[i]);
-                cr_assert(strstr(error, ":2:"), "%s", error);
-                free(error);
-                error = NULL;
-        }
 }

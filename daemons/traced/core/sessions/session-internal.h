@@ -248,6 +248,11 @@ int session_output_take_chunk(struct session *s, struct trace_buffer *tb, const 
 void session_output_free(struct session *s);
 /* The Trace.packet field header of a packet of total bytes (at most 11). */
 size_t session_packet_header(size_t total, uint8_t *hdr);
+/* Puts a packet's header (hn bytes) and slices through put, in order.
+ * 0, or put's error. */
+typedef int (*session_put_fn)(struct session *s, const uint8_t *p, size_t n);
+int session_put_packet(struct session *s, session_put_fn put, const uint8_t *hdr, size_t hn,
+                       const struct iovec *iov, size_t n_iov);
 /* Rotation: writes what the buffers hold for the file being written (the
  * rotation routes the rest to the next file), then the file's tail, and
  * waits until all of it is in the file. 0 or -errno. */

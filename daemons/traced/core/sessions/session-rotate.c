@@ -184,10 +184,7 @@ static int head_sink(const struct iovec *iov, size_t n_iov, size_t total, void *
         struct session *s = userdata;
         uint8_t hdr[11];
         size_t hn = session_packet_header(total, hdr);
-        int r = session_rotate_put_next(s, hdr, hn);
-        for (size_t i = 0; r >= 0 && i < n_iov; i++)
-                r = session_rotate_put_next(s, iov[i].iov_base, iov[i].iov_len);
-        return r;
+        return session_put_packet(s, session_rotate_put_next, hdr, hn, iov, n_iov);
 }
 
 /* The disk is full: the session ends with what it has, every file whole. */
@@ -248,7 +245,8 @@ static void rotate_begin(struct session *s) {
         r = output_writer_new(rot->next_fd, &rot->next_writer);
         if (r >= 0) {
                 rot->cutting = true;
-                memset(rot->crossed, 0, rot->crossed_bytes);
+                if (rot->crossed)
+                        memset(rot->crossed, 0, rot->crossed_bytes);
                 r = session_emit_file_head(s, head_sink, s);
         }
         if (r < 0) {
