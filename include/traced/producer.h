@@ -153,6 +153,15 @@ int traced_producer_report_error(traced_producer *p, uint64_t instance_id, const
 /* Since 0.2: activates the named triggers (TraceConfig.trigger_config) in
  * every session that waits for them, as `tracectl trigger` does. */
 int traced_producer_activate_triggers(traced_producer *p, const char *const *names, size_t n_names);
+/* Since 0.2: asks the service to answer once it has handled everything
+ * this producer sent before (its data source registrations among it), as
+ * ProducerPort.Sync does; cb then runs on the loop thread with 0, or a
+ * negative errno when the connection went away first. cb may be NULL
+ * (nothing is told). traced's plugin host calls it once the plugin has
+ * registered its data sources: the service holds the sessions of its
+ * first moments until then. No callback runs after traced_producer_free. */
+typedef void (*traced_producer_sync_cb)(traced_producer *p, int error, void *userdata);
+int traced_producer_sync(traced_producer *p, traced_producer_sync_cb cb, void *userdata);
 
 /* A writer of one sequence of packets for a data source instance. */
 int traced_producer_new_writer(traced_producer *p, uint64_t instance_id, traced_trace_writer **ret);
@@ -176,6 +185,37 @@ int traced_msg_begin_nested(traced_msg *m, uint32_t field, traced_msg **ret_chil
 int traced_msg_end_nested(traced_msg *child);
 /* Ends the packet (and any nested message still open). */
 int traced_trace_writer_end_packet(traced_trace_writer *w);
+
+/*
+ * Since 0.3: packets written with the typed writers, generated from
+ * traced's .proto files (installed with traced-protos.pc; see
+ * traced/pbzero.h), straight into the shared memory buffer:
+ *
+ *     #include <traced/pbzero/perfetto/trace/trace_packet.pbw.h>
+ *     TracePacket pkt;
+ *     TestEvent ev;
+ *     if (traced_trace_writer_begin_pb_packet(w, &pkt.msg) == 0) {
+ *             TracePacket_set_timestamp(&pkt, ts);
+ *             TracePacket_begin_for_testing(&pkt, &ev);
+ *             TestEvent_set_str(&ev, "hello");
+ *             TracePacket_end_for_testing(&pkt, &ev);
+ *             r = traced_trace_writer_end_pb_packet(w, &pkt.msg);
+ *     }
+ *
+ * root (the packet's handle) is the caller's and must live until the
+ * packet ends; the fields are written inline, the writer only called when
+ * a chunk fills up. Nested messages get a 4-byte size field, filled in
+ * place when they end (or sent as a patch of an earlier chunk); messages
+ * still open are ended by end_pb_packet. begin: -EBUSY while a packet is
+ * open, -ENOTCONN, -ENOBUFS as write_packet; end: -ENOBUFS when the buffer
+ * filled up and the packet was dropped (-EMSGSIZE: a nested message over
+ * 256 MiB; -E2BIG: more than TRACED_MSG_MAX_DEPTH messages open across a
+ * chunk boundary), counted in traced_trace_writer_dropped. The traced_msg
+ * calls above are these packets, written field by field through calls.
+ */
+struct traced_pb_msg;
+int traced_trace_writer_begin_pb_packet(traced_trace_writer *w, struct traced_pb_msg *root);
+int traced_trace_writer_end_pb_packet(traced_trace_writer *w, struct traced_pb_msg *root);
 
 /* Completes the current chunk and commits everything written. -EBUSY
  * between begin_packet and end_packet (a packet cannot be handed over half

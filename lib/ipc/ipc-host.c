@@ -70,6 +70,9 @@ struct ipc_request {
         int fd;
         const uint8_t *args; /* during the handler */
         size_t args_len;
+        uint8_t *kept_args; /* ipc_request_postpone: a copy, for the redispatch */
+        size_t kept_len;
+        bool postponed;
 };
 
 static void request_unlink(ipc_request *req) {
@@ -97,6 +100,8 @@ ipc_request *ipc_request_unref(ipc_request *req) {
         ipc_host_conn *hc = req->hc;
         request_unlink(req);
         req->fd = safe_close(req->fd);
+        free(req->kept_args);
+        req->kept_args = NULL;
         /* Requests answered one after the other reuse one allocation. */
         if (hc && !hc->spare)
                 hc->spare = req;
@@ -192,6 +197,51 @@ int ipc_request_reply(ipc_request *req, const ProtobufCMessage *msg, bool has_mo
 const uint8_t *ipc_request_args(const ipc_request *req, size_t *ret_len) {
         *ret_len = req->args_len;
         return req->args;
+}
+
+int ipc_request_postpone(ipc_request *req) {
+        if (!req || req->finished || req->postponed)
+                return -EINVAL;
+        if (!req->args)
+                return -EBUSY; /* only from its handler */
+        uint8_t *copy = malloc(req->args_len ? req->args_len : 1);
+        if (!copy)
+                return -ENOMEM;
+        memcpy(copy, req->args, req->args_len);
+        req->kept_args = copy;
+        req->kept_len = req->args_len;
+        req->postponed = true;
+        ipc_request_ref(req);
+        return 0;
+}
+
+void ipc_request_redispatch(ipc_request *req, ipc_method_handler handler, void *userdata) {
+        if (!req || !req->postponed)
+                return;
+        req->postponed = false;
+        _cleanup_free_ uint8_t *bytes = TAKE_PTR(req->kept_args);
+        size_t len = req->kept_len;
+        /* It decoded when it came: only memory can be short now. */
+        ProtobufCMessage *args = ipc_request_connected(req) ?
+                                         protobuf_c_message_unpack(req->method->request_desc, NULL, len,
+                                                                   bytes ? bytes : (const uint8_t *) "") :
+                                         NULL;
+        if (!args) {
+                /* Releases the handler's reference (a no-op reply when the
+                 * client is gone), then postpone's. */
+                (void) ipc_request_fail(req);
+                ipc_request_unref(req);
+                return;
+        }
+        /* Postpone's reference stands for the frame's: the handler sees
+         * what it saw when the request came. */
+        req->args = bytes ? bytes : (const uint8_t *) "";
+        req->args_len = len;
+        handler(req, args, userdata);
+        req->args = NULL;
+        req->args_len = 0;
+        protobuf_c_message_free_unpacked(args, NULL);
+        ipc_request_unref(req);
 }
 
 int ipc_request_fail(ipc_request *req) {

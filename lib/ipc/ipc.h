@@ -148,6 +148,18 @@ int ipc_request_reply(ipc_request *req, const ProtobufCMessage *reply, bool has_
 int ipc_request_reply_packed(ipc_request *req, const uint8_t *data, size_t len, bool has_more, int fd);
 /* Final failed reply (success=false); releases req. */
 int ipc_request_fail(ipc_request *req);
+/*
+ * Postpones req, from its handler: the handler returns without answering,
+ * and the service calls ipc_request_redispatch() later (once it can serve
+ * it, e.g. when it finished starting). The serialized arguments are copied
+ * and the fd that came with the request stays with it. Takes a reference
+ * that the redispatch drops. -EBUSY outside the handler.
+ */
+int ipc_request_postpone(ipc_request *req);
+/* Calls handler with a postponed request's arguments, decoded again, and
+ * ipc_request_args() valid during the call, as when it came. A request
+ * whose client went away meanwhile is only released. */
+void ipc_request_redispatch(ipc_request *req, ipc_method_handler handler, void *userdata);
 /* Keeps req alive across a deferred reply; pair with ipc_request_unref
  * only if you never reply. Replying releases the handler's reference. */
 ipc_request *ipc_request_ref(ipc_request *req);

@@ -83,6 +83,57 @@ _public_ int traced_producer_activate_triggers(traced_producer *p, const char *c
         return r < 0 ? (int) r : 0;
 }
 
+static void sync_unlink(struct producer_sync *s) {
+        for (struct producer_sync **pp = &s->p->syncs; *pp; pp = &(*pp)->next)
+                if (*pp == s) {
+                        *pp = s->next;
+                        return;
+                }
+}
+
+static void on_sync_reply(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd,
+                          void *userdata) {
+        struct producer_sync *s = userdata;
+        safe_close(fd);
+        sync_unlink(s);
+        s->cb(s->p, error < 0 ? error : 0, s->userdata);
+        free(s);
+}
+
+_public_ int traced_producer_sync(traced_producer *p, traced_producer_sync_cb cb, void *userdata) {
+        Perfetto__Protos__SyncRequest rq = PERFETTO__PROTOS__SYNC_REQUEST__INIT;
+        if (!p)
+                return -EINVAL;
+        if (!p->client)
+                return -ENOTCONN;
+        if (!cb) {
+                int64_t r = ipc_client_invoke(p->client, "Sync", &rq.base, NULL, -EBADF, NULL, NULL);
+                return r < 0 ? (int) r : 0;
+        }
+        struct producer_sync *s = malloc(sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        *s = (struct producer_sync) { .next = p->syncs, .p = p, .cb = cb, .userdata = userdata };
+        int64_t r = ipc_client_invoke(p->client, "Sync", &rq.base, &perfetto__protos__sync_response__descriptor,
+                                      -EBADF, on_sync_reply, s);
+        if (r < 0) {
+                free(s);
+                return (int) r;
+        }
+        p->syncs = s;
+        return 0;
+}
+
+/* The producer goes away: no callback any more (its client drops the
+ * replies' callbacks). */
+void producer_syncs_free(traced_producer *p) {
+        while (p->syncs) {
+                struct producer_sync *s = p->syncs;
+                p->syncs = s->next;
+                free(s);
+        }
+}
+
 static uint32_t ds_flags(traced_producer *p, const char *name) {
         for (size_t i = 0; i < p->n_ds; i++)
                 if (strcmp(p->ds[i].name, name) == 0)

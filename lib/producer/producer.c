@@ -333,6 +333,7 @@ _public_ traced_producer *traced_producer_free(traced_producer *p) {
         free(p->emu_buf);
         p->client = ipc_client_free(p->client);
         p->dead_client = ipc_client_free(p->dead_client);
+        producer_syncs_free(p);
         if (p->smb)
                 munmap(p->smb, p->smb_size);
         for (size_t i = 0; i < p->n_retired; i++)

@@ -45,7 +45,7 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                         return r;
                 }
         }
-        r = api->register_data_source(host, "linux.process_stats", 0);
+        r = api->register_data_source(host, "linux.process_stats", TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR);
         if (r < 0) {
                 free(pl);
                 return r;

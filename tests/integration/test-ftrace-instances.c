@@ -27,7 +27,10 @@
 #include <unistd.h>
 
 #include "plugin-fixture.h"
+#include "test-scratch.h"
 
+#include "perfetto/common/observable_events.pb-c.h"
+#include "perfetto/ipc/consumer_port.pb-c.h"
 #include "perfetto/trace/ftrace/ftrace_stats.pb-c.h"
 #include "perfetto/trace/trace_packet.pb-c.h"
 
@@ -47,10 +50,18 @@ static void keep_instance_path(char *buf, size_t size) {
         snprintf(buf, size, TRACEFS "/instances/uc_keep_%d", (int) getpid());
 }
 
+/* The instance a_session_enabled_as_traced_starts_records_at_once makes. */
+static void start_instance_path(char *buf, size_t size) {
+        snprintf(buf, size, TRACEFS "/instances/uc_start_%d", (int) getpid());
+}
+
 static void teardown(void) {
         cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
         char dir[256];
         keep_instance_path(dir, sizeof(dir));
+        if (rmdir(dir) < 0 && errno != ENOENT)
+                cr_expect(false, "cannot remove %s: %m", dir);
+        start_instance_path(dir, sizeof(dir));
         if (rmdir(dir) < 0 && errno != ENOENT)
                 cr_expect(false, "cannot remove %s: %m", dir);
 }
@@ -432,4 +443,60 @@ Test(ftrace_instances, the_root_is_put_back_after_the_host_is_killed) {
                 cr_expect_eq(subbuf_after, subbuf_before, "buffer_subbuf_size_kb left at %d, was %d", subbuf_after,
                              subbuf_before);
         }
+}
+
+/* ---- the service's start -------------------------------------------------- */
+
+/* The first connection is what starts a socket-activated traced, as the
+ * first recording after boot does: a session enabled at once comes before
+ * the ftrace plugin registered linux.ftrace. Once its data sources are
+ * started (ObserveEvents), it records like a session enabled later. The
+ * instance is made first, so the marker lands in its buffer either way:
+ * only a session with linux.ftrace puts it into the trace. */
+Test(ftrace_instances, a_session_enabled_as_traced_starts_records_at_once) {
+        SKIP_WITHOUT_TRACEFS();
+        char dir[256], marker[320], text[64], cfg[1024];
+        start_instance_path(dir, sizeof(dir));
+        (void) rmdir(dir);
+        cr_assert_eq(mkdir(dir, 0700), 0, "cannot create %s: %m", dir);
+        snprintf(marker, sizeof(marker), "%s/trace_marker", dir);
+        snprintf(text, sizeof(text), "uc-start-%d", (int) getpid());
+        snprintf(cfg, sizeof(cfg),
+                 "buffers { size_kb: 4096 }\n"
+                 "data_sources { config { name: \"linux.ftrace\" ftrace_config { ftrace_events: \"ftrace/print\" "
+                 "instance_name: \"uc_start_%d\" drain_period_ms: 50 } } }\n"
+                 "write_into_file: true file_write_period_ms: 200\n",
+                 (int) getpid());
+        int fd = test_tmpfile();
+        cr_assert_geq(fd, 0, "no trace file: %s", strerror(-fd));
+
+        struct test_consumer c;
+        cr_assert_eq(test_consumer_connect(&c, ev, inst.consumer_path), 0);
+        fixture_enable_text(&c, cfg, fd);
+        Perfetto__Protos__ObserveEventsRequest oe = PERFETTO__PROTOS__OBSERVE_EVENTS_REQUEST__INIT;
+        Perfetto__Protos__ObservableEvents__Type types[] = {
+                PERFETTO__PROTOS__OBSERVABLE_EVENTS__TYPE__TYPE_ALL_DATA_SOURCES_STARTED };
+        oe.n_events_to_observe = 1;
+        oe.events_to_observe = types;
+        ProtobufCMessage *reply = NULL;
+        cr_assert_eq(consumer_call_first(ev, c.client, "ObserveEvents", &oe.base,
+                                         &perfetto__protos__observe_events_response__descriptor, -EBADF, &reply, 30000),
+                     0, "the session's data sources did not start");
+        const Perfetto__Protos__ObserveEventsResponse *r = (const void *) reply;
+        cr_assert(r && r->events && r->events->all_data_sources_started, "no all_data_sources_started event");
+        protobuf_c_message_free_unpacked(reply, NULL);
+
+        write_marker(marker, text);
+        Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
+        cr_assert_eq(test_consumer_call(&c, "DisableTracing", &dis.base,
+                                        &perfetto__protos__disable_tracing_response__descriptor, NULL, 5000),
+                     0);
+        cr_assert(test_consumer_wait_disabled(&c, 20000), "the session did not end");
+        cr_assert(c.error[0] == '\0', "the session ended with: %s", c.error);
+        test_consumer_free(&c);
+
+        struct seen k = { .want = { text } };
+        fixture_for_each_packet(fd, collect, &k);
+        close(fd);
+        cr_assert(k.found[0], "the session enabled as traced started did not record the trace_marker write");
 }

@@ -94,6 +94,17 @@ static void start_with_plugins_args(const char *const *names, const char *extra1
         start_traced_with_plugin_dir(extra1, extra2);
 }
 
+/* scratch/traced.conf holding text, and traced's argument naming it. */
+static void config_arg(const char *text, char *arg, size_t size) {
+        char conf[512];
+        scratch_path(conf, sizeof(conf), "traced.conf");
+        FILE *f = fopen(conf, "w");
+        cr_assert_not_null(f);
+        cr_assert_geq(fputs(text, f), 0);
+        cr_assert_eq(fclose(f), 0);
+        cr_assert_lt((size_t) snprintf(arg, size, "--config=%s", conf), size);
+}
+
 static void start_with_plugins(const char *const *names) {
         start_with_plugins_args(names, NULL, NULL);
 }
@@ -348,6 +359,33 @@ Test(plugins, a_crash_loop_backs_off_and_costs_only_itself) {
         cr_assert(traced_instance_alive(&inst));
 }
 
+/* The first connection is what starts a socket-activated traced: a
+ * session configured at once comes before any plugin host registered its
+ * data sources. It waits for them, but not for a host that died first:
+ * here one plugin registers 1.5 s late and the other crashes as it loads,
+ * and the bound on the wait (start_timeout_sec) is longer than this
+ * suite's timeout. */
+Test(plugins, sessions_of_the_start_wait_for_the_plugins_but_not_for_a_dead_one) {
+        char arg[600];
+        config_arg("[plugins]\nstart_timeout_sec = 600\n", arg, sizeof(arg));
+        const char *const names[] = { "slow_create", "crash_at_load", NULL };
+        start_with_plugins_args(names, arg, NULL);
+
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert_eq(run_session(&cons, 300), 0, "the session configured at the start did not end");
+        cr_assert_eq(count_hello(cons.data, cons.len), 1,
+                     "the session configured at the start lacks the slow plugin's data source");
+        test_consumer_free(&cons);
+
+        static char log[65536];
+        read_traced_log(log, sizeof(log));
+        cr_assert(strstr(log, "Plugin crash_at_load (host ") && strstr(log, "went away before it registered"),
+                  "the crashed plugin was waited for, or not named:\n%s", log);
+        cr_assert_null(strstr(log, "did not register their data sources within"), "the bound ended the wait:\n%s",
+                       log);
+}
+
 Test(plugins, configuration_disables_plugins_and_bad_lines_are_named) {
         char conf[512], psock[600], csock[600];
         /* A bad file: traced refuses to start and names the line and field. */
@@ -581,13 +619,8 @@ Test(plugins, killing_a_host_mid_session_is_survived) {
 }
 
 Test(plugins, a_hanging_host_is_killed_and_restarted) {
-        char conf[300], arg[320];
-        scratch_path(conf, sizeof(conf), "traced.conf");
-        FILE *f = fopen(conf, "w");
-        cr_assert_not_null(f);
-        fprintf(f, "[plugins]\nwatchdog_sec = 1\n");
-        fclose(f);
-        snprintf(arg, sizeof(arg), "--config=%s", conf);
+        char arg[600];
+        config_arg("[plugins]\nwatchdog_sec = 1\n", arg, sizeof(arg));
         const char *const names[] = { "good", "hang_on_stop", NULL };
         start_with_plugins_args(names, arg, NULL);
         struct test_consumer cons;
@@ -642,6 +675,8 @@ Test(plugins, configuration_values_are_checked) {
                 const char *text, *expected;
         } cases[] = {
                 { "[plugins]\nwatchdog_sec = soon\n", ":2: \"soon\" is not a number of seconds" },
+                { "[plugins]\nstart_timeout_sec = 601\n",
+                  ":2: \"601\" is not a number of seconds from 0 to 600 (field \"start_timeout_sec\")" },
                 { "[plugins]\nin_process = maybe\n", ":2: \"maybe\" is not yes or no (field \"in_process\")" },
                 { "[service]\nuser = a b\n", ":2: \"a b\" is not a user name or uid (field \"user\")" },
                 { "[service]\n\nusr = traced\n", ":3: unknown field \"usr\" in section [service]" },

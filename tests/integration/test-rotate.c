@@ -60,6 +60,11 @@ struct file_check {
         unsigned *marker_count; /* per marker number, across files */
         unsigned n_markers;
         bool config, clock, system_info, thread_names, stats_last, torn_ok;
+        /* Processes alive throughout the recording, and how many of them
+         * the file's process trees describe. */
+        const int *lived;
+        size_t n_lived, n_lived_described;
+        bool *described;
         unsigned packets;
         Perfetto__Protos__TracePacket__DataCase last;
 };
@@ -79,6 +84,12 @@ static void check_packet(const Perfetto__Protos__TracePacket *p, void *userdata)
                 k->system_info = true;
                 break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE:
+                for (size_t i = 0; i < p->process_tree->n_processes; i++)
+                        for (size_t j = 0; j < k->n_lived; j++)
+                                if (p->process_tree->processes[i]->pid == k->lived[j] && !k->described[j]) {
+                                        k->described[j] = true;
+                                        k->n_lived_described++;
+                                }
                 for (size_t i = 0; i < p->process_tree->n_threads; i++)
                         if (p->process_tree->threads[i]->name && p->process_tree->threads[i]->name[0])
                                 k->thread_names = true;
@@ -126,9 +137,24 @@ static void check_file(const char *dir, const char *name, struct file_check *k) 
         cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
         k->config = k->clock = k->system_info = k->thread_names = false;
         k->packets = 0;
+        k->n_lived_described = 0;
+        if (k->described)
+                memset(k->described, 0, k->n_lived * sizeof(bool));
         fixture_for_each_packet(fd, check_packet, k);
         close(fd);
         k->stats_last = k->last == PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS;
+}
+
+/* The pids in /proc now, sorted. */
+static size_t live_pids(int *pids, size_t max) {
+        DIR *d = opendir("/proc");
+        cr_assert_not_null(d);
+        size_t n = 0;
+        for (struct dirent *e; (e = readdir(d)) && n < max;)
+                if (e->d_name[0] >= '1' && e->d_name[0] <= '9')
+                        pids[n++] = atoi(e->d_name);
+        closedir(d);
+        return n;
 }
 
 /* Loads path in upstream's trace_processor_shell when the environment
@@ -228,20 +254,35 @@ static int record_markers(const char *dir, const char *rotate, const char *keep,
 Test(rotate, each_marker_in_exactly_one_file_and_each_file_alone) {
         enum { N = 3000 };
         char dir[600], names[MAX_FILES][128];
+        static int before[65536], after[65536], lived[65536];
         snprintf(dir, sizeof(dir), "%s/traces", inst.dir);
-        int rc = record_markers(dir, "192kb", NULL, N, 6000);
+        size_t n_before = live_pids(before, 65536);
+        int rc = record_markers(dir, "96kb", NULL, N, 6000);
         cr_assert_eq(rc, 0, "tracectl record --rotate failed (%d)", rc);
+        size_t n_after = live_pids(after, 65536), n_lived = 0;
+        for (size_t i = 0; i < n_before; i++)
+                for (size_t j = 0; j < n_after; j++)
+                        if (before[i] == after[j])
+                                lived[n_lived++] = before[i];
 
         cr_assert_eq(list_dir(dir, ".part", names, MAX_FILES), 0, "a .part file was left");
         size_t n = list_dir(dir, ".pftrace", names, MAX_FILES);
-        cr_assert_geq(n, 3, "only %zu files for a 192 KiB rotation", n);
+        cr_assert_geq(n, 3, "only %zu files for a 96 KiB rotation", n);
         unsigned *count = calloc(N, sizeof(unsigned));
-        struct file_check k = { .marker_count = count, .n_markers = N };
+        bool *described = calloc(n_lived, sizeof(bool));
+        struct file_check k = { .marker_count = count, .n_markers = N, .lived = lived, .n_lived = n_lived,
+                                .described = described };
         for (size_t i = 0; i < n; i++) {
                 check_file(dir, names[i], &k);
                 cr_assert(k.config && k.clock && k.system_info, "%s does not start with the service's packets",
                           names[i]);
                 cr_assert(k.thread_names, "%s has no process tree with thread names", names[i]);
+                /* Every file describes every process (linux.process_stats
+                 * scanned them again at the cut), not only those that ran
+                 * while it was written. */
+                cr_assert_geq(k.n_lived_described * 10, n_lived * 9,
+                              "%s describes %zu of the %zu processes alive throughout", names[i],
+                              k.n_lived_described, n_lived);
                 cr_assert(k.stats_last, "%s does not end with its TraceStats", names[i]);
                 char path[1024];
                 snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
@@ -250,6 +291,7 @@ Test(rotate, each_marker_in_exactly_one_file_and_each_file_alone) {
         for (unsigned i = 0; i < N; i++)
                 cr_assert_eq(count[i], 1, "marker %u is in %u files", i, count[i]);
         free(count);
+        free(described);
 }
 
 Test(rotate, keep_holds_the_newest_files) {
@@ -326,6 +368,21 @@ Test(rotate, a_killed_core_leaves_readable_files) {
                 }
         }
         cr_assert_geq(n, 3, "the files were not cut");
+        /* And until the file being written shows 64 KiB. */
+        for (unsigned i = 0; i < 200000; i++) {
+                char text[64], parts[2][128], path[1024];
+                struct stat st;
+                snprintf(text, sizeof(text), MARKER_PREFIX "%u", i);
+                cr_assert_eq(fixture_write_root_marker(text), 0);
+                if (i % 100 != 99)
+                        continue;
+                spin_ms(ev, 20);
+                if (list_dir(dir, ".part", parts, 2) != 1)
+                        continue;
+                snprintf(path, sizeof(path), "%s/%s", dir, parts[0]);
+                if (stat(path, &st) == 0 && st.st_size >= 64 * 1024)
+                        break;
+        }
         pid_t core = traced_instance_core_pid(&inst);
         cr_assert_gt(core, 0, "no service core under traced %d", (int) inst.pid);
         cr_assert_eq(kill(core, SIGKILL), 0);
@@ -409,5 +466,115 @@ Test(rotate, a_full_disk_stops_the_session_cleanly) {
         }
         tracectl_child_spawn(&c, inst.dir, inst.consumer_path, (const char *const[]) { "stop", "rotate-full", NULL }, 0);
         (void) tracectl_child_wait(&c, ev, 20000);
+        cr_assert_eq(umount2(dir, MNT_DETACH), 0);
+}
+
+static uint64_t dir_bytes(const char *dir, char names[][128], size_t n) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < n; i++) {
+                char path[1024];
+                struct stat st;
+                snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+                cr_assert_eq(stat(path, &st), 0);
+                total += (uint64_t) st.st_size;
+        }
+        return total;
+}
+
+static unsigned long file_number(const char *name) {
+        const char *dash = strrchr(name, '-');
+        cr_assert_not_null(dash);
+        return strtoul(dash + 1, NULL, 10);
+}
+
+/* tracectl ARGS (a recording of linux.ftrace in the root instance), with n
+ * long markers written once it records: tracectl's exit status. */
+static int record_filling(const char *const *args, unsigned n) {
+        int root = fixture_root_lock();
+        unsigned started = fixture_log_count(&inst, FIXTURE_FTRACE_STARTED);
+        struct tracectl_child c;
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path, args, 0);
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 30000), "linux.ftrace never started");
+        for (unsigned i = 0; i < n; i++) {
+                char text[128];
+                snprintf(text, sizeof(text), MARKER_PREFIX "%u and some text to fill the files faster", i);
+                cr_assert_eq(fixture_write_root_marker(text), 0);
+        }
+        int rc = tracectl_child_wait(&c, ev, 60000);
+        fixture_root_unlock(root);
+        if (rc != 0) {
+                char *se = test_slurp(c.err_path, NULL);
+                cr_log_warn("tracectl: %s", se ? se : "");
+                free(se);
+        }
+        return rc;
+}
+
+/* traced.conf's max_use caps the trace directory: a session rotating in
+ * it (output_path DIR/...) loses its oldest files, never the newest. */
+Test(rotate, max_use_caps_the_trace_directory) {
+        char tdir[600], sdir[700], conf[1024], config[1024], names[MAX_FILES][128];
+        snprintf(tdir, sizeof(tdir), "%s/tdir", inst.dir);
+        snprintf(sdir, sizeof(sdir), "%s/sess", tdir);
+        make_rotation_dir(tdir);
+        cr_assert_eq(traced_instance_stop(&inst), 0);
+        snprintf(conf, sizeof(conf), "[service]\ntrace_directory = %s\nmax_use = 400K\n", tdir);
+        cr_assert_eq(traced_instance_restart_conf(&inst, conf, fixture_args), 0);
+
+        snprintf(config, sizeof(config), "%s/max-use.pbtxt", inst.dir);
+        FILE *f = fopen(config, "we");
+        cr_assert_not_null(f);
+        fprintf(f,
+                "buffers { size_kb: 16384 }\n"
+                "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
+                "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"ftrace/print\"\n"
+                "  compact_sched { enabled: true } drain_period_ms: 100 } } }\n"
+                "duration_ms: 5000\n"
+                "output_path: \"%s/\"\n"
+                "traced_rotation { file_size_bytes: 131072 }\n",
+                sdir);
+        cr_assert_eq(fclose(f), 0);
+        int rc = record_filling((const char *const[]) { "record", "-c", config, "--txt", NULL }, 4000);
+        cr_assert_eq(rc, 0, "tracectl record into output_path %s/ failed (%d)", sdir, rc);
+        size_t n = list_dir(sdir, ".pftrace", names, MAX_FILES);
+        cr_assert_geq(n, 1);
+        uint64_t total = dir_bytes(sdir, names, n);
+        cr_assert_leq(total, 400 * 1024, "%zu files of %llu bytes in all kept under max_use=400K", n,
+                      (unsigned long long) total);
+        cr_assert_geq(file_number(names[0]), 2, "no file was removed for max_use (%zu files)", n);
+        for (size_t i = 1; i < n; i++)
+                cr_assert_eq(file_number(names[i]), file_number(names[i - 1]) + 1, "a newer file went before %s",
+                             names[i - 1]);
+}
+
+/* traced.conf's keep_free: a rotation on a small file system removes its
+ * oldest files to keep that much free, and records on. */
+Test(rotate, keep_free_removes_the_oldest_files) {
+        char dir[600], out[700], conf[256], config[1024], opts[128], names[MAX_FILES][128];
+        snprintf(dir, sizeof(dir), "%s/small", inst.dir);
+        make_rotation_dir(dir);
+        struct stat st;
+        cr_assert_eq(stat(dir, &st), 0);
+        snprintf(opts, sizeof(opts), "size=1m,mode=2770,gid=%u", (unsigned) st.st_gid);
+        if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
+                cr_skip_test("cannot mount a tmpfs: %s", strerror(errno));
+        cr_assert_eq(traced_instance_stop(&inst), 0);
+        snprintf(conf, sizeof(conf), "[service]\nkeep_free = 640K\n");
+        cr_assert_eq(traced_instance_restart_conf(&inst, conf, fixture_args), 0);
+
+        snprintf(out, sizeof(out), "%s/", dir);
+        write_config(config, sizeof(config), 5000);
+        int rc = record_filling((const char *const[]) { "record", "-c", config, "--txt", "--rotate", "128kb", "-o",
+                                                        out, NULL },
+                                4000);
+        cr_assert_eq(rc, 0, "the recording did not go on (%d)", rc);
+        size_t n = list_dir(dir, ".pftrace", names, MAX_FILES);
+        cr_assert_geq(n, 1);
+        cr_assert_geq(file_number(names[0]), 2, "no file was removed for keep_free (%zu files)", n);
+        for (size_t i = 0; i < n; i++) {
+                bool whole;
+                (void) count_whole_packets(dir, names[i], &whole);
+                cr_assert(whole, "%s is torn", names[i]);
+        }
         cr_assert_eq(umount2(dir, MNT_DETACH), 0);
 }

@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "traced/plugin.h"
@@ -21,6 +22,7 @@
 #define V_HANG_ON_STOP 7
 #define V_CRASH_AFTER_COMMIT 8
 #define V_CRASH_AT_LOAD 9
+#define V_SLOW_CREATE 10
 
 struct state {
         const struct traced_host_api *api;
@@ -32,6 +34,13 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 return -ENODEV;
         if (VARIANT == V_CRASH_AT_LOAD)
                 raise(SIGSEGV); /* every start of its host: a crash loop */
+        if (VARIANT == V_SLOW_CREATE) {
+                /* A plugin that takes its time to set up (a loaded machine,
+                 * a large program to load): it registers 1.5 s late. */
+                struct timespec t = { .tv_sec = 1, .tv_nsec = 500 * 1000 * 1000 };
+                while (nanosleep(&t, &t) < 0 && errno == EINTR)
+                        ;
+        }
         struct state *s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;

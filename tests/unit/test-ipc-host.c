@@ -77,6 +77,33 @@ static void h_defer(ipc_request *req, const ProtobufCMessage *args, void *ud) {
         deferred = req; /* answered later by the test */
 }
 
+/* Postponed: served later by the test, with h_redispatched. */
+static ipc_request *postponed;
+static int n_redispatched;
+static void h_postpone(ipc_request *req, const ProtobufCMessage *args, void *ud) {
+        cr_assert_eq(ipc_request_postpone(req), 0);
+        postponed = req;
+}
+
+static void h_redispatched(ipc_request *req, const ProtobufCMessage *args, void *ud) {
+        const Req *r = (const Req *) args;
+        size_t len = 0;
+        const uint8_t *bytes = ipc_request_args(req, &len);
+        char text[128];
+        n_redispatched++;
+        cr_assert_not_null(bytes, "the arguments' bytes are not there while the handler runs");
+        cr_assert_eq(len, protobuf_c_message_get_packed_size(&r->base));
+        cr_assert_str_eq((const char *) ud, "service");
+        int fd = ipc_request_take_fd(req);
+        char buf[32] = {};
+        if (fd >= 0) {
+                cr_assert_gt(read(fd, buf, sizeof(buf) - 1), 0);
+                close(fd);
+        }
+        snprintf(text, sizeof(text), "%s+%s", r->service_name ? r->service_name : "", buf);
+        reply_str(req, text, false, -EBADF);
+}
+
 static void h_flood(ipc_request *req, const ProtobufCMessage *args, void *ud) {
         static char big[100 * 1024];
         memset(big, 'x', sizeof(big) - 1);
@@ -186,7 +213,7 @@ static const struct ipc_method_desc methods[] = {
         { "Fail", REQ_DESC, REP_DESC, h_fail },     { "PassFd", REQ_DESC, REP_DESC, h_fd },
         { "Defer", REQ_DESC, REP_DESC, h_defer },   { "Flood", REQ_DESC, REP_DESC, h_flood },
         { "FdSecond", REQ_DESC, REP_DESC, h_fd_second }, { "Burst", REQ_DESC, REP_DESC, h_burst },
-        { "Paced", REQ_DESC, REP_DESC, h_paced },
+        { "Paced", REQ_DESC, REP_DESC, h_paced },   { "Postpone", REQ_DESC, REP_DESC, h_postpone },
 };
 static const struct ipc_service_desc service = {
         .name = "TestPort",
@@ -202,6 +229,8 @@ static void setup(void) {
         cr_assert_eq(ipc_host_add_service(host, &service, NULL), 0);
         n_binds = n_disconnects = 0;
         deferred = NULL;
+        postponed = NULL;
+        n_redispatched = 0;
         flood_result = 0;
 }
 
@@ -369,6 +398,50 @@ Test(ipc_host, deferred_reply_and_drop_reply) {
         ipc_client_free(c);
 }
 
+/* A postponed request is served later as it came: its arguments decoded
+ * again and their bytes there, the fd that came with it; the handler's
+ * answer reaches the client. */
+Test(ipc_host, postponed_request_is_served_later_as_it_came) {
+        struct calls k = {};
+        int p[2];
+        ipc_client *c = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_eq(pipe(p), 0);
+        cr_assert_eq(write(p[1], "its-fd", 6), 6);
+        close(p[1]);
+        cr_assert_gt(call(c, "Postpone", "args", p[0], &k), 0);
+        close(p[0]);
+        spin(10);
+        cr_assert_not_null(postponed);
+        cr_assert_eq(k.n, 0, "a postponed request was answered");
+        /* Only from its handler. */
+        cr_assert_eq(ipc_request_postpone(postponed), -EINVAL);
+        ipc_request_redispatch(postponed, h_redispatched, (void *) "service");
+        postponed = NULL;
+        spin(10);
+        cr_assert_eq(n_redispatched, 1);
+        cr_assert_eq(k.n, 1);
+        cr_assert_eq(k.errors[0], 0);
+        cr_assert_str_eq(k.texts[0], "args+its-fd");
+        ipc_client_free(c);
+}
+
+/* A postponed request whose client went away is only released. */
+Test(ipc_host, postponed_request_of_a_gone_client_is_released) {
+        struct calls k = {};
+        ipc_client *c = connect_pair();
+        cr_assert_eq(ipc_client_bind_sync(c, "TestPort", 2000000), 0);
+        cr_assert_gt(call(c, "Postpone", "args", -EBADF, &k), 0);
+        spin(10);
+        cr_assert_not_null(postponed);
+        ipc_client_free(c);
+        spin(10);
+        cr_assert_eq(n_disconnects, 1);
+        ipc_request_redispatch(postponed, h_redispatched, (void *) "service");
+        postponed = NULL;
+        cr_assert_eq(n_redispatched, 0, "the handler ran for a client that is gone");
+}
+
 static void send_raw(int fd, const void *data, size_t len) {
         cr_assert_eq(write(fd, data, len), (ssize_t) len);
 }
@@ -416,7 +489,7 @@ Test(ipc_host, unknown_ids_answered_with_failure) {
         cr_assert_eq(r->msg_case, PERFETTO__PROTOS__IPCFRAME__MSG_MSG_BIND_SERVICE_REPLY);
         cr_assert(r->msg_bind_service_reply->success);
         uint32_t sid = r->msg_bind_service_reply->service_id;
-        cr_assert_eq(r->msg_bind_service_reply->n_methods, 9);
+        cr_assert_eq(r->msg_bind_service_reply->n_methods, 10);
         cr_assert_str_eq(r->msg_bind_service_reply->methods[0]->name, "Echo");
         perfetto__protos__ipcframe__free_unpacked(r, NULL);
 

@@ -169,3 +169,33 @@ Test(output_path, trace_directory_in_traced_conf) {
         cr_assert_eq(traced_config_load(conf, &cfg, &error), -EINVAL);
         free(error);
 }
+
+Test(output_path, retention_in_traced_conf) {
+        char conf[400];
+        struct traced_config cfg;
+        char *error = NULL;
+        snprintf(conf, sizeof(conf), "%s/traced.conf", top);
+
+        write_conf(conf, "[service]\nmax_use = 4G\nkeep_free = 512M\n");
+        cr_assert_eq(traced_config_load(conf, &cfg, &error), 0);
+        cr_assert_eq(cfg.max_use, 4ull << 30);
+        cr_assert_eq(cfg.keep_free, 512ull << 20);
+        traced_config_done(&cfg);
+
+        write_conf(conf, "[service]\nmax_use = 1000\n");
+        cr_assert_eq(traced_config_load(conf, &cfg, &error), 0);
+        cr_assert_eq(cfg.max_use, 1000);
+        cr_assert_eq(cfg.keep_free, 0);
+        traced_config_done(&cfg);
+
+        const char *bad[] = { "max_use = 4X", "max_use = -1", "keep_free = 1GB", "keep_free =", "max_use = 99999999999T" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char text[128];
+                snprintf(text, sizeof(text), "[service]\n%s\n", bad[i]);
+                write_conf(conf, text);
+                cr_assert_eq(traced_config_load(conf, &cfg, &error), -EINVAL, "%s was taken", bad[i]);
+                cr_assert(strstr(error, ":2:"), "%s", error);
+                free(error);
+                error = NULL;
+        }
+}

@@ -9,6 +9,7 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libxml/parser.h>
@@ -1177,4 +1179,87 @@ Test(report, stack_walks_from_the_samples) {
         free(out);
         free(err);
         free(path);
+}
+
+/* A trace of n on-CPU samples 10 ms apart from t0 (n == 0: none). */
+static void write_rotated_trace(const char *path, uint64_t t0, int n) {
+        FILE *f = fopen(path, "we");
+        cr_assert_not_null(f, "%s", path);
+        write_process(f, 100, 1, "/usr/bin/app", false, 101, "worker");
+        if (n > 0)
+                write_profile_header(f, 1, false);
+        for (int i = 0; i < n; i++)
+                write_sample(f, 1, t0 + (uint64_t) i * 10000000, 0, 100, 100, CS_SPIN, 0);
+        fclose(f);
+}
+
+static int64_t pprof_samples(const char *path, int64_t *ret_duration) {
+        struct pp_profile pp;
+        cr_assert_eq(pp_read(path, &pp), 0, "%s is not a gzipped profile", path);
+        const char *bad = pp_check(&pp);
+        cr_assert_null(bad, "%s breaks pprof's rules: %s", path, bad);
+        int64_t n = 0;
+        for (size_t i = 0; i < pp.n_samples; i++)
+                n += pp.samples[i].values[0];
+        *ret_duration = pp.duration_nanos;
+        pp_free(&pp);
+        return n;
+}
+
+/* --pprof DIR/: a profile beside each closed trace of a rotating session's
+ * directory, each with its own time range; the file still being written
+ * is left alone, and a second run reads only what changed. */
+Test(report, pprof_dir_one_profile_per_closed_file) {
+        char *dir = tmp_path("rotated/"), *a, *b, *empty, *part, *cmd, *out, *err;
+        cr_assert_eq(mkdir(dir, 0755), 0);
+        cr_assert_geq(asprintf(&a, "%strace-20261202T040000Z-000001.pftrace", dir), 0);
+        cr_assert_geq(asprintf(&b, "%strace-20261202T040000Z-000002.pftrace", dir), 0);
+        cr_assert_geq(asprintf(&empty, "%strace-20261202T040000Z-000003.pftrace", dir), 0);
+        cr_assert_geq(asprintf(&part, "%strace-20261202T040000Z-000004.pftrace.part", dir), 0);
+        write_rotated_trace(a, 1000000000, 4);
+        write_rotated_trace(b, 5000000000, 3);
+        write_rotated_trace(empty, 0, 0);
+        write_rotated_trace(part, 9000000000, 5);
+        cr_assert_geq(asprintf(&cmd, "report --no-debuginfod --pprof %s", dir), 0);
+        cr_assert_eq(run_tracectl(cmd, &out, &err), 0, "%s", err);
+        cr_assert_not_null(strstr(err, "2 profiles written, 0 already up to date, 1 traces without samples, 0 failed"),
+                           "%s", err);
+        free(out);
+        free(err);
+        char *pa, *pb, *pe, *pp;
+        cr_assert_geq(asprintf(&pa, "%strace-20261202T040000Z-000001.pb.gz", dir), 0);
+        cr_assert_geq(asprintf(&pb, "%strace-20261202T040000Z-000002.pb.gz", dir), 0);
+        cr_assert_geq(asprintf(&pe, "%strace-20261202T040000Z-000003.pb.gz", dir), 0);
+        cr_assert_geq(asprintf(&pp, "%strace-20261202T040000Z-000004.pb.gz", dir), 0);
+        int64_t da, db;
+        cr_assert_eq(pprof_samples(pa, &da), 4);
+        cr_assert_eq(pprof_samples(pb, &db), 3);
+        cr_assert(da == 30000000 && db == 20000000, "each profile spans its own file: %" PRId64 " and %" PRId64 " ns",
+                  da, db);
+        cr_assert_neq(access(pe, F_OK), 0, "a profile made of a trace without samples");
+        cr_assert_neq(access(pp, F_OK), 0, "a profile made of the file still being written");
+
+        /* Again: nothing new; then the newer trace of the first name. */
+        cr_assert_eq(run_tracectl(cmd, &out, &err), 0, "%s", err);
+        cr_assert_not_null(strstr(err, "0 profiles written, 2 already up to date"), "%s", err);
+        free(out);
+        free(err);
+        struct timespec later[2] = { { .tv_nsec = UTIME_NOW }, { .tv_sec = time(NULL) + 60 } };
+        cr_assert_eq(utimensat(AT_FDCWD, a, later, 0), 0);
+        cr_assert_eq(run_tracectl(cmd, &out, &err), 0, "%s", err);
+        cr_assert_not_null(strstr(err, "1 profiles written, 1 already up to date"), "%s", err);
+        free(out);
+        free(err);
+
+        /* A trace file besides DIR/ is a usage error. */
+        free(cmd);
+        cr_assert_geq(asprintf(&cmd, "report --pprof %s %s", dir, a), 0);
+        cr_assert_eq(run_tracectl(cmd, &out, &err), 2, "%s", err);
+        free(out);
+        free(err);
+        const char *all[] = { a, b, empty, part, pa, pb };
+        for (size_t i = 0; i < sizeof(all) / sizeof(*all); i++)
+                unlink(all[i]);
+        cr_assert_eq(rmdir(dir), 0, "rotated/ holds what the test did not make");
+        free(a), free(b), free(empty), free(part), free(pa), free(pb), free(pe), free(pp), free(cmd), free(dir);
 }

@@ -387,7 +387,8 @@ static int check_trace_errors(const char *path, const Perfetto__Protos__TraceSta
 /* A recording that did not complete leaves the file it was to replace as
  * it was: say so, and return code. */
 static int kept_as_it_was(const char *out, bool service_opens, int code) {
-        if (!service_opens && access(out, F_OK) == 0)
+        struct stat st;
+        if (!service_opens && stat(out, &st) == 0 && S_ISREG(st.st_mode))
                 fprintf(stderr, "tracectl: %s is left as it was\n", out);
         return code;
 }
@@ -859,6 +860,11 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 /* Standard output holds the trace: nothing else goes there. */
                 if (summary)
                         fprintf(stderr, "tracectl: trace written to the standard output\n");
+                return EXIT_OK;
+        }
+        if (summary && service_opens && out[strlen(out) - 1] == '/') {
+                /* The service rotated into a directory of its own. */
+                printf("Trace files written by the service into %s\n", out);
                 return EXIT_OK;
         }
         if (summary) {

@@ -14,11 +14,13 @@
 #include "debuginfo.h"
 #include "pprof-writer.h"
 #include "profile.h"
+#include "report-dir.h"
 #include "trace-reader.h"
 #include "tracectl.h"
 
 static void help(void) {
         printf("Usage: tracectl report [OPTIONS] FILE\n"
+               "       tracectl report [OPTIONS] --pprof DIR/\n"
                "\n"
                "Profiles from the callstack samples of a trace (perf, bpfstack, upstream\n"
                "traced_perf): top functions by self and total samples per process and\n"
@@ -29,7 +31,8 @@ static void help(void) {
                "  --svg FILE        write an interactive flamegraph to FILE\n"
                "  --pprof FILE      write a pprof profile (gzipped profile.proto) to FILE\n"
                "                    (\"-\": standard output), for go tool pprof, Pyroscope,\n"
-               "                    Parca, speedscope\n"
+               "                    Parca, speedscope; --pprof DIR/ (no FILE): one beside\n"
+               "                    each closed trace of a rotating session's directory\n"
                "  --debuginfod[=URLS]\n"
                "                    name frames and find source lines of files that have\n"
                "                    no symbols here from debuginfod servers (URLS, else\n"
@@ -92,6 +95,134 @@ static int parse_seconds(const char *s, const char *what, uint64_t *ret) {
         }
         *ret = (uint64_t) (v * 1e9 + 0.5);
         return 0;
+}
+
+/* What a report writes, the same for every trace it reads. */
+struct report_job {
+        struct profile_filter flt;
+        struct report_options ro;
+        struct debuginfo *dbg;
+        bool inline_frames, mangled, folded;
+        const char *svg;
+        bool dir; /* --pprof DIR/: one of many traces */
+};
+
+/* One trace into the output the job asks for (pprof: that file); an exit
+ * status, the reasons said on standard error. */
+static int report_file(const struct report_job *j, const char *path, const char *pprof) {
+        /* The file is made before the trace is read: a name that cannot be
+         * written fails at once, and nothing is replaced until the end. */
+        struct pprof_writer *pw = NULL;
+        int r;
+        if (pprof && (r = pprof_writer_open(pprof, &pw)) < 0) {
+                fprintf(stderr, "tracectl report: cannot create %s: %s\n", pprof, strerror(-r));
+                return EXIT_OTHER;
+        }
+
+        struct trace_reader rd;
+        r = trace_reader_open(&rd, path);
+        if (r < 0) {
+                fprintf(stderr, "tracectl report: cannot open %s: %s\n", path, strerror(-r));
+                pprof_writer_free(pw);
+                return EXIT_OTHER;
+        }
+        struct profile p;
+        struct profile_filter flt = j->flt;
+        flt.addresses = pprof != NULL;
+        profile_init(&p, &flt);
+        p.debuginfo = j->dbg;
+        p.inline_frames = j->inline_frames;
+        p.mangled_names = j->mangled;
+        const uint8_t *data;
+        size_t len;
+        uint64_t bad = 0;
+        while ((r = trace_reader_next(&rd, &data, &len)) > 0) {
+                int k = profile_add_packet(&p, data, len);
+                if (k == -ENOMEM) {
+                        r = k;
+                        break;
+                }
+                bad += k < 0;
+        }
+        int ret = EXIT_OK;
+        if (r == -ENOMEM) {
+                fprintf(stderr, "tracectl report: out of memory\n");
+                ret = EXIT_OTHER;
+                goto out;
+        }
+        if (r < 0) {
+                /* Report what was read, and say the rest is missing. */
+                fprintf(stderr, "tracectl report: %s is truncated or damaged after %" PRIu64 " packets (byte %" PRIu64
+                                "); reporting what comes before\n",
+                        path, rd.n_packets, rd.offset);
+                ret = EXIT_OTHER;
+        } else if (rd.n_packets == 0) {
+                fprintf(stderr, "tracectl report: %s is empty: it holds no trace packets\n", path);
+                ret = EXIT_OTHER;
+                goto out;
+        }
+        if (bad)
+                fprintf(stderr, "tracectl report: %" PRIu64 " packets did not decode and were skipped\n", bad);
+        if (p.samples == 0) {
+                fprintf(stderr, "tracectl report: %s has no callstack samples (PerfSample packets)\n", path);
+                if (ret == EXIT_OK)
+                        ret = j->dir ? REPORT_DIR_NO_SAMPLES : EXIT_OTHER;
+                goto out;
+        }
+        profile_finish(&p);
+        if (p.samples_kind[p.kind == PROFILE_ON_CPU ? PROFILE_OFF_CPU : PROFILE_ON_CPU] && !flt.kind_explicit && !j->dir)
+                fprintf(stderr, "tracectl report: the trace also has %" PRIu64 " off-CPU samples; --off-cpu shows them\n",
+                        p.samples_kind[PROFILE_OFF_CPU]);
+        if (pprof) {
+                struct pprof_stats st;
+                r = report_pprof(pw, &p, &st);
+                if (r >= 0)
+                        r = pprof_writer_commit(pw);
+                if (r >= 0)
+                        fprintf(stderr,
+                                "tracectl report: wrote %s: %" PRIu64 " samples of distinct stacks, %" PRIu64
+                                " locations (%" PRIu64 " with source lines), %" PRIu64 " functions, %" PRIu64 " mappings\n",
+                                pprof, st.samples, st.locations, st.locations_with_lines, st.functions, st.mappings);
+                else if (r == -ENODATA)
+                        fprintf(stderr, "tracectl report: no samples with a callstack%s; %s not written\n",
+                                p.samples_filtered ? " passed the filters" : "", pprof);
+                else
+                        fprintf(stderr, "tracectl report: cannot write %s: %s\n", pprof, strerror(-r));
+                if (r < 0)
+                        ret = EXIT_OTHER;
+                r = 0;
+        } else if (j->folded)
+                r = report_folded(stdout, &p);
+        else if (j->svg) {
+                FILE *f = fopen(j->svg, "we");
+                if (!f) {
+                        fprintf(stderr, "tracectl report: cannot create %s: %m\n", j->svg);
+                        ret = EXIT_OTHER;
+                        goto out;
+                }
+                r = report_svg(f, &p, &j->ro);
+                if (fclose(f) != 0 && r >= 0)
+                        r = -errno;
+                if (r >= 0)
+                        fprintf(stderr, "tracectl report: wrote %s\n", j->svg);
+        } else
+                r = report_text(stdout, &p, &j->ro);
+        if (r >= 0 && fflush(stdout) != 0)
+                r = -errno;
+        if (r < 0) {
+                if (r != -EPIPE) /* the reader stopped early (| head) */
+                        fprintf(stderr, "tracectl report: cannot write the report: %s\n", strerror(-r));
+                ret = EXIT_OTHER;
+        }
+out:
+        profile_done(&p);
+        trace_reader_close(&rd);
+        pprof_writer_free(pw);
+        return ret;
+}
+
+static int report_dir_one(void *userdata, const char *trace, const char *pprof) {
+        return report_file(userdata, trace, pprof);
 }
 
 int cmd_report(int argc, char **argv) {
@@ -211,10 +342,6 @@ int cmd_report(int argc, char **argv) {
                         return EXIT_USAGE;
                 }
         }
-        if (optind + 1 != argc) {
-                fprintf(stderr, "tracectl report: one trace file expected; see tracectl report --help\n");
-                return EXIT_USAGE;
-        }
         if (flt.kernel_only && flt.user_only) {
                 fprintf(stderr, "tracectl report: --kernel and --user exclude each other\n");
                 return EXIT_USAGE;
@@ -235,8 +362,12 @@ int cmd_report(int argc, char **argv) {
                 fprintf(stderr, "tracectl report: --until is before --since\n");
                 return EXIT_USAGE;
         }
-        const char *path = argv[optind];
-        flt.addresses = pprof != NULL;
+        bool dir = pprof && pprof[0] && pprof[strlen(pprof) - 1] == '/';
+        if (dir ? optind != argc : optind + 1 != argc) {
+                fprintf(stderr, dir ? "tracectl report: --pprof DIR/ reads the traces in DIR; give no trace file\n"
+                                    : "tracectl report: one trace file expected; see tracectl report --help\n");
+                return EXIT_USAGE;
+        }
 
         _cleanup_free_ char *servers = NULL;
         int r = debuginfo_opt_in(urls, want_debuginfod, no_debuginfod, &servers);
@@ -252,114 +383,18 @@ int cmd_report(int argc, char **argv) {
                 fprintf(stderr, "tracectl report: out of memory\n");
                 return EXIT_OTHER;
         }
-        /* The file is made before the trace is read: a name that cannot be
-         * written fails at once, and nothing is replaced until the end. */
-        struct pprof_writer *pw = NULL;
-        if (pprof && (r = pprof_writer_open(pprof, &pw)) < 0) {
-                fprintf(stderr, "tracectl report: cannot create %s: %s\n", pprof, strerror(-r));
-                debuginfo_free(dbg);
-                return EXIT_OTHER;
-        }
-
-        struct trace_reader rd;
-        r = trace_reader_open(&rd, path);
-        if (r < 0) {
-                fprintf(stderr, "tracectl report: cannot open %s: %s\n", path, strerror(-r));
-                pprof_writer_free(pw);
-                debuginfo_free(dbg);
-                return EXIT_OTHER;
-        }
-        struct profile p;
-        profile_init(&p, &flt);
-        p.debuginfo = dbg;
-        p.inline_frames = !no_inline;
-        p.mangled_names = mangled;
-        const uint8_t *data;
-        size_t len;
-        uint64_t bad = 0;
-        while ((r = trace_reader_next(&rd, &data, &len)) > 0) {
-                int k = profile_add_packet(&p, data, len);
-                if (k == -ENOMEM) {
-                        r = k;
-                        break;
-                }
-                bad += k < 0;
-        }
-        int ret = EXIT_OK;
-        if (r == -ENOMEM) {
-                fprintf(stderr, "tracectl report: out of memory\n");
-                ret = EXIT_OTHER;
-                goto out;
-        }
-        if (r < 0) {
-                /* Report what was read, and say the rest is missing. */
-                fprintf(stderr, "tracectl report: %s is truncated or damaged after %" PRIu64 " packets (byte %" PRIu64
-                                "); reporting what comes before\n",
-                        path, rd.n_packets, rd.offset);
-                ret = EXIT_OTHER;
-        } else if (rd.n_packets == 0) {
-                fprintf(stderr, "tracectl report: %s is empty: it holds no trace packets\n", path);
-                ret = EXIT_OTHER;
-                goto out;
-        }
-        if (bad)
-                fprintf(stderr, "tracectl report: %" PRIu64 " packets did not decode and were skipped\n", bad);
-        if (p.samples == 0) {
-                fprintf(stderr, "tracectl report: %s has no callstack samples (PerfSample packets)\n", path);
-                if (ret == EXIT_OK)
-                        ret = EXIT_OTHER;
-                goto out;
-        }
-        profile_finish(&p);
-        if (p.samples_kind[p.kind == PROFILE_ON_CPU ? PROFILE_OFF_CPU : PROFILE_ON_CPU] && !flt.kind_explicit)
-                fprintf(stderr, "tracectl report: the trace also has %" PRIu64 " off-CPU samples; --off-cpu shows them\n",
-                        p.samples_kind[PROFILE_OFF_CPU]);
-        if (pprof) {
-                struct pprof_stats st;
-                r = report_pprof(pw, &p, &st);
-                if (r >= 0)
-                        r = pprof_writer_commit(pw);
-                if (r >= 0)
-                        fprintf(stderr,
-                                "tracectl report: wrote %s: %" PRIu64 " samples of distinct stacks, %" PRIu64
-                                " locations (%" PRIu64 " with source lines), %" PRIu64 " functions, %" PRIu64 " mappings\n",
-                                pprof, st.samples, st.locations, st.locations_with_lines, st.functions, st.mappings);
-                else if (r == -ENODATA)
-                        fprintf(stderr, "tracectl report: no samples with a callstack%s; %s not written\n",
-                                p.samples_filtered ? " passed the filters" : "", pprof);
-                else
-                        fprintf(stderr, "tracectl report: cannot write %s: %s\n", pprof, strerror(-r));
-                if (r < 0)
-                        ret = EXIT_OTHER;
-                r = 0;
-        } else if (folded)
-                r = report_folded(stdout, &p);
-        else if (svg) {
-                FILE *f = fopen(svg, "we");
-                if (!f) {
-                        fprintf(stderr, "tracectl report: cannot create %s: %m\n", svg);
-                        ret = EXIT_OTHER;
-                        goto out;
-                }
-                r = report_svg(f, &p, &ro);
-                if (fclose(f) != 0 && r >= 0)
-                        r = -errno;
-                if (r >= 0)
-                        fprintf(stderr, "tracectl report: wrote %s\n", svg);
-        } else
-                r = report_text(stdout, &p, &ro);
-        if (r >= 0 && fflush(stdout) != 0)
-                r = -errno;
-        if (r < 0) {
-                if (r != -EPIPE) /* the reader stopped early (| head) */
-                        fprintf(stderr, "tracectl report: cannot write the report: %s\n", strerror(-r));
-                ret = EXIT_OTHER;
-        }
+        struct report_job j = {
+                .flt = flt,
+                .ro = ro,
+                .dbg = dbg,
+                .inline_frames = !no_inline,
+                .mangled = mangled,
+                .folded = folded,
+                .svg = svg,
+                .dir = dir,
+        };
+        int ret = dir ? report_dir(pprof, report_dir_one, &j) : report_file(&j, argv[optind], pprof);
         debuginfo_report(dbg, servers != NULL);
-out:
-        profile_done(&p);
-        trace_reader_close(&rd);
-        pprof_writer_free(pw);
         debuginfo_free(dbg);
         return ret;
 }

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +17,14 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
 #include "record-output.h"
 #include "snapshot-store.h"
 #include "snapshot-unit.h"
 #include "tracectl.h"
 
 #include "perfetto/ipc/consumer_port.pb-c.h"
-#include "perfetto/trace/trace.pb-c.h"
-#include "perfetto/trace/trace_packet.pb-c.h"
+#include "traced/pbzero/perfetto/trace/trace.pbw.h"
 
 #define SNAPSHOT_TIMEOUT_MS 60000u
 
@@ -49,8 +49,8 @@ static void snapshot_help(void) {
 struct writer {
         int fd;
         uint64_t packets, bytes;
-        int error;
-        uint32_t packet_field; /* Trace.packet */
+        struct pb_buf buf; /* the Trace.packet field being written */
+        bool by_service;   /* the service wrote the clone into fd */
 };
 
 static int write_all(int fd, const void *p, size_t n) {
@@ -68,19 +68,26 @@ static int write_all(int fd, const void *p, size_t n) {
         return 0;
 }
 
-/* One packet as an element of Trace.packet. */
-static int write_packet(struct writer *w, const uint8_t *packet, size_t len) {
-        uint8_t hdr[16];
-        size_t h = pbw_put_varint(hdr, (uint64_t) w->packet_field << 3 | 2);
-        h += pbw_put_varint(hdr + h, len);
-        int r = write_all(w->fd, hdr, h);
+/* The Trace.packet field begun in w->buf (by the caller, on Trace t) is
+ * written out. */
+static int write_field(struct writer *w, Trace *t) {
+        int r = traced_pb_msg_finish(&t->msg);
         if (r >= 0)
-                r = write_all(w->fd, packet, len);
-        if (r < 0)
-                return r;
-        w->packets++;
-        w->bytes += h + len;
-        return 0;
+                r = write_all(w->fd, pb_buf_data(&w->buf), pb_buf_len(&w->buf));
+        if (r >= 0) {
+                w->packets++;
+                w->bytes += pb_buf_len(&w->buf);
+        }
+        pb_buf_reset(&w->buf);
+        return r;
+}
+
+/* One packet as it came, an element of Trace.packet. */
+static int write_packet(struct writer *w, const uint8_t *packet, size_t len) {
+        Trace t;
+        Trace_init(&t, pb_buf_stream(&w->buf));
+        Trace_add_packet_serialized(&t, packet, len);
+        return write_field(w, &t);
 }
 
 static int on_packet(const uint8_t *packet, size_t len, void *userdata) {
@@ -88,23 +95,43 @@ static int on_packet(const uint8_t *packet, size_t len, void *userdata) {
 }
 
 /* The TracedSnapshot packet, last in the file. */
-static int write_snapshot_packet(struct writer *w, const char *name, Perfetto__Protos__TracedSnapshot__Unit *unit) {
-        Perfetto__Protos__TracePacket p = PERFETTO__PROTOS__TRACE_PACKET__INIT;
-        Perfetto__Protos__TracedSnapshot snap = PERFETTO__PROTOS__TRACED_SNAPSHOT__INIT;
+static int write_snapshot_packet(struct writer *w, const char *name, const Perfetto__Protos__TracedSnapshot__Unit *u) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        snap.session_name = (char *) name;
-        snap.has_snapshot_realtime_ns = true;
-        snap.snapshot_realtime_ns = (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec;
-        snap.unit = unit;
-        p.data_case = PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACED_SNAPSHOT;
-        p.traced_snapshot = &snap;
-        size_t n = protobuf_c_message_get_packed_size(&p.base);
-        _cleanup_free_ uint8_t *buf = malloc(n ? n : 1);
-        if (!buf)
-                return -ENOMEM;
-        protobuf_c_message_pack(&p.base, buf);
-        return write_packet(w, buf, n);
+        Trace t;
+        TracePacket p;
+        TracedSnapshot snap;
+        Trace_init(&t, pb_buf_stream(&w->buf));
+        Trace_begin_packet(&t, &p);
+        TracePacket_begin_traced_snapshot(&p, &snap);
+        TracedSnapshot_set_session_name(&snap, name);
+        TracedSnapshot_set_snapshot_realtime_ns(&snap, (int64_t) ts.tv_sec * 1000000000 + ts.tv_nsec);
+        if (u) {
+                TracedSnapshot_Unit unit;
+                TracedSnapshot_begin_unit(&snap, &unit);
+                if (u->name)
+                        TracedSnapshot_Unit_set_name(&unit, u->name);
+                if (u->active_state)
+                        TracedSnapshot_Unit_set_active_state(&unit, u->active_state);
+                if (u->result)
+                        TracedSnapshot_Unit_set_result(&unit, u->result);
+                if (u->has_failed_realtime_ns)
+                        TracedSnapshot_Unit_set_failed_realtime_ns(&unit, u->failed_realtime_ns);
+                if (u->has_main_pid)
+                        TracedSnapshot_Unit_set_main_pid(&unit, u->main_pid);
+                if (u->has_exit_code)
+                        TracedSnapshot_Unit_set_exit_code(&unit, u->exit_code);
+                if (u->has_exit_status)
+                        TracedSnapshot_Unit_set_exit_status(&unit, u->exit_status);
+                if (u->invocation_id)
+                        TracedSnapshot_Unit_set_invocation_id(&unit, u->invocation_id);
+                if (u->error)
+                        TracedSnapshot_Unit_set_error(&unit, u->error);
+                TracedSnapshot_end_unit(&snap, &unit);
+        }
+        TracePacket_end_traced_snapshot(&p, &snap);
+        Trace_end_packet(&t, &p);
+        return write_field(w, &t);
 }
 
 static int clone_and_read(struct tracectl *t, const char *name, struct writer *w, char **ret_error) {
@@ -135,6 +162,7 @@ static int clone_and_read(struct tracectl *t, const char *name, struct writer *w
                 if (end < 0)
                         return -errno;
                 w->bytes = (uint64_t) end;
+                w->by_service = true;
                 return 0;
         }
         r = consumer_read_buffers(t->event, t->client, on_packet, w, SNAPSHOT_TIMEOUT_MS);
@@ -209,16 +237,13 @@ int cmd_snapshot(struct tracectl *t, int argc, char **argv) {
                 snapshot_unit_done(&u);
                 return EXIT_OTHER;
         }
-        struct writer w = {
-                .fd = file.fd,
-                .packet_field = protobuf_c_message_descriptor_get_field_by_name(&perfetto__protos__trace__descriptor,
-                                                                                 "packet")->id,
-        };
+        struct writer w = { .fd = file.fd };
         _cleanup_free_ char *error = NULL;
         r = clone_and_read(t, name, &w, &error);
         tracectl_disconnect(t);
         if (r >= 0)
                 r = write_snapshot_packet(&w, name, unit ? &u : NULL);
+        pb_buf_done(&w.buf);
         snapshot_unit_done(&u);
         if (r >= 0 && fsync(file.fd) < 0 && errno != EINVAL)
                 r = -errno;
@@ -235,6 +260,6 @@ int cmd_snapshot(struct tracectl *t, int argc, char **argv) {
                 (void) snapshot_store_committed(dir, out);
         printf("%s\n", out);
         fprintf(stderr, "tracectl snapshot: %s: %llu bytes%s\n", out, (unsigned long long) w.bytes,
-                w.packets ? "" : " (written by the service)");
+                w.by_service ? " (the clone written by the service)" : "");
         return EXIT_OK;
 }

@@ -223,7 +223,9 @@ static size_t registered_names(const Perfetto__Protos__TracingServiceState *st, 
 }
 
 /* A service that just started registers its plugins' data sources a
- * moment after it accepts: wait (a while) for those the config names. A
+ * moment after it accepts (traced answers QueryServiceState once its
+ * plugins are in, up to its start_timeout_sec; another service may answer
+ * before): wait (a while) for those the config names. A
  * name one edit or so from a registered one is a typo and fails at once
  * (with --allow-missing it is waited for like any other); one that never
  * comes fails after the wait, or is recorded without with --allow-missing
@@ -236,7 +238,7 @@ int wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfi
                 ProtobufCMessage *reply = NULL;
                 const char *missing = NULL;
                 if (tracectl_call(t, "QueryServiceState", &rq.base, &perfetto__protos__query_service_state_response__descriptor,
-                                  -EBADF, &reply, 5000) < 0 || !reply)
+                                  -EBADF, &reply, TRACECTL_QUERY_AT_START_MS) < 0 || !reply)
                         return EXIT_OK; /* the service will say what it lacks */
                 const Perfetto__Protos__TracingServiceState *st =
                         ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;

@@ -136,7 +136,8 @@ void record_rotate_list(int dir_fd, const char *path, FILE *f) {
                 total += (uint64_t) st.st_size;
         }
         closedir(d);
-        qsort(names, n, sizeof(*names), cmp_names);
+        if (n > 1)
+                qsort(names, n, sizeof(*names), cmp_names);
         fprintf(f, "Trace files in %s: %zu, %.1f MiB\n", path, n, (double) total / (1024.0 * 1024.0));
         for (size_t i = 0; i < n; i++) {
                 if (n <= 8 || i < 3 || i >= n - 3)

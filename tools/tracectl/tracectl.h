@@ -42,6 +42,10 @@ void tracectl_disconnect(struct tracectl *t);
 #define TRACECTL_MAX_DURATION_MS (7.0 * 24 * 3600 * 1000)
 /* How long record waits for the data sources its config names. */
 #define TRACECTL_DATA_SOURCE_WAIT_MS 10000u
+/* A QueryServiceState while the service starts: traced holds it until its
+ * plugins registered their data sources (start_timeout_sec, 10 s by
+ * default). */
+#define TRACECTL_QUERY_AT_START_MS 15000u
 
 /* consumer_call() on t's connection: 0, or -errno. */
 int tracectl_call(struct tracectl *t, const char *method, const ProtobufCMessage *args,

@@ -15,6 +15,7 @@
 #include "shared/control.h"
 #include "shared/resident.h"
 #include "core/core.h"
+#include "core/ports/startup-hold.h"
 #include "core/service.h"
 #include "core/sessions/session.h"
 
@@ -25,6 +26,11 @@ struct core {
         bool shutting_down;
         uint64_t stop_started_usec; /* CLOCK_MONOTONIC */
         sd_event_source *stop_timer;
+        /* Resident sessions that came while the start's hold was on
+         * (startup-hold.h): started when it ends, with their data
+         * sources registered. */
+        struct resident_set pending_resident;
+        bool has_pending_resident;
 };
 
 /* How often a stopping core looks whether every session's end is
@@ -121,6 +127,19 @@ static void log_resident_error(const char *message, void *userdata) {
         log_error("Resident session file %s", message);
 }
 
+/* The set now, or when the start's hold ends. Takes set. */
+static void take_resident(struct core *c, struct resident_set *set) {
+        if (startup_hold_active(c->svc)) {
+                resident_set_done(&c->pending_resident);
+                c->pending_resident = *set;
+                c->has_pending_resident = true;
+                *set = (struct resident_set) {};
+                return;
+        }
+        apply_resident(c, set);
+        resident_set_done(set);
+}
+
 /* Without a supervisor: the core reads the sessions directory itself, at
  * start and on SIGHUP. */
 static void load_resident(struct core *c) {
@@ -130,8 +149,7 @@ static void load_resident(struct core *c) {
                 log_error_errno(r, "Failed to read the sessions directory %s: %m", c->o->sessions_dir);
                 return;
         }
-        apply_resident(c, &set);
-        resident_set_done(&set);
+        take_resident(c, &set);
 }
 
 static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
@@ -141,6 +159,21 @@ static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void
         load_resident(c);
         (void) sd_notify(false, "READY=1");
         return 0;
+}
+
+/* The plugin hosts started with the service registered their data
+ * sources (or the hold's bound passed): the service is ready. */
+static void plugins_ready(struct traced_service *svc, void *userdata) {
+        struct core *c = userdata;
+        if (c->shutting_down)
+                return;
+        if (c->has_pending_resident) {
+                apply_resident(c, &c->pending_resident);
+                resident_set_done(&c->pending_resident);
+                c->has_pending_resident = false;
+        }
+        (void) sd_notify(false, "READY=1");
+        notify_status(svc);
 }
 
 static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
@@ -164,6 +197,7 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                         return 0;
                 }
                 if (msg.kind == CONTROL_TRACE_DIRECTORY) {
+                        service_set_retention(c->svc, msg.max_use, msg.keep_free);
                         r = service_set_trace_directory(c->svc, msg.path, pfd);
                         if (r < 0)
                                 log_warning_errno(r, "Failed to set the trace directory: %m");
@@ -181,19 +215,29 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                                 log_warning_errno(r, "Failed to read the resident sessions from the supervisor: %m");
                                 continue;
                         }
-                        apply_resident(c, &set);
-                        resident_set_done(&set);
+                        take_resident(c, &set);
+                        continue;
+                }
+                if (msg.kind == CONTROL_PLUGINS_LAUNCHED) {
+                        startup_hold_all_launched(c->svc);
+                        continue;
+                }
+                if (msg.kind == CONTROL_PLUGIN_EXITED) {
+                        startup_hold_host_exited(c->svc, msg.pid);
                         continue;
                 }
                 if (pfd < 0) {
                         log_warning("The supervisor sent no connection for plugin %s.", msg.name);
                         continue;
                 }
-                r = service_adopt_producer(c->svc, pfd, msg.pid);
+                uint64_t conn_id = 0;
+                r = service_adopt_producer(c->svc, pfd, msg.pid, &conn_id);
                 if (r < 0)
                         log_warning_errno(r, "Failed to serve plugin %s (host %d): %m", msg.name, (int) msg.pid);
-                else
+                else {
                         log_debug("Serving plugin %s (host %d).", msg.name, (int) msg.pid);
+                        startup_hold_expect(c->svc, conn_id, msg.pid, msg.name);
+                }
         }
 }
 
@@ -232,6 +276,8 @@ int core_run(const struct core_options *o) {
                 c.svc = service_free(c.svc);
                 return log_error_errno(r, "Failed to listen: %m");
         }
+        if (control_fd < 0)
+                service_set_retention(c.svc, o->max_use, o->keep_free);
         if (control_fd < 0 && o->trace_dir) {
                 int dfd = open(o->trace_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
                 if (dfd < 0)
@@ -263,18 +309,24 @@ int core_run(const struct core_options *o) {
                 if (r < 0)
                         log_warning_errno(r, "Failed to start the plugins: %m");
         }
+        /* Under a supervisor that starts plugin hosts, sessions wait for
+         * their data sources (startup-hold.h); READY=1 once they are in.
+         * Without one the core reads the sessions directory itself (the
+         * hold, if any, has ended by then). */
+        r = startup_hold_begin(c.svc, control_fd >= 0 ? o->plugin_start_timeout_usec : 0, plugins_ready, &c);
+        if (r < 0)
+                log_warning_errno(r, "Failed to hold sessions until the plugins are in: %m");
         if (control_fd < 0 && o->sessions_dir) {
                 load_resident(&c);
                 (void) sd_event_add_signal(event, NULL, SIGHUP, on_reload, &c);
         }
-        (void) sd_notify(false, "READY=1");
-        notify_status(c.svc);
 
         r = sd_event_loop(event);
         if (!c.shutting_down && o->stopping)
                 o->stopping(o->userdata);
         c.stop_timer = sd_event_source_disable_unref(c.stop_timer);
         c.svc = service_free(c.svc);
+        resident_set_done(&c.pending_resident);
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
         return 0;

@@ -39,12 +39,18 @@ struct core_options {
          * shared/resident.h), read at start and on SIGHUP; NULL for none.
          * Under one, the supervisor sends the sessions. */
         const char *sessions_dir;
+        /* traced.conf's max_use= and keep_free= (0: none), likewise. */
+        uint64_t max_use, keep_free;
         /* Data source names only plugin hosts, root and trusted_uids may
          * register (NAME or PREFIX*). */
         const char *const *trusted_names;
         size_t n_trusted_names;
         const uid_t *trusted_uids;
         size_t n_trusted_uids;
+        /* Under a supervisor running plugin hosts: the longest the service
+         * holds the sessions of its start until those registered their
+         * data sources (ports/startup-hold.h); 0: no hold. */
+        uint64_t plugin_start_timeout_usec;
         /* Optional: called once the service listens (e.g. to start plugins
          * in process) and when it shuts down. */
         int (*started)(sd_event *event, struct traced_service *svc, void *userdata);

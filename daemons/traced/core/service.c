@@ -7,6 +7,7 @@
 #include "basic/macro.h"
 #include "log/log.h"
 #include "core/ports/ports.h"
+#include "core/ports/startup-hold.h"
 #include "core/service.h"
 #include "core/sessions/producer.h"
 #include "core/sessions/session.h"
@@ -46,7 +47,7 @@ int service_attach_listeners(struct traced_service *svc, int producer_fd, bool p
         return ipc_host_add_listener(svc->consumer_host, consumer_fd);
 }
 
-int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid) {
+int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid, uint64_t *ret_conn_id) {
         ipc_host_conn *conn;
         int r = ipc_host_adopt(svc->producer_host, fd, &conn);
         if (r < 0)
@@ -60,11 +61,14 @@ int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid) {
         }
         svc->plugin_conns = ids;
         svc->plugin_conns[svc->n_plugin_conns++] = ipc_host_conn_id(conn);
+        if (ret_conn_id)
+                *ret_conn_id = ipc_host_conn_id(conn);
         return 0;
 }
 
 void service_begin_stop(struct traced_service *svc) {
         svc->stopping = true;
+        startup_hold_end(svc);
         sessions_begin_shutdown(svc);
 }
 
@@ -81,6 +85,7 @@ struct traced_service *service_free(struct traced_service *svc) {
         if (!svc)
                 return NULL;
         svc->state_changed = NULL;
+        startup_hold_free(svc);
         while (svc->sessions)
                 session_free(svc->sessions);
         /* Connections go away with the hosts (producers are freed by the
@@ -95,6 +100,11 @@ struct traced_service *service_free(struct traced_service *svc) {
         relay_machines_done(&svc->machines);
         free(svc);
         return NULL;
+}
+
+void service_set_retention(struct traced_service *svc, uint64_t max_use, uint64_t keep_free) {
+        svc->max_use = max_use;
+        svc->keep_free = keep_free;
 }
 
 int service_set_trace_directory(struct traced_service *svc, const char *path, int fd) {

@@ -57,6 +57,10 @@ struct traced_service {
         /* Where TraceConfig.output_path may point (output-path.h). */
         char *trace_dir;
         int trace_dir_fd;
+        /* traced.conf's retention (bytes, 0: none): the closed files of
+         * rotations in the trace directory take at most max_use; a rotation
+         * leaves keep_free bytes free on its file system. */
+        uint64_t max_use, keep_free;
         /* Reserved data source names (NAME or PREFIX*) and who besides the
          * plugin hosts and root may register them. */
         const char *const *trusted_names;
@@ -67,6 +71,8 @@ struct traced_service {
          * until their producer binds. */
         uint64_t *plugin_conns;
         size_t n_plugin_conns;
+        /* The first moments' hold of sessions (ports/startup-hold.h). */
+        struct startup_hold *startup_hold;
         /* Machines behind traced_relay (RelayPort). */
         struct relay_machines machines;
 };
@@ -75,10 +81,12 @@ int service_new(sd_event *event, struct traced_service **ret);
 struct traced_service *service_free(struct traced_service *svc);
 int service_attach_listeners(struct traced_service *svc, int producer_fd, bool producer_relay, int consumer_fd);
 /* Serves an already connected producer socket (a plugin host's end of a
- * socketpair); pid names the process behind it when known. Takes fd. */
-int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid);
-/* The service stops: new sessions are refused from now on, and every
- * session is flushed and ended (sessions_begin_shutdown). */
+ * socketpair); pid names the process behind it when known. Takes fd.
+ * ret_conn_id (may be NULL): the connection's id. */
+int service_adopt_producer(struct traced_service *svc, int fd, pid_t pid, uint64_t *ret_conn_id);
+/* The service stops: new sessions are refused from now on (those held
+ * at the start are answered so), and every session is flushed and ended
+ * (sessions_begin_shutdown). */
 void service_begin_stop(struct traced_service *svc);
 /* Whether all of that is done: every session's end written and told to
  * its consumer, and what was queued for the consumers sent. */
@@ -87,3 +95,4 @@ bool service_stop_done(const struct traced_service *svc);
 void service_shutdown(struct traced_service *svc);
 /* The trace directory from now on (path NULL or fd < 0: none). Takes fd. */
 int service_set_trace_directory(struct traced_service *svc, const char *path, int fd);
+void service_set_retention(struct traced_service *svc, uint64_t max_use, uint64_t keep_free);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,8 +47,8 @@ int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd) {
         return send_msg(ctl_fd, &m, fd);
 }
 
-int control_send_trace_directory(int ctl_fd, const char *path, int fd) {
-        struct control_msg m = { .kind = CONTROL_TRACE_DIRECTORY };
+int control_send_trace_directory(int ctl_fd, const char *path, int fd, uint64_t max_use, uint64_t keep_free) {
+        struct control_msg m = { .kind = CONTROL_TRACE_DIRECTORY, .max_use = max_use, .keep_free = keep_free };
         if (!path || strlen(path) >= sizeof(m.path))
                 return -ENAMETOOLONG;
         strcpy(m.path, path);
@@ -57,6 +58,17 @@ int control_send_trace_directory(int ctl_fd, const char *path, int fd) {
 int control_send_resident(int ctl_fd, int fd) {
         struct control_msg m = { .kind = CONTROL_RESIDENT_SESSIONS };
         return send_msg(ctl_fd, &m, fd);
+}
+
+int control_send_plugins_launched(int ctl_fd) {
+        struct control_msg m = { .kind = CONTROL_PLUGINS_LAUNCHED };
+        return send_msg(ctl_fd, &m, -EBADF);
+}
+
+int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name) {
+        struct control_msg m = { .kind = CONTROL_PLUGIN_EXITED, .pid = pid };
+        snprintf(m.name, sizeof(m.name), "%s", name ? name : "");
+        return send_msg(ctl_fd, &m, -EBADF);
 }
 
 int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
@@ -97,7 +109,8 @@ int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
         if (n != (ssize_t) sizeof(msg) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || extra ||
             memchr(msg.name, '\0', sizeof(msg.name)) == NULL || memchr(msg.path, '\0', sizeof(msg.path)) == NULL ||
             (msg.kind != CONTROL_PRODUCER && msg.kind != CONTROL_TRACE_DIRECTORY &&
-             msg.kind != CONTROL_RESIDENT_SESSIONS)) {
+             msg.kind != CONTROL_RESIDENT_SESSIONS && msg.kind != CONTROL_PLUGINS_LAUNCHED &&
+             msg.kind != CONTROL_PLUGIN_EXITED)) {
                 safe_close(fd);
                 return -EBADMSG;
         }

@@ -3,9 +3,13 @@
 
 /* The channel between traced's supervisor and its service core: a
  * SOCK_SEQPACKET socketpair. The supervisor hands over the service's end of
- * each plugin host's connection, naming the host's pid and plugin. */
+ * each plugin host's connection, naming the host's pid and plugin; says
+ * when it has started every plugin host of the service's start (the core
+ * holds sessions until those registered their data sources); and names a
+ * plugin host that exited. */
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define CONTROL_NAME_MAX 64
@@ -14,6 +18,8 @@
 enum control_kind {
         CONTROL_PRODUCER = 0,      /* fd: the service's end of a plugin host's connection */
         CONTROL_TRACE_DIRECTORY, /* fd (or none): the trace directory, path names it */
+        CONTROL_PLUGINS_LAUNCHED, /* every plugin host of the start is handed over */
+        CONTROL_PLUGIN_EXITED,   /* the plugin host pid (plugin name) exited */
         CONTROL_RESIDENT_SESSIONS, /* fd: a sealed memfd, the whole set of resident sessions (resident.h) */
 };
 
@@ -22,14 +28,20 @@ struct control_msg {
         pid_t pid;                    /* the plugin host */
         char name[CONTROL_NAME_MAX]; /* the plugin, NUL-terminated */
         char path[CONTROL_PATH_MAX]; /* CONTROL_TRACE_DIRECTORY: NUL-terminated */
+        /* CONTROL_TRACE_DIRECTORY: traced.conf's max_use= and keep_free=
+         * (bytes, 0: none). */
+        uint64_t max_use, keep_free;
 };
 
 int control_pair(int ret_fds[2]);
 /* Sends msg with fd attached (the fd stays the caller's). */
 int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd);
 /* Sends the trace directory: path and an O_PATH fd on it, or (fd < 0) that
- * there is none. The fd stays the caller's. */
-int control_send_trace_directory(int ctl_fd, const char *path, int fd);
+ * there is none, with the retention caps. The fd stays the caller's. */
+int control_send_trace_directory(int ctl_fd, const char *path, int fd, uint64_t max_use, uint64_t keep_free);
+/* CONTROL_PLUGINS_LAUNCHED, and CONTROL_PLUGIN_EXITED for host pid. */
+int control_send_plugins_launched(int ctl_fd);
+int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name);
 /* Sends the resident sessions: fd from resident_set_to_memfd (stays the
  * caller's). */
 int control_send_resident(int ctl_fd, int fd);

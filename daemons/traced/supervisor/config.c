@@ -70,6 +70,41 @@ static int parse_user(const char *t, uid_t *ret) {
         return 0;
 }
 
+/* journald's sizes: a number of bytes, or with a K, M, G or T suffix
+ * (1024-based). */
+static int parse_bytes(const char *t, uint64_t *ret) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(t, &end, 10);
+        if (errno || end == t || t[0] == '-')
+                return -EINVAL;
+        unsigned shift = 0;
+        switch (*end) {
+        case '\0':
+                break;
+        case 'K': case 'k':
+                shift = 10;
+                break;
+        case 'M': case 'm':
+                shift = 20;
+                break;
+        case 'G': case 'g':
+                shift = 30;
+                break;
+        case 'T': case 't':
+                shift = 40;
+                break;
+        default:
+                return -EINVAL;
+        }
+        if (*end && end[1] != '\0')
+                return -EINVAL;
+        if (shift && v > (UINT64_MAX >> shift))
+                return -ERANGE;
+        *ret = (uint64_t) v << shift;
+        return 0;
+}
+
 /* trusted_data_sources / trusted_users: comma-separated, replacing the
  * default (an empty value: nothing reserved / nobody extra). */
 static int trusted_list(struct ctx *k, const char *name, const char *value) {
@@ -187,6 +222,15 @@ static int handler(void *user, const char *section, const char *name, const char
                         *none = false;
                         return *slot ? 1 : 0;
                 }
+                if (strcmp(name, "max_use") == 0 || strcmp(name, "keep_free") == 0) {
+                        uint64_t v;
+                        if (parse_bytes(value, &v) < 0)
+                                return fail(k, "\"%s\" is not a size (bytes, or a number with K, M, G or T) "
+                                            "(field \"%s\")",
+                                            value, name);
+                        *(name[0] == 'm' ? &cfg->max_use : &cfg->keep_free) = v;
+                        return 1;
+                }
                 if (strcmp(name, "trusted_data_sources") == 0 || strcmp(name, "trusted_users") == 0)
                         return trusted_list(k, name, value);
                 if (strcmp(name, "producer_sockets") == 0 || strcmp(name, "relay_endpoint_on") == 0)
@@ -209,14 +253,19 @@ static int handler(void *user, const char *section, const char *name, const char
                         cfg->plugins_in_process = v;
                 return 1;
         }
-        if (strcmp(name, "watchdog_sec") == 0) {
+        if (strcmp(name, "watchdog_sec") == 0 || strcmp(name, "start_timeout_sec") == 0) {
+                bool watchdog = name[0] == 'w';
+                unsigned max = watchdog ? TRACED_CONFIG_MAX_WATCHDOG_SEC : TRACED_CONFIG_MAX_START_TIMEOUT_SEC;
                 char *end;
                 errno = 0;
                 unsigned long v = strtoul(value, &end, 10);
-                if (errno || end == value || *end || value[0] == '-' || v > TRACED_CONFIG_MAX_WATCHDOG_SEC)
-                        return fail(k, "\"%s\" is not a number of seconds from 0 to %u (field \"%s\")", value,
-                                    TRACED_CONFIG_MAX_WATCHDOG_SEC, name);
-                cfg->watchdog_sec = (unsigned) v;
+                if (errno || end == value || *end || value[0] == '-' || v > max)
+                        return fail(k, "\"%s\" is not a number of seconds from 0 to %u (field \"%s\")", value, max,
+                                    name);
+                if (watchdog)
+                        cfg->watchdog_sec = (unsigned) v;
+                else
+                        cfg->start_timeout_sec = (unsigned) v;
                 return 1;
         }
         if (strcmp(name, "directory") == 0) {
@@ -247,7 +296,8 @@ static int handler(void *user, const char *section, const char *name, const char
 }
 
 int traced_config_load(const char *path, struct traced_config *cfg, char **ret_error) {
-        *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC };
+        *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC,
+                                        .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC };
         if (ret_error)
                 *ret_error = NULL;
         FILE *f = fopen(path, "re");
@@ -277,7 +327,8 @@ void traced_config_done(struct traced_config *cfg) {
         free(cfg->producer_sockets);
         free(cfg->relay_endpoint_on);
         free(cfg->sessions_dir);
-        *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC };
+        *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC,
+                                        .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC };
 }
 
 const char *traced_config_sessions_directory(const struct traced_config *cfg) {

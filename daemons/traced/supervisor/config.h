@@ -10,6 +10,9 @@
  *   watchdog_sec = SECONDS    a plugin host silent this long is killed and
  *                             restarted (default 10, 0 = never)
  *   in_process = yes|no       run plugins as threads of traced (debugging)
+ *   start_timeout_sec = SECONDS  at the service's start, sessions wait this
+ *                             long at most for the plugin hosts to register
+ *                             their data sources (default 10, 0 = no wait)
  *
  *   [service]
  *   user = NAME|UID           the service core's user when started as root
@@ -27,9 +30,17 @@
  *   relay_endpoint_on = ADDRESS[,...]  of those, where the RelayPort is
  *   sessions_directory = PATH  resident sessions' TraceConfig files
  *                             (default /etc/traced/sessions.d; empty: none)
+ *   max_use = SIZE            the closed files of rotating sessions in the
+ *                             trace directory take at most SIZE (oldest
+ *                             removed first; default none)
+ *   keep_free = SIZE          rotation leaves SIZE free on the file system
+ *                             it writes to (removing the session's oldest
+ *                             files, else stopping it; default none)
+ *                             SIZE: bytes, or with K, M, G, T (1024-based)
  */
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define TRACED_CONFIG_MAX_DISABLED 32
@@ -41,6 +52,7 @@ struct traced_config {
         char *disabled[TRACED_CONFIG_MAX_DISABLED];
         unsigned n_disabled;
         unsigned watchdog_sec;
+        unsigned start_timeout_sec;
         bool plugins_in_process;
         char *user; /* NULL: the default */
         char *trace_dir; /* NULL: the default */
@@ -54,6 +66,7 @@ struct traced_config {
         char *relay_endpoint_on;
         char *sessions_dir; /* NULL: the default */
         bool no_sessions_dir;
+        uint64_t max_use, keep_free; /* 0: none */
 };
 
 /* Data source names reserved for the suite's own plugins by default. */
@@ -70,6 +83,8 @@ const char *traced_config_trace_directory(const struct traced_config *cfg);
 
 #define TRACED_CONFIG_DEFAULT_WATCHDOG_SEC 10u
 #define TRACED_CONFIG_MAX_WATCHDOG_SEC 3600u
+#define TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC 10u
+#define TRACED_CONFIG_MAX_START_TIMEOUT_SEC 600u
 
 /* Reads path into cfg (defaults for what it does not set). A missing
  * file is not an error (0). On a bad file returns -EINVAL and *ret_error

@@ -100,7 +100,7 @@ int in_process_start(sd_event *event, struct traced_service *svc, void *userdata
                         free(paths[i]);
                         continue;
                 }
-                r = service_adopt_producer(svc, sv[0], getpid());
+                r = service_adopt_producer(svc, sv[0], getpid(), NULL);
                 if (r < 0) {
                         log_error_errno(r, "Failed to serve plugin %s: %m", paths[i]);
                         safe_close(sv[1]);

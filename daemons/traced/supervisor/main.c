@@ -327,8 +327,12 @@ static int run(int argc, char **argv) {
                 .trace_dir = traced_config_trace_directory(&cfg),
                 .sessions_dir = o.sessions_dir ? (o.sessions_dir[0] ? o.sessions_dir : NULL)
                                                : traced_config_sessions_directory(&cfg),
+                .max_use = cfg.max_use,
+                .keep_free = cfg.keep_free,
                 .trusted_uids = cfg.trusted_uids,
                 .n_trusted_uids = cfg.n_trusted_uids,
+                /* In-process plugins are not waited for. */
+                .plugin_start_timeout_usec = plugins && !in_process ? (uint64_t) cfg.start_timeout_sec * 1000000u : 0,
         };
         for (size_t i = 0; i < ls.n_extra; i++) {
                 so.core.extra[i] = ls.extra[i];

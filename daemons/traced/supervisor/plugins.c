@@ -50,6 +50,7 @@ struct plugins {
         char *host_binary;
         uint64_t watchdog_usec;
         plugins_handoff_fn handoff;
+        plugins_exited_fn exited;
         void *userdata;
         struct plugin_proc procs[MAX_PLUGINS];
         size_t n;
@@ -80,10 +81,13 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         struct plugin_proc *pp = userdata;
         struct plugins *ps = pp->owner;
         uint64_t now = 0;
+        pid_t pid = pp->pid;
 
         pp->child = sd_event_source_disable_unref(pp->child);
         pp->pid = 0;
         stop_watching(pp);
+        if (ps->exited)
+                ps->exited(pid, pp->name, ps->userdata);
         if (ps->stopping)
                 return 0;
         if (si->si_code == CLD_EXITED && si->si_status == EXIT_PLUGIN_REFUSED) {
@@ -388,6 +392,7 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
         ps->host_binary = strdup(o->host_binary);
         ps->watchdog_usec = o->watchdog_usec;
         ps->handoff = o->handoff;
+        ps->exited = o->exited;
         ps->userdata = o->userdata;
         if (!ps->host_binary) {
                 plugins_stop(ps);

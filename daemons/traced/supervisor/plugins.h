@@ -18,6 +18,8 @@ struct plugins;
 /* Gives the service's end of a new plugin host's connection to the
  * service core. Takes fd. */
 typedef int (*plugins_handoff_fn)(int fd, pid_t host_pid, const char *plugin, void *userdata);
+/* A plugin host that was handed off exited (or died). */
+typedef void (*plugins_exited_fn)(pid_t host_pid, const char *plugin, void *userdata);
 
 struct plugins_options {
         const char *dir;
@@ -26,9 +28,12 @@ struct plugins_options {
         unsigned n_disabled;
         uint64_t watchdog_usec; /* 0: no hang detection */
         plugins_handoff_fn handoff;
+        plugins_exited_fn exited; /* optional */
         void *userdata;
 };
 
+/* Starts a host for each plugin of o->dir (not disabled), each handed off
+ * before this returns; one that could not start is retried later. */
 int plugins_start(sd_event *event, const struct plugins_options *o, struct plugins **ret);
 /* The hang timeout for hosts from now on (0: none); a host's pipe is set
  * up when it starts, so a change from or to 0 applies to hosts started

@@ -39,6 +39,18 @@ static int handoff(int fd, pid_t host_pid, const char *plugin, void *userdata) {
         return control_send_producer(s->control_fd, &msg, owned);
 }
 
+/* The core stops waiting for a plugin host that died before it
+ * registered its data sources (its connection may close later, or never
+ * have been used). */
+static void host_exited(pid_t host_pid, const char *plugin, void *userdata) {
+        struct supervisor *s = userdata;
+        if (s->core_pid <= 0)
+                return;
+        int r = control_send_plugin_exited(s->control_fd, host_pid, plugin);
+        if (r < 0)
+                log_debug_errno(r, "Failed to tell the service core that plugin host %d exited: %m", (int) host_pid);
+}
+
 static void stop_plugins(struct supervisor *s) {
         plugins_stop(s->plugins);
         s->plugins = NULL;
@@ -105,7 +117,9 @@ static void send_trace_directory(struct supervisor *s) {
                 if (fd < 0)
                         log_notice_errno(errno, "No trace directory %s (output_path is refused): %m", dir);
         }
-        int r = control_send_trace_directory(s->control_fd, dir ? dir : "", fd);
+        int r = control_send_trace_directory(s->control_fd, dir ? dir : "", fd,
+                                             s->o->config ? s->o->config->max_use : 0,
+                                             s->o->config ? s->o->config->keep_free : 0);
         if (r < 0)
                 log_warning_errno(r, "Failed to send the trace directory to the service core: %m");
 }
@@ -259,11 +273,17 @@ int supervisor_run(struct supervisor_options *o) {
         send_resident_sessions(&s);
         if (o->plugins) {
                 o->plugin.handoff = handoff;
+                o->plugin.exited = host_exited;
                 o->plugin.userdata = &s;
                 r = plugins_start(s.event, &o->plugin, &s.plugins);
                 if (r < 0)
                         log_warning_errno(r, "Failed to start the plugins: %m");
         }
+        /* Every plugin host of the start is handed over: the core holds
+         * sessions until these registered their data sources. */
+        r = control_send_plugins_launched(s.control_fd);
+        if (r < 0)
+                log_warning_errno(r, "Failed to tell the service core the plugins are started: %m");
         r = sd_event_loop(s.event);
         if (r < 0)
                 log_error_errno(r, "Supervisor event loop failed: %m");

@@ -29,7 +29,8 @@ static void file_name(char buf[static OUTPUT_DIR_NAME_MAX], const char *prefix, 
 int output_dir_create(int dir_fd, const char *prefix, uint64_t index) {
         char name[OUTPUT_DIR_NAME_MAX];
         file_name(name, prefix, index, true);
-        int fd = openat(dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0640);
+        /* Read and write: a file cut short by a failed write is trimmed. */
+        int fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0640);
         return fd < 0 ? -errno : fd;
 }
 
@@ -85,50 +86,102 @@ static int cmp_files(const void *a, const void *b) {
         return strcmp(x->name, y->name);
 }
 
-int output_dir_list(int dir_fd, const char *prefix, struct output_dir_file **ret, size_t *ret_n) {
-        int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+struct file_list {
+        struct output_dir_file *files;
+        size_t n, cap;
+};
+
+/* Adds the closed files of the directory fd (at path rel below the top,
+ * "" for the top) to l, and those of its subdirectories while depth
+ * allows. */
+static int list_into(int fd, const char *rel, const char *prefix, unsigned depth, struct file_list *l) {
+        /* Read through a descriptor of its own (fd may be O_PATH). */
+        int dup = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dup < 0)
                 return -errno;
-        DIR *d = fdopendir(fd);
+        DIR *d = fdopendir(dup);
         if (!d) {
                 int e = errno;
-                safe_close(fd);
+                safe_close(dup);
                 return -e;
         }
-        struct output_dir_file *files = NULL;
-        size_t n = 0, cap = 0;
         int r = 0;
         struct dirent *de;
-        while ((de = readdir(d))) {
+        while (r >= 0 && (de = readdir(d))) {
                 struct stat st;
-                if (!is_closed_name(de->d_name, prefix) ||
-                    fstatat(dir_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                if (de->d_name[0] == '.' || fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
-                if (n == cap) {
-                        size_t nc = cap ? cap * 2 : 16;
-                        struct output_dir_file *f = realloc(files, nc * sizeof(*f));
+                char path[OUTPUT_DIR_PATH_MAX];
+                if ((size_t) snprintf(path, sizeof(path), "%s%s%s", rel, rel[0] ? "/" : "", de->d_name) >=
+                    sizeof(path))
+                        continue;
+                if (S_ISDIR(st.st_mode) && depth > 0) {
+                        int sub = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub >= 0) {
+                                r = list_into(sub, path, prefix, depth - 1, l);
+                                safe_close(sub);
+                        }
+                        continue;
+                }
+                if (!S_ISREG(st.st_mode) || !is_closed_name(de->d_name, prefix))
+                        continue;
+                if (l->n == l->cap) {
+                        size_t nc = l->cap ? l->cap * 2 : 16;
+                        struct output_dir_file *f = realloc(l->files, nc * sizeof(*f));
                         if (!f) {
                                 r = -ENOMEM;
                                 break;
                         }
-                        files = f;
-                        cap = nc;
+                        l->files = f;
+                        l->cap = nc;
                 }
-                struct output_dir_file *f = &files[n++];
-                snprintf(f->name, sizeof(f->name), "%s", de->d_name);
+                struct output_dir_file *f = &l->files[l->n++];
+                memcpy(f->name, path, sizeof(path));
                 f->bytes = (uint64_t) st.st_size;
                 f->mtime_ns = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
         }
         closedir(d);
+        return r;
+}
+
+static int list(int dir_fd, const char *prefix, unsigned depth, struct output_dir_file **ret, size_t *ret_n) {
+        struct file_list l = {};
+        int r = list_into(dir_fd, "", prefix, depth, &l);
         if (r < 0) {
-                free(files);
+                free(l.files);
                 return r;
         }
-        if (n > 1)
-                qsort(files, n, sizeof(*files), cmp_files);
-        *ret = files;
-        *ret_n = n;
+        if (l.n > 1)
+                qsort(l.files, l.n, sizeof(*l.files), cmp_files);
+        *ret = l.files;
+        *ret_n = l.n;
         return 0;
+}
+
+int output_dir_list(int dir_fd, const char *prefix, struct output_dir_file **ret, size_t *ret_n) {
+        return list(dir_fd, prefix, 0, ret, ret_n);
+}
+
+int output_dir_list_tree(int dir_fd, struct output_dir_file **ret, size_t *ret_n) {
+        return list(dir_fd, NULL, OUTPUT_DIR_TREE_DEPTH, ret, ret_n);
+}
+
+int output_dir_remove(int dir_fd, const char *name) {
+        const char *slash = strchr(name, '/');
+        if (!slash)
+                return unlinkat(dir_fd, name, 0) < 0 ? -errno : 0;
+        char comp[OUTPUT_DIR_PATH_MAX];
+        size_t n = (size_t) (slash - name);
+        if (n == 0 || n >= sizeof(comp))
+                return -EINVAL;
+        memcpy(comp, name, n);
+        comp[n] = '\0';
+        int sub = openat(dir_fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0)
+                return -errno;
+        int r = output_dir_remove(sub, slash + 1);
+        safe_close(sub);
+        return r;
 }
 
 size_t output_dir_prune(int dir_fd, const struct output_dir_file *files, size_t n, uint64_t keep_files,
@@ -142,7 +195,8 @@ size_t output_dir_prune(int dir_fd, const struct output_dir_file *files, size_t 
                 bool over_bytes = keep_bytes && total > keep_bytes;
                 if (!over_count && !over_bytes)
                         break;
-                if (unlinkat(dir_fd, files[i].name, 0) < 0 && errno != ENOENT)
+                int r = output_dir_remove(dir_fd, files[i].name);
+                if (r < 0 && r != -ENOENT)
                         continue;
                 total -= files[i].bytes;
                 freed += files[i].bytes;

@@ -25,8 +25,13 @@
 #define OUTPUT_DIR_SUFFIX ".pftrace"
 #define OUTPUT_DIR_PART ".part"
 
+/* Names below a tree's top (output_dir_list_tree) are paths of up to
+ * OUTPUT_DIR_TREE_DEPTH directories and a file. */
+#define OUTPUT_DIR_TREE_DEPTH 3u
+#define OUTPUT_DIR_PATH_MAX 1024u
+
 struct output_dir_file {
-        char name[OUTPUT_DIR_NAME_MAX];
+        char name[OUTPUT_DIR_PATH_MAX];
         uint64_t bytes;   /* its size */
         int64_t mtime_ns; /* when it was closed */
 };
@@ -52,11 +57,21 @@ int output_dir_close(int dir_fd, int fd, const char *prefix, uint64_t index);
  * then name). *ret is malloc'd. -errno on failure. */
 int output_dir_list(int dir_fd, const char *prefix, struct output_dir_file **ret, size_t *ret_n);
 
+/* The same for every directory below dir_fd too, down to
+ * OUTPUT_DIR_TREE_DEPTH levels (no symbolic link followed): the whole
+ * trace directory, oldest first across it. */
+int output_dir_list_tree(int dir_fd, struct output_dir_file **ret, size_t *ret_n);
+
 /* Removes the oldest of files (as listed) until at most keep_files remain
  * and they hold at most keep_bytes (0: no cap of that kind). Returns how
  * many were removed, their bytes in *ret_freed (may be NULL). */
 size_t output_dir_prune(int dir_fd, const struct output_dir_file *files, size_t n, uint64_t keep_files,
                         uint64_t keep_bytes, uint64_t *ret_freed);
+
+/* Removes one file as listed (its name may be a path below dir_fd: each
+ * directory on the way is opened without following a symbolic link).
+ * 0 or -errno. */
+int output_dir_remove(int dir_fd, const char *name);
 
 /* Free bytes for unprivileged users on dir_fd's file system, or -errno. */
 int64_t output_dir_free_bytes(int dir_fd);

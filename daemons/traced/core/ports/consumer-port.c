@@ -18,6 +18,7 @@
 #include "core/limits.h"
 #include "core/ports/consumer-port.h"
 #include "core/ports/ports.h"
+#include "core/ports/startup-hold.h"
 #include "core/service.h"
 #include "core/sessions/producer.h"
 #include "core/sessions/session.h"
@@ -440,7 +441,35 @@ const struct session_consumer_ops consumer_port_session_ops = {
         .session_taken = on_session_freed,
 };
 
-#define M(name, req_t, resp_t, fn) { name, &req_t##__descriptor, &resp_t##__descriptor, fn }
+/* The entry points. In the service's first moments (startup-hold.h) the
+ * calls that start sessions, list the data sources or name a session of
+ * another connection (which may be held) wait until the plugins
+ * registered their data sources (HOLD), and any call behind a held one on
+ * its connection waits too (its order stays). */
+#define HOLD true
+#define SERVE false
+#define ENTRY(fn, hold)                                                                      \
+        static void fn##_entry(ipc_request *req, const ProtobufCMessage *args, void *userdata) { \
+                if (!startup_hold_call(userdata, req, fn, hold))                              \
+                        fn(req, args, userdata);                                              \
+        }
+ENTRY(m_enable_tracing, HOLD)
+ENTRY(m_start_tracing, HOLD)
+ENTRY(m_query_service_state, HOLD)
+ENTRY(m_disable_tracing, SERVE)
+ENTRY(m_read_buffers, SERVE)
+ENTRY(m_free_buffers, SERVE)
+ENTRY(m_flush, SERVE)
+ENTRY(m_change_trace_config, SERVE)
+ENTRY(m_detach, SERVE)
+ENTRY(m_attach, HOLD)
+ENTRY(m_get_trace_stats, SERVE)
+ENTRY(m_observe_events, SERVE)
+ENTRY(m_query_capabilities, SERVE)
+ENTRY(m_save_trace_for_bugreport, HOLD)
+ENTRY(m_clone_session, HOLD)
+
+#define M(name, req_t, resp_t, fn) { name, &req_t##__descriptor, &resp_t##__descriptor, fn##_entry }
 static const struct ipc_method_desc consumer_methods[] = {
         M("EnableTracing", perfetto__protos__enable_tracing_request, perfetto__protos__enable_tracing_response,
           m_enable_tracing),

@@ -17,6 +17,7 @@
 #include "core/ports/chunk-sink.h"
 #include "core/limits.h"
 #include "core/ports/ports.h"
+#include "core/ports/startup-hold.h"
 #include "core/ports/producer-port.h"
 #include "core/ports/quota.h"
 #include "core/service.h"
@@ -139,6 +140,7 @@ static void on_disconnect(ipc_host_conn *conn, void *userdata) {
         struct traced_service *svc = userdata;
         struct producer *p = ipc_host_conn_get_userdata(conn);
 
+        startup_hold_conn_gone(svc, ipc_host_conn_id(conn));
         if (!p)
                 return;
         ipc_host_conn_set_userdata(conn, NULL);
@@ -734,9 +736,20 @@ static void m_report_ds_error(ipc_request *req, const ProtobufCMessage *args, vo
 
 static void m_sync(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
         Perfetto__Protos__SyncResponse resp = PERFETTO__PROTOS__SYNC_RESPONSE__INIT;
+        ipc_host_conn *conn = ipc_request_conn(req);
         /* Requests are handled in order, so everything sent before is
-         * processed by now. */
+         * processed by now: a plugin host's registrations, when it is one
+         * the service's start waits for. */
+        if (conn)
+                startup_hold_registered(userdata, ipc_host_conn_id(conn));
         reply_empty(req, &resp.base);
+}
+
+/* A trigger in the service's first moments may be for a session held
+ * until the plugins are in (startup-hold.h): it waits behind it. */
+static void m_activate_triggers_entry(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        if (!startup_hold_call(userdata, req, m_activate_triggers, true))
+                m_activate_triggers(req, args, userdata);
 }
 
 #define M(name, req_t, resp_t, fn) { name, &req_t##__descriptor, &resp_t##__descriptor, fn }
@@ -760,7 +773,7 @@ static const struct ipc_method_desc producer_methods[] = {
         M("NotifyDataSourceStopped", perfetto__protos__notify_data_source_stopped_request,
           perfetto__protos__notify_data_source_stopped_response, m_notify_stopped),
         M("ActivateTriggers", perfetto__protos__activate_triggers_request,
-          perfetto__protos__activate_triggers_response, m_activate_triggers),
+          perfetto__protos__activate_triggers_response, m_activate_triggers_entry),
         M("Sync", perfetto__protos__sync_request, perfetto__protos__sync_response, m_sync),
         M("UpdateDataSource", perfetto__protos__update_data_source_request,
           perfetto__protos__update_data_source_response, m_update_data_source),

@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "basic/pbw.h"
+#include "traced/pbzero/perfetto/trace/trace.pbw.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
@@ -172,8 +172,12 @@ static int out_reserve(struct session *s, size_t need) {
 }
 
 size_t session_packet_header(size_t total, uint8_t *hdr) {
-        hdr[0] = (1 << 3) | 2; /* Trace.packet */
-        return 1 + pbw_put_varint(hdr + 1, total);
+        struct traced_pb_stream st;
+        Trace trace;
+        traced_pb_stream_init_buffer(&st, hdr, 11);
+        Trace_init(&trace, &st);
+        traced_pb_msg_len_header(&trace.msg, Trace_FIELD_packet, total); /* the packet's bytes follow */
+        return (size_t) traced_pb_msg_size(&trace.msg);
 }
 
 /* The Trace.packet field header of a packet of total bytes, or 0 when the
@@ -258,9 +262,7 @@ static int writer_sink(const struct iovec *iov, size_t n_iov, size_t total, void
         /* During a cut, a sequence that cleared its state goes on in the
          * next file. */
         if (s->rot && session_rotate_to_next(s, iov, n_iov, total)) {
-                int r = session_rotate_put_next(s, hdr, hn);
-                for (size_t i = 0; r >= 0 && i < n_iov; i++)
-                        r = session_rotate_put_next(s, iov[i].iov_base, iov[i].iov_len);
+                int r = session_put_packet(s, session_rotate_put_next, hdr, hn, iov, n_iov);
                 return r < 0 ? (k->error = r) : 0;
         }
         /* The common case: the packet fits the block being filled. */
@@ -277,9 +279,7 @@ static int writer_sink(const struct iovec *iov, size_t n_iov, size_t total, void
                 s->file_bytes += at;
                 return 0;
         }
-        int r = writer_put(s, hdr, hn);
-        for (size_t i = 0; r >= 0 && i < n_iov; i++)
-                r = writer_put(s, iov[i].iov_base, iov[i].iov_len);
+        int r = session_put_packet(s, writer_put, hdr, hn, iov, n_iov);
         if (r < 0)
                 return k->error = r;
         s->file_bytes += hn + total;
@@ -453,15 +453,20 @@ static int write_into_writer(struct session *s, bool show) {
         return s->out_full ? -EFBIG : 0;
 }
 
+int session_put_packet(struct session *s, session_put_fn put, const uint8_t *hdr, size_t hn,
+                       const struct iovec *iov, size_t n_iov) {
+        int r = put(s, hdr, hn);
+        for (size_t i = 0; r >= 0 && i < n_iov; i++)
+                r = put(s, iov[i].iov_base, iov[i].iov_len);
+        return r;
+}
+
 static int tail_sink(const struct iovec *iov, size_t n_iov, size_t total, void *userdata) {
         struct session *s = userdata;
         uint8_t hdr[11];
         size_t hn = session_packet_header(total, hdr);
-        int r = writer_put(s, hdr, hn);
-        for (size_t i = 0; r >= 0 && i < n_iov; i++)
-                r = writer_put(s, iov[i].iov_base, iov[i].iov_len);
         s->file_bytes += hn + total;
-        return r;
+        return session_put_packet(s, writer_put, hdr, hn, iov, n_iov);
 }
 
 int session_output_cut(struct session *s) {

@@ -3,6 +3,7 @@
 /* Rotation: when and how a session's file is cut (session-rotate.h). */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,27 @@ void session_rotate_stats_base(const struct session *s, size_t buffer, const str
         *ret = s->rot && buffer < s->rot->n_base ? &s->rot->base[buffer] : NULL;
 }
 
+/* Whether dir_fd is the trace directory or lies below it. */
+static bool below_trace_dir(struct traced_service *svc, int dir_fd) {
+        struct stat top, st;
+        if (svc->trace_dir_fd < 0 || fstat(svc->trace_dir_fd, &top) < 0)
+                return false;
+        int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        for (unsigned depth = 0; fd >= 0 && depth <= OUTPUT_DIR_TREE_DEPTH + 1; depth++) {
+                if (fstat(fd, &st) < 0)
+                        break;
+                if (st.st_dev == top.st_dev && st.st_ino == top.st_ino) {
+                        safe_close(fd);
+                        return true;
+                }
+                int up = openat(fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                safe_close(fd);
+                fd = up;
+        }
+        safe_close(fd);
+        return false;
+}
+
 int session_rotate_open(struct session *s, int dir_fd, char **ret_error) {
         _cleanup_close_ int dfd = dir_fd;
         const Perfetto__Protos__TraceConfig__TracedRotation *rc = s->config->traced_rotation;
@@ -73,6 +95,7 @@ int session_rotate_open(struct session *s, int dir_fd, char **ret_error) {
                 .next_fd = -EBADF,
         };
         s->rot = rot;
+        rot->in_trace_dir = below_trace_dir(s->svc, rot->dir_fd);
         clock_gettime(CLOCK_REALTIME, &rt);
         output_dir_prefix(rt.tv_sec, rot->prefix);
 
@@ -161,18 +184,15 @@ static int head_sink(const struct iovec *iov, size_t n_iov, size_t total, void *
         struct session *s = userdata;
         uint8_t hdr[11];
         size_t hn = session_packet_header(total, hdr);
-        int r = session_rotate_put_next(s, hdr, hn);
-        for (size_t i = 0; r >= 0 && i < n_iov; i++)
-                r = session_rotate_put_next(s, iov[i].iov_base, iov[i].iov_len);
-        return r;
+        return session_put_packet(s, session_rotate_put_next, hdr, hn, iov, n_iov);
 }
 
 /* The disk is full: the session ends with what it has, every file whole. */
-static void disk_full(struct session *s, int error) {
+static void disk_full(struct session *s, const char *why) {
         s->end_reason = PERFETTO__PROTOS__TRACE_STATS__TRACED_END_REASON__TRACED_END_DISK_FULL;
         _cleanup_free_ char *msg = NULL;
         if (asprintf(&msg, "The disk the trace files go to is full (%s): the session stopped; every file is whole",
-                     strerror(-error)) < 0)
+                     why) < 0)
                 msg = NULL;
         session_disable(s, msg ? msg : "The disk the trace files go to is full");
 }
@@ -200,18 +220,24 @@ static void cut_flushed(struct session *s, bool success, void *userdata) {
         session_rotate_finish(s);
 }
 
+static bool retention_room(struct session *s);
+static void prune_trace_dir(struct session *s);
+
 static void rotate_begin(struct session *s) {
         struct session_rotation *rot = s->rot;
         int r;
 
         if (rot->cutting || s->state != SESSION_STARTED || s->out_error < 0 || !s->initial_packets_emitted)
                 return;
+        /* Room for the next file first (traced.conf's retention). */
+        if (!retention_room(s))
+                return;
         rot->next_fd = output_dir_create(rot->dir_fd, rot->prefix, rot->index + 1);
         if (rot->next_fd < 0) {
                 r = rot->next_fd;
                 log_error("Session %" PRIu64 ": cannot create the next trace file: %s", s->id, strerror(-r));
                 if (r == -ENOSPC || r == -EDQUOT)
-                        disk_full(s, r);
+                        disk_full(s, strerror(-r));
                 else
                         session_disable(s, "The service cannot create the next trace file of the rotation");
                 return;
@@ -219,7 +245,8 @@ static void rotate_begin(struct session *s) {
         r = output_writer_new(rot->next_fd, &rot->next_writer);
         if (r >= 0) {
                 rot->cutting = true;
-                memset(rot->crossed, 0, rot->crossed_bytes);
+                if (rot->crossed)
+                        memset(rot->crossed, 0, rot->crossed_bytes);
                 r = session_emit_file_head(s, head_sink, s);
         }
         if (r < 0) {
@@ -277,6 +304,64 @@ static void prune(struct session *s) {
         free(files);
 }
 
+/* traced.conf's max_use: the closed files of rotations in the trace
+ * directory, oldest first across its sessions. */
+static void prune_trace_dir(struct session *s) {
+        struct traced_service *svc = s->svc;
+        struct output_dir_file *files = NULL;
+        size_t n = 0;
+        if (!s->rot->in_trace_dir || !svc->max_use || svc->trace_dir_fd < 0)
+                return;
+        int r = output_dir_list_tree(svc->trace_dir_fd, &files, &n);
+        if (r < 0) {
+                log_warning("Cannot list the trace directory %s to keep it within max_use: %s", svc->trace_dir,
+                            strerror(-r));
+                return;
+        }
+        uint64_t freed;
+        size_t removed = output_dir_prune(svc->trace_dir_fd, files, n, 0, svc->max_use, &freed);
+        if (removed)
+                log_info("Removed %zu trace file(s) (%" PRIu64 " bytes) from %s: it holds more than max_use=.",
+                         removed, freed, svc->trace_dir);
+        free(files);
+}
+
+/* traced.conf's keep_free: while the file system holds less, the
+ * session's oldest closed files go (in the trace directory, the oldest of
+ * any session); with none left the session stops, its files whole. False
+ * then. */
+static bool retention_room(struct session *s) {
+        struct traced_service *svc = s->svc;
+        struct session_rotation *rot = s->rot;
+        prune_trace_dir(s);
+        if (!svc->keep_free)
+                return true;
+        for (;;) {
+                int64_t avail = output_dir_free_bytes(rot->dir_fd);
+                if (avail < 0 || (uint64_t) avail >= svc->keep_free)
+                        return true;
+                struct output_dir_file *files = NULL;
+                size_t n = 0;
+                int top = rot->in_trace_dir && svc->trace_dir_fd >= 0 ? svc->trace_dir_fd : rot->dir_fd;
+                int r = top == rot->dir_fd ? output_dir_list(top, rot->prefix, &files, &n)
+                                           : output_dir_list_tree(top, &files, &n);
+                if (r >= 0 && n > 0)
+                        r = output_dir_remove(top, files[0].name);
+                if (r >= 0 && n > 0)
+                        log_info("Session %" PRIu64 ": removed %s: the file system has less than keep_free= "
+                                 "free.",
+                                 s->id, files[0].name);
+                free(files);
+                if (r < 0 || n == 0) {
+                        log_warning("Session %" PRIu64 ": %" PRId64 " bytes free where the trace files go, below "
+                                    "keep_free=%" PRIu64 ", and no closed file of its own is left to remove.",
+                                    s->id, avail, svc->keep_free);
+                        disk_full(s, "less free than keep_free= in traced.conf");
+                        return false;
+                }
+        }
+}
+
 /* The file written into fd becomes whole under its final name. */
 static int close_file(struct session *s, int fd, uint64_t index) {
         int r = output_dir_close(s->rot->dir_fd, fd, s->rot->prefix, index);
@@ -300,7 +385,7 @@ void session_rotate_finish(struct session *s) {
         if (r < 0) {
                 drop_next(rot);
                 if (r == -ENOSPC || r == -EDQUOT)
-                        disk_full(s, r);
+                        disk_full(s, strerror(-r));
                 else if (s->state == SESSION_STARTED)
                         session_disable(s, output_error_message(r));
                 return;
@@ -318,6 +403,7 @@ void session_rotate_finish(struct session *s) {
         stats_snapshot(s);
         log_debug("Session %" PRIu64 ": trace file %" PRIu64 " started.", s->id, rot->index);
         prune(s);
+        prune_trace_dir(s);
         if (s->state == SESSION_STARTED) {
                 arm_period(s);
                 (void) session_write_into_file(s);
@@ -347,6 +433,7 @@ void session_rotate_close_last(struct session *s, int err) {
                          OUTPUT_DIR_SUFFIX ".",
                          s->id, s->rot->files_closed, s->rot->prefix, s->rot->index);
         prune(s);
+        prune_trace_dir(s);
 }
 
 void session_rotate_free(struct session *s) {

@@ -43,6 +43,7 @@ struct session_rotation {
         uint64_t size_limit;
         uint32_t period_ms;
         uint64_t keep_files, keep_bytes;
+        bool in_trace_dir; /* the directory is (below) the service's trace directory: max_use counts it */
         sd_event_source *period_timer;
         sd_event_source *begin_defer;
         uint64_t files_closed;
