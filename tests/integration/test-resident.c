@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
@@ -282,5 +283,88 @@ Test(resident, snapshot_of_no_session_fails_and_writes_nothing) {
                   "the snapshot went to %s", printed ? printed : "?");
         *strchr(printed, '\n') = '\0';
         cr_assert_eq(unlink(printed), 0);
+        cr_assert_eq(rmdir(path), 0);
+}
+
+/* An old snapshot of size bytes, written age seconds ago. */
+static void old_snapshot(const char *dir, const char *name, size_t size, time_t age) {
+        char path[800];
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+        cr_assert_eq(ftruncate(fd, (off_t) size), 0);
+        time_t t = time(NULL) - age;
+        cr_assert_eq(futimens(fd, (const struct timespec[]) { { .tv_sec = t }, { .tv_sec = t } }), 0);
+        close(fd);
+}
+
+static off_t file_size(const char *dir, const char *name) {
+        char path[800];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        return stat(path, &st) < 0 ? -1 : st.st_size;
+}
+
+/* traced.conf's max_use= holds for the snapshot directory: older
+ * snapshots go, oldest first, the new one stays, other files stay; with
+ * -o nothing is removed. */
+Test(resident, snapshot_directory_kept_within_max_use) {
+        char conf[256], path[700], out[800];
+        static const char *const old[] = { "a-20200101T000000.pftrace", "b-20200101T000000.pftrace",
+                                           "c-20200101T000000.pftrace" };
+        snprintf(path, sizeof(path), "%s/snapshots", inst.dir);
+        cr_assert_eq(mkdir(path, 0755), 0);
+        for (size_t i = 0; i < ELEMENTSOF(old); i++)
+                old_snapshot(path, old[i], 200 * 1024, 300 - 100 * (time_t) i);
+        old_snapshot(path, "notes.txt", 1024 * 1024, 400);
+        write_recorder("capped.cfg", 1024);
+        snprintf(conf, sizeof(conf), "[service]\nmax_use = 500K\n");
+        cr_assert_eq(traced_instance_restart_conf(&inst, conf, args), 0);
+        wait_listed("capped", true);
+
+        /* -o: the directory is not the store's; nothing goes. */
+        snprintf(out, sizeof(out), "%s/own.pftrace", path);
+        snapshot("capped", out, NULL);
+        for (size_t i = 0; i < ELEMENTSOF(old); i++)
+                cr_assert_eq(file_size(path, old[i]), 200 * 1024, "-o removed %s", old[i]);
+        cr_assert_eq(unlink(out), 0);
+
+        struct tracectl_child c;
+        tracectl_child_spawn(&c, inst.dir, inst.consumer_path,
+                             (const char *const[]) { "snapshot", "capped", "--directory", path, NULL }, 0);
+        cr_assert_eq(tracectl_child_wait(&c, ev, 60000), 0);
+        size_t n = 0;
+        _cleanup_free_ char *printed = test_slurp(c.out, &n);
+        cr_assert(printed && strchr(printed, '\n'));
+        *strchr(printed, '\n') = '\0';
+        const char *newest = strrchr(printed, '/') + 1;
+        off_t new_size = file_size(path, newest);
+        cr_assert_gt(new_size, 0, "the new snapshot %s is gone", printed);
+        cr_assert_eq(file_size(path, "notes.txt"), 1024 * 1024, "a file that is no snapshot was removed");
+
+        /* The oldest went first; what is left is within 500K, or only the
+         * new one is left. */
+        off_t total = new_size;
+        for (size_t i = 0; i < ELEMENTSOF(old); i++) {
+                off_t sz = file_size(path, old[i]);
+                cr_assert(sz >= 0 || i == 0 || file_size(path, old[i - 1]) < 0, "%s went, the older %s stayed",
+                          old[i], old[i ? i - 1 : 0]);
+                total += sz > 0 ? sz : 0;
+        }
+        cr_assert(file_size(path, old[0]) < 0, "the oldest snapshot stayed beyond max_use=500K");
+        cr_assert(total <= 500 * 1024 || (file_size(path, old[2]) < 0 && total == new_size),
+                  "%lld bytes of snapshots kept under max_use=500K", (long long) total);
+        _cleanup_free_ char *err = test_slurp(c.err_path, &n);
+        cr_assert(err && strstr(err, "removed"), "tracectl did not say it removed older snapshots: %s",
+                  err ? err : "");
+
+        cr_assert_eq(unlink(printed), 0);
+        for (size_t i = 0; i < ELEMENTSOF(old); i++) {
+                char p[800];
+                snprintf(p, sizeof(p), "%s/%s", path, old[i]);
+                (void) unlink(p);
+        }
+        snprintf(out, sizeof(out), "%s/notes.txt", path);
+        cr_assert_eq(unlink(out), 0);
         cr_assert_eq(rmdir(path), 0);
 }

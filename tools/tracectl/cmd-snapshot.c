@@ -35,7 +35,9 @@ static void snapshot_help(void) {
                "sessions directory, or any session with that unique_session_name) holds\n"
                "now into a trace file that opens alone; the session goes on. Without\n"
                "-o the file goes into DIR (default " SNAPSHOT_STORE_DEFAULT_DIR ")\n"
-               "as NAME-TIME.pftrace, or UNIT-TIME.pftrace with --unit.\n"
+               "as NAME-TIME.pftrace, or UNIT-TIME.pftrace with --unit; older snapshots\n"
+               "there are removed, oldest first, to keep it within traced.conf's max_use=\n"
+               "and keep_free=.\n"
                "\n"
                "  -o, --output FILE    the file to write (replaced only once complete)\n"
                "  --unit UNIT          record that UNIT failed (its state, result, main\n"
@@ -134,6 +136,54 @@ static int write_snapshot_packet(struct writer *w, const char *name, const Perfe
         return write_field(w, &t);
 }
 
+/* traced.conf's retention caps (max_use=, keep_free=) as the service
+ * tells them: 0 for none, and for a service that does not say. */
+static void query_retention(struct tracectl *t, uint64_t *ret_max_use, uint64_t *ret_keep_free) {
+        Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+        ProtobufCMessage *reply = NULL;
+        *ret_max_use = *ret_keep_free = 0;
+        rq.has_sessions_only = true;
+        rq.sessions_only = true;
+        int r = tracectl_call(t, "QueryServiceState", &rq.base,
+                              &perfetto__protos__query_service_state_response__descriptor, -EBADF, &reply,
+                              SNAPSHOT_TIMEOUT_MS);
+        if (r < 0 || !reply) {
+                fprintf(stderr, "tracectl snapshot: the service did not say its retention caps (%s); older "
+                                "snapshots stay\n",
+                        strerror(r < 0 ? -r : EIO));
+                return;
+        }
+        const Perfetto__Protos__TracingServiceState *st =
+                ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+        if (st) {
+                *ret_max_use = st->traced_max_use;
+                *ret_keep_free = st->traced_keep_free;
+        }
+        protobuf_c_message_free_unpacked(reply, NULL);
+}
+
+/* The snapshot directory within the caps, the new snapshot kept. */
+static void apply_retention(const char *dir, const char *path, uint64_t max_use, uint64_t keep_free) {
+        struct snapshot_store_pruned pr;
+        int r = snapshot_store_committed(dir, path, max_use, keep_free, &pr);
+        if (r < 0) {
+                fprintf(stderr, "tracectl snapshot: cannot keep %s within traced.conf's max_use= and keep_free=: %s\n",
+                        dir, strerror(-r));
+                return;
+        }
+        if (pr.removed)
+                fprintf(stderr,
+                        "tracectl snapshot: removed %zu older snapshot(s) (%llu bytes) from %s: traced.conf's "
+                        "max_use=%llu, keep_free=%llu\n",
+                        pr.removed, (unsigned long long) pr.freed, dir, (unsigned long long) max_use,
+                        (unsigned long long) keep_free);
+        if (pr.still_over)
+                fprintf(stderr,
+                        "tracectl snapshot: %s is still beyond traced.conf's max_use=%llu or keep_free=%llu with no "
+                        "older snapshot left to remove; %s is kept (free space, or raise the caps)\n",
+                        dir, (unsigned long long) max_use, (unsigned long long) keep_free, path);
+}
+
 static int clone_and_read(struct tracectl *t, const char *name, struct writer *w, char **ret_error) {
         Perfetto__Protos__CloneSessionRequest rq = PERFETTO__PROTOS__CLONE_SESSION_REQUEST__INIT;
         ProtobufCMessage *reply = NULL;
@@ -229,6 +279,9 @@ int cmd_snapshot(struct tracectl *t, int argc, char **argv) {
                 snapshot_unit_done(&u);
                 return r;
         }
+        uint64_t max_use = 0, keep_free = 0;
+        if (path)
+                query_retention(t, &max_use, &keep_free);
         struct record_output file = RECORD_OUTPUT_INIT;
         r = record_output_open(&file, out);
         if (r < 0) {
@@ -257,7 +310,7 @@ int cmd_snapshot(struct tracectl *t, int argc, char **argv) {
         }
         record_output_free(&file);
         if (path)
-                (void) snapshot_store_committed(dir, out);
+                apply_retention(dir, out, max_use, keep_free);
         printf("%s\n", out);
         fprintf(stderr, "tracectl snapshot: %s: %llu bytes%s\n", out, (unsigned long long) w.bytes,
                 w.by_service ? " (the clone written by the service)" : "");

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/dir-files.h"
 #include "basic/macro.h"
 #include "snapshot-store.h"
 
@@ -43,11 +45,49 @@ int snapshot_store_path(const char *dir, const char *stem, char **ret_path) {
         return -EEXIST;
 }
 
-int snapshot_store_committed(const char *dir, const char *path) {
-        /* The retention caps of the snapshot directory apply here, once
-         * the service's retention (traced.conf max_use=, keep_free=) is
-         * there to call; until then snapshots are kept. */
-        (void) dir;
-        (void) path;
+/* The snapshots of the directory, but the one just written. */
+static bool match_other_snapshot(const char *name, const void *newest) {
+        size_t n = strlen(name), sl = strlen(".pftrace");
+        return n > sl && strcmp(name + n - sl, ".pftrace") == 0 && strcmp(name, newest) != 0;
+}
+
+int snapshot_store_committed(const char *dir, const char *path, uint64_t max_use, uint64_t keep_free,
+                             struct snapshot_store_pruned *ret) {
+        *ret = (struct snapshot_store_pruned) {};
+        if (!max_use && !keep_free)
+                return 0;
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        const char *slash = strrchr(path, '/');
+        const char *newest = slash ? slash + 1 : path;
+        struct stat st;
+        if (fstatat(fd, newest, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        _cleanup_free_ struct dir_file *files = NULL;
+        size_t n = 0;
+        int r = dir_files_list(fd, 0, match_other_snapshot, newest, &files, &n);
+        if (r < 0)
+                return r;
+        uint64_t total = (uint64_t) st.st_size;
+        for (size_t i = 0; i < n; i++)
+                total += files[i].bytes;
+        /* Oldest first, while a cap does not hold. */
+        for (size_t i = 0;; i++) {
+                int64_t avail = keep_free ? dir_files_free_bytes(fd) : -1;
+                bool over = (max_use && total > max_use) || (avail >= 0 && (uint64_t) avail < keep_free);
+                if (!over)
+                        break;
+                if (i == n) {
+                        ret->still_over = true;
+                        break;
+                }
+                r = dir_files_remove(fd, files[i].name);
+                if (r < 0 && r != -ENOENT)
+                        continue;
+                total -= files[i].bytes;
+                ret->freed += files[i].bytes;
+                ret->removed++;
+        }
         return 0;
 }

@@ -207,6 +207,10 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
         st->tracing_service_version = (char *) "traced " PACKAGE_VERSION;
         st->has_supports_tracing_sessions = true;
         st->supports_tracing_sessions = true;
+        st->has_traced_max_use = svc->max_use > 0;
+        st->traced_max_use = svc->max_use;
+        st->has_traced_keep_free = svc->keep_free > 0;
+        st->traced_keep_free = svc->keep_free;
 
         size_t n_ds = 0;
         for (struct producer *p = svc->producers; p; p = p->next)
