@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/io-util.h"
 #include "basic/macro.h"
 #include "basic/pb-buf.h"
 #include "record-output.h"
@@ -55,27 +56,12 @@ struct writer {
         bool by_service;   /* the service wrote the clone into fd */
 };
 
-static int write_all(int fd, const void *p, size_t n) {
-        const uint8_t *b = p;
-        while (n > 0) {
-                ssize_t k = write(fd, b, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                b += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
 /* The Trace.packet field begun in w->buf (by the caller, on Trace t) is
  * written out. */
 static int write_field(struct writer *w, Trace *t) {
         int r = traced_pb_msg_finish(&t->msg);
         if (r >= 0)
-                r = write_all(w->fd, pb_buf_data(&w->buf), pb_buf_len(&w->buf));
+                r = write_full(w->fd, pb_buf_data(&w->buf), pb_buf_len(&w->buf));
         if (r >= 0) {
                 w->packets++;
                 w->bytes += pb_buf_len(&w->buf);

@@ -9,6 +9,7 @@
 #include "basic/alloc.h"
 #include "basic/hash.h"
 #include "basic/hashmap.h"
+#include "basic/io-util.h"
 #include "basic/pb-buf.h"
 #include "pprof-writer.h"
 #include "record-output.h"
@@ -38,20 +39,6 @@ static int fail(struct pprof_writer *w, int r) {
         return w->error;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += k;
-                n -= (size_t) k;
-        }
-        return 0;
-}
-
 /* Deflates n bytes (flush: Z_NO_FLUSH or Z_FINISH) into the file. */
 static int deflate_out(struct pprof_writer *w, const uint8_t *p, size_t n, int flush) {
         if (w->error)
@@ -65,7 +52,7 @@ static int deflate_out(struct pprof_writer *w, const uint8_t *p, size_t n, int f
                 if (zr == Z_STREAM_ERROR)
                         return fail(w, -EIO);
                 size_t have = OUT_CHUNK - w->z.avail_out;
-                int r = write_all(w->out.fd, w->chunk, have);
+                int r = write_full(w->out.fd, w->chunk, have);
                 if (r < 0)
                         return fail(w, r);
                 if (flush == Z_FINISH ? zr == Z_STREAM_END : (w->z.avail_in == 0 && w->z.avail_out != 0))
