@@ -79,8 +79,8 @@ Test(snapshot_store, max_use_removes_the_oldest_others) {
         char path[512];
         snprintf(path, sizeof(path), "%s/new.pftrace", top);
         struct snapshot_store_pruned pr;
-        cr_assert_eq(snapshot_store_committed(top, path, 350, 0, &pr), 0);
-        /* 450 bytes of snapshots: the two oldest go (then 250). */
+        cr_assert_eq(snapshot_store_committed(top, path, 300, 0, &pr), 0);
+        /* 450 bytes of snapshots over 300: the two oldest go (350 is still over; then 250). */
         cr_assert_eq(pr.removed, 2);
         cr_assert_eq(pr.freed, 200);
         cr_assert(!pr.still_over);
