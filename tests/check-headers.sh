@@ -1,6 +1,8 @@
 #!/bin/sh
 # Each public header must compile on its own: as C89 with -pedantic-errors
-# and as C++.
+# and as C++. The typed writers generated from protos/ (in the build
+# directory's include/, installed under traced/pbzero/) too: each alone as C89, and
+# all of them in one C++ file.
 set -eu
 top=${TOP_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}
 tmp=$(mktemp -d)
@@ -22,6 +24,27 @@ for h in "$top"/include/traced/*.h; do
         fi
         echo "ok: $name"
 done
+build=${TOP_BUILDDIR:-$top}
+if [ -d "$build/include/traced/pbzero" ]; then
+        n=0
+        : >"$tmp/all.cc"
+        for h in $(cd "$build/include" && find traced/pbzero -name '*.pbw.h' | sort); do
+                printf '#include <%s>\nint traced_header_test_dummy;\n' "$h" > "$tmp/t.c"
+                $cc -std=c89 -pedantic-errors -Wall -Wextra -Werror -I"$top/include" -I"$build/include" -c "$tmp/t.c" \
+                        -o "$tmp/t.o" || { echo "FAIL: $h as C89"; exit 1; }
+                printf '#include <%s>\n' "$h" >>"$tmp/all.cc"
+                n=$((n + 1))
+        done
+        if command -v c++ >/dev/null 2>&1; then
+                echo 'int traced_header_test_dummy;' >>"$tmp/all.cc"
+                c++ -std=c++11 -Wall -Wextra -Werror -I"$top/include" -I"$build/include" -c "$tmp/all.cc" -o "$tmp/t.o" ||
+                        { echo "FAIL: the generated writers as C++"; exit 1; }
+        fi
+        echo "ok: $n generated writers (traced/pbzero/)"
+else
+        echo "FAIL: no generated writers in $build/include/traced/pbzero (run make first)"
+        exit 1
+fi
 # The profiling library's headers (internal, gnu11) compile alone too.
 for h in "$top"/lib/profiling/*.h; do
         name=$(basename "$h")

@@ -5,7 +5,9 @@
 # 1. The folders of the tree, over the #include lines of the sources: a
 #    file may include the headers of its own folder and those of the layers
 #    its folder's rule below names, nothing else. An include is placed by
-#    its path: "traced/..." is the public API, "perfetto/ipc/..." the wire
+#    its path: "traced/pbzero.h" and "traced/pbzero/..." are the typed
+#    writers (the low-level writer and the headers generated from
+#    protos/), "traced/..." the rest of the public API, "perfetto/ipc/..." the wire
 #    protocol's generated code, "perfetto/..." the other generated protos,
 #    "X/..." with a folder lib/X that library, a bare name the folder that
 #    holds it (searched under the including file's top folder),
@@ -41,20 +43,20 @@ fail=0
 # but its own headers.
 rules() {
         cat <<'EOF'
-lib/basic/                      -
+lib/basic/                      writers
 lib/log/                        lib/basic libsystemd
 lib/smb/                        lib/basic
 lib/pbtxt/                      lib/basic protos
-lib/profiling/                  lib/basic
+lib/profiling/                  lib/basic writers
 lib/ipc/                        lib/basic libsystemd protos wire
 lib/consumer/                   lib/basic lib/log lib/ipc libsystemd protos wire
-lib/producer/                   public lib/basic lib/log lib/ipc lib/smb libsystemd protos wire
-plugins/                        public lib/basic lib/profiling lib/pbtxt protos
-plugins/journald/               public lib/basic lib/pbtxt protos libsystemd
-daemons/plugin-host/            public lib/basic lib/log lib/producer libsystemd protos
-daemons/traced/                 lib/basic lib/log lib/ipc lib/smb lib/pbtxt libsystemd protos wire daemons/traced
-tools/                          lib/basic lib/log lib/ipc lib/pbtxt lib/consumer lib/profiling libsystemd protos wire
-examples/                       public lib/basic libsystemd
+lib/producer/                   public writers lib/basic lib/log lib/ipc lib/smb libsystemd protos wire
+plugins/                        public writers lib/basic lib/profiling lib/pbtxt protos
+plugins/journald/               public writers lib/basic lib/pbtxt protos libsystemd
+daemons/plugin-host/            public writers lib/basic lib/log lib/producer libsystemd protos
+daemons/traced/                 writers lib/basic lib/log lib/ipc lib/smb lib/pbtxt libsystemd protos wire daemons/traced
+tools/                          writers lib/basic lib/log lib/ipc lib/pbtxt lib/consumer lib/profiling libsystemd protos wire
+examples/                       public writers lib/basic libsystemd
 EOF
 }
 
@@ -69,6 +71,7 @@ rule_of() {
 owner_of() {
         file=$1 inc=$2
         case "$inc" in
+        traced/pbzero.h | traced/pbzero/*) echo writers; return ;;
         traced/*) echo public; return ;;
         perfetto/ipc/*) echo wire; return ;;
         perfetto/*) echo protos; return ;;

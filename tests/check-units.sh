@@ -17,8 +17,13 @@ trap 'exit 143' TERM
 for u in traced.socket traced-consumer.socket traced-remote.socket traced.service; do
         sed "s|^ExecStart=.*|ExecStart=$(cd "$builddir" && pwd)/traced|" "$builddir/units/$u" > "$tmp/$u"
 done
+# The snapshot template, for a unit named as OnFailure=...@%n.service names it.
+sed "s|^ExecStart=[^ ]*|ExecStart=$(cd "$builddir" && pwd)/tracectl|" "$builddir/units/traced-snapshot@.service" \
+        > "$tmp/traced-snapshot@.service"
 cd "$tmp"
-out=$(systemd-analyze verify --man=no traced.socket traced-consumer.socket traced-remote.socket traced.service 2>&1) || {
+snap=traced-snapshot@failing.service.service
+out=$(systemd-analyze verify --man=no traced.socket traced-consumer.socket traced-remote.socket traced.service \
+        "$snap" 2>&1) || {
         echo "$out"; exit 1; }
 if [ -n "$out" ]; then
         echo "systemd-analyze verify reported:"; echo "$out"; exit 1
@@ -31,6 +36,14 @@ max=${UNIT_MAX_EXPOSURE:?set by make check (Makefile.am)}
 awk -v l="$level" -v m="$max" 'BEGIN { exit !(l != "" && l + 0 <= m + 0) }' || {
         echo "exposure $level of traced.service is above $max (UNIT_MAX_EXPOSURE)"; exit 1; }
 echo "exposure $level <= $max: ok"
+level=$(systemd-analyze security --offline=yes "$snap" | sed -n 's/.*exposure level for .*: \([0-9.]*\).*/\1/p')
+awk -v l="$level" -v m="$max" 'BEGIN { exit !(l != "" && l + 0 <= m + 0) }' || {
+        echo "exposure $level of traced-snapshot@.service is above $max (UNIT_MAX_EXPOSURE)"; exit 1; }
+echo "exposure $level of traced-snapshot@.service <= $max: ok"
+grep -q "^ExecStart=.*tracectl snapshot flight-recorder --unit %I$" "$builddir/units/traced-snapshot@.service" || {
+        echo "traced-snapshot@.service does not snapshot the flight recorder for %I"; exit 1; }
+grep -q "^StateDirectory=traced/snapshots$" "$builddir/units/traced-snapshot@.service" || {
+        echo "traced-snapshot@.service does not make /var/lib/traced/snapshots"; exit 1; }
 
 # The plugins' state directory the unit makes writable (ProtectSystem=strict
 # leaves the rest of /run read-only) is the one the ftrace plugin writes,

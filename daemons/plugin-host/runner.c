@@ -154,6 +154,13 @@ static int32_t host_report_error(struct traced_host *h, uint64_t instance_id, co
         return traced_producer_report_error(h->producer, instance_id, field, message);
 }
 
+static int32_t host_begin_packet(struct traced_writer *w, struct traced_pb_msg *root) {
+        return traced_trace_writer_begin_pb_packet((traced_trace_writer *) w, root);
+}
+static int32_t host_end_packet(struct traced_writer *w, struct traced_pb_msg *root) {
+        return traced_trace_writer_end_pb_packet((traced_trace_writer *) w, root);
+}
+
 static const struct traced_host_api host_api = {
         .struct_size = sizeof(struct traced_host_api),
         .abi_minor = TRACED_PLUGIN_ABI_MINOR,
@@ -168,6 +175,8 @@ static const struct traced_host_api host_api = {
         .free_writer = host_free_writer,
         .notify_stopped = host_notify_stopped,
         .report_error = host_report_error,
+        .begin_packet = host_begin_packet,
+        .end_packet = host_end_packet,
 };
 
 static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t n, void *ud) {

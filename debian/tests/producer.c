@@ -2,8 +2,8 @@
 
 /* autopkgtest producer, built against the installed libtraced-client-dev:
  * registers the data source "debian.autopkgtest" and, when a session starts
- * it, writes COUNT packets (TracePacket.for_testing { seq_value = i }) and
- * flushes. Exits when the instance stops, or on SIGTERM/SIGINT.
+ * it, writes COUNT packets (TracePacket.for_testing { seq_value = i }, with
+ * the typed writers of traced-protos-dev) and flushes. Exits when the instance stops, or on SIGTERM/SIGINT.
  *   producer COUNT   (socket: $PERFETTO_PRODUCER_SOCK_NAME or the default) */
 
 #include <errno.h>
@@ -13,21 +13,10 @@
 #include <string.h>
 
 #include <systemd/sd-event.h>
+#include <traced/pbzero/perfetto/trace/trace_packet.pbw.h>
 #include <traced/producer.h>
 
 static unsigned long count;
-
-static size_t put_varint(uint8_t *p, uint64_t v) {
-        size_t n = 0;
-        do {
-                p[n] = (uint8_t) (v & 0x7f);
-                v >>= 7;
-                if (v)
-                        p[n] |= 0x80;
-                n++;
-        } while (v);
-        return n;
-}
 
 static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t size, void *u) {
         traced_trace_writer *w = NULL;
@@ -42,15 +31,17 @@ static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint
                 return;
         }
         for (unsigned long i = 0; i < count; i++) {
-                uint8_t ev[16], pkt[32];
-                size_t n = 0, m = 0;
-                ev[n++] = 0x10; /* TestEvent.seq_value (2, varint) */
-                n += put_varint(ev + n, i);
-                pkt[m++] = 0xa2; /* TracePacket.for_testing (900, bytes) */
-                pkt[m++] = 0x38;
-                m += put_varint(pkt + m, n);
-                memcpy(pkt + m, ev, n);
-                r = traced_trace_writer_write_packet(w, pkt, m + n);
+                /* Written with the typed writers, straight into the
+                 * shared memory buffer. */
+                TracePacket pkt;
+                TestEvent ev;
+                r = traced_trace_writer_begin_pb_packet(w, &pkt.msg);
+                if (r >= 0) {
+                        TracePacket_begin_for_testing(&pkt, &ev);
+                        TestEvent_set_seq_value(&ev, (uint32_t) i);
+                        TracePacket_end_for_testing(&pkt, &ev);
+                        r = traced_trace_writer_end_pb_packet(w, &pkt.msg);
+                }
                 if (r < 0)
                         fprintf(stderr, "producer: packet %lu: %s\n", i, strerror(-r));
         }

@@ -1,15 +1,21 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* A third-party style traced plugin: data source "example.hello" writes a
- * counter packet (TracePacket.for_testing { seq_value }) every
- * 100 ms. Built out of tree with only
+/* A third-party style traced plugin: data source "example.hello" writes,
+ * every 100 ms, a counter packet (TracePacket.for_testing { seq_value })
+ * and the same count on a counter track of its own (a TrackDescriptor
+ * once, then TrackEvent counter values), with the typed writers generated
+ * from traced's protos. Built out of tree with only
  *   cc -shared -fPIC $(pkg-config --cflags traced-plugin) hello.c -o hello.so */
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include <traced/pbzero/perfetto/trace/trace_packet.pbw.h>
 #include <traced/plugin.h>
+
+#define HELLO_TRACK_UUID 0x68656c6c6f000001ull
 
 struct hello {
         const struct traced_host_api *api;
@@ -20,29 +26,87 @@ struct hello {
         uint32_t counter;
 };
 
-static size_t put_varint(uint8_t *p, uint64_t v) {
-        size_t n = 0;
-        do {
-                p[n] = (uint8_t) (v & 0x7f);
-                v >>= 7;
-                if (v)
-                        p[n] |= 0x80;
-                n++;
-        } while (v);
-        return n;
+/* Whether the host writes packets straight into its shared memory (plugin
+ * ABI 1.2); an older host takes whole packets with write_packet. */
+static int host_has_begin_packet(const struct traced_host_api *api) {
+        return api->struct_size >= offsetof(struct traced_host_api, end_packet) + sizeof(api->end_packet) &&
+               api->begin_packet && api->end_packet;
+}
+
+/* A packet, begun: in the writer's shared memory, or in buf for an older
+ * host. */
+static int packet_begin(struct hello *h, TracePacket *pkt, struct traced_pb_stream *s, uint8_t *buf, size_t size) {
+        if (host_has_begin_packet(h->api))
+                return h->api->begin_packet(h->writer, &pkt->msg);
+        traced_pb_stream_init_buffer(s, buf, size);
+        TracePacket_init(pkt, s);
+        return 0;
+}
+
+static int packet_end(struct hello *h, TracePacket *pkt, uint8_t *buf) {
+        if (host_has_begin_packet(h->api))
+                return h->api->end_packet(h->writer, &pkt->msg);
+        if (traced_pb_msg_finish(&pkt->msg) < 0)
+                return -ENOBUFS;
+        return h->api->write_packet(h->writer, buf, (size_t) traced_pb_msg_size(&pkt->msg));
+}
+
+static uint64_t boottime_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_BOOTTIME, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
+}
+
+/* The counter track, described once (before its first value). */
+static void describe_track(struct hello *h) {
+        uint8_t buf[256];
+        struct traced_pb_stream s;
+        TracePacket pkt;
+        TrackDescriptor td;
+        CounterDescriptor cd;
+        if (packet_begin(h, &pkt, &s, buf, sizeof(buf)) < 0)
+                return;
+        TracePacket_begin_track_descriptor(&pkt, &td);
+        TrackDescriptor_set_uuid(&td, HELLO_TRACK_UUID);
+        TrackDescriptor_set_name(&td, "example.hello ticks");
+        TrackDescriptor_begin_counter(&td, &cd);
+        CounterDescriptor_set_unit(&cd, CounterDescriptor_UNIT_COUNT);
+        TrackDescriptor_end_counter(&td, &cd);
+        TracePacket_end_track_descriptor(&pkt, &td);
+        TracePacket_set_sequence_flags(&pkt, TracePacket_SEQ_INCREMENTAL_STATE_CLEARED);
+        (void) packet_end(h, &pkt, buf);
 }
 
 static void tick(void *userdata) {
         struct hello *h = userdata;
-        uint8_t ev[16], pkt[32];
-        size_t n = 0, m = 0;
-        ev[n++] = 0x10; /* TestEvent.seq_value = 2 (varint) */
-        n += put_varint(ev + n, h->counter++);
-        pkt[m++] = 0xa2; /* TracePacket.for_testing = 900 (length-delimited) */
-        pkt[m++] = 0x38;
-        m += put_varint(pkt + m, n);
-        memcpy(pkt + m, ev, n);
-        h->api->write_packet(h->writer, pkt, m + n);
+        uint8_t buf[256];
+        struct traced_pb_stream s;
+        TracePacket pkt;
+        TestEvent ev;
+        TrackEvent te;
+        uint64_t now = boottime_ns();
+
+        if (h->counter == 0)
+                describe_track(h);
+        if (packet_begin(h, &pkt, &s, buf, sizeof(buf)) < 0)
+                return;
+        TracePacket_set_timestamp(&pkt, now);
+        TracePacket_begin_for_testing(&pkt, &ev);
+        TestEvent_set_seq_value(&ev, h->counter);
+        TracePacket_end_for_testing(&pkt, &ev);
+        (void) packet_end(h, &pkt, buf);
+
+        if (packet_begin(h, &pkt, &s, buf, sizeof(buf)) < 0)
+                return;
+        TracePacket_set_timestamp(&pkt, now);
+        TracePacket_begin_track_event(&pkt, &te);
+        TrackEvent_set_type(&te, TrackEvent_TYPE_COUNTER);
+        TrackEvent_set_track_uuid(&te, HELLO_TRACK_UUID);
+        TrackEvent_set_counter_value(&te, (int64_t) h->counter);
+        TracePacket_end_track_event(&pkt, &te);
+        TracePacket_set_sequence_flags(&pkt, TracePacket_SEQ_NEEDS_INCREMENTAL_STATE);
+        (void) packet_end(h, &pkt, buf);
+        h->counter++;
 }
 
 static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {

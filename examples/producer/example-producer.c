@@ -6,8 +6,18 @@
  * payload of packet i is reproducible (bytes 'a' + (i + k) % 26). With
  * --threads T, T threads each write N packets through a writer of their
  * own (one sequence each); with --reconnect it outlives a restart of the
- * service and serves the next one. */
+ * service and serves the next one; with --track-events it writes N slices
+ * on a thread's track instead, with their arguments and a counter sampled
+ * at each end.
+ *
+ * Written from the installed files alone (pkg-config libtraced-client):
+ * the packets are built with the typed writers generated from traced's
+ * protos, serialized into a buffer and handed over whole, or with
+ * --stream written straight into the shared memory buffer. */
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* gettid() */
+#endif
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -20,9 +30,8 @@
 #include <time.h>
 
 #include <systemd/sd-event.h>
-
-#include "basic/pbw.h"
-#include "traced/producer.h"
+#include <traced/pbzero/perfetto/trace/trace_packet.pbw.h>
+#include <traced/producer.h>
 
 struct state {
         sd_event *event;
@@ -32,6 +41,7 @@ struct state {
         unsigned long written, dropped;
         bool exit_on_stop;
         bool stream; /* zero-copy streaming API instead of whole packets */
+        bool track_events; /* slices on a thread track instead of for_testing */
         bool reconnect;
         bool hold;
         unsigned long burst;    /* --burst: pause after this many packets */
@@ -58,13 +68,116 @@ static uint64_t boottime_ns(void) {
         return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-static size_t put_varint(uint8_t *o, uint64_t v) {
-        size_t n = 0;
-        do {
-                o[n++] = (uint8_t) ((v & 0x7f) | (v >= 0x80 ? 0x80 : 0));
-                v >>= 7;
-        } while (v);
-        return n;
+/* Packet i of the sequence: TracePacket { timestamp, for_testing { str:
+ * size bytes of payload, seq_value: i } }. */
+static void fill_packet(TracePacket *pkt, const char *payload, size_t size, unsigned long i) {
+        TestEvent ev;
+        TracePacket_set_timestamp(pkt, boottime_ns());
+        TracePacket_begin_for_testing(pkt, &ev);
+        TestEvent_set_str_n(&ev, payload, size);
+        TestEvent_set_seq_value(&ev, (uint32_t) i);
+        TracePacket_end_for_testing(pkt, &ev);
+}
+
+/* --track-events: the tracks, once per sequence (clearing its state): the
+ * thread's, and a counter of the payload bytes written. */
+#define TRACK_THREAD 0x657861000001ull
+#define TRACK_BYTES 0x657861000002ull
+
+static void fill_tracks(TracePacket *pkt, bool counter) {
+        TrackDescriptor td;
+        TracePacket_begin_track_descriptor(pkt, &td);
+        if (counter) {
+                CounterDescriptor cd;
+                TrackDescriptor_set_uuid(&td, TRACK_BYTES);
+                TrackDescriptor_set_parent_uuid(&td, TRACK_THREAD);
+                TrackDescriptor_set_name(&td, "example payload bytes");
+                TrackDescriptor_begin_counter(&td, &cd);
+                CounterDescriptor_set_unit(&cd, CounterDescriptor_UNIT_SIZE_BYTES);
+                CounterDescriptor_set_is_incremental(&cd, 0);
+                TrackDescriptor_end_counter(&td, &cd);
+        } else {
+                ThreadDescriptor th;
+                TrackDescriptor_set_uuid(&td, TRACK_THREAD);
+                TrackDescriptor_set_name(&td, "example-producer writer");
+                TrackDescriptor_begin_thread(&td, &th);
+                ThreadDescriptor_set_pid(&th, (int32_t) getpid());
+                ThreadDescriptor_set_tid(&th, (int32_t) gettid());
+                ThreadDescriptor_set_thread_name(&th, "example-writer");
+                TrackDescriptor_end_thread(&td, &th);
+        }
+        TracePacket_end_track_descriptor(pkt, &td);
+        TracePacket_set_sequence_flags(pkt, TracePacket_SEQ_INCREMENTAL_STATE_CLEARED);
+}
+
+/* --track-events: slice i begins (with its arguments) or ends (with the
+ * bytes counter sampled at its end). */
+static void fill_slice(TracePacket *pkt, unsigned long i, bool end, uint64_t bytes) {
+        TrackEvent te;
+        TracePacket_set_timestamp(pkt, boottime_ns());
+        TracePacket_begin_track_event(pkt, &te);
+        TrackEvent_set_track_uuid(&te, TRACK_THREAD);
+        if (end) {
+                TrackEvent_set_type(&te, TrackEvent_TYPE_SLICE_END);
+                TrackEvent_add_extra_counter_track_uuids(&te, TRACK_BYTES);
+                TrackEvent_add_extra_counter_values(&te, (int64_t) bytes);
+        } else {
+                DebugAnnotation arg;
+                TrackEvent_set_type(&te, TrackEvent_TYPE_SLICE_BEGIN);
+                TrackEvent_add_categories(&te, "example");
+                TrackEvent_set_name(&te, "write payload");
+                TrackEvent_begin_debug_annotations(&te, &arg);
+                DebugAnnotation_set_name(&arg, "seq");
+                DebugAnnotation_set_uint_value(&arg, i);
+                TrackEvent_end_debug_annotations(&te, &arg);
+                TrackEvent_add_flow_ids(&te, 0x100000000ull + i);
+        }
+        TracePacket_end_track_event(pkt, &te);
+        TracePacket_set_sequence_flags(pkt, TracePacket_SEQ_NEEDS_INCREMENTAL_STATE);
+}
+
+/* What the packet being written is. */
+enum packet_kind { PACKET_TEST, PACKET_THREAD_TRACK, PACKET_COUNTER_TRACK, PACKET_SLICE_BEGIN, PACKET_SLICE_END };
+
+static void fill(TracePacket *pkt, enum packet_kind kind, const char *payload, size_t size, unsigned long i) {
+        switch (kind) {
+        case PACKET_TEST:
+                fill_packet(pkt, payload, size, i);
+                break;
+        case PACKET_THREAD_TRACK:
+        case PACKET_COUNTER_TRACK:
+                fill_tracks(pkt, kind == PACKET_COUNTER_TRACK);
+                break;
+        case PACKET_SLICE_BEGIN:
+        case PACKET_SLICE_END:
+                fill_slice(pkt, i, kind == PACKET_SLICE_END, (uint64_t) size * (i + 1));
+                break;
+        }
+}
+
+/* One packet through w: straight into the shared memory (--stream), or
+ * serialized into buf (of cap bytes) and handed over whole. */
+static int write_one(const struct state *st, traced_trace_writer *w, uint8_t *buf, size_t cap, enum packet_kind kind,
+                     const char *payload, unsigned long i) {
+        TracePacket pkt;
+        if (st->stream) {
+                /* Written field by field into the shared memory. */
+                int r = traced_trace_writer_begin_pb_packet(w, &pkt.msg);
+                if (r < 0)
+                        return r;
+                fill(&pkt, kind, payload, st->size, i);
+                return traced_trace_writer_end_pb_packet(w, &pkt.msg);
+        }
+        /* The payload is copied once into buf, and once more by the
+         * library. */
+        struct traced_pb_stream s;
+        traced_pb_stream_init_buffer(&s, buf, cap);
+        TracePacket_init(&pkt, &s);
+        fill(&pkt, kind, payload, st->size, i);
+        int r = traced_pb_msg_finish(&pkt.msg);
+        if (r < 0)
+                return r;
+        return traced_trace_writer_write_packet(w, buf, (size_t) traced_pb_msg_size(&pkt.msg));
 }
 
 /* --burst N --pause-ms M: a pause after every N packets. */
@@ -88,52 +201,28 @@ static void write_all(struct state *st, traced_trace_writer *w) {
         }
         for (size_t k = 0; k < st->size + 26; k++)
                 fill[k] = (char) ('a' + k % 26);
-        uint8_t *pkt = malloc(st->size + 64);
+        size_t cap = st->size + 512; /* the payload and what goes around it */
+        uint8_t *pkt = malloc(cap);
         if (!pkt) {
                 free(fill);
                 traced_trace_writer_free(w);
                 return;
         }
+        if (st->track_events) {
+                if (write_one(st, w, pkt, cap, PACKET_THREAD_TRACK, NULL, 0) < 0 ||
+                    write_one(st, w, pkt, cap, PACKET_COUNTER_TRACK, NULL, 0) < 0)
+                        dropped++;
+        }
         for (unsigned long i = 0; i < st->packets && !atomic_load(&st->stopping); i++) {
                 const char *payload = fill + i % 26;
-                if (st->stream) {
-                        /* Written field by field into the shared memory. */
-                        traced_msg *root, *test;
-                        int r = traced_trace_writer_begin_packet(w, &root);
+                int r;
+                if (st->track_events) {
+                        r = write_one(st, w, pkt, cap, PACKET_SLICE_BEGIN, payload, i);
                         if (r >= 0)
-                                r = traced_msg_append_varint(root, 8, boottime_ns());
-                        if (r >= 0)
-                                r = traced_msg_begin_nested(root, 900, &test);
-                        if (r >= 0)
-                                r = traced_msg_append_bytes(test, 1, payload, st->size);
-                        if (r >= 0)
-                                r = traced_msg_append_varint(test, 2, i);
-                        if (r >= 0)
-                                r = traced_msg_end_nested(test);
-                        int e = traced_trace_writer_end_packet(w);
-                        if (r >= 0 && e >= 0)
-                                written++;
-                        else
-                                dropped++;
-                        pace(st, i);
-                        continue;
-                }
-                /* TracePacket { timestamp (8), for_testing (900) { str (1),
-                 * seq_value (2) } }, serialized in place: the payload is
-                 * copied once, into pkt, and once more by the library. */
-                size_t inner = 1 + pbw_varint_size(st->size) + st->size + 1 + pbw_varint_size(i);
-                uint8_t *o = pkt;
-                *o++ = 8 << 3;
-                o += put_varint(o, boottime_ns());
-                o += put_varint(o, 900u << 3 | 2u);
-                o += put_varint(o, inner);
-                *o++ = 1 << 3 | 2;
-                o += put_varint(o, st->size);
-                memcpy(o, payload, st->size);
-                o += st->size;
-                *o++ = 2 << 3;
-                o += put_varint(o, i);
-                if (traced_trace_writer_write_packet(w, pkt, (size_t) (o - pkt)) == 0)
+                                r = write_one(st, w, pkt, cap, PACKET_SLICE_END, payload, i);
+                } else
+                        r = write_one(st, w, pkt, cap, PACKET_TEST, payload, i);
+                if (r >= 0)
                         written++;
                 else
                         dropped++;
@@ -170,6 +259,9 @@ static void join_threads(struct state *st) {
 
 static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t n, void *ud) {
         struct state *st = ud;
+        (void) ds;
+        (void) cfg;
+        (void) n;
         traced_trace_writer *w;
         if (st->threads == 0) {
                 if (traced_producer_new_writer(p, id, &w) < 0)
@@ -212,6 +304,7 @@ static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint
  * they are reaped from a timer and the stop is acknowledged then. */
 static int on_reap(sd_event_source *s, uint64_t usec, void *ud) {
         struct state *st = ud;
+        (void) usec;
         if (atomic_load(&st->n_done) < st->n_tids) {
                 (void) sd_event_source_set_time_relative(s, 10000);
                 (void) sd_event_source_set_enabled(s, SD_EVENT_ONESHOT);
@@ -229,6 +322,7 @@ static int on_reap(sd_event_source *s, uint64_t usec, void *ud) {
 
 static void on_stop(traced_producer *p, uint64_t id, void *ud) {
         struct state *st = ud;
+        (void) p;
         if (st->threads) {
                 atomic_store(&st->stopping, true);
                 st->stopping_id = id;
@@ -242,12 +336,14 @@ static void on_stop(traced_producer *p, uint64_t id, void *ud) {
 
 static void on_disconnected(traced_producer *p, void *ud) {
         struct state *st = ud;
+        (void) p;
         fprintf(stderr, "example-producer: the service went away\n");
         if (!st->reconnect)
                 sd_event_exit(st->event, 1);
 }
 
 static void on_connected(traced_producer *p, void *ud) {
+        (void) ud;
         fprintf(stderr, "example-producer: connected again (%u)\n", traced_producer_reconnects(p));
 }
 
@@ -261,7 +357,8 @@ int main(int argc, char **argv) {
                 { "stream", no_argument, NULL, 'S' },        { "threads", required_argument, NULL, 'T' },
                 { "reconnect", no_argument, NULL, 'R' },      { "hold", no_argument, NULL, 'H' },
                 { "burst", required_argument, NULL, 'B' },    { "pause-ms", required_argument, NULL, 'P' },
-                { "help", no_argument, NULL, 'h' },          {},
+                { "track-events", no_argument, NULL, 'E' },  { "help", no_argument, NULL, 'h' },
+                {},
         };
         int c, r;
 
@@ -298,6 +395,9 @@ int main(int argc, char **argv) {
                 case 'R':
                         st.reconnect = true;
                         break;
+                case 'E':
+                        st.track_events = true;
+                        break;
                 case 'H':
                         st.hold = true;
                         break;
@@ -311,14 +411,16 @@ int main(int argc, char **argv) {
                         printf("Usage: example-producer [--socket PATH] [--packets N] [--size BYTES]\n"
                                "                        [--smb-kb KB] [--page-kb KB] [--once] [--stream]\n"
                                "                        [--threads T] [--reconnect] [--hold]\n"
-                               "                        [--burst N --pause-ms MS]\n"
+                               "                        [--burst N --pause-ms MS] [--track-events]\n"
                                "Registers \"example.data\"; each started instance gets N packets.\n"
                                "--once exits when the first instance stops; --stream writes packets\n"
                                "field by field with the zero-copy API; --threads writes N packets\n"
                                "from each of T threads; --reconnect survives a restart of the service;\n"
                                "--hold leaves each thread's last chunk unfinished (the service, or\n"
                                "over TCP the library on Flush, must scrape it); --burst pauses MS\n"
-                               "milliseconds after every N packets.\n");
+                               "milliseconds after every N packets; --track-events writes N slices\n"
+                               "(TrackEvent) on a thread track, each with an argument and a counter\n"
+                               "sampled at its end, instead of test packets.\n");
                         return 0;
                 default:
                         return 2;

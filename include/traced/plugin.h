@@ -32,7 +32,7 @@ extern "C" {
 
 #define TRACED_PLUGIN_MAGIC 0x44435254u /* "TRCD" little-endian */
 #define TRACED_PLUGIN_ABI_MAJOR 1u
-#define TRACED_PLUGIN_ABI_MINOR 1u
+#define TRACED_PLUGIN_ABI_MINOR 2u
 #define TRACED_PLUGIN_ENTRY_SYMBOL "traced_plugin_entry"
 
 /* Log levels (syslog's). */
@@ -50,6 +50,7 @@ extern "C" {
 #define TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR 0x2u
 
 struct traced_host;   /* opaque: the host's state */
+struct traced_pb_msg; /* traced/pbzero.h: a message of the typed writers */
 struct traced_writer; /* opaque: one packet sequence */
 struct traced_source; /* opaque: an fd or timer registration */
 
@@ -84,6 +85,27 @@ struct traced_host_api {
         int32_t (*report_error)(struct traced_host *host, uint64_t instance_id, const char *field,
                                 const char *message);
         /* End of ABI 1.1. */
+        /* ABI 1.2 (call them only when struct_size covers them): a packet
+         * written with the typed writers (traced/pbzero.h, and the headers
+         * generated from traced's protos that pkg-config traced-plugin
+         * brings) straight into the writer's shared memory, without the
+         * copy of write_packet:
+         *
+         *     TracePacket pkt;
+         *     if (api->begin_packet(writer, &pkt.msg) == 0) {
+         *             TracePacket_set_timestamp(&pkt, ts);
+         *             ...
+         *             r = api->end_packet(writer, &pkt.msg);
+         *     }
+         *
+         * root is the caller's and lives until end_packet, which ends any
+         * message still open. begin: -EBUSY while a packet of the writer is
+         * open, else as write_packet; end: negative errno when the packet
+         * was lost (the buffer was full: -ENOBUFS). libtraced-client's
+         * traced_trace_writer_begin_pb_packet(3) says more. */
+        int32_t (*begin_packet)(struct traced_writer *writer, struct traced_pb_msg *root);
+        int32_t (*end_packet)(struct traced_writer *writer, struct traced_pb_msg *root);
+        /* End of ABI 1.2. */
 };
 
 struct traced_plugin_ops {

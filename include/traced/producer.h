@@ -186,6 +186,37 @@ int traced_msg_end_nested(traced_msg *child);
 /* Ends the packet (and any nested message still open). */
 int traced_trace_writer_end_packet(traced_trace_writer *w);
 
+/*
+ * Since 0.3: packets written with the typed writers, generated from
+ * traced's .proto files (installed with traced-protos.pc; see
+ * traced/pbzero.h), straight into the shared memory buffer:
+ *
+ *     #include <traced/pbzero/perfetto/trace/trace_packet.pbw.h>
+ *     TracePacket pkt;
+ *     TestEvent ev;
+ *     if (traced_trace_writer_begin_pb_packet(w, &pkt.msg) == 0) {
+ *             TracePacket_set_timestamp(&pkt, ts);
+ *             TracePacket_begin_for_testing(&pkt, &ev);
+ *             TestEvent_set_str(&ev, "hello");
+ *             TracePacket_end_for_testing(&pkt, &ev);
+ *             r = traced_trace_writer_end_pb_packet(w, &pkt.msg);
+ *     }
+ *
+ * root (the packet's handle) is the caller's and must live until the
+ * packet ends; the fields are written inline, the writer only called when
+ * a chunk fills up. Nested messages get a 4-byte size field, filled in
+ * place when they end (or sent as a patch of an earlier chunk); messages
+ * still open are ended by end_pb_packet. begin: -EBUSY while a packet is
+ * open, -ENOTCONN, -ENOBUFS as write_packet; end: -ENOBUFS when the buffer
+ * filled up and the packet was dropped (-EMSGSIZE: a nested message over
+ * 256 MiB; -E2BIG: more than TRACED_MSG_MAX_DEPTH messages open across a
+ * chunk boundary), counted in traced_trace_writer_dropped. The traced_msg
+ * calls above are these packets, written field by field through calls.
+ */
+struct traced_pb_msg;
+int traced_trace_writer_begin_pb_packet(traced_trace_writer *w, struct traced_pb_msg *root);
+int traced_trace_writer_end_pb_packet(traced_trace_writer *w, struct traced_pb_msg *root);
+
 /* Completes the current chunk and commits everything written. -EBUSY
  * between begin_packet and end_packet (a packet cannot be handed over half
  * written). */

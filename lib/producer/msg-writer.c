@@ -1,128 +1,129 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* Streaming packets straight into chunks. Each fragment starts with a
- * 4-byte size field; each nested message reserves a 4-byte redundant varint
- * for its length. When a chunk fills up mid-packet the fragment is closed,
- * the chunk is handed over (flagged as needing patches if a size field in
- * it is still open), and writing continues in a new chunk. Sizes that end
- * up in chunks already handed over travel as CommitData patches. */
+/* Streaming packets straight into chunks: the writer's chunk is the
+ * window of a traced_pb_stream (traced/pbzero.h), which the typed writers
+ * and the traced_msg calls fill inline. Each fragment starts with a 4-byte
+ * size field; each nested message reserves a 4-byte redundant varint for
+ * its length, filled in place when it ends. When a chunk fills up
+ * mid-packet (the stream's grow function) the fragment is closed, the size
+ * fields of messages still open in the chunk are moved to patch slots and
+ * the chunk is handed over flagged as needing patches, and writing goes on
+ * in a new chunk. A slot's size, once written, travels to the service as
+ * a CommitData patch of the earlier chunk. */
 
 #include <errno.h>
 #include <string.h>
 
 #include "basic/macro.h"
 #include "producer-internal.h"
-
-#define SIZE_FIELD 4u
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 static uint8_t *cur_payload(traced_trace_writer *w) {
         return smb_chunk_payload(&w->cur);
-}
-
-static size_t room(traced_trace_writer *w) {
-        return smb_chunk_is_valid(&w->cur) ? smb_chunk_payload_size(&w->cur) - w->cur_off : 0;
 }
 
 static uint32_t cur_chunk_id(traced_trace_writer *w) {
         return atomic_load_explicit(&smb_chunk_header(&w->cur)->chunk_id, memory_order_relaxed);
 }
 
-/* Size fields of open messages in the chunk being handed over will be
- * delivered as patches: the chunk waits for them in the service. */
-static void hand_over_open_sizes(traced_trace_writer *w) {
-        uint32_t id = cur_chunk_id(w);
-        unsigned open_here = 0;
+/* A stream that writes nowhere (no chunk, or the packet is lost). */
+static void stream_detach(traced_trace_writer *w) {
+        struct traced_pb_stream *s = &w->stream;
+        s->begin = s->wp = s->end = w->sink;
+}
 
-        for (unsigned i = 1; i < w->depth; i++)
-                if (!w->stack[i].remote && w->stack[i].chunk_id == id) {
-                        w->stack[i].remote = true;
-                        open_here++;
+/* Whether the stream position pos lies in the chunk being written. */
+static bool in_cur_chunk(const struct traced_pb_stream *s, uint64_t pos) {
+        return pos >= s->before;
+}
+
+/* The size fields of the messages still open in the chunk being handed
+ * over move to patch slots: the chunk waits in the service for them. */
+static void hand_over_open_sizes(traced_trace_writer *w) {
+        struct traced_pb_stream *s = &w->stream;
+        uint32_t id = cur_chunk_id(w);
+        for (struct traced_pb_msg *m = s->root ? s->root->nested : NULL; m; m = m->nested) {
+                if (!in_cur_chunk(s, m->start - TRACED_PB_SIZE_FIELD_BYTES))
+                        continue; /* an earlier chunk's: already in a slot */
+                uint8_t *field = s->begin + (m->start - TRACED_PB_SIZE_FIELD_BYTES - s->before);
+                struct patch_slot *slot = NULL;
+                for (size_t i = 0; i < ELEMENTSOF(w->slots) && !slot; i++)
+                        if (!w->slots[i].used)
+                                slot = &w->slots[i];
+                if (!slot) {
+                        /* Deeper than any packet of ours: lost. */
+                        w->slots_overflow = true;
+                        m->size_field = w->sink;
+                        continue;
                 }
-        if (open_here) {
+                *slot = (struct patch_slot) {
+                        .used = true,
+                        .chunk_id = id,
+                        .offset = (uint32_t) (field - cur_payload(w)),
+                };
+                m->size_field = slot->data;
                 w->cur_flags |= SMB_CHUNK_NEEDS_PATCHING;
-                if (w->n_waiting < ELEMENTSOF(w->waiting)) {
-                        w->waiting[w->n_waiting].chunk_id = id;
-                        w->waiting[w->n_waiting].outstanding = open_here;
-                        w->n_waiting++;
-                }
         }
 }
 
-/* Hands the full chunk over and continues the packet in a new one. When
- * there is no new one, the chunk goes with its fragment marked dropped
- * and its open size fields are never written: the packet is lost. */
-static int switch_chunk(traced_trace_writer *w) {
+/* Sends the sizes written into slots (all of them with force: the packet
+ * is over, whatever they hold), each saying whether more patches of its
+ * chunk follow. */
+static void send_patches(traced_trace_writer *w, bool force) {
+        for (size_t i = 0; i < ELEMENTSOF(w->slots); i++) {
+                struct patch_slot *slot = &w->slots[i];
+                if (!slot->used || (!force && slot->data[0] == 0))
+                        continue;
+                slot->used = false;
+                struct pending_patch pt = {
+                        .writer_id = w->writer_id,
+                        .chunk_id = slot->chunk_id,
+                        .target_buffer = w->target_buffer,
+                        .offset = slot->offset,
+                };
+                if (slot->data[0] == 0)
+                        traced_pb_put_size_field(slot->data, 0); /* a lost packet's: discarded when read */
+                memcpy(pt.data, slot->data, sizeof(pt.data));
+                for (size_t k = 0; k < ELEMENTSOF(w->slots); k++)
+                        if (w->slots[k].used && w->slots[k].chunk_id == slot->chunk_id)
+                                pt.more = true;
+                (void) writer_queue_patch(w, &pt);
+        }
+}
+
+/* The stream's grow function: the packet goes on in the next chunk. When
+ * there is none, the chunk goes with its fragment marked dropped: the
+ * packet is lost. */
+static int32_t chunk_grow(struct traced_pb_stream *s, size_t need) {
+        traced_trace_writer *w = s->opaque;
+        uint8_t *payload = cur_payload(w);
+        uint64_t written = (uint64_t) (s->wp - s->begin);
+
+        w->cur_off = (size_t) (s->wp - payload);
         int r = writer_continue_in_next_chunk(w, w->frag_off, hand_over_open_sizes);
-        if (r < 0)
+        if (r < 0) {
+                stream_detach(w);
                 return r;
+        }
         w->cur_count = 1;
         writer_publish_count(w);
         w->frag_off = 0;
-        w->cur_off = SIZE_FIELD;
-        return 0;
+        w->cur_off = SMB_PACKET_HEADER_SIZE;
+        s->before += written;
+        s->begin = s->wp = cur_payload(w) + SMB_PACKET_HEADER_SIZE;
+        s->end = cur_payload(w) + smb_chunk_payload_size(&w->cur);
+        send_patches(w, false);
+        if (w->slots_overflow)
+                return -E2BIG;
+        return (size_t) (s->end - s->wp) >= MIN(need, (size_t) TRACED_PB_SIZE_FIELD_BYTES) ? 0 : -EMSGSIZE;
 }
 
-/* Appends bytes to the packet, spilling into new chunks. */
-static int put(traced_trace_writer *w, const void *data, size_t n) {
-        const uint8_t *d = data;
-        if (w->dropping)
-                return -ENOBUFS;
-        while (n > 0) {
-                if (room(w) == 0) {
-                        int r = switch_chunk(w);
-                        if (r < 0) {
-                                w->dropping = true;
-                                return r;
-                        }
-                }
-                size_t k = MIN(room(w), n);
-                memcpy(cur_payload(w) + w->cur_off, d, k);
-                w->cur_off += k;
-                for (unsigned i = 0; i < w->depth; i++)
-                        w->stack[i].size += (uint32_t) k;
-                d += k;
-                n -= k;
-        }
-        return 0;
-}
-
-static int put_varint(traced_trace_writer *w, uint64_t v) {
-        uint8_t b[10];
-        size_t n = 0;
-        do {
-                b[n] = (uint8_t) (v & 0x7f);
-                v >>= 7;
-                if (v)
-                        b[n] |= 0x80;
-                n++;
-        } while (v);
-        return put(w, b, n);
-}
-
-/* Reserves a size field; it must not straddle chunks. */
-static int reserve_size(traced_trace_writer *w, uint32_t *ret_chunk, size_t *ret_off) {
-        if (w->dropping)
-                return -ENOBUFS;
-        if (room(w) < SIZE_FIELD) {
-                /* Pad with nothing: start the field in the next chunk. */
-                int r = switch_chunk(w);
-                if (r < 0) {
-                        w->dropping = true;
-                        return r;
-                }
-        }
-        *ret_chunk = cur_chunk_id(w);
-        *ret_off = w->cur_off;
-        static const uint8_t zero[SIZE_FIELD] = { 0x80, 0x80, 0x80, 0x00 };
-        return put(w, zero, SIZE_FIELD);
-}
-
-_public_ int traced_trace_writer_begin_packet(traced_trace_writer *w, traced_msg **ret_root) {
-        if (!w || !ret_root)
+_public_ int traced_trace_writer_begin_pb_packet(traced_trace_writer *w, struct traced_pb_msg *root) {
+        if (!w || !root)
                 return -EINVAL;
         writer_note_thread(w);
         if (w->in_packet)
-                return -EINVAL;
+                return -EBUSY;
         if (!writer_alive(w)) {
                 writer_note_loss(w);
                 return -ENOTCONN;
@@ -136,22 +137,74 @@ _public_ int traced_trace_writer_begin_packet(traced_trace_writer *w, traced_msg
                 }
         }
         w->in_packet = true;
-        w->dropping = false;
+        w->slots_overflow = false;
         w->frag_off = w->cur_off;
-        writer_put_size(cur_payload(w) + w->frag_off, 0);
-        w->cur_off += SIZE_FIELD;
+        traced_pb_put_size_field(cur_payload(w) + w->frag_off, 0);
+        w->cur_off += SMB_PACKET_HEADER_SIZE;
         w->cur_count++;
         writer_publish_count(w);
-        w->depth = 1;
-        w->stack[0] = (struct traced_msg) { .w = w, .depth = 0 };
+        w->stream = (struct traced_pb_stream) {
+                .begin = cur_payload(w) + w->cur_off,
+                .wp = cur_payload(w) + w->cur_off,
+                .end = cur_payload(w) + smb_chunk_payload_size(&w->cur),
+                .grow = chunk_grow,
+                .opaque = w,
+        };
+        traced_pb_msg_init(root, &w->stream);
         w->packet_marks_loss = false;
         if (w->signal_loss) {
                 /* Packets before this one were lost: say so in it. */
-                uint8_t marker[WRITER_LOSS_MARKER_MAX];
-                size_t n = writer_loss_marker(marker);
-                (void) put(w, marker, n); /* a failure drops the packet */
+                TracePacket_set_previous_packet_dropped((TracePacket *) root, WRITER_LOSS_SMB_FULL);
                 w->packet_marks_loss = true;
         }
+        return 0;
+}
+
+/* The packet ends, written (r 0) or lost (r < 0). */
+static int end_packet(traced_trace_writer *w, int r) {
+        if (r >= 0) {
+                w->cur_off = (size_t) (w->stream.wp - cur_payload(w));
+                traced_pb_put_size_field(cur_payload(w) + w->frag_off,
+                                         (uint32_t) (w->cur_off - w->frag_off - SMB_PACKET_HEADER_SIZE));
+                if (w->packet_marks_loss)
+                        w->signal_loss = false;
+        } else {
+                /* The fragment in a chunk still held says the packet is
+                 * lost, and the chunk goes (a reader skips what follows
+                 * such a fragment in its chunk); one whose chunk went (no
+                 * next chunk) said so then. */
+                if (w->stream.begin != w->sink && smb_chunk_is_valid(&w->cur)) {
+                        w->cur_off = (size_t) (w->stream.wp - cur_payload(w));
+                        traced_pb_put_size_field(cur_payload(w) + w->frag_off, SMB_PACKET_SIZE_DROP_PACKET);
+                        (void) writer_complete_chunk(w);
+                }
+                writer_note_loss(w);
+        }
+        /* Chunks handed over wait for these, lost packet or not. */
+        send_patches(w, true);
+        w->stream.root = NULL;
+        stream_detach(w);
+        w->in_packet = false;
+        w->depth = 0;
+        return r < 0 ? r : 0;
+}
+
+_public_ int traced_trace_writer_end_pb_packet(traced_trace_writer *w, struct traced_pb_msg *root) {
+        if (!w || !w->in_packet || !root || root != w->stream.root)
+                return -EINVAL;
+        return end_packet(w, traced_pb_msg_finish(root));
+}
+
+/* ---- the traced_msg calls, over the same stream ---- */
+
+_public_ int traced_trace_writer_begin_packet(traced_trace_writer *w, traced_msg **ret_root) {
+        if (!w || !ret_root || w->in_packet)
+                return -EINVAL;
+        w->stack[0] = (struct traced_msg) { .w = w, .depth = 0 };
+        int r = traced_trace_writer_begin_pb_packet(w, &w->stack[0].pb);
+        if (r < 0)
+                return r == -EBUSY ? -EINVAL : r;
+        w->depth = 1;
         *ret_root = &w->stack[0];
         return 0;
 }
@@ -166,18 +219,16 @@ _public_ int traced_msg_append_varint(traced_msg *m, uint32_t field, uint64_t va
         int r = check(m);
         if (r < 0)
                 return r;
-        r = put_varint(m->w, (uint64_t) field << 3);
-        return r < 0 ? r : put_varint(m->w, value);
+        traced_pb_msg_varint(&m->pb, field, value);
+        return m->w->stream.error;
 }
 
 _public_ int traced_msg_append_bytes(traced_msg *m, uint32_t field, const void *data, size_t size) {
         int r = check(m);
         if (r < 0)
                 return r;
-        r = put_varint(m->w, ((uint64_t) field << 3) | 2);
-        if (r >= 0)
-                r = put_varint(m->w, size);
-        return r < 0 ? r : put(m->w, data, size);
+        traced_pb_msg_bytes(&m->pb, field, data, size);
+        return m->w->stream.error;
 }
 
 _public_ int traced_msg_begin_nested(traced_msg *m, uint32_t field, traced_msg **ret_child) {
@@ -187,30 +238,12 @@ _public_ int traced_msg_begin_nested(traced_msg *m, uint32_t field, traced_msg *
         traced_trace_writer *w = m->w;
         if (w->depth >= TRACED_MSG_MAX_DEPTH)
                 return -E2BIG;
-        r = put_varint(w, ((uint64_t) field << 3) | 2);
-        if (r < 0)
-                return r;
         struct traced_msg *c = &w->stack[w->depth];
         *c = (struct traced_msg) { .w = w, .depth = w->depth };
-        r = reserve_size(w, &c->chunk_id, &c->size_off);
-        if (r < 0)
-                return r;
-        c->size = 0; /* the size field itself does not count */
+        traced_pb_msg_begin_nested(&m->pb, field, &c->pb);
         w->depth++;
         *ret_child = c;
-        return 0;
-}
-
-static void chunk_patched(traced_trace_writer *w, uint32_t chunk_id, bool *ret_more) {
-        *ret_more = false;
-        for (unsigned i = 0; i < w->n_waiting; i++)
-                if (w->waiting[i].chunk_id == chunk_id) {
-                        if (--w->waiting[i].outstanding > 0)
-                                *ret_more = true;
-                        else
-                                w->waiting[i] = w->waiting[--w->n_waiting];
-                        return;
-                }
+        return w->stream.error;
 }
 
 _public_ int traced_msg_end_nested(traced_msg *c) {
@@ -220,62 +253,21 @@ _public_ int traced_msg_end_nested(traced_msg *c) {
         if (c->depth == 0)
                 return -EINVAL;
         traced_trace_writer *w = c->w;
+        traced_pb_msg_end_nested(&w->stack[c->depth - 1].pb, &c->pb);
         w->depth--;
-        if (!c->remote) {
-                if (w->dropping || !smb_chunk_is_valid(&w->cur))
-                        return -ENOBUFS;
-                if (c->size >= (1u << 28))
-                        return -EMSGSIZE;
-                writer_put_size(cur_payload(w) + c->size_off, c->size);
-                return 0;
-        }
-        /* Its chunk waits in the service for this size: send it even for a
-         * dropped packet, so the chunk is released (the broken packet is
-         * then discarded when read). */
-        struct pending_patch pt = {
-                .writer_id = w->writer_id,
-                .chunk_id = c->chunk_id,
-                .target_buffer = w->target_buffer,
-                .offset = (uint32_t) c->size_off,
-        };
-        writer_put_size(pt.data, c->size);
-        chunk_patched(w, c->chunk_id, &pt.more);
-        return writer_queue_patch(w, &pt);
+        return w->stream.error;
 }
 
 _public_ int traced_trace_writer_end_packet(traced_trace_writer *w) {
-        if (!w || !w->in_packet)
+        if (!w || !w->in_packet || w->depth == 0)
                 return -EINVAL;
-        int r = 0;
-        while (w->depth > 1) {
-                int k = traced_msg_end_nested(&w->stack[w->depth - 1]);
-                if (k < 0 && r == 0)
-                        r = k;
-        }
-        w->depth = 0;
-        w->in_packet = false;
-        if (w->dropping) {
-                w->dropping = false;
-                writer_note_loss(w);
-                return -ENOBUFS;
-        }
-        writer_put_size(cur_payload(w) + w->frag_off, (uint32_t) (w->cur_off - w->frag_off - SIZE_FIELD));
-        if (w->packet_marks_loss)
-                w->signal_loss = false;
-        return r;
+        return traced_trace_writer_end_pb_packet(w, &w->stack[0].pb);
 }
 
 void writer_abandon_packet(traced_trace_writer *w) {
         if (!w->in_packet)
                 return;
-        /* Chunks handed over with a size field still open wait for its
-         * patch: send them (what they say no longer matters). */
-        while (w->depth > 1)
-                (void) traced_msg_end_nested(&w->stack[w->depth - 1]);
-        if (!w->dropping && smb_chunk_is_valid(&w->cur))
-                writer_put_size(cur_payload(w) + w->frag_off, SMB_PACKET_SIZE_DROP_PACKET);
-        w->depth = 0;
-        w->in_packet = false;
-        w->dropping = false;
-        writer_note_loss(w);
+        /* Its messages are not touched: a caller that frees the writer
+         * mid-packet may have let them go. */
+        (void) end_packet(w, -ECANCELED);
 }

@@ -7,6 +7,7 @@
 
 #include "ipc/ipc.h"
 #include "smb/smb-abi.h"
+#include "traced/pbzero.h"
 #include "traced/producer.h"
 
 #define PRODUCER_MAX_PENDING_COMMITS 4096u
@@ -128,14 +129,21 @@ struct producer_sync {
 };
 void producer_syncs_free(traced_producer *p);
 
-/* An open nested message of the packet being streamed. */
+/* An open message of the traced_msg calls: a message of the stream. */
 struct traced_msg {
         traced_trace_writer *w;
-        unsigned depth;     /* 0: the packet itself */
-        uint32_t chunk_id;  /* chunk holding the size field */
-        size_t size_off;    /* payload offset of the size field */
-        bool remote;        /* that chunk was handed over: patch it */
-        uint32_t size;      /* bytes written inside so far */
+        unsigned depth; /* 0: the packet itself */
+        struct traced_pb_msg pb;
+};
+
+/* The size field of a message still open when its chunk was handed over:
+ * the size, written here when the message ends, reaches the service as a
+ * patch of that chunk. */
+struct patch_slot {
+        uint32_t chunk_id;
+        uint32_t offset; /* in the chunk's payload */
+        uint8_t data[TRACED_PB_SIZE_FIELD_BYTES]; /* 0 until written */
+        bool used;
 };
 
 struct pending_patch {
@@ -171,18 +179,16 @@ struct traced_trace_writer {
          * (previous_packet_dropped). */
         bool signal_loss;
         bool packet_marks_loss; /* the packet being streamed says so */
-        /* streaming */
+        /* streaming (traced_trace_writer_begin_pb_packet, and the
+         * traced_msg calls on top of it) */
         bool in_packet;
-        bool dropping;          /* the packet being streamed is lost */
-        size_t frag_off;        /* payload offset of the fragment's size field */
+        size_t frag_off; /* payload offset of the fragment's size field */
+        struct traced_pb_stream stream;
+        struct patch_slot slots[TRACED_MSG_MAX_DEPTH];
+        bool slots_overflow; /* a message deeper than the slots: the packet is lost */
+        uint8_t sink[TRACED_PB_SIZE_FIELD_BYTES]; /* what is written where nothing waits */
         struct traced_msg stack[TRACED_MSG_MAX_DEPTH];
-        unsigned depth;         /* open messages, including the packet */
-        /* chunks handed over with size fields still to come */
-        struct {
-                uint32_t chunk_id;
-                unsigned outstanding;
-        } waiting[TRACED_MSG_MAX_DEPTH];
-        unsigned n_waiting;
+        unsigned depth; /* open traced_msg messages, the packet included */
 };
 
 enum {
@@ -243,15 +249,12 @@ void producer_release_retired(traced_producer *p);
 /* Whether w may still write (its connection is the current one). */
 bool writer_alive(const traced_trace_writer *w);
 
-/* TracePacket.previous_packet_dropped, and what the writer puts in it:
+/* What the writer puts in TracePacket.previous_packet_dropped:
  * DATA_LOSS_PRESENT | DATA_LOSS_SMB_FULL. */
-#define WRITER_FIELD_PREVIOUS_PACKET_DROPPED 42u
-#define WRITER_LOSS_SMB_FULL 257u
+#define WRITER_LOSS_SMB_FULL (TracePacket_DATA_LOSS_PRESENT | TracePacket_DATA_LOSS_SMB_FULL)
 #define WRITER_LOSS_MARKER_MAX 8u
 /* The serialized field; returns its length. */
 size_t writer_loss_marker(uint8_t buf[static WRITER_LOSS_MARKER_MAX]);
-/* A 4-byte redundant varint. */
-void writer_put_size(uint8_t *dst, uint32_t v);
 /* Stores the packet count and flags of w's current chunk and hands it to
  * the service (queued for CommitData). */
 int writer_complete_chunk(traced_trace_writer *w);

@@ -19,26 +19,15 @@
 
 #include "basic/macro.h"
 #include "producer-internal.h"
-
-void writer_put_size(uint8_t *dst, uint32_t v) {
-        dst[0] = (uint8_t) ((v & 0x7f) | 0x80);
-        dst[1] = (uint8_t) (((v >> 7) & 0x7f) | 0x80);
-        dst[2] = (uint8_t) (((v >> 14) & 0x7f) | 0x80);
-        dst[3] = (uint8_t) ((v >> 21) & 0x7f);
-}
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 size_t writer_loss_marker(uint8_t buf[static WRITER_LOSS_MARKER_MAX]) {
-        size_t n = 0;
-        uint64_t key = (uint64_t) WRITER_FIELD_PREVIOUS_PACKET_DROPPED << 3, v = WRITER_LOSS_SMB_FULL;
-        do {
-                buf[n++] = (uint8_t) ((key & 0x7f) | (key > 0x7f ? 0x80 : 0));
-                key >>= 7;
-        } while (key);
-        do {
-                buf[n++] = (uint8_t) ((v & 0x7f) | (v > 0x7f ? 0x80 : 0));
-                v >>= 7;
-        } while (v);
-        return n;
+        struct traced_pb_stream s;
+        TracePacket pkt;
+        traced_pb_stream_init_buffer(&s, buf, WRITER_LOSS_MARKER_MAX);
+        TracePacket_init(&pkt, &s);
+        TracePacket_set_previous_packet_dropped(&pkt, WRITER_LOSS_SMB_FULL);
+        return (size_t) traced_pb_msg_size(&pkt.msg);
 }
 
 int writer_complete_chunk(traced_trace_writer *w) {
@@ -98,12 +87,12 @@ int writer_continue_in_next_chunk(traced_trace_writer *w, size_t frag_off, void 
                  * and the chunk does not say the packet continues: a
                  * service would wait forever for a chunk that never
                  * comes. */
-                writer_put_size(smb_chunk_payload(&w->cur) + frag_off, SMB_PACKET_SIZE_DROP_PACKET);
+                traced_pb_put_size_field(smb_chunk_payload(&w->cur) + frag_off, SMB_PACKET_SIZE_DROP_PACKET);
                 w->cur_flags &= (uint8_t) ~SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT;
                 (void) writer_complete_chunk(w);
                 return -ENOBUFS;
         }
-        writer_put_size(smb_chunk_payload(&w->cur) + frag_off,
+        traced_pb_put_size_field(smb_chunk_payload(&w->cur) + frag_off,
                         (uint32_t) (w->cur_off - frag_off - SMB_PACKET_HEADER_SIZE));
         w->cur_flags |= SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT;
         if (before_release)
@@ -164,7 +153,7 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
                 size_t room = smb_chunk_payload_size(&w->cur) - frag_off - SMB_PACKET_HEADER_SIZE;
                 size_t take = MIN(room, total - off);
                 uint8_t *dst = smb_chunk_payload(&w->cur) + frag_off;
-                writer_put_size(dst, (uint32_t) take);
+                traced_pb_put_size_field(dst, (uint32_t) take);
                 copy_pieces(dst + SMB_PACKET_HEADER_SIZE, packet, size, marker, off, take);
                 w->cur_off += SMB_PACKET_HEADER_SIZE + take;
                 w->cur_count++;

@@ -7,15 +7,9 @@
 
 #include "basic/alloc.h"
 #include "basic/macro.h"
+#include "basic/pb-buf.h"
 #include "profiling/intern.h"
-
-/* InternedData field numbers. */
-#define ID_FUNCTION_NAMES 5u
-#define ID_FRAMES 6u
-#define ID_CALLSTACKS 7u
-#define ID_BUILD_IDS 16u
-#define ID_MAPPING_PATHS 17u
-#define ID_MAPPINGS 19u
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 /* One table: byte strings to iids (iid = index + 1), open addressing. */
 struct itab {
@@ -28,20 +22,17 @@ struct itab {
         size_t n, cap;
         uint8_t *arena;
         size_t arena_len, arena_cap;
-        struct pbw pending; /* new entries, each a tagged InternedData field */
+        /* New entries: fields of an InternedData message. */
+        struct pb_buf pending;
+        InternedData pending_msg;
 };
 
+/* Strings first: a reader meets ids before the entries using them. */
 enum { T_FUNC, T_BUILD_ID, T_PATH, T_MAPPING, T_FRAME, T_CALLSTACK, N_TABLES };
-
-static const uint32_t table_field[N_TABLES] = {
-        [T_FUNC] = ID_FUNCTION_NAMES, [T_BUILD_ID] = ID_BUILD_IDS, [T_PATH] = ID_MAPPING_PATHS,
-        [T_MAPPING] = ID_MAPPINGS,    [T_FRAME] = ID_FRAMES,       [T_CALLSTACK] = ID_CALLSTACKS,
-};
 
 struct intern_writer {
         struct itab t[N_TABLES];
-        struct pbw msg; /* scratch for one entry */
-        bool cleared;   /* the next packet carries SEQ_INCREMENTAL_STATE_CLEARED */
+        bool cleared; /* the next packet carries SEQ_INCREMENTAL_STATE_CLEARED */
         int error;
 };
 
@@ -67,7 +58,7 @@ static void itab_done(struct itab *t) {
         free(t->slots);
         free(t->ents);
         free(t->arena);
-        pbw_done(&t->pending);
+        pb_buf_done(&t->pending);
         *t = (struct itab) {};
 }
 
@@ -76,7 +67,15 @@ static void itab_clear(struct itab *t) {
                 memset(t->slots, 0, t->n_slots * sizeof(*t->slots));
         t->n = 0;
         t->arena_len = 0;
-        pbw_reset(&t->pending);
+        pb_buf_reset(&t->pending);
+}
+
+/* The message pending entries of table t are written into. */
+static InternedData *pending(struct intern_writer *w, unsigned table) {
+        struct itab *t = &w->t[table];
+        if (pb_buf_len(&t->pending) == 0)
+                InternedData_init(&t->pending_msg, pb_buf_stream(&t->pending));
+        return &t->pending_msg;
 }
 
 static int itab_grow(struct itab *t) {
@@ -150,7 +149,6 @@ void intern_writer_free(struct intern_writer *w) {
                 return;
         for (size_t k = 0; k < N_TABLES; k++)
                 itab_done(&w->t[k]);
-        pbw_done(&w->msg);
         free(w);
 }
 
@@ -159,10 +157,9 @@ static uint64_t fail(struct intern_writer *w) {
         return 0;
 }
 
-/* Appends w->msg to the table's pending entries. */
+/* The entry just written for iid, or a failure. */
 static uint64_t emit(struct intern_writer *w, unsigned table, uint64_t iid) {
-        pbw_message(&w->t[table].pending, table_field[table], &w->msg);
-        if (w->msg.error || w->t[table].pending.error)
+        if (pb_buf_error(&w->t[table].pending))
                 return fail(w);
         return iid;
 }
@@ -174,9 +171,21 @@ static uint64_t intern_string(struct intern_writer *w, unsigned table, const voi
                 return fail(w);
         if (!added)
                 return iid;
-        pbw_reset(&w->msg);
-        pbw_varint(&w->msg, 1, iid);
-        pbw_bytes(&w->msg, 2, s, len);
+        InternedData *d = pending(w, table);
+        InternedString str;
+        switch (table) {
+        case T_FUNC:
+                InternedData_begin_function_names(d, &str);
+                break;
+        case T_BUILD_ID:
+                InternedData_begin_build_ids(d, &str);
+                break;
+        default:
+                InternedData_begin_mapping_paths(d, &str);
+        }
+        InternedString_set_iid(&str, iid);
+        InternedString_set_str(&str, s, len);
+        traced_pb_msg_end_nested(&d->msg, &str.msg);
         return emit(w, table, iid);
 }
 
@@ -225,16 +234,19 @@ uint64_t intern_mapping(struct intern_writer *w, const struct intern_mapping *m)
                 return fail(w);
         if (!added)
                 return iid;
-        pbw_reset(&w->msg);
-        pbw_varint(&w->msg, 1, iid);
-        pbw_varint(&w->msg, 2, key[0]);
-        pbw_varint(&w->msg, 3, m->start_offset);
-        pbw_varint(&w->msg, 4, m->start);
-        pbw_varint(&w->msg, 5, m->end);
-        pbw_varint(&w->msg, 6, m->load_bias);
+        InternedData *d = pending(w, T_MAPPING);
+        Mapping mp;
+        InternedData_begin_mappings(d, &mp);
+        Mapping_set_iid(&mp, iid);
+        Mapping_set_build_id(&mp, key[0]);
+        Mapping_set_start_offset(&mp, m->start_offset);
+        Mapping_set_start(&mp, m->start);
+        Mapping_set_end(&mp, m->end);
+        Mapping_set_load_bias(&mp, m->load_bias);
         for (size_t k = 6; k < n; k++)
-                pbw_varint(&w->msg, 7, key[k]);
-        pbw_varint(&w->msg, 8, m->exact_offset);
+                Mapping_add_path_string_ids(&mp, key[k]);
+        Mapping_set_exact_offset(&mp, m->exact_offset);
+        InternedData_end_mappings(d, &mp);
         return emit(w, T_MAPPING, iid);
 }
 
@@ -246,12 +258,15 @@ uint64_t intern_frame(struct intern_writer *w, uint64_t function_name_iid, uint6
                 return fail(w);
         if (!added)
                 return iid;
-        pbw_reset(&w->msg);
-        pbw_varint(&w->msg, 1, iid);
+        InternedData *d = pending(w, T_FRAME);
+        Frame f;
+        InternedData_begin_frames(d, &f);
+        Frame_set_iid(&f, iid);
         if (function_name_iid)
-                pbw_varint(&w->msg, 2, function_name_iid);
-        pbw_varint(&w->msg, 3, mapping_iid);
-        pbw_varint(&w->msg, 4, rel_pc);
+                Frame_set_function_name_id(&f, function_name_iid);
+        Frame_set_mapping_id(&f, mapping_iid);
+        Frame_set_rel_pc(&f, rel_pc);
+        InternedData_end_frames(d, &f);
         return emit(w, T_FRAME, iid);
 }
 
@@ -262,10 +277,13 @@ uint64_t intern_callstack(struct intern_writer *w, const uint64_t *frame_iids, s
                 return fail(w);
         if (!added)
                 return iid;
-        pbw_reset(&w->msg);
-        pbw_varint(&w->msg, 1, iid);
+        InternedData *d = pending(w, T_CALLSTACK);
+        Callstack cs;
+        InternedData_begin_callstacks(d, &cs);
+        Callstack_set_iid(&cs, iid);
         for (size_t k = 0; k < n; k++)
-                pbw_varint(&w->msg, 2, frame_iids[k]);
+                Callstack_add_frame_ids(&cs, frame_iids[k]);
+        InternedData_end_callstacks(d, &cs);
         return emit(w, T_CALLSTACK, iid);
 }
 
@@ -275,32 +293,29 @@ int intern_error(const struct intern_writer *w) {
 
 bool intern_has_pending(const struct intern_writer *w) {
         for (size_t k = 0; k < N_TABLES; k++)
-                if (w->t[k].pending.len)
+                if (pb_buf_len(&w->t[k].pending))
                         return true;
         return false;
 }
 
-void intern_write_pending(struct intern_writer *w, struct pbw *packet) {
-        size_t len = 0;
-        for (size_t k = 0; k < N_TABLES; k++)
-                len += w->t[k].pending.len;
-        if (!len)
+void intern_write_pending(struct intern_writer *w, struct TracePacket *packet) {
+        if (!intern_has_pending(w))
                 return;
-        pbw_tag(packet, TRACE_PACKET_INTERNED_DATA, 2);
-        pbw_raw_varint(packet, len);
-        /* Strings first: a reader meets ids before the entries using them. */
+        InternedData d;
+        TracePacket_begin_interned_data(packet, &d);
         for (size_t k = 0; k < N_TABLES; k++) {
-                pbw_raw(packet, w->t[k].pending.buf, w->t[k].pending.len);
-                pbw_reset(&w->t[k].pending);
+                traced_pb_msg_append_raw(&d.msg, pb_buf_data(&w->t[k].pending), pb_buf_len(&w->t[k].pending));
+                pb_buf_reset(&w->t[k].pending);
         }
+        TracePacket_end_interned_data(packet, &d);
 }
 
 uint32_t intern_packet_flags(struct intern_writer *w) {
         if (w->cleared) {
                 w->cleared = false;
-                return SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS_INCREMENTAL_STATE;
+                return TracePacket_SEQ_INCREMENTAL_STATE_CLEARED | TracePacket_SEQ_NEEDS_INCREMENTAL_STATE;
         }
-        return SEQ_NEEDS_INCREMENTAL_STATE;
+        return TracePacket_SEQ_NEEDS_INCREMENTAL_STATE;
 }
 
 void intern_clear(struct intern_writer *w) {

@@ -10,7 +10,7 @@
  * (intern_write_pending), before or in the packet that refers to it. After
  * intern_clear (an incremental state clear, or a memory bound), ids start
  * again and everything is emitted anew; the next packet must then carry
- * SEQ_INCREMENTAL_STATE_CLEARED (intern_packet_flags says so).
+ * TracePacket_SEQ_INCREMENTAL_STATE_CLEARED (intern_packet_flags says so).
  *
  * Ownership: the writer copies what it is given. One thread at a time. */
 
@@ -18,15 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "basic/pbw.h"
-
-/* TracePacket.sequence_flags bits. */
-#define SEQ_INCREMENTAL_STATE_CLEARED 1u
-#define SEQ_NEEDS_INCREMENTAL_STATE 2u
-
-/* TracePacket fields the writer fills. */
-#define TRACE_PACKET_INTERNED_DATA 12u
-#define TRACE_PACKET_SEQUENCE_FLAGS 13u
+struct TracePacket; /* traced/pbzero/perfetto/trace/trace_packet.pbw.h */
 
 struct intern_writer;
 
@@ -59,9 +51,10 @@ int intern_error(const struct intern_writer *w);
 bool intern_has_pending(const struct intern_writer *w);
 /* Appends the pending entries to packet as its interned_data field and
  * forgets them (they are on the sequence now). Nothing when none. */
-void intern_write_pending(struct intern_writer *w, struct pbw *packet);
+void intern_write_pending(struct intern_writer *w, struct TracePacket *packet);
 /* The sequence_flags for the next packet referring to interned data:
- * SEQ_NEEDS_INCREMENTAL_STATE, plus SEQ_INCREMENTAL_STATE_CLEARED once after
+ * TracePacket_SEQ_NEEDS_INCREMENTAL_STATE, plus
+ * TracePacket_SEQ_INCREMENTAL_STATE_CLEARED once after
  * creation and after each intern_clear. The caller writes its
  * TracePacketDefaults in the packet that gets the CLEARED bit. */
 uint32_t intern_packet_flags(struct intern_writer *w);

@@ -4,20 +4,7 @@
 
 #include "basic/hash.h"
 #include "task-names.h"
-
-/* TracePacket */
-#define PACKET_PROCESS_TREE 2
-#define PACKET_TIMESTAMP 8
-#define PACKET_TIMESTAMP_CLOCK_ID 58
-/* ProcessTree, its Process and Thread */
-#define TREE_PROCESSES 1
-#define TREE_THREADS 2
-#define PROCESS_PID 1
-#define PROCESS_CMDLINE 3
-#define PROCESS_CMDLINE_IS_COMM 9
-#define THREAD_TID 1
-#define THREAD_NAME 2
-#define THREAD_TGID 3
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 bool task_names_changed(struct task_names *t, int32_t tid, const char *comm) {
         size_t len = strnlen(comm, TASK_NAMES_COMM_MAX);
@@ -39,24 +26,26 @@ void task_names_done(struct task_names *t) {
         hashmap_clear(&t->seen);
 }
 
-void task_names_packet(struct pbw *pkt, int32_t pid, int32_t tid, const char *comm, uint64_t ts, uint32_t clock_id) {
-        struct pbw tree = {}, proc = {}, thread = {};
+void task_names_packet(struct TracePacket *pkt, int32_t pid, int32_t tid, const char *comm, uint64_t ts,
+                       uint32_t clock_id) {
         size_t len = strnlen(comm, TASK_NAMES_COMM_MAX);
-        pbw_reset(pkt);
+        ProcessTree tree;
+        TracePacket_set_timestamp(pkt, ts);
+        TracePacket_set_timestamp_clock_id(pkt, clock_id);
+        TracePacket_begin_process_tree(pkt, &tree);
         if (pid == tid) {
-                pbw_varint(&proc, PROCESS_PID, (uint32_t) pid);
-                pbw_bytes(&proc, PROCESS_CMDLINE, comm, len);
-                pbw_varint(&proc, PROCESS_CMDLINE_IS_COMM, 1);
-                pbw_message(&tree, TREE_PROCESSES, &proc);
+                ProcessTree_Process proc;
+                ProcessTree_begin_processes(&tree, &proc);
+                ProcessTree_Process_set_pid(&proc, pid);
+                ProcessTree_Process_add_cmdline_n(&proc, comm, len);
+                ProcessTree_Process_set_cmdline_is_comm(&proc, true);
+                ProcessTree_end_processes(&tree, &proc);
         }
-        pbw_varint(&thread, THREAD_TID, (uint32_t) tid);
-        pbw_bytes(&thread, THREAD_NAME, comm, len);
-        pbw_varint(&thread, THREAD_TGID, (uint32_t) pid);
-        pbw_message(&tree, TREE_THREADS, &thread);
-        pbw_varint(pkt, PACKET_TIMESTAMP, ts);
-        pbw_varint(pkt, PACKET_TIMESTAMP_CLOCK_ID, clock_id);
-        pbw_message(pkt, PACKET_PROCESS_TREE, &tree);
-        pbw_done(&tree);
-        pbw_done(&proc);
-        pbw_done(&thread);
+        ProcessTree_Thread thread;
+        ProcessTree_begin_threads(&tree, &thread);
+        ProcessTree_Thread_set_tid(&thread, tid);
+        ProcessTree_Thread_set_name_n(&thread, comm, len);
+        ProcessTree_Thread_set_tgid(&thread, pid);
+        ProcessTree_end_threads(&tree, &thread);
+        TracePacket_end_process_tree(pkt, &tree);
 }

@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 #include "basic/hashmap.h"
-#include "basic/pbw.h"
+
+struct TracePacket; /* traced/pbzero/perfetto/trace/trace_packet.pbw.h */
 
 /* Tasks remembered before the table starts over (each is then named again
  * when next seen). */
@@ -31,6 +32,7 @@ struct task_names {
 bool task_names_changed(struct task_names *t, int32_t tid, const char *comm);
 void task_names_done(struct task_names *t);
 
-/* The ProcessTree packet naming tid (of process pid) comm at ts (on
- * clock_id, a builtin clock), into pkt (reset first). */
-void task_names_packet(struct pbw *pkt, int32_t pid, int32_t tid, const char *comm, uint64_t ts, uint32_t clock_id);
+/* Writes into pkt (a packet just begun) the ProcessTree naming tid (of
+ * process pid) comm at ts (on clock_id, a builtin clock). */
+void task_names_packet(struct TracePacket *pkt, int32_t pid, int32_t tid, const char *comm, uint64_t ts,
+                       uint32_t clock_id);

@@ -15,21 +15,11 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 #include "basic/hash.h"
 #include "bpfstack-session.h"
 
-#define CLOCK_ID_BOOTTIME 6u
-#define MODE_KERNEL 1u
-#define MODE_USER 2u
 /* Profiling.StackUnwindError */
-#define UNWIND_ERROR_UNKNOWN 0u
-#define UNWIND_ERROR_NONE 1u
-#define UNWIND_ERROR_MEMORY_INVALID 2u
-#define UNWIND_ERROR_UNWIND_INFO 3u
-#define UNWIND_ERROR_UNSUPPORTED 4u
-#define UNWIND_ERROR_INVALID_MAP 5u
-#define UNWIND_ERROR_MAX_FRAMES_EXCEEDED 6u
-#define UNWIND_ERROR_REPEATED_FRAME 7u
 #define INTERN_MEMORY_BOUND (64u << 20)
 #define PROC_TABLE_BOUND 4096
 /* How long an exited process stays known: its last records may still be
@@ -57,45 +47,59 @@ static uint64_t now_ns(void) {
 
 static void cs_cache_flush(struct bpfstack_session *s);
 
-static void seq_write(struct bpfstack_session *s, struct seq *q) {
-        if (q->pkt.error)
-                return;
-        /* Dropped (shared memory full): whatever it interned is not in the
-         * trace, and later packets would name ids no reader has. The
-         * sequence starts its interning again, cleared, with the next. */
-        if (s->pl->api->write_packet(q->writer, q->pkt.buf, q->pkt.len) < 0) {
+/* Begins a packet of q's sequence, straight into its writer's shared
+ * memory; false when the writer refuses it (counted, as a drop). */
+static bool seq_begin_packet(struct bpfstack_session *s, struct seq *q, TracePacket *pkt);
+
+/* Ends it. Dropped (shared memory full): whatever it interned is not in
+ * the trace, and later packets would name ids no reader has. The sequence
+ * starts its interning again, cleared, with the next. */
+static void seq_end_packet(struct bpfstack_session *s, struct seq *q, TracePacket *pkt) {
+        if (s->pl->api->end_packet(q->writer, &pkt->msg) < 0) {
                 intern_clear(q->iw);
                 cs_cache_flush(s);
                 s->packets_dropped++;
         }
 }
 
-/* TracePacketDefaults {timestamp_clock_id: BOOTTIME, perf_sample_defaults
- * {timebase}} for a sequence. */
-int bpfstack_seq_defaults(struct seq *q, const struct pbw *timebase) {
-        struct pbw d = {}, psd = {};
-        pbw_bytes(&psd, 1, timebase->buf, timebase->len);
-        pbw_varint(&d, 58, CLOCK_ID_BOOTTIME);
-        pbw_message(&d, 12, &psd);
-        int r = d.error ? -ENOMEM : 0;
-        if (r == 0 && d.len <= sizeof(q->defaults)) {
-                memcpy(q->defaults, d.buf, d.len);
-                q->defaults_len = d.len;
-        } else if (r == 0)
-                r = -E2BIG;
-        pbw_done(&d);
-        pbw_done(&psd);
-        return r;
+static bool seq_begin_packet(struct bpfstack_session *s, struct seq *q, TracePacket *pkt) {
+        if (s->pl->api->begin_packet(q->writer, &pkt->msg) >= 0)
+                return true;
+        intern_clear(q->iw);
+        cs_cache_flush(s);
+        s->packets_dropped++;
+        return false;
 }
 
-static void seq_begin(struct bpfstack_session *s, struct seq *q) {
-        if (intern_packet_flags(q->iw) & SEQ_INCREMENTAL_STATE_CLEARED) {
-                pbw_reset(&q->pkt);
-                pbw_bytes(&q->pkt, 59, q->defaults, q->defaults_len);
-                pbw_varint(&q->pkt, TRACE_PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
-                seq_write(s, q);
-        }
-        pbw_reset(&q->pkt);
+/* TracePacketDefaults {timestamp_clock_id: BOOTTIME, perf_sample_defaults
+ * {timebase}} for a sequence, kept serialized. */
+int bpfstack_seq_defaults(struct seq *q, const void *timebase, size_t timebase_len) {
+        struct traced_pb_stream st;
+        TracePacketDefaults d;
+        PerfSampleDefaults psd;
+        traced_pb_stream_init_buffer(&st, q->defaults, sizeof(q->defaults));
+        TracePacketDefaults_init(&d, &st);
+        TracePacketDefaults_set_timestamp_clock_id(&d, BuiltinClock_BUILTIN_CLOCK_BOOTTIME);
+        TracePacketDefaults_begin_perf_sample_defaults(&d, &psd);
+        PerfSampleDefaults_set_timebase_serialized(&psd, timebase, timebase_len);
+        TracePacketDefaults_end_perf_sample_defaults(&d, &psd);
+        int r = traced_pb_msg_finish(&d.msg);
+        if (r < 0)
+                return r == -ENOBUFS ? -E2BIG : r;
+        q->defaults_len = (size_t) traced_pb_msg_size(&d.msg);
+        return 0;
+}
+
+/* The sequence's defaults, when its state starts (again): before the
+ * packets that intern anything anew. */
+static void seq_defaults_packet(struct bpfstack_session *s, struct seq *q) {
+        TracePacket pkt;
+        if (!(intern_packet_flags(q->iw) & TracePacket_SEQ_INCREMENTAL_STATE_CLEARED) ||
+            !seq_begin_packet(s, q, &pkt))
+                return;
+        TracePacket_set_trace_packet_defaults_serialized(&pkt, q->defaults, q->defaults_len);
+        TracePacket_set_sequence_flags(&pkt, TracePacket_SEQ_INCREMENTAL_STATE_CLEARED);
+        seq_end_packet(s, q, &pkt);
 }
 
 /* --- symbolizing ---------------------------------------------------------- */
@@ -306,22 +310,22 @@ static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, cons
 }
 
 /* What a sample says of a walk in BPF that ended as stop. */
-static unsigned unwind_error_of(uint8_t stop) {
+static Profiling_StackUnwindError unwind_error_of(uint8_t stop) {
         switch (stop) {
         case BPFSTACK_STOP_DEPTH:
-                return UNWIND_ERROR_MAX_FRAMES_EXCEEDED;
+                return Profiling_UNWIND_ERROR_MAX_FRAMES_EXCEEDED;
         case BPFSTACK_STOP_NO_MAPPING:
-                return UNWIND_ERROR_INVALID_MAP;
+                return Profiling_UNWIND_ERROR_INVALID_MAP;
         case BPFSTACK_STOP_NO_CFI:
-                return UNWIND_ERROR_UNWIND_INFO;
+                return Profiling_UNWIND_ERROR_UNWIND_INFO;
         case BPFSTACK_STOP_UNSUPPORTED:
-                return UNWIND_ERROR_UNSUPPORTED;
+                return Profiling_UNWIND_ERROR_UNSUPPORTED;
         case BPFSTACK_STOP_READ_FAULT:
-                return UNWIND_ERROR_MEMORY_INVALID;
+                return Profiling_UNWIND_ERROR_MEMORY_INVALID;
         case BPFSTACK_STOP_BAD_FRAME:
-                return UNWIND_ERROR_REPEATED_FRAME;
+                return Profiling_UNWIND_ERROR_REPEATED_FRAME;
         default:
-                return UNWIND_ERROR_NONE;
+                return Profiling_UNWIND_ERROR_NONE;
         }
 }
 
@@ -420,14 +424,18 @@ static void name_task(struct bpfstack_session *s, struct seq *q, const struct bp
         comm[BPFSTACK_COMM_LEN] = 0;
         if (!task_names_changed(&s->names, (int32_t) rec->tid, comm))
                 return;
-        task_names_packet(&q->pkt, (int32_t) rec->pid, (int32_t) rec->tid, comm, rec->ts, CLOCK_ID_BOOTTIME);
-        seq_write(s, q);
+        TracePacket pkt;
+        if (!seq_begin_packet(s, q, &pkt))
+                return;
+        task_names_packet(&pkt, (int32_t) rec->pid, (int32_t) rec->tid, comm, rec->ts,
+                          BuiltinClock_BUILTIN_CLOCK_BOOTTIME);
+        seq_end_packet(s, q, &pkt);
 }
 
 static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec, const uint64_t *walked) {
         struct seq *q = rec->kind == BPFSTACK_ON_CPU ? &s->on : &s->off;
         name_task(s, q, rec);
-        seq_begin(s, q);
+        seq_defaults_packet(s, q);
         if (rec->ustop != BPFSTACK_STOP_NONE)
                 s->stops[rec->ustop]++;
         /* Before the symbolization, which reads the maps again when the
@@ -453,29 +461,33 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
         if (rec->ustop == BPFSTACK_STOP_NO_TABLES)
                 want_tables(s, rec->pid, rec->kind == BPFSTACK_ON_CPU, leaf);
 
-        struct pbw ps = {};
-        pbw_varint(&ps, 1, rec->cpu);
-        pbw_varint(&ps, 2, rec->pid);
-        pbw_varint(&ps, 3, rec->tid);
+        TracePacket pkt;
+        PerfSample ps;
+        if (!seq_begin_packet(s, q, &pkt))
+                return;
+        TracePacket_set_timestamp(&pkt, rec->ts);
+        intern_write_pending(q->iw, &pkt);
+        TracePacket_set_sequence_flags(&pkt, TracePacket_SEQ_NEEDS_INCREMENTAL_STATE);
+        TracePacket_begin_perf_sample(&pkt, &ps);
+        PerfSample_set_cpu(&ps, rec->cpu);
+        PerfSample_set_pid(&ps, rec->pid);
+        PerfSample_set_tid(&ps, rec->tid);
         if (callstack)
-                pbw_varint(&ps, 4, callstack);
-        pbw_varint(&ps, 5, rec->kind == BPFSTACK_OFF_CPU || rec->kstack_id >= 0 ? MODE_KERNEL : MODE_USER);
+                PerfSample_set_callstack_iid(&ps, callstack);
+        PerfSample_set_cpu_mode(&ps, rec->kind == BPFSTACK_OFF_CPU || rec->kstack_id >= 0 ? Profiling_MODE_KERNEL
+                                                                                          : Profiling_MODE_USER);
         if (rec->kind == BPFSTACK_OFF_CPU)
-                pbw_varint(&ps, 6, rec->blocked_ns);
+                PerfSample_set_timebase_count(&ps, rec->blocked_ns);
         if (rec->kstack_id == -EEXIST || rec->ustack_id == -EEXIST)
-                pbw_varint(&ps, 16, UNWIND_ERROR_UNKNOWN); /* a stack lost to a map collision */
-        else if (walked && unwind_error_of(rec->ustop) != UNWIND_ERROR_NONE)
-                pbw_varint(&ps, 16, unwind_error_of(rec->ustop));
+                PerfSample_set_unwind_error(&ps, Profiling_UNWIND_ERROR_UNKNOWN); /* a stack lost to a map collision */
+        else if (walked && unwind_error_of(rec->ustop) != Profiling_UNWIND_ERROR_NONE)
+                PerfSample_set_unwind_error(&ps, unwind_error_of(rec->ustop));
         if (s->lost_unreported) {
-                pbw_varint(&ps, 17, s->lost_unreported);
+                PerfSample_set_kernel_records_lost(&ps, s->lost_unreported);
                 s->lost_unreported = 0;
         }
-        pbw_varint(&q->pkt, 8, rec->ts);
-        intern_write_pending(q->iw, &q->pkt);
-        pbw_varint(&q->pkt, TRACE_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-        pbw_message(&q->pkt, 66, &ps);
-        pbw_done(&ps);
-        seq_write(s, q);
+        TracePacket_end_perf_sample(&pkt, &ps);
+        seq_end_packet(s, q, &pkt);
         if (rec->kind == BPFSTACK_ON_CPU)
                 s->samples_on++;
         else {

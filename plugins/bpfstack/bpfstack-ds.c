@@ -23,7 +23,10 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
+#include "basic/macro.h"
+#include "basic/pb-buf.h"
 #include "bpfstack-session.h"
+#include "traced/pbzero/perfetto/common/perf_events.pbw.h"
 
 /* Walked user stacks of switched-out tasks kept at once (1 KiB each). */
 #define OUT_USTACKS 4096u
@@ -63,7 +66,6 @@ static void session_free(struct bpfstack_session *s) {
                 (void) pl->api->flush_writer(s->counters_writer);
                 pl->api->free_writer(s->counters_writer);
         }
-        pbw_done(&s->counters_pkt);
         struct seq *qs[] = { &s->on, &s->off };
         for (size_t k = 0; k < 2; k++) {
                 if (qs[k]->writer) {
@@ -71,7 +73,6 @@ static void session_free(struct bpfstack_session *s) {
                         pl->api->free_writer(qs[k]->writer);
                 }
                 intern_writer_free(qs[k]->iw);
-                pbw_done(&qs[k]->pkt);
         }
         proc_table_free(s->procs);
         task_names_done(&s->names);
@@ -291,20 +292,27 @@ static int setup(struct bpfstack_session *s) {
         }
 
         /* Timebases: what each sequence's samples count. */
-        struct pbw tb = {}, ev = {};
-        pbw_varint(&tb, 2, c->frequency);
-        pbw_varint(&tb, 4, 1); /* SW_CPU_CLOCK */
-        pbw_string(&tb, 10, "linux.bpf_stack on-CPU");
-        r = bpfstack_seq_defaults(&s->on, &tb);
-        pbw_reset(&tb);
-        pbw_varint(&tb, 1, 1);
-        pbw_string(&ev, 1, "sched/sched_switch");
-        pbw_message(&tb, 3, &ev);
-        pbw_string(&tb, 10, "linux.bpf_stack off-CPU (timebase_count: ns blocked)");
+        _cleanup_(pb_buf_done) struct pb_buf b = {};
+        PerfEvents_Timebase tb;
+        PerfEvents_Tracepoint tp;
+        PerfEvents_Timebase_init(&tb, pb_buf_stream(&b));
+        PerfEvents_Timebase_set_frequency(&tb, c->frequency);
+        PerfEvents_Timebase_set_counter(&tb, PerfEvents_SW_CPU_CLOCK);
+        PerfEvents_Timebase_set_name(&tb, "linux.bpf_stack on-CPU");
+        r = pb_buf_error(&b);
         if (r == 0)
-                r = bpfstack_seq_defaults(&s->off, &tb);
-        pbw_done(&tb);
-        pbw_done(&ev);
+                r = bpfstack_seq_defaults(&s->on, pb_buf_data(&b), pb_buf_len(&b));
+        pb_buf_reset(&b);
+        PerfEvents_Timebase_init(&tb, pb_buf_stream(&b));
+        PerfEvents_Timebase_set_period(&tb, 1);
+        PerfEvents_Timebase_begin_tracepoint(&tb, &tp);
+        PerfEvents_Tracepoint_set_name(&tp, "sched/sched_switch");
+        PerfEvents_Timebase_end_tracepoint(&tb, &tp);
+        PerfEvents_Timebase_set_name(&tb, "linux.bpf_stack off-CPU (timebase_count: ns blocked)");
+        if (r == 0)
+                r = traced_pb_msg_finish(&tb.msg);
+        if (r == 0)
+                r = bpfstack_seq_defaults(&s->off, pb_buf_data(&b), pb_buf_len(&b));
         if (r < 0)
                 return r;
         if ((r = pl->api->new_writer(pl->host, s->inst.id, &s->on.writer)) < 0 ||

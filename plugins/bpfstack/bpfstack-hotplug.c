@@ -12,6 +12,7 @@
 
 #include <bpf/libbpf.h>
 
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 #include "bpfstack-session.h"
 
 void bpfstack_close_cpu(struct bpfstack_session *s, size_t cpu) {
@@ -76,18 +77,21 @@ void bpfstack_write_counters(struct bpfstack_session *s, bool final) {
         unwind_tables_stats(s->tables, &st);
         int64_t v[UNWIND_COUNTER_MAX];
         unwind_counters_values(&st, s->stops, s->counters_seen[BPFSTACK_CNT_USTACK_FULL], v);
-        struct pbw *pkt = &s->counters_pkt;
+        const struct traced_host_api *api = s->pl->api;
         for (unsigned k = 0; k < UNWIND_COUNTER_MAX; k++) {
                 if (s->counters_described && v[k] == s->counters_sent[k])
                         continue;
                 /* The descriptor again with each value: a ring buffer may
                  * have overwritten the first. */
-                unwind_counter_descriptor(pkt, s->counters_uuid, k);
-                if (!pkt->error)
-                        (void) s->pl->api->write_packet(s->counters_writer, pkt->buf, pkt->len);
-                unwind_counter_value(pkt, s->counters_uuid, k, now, v[k]);
-                if (!pkt->error)
-                        (void) s->pl->api->write_packet(s->counters_writer, pkt->buf, pkt->len);
+                TracePacket pkt;
+                if (api->begin_packet(s->counters_writer, &pkt.msg) >= 0) {
+                        unwind_counter_descriptor(&pkt, s->counters_uuid, k);
+                        (void) api->end_packet(s->counters_writer, &pkt.msg);
+                }
+                if (api->begin_packet(s->counters_writer, &pkt.msg) >= 0) {
+                        unwind_counter_value(&pkt, s->counters_uuid, k, now, v[k]);
+                        (void) api->end_packet(s->counters_writer, &pkt.msg);
+                }
                 s->counters_sent[k] = v[k];
         }
         s->counters_described = true;

@@ -12,7 +12,6 @@
 #include <stdint.h>
 
 #include "basic/hashmap.h"
-#include "basic/pbw.h"
 #include "bpfstack-config.h"
 #include "bpfstack-ds.h"
 #include "bpfstack.skel.h"
@@ -45,7 +44,6 @@
 struct seq {
         struct traced_writer *writer;
         struct intern_writer *iw;
-        struct pbw pkt;
         uint8_t defaults[128]; /* serialized TracePacketDefaults */
         size_t defaults_len;
 };
@@ -78,7 +76,6 @@ struct bpfstack_session {
         /* The unwind counters' sequence: descriptors, then values each
          * second while they change. */
         struct traced_writer *counters_writer;
-        struct pbw counters_pkt;
         uint64_t counters_uuid, counters_next_ns;
         int64_t counters_sent[UNWIND_COUNTER_MAX];
         bool counters_described;
@@ -131,8 +128,8 @@ struct bpfstack_session {
 
 /* bpfstack-drain.c */
 /* TracePacketDefaults {timestamp_clock_id: BOOTTIME, perf_sample_defaults
- * {timebase}} for a sequence. */
-int bpfstack_seq_defaults(struct seq *q, const struct pbw *timebase);
+ * {timebase}} for a sequence (timebase: a serialized PerfEvents.Timebase). */
+int bpfstack_seq_defaults(struct seq *q, const void *timebase, size_t timebase_len);
 /* The ring buffer's callback: one record. */
 int bpfstack_on_record(void *ctx, void *data, size_t size);
 /* Reads the ring buffer and the counters, loads the unwind tables asked

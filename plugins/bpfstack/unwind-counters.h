@@ -9,7 +9,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "basic/pbw.h"
 #include "bpfstack.h"
 #include "unwind-tables.h"
 
@@ -32,7 +31,10 @@ const char *unwind_counter_name(unsigned counter);
 void unwind_counters_values(const struct unwind_stats *st, const uint64_t stops[BPFSTACK_STOP_MAX],
                             uint64_t ustacks_not_kept, int64_t values[UNWIND_COUNTER_MAX]);
 
-/* One packet per call into pkt (reset first): the descriptor of counter
- * (uuid_base + counter), or its value at ts (CLOCK_BOOTTIME ns). */
-void unwind_counter_descriptor(struct pbw *pkt, uint64_t uuid_base, unsigned counter);
-void unwind_counter_value(struct pbw *pkt, uint64_t uuid_base, unsigned counter, uint64_t ts, int64_t value);
+struct TracePacket; /* traced/pbzero/perfetto/trace/trace_packet.pbw.h */
+
+/* One packet per call, written into pkt (just begun): the descriptor of
+ * counter (uuid_base + counter), or its value at ts (CLOCK_BOOTTIME ns). */
+void unwind_counter_descriptor(struct TracePacket *pkt, uint64_t uuid_base, unsigned counter);
+void unwind_counter_value(struct TracePacket *pkt, uint64_t uuid_base, unsigned counter, uint64_t ts,
+                          int64_t value);

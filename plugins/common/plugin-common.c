@@ -31,7 +31,8 @@ void plugin_host_log_cpu_change(const struct traced_host_api *api, struct traced
 }
 
 int plugin_check_host(const struct traced_host_api *api) {
-        return api->struct_size < offsetof(struct traced_host_api, notify_stopped) + sizeof(api->notify_stopped) ?
+        return api->struct_size < offsetof(struct traced_host_api, end_packet) + sizeof(api->end_packet) ||
+                               !api->begin_packet || !api->end_packet ?
                        -EPROTO :
                        0;
 }

@@ -53,7 +53,9 @@ void plugin_host_log_cpu_change(const struct traced_host_api *api, struct traced
         plugin_host_log_cpu_change((pl)->api, (pl)->host, (ds), (id), (cpu), (what), (error))
 
 /* create's first step: 0 when the host's table holds every call of ABI
- * 1.0, else -EPROTO (later calls are checked where they are used). */
+ * 1.0 and the zero-copy packets of 1.2 (begin_packet, end_packet: the
+ * plugins write every packet with them), else -EPROTO (report_error is
+ * checked where it is used). */
 int plugin_check_host(const struct traced_host_api *api);
 
 /* The ops table of a plugin.c that defines static create, destroy, start,

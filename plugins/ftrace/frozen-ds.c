@@ -119,7 +119,7 @@ static void finish(struct frozen *fz) {
                 s->pl->api->remove_source(s->pl->host, s->timer);
                 s->timer = NULL;
         }
-        ftrace_stats_emit(s, 2); /* END_OF_TRACE */
+        ftrace_stats_emit(s, FtraceStats_END_OF_TRACE);
         (void) s->pl->api->flush_writer(s->writer);
         plugin_log(s->pl, TRACED_LOG_INFO,
                    DS_NAME " instance %llu: read %llu events of %zu kinds from %llu pages of ftrace instance %s "
@@ -246,7 +246,7 @@ int frozen_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config,
         }
         for (int cpu = 0; cpu < s->n_cpus; cpu++)
                 fz->quota[cpu] = s->cpu_fds[cpu] >= 0 ? pages : 0;
-        ftrace_stats_emit(s, 1); /* START_OF_TRACE */
+        ftrace_stats_emit(s, FtraceStats_START_OF_TRACE);
         r = pl->api->add_timer(pl->host, SLICE_PERIOD_MS, on_slice, fz, &s->timer);
         if (r < 0) {
                 frozen_free(fz);

@@ -17,6 +17,7 @@
 #include "inode-map.h"
 #include "page-walk.h"
 #include "ring-map.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 #define BUNDLE_FLUSH_BYTES (256u * 1024u)
 
@@ -63,6 +64,9 @@ static struct compact_layout layout_of(const struct format_field *comm, const st
         return l;
 }
 
+static void compact_reset(struct ftrace_session *s);
+static void bundle_reset(struct ftrace_session *s);
+
 void ftrace_drain_init(struct ftrace_session *s) {
         memset(s->intern_slots, 0xff, sizeof(s->intern_slots));
         memset(s->by_id, 0xff, sizeof(s->by_id));
@@ -93,6 +97,8 @@ void ftrace_drain_init(struct ftrace_session *s) {
                 s->wk_layout = layout_of(s->wk_comm_f, s->wk_pid_f, s->wk_prio_f, s->wk_cpu_f, 4);
         }
         s->intern_gen = 1;
+        compact_reset(s);
+        bundle_reset(s);
 }
 
 /* The index of comm (16 bytes, zero-padded) in the bundle's table of
@@ -137,20 +143,18 @@ static struct comm16 comm_of_field(const struct format_field *ff, const uint8_t 
 
 #define N_COLUMNS 11
 
-static void compact_columns(struct ftrace_session *s, uint32_t ret_fields[N_COLUMNS], struct pbw *ret_cols[N_COLUMNS]) {
-        static const uint32_t fields[N_COLUMNS] = {1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12};
-        struct pbw *cols[N_COLUMNS] = {&s->sw_ts,  &s->sw_state, &s->sw_pid,  &s->sw_prio, &s->sw_comm, &s->wk_ts,
-                                       &s->wk_pid, &s->wk_cpu,   &s->wk_prio, &s->wk_comm, &s->wk_flags};
-        memcpy(ret_fields, fields, sizeof(fields));
+/* The columns of compact_sched, in the order compact_write writes them. */
+static void compact_columns(struct ftrace_session *s, struct pb_buf *ret_cols[N_COLUMNS]) {
+        struct pb_buf *cols[N_COLUMNS] = { &s->sw_ts,  &s->sw_state, &s->sw_pid,  &s->sw_prio, &s->sw_comm, &s->wk_ts,
+                                           &s->wk_pid, &s->wk_cpu,   &s->wk_prio, &s->wk_comm, &s->wk_flags };
         memcpy(ret_cols, cols, sizeof(cols));
 }
 
 static void compact_reset(struct ftrace_session *s) {
-        struct pbw *cols[N_COLUMNS];
-        uint32_t fields[N_COLUMNS];
-        compact_columns(s, fields, cols);
+        struct pb_buf *cols[N_COLUMNS];
+        compact_columns(s, cols);
         for (size_t i = 0; i < N_COLUMNS; i++)
-                pbw_reset(cols[i]);
+                pb_buf_reset(cols[i]);
         s->sw_last_ts = s->wk_last_ts = 0;
         s->n_intern = 0;
         memset(s->intern_slots, 0xff, sizeof(s->intern_slots));
@@ -158,6 +162,18 @@ static void compact_reset(struct ftrace_session *s) {
                 memset(s->pid_intern, 0, sizeof(s->pid_intern));
                 s->intern_gen = 1;
         }
+}
+
+/* The next FtraceEventBundle's events go into s->bundle. */
+static void bundle_reset(struct ftrace_session *s) {
+        pb_buf_reset(&s->bundle);
+        FtraceEventBundle_init(&s->bundle_msg, pb_buf_stream(&s->bundle));
+}
+
+/* One element of a packed column (a column's grow function is set by
+ * compact_reset). */
+static inline void column_add(struct pb_buf *col, uint64_t v) {
+        traced_pb_stream_varint(&col->s, v);
 }
 
 static inline uint64_t rd_s32(const uint8_t *p) {
@@ -195,12 +211,12 @@ static bool compact_add(struct ftrace_session *s, const struct event_format *f, 
                         prio = (uint64_t) format_read_int(s->sw_next_prio, rec, len);
                         arg = (uint64_t) format_read_int(s->sw_prev_state, rec, len);
                 }
-                pbw_raw_varint_inline(&s->sw_ts, ts - s->sw_last_ts);
+                column_add(&s->sw_ts, ts - s->sw_last_ts);
                 s->sw_last_ts = ts;
-                pbw_raw_varint_inline(&s->sw_state, arg);
-                pbw_raw_varint_inline(&s->sw_pid, pid);
-                pbw_raw_varint_inline(&s->sw_prio, prio);
-                pbw_raw_varint_inline(&s->sw_comm, intern_pid(s, (int32_t) pid, comm));
+                column_add(&s->sw_state, arg);
+                column_add(&s->sw_pid, pid);
+                column_add(&s->sw_prio, prio);
+                column_add(&s->sw_comm, intern_pid(s, (int32_t) pid, comm));
                 return true;
         }
         if (f == s->waking_fmt) {
@@ -219,13 +235,13 @@ static bool compact_add(struct ftrace_session *s, const struct event_format *f, 
                         prio = (uint64_t) format_read_int(s->wk_prio_f, rec, len);
                         arg = (uint64_t) format_read_int(s->wk_cpu_f, rec, len);
                 }
-                pbw_raw_varint_inline(&s->wk_ts, ts - s->wk_last_ts);
+                column_add(&s->wk_ts, ts - s->wk_last_ts);
                 s->wk_last_ts = ts;
-                pbw_raw_varint_inline(&s->wk_pid, pid);
-                pbw_raw_varint_inline(&s->wk_cpu, arg);
-                pbw_raw_varint_inline(&s->wk_prio, prio);
-                pbw_raw_varint_inline(&s->wk_comm, intern_pid(s, (int32_t) pid, comm));
-                pbw_raw_varint_inline(&s->wk_flags, f->common_flags_offset >= 0 && (size_t) f->common_flags_offset < len
+                column_add(&s->wk_pid, pid);
+                column_add(&s->wk_cpu, arg);
+                column_add(&s->wk_prio, prio);
+                column_add(&s->wk_comm, intern_pid(s, (int32_t) pid, comm));
+                column_add(&s->wk_flags, f->common_flags_offset >= 0 && (size_t) f->common_flags_offset < len
                                                      ? rec[f->common_flags_offset]
                                                      : 0);
                 return true;
@@ -233,42 +249,30 @@ static bool compact_add(struct ftrace_session *s, const struct event_format *f, 
         return false;
 }
 
-/* Bytes of the FtraceEventBundle.CompactSched message, 0 if none. */
-static size_t compact_size(const struct ftrace_session *s) {
-        if (!s->compact || (s->sw_ts.len == 0 && s->wk_ts.len == 0))
-                return 0;
-        uint32_t fields[N_COLUMNS];
-        struct pbw *cols[N_COLUMNS];
-        compact_columns((struct ftrace_session *) s, fields, cols);
-        size_t n = 0;
-        for (size_t i = 0; i < s->n_intern; i++) {
-                size_t l = strnlen(s->intern[i], 16);
-                n += 1 + pbw_varint_size(l) + l;
-        }
-        for (size_t i = 0; i < N_COLUMNS; i++)
-                if (cols[i]->len)
-                        n += 1 + pbw_varint_size(cols[i]->len) + cols[i]->len;
-        return n;
-}
-
-static void compact_write(struct ftrace_session *s, struct pbw *out, size_t size) {
-        if (size == 0)
+/* The columns as FtraceEventBundle.compact_sched, when there are any. */
+static void compact_write(struct ftrace_session *s, FtraceEventBundle *b) {
+        if (!s->compact || (pb_buf_len(&s->sw_ts) == 0 && pb_buf_len(&s->wk_ts) == 0))
                 return;
-        uint32_t fields[N_COLUMNS];
-        struct pbw *cols[N_COLUMNS];
-        compact_columns(s, fields, cols);
-        pbw_tag(out, 4, 2); /* FtraceEventBundle.compact_sched */
-        pbw_raw_varint(out, size);
-        for (size_t i = 0; i < s->n_intern; i++) {
-                size_t l = strnlen(s->intern[i], 16);
-                pbw_tag(out, 5, 2);
-                pbw_raw_varint(out, l);
-                pbw_raw(out, s->intern[i], l);
-        }
-        for (size_t i = 0; i < N_COLUMNS; i++)
-                if (cols[i]->len)
-                        pbw_bytes(out, fields[i], cols[i]->buf, cols[i]->len);
-        compact_reset(s);
+        FtraceEventBundle_CompactSched cs;
+        FtraceEventBundle_begin_compact_sched(b, &cs);
+        for (size_t i = 0; i < s->n_intern; i++)
+                FtraceEventBundle_CompactSched_add_intern_table_n(&cs, s->intern[i], strnlen(s->intern[i], 16));
+#define COLUMN(field, col)                                                                                             \
+        if (pb_buf_len(&s->col))                                                                                        \
+                FtraceEventBundle_CompactSched_set_##field##_encoded(&cs, pb_buf_data(&s->col), pb_buf_len(&s->col))
+        COLUMN(switch_timestamp, sw_ts);
+        COLUMN(switch_prev_state, sw_state);
+        COLUMN(switch_next_pid, sw_pid);
+        COLUMN(switch_next_prio, sw_prio);
+        COLUMN(switch_next_comm_index, sw_comm);
+        COLUMN(waking_timestamp, wk_ts);
+        COLUMN(waking_pid, wk_pid);
+        COLUMN(waking_target_cpu, wk_cpu);
+        COLUMN(waking_prio, wk_prio);
+        COLUMN(waking_comm_index, wk_comm);
+        COLUMN(waking_common_flags, wk_flags);
+#undef COLUMN
+        FtraceEventBundle_end_compact_sched(b, &cs);
 }
 
 /* symbolize_ksyms: the names of the iids new since the last packet go out
@@ -276,50 +280,55 @@ static void compact_write(struct ftrace_session *s, struct pbw *out, size_t size
  * drain, so the drain's first packet that uses any clears the sequence's
  * state, even when none of its addresses has a name: an iid must never
  * resolve to a name of the previous drain. */
-static void ksyms_append(struct ftrace_session *s, struct pbw *pkt) {
+static void ksyms_append(struct ftrace_session *s, TracePacket *pkt) {
         if (!s->kt || s->kt->n == s->kt->written)
                 return;
-        bool first = s->kt->written == 0;
-        pbw_reset(&s->interned);
+        bool first = s->kt->written == 0, any = false;
+        InternedData interned;
         for (uint32_t iid = s->kt->written + 1; iid <= s->kt->n; iid++) {
                 const char *name = ksyms_lookup(s->ksyms, s->kt->addrs[iid - 1]);
                 if (!name)
                         continue; /* not a function (the work item, a heap pointer) */
-                size_t l = strlen(name);
-                pbw_tag(&s->interned, 26, 2); /* kernel_symbols { iid, str } */
-                pbw_raw_varint(&s->interned, 1 + pbw_varint_size(iid) + 1 + pbw_varint_size(l) + l);
-                pbw_varint(&s->interned, 1, iid);
-                pbw_bytes(&s->interned, 2, name, l);
+                if (!any)
+                        TracePacket_begin_interned_data(pkt, &interned);
+                any = true;
+                InternedString str;
+                InternedData_begin_kernel_symbols(&interned, &str);
+                InternedString_set_iid(&str, iid);
+                InternedString_set_str(&str, name, strlen(name));
+                InternedData_end_kernel_symbols(&interned, &str);
         }
-        if (s->interned.len)
-                pbw_message(pkt, 12, &s->interned); /* TracePacket.interned_data */
+        if (any)
+                TracePacket_end_interned_data(pkt, &interned);
         if (first)
-                pbw_varint(pkt, 13, 1); /* sequence_flags: SEQ_INCREMENTAL_STATE_CLEARED */
+                TracePacket_set_sequence_flags(pkt, TracePacket_SEQ_INCREMENTAL_STATE_CLEARED);
         s->kt->written = s->kt->n;
 }
 
 /* The bundle goes out as TracePacket { ftrace_events { cpu, event...,
- * compact_sched, lost_events } }, assembled in one pass into a buffer kept
- * from one bundle to the next. */
+ * compact_sched, lost_events } }, written straight into the writer's
+ * shared memory; its events were encoded into s->bundle as they were
+ * read. */
 static void bundle_emit(struct ftrace_session *s) {
         if (s->bundle_events == 0 && !s->lost_pending)
                 return;
-        size_t compact = compact_size(s);
-        size_t inner = 1 + pbw_varint_size((uint64_t) s->bundle_cpu) + s->bundle.len +
-                       (compact ? 1 + pbw_varint_size(compact) + compact : 0) + (s->lost_pending ? 2 : 0);
-        struct pbw *pkt = &s->packet;
-        pbw_reset(pkt);
-        pbw_tag(pkt, 1, 2); /* TracePacket.ftrace_events */
-        pbw_raw_varint(pkt, inner);
-        pbw_varint(pkt, 1, (uint64_t) s->bundle_cpu);
-        pbw_raw(pkt, s->bundle.buf, s->bundle.len);
-        compact_write(s, pkt, compact);
-        if (s->lost_pending)
-                pbw_varint(pkt, 3, 1);
-        ksyms_append(s, pkt);
-        if (!pkt->error)
-                (void) s->pl->api->write_packet(s->writer, pkt->buf, pkt->len);
-        pbw_reset(&s->bundle);
+        const struct traced_host_api *api = s->pl->api;
+        TracePacket pkt;
+        if (api->begin_packet(s->writer, &pkt.msg) >= 0) {
+                FtraceEventBundle b;
+                TracePacket_begin_ftrace_events(&pkt, &b);
+                FtraceEventBundle_set_cpu(&b, (uint32_t) s->bundle_cpu);
+                traced_pb_msg_append_raw(&b.msg, pb_buf_data(&s->bundle), pb_buf_len(&s->bundle));
+                compact_write(s, &b);
+                if (s->lost_pending)
+                        FtraceEventBundle_set_lost_events(&b, true);
+                TracePacket_end_ftrace_events(&pkt, &b);
+                ksyms_append(s, &pkt);
+                (void) api->end_packet(s->writer, &pkt.msg);
+        }
+        if (s->compact)
+                compact_reset(s);
+        bundle_reset(s);
         s->bundle_events = 0;
         s->lost_pending = false;
 }
@@ -360,10 +369,10 @@ static void on_record(uint64_t ts, const uint8_t *data, size_t len, void *userda
                 kaddr_reset(s->kt);
         }
         if (!(s->compact && compact_add(s, f, ts, data, len)))
-                ftrace_encode_event_ksyms(&s->bundle, f, ts, data, len, s->kt);
+                ftrace_encode_event_ksyms(&s->bundle_msg, f, ts, data, len, s->kt);
         s->bundle_events++;
         s->events++;
-        if (s->bundle.len + s->sw_ts.len * 4 >= BUNDLE_FLUSH_BYTES || s->n_intern >= MAX_INTERN - 1)
+        if (pb_buf_len(&s->bundle) + pb_buf_len(&s->sw_ts) * 4 >= BUNDLE_FLUSH_BYTES || s->n_intern >= MAX_INTERN - 1)
                 bundle_emit(s);
 }
 
@@ -575,14 +584,11 @@ void ftrace_drain_free(struct ftrace_session *s) {
         s->splice_pipe[1] = safe_close(s->splice_pipe[1]);
         free(s->readers);
         s->readers = NULL;
-        struct pbw *cols[N_COLUMNS];
-        uint32_t fields[N_COLUMNS];
-        compact_columns(s, fields, cols);
+        struct pb_buf *cols[N_COLUMNS];
+        compact_columns(s, cols);
         for (size_t i = 0; i < N_COLUMNS; i++)
-                pbw_done(cols[i]);
-        pbw_done(&s->bundle);
-        pbw_done(&s->packet);
-        pbw_done(&s->interned);
+                pb_buf_done(cols[i]);
+        pb_buf_done(&s->bundle);
         free(s->intern);
         free(s->kt);
 }

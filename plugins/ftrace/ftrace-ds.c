@@ -482,7 +482,7 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 ftrace_session_free(s);
                 return r;
         }
-        ftrace_stats_emit(s, 1); /* START_OF_TRACE */
+        ftrace_stats_emit(s, FtraceStats_START_OF_TRACE);
         r = ftrace_session_write(s, "tracing_on", "1");
         if (r < 0) {
                 ftrace_session_free(s);
@@ -521,7 +521,7 @@ void ftrace_session_stop(struct plugin *pl, uint64_t instance_id) {
                 return;
         (void) ftrace_session_write(s, "tracing_on", "0");
         ftrace_drain(s, true);
-        ftrace_stats_emit(s, 2); /* END_OF_TRACE */
+        ftrace_stats_emit(s, FtraceStats_END_OF_TRACE);
         plugin_log(pl, TRACED_LOG_INFO, "linux.ftrace instance %llu stopped: %llu events, %llu pages, %llu lost",
                    (unsigned long long) instance_id, (unsigned long long) s->events, (unsigned long long) s->pages,
                    (unsigned long long) s->lost);

@@ -12,7 +12,9 @@
 #include <stdint.h>
 
 #include "basic/pbr.h"
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
+#include "traced/pbzero/perfetto/trace/ftrace/ftrace_event_bundle.pbw.h"
+#include "traced/pbzero/perfetto/trace/ftrace/ftrace_stats.pbw.h"
 #include "format.h"
 #include "ftrace-ds.h"
 #include "ring-map.h"
@@ -93,9 +95,9 @@ struct ftrace_session {
         uint8_t *page;
         size_t page_size;
         struct traced_source *timer;
-        /* the bundle being built */
-        struct pbw bundle;
-        struct pbw packet; /* kept between bundles */
+        /* the events of the bundle being built */
+        struct pb_buf bundle;
+        FtraceEventBundle bundle_msg;
         int bundle_cpu;
         size_t bundle_events;
         int16_t by_id[ID_SLOTS]; /* index into formats, -1: free */
@@ -109,8 +111,8 @@ struct ftrace_session {
         const struct format_field *sw_next_comm, *sw_prev_state, *sw_next_pid, *sw_next_prio;
         const struct format_field *wk_comm_f, *wk_pid_f, *wk_cpu_f, *wk_prio_f;
         int16_t intern_slots[INTERN_SLOTS]; /* index into intern, -1: free */
-        struct pbw sw_ts, sw_state, sw_pid, sw_prio, sw_comm;
-        struct pbw wk_ts, wk_pid, wk_cpu, wk_prio, wk_comm, wk_flags;
+        struct pb_buf sw_ts, sw_state, sw_pid, sw_prio, sw_comm;
+        struct pb_buf wk_ts, wk_pid, wk_cpu, wk_prio, wk_comm, wk_flags;
         uint64_t sw_last_ts, wk_last_ts;
         char (*intern)[16];
         size_t n_intern;
@@ -119,7 +121,6 @@ struct ftrace_session {
         /* symbolize_ksyms: kernel addresses of this drain, as iids */
         struct ksyms *ksyms;
         struct kaddr_table *kt;
-        struct pbw interned;
         /* A record whose event id has no format yet: asked for one (NULL:
          * the record is skipped). linux.frozen_ftrace loads formats so. */
         struct event_format *(*format_miss)(void *userdata, uint16_t id);
@@ -177,6 +178,6 @@ void ftrace_drain_free(struct ftrace_session *s);
 /* ftrace-stats.c */
 /* An event the config named that is unknown (-ENOENT) or failed to enable. */
 void ftrace_stats_note_event(struct ftrace_session *s, const char *spec, int error);
-/* phase: FtraceStats.Phase (1 start of trace, 2 end of trace). */
-void ftrace_stats_emit(struct ftrace_session *s, unsigned phase);
+/* The FtraceStats packet of the start (or end) of the trace. */
+void ftrace_stats_emit(struct ftrace_session *s, FtraceStats_Phase phase);
 void ftrace_stats_free(struct ftrace_session *s);

@@ -10,6 +10,7 @@
 
 #include "basic/macro.h"
 #include "ftrace-session.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 #include "tracefs.h"
 
 static void note(char **list, size_t *n, const char *spec) {
@@ -31,64 +32,83 @@ void ftrace_stats_free(struct ftrace_session *s) {
                 free(s->failed_events[i]);
 }
 
+/* The number after key in a per-CPU stats file's text. */
+static bool stat_u64(const char *text, const char *key, uint64_t *ret) {
+        const char *at = strstr(text, key);
+        if (!at)
+                return false;
+        *ret = strtoull(at + strlen(key), NULL, 10);
+        return true;
+}
+
+static bool stat_double(const char *text, const char *key, double *ret) {
+        const char *at = strstr(text, key);
+        if (!at)
+                return false;
+        *ret = strtod(at + strlen(key), NULL);
+        return true;
+}
+
+static void cpu_stats(struct ftrace_session *s, int cpu, const char *text, FtraceStats *st) {
+        FtraceCpuStats c;
+        uint64_t v;
+        double d;
+        FtraceStats_begin_cpu_stats(st, &c);
+        FtraceCpuStats_set_cpu(&c, (uint64_t) cpu);
+        if (stat_u64(text, "entries:", &v))
+                FtraceCpuStats_set_entries(&c, v);
+        if (stat_u64(text, "overrun:", &v))
+                FtraceCpuStats_set_overrun(&c, v);
+        if (stat_u64(text, "commit overrun:", &v))
+                FtraceCpuStats_set_commit_overrun(&c, v);
+        if (stat_u64(text, "bytes:", &v))
+                FtraceCpuStats_set_bytes_read(&c, v);
+        if (stat_double(text, "oldest event ts:", &d))
+                FtraceCpuStats_set_oldest_event_ts(&c, d);
+        if (stat_double(text, "now ts:", &d))
+                FtraceCpuStats_set_now_ts(&c, d);
+        if (stat_u64(text, "dropped events:", &v))
+                FtraceCpuStats_set_dropped_events(&c, v);
+        if (stat_u64(text, "read events:", &v))
+                FtraceCpuStats_set_read_events(&c, v);
+        if (s->cpu_fds && s->cpu_fds[cpu] >= 0)
+                FtraceCpuStats_set_traced_reader(&c, (FtraceCpuStats_TracedReader) ftrace_drain_reader(s, cpu));
+        FtraceStats_end_cpu_stats(st, &c);
+}
+
 /* An FtraceStats packet (TracePacket.ftrace_stats): the kernel's per-CPU
  * counters of our instance, at the start and at the end of the trace, so
  * overruns and drops are visible in the trace itself. */
-void ftrace_stats_emit(struct ftrace_session *s, unsigned phase) {
-        struct pbw st = {}, pkt = {};
-        pbw_varint(&st, 1, phase);
+void ftrace_stats_emit(struct ftrace_session *s, FtraceStats_Phase phase) {
+        const struct traced_host_api *api = s->pl->api;
+        TracePacket pkt;
+        FtraceStats st;
+        if (api->begin_packet(s->writer, &pkt.msg) < 0)
+                return;
+        TracePacket_begin_ftrace_stats(&pkt, &st);
+        FtraceStats_set_phase(&st, phase);
         for (int cpu = 0; cpu < s->n_cpus; cpu++) {
                 char rel[64], text[1024];
                 snprintf(rel, sizeof(rel), "per_cpu/cpu%d/stats", cpu);
-                if (tracefs_read(s->root, rel, text, sizeof(text)) < 0)
-                        continue;
-                static const struct {
-                        const char *key;
-                        uint32_t field;
-                        bool is_double;
-                } keys[] = {
-                        {"entries:", 2, false},        {"overrun:", 3, false},        {"commit overrun:", 4, false},
-                        {"bytes:", 5, false},          {"oldest event ts:", 6, true}, {"now ts:", 7, true},
-                        {"dropped events:", 8, false}, {"read events:", 9, false},
-                };
-                struct pbw c = {};
-                pbw_varint(&c, 1, (uint64_t) cpu);
-                for (size_t k = 0; k < ELEMENTSOF(keys); k++) {
-                        const char *at = strstr(text, keys[k].key);
-                        if (!at)
-                                continue;
-                        at += strlen(keys[k].key);
-                        if (keys[k].is_double) {
-                                double d = strtod(at, NULL);
-                                uint64_t bits;
-                                memcpy(&bits, &d, 8);
-                                pbw_fixed64(&c, keys[k].field, bits);
-                        } else
-                                pbw_varint(&c, keys[k].field, strtoull(at, NULL, 10));
-                }
-                if (s->cpu_fds && s->cpu_fds[cpu] >= 0) /* traced_reader */
-                        pbw_varint(&c, 1000, ftrace_drain_reader(s, cpu));
-                pbw_message(&st, 2, &c);
-                pbw_done(&c);
+                if (tracefs_read(s->root, rel, text, sizeof(text)) >= 0)
+                        cpu_stats(s, cpu, text, &st);
         }
         if (s->ksyms) {
-                pbw_varint(&st, 3, ksyms_count(s->ksyms));                        /* kernel_symbols_parsed */
-                pbw_varint(&st, 4, (ksyms_memory_bytes(s->ksyms) + 1023) / 1024); /* kernel_symbols_mem_kb */
+                FtraceStats_set_kernel_symbols_parsed(&st, (uint32_t) ksyms_count(s->ksyms));
+                FtraceStats_set_kernel_symbols_mem_kb(&st, (uint32_t) ((ksyms_memory_bytes(s->ksyms) + 1023) / 1024));
         }
         if (s->atrace_error)
-                pbw_string(&st, 5, s->atrace_error);
+                FtraceStats_set_atrace_errors(&st, s->atrace_error);
         for (size_t i = 0; i < s->n_unknown; i++)
-                pbw_string(&st, 6, s->unknown_events[i]);
+                FtraceStats_add_unknown_ftrace_events(&st, s->unknown_events[i]);
         for (size_t i = 0; i < s->n_failed; i++)
-                pbw_string(&st, 7, s->failed_events[i]);
+                FtraceStats_add_failed_ftrace_events(&st, s->failed_events[i]);
         if (s->preserve_buffer)
-                pbw_varint(&st, 8, 1);
+                FtraceStats_set_preserve_ftrace_buffer(&st, true);
+        /* Page statuses are FtraceParseStatus values. */
         for (unsigned e = 0; e < 32; e++)
                 if (s->parse_errors & (1u << e))
-                        pbw_varint(&st, 9, e); /* ftrace_parse_errors */
-        pbw_message(&pkt, 34, &st);
-        if (!pkt.error)
-                (void) s->pl->api->write_packet(s->writer, pkt.buf, pkt.len);
-        pbw_done(&st);
-        pbw_done(&pkt);
+                        FtraceStats_add_ftrace_parse_errors(&st, (FtraceParseStatus) e);
+        TracePacket_end_ftrace_stats(&pkt, &st);
+        (void) api->end_packet(s->writer, &pkt.msg);
 }

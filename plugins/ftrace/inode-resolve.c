@@ -10,10 +10,11 @@
 
 #include "basic/alloc.h"
 #include "basic/hashmap.h"
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
 #include "inode-mounts.h"
 #include "inode-resolve.h"
 #include "inode-scan.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 /* A device's entries go out once they reach this size, without waiting
  * for the end of the drain or batch. */
@@ -25,7 +26,7 @@ struct inode_dev {
         char **mounts;
         size_t n_mounts;
         bool scan_allowed;
-        struct pbw entries; /* InodeFileMap.entries, serialized */
+        struct pb_buf entries; /* InodeFileMap.entries, serialized */
 };
 
 struct inode_resolver {
@@ -39,7 +40,7 @@ struct inode_resolver {
         struct inode_dev *last; /* of the last note: events come in runs */
         size_t n_wanted, n_scanning;
         struct inode_scan *scan;
-        struct pbw entry, msg, packet;
+        struct pb_buf packet;
         struct inode_resolver_stats stats;
 };
 
@@ -72,12 +73,10 @@ void inode_resolver_free(struct inode_resolver *r) {
                 hashmap_clear(&d->wanted);
                 hashmap_clear(&d->scanning);
                 inode_mounts_free(d->mounts, d->n_mounts);
-                pbw_done(&d->entries);
+                pb_buf_done(&d->entries);
         }
         free(r->devs);
-        pbw_done(&r->entry);
-        pbw_done(&r->msg);
-        pbw_done(&r->packet);
+        pb_buf_done(&r->packet);
         inode_config_done(&r->cfg);
         free(r->mountinfo);
         free(r);
@@ -129,28 +128,35 @@ static struct inode_dev *dev_get(struct inode_resolver *r, uint64_t dev) {
 }
 
 static void emit_dev(struct inode_resolver *r, struct inode_dev *d) {
-        if (d->entries.len == 0)
+        if (pb_buf_len(&d->entries) == 0)
                 return;
-        pbw_reset(&r->msg);
-        pbw_varint(&r->msg, 1, d->dev); /* block_device_id */
+        TracePacket pkt;
+        InodeFileMap map;
+        pb_buf_reset(&r->packet);
+        TracePacket_init(&pkt, pb_buf_stream(&r->packet));
+        TracePacket_begin_inode_file_map(&pkt, &map);
+        InodeFileMap_set_block_device_id(&map, d->dev);
         for (size_t i = 0; i < d->n_mounts; i++)
-                pbw_string(&r->msg, 2, d->mounts[i]); /* mount_points */
-        pbw_raw(&r->msg, d->entries.buf, d->entries.len);
-        pbw_reset(&r->packet);
-        pbw_message(&r->packet, 4, &r->msg); /* TracePacket.inode_file_map */
-        if (!r->packet.error && !r->msg.error && !d->entries.error)
-                r->fn(r->packet.buf, r->packet.len, r->userdata);
-        pbw_reset(&d->entries);
-        d->entries.error = 0;
+                InodeFileMap_add_mount_points(&map, d->mounts[i]);
+        traced_pb_msg_append_raw(&map.msg, pb_buf_data(&d->entries), pb_buf_len(&d->entries));
+        TracePacket_end_inode_file_map(&pkt, &map);
+        if (traced_pb_msg_finish(&pkt.msg) >= 0 && pb_buf_error(&d->entries) == 0)
+                r->fn(pb_buf_data(&r->packet), pb_buf_len(&r->packet), r->userdata);
+        pb_buf_reset(&d->entries);
 }
 
-static void add_entry(struct inode_resolver *r, struct inode_dev *d, uint64_t ino, const char *path, unsigned type) {
-        pbw_reset(&r->entry);
-        pbw_varint(&r->entry, 1, ino);  /* inode_number */
-        pbw_string(&r->entry, 2, path); /* paths */
-        pbw_varint(&r->entry, 3, type); /* type */
-        pbw_message(&d->entries, 3, &r->entry);
-        if (d->entries.len >= PACKET_FLUSH_BYTES)
+static void add_entry(struct inode_resolver *r, struct inode_dev *d, uint64_t ino, const char *path,
+                      InodeFileMap_Entry_Type type) {
+        /* The entries are InodeFileMap fields, appended to what is there. */
+        InodeFileMap map;
+        InodeFileMap_Entry e;
+        InodeFileMap_init(&map, pb_buf_stream(&d->entries));
+        InodeFileMap_begin_entries(&map, &e);
+        InodeFileMap_Entry_set_inode_number(&e, ino);
+        InodeFileMap_Entry_add_paths(&e, path);
+        InodeFileMap_Entry_set_type(&e, type);
+        InodeFileMap_end_entries(&map, &e);
+        if (pb_buf_len(&d->entries) >= PACKET_FLUSH_BYTES)
                 emit_dev(r, d);
 }
 

@@ -18,9 +18,10 @@
 #include "basic/hashmap.h"
 #include "basic/macro.h"
 #include "basic/pbr.h"
-#include "basic/pbw.h"
 #include "ftrace-ds.h"
 #include "proc.h"
+#include "traced/pbzero/perfetto/config/data_source_config.pbw.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 #define PROCESSES_PER_PACKET 200
 #define MIN_POLL_MS 100u
@@ -83,65 +84,113 @@ static bool seen_has(const struct ps_session *ps, int32_t pid) {
         return hashmap_get(&ps->seen, pid_key(pid), NULL);
 }
 
-static void emit(struct ps_session *ps, uint32_t field, struct pbw *body) {
-        struct pbw pkt = {};
-        pbw_varint(body, field == 2 ? 3 : 2, boottime_ns()); /* collection_end_timestamp */
-        pbw_varint(&pkt, 8, boottime_ns());
-        if (ps->cleared) {
-                /* TracePacket.sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED:
-                 * what follows stands without the packets before it (a
-                 * rotating session starts its next file here). */
-                pbw_varint(&pkt, 13, 1);
-                ps->cleared = false;
+/* A packet of ProcessTree (or ProcessStats) being written, of up to
+ * PROCESSES_PER_PACKET processes: begun with its first entry, straight
+ * into the writer's shared memory. */
+struct batch {
+        struct ps_session *ps;
+        bool stats; /* ProcessStats, else ProcessTree */
+        bool open;
+        bool refused; /* the writer refused it: its processes are left out */
+        unsigned n;   /* processes in it */
+        TracePacket pkt;
+        ProcessTree tree;
+        ProcessStats st;
+};
+
+/* Whether the batch's packet is open (begun now if needed). */
+static bool batch_open(struct batch *b) {
+        if (b->open)
+                return true;
+        if (b->refused || b->ps->pl->api->begin_packet(b->ps->writer, &b->pkt.msg) < 0) {
+                b->refused = true;
+                return false;
         }
-        pbw_message(&pkt, field, body); /* TracePacket.process_tree (2) / process_stats (9) */
-        if (!pkt.error)
-                (void) ps->pl->api->write_packet(ps->writer, pkt.buf, pkt.len);
-        pbw_done(&pkt);
-        pbw_reset(body);
+        if (b->ps->cleared) {
+                /* What follows stands without the packets before it (a
+                 * rotating session starts its next file here). */
+                TracePacket_set_sequence_flags(&b->pkt, TracePacket_SEQ_INCREMENTAL_STATE_CLEARED);
+                b->ps->cleared = false;
+        }
+        if (b->stats)
+                TracePacket_begin_process_stats(&b->pkt, &b->st);
+        else
+                TracePacket_begin_process_tree(&b->pkt, &b->tree);
+        b->open = true;
+        return true;
+}
+
+static void batch_close(struct batch *b) {
+        b->refused = false;
+        if (!b->open) {
+                b->n = 0;
+                return;
+        }
+        uint64_t now = boottime_ns();
+        if (b->stats) {
+                ProcessStats_set_collection_end_timestamp(&b->st, now);
+                TracePacket_end_process_stats(&b->pkt, &b->st);
+        } else {
+                ProcessTree_set_collection_end_timestamp(&b->tree, now);
+                TracePacket_end_process_tree(&b->pkt, &b->tree);
+        }
+        TracePacket_set_timestamp(&b->pkt, now);
+        (void) b->ps->pl->api->end_packet(b->ps->writer, &b->pkt.msg);
+        b->open = false;
+        b->n = 0;
+}
+
+/* A process more in the batch: the packet goes when it holds enough. */
+static void batch_count(struct batch *b) {
+        if (++b->n >= PROCESSES_PER_PACKET)
+                batch_close(b);
 }
 
 /* ProcessTree.Process of pid. */
-static void add_process(struct pbw *tree, int pid, const struct proc_status *st) {
+static void add_process(struct batch *b, int pid, const struct proc_status *st) {
         char buf[4096];
-        struct pbw proc = {};
-        pbw_varint(&proc, 1, (uint64_t) pid);
-        pbw_varint(&proc, 2, (uint64_t) (st->ppid >= 0 ? st->ppid : 0));
+        ProcessTree_Process proc;
+        if (!batch_open(b))
+                return;
+        ProcessTree_begin_processes(&b->tree, &proc);
+        ProcessTree_Process_set_pid(&proc, pid);
+        ProcessTree_Process_set_ppid(&proc, st->ppid >= 0 ? st->ppid : 0);
         ssize_t n = proc_read_cmdline("/proc", pid, buf, sizeof(buf));
         if (n > 0) {
                 for (ssize_t off = 0; off < n;) {
                         size_t l = strnlen(buf + off, (size_t) (n - off));
-                        pbw_bytes(&proc, 3, buf + off, l);
+                        ProcessTree_Process_add_cmdline_n(&proc, buf + off, l);
                         off += (ssize_t) l + 1;
                 }
         } else {
                 /* Kernel threads have no cmdline: the comm stands in. */
-                pbw_string(&proc, 3, st->name);
-                pbw_varint(&proc, 9, 1); /* cmdline_is_comm */
+                ProcessTree_Process_add_cmdline(&proc, st->name);
+                ProcessTree_Process_set_cmdline_is_comm(&proc, true);
         }
         if (st->uid >= 0)
-                pbw_varint(&proc, 5, (uint64_t) st->uid);
-        pbw_message(tree, 1, &proc);
-        pbw_done(&proc);
+                ProcessTree_Process_set_uid(&proc, st->uid);
+        ProcessTree_end_processes(&b->tree, &proc);
 }
 
-static void add_thread(struct pbw *tree, int tid, int tgid, const char *name) {
-        struct pbw th = {};
-        pbw_varint(&th, 1, (uint64_t) tid);
+static void add_thread(struct batch *b, int tid, int tgid, const char *name) {
+        ProcessTree_Thread th;
+        if (!batch_open(b))
+                return;
+        ProcessTree_begin_threads(&b->tree, &th);
+        ProcessTree_Thread_set_tid(&th, tid);
         if (name)
-                pbw_string(&th, 2, name);
-        pbw_varint(&th, 3, (uint64_t) tgid);
-        pbw_message(tree, 2, &th);
-        pbw_done(&th);
+                ProcessTree_Thread_set_name(&th, name);
+        ProcessTree_Thread_set_tgid(&th, tgid);
+        ProcessTree_end_threads(&b->tree, &th);
 }
 
 /* Describes a process and all its threads. */
-static void describe_process(struct ps_session *ps, struct pbw *tree, int pid) {
+static void describe_process(struct ps_session *ps, struct batch *b, int pid) {
         struct proc_status st;
         if (proc_read_status("/proc", pid, &st) < 0)
                 return; /* gone meanwhile */
         seen_insert(ps, pid);
-        add_process(tree, pid, &st);
+        add_process(b, pid, &st);
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/task", pid);
         DIR *t = opendir(path);
@@ -153,7 +202,7 @@ static void describe_process(struct ps_session *ps, struct pbw *tree, int pid) {
                 struct proc_status ts;
                 seen_insert(ps, tid);
                 if (proc_read_status(path, tid, &ts) == 0)
-                        add_thread(tree, tid, pid, ts.name);
+                        add_thread(b, tid, pid, ts.name);
         }
         if (t)
                 closedir(t);
@@ -164,22 +213,16 @@ static void scan_all_processes(struct ps_session *ps) {
         DIR *d = opendir("/proc");
         if (!d)
                 return;
-        struct pbw tree = {};
-        unsigned in_packet = 0;
+        struct batch b = { .ps = ps };
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (!isdigit((unsigned char) de->d_name[0]))
                         continue;
-                describe_process(ps, &tree, atoi(de->d_name));
-                if (++in_packet == PROCESSES_PER_PACKET) {
-                        emit(ps, 2, &tree);
-                        in_packet = 0;
-                }
+                describe_process(ps, &b, atoi(de->d_name));
+                batch_count(&b);
         }
         closedir(d);
-        if (in_packet)
-                emit(ps, 2, &tree);
-        pbw_done(&tree);
+        batch_close(&b);
 }
 
 void process_stats_note_pid(struct ps_session *ps, int32_t pid) {
@@ -203,31 +246,24 @@ void process_stats_redescribe(struct ps_session *ps, int32_t pid) {
 void process_stats_resolve_pending(struct ps_session *ps) {
         if (!ps || ps->n_pending == 0)
                 return;
-        struct pbw tree = {};
-        unsigned in_packet = 0;
+        struct batch b = { .ps = ps };
         for (size_t i = 0; i < ps->n_pending; i++) {
                 int tid = ps->pending[i];
                 struct proc_status st;
                 if (proc_read_status("/proc", tid, &st) < 0)
                         continue; /* exited already */
                 if (st.tgid != tid && !seen_has(ps, st.tgid)) {
-                        describe_process(ps, &tree, st.tgid);
-                        in_packet++;
+                        describe_process(ps, &b, st.tgid);
+                        batch_count(&b);
                 } else if (st.tgid == tid) {
-                        add_process(&tree, tid, &st);
-                        add_thread(&tree, tid, tid, st.name);
+                        add_process(&b, tid, &st);
+                        add_thread(&b, tid, tid, st.name);
                         ps->described++;
-                        in_packet++;
+                        batch_count(&b);
                 } else
-                        add_thread(&tree, tid, st.tgid, st.name);
-                if (in_packet >= PROCESSES_PER_PACKET) {
-                        emit(ps, 2, &tree);
-                        in_packet = 0;
-                }
+                        add_thread(&b, tid, st.tgid, st.name);
         }
-        if (tree.len)
-                emit(ps, 2, &tree);
-        pbw_done(&tree);
+        batch_close(&b);
         ps->n_pending = 0;
 }
 
@@ -239,9 +275,16 @@ static struct cached_counters *cache_slot(struct ps_session *ps, int32_t pid) {
         return NULL;
 }
 
-/* ProcessStats.Process field numbers of the counters, in order:
- * vm_size .. vm_hwm (kB), oom_score_adj, runtime_user/kernel_mode (ns). */
-static const uint32_t counter_field[COUNTERS] = { 2, 3, 4, 5, 6, 7, 8, 9, 10, 21, 22 };
+/* The counters, in order: vm_size .. vm_hwm (kB), oom_score_adj,
+ * runtime_user/kernel_mode (ns): their ProcessStats.Process fields. */
+static const uint32_t counter_field[COUNTERS] = {
+        ProcessStats_Process_FIELD_vm_size_kb,      ProcessStats_Process_FIELD_vm_rss_kb,
+        ProcessStats_Process_FIELD_rss_anon_kb,     ProcessStats_Process_FIELD_rss_file_kb,
+        ProcessStats_Process_FIELD_rss_shmem_kb,    ProcessStats_Process_FIELD_vm_swap_kb,
+        ProcessStats_Process_FIELD_vm_locked_kb,    ProcessStats_Process_FIELD_vm_hwm_kb,
+        ProcessStats_Process_FIELD_oom_score_adj,   ProcessStats_Process_FIELD_runtime_user_mode,
+        ProcessStats_Process_FIELD_runtime_kernel_mode,
+};
 
 /* ProcessStats of every process (at most MAX_POLL_PROCESSES). */
 static void poll_stats(struct ps_session *ps) {
@@ -250,8 +293,8 @@ static void poll_stats(struct ps_session *ps) {
                 return;
         if (ps->cache && ps->polls % ps->ttl_polls == 0)
                 memset(ps->cache, 0, CACHE_SLOTS * sizeof(*ps->cache));
-        struct pbw stats = {};
-        unsigned in_packet = 0, total = 0;
+        struct batch b = { .ps = ps, .stats = true };
+        unsigned total = 0;
         struct dirent *de;
         while (total < MAX_POLL_PROCESSES && (de = readdir(d))) {
                 if (!isdigit((unsigned char) de->d_name[0]))
@@ -281,26 +324,25 @@ static void poll_stats(struct ps_session *ps) {
                         c.has |= 3u << 9;
                 }
                 struct cached_counters *prev = ps->cache ? cache_slot(ps, pid) : NULL;
-                struct pbw p = {};
-                pbw_varint(&p, 1, (uint64_t) pid);
-                for (unsigned i = 0; i < COUNTERS; i++)
-                        if ((c.has & (1u << i)) &&
-                            !(prev && prev->pid == pid && (prev->has & (1u << i)) && prev->v[i] == c.v[i]))
-                                pbw_varint(&p, counter_field[i], c.v[i]);
+                if (batch_open(&b)) {
+                        ProcessStats_Process p;
+                        ProcessStats_begin_processes(&b.st, &p);
+                        ProcessStats_Process_set_pid(&p, pid);
+                        /* All of them varints (oom_score_adj an int64,
+                         * kept in two's complement). */
+                        for (unsigned i = 0; i < COUNTERS; i++)
+                                if ((c.has & (1u << i)) &&
+                                    !(prev && prev->pid == pid && (prev->has & (1u << i)) && prev->v[i] == c.v[i]))
+                                        traced_pb_msg_varint(&p.msg, counter_field[i], c.v[i]);
+                        ProcessStats_end_processes(&b.st, &p);
+                }
                 if (prev)
                         *prev = c;
-                pbw_message(&stats, 1, &p);
-                pbw_done(&p);
                 total++;
-                if (++in_packet == PROCESSES_PER_PACKET) {
-                        emit(ps, 9, &stats);
-                        in_packet = 0;
-                }
+                batch_count(&b);
         }
         closedir(d);
-        if (in_packet)
-                emit(ps, 9, &stats);
-        pbw_done(&stats);
+        batch_close(&b);
         ps->polls++;
 }
 
@@ -340,22 +382,24 @@ int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *
         ps->ticks_per_sec = sysconf(_SC_CLK_TCK) > 0 ? sysconf(_SC_CLK_TCK) : 100;
         bool scan_all = false;
         uint64_t ttl_ms = 0;
-        if (pbr_get(config, size, 4, false, &f) && f.wire_type == 0)
+        if (pbr_get(config, size, DataSourceConfig_FIELD_tracing_session_id, false, &f) && f.wire_type == 0)
                 ps->tracing_session_id = f.varint;
-        if (pbr_get(config, size, 103, false, &pc) && pc.wire_type == 2) { /* process_stats_config */
+        if (pbr_get(config, size, DataSourceConfig_FIELD_process_stats_config, false, &pc) && pc.wire_type == 2) {
                 size_t pos = 0;
                 while (pbr_next(pc.data, pc.len, &pos, &f) > 0) {
-                        if (f.number == 1 && f.wire_type == 0 && f.varint == 2) /* DISABLE_ON_DEMAND */
+                        if (f.number == ProcessStatsConfig_FIELD_quirks && f.wire_type == 0 &&
+                            f.varint == ProcessStatsConfig_DISABLE_ON_DEMAND)
                                 ps->on_demand = false;
-                        else if (f.number == 1 && f.wire_type == 2 && memchr(f.data, 2, f.len)) /* packed */
+                        else if (f.number == ProcessStatsConfig_FIELD_quirks && f.wire_type == 2 &&
+                                 memchr(f.data, ProcessStatsConfig_DISABLE_ON_DEMAND, f.len)) /* packed */
                                 ps->on_demand = false;
-                        else if (f.number == 6 && f.wire_type == 0)
+                        else if (f.number == ProcessStatsConfig_FIELD_proc_stats_cache_ttl_ms && f.wire_type == 0)
                                 ttl_ms = f.varint;
-                        else if (f.number == 2 && f.wire_type == 0)
+                        else if (f.number == ProcessStatsConfig_FIELD_scan_all_processes_on_start && f.wire_type == 0)
                                 scan_all = f.varint != 0;
-                        else if (f.number == 4 && f.wire_type == 0)
+                        else if (f.number == ProcessStatsConfig_FIELD_proc_stats_poll_ms && f.wire_type == 0)
                                 ps->poll_ms = f.varint > UINT32_MAX ? UINT32_MAX : (uint32_t) f.varint;
-                        else if (f.number == 12 && f.wire_type == 0)
+                        else if (f.number == ProcessStatsConfig_FIELD_record_process_runtime && f.wire_type == 0)
                                 ps->record_runtime = f.varint != 0;
                 }
         }

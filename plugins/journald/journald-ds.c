@@ -13,7 +13,8 @@
 
 #include <systemd/sd-journal.h>
 
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 #include "journald-config.h"
 #include "journald-ds.h"
 #include "journald-entry.h"
@@ -38,7 +39,7 @@ struct journald_session {
         struct traced_source *reopen;
         uint64_t from_usec;
         struct traced_writer *writer;
-        struct pbw ev, pkt;
+        struct pb_buf ev; /* an entry's event, read whole before it is written */
         uint64_t total, failed, before_boot, write_errors;
         int first_error;
 };
@@ -53,8 +54,22 @@ static void failed(struct journald_session *s, int r) {
                 s->first_error = r;
 }
 
-static int write_packet(struct journald_session *s) {
-        int r = s->pl->api->write_packet(s->writer, s->pkt.buf, s->pkt.len);
+/* Begins a packet at ts and its SystemdJournaldEvent, straight into the
+ * writer's shared memory. */
+static int begin_event(struct journald_session *s, uint64_t ts, TracePacket *pkt, SystemdJournaldEvent *ev) {
+        int r = s->pl->api->begin_packet(s->writer, &pkt->msg);
+        if (r < 0) {
+                s->write_errors++;
+                return r;
+        }
+        TracePacket_set_timestamp(pkt, ts);
+        TracePacket_begin_journald_event(pkt, ev);
+        return 0;
+}
+
+static int end_event(struct journald_session *s, TracePacket *pkt, SystemdJournaldEvent *ev) {
+        TracePacket_end_journald_event(pkt, ev);
+        int r = s->pl->api->end_packet(s->writer, &pkt->msg);
         if (r < 0)
                 s->write_errors++;
         return r;
@@ -72,6 +87,28 @@ static int get_field(void *userdata, const char *field, const void **ret, size_t
         *ret = (const char *) d + k + 1;
         *ret_len = n - k - 1;
         return 0;
+}
+
+/* The current entry of the journal, at ts. */
+static int write_entry(struct journald_session *s, uint64_t ts) {
+        SystemdJournaldEvent ev;
+        TracePacket pkt;
+        pb_buf_reset(&s->ev);
+        SystemdJournaldEvent_init(&ev, pb_buf_stream(&s->ev));
+        int r = journald_entry_encode(get_field, s->j, &ev);
+        if (r < 0)
+                return r;
+        r = s->pl->api->begin_packet(s->writer, &pkt.msg);
+        if (r < 0) {
+                s->write_errors++;
+                return r;
+        }
+        TracePacket_set_timestamp(&pkt, ts);
+        TracePacket_set_journald_event_serialized(&pkt, pb_buf_data(&s->ev), pb_buf_len(&s->ev));
+        r = s->pl->api->end_packet(s->writer, &pkt.msg);
+        if (r < 0)
+                s->write_errors++;
+        return r;
 }
 
 /* Writes up to limit entries; whether more may follow. */
@@ -94,9 +131,7 @@ static bool drain(struct journald_session *s, unsigned limit) {
                         s->before_boot++;
                         continue;
                 }
-                r = journald_entry_encode(get_field, s->j, ts, &s->ev, &s->pkt);
-                if (r >= 0)
-                        r = write_packet(s);
+                r = write_entry(s, ts);
                 if (r < 0)
                         failed(s, r);
                 else
@@ -144,16 +179,23 @@ static void drain_all(struct journald_session *s) {
 }
 
 static void write_stats(struct journald_session *s) {
-        if (journald_stats_encode(journald_boottime_now(), s->total, s->failed, &s->ev, &s->pkt) >= 0)
-                (void) write_packet(s);
+        TracePacket pkt;
+        SystemdJournaldEvent ev;
+        if (begin_event(s, journald_boottime_now(), &pkt, &ev) < 0)
+                return;
+        journald_stats_encode(&ev, s->total, s->failed);
+        (void) end_event(s, &pkt, &ev);
 }
 
 static void note(struct journald_session *s, const char *message) {
         plugin_log(s->pl, TRACED_LOG_WARNING, "%s instance %llu: %s", JOURNALD_DS_NAME,
                    (unsigned long long) s->inst.id, message);
-        if (journald_note_encode(journald_boottime_now(), LOG_NOTICE_PRIO, (uint32_t) getpid(), message, &s->ev,
-                                 &s->pkt) >= 0)
-                (void) write_packet(s);
+        TracePacket pkt;
+        SystemdJournaldEvent ev;
+        if (begin_event(s, journald_boottime_now(), &pkt, &ev) < 0)
+                return;
+        journald_note_encode(&ev, LOG_NOTICE_PRIO, (uint32_t) getpid(), message);
+        (void) end_event(s, &pkt, &ev);
 }
 
 static int add_matches(struct journald_session *s) {
@@ -231,8 +273,7 @@ static void session_free(struct journald_session *s) {
                 pl->api->remove_source(pl->host, s->reopen);
         if (s->writer)
                 pl->api->free_writer(s->writer);
-        pbw_done(&s->ev);
-        pbw_done(&s->pkt);
+        pb_buf_done(&s->ev);
         journald_config_done(&s->cfg);
         free(s);
 }

@@ -7,23 +7,24 @@
 #include "basic/macro.h"
 #include "journald-entry.h"
 
+/* The journal's fields, and the SystemdJournaldEvent fields they go in. */
 static const struct {
         const char *name;
         uint32_t number;
         bool is_number;
 } fields[] = {
-        { "_PID", JOURNALD_EV_PID, true },
-        { "_TID", JOURNALD_EV_TID, true },
-        { "_UID", JOURNALD_EV_UID, true },
-        { "_GID", JOURNALD_EV_GID, true },
-        { "PRIORITY", JOURNALD_EV_PRIO, true },
-        { "SYSLOG_IDENTIFIER", JOURNALD_EV_TAG, false },
-        { "MESSAGE", JOURNALD_EV_MESSAGE, false },
-        { "_COMM", JOURNALD_EV_COMM, false },
-        { "_EXE", JOURNALD_EV_EXE, false },
-        { "_SYSTEMD_UNIT", JOURNALD_EV_SYSTEMD_UNIT, false },
-        { "_HOSTNAME", JOURNALD_EV_HOSTNAME, false },
-        { "_TRANSPORT", JOURNALD_EV_TRANSPORT, false },
+        { "_PID", SystemdJournaldEvent_FIELD_pid, true },
+        { "_TID", SystemdJournaldEvent_FIELD_tid, true },
+        { "_UID", SystemdJournaldEvent_FIELD_uid, true },
+        { "_GID", SystemdJournaldEvent_FIELD_gid, true },
+        { "PRIORITY", SystemdJournaldEvent_FIELD_prio, true },
+        { "SYSLOG_IDENTIFIER", SystemdJournaldEvent_FIELD_tag, false },
+        { "MESSAGE", SystemdJournaldEvent_FIELD_message, false },
+        { "_COMM", SystemdJournaldEvent_FIELD_comm, false },
+        { "_EXE", SystemdJournaldEvent_FIELD_exe, false },
+        { "_SYSTEMD_UNIT", SystemdJournaldEvent_FIELD_systemd_unit, false },
+        { "_HOSTNAME", SystemdJournaldEvent_FIELD_hostname, false },
+        { "_TRANSPORT", SystemdJournaldEvent_FIELD_transport, false },
 };
 
 /* A decimal uint32 of the whole value, or false. */
@@ -42,15 +43,7 @@ static bool parse_u32(const char *s, size_t n, uint32_t *ret) {
         return true;
 }
 
-static int finish(uint64_t ts_ns, struct pbw *ev, struct pbw *pkt) {
-        pbw_reset(pkt);
-        pbw_varint(pkt, JOURNALD_TP_TIMESTAMP, ts_ns);
-        pbw_message(pkt, JOURNALD_TP_EVENT, ev);
-        return ev->error < 0 ? ev->error : pkt->error;
-}
-
-int journald_entry_encode(journald_field_fn get, void *userdata, uint64_t ts_ns, struct pbw *ev, struct pbw *pkt) {
-        pbw_reset(ev);
+int journald_entry_encode(journald_field_fn get, void *userdata, SystemdJournaldEvent *ev) {
         for (size_t i = 0; i < ELEMENTSOF(fields); i++) {
                 const void *v;
                 size_t n;
@@ -61,28 +54,23 @@ int journald_entry_encode(journald_field_fn get, void *userdata, uint64_t ts_ns,
                         return r;
                 uint32_t u;
                 if (!fields[i].is_number)
-                        pbw_bytes(ev, fields[i].number, v, n);
+                        traced_pb_msg_bytes(&ev->msg, fields[i].number, v, n);
                 else if (parse_u32(v, n, &u))
-                        pbw_varint(ev, fields[i].number, u);
+                        traced_pb_msg_varint(&ev->msg, fields[i].number, u);
         }
-        return finish(ts_ns, ev, pkt);
+        return ev->msg.stream->error;
 }
 
-int journald_stats_encode(uint64_t ts_ns, uint64_t total, uint64_t failed, struct pbw *ev, struct pbw *pkt) {
-        pbw_reset(ev);
-        pbw_varint(ev, JOURNALD_EV_NUM_TOTAL, total);
-        pbw_varint(ev, JOURNALD_EV_NUM_FAILED, failed);
-        return finish(ts_ns, ev, pkt);
+void journald_stats_encode(SystemdJournaldEvent *ev, uint64_t total, uint64_t failed) {
+        SystemdJournaldEvent_set_num_total(ev, total);
+        SystemdJournaldEvent_set_num_failed(ev, failed);
 }
 
-int journald_note_encode(uint64_t ts_ns, uint32_t prio, uint32_t pid, const char *message, struct pbw *ev,
-                         struct pbw *pkt) {
-        pbw_reset(ev);
-        pbw_varint(ev, JOURNALD_EV_PID, pid);
-        pbw_varint(ev, JOURNALD_EV_PRIO, prio);
-        pbw_string(ev, JOURNALD_EV_TAG, JOURNALD_NOTE_TAG);
-        pbw_string(ev, JOURNALD_EV_MESSAGE, message);
-        return finish(ts_ns, ev, pkt);
+void journald_note_encode(SystemdJournaldEvent *ev, uint32_t prio, uint32_t pid, const char *message) {
+        SystemdJournaldEvent_set_pid(ev, pid);
+        SystemdJournaldEvent_set_prio(ev, prio);
+        SystemdJournaldEvent_set_tag(ev, JOURNALD_NOTE_TAG);
+        SystemdJournaldEvent_set_message(ev, message);
 }
 
 static int64_t ns_of(clockid_t id) {

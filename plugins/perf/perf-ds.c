@@ -108,7 +108,6 @@ static void session_free(struct perf_session *s) {
         elf_cache_free(s->elves);
         ksyms_free(s->ksyms);
         intern_writer_free(s->iw);
-        pbw_done(&s->pkt);
         perf_config_done(&s->cfg);
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->done_cv);

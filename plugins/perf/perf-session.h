@@ -24,7 +24,6 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "basic/pbw.h"
 #include "perf-config.h"
 #include "perf-ds.h"
 #include "perf-queue.h"
@@ -122,7 +121,6 @@ struct perf_session {
         struct symbolizer sym;
         struct unwinder *unw;
         struct intern_writer *iw;
-        struct pbw pkt;
         uint64_t last_clear, last_reap, latest_time;
         struct frame_slot *frames;
         uint32_t epoch; /* bumped with every intern_clear */

@@ -15,6 +15,7 @@
 #include "profiling/intern.h"
 #include "profiling/procmaps.h"
 #include "profiling/unwind.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 #define MAX_FRAMES 256
 #define REAP_DELAY_NS (5ull * 1000000000ull)
@@ -29,28 +30,39 @@ static void writer_refused(struct perf_session *s, atomic_uint_fast64_t *counter
         atomic_compare_exchange_strong(&s->first_write_error, &none, r);
 }
 
-static void write_packet(struct perf_session *s) {
-        /* A packet that could not be built (no memory) is not written either. */
-        int r = s->pkt.error ? s->pkt.error : s->pl->api->write_packet(s->writer, s->pkt.buf, s->pkt.len);
+/* Begins a packet on the session's writer, straight into its shared
+ * memory: 0, or what the writer refused (counted). */
+static int packet_begin(struct perf_session *s, TracePacket *pkt) {
+        int r = s->pl->api->begin_packet(s->writer, &pkt->msg);
+        if (r < 0)
+                writer_refused(s, &s->write_errors, r);
+        return r;
+}
+
+static void packet_end(struct perf_session *s, TracePacket *pkt) {
+        int r = s->pl->api->end_packet(s->writer, &pkt->msg);
         if (r < 0)
                 writer_refused(s, &s->write_errors, r);
 }
 
-/* TracePacketDefaults, once per sequence and again after every clear. */
-static void begin_packet(struct perf_session *s) {
-        if (intern_packet_flags(s->iw) & SEQ_INCREMENTAL_STATE_CLEARED) {
-                struct pbw d = {}, psd = {};
-                pbw_reset(&s->pkt);
-                pbw_bytes(&psd, 1, s->cfg.timebase, s->cfg.timebase_size);
-                pbw_varint(&d, 58, s->cfg.clock_id);
-                pbw_message(&d, 12, &psd);
-                pbw_message(&s->pkt, 59, &d);
-                pbw_varint(&s->pkt, TRACE_PACKET_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
-                write_packet(s);
-                pbw_done(&d);
-                pbw_done(&psd);
-        }
-        pbw_reset(&s->pkt);
+/* TracePacketDefaults, once per sequence and again after every clear:
+ * before the packets that intern anything anew. */
+static void write_defaults(struct perf_session *s) {
+        if (!(intern_packet_flags(s->iw) & TracePacket_SEQ_INCREMENTAL_STATE_CLEARED))
+                return;
+        TracePacket pkt;
+        TracePacketDefaults d;
+        PerfSampleDefaults psd;
+        if (packet_begin(s, &pkt) < 0)
+                return;
+        TracePacket_begin_trace_packet_defaults(&pkt, &d);
+        TracePacketDefaults_set_timestamp_clock_id(&d, s->cfg.clock_id);
+        TracePacketDefaults_begin_perf_sample_defaults(&d, &psd);
+        PerfSampleDefaults_set_timebase_serialized(&psd, s->cfg.timebase, s->cfg.timebase_size);
+        TracePacketDefaults_end_perf_sample_defaults(&d, &psd);
+        TracePacket_end_trace_packet_defaults(&pkt, &d);
+        TracePacket_set_sequence_flags(&pkt, TracePacket_SEQ_INCREMENTAL_STATE_CLEARED);
+        packet_end(s, &pkt);
 }
 
 struct sample_out {
@@ -64,28 +76,32 @@ struct sample_out {
 };
 
 static void write_sample(struct perf_session *s, const struct sample_out *o) {
-        /* begin_packet already ran (interning may have happened after it). */
-        struct pbw ps = {};
-        pbw_varint(&ps, 1, o->cpu);
-        pbw_varint(&ps, 2, o->pid);
-        pbw_varint(&ps, 3, o->tid);
-        if (o->callstack_iid)
-                pbw_varint(&ps, 4, o->callstack_iid);
-        pbw_varint(&ps, 5, o->misc & PERF_RECORD_MISC_CPUMODE_MASK);
-        pbw_varint(&ps, 6, o->count);
-        if (o->has_unwind_error)
-                pbw_varint(&ps, 16, (uint64_t) o->unwind_error);
-        if (o->lost)
-                pbw_varint(&ps, 17, o->lost);
-        if (o->skip_reason)
-                pbw_varint(&ps, 18, (uint64_t) o->skip_reason);
+        /* write_defaults already ran (interning may have happened after it). */
+        TracePacket pkt;
+        PerfSample ps;
+        if (packet_begin(s, &pkt) < 0)
+                return;
         if (o->time)
-                pbw_varint(&s->pkt, 8, o->time);
-        intern_write_pending(s->iw, &s->pkt);
-        pbw_varint(&s->pkt, TRACE_PACKET_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-        pbw_message(&s->pkt, 66, &ps);
-        pbw_done(&ps);
-        write_packet(s);
+                TracePacket_set_timestamp(&pkt, o->time);
+        intern_write_pending(s->iw, &pkt);
+        TracePacket_set_sequence_flags(&pkt, TracePacket_SEQ_NEEDS_INCREMENTAL_STATE);
+        TracePacket_begin_perf_sample(&pkt, &ps);
+        PerfSample_set_cpu(&ps, o->cpu);
+        PerfSample_set_pid(&ps, o->pid);
+        PerfSample_set_tid(&ps, o->tid);
+        if (o->callstack_iid)
+                PerfSample_set_callstack_iid(&ps, o->callstack_iid);
+        /* perf's cpumode values are the proto's. */
+        PerfSample_set_cpu_mode(&ps, (Profiling_CpuMode) (o->misc & PERF_RECORD_MISC_CPUMODE_MASK));
+        PerfSample_set_timebase_count(&ps, o->count);
+        if (o->has_unwind_error)
+                PerfSample_set_unwind_error(&ps, (Profiling_StackUnwindError) o->unwind_error);
+        if (o->lost)
+                PerfSample_set_kernel_records_lost(&ps, o->lost);
+        if (o->skip_reason)
+                PerfSample_set_sample_skipped_reason(&ps, (PerfSample_SampleSkipReason) o->skip_reason);
+        TracePacket_end_perf_sample(&pkt, &ps);
+        packet_end(s, &pkt);
 }
 
 /* What PerfSample has no place for goes on counter tracks, one per kind
@@ -117,17 +133,20 @@ static void describe_counter_track(struct perf_session *s, enum counter_kind kin
         uint32_t *epoch = &s->track_epoch[(size_t) kind * MAX_CPUS + cpu];
         if (*epoch == s->epoch)
                 return;
-        struct pbw td = {}, counter = {};
+        TracePacket pkt;
+        TrackDescriptor td;
+        CounterDescriptor counter;
         char name[96];
         snprintf(name, sizeof(name), "%s (CPU %u)", counter_tracks[kind].name, cpu);
-        pbw_reset(&s->pkt);
-        pbw_varint(&td, 1, counter_track_uuid(s, kind, cpu));
-        pbw_bytes(&td, 2, name, strlen(name));
-        pbw_message(&td, 8, &counter); /* a counter track */
-        pbw_message(&s->pkt, 60, &td);
-        write_packet(s);
-        pbw_done(&td);
-        pbw_done(&counter);
+        if (packet_begin(s, &pkt) < 0)
+                return;
+        TracePacket_begin_track_descriptor(&pkt, &td);
+        TrackDescriptor_set_uuid(&td, counter_track_uuid(s, kind, cpu));
+        TrackDescriptor_set_name(&td, name);
+        TrackDescriptor_begin_counter(&td, &counter); /* a counter track */
+        TrackDescriptor_end_counter(&td, &counter);
+        TracePacket_end_track_descriptor(&pkt, &td);
+        packet_end(s, &pkt);
         *epoch = s->epoch;
 }
 
@@ -135,16 +154,18 @@ static void write_counter(struct perf_session *s, enum counter_kind kind, uint32
         if (cpu >= MAX_CPUS)
                 return;
         describe_counter_track(s, kind, cpu);
-        struct pbw te = {};
-        pbw_reset(&s->pkt);
-        pbw_varint(&te, 9, 4); /* TYPE_COUNTER */
-        pbw_varint(&te, 11, counter_track_uuid(s, kind, cpu));
-        pbw_varint(&te, 30, value);
-        pbw_varint(&s->pkt, 8, time);
-        pbw_varint(&s->pkt, 58, s->cfg.clock_id);
-        pbw_message(&s->pkt, 11, &te);
-        write_packet(s);
-        pbw_done(&te);
+        TracePacket pkt;
+        TrackEvent te;
+        if (packet_begin(s, &pkt) < 0)
+                return;
+        TracePacket_set_timestamp(&pkt, time);
+        TracePacket_set_timestamp_clock_id(&pkt, s->cfg.clock_id);
+        TracePacket_begin_track_event(&pkt, &te);
+        TrackEvent_set_type(&te, TrackEvent_TYPE_COUNTER);
+        TrackEvent_set_track_uuid(&te, counter_track_uuid(s, kind, cpu));
+        TrackEvent_set_counter_value(&te, (int64_t) value);
+        TracePacket_end_track_event(&pkt, &te);
+        packet_end(s, &pkt);
 }
 
 /* The counts of dropped samples that moved since last written. Cheap when
@@ -219,7 +240,7 @@ static void process_sample(struct perf_session *s, const struct perf_item *it, c
         if (p && p->maps.n == 0 && n_user > 0 && err == UNWIND_ERR_NONE)
                 err = UNWIND_ERR_INVALID_MAP; /* gone before we saw its maps */
 
-        begin_packet(s);
+        write_defaults(s);
         for (size_t k = n_user; k-- > 0;) {
                 uint64_t pc = k > 0 ? user[k] - 1 : user[k];
                 uint64_t f = p ? cached_frame(s, p, pc) : symbolizer_user_frame(&s->sym, s->iw, NULL, pc);
@@ -253,9 +274,12 @@ static void process_sample(struct perf_session *s, const struct perf_item *it, c
 static void name_task(struct perf_session *s, const struct perf_record *r) {
         if (!task_names_changed(&s->names, (int32_t) r->u.comm.tid, r->u.comm.comm))
                 return;
-        task_names_packet(&s->pkt, (int32_t) r->u.comm.pid, (int32_t) r->u.comm.tid, r->u.comm.comm, r->time,
+        TracePacket pkt;
+        if (packet_begin(s, &pkt) < 0)
+                return;
+        task_names_packet(&pkt, (int32_t) r->u.comm.pid, (int32_t) r->u.comm.tid, r->u.comm.comm, r->time,
                           s->cfg.clock_id);
-        write_packet(s);
+        packet_end(s, &pkt);
 }
 
 static void process_record(struct perf_session *s, const struct perf_item *it) {
@@ -276,7 +300,7 @@ static void process_record(struct perf_session *s, const struct perf_item *it) {
                                 .time = r.u.sample.time, .count = it->count, .skip_reason = SKIP_UNWIND_STAGE,
                         };
                         s->skipped_stop++;
-                        begin_packet(s);
+                        write_defaults(s);
                         write_sample(s, &o);
                         break;
                 }
@@ -355,13 +379,13 @@ void *perf_worker_main(void *userdata) {
                                 .cpu = it->cpu, .pid = it->pid, .tid = it->tid, .misc = it->misc,
                                 .time = it->time, .count = it->count, .skip_reason = it->reason,
                         };
-                        begin_packet(s);
+                        write_defaults(s);
                         write_sample(s, &o);
                         break;
                 }
                 case PERF_ITEM_LOST: {
                         struct sample_out o = { .cpu = it->cpu, .time = it->time, .lost = it->count };
-                        begin_packet(s);
+                        write_defaults(s);
                         write_sample(s, &o);
                         break;
                 }

@@ -20,9 +20,6 @@ static const char *const file_names[N_BAT_FILES] = {
         "charge_now", "capacity", "current_now", "current_avg", "energy_now", "voltage_now",
 };
 
-/* BatteryCounters field of each file (capacity is a float, field 2). */
-static const uint32_t file_field[N_BAT_FILES] = { 1, 2, 3, 4, 6, 7 };
-
 static bool attr_is(const char *root, const char *name, const char *attr, const char *want) {
         char path[512], v[64];
         snprintf(path, sizeof(path), POWER_SUPPLY "/%s/%s", name, attr);
@@ -84,20 +81,33 @@ static int read_i64(int fd, int64_t *ret) {
         return 0;
 }
 
-void battery_write(const struct battery_set *s, size_t i, struct pbw *out) {
+void battery_write(const struct battery_set *s, size_t i, BatteryCounters *out) {
         const struct battery *b = &s->b[i];
         for (unsigned j = 0; j < N_BAT_FILES; j++) {
                 int64_t v = 0;
                 if (b->fds[j] < 0 || read_i64(b->fds[j], &v) < 0)
                         continue;
-                if (j == BAT_CAPACITY) {
-                        float f = (float) v;
-                        uint32_t bits;
-                        memcpy(&bits, &f, sizeof(bits));
-                        pbw_fixed32(out, file_field[j], bits);
-                } else
-                        pbw_varint(out, file_field[j], (uint64_t) v);
+                switch (j) {
+                case BAT_CHARGE_NOW:
+                        BatteryCounters_set_charge_counter_uah(out, v);
+                        break;
+                case BAT_CAPACITY:
+                        BatteryCounters_set_capacity_percent(out, (float) v);
+                        break;
+                case BAT_CURRENT_NOW:
+                        BatteryCounters_set_current_ua(out, v);
+                        break;
+                case BAT_CURRENT_AVG:
+                        BatteryCounters_set_current_avg_ua(out, v);
+                        break;
+                case BAT_ENERGY_NOW:
+                        BatteryCounters_set_energy_counter_uwh(out, v);
+                        break;
+                case BAT_VOLTAGE_NOW:
+                        BatteryCounters_set_voltage_uv(out, v);
+                        break;
+                }
         }
         if (s->n > 1)
-                pbw_string(out, 5, b->name);
+                BatteryCounters_set_name(out, b->name);
 }

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "basic/pbw.h"
+#include "traced/pbzero/perfetto/trace/power/battery_counters.pbw.h"
 
 enum {
         BAT_CHARGE_NOW,  /* µAh */
@@ -36,4 +36,4 @@ struct battery_set {
 int battery_scan(struct battery_set *s, const char *root);
 void battery_set_done(struct battery_set *s);
 /* The BatteryCounters of battery i (name set when there are several). */
-void battery_write(const struct battery_set *s, size_t i, struct pbw *out);
+void battery_write(const struct battery_set *s, size_t i, BatteryCounters *out);

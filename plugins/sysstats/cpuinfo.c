@@ -57,32 +57,37 @@ static void read_freqs(const char *root, long cpu, const char *name, uint32_t *f
         }
 }
 
-static void write_cpu(const struct cpu_block *b, const char *processor, const char *root, struct pbw *out) {
-        struct pbw cpu = {}, arm = {};
+static void write_cpu(const struct cpu_block *b, const char *processor, const char *root, CpuInfo *out) {
+        CpuInfo_Cpu cpu;
         uint32_t f[MAX_FREQS];
         size_t n = 0;
         char path[128], line[32];
-        pbw_string(&cpu, 1, b->model[0] ? b->model : processor);
+        CpuInfo_begin_cpus(out, &cpu);
+        CpuInfo_Cpu_set_processor(&cpu, b->model[0] ? b->model : processor);
         read_freqs(root, b->index, "scaling_available_frequencies", f, &n);
         read_freqs(root, b->index, "scaling_boost_frequencies", f, &n);
         qsort(f, n, sizeof(f[0]), cmp_u32);
         for (size_t i = 0; i < n; i++)
                 if (i == 0 || f[i] != f[i - 1])
-                        pbw_varint(&cpu, 2, f[i]);
+                        CpuInfo_Cpu_add_frequencies(&cpu, f[i]);
         snprintf(path, sizeof(path), "/sys/devices/system/cpu/cpu%ld/cpu_capacity", b->index);
         if (file_read_line(root, path, line, sizeof(line)) == 0 && line[0] >= '0' && line[0] <= '9')
-                pbw_varint(&cpu, 3, strtoul(line, NULL, 10));
+                CpuInfo_Cpu_set_capacity(&cpu, (uint32_t) strtoul(line, NULL, 10));
         bool all = true;
         for (unsigned i = 0; i < 5; i++)
                 all = all && b->has_arm[i];
         if (all) {
-                for (unsigned i = 0; i < 5; i++)
-                        pbw_varint(&arm, i + 1, b->arm[i]);
-                pbw_message(&cpu, 4, &arm);
+                /* implementer, architecture, variant, part, revision */
+                CpuInfo_ArmCpuIdentifier arm;
+                CpuInfo_Cpu_begin_arm_identifier(&cpu, &arm);
+                CpuInfo_ArmCpuIdentifier_set_implementer(&arm, b->arm[0]);
+                CpuInfo_ArmCpuIdentifier_set_architecture(&arm, b->arm[1]);
+                CpuInfo_ArmCpuIdentifier_set_variant(&arm, b->arm[2]);
+                CpuInfo_ArmCpuIdentifier_set_part(&arm, b->arm[3]);
+                CpuInfo_ArmCpuIdentifier_set_revision(&arm, b->arm[4]);
+                CpuInfo_Cpu_end_arm_identifier(&cpu, &arm);
         }
-        pbw_message(out, 1, &cpu);
-        pbw_done(&cpu);
-        pbw_done(&arm);
+        CpuInfo_end_cpus(out, &cpu);
 }
 
 /* "key<tabs/spaces>: value" into its trimmed key and value. */
@@ -102,7 +107,7 @@ static bool split_line(char *line, char **ret_key, char **ret_value) {
         return true;
 }
 
-int cpuinfo_write(const char *text, size_t len, const char *root, struct pbw *out) {
+int cpuinfo_write(const char *text, size_t len, const char *root, CpuInfo *out) {
         struct cpu_block *blocks = NULL;
         size_t n = 0, cap = 0;
         char processor[256] = "unknown";
@@ -147,5 +152,5 @@ int cpuinfo_write(const char *text, size_t len, const char *root, struct pbw *ou
         for (size_t i = 0; i < n; i++)
                 write_cpu(&blocks[i], processor, root, out);
         free(blocks);
-        return out->error ? -ENOMEM : (int) n;
+        return out->msg.stream->error < 0 ? out->msg.stream->error : (int) n;
 }

@@ -12,8 +12,8 @@
 
 #include <stddef.h>
 
-#include "basic/pbw.h"
+#include "traced/pbzero/perfetto/trace/system_info/cpu_info.pbw.h"
 
 /* Appends CpuInfo.cpus for the cpuinfo text (len bytes) to out. Returns
  * the number of CPUs, or -ENOMEM. */
-int cpuinfo_write(const char *text, size_t len, const char *root, struct pbw *out);
+int cpuinfo_write(const char *text, size_t len, const char *root, CpuInfo *out);

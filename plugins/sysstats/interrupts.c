@@ -64,7 +64,7 @@ static bool irq_number(const struct span *w, uint32_t *ret) {
 }
 
 /* One line: its mapping appended to out (true), or nothing. */
-static bool write_line(const char *p, const char *end, size_t n_cpus, struct pbw *out, struct pbw *item) {
+static bool write_line(const char *p, const char *end, size_t n_cpus, InterruptInfo *out) {
         struct span w, tail[MAX_TAIL_WORDS];
         size_t n_tail = 0;
         uint32_t irq;
@@ -87,25 +87,25 @@ static bool write_line(const char *p, const char *end, size_t n_cpus, struct pbw
                 }
         if (first < 1 || first >= n_tail)
                 return false;
-        pbw_reset(item);
-        pbw_varint(item, 1, irq);
-        pbw_tag(item, 2, 2);
+        InterruptInfo_InterruptMapping m;
+        InterruptInfo_begin_irq_mapping(out, &m);
+        InterruptInfo_InterruptMapping_set_irq_id(&m, irq);
+        /* The name: the words from first on, one space apart. */
         size_t len = 0;
         for (size_t i = first; i < n_tail; i++)
                 len += tail[i].n + (i > first);
-        pbw_raw_varint(item, len);
+        traced_pb_msg_len_header(&m.msg, InterruptInfo_InterruptMapping_FIELD_name, len);
         for (size_t i = first; i < n_tail; i++) {
                 if (i > first)
-                        pbw_raw(item, " ", 1);
-                pbw_raw(item, tail[i].s, tail[i].n);
+                        traced_pb_stream_write(m.msg.stream, " ", 1);
+                traced_pb_stream_write(m.msg.stream, tail[i].s, tail[i].n);
         }
-        pbw_message(out, 1, item);
+        InterruptInfo_end_irq_mapping(out, &m);
         return true;
 }
 
-int interrupts_write(const char *text, size_t len, struct pbw *out) {
+int interrupts_write(const char *text, size_t len, InterruptInfo *out) {
         const char *p = text, *end = text + len;
-        struct pbw item = {};
         size_t n_cpus = 0;
         int n = 0;
         bool header = true;
@@ -119,11 +119,10 @@ int interrupts_write(const char *text, size_t len, struct pbw *out) {
                         while (next_word(&q, e, &w))
                                 n_cpus += w.n > 3 && memcmp(w.s, "CPU", 3) == 0;
                         header = false;
-                } else if (n_cpus > 0 && write_line(p, e, n_cpus, out, &item))
+                } else if (n_cpus > 0 && write_line(p, e, n_cpus, out))
                         n++;
                 p = nl ? nl + 1 : end;
         }
-        int r = item.error ? item.error : out->error;
-        pbw_done(&item);
+        int r = out->msg.stream->error;
         return r < 0 ? r : n;
 }

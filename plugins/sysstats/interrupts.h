@@ -15,8 +15,8 @@
 
 #include <stddef.h>
 
-#include "basic/pbw.h"
+#include "traced/pbzero/perfetto/trace/system_info/interrupt_info.pbw.h"
 
 /* Appends InterruptInfo.irq_mapping for the /proc/interrupts text (len
  * bytes) to out. Returns the number of mappings, or -ENOMEM. */
-int interrupts_write(const char *text, size_t len, struct pbw *out);
+int interrupts_write(const char *text, size_t len, InterruptInfo *out);

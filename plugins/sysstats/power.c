@@ -6,9 +6,9 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "basic/pbw.h"
 #include "battery.h"
 #include "sysstats.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 #define POWER_POLL_MS 1000u
 
@@ -16,19 +16,21 @@ struct power_session {
         struct sysstats_instance base; /* first */
         struct traced_source *timer;
         struct battery_set batteries;
-        struct pbw pkt, counters;
 };
 
 static void poll_batteries(void *userdata) {
         struct power_session *ps = userdata;
+        const struct traced_host_api *api = ps->base.pl->api;
         for (size_t i = 0; i < ps->batteries.n; i++) {
-                pbw_reset(&ps->pkt);
-                pbw_reset(&ps->counters);
-                battery_write(&ps->batteries, i, &ps->counters);
-                pbw_varint(&ps->pkt, 8, sysstats_now_ns()); /* TracePacket.timestamp */
-                pbw_message(&ps->pkt, 38, &ps->counters);   /* TracePacket.battery */
-                if (!ps->pkt.error)
-                        (void) ps->base.pl->api->write_packet(ps->base.writer, ps->pkt.buf, ps->pkt.len);
+                TracePacket pkt;
+                BatteryCounters bc;
+                if (api->begin_packet(ps->base.writer, &pkt.msg) < 0)
+                        continue;
+                TracePacket_set_timestamp(&pkt, sysstats_now_ns());
+                TracePacket_begin_battery(&pkt, &bc);
+                battery_write(&ps->batteries, i, &bc);
+                TracePacket_end_battery(&pkt, &bc);
+                (void) api->end_packet(ps->base.writer, &pkt.msg);
         }
 }
 
@@ -41,8 +43,6 @@ static void power_free(struct power_session *ps) {
                 pl->api->free_writer(ps->base.writer);
         }
         battery_set_done(&ps->batteries);
-        pbw_done(&ps->pkt);
-        pbw_done(&ps->counters);
         free(ps);
 }
 

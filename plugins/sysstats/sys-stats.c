@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "basic/pbw.h"
 #include "files.h"
 #include "parse.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 #include "sys-stats.h"
 #include "sysfs.h"
 #include "sysstats.h"
@@ -41,7 +41,6 @@ struct ss_session {
         bool failed[N_FILES]; /* logged once, then closed */
         struct sysfs_set sysfs;
         struct read_buf rb;
-        struct pbw pkt, stats, item, entry;
 };
 
 static bool due(const struct ss_session *ss, unsigned s) {
@@ -68,41 +67,50 @@ static const char *read_file(struct ss_session *ss, unsigned i, size_t *ret_len)
 }
 
 static void poll_once(struct ss_session *ss) {
-        struct pbw *st = &ss->stats, *it = &ss->item;
+        const struct traced_host_api *api = ss->base.pl->api;
         const char *text;
         size_t len;
         uint64_t begin = sysstats_now_ns();
-        pbw_reset(st);
+        TracePacket pkt;
+        SysStats st;
+        /* Written straight into the writer's shared memory. */
+        if (api->begin_packet(ss->base.writer, &pkt.msg) < 0) {
+                ss->tick++;
+                return;
+        }
+        TracePacket_set_timestamp(&pkt, begin);
+        TracePacket_begin_sys_stats(&pkt, &st);
         if (due(ss, SRC_MEMINFO) && (text = read_file(ss, F_MEMINFO, &len)))
-                parse_meminfo(text, len, &ss->meminfo, st);
+                parse_meminfo(text, len, &ss->meminfo, &st);
         if (due(ss, SRC_VMSTAT) && (text = read_file(ss, F_VMSTAT, &len)))
-                parse_vmstat(text, len, &ss->vmstat, st);
+                parse_vmstat(text, len, &ss->vmstat, &st);
         if (due(ss, SRC_STAT) && (text = read_file(ss, F_STAT, &len)))
-                parse_stat(text, len, ss->cfg.stat_mask, ss->ns_per_tick, st, it);
+                parse_stat(text, len, ss->cfg.stat_mask, ss->ns_per_tick, &st);
         if (due(ss, SRC_DEVFREQ))
-                sysfs_read_devfreq(&ss->sysfs, st, it);
+                sysfs_read_devfreq(&ss->sysfs, &st);
         if (due(ss, SRC_CPUFREQ))
-                sysfs_read_cpufreq(&ss->sysfs, st);
+                sysfs_read_cpufreq(&ss->sysfs, &st);
         if (due(ss, SRC_BUDDYINFO) && (text = read_file(ss, F_BUDDYINFO, &len)))
-                parse_buddyinfo(text, len, st, it);
+                parse_buddyinfo(text, len, &st);
         if (due(ss, SRC_DISKSTAT) && (text = read_file(ss, F_DISKSTATS, &len)))
-                parse_diskstats(text, len, st, it);
+                parse_diskstats(text, len, &st);
         if (due(ss, SRC_PSI)) {
-                static const uint32_t some[3] = { PSI_CPU_SOME, PSI_IO_SOME, PSI_MEMORY_SOME };
+                static const SysStats_PsiSample_PsiResource some[3] = {
+                        SysStats_PsiSample_PSI_RESOURCE_CPU_SOME,
+                        SysStats_PsiSample_PSI_RESOURCE_IO_SOME,
+                        SysStats_PsiSample_PSI_RESOURCE_MEMORY_SOME,
+                };
                 for (unsigned i = 0; i < 3; i++)
                         if ((text = read_file(ss, F_PSI_CPU + i, &len)))
-                                parse_psi(text, len, some[i], st, it);
+                                parse_psi(text, len, some[i], &st);
         }
         if (due(ss, SRC_THERMAL))
-                sysfs_read_thermal(&ss->sysfs, st, it);
+                sysfs_read_thermal(&ss->sysfs, &st);
         if (due(ss, SRC_CPUIDLE))
-                sysfs_read_cpuidle(&ss->sysfs, st, it, &ss->entry);
-        pbw_varint(st, SYS_STATS_COLLECTION_END, sysstats_now_ns());
-        pbw_reset(&ss->pkt);
-        pbw_varint(&ss->pkt, 8, begin);    /* TracePacket.timestamp */
-        pbw_message(&ss->pkt, 7, st);      /* TracePacket.sys_stats */
-        if (!ss->pkt.error)
-                (void) ss->base.pl->api->write_packet(ss->base.writer, ss->pkt.buf, ss->pkt.len);
+                sysfs_read_cpuidle(&ss->sysfs, &st);
+        SysStats_set_collection_end_timestamp(&st, sysstats_now_ns());
+        TracePacket_end_sys_stats(&pkt, &st);
+        (void) api->end_packet(ss->base.writer, &pkt.msg);
         ss->tick++;
         ss->polls++;
 }
@@ -125,10 +133,6 @@ static void ss_free(struct ss_session *ss) {
         key_set_done(&ss->meminfo);
         key_set_done(&ss->vmstat);
         read_buf_done(&ss->rb);
-        pbw_done(&ss->pkt);
-        pbw_done(&ss->stats);
-        pbw_done(&ss->item);
-        pbw_done(&ss->entry);
         free(ss);
 }
 

@@ -156,57 +156,61 @@ void sysfs_close(struct sysfs_set *s) {
         *s = (struct sysfs_set) {};
 }
 
-void sysfs_read_cpufreq(const struct sysfs_set *s, struct pbw *out) {
+void sysfs_read_cpufreq(const struct sysfs_set *s, SysStats *out) {
         /* One value per CPU, 0 where the frequency cannot be read (no
          * cpufreq, CPU offline). */
         for (size_t i = 0; i < s->n_cpus; i++) {
                 uint64_t khz = 0;
                 if (s->cpufreq_fds[i] < 0 || file_pread_u64(s->cpufreq_fds[i], &khz) < 0)
                         khz = 0;
-                pbw_varint(out, SYS_STATS_CPUFREQ_KHZ, (uint32_t) khz);
+                SysStats_add_cpufreq_khz(out, (uint32_t) khz);
         }
 }
 
-void sysfs_read_devfreq(const struct sysfs_set *s, struct pbw *out, struct pbw *item) {
+void sysfs_read_devfreq(const struct sysfs_set *s, SysStats *out) {
         for (size_t i = 0; i < s->n_devfreq; i++) {
                 uint64_t v = 0;
                 (void) file_pread_u64(s->devfreq[i].fd, &v);
-                pbw_reset(item);
-                pbw_string(item, 1, s->devfreq[i].name);
-                pbw_varint(item, 2, v);
-                pbw_message(out, SYS_STATS_DEVFREQ, item);
+                SysStats_DevfreqValue d;
+                SysStats_begin_devfreq(out, &d);
+                SysStats_DevfreqValue_set_key(&d, s->devfreq[i].name);
+                SysStats_DevfreqValue_set_value(&d, v);
+                SysStats_end_devfreq(out, &d);
         }
 }
 
-void sysfs_read_thermal(const struct sysfs_set *s, struct pbw *out, struct pbw *item) {
+void sysfs_read_thermal(const struct sysfs_set *s, SysStats *out) {
         for (size_t i = 0; i < s->n_thermal; i++) {
                 const struct thermal_zone *z = &s->thermal[i];
                 uint64_t milli;
-                pbw_reset(item);
-                pbw_string(item, 1, z->name);
+                SysStats_ThermalZone t;
+                SysStats_begin_thermal_zone(out, &t);
+                SysStats_ThermalZone_set_name(&t, z->name);
                 /* The kernel's millidegrees, in degrees Celsius. */
                 if (file_pread_u64(z->fd, &milli) == 0)
-                        pbw_varint(item, 2, milli / 1000u);
+                        SysStats_ThermalZone_set_temp(&t, milli / 1000u);
                 if (z->type[0])
-                        pbw_string(item, 3, z->type);
-                pbw_message(out, SYS_STATS_THERMAL_ZONE, item);
+                        SysStats_ThermalZone_set_type(&t, z->type);
+                SysStats_end_thermal_zone(out, &t);
         }
 }
 
-void sysfs_read_cpuidle(const struct sysfs_set *s, struct pbw *out, struct pbw *item, struct pbw *entry) {
+void sysfs_read_cpuidle(const struct sysfs_set *s, SysStats *out) {
         for (size_t i = 0; i < s->n_cpuidle; i++) {
                 const struct cpuidle_cpu *c = &s->cpuidle[i];
-                pbw_reset(item);
-                pbw_varint(item, 1, c->cpu);
+                SysStats_CpuIdleState st;
+                SysStats_begin_cpuidle_state(out, &st);
+                SysStats_CpuIdleState_set_cpu_id(&st, c->cpu);
                 for (size_t j = 0; j < c->n_states; j++) {
                         uint64_t us;
                         if (file_pread_u64(c->states[j].fd, &us) < 0)
                                 continue;
-                        pbw_reset(entry);
-                        pbw_string(entry, 1, c->states[j].name);
-                        pbw_varint(entry, 2, us);
-                        pbw_message(item, 2, entry);
+                        SysStats_CpuIdleStateEntry e;
+                        SysStats_CpuIdleState_begin_cpuidle_state_entry(&st, &e);
+                        SysStats_CpuIdleStateEntry_set_state(&e, c->states[j].name);
+                        SysStats_CpuIdleStateEntry_set_duration_us(&e, us);
+                        SysStats_CpuIdleState_end_cpuidle_state_entry(&st, &e);
                 }
-                pbw_message(out, SYS_STATS_CPUIDLE_STATE, item);
+                SysStats_end_cpuidle_state(out, &st);
         }
 }

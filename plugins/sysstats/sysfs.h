@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "basic/pbw.h"
+#include "traced/pbzero/perfetto/trace/sys_stats/sys_stats.pbw.h"
 
 struct devfreq_dev {
         int fd; /* cur_freq */
@@ -54,8 +54,8 @@ int sysfs_open_thermal(struct sysfs_set *s, const char *root);
 int sysfs_open_cpuidle(struct sysfs_set *s, const char *root, size_t n_cpus);
 void sysfs_close(struct sysfs_set *s);
 
-/* One poll each, into a SysStats message (item: scratch writer). */
-void sysfs_read_cpufreq(const struct sysfs_set *s, struct pbw *out);
-void sysfs_read_devfreq(const struct sysfs_set *s, struct pbw *out, struct pbw *item);
-void sysfs_read_thermal(const struct sysfs_set *s, struct pbw *out, struct pbw *item);
-void sysfs_read_cpuidle(const struct sysfs_set *s, struct pbw *out, struct pbw *item, struct pbw *entry);
+/* One poll each, into a SysStats message being written. */
+void sysfs_read_cpufreq(const struct sysfs_set *s, SysStats *out);
+void sysfs_read_devfreq(const struct sysfs_set *s, SysStats *out);
+void sysfs_read_thermal(const struct sysfs_set *s, SysStats *out);
+void sysfs_read_cpuidle(const struct sysfs_set *s, SysStats *out);

@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 #include "basic/pbr.h"
-#include "basic/pbw.h"
+#include "basic/macro.h"
+#include "basic/pb-buf.h"
 #include "cpuinfo.h"
 #include "files.h"
 #include "interrupts.h"
 #include "sysstats.h"
+#include "traced/pbzero/perfetto/config/data_source_config.pbw.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 static void si_free(struct sysstats_instance *si) {
         struct sysstats_plugin *pl = si->pl;
@@ -24,42 +27,54 @@ static void si_free(struct sysstats_instance *si) {
         free(si);
 }
 
-/* DataSourceConfig.system_info_config (119).irq_names (1). */
+/* DataSourceConfig.system_info_config.irq_names. */
 static bool want_irq_names(const uint8_t *config, size_t size) {
         struct pbr_field sc, f;
-        if (!pbr_get(config, size, 119, false, &sc) || sc.wire_type != 2)
+        if (!pbr_get(config, size, DataSourceConfig_FIELD_system_info_config, false, &sc) || sc.wire_type != 2)
                 return false;
-        return pbr_get(sc.data, sc.len, 1, false, &f) && f.wire_type == 0 && f.varint != 0;
+        return pbr_get(sc.data, sc.len, SystemInfoConfig_FIELD_irq_names, false, &f) && f.wire_type == 0 &&
+               f.varint != 0;
 }
 
-/* The InterruptInfo packet (TracePacket field 130) of /proc/interrupts. */
+/* A packet of the instance's: its timestamp and one serialized payload,
+ * set by set_payload. */
+static void write_packet(struct sysstats_instance *si, uint64_t ts, const struct pb_buf *payload,
+                         void (*set_payload)(TracePacket *pkt, const void *data, size_t size)) {
+        const struct traced_host_api *api = si->pl->api;
+        TracePacket pkt;
+        if (api->begin_packet(si->writer, &pkt.msg) < 0)
+                return;
+        TracePacket_set_timestamp(&pkt, ts);
+        set_payload(&pkt, pb_buf_data(payload), pb_buf_len(payload));
+        (void) api->end_packet(si->writer, &pkt.msg);
+}
+
+/* The InterruptInfo packet of /proc/interrupts. */
 static void write_interrupts(struct sysstats_instance *si, uint64_t ts) {
         struct sysstats_plugin *pl = si->pl;
         struct read_buf rb = {};
-        struct pbw info = {}, pkt = {};
+        _cleanup_(pb_buf_done) struct pb_buf b = {};
+        InterruptInfo info;
         int fd = file_open("", "/proc/interrupts");
         ssize_t n = fd < 0 ? fd : file_pread(fd, &rb);
         if (fd >= 0)
                 close(fd);
+        InterruptInfo_init(&info, pb_buf_stream(&b));
         int r = n < 0 ? (int) n : interrupts_write(rb.p, (size_t) n, &info);
         if (r >= 0) {
-                pbw_varint(&pkt, 8, ts);
-                pbw_message(&pkt, 130, &info);
-                if (!pkt.error)
-                        (void) pl->api->write_packet(si->writer, pkt.buf, pkt.len);
+                write_packet(si, ts, &b, TracePacket_set_interrupt_info_serialized);
                 plugin_log(pl, TRACED_LOG_INFO, "linux.system_info instance %llu: %d interrupt names",
                            (unsigned long long) si->inst.id, r);
         } else
                 plugin_log(pl, TRACED_LOG_WARNING, "linux.system_info instance %llu: /proc/interrupts: %s; no "
                            "InterruptInfo", (unsigned long long) si->inst.id, strerror(-r));
         read_buf_done(&rb);
-        pbw_done(&info);
-        pbw_done(&pkt);
 }
 
 int system_info_start(struct sysstats_plugin *pl, uint64_t id, const uint8_t *config, size_t size) {
         struct read_buf rb = {};
-        struct pbw info = {}, pkt = {};
+        _cleanup_(pb_buf_done) struct pb_buf b = {};
+        CpuInfo info;
         struct sysstats_instance *si = calloc(1, sizeof(*si));
         if (!si)
                 return -ENOMEM;
@@ -75,20 +90,16 @@ int system_info_start(struct sysstats_plugin *pl, uint64_t id, const uint8_t *co
         ssize_t n = fd < 0 ? fd : file_pread(fd, &rb);
         if (fd >= 0)
                 close(fd);
+        CpuInfo_init(&info, pb_buf_stream(&b));
         r = n < 0 ? (int) n : cpuinfo_write(rb.p, (size_t) n, "", &info);
         if (r >= 0) {
-                pbw_varint(&pkt, 8, ts);      /* TracePacket.timestamp */
-                pbw_message(&pkt, 67, &info); /* TracePacket.cpu_info */
-                if (!pkt.error)
-                        (void) pl->api->write_packet(si->writer, pkt.buf, pkt.len);
+                write_packet(si, ts, &b, TracePacket_set_cpu_info_serialized);
                 plugin_log(pl, TRACED_LOG_INFO, "linux.system_info instance %llu: %d CPUs described",
                            (unsigned long long) id, r);
         } else
                 plugin_log(pl, TRACED_LOG_WARNING, "linux.system_info instance %llu: /proc/cpuinfo: %s; no CpuInfo",
                            (unsigned long long) id, strerror(-r));
         read_buf_done(&rb);
-        pbw_done(&info);
-        pbw_done(&pkt);
         if (want_irq_names(config, size))
                 write_interrupts(si, ts);
         (void) pl->api->flush_writer(si->writer);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
 #include "encode.h"
 #include "format.h"
 #include "page.h"
@@ -28,8 +28,7 @@ static struct event_format fmt;
 static bool ready;
 
 static void on_rec(uint64_t ts, const uint8_t *rec, size_t len, void *ud) {
-        struct pbw *w = ud;
-        ftrace_encode_event(w, &fmt, ts, rec, len);
+        ftrace_encode_event(ud, &fmt, ts, rec, len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -43,9 +42,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!page)
                 return 0;
         memcpy(page, data, size);
-        struct pbw w = {};
-        (void) page_parse(page, size, on_rec, &w, NULL);
-        pbw_done(&w);
+        struct pb_buf w = {};
+        FtraceEventBundle b;
+        FtraceEventBundle_init(&b, pb_buf_stream(&w));
+        (void) page_parse(page, size, on_rec, &b, NULL);
+        if (traced_pb_msg_finish(&b.msg) < 0)
+                abort();
+        pb_buf_done(&w);
         free(page);
         return 0;
 }

@@ -9,7 +9,8 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 #include "raw-producer.h"
 
 #include "perfetto/common/commit_data_request.pb-c.h"
@@ -226,32 +227,32 @@ static int new_chunk(struct raw_producer *p) {
         return -ENOBUFS;
 }
 
-static void put_redundant_varint(uint8_t *dst, uint32_t v) {
-        dst[0] = (uint8_t) ((v & 0x7f) | 0x80);
-        dst[1] = (uint8_t) (((v >> 7) & 0x7f) | 0x80);
-        dst[2] = (uint8_t) (((v >> 14) & 0x7f) | 0x80);
-        dst[3] = (uint8_t) ((v >> 21) & 0x7f);
-}
-
 int raw_producer_write_packet(struct raw_producer *p, size_t payload_size) {
-        _cleanup_(pbw_done) struct pbw pkt = {}, ev = {};
+        _cleanup_(pb_buf_done) struct pb_buf b = {};
         _cleanup_free_ char *str = malloc(payload_size + 1);
+        TracePacket tp;
+        TestEvent ev;
         int r;
 
         if (!p->smb_ready || !str)
                 return -ENOTCONN;
         raw_producer_payload(p->next_seq, payload_size, str);
-        pbw_string(&ev, 1, str);
-        pbw_varint(&ev, 2, p->next_seq);
-        pbw_varint(&pkt, 8, boottime_ns());
-        pbw_message(&pkt, 900, &ev);
-        if (pkt.error)
-                return pkt.error;
+        TracePacket_init(&tp, pb_buf_stream(&b));
+        TracePacket_set_timestamp(&tp, boottime_ns());
+        TracePacket_begin_for_testing(&tp, &ev);
+        TestEvent_set_str(&ev, str);
+        TestEvent_set_seq_value(&ev, p->next_seq);
+        TracePacket_end_for_testing(&tp, &ev);
+        r = traced_pb_msg_finish(&tp.msg);
+        if (r < 0)
+                return r;
         p->next_seq++;
+        const uint8_t *data = pb_buf_data(&b);
+        size_t len = pb_buf_len(&b);
 
         size_t off = 0;
         bool continuation = false;
-        while (off < pkt.len || (off == 0 && pkt.len == 0)) {
+        while (off < len || (off == 0 && len == 0)) {
                 if (!smb_chunk_is_valid(&p->cur) ||
                     smb_chunk_payload_size(&p->cur) - p->cur_off < SMB_PACKET_HEADER_SIZE + 1 ||
                     p->cur_count >= SMB_MAX_PACKET_COUNT) {
@@ -265,19 +266,19 @@ int raw_producer_write_packet(struct raw_producer *p, size_t payload_size) {
                                 p->cur_flags |= SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV;
                 }
                 size_t room = smb_chunk_payload_size(&p->cur) - p->cur_off - SMB_PACKET_HEADER_SIZE;
-                size_t take = MIN(room, pkt.len - off);
+                size_t take = MIN(room, len - off);
                 uint8_t *dst = smb_chunk_payload(&p->cur) + p->cur_off;
-                put_redundant_varint(dst, (uint32_t) take);
-                memcpy(dst + SMB_PACKET_HEADER_SIZE, pkt.buf + off, take);
+                traced_pb_put_size_field(dst, (uint32_t) take);
+                memcpy(dst + SMB_PACKET_HEADER_SIZE, data + off, take);
                 p->cur_off += SMB_PACKET_HEADER_SIZE + take;
                 p->cur_count++;
                 off += take;
-                if (off < pkt.len) {
+                if (off < len) {
                         p->cur_flags |= SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT;
                         continuation = true;
                         p->cur_off = smb_chunk_payload_size(&p->cur); /* force a new chunk */
                 }
-                if (pkt.len == 0)
+                if (len == 0)
                         break;
         }
         return 0;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "basic/macro.h"
-#include "basic/pbw.h"
+#include "traced/pbzero/perfetto/trace/trace.pbw.h"
 #include "test-consumer.h"
 
 void spin_ms(sd_event *event, unsigned ms) {
@@ -72,13 +72,16 @@ static int append(uint8_t **buf, size_t *len, size_t *cap, const void *data, siz
         return 0;
 }
 
-/* Each packet as a Trace has it: field 1, length-delimited. */
+/* Each packet as a Trace has it (Trace.packet). */
 static int on_packet(const uint8_t *packet, size_t len, void *userdata) {
         struct test_consumer *c = userdata;
-        uint8_t hdr[11];
-        hdr[0] = 0x0a;
-        size_t hn = 1 + pbw_put_varint(hdr + 1, len);
-        append(&c->data, &c->len, &c->cap, hdr, hn);
+        uint8_t hdr[16];
+        struct traced_pb_stream s;
+        Trace t;
+        traced_pb_stream_init_buffer(&s, hdr, sizeof(hdr));
+        Trace_init(&t, &s);
+        traced_pb_msg_len_header(&t.msg, Trace_FIELD_packet, len);
+        append(&c->data, &c->len, &c->cap, hdr, (size_t) traced_pb_msg_size(&t.msg));
         append(&c->data, &c->len, &c->cap, packet, len);
         c->n_packets++;
         return 0;

@@ -170,6 +170,9 @@ static int spawn_instance(struct traced_instance *t, bool socket_activated, cons
                         argv[n++] = (char *) "--log-level=debug";
                 }
                 argv[n++] = (char *) "--log-target=stderr";
+                /* No resident sessions from the machine's directory: a
+                 * test that wants some names its own (later wins). */
+                argv[n++] = (char *) "--sessions-dir=";
                 for (size_t i = 0; args && args[i] && n < 38; i++)
                         argv[n++] = (char *) args[i];
                 argv[n] = NULL;

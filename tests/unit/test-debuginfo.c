@@ -18,7 +18,6 @@
 #include "pprof-check.h"
 #include "test-scratch.h"
 #include "tools/tracectl/debuginfo.h"
-#include "tools/tracectl/pprof-fields.h"
 #include "tools/tracectl/pprof-writer.h"
 
 #define BIN PPROF_TEST_BIN_DIR "/inlined"
@@ -141,12 +140,15 @@ Test(pprof_writer, strings_once_and_the_file_only_when_committed) {
         int64_t a = pprof_string(w, "samples"), b = pprof_string(w, "count");
         cr_assert(a > 0 && b > 0 && a != b);
         cr_assert_eq(pprof_string(w, "samples"), a);
-        struct pbw vt = {};
-        pbw_varint(&vt, PPROF_VALUE_TYPE_TYPE, (uint64_t) a);
-        pbw_varint(&vt, PPROF_VALUE_TYPE_UNIT, (uint64_t) b);
-        pprof_write_message(w, PPROF_PROFILE_SAMPLE_TYPE, &vt);
-        pprof_write_varint(w, PPROF_PROFILE_DEFAULT_SAMPLE_TYPE, (uint64_t) a);
-        pbw_done(&vt);
+        perftools_profiles_Profile *pr = pprof_writer_profile(w);
+        perftools_profiles_ValueType vt;
+        perftools_profiles_Profile_begin_sample_type(pr, &vt);
+        perftools_profiles_ValueType_set_type(&vt, a);
+        perftools_profiles_ValueType_set_unit(&vt, b);
+        perftools_profiles_Profile_end_sample_type(pr, &vt);
+        pprof_writer_flush(w);
+        perftools_profiles_Profile_set_default_sample_type(pr, a);
+        pprof_writer_flush(w);
         cr_assert_gt(pprof_writer_size(w), 0);
         cr_assert_neq(access(path, F_OK), 0, "nothing at the name before the commit");
         cr_assert_eq(pprof_writer_commit(w), 0);
@@ -171,4 +173,73 @@ Test(pprof_writer, strings_once_and_the_file_only_when_committed) {
         cr_assert_eq(system(cmd), 0, "a temporary file was left in %s", scratch);
         free(cmd);
         unlink(path);
+}
+
+Test(pprof_writer, fields_deflated_as_they_end_come_back_whole) {
+        /* Far more than the 64 KiB the writer holds before it deflates:
+         * every field written on the profile, each once, in order. */
+        enum { N = 20000 };
+        cr_assert_eq(test_mkdtemp(scratch, sizeof(scratch), "test-pprof-writer-"), 0);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/p.pb.gz", scratch);
+        struct pprof_writer *w;
+        cr_assert_eq(pprof_writer_open(path, &w), 0);
+        perftools_profiles_Profile *pr = pprof_writer_profile(w);
+        perftools_profiles_ValueType vt;
+        perftools_profiles_Profile_begin_sample_type(pr, &vt);
+        perftools_profiles_ValueType_set_type(&vt, pprof_string(w, "samples"));
+        perftools_profiles_ValueType_set_unit(&vt, pprof_string(w, "count"));
+        perftools_profiles_Profile_end_sample_type(pr, &vt);
+        pprof_writer_flush(w);
+        for (uint64_t i = 1; i <= N; i++) {
+                perftools_profiles_Sample s;
+                perftools_profiles_Label l;
+                uint64_t ids[] = { i, i + 1, i + 2 };
+                int64_t v = (int64_t) i;
+                perftools_profiles_Profile_begin_sample(pr, &s);
+                perftools_profiles_Sample_set_location_id(&s, ids, 3);
+                perftools_profiles_Sample_set_value(&s, &v, 1);
+                perftools_profiles_Sample_begin_label(&s, &l);
+                perftools_profiles_Label_set_key(&l, pprof_string(w, "pid"));
+                perftools_profiles_Label_set_num(&l, v);
+                perftools_profiles_Sample_end_label(&s, &l);
+                perftools_profiles_Profile_end_sample(pr, &s);
+                pprof_writer_flush(w);
+        }
+        cr_assert_gt(pprof_writer_size(w), 4 * 65536);
+        cr_assert_eq(pprof_writer_commit(w), 0);
+        pprof_writer_free(w);
+
+        struct pp_profile pp;
+        cr_assert_eq(pp_read(path, &pp), 0);
+        cr_assert_eq(pp.n_sample_types, 1);
+        cr_assert_eq(pp.n_samples, N);
+        for (size_t i = 0; i < N; i++) {
+                const struct pp_sample *s = &pp.samples[i];
+                cr_assert_eq(s->n_locations, 3);
+                cr_assert_eq(s->location_ids[0], i + 1);
+                cr_assert_eq(s->location_ids[2], i + 3);
+                cr_assert_eq(s->n_values, 1);
+                cr_assert_eq(s->values[0], (int64_t) i + 1);
+                cr_assert_eq(s->n_labels, 1);
+                cr_assert_str_eq(pp_string(&pp, s->labels[0].key), "pid");
+                cr_assert_eq(s->labels[0].num, (int64_t) i + 1);
+        }
+        cr_assert_eq(pp.n_strings, 4);
+        pp_free(&pp);
+        unlink(path);
+}
+
+Test(pprof_writer, a_field_left_open_is_an_error_and_no_file) {
+        cr_assert_eq(test_mkdtemp(scratch, sizeof(scratch), "test-pprof-writer-"), 0);
+        char path[512];
+        snprintf(path, sizeof(path), "%s/p.pb.gz", scratch);
+        struct pprof_writer *w;
+        cr_assert_eq(pprof_writer_open(path, &w), 0);
+        perftools_profiles_Sample s;
+        perftools_profiles_Profile_begin_sample(pprof_writer_profile(w), &s);
+        perftools_profiles_Sample_set_location_id(&s, (const uint64_t[]){ 1 }, 1);
+        cr_assert_eq(pprof_writer_commit(w), -EBUSY);
+        pprof_writer_free(w);
+        cr_assert_neq(access(path, F_OK), 0, "nothing at the name");
 }

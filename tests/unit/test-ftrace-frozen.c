@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "test-packets.h"
 #include "event-index.h"
 #include "ftrace-ds.h"
 #include "test-scratch.h"
@@ -192,6 +193,8 @@ static const struct traced_host_api api = {
         .remove_source = h_remove,
         .new_writer = h_new_writer,
         .write_packet = h_write,
+        .begin_packet = test_begin_packet,
+        .end_packet = test_end_packet,
         .flush_writer = h_flush,
         .free_writer = h_free_writer,
         .notify_stopped = h_stopped,
@@ -203,6 +206,7 @@ static struct plugin pl;
 static void fake_tracefs(void) {
         make_root();
         memset(&fh, 0, sizeof(fh));
+        test_packets_sink = h_write;
         pl = (struct plugin) { .api = &api };
         snprintf(pl.tracefs, sizeof(pl.tracefs), "%s", root);
         put_event("instances/fz", "sched", "sched_switch", "format-sched_switch");

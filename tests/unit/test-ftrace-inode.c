@@ -17,7 +17,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
+#include "traced/pbzero/perfetto/config/data_source_config.pbw.h"
 #include "format.h"
 #include "inode-cache.h"
 #include "inode-config.h"
@@ -190,36 +191,57 @@ Test(inode, scan_skips_roots_that_are_not_there) {
         inode_scan_free(s);
 }
 
-/* A DataSourceConfig { inode_file_config (102) { inner } }. */
-static void ds_config(struct pbw *out, const struct pbw *inner) {
-        pbw_reset(out);
-        pbw_string(out, 1, "linux.inode_file_map");
-        pbw_message(out, 102, inner);
+/* A DataSourceConfig { name, inode_file_config { what fill writes } }, in
+ * b; parsed by inode_config_parse. */
+static int parse_config(struct pb_buf *b, void (*fill)(InodeFileConfig *c), struct inode_config *c,
+                        const char **field) {
+        DataSourceConfig ds;
+        pb_buf_reset(b);
+        DataSourceConfig_init(&ds, pb_buf_stream(b));
+        DataSourceConfig_set_name(&ds, "linux.inode_file_map");
+        if (fill) {
+                InodeFileConfig ic;
+                DataSourceConfig_begin_inode_file_config(&ds, &ic);
+                fill(&ic);
+                DataSourceConfig_end_inode_file_config(&ds, &ic);
+        }
+        cr_assert_eq(traced_pb_msg_finish(&ds.msg), 0);
+        return inode_config_parse(pb_buf_data(b), pb_buf_len(b), c, field);
+}
+
+static void every_field(InodeFileConfig *c) {
+        InodeFileConfig_MountPointMappingEntry m;
+        InodeFileConfig_set_scan_interval_ms(c, 5);
+        InodeFileConfig_set_scan_delay_ms(c, 7);
+        InodeFileConfig_set_scan_batch_size(c, 3);
+        InodeFileConfig_set_do_not_scan(c, 1);
+        InodeFileConfig_add_scan_mount_points(c, "/mnt");
+        InodeFileConfig_begin_mount_point_mapping(c, &m);
+        InodeFileConfig_MountPointMappingEntry_set_mountpoint(&m, "/");
+        InodeFileConfig_MountPointMappingEntry_add_scan_roots(&m, "/x");
+        InodeFileConfig_MountPointMappingEntry_add_scan_roots(&m, "/y");
+        InodeFileConfig_end_mount_point_mapping(c, &m);
+}
+
+static void mapping_without_mount_point(InodeFileConfig *c) {
+        InodeFileConfig_MountPointMappingEntry m;
+        InodeFileConfig_begin_mount_point_mapping(c, &m);
+        InodeFileConfig_MountPointMappingEntry_add_scan_roots(&m, "/x");
+        InodeFileConfig_end_mount_point_mapping(c, &m);
 }
 
 Test(inode, config_fields_and_defaults) {
         struct inode_config c;
         const char *field;
-        struct pbw ds = {}, in = {}, map = {};
-        pbw_string(&ds, 1, "linux.inode_file_map");
-        cr_assert_eq(inode_config_parse(ds.buf, ds.len, &c, &field), 0);
+        struct pb_buf b = {};
+        cr_assert_eq(parse_config(&b, NULL, &c, &field), 0);
         cr_expect_eq(c.scan_interval_ms, INODE_DEFAULT_SCAN_INTERVAL_MS);
         cr_expect_eq(c.scan_delay_ms, INODE_DEFAULT_SCAN_DELAY_MS);
         cr_expect_eq(c.scan_batch_size, INODE_DEFAULT_SCAN_BATCH_SIZE);
         cr_expect_not(c.do_not_scan);
         inode_config_done(&c);
 
-        pbw_varint(&in, 1, 5);
-        pbw_varint(&in, 2, 7);
-        pbw_varint(&in, 3, 3);
-        pbw_varint(&in, 4, 1);
-        pbw_string(&in, 5, "/mnt");
-        pbw_string(&map, 1, "/");
-        pbw_string(&map, 2, "/x");
-        pbw_string(&map, 2, "/y");
-        pbw_message(&in, 6, &map);
-        ds_config(&ds, &in);
-        cr_assert_eq(inode_config_parse(ds.buf, ds.len, &c, &field), 0);
+        cr_assert_eq(parse_config(&b, every_field, &c, &field), 0);
         cr_expect_eq(c.scan_interval_ms, 5);
         cr_expect_eq(c.scan_delay_ms, 7);
         cr_expect_eq(c.scan_batch_size, 3);
@@ -232,17 +254,9 @@ Test(inode, config_fields_and_defaults) {
         cr_expect_str_eq(c.mapping[0].scan_roots[1], "/y");
         inode_config_done(&c);
 
-        /* A mapping without its mount point. */
-        pbw_reset(&in);
-        pbw_reset(&map);
-        pbw_string(&map, 2, "/x");
-        pbw_message(&in, 6, &map);
-        ds_config(&ds, &in);
-        cr_expect_eq(inode_config_parse(ds.buf, ds.len, &c, &field), -EINVAL);
+        cr_expect_eq(parse_config(&b, mapping_without_mount_point, &c, &field), -EINVAL);
         cr_expect_str_eq(field, "mount_point_mapping");
-        pbw_done(&ds);
-        pbw_done(&in);
-        pbw_done(&map);
+        pb_buf_done(&b);
 }
 
 Test(inode, mount_points_of_a_device) {

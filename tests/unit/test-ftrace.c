@@ -13,7 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
 #include "encode.h"
 #include "format.h"
 #include "kprobes.h"
@@ -25,6 +25,30 @@
 #include "tracefs.h"
 
 #include "perfetto/trace/ftrace/ftrace_event_bundle.pb-c.h"
+
+
+/* FtraceEventBundle events written into a heap buffer, as the drain does. */
+struct bundle_buf {
+        struct pb_buf b;
+        FtraceEventBundle m;
+};
+
+static FtraceEventBundle *bundle_begin(struct bundle_buf *bb) {
+        *bb = (struct bundle_buf) {};
+        FtraceEventBundle_init(&bb->m, pb_buf_stream(&bb->b));
+        return &bb->m;
+}
+
+static Perfetto__Protos__FtraceEventBundle *bundle_decode(struct bundle_buf *bb) {
+        cr_assert_eq(traced_pb_msg_finish(&bb->m.msg), 0);
+        return perfetto__protos__ftrace_event_bundle__unpack(NULL, pb_buf_len(&bb->b), pb_buf_data(&bb->b));
+}
+
+/* Empties it for the next events. */
+static void bundle_done(struct bundle_buf *bb) {
+        pb_buf_done(&bb->b);
+        bundle_begin(bb);
+}
 
 static char *slurp(const char *name, size_t *ret_len) {
         char path[512];
@@ -288,10 +312,11 @@ static void encode_first_switch(uint64_t ts, const uint8_t *data, size_t len, vo
         if (k->done || id != k->sw.id)
                 return;
         k->done = 1;
-        struct pbw w = {};
-        ftrace_encode_event(&w, &k->sw, ts, data, len);
+        struct bundle_buf w;
+        FtraceEventBundle *wm = bundle_begin(&w);
+        ftrace_encode_event(wm, &k->sw, ts, data, len);
         /* w holds FtraceEventBundle.event = 2 { ... }: decode as a bundle. */
-        Perfetto__Protos__FtraceEventBundle *b = perfetto__protos__ftrace_event_bundle__unpack(NULL, w.len, w.buf);
+        Perfetto__Protos__FtraceEventBundle *b = bundle_decode(&w);
         cr_assert_not_null(b);
         cr_assert_eq(b->n_event, 1);
         const Perfetto__Protos__FtraceEvent *e = b->event[0];
@@ -306,7 +331,7 @@ static void encode_first_switch(uint64_t ts, const uint8_t *data, size_t len, vo
         memcpy(&pid, data + 4, 4);
         cr_assert_eq(e->pid, (uint32_t) pid);
         perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
-        pbw_done(&w);
+        bundle_done(&w);
 }
 
 Test(ftrace_encode, sched_switch_round_trip) {
@@ -342,10 +367,11 @@ static void set_int(const struct event_format *f, uint8_t *rec, const char *name
 
 static Perfetto__Protos__FtraceEvent *encode_one(struct event_format *f, const uint8_t *rec, size_t len,
                                                  Perfetto__Protos__FtraceEventBundle **ret_bundle) {
-        struct pbw w = {};
-        ftrace_encode_event(&w, f, 1234, rec, len);
-        Perfetto__Protos__FtraceEventBundle *b = perfetto__protos__ftrace_event_bundle__unpack(NULL, w.len, w.buf);
-        pbw_done(&w);
+        struct bundle_buf w;
+        FtraceEventBundle *wm = bundle_begin(&w);
+        ftrace_encode_event(wm, f, 1234, rec, len);
+        Perfetto__Protos__FtraceEventBundle *b = bundle_decode(&w);
+        bundle_done(&w);
         cr_assert_not_null(b);
         cr_assert_eq(b->n_event, 1);
         *ret_bundle = b;
@@ -553,10 +579,11 @@ Test(ftrace_encode, kernel_addresses_become_iids_when_symbolizing) {
         perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
 
         /* With one, twice: the same iids both times. */
-        struct pbw w = {};
-        ftrace_encode_event_ksyms(&w, &f, 1, rec, len, t);
-        ftrace_encode_event_ksyms(&w, &f, 2, rec, len, t);
-        b = perfetto__protos__ftrace_event_bundle__unpack(NULL, w.len, w.buf);
+        struct bundle_buf w;
+        FtraceEventBundle *wm = bundle_begin(&w);
+        ftrace_encode_event_ksyms(wm, &f, 1, rec, len, t);
+        ftrace_encode_event_ksyms(wm, &f, 2, rec, len, t);
+        b = bundle_decode(&w);
         cr_assert_not_null(b);
         cr_assert_eq(b->n_event, 2);
         for (size_t i = 0; i < 2; i++) {
@@ -566,7 +593,7 @@ Test(ftrace_encode, kernel_addresses_become_iids_when_symbolizing) {
         cr_assert_eq(t->n, 2);
         cr_assert_eq(t->addrs[1], 0xffffffff81002010ull);
         perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
-        pbw_done(&w);
+        bundle_done(&w);
 
         /* queue_work keeps its other fields. */
         load_format("format-workqueue_queue_work", "workqueue", &f);
@@ -578,8 +605,8 @@ Test(ftrace_encode, kernel_addresses_become_iids_when_symbolizing) {
         uint32_t loc = (7u << 16) | (uint32_t) len;
         memcpy(rec + wq->offset, &loc, 4);
         memcpy(rec + len, "events", 7);
-        ftrace_encode_event_ksyms(&w, &f, 3, rec, len + 7, t);
-        b = perfetto__protos__ftrace_event_bundle__unpack(NULL, w.len, w.buf);
+        ftrace_encode_event_ksyms(wm, &f, 3, rec, len + 7, t);
+        b = bundle_decode(&w);
         cr_assert_not_null(b);
         e = b->event[0];
         cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_WORKQUEUE_QUEUE_WORK);
@@ -589,7 +616,7 @@ Test(ftrace_encode, kernel_addresses_become_iids_when_symbolizing) {
         cr_assert_eq(e->workqueue_queue_work->req_cpu, 8192);
         cr_assert_str_eq(e->workqueue_queue_work->workqueue, "events");
         perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
-        pbw_done(&w);
+        bundle_done(&w);
 
         /* A generic event's void * fields (4 or 8 bytes) too. */
         const char *text = "name: probe_x\nID: 900\nformat:\n"
@@ -601,8 +628,8 @@ Test(ftrace_encode, kernel_addresses_become_iids_when_symbolizing) {
         len = make_record(&f, rec, sizeof(rec), 77);
         set_int(&f, rec, "fn", (int64_t) 0xffffffff81002010ull);
         set_int(&f, rec, "ip", (int64_t) 0xffffffff81002010ull);
-        ftrace_encode_event_ksyms(&w, &f, 4, rec, len, t);
-        b = perfetto__protos__ftrace_event_bundle__unpack(NULL, w.len, w.buf);
+        ftrace_encode_event_ksyms(wm, &f, 4, rec, len, t);
+        b = bundle_decode(&w);
         cr_assert_not_null(b);
         e = b->event[0];
         cr_assert_eq(e->event_case, PERFETTO__PROTOS__FTRACE_EVENT__EVENT_GENERIC);
@@ -611,7 +638,7 @@ Test(ftrace_encode, kernel_addresses_become_iids_when_symbolizing) {
         cr_assert_eq(e->generic->field[0]->uint_value, 2, "the address seen before keeps its iid");
         cr_assert_eq(e->generic->field[1]->uint_value, 0xffffffff81002010ull, "an unsigned long is not symbolized");
         perfetto__protos__ftrace_event_bundle__free_unpacked(b, NULL);
-        pbw_done(&w);
+        bundle_done(&w);
         free(t);
 }
 

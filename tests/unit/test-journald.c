@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "basic/pb-buf.h"
 #include "journald-config.h"
 #include "journald-entry.h"
 #include "pbtxt/pbtxt.h"
@@ -140,13 +141,25 @@ static int fake_get(void *userdata, const char *field, const void **ret, size_t 
         return -ENOENT;
 }
 
-static Perfetto__Protos__TracePacket *decode(const struct pbw *pkt) {
-        cr_assert_eq(pkt->error, 0);
-        Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, pkt->len, pkt->buf);
-        cr_assert_not_null(p, "the packet does not decode");
-        cr_assert_eq(p->data_case, PERFETTO__PROTOS__TRACE_PACKET__DATA_JOURNALD_EVENT);
-        cr_assert(!p->has_timestamp_clock_id, "the trace's clock (boot time) is the default");
-        return p;
+/* An event written into a heap buffer. */
+struct event_buf {
+        struct pb_buf b;
+        SystemdJournaldEvent ev;
+};
+
+static SystemdJournaldEvent *event_begin(struct event_buf *e) {
+        *e = (struct event_buf) {};
+        SystemdJournaldEvent_init(&e->ev, pb_buf_stream(&e->b));
+        return &e->ev;
+}
+
+static Perfetto__Protos__SystemdJournaldEvent *decode(struct event_buf *e) {
+        cr_assert_eq(traced_pb_msg_finish(&e->ev.msg), 0);
+        Perfetto__Protos__SystemdJournaldEvent *j =
+                perfetto__protos__systemd_journald_event__unpack(NULL, pb_buf_len(&e->b), pb_buf_data(&e->b));
+        cr_assert_not_null(j, "the event does not decode");
+        pb_buf_done(&e->b);
+        return j;
 }
 
 Test(journald_entry, every_field_upstream_has) {
@@ -155,12 +168,9 @@ Test(journald_entry, every_field_upstream_has) {
                 { "PRIORITY", "3" }, { "SYSLOG_IDENTIFIER", "mytag" }, { "MESSAGE", "disk on fire" },
                 { "_COMM", "logger" }, { "_EXE", "/usr/bin/logger" }, { "_SYSTEMD_UNIT", "cron.service" },
                 { "_HOSTNAME", "vm" }, { "_TRANSPORT", "syslog" }, { "SYSLOG_FACILITY", "1" } } };
-        struct pbw ev = {}, pkt = {};
-        cr_assert_eq(journald_entry_encode(fake_get, &e, 123456789, &ev, &pkt), 0);
-        Perfetto__Protos__TracePacket *p = decode(&pkt);
-        cr_assert(p->has_timestamp);
-        cr_assert_eq(p->timestamp, 123456789);
-        const Perfetto__Protos__SystemdJournaldEvent *j = p->journald_event;
+        struct event_buf eb;
+        cr_assert_eq(journald_entry_encode(fake_get, &e, event_begin(&eb)), 0);
+        Perfetto__Protos__SystemdJournaldEvent *j = decode(&eb);
         cr_assert(j->has_pid && j->has_tid && j->has_uid && j->has_gid && j->has_prio);
         cr_assert_eq(j->pid, 1234);
         cr_assert_eq(j->tid, 1240);
@@ -175,18 +185,15 @@ Test(journald_entry, every_field_upstream_has) {
         cr_assert_str_eq(j->hostname, "vm");
         cr_assert_str_eq(j->transport, "syslog");
         cr_assert(!j->has_num_total && !j->has_num_failed, "an entry holds no counts");
-        perfetto__protos__trace_packet__free_unpacked(p, NULL);
-        pbw_done(&ev);
-        pbw_done(&pkt);
+        perfetto__protos__systemd_journald_event__free_unpacked(j, NULL);
 }
 
 Test(journald_entry, missing_and_malformed_fields_are_left_out) {
         struct fake_entry e = { .fields = { { "_PID", "12x" }, { "PRIORITY", "99999999999" }, { "MESSAGE", "" },
                                             { "_UID", "4294967295" }, { "_TRANSPORT", "kernel" } } };
-        struct pbw ev = {}, pkt = {};
-        cr_assert_eq(journald_entry_encode(fake_get, &e, 1, &ev, &pkt), 0);
-        Perfetto__Protos__TracePacket *p = decode(&pkt);
-        const Perfetto__Protos__SystemdJournaldEvent *j = p->journald_event;
+        struct event_buf eb;
+        cr_assert_eq(journald_entry_encode(fake_get, &e, event_begin(&eb)), 0);
+        Perfetto__Protos__SystemdJournaldEvent *j = decode(&eb);
         cr_assert(!j->has_pid, "\"12x\" is no pid");
         cr_assert(!j->has_prio, "a priority past 32 bits is left out");
         cr_assert(!j->has_tid && !j->has_gid);
@@ -195,40 +202,34 @@ Test(journald_entry, missing_and_malformed_fields_are_left_out) {
         cr_assert_str_eq(j->message, "", "an empty message is still a message");
         cr_assert_null(j->tag);
         cr_assert_null(j->systemd_unit);
-        perfetto__protos__trace_packet__free_unpacked(p, NULL);
-        pbw_done(&ev);
-        pbw_done(&pkt);
+        perfetto__protos__systemd_journald_event__free_unpacked(j, NULL);
 }
 
 Test(journald_entry, a_field_that_cannot_be_read_fails_the_entry) {
         struct fake_entry e = { .fields = { { "_PID", "1" } }, .fail_with = -EBADMSG };
-        struct pbw ev = {}, pkt = {};
-        cr_assert_eq(journald_entry_encode(fake_get, &e, 1, &ev, &pkt), -EBADMSG);
-        pbw_done(&ev);
-        pbw_done(&pkt);
+        struct event_buf eb;
+        cr_assert_eq(journald_entry_encode(fake_get, &e, event_begin(&eb)), -EBADMSG);
+        pb_buf_done(&eb.b);
 }
 
 Test(journald_entry, counts_and_notes) {
-        struct pbw ev = {}, pkt = {};
-        cr_assert_eq(journald_stats_encode(77, 41, 2, &ev, &pkt), 0);
-        Perfetto__Protos__TracePacket *p = decode(&pkt);
-        cr_assert(p->journald_event->has_num_total && p->journald_event->has_num_failed);
-        cr_assert_eq(p->journald_event->num_total, 41);
-        cr_assert_eq(p->journald_event->num_failed, 2);
-        cr_assert(!p->journald_event->has_prio && !p->journald_event->message);
-        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        struct event_buf eb;
+        journald_stats_encode(event_begin(&eb), 41, 2);
+        Perfetto__Protos__SystemdJournaldEvent *j = decode(&eb);
+        cr_assert(j->has_num_total && j->has_num_failed);
+        cr_assert_eq(j->num_total, 41);
+        cr_assert_eq(j->num_failed, 2);
+        cr_assert(!j->has_prio && !j->message);
+        perfetto__protos__systemd_journald_event__free_unpacked(j, NULL);
 
-        cr_assert_eq(journald_note_encode(78, 5, 4321, "no journal", &ev, &pkt), 0);
-        p = decode(&pkt);
-        cr_assert_eq(p->timestamp, 78);
-        cr_assert_str_eq(p->journald_event->tag, JOURNALD_NOTE_TAG);
-        cr_assert_str_eq(p->journald_event->message, "no journal");
-        cr_assert_eq(p->journald_event->prio, 5);
-        cr_assert_eq(p->journald_event->pid, 4321);
-        cr_assert_null(p->journald_event->transport, "a note has no transport: journald gives every entry one");
-        perfetto__protos__trace_packet__free_unpacked(p, NULL);
-        pbw_done(&ev);
-        pbw_done(&pkt);
+        journald_note_encode(event_begin(&eb), 5, 4321, "no journal");
+        j = decode(&eb);
+        cr_assert_str_eq(j->tag, JOURNALD_NOTE_TAG);
+        cr_assert_str_eq(j->message, "no journal");
+        cr_assert_eq(j->prio, 5);
+        cr_assert_eq(j->pid, 4321);
+        cr_assert_null(j->transport, "a note has no transport: journald gives every entry one");
+        perfetto__protos__systemd_journald_event__free_unpacked(j, NULL);
 }
 
 Test(journald_entry, wall_clock_to_boot_time) {

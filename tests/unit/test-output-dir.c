@@ -105,7 +105,7 @@ Test(output_dir, listing_is_oldest_first_and_only_closed_files_of_ours) {
         fd = openat(top_fd, "trace-a-1.pftrace", O_CREAT | O_WRONLY | O_CLOEXEC, 0600); /* not a number of ours */
         close(fd);
 
-        struct output_dir_file *files;
+        struct dir_file *files;
         size_t n;
         cr_assert_eq(output_dir_list(top_fd, "trace-a", &files, &n), 0);
         cr_assert_eq(n, 2);
@@ -122,17 +122,17 @@ Test(output_dir, listing_is_oldest_first_and_only_closed_files_of_ours) {
 Test(output_dir, pruning_removes_the_oldest_first) {
         for (uint64_t i = 1; i <= 5; i++)
                 make_closed("trace-a", i, 2, (time_t) (1000 + i)); /* 200 bytes each */
-        struct output_dir_file *files;
+        struct dir_file *files;
         size_t n;
         uint64_t freed;
         cr_assert_eq(output_dir_list(top_fd, "trace-a", &files, &n), 0);
-        cr_assert_eq(output_dir_prune(top_fd, files, n, 3, 0, &freed), 2);
+        cr_assert_eq(dir_files_prune(top_fd, files, n, 3, 0, &freed), 2);
         cr_assert_eq(freed, 400);
         free(files);
         cr_assert(!exists("trace-a-000001.pftrace") && !exists("trace-a-000002.pftrace"));
         cr_assert(exists("trace-a-000003.pftrace"));
         cr_assert_eq(output_dir_list(top_fd, "trace-a", &files, &n), 0);
-        cr_assert_eq(output_dir_prune(top_fd, files, n, 0, 250, &freed), 2);
+        cr_assert_eq(dir_files_prune(top_fd, files, n, 0, 250, &freed), 2);
         free(files);
         cr_assert(exists("trace-a-000005.pftrace") && !exists("trace-a-000004.pftrace"));
 }
@@ -151,15 +151,15 @@ Test(output_dir, the_tree_is_listed_across_subdirectories_without_links) {
         close(sub);
         cr_assert_eq(symlinkat("sess", top_fd, "link"), 0);
 
-        struct output_dir_file *files;
+        struct dir_file *files;
         size_t n;
         cr_assert_eq(output_dir_list_tree(top_fd, &files, &n), 0);
         cr_assert_eq(n, 2);
         cr_assert_str_eq(files[0].name, "sess/trace-s-000001.pftrace");
-        cr_assert_eq(output_dir_remove(top_fd, files[0].name), 0);
+        cr_assert_eq(dir_files_remove(top_fd, files[0].name), 0);
         free(files);
         cr_assert(!exists("sess/trace-s-000001.pftrace"));
-        cr_assert_eq(output_dir_remove(top_fd, "link/x"), -ENOTDIR);
+        cr_assert_eq(dir_files_remove(top_fd, "link/x"), -ENOTDIR);
 }
 
 Test(output_dir, trimming_keeps_whole_packets) {

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "test-packets.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 #include "basic/pbr.h"
 #include "perf-session.h"
 #include "profiling/elf-image.h"
@@ -61,6 +63,8 @@ static const struct traced_host_api api = {
         .struct_size = sizeof(struct traced_host_api),
         .log = fake_log,
         .write_packet = fake_write_packet,
+        .begin_packet = test_begin_packet,
+        .end_packet = test_end_packet,
         .flush_writer = fake_flush_writer,
         .free_writer = fake_free_writer,
 };
@@ -71,6 +75,7 @@ static uint8_t *area; /* the ring: its control page, then the data */
 
 static void setup(void) {
         memset(&fh, 0, sizeof(fh));
+        test_packets_sink = fake_write_packet;
         s = calloc(1, sizeof(*s));
         cr_assert_not_null(s);
         s->pl = &pl;
@@ -99,7 +104,6 @@ static void teardown(void) {
         unwinder_free(s->unw);
         proc_table_free(s->procs);
         elf_cache_free(s->elves);
-        pbw_done(&s->pkt);
         pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->done_cv);
         free(s->rings);
@@ -355,8 +359,8 @@ Test(perf_session, worker_starts_the_sequence_again_after_a_clear) {
         cr_assert_eq(fh.n, sizeof(want) / sizeof(*want));
         for (size_t k = 0; k < fh.n; k++)
                 cr_expect_eq(payload_of(k), want[k], "packet %zu", k);
-        cr_expect_eq(field(fh.packets[0], fh.sizes[0], 13), SEQ_INCREMENTAL_STATE_CLEARED);
-        cr_expect_eq(field(fh.packets[2], fh.sizes[2], 13), SEQ_INCREMENTAL_STATE_CLEARED);
+        cr_expect_eq(field(fh.packets[0], fh.sizes[0], 13), TracePacket_SEQ_INCREMENTAL_STATE_CLEARED);
+        cr_expect_eq(field(fh.packets[2], fh.sizes[2], 13), TracePacket_SEQ_INCREMENTAL_STATE_CLEARED);
         cr_expect_eq(s->clears_done, 1);
         cr_expect_eq(s->epoch, epoch + 1, "the frame cache and counter tracks start again");
 }

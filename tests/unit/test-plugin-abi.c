@@ -15,7 +15,7 @@
 Test(plugin_abi, constants) {
         cr_assert_eq(TRACED_PLUGIN_MAGIC, 0x44435254u);
         cr_assert_eq(TRACED_PLUGIN_ABI_MAJOR, 1);
-        cr_assert_eq(TRACED_PLUGIN_ABI_MINOR, 1);
+        cr_assert_eq(TRACED_PLUGIN_ABI_MINOR, 2);
         cr_assert_str_eq(TRACED_PLUGIN_ENTRY_SYMBOL, "traced_plugin_entry");
         cr_assert_eq(TRACED_CAP(21), (uint64_t) 1 << 21);
 }
@@ -59,7 +59,10 @@ Test(plugin_abi, host_api_layout) {
         cr_assert_eq(offsetof(struct traced_host_api, notify_stopped), 80);
         /* ABI 1.1 */
         cr_assert_eq(offsetof(struct traced_host_api, report_error), 88);
-        cr_assert_eq(sizeof(struct traced_host_api), 96);
+        /* ABI 1.2 */
+        cr_assert_eq(offsetof(struct traced_host_api, begin_packet), 96);
+        cr_assert_eq(offsetof(struct traced_host_api, end_packet), 104);
+        cr_assert_eq(sizeof(struct traced_host_api), 112);
 }
 
 static int32_t fake_create(const struct traced_host_api *api, struct traced_host *host, void **ret) {

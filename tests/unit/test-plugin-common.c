@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/plugin-common.h"
+#include "test-packets.h"
 
 struct fake_host {
         int level;
@@ -23,7 +24,12 @@ static void fake_log(struct traced_host *host, int level, const char *message) {
         h->calls++;
 }
 
-static const struct traced_host_api api = {.struct_size = sizeof(struct traced_host_api), .log = fake_log};
+static const struct traced_host_api api = {
+        .struct_size = sizeof(struct traced_host_api),
+        .log = fake_log,
+        .begin_packet = test_begin_packet,
+        .end_packet = test_end_packet,
+};
 
 struct fake_plugin {
         const struct traced_host_api *api;
@@ -78,8 +84,13 @@ Test(plugin_common, check_host) {
         cr_expect_eq(plugin_check_host(&api), 0);
         old.struct_size = offsetof(struct traced_host_api, notify_stopped);
         cr_expect_eq(plugin_check_host(&old), -EPROTO);
+        /* A host of ABI 1.1: no begin_packet, which every plugin writes with. */
+        old.struct_size = offsetof(struct traced_host_api, begin_packet);
+        cr_expect_eq(plugin_check_host(&old), -EPROTO);
         old.struct_size = sizeof(struct traced_host_api) + 8; /* a newer host */
         cr_expect_eq(plugin_check_host(&old), 0);
+        old.end_packet = NULL;
+        cr_expect_eq(plugin_check_host(&old), -EPROTO);
 }
 
 struct inst {

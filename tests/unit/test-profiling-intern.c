@@ -7,10 +7,13 @@
 
 #include "perfetto/trace/trace_packet.pb-c.h"
 #include "profiling/intern.h"
+#include "test-packets.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
-static Perfetto__Protos__TracePacket *decode(const struct pbw *w) {
-        cr_assert_eq(w->error, 0);
-        Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, w->len, w->buf);
+static Perfetto__Protos__TracePacket *decode(struct test_packet *tp) {
+        ssize_t n = test_packet_end(tp);
+        cr_assert_geq(n, 0);
+        Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, (size_t) n, tp->buf);
         cr_assert_not_null(p, "the packet decodes");
         return p;
 }
@@ -51,11 +54,11 @@ Test(profiling_intern, ids_are_stable_and_entries_go_out_once) {
         cr_assert_neq(intern_callstack(w, one, 1), cs);
         cr_assert(intern_has_pending(w));
 
-        struct pbw pkt = {};
+        struct test_packet pkt = {};
         uint32_t flags = intern_packet_flags(w);
-        cr_assert_eq(flags, SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS_INCREMENTAL_STATE, "first packet");
-        cr_assert_eq(intern_packet_flags(w), SEQ_NEEDS_INCREMENTAL_STATE);
-        intern_write_pending(w, &pkt);
+        cr_assert_eq(flags, TracePacket_SEQ_INCREMENTAL_STATE_CLEARED | TracePacket_SEQ_NEEDS_INCREMENTAL_STATE, "first packet");
+        cr_assert_eq(intern_packet_flags(w), TracePacket_SEQ_NEEDS_INCREMENTAL_STATE);
+        intern_write_pending(w, test_packet_begin(&pkt));
         cr_assert_not(intern_has_pending(w));
         Perfetto__Protos__TracePacket *p = decode(&pkt);
         Perfetto__Protos__InternedData *d = p->interned_data;
@@ -84,25 +87,24 @@ Test(profiling_intern, ids_are_stable_and_entries_go_out_once) {
         perfetto__protos__trace_packet__free_unpacked(p, NULL);
 
         /* Nothing new: nothing written. */
-        pbw_reset(&pkt);
         cr_assert_eq(intern_frame(w, f2, m, 0x2345), fr2);
-        intern_write_pending(w, &pkt);
-        cr_assert_eq(pkt.len, 0);
+        intern_write_pending(w, test_packet_begin(&pkt));
+        cr_assert_eq(test_packet_end(&pkt), 0);
 
         /* A clear: ids restart, everything goes out again, CLEARED once. */
         size_t before = intern_count(w);
         cr_assert_gt(before, 0);
         intern_clear(w);
         cr_assert_eq(intern_count(w), 0);
-        cr_assert_eq(intern_packet_flags(w), SEQ_INCREMENTAL_STATE_CLEARED | SEQ_NEEDS_INCREMENTAL_STATE);
+        cr_assert_eq(intern_packet_flags(w), TracePacket_SEQ_INCREMENTAL_STATE_CLEARED | TracePacket_SEQ_NEEDS_INCREMENTAL_STATE);
         cr_assert_eq(intern_function_name(w, "leaf"), 1);
-        intern_write_pending(w, &pkt);
+        intern_write_pending(w, test_packet_begin(&pkt));
         p = decode(&pkt);
         cr_assert_eq(p->interned_data->n_function_names, 1);
         cr_assert_str_eq(str_of(p->interned_data->function_names, 1, 1), "leaf");
         perfetto__protos__trace_packet__free_unpacked(p, NULL);
         cr_assert_gt(intern_memory(w), 0);
-        pbw_done(&pkt);
+        test_packet_done(&pkt);
         intern_writer_free(w);
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "test-packets.h"
 #include "perfetto/trace/trace_packet.pb-c.h"
 #include "profiling/symbolizer.h"
 
@@ -55,9 +56,11 @@ Test(profiling_symbolizer, user_and_kernel_frames) {
         cr_assert(uf && kf && nf);
         cr_assert_eq(symbolizer_user_frame(&s, w, p, pc), uf);
 
-        struct pbw pkt = {};
-        intern_write_pending(w, &pkt);
-        Perfetto__Protos__TracePacket *tp = perfetto__protos__trace_packet__unpack(NULL, pkt.len, pkt.buf);
+        struct test_packet pkt = {};
+        intern_write_pending(w, test_packet_begin(&pkt));
+        ssize_t n = test_packet_end(&pkt);
+        cr_assert_geq(n, 0);
+        Perfetto__Protos__TracePacket *tp = perfetto__protos__trace_packet__unpack(NULL, (size_t) n, pkt.buf);
         cr_assert_not_null(tp);
         Perfetto__Protos__InternedData *d = tp->interned_data;
         Perfetto__Protos__Frame *ufr = NULL, *kfr = NULL;
@@ -89,7 +92,7 @@ Test(profiling_symbolizer, user_and_kernel_frames) {
         cr_assert_not_null(sbid);
         cr_assert_eq(memcmp(sbid, bid, len), 0);
         perfetto__protos__trace_packet__free_unpacked(tp, NULL);
-        pbw_done(&pkt);
+        test_packet_done(&pkt);
         intern_writer_free(w);
         elf_cache_free(elves);
         proc_table_free(procs);

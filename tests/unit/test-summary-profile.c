@@ -8,32 +8,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "basic/pbw.h"
 #include "profile.h"
 #include "stack-walks.h"
 #include "summary.h"
+#include "test-packets.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
-static void counter_descriptor(struct pbw *pkt, uint64_t uuid, const char *name) {
-        struct pbw td = {}, cd = {};
-        pbw_reset(pkt);
-        pbw_varint(&cd, 3, 2);
-        pbw_varint(&td, 1, uuid);
-        pbw_string(&td, 2, name);
-        pbw_message(&td, 8, &cd);
-        pbw_message(pkt, 60, &td);
-        pbw_done(&td);
-        pbw_done(&cd);
+static void counter_descriptor(TracePacket *pkt, uint64_t uuid, const char *name) {
+        TrackDescriptor td;
+        CounterDescriptor cd;
+        TracePacket_begin_track_descriptor(pkt, &td);
+        TrackDescriptor_set_uuid(&td, uuid);
+        TrackDescriptor_set_name(&td, name);
+        TrackDescriptor_begin_counter(&td, &cd);
+        CounterDescriptor_set_unit(&cd, CounterDescriptor_UNIT_COUNT);
+        TrackDescriptor_end_counter(&td, &cd);
+        TracePacket_end_track_descriptor(pkt, &td);
 }
 
-static void counter_value(struct pbw *pkt, uint64_t uuid, uint64_t ts, int64_t v) {
-        struct pbw ev = {};
-        pbw_reset(pkt);
-        pbw_varint(&ev, 9, 4);
-        pbw_varint(&ev, 11, uuid);
-        pbw_varint(&ev, 30, (uint64_t) v);
-        pbw_varint(pkt, 8, ts);
-        pbw_message(pkt, 11, &ev);
-        pbw_done(&ev);
+static void counter_value(TracePacket *pkt, uint64_t uuid, uint64_t ts, int64_t v) {
+        TrackEvent ev;
+        TracePacket_set_timestamp(pkt, ts);
+        TracePacket_begin_track_event(pkt, &ev);
+        TrackEvent_set_type(&ev, TrackEvent_TYPE_COUNTER);
+        TrackEvent_set_track_uuid(&ev, uuid);
+        TrackEvent_set_counter_value(&ev, v);
+        TracePacket_end_track_event(pkt, &ev);
+}
+
+/* Ends the packet in tp and hands it to fn. */
+static void emit(struct test_packet *tp, void (*fn)(void *, const uint8_t *, size_t), void *userdata) {
+        ssize_t n = test_packet_end(tp);
+        cr_assert_geq(n, 0);
+        fn(userdata, tp->buf, (size_t) n);
 }
 
 /* The plugin's counters: whole, frame pointers, cut without unwind info;
@@ -46,18 +53,18 @@ static void walks(void (*fn)(void *, const uint8_t *, size_t), void *userdata, i
                 "linux.bpf_stack unwind: table bytes",
         };
         const int64_t last[] = { whole, fp, cut, 4096 };
-        struct pbw pkt = {};
+        struct test_packet tp = {};
         for (size_t i = 0; i < 4; i++) {
-                counter_descriptor(&pkt, 100 + i, names[i]);
-                fn(userdata, pkt.buf, pkt.len);
+                counter_descriptor(test_packet_begin(&tp), 100 + i, names[i]);
+                emit(&tp, fn, userdata);
         }
         for (size_t i = 0; i < 4; i++) {
-                counter_value(&pkt, 100 + i, 2000, last[i]);
-                fn(userdata, pkt.buf, pkt.len);
-                counter_value(&pkt, 100 + i, 1000, last[i] / 2);
-                fn(userdata, pkt.buf, pkt.len);
+                counter_value(test_packet_begin(&tp), 100 + i, 2000, last[i]);
+                emit(&tp, fn, userdata);
+                counter_value(test_packet_begin(&tp), 100 + i, 1000, last[i] / 2);
+                emit(&tp, fn, userdata);
         }
-        pbw_done(&pkt);
+        test_packet_done(&tp);
 }
 
 static void to_summary(void *userdata, const uint8_t *d, size_t n) {
@@ -124,41 +131,44 @@ Test(stack_walks, none_said_without_the_counters_or_when_most_are_whole) {
 
 /* linux.process_stats and perf samples, no sched_switch. */
 static void fill_perf_only(struct summary *s) {
-        struct pbw pkt = {}, tree = {}, proc = {}, stats = {}, sp = {}, ps = {};
-        pbw_varint(&proc, 1, 300);
-        pbw_string(&proc, 3, "/usr/bin/python3");
-        pbw_message(&tree, 1, &proc);
-        pbw_varint(&pkt, 8, 1000);
-        pbw_message(&pkt, 2, &tree);
-        summary_add_packet(s, pkt.buf, pkt.len);
+        struct test_packet tp = {};
+        TracePacket *pkt = test_packet_begin(&tp);
+        ProcessTree tree;
+        ProcessTree_Process proc;
+        TracePacket_set_timestamp(pkt, 1000);
+        TracePacket_begin_process_tree(pkt, &tree);
+        ProcessTree_begin_processes(&tree, &proc);
+        ProcessTree_Process_set_pid(&proc, 300);
+        ProcessTree_Process_add_cmdline(&proc, "/usr/bin/python3");
+        ProcessTree_end_processes(&tree, &proc);
+        TracePacket_end_process_tree(pkt, &tree);
+        emit(&tp, to_summary, s);
         for (uint64_t k = 0; k < 2; k++) {
-                pbw_reset(&pkt);
-                pbw_reset(&stats);
-                pbw_reset(&sp);
-                pbw_varint(&sp, 1, 300);
-                pbw_varint(&sp, 3, 4096);                 /* vm_rss_kb */
-                pbw_varint(&sp, 21, 1000000 + k * 5000000); /* runtime_user_mode */
-                pbw_message(&stats, 1, &sp);
-                pbw_varint(&pkt, 8, 1000 + k * 1000000000);
-                pbw_message(&pkt, 9, &stats);
-                summary_add_packet(s, pkt.buf, pkt.len);
+                ProcessStats stats;
+                ProcessStats_Process sp;
+                pkt = test_packet_begin(&tp);
+                TracePacket_set_timestamp(pkt, 1000 + k * 1000000000);
+                TracePacket_begin_process_stats(pkt, &stats);
+                ProcessStats_begin_processes(&stats, &sp);
+                ProcessStats_Process_set_pid(&sp, 300);
+                ProcessStats_Process_set_vm_rss_kb(&sp, 4096);
+                ProcessStats_Process_set_runtime_user_mode(&sp, 1000000 + k * 5000000);
+                ProcessStats_end_processes(&stats, &sp);
+                TracePacket_end_process_stats(pkt, &stats);
+                emit(&tp, to_summary, s);
         }
         for (uint64_t k = 0; k < 3; k++) {
-                pbw_reset(&pkt);
-                pbw_reset(&ps);
-                pbw_varint(&ps, 2, 300);
-                pbw_varint(&ps, 3, 300);
-                pbw_varint(&ps, 4, 1);
-                pbw_varint(&pkt, 8, 2000 + k);
-                pbw_message(&pkt, 66, &ps);
-                summary_add_packet(s, pkt.buf, pkt.len);
+                PerfSample ps;
+                pkt = test_packet_begin(&tp);
+                TracePacket_set_timestamp(pkt, 2000 + k);
+                TracePacket_begin_perf_sample(pkt, &ps);
+                PerfSample_set_pid(&ps, 300);
+                PerfSample_set_tid(&ps, 300);
+                PerfSample_set_callstack_iid(&ps, 1);
+                TracePacket_end_perf_sample(pkt, &ps);
+                emit(&tp, to_summary, s);
         }
-        pbw_done(&pkt);
-        pbw_done(&tree);
-        pbw_done(&proc);
-        pbw_done(&stats);
-        pbw_done(&sp);
-        pbw_done(&ps);
+        test_packet_done(&tp);
 }
 
 Test(summary_perf_only, shows_what_the_trace_has_not_zeros) {

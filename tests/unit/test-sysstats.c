@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
 #include "battery.h"
 #include "counters.h"
 #include "cpuinfo.h"
@@ -34,7 +34,8 @@
 
 static char text[1 << 16];
 static size_t text_len;
-static struct pbw out, item, entry;
+static struct pb_buf out;
+static SysStats ss; /* the message the parsers write, in out */
 static Perfetto__Protos__SysStats *st;
 static char root[512];
 
@@ -46,9 +47,19 @@ static void load(const char *name) {
         fclose(f);
 }
 
+/* out emptied, a SysStats begun in it. */
+static void restart(void) {
+        pb_buf_reset(&out);
+        SysStats_init(&ss, pb_buf_stream(&out));
+}
+
+static void init(void) {
+        restart();
+}
+
 static Perfetto__Protos__SysStats *decode(void) {
-        cr_assert_eq(out.error, 0);
-        st = perfetto__protos__sys_stats__unpack(NULL, out.len, out.buf);
+        cr_assert_eq(traced_pb_msg_finish(&ss.msg), 0);
+        st = perfetto__protos__sys_stats__unpack(NULL, pb_buf_len(&out), pb_buf_data(&out));
         cr_assert_not_null(st, "the SysStats written does not decode");
         return st;
 }
@@ -57,14 +68,12 @@ static void fini(void) {
         if (st)
                 perfetto__protos__sys_stats__free_unpacked(st, NULL);
         st = NULL;
-        pbw_done(&out);
-        pbw_done(&item);
-        pbw_done(&entry);
+        pb_buf_done(&out);
         test_scratch_remove(root);
         root[0] = '\0';
 }
 
-TestSuite(sysstats, .fini = fini);
+TestSuite(sysstats, .init = init, .fini = fini);
 
 static uint64_t meminfo_value(uint32_t key) {
         for (size_t i = 0; i < st->n_meminfo; i++)
@@ -86,7 +95,7 @@ Test(sysstats, meminfo_all_counters_by_the_kernels_key) {
         struct key_set keys;
         load(DATA "meminfo");
         cr_assert_eq(key_set_init(&keys, false, NULL, 0, NULL), 0);
-        size_t n = parse_meminfo(text, text_len, &keys, &out);
+        size_t n = parse_meminfo(text, text_len, &keys, &ss);
         key_set_done(&keys);
         decode();
         cr_assert_eq(n, st->n_meminfo);
@@ -108,7 +117,7 @@ Test(sysstats, meminfo_selected_counters_only) {
         load(DATA "meminfo");
         cr_assert_eq(key_set_init(&keys, false, ids, 3, &unknown), 0);
         cr_assert_eq(unknown, 1);
-        cr_assert_eq(parse_meminfo(text, text_len, &keys, &out), 2);
+        cr_assert_eq(parse_meminfo(text, text_len, &keys, &ss), 2);
         key_set_done(&keys);
         decode();
         cr_assert_eq(st->meminfo[0]->key, PERFETTO__PROTOS__MEMINFO_COUNTERS__MEMINFO_MEM_FREE);
@@ -132,7 +141,7 @@ Test(sysstats, vmstat_keys_come_from_the_proto) {
                         cr_assert_not_null(meminfo_key_name((uint32_t) d->values[i].value), "%s", d->values[i].name);
         load(DATA "vmstat");
         cr_assert_eq(key_set_init(&keys, true, NULL, 0, NULL), 0);
-        size_t n = parse_vmstat(text, text_len, &keys, &out);
+        size_t n = parse_vmstat(text, text_len, &keys, &ss);
         key_set_done(&keys);
         decode();
         cr_assert_gt(n, 40);
@@ -142,7 +151,7 @@ Test(sysstats, vmstat_keys_come_from_the_proto) {
 
 Test(sysstats, stat_cpu_times_irqs_softirqs_forks) {
         load(DATA "stat");
-        size_t cpus = parse_stat(text, text_len, UINT32_MAX, 10000000, &out, &item);
+        size_t cpus = parse_stat(text, text_len, UINT32_MAX, 10000000, &ss);
         decode();
         /* cpu0 and cpu1; the machine-wide "cpu" line is left out. */
         cr_assert_eq(cpus, 2);
@@ -164,7 +173,7 @@ Test(sysstats, stat_cpu_times_irqs_softirqs_forks) {
 
 Test(sysstats, stat_counter_selection) {
         load(DATA "stat");
-        parse_stat(text, text_len, 1u << STAT_FORK_COUNT, 10000000, &out, &item);
+        parse_stat(text, text_len, 1u << SysStatsConfig_STAT_FORK_COUNT, 10000000, &ss);
         decode();
         cr_assert_eq(st->n_cpu_stat, 0);
         cr_assert_not(st->has_num_irq_total);
@@ -173,7 +182,7 @@ Test(sysstats, stat_counter_selection) {
 
 Test(sysstats, psi_some_and_full_in_ns) {
         load(DATA "pressure-memory");
-        cr_assert_eq(parse_psi(text, text_len, PSI_MEMORY_SOME, &out, &item), 2);
+        cr_assert_eq(parse_psi(text, text_len, SysStats_PsiSample_PSI_RESOURCE_MEMORY_SOME, &ss), 2);
         decode();
         cr_assert_eq(st->psi[0]->resource, PERFETTO__PROTOS__SYS_STATS__PSI_SAMPLE__PSI_RESOURCE__PSI_RESOURCE_MEMORY_SOME);
         cr_assert_eq(st->psi[0]->total_ns, 4076258000ull);
@@ -183,7 +192,7 @@ Test(sysstats, psi_some_and_full_in_ns) {
 
 Test(sysstats, buddyinfo_per_zone) {
         load(DATA "buddyinfo");
-        cr_assert_eq(parse_buddyinfo(text, text_len, &out, &item), 3);
+        cr_assert_eq(parse_buddyinfo(text, text_len, &ss), 3);
         decode();
         cr_assert_str_eq(st->buddy_info[2]->node, "0");
         cr_assert_str_eq(st->buddy_info[2]->zone, "Normal");
@@ -194,7 +203,7 @@ Test(sysstats, buddyinfo_per_zone) {
 
 Test(sysstats, diskstats_fields_by_position) {
         unsigned lines = lines_of(DATA "diskstats");
-        cr_assert_eq(parse_diskstats(text, text_len, &out, &item), lines);
+        cr_assert_eq(parse_diskstats(text, text_len, &ss), lines);
         decode();
         const Perfetto__Protos__SysStats__DiskStat *d = st->disk_stat[4];
         cr_assert_str_eq(d->device_name, "sda");
@@ -228,8 +237,8 @@ Test(sysstats, meminfo_layout_remembered_and_relearned) {
         struct key_set keys;
         cr_assert_eq(key_set_init(&keys, false, NULL, 0, NULL), 0);
         for (size_t t = 0; t < sizeof(texts) / sizeof(texts[0]); t++) {
-                pbw_reset(&out);
-                size_t n = parse_meminfo(texts[t], strlen(texts[t]), &keys, &out);
+                restart();
+                size_t n = parse_meminfo(texts[t], strlen(texts[t]), &keys, &ss);
                 decode();
                 cr_assert_eq(n, want[t][2] ? 3 : 2, "text %zu: %zu values", t, n);
                 cr_assert_eq(meminfo_value(PERFETTO__PROTOS__MEMINFO_COUNTERS__MEMINFO_MEM_TOTAL), want[t][0]);
@@ -248,11 +257,11 @@ Test(sysstats, truncated_and_garbage_input) {
         const char junk[] = "MemFree:\nMemTotal: x kB\n:\n\n\nprocesses\nintr\nsome total=\nNode\n 1 2";
         struct key_set keys;
         cr_assert_eq(key_set_init(&keys, false, NULL, 0, NULL), 0);
-        parse_meminfo(junk, sizeof(junk) - 1, &keys, &out);
-        parse_stat(junk, sizeof(junk) - 1, UINT32_MAX, 1, &out, &item);
-        parse_psi(junk, sizeof(junk) - 1, PSI_CPU_SOME, &out, &item);
-        parse_buddyinfo(junk, sizeof(junk) - 1, &out, &item);
-        parse_diskstats(junk, sizeof(junk) - 1, &out, &item);
+        parse_meminfo(junk, sizeof(junk) - 1, &keys, &ss);
+        parse_stat(junk, sizeof(junk) - 1, UINT32_MAX, 1, &ss);
+        parse_psi(junk, sizeof(junk) - 1, SysStats_PsiSample_PSI_RESOURCE_CPU_SOME, &ss);
+        parse_buddyinfo(junk, sizeof(junk) - 1, &ss);
+        parse_diskstats(junk, sizeof(junk) - 1, &ss);
         key_set_done(&keys);
         decode();
         /* "MemTotal: x kB" has a value of no digits: 0. */
@@ -293,7 +302,7 @@ Test(sysstats, config_periods_ticks_and_selections) {
         cr_assert_eq(cfg.ticks[SRC_STAT], 30);
         cr_assert_eq(cfg.ticks[SRC_CPUFREQ], 1);
         cr_assert_eq(cfg.ticks[SRC_VMSTAT], 0);
-        cr_assert_eq(cfg.stat_mask, 1u << STAT_CPU_TIMES);
+        cr_assert_eq(cfg.stat_mask, 1u << SysStatsConfig_STAT_CPU_TIMES);
         cr_assert_eq(cfg.n_meminfo_ids, 1);
         cr_assert_eq(cfg.meminfo_ids[0], PERFETTO__PROTOS__MEMINFO_COUNTERS__MEMINFO_MEM_FREE);
         /* No stat_counters: all of them. */
@@ -344,10 +353,10 @@ Test(sysstats, sysfs_cpufreq_thermal_cpuidle_devfreq) {
         cr_assert_eq(sysfs_open_thermal(&s, root), 0);
         cr_assert_eq(sysfs_open_cpuidle(&s, root, 2), 0);
         cr_assert_eq(sysfs_open_devfreq(&s, root), 0);
-        sysfs_read_cpufreq(&s, &out);
-        sysfs_read_thermal(&s, &out, &item);
-        sysfs_read_cpuidle(&s, &out, &item, &entry);
-        sysfs_read_devfreq(&s, &out, &item);
+        sysfs_read_cpufreq(&s, &ss);
+        sysfs_read_thermal(&s, &ss);
+        sysfs_read_cpuidle(&s, &ss);
+        sysfs_read_devfreq(&s, &ss);
         sysfs_close(&s);
         decode();
         cr_assert_eq(st->n_cpufreq_khz, 2);
@@ -400,9 +409,12 @@ Test(sysstats, cpuinfo_x86_and_arm) {
         put("/sys/devices/system/cpu/cpu1/cpufreq/scaling_available_frequencies", "2000000 1000000 3000000 \n");
         put("/sys/devices/system/cpu/cpu1/cpufreq/scaling_boost_frequencies", "3500000 3000000\n");
         put("/sys/devices/system/cpu/cpu1/cpu_capacity", "1024\n");
+        CpuInfo info;
         load(DATA "cpuinfo-x86");
-        cr_assert_eq(cpuinfo_write(text, text_len, root, &out), 2);
-        Perfetto__Protos__CpuInfo *ci = perfetto__protos__cpu_info__unpack(NULL, out.len, out.buf);
+        pb_buf_reset(&out);
+        CpuInfo_init(&info, pb_buf_stream(&out));
+        cr_assert_eq(cpuinfo_write(text, text_len, root, &info), 2);
+        Perfetto__Protos__CpuInfo *ci = perfetto__protos__cpu_info__unpack(NULL, pb_buf_len(&out), pb_buf_data(&out));
         cr_assert_not_null(ci);
         cr_assert_eq(ci->n_cpus, 2);
         cr_assert_str_eq(ci->cpus[0]->processor, "AMD EPYC");
@@ -415,10 +427,11 @@ Test(sysstats, cpuinfo_x86_and_arm) {
         cr_assert_eq(ci->cpus[1]->capacity, 1024);
         perfetto__protos__cpu_info__free_unpacked(ci, NULL);
 
-        pbw_reset(&out);
+        pb_buf_reset(&out);
+        CpuInfo_init(&info, pb_buf_stream(&out));
         load(DATA "cpuinfo-arm");
-        cr_assert_eq(cpuinfo_write(text, text_len, root, &out), 2);
-        ci = perfetto__protos__cpu_info__unpack(NULL, out.len, out.buf);
+        cr_assert_eq(cpuinfo_write(text, text_len, root, &info), 2);
+        ci = perfetto__protos__cpu_info__unpack(NULL, pb_buf_len(&out), pb_buf_data(&out));
         cr_assert_not_null(ci);
         cr_assert_str_eq(ci->cpus[1]->processor, "AArch64 Processor rev 4 (aarch64)");
         const Perfetto__Protos__CpuInfo__ArmCpuIdentifier *a = ci->cpus[1]->arm_identifier;
@@ -446,9 +459,13 @@ Test(sysstats, batteries_only_present_ones) {
         put("/sys/class/power_supply/BAT0/voltage_now", "12100000\n");
         cr_assert_eq(battery_scan(&s, root), 0);
         cr_assert_eq(s.n, 1);
-        battery_write(&s, 0, &out);
+        BatteryCounters bc;
+        pb_buf_reset(&out);
+        BatteryCounters_init(&bc, pb_buf_stream(&out));
+        battery_write(&s, 0, &bc);
         battery_set_done(&s);
-        Perfetto__Protos__BatteryCounters *b = perfetto__protos__battery_counters__unpack(NULL, out.len, out.buf);
+        Perfetto__Protos__BatteryCounters *b =
+                perfetto__protos__battery_counters__unpack(NULL, pb_buf_len(&out), pb_buf_data(&out));
         cr_assert_not_null(b);
         cr_assert_float_eq(b->capacity_percent, 87.0f, 0.001f);
         cr_assert_eq(b->current_ua, -1200000);
@@ -465,9 +482,12 @@ Test(sysstats, batteries_only_present_ones) {
 
 static Perfetto__Protos__InterruptInfo *interrupts_of(const char *name, int want) {
         load(name);
-        pbw_reset(&out);
-        cr_assert_eq(interrupts_write(text, text_len, &out), want, "%s", name);
-        Perfetto__Protos__InterruptInfo *ii = perfetto__protos__interrupt_info__unpack(NULL, out.len, out.buf);
+        InterruptInfo info;
+        pb_buf_reset(&out);
+        InterruptInfo_init(&info, pb_buf_stream(&out));
+        cr_assert_eq(interrupts_write(text, text_len, &info), want, "%s", name);
+        Perfetto__Protos__InterruptInfo *ii =
+                perfetto__protos__interrupt_info__unpack(NULL, pb_buf_len(&out), pb_buf_data(&out));
         cr_assert_not_null(ii, "the InterruptInfo written does not decode");
         cr_assert_eq(ii->n_irq_mapping, (size_t) want);
         return ii;
@@ -506,7 +526,9 @@ Test(sysstats, interrupt_names_of_nothing) {
         static const char *const junk[] = { "", "CPU0\n", "no header\n 1: 2 chip Edge x\n", "CPU0\n1:", "CPU0\n:\n 9x: 1 c Edge n\n",
                                             "CPU0 CPU1\n 5: 1\n", "CPU0\n 99999999999: 1 c Edge n\n" };
         for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
-                pbw_reset(&out);
-                cr_assert_eq(interrupts_write(junk[i], strlen(junk[i]), &out), 0, "junk %zu", i);
+                InterruptInfo info;
+                pb_buf_reset(&out);
+                InterruptInfo_init(&info, pb_buf_stream(&out));
+                cr_assert_eq(interrupts_write(junk[i], strlen(junk[i]), &info), 0, "junk %zu", i);
         }
 }

@@ -3,6 +3,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "test-packets.h"
 #include "perfetto/trace/trace_packet.pb-c.h"
 #include "profiling/task-names.h"
 
@@ -27,11 +28,12 @@ Test(task_names, bounded) {
 }
 
 static Perfetto__Protos__TracePacket *packet(int32_t pid, int32_t tid, const char *comm) {
-        struct pbw w = {};
-        task_names_packet(&w, pid, tid, comm, 1234, 6);
-        cr_assert_eq(w.error, 0);
-        Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, w.len, w.buf);
-        pbw_done(&w);
+        struct test_packet w = {};
+        task_names_packet(test_packet_begin(&w), pid, tid, comm, 1234, 6);
+        ssize_t n = test_packet_end(&w);
+        cr_assert_geq(n, 0);
+        Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, (size_t) n, w.buf);
+        test_packet_done(&w);
         cr_assert_not_null(p);
         cr_assert(p->has_timestamp && p->timestamp == 1234);
         cr_assert(p->has_timestamp_clock_id && p->timestamp_clock_id == 6);

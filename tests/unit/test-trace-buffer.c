@@ -373,6 +373,52 @@ Test(trace_buffer, final_read_drops_unfinished_packets) {
         trace_buffer_free(tb);
 }
 
+/* A packet streamed across chunks whose writer left a size to patch in
+ * the chunk it began in (a nested message still open when the chunk went)
+ * and whose patch never came, as when the service stops reading before
+ * the producer's last commit: at the final read the packet is lost,
+ * never read with a size of zero, and the packets around it are read;
+ * the same when the unpatched chunk is one the packet only goes through. */
+Test(trace_buffer, final_read_loses_a_packet_whose_patches_never_came) {
+        struct trace_buffer *tb = new_tb(65536, TRACE_BUFFER_RING_BUFFER);
+        struct cbuf a = {}, b = {};
+        put_frag(&a, "p1", 2);
+        put_frag(&a, "sta", 3);
+        cr_assert_eq(copy(tb, 1, 1, 0, &a, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT | SMB_CHUNK_NEEDS_PATCHING, true),
+                     0);
+        put_frag(&b, "rt", 2);
+        put_frag(&b, "p2", 2);
+        cr_assert_eq(copy(tb, 1, 1, 1, &b, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true), 0);
+
+        struct cbuf c = {}, d = {}, e = {};
+        put_frag(&c, "thr", 3);
+        cr_assert_eq(copy(tb, 1, 2, 0, &c, SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT, true), 0);
+        put_frag(&d, "ou", 2);
+        cr_assert_eq(copy(tb, 1, 2, 1, &d,
+                          SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV | SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT |
+                                  SMB_CHUNK_NEEDS_PATCHING,
+                          true),
+                     0);
+        put_frag(&e, "gh", 2);
+        put_frag(&e, "p3", 2);
+        cr_assert_eq(copy(tb, 1, 2, 2, &e, SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV, true), 0);
+
+        struct got g;
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 0, "held back while the patches may come");
+        trace_buffer_set_final(tb, true);
+        read_all(tb, &g);
+        cr_assert_eq(g.n, 3);
+        cr_assert_str_eq(g.text[0], "p1");
+        cr_assert_not(g.lost[0]);
+        cr_assert_str_eq(g.text[1], "p2");
+        cr_assert(g.lost[1], "the packet after the lost one says so");
+        cr_assert_str_eq(g.text[2], "p3");
+        cr_assert(g.lost[2]);
+        cr_assert_eq(trace_buffer_get_stats(tb)->readaheads_failed, 2);
+        trace_buffer_free(tb);
+}
+
 /* At the final read the last packet of a chunk scraped while its writer
  * was still writing is read too (whole by its size), marked unfinished:
  * its bytes may be stale (here a size header left behind by a writer that

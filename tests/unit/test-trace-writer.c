@@ -18,7 +18,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 #include "producer-internal.h"
 #include "core/buffers/trace-buffer.h"
 
@@ -82,16 +83,19 @@ static struct trace_buffer *service_side(traced_producer *p) {
         return tb;
 }
 
-static void expected_packet(uint32_t seq, size_t size, struct pbw *pkt) {
-        struct pbw ev = {};
+static void expected_packet(uint32_t seq, size_t size, struct pb_buf *b) {
         char *s = malloc(size + 1);
         for (size_t k = 0; k < size; k++)
                 s[k] = (char) ('a' + (seq + k) % 26);
-        pbw_bytes(&ev, 1, s, size);
-        pbw_varint(&ev, 2, seq);
-        pbw_varint(pkt, 8, 1000 + seq);
-        pbw_message(pkt, 900, &ev);
-        pbw_done(&ev);
+        TracePacket pkt;
+        TestEvent ev;
+        TracePacket_init(&pkt, pb_buf_stream(b));
+        TracePacket_set_timestamp(&pkt, 1000 + seq);
+        TracePacket_begin_for_testing(&pkt, &ev);
+        TestEvent_set_str_n(&ev, s, size);
+        TestEvent_set_seq_value(&ev, seq);
+        TracePacket_end_for_testing(&pkt, &ev);
+        cr_assert_eq(traced_pb_msg_finish(&pkt.msg), 0);
         free(s);
 }
 
@@ -129,7 +133,7 @@ static void check_all(struct trace_buffer *tb, unsigned n, size_t size) {
         trace_buffer_begin_read(tb);
         for (unsigned seq = 0; seq < n; seq++) {
                 cr_assert_eq(trace_buffer_read_next_packet(tb, &pkt, &info), 1, "packet %u missing", seq);
-                struct pbw want = {};
+                struct pb_buf want = {};
                 expected_packet(seq, size, &want);
                 size_t gl, wl;
                 uint8_t *flat = malloc(pkt.size ? pkt.size : 1);
@@ -137,13 +141,13 @@ static void check_all(struct trace_buffer *tb, unsigned n, size_t size) {
                 cr_assert_eq(trace_buffer_packet_gather(&pkt, flat, pkt.size), pkt.size);
                 uint8_t *got = canonical(flat, pkt.size, &gl);
                 free(flat);
-                uint8_t *exp = canonical(want.buf, want.len, &wl);
+                uint8_t *exp = canonical(pb_buf_data(&want), pb_buf_len(&want), &wl);
                 cr_assert_eq(gl, wl, "packet %u: %zu bytes, expected %zu", seq, gl, wl);
                 cr_assert_arr_eq(got, exp, wl, "packet %u differs", seq);
                 free(got);
                 free(exp);
                 cr_assert_not(info.previous_packet_dropped);
-                pbw_done(&want);
+                pb_buf_done(&want);
         }
         cr_assert_eq(trace_buffer_read_next_packet(tb, &pkt, &info), 0, "more packets than written");
 }
@@ -163,10 +167,10 @@ static void run_case(const struct wcase *c) {
                 if (c->stream)
                         write_streamed(w, seq, c->size);
                 else {
-                        struct pbw pkt = {};
+                        struct pb_buf pkt = {};
                         expected_packet(seq, c->size, &pkt);
-                        cr_assert_eq(traced_trace_writer_write_packet(w, pkt.buf, pkt.len), 0);
-                        pbw_done(&pkt);
+                        cr_assert_eq(traced_trace_writer_write_packet(w, pb_buf_data(&pkt), pb_buf_len(&pkt)), 0);
+                        pb_buf_done(&pkt);
                 }
         }
         (void) traced_trace_writer_flush(w); /* no service: the commit itself fails */
@@ -195,6 +199,132 @@ Test(trace_writer, streamed_spanning_chunks_are_patched) {
         run_case(&(struct wcase) { 10, 20000, true });
 }
 
+/* A packet of TestPayloads nested depth deep, each with a string of size
+ * bytes and, once what it holds has ended, a number: with strings longer
+ * than a chunk, every level's size field is in a chunk handed over before
+ * the level ends. */
+#define DEEP_MAX 48
+static void deep_packet(TracePacket *pkt, uint32_t seq, unsigned depth, size_t size) {
+        TestEvent ev;
+        TestEvent_TestPayload levels[DEEP_MAX];
+        char *s = malloc(size + 1);
+        cr_assert(depth >= 1 && depth <= DEEP_MAX);
+        for (size_t k = 0; k < size; k++)
+                s[k] = (char) ('a' + (seq + k) % 26);
+        TracePacket_set_timestamp(pkt, 1000 + seq);
+        TracePacket_begin_for_testing(pkt, &ev);
+        TestEvent_set_seq_value(&ev, seq);
+        TestEvent_begin_payload(&ev, &levels[0]);
+        for (unsigned d = 0; d < depth; d++) {
+                TestEvent_TestPayload_add_str_n(&levels[d], s, size);
+                TestEvent_TestPayload_set_remaining_nesting_depth(&levels[d], depth - d);
+                if (d + 1 < depth)
+                        TestEvent_TestPayload_begin_nested(&levels[d], &levels[d + 1]);
+        }
+        for (unsigned d = depth - 1; d > 0; d--) {
+                TestEvent_TestPayload_add_repeated_ints(&levels[d], (int32_t) d);
+                TestEvent_TestPayload_end_nested(&levels[d - 1], &levels[d]);
+        }
+        TestEvent_end_payload(&ev, &levels[0]);
+        TracePacket_end_for_testing(pkt, &ev);
+        free(s);
+}
+
+/* Reads packet seq back and compares it with what deep_packet writes. */
+static void check_deep(struct trace_buffer *tb, uint32_t seq, unsigned depth, size_t size, bool after_loss) {
+        struct trace_buffer_packet pkt;
+        struct trace_buffer_packet_info info;
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &pkt, &info), 1, "packet %u missing", seq);
+        uint8_t *flat = malloc(pkt.size ? pkt.size : 1);
+        cr_assert_eq(trace_buffer_packet_gather(&pkt, flat, pkt.size), pkt.size);
+        size_t gl, wl;
+        uint8_t *got = canonical(flat, pkt.size, &gl);
+        free(flat);
+        struct pb_buf want = {};
+        TracePacket w;
+        TracePacket_init(&w, pb_buf_stream(&want));
+        deep_packet(&w, seq, depth, size);
+        if (after_loss)
+                TracePacket_set_previous_packet_dropped(&w, TracePacket_DATA_LOSS_PRESENT | TracePacket_DATA_LOSS_SMB_FULL);
+        cr_assert_eq(traced_pb_msg_finish(&w.msg), 0);
+        uint8_t *exp = canonical(pb_buf_data(&want), pb_buf_len(&want), &wl);
+        cr_assert_eq(gl, wl, "packet %u: %zu bytes, expected %zu", seq, gl, wl);
+        cr_assert_arr_eq(got, exp, wl, "packet %u differs", seq);
+        free(got);
+        free(exp);
+        pb_buf_done(&want);
+}
+
+/* Typed packets through traced_trace_writer_begin_pb_packet: nested
+ * messages whose size fields are in chunks handed over come back
+ * patched, whatever the nesting. */
+Test(trace_writer, typed_packets_nested_across_chunks) {
+        static const struct {
+                unsigned depth;
+                size_t size;
+        } cases[] = { { 1, 10 }, { 5, 10 }, { 3, 300 }, { 20, 100 }, { 4, 5000 }, { 20, 1500 } };
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+                sd_event *e;
+                traced_producer *p = fake_producer(&e);
+                traced_trace_writer *w;
+                cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+                for (uint32_t seq = 0; seq < 5; seq++) {
+                        TracePacket pkt;
+                        cr_assert_eq(traced_trace_writer_begin_pb_packet(w, &pkt.msg), 0);
+                        cr_assert_eq(traced_trace_writer_begin_pb_packet(w, &pkt.msg), -EBUSY);
+                        deep_packet(&pkt, seq, cases[c].depth, cases[c].size);
+                        int r = traced_trace_writer_end_pb_packet(w, &pkt.msg);
+                        cr_assert_eq(r, 0, "case %zu, packet %u: %s", c, seq, strerror(-r));
+                }
+                (void) traced_trace_writer_flush(w);
+                if (cases[c].size * cases[c].depth > 8192)
+                        cr_assert_gt(p->n_patches, 0, "case %zu: no size field was patched", c);
+                struct trace_buffer *tb = service_side(p);
+                trace_buffer_set_final(tb, false);
+                trace_buffer_begin_read(tb);
+                for (uint32_t seq = 0; seq < 5; seq++)
+                        check_deep(tb, seq, cases[c].depth, cases[c].size, false);
+                struct trace_buffer_packet pkt;
+                struct trace_buffer_packet_info info;
+                cr_assert_eq(trace_buffer_read_next_packet(tb, &pkt, &info), 0, "more packets than written");
+                trace_buffer_free(tb);
+                traced_producer_free(p);
+                sd_event_unref(e);
+        }
+}
+
+/* More messages open across a chunk boundary than the writer has patch
+ * slots: the packet is lost (and counted, and said in the next one), the
+ * chunks it left waiting for patches get them, the next packets arrive. */
+Test(trace_writer, typed_packet_too_deep_across_chunks_is_lost) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        traced_trace_writer *w;
+        TracePacket pkt;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        cr_assert_eq(traced_trace_writer_begin_pb_packet(w, &pkt.msg), 0);
+        deep_packet(&pkt, 0, 40, 3000);
+        cr_assert_eq(traced_trace_writer_end_pb_packet(w, &pkt.msg), -E2BIG);
+        cr_assert_eq(traced_trace_writer_dropped(w), 1);
+        for (uint32_t seq = 1; seq < 3; seq++) {
+                cr_assert_eq(traced_trace_writer_begin_pb_packet(w, &pkt.msg), 0);
+                deep_packet(&pkt, seq, 3, 100);
+                cr_assert_eq(traced_trace_writer_end_pb_packet(w, &pkt.msg), 0);
+        }
+        (void) traced_trace_writer_flush(w);
+        struct trace_buffer *tb = service_side(p);
+        trace_buffer_set_final(tb, false);
+        trace_buffer_begin_read(tb);
+        check_deep(tb, 1, 3, 100, true);
+        check_deep(tb, 2, 3, 100, false);
+        struct trace_buffer_packet tp;
+        struct trace_buffer_packet_info info;
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &tp, &info), 0, "the lost packet was read");
+        trace_buffer_free(tb);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
 Test(trace_writer, full_buffer_drops_and_counts) {
         sd_event *e;
         traced_producer *p = fake_producer(&e);
@@ -203,13 +333,13 @@ Test(trace_writer, full_buffer_drops_and_counts) {
         /* No service frees chunks: the 256 KiB SMB fills up. */
         unsigned ok = 0, dropped = 0;
         for (uint32_t seq = 0; seq < 400; seq++) {
-                struct pbw pkt = {};
+                struct pb_buf pkt = {};
                 expected_packet(seq, 1000, &pkt);
-                if (traced_trace_writer_write_packet(w, pkt.buf, pkt.len) == 0)
+                if (traced_trace_writer_write_packet(w, pb_buf_data(&pkt), pb_buf_len(&pkt)) == 0)
                         ok++;
                 else
                         dropped++;
-                pbw_done(&pkt);
+                pb_buf_done(&pkt);
         }
         cr_assert_gt(ok, 100);
         cr_assert_gt(dropped, 0);
@@ -242,10 +372,10 @@ static void fill_smb(traced_producer *p) {
         traced_trace_writer *w;
         cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
         for (uint32_t seq = 0;; seq++) {
-                struct pbw pkt = {};
+                struct pb_buf pkt = {};
                 expected_packet(seq, 1000, &pkt);
-                int r = traced_trace_writer_write_packet(w, pkt.buf, pkt.len);
-                pbw_done(&pkt);
+                int r = traced_trace_writer_write_packet(w, pb_buf_data(&pkt), pb_buf_len(&pkt));
+                pb_buf_done(&pkt);
                 if (r == -ENOBUFS)
                         break;
                 cr_assert_eq(r, 0);
@@ -278,10 +408,10 @@ static void *free_one_chunk_later(void *arg) {
 }
 
 static int write_one(traced_trace_writer *w) {
-        struct pbw pkt = {};
+        struct pb_buf pkt = {};
         expected_packet(1, 100, &pkt);
-        int r = traced_trace_writer_write_packet(w, pkt.buf, pkt.len);
-        pbw_done(&pkt);
+        int r = traced_trace_writer_write_packet(w, pb_buf_data(&pkt), pb_buf_len(&pkt));
+        pb_buf_done(&pkt);
         return r;
 }
 
@@ -595,10 +725,10 @@ static void drop_run_write(struct drop_run *d, traced_trace_writer *w, uint32_t 
                 }
                 free(s);
         } else {
-                struct pbw pkt = {};
+                struct pb_buf pkt = {};
                 expected_packet(seq, size, &pkt);
-                r = traced_trace_writer_write_packet(w, pkt.buf, pkt.len);
-                pbw_done(&pkt);
+                r = traced_trace_writer_write_packet(w, pb_buf_data(&pkt), pb_buf_len(&pkt));
+                pb_buf_done(&pkt);
         }
         if (r == 0) {
                 d->ok = realloc(d->ok, (d->n_ok + 1) * sizeof(*d->ok));

@@ -80,6 +80,8 @@ int cmd_query(struct tracectl *t, int argc, char **argv) {
                 printf("  %3llu  %-28s uid %-6d %4u data sources  %6llu KiB  %u ms", (unsigned long long) s->id,
                        s->state ? s->state : "?", s->consumer_uid, s->num_data_sources, (unsigned long long) kb,
                        s->duration_ms);
+                if (s->unique_session_name)
+                        printf("  name \"%s\"%s", s->unique_session_name, s->has_resident && s->resident ? " (resident)" : "");
                 if (s->detach_key)
                         printf("  key \"%s\"", s->detach_key);
                 if (s->output_path)

@@ -9,7 +9,8 @@
 #include "basic/alloc.h"
 #include "basic/hash.h"
 #include "basic/hashmap.h"
-#include "pprof-fields.h"
+#include "basic/io-util.h"
+#include "basic/pb-buf.h"
 #include "pprof-writer.h"
 #include "record-output.h"
 
@@ -20,26 +21,22 @@ struct pprof_writer {
         z_stream z;
         bool z_ready, committed;
         uint8_t *chunk;
-        struct pbw field; /* one tagged field, handed to deflate */
+        struct pb_buf buf;                  /* the profile's fields not yet deflated */
+        perftools_profiles_Profile profile; /* the root message, on buf */
         char **strings;
         size_t n_strings, cap_strings;
         struct hashmap string_index; /* salted hash of the string -> index */
-        uint64_t size;
         int error;
 };
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-        while (n > 0) {
-                ssize_t k = write(fd, p, n);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                p += k;
-                n -= (size_t) k;
+/* Keeps the first error; what is written on the profile after it is
+ * dropped. */
+static int fail(struct pprof_writer *w, int r) {
+        if (!w->error) {
+                w->error = r;
+                traced_pb_stream_fail(&w->buf.s, r);
         }
-        return 0;
+        return w->error;
 }
 
 /* Deflates n bytes (flush: Z_NO_FLUSH or Z_FINISH) into the file. */
@@ -53,11 +50,11 @@ static int deflate_out(struct pprof_writer *w, const uint8_t *p, size_t n, int f
                 w->z.avail_out = OUT_CHUNK;
                 int zr = deflate(&w->z, flush);
                 if (zr == Z_STREAM_ERROR)
-                        return (w->error = -EIO);
+                        return fail(w, -EIO);
                 size_t have = OUT_CHUNK - w->z.avail_out;
-                int r = write_all(w->out.fd, w->chunk, have);
+                int r = write_full(w->out.fd, w->chunk, have);
                 if (r < 0)
-                        return (w->error = r);
+                        return fail(w, r);
                 if (flush == Z_FINISH ? zr == Z_STREAM_END : (w->z.avail_in == 0 && w->z.avail_out != 0))
                         return 0;
         }
@@ -90,6 +87,7 @@ int pprof_writer_open(const char *path, struct pprof_writer **ret) {
                 return -ENOMEM;
         }
         w->n_strings = 1;
+        perftools_profiles_Profile_init(&w->profile, pb_buf_stream(&w->buf));
         *ret = w;
         return 0;
 }
@@ -104,7 +102,7 @@ void pprof_writer_free(struct pprof_writer *w) {
                 free(w->strings[i]);
         free(w->strings);
         hashmap_clear(&w->string_index);
-        pbw_done(&w->field);
+        pb_buf_done(&w->buf);
         free(w->chunk);
         free(w);
 }
@@ -129,51 +127,54 @@ int64_t pprof_string(struct pprof_writer *w, const char *s) {
         if (!copy || GREEDY_REALLOC_MIN(w->strings, w->cap_strings, w->n_strings + 1, 256) < 0 ||
             hashmap_put(&w->string_index, string_key(s, salt), w->n_strings) < 0) {
                 free(copy);
-                w->error = -ENOMEM;
+                (void) fail(w, -ENOMEM);
                 return 0;
         }
         w->strings[w->n_strings] = copy;
         return (int64_t) w->n_strings++;
 }
 
-static void write_field(struct pprof_writer *w) {
-        if (w->field.error && !w->error)
-                w->error = w->field.error;
-        w->size += w->field.len;
-        (void) deflate_out(w, w->field.buf, w->field.len, Z_NO_FLUSH);
-        pbw_reset(&w->field);
+perftools_profiles_Profile *pprof_writer_profile(struct pprof_writer *w) {
+        return &w->profile;
 }
 
-void pprof_write_message(struct pprof_writer *w, uint32_t field, const struct pbw *m) {
+/* Deflates what the profile holds: its fields, all ended. */
+static void drain(struct pprof_writer *w) {
+        if (w->buf.s.error)
+                (void) fail(w, w->buf.s.error);
         if (w->error)
                 return;
-        pbw_message(&w->field, field, m);
-        write_field(w);
+        if (w->profile.msg.nested) {
+                (void) fail(w, -EBUSY); /* a field still open: the caller's bug */
+                return;
+        }
+        if (deflate_out(w, pb_buf_data(&w->buf), pb_buf_len(&w->buf), Z_NO_FLUSH) >= 0)
+                (void) pb_buf_drain(&w->buf);
 }
 
-void pprof_write_varint(struct pprof_writer *w, uint32_t field, uint64_t v) {
-        if (w->error)
-                return;
-        pbw_varint(&w->field, field, v);
-        write_field(w);
+void pprof_writer_flush(struct pprof_writer *w) {
+        if (pb_buf_len(&w->buf) >= OUT_CHUNK)
+                drain(w);
 }
 
 uint64_t pprof_writer_size(const struct pprof_writer *w) {
-        return w->size;
+        return traced_pb_msg_size(&w->profile.msg);
 }
 
 int pprof_writer_commit(struct pprof_writer *w) {
+        drain(w); /* and nothing left open */
         for (size_t i = 0; i < w->n_strings && !w->error; i++) {
-                pbw_string(&w->field, PPROF_PROFILE_STRING_TABLE, w->strings[i]);
-                write_field(w);
+                perftools_profiles_Profile_add_string_table(&w->profile, w->strings[i]);
+                pprof_writer_flush(w);
         }
-        if (deflate_out(w, NULL, 0, Z_FINISH) < 0)
+        drain(w);
+        if (w->error || deflate_out(w, NULL, 0, Z_FINISH) < 0)
                 return w->error;
         int r = w->out.tmp_path && fsync(w->out.fd) < 0 ? -errno : 0;
         if (r == 0)
                 r = record_output_commit(&w->out);
         if (r < 0)
-                return (w->error = r);
+                return fail(w, r);
         w->committed = true;
         return 0;
 }

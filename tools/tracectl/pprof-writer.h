@@ -1,13 +1,22 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* A pprof profile (profile.proto, gzip-compressed as every consumer
- * expects) written as it is made: each top-level message is deflated the
- * moment the caller hands it over, so memory holds the string table and
- * one message, never the profile. The file appears whole or not at all
- * (record-output.h: a temporary name, renamed on commit). Strings are
- * interned into the table the format requires (index 0 is ""), written
- * last: protobuf takes a message's fields in any order.
+/* A pprof profile (protos/third_party/pprof/profile.proto, gzip-compressed
+ * as every consumer expects) written as it is made, with the typed writers
+ * of profile.proto: the caller writes each field of the Profile on
+ * pprof_writer_profile() (a Sample begun, filled and ended on it, or a
+ * scalar set) and calls pprof_writer_flush() once it ended; what is
+ * written goes to deflate every 64 KiB, so memory holds the string table
+ * and about one message, never the profile. The file appears whole or
+ * not at all (record-output.h: a temporary name, renamed on commit).
+ * Strings are interned into the table the format requires (index 0 is
+ * ""), written last: protobuf takes a message's fields in any order.
+ *
+ *     perftools_profiles_Sample s;
+ *     perftools_profiles_Profile_begin_sample(pprof_writer_profile(w), &s);
+ *     ...
+ *     perftools_profiles_Profile_end_sample(pprof_writer_profile(w), &s);
+ *     pprof_writer_flush(w);
  *
  * One profile per writer; a caller converting several traces opens one
  * writer per output file. Errors are sticky: every call after one does
@@ -15,7 +24,7 @@
 
 #include <stdint.h>
 
-#include "basic/pbw.h"
+#include "traced/pbzero/third_party/pprof/profile.pbw.h"
 
 struct pprof_writer;
 
@@ -27,10 +36,14 @@ void pprof_writer_free(struct pprof_writer *w);
 /* The string's index in the table (0 for "" and NULL), interned on first
  * use; 0 as well after an error (sticky). */
 int64_t pprof_string(struct pprof_writer *w, const char *s);
-/* Appends one field of Profile: a message, or a varint. */
-void pprof_write_message(struct pprof_writer *w, uint32_t field, const struct pbw *m);
-void pprof_write_varint(struct pprof_writer *w, uint32_t field, uint64_t v);
-/* Bytes handed over so far (before compression). */
+/* The profile's root message, to write its fields on. Nothing but the
+ * caller's field is open in it at a time; after an error what is written
+ * on it is dropped. */
+perftools_profiles_Profile *pprof_writer_profile(struct pprof_writer *w);
+/* Called once the field written on the profile ended: hands what was
+ * written to deflate when it passed 64 KiB. */
+void pprof_writer_flush(struct pprof_writer *w);
+/* Bytes written so far (before compression). */
 uint64_t pprof_writer_size(const struct pprof_writer *w);
 
 /* Writes the string table, ends the gzip stream and puts the file in

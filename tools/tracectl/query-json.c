@@ -57,6 +57,7 @@ static json_object *session(bool *failed, const Perfetto__Protos__TracingService
         add(failed, o, "state", str(s->state));
         add(failed, o, "consumer_uid", json_object_new_int(s->consumer_uid));
         add(failed, o, "unique_session_name", str(s->unique_session_name));
+        add(failed, o, "resident", json_object_new_boolean(s->has_resident && s->resident));
         add(failed, o, "num_data_sources", json_object_new_int64(s->num_data_sources));
         add(failed, o, "buffer_size_kb", json_object_new_uint64(kb));
         add(failed, o, "buffers_kb", bufs);

@@ -18,7 +18,6 @@
 #include "basic/hash.h"
 #include "basic/hashmap.h"
 #include "debuginfo.h"
-#include "pprof-fields.h"
 #include "pprof-writer.h"
 #include "profile.h"
 
@@ -45,7 +44,11 @@ struct pprof_build {
         struct hashmap function_index;
         uint64_t *stack;
         size_t cap_stack;
-        struct pbw msg, sub;
+        struct location_line {
+                uint64_t function;
+                uint32_t line;
+        } * lines; /* of the location being written */
+        size_t cap_lines;
         struct pprof_stats stats;
 };
 
@@ -56,29 +59,34 @@ static void function_names(const char *raw, const char **ret_name, const char **
         *ret_system_name = raw;
 }
 
-static void value_type(struct pprof_build *b, uint32_t field, const char *type, const char *unit) {
-        pbw_reset(&b->sub);
-        pbw_varint(&b->sub, PPROF_VALUE_TYPE_TYPE, (uint64_t) pprof_string(b->w, type));
-        pbw_varint(&b->sub, PPROF_VALUE_TYPE_UNIT, (uint64_t) pprof_string(b->w, unit));
-        pprof_write_message(b->w, field, &b->sub);
+static void value_type(struct pprof_build *b, perftools_profiles_ValueType *vt, const char *type, const char *unit) {
+        perftools_profiles_ValueType_set_type(vt, pprof_string(b->w, type));
+        perftools_profiles_ValueType_set_unit(vt, pprof_string(b->w, unit));
 }
 
 static void add_column(struct pprof_build *b, int col, const char *type, const char *unit) {
+        perftools_profiles_Profile *pr = pprof_writer_profile(b->w);
+        perftools_profiles_ValueType vt;
         b->col[col] = (int) b->n_cols++;
-        value_type(b, PPROF_PROFILE_SAMPLE_TYPE, type, unit);
+        perftools_profiles_Profile_begin_sample_type(pr, &vt);
+        value_type(b, &vt, type, unit);
+        perftools_profiles_Profile_end_sample_type(pr, &vt);
+        pprof_writer_flush(b->w);
 }
 
-static void label(struct pprof_build *b, const char *key, const char *str, int64_t num, const char *unit) {
-        pbw_reset(&b->sub);
-        pbw_varint(&b->sub, PPROF_LABEL_KEY, (uint64_t) pprof_string(b->w, key));
+static void label(struct pprof_build *b, perftools_profiles_Sample *s, const char *key, const char *str, int64_t num,
+                  const char *unit) {
+        perftools_profiles_Label l;
+        perftools_profiles_Sample_begin_label(s, &l);
+        perftools_profiles_Label_set_key(&l, pprof_string(b->w, key));
         if (str)
-                pbw_varint(&b->sub, PPROF_LABEL_STR, (uint64_t) pprof_string(b->w, str));
+                perftools_profiles_Label_set_str(&l, pprof_string(b->w, str));
         else {
-                pbw_varint(&b->sub, PPROF_LABEL_NUM, (uint64_t) num);
+                perftools_profiles_Label_set_num(&l, num);
                 if (unit)
-                        pbw_varint(&b->sub, PPROF_LABEL_NUM_UNIT, (uint64_t) pprof_string(b->w, unit));
+                        perftools_profiles_Label_set_num_unit(&l, pprof_string(b->w, unit));
         }
-        pbw_message(&b->msg, PPROF_SAMPLE_LABEL, &b->sub);
+        perftools_profiles_Sample_end_label(s, &l);
 }
 
 /* One Sample for the leaf node n of tree t (of kind k). */
@@ -97,14 +105,6 @@ static int sample(struct pprof_build *b, const struct profile_tree *t, enum prof
                 return 0;
         int32_t tid = (int32_t) t->nodes[i].value, pid = (int32_t) t->nodes[t->nodes[i].parent].value;
 
-        pbw_reset(&b->msg);
-        pbw_tag(&b->msg, PPROF_SAMPLE_LOCATION_ID, 2);
-        size_t len = 0;
-        for (size_t d = 0; d < depth; d++)
-                len += pbw_varint_size(b->stack[d]);
-        pbw_raw_varint(&b->msg, len);
-        for (size_t d = 0; d < depth; d++)
-                pbw_raw_varint(&b->msg, b->stack[d]);
         uint64_t v[_COL_MAX] = {};
         if (k == PROFILE_ON_CPU) {
                 v[COL_SAMPLES] = node->self[0];
@@ -113,22 +113,21 @@ static int sample(struct pprof_build *b, const struct profile_tree *t, enum prof
                 v[COL_OFF_SAMPLES] = node->self[0];
                 v[COL_OFF_TIME] = node->self[1];
         }
-        uint64_t vals[_COL_MAX];
+        int64_t vals[_COL_MAX];
         for (int c = 0; c < _COL_MAX; c++)
                 if (b->col[c] >= 0)
-                        vals[b->col[c]] = v[c];
-        len = 0;
-        for (unsigned c = 0; c < b->n_cols; c++)
-                len += pbw_varint_size(vals[c]);
-        pbw_tag(&b->msg, PPROF_SAMPLE_VALUE, 2);
-        pbw_raw_varint(&b->msg, len);
-        for (unsigned c = 0; c < b->n_cols; c++)
-                pbw_raw_varint(&b->msg, vals[c]);
-        label(b, "pid", NULL, pid, NULL);
-        label(b, "tid", NULL, tid, NULL);
-        label(b, "process", profile_process_name(b->p, pid), 0, NULL);
-        label(b, "thread", profile_thread_name(b->p, tid), 0, NULL);
-        pprof_write_message(b->w, PPROF_PROFILE_SAMPLE, &b->msg);
+                        vals[b->col[c]] = (int64_t) v[c];
+        perftools_profiles_Profile *pr = pprof_writer_profile(b->w);
+        perftools_profiles_Sample s;
+        perftools_profiles_Profile_begin_sample(pr, &s);
+        perftools_profiles_Sample_set_location_id(&s, b->stack, depth);
+        perftools_profiles_Sample_set_value(&s, vals, b->n_cols);
+        label(b, &s, "pid", NULL, pid, NULL);
+        label(b, &s, "tid", NULL, tid, NULL);
+        label(b, &s, "process", profile_process_name(b->p, pid), 0, NULL);
+        label(b, &s, "thread", profile_thread_name(b->p, tid), 0, NULL);
+        perftools_profiles_Profile_end_sample(pr, &s);
+        pprof_writer_flush(b->w);
         b->stats.samples++;
         return 0;
 }
@@ -156,27 +155,28 @@ static uint64_t function_id(struct pprof_build *b, const char *name, const char 
                 return 0;
         b->functions[b->n_functions++] = f;
         uint64_t id = b->n_functions;
-        pbw_reset(&b->sub);
-        pbw_varint(&b->sub, PPROF_FUNCTION_ID, id);
-        pbw_varint(&b->sub, PPROF_FUNCTION_NAME, (uint64_t) f.name);
-        pbw_varint(&b->sub, PPROF_FUNCTION_SYSTEM_NAME, (uint64_t) f.system_name);
+        perftools_profiles_Profile *pr = pprof_writer_profile(b->w);
+        perftools_profiles_Function fn;
+        perftools_profiles_Profile_begin_function(pr, &fn);
+        perftools_profiles_Function_set_id(&fn, id);
+        perftools_profiles_Function_set_name(&fn, f.name);
+        perftools_profiles_Function_set_system_name(&fn, f.system_name);
         if (f.file)
-                pbw_varint(&b->sub, PPROF_FUNCTION_FILENAME, (uint64_t) f.file);
-        pprof_write_message(b->w, PPROF_PROFILE_FUNCTION, &b->sub);
+                perftools_profiles_Function_set_filename(&fn, f.file);
+        perftools_profiles_Profile_end_function(pr, &fn);
+        pprof_writer_flush(b->w);
         b->stats.functions++;
         return id;
 }
 
-static int line(struct pprof_build *b, const char *name, const char *system_name, const char *file, uint32_t lineno) {
+/* One more line of the location being written: its function (the
+ * Function written on first use, before the Location) and line number. */
+static int add_line(struct pprof_build *b, size_t *n_lines, const char *name, const char *system_name,
+                    const char *file, uint32_t lineno) {
         uint64_t f = function_id(b, name, system_name, file);
-        if (!f)
+        if (!f || GREEDY_REALLOC_MIN(b->lines, b->cap_lines, *n_lines + 1, 8) < 0)
                 return -ENOMEM;
-        struct pbw *l = &b->sub;
-        pbw_reset(l);
-        pbw_varint(l, PPROF_LINE_FUNCTION_ID, f);
-        if (lineno)
-                pbw_varint(l, PPROF_LINE_LINE, lineno);
-        pbw_message(&b->msg, PPROF_LOCATION_LINE, l);
+        b->lines[(*n_lines)++] = (struct location_line){ .function = f, .line = lineno };
         return 0;
 }
 
@@ -195,12 +195,9 @@ static int location(struct pprof_build *b, uint32_t sym_index) {
         const struct profile_sym *s = &b->p->syms[sym_index];
         const struct profile_map *m = s->map != UINT32_MAX ? &b->p->maps[s->map] : NULL;
         struct map_debug *md = m ? &b->map_debug[s->map] : NULL;
-        pbw_reset(&b->msg);
-        pbw_varint(&b->msg, PPROF_LOCATION_ID, (uint64_t) sym_index + 1);
+        uint64_t a = 0;
         if (m) {
-                uint64_t a = frame_address(m, s->rel_pc);
-                pbw_varint(&b->msg, PPROF_LOCATION_MAPPING_ID, (uint64_t) s->map + 1);
-                pbw_varint(&b->msg, PPROF_LOCATION_ADDRESS, a);
+                a = frame_address(m, s->rel_pc);
                 b->map_used[s->map] = 1;
                 if (md->locations++ == 0 || a < md->lo)
                         md->lo = a;
@@ -212,6 +209,7 @@ static int location(struct pprof_build *b, uint32_t sym_index) {
         if (m && !s->kernel && b->p->debuginfo)
                 n = debuginfo_lines(b->p->debuginfo, m->path, m->build_id, s->rel_pc, &dl);
         const char *name, *system_name;
+        size_t n_lines = 0;
         int r = 0;
         bool with_line = false;
         for (size_t i = 0; i < n && r >= 0; i++) {
@@ -226,7 +224,7 @@ static int location(struct pprof_build *b, uint32_t sym_index) {
                         if (!name)
                                 name = system_name = s->symbolized ? s->name : "??";
                 }
-                r = line(b, name, system_name, dl[i].file, dl[i].line);
+                r = add_line(b, &n_lines, name, system_name, dl[i].file, dl[i].line);
                 with_line |= dl[i].line != 0;
                 if (md) {
                         md->filenames |= dl[i].file != NULL;
@@ -236,7 +234,7 @@ static int location(struct pprof_build *b, uint32_t sym_index) {
         }
         if (n == 0 && s->symbolized) {
                 function_names(s->name, &name, &system_name);
-                r = line(b, name, system_name, NULL, 0);
+                r = add_line(b, &n_lines, name, system_name, NULL, 0);
                 if (md)
                         md->functions = true;
         }
@@ -244,9 +242,26 @@ static int location(struct pprof_build *b, uint32_t sym_index) {
          * later from the mapping's file and build ID. */
         if (md && n > 1)
                 md->inlines = true;
+        perftools_profiles_Profile *pr = pprof_writer_profile(b->w);
+        perftools_profiles_Location loc;
+        perftools_profiles_Profile_begin_location(pr, &loc);
+        perftools_profiles_Location_set_id(&loc, (uint64_t) sym_index + 1);
+        if (m) {
+                perftools_profiles_Location_set_mapping_id(&loc, (uint64_t) s->map + 1);
+                perftools_profiles_Location_set_address(&loc, a);
+        }
+        for (size_t i = 0; i < n_lines; i++) {
+                perftools_profiles_Line l;
+                perftools_profiles_Location_begin_line(&loc, &l);
+                perftools_profiles_Line_set_function_id(&l, b->lines[i].function);
+                if (b->lines[i].line)
+                        perftools_profiles_Line_set_line(&l, b->lines[i].line);
+                perftools_profiles_Location_end_line(&loc, &l);
+        }
+        perftools_profiles_Profile_end_location(pr, &loc);
+        pprof_writer_flush(b->w);
         b->stats.locations++;
         b->stats.locations_with_lines += with_line;
-        pprof_write_message(b->w, PPROF_PROFILE_LOCATION, &b->msg);
         return r;
 }
 
@@ -254,18 +269,21 @@ static void mapping(struct pprof_build *b, uint32_t i) {
         const struct profile_map *m = &b->p->maps[i];
         const struct map_debug *md = &b->map_debug[i];
         bool synthetic = m->kernel || (m->start == 0 && m->end == 0);
-        pbw_reset(&b->msg);
-        pbw_varint(&b->msg, PPROF_MAPPING_ID, (uint64_t) i + 1);
-        pbw_varint(&b->msg, PPROF_MAPPING_MEMORY_START, synthetic ? md->lo : m->start);
-        pbw_varint(&b->msg, PPROF_MAPPING_MEMORY_LIMIT, synthetic ? md->hi : m->end);
-        pbw_varint(&b->msg, PPROF_MAPPING_FILE_OFFSET, synthetic ? 0 : m->exact_offset);
-        pbw_varint(&b->msg, PPROF_MAPPING_FILENAME, (uint64_t) pprof_string(b->w, m->path));
-        pbw_varint(&b->msg, PPROF_MAPPING_BUILD_ID, (uint64_t) pprof_string(b->w, m->build_id));
-        pbw_varint(&b->msg, PPROF_MAPPING_HAS_FUNCTIONS, md->functions);
-        pbw_varint(&b->msg, PPROF_MAPPING_HAS_FILENAMES, md->filenames);
-        pbw_varint(&b->msg, PPROF_MAPPING_HAS_LINE_NUMBERS, md->lines);
-        pbw_varint(&b->msg, PPROF_MAPPING_HAS_INLINE_FRAMES, md->inlines);
-        pprof_write_message(b->w, PPROF_PROFILE_MAPPING, &b->msg);
+        perftools_profiles_Profile *pr = pprof_writer_profile(b->w);
+        perftools_profiles_Mapping mp;
+        perftools_profiles_Profile_begin_mapping(pr, &mp);
+        perftools_profiles_Mapping_set_id(&mp, (uint64_t) i + 1);
+        perftools_profiles_Mapping_set_memory_start(&mp, synthetic ? md->lo : m->start);
+        perftools_profiles_Mapping_set_memory_limit(&mp, synthetic ? md->hi : m->end);
+        perftools_profiles_Mapping_set_file_offset(&mp, synthetic ? 0 : m->exact_offset);
+        perftools_profiles_Mapping_set_filename(&mp, pprof_string(b->w, m->path));
+        perftools_profiles_Mapping_set_build_id(&mp, pprof_string(b->w, m->build_id));
+        perftools_profiles_Mapping_set_has_functions(&mp, md->functions);
+        perftools_profiles_Mapping_set_has_filenames(&mp, md->filenames);
+        perftools_profiles_Mapping_set_has_line_numbers(&mp, md->lines);
+        perftools_profiles_Mapping_set_has_inline_frames(&mp, md->inlines);
+        perftools_profiles_Profile_end_mapping(pr, &mp);
+        pprof_writer_flush(b->w);
         b->stats.mappings++;
 }
 
@@ -298,18 +316,24 @@ static void header(struct pprof_build *b, bool on, bool off) {
                 add_column(b, COL_OFF_SAMPLES, "off_cpu_samples", "count");
                 add_column(b, COL_OFF_TIME, "off_cpu", "nanoseconds");
         }
+        perftools_profiles_Profile *pr = pprof_writer_profile(b->w);
+        perftools_profiles_ValueType vt;
         /* What tracectl report shows by default. */
-        pprof_write_varint(b->w, PPROF_PROFILE_DEFAULT_SAMPLE_TYPE,
-                           (uint64_t) pprof_string(b->w, on ? "samples" : "off_cpu"));
+        perftools_profiles_Profile_set_default_sample_type(pr, pprof_string(b->w, on ? "samples" : "off_cpu"));
+        perftools_profiles_Profile_begin_period_type(pr, &vt);
         if (on && p->sample_ns) {
-                value_type(b, PPROF_PROFILE_PERIOD_TYPE, "cpu", "nanoseconds");
-                pprof_write_varint(b->w, PPROF_PROFILE_PERIOD, p->sample_ns);
+                value_type(b, &vt, "cpu", "nanoseconds");
+                perftools_profiles_Profile_end_period_type(pr, &vt);
+                perftools_profiles_Profile_set_period(pr, (int64_t) p->sample_ns);
         } else if (on && p->sample_period) {
-                value_type(b, PPROF_PROFILE_PERIOD_TYPE, p->sample_event ? p->sample_event : "events", "count");
-                pprof_write_varint(b->w, PPROF_PROFILE_PERIOD, p->sample_period);
-        } else
+                value_type(b, &vt, p->sample_event ? p->sample_event : "events", "count");
+                perftools_profiles_Profile_end_period_type(pr, &vt);
+                perftools_profiles_Profile_set_period(pr, (int64_t) p->sample_period);
+        } else {
                 /* Off-CPU samples have no period: each weighs what it waited. */
-                value_type(b, PPROF_PROFILE_PERIOD_TYPE, on ? "samples" : "off_cpu", on ? "count" : "nanoseconds");
+                value_type(b, &vt, on ? "samples" : "off_cpu", on ? "count" : "nanoseconds");
+                perftools_profiles_Profile_end_period_type(pr, &vt);
+        }
         if (p->have_first_ts) {
                 uint64_t from = p->first_ts, to = p->last_ts;
                 if (p->filter.have_since && p->filter.since_ns < to - from)
@@ -317,11 +341,14 @@ static void header(struct pprof_build *b, bool on, bool off) {
                 if (p->filter.have_until && p->filter.until_ns < to - p->first_ts)
                         to = p->first_ts + p->filter.until_ns;
                 if (p->have_realtime)
-                        pprof_write_varint(b->w, PPROF_PROFILE_TIME_NANOS, from + (uint64_t) p->realtime_delta);
-                pprof_write_varint(b->w, PPROF_PROFILE_DURATION_NANOS, to > from ? to - from : 0);
+                        perftools_profiles_Profile_set_time_nanos(pr, (int64_t) (from + (uint64_t) p->realtime_delta));
+                perftools_profiles_Profile_set_duration_nanos(pr, (int64_t) (to > from ? to - from : 0));
         }
-        if (p->timebase)
-                pprof_write_varint(b->w, PPROF_PROFILE_COMMENT, (uint64_t) pprof_string(b->w, p->timebase));
+        if (p->timebase) {
+                int64_t comment = pprof_string(b->w, p->timebase);
+                perftools_profiles_Profile_set_comment(pr, &comment, 1);
+        }
+        pprof_writer_flush(b->w);
 }
 
 int report_pprof(struct pprof_writer *w, struct profile *p, struct pprof_stats *ret_stats) {
@@ -371,7 +398,6 @@ out:
         free(b.functions);
         hashmap_clear(&b.function_index);
         free(b.stack);
-        pbw_done(&b.msg);
-        pbw_done(&b.sub);
+        free(b.lines);
         return r;
 }

@@ -42,6 +42,7 @@ void summary_done(struct summary *s) {
         syscalls_done();
         free(s->procs);
         s->procs = NULL;
+        summary_snapshot_done(s);
 }
 
 static struct summary_proc *proc(struct summary *s, int32_t pid) {
@@ -450,6 +451,11 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_JOURNALD_EVENT:
                 type = "journald_event";
                 journald_counts_add(&s->journald, p->trusted_packet_sequence_id, p->journald_event);
+                summary_add_journal_unit(s, p->journald_event);
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACED_SNAPSHOT:
+                type = "traced_snapshot";
+                summary_add_snapshot(s, p->traced_snapshot);
                 break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_INODE_FILE_MAP:
                 type = "inode_file_map";
@@ -612,6 +618,7 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                 fprintf(f, "Time span:      %.3f s (boot time %.6f .. %.6f)\n", (double) (s->ts_max - s->ts_min) / 1e9,
                         (double) s->ts_min / 1e9, (double) s->ts_max / 1e9);
         summary_print_start(f, s);
+        summary_print_snapshot(f, s);
         fprintf(f, "Packet types:\n");
         for (size_t i = 0; i < s->n_types; i++)
                 fprintf(f, "  %-24s %" PRIu64 "\n", s->types[i].name, s->types[i].count);

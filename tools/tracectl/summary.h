@@ -16,6 +16,8 @@
 #define SUMMARY_MAX_CPUS 512
 #define SUMMARY_MAX_TYPES 32
 #define SUMMARY_MAX_SEQS 4096
+#define SUMMARY_SNAPSHOT_MAX_PROCS 8
+#define SUMMARY_SNAPSHOT_MAX_UNITS 256
 #define SUMMARY_MAX_WAKES (8u * 1024u * 1024u)
 
 struct summary_task {
@@ -137,6 +139,25 @@ struct summary {
         uint64_t kernel_overrun;
         /* FtraceCpuStats.traced_reader per CPU: 0 not said, 1 read(), 2 mapped, 3 spliced */
         uint8_t cpu_reader[SUMMARY_MAX_CPUS];
+        /* tracectl snapshot's TracedSnapshot packet, and the journal's
+         * units, to name the failed unit's lines (summary-snapshot.c). */
+        struct summary_snapshot {
+                bool have;
+                char session[128], unit[256], active_state[32], result[64], invocation_id[40], error[256];
+                int64_t snapshot_ns, failed_ns;
+                int32_t main_pid, exit_code, exit_status;
+                bool have_main_pid, have_exit;
+                struct summary_unit_lines {
+                        char unit[128];
+                        uint64_t lines;
+                        struct {
+                                uint32_t pid;
+                                char comm[32];
+                        } procs[SUMMARY_SNAPSHOT_MAX_PROCS];
+                        size_t n_procs;
+                } *units;
+                size_t n_units;
+        } snap;
 };
 
 /* The name a process tree entry shows for cmdline[0]: the last
@@ -163,3 +184,9 @@ void summary_print_sys(FILE *f, const struct summary *s);
  * statistics and the data source errors. */
 void summary_print_start(FILE *f, const struct summary *s);
 void summary_print_session(FILE *f, const struct summary *s);
+struct Perfetto__Protos__TracedSnapshot;
+/* summary-snapshot.c: tracectl snapshot's packet, the journal's units. */
+void summary_add_snapshot(struct summary *s, const struct Perfetto__Protos__TracedSnapshot *p);
+void summary_add_journal_unit(struct summary *s, const Perfetto__Protos__SystemdJournaldEvent *e);
+void summary_print_snapshot(FILE *f, const struct summary *s);
+void summary_snapshot_done(struct summary *s);

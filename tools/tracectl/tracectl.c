@@ -27,6 +27,7 @@ static void help(void) {
                "  stop KEY     stop a detached session\n"
                "  trigger NAME... activate triggers (sessions with trigger_config react)\n"
                "  query        list producers, data sources and sessions\n"
+               "  snapshot NAME  write what a running session holds now into a file\n"
                "  capabilities show what the service supports\n"
                "  print FILE   dump a trace, one packet per line\n"
                "  summary FILE summarise a trace\n"
@@ -198,6 +199,8 @@ int main(int argc, char **argv) {
                 return cmd_stop(&t, sub_argc, sub_argv);
         if (strcmp(cmd, "trigger") == 0)
                 return cmd_trigger(&t, sub_argc, sub_argv);
+        if (strcmp(cmd, "snapshot") == 0)
+                return cmd_snapshot(&t, sub_argc, sub_argv);
         if (strcmp(cmd, "query") == 0)
                 return cmd_query(&t, sub_argc, sub_argv);
         if (strcmp(cmd, "capabilities") == 0)

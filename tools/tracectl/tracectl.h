@@ -56,6 +56,7 @@ int cmd_attach(struct tracectl *t, int argc, char **argv);
 int cmd_stop(struct tracectl *t, int argc, char **argv);
 int cmd_query(struct tracectl *t, int argc, char **argv);
 int cmd_trigger(struct tracectl *t, int argc, char **argv);
+int cmd_snapshot(struct tracectl *t, int argc, char **argv);
 /* Whether the trace at path records trigger name firing (true when the
  * file cannot be read: nothing is known then). */
 bool trace_trigger_fired(const char *path, const char *name);

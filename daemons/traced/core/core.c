@@ -13,6 +13,7 @@
 #include "basic/macro.h"
 #include "log/log.h"
 #include "shared/control.h"
+#include "shared/resident.h"
 #include "core/core.h"
 #include "core/ports/startup-hold.h"
 #include "core/service.h"
@@ -25,6 +26,11 @@ struct core {
         bool shutting_down;
         uint64_t stop_started_usec; /* CLOCK_MONOTONIC */
         sd_event_source *stop_timer;
+        /* Resident sessions that came while the start's hold was on
+         * (startup-hold.h): started when it ends, with their data
+         * sources registered. */
+        struct resident_set pending_resident;
+        bool has_pending_resident;
 };
 
 /* How often a stopping core looks whether every session's end is
@@ -101,12 +107,71 @@ static int on_terminate(sd_event_source *s, const struct signalfd_siginfo *si, v
         return 0;
 }
 
+static void apply_resident(struct core *c, const struct resident_set *set) {
+        _cleanup_free_ struct resident_entry *v = calloc(set->n ? set->n : 1, sizeof(*v));
+        if (!v) {
+                log_error("Out of memory applying the resident sessions.");
+                return;
+        }
+        for (size_t i = 0; i < set->n; i++)
+                v[i] = (struct resident_entry) {
+                        .name = set->v[i].name,
+                        .path = set->v[i].path,
+                        .config = set->v[i].config,
+                        .size = set->v[i].size,
+                };
+        sessions_set_resident(c->svc, v, set->n);
+}
+
+static void log_resident_error(const char *message, void *userdata) {
+        log_error("Resident session file %s", message);
+}
+
+/* The set now, or when the start's hold ends. Takes set. */
+static void take_resident(struct core *c, struct resident_set *set) {
+        if (startup_hold_active(c->svc)) {
+                resident_set_done(&c->pending_resident);
+                c->pending_resident = *set;
+                c->has_pending_resident = true;
+                *set = (struct resident_set) {};
+                return;
+        }
+        apply_resident(c, set);
+        resident_set_done(set);
+}
+
+/* Without a supervisor: the core reads the sessions directory itself, at
+ * start and on SIGHUP. */
+static void load_resident(struct core *c) {
+        struct resident_set set = {};
+        int r = resident_load_dir(c->o->sessions_dir, &set, log_resident_error, NULL);
+        if (r < 0) {
+                log_error_errno(r, "Failed to read the sessions directory %s: %m", c->o->sessions_dir);
+                return;
+        }
+        take_resident(c, &set);
+}
+
+static int on_reload(sd_event_source *s, const struct signalfd_siginfo *si, void *userdata) {
+        struct core *c = userdata;
+        (void) sd_notify(false, "RELOADING=1");
+        log_info("Reloading: reading the sessions directory %s again.", c->o->sessions_dir);
+        load_resident(c);
+        (void) sd_notify(false, "READY=1");
+        return 0;
+}
+
 /* The plugin hosts started with the service registered their data
  * sources (or the hold's bound passed): the service is ready. */
 static void plugins_ready(struct traced_service *svc, void *userdata) {
         struct core *c = userdata;
         if (c->shutting_down)
                 return;
+        if (c->has_pending_resident) {
+                apply_resident(c, &c->pending_resident);
+                resident_set_done(&c->pending_resident);
+                c->has_pending_resident = false;
+        }
         (void) sd_notify(false, "READY=1");
         notify_status(svc);
 }
@@ -140,6 +205,17 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                                 log_info("Trace files by output_path go into %s.", msg.path);
                         else
                                 log_debug("No trace directory: output_path is refused.");
+                        continue;
+                }
+                if (msg.kind == CONTROL_RESIDENT_SESSIONS) {
+                        _cleanup_close_ int mfd = pfd;
+                        struct resident_set set = {};
+                        r = mfd < 0 ? -EBADMSG : resident_set_from_fd(mfd, &set);
+                        if (r < 0) {
+                                log_warning_errno(r, "Failed to read the resident sessions from the supervisor: %m");
+                                continue;
+                        }
+                        take_resident(c, &set);
                         continue;
                 }
                 if (msg.kind == CONTROL_PLUGINS_LAUNCHED) {
@@ -234,16 +310,23 @@ int core_run(const struct core_options *o) {
                         log_warning_errno(r, "Failed to start the plugins: %m");
         }
         /* Under a supervisor that starts plugin hosts, sessions wait for
-         * their data sources (startup-hold.h); READY=1 once they are in. */
+         * their data sources (startup-hold.h); READY=1 once they are in.
+         * Without one the core reads the sessions directory itself (the
+         * hold, if any, has ended by then). */
         r = startup_hold_begin(c.svc, control_fd >= 0 ? o->plugin_start_timeout_usec : 0, plugins_ready, &c);
         if (r < 0)
                 log_warning_errno(r, "Failed to hold sessions until the plugins are in: %m");
+        if (control_fd < 0 && o->sessions_dir) {
+                load_resident(&c);
+                (void) sd_event_add_signal(event, NULL, SIGHUP, on_reload, &c);
+        }
 
         r = sd_event_loop(event);
         if (!c.shutting_down && o->stopping)
                 o->stopping(o->userdata);
         c.stop_timer = sd_event_source_disable_unref(c.stop_timer);
         c.svc = service_free(c.svc);
+        resident_set_done(&c.pending_resident);
         if (r < 0)
                 return log_error_errno(r, "Event loop failed: %m");
         return 0;

@@ -35,6 +35,10 @@ struct core_options {
         /* Without a supervisor: the trace directory (output-path.h), NULL
          * for none. Under one, the supervisor sends it. */
         const char *trace_dir;
+        /* Without a supervisor: the sessions directory (resident sessions,
+         * shared/resident.h), read at start and on SIGHUP; NULL for none.
+         * Under one, the supervisor sends the sessions. */
+        const char *sessions_dir;
         /* traced.conf's max_use= and keep_free= (0: none), likewise. */
         uint64_t max_use, keep_free;
         /* Data source names only plugin hosts, root and trusted_uids may

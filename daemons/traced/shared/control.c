@@ -55,6 +55,11 @@ int control_send_trace_directory(int ctl_fd, const char *path, int fd, uint64_t 
         return send_msg(ctl_fd, &m, fd);
 }
 
+int control_send_resident(int ctl_fd, int fd) {
+        struct control_msg m = { .kind = CONTROL_RESIDENT_SESSIONS };
+        return send_msg(ctl_fd, &m, fd);
+}
+
 int control_send_plugins_launched(int ctl_fd) {
         struct control_msg m = { .kind = CONTROL_PLUGINS_LAUNCHED };
         return send_msg(ctl_fd, &m, -EBADF);
@@ -104,7 +109,8 @@ int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
         if (n != (ssize_t) sizeof(msg) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || extra ||
             memchr(msg.name, '\0', sizeof(msg.name)) == NULL || memchr(msg.path, '\0', sizeof(msg.path)) == NULL ||
             (msg.kind != CONTROL_PRODUCER && msg.kind != CONTROL_TRACE_DIRECTORY &&
-             msg.kind != CONTROL_PLUGINS_LAUNCHED && msg.kind != CONTROL_PLUGIN_EXITED)) {
+             msg.kind != CONTROL_RESIDENT_SESSIONS && msg.kind != CONTROL_PLUGINS_LAUNCHED &&
+             msg.kind != CONTROL_PLUGIN_EXITED)) {
                 safe_close(fd);
                 return -EBADMSG;
         }

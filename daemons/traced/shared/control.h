@@ -20,6 +20,7 @@ enum control_kind {
         CONTROL_TRACE_DIRECTORY, /* fd (or none): the trace directory, path names it */
         CONTROL_PLUGINS_LAUNCHED, /* every plugin host of the start is handed over */
         CONTROL_PLUGIN_EXITED,   /* the plugin host pid (plugin name) exited */
+        CONTROL_RESIDENT_SESSIONS, /* fd: a sealed memfd, the whole set of resident sessions (resident.h) */
 };
 
 struct control_msg {
@@ -41,6 +42,9 @@ int control_send_trace_directory(int ctl_fd, const char *path, int fd, uint64_t 
 /* CONTROL_PLUGINS_LAUNCHED, and CONTROL_PLUGIN_EXITED for host pid. */
 int control_send_plugins_launched(int ctl_fd);
 int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name);
+/* Sends the resident sessions: fd from resident_set_to_memfd (stays the
+ * caller's). */
+int control_send_resident(int ctl_fd, int fd);
 /* Receives one message. Returns 1 with *ret_fd set (or -EBADF if none came
  * with it), 0 at end of file, -EAGAIN when nothing is pending, or -errno;
  * a malformed message is -EBADMSG (any fd it carried is closed). */

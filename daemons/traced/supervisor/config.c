@@ -204,20 +204,23 @@ static int handler(void *user, const char *section, const char *name, const char
                         cfg->user = strdup(value);
                         return cfg->user ? 1 : 0;
                 }
-                if (strcmp(name, "trace_directory") == 0) {
+                if (strcmp(name, "trace_directory") == 0 || strcmp(name, "sessions_directory") == 0) {
+                        bool trace = name[0] == 't';
+                        char **slot = trace ? &cfg->trace_dir : &cfg->sessions_dir;
+                        bool *none = trace ? &cfg->no_trace_dir : &cfg->no_sessions_dir;
                         if (!value[0]) {
-                                cfg->trace_dir = mfree_str(cfg->trace_dir);
-                                cfg->no_trace_dir = true;
+                                *slot = mfree_str(*slot);
+                                *none = true;
                                 return 1;
                         }
                         if (value[0] != '/' || strstr(value, "/../") || strstr(value, "/./") ||
                             strlen(value) >= 1000)
                                 return fail(k, "\"%s\" is not an absolute path without . or .. (field \"%s\")",
                                             value, name);
-                        free(cfg->trace_dir);
-                        cfg->trace_dir = strdup(value);
-                        cfg->no_trace_dir = false;
-                        return cfg->trace_dir ? 1 : 0;
+                        free(*slot);
+                        *slot = strdup(value);
+                        *none = false;
+                        return *slot ? 1 : 0;
                 }
                 if (strcmp(name, "max_use") == 0 || strcmp(name, "keep_free") == 0) {
                         uint64_t v;
@@ -323,8 +326,15 @@ void traced_config_done(struct traced_config *cfg) {
                 free(cfg->trusted_data_sources[i]);
         free(cfg->producer_sockets);
         free(cfg->relay_endpoint_on);
+        free(cfg->sessions_dir);
         *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC,
                                         .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC };
+}
+
+const char *traced_config_sessions_directory(const struct traced_config *cfg) {
+        if (cfg->no_sessions_dir)
+                return NULL;
+        return cfg->sessions_dir ? cfg->sessions_dir : TRACED_CONFIG_DEFAULT_SESSIONS_DIR;
 }
 
 const char *traced_config_trace_directory(const struct traced_config *cfg) {

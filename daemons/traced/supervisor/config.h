@@ -28,6 +28,8 @@
  *                             PERFETTO_PRODUCER_SOCK_NAME; TCP and vsock
  *                             only when listed)
  *   relay_endpoint_on = ADDRESS[,...]  of those, where the RelayPort is
+ *   sessions_directory = PATH  resident sessions' TraceConfig files
+ *                             (default /etc/traced/sessions.d; empty: none)
  *   max_use = SIZE            the closed files of rotating sessions in the
  *                             trace directory take at most SIZE (oldest
  *                             removed first; default none)
@@ -62,6 +64,8 @@ struct traced_config {
         unsigned n_trusted_uids;
         char *producer_sockets; /* NULL: the default */
         char *relay_endpoint_on;
+        char *sessions_dir; /* NULL: the default */
+        bool no_sessions_dir;
         uint64_t max_use, keep_free; /* 0: none */
 };
 
@@ -69,6 +73,10 @@ struct traced_config {
 #define TRACED_CONFIG_DEFAULT_TRUSTED_DATA_SOURCES { "linux.*", "traced.*" }
 
 #define TRACED_CONFIG_DEFAULT_TRACE_DIR "/var/lib/traced/traces"
+
+#define TRACED_CONFIG_DEFAULT_SESSIONS_DIR SYSCONFDIR "/traced/sessions.d"
+/* The sessions directory, or NULL when there are no resident sessions. */
+const char *traced_config_sessions_directory(const struct traced_config *cfg);
 
 /* The trace directory, or NULL when the service writes no output_path. */
 const char *traced_config_trace_directory(const struct traced_config *cfg);

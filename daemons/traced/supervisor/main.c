@@ -34,6 +34,7 @@ struct options {
         const char *plugin_host;
         const char *config;
         const char *user;
+        const char *sessions_dir;
         bool no_plugins;
         bool plugins_in_process;
         enum log_target log_target;
@@ -63,6 +64,9 @@ static void help(void) {
                "  --user=USER             the service core's user when started as root\n"
                "                          (default: traced, else nobody)\n"
                "  --config=PATH           configuration file (default: " SYSCONFDIR "/traced/traced.conf)\n"
+               "  --sessions-dir=DIR      resident sessions' TraceConfig files, NAME.cfg (default:\n"
+               "                          traced.conf's sessions_directory, else\n"
+               "                          " SYSCONFDIR "/traced/sessions.d; empty: none)\n"
                "  --log-level=LEVEL       err, warning, notice, info (default), debug\n"
                "  --log-target=TARGET     auto (default), stderr, journal\n"
                "  -h --help               show this help\n"
@@ -83,6 +87,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 ARG_IN_PROCESS,
                 ARG_USER,
                 ARG_RELAY,
+                ARG_SESSIONS_DIR,
         };
         static const struct option opts[] = {
                 { "producer-socket", required_argument, NULL, ARG_PRODUCER },
@@ -96,6 +101,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 { "user", required_argument, NULL, ARG_USER },
                 { "enable-relay-endpoint-on", required_argument, NULL, ARG_RELAY },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
+                { "sessions-dir", required_argument, NULL, ARG_SESSIONS_DIR },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
                 {},
@@ -115,6 +121,13 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                         break;
                 case ARG_PLUGIN_HOST:
                         o->plugin_host = optarg;
+                        break;
+                case ARG_SESSIONS_DIR:
+                        if (optarg[0] && optarg[0] != '/') {
+                                log_error("--sessions-dir=%s: not an absolute path.", optarg);
+                                return -EINVAL;
+                        }
+                        o->sessions_dir = optarg;
                         break;
                 case ARG_NO_PLUGINS:
                         o->no_plugins = true;
@@ -270,6 +283,7 @@ static int run(int argc, char **argv) {
         struct supervisor_options so = {
                 .config_path = o.config ? o.config : SYSCONFDIR "/traced/traced.conf",
                 .config = &cfg,
+                .sessions_dir = o.sessions_dir,
                 .plugins = plugins,
                 .plugin = {
                         .dir = plugin_dir,
@@ -311,6 +325,8 @@ static int run(int argc, char **argv) {
                 .consumer_path = o.consumer_socket,
                 .control_fd = -EBADF,
                 .trace_dir = traced_config_trace_directory(&cfg),
+                .sessions_dir = o.sessions_dir ? (o.sessions_dir[0] ? o.sessions_dir : NULL)
+                                               : traced_config_sessions_directory(&cfg),
                 .max_use = cfg.max_use,
                 .keep_free = cfg.keep_free,
                 .trusted_uids = cfg.trusted_uids,

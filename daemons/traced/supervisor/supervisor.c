@@ -15,6 +15,7 @@
 #include "basic/macro.h"
 #include "log/log.h"
 #include "shared/control.h"
+#include "shared/resident.h"
 #include "supervisor/privileges.h"
 #include "supervisor/selinux-label.h"
 #include "supervisor/supervisor.h"
@@ -123,6 +124,34 @@ static void send_trace_directory(struct supervisor *s) {
                 log_warning_errno(r, "Failed to send the trace directory to the service core: %m");
 }
 
+static void log_resident_error(const char *message, void *userdata) {
+        log_error("Resident session file %s", message);
+}
+
+/* Reads the sessions directory and sends the whole set to the core,
+ * which starts, stops and restarts sessions to match it. */
+static void send_resident_sessions(struct supervisor *s) {
+        const char *dir = s->o->sessions_dir                     ? (s->o->sessions_dir[0] ? s->o->sessions_dir : NULL)
+                          : s->o->config                         ? traced_config_sessions_directory(s->o->config)
+                                                                 : TRACED_CONFIG_DEFAULT_SESSIONS_DIR;
+        struct resident_set set = {};
+        _cleanup_close_ int fd = -EBADF;
+        int r = dir ? resident_load_dir(dir, &set, log_resident_error, NULL) : 0;
+        if (r < 0) {
+                log_error_errno(r, "Failed to read the sessions directory %s; resident sessions stay as they are: %m",
+                                dir);
+                return;
+        }
+        if (dir && set.n)
+                log_info("Resident sessions from %s: %zu%s.", dir, set.n, r > 0 ? " (and bad files skipped)" : "");
+        r = resident_set_to_memfd(&set, &fd);
+        resident_set_done(&set);
+        if (r >= 0)
+                r = control_send_resident(s->control_fd, fd);
+        if (r < 0)
+                log_warning_errno(r, "Failed to send the resident sessions to the service core: %m");
+}
+
 static bool streq_null(const char *a, const char *b) {
         return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
@@ -156,6 +185,7 @@ static int on_reload(sd_event_source *src, const struct signalfd_siginfo *si, vo
         traced_config_done(cur);
         *cur = next;
         send_trace_directory(s);
+        send_resident_sessions(s);
         (void) sd_notify(false, "READY=1");
         return 0;
 }
@@ -240,6 +270,7 @@ int supervisor_run(struct supervisor_options *o) {
                 goto done;
         }
         send_trace_directory(&s);
+        send_resident_sessions(&s);
         if (o->plugins) {
                 o->plugin.handoff = handoff;
                 o->plugin.exited = host_exited;

@@ -10,7 +10,9 @@
  * hosts are stopped (a core that takes longer than CORE_STOP_KILL_MS
  * is killed). SIGHUP re-reads the configuration: the trace directory and
  * the plugin watchdog change at once, sessions go on; a bad file is
- * reported and the old configuration stays. If the core dies, traced exits
+ * reported and the old configuration stays. The sessions directory is
+ * read at start and at each SIGHUP and the whole set of resident
+ * sessions sent to the core (a bad session file is reported and skipped). If the core dies, traced exits
  * with an error (systemd restarts the whole service). */
 
 #include <stdint.h>
@@ -31,6 +33,9 @@ struct supervisor_options {
          * good file). */
         const char *config_path;
         struct traced_config *config;
+        /* --sessions-dir: the resident sessions' directory whatever
+         * traced.conf says ("" for none); NULL: traced.conf's. */
+        const char *sessions_dir;
 };
 
 /* Returns the exit status for main(). */

@@ -114,6 +114,12 @@ static enum chain_result reassemble_fragment_chain(struct trace_buffer *tb, stru
                         return CHAIN_WAIT;
                 bool only = n->num_fragments == 1;
                 bool cont = only && (n->flags & SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT);
+                /* The final read: the patches this chunk waited for never
+                 * came. They were for the packet going on into the next
+                 * chunk, ours when it is the chunk's only fragment: it is
+                 * lost rather than read with sizes never written. */
+                if (cont && (n->flags & SMB_CHUNK_NEEDS_PATCHING))
+                        return CHAIN_BROKEN;
                 if (only && !n->complete && !tb->final)
                         return CHAIN_WAIT;
                 size_t doff;
@@ -204,6 +210,14 @@ int tb_seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *ret_n_
                         return 1;
                 }
 
+                if (c->flags & SMB_CHUNK_NEEDS_PATCHING) {
+                        /* The final read, and the patches of the packet
+                         * this chunk ends with never came: lost, as in
+                         * the chain above. */
+                        tb->stats.readaheads_failed++;
+                        skip_fragment(c, next_off);
+                        continue;
+                }
                 struct fragment_chain chain = { .start_idx = s->head, .data_off = doff, .size = size };
                 switch (reassemble_fragment_chain(tb, s, &chain)) {
                 case CHAIN_WAIT:

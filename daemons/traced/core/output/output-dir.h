@@ -21,20 +21,17 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "basic/dir-files.h"
+
 #define OUTPUT_DIR_NAME_MAX 64u
 #define OUTPUT_DIR_SUFFIX ".pftrace"
 #define OUTPUT_DIR_PART ".part"
 
 /* Names below a tree's top (output_dir_list_tree) are paths of up to
- * OUTPUT_DIR_TREE_DEPTH directories and a file. */
+ * OUTPUT_DIR_TREE_DEPTH directories and a file. Listed files are
+ * basic/dir-files.h's, which removes them (dir_files_prune,
+ * dir_files_remove) and tells the free space (dir_files_free_bytes). */
 #define OUTPUT_DIR_TREE_DEPTH 3u
-#define OUTPUT_DIR_PATH_MAX 1024u
-
-struct output_dir_file {
-        char name[OUTPUT_DIR_PATH_MAX];
-        uint64_t bytes;   /* its size */
-        int64_t mtime_ns; /* when it was closed */
-};
 
 /* The session prefix for a start time (CLOCK_REALTIME, s). */
 void output_dir_prefix(int64_t realtime_s, char ret[static OUTPUT_DIR_NAME_MAX]);
@@ -55,26 +52,12 @@ int output_dir_close(int dir_fd, int fd, const char *prefix, uint64_t index);
 /* The closed files in dir_fd whose names start with prefix (NULL: every
  * PREFIX-NNNNNN.pftrace this module makes), oldest first (by time closed,
  * then name). *ret is malloc'd. -errno on failure. */
-int output_dir_list(int dir_fd, const char *prefix, struct output_dir_file **ret, size_t *ret_n);
+int output_dir_list(int dir_fd, const char *prefix, struct dir_file **ret, size_t *ret_n);
 
 /* The same for every directory below dir_fd too, down to
  * OUTPUT_DIR_TREE_DEPTH levels (no symbolic link followed): the whole
  * trace directory, oldest first across it. */
-int output_dir_list_tree(int dir_fd, struct output_dir_file **ret, size_t *ret_n);
-
-/* Removes the oldest of files (as listed) until at most keep_files remain
- * and they hold at most keep_bytes (0: no cap of that kind). Returns how
- * many were removed, their bytes in *ret_freed (may be NULL). */
-size_t output_dir_prune(int dir_fd, const struct output_dir_file *files, size_t n, uint64_t keep_files,
-                        uint64_t keep_bytes, uint64_t *ret_freed);
-
-/* Removes one file as listed (its name may be a path below dir_fd: each
- * directory on the way is opened without following a symbolic link).
- * 0 or -errno. */
-int output_dir_remove(int dir_fd, const char *name);
-
-/* Free bytes for unprivileged users on dir_fd's file system, or -errno. */
-int64_t output_dir_free_bytes(int dir_fd);
+int output_dir_list_tree(int dir_fd, struct dir_file **ret, size_t *ret_n);
 
 /* Cuts the trace file fd after its last whole packet (a write that
  * failed halfway leaves a torn one). 0 or -errno. */

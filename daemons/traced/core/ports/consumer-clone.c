@@ -209,7 +209,7 @@ void m_clone_session(ipc_request *req, const ProtobufCMessage *args, void *userd
                 clone_error(req, "Tracing session not found");
                 return;
         }
-        if (c->uid != 0 && session_uid(src) != c->uid) {
+        if (c->uid != 0 && session_uid(src) != c->uid && !session_is_resident(src)) {
                 clone_error(req, "Not allowed to clone a session of another user");
                 return;
         }

@@ -34,6 +34,10 @@ bool session_writes_file(const struct session *s) {
         return s->file_fd >= 0;
 }
 
+bool session_is_resident(const struct session *s) {
+        return s->resident;
+}
+
 bool session_all_started(const struct session *s) {
         return s->all_started_notified;
 }
@@ -114,7 +118,8 @@ struct session *sessions_find_by_id(struct traced_service *svc, uint64_t id) {
 
 struct session *sessions_find_by_unique_name(struct traced_service *svc, const char *name) {
         for (struct session *s = svc->sessions; s; s = s->next)
-                if (s->config->unique_session_name && strcmp(s->config->unique_session_name, name) == 0)
+                if (!s->retired && !s->is_clone && s->config->unique_session_name &&
+                    strcmp(s->config->unique_session_name, name) == 0)
                         return s;
         return NULL;
 }

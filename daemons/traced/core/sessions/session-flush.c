@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "basic/macro.h"
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-stats.h"
@@ -54,17 +54,21 @@ static void flush_complete(struct pending_flush *f, bool success) {
  * trace as TracingServiceEvent.last_flush_slow_data_sources. */
 static void report_slow_flush(struct pending_flush *f) {
         struct session *s = f->session;
-        _cleanup_(pbw_done) struct pbw list = {};
+        _cleanup_(pb_buf_done) struct pb_buf b = {};
+        TracingServiceEvent_DataSources list;
+        size_t n = 0;
 
+        TracingServiceEvent_DataSources_init(&list, pb_buf_stream(&b));
         for (size_t k = 0; k < f->n_producers; k++) {
                 struct producer *p = sessions_find_producer(s->svc, f->producers[k]);
                 log_notice("Session %" PRIu64 ": flush %" PRIu64 " timed out waiting for producer %u \"%s\" (pid %d).",
                            s->id, f->request_id, f->producers[k], p ? strna(p->name) : "(gone)",
                            p ? (int) p->pid : 0);
-                session_list_data_sources(s, DS_STARTED, f->producers[k], &list);
+                n += session_list_data_sources(s, DS_STARTED, f->producers[k], &list);
         }
-        if (!list.error && list.len > 0)
-                session_add_service_event_msg(s, SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES, list.buf, list.len);
+        if (n > 0 && traced_pb_msg_finish(&list.msg) >= 0)
+                session_add_service_event_msg(s, SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES, pb_buf_data(&b),
+                                              pb_buf_len(&b));
 }
 
 static int on_flush_timeout(sd_event_source *src, uint64_t usec, void *userdata) {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "basic/macro.h"
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
 #include "basic/regex-limits.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
@@ -303,17 +303,22 @@ void session_check_all_started(struct session *s) {
         }
 }
 
-void session_list_data_sources(struct session *s, enum ds_instance_state state, uint16_t producer_id,
-                                struct pbw *list) {
+size_t session_list_data_sources(struct session *s, enum ds_instance_state state, uint16_t producer_id,
+                                 TracingServiceEvent_DataSources *list) {
+        size_t n = 0;
+
         for (struct ds_instance *i = s->instances; i; i = i->next) {
                 if (i->state != state || (producer_id && i->producer_id != producer_id))
                         continue;
-                _cleanup_(pbw_done) struct pbw ds = {};
+                TracingServiceEvent_DataSources_DataSource ds;
+                TracingServiceEvent_DataSources_begin_data_source(list, &ds);
                 if (i->producer && i->producer->name)
-                        pbw_string(&ds, 1, i->producer->name); /* DataSource.producer_name */
-                pbw_string(&ds, 2, i->name);                   /* DataSource.data_source_name */
-                pbw_message(list, 1, &ds);                     /* DataSources.data_source */
+                        TracingServiceEvent_DataSources_DataSource_set_producer_name(&ds, i->producer->name);
+                TracingServiceEvent_DataSources_DataSource_set_data_source_name(&ds, i->name);
+                TracingServiceEvent_DataSources_end_data_source(list, &ds);
+                n++;
         }
+        return n;
 }
 
 static void describe_delay(const struct session *s, char *buf, size_t size) {
@@ -326,7 +331,8 @@ static void describe_delay(const struct session *s, char *buf, size_t size) {
  * event) and the session's duration counts from now. */
 int session_on_start_timeout(sd_event_source *src, uint64_t usec, void *userdata) {
         struct session *s = userdata;
-        _cleanup_(pbw_done) struct pbw list = {};
+        _cleanup_(pb_buf_done) struct pb_buf b = {};
+        TracingServiceEvent_DataSources list;
         char msg[160];
 
         s->start_timer = sd_event_source_disable_unref(s->start_timer);
@@ -343,9 +349,10 @@ int session_on_start_timeout(sd_event_source *src, uint64_t usec, void *userdata
                            i->producer ? (int) i->producer->pid : 0, msg);
                 (void) session_add_ds_error(s, i->producer ? i->producer->name : NULL, i->name, NULL, msg);
         }
-        session_list_data_sources(s, DS_STARTING, 0, &list);
-        if (!list.error && list.len > 0)
-                session_add_service_event_msg(s, SERVICE_EVENT_SLOW_STARTING_DATA_SOURCES, list.buf, list.len);
+        TracingServiceEvent_DataSources_init(&list, pb_buf_stream(&b));
+        if (session_list_data_sources(s, DS_STARTING, 0, &list) > 0 && traced_pb_msg_finish(&list.msg) >= 0)
+                session_add_service_event_msg(s, SERVICE_EVENT_SLOW_STARTING_DATA_SOURCES, pb_buf_data(&b),
+                                              pb_buf_len(&b));
         session_start_complete(s);
         return 0;
 }

@@ -21,6 +21,7 @@
 #include "core/sessions/producer.h"
 #include "core/sessions/session.h"
 #include "perfetto/common/trace_stats.pb-c.h"
+#include "traced/pbzero/perfetto/trace/perfetto/tracing_service_event.pbw.h"
 
 struct compiled_regexes {
         regex_t *re;
@@ -56,16 +57,16 @@ struct pending_flush {
         void *userdata;
 };
 
-/* TracingServiceEvent fields (Perfetto ABI) the service reports. */
+/* The TracingServiceEvents the service reports: which field is set. */
 enum {
-        SERVICE_EVENT_ALL_DATA_SOURCES_STARTED = 1,
-        SERVICE_EVENT_TRACING_STARTED = 2,
-        SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED = 3,
-        SERVICE_EVENT_READ_BUFFERS_COMPLETED = 4,
-        SERVICE_EVENT_TRACING_DISABLED = 5,
-        SERVICE_EVENT_SLOW_STARTING_DATA_SOURCES = 7,
-        SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES = 8,
-        SERVICE_EVENT_FLUSH_STARTED = 9,
+        SERVICE_EVENT_ALL_DATA_SOURCES_STARTED = TracingServiceEvent_FIELD_all_data_sources_started,
+        SERVICE_EVENT_TRACING_STARTED = TracingServiceEvent_FIELD_tracing_started,
+        SERVICE_EVENT_ALL_DATA_SOURCES_FLUSHED = TracingServiceEvent_FIELD_all_data_sources_flushed,
+        SERVICE_EVENT_READ_BUFFERS_COMPLETED = TracingServiceEvent_FIELD_read_tracing_buffers_completed,
+        SERVICE_EVENT_TRACING_DISABLED = TracingServiceEvent_FIELD_tracing_disabled,
+        SERVICE_EVENT_SLOW_STARTING_DATA_SOURCES = TracingServiceEvent_FIELD_slow_starting_data_sources,
+        SERVICE_EVENT_LAST_FLUSH_SLOW_DATA_SOURCES = TracingServiceEvent_FIELD_last_flush_slow_data_sources,
+        SERVICE_EVENT_FLUSH_STARTED = TracingServiceEvent_FIELD_flush_started,
 };
 
 struct service_event {
@@ -201,6 +202,15 @@ struct session {
          * as TracePacket.clone_snapshot_trigger. */
         struct received_trigger clone_trigger;
         bool is_clone;
+        /* From a sessions.d file (session-resident.c): its path and the
+         * packed config it had, to tell a changed file on reload.
+         * retired: stopping because its file went or changed; no longer
+         * found by its name. */
+        bool resident;
+        bool retired;
+        char *resident_path;
+        uint8_t *resident_config;
+        size_t resident_config_size;
         bool freeing; /* in session_free: flush callbacks must not use it */
         struct clone_trigger_hit *clone_hits; /* waiting for their delay */
         /* Freed once disabled when no consumer is attached (the duration
@@ -304,12 +314,11 @@ int session_start_instance(struct session *s, struct ds_instance *inst);
 void session_check_all_started(struct session *s);
 /* SERVICE_DATA_SOURCE_START_TIMEOUT_MS after the start. */
 int session_on_start_timeout(sd_event_source *src, uint64_t usec, void *userdata);
-/* Appends a TracingServiceEvent.DataSources message naming the session's
- * instances in state (all of them with producer_id 0, else that
- * producer's) to list. */
-struct pbw;
-void session_list_data_sources(struct session *s, enum ds_instance_state state, uint16_t producer_id,
-                                struct pbw *list);
+/* Adds to list a TracingServiceEvent.DataSources.DataSource naming each of
+ * the session's instances in state (all of them with producer_id 0, else
+ * that producer's); returns how many. */
+size_t session_list_data_sources(struct session *s, enum ds_instance_state state, uint16_t producer_id,
+                                 TracingServiceEvent_DataSources *list);
 /* Asks every started data source that handles it to clear its
  * incremental state. */
 void session_clear_incremental_state(struct session *s);

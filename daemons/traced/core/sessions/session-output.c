@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
-#include "basic/pbw.h"
+#include "traced/pbzero/perfetto/trace/trace.pbw.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
@@ -172,8 +172,12 @@ static int out_reserve(struct session *s, size_t need) {
 }
 
 size_t session_packet_header(size_t total, uint8_t *hdr) {
-        hdr[0] = (1 << 3) | 2; /* Trace.packet */
-        return 1 + pbw_put_varint(hdr + 1, total);
+        struct traced_pb_stream st;
+        Trace trace;
+        traced_pb_stream_init_buffer(&st, hdr, 11);
+        Trace_init(&trace, &st);
+        traced_pb_msg_len_header(&trace.msg, Trace_FIELD_packet, total); /* the packet's bytes follow */
+        return (size_t) traced_pb_msg_size(&trace.msg);
 }
 
 /* The Trace.packet field header of a packet of total bytes, or 0 when the

@@ -10,45 +10,14 @@
 
 #include "basic/alloc.h"
 #include "basic/macro.h"
-#include "basic/pbw.h"
+#include "basic/pb-buf.h"
 #include "basic/varint.h"
 #include "log/log.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-read.h"
 #include "core/sessions/session-stats.h"
 #include "core/buffers/trace-buffer.h"
-
-/* TracePacket field numbers (Perfetto ABI). */
-enum {
-        TP_TIMESTAMP = 8,
-        TP_TIMESTAMP_CLOCK_ID = 58,
-        TP_TRUSTED_UID = 3,
-        TP_TRUSTED_SEQUENCE_ID = 10,
-        TP_TRUSTED_PID = 79,
-        TP_PREVIOUS_PACKET_DROPPED = 42,
-        TP_FIRST_PACKET_ON_SEQUENCE = 87,
-        TP_MACHINE_ID = 98,
-        TP_REMOTE_CLOCK_SYNC = 107,
-        TP_CLOCK_SNAPSHOT = 6,
-        TP_TRACE_CONFIG = 33,
-        TP_TRACE_STATS = 35,
-        TP_SYNC_MARKER = 36,
-        TP_SYSTEM_INFO = 45,
-        TP_SERVICE_EVENT = 69,
-        TP_TRACE_UUID = 89,
-        TP_TRIGGER = 46,
-        TP_CLONE_SNAPSHOT_TRIGGER = 113,
-        TP_SEQUENCE_FLAGS = 13,
-};
-
-enum {
-        BUILTIN_CLOCK_REALTIME = 1,
-        BUILTIN_CLOCK_REALTIME_COARSE = 2,
-        BUILTIN_CLOCK_MONOTONIC = 3,
-        BUILTIN_CLOCK_MONOTONIC_COARSE = 4,
-        BUILTIN_CLOCK_MONOTONIC_RAW = 5,
-        BUILTIN_CLOCK_BOOTTIME = 6,
-};
+#include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
 /* The 16-byte marker readers use to find packet boundaries in a damaged
  * trace; its value is fixed by the trace format. */
@@ -119,8 +88,8 @@ static bool key_ok(uint64_t key) {
         uint64_t field = key >> 3;
         if (field == 0 || field > 536870911u)
                 return false;
-        if (field == TP_TRUSTED_UID || field == TP_TRUSTED_SEQUENCE_ID || field == TP_TRUSTED_PID ||
-            field == TP_MACHINE_ID)
+        if (field == TracePacket_FIELD_trusted_uid || field == TracePacket_FIELD_trusted_packet_sequence_id ||
+            field == TracePacket_FIELD_trusted_pid || field == TracePacket_FIELD_machine_id)
                 return false;
         unsigned wt = key & 7;
         return wt == 0 || wt == 1 || wt == 2 || wt == 5;
@@ -207,7 +176,7 @@ uint64_t packet_sequence_flags(const struct iovec *iov, size_t n_iov, size_t tot
                 case 0:
                         if (rd_varint(&r, &v) < 0)
                                 return flags;
-                        if ((key >> 3) == TP_SEQUENCE_FLAGS)
+                        if ((key >> 3) == TracePacket_FIELD_sequence_flags)
                                 flags |= v;
                         break;
                 case 1:
@@ -231,16 +200,41 @@ uint64_t packet_sequence_flags(const struct iovec *iov, size_t n_iov, size_t tot
 
 /* ---- service packets ---------------------------------------------------- */
 
-static int emit_service_packet(struct session *s, struct pbw *w, bool with_clock_id, packet_sink_fn sink,
-                               void *userdata) {
+/* A service packet being built: the packet, and the buffer it is in. */
+struct service_packet {
+        struct pb_buf buf;
+        TracePacket pkt;
+};
+
+static TracePacket *service_packet_begin(struct service_packet *sp) {
+        *sp = (struct service_packet) {};
+        TracePacket_init(&sp->pkt, pb_buf_stream(&sp->buf));
+        return &sp->pkt;
+}
+
+static void service_packet_done(struct service_packet *sp) {
+        pb_buf_done(&sp->buf);
+}
+
+/* Hands the packet to the sink, with the fields the service signs its
+ * packets with (trusted_uid as a producer's, unless told not to). */
+static int service_packet_emit(struct service_packet *sp, bool with_clock_id, bool with_sequence,
+                               packet_sink_fn sink, void *userdata) {
         if (with_clock_id)
-                pbw_varint(w, TP_TIMESTAMP_CLOCK_ID, BUILTIN_CLOCK_BOOTTIME);
-        pbw_varint(w, TP_TRUSTED_UID, (uint64_t) (int64_t) (int32_t) getuid());
-        pbw_varint(w, TP_TRUSTED_SEQUENCE_ID, SERVICE_SEQUENCE_ID);
-        if (w->error)
-                return w->error;
-        struct iovec iov = { .iov_base = w->buf, .iov_len = w->len };
-        return sink(&iov, 1, w->len, userdata);
+                TracePacket_set_timestamp_clock_id(&sp->pkt, BuiltinClock_BUILTIN_CLOCK_BOOTTIME);
+        TracePacket_set_trusted_uid(&sp->pkt, (int32_t) getuid());
+        if (with_sequence)
+                TracePacket_set_trusted_packet_sequence_id(&sp->pkt, SERVICE_SEQUENCE_ID);
+        int r = traced_pb_msg_finish(&sp->pkt.msg);
+        if (r < 0)
+                return r;
+        struct iovec iov = { .iov_base = (void *) pb_buf_data(&sp->buf), .iov_len = pb_buf_len(&sp->buf) };
+        return sink(&iov, 1, iov.iov_len, userdata);
+}
+
+static int emit_service_packet(struct service_packet *sp, bool with_clock_id, packet_sink_fn sink,
+                               void *userdata) {
+        return service_packet_emit(sp, with_clock_id, true, sink, userdata);
 }
 
 static int emit_clock_snapshot(struct session *s, packet_sink_fn sink, void *userdata) {
@@ -248,83 +242,94 @@ static int emit_clock_snapshot(struct session *s, packet_sink_fn sink, void *use
                 uint32_t id;
                 clockid_t clk;
         } clocks[] = {
-                { BUILTIN_CLOCK_BOOTTIME, CLOCK_BOOTTIME },
-                { BUILTIN_CLOCK_REALTIME_COARSE, CLOCK_REALTIME_COARSE },
-                { BUILTIN_CLOCK_MONOTONIC_COARSE, CLOCK_MONOTONIC_COARSE },
-                { BUILTIN_CLOCK_REALTIME, CLOCK_REALTIME },
-                { BUILTIN_CLOCK_MONOTONIC, CLOCK_MONOTONIC },
-                { BUILTIN_CLOCK_MONOTONIC_RAW, CLOCK_MONOTONIC_RAW },
+                { ClockSnapshot_Clock_BOOTTIME, CLOCK_BOOTTIME },
+                { ClockSnapshot_Clock_REALTIME_COARSE, CLOCK_REALTIME_COARSE },
+                { ClockSnapshot_Clock_MONOTONIC_COARSE, CLOCK_MONOTONIC_COARSE },
+                { ClockSnapshot_Clock_REALTIME, CLOCK_REALTIME },
+                { ClockSnapshot_Clock_MONOTONIC, CLOCK_MONOTONIC },
+                { ClockSnapshot_Clock_MONOTONIC_RAW, CLOCK_MONOTONIC_RAW },
         };
-        _cleanup_(pbw_done) struct pbw w = {}, snap = {};
+        _cleanup_(service_packet_done) struct service_packet sp = {};
+        TracePacket *pkt = service_packet_begin(&sp);
+        ClockSnapshot snap;
 
+        TracePacket_begin_clock_snapshot(pkt, &snap);
         for (size_t i = 0; i < ELEMENTSOF(clocks); i++) {
-                _cleanup_(pbw_done) struct pbw c = {};
-                pbw_varint(&c, 1, clocks[i].id);
-                pbw_varint(&c, 2, clock_ns(clocks[i].clk));
-                pbw_message(&snap, 1, &c);
+                ClockSnapshot_Clock c;
+                ClockSnapshot_begin_clocks(&snap, &c);
+                ClockSnapshot_Clock_set_clock_id(&c, clocks[i].id);
+                ClockSnapshot_Clock_set_timestamp(&c, clock_ns(clocks[i].clk));
+                ClockSnapshot_end_clocks(&snap, &c);
         }
-        pbw_varint(&snap, 2, BUILTIN_CLOCK_BOOTTIME);
-        pbw_message(&w, TP_CLOCK_SNAPSHOT, &snap);
-        return emit_service_packet(s, &w, true, sink, userdata);
+        ClockSnapshot_set_primary_trace_clock(&snap, BuiltinClock_BUILTIN_CLOCK_BOOTTIME);
+        TracePacket_end_clock_snapshot(pkt, &snap);
+        return emit_service_packet(&sp, true, sink, userdata);
 }
 
 static int emit_sync_marker(struct session *s, packet_sink_fn sink, void *userdata) {
-        _cleanup_(pbw_done) struct pbw w = {};
-        pbw_bytes(&w, TP_SYNC_MARKER, sync_marker, sizeof(sync_marker));
-        return emit_service_packet(s, &w, false, sink, userdata);
+        _cleanup_(service_packet_done) struct service_packet sp = {};
+        TracePacket_set_synchronization_marker(service_packet_begin(&sp), sync_marker, sizeof(sync_marker));
+        return emit_service_packet(&sp, false, sink, userdata);
 }
 
 static int emit_trace_config(struct session *s, packet_sink_fn sink, void *userdata) {
-        _cleanup_(pbw_done) struct pbw w = {};
-        pbw_bytes(&w, TP_TRACE_CONFIG, s->config_bytes, s->config_size);
-        return emit_service_packet(s, &w, true, sink, userdata);
+        _cleanup_(service_packet_done) struct service_packet sp = {};
+        TracePacket_set_trace_config_serialized(service_packet_begin(&sp), s->config_bytes, s->config_size);
+        return emit_service_packet(&sp, true, sink, userdata);
 }
 
 static int emit_trace_uuid(struct session *s, packet_sink_fn sink, void *userdata) {
-        _cleanup_(pbw_done) struct pbw w = {}, u = {};
-        pbw_varint(&u, 1, s->uuid_msb);
-        pbw_varint(&u, 2, s->uuid_lsb);
-        pbw_message(&w, TP_TRACE_UUID, &u);
-        return emit_service_packet(s, &w, true, sink, userdata);
+        _cleanup_(service_packet_done) struct service_packet sp = {};
+        TracePacket *pkt = service_packet_begin(&sp);
+        TraceUuid u;
+        TracePacket_begin_trace_uuid(pkt, &u);
+        TraceUuid_set_msb(&u, (int64_t) s->uuid_msb);
+        TraceUuid_set_lsb(&u, (int64_t) s->uuid_lsb);
+        TracePacket_end_trace_uuid(pkt, &u);
+        return emit_service_packet(&sp, true, sink, userdata);
 }
 
 static int emit_system_info(struct session *s, packet_sink_fn sink, void *userdata) {
-        _cleanup_(pbw_done) struct pbw w = {}, si = {}, uts = {};
+        _cleanup_(service_packet_done) struct service_packet sp = {};
+        TracePacket *pkt = service_packet_begin(&sp);
+        SystemInfo si;
         struct utsname u;
         struct sysinfo info;
 
+        TracePacket_begin_system_info(pkt, &si);
         if (uname(&u) == 0) {
-                pbw_string(&uts, 1, u.sysname);
-                pbw_string(&uts, 2, u.version);
-                pbw_string(&uts, 3, u.release);
-                pbw_string(&uts, 4, u.machine);
-                pbw_message(&si, 1, &uts);
+                Utsname uts;
+                SystemInfo_begin_utsname(&si, &uts);
+                Utsname_set_sysname(&uts, u.sysname);
+                Utsname_set_version(&uts, u.version);
+                Utsname_set_release(&uts, u.release);
+                Utsname_set_machine(&uts, u.machine);
+                SystemInfo_end_utsname(&si, &uts);
         }
-        pbw_string(&si, 4, "traced " PACKAGE_VERSION);
+        SystemInfo_set_tracing_service_version(&si, "traced " PACKAGE_VERSION);
         long page = sysconf(_SC_PAGESIZE);
         if (page > 0)
-                pbw_varint(&si, 6, (uint64_t) page);
+                SystemInfo_set_page_size(&si, (uint32_t) page);
         long cpus = sysconf(_SC_NPROCESSORS_CONF);
         if (cpus > 0)
-                pbw_varint(&si, 8, (uint64_t) cpus);
+                SystemInfo_set_num_cpus(&si, (uint32_t) cpus);
         long hz = sysconf(_SC_CLK_TCK);
         if (hz > 0)
-                pbw_varint(&si, 3, (uint64_t) hz);
+                SystemInfo_set_hz(&si, hz);
         if (sysinfo(&info) == 0)
-                pbw_varint(&si, 16, (uint64_t) info.totalram * info.mem_unit);
-        pbw_message(&w, TP_SYSTEM_INFO, &si);
-        return emit_service_packet(s, &w, true, sink, userdata);
+                SystemInfo_set_system_ram_bytes(&si, (uint64_t) info.totalram * info.mem_unit);
+        TracePacket_end_system_info(pkt, &si);
+        return emit_service_packet(&sp, true, sink, userdata);
 }
 
-static void put_clocks(struct pbw *w, unsigned field, const struct relay_clock *c, size_t n) {
-        _cleanup_(pbw_done) struct pbw snap = {};
+static void put_clocks(ClockSnapshot *snap, const struct relay_clock *c, size_t n) {
         for (size_t i = 0; i < n; i++) {
-                _cleanup_(pbw_done) struct pbw one = {};
-                pbw_varint(&one, 1, c[i].id);
-                pbw_varint(&one, 2, c[i].ts);
-                pbw_message(&snap, 1, &one);
+                ClockSnapshot_Clock one;
+                ClockSnapshot_begin_clocks(snap, &one);
+                ClockSnapshot_Clock_set_clock_id(&one, c[i].id);
+                ClockSnapshot_Clock_set_timestamp(&one, c[i].ts);
+                ClockSnapshot_end_clocks(snap, &one);
         }
-        pbw_message(w, field, &snap);
 }
 
 /* Once per session and relayed machine, when the relay has described it:
@@ -344,27 +349,34 @@ static int emit_relayed_machines(struct session *s, packet_sink_fn sink, void *u
                         continue;
                 s->machines_emitted[s->n_machines_emitted++] = m->machine_id;
 
-                _cleanup_(pbw_done) struct pbw w = {}, sync = {};
-                pbw_bytes(&w, TP_SYSTEM_INFO, m->system_info, m->system_info_size);
-                pbw_varint(&w, TP_MACHINE_ID, m->machine_id);
-                r = emit_service_packet(s, &w, false, sink, userdata);
+                _cleanup_(service_packet_done) struct service_packet sp = {};
+                TracePacket *pkt = service_packet_begin(&sp);
+                TracePacket_set_system_info_serialized(pkt, m->system_info, m->system_info_size);
+                TracePacket_set_machine_id(pkt, m->machine_id);
+                r = emit_service_packet(&sp, false, sink, userdata);
                 if (r < 0)
                         return r;
+
+                _cleanup_(service_packet_done) struct service_packet sp2 = {};
+                pkt = service_packet_begin(&sp2);
+                RemoteClockSync sync;
+                TracePacket_begin_remote_clock_sync(pkt, &sync);
                 for (size_t k = 0; k < m->n_syncs; k++) {
                         const struct relay_sync *y = &m->syncs[(m->syncs_start + k) % RELAY_KEPT_SYNCS];
-                        _cleanup_(pbw_done) struct pbw pair = {};
-                        put_clocks(&pair, 2, y->client, y->n_client);
-                        put_clocks(&pair, 3, y->host, y->n_host);
-                        pbw_message(&sync, 1, &pair);
+                        RemoteClockSync_SyncedClocks pair;
+                        ClockSnapshot snap;
+                        RemoteClockSync_begin_synced_clocks(&sync, &pair);
+                        RemoteClockSync_SyncedClocks_begin_client_clocks(&pair, &snap);
+                        put_clocks(&snap, y->client, y->n_client);
+                        RemoteClockSync_SyncedClocks_end_client_clocks(&pair, &snap);
+                        RemoteClockSync_SyncedClocks_begin_host_clocks(&pair, &snap);
+                        put_clocks(&snap, y->host, y->n_host);
+                        RemoteClockSync_SyncedClocks_end_host_clocks(&pair, &snap);
+                        RemoteClockSync_end_synced_clocks(&sync, &pair);
                 }
-                _cleanup_(pbw_done) struct pbw w2 = {};
-                pbw_message(&w2, TP_REMOTE_CLOCK_SYNC, &sync);
-                pbw_varint(&w2, TP_MACHINE_ID, m->machine_id);
-                pbw_varint(&w2, TP_TRUSTED_UID, (uint64_t) (int64_t) (int32_t) getuid());
-                if (w2.error)
-                        return w2.error;
-                struct iovec iov = { .iov_base = w2.buf, .iov_len = w2.len };
-                r = sink(&iov, 1, w2.len, userdata);
+                TracePacket_end_remote_clock_sync(pkt, &sync);
+                TracePacket_set_machine_id(pkt, m->machine_id);
+                r = service_packet_emit(&sp2, false, false, sink, userdata);
                 if (r < 0)
                         return r;
                 count += 2;
@@ -375,14 +387,19 @@ static int emit_relayed_machines(struct session *s, packet_sink_fn sink, void *u
 static int emit_service_events(struct session *s, packet_sink_fn sink, void *userdata) {
         int r;
         for (size_t i = 0; i < s->n_events; i++) {
-                _cleanup_(pbw_done) struct pbw w = {}, ev = {};
-                pbw_varint(&w, TP_TIMESTAMP, s->events[i].ts);
+                _cleanup_(service_packet_done) struct service_packet sp = {};
+                TracePacket *pkt = service_packet_begin(&sp);
+                TracingServiceEvent ev;
+                TracePacket_set_timestamp(pkt, s->events[i].ts);
+                TracePacket_begin_service_event(pkt, &ev);
+                /* The event is which of its fields is set (all of them
+                 * flags, or DataSources lists already serialized). */
                 if (s->events[i].msg)
-                        pbw_bytes(&ev, s->events[i].field, s->events[i].msg, s->events[i].msg_len);
+                        traced_pb_msg_bytes(&ev.msg, s->events[i].field, s->events[i].msg, s->events[i].msg_len);
                 else
-                        pbw_varint(&ev, s->events[i].field, 1);
-                pbw_message(&w, TP_SERVICE_EVENT, &ev);
-                r = emit_service_packet(s, &w, true, sink, userdata);
+                        traced_pb_msg_varint(&ev.msg, s->events[i].field, 1);
+                TracePacket_end_service_event(pkt, &ev);
+                r = emit_service_packet(&sp, true, sink, userdata);
                 if (r < 0)
                         return r;
         }
@@ -391,7 +408,6 @@ static int emit_service_events(struct session *s, packet_sink_fn sink, void *use
 }
 
 static int emit_trace_stats(struct session *s, packet_sink_fn sink, void *userdata) {
-        _cleanup_(pbw_done) struct pbw w = {};
         Perfetto__Protos__TraceStats *st = session_build_trace_stats(s);
         if (!st)
                 return -ENOMEM;
@@ -403,9 +419,11 @@ static int emit_trace_stats(struct session *s, packet_sink_fn sink, void *userda
         }
         perfetto__protos__trace_stats__pack(st, buf);
         session_free_trace_stats(st);
-        pbw_varint(&w, TP_TIMESTAMP, clock_ns(CLOCK_BOOTTIME));
-        pbw_bytes(&w, TP_TRACE_STATS, buf, n);
-        return emit_service_packet(s, &w, true, sink, userdata);
+        _cleanup_(service_packet_done) struct service_packet sp = {};
+        TracePacket *pkt = service_packet_begin(&sp);
+        TracePacket_set_timestamp(pkt, clock_ns(CLOCK_BOOTTIME));
+        TracePacket_set_trace_stats_serialized(pkt, buf, n);
+        return emit_service_packet(&sp, true, sink, userdata);
 }
 
 void session_clear_service_events(struct session *s) {
@@ -429,23 +447,32 @@ void session_add_service_event_msg(struct session *s, unsigned field, const uint
         };
 }
 
-static int emit_trigger(struct session *s, unsigned field, const struct received_trigger *t, packet_sink_fn sink,
-                        void *userdata) {
-        _cleanup_(pbw_done) struct pbw w = {}, tr = {};
-        pbw_string(&tr, 1, t->trigger_name ? t->trigger_name : "");
-        pbw_string(&tr, 2, t->producer_name ? t->producer_name : "");
-        pbw_varint(&tr, 3, (uint64_t) (int64_t) (int32_t) t->producer_uid);
-        pbw_varint(&tr, 4, t->stop_delay_ms);
-        pbw_varint(&w, TP_TIMESTAMP, t->boot_time_ns);
-        pbw_message(&w, field, &tr);
-        return emit_service_packet(s, &w, true, sink, userdata);
+static int emit_trigger(struct session *s, bool clone_snapshot, const struct received_trigger *t,
+                        packet_sink_fn sink, void *userdata) {
+        _cleanup_(service_packet_done) struct service_packet sp = {};
+        TracePacket *pkt = service_packet_begin(&sp);
+        Trigger tr;
+        TracePacket_set_timestamp(pkt, t->boot_time_ns);
+        if (clone_snapshot)
+                TracePacket_begin_clone_snapshot_trigger(pkt, &tr);
+        else
+                TracePacket_begin_trigger(pkt, &tr);
+        Trigger_set_trigger_name(&tr, t->trigger_name ? t->trigger_name : "");
+        Trigger_set_producer_name(&tr, t->producer_name ? t->producer_name : "");
+        Trigger_set_trusted_producer_uid(&tr, (int32_t) t->producer_uid);
+        Trigger_set_stop_delay_ms(&tr, t->stop_delay_ms);
+        if (clone_snapshot)
+                TracePacket_end_clone_snapshot_trigger(pkt, &tr);
+        else
+                TracePacket_end_trigger(pkt, &tr);
+        return emit_service_packet(&sp, true, sink, userdata);
 }
 
 /* Each trigger the session received, once. */
 static int emit_received_triggers(struct session *s, packet_sink_fn sink, void *userdata) {
         int count = 0;
         while (s->n_triggers_emitted < s->n_triggers) {
-                int r = emit_trigger(s, TP_TRIGGER, &s->triggers[s->n_triggers_emitted], sink, userdata);
+                int r = emit_trigger(s, false, &s->triggers[s->n_triggers_emitted], sink, userdata);
                 if (r < 0)
                         return r;
                 s->n_triggers_emitted++;
@@ -467,28 +494,21 @@ void session_add_service_event(struct session *s, unsigned field) {
 
 static size_t trailer(uint8_t *buf, uid_t uid, pid_t pid, uint32_t machine_id, uint32_t seq, bool dropped,
                       bool first) {
-        size_t n = 0;
-        if (machine_id != 0) {
-                n += pbw_put_varint(buf + n, (TP_MACHINE_ID << 3) | 0);
-                n += pbw_put_varint(buf + n, machine_id);
-        }
-        n += pbw_put_varint(buf + n, (TP_TRUSTED_UID << 3) | 0);
-        n += pbw_put_varint(buf + n, (uint64_t) (int64_t) (int32_t) uid);
-        n += pbw_put_varint(buf + n, (TP_TRUSTED_SEQUENCE_ID << 3) | 0);
-        n += pbw_put_varint(buf + n, seq);
-        if (pid > 0) {
-                n += pbw_put_varint(buf + n, (TP_TRUSTED_PID << 3) | 0);
-                n += pbw_put_varint(buf + n, (uint64_t) pid);
-        }
-        if (dropped) {
-                n += pbw_put_varint(buf + n, (TP_PREVIOUS_PACKET_DROPPED << 3) | 0);
-                n += pbw_put_varint(buf + n, 1);
-        }
-        if (first) {
-                n += pbw_put_varint(buf + n, (TP_FIRST_PACKET_ON_SEQUENCE << 3) | 0);
-                n += pbw_put_varint(buf + n, 1);
-        }
-        return n;
+        struct traced_pb_stream st;
+        TracePacket tail;
+        traced_pb_stream_init_buffer(&st, buf, SESSION_TRAILER_MAX);
+        TracePacket_init(&tail, &st);
+        if (machine_id != 0)
+                TracePacket_set_machine_id(&tail, machine_id);
+        TracePacket_set_trusted_uid(&tail, (int32_t) uid);
+        TracePacket_set_trusted_packet_sequence_id(&tail, seq);
+        if (pid > 0)
+                TracePacket_set_trusted_pid(&tail, (int32_t) pid);
+        if (dropped)
+                TracePacket_set_previous_packet_dropped(&tail, TracePacket_DATA_LOSS_PRESENT);
+        if (first)
+                TracePacket_set_first_packet_on_sequence(&tail, true);
+        return (size_t) traced_pb_msg_size(&tail.msg);
 }
 
 size_t session_packet_trailer(const struct trace_buffer_packet_info *info, uint32_t seq, bool first, uint8_t *buf) {
@@ -598,7 +618,7 @@ int session_read_packets_paced(struct session *s, packet_sink_fn sink, void *use
                         return r;
                 count += r;
                 if (s->clone_trigger.trigger_name) {
-                        r = emit_trigger(s, TP_CLONE_SNAPSHOT_TRIGGER, &s->clone_trigger, sink, userdata);
+                        r = emit_trigger(s, true, &s->clone_trigger, sink, userdata);
                         if (r < 0)
                                 return r;
                         count++;

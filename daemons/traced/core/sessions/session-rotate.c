@@ -286,7 +286,7 @@ void session_rotate_check_size(struct session *s) {
 /* Keeps the session's closed files within --keep. */
 static void prune(struct session *s) {
         struct session_rotation *rot = s->rot;
-        struct output_dir_file *files = NULL;
+        struct dir_file *files = NULL;
         size_t n = 0;
         if (!rot->keep_files && !rot->keep_bytes)
                 return;
@@ -297,7 +297,7 @@ static void prune(struct session *s) {
                 return;
         }
         uint64_t freed;
-        size_t removed = output_dir_prune(rot->dir_fd, files, n, rot->keep_files, rot->keep_bytes, &freed);
+        size_t removed = dir_files_prune(rot->dir_fd, files, n, rot->keep_files, rot->keep_bytes, &freed);
         if (removed)
                 log_debug("Session %" PRIu64 ": removed %zu old trace file(s), %" PRIu64 " bytes.", s->id, removed,
                           freed);
@@ -308,7 +308,7 @@ static void prune(struct session *s) {
  * directory, oldest first across its sessions. */
 static void prune_trace_dir(struct session *s) {
         struct traced_service *svc = s->svc;
-        struct output_dir_file *files = NULL;
+        struct dir_file *files = NULL;
         size_t n = 0;
         if (!s->rot->in_trace_dir || !svc->max_use || svc->trace_dir_fd < 0)
                 return;
@@ -319,7 +319,7 @@ static void prune_trace_dir(struct session *s) {
                 return;
         }
         uint64_t freed;
-        size_t removed = output_dir_prune(svc->trace_dir_fd, files, n, 0, svc->max_use, &freed);
+        size_t removed = dir_files_prune(svc->trace_dir_fd, files, n, 0, svc->max_use, &freed);
         if (removed)
                 log_info("Removed %zu trace file(s) (%" PRIu64 " bytes) from %s: it holds more than max_use=.",
                          removed, freed, svc->trace_dir);
@@ -337,16 +337,16 @@ static bool retention_room(struct session *s) {
         if (!svc->keep_free)
                 return true;
         for (;;) {
-                int64_t avail = output_dir_free_bytes(rot->dir_fd);
+                int64_t avail = dir_files_free_bytes(rot->dir_fd);
                 if (avail < 0 || (uint64_t) avail >= svc->keep_free)
                         return true;
-                struct output_dir_file *files = NULL;
+                struct dir_file *files = NULL;
                 size_t n = 0;
                 int top = rot->in_trace_dir && svc->trace_dir_fd >= 0 ? svc->trace_dir_fd : rot->dir_fd;
                 int r = top == rot->dir_fd ? output_dir_list(top, rot->prefix, &files, &n)
                                            : output_dir_list_tree(top, &files, &n);
                 if (r >= 0 && n > 0)
-                        r = output_dir_remove(top, files[0].name);
+                        r = dir_files_remove(top, files[0].name);
                 if (r >= 0 && n > 0)
                         log_info("Session %" PRIu64 ": removed %s: the file system has less than keep_free= "
                                  "free.",

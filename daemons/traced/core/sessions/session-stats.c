@@ -207,6 +207,10 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
         st->tracing_service_version = (char *) "traced " PACKAGE_VERSION;
         st->has_supports_tracing_sessions = true;
         st->supports_tracing_sessions = true;
+        st->has_traced_max_use = svc->max_use > 0;
+        st->traced_max_use = svc->max_use;
+        st->has_traced_keep_free = svc->keep_free > 0;
+        st->traced_keep_free = svc->keep_free;
 
         size_t n_ds = 0;
         for (struct producer *p = svc->producers; p; p = p->next)
@@ -253,7 +257,7 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
         for (struct session *s = svc->sessions; s; s = s->next) {
                 if (s->state == SESSION_STARTED)
                         started++;
-                if (viewer_uid != 0 && s->uid != viewer_uid)
+                if (viewer_uid != 0 && s->uid != viewer_uid && !s->resident)
                         continue;
                 Perfetto__Protos__TracingServiceState__TracingSession *t = calloc(1, sizeof(*t));
                 if (!t)
@@ -274,6 +278,7 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
                 t->num_data_sources = (uint32_t) session_count_instances(s);
                 t->unique_session_name = s->config->unique_session_name;
                 t->detach_key = s->detach_key;
+                t->has_resident = t->resident = s->resident;
                 t->output_path = session_output_text(s);
                 /* What perfetto --save-all-for-bugreport picks sessions by. */
                 t->has_bugreport_score = s->config->has_bugreport_score;

@@ -154,6 +154,8 @@ void session_free(struct session *s) {
         free(s->read_iov);
         session_clear_service_events(s);
         free(s->detach_key);
+        free(s->resident_path);
+        free(s->resident_config);
         free(s->disable_error);
         free(s->state_text);
         free(s->output_text);
@@ -245,7 +247,7 @@ int session_create(struct traced_service *svc, struct consumer *c, uid_t uid,
         for (struct session *o = svc->sessions; o; o = o->next) {
                 if (o->uid == uid)
                         per_uid++;
-                if (cfg->unique_session_name && cfg->unique_session_name[0] && o->config &&
+                if (cfg->unique_session_name && cfg->unique_session_name[0] && o->config && !o->retired &&
                     o->config->unique_session_name && strcmp(o->config->unique_session_name, cfg->unique_session_name) == 0)
                         return session_config_error(ret_error, "A session with the same unique_session_name is active");
         }

@@ -200,6 +200,8 @@ int session_end_reason(const struct session *s);
 const Perfetto__Protos__TraceConfig *session_config(const struct session *s);
 /* A write_into_file session with its fd still open. */
 bool session_writes_file(const struct session *s);
+/* Started by the service from a sessions.d file (session-resident.c). */
+bool session_is_resident(const struct session *s);
 /* Every data source started (and the consumer was told so). */
 bool session_all_started(const struct session *s);
 /* Inside session_free: flush callbacks must not use it. */
@@ -221,5 +223,19 @@ bool sessions_detach_key_taken(struct traced_service *svc, uid_t uid, const char
 struct session *sessions_attach(struct traced_service *svc, struct consumer *c, uid_t uid, const char *key);
 struct session *sessions_find_by_id(struct traced_service *svc, uint64_t id);
 struct session *sessions_find_by_unique_name(struct traced_service *svc, const char *name);
+/* Resident sessions (session-resident.c): the whole set from the
+ * sessions directory, each its name, the file it came from and its
+ * packed TraceConfig (unique_session_name = name). Sessions whose file
+ * went are stopped (their trace finished), those whose config changed
+ * are stopped and started again, new ones and those that had ended on
+ * their own are started; the others go on. They belong to the core's
+ * user, and every consumer may list and clone them. */
+struct resident_entry {
+        const char *name;
+        const char *path;
+        const uint8_t *config;
+        size_t size;
+};
+void sessions_set_resident(struct traced_service *svc, const struct resident_entry *v, size_t n);
 /* Writes what s holds into fd (taken, closed after) at once. */
 int session_write_into_fd(struct session *s, int fd);
