@@ -15,13 +15,12 @@
 #include <string.h>
 #include <time.h>
 
+#include <traced/pbzero/perfetto/config/data_source_config.pbw.h>
 #include <traced/pbzero/perfetto/trace/trace_packet.pbw.h>
 #include <traced/plugin.h>
 
 #define HELLO_TRACK_UUID 0x68656c6c6f000001ull
 #define HELLO_PERIOD_MS 100u
-/* DataSourceConfig.legacy_config: a string for a data source's own use. */
-#define DATA_SOURCE_CONFIG_LEGACY_CONFIG 1000u
 
 struct hello {
         const struct traced_host_api *api;
@@ -152,7 +151,8 @@ static uint32_t config_period_ms(const uint8_t *cfg, size_t size) {
                 case 2: /* length-delimited */
                         if (read_varint(&p, end, &len) < 0 || len > (uint64_t) (end - p))
                                 return HELLO_PERIOD_MS;
-                        if (tag >> 3 == DATA_SOURCE_CONFIG_LEGACY_CONFIG) {
+                        /* legacy_config: a string for a data source's own use. */
+                        if (tag >> 3 == DataSourceConfig_FIELD_legacy_config) {
                                 char text[32];
                                 unsigned long ms;
                                 if (len >= sizeof(text))
