@@ -466,7 +466,8 @@ size_t debuginfo_lines(struct debuginfo *d, const char *path, const char *build_
                 return n;
         d->addrs[d->n_addrs++] = (struct addr_entry) {
                 .rel_pc = rel_pc, .mod = mod, .first = (uint32_t) d->n_pool, .n = (uint32_t) n };
-        memcpy(d->pool + d->n_pool, d->lines, n * sizeof(*d->lines));
+        if (n > 0) /* d->pool is NULL until lines were remembered */
+                memcpy(d->pool + d->n_pool, d->lines, n * sizeof(*d->lines));
         *ret = d->pool + d->n_pool;
         d->n_pool += n;
         return n;
