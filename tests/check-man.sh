@@ -2,7 +2,11 @@
 # Every man page under man/ (generated from man/*.in by make, so with this
 # build's paths): `mandoc -Tlint` finds nothing in it, and every example
 # config in it (an .EX/.EE block right after a `.\" tracectl-config`
-# line) is parsed by `tracectl record --dry-run`.
+# line) is parsed by `tracectl record --dry-run`. Every name a page's NAME
+# gives has a page (its own or a `.so` one pointing at the group page),
+# every function libtraced-client exports has one, every traced page a
+# page cites exists, and a file a page includes (tools/man-include.awk,
+# traced-plugin(7)'s example) reads back from the page as the file itself.
 set -eu
 builddir=${TOP_BUILDDIR:-.}
 srcdir=${TOP_SRCDIR:-..}
@@ -18,6 +22,8 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 fail=0
 pages=0
+aliases=0
+includes=0
 configs=0
 for src in "$srcdir"/man/*.in "$srcdir"/man/*.[1-8]; do
         [ -e "$src" ] || continue
@@ -30,7 +36,50 @@ for src in "$srcdir"/man/*.in "$srcdir"/man/*.[1-8]; do
                 fail=1
                 continue
         fi
+        # A `.so` page: the page it points at names it.
+        if [ "$(wc -l <"$page")" -eq 1 ] && grep -q '^\.so ' "$page"; then
+                target=$(sed -n 's|^\.so man\([1-8]\)/\(.*\)$|\2|p' "$page")
+                name=$(basename "$page" | sed 's/\.[1-8]$//')
+                tpage=$builddir/man/$target
+                [ -f "$tpage" ] || tpage=$srcdir/man/$target
+                if [ ! -f "$tpage" ]; then
+                        echo "FAIL: $page points at $target, which is no page"
+                        fail=1
+                elif ! sed -n '/^\.SH NAME/,/\\-/p' "$tpage" | tr ',' '\n' | sed 's/^ *//; s/ .*//' |
+                        grep -qx -- "$name"; then
+                        echo "FAIL: $page points at $target, whose NAME does not give $name"
+                        fail=1
+                fi
+                aliases=$((aliases + 1))
+                continue
+        fi
         pages=$((pages + 1))
+        # Each name of its NAME section has a page.
+        for name in $(sed -n '/^\.SH NAME/,/\\-/p' "$page" | sed '1d; s/\\-.*//' | tr ',' ' '); do
+                sec=$(sed -n 's/^\.TH [^ ]* \([1-8]\) .*/\1/p' "$page")
+                if [ ! -e "$srcdir/man/$name.$sec" ] && [ ! -e "$srcdir/man/$name.$sec.in" ]; then
+                        echo "FAIL: $page names $name, which has no page (add man/$name.$sec: .so man$sec/$(basename "$page"))"
+                        fail=1
+                fi
+        done
+        # The project's pages it cites exist.
+        for ref in $(grep -o '\(^\|[ (]\)\(traced\|libtraced\|tracectl\)[a-z_.\\-]* ([1-8])' "$page" |
+                sed 's/^[ (]//; s/\\-/-/g; s/ (\(.\))/.\1/' | sort -u); do
+                if [ ! -e "$srcdir/man/$ref" ] && [ ! -e "$srcdir/man/$ref.in" ]; then
+                        echo "FAIL: $page cites $ref, which is no page"
+                        fail=1
+                fi
+        done
+        # Files it includes read back as themselves.
+        for path in $(sed -n 's/^\.\\" begin include: //p' "$page"); do
+                if ! sh "$srcdir/tests/man-example.sh" "$page" "$path" | cmp -s - "$srcdir/$path"; then
+                        echo "FAIL: $page does not show $path as it is:"
+                        sh "$srcdir/tests/man-example.sh" "$page" "$path" | diff "$srcdir/$path" - | head -n 20
+                        fail=1
+                else
+                        includes=$((includes + 1))
+                fi
+        done
         if grep -q '{{' "$page"; then
                 echo "FAIL: $page: an unsubstituted {{...}}: $(grep '{{' "$page" | head -n 1)"
                 fail=1
@@ -69,6 +118,14 @@ for src in "$srcdir"/man/*.in "$srcdir"/man/*.[1-8]; do
                 fi
         done
 done
-echo "$pages page(s) linted, $configs example config(s) parsed"
+# Every function libtraced-client exports has a page.
+for sym in $(sed -n 's/^[[:space:]]*\(traced_[a-z_]*\);$/\1/p' "$srcdir/libtraced-client.sym"); do
+        if [ ! -e "$srcdir/man/$sym.3" ] && [ ! -e "$srcdir/man/$sym.3.in" ]; then
+                echo "FAIL: libtraced-client exports $sym, which has no page (man/$sym.3)"
+                fail=1
+        fi
+done
+echo "$pages page(s) linted, $aliases .so page(s), $includes included file(s) as they are," \
+        "$configs example config(s) parsed"
 [ "$pages" -gt 0 ] || { echo "FAIL: no man pages found"; exit 1; }
 exit $fail

@@ -4,18 +4,23 @@
  * every 100 ms, a counter packet (TracePacket.for_testing { seq_value })
  * and the same count on a counter track of its own (a TrackDescriptor
  * once, then TrackEvent counter values), with the typed writers generated
- * from traced's protos. Built out of tree with only
+ * from traced's protos. Its own setting, the period, comes from the
+ * session's DataSourceConfig.legacy_config ("period_ms=50"). Built out of
+ * tree with only
  *   cc -shared -fPIC $(pkg-config --cflags traced-plugin) hello.c -o hello.so */
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <traced/pbzero/perfetto/config/data_source_config.pbw.h>
 #include <traced/pbzero/perfetto/trace/trace_packet.pbw.h>
 #include <traced/plugin.h>
 
 #define HELLO_TRACK_UUID 0x68656c6c6f000001ull
+#define HELLO_PERIOD_MS 100u
 
 struct hello {
         const struct traced_host_api *api;
@@ -109,6 +114,63 @@ static void tick(void *userdata) {
         h->counter++;
 }
 
+/* Reads a varint at *p (before end); 0, or -1 when it is cut short. */
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *ret) {
+        uint64_t v = 0;
+        unsigned shift;
+        for (shift = 0; *p < end && shift < 64; shift += 7) {
+                uint8_t b = *(*p)++;
+                v |= (uint64_t) (b & 0x7f) << shift;
+                if (!(b & 0x80)) {
+                        *ret = v;
+                        return 0;
+                }
+        }
+        return -1;
+}
+
+/* The period the session asks for in legacy_config ("period_ms=N", N from
+ * 10 to 10000), found by walking the config's top-level fields; the
+ * default without one. */
+static uint32_t config_period_ms(const uint8_t *cfg, size_t size) {
+        const uint8_t *p = cfg, *end = cfg + size;
+        uint64_t tag, len, skip;
+        while (p < end && read_varint(&p, end, &tag) == 0) {
+                switch (tag & 7u) {
+                case 0: /* varint */
+                        if (read_varint(&p, end, &skip) < 0)
+                                return HELLO_PERIOD_MS;
+                        break;
+                case 1: /* fixed64 */
+                case 5: /* fixed32 */
+                        len = (tag & 7u) == 1 ? 8 : 4;
+                        if ((uint64_t) (end - p) < len)
+                                return HELLO_PERIOD_MS;
+                        p += len;
+                        break;
+                case 2: /* length-delimited */
+                        if (read_varint(&p, end, &len) < 0 || len > (uint64_t) (end - p))
+                                return HELLO_PERIOD_MS;
+                        /* legacy_config: a string for a data source's own use. */
+                        if (tag >> 3 == DataSourceConfig_FIELD_legacy_config) {
+                                char text[32];
+                                unsigned long ms;
+                                if (len >= sizeof(text))
+                                        return HELLO_PERIOD_MS;
+                                memcpy(text, p, (size_t) len);
+                                text[len] = '\0';
+                                if (sscanf(text, "period_ms=%lu", &ms) == 1 && ms >= 10 && ms <= 10000)
+                                        return (uint32_t) ms;
+                        }
+                        p += len;
+                        break;
+                default:
+                        return HELLO_PERIOD_MS;
+                }
+        }
+        return HELLO_PERIOD_MS;
+}
+
 static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {
         struct hello *h = calloc(1, sizeof(*h));
         if (!h)
@@ -135,15 +197,16 @@ static void destroy(void *state) {
 
 static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, size_t size) {
         struct hello *h = state;
+        uint32_t period_ms = config_period_ms(cfg, size);
+        char line[64];
         (void) ds;
-        (void) cfg;
-        (void) size;
         if (h->writer || h->api->new_writer(h->host, id, &h->writer) < 0)
                 return;
         h->instance = id;
         h->counter = 0;
-        h->api->add_timer(h->host, 100, tick, h, &h->timer);
-        h->api->log(h->host, TRACED_LOG_INFO, "example.hello started");
+        h->api->add_timer(h->host, period_ms, tick, h, &h->timer);
+        snprintf(line, sizeof(line), "example.hello started, every %u ms", (unsigned) period_ms);
+        h->api->log(h->host, TRACED_LOG_INFO, line);
 }
 
 static void stop(void *state, uint64_t id) {

@@ -11,6 +11,12 @@
  * The producer runs on the caller's sd-event loop. Functions return 0 or
  * a negative errno.
  *
+ * Versions: "Since X.Y" below names the symbol version node that brought a
+ * function or field (LIBTRACED_CLIENT_X.Y in the library); the Version of
+ * libtraced-client.pc is the newest node the library has, so
+ * `pkg-config --atleast-version=X.Y libtraced-client` holds for a library
+ * with everything marked "Since X.Y". Manual: libtraced-client(3).
+ *
  * Threads: traced_producer_* functions and the callbacks belong to the
  * loop's thread (the one that called traced_producer_connect). Trace
  * writers may be created and freed on any thread and used on one thread
@@ -51,40 +57,46 @@ typedef struct traced_trace_writer traced_trace_writer;
 
 /* Data source flags. */
 #define TRACED_DS_WILL_NOTIFY_ON_STOP 0x1u
+/* Needs ops.clear_incremental_state: registering without it is -EINVAL. */
 #define TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR 0x2u
 /* Default to TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP for this data source
  * (a session's DataSourceConfig.buffer_exhausted_policy overrides it). */
 #define TRACED_DS_STALL_WHEN_FULL 0x4u
 
-/* What a writer does when the shared memory buffer is full. The two
- * stall values are those of DataSourceConfig.BufferExhaustedPolicy; the
- * proto's BUFFER_EXHAUSTED_DROP (1) means TRACED_BUFFER_EXHAUSTED_DROP, and
- * its UNSPECIFIED (0) the data source's default: DROP, or STALL_THEN_DROP
- * with TRACED_DS_STALL_WHEN_FULL. */
+/* What a writer does when the shared memory buffer is full. No function
+ * takes these: they name the policies, which are chosen per data source
+ * instance by the session (DataSourceConfig.buffer_exhausted_policy) and,
+ * when the session leaves it unspecified, by the data source's
+ * registration: TRACED_BUFFER_EXHAUSTED_DROP, or STALL_THEN_DROP with
+ * TRACED_DS_STALL_WHEN_FULL. The two stall values are those of the proto's
+ * BufferExhaustedPolicy; its BUFFER_EXHAUSTED_DROP (1) means
+ * TRACED_BUFFER_EXHAUSTED_DROP. */
 #define TRACED_BUFFER_EXHAUSTED_DROP 0u /* drop the packet; the loss is visible in the trace */
 #define TRACED_BUFFER_EXHAUSTED_STALL_THEN_ABORT 2u /* wait up to 5 s for room, then abort() */
 #define TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP 3u  /* wait up to 5 s for room, then drop */
 
 /* Producer option flags. */
 #define TRACED_PRODUCER_NO_RECONNECT 0x1u /* a lost connection stays lost */
-/* Since 0.2: socket_fd holds the socket, 0 included (without this flag
+/* Since 1.1: socket_fd holds the socket, 0 included (without this flag
  * only a socket_fd above 0 is one, so zeroed options connect by path). */
 #define TRACED_PRODUCER_SOCKET_FD 0x2u
 
 /*
  * Both structures start with their size, a uint32_t as in the plugin ABI
- * (it was a size_t before 0.2: the same bytes on little-endian and 32-bit
+ * (it was a size_t before 1.1: the same bytes on little-endian and 32-bit
  * targets, and the library still reads a 64-bit big-endian caller's old
  * size_t). A caller built against an older header passes a shorter
  * structure; one built against a newer header may pass a longer one as
  * long as the fields this library does not know are zero, else the call
- * fails with -E2BIG. Unknown flag bits fail with -EINVAL.
+ * fails with -E2BIG. Unknown flag bits fail with -EINVAL. An ops table
+ * (which may be NULL: a producer that registers no data source) must
+ * reach at least stop, else -EINVAL.
  */
 struct traced_producer_ops {
         uint32_t struct_size; /* sizeof(struct traced_producer_ops) */
         /* An instance of a registered data source starts. config is the
          * serialized DataSourceConfig. The service hears the instance runs
-         * when this returns (since 0.2: data sources are registered with
+         * when this returns (since 1.1: data sources are registered with
          * will_notify_on_start), so what it must have in place before the
          * session counts as started is done here. */
         void (*start)(traced_producer *p, uint64_t instance_id, const char *data_source, const uint8_t *config,
@@ -98,10 +110,10 @@ struct traced_producer_ops {
         void (*flush)(traced_producer *p, uint64_t instance_id, void *userdata);
         /* Optional: the connection to the service was lost. */
         void (*disconnected)(traced_producer *p, void *userdata);
-        /* Appended in 0.1, optional: connected again after a loss, data
+        /* Since 1.0, optional: connected again after a loss, data
          * sources registered again. */
         void (*connected)(traced_producer *p, void *userdata);
-        /* Appended in 0.2, optional: the service asks a running instance
+        /* Since 1.1, optional: the service asks a running instance
          * of a data source registered with
          * TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR to forget its
          * incremental state (TraceConfig.incremental_state_config), so that
@@ -122,7 +134,7 @@ struct traced_producer_options {
         const char *name;         /* producer name, e.g. "com.example.myproducer" */
         uint32_t smb_size_hint;   /* bytes, 0 for the service's default */
         uint32_t page_size_hint;  /* bytes, 0 for the service's default */
-        /* Appended in 0.1 (readers check struct_size): an already connected
+        /* Since 1.0 (readers check struct_size): an already connected
          * socket to the service (e.g. one end of a socketpair handed over
          * by a supervisor) used instead of socket_path; the producer takes
          * it. Without TRACED_PRODUCER_SOCKET_FD in flags, 0 or negative
@@ -141,7 +153,7 @@ int traced_producer_register_data_source(traced_producer *p, const char *name, u
 int traced_producer_notify_stopped(traced_producer *p, uint64_t instance_id);
 /* Whether the service set up the shared memory buffer. */
 int traced_producer_is_ready(const traced_producer *p);
-/* Since 0.2: tells the service what an instance could not do, so its
+/* Since 1.1: tells the service what an instance could not do, so its
  * consumer learns it and the trace records it (TraceStats): field is the
  * config field at fault, with the value when that helps (e.g.
  * `ftrace_events "sched/sched_swich"`, `callstack_sampling.user_frames`),
@@ -150,10 +162,10 @@ int traced_producer_is_ready(const traced_producer *p);
  * the service does not offer it (upstream Perfetto's does not): log it
  * then. */
 int traced_producer_report_error(traced_producer *p, uint64_t instance_id, const char *field, const char *message);
-/* Since 0.2: activates the named triggers (TraceConfig.trigger_config) in
+/* Since 1.1: activates the named triggers (TraceConfig.trigger_config) in
  * every session that waits for them, as `tracectl trigger` does. */
 int traced_producer_activate_triggers(traced_producer *p, const char *const *names, size_t n_names);
-/* Since 0.2: asks the service to answer once it has handled everything
+/* Since 1.1: asks the service to answer once it has handled everything
  * this producer sent before (its data source registrations among it), as
  * ProducerPort.Sync does; cb then runs on the loop thread with 0, or a
  * negative errno when the connection went away first. cb may be NULL
@@ -187,7 +199,7 @@ int traced_msg_end_nested(traced_msg *child);
 int traced_trace_writer_end_packet(traced_trace_writer *w);
 
 /*
- * Since 0.3: packets written with the typed writers, generated from
+ * Since 1.2: packets written with the typed writers, generated from
  * traced's .proto files (installed with traced-protos.pc; see
  * traced/pbzero.h), straight into the shared memory buffer:
  *

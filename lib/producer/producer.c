@@ -204,6 +204,10 @@ _public_ int traced_producer_connect(sd_event *event, const struct traced_produc
         if (o_size < offsetof(struct traced_producer_options, page_size_hint) + sizeof(uint32_t) ||
             o_size > ABI_STRUCT_MAX || ops_size > ABI_STRUCT_MAX)
                 return -EINVAL;
+        /* Every release's ops had start and stop: a table that ends before
+         * them is not one. */
+        if (ops && ops_size < offsetof(struct traced_producer_ops, stop) + sizeof(ops->stop))
+                return -EINVAL;
         r = abi_check_tail(o, sizeof(*o), o_size);
         if (r >= 0 && ops)
                 r = abi_check_tail(ops, sizeof(*ops), ops_size);
@@ -287,6 +291,9 @@ _public_ int traced_producer_register_data_source(traced_producer *p, const char
                                                TRACED_DS_STALL_WHEN_FULL);
         if (k < 0)
                 return k;
+        /* It would promise the service what it has no callback for. */
+        if ((flags & TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR) && !p->ops.clear_incremental_state)
+                return -EINVAL;
         if (p->n_ds >= ELEMENTSOF(p->ds))
                 return -ENOSPC;
         Perfetto__Protos__DataSourceDescriptor d = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;

@@ -116,10 +116,45 @@ Test(client_abi, unknown_flags_are_refused, .init = setup, .fini = teardown) {
         cr_assert_eq(producer_init(&q), 0);
         cr_assert_eq(traced_producer_register_data_source(&q, "x", 0x100u), -EINVAL);
         cr_assert_eq(q.n_ds, 0);
-        cr_assert_eq(traced_producer_register_data_source(&q, "x", TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR), 0);
+        cr_assert_eq(traced_producer_register_data_source(&q, "x", TRACED_DS_WILL_NOTIFY_ON_STOP), 0);
         cr_assert_eq(q.n_ds, 1);
         free(q.ds[0].name);
         pthread_mutex_destroy(&q.lock);
+}
+
+static void on_clear(traced_producer *p, uint64_t id, void *userdata) {
+}
+
+/* Refused as the plugin host refuses it: a data source that says it
+ * clears its incremental state, of a producer with no callback for it. */
+Test(client_abi, incremental_state_clear_needs_its_callback, .init = setup, .fini = teardown) {
+        traced_producer q = {};
+        cr_assert_eq(producer_init(&q), 0);
+        cr_assert_eq(traced_producer_register_data_source(&q, "x", TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR), -EINVAL);
+        cr_assert_eq(q.n_ds, 0);
+        q.ops.clear_incremental_state = on_clear;
+        cr_assert_eq(traced_producer_register_data_source(&q, "x", TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR), 0);
+        cr_assert_eq(q.n_ds, 1);
+        cr_assert_eq(q.ds[0].flags, TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR);
+        free(q.ds[0].name);
+        pthread_mutex_destroy(&q.lock);
+}
+
+/* An ops table must reach its stop callback; one that stops short (its
+ * struct_size says so) has neither start nor stop and is refused. */
+Test(client_abi, ops_without_start_and_stop_are_refused, .init = setup, .fini = teardown) {
+        traced_producer *p = NULL;
+        struct traced_producer_options o = { .struct_size = sizeof(o), .socket_path = missing, .name = "t" };
+        struct traced_producer_ops ops = { .struct_size = 8 };
+        cr_assert_eq(traced_producer_connect(ev, &o, &ops, NULL, &p), -EINVAL);
+        ops.struct_size = offsetof(struct traced_producer_ops, stop);
+        cr_assert_eq(traced_producer_connect(ev, &o, &ops, NULL, &p), -EINVAL);
+        cr_assert_null(p);
+        /* Start and stop and nothing later: a 1.0 caller's table. */
+        ops.struct_size = offsetof(struct traced_producer_ops, stop) + sizeof(ops.stop);
+        cr_assert_eq(traced_producer_connect(ev, &o, &ops, NULL, &p), -ENOENT);
+        /* No table at all: a producer that only activates triggers. */
+        cr_assert_eq(traced_producer_connect(ev, &o, NULL, NULL, &p), -ENOENT);
 }
 
 /* The service's end of a socketpair: reads what the producer sends first
