@@ -83,8 +83,17 @@ for _ in $(seq 100); do
         [ -S "$tmp/p.sock" ] && "$build/tracectl" --socket "$tmp/c.sock" query >/dev/null 2>&1 && break
         sleep 0.1
 done
-LD_LIBRARY_PATH=$libdir "$tmp/producer" --socket "$tmp/p.sock" --track-events --packets 20 --once \
-        2>"$tmp/producer.log" &
+# A sanitized build's library needs its sanitizer runtimes loaded first;
+# the example itself is built without them (and is not checked for leaks).
+preload=$(ldd "$libdir/libtraced-client.so" 2>/dev/null |
+        awk '/lib(asan|ubsan)\.so/ && $3 ~ /^\// { printf "%s%s", sep, $3; sep = ":" }')
+if [ -n "$preload" ]; then
+        LD_PRELOAD=$preload ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" LD_LIBRARY_PATH=$libdir \
+                "$tmp/producer" --socket "$tmp/p.sock" --track-events --packets 20 --once 2>"$tmp/producer.log" &
+else
+        LD_LIBRARY_PATH=$libdir "$tmp/producer" --socket "$tmp/p.sock" --track-events --packets 20 --once \
+                2>"$tmp/producer.log" &
+fi
 prod=$!
 for _ in $(seq 100); do
         "$build/tracectl" --socket "$tmp/c.sock" query >"$tmp/query.out" 2>/dev/null &&

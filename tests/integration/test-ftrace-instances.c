@@ -498,5 +498,7 @@ Test(ftrace_instances, a_session_enabled_as_traced_starts_records_at_once) {
         struct seen k = { .want = { text } };
         fixture_for_each_packet(fd, collect, &k);
         close(fd);
+        if (k.end_stats)
+                perfetto__protos__ftrace_stats__free_unpacked(k.end_stats, NULL);
         cr_assert(k.found[0], "the session enabled as traced started did not record the trace_marker write");
 }
