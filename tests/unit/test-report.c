@@ -1010,7 +1010,7 @@ Test(report, pprof_sample_types_labels_mappings) {
         pp_free(&pp);
 
         /* One kind, chosen; and the filters report has. */
-        pprof_of(trace, "--off-cpu --tid 101", &pp);
+        free(pprof_of(trace, "--off-cpu --tid 101", &pp)); /* the same path as pb */
         cr_assert_eq(pp.n_sample_types, 2);
         cr_assert_str_eq(pp_string(&pp, pp.default_sample_type), "off_cpu");
         cr_assert_eq(pp.n_samples, 1);
