@@ -636,6 +636,16 @@ static pid_t record_program(const char *bin, const char *prefix, const char *mod
         return u.pid;
 }
 
+/* The share (in tenths) of a program's samples its tables must walk
+ * whole: those before the tables are in go by frame pointers. Under
+ * ASan the plugin compiles several times slower, and a 2 s program has
+ * more of its samples before them. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TABLE_WALK_TENTHS 8
+#else
+#define TABLE_WALK_TENTHS 9
+#endif
+
 static const char *const unwind_chain[] = { "chain_leaf", "chain_middle", "chain_outer", "main" };
 
 /* How many of the workload's on-CPU samples read chain (leaf first, from
@@ -663,7 +673,7 @@ Test(bpfstack, unwind_tables_walk_code_without_frame_pointers) {
         cr_log_info("chain: %zu of %zu samples read chain_leaf <- chain_middle <- chain_outer <- main ... _start",
                     whole, all);
         cr_assert_geq(all, share_of(cpu_ns, 999), "%zu samples in %.0f ms of CPU", all, cpu_ns / 1e6);
-        cr_assert_geq(whole * 10, all * 9, "the whole chain in only %zu of %zu samples", whole, all);
+        cr_assert_geq(whole * 10, all * TABLE_WALK_TENTHS, "the whole chain in only %zu of %zu samples", whole, all);
         /* What the tables cost and how the walks ended, in the trace. */
         int64_t bytes, files, walks_whole, by_fp;
         cr_assert(counter_value(&c, "linux.bpf_stack unwind: table bytes", &bytes), "a table bytes counter");
@@ -689,7 +699,7 @@ Test(bpfstack, unwind_tables_from_debug_frame) {
         count_chain(&c, pid, unwind_chain, 4, &whole, &all);
         cr_log_info("debug_frame: %zu of %zu samples read the whole chain", whole, all);
         cr_assert_geq(all, share_of(cpu_ns, 999), "%zu samples in %.0f ms of CPU", all, cpu_ns / 1e6);
-        cr_assert_geq(whole * 10, all * 9, "the whole chain in only %zu of %zu samples", whole, all);
+        cr_assert_geq(whole * 10, all * TABLE_WALK_TENTHS, "the whole chain in only %zu of %zu samples", whole, all);
         collect_free(&c);
 }
 
@@ -716,7 +726,7 @@ Test(bpfstack, unwind_tables_deep_recursion) {
         }
         cr_log_info("recursion: %zu of %zu samples read recurse_leaf <- 100 x recurse <- main ... _start", good, all);
         cr_assert_geq(all, share_of(cpu_ns, 999), "%zu samples in %.0f ms of CPU", all, cpu_ns / 1e6);
-        cr_assert_geq(good * 10, all * 9, "the whole recursion in only %zu of %zu samples", good, all);
+        cr_assert_geq(good * 10, all * TABLE_WALK_TENTHS, "the whole recursion in only %zu of %zu samples", good, all);
         collect_free(&c);
 }
 
@@ -740,7 +750,7 @@ Test(bpfstack, unwind_tables_through_a_shared_library) {
                     in_cmp);
         cr_assert_geq(in_cmp * 10, share_of(cpu_ns, 999) * 3, "samples in the comparator: %zu in %.0f ms of CPU", in_cmp,
                       cpu_ns / 1e6);
-        cr_assert_geq(good * 10, in_cmp * 9, "through libc in only %zu of %zu samples", good, in_cmp);
+        cr_assert_geq(good * 10, in_cmp * TABLE_WALK_TENTHS, "through libc in only %zu of %zu samples", good, in_cmp);
         collect_free(&c);
 }
 
@@ -758,7 +768,7 @@ Test(bpfstack, unwind_tables_follow_exec) {
         count_chain(&c, u.pid, unwind_chain, 4, &whole, &all);
         cr_log_info("exec: %zu of %zu samples read the whole chain, before and after the exec", whole, all);
         cr_assert_geq(all, share_of(u.cpu_ns, 999), "over the exec: %zu samples in %.0f ms of CPU", all, u.cpu_ns / 1e6);
-        cr_assert_geq(whole * 10, all * 9, "the whole chain in only %zu of %zu samples", whole, all);
+        cr_assert_geq(whole * 10, all * TABLE_WALK_TENTHS, "the whole chain in only %zu of %zu samples", whole, all);
         collect_free(&c);
 }
 
@@ -784,7 +794,7 @@ Test(bpfstack, unwind_tables_follow_dlopen) {
                       cpu_ns / 2e6);
         cr_assert_geq(before, share_of(cpu_ns / 2, 999), "before the dlopen: %zu samples in %.0f ms of CPU", before,
                       cpu_ns / 2e6);
-        cr_assert_geq(whole * 10, in_lib * 9, "the whole chain in only %zu of %zu samples", whole, in_lib);
+        cr_assert_geq(whole * 10, in_lib * TABLE_WALK_TENTHS, "the whole chain in only %zu of %zu samples", whole, in_lib);
         collect_free(&c);
 }
 
