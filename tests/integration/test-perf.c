@@ -884,7 +884,7 @@ static void core_stopped_until_refused(void *userdata) {
         const char *argv[] = { bin, "60", NULL };
         pid_t spin[2] = { spawn(argv), spawn(argv) };
         cr_assert_eq(kill(core, SIGSTOP), 0);
-        /* 4 MiB of shared memory at a few MB of packets a second: the
+        /* 128 KiB of shared memory at a few MB of packets a second: the
          * wait ends as soon as the plugin reports the first refusal. */
         *refused_seen = log_shows("the trace writer refused a packet", 60000);
         cr_assert_eq(kill(core, SIGCONT), 0);
@@ -904,6 +904,9 @@ Test(perf, packets_the_writer_refuses_are_counted) {
         char cfg[512];
         snprintf(cfg, sizeof(cfg),
                  "buffers { size_kb: 65536 }\n"
+                 /* A small buffer fills soon however slowly the plugin
+                  * runs (a sanitized build) or the machine schedules it. */
+                 "producers { producer_name: \"traced.perf\" shm_size_kb: 128 }\n"
                  "data_sources { config { name: \"linux.perf\" buffer_exhausted_policy: BUFFER_EXHAUSTED_DROP\n"
                  "  perf_event_config { timebase { frequency: %u counter: SW_CPU_CLOCK } }\n"
                  "} }\n"

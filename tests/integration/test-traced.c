@@ -661,3 +661,41 @@ Test(traced, change_trace_config_adds_producers) {
         raw_producer_free(&p1);
         raw_producer_free(&p2);
 }
+
+/* TraceConfig.producers sizes the shared memory of the producer it names
+ * (over that producer's own hints); a producer it does not name keeps its
+ * hints. */
+Test(traced, producer_config_sizes_shared_memory) {
+        struct raw_producer named, other;
+        struct test_consumer cons;
+
+        cr_assert_eq(raw_producer_connect(&named, ev, inst.producer_path, "named", "test.data", 2 * 1024 * 1024, 4096),
+                     0);
+        cr_assert_eq(raw_producer_connect(&other, ev, inst.producer_path, "other", "test.data", 512 * 1024, 4096), 0);
+        cr_assert(raw_producer_spin_until(&named, registered, 5000));
+        cr_assert(raw_producer_spin_until(&other, registered, 5000));
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(1024, "test.data", 0);
+        Perfetto__Protos__TraceConfig__ProducerConfig pc = PERFETTO__PROTOS__TRACE_CONFIG__PRODUCER_CONFIG__INIT;
+        pc.producer_name = (char *) "named";
+        pc.has_shm_size_kb = pc.has_page_size_kb = true;
+        pc.shm_size_kb = 64;
+        pc.page_size_kb = 8;
+        Perfetto__Protos__TraceConfig__ProducerConfig *pcs[] = { &pc };
+        cfg->n_producers = 1;
+        cfg->producers = pcs;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        cr_assert(raw_producer_spin_until(&named, ds_started, 5000));
+        cr_assert(raw_producer_spin_until(&other, ds_started, 5000));
+        cr_assert(named.smb_ready && other.smb_ready, "a shared memory buffer was not set up");
+        cr_assert_eq(named.smb_size, 64 * 1024, "the named producer's buffer: %zu bytes", named.smb_size);
+        cr_assert_eq(named.abi.page_size, 8192, "the named producer's pages: %zu bytes", named.abi.page_size);
+        cr_assert_eq(other.smb_size, 512 * 1024, "the other producer's buffer: %zu bytes", other.smb_size);
+        cr_assert_eq(other.abi.page_size, 4096);
+        cfg->n_producers = 0;
+        cfg->producers = NULL;
+        test_config_free(cfg);
+        test_consumer_free(&cons);
+        raw_producer_free(&named);
+        raw_producer_free(&other);
+}

@@ -514,6 +514,19 @@ static size_t round_up_pages(size_t size, size_t page) {
         return (size + page - 1) / page * page;
 }
 
+static bool valid_page_size(size_t page_size) {
+        return page_size >= SMB_MIN_PAGE_SIZE && page_size <= SMB_MAX_PAGE_SIZE && page_size % SMB_MIN_PAGE_SIZE == 0;
+}
+
+/* TraceConfig.producers first, then the producer's hint, the default. */
+static size_t smb_page_size(const struct producer *p) {
+        if (valid_page_size(p->smb_page_size_config))
+                return p->smb_page_size_config;
+        if (valid_page_size(p->smb_page_size_hint))
+                return p->smb_page_size_hint;
+        return SERVICE_DEFAULT_SMB_PAGE_SIZE;
+}
+
 int producer_setup_smb(struct producer *p) {
         _cleanup_close_ int fd = -EBADF;
         size_t page_size, size;
@@ -527,10 +540,7 @@ int producer_setup_smb(struct producer *p) {
                 Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
                 Perfetto__Protos__GetAsyncCommandResponse__SetupTracing st =
                         PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__SETUP_TRACING__INIT;
-                page_size = p->smb_page_size_hint ? p->smb_page_size_hint : SERVICE_DEFAULT_SMB_PAGE_SIZE;
-                if (page_size < SMB_MIN_PAGE_SIZE || page_size > SMB_MAX_PAGE_SIZE ||
-                    page_size % SMB_MIN_PAGE_SIZE != 0)
-                        page_size = SERVICE_DEFAULT_SMB_PAGE_SIZE;
+                page_size = smb_page_size(p);
                 st.has_shared_buffer_page_size_kb = true;
                 st.shared_buffer_page_size_kb = (uint32_t) (page_size / 1024);
                 cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING;
@@ -542,9 +552,7 @@ int producer_setup_smb(struct producer *p) {
                 return 0;
         }
 
-        page_size = p->smb_page_size_hint ? p->smb_page_size_hint : SERVICE_DEFAULT_SMB_PAGE_SIZE;
-        if (page_size < SMB_MIN_PAGE_SIZE || page_size > SMB_MAX_PAGE_SIZE || page_size % SMB_MIN_PAGE_SIZE != 0)
-                page_size = SERVICE_DEFAULT_SMB_PAGE_SIZE;
+        page_size = smb_page_size(p);
 
         if (p->smb_provided_by_producer) {
                 struct stat st;
@@ -563,7 +571,9 @@ int producer_setup_smb(struct producer *p) {
                         return -EPERM;
                 }
         } else {
-                size = p->smb_size_hint ? p->smb_size_hint : SERVICE_DEFAULT_SMB_SIZE;
+                size = p->smb_size_config > page_size ? p->smb_size_config
+                       : p->smb_size_hint                 ? p->smb_size_hint
+                                                          : SERVICE_DEFAULT_SMB_SIZE;
                 if (size > SERVICE_MAX_SMB_SIZE)
                         size = SERVICE_MAX_SMB_SIZE;
                 size = round_up_pages(size, page_size);

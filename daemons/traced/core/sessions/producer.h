@@ -55,6 +55,10 @@ struct producer {
         /* Shared memory buffer. */
         size_t smb_size_hint;
         size_t smb_page_size_hint;
+        /* From the first session's TraceConfig.producers entry naming this
+         * producer (0: none); they win over the producer's own hints. */
+        size_t smb_size_config;
+        size_t smb_page_size_config;
         int producer_smb_fd; /* producer-provided SMB, until set up */
         bool smb_provided_by_producer;
         int smb_fd;

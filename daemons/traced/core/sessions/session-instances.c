@@ -221,6 +221,24 @@ static int build_instance_config(struct session *s, const Perfetto__Protos__Trac
         return 0;
 }
 
+/* TraceConfig.producers: the shared memory size and page size a producer
+ * gets when its first data source is set up (upstream's rule: the config
+ * first, then the producer's hints, then the defaults). Once the producer
+ * has its buffer it keeps it. */
+static void apply_producer_config(const struct session *s, struct producer *p) {
+        const Perfetto__Protos__TraceConfig *cfg = s->config;
+        if (p->setup_tracing_sent || !p->name)
+                return;
+        for (size_t i = 0; i < cfg->n_producers; i++) {
+                const Perfetto__Protos__TraceConfig__ProducerConfig *pc = cfg->producers[i];
+                if (!pc->producer_name || strcmp(pc->producer_name, p->name) != 0)
+                        continue;
+                p->smb_size_config = pc->has_shm_size_kb ? (size_t) pc->shm_size_kb * 1024u : 0;
+                p->smb_page_size_config = pc->has_page_size_kb ? (size_t) pc->page_size_kb * 1024u : 0;
+                return;
+        }
+}
+
 /* Creates and sets up an instance of a data source on a producer. */
 static int setup_instance(struct session *s, const Perfetto__Protos__TraceConfig__DataSource *ds, struct producer *p,
                           const struct data_source_reg *reg, struct ds_instance **ret) {
@@ -258,6 +276,7 @@ static int setup_instance(struct session *s, const Perfetto__Protos__TraceConfig
         if (ret)
                 *ret = inst;
 
+        apply_producer_config(s, p);
         r = p->ops->setup_data_source(p, inst);
         if (r < 0)
                 log_warning_errno(r, "Failed to set up data source \"%s\" on producer \"%s\": %m", inst->name,
