@@ -3,7 +3,7 @@
 # build's paths): `mandoc -Tlint` finds nothing in it, and every example
 # config in it (an .EX/.EE block right after a `.\" tracectl-config`
 # line) is parsed by `tracectl record --dry-run`. Every name a page's NAME
-# gives has a page (its own or a `.so` one pointing at the group page),
+# gives has a page (its own, or a link to the group page: MAN3_LINKS),
 # every function libtraced-client exports has one, every traced page a
 # page cites exists, and a file a page includes (tools/man-include.awk,
 # traced-plugin(7)'s example) reads back from the page as the file itself.
@@ -25,6 +25,22 @@ pages=0
 aliases=0
 includes=0
 configs=0
+# ALIAS:PAGE: ALIAS.3 is installed as a link to PAGE.3, whose NAME gives
+# ALIAS (Makefile.am).
+links=${MAN3_LINKS:-}
+for l in $links; do
+        alias=${l%%:*} target=${l#*:}
+        tpage=$builddir/man/$target.3
+        [ -f "$tpage" ] || tpage=$srcdir/man/$target.3
+        if [ ! -f "$tpage" ]; then
+                echo "FAIL: MAN3_LINKS links $alias to $target.3, which is no page"
+                fail=1
+        elif ! sed -n '/^\.SH NAME/,/\\-/p' "$tpage" | tr ',' '\n' | sed 's/^ *//; s/ .*//' | grep -qx -- "$alias"; then
+                echo "FAIL: MAN3_LINKS links $alias to $target.3, whose NAME does not give $alias"
+                fail=1
+        fi
+        aliases=$((aliases + 1))
+done
 for src in "$srcdir"/man/*.in "$srcdir"/man/*.[1-8]; do
         [ -e "$src" ] || continue
         case "$src" in
@@ -36,36 +52,21 @@ for src in "$srcdir"/man/*.in "$srcdir"/man/*.[1-8]; do
                 fail=1
                 continue
         fi
-        # A `.so` page: the page it points at names it.
-        if [ "$(wc -l <"$page")" -eq 1 ] && grep -q '^\.so ' "$page"; then
-                target=$(sed -n 's|^\.so man\([1-8]\)/\(.*\)$|\2|p' "$page")
-                name=$(basename "$page" | sed 's/\.[1-8]$//')
-                tpage=$builddir/man/$target
-                [ -f "$tpage" ] || tpage=$srcdir/man/$target
-                if [ ! -f "$tpage" ]; then
-                        echo "FAIL: $page points at $target, which is no page"
-                        fail=1
-                elif ! sed -n '/^\.SH NAME/,/\\-/p' "$tpage" | tr ',' '\n' | sed 's/^ *//; s/ .*//' |
-                        grep -qx -- "$name"; then
-                        echo "FAIL: $page points at $target, whose NAME does not give $name"
-                        fail=1
-                fi
-                aliases=$((aliases + 1))
-                continue
-        fi
         pages=$((pages + 1))
         # Each name of its NAME section has a page.
         for name in $(sed -n '/^\.SH NAME/,/\\-/p' "$page" | sed '1d; s/\\-.*//' | tr ',' ' '); do
                 sec=$(sed -n 's/^\.TH [^ ]* \([1-8]\) .*/\1/p' "$page")
-                if [ ! -e "$srcdir/man/$name.$sec" ] && [ ! -e "$srcdir/man/$name.$sec.in" ]; then
-                        echo "FAIL: $page names $name, which has no page (add man/$name.$sec: .so man$sec/$(basename "$page"))"
+                if [ ! -e "$srcdir/man/$name.$sec" ] && [ ! -e "$srcdir/man/$name.$sec.in" ] &&
+                        ! printf '%s\n' $links | grep -qx -- "$name:$(basename "$page" ".$sec")"; then
+                        echo "FAIL: $page names $name, which has no page (add $name:$(basename "$page" ".$sec") to MAN3_LINKS in Makefile.am)"
                         fail=1
                 fi
         done
         # The project's pages it cites exist.
         for ref in $(grep -o '\(^\|[ (]\)\(traced\|libtraced\|tracectl\)[a-z_.\\-]* ([1-8])' "$page" |
                 sed 's/^[ (]//; s/\\-/-/g; s/ (\(.\))/.\1/' | sort -u); do
-                if [ ! -e "$srcdir/man/$ref" ] && [ ! -e "$srcdir/man/$ref.in" ]; then
+                if [ ! -e "$srcdir/man/$ref" ] && [ ! -e "$srcdir/man/$ref.in" ] &&
+                        ! printf '%s\n' $links | grep -q -- "^${ref%.[1-8]}:"; then
                         echo "FAIL: $page cites $ref, which is no page"
                         fail=1
                 fi
@@ -120,12 +121,13 @@ for src in "$srcdir"/man/*.in "$srcdir"/man/*.[1-8]; do
 done
 # Every function libtraced-client exports has a page.
 for sym in $(sed -n 's/^[[:space:]]*\(traced_[a-z_]*\);$/\1/p' "$srcdir/libtraced-client.sym"); do
-        if [ ! -e "$srcdir/man/$sym.3" ] && [ ! -e "$srcdir/man/$sym.3.in" ]; then
-                echo "FAIL: libtraced-client exports $sym, which has no page (man/$sym.3)"
+        if [ ! -e "$srcdir/man/$sym.3" ] && [ ! -e "$srcdir/man/$sym.3.in" ] &&
+                ! printf '%s\n' $links | grep -q -- "^$sym:"; then
+                echo "FAIL: libtraced-client exports $sym, which has no page (man/$sym.3, or a link in MAN3_LINKS)"
                 fail=1
         fi
 done
-echo "$pages page(s) linted, $aliases .so page(s), $includes included file(s) as they are," \
+echo "$pages page(s) linted, $aliases linked name(s), $includes included file(s) as they are," \
         "$configs example config(s) parsed"
 [ "$pages" -gt 0 ] || { echo "FAIL: no man pages found"; exit 1; }
 exit $fail
