@@ -83,5 +83,7 @@ Test(output_fd, write_errors_and_their_words) {
         cr_assert_eq(off, 0);
         close(p[1]);
         cr_assert_str_eq(output_error_message(-ETIMEDOUT), "The output file descriptor took no data for 30 s");
-        cr_assert_str_eq(output_error_message(-ENOSPC), "Writing the trace file failed: No space left on device");
+        cr_assert_str_eq(output_error_message(-ENOSPC),
+                         "The disk the trace file is on is full: writing it failed with No space left on device");
+        cr_assert_str_eq(output_error_message(-EIO), "Writing the trace file failed: Input/output error");
 }

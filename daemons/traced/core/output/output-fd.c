@@ -56,6 +56,10 @@ const char *output_error_message(int error) {
         static char buf[160];
         if (error == -ETIMEDOUT)
                 return "The output file descriptor took no data for 30 s";
-        snprintf(buf, sizeof(buf), "Writing the trace file failed: %s", strerror(-error));
+        if (error == -ENOSPC || error == -EDQUOT)
+                snprintf(buf, sizeof(buf), "The disk the trace file is on is full: writing it failed with %s",
+                         strerror(-error));
+        else
+                snprintf(buf, sizeof(buf), "Writing the trace file failed: %s", strerror(-error));
         return buf;
 }
