@@ -64,7 +64,23 @@ struct plugins {
 };
 
 static int spawn(struct plugin_proc *pp);
-static int on_beat(sd_event_source *s, int fd, uint32_t revents, void *userdata);
+
+/* What a read from the heartbeat pipe held besides the beats. */
+static void note_text(struct plugin_proc *pp, const char *buf, ssize_t n) {
+        for (ssize_t i = 0; i < n; i++)
+                if (buf[i] != '\0' && buf[i] != '\n' && pp->note_len < sizeof(pp->note) - 1)
+                        pp->note[pp->note_len++] = buf[i];
+}
+
+/* Reads what is left in the pipe of a host that exited. */
+static void keep_note(struct plugin_proc *pp) {
+        char buf[256];
+        ssize_t n;
+        if (pp->beat_fd < 0)
+                return;
+        while ((n = read(pp->beat_fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
+                note_text(pp, buf, n);
+}
 
 static void stop_watching(struct plugin_proc *pp) {
         pp->beat_io = sd_event_source_disable_unref(pp->beat_io);
@@ -93,8 +109,7 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         pp->child = sd_event_source_disable_unref(pp->child);
         pp->pid = 0;
         /* The host's last words are read before the pipe goes. */
-        if (pp->beat_io)
-                (void) on_beat(pp->beat_io, pp->beat_fd, EPOLLIN, pp);
+        keep_note(pp);
         stop_watching(pp);
         struct control_exit how = {
                 .code = si->si_code,
@@ -149,9 +164,7 @@ static int on_beat(sd_event_source *s, int fd, uint32_t revents, void *userdata)
         char buf[256];
         ssize_t n = read(fd, buf, sizeof(buf));
         if (n > 0) {
-                for (ssize_t i = 0; i < n; i++)
-                        if (buf[i] != '\0' && buf[i] != '\n' && pp->note_len < sizeof(pp->note) - 1)
-                                pp->note[pp->note_len++] = buf[i];
+                note_text(pp, buf, n);
                 (void) sd_event_source_set_time_relative(pp->beat_timer, pp->owner->watchdog_usec);
                 return 0;
         }
