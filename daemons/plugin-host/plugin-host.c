@@ -88,6 +88,18 @@ static void beat(struct heartbeat *hb) {
         (void) k;
 }
 
+/* Refuses the plugin: the log says why, and so does the heartbeat pipe,
+ * for the supervisor to tell the service (which names the plugin to a
+ * consumer asking for a data source nobody offers). */
+static int refuse(const struct heartbeat *hb, const char *plugin, const char *why) {
+        log_error("Refusing plugin %s: %s.", plugin, why);
+        if (hb && hb->fd >= 0) {
+                ssize_t k = write(hb->fd, why, strlen(why));
+                (void) k;
+        }
+        return EXIT_PLUGIN_REFUSED;
+}
+
 static int on_heartbeat(sd_event_source *s, uint64_t usec, void *userdata) {
         struct heartbeat *hb = userdata;
         beat(hb);
@@ -174,10 +186,8 @@ static int run(int argc, char **argv) {
                         return log_error_errno(r, "Failed to drop capabilities: %m");
                 _cleanup_(plugin_runner_freep) struct plugin_runner *q = NULL;
                 r = plugin_runner_load(path, &q, why, sizeof(why));
-                if (r == -ENOEXEC) {
-                        log_error("Refusing plugin %s: %s.", path, why);
-                        return EXIT_PLUGIN_REFUSED;
-                }
+                if (r == -ENOEXEC)
+                        return refuse(NULL, path, why);
                 if (r < 0)
                         return log_error_errno(r, "Failed to load plugin %s: %m", path);
                 printf("%llx\n", (unsigned long long) plugin_runner_capabilities(q));
@@ -193,10 +203,8 @@ static int run(int argc, char **argv) {
 
         _cleanup_(plugin_runner_freep) struct plugin_runner *runner = NULL;
         r = plugin_runner_load(path, &runner, why, sizeof(why));
-        if (r == -ENOEXEC) {
-                log_error("Refusing plugin %s: %s.", path, why);
-                return EXIT_PLUGIN_REFUSED;
-        }
+        if (r == -ENOEXEC)
+                return refuse(&hb, path, why);
         if (r < 0)
                 return log_error_errno(r, "Failed to load plugin %s: %m", path);
         r = drop_capabilities(plugin_runner_capabilities(runner), false);
@@ -226,10 +234,8 @@ static int run(int argc, char **argv) {
         }
 
         r = plugin_runner_start(runner, event, TAKE_FD(socket_fd), socket_path, why, sizeof(why));
-        if (r == -ENOEXEC) {
-                log_error("Refusing plugin %s: %s.", plugin_runner_name(runner), why);
-                return EXIT_PLUGIN_REFUSED;
-        }
+        if (r == -ENOEXEC)
+                return refuse(&hb, plugin_runner_name(runner), why);
         if (r < 0)
                 return log_error_errno(r, "%s: %s", plugin_runner_name(runner), why);
         log_info("Plugin %s %s loaded from %s.", plugin_runner_name(runner), plugin_runner_version(runner), path);

@@ -44,6 +44,12 @@ extern "C" {
 /* Capabilities a plugin needs (bit = Linux capability number). */
 #define TRACED_CAP(n) ((uint64_t) 1 << (n))
 
+/* The largest packet the service takes; a writer carries at most that
+ * when its data source stalls for room (a session's
+ * DataSourceConfig.buffer_exhausted_policy says so), else what its shared
+ * memory buffer holds at once (write_packet below). Since 1.2. */
+#define TRACED_PLUGIN_MAX_PACKET_SIZE (64u * 1024u * 1024u)
+
 /* Data source flags for register_data_source. */
 #define TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP 0x1u
 /* Since 1.1: the plugin's ops have clear_incremental_state. */
@@ -70,7 +76,14 @@ struct traced_host_api {
                              struct traced_source **ret);
         void (*remove_source)(struct traced_host *host, struct traced_source *source);
         int32_t (*new_writer)(struct traced_host *host, uint64_t instance_id, struct traced_writer **ret);
-        /* One serialized TracePacket. */
+        /* One serialized TracePacket. -ENOBUFS: the shared memory buffer
+         * was full and the packet was dropped. -EMSGSIZE, at once: the
+         * packet is larger than the writer can ever carry, and nothing of
+         * it was written (the next one goes in as usual). The limit is
+         * TRACED_PLUGIN_MAX_PACKET_SIZE for a data source that stalls when
+         * the buffer is full; one that drops (the default) carries at most
+         * what the host's buffer holds at once: 4 MiB - 2560 bytes unless
+         * TraceConfig.producers sizes it (traced-plugin(7), LIMITS). */
         int32_t (*write_packet)(struct traced_writer *writer, const void *packet, size_t size);
         int32_t (*flush_writer)(struct traced_writer *writer);
         void (*free_writer)(struct traced_writer *writer);
@@ -101,7 +114,8 @@ struct traced_host_api {
          * root is the caller's and lives until end_packet, which ends any
          * message still open. begin: -EBUSY while a packet of the writer is
          * open, else as write_packet; end: negative errno when the packet
-         * was lost (the buffer was full: -ENOBUFS). libtraced-client's
+         * was lost (the buffer was full: -ENOBUFS; -EMSGSIZE: it grew past
+         * what the writer can carry). libtraced-client's
          * traced_trace_writer_begin_pb_packet(3) says more. */
         int32_t (*begin_packet)(struct traced_writer *writer, struct traced_pb_msg *root);
         int32_t (*end_packet)(struct traced_writer *writer, struct traced_pb_msg *root);

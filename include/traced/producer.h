@@ -178,8 +178,23 @@ int traced_producer_sync(traced_producer *p, traced_producer_sync_cb cb, void *u
 /* A writer of one sequence of packets for a data source instance. */
 int traced_producer_new_writer(traced_producer *p, uint64_t instance_id, traced_trace_writer **ret);
 traced_trace_writer *traced_trace_writer_free(traced_trace_writer *w);
+/* The largest packet the service takes (its fragments are put together
+ * in at most this much). A writer whose data source drops packets when
+ * the shared memory buffer is full (TRACED_BUFFER_EXHAUSTED_DROP) carries
+ * at most what its buffer holds at once: the buffer's size less 20 bytes
+ * of headers per page (4 MiB buffers of 32 KiB pages, the plugin hosts',
+ * hold packets up to 4 MiB - 2560 bytes). A stalling writer (the two
+ * STALL policies) carries up to TRACED_MAX_PACKET_SIZE, as the service
+ * frees chunks while it waits; the session's buffer must hold the packet
+ * too. Since 1.2. */
+#define TRACED_MAX_PACKET_SIZE (64u * 1024u * 1024u)
+
 /* Appends one serialized TracePacket (fragmented across chunks as
- * needed). -ENOBUFS when the buffer was full and the packet was dropped. */
+ * needed). -ENOBUFS when the buffer was full and the packet was dropped;
+ * -EMSGSIZE, at once, for a packet larger than the writer can ever carry
+ * (TRACED_MAX_PACKET_SIZE above): nothing of it is written, and the next
+ * packet succeeds as if it had not been tried (it carries
+ * previous_packet_dropped). Both count in traced_trace_writer_dropped. */
 int traced_trace_writer_write_packet(traced_trace_writer *w, const void *packet, size_t size);
 /*
  * Zero-copy packets: fields are appended straight into the shared memory
@@ -220,9 +235,11 @@ int traced_trace_writer_end_packet(traced_trace_writer *w);
  * place when they end (or sent as a patch of an earlier chunk); messages
  * still open are ended by end_pb_packet. begin: -EBUSY while a packet is
  * open, -ENOTCONN, -ENOBUFS as write_packet; end: -ENOBUFS when the buffer
- * filled up and the packet was dropped (-EMSGSIZE: a nested message over
- * 256 MiB; -E2BIG: more than TRACED_MSG_MAX_DEPTH messages open across a
- * chunk boundary), counted in traced_trace_writer_dropped. The traced_msg
+ * filled up and the packet was dropped (-EMSGSIZE: the packet grew past
+ * what the writer can carry, see TRACED_MAX_PACKET_SIZE, and was given up
+ * there, its fragments so far marked dropped; -E2BIG: more than
+ * TRACED_MSG_MAX_DEPTH messages open across a chunk boundary), counted in
+ * traced_trace_writer_dropped. The traced_msg
  * calls above are these packets, written field by field through calls.
  */
 struct traced_pb_msg;

@@ -100,6 +100,10 @@ static int32_t chunk_grow(struct traced_pb_stream *s, size_t need) {
         uint64_t written = (uint64_t) (s->wp - s->begin);
 
         w->cur_off = (size_t) (s->wp - payload);
+        /* Past the most a writer can carry: given up before it takes the
+         * rest of the buffer (its fragments so far are dropped). */
+        if (s->before + written + need > writer_max_packet_size(w))
+                return -EMSGSIZE;
         int r = writer_continue_in_next_chunk(w, w->frag_off, hand_over_open_sizes);
         if (r < 0) {
                 stream_detach(w);

@@ -265,6 +265,9 @@ int writer_complete_chunk(traced_trace_writer *w);
 void writer_publish_count(traced_trace_writer *w);
 /* Whether a new packet can start in the current chunk. */
 bool writer_new_packet_fits(const traced_trace_writer *w);
+/* The largest packet w can ever carry (see producer.h): bigger ones are
+ * refused with -EMSGSIZE before anything is written. */
+size_t writer_max_packet_size(const traced_trace_writer *w);
 /* A packet of w was dropped. */
 void writer_note_loss(traced_trace_writer *w);
 /* A fresh chunk for a new packet; the current one is handed over either

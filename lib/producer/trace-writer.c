@@ -57,6 +57,23 @@ bool writer_new_packet_fits(const traced_trace_writer *w) {
                w->cur_count < SMB_MAX_PACKET_COUNT;
 }
 
+size_t writer_max_packet_size(const traced_trace_writer *w) {
+        size_t max = TRACED_MAX_PACKET_SIZE;
+        /* A writer that does not wait for room has the buffer's chunks
+         * and no more: at best every page one chunk, each holding one
+         * fragment. Its chunks go to the service only once the packet is
+         * written (the loop that sends commits is the caller's, or waits
+         * behind it). */
+        if (w->exhausted_policy == TRACED_BUFFER_EXHAUSTED_DROP && w->abi.page_size > SMB_PAGE_HEADER_SIZE +
+                                                                                        SMB_CHUNK_HEADER_SIZE +
+                                                                                        SMB_PACKET_HEADER_SIZE) {
+                size_t per_page =
+                        w->abi.page_size - SMB_PAGE_HEADER_SIZE - SMB_CHUNK_HEADER_SIZE - SMB_PACKET_HEADER_SIZE;
+                max = MIN(max, w->abi.num_pages * per_page);
+        }
+        return max;
+}
+
 void writer_note_loss(traced_trace_writer *w) {
         w->dropped++;
         w->signal_loss = true;
@@ -138,8 +155,12 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
         if (w->signal_loss)
                 n_marker = writer_loss_marker(marker);
         size_t total = size + n_marker;
-        if (total >= SMB_PACKET_SIZE_DROP_PACKET)
+        if (total > writer_max_packet_size(w)) {
+                /* Refused whole: no fragment of it takes room, the loss
+                 * shows in the next packet. */
+                writer_note_loss(w);
                 return -EMSGSIZE;
+        }
 
         if (!writer_new_packet_fits(w)) {
                 r = writer_start_chunk(w);

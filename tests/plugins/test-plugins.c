@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +24,13 @@
 #define V_CRASH_AFTER_COMMIT 8
 #define V_CRASH_AT_LOAD 9
 #define V_SLOW_CREATE 10
+#define V_HANG_ON_START 11
+#define V_NULL_DESCRIPTOR 12
+#define V_OVERSIZE 13
+
+/* The packet V_OVERSIZE tries first: more than a writer that drops when
+ * the buffer is full (the default) carries with the host's 4 MiB buffer. */
+#define OVERSIZE_BYTES (10u * 1024u * 1024u)
 
 struct state {
         const struct traced_host_api *api;
@@ -59,24 +67,57 @@ static void destroy(void *state) {
         free(state);
 }
 
-static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, size_t n) {
-        struct state *s = state;
-        struct traced_writer *w;
-        if (VARIANT == V_CRASH_ON_START)
-                raise(SIGSEGV);
-        if (s->api->new_writer(s->host, id, &w) < 0)
-                return;
-        /* TracePacket { for_testing { str: "hello from a plugin" } } */
-        static const char msg[] = "hello from a plugin";
-        uint8_t pkt[64];
-        size_t len = sizeof(msg) - 1;
+/* TracePacket { for_testing { str: msg } } for msg under 120 bytes. */
+static size_t test_packet(uint8_t pkt[128], const char *msg) {
+        size_t len = strlen(msg);
         pkt[0] = 0xa2; /* field 900, wire type 2 */
         pkt[1] = 0x38;
         pkt[2] = (uint8_t) (len + 2);
         pkt[3] = 0x0a;
         pkt[4] = (uint8_t) len;
         memcpy(pkt + 5, msg, len);
-        s->api->write_packet(w, pkt, len + 5);
+        return len + 5;
+}
+
+/* V_OVERSIZE: a packet bigger than any writer carries, then the usual
+ * one, and a packet saying what each write returned. */
+static void write_oversize(const struct traced_host_api *api, struct traced_writer *w) {
+        uint8_t *big = calloc(1, OVERSIZE_BYTES);
+        int32_t r_big = -ENOMEM, r_next = -1;
+        uint8_t pkt[128];
+        char text[100];
+        if (big) {
+                /* for_testing (field 900) over the rest of the packet (6
+                 * bytes of key and length; its contents do not matter). */
+                size_t body = OVERSIZE_BYTES - 6, k = 2;
+                big[0] = 0xa2;
+                big[1] = 0x38;
+                for (size_t v = body; v >= 0x80; v >>= 7)
+                        big[k++] = (uint8_t) (v | 0x80);
+                big[k] = (uint8_t) (body >> (7 * (k - 2)));
+                r_big = api->write_packet(w, big, OVERSIZE_BYTES);
+                free(big);
+        }
+        r_next = api->write_packet(w, pkt, test_packet(pkt, "hello from a plugin"));
+        snprintf(text, sizeof(text), "oversize: %d then: %d", (int) r_big, (int) r_next);
+        (void) api->write_packet(w, pkt, test_packet(pkt, text));
+}
+
+static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, size_t n) {
+        struct state *s = state;
+        struct traced_writer *w;
+        uint8_t pkt[128];
+        if (VARIANT == V_CRASH_ON_START)
+                raise(SIGSEGV);
+        /* Never returns: the host's loop stops, and with it its heartbeat. */
+        while (VARIANT == V_HANG_ON_START)
+                pause();
+        if (s->api->new_writer(s->host, id, &w) < 0)
+                return;
+        if (VARIANT == V_OVERSIZE)
+                write_oversize(s->api, w);
+        else
+                s->api->write_packet(w, pkt, test_packet(pkt, "hello from a plugin"));
         s->api->flush_writer(w);
         /* Its packet is committed; now it dies. */
         if (VARIANT == V_CRASH_AFTER_COMMIT)
@@ -105,8 +146,15 @@ int traced_plugin_not_the_entry(void) {
         return ops.struct_size > 0;
 }
 #elif VARIANT == V_GOOD || VARIANT == V_CREATE_FAILS || VARIANT == V_CRASH_ON_START || VARIANT == V_HANG_ON_STOP || \
-        VARIANT == V_CRASH_AFTER_COMMIT || VARIANT == V_CRASH_AT_LOAD
+        VARIANT == V_CRASH_AFTER_COMMIT || VARIANT == V_CRASH_AT_LOAD || VARIANT == V_HANG_ON_START ||              \
+        VARIANT == V_OVERSIZE
 TRACED_PLUGIN_DEFINE("test", "1.0", 0, ops)
+#elif VARIANT == V_NULL_DESCRIPTOR
+/* An entry point that gives no descriptor. */
+TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void);
+TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void) {
+        return ops.struct_size ? NULL : NULL;
+}
 #else
 TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void);
 TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void) {

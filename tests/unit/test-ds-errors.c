@@ -42,15 +42,47 @@ Test(ds_errors, each_error_is_printed_once) {
         size_t len = 0, printed = 0;
         FILE *f = open_memstream(&text, &len);
         cr_assert(ds_errors_new(&st, printed));
-        cr_assert_eq(ds_errors_print_new(&st, &printed, f), 1);
+        cr_assert_eq(ds_errors_print_new(&st, &printed, NULL, f), 1);
         st.n_traced_data_source_errors = 2;
-        cr_assert_eq(ds_errors_print_new(&st, &printed, f), 2);
+        cr_assert_eq(ds_errors_print_new(&st, &printed, NULL, f), 2);
         cr_assert_not(ds_errors_new(&st, printed));
-        cr_assert_eq(ds_errors_print_new(&st, &printed, f), 2);
-        cr_assert_eq(ds_errors_print_new(NULL, &printed, f), 0);
+        cr_assert_eq(ds_errors_print_new(&st, &printed, NULL, f), 2);
+        cr_assert_eq(ds_errors_print_new(NULL, &printed, NULL, f), 0);
         fclose(f);
         cr_assert_str_eq(text, "tracectl: x: f: one\ntracectl: y: g: two\n");
         free(text);
+}
+
+Test(ds_errors, a_lost_instance_names_its_producer_and_is_counted) {
+        char buf[256];
+        Perfetto__Protos__TraceStats__TracedDataSourceError lost =
+                err("test.plugin", NULL, "lost before it started: its plugin host (x.so, pid 9) was killed by SIGSEGV");
+        lost.producer_name = (char *) "traced.test";
+        lost.has_kind = true;
+        lost.kind = PERFETTO__PROTOS__TRACE_STATS__TRACED_DATA_SOURCE_ERROR__KIND__KIND_INSTANCE_LOST;
+        ds_error_format(&lost, buf, sizeof(buf));
+        cr_assert_str_eq(buf, "test.plugin of traced.test: lost before it started: its plugin host (x.so, pid 9) "
+                              "was killed by SIGSEGV");
+        /* A producer's own report does not name it (the data source does). */
+        Perfetto__Protos__TraceStats__TracedDataSourceError rep = err("linux.ftrace", "f", "bad");
+        rep.producer_name = (char *) "traced.ftrace";
+        ds_error_format(&rep, buf, sizeof(buf));
+        cr_assert_str_eq(buf, "linux.ftrace: f: bad");
+
+        Perfetto__Protos__TraceStats__TracedDataSourceError *list[] = { &rep, &lost, &lost };
+        Perfetto__Protos__TraceStats st = PERFETTO__PROTOS__TRACE_STATS__INIT;
+        st.traced_data_source_errors = list;
+        st.n_traced_data_source_errors = 2;
+        size_t printed = 0, n_lost = 0;
+        FILE *f = fopen("/dev/null", "w");
+        cr_assert_eq(ds_errors_print_new(&st, &printed, &n_lost, f), 2);
+        cr_assert_eq(n_lost, 1);
+        st.n_traced_data_source_errors = 3;
+        cr_assert_eq(ds_errors_print_new(&st, &printed, &n_lost, f), 3);
+        cr_assert_eq(n_lost, 2, "each lost instance is counted once");
+        cr_assert_eq(ds_errors_print_new(&st, &printed, &n_lost, f), 3);
+        cr_assert_eq(n_lost, 2);
+        fclose(f);
 }
 
 Test(ds_errors, the_last_trace_stats_of_a_file) {

@@ -415,6 +415,66 @@ static int write_one(traced_trace_writer *w) {
         return r;
 }
 
+/* Complete or being-written chunks of the SMB. */
+static unsigned chunks_in_use(traced_producer *p) {
+        unsigned n = 0;
+        for (size_t page = 0; page < p->abi.num_pages; page++) {
+                uint32_t bm = smb_page_bitmap(&p->abi, page);
+                for (uint32_t i = 0; i < smb_bitmap_num_chunks(bm); i++)
+                        n += smb_bitmap_chunk_state(bm, i) != SMB_CHUNK_FREE;
+        }
+        return n;
+}
+
+Test(trace_writer, oversize_packets_are_refused_whole) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        /* Dropping on a full buffer, the writer carries what the 256 KiB
+         * SMB of 4 KiB pages holds at once: 64 pages less 20 bytes each. */
+        size_t max = SMB_SIZE - (SMB_SIZE / 4096) * 20;
+        cr_assert_eq(writer_max_packet_size(w), max);
+        uint8_t *big = calloc(1, SMB_SIZE);
+        cr_assert_eq(traced_trace_writer_write_packet(w, big, max + 1), -EMSGSIZE);
+        cr_assert_eq(traced_trace_writer_write_packet(w, big, TRACED_MAX_PACKET_SIZE + 1), -EMSGSIZE);
+        cr_assert_eq(chunks_in_use(p), 0, "a refused packet took chunks");
+        cr_assert_eq(traced_trace_writer_dropped(w), 2);
+        /* The next packet goes in, saying that packets were lost. */
+        cr_assert_eq(write_one(w), 0);
+        cr_assert_eq(traced_trace_writer_flush(w), -ENOTCONN); /* no service: the commit itself fails */
+        struct trace_buffer *tb = service_side(p);
+        struct trace_buffer_packet pk;
+        struct trace_buffer_packet_info info;
+        trace_buffer_set_final(tb, false);
+        trace_buffer_begin_read(tb);
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &pk, &info), 1);
+        uint8_t *flat = malloc(pk.size ? pk.size : 1);
+        cr_assert_eq(trace_buffer_packet_gather(&pk, flat, pk.size), pk.size);
+        Perfetto__Protos__TracePacket *tp = perfetto__protos__trace_packet__unpack(NULL, pk.size, flat);
+        cr_assert_not_null(tp);
+        cr_assert(tp->has_previous_packet_dropped && tp->previous_packet_dropped);
+        cr_assert_eq(tp->for_testing->seq_value, 1);
+        perfetto__protos__trace_packet__free_unpacked(tp, NULL);
+        free(flat);
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &pk, &info), 0, "more than the one small packet");
+        trace_buffer_free(tb);
+
+        /* A stalling writer carries up to the service's bound: a packet
+         * over the SMB is tried (and dropped here, where nobody frees
+         * chunks), one over TRACED_MAX_PACKET_SIZE is refused at once. */
+        p->stall_limit_usec = 20000;
+        p->instances->exhausted_policy = TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        traced_trace_writer *s;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &s), 0);
+        cr_assert_eq(writer_max_packet_size(s), TRACED_MAX_PACKET_SIZE);
+        cr_assert_eq(traced_trace_writer_write_packet(s, big, TRACED_MAX_PACKET_SIZE + 1), -EMSGSIZE);
+        cr_assert_eq(traced_trace_writer_write_packet(s, big, max + 1), -ENOBUFS);
+        free(big);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
 Test(trace_writer, full_buffer_stall_waits_for_a_free_chunk) {
         sd_event *e;
         traced_producer *p = fake_producer(&e);

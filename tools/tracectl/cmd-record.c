@@ -525,6 +525,13 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
         if (r == EXIT_OK)
                 r = record_check_trace_errors(service_opens || rotating ? NULL : file.tmp_path,
                                        final ? final->trace_stats : NULL, &watch);
+        /* A data source lost while it ran fails the recording, whose file
+         * holds what the others recorded: it is put in place all the same. */
+        int ok = EXIT_OK;
+        if (r == EXIT_INCOMPLETE) {
+                ok = EXIT_SESSION_FAILED;
+                r = EXIT_OK;
+        }
         if (rotating) {
                 /* Every closed file is whole, an early end included. */
                 if (r == EXIT_ENDED_EARLY)
@@ -533,7 +540,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                                 trace_end_reason_text(watch.end_reason));
                 if (summary || r != EXIT_OK)
                         record_rotate_list(file.fd, out, r == EXIT_OK ? stdout : stderr);
-                return r;
+                return r == EXIT_OK ? ok : r;
         }
         if (r == EXIT_ENDED_EARLY) {
                 /* What the session recorded until the service stopped is
@@ -564,20 +571,21 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 /* Standard output holds the trace: nothing else goes there. */
                 if (summary)
                         fprintf(stderr, "tracectl: trace written to the standard output\n");
-                return EXIT_OK;
+                return ok;
         }
         if (summary && service_opens && out[strlen(out) - 1] == '/') {
                 /* The service rotated into a directory of its own. */
                 printf("Trace files written by the service into %s\n", out);
-                return EXIT_OK;
+                return ok;
         }
         if (summary) {
                 printf("Trace written to %s\n", out);
                 if (service_opens && access(out, R_OK) < 0)
-                        return EXIT_OK; /* the service's file; we may not read it */
-                return print_trace_summary(out, 10);
+                        return ok; /* the service's file; we may not read it */
+                r = print_trace_summary(out, 10);
+                return r == EXIT_OK ? ok : r;
         }
-        return EXIT_OK;
+        return ok;
 }
 
 static int attach_and_wait(struct tracectl *t, const char *key, bool stop) {

@@ -12,16 +12,20 @@
 #define TRACE_PACKET_TRACE_STATS 35
 
 void ds_error_format(const Perfetto__Protos__TraceStats__TracedDataSourceError *e, char *buf, size_t size) {
-        snprintf(buf, size, "%s: %s%s%s", e->data_source_name ? e->data_source_name : "a data source",
+        bool of = ds_error_is_loss(e) && e->producer_name && e->producer_name[0];
+        snprintf(buf, size, "%s%s%s: %s%s%s", e->data_source_name ? e->data_source_name : "a data source",
+                 of ? " of " : "", of ? e->producer_name : "",
                  e->field && e->field[0] ? e->field : "", e->field && e->field[0] ? ": " : "",
                  e->message && e->message[0] ? e->message : "failed");
 }
 
-size_t ds_errors_print_new(const Perfetto__Protos__TraceStats *st, size_t *n_printed, FILE *f) {
+size_t ds_errors_print_new(const Perfetto__Protos__TraceStats *st, size_t *n_printed, size_t *n_lost, FILE *f) {
         if (!st)
                 return 0;
         for (size_t i = *n_printed; i < st->n_traced_data_source_errors; i++) {
                 char line[1280];
+                if (n_lost && ds_error_is_loss(st->traced_data_source_errors[i]))
+                        (*n_lost)++;
                 ds_error_format(st->traced_data_source_errors[i], line, sizeof(line));
                 fprintf(f, "tracectl: %s\n", line);
         }

@@ -268,6 +268,14 @@ int wait_for_data_sources(struct tracectl *t, const Perfetto__Protos__TraceConfi
                                 fprintf(stderr, " %s", names[k]);
                         fprintf(stderr, "%s)%s\n", n_names ? "" : " none",
                                 lenient ? "" : "; --allow-missing records without it");
+                        /* A plugin that would offer it may be one the
+                         * service could not run: each is named, with why. */
+                        for (size_t k = 0; st && k < st->n_traced_failed_plugins; k++) {
+                                const Perfetto__Protos__TracingServiceState__TracedFailedPlugin *f =
+                                        st->traced_failed_plugins[k];
+                                fprintf(stderr, "tracectl: plugin %s, which may offer it, failed to load: %s\n",
+                                        f->plugin ? f->plugin : "?", f->reason ? f->reason : "unknown reason");
+                        }
                         r = lenient ? EXIT_OK : EXIT_SESSION_FAILED;
                 } else if (waited == 0)
                         fprintf(stderr, "tracectl: waiting for data source %s\n", missing);

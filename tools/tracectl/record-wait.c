@@ -178,7 +178,7 @@ int record_wait_session(struct tracectl *t, struct consumer_session *w, int prog
                         if (!stopping)
                                 fprintf(stderr, "tracectl: the command exited: finishing the trace...\n");
                 }
-                if (!stopping && !watch->allow_missing && watch->n_errors_printed > 0) {
+                if (!stopping && !watch->allow_missing && watch->n_errors_printed > watch->n_lost_printed) {
                         stopping = watch->stopped_for_errors = true;
                         Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;
                         (void) tracectl_call(t, "DisableTracing", &dis.base,
@@ -223,7 +223,8 @@ int record_wait_session(struct tracectl *t, struct consumer_session *w, int prog
                                 record_poll_stats(t);
                         if (tty && st && ds_errors_new(st->trace_stats, watch->n_errors_printed))
                                 fputc('\n', stderr);
-                        (void) ds_errors_print_new(st ? st->trace_stats : NULL, &watch->n_errors_printed, stderr);
+                        (void) ds_errors_print_new(st ? st->trace_stats : NULL, &watch->n_errors_printed,
+                                                   &watch->n_lost_printed, stderr);
                         if (tty)
                                 show_progress(st ? st->trace_stats : NULL, progress_fd, start, false);
                 }
@@ -272,15 +273,24 @@ bool record_command_wait_over(void *userdata) {
  * ended), else from the last TraceStats the trace holds. */
 int record_check_trace_errors(const char *path, const Perfetto__Protos__TraceStats *final, struct record_watch *watch) {
         if (final && !watch->stopped_for_errors)
-                (void) ds_errors_print_new(final, &watch->n_errors_printed, stderr);
+                (void) ds_errors_print_new(final, &watch->n_errors_printed,
+                                                   &watch->n_lost_printed, stderr);
         else if (path && !watch->stopped_for_errors) {
                 Perfetto__Protos__TraceStats *st = ds_errors_last_trace_stats(path);
-                (void) ds_errors_print_new(st, &watch->n_errors_printed, stderr);
+                (void) ds_errors_print_new(st, &watch->n_errors_printed,
+                                                   &watch->n_lost_printed, stderr);
                 if (st)
                         perfetto__protos__trace_stats__free_unpacked(st, NULL);
         }
         if (watch->n_errors_printed == 0 || watch->allow_missing)
                 return EXIT_OK;
+        if (watch->n_errors_printed == watch->n_lost_printed) {
+                /* What the others recorded is the user's: kept. */
+                fprintf(stderr, "tracectl: the recording is incomplete: %s lost while it ran (above); the "
+                                "trace holds the rest (--allow-missing accepts such a trace)\n",
+                        watch->n_lost_printed == 1 ? "a data source was" : "data sources were");
+                return EXIT_INCOMPLETE;
+        }
         fprintf(stderr, "tracectl: the recording %s: a data source could not do what the config asks "
                         "(--allow-missing records without it)\n",
                 watch->stopped_for_errors ? "was stopped" : "failed");

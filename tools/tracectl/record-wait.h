@@ -20,6 +20,10 @@
 struct record_watch {
         bool allow_missing;
         size_t n_errors_printed;
+        /* Of those, instances lost with their producer (a plugin host
+         * that crashed, hung or exited): the recording goes on and its
+         * file is kept, but it failed (exit status 5). */
+        size_t n_lost_printed;
         bool stopped_for_errors;
         /* record -- CMD: started once every data source runs (or after
          * TRACECTL_DATA_SOURCE_WAIT_MS), its end ends the recording. */
@@ -37,6 +41,10 @@ struct record_watch {
 
 #define EXIT_DETACHED (-1)
 #define EXIT_TAKEN (-2) /* attached: another consumer attached to the session under its key */
+/* record_check_trace_errors: data sources were lost while they ran, nothing
+ * else failed: the file is kept and the recording exits with
+ * EXIT_SESSION_FAILED. */
+#define EXIT_INCOMPLETE (-3)
 
 
 /* SIGINT and SIGTERM as they came: how many (interrupted), the last one,

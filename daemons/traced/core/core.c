@@ -17,6 +17,7 @@
 #include "core/core.h"
 #include "core/ports/startup-hold.h"
 #include "core/service.h"
+#include "core/sessions/host-exits.h"
 #include "core/sessions/session.h"
 
 struct core {
@@ -224,6 +225,12 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                 }
                 if (msg.kind == CONTROL_PLUGIN_EXITED) {
                         startup_hold_host_exited(c->svc, msg.pid);
+                        /* Stopped with the service: not a failure. */
+                        if (msg.exit.stopping || c->shutting_down)
+                                continue;
+                        char cause[400];
+                        control_exit_describe(&msg.exit, cause, sizeof(cause));
+                        sessions_host_exited(c->svc, msg.pid, msg.name, cause, msg.exit.refused, msg.exit.reason);
                         continue;
                 }
                 if (pfd < 0) {

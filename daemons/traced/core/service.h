@@ -75,6 +75,8 @@ struct traced_service {
         struct startup_hold *startup_hold;
         /* Machines behind traced_relay (RelayPort). */
         struct relay_machines machines;
+        /* Plugin hosts that ended (sessions/host-exits.h). */
+        struct host_exits *host_exits;
 };
 
 int service_new(sd_event *event, struct traced_service **ret);

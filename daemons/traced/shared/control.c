@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "basic/macro.h"
@@ -65,10 +67,35 @@ int control_send_plugins_launched(int ctl_fd) {
         return send_msg(ctl_fd, &m, -EBADF);
 }
 
-int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name) {
+int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name, const struct control_exit *how) {
         struct control_msg m = { .kind = CONTROL_PLUGIN_EXITED, .pid = pid };
         snprintf(m.name, sizeof(m.name), "%s", name ? name : "");
+        if (how) {
+                m.exit = *how;
+                m.exit.reason[sizeof(m.exit.reason) - 1] = '\0';
+        }
         return send_msg(ctl_fd, &m, -EBADF);
+}
+
+const char *control_exit_describe(const struct control_exit *how, char *buf, size_t size) {
+        if (how->hung_usec)
+                snprintf(buf, size, "was killed by traced's watchdog after %.1f s without a sign of life",
+                         (double) how->hung_usec / 1e6);
+        else if (how->refused)
+                snprintf(buf, size, "refused its plugin: %s",
+                         how->reason[0] ? how->reason : "see the plugin host's log");
+        else if (how->code == CLD_EXITED)
+                snprintf(buf, size, "exited with status %d", how->status);
+        else if (how->code == CLD_KILLED || how->code == CLD_DUMPED) {
+                const char *name = sigabbrev_np(how->status);
+                if (name)
+                        snprintf(buf, size, "was killed by SIG%s%s", name,
+                                 how->code == CLD_DUMPED ? " (core dumped)" : "");
+                else
+                        snprintf(buf, size, "was killed by signal %d", how->status);
+        } else
+                snprintf(buf, size, "ended");
+        return buf;
 }
 
 int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
@@ -108,6 +135,7 @@ int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
         }
         if (n != (ssize_t) sizeof(msg) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || extra ||
             memchr(msg.name, '\0', sizeof(msg.name)) == NULL || memchr(msg.path, '\0', sizeof(msg.path)) == NULL ||
+            memchr(msg.exit.reason, '\0', sizeof(msg.exit.reason)) == NULL ||
             (msg.kind != CONTROL_PRODUCER && msg.kind != CONTROL_TRACE_DIRECTORY &&
              msg.kind != CONTROL_RESIDENT_SESSIONS && msg.kind != CONTROL_PLUGINS_LAUNCHED &&
              msg.kind != CONTROL_PLUGIN_EXITED)) {

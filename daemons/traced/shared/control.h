@@ -8,6 +8,7 @@
  * holds sessions until those registered their data sources); and names a
  * plugin host that exited. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -19,7 +20,7 @@ enum control_kind {
         CONTROL_PRODUCER = 0,      /* fd: the service's end of a plugin host's connection */
         CONTROL_TRACE_DIRECTORY, /* fd (or none): the trace directory, path names it */
         CONTROL_PLUGINS_LAUNCHED, /* every plugin host of the start is handed over */
-        CONTROL_PLUGIN_EXITED,   /* the plugin host pid (plugin name) exited */
+        CONTROL_PLUGIN_EXITED,   /* the plugin host pid (plugin name) exited: how in exit */
         CONTROL_RESIDENT_SESSIONS, /* fd: a sealed memfd, the whole set of resident sessions (resident.h) */
 };
 
@@ -31,7 +32,25 @@ struct control_msg {
         /* CONTROL_TRACE_DIRECTORY: traced.conf's max_use= and keep_free=
          * (bytes, 0: none). */
         uint64_t max_use, keep_free;
+        /* CONTROL_PLUGIN_EXITED: how the host ended. */
+        struct control_exit {
+                int code;   /* siginfo's si_code: CLD_EXITED, CLD_KILLED, CLD_DUMPED */
+                int status; /* its exit status or signal */
+                /* The supervisor's watchdog killed it after this long
+                 * without a sign of life (0: not the watchdog). */
+                uint64_t hung_usec;
+                /* The supervisor is stopping the plugins: not a failure. */
+                bool stopping;
+                /* The host refused its plugin (and said why in reason,
+                 * NUL-terminated, when it could). */
+                bool refused;
+                char reason[256];
+        } exit;
 };
+
+/* The exit status with which a plugin host refuses its plugin (sysexits'
+ * EX_CONFIG): the supervisor does not restart it. */
+#define CONTROL_EXIT_PLUGIN_REFUSED 78
 
 int control_pair(int ret_fds[2]);
 /* Sends msg with fd attached (the fd stays the caller's). */
@@ -41,7 +60,12 @@ int control_send_producer(int ctl_fd, const struct control_msg *msg, int fd);
 int control_send_trace_directory(int ctl_fd, const char *path, int fd, uint64_t max_use, uint64_t keep_free);
 /* CONTROL_PLUGINS_LAUNCHED, and CONTROL_PLUGIN_EXITED for host pid. */
 int control_send_plugins_launched(int ctl_fd);
-int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name);
+int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name, const struct control_exit *how);
+/* Says how a plugin host ended, for the log and a session's errors:
+ * "was killed by SIGSEGV", "exited with status 3", "was killed by
+ * traced's watchdog after 2.0 s without a sign of life", "refused its
+ * plugin: REASON". Returns buf. */
+const char *control_exit_describe(const struct control_exit *how, char *buf, size_t size);
 /* Sends the resident sessions: fd from resident_set_to_memfd (stays the
  * caller's). */
 int control_send_resident(int ctl_fd, int fd);

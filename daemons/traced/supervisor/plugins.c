@@ -19,9 +19,10 @@
 #include "log/log.h"
 #include "supervisor/plugins.h"
 #include "supervisor/selinux-label.h"
+#include "shared/control.h"
 
 #define MAX_PLUGINS 64
-#define EXIT_PLUGIN_REFUSED 78
+#define EXIT_PLUGIN_REFUSED CONTROL_EXIT_PLUGIN_REFUSED
 #define BACKOFF_FIRST_USEC 1000000u
 #define BACKOFF_MAX_USEC (30u * 1000000u)
 /* A host that ran this long before dying starts the backoff over. */
@@ -43,6 +44,11 @@ struct plugin_proc {
         uint64_t backoff_usec;
         unsigned restarts;
         bool hung;
+        uint64_t hung_usec;
+        /* What the host wrote into its heartbeat pipe besides the beats
+         * (NUL bytes): why it refuses its plugin. */
+        char note[256];
+        size_t note_len;
 };
 
 struct plugins {
@@ -58,6 +64,23 @@ struct plugins {
 };
 
 static int spawn(struct plugin_proc *pp);
+
+/* What a read from the heartbeat pipe held besides the beats. */
+static void note_text(struct plugin_proc *pp, const char *buf, ssize_t n) {
+        for (ssize_t i = 0; i < n; i++)
+                if (buf[i] != '\0' && buf[i] != '\n' && pp->note_len < sizeof(pp->note) - 1)
+                        pp->note[pp->note_len++] = buf[i];
+}
+
+/* Reads what is left in the pipe of a host that exited. */
+static void keep_note(struct plugin_proc *pp) {
+        char buf[256];
+        ssize_t n;
+        if (pp->beat_fd < 0)
+                return;
+        while ((n = read(pp->beat_fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR))
+                note_text(pp, buf, n);
+}
 
 static void stop_watching(struct plugin_proc *pp) {
         pp->beat_io = sd_event_source_disable_unref(pp->beat_io);
@@ -85,12 +108,23 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
 
         pp->child = sd_event_source_disable_unref(pp->child);
         pp->pid = 0;
+        /* The host's last words are read before the pipe goes. */
+        keep_note(pp);
         stop_watching(pp);
+        struct control_exit how = {
+                .code = si->si_code,
+                .status = si->si_status,
+                .hung_usec = pp->hung ? pp->hung_usec : 0,
+                .stopping = ps->stopping,
+                .refused = si->si_code == CLD_EXITED && si->si_status == EXIT_PLUGIN_REFUSED,
+        };
+        snprintf(how.reason, sizeof(how.reason), "%.*s", (int) pp->note_len, pp->note);
+        pp->note_len = 0;
         if (ps->exited)
-                ps->exited(pid, pp->name, ps->userdata);
+                ps->exited(pid, pp->name, &how, ps->userdata);
         if (ps->stopping)
                 return 0;
-        if (si->si_code == CLD_EXITED && si->si_status == EXIT_PLUGIN_REFUSED) {
+        if (how.refused) {
                 log_error("Plugin %s was refused by its host; not restarting it.", pp->path);
                 return 0;
         }
@@ -120,15 +154,17 @@ static int on_beat_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         log_error("Plugin host %d for %s has not shown a sign of life for %.1fs; killing it.", (int) pp->pid,
                   pp->path, (double) pp->owner->watchdog_usec / 1e6);
         pp->hung = true;
+        pp->hung_usec = pp->owner->watchdog_usec;
         (void) kill(pp->pid, SIGKILL);
         return 0;
 }
 
 static int on_beat(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
         struct plugin_proc *pp = userdata;
-        char buf[64];
+        char buf[256];
         ssize_t n = read(fd, buf, sizeof(buf));
         if (n > 0) {
+                note_text(pp, buf, n);
                 (void) sd_event_source_set_time_relative(pp->beat_timer, pp->owner->watchdog_usec);
                 return 0;
         }
@@ -205,6 +241,7 @@ static int spawn(struct plugin_proc *pp) {
 
         pp->pid = pid;
         pp->hung = false;
+        pp->note_len = 0;
         (void) sd_event_now(ps->event, CLOCK_MONOTONIC, &pp->started_usec);
         r = sd_event_add_child(ps->event, &pp->child, pid, WEXITED, on_child, pp);
         if (r < 0) {
@@ -370,6 +407,8 @@ static int caps_probe_finish(struct caps_probe *p, uint64_t *ret) {
                 if (errno != EINTR)
                         return -errno;
         p->pid = 0;
+        if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_PLUGIN_REFUSED)
+                return -EPERM;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
                 return -ENOEXEC;
         char *end;
@@ -394,8 +433,11 @@ int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret
         for (int i = 0; i < n; i++) {
                 uint64_t caps = 0;
                 int r = errors[i] < 0 ? errors[i] : caps_probe_finish(&probes[i], &caps);
-                if (r < 0)
-                        log_warning_errno(r, "Plugin %s declared no capabilities to the host: %m", paths[i]);
+                if (r == -EPERM)
+                        log_warning("Plugin %s was refused by the plugin host (its message above says why); it "
+                                    "will not run.", paths[i]);
+                else if (r < 0)
+                        log_warning_errno(r, "Plugin %s could not be asked for its capabilities: %m", paths[i]);
                 else
                         all |= caps;
                 free(paths[i]);

@@ -18,8 +18,10 @@ struct plugins;
 /* Gives the service's end of a new plugin host's connection to the
  * service core. Takes fd. */
 typedef int (*plugins_handoff_fn)(int fd, pid_t host_pid, const char *plugin, void *userdata);
-/* A plugin host that was handed off exited (or died). */
-typedef void (*plugins_exited_fn)(pid_t host_pid, const char *plugin, void *userdata);
+struct control_exit;
+/* A plugin host that was handed off exited (or died): how. */
+typedef void (*plugins_exited_fn)(pid_t host_pid, const char *plugin, const struct control_exit *how,
+                                  void *userdata);
 
 struct plugins_options {
         const char *dir;

@@ -41,12 +41,13 @@ static int handoff(int fd, pid_t host_pid, const char *plugin, void *userdata) {
 
 /* The core stops waiting for a plugin host that died before it
  * registered its data sources (its connection may close later, or never
- * have been used). */
-static void host_exited(pid_t host_pid, const char *plugin, void *userdata) {
+ * have been used), and names how it ended to the sessions that lose its
+ * data sources, or keeps why it refused its plugin. */
+static void host_exited(pid_t host_pid, const char *plugin, const struct control_exit *how, void *userdata) {
         struct supervisor *s = userdata;
         if (s->core_pid <= 0)
                 return;
-        int r = control_send_plugin_exited(s->control_fd, host_pid, plugin);
+        int r = control_send_plugin_exited(s->control_fd, host_pid, plugin, how);
         if (r < 0)
                 log_debug_errno(r, "Failed to tell the service core that plugin host %d exited: %m", (int) host_pid);
 }

@@ -16,6 +16,7 @@
 #include "basic/pb-buf.h"
 #include "basic/regex-limits.h"
 #include "log/log.h"
+#include "core/sessions/host-exits.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-stats.h"
 
@@ -315,7 +316,9 @@ void session_check_all_started(struct session *s) {
         if (s->state != SESSION_STARTED)
                 return;
         session_start_complete(s);
-        if (!s->all_started_notified) {
+        /* An instance lost before it started did not start: the trace
+         * and the consumer are not told they all did. */
+        if (!s->all_started_notified && !s->instance_lost_before_start) {
                 s->all_started_notified = true;
                 session_add_service_event(s, SERVICE_EVENT_ALL_DATA_SOURCES_STARTED);
                 session_notify_all_started(s);
@@ -425,6 +428,16 @@ void session_on_producer_gone(struct traced_service *svc, struct producer *p) {
                 bool touched = false;
                 for (struct ds_instance *i = s->instances; i; i = i->next)
                         if (i->producer == p) {
+                                /* A session that runs loses what was not
+                                 * stopped yet (its plugin host ended). */
+                                bool running = s->state == SESSION_CONFIGURED || s->state == SESSION_STARTED ||
+                                               s->state == SESSION_DISABLING;
+                                if (running && i->state != DS_STOPPED) {
+                                        bool before_start = i->state == DS_CONFIGURED || i->state == DS_STARTING;
+                                        host_exits_instance_lost(s, p, i, before_start);
+                                        if (before_start && p->plugin_host && !svc->stopping)
+                                                s->instance_lost_before_start = true;
+                                }
                                 i->producer = NULL;
                                 if (i->state == DS_STARTING || i->state == DS_STOPPING)
                                         touched = true;

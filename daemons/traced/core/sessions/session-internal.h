@@ -160,6 +160,9 @@ struct session {
         struct pending_flush *flushes;
         bool stop_sent;
         bool all_started_notified;
+        /* A plugin host ended before an instance of it started
+         * (host-exits.h): the session never says all started. */
+        bool instance_lost_before_start;
         bool waiting_for_start_trigger;
         uint64_t last_sync_marker_usec;
 

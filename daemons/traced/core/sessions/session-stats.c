@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "core/sessions/host-exits.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-rotate.h"
 #include "core/sessions/session-stats.h"
@@ -117,8 +118,8 @@ static bool same(const char *a, const char *b) {
         return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-bool session_add_ds_error(struct session *s, const char *producer, const char *data_source, const char *field,
-                          const char *message) {
+static bool add_error(struct session *s, const char *producer, const char *data_source, const char *field,
+                      const char *message, Perfetto__Protos__TraceStats__TracedDataSourceError__Kind kind) {
         for (size_t i = 0; i < s->n_ds_errors; i++) {
                 const Perfetto__Protos__TraceStats__TracedDataSourceError *e = s->ds_errors[i];
                 if (same(e->producer_name, producer) && same(e->data_source_name, data_source) &&
@@ -140,8 +141,23 @@ bool session_add_ds_error(struct session *s, const char *producer, const char *d
         e->data_source_name = data_source ? strndup(data_source, SERVICE_MAX_DS_ERROR_LEN) : NULL;
         e->field = field ? strndup(field, SERVICE_MAX_DS_ERROR_LEN) : NULL;
         e->message = message ? strndup(message, SERVICE_MAX_DS_ERROR_LEN) : NULL;
+        if (kind != PERFETTO__PROTOS__TRACE_STATS__TRACED_DATA_SOURCE_ERROR__KIND__KIND_REPORTED) {
+                e->has_kind = true;
+                e->kind = kind;
+        }
         s->ds_errors[s->n_ds_errors++] = e;
         return true;
+}
+
+bool session_add_ds_error(struct session *s, const char *producer, const char *data_source, const char *field,
+                          const char *message) {
+        return add_error(s, producer, data_source, field, message,
+                         PERFETTO__PROTOS__TRACE_STATS__TRACED_DATA_SOURCE_ERROR__KIND__KIND_REPORTED);
+}
+
+bool session_add_ds_loss(struct session *s, const char *producer, const char *data_source, const char *message) {
+        return add_error(s, producer, data_source, NULL, message,
+                         PERFETTO__PROTOS__TRACE_STATS__TRACED_DATA_SOURCE_ERROR__KIND__KIND_INSTANCE_LOST);
 }
 
 void session_free_ds_errors(struct session *s) {
@@ -211,6 +227,20 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
         st->traced_max_use = svc->max_use;
         st->has_traced_keep_free = svc->keep_free > 0;
         st->traced_keep_free = svc->keep_free;
+        size_t n_failed;
+        const struct host_failed_plugin *failed = host_exits_failed_plugins(svc, &n_failed);
+        st->traced_failed_plugins = calloc(n_failed + 1, sizeof(*st->traced_failed_plugins));
+        if (!st->traced_failed_plugins)
+                goto fail;
+        for (size_t i = 0; i < n_failed; i++) {
+                Perfetto__Protos__TracingServiceState__TracedFailedPlugin *f = calloc(1, sizeof(*f));
+                if (!f)
+                        goto fail;
+                perfetto__protos__tracing_service_state__traced_failed_plugin__init(f);
+                f->plugin = failed[i].plugin;
+                f->reason = failed[i].reason;
+                st->traced_failed_plugins[st->n_traced_failed_plugins++] = f;
+        }
 
         size_t n_ds = 0;
         for (struct producer *p = svc->producers; p; p = p->next)
@@ -326,6 +356,9 @@ void service_free_state(Perfetto__Protos__TracingServiceState *st) {
                 free(st->tracing_sessions[i]->buffer_size_kb);
                 free(st->tracing_sessions[i]);
         }
+        for (size_t i = 0; i < st->n_traced_failed_plugins; i++)
+                free(st->traced_failed_plugins[i]);
+        free(st->traced_failed_plugins);
         free(st->producers);
         free(st->data_sources);
         free(st->tracing_sessions);

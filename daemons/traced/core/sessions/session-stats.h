@@ -20,6 +20,9 @@ void session_free_trace_stats(Perfetto__Protos__TraceStats *st);
  * kept (new). */
 bool session_add_ds_error(struct session *s, const char *producer, const char *data_source, const char *field,
                           const char *message);
+/* The same for an instance lost with its producer (kind
+ * KIND_INSTANCE_LOST; message says how, host-exits.c). */
+bool session_add_ds_loss(struct session *s, const char *producer, const char *data_source, const char *message);
 void session_free_ds_errors(struct session *s);
 
 /* TracingServiceState as a consumer of viewer_uid may see it: producers

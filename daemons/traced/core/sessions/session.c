@@ -17,6 +17,7 @@
 #include "basic/macro.h"
 #include "log/log.h"
 #include "core/output/output-fd.h"
+#include "core/sessions/host-exits.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-stats.h"
 #include "core/sessions/session-read.h"
@@ -106,6 +107,7 @@ void session_free(struct session *s) {
                 svc->consumer_ops->session_freed(s->consumer, s);
         s->state = SESSION_DISABLED;
         s->freeing = true;
+        host_exits_settle_session(s);
         /* Producers still running instances of this session stop them. */
         for (struct ds_instance *i = s->instances; i; i = i->next)
                 if (i->producer && i->state != DS_STOPPED && i->state != DS_STOPPING)
@@ -477,6 +479,9 @@ void session_finalize(struct session *s) {
         session_rotate_finish(s);
         if (s->rot)
                 s->rot->period_timer = sd_event_source_disable_unref(s->rot->period_timer);
+        /* Instances lost with a plugin host whose end is not told yet
+         * go into this trace's last TraceStats as lost all the same. */
+        host_exits_settle_session(s);
         s->state = SESSION_DISABLED;
         s->duration_timer = sd_event_source_disable_unref(s->duration_timer);
         s->flush_timer = sd_event_source_disable_unref(s->flush_timer);
