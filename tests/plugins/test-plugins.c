@@ -4,7 +4,9 @@
  * source, built several times with -DVARIANT=... */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +25,7 @@
 #define V_CRASH_AFTER_COMMIT 8
 #define V_CRASH_AT_LOAD 9
 #define V_SLOW_CREATE 10
+#define V_SANDBOX 11
 
 struct state {
         const struct traced_host_api *api;
@@ -59,6 +62,29 @@ static void destroy(void *state) {
         free(state);
 }
 
+/* What a plugin declaring no capability may do, as "sandbox uid=U
+ * shadow=E etc=E": U its uid, E 0 when it read /etc/shadow or created a
+ * file in /etc (removed at once), else the errno. */
+static void sandbox_report(char *buf, size_t size) {
+        int shadow = 0, etc = 0;
+        int fd = open("/etc/shadow", O_RDONLY | O_CLOEXEC);
+        char c;
+        if (fd < 0 || read(fd, &c, 1) < 0)
+                shadow = errno;
+        if (fd >= 0)
+                close(fd);
+        char path[64];
+        snprintf(path, sizeof(path), "/etc/traced-sandbox-test.%d", (int) getpid());
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0)
+                etc = errno;
+        else {
+                close(fd);
+                unlink(path);
+        }
+        snprintf(buf, size, "sandbox uid=%u shadow=%d etc=%d", (unsigned) getuid(), shadow, etc);
+}
+
 static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, size_t n) {
         struct state *s = state;
         struct traced_writer *w;
@@ -67,9 +93,11 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
         if (s->api->new_writer(s->host, id, &w) < 0)
                 return;
         /* TracePacket { for_testing { str: "hello from a plugin" } } */
-        static const char msg[] = "hello from a plugin";
-        uint8_t pkt[64];
-        size_t len = sizeof(msg) - 1;
+        char msg[100] = "hello from a plugin";
+        if (VARIANT == V_SANDBOX)
+                sandbox_report(msg, sizeof(msg));
+        uint8_t pkt[128];
+        size_t len = strlen(msg);
         pkt[0] = 0xa2; /* field 900, wire type 2 */
         pkt[1] = 0x38;
         pkt[2] = (uint8_t) (len + 2);
@@ -105,7 +133,7 @@ int traced_plugin_not_the_entry(void) {
         return ops.struct_size > 0;
 }
 #elif VARIANT == V_GOOD || VARIANT == V_CREATE_FAILS || VARIANT == V_CRASH_ON_START || VARIANT == V_HANG_ON_STOP || \
-        VARIANT == V_CRASH_AFTER_COMMIT || VARIANT == V_CRASH_AT_LOAD
+        VARIANT == V_CRASH_AFTER_COMMIT || VARIANT == V_CRASH_AT_LOAD || VARIANT == V_SANDBOX
 TRACED_PLUGIN_DEFINE("test", "1.0", 0, ops)
 #else
 TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void);
