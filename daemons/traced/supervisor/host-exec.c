@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -67,9 +68,11 @@ static int open_plugin(const char *path) {
         return park(fd);
 }
 
-/* The host's own directory under $CACHE_DIRECTORY (its first entry),
- * owned by the hosts' user; -ENOENT when traced has none. */
-static int open_cache(const char *name, uid_t uid, gid_t gid) {
+/* The host's own directory under $CACHE_DIRECTORY (its first entry):
+ * root's, of the hosts' group, mode 2770 (made and given its group with
+ * that group as the supervisor's file system group: no CAP_CHOWN);
+ * -ENOENT when traced has none. */
+static int open_cache(const char *name, gid_t gid) {
         const char *env = getenv("CACHE_DIRECTORY");
         if (!env || env[0] != '/')
                 return -ENOENT;
@@ -79,15 +82,23 @@ static int open_cache(const char *name, uid_t uid, gid_t gid) {
         _cleanup_close_ int dir = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir < 0)
                 return -errno;
-        if (mkdirat(dir, name, 0700) < 0 && errno != EEXIST)
-                return -errno;
-        int fd = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
+        gid_t saved = (gid_t) setfsgid(gid);
+        int r = (gid_t) setfsgid((gid_t) -1) == gid ? 0 : -EPERM;
+        if (r == 0 && mkdirat(dir, name, 02770) < 0 && errno != EEXIST)
+                r = -errno;
+        int fd = r < 0 ? -EBADF : openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (r == 0 && fd < 0)
+                r = -errno;
         struct stat st;
-        if (fstat(fd, &st) < 0 || ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0) ||
-            ((st.st_mode & 07777) != 0700 && fchmod(fd, 0700) < 0)) {
-                int r = -errno;
+        if (r == 0 && fstat(fd, &st) < 0)
+                r = -errno;
+        else if (r == 0 && st.st_uid != geteuid())
+                r = -EPERM; /* not made here: left alone */
+        else if (r == 0 && ((st.st_gid != gid && fchown(fd, (uid_t) -1, gid) < 0) ||
+                            ((st.st_mode & 07777) != 02770 && fchmod(fd, 02770) < 0)))
+                r = -errno;
+        (void) setfsgid(saved);
+        if (r < 0) {
                 safe_close(fd);
                 return r;
         }
@@ -141,7 +152,7 @@ int host_exec_prepare(struct host_exec *e, const struct host_identity *id, const
         e->argv[k] = NULL;
         if (!e->switch_user)
                 return 0;
-        r = open_cache(name, e->uid, e->gid);
+        r = open_cache(name, e->gid);
         if (r >= 0)
                 e->cache_fd = r;
         else if (r != -ENOENT)

@@ -17,7 +17,7 @@
  * set trimmed to them, no_new_privs set), so that a plugin declaring none
  * reaches only what that user may. Such a host gets, when traced has a
  * $CACHE_DIRECTORY, a directory of its own in it, PLUGIN (the plugin's
- * file name without .so), owned by that user and mode 0700, as
+ * file name without .so), root's, of that user's group, mode 2770, as
  * HOST_EXEC_CACHE_FD, and CACHE_DIRECTORY=/proc/self/fd/HOST_EXEC_CACHE_FD:
  * the cache directory itself stays root's 0700, so no other process of
  * that user (another plugin's host, holding fewer capabilities, cannot

@@ -36,11 +36,10 @@ int privileges_enter_host(uid_t uid, gid_t gid, uint64_t keep);
 /* What traced's supervisor uses itself (bits = capability numbers): the
  * switch of the core and of the plugin hosts to their users (CAP_SETUID,
  * CAP_SETGID), emptying or trimming their bounding sets (CAP_SETPCAP),
- * signals to the core and the hosts, which run as other users (CAP_KILL),
- * and giving each plugin host its cache directory (CAP_CHOWN). */
+ * and signals to the core and the hosts, which run as other users
+ * (CAP_KILL). */
 #define PRIVILEGES_SUPERVISOR_CAPS                                                                     \
-        (((uint64_t) 1 << 6) | ((uint64_t) 1 << 7) | ((uint64_t) 1 << 8) | ((uint64_t) 1 << 5) | \
-         ((uint64_t) 1 << 0))
+        (((uint64_t) 1 << 6) | ((uint64_t) 1 << 7) | ((uint64_t) 1 << 8) | ((uint64_t) 1 << 5))
 
 /*
  * Limits this process to keep: every other capability leaves the bounding
