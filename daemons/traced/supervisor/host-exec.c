@@ -152,7 +152,7 @@ int host_exec_prepare(struct host_exec *e, const struct host_identity *id, const
         e->argv[k] = NULL;
         if (!e->switch_user)
                 return 0;
-        r = open_cache(name, e->gid);
+        r = name ? open_cache(name, e->gid) : -ENOENT;
         if (r >= 0)
                 e->cache_fd = r;
         else if (r != -ENOENT)

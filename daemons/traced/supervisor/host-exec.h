@@ -59,7 +59,8 @@ struct host_identity {
 
 /*
  * Opens and checks plugin_path, finds the host's SELinux context, and
- * (switching user) sets up the host's cache directory for plugin name;
+ * (switching user) sets up the host's cache directory for plugin name
+ * (NULL: none);
  * args are the host's arguments before the plugin path (the binary
  * first, at most 8). caps: what the host is given when switching user.
  * Logs what fails; returns 0 or -errno.

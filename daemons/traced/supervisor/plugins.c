@@ -315,10 +315,9 @@ static int caps_probe_start(const char *host_binary, const struct host_identity 
         char *args[] = { (char *) host_binary, (char *) "--print-capabilities" };
         struct host_exec e;
         /* Asked holding no capability, as the hosts' user. */
-        int r = host_exec_prepare(&e, id, "", plugin, 0, args, ELEMENTSOF(args));
+        int r = host_exec_prepare(&e, id, NULL, plugin, 0, args, ELEMENTSOF(args));
         if (r < 0)
                 return r;
-        e.cache_fd = safe_close(e.cache_fd);
         pid_t pid = fork();
         if (pid < 0) {
                 r = -errno;
