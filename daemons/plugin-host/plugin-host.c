@@ -35,9 +35,7 @@
  * and ambient sets. Started by traced as the plugin hosts' user, the host
  * holds just those already, as ambient capabilities, and keeps them so. */
 static int drop_capabilities(uint64_t declared, bool quiet) {
-        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-        struct __user_cap_data_struct data[2];
-        uint64_t keep = capability_for_kernel(declared);
+        uint64_t keep = capability_for_kernel(declared), mask = 0;
 
         for (unsigned cap = 0; cap < 64; cap++) {
                 if (keep & ((uint64_t) 1 << cap))
@@ -45,15 +43,10 @@ static int drop_capabilities(uint64_t declared, bool quiet) {
                 if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
                         return -errno;
         }
-        if (syscall(SYS_capget, &hdr, data) < 0)
-                return -errno;
-        uint64_t permitted = (uint64_t) data[0].permitted | ((uint64_t) data[1].permitted << 32);
-        uint64_t mask = keep & permitted;
-        /* Inheritable as permitted: the ambient set may keep them. */
-        data[0].effective = data[0].permitted = data[0].inheritable = (uint32_t) mask;
-        data[1].effective = data[1].permitted = data[1].inheritable = (uint32_t) (mask >> 32);
-        if (syscall(SYS_capset, &hdr, data) < 0)
-                return -errno;
+        /* Inheritable as permitted: the ambient set keeps them. */
+        int r = capability_keep(keep, &mask);
+        if (r < 0)
+                return r;
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return -errno;
         if (quiet)

@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <errno.h>
+#include <linux/capability.h>
 #include <stdio.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "basic/capability.h"
 #include "basic/macro.h"
@@ -40,6 +44,22 @@ char *capability_mask_names(uint64_t mask, char *buf, size_t size) {
         if (!buf[0])
                 snprintf(buf, size, "none");
         return buf;
+}
+
+int capability_keep(uint64_t keep, uint64_t *ret_kept) {
+        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct data[2];
+        if (syscall(SYS_capget, &hdr, data) < 0)
+                return -errno;
+        uint64_t permitted = (uint64_t) data[0].permitted | ((uint64_t) data[1].permitted << 32);
+        uint64_t mask = keep & permitted;
+        data[0].effective = data[0].permitted = data[0].inheritable = (uint32_t) mask;
+        data[1].effective = data[1].permitted = data[1].inheritable = (uint32_t) (mask >> 32);
+        if (syscall(SYS_capset, &hdr, data) < 0)
+                return -errno;
+        if (ret_kept)
+                *ret_kept = mask;
+        return 0;
 }
 
 uint64_t capability_for_kernel(uint64_t mask) {

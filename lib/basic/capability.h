@@ -15,6 +15,13 @@ const char *capability_name(unsigned cap);
  * none; an unnamed one as its number), into buf. Returns buf. */
 char *capability_mask_names(uint64_t mask, char *buf, size_t size);
 
+/* Limits this process's effective, permitted and inheritable sets to keep
+ * (inheritable as permitted, so that the ambient set may hold them; what
+ * is not permitted stays not held). Only system calls: safe in a forked
+ * child. *ret_kept (may be NULL) is what is held after. Returns 0 or
+ * -errno. */
+int capability_keep(uint64_t keep, uint64_t *ret_kept);
+
 /* What a plugin declaring mask is given on this kernel: CAP_PERFMON (38)
  * arrived in Linux 5.8, and before it perf_event_open's privileged uses
  * needed CAP_SYS_ADMIN (21), which a kernel that does not know

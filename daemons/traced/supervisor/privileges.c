@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "basic/capability.h"
 #include "basic/macro.h"
 #include "supervisor/privileges.h"
 
@@ -83,8 +84,8 @@ int privileges_drop(uid_t uid, gid_t gid) {
 }
 
 int privileges_enter_host(uid_t uid, gid_t gid, uint64_t keep) {
-        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-        struct __user_cap_data_struct data[2] = {};
+        uint64_t mask = 0;
+        int r;
 
         /* Bounding set first, while CAP_SETPCAP is still held. */
         for (unsigned cap = 0; cap < 64; cap++) {
@@ -97,15 +98,10 @@ int privileges_enter_host(uid_t uid, gid_t gid, uint64_t keep) {
                 return -errno;
         if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
                 return -errno;
-        if (syscall(SYS_capget, &hdr, data) < 0)
-                return -errno;
-        uint64_t permitted = (uint64_t) data[0].permitted | ((uint64_t) data[1].permitted << 32);
-        uint64_t mask = keep & permitted;
         /* Ambient capabilities must be permitted and inheritable. */
-        data[0].effective = data[0].permitted = data[0].inheritable = (uint32_t) mask;
-        data[1].effective = data[1].permitted = data[1].inheritable = (uint32_t) (mask >> 32);
-        if (syscall(SYS_capset, &hdr, data) < 0)
-                return -errno;
+        r = capability_keep(keep, &mask);
+        if (r < 0)
+                return r;
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
                 return -errno;
         for (unsigned cap = 0; cap < 64; cap++)
