@@ -16,7 +16,9 @@
 # Run as root from a build directory:
 #   PERFETTO_BIN_DIR=/path/to/upstream/bin ../bench/idle-cost.sh [ROUNDS] [SECONDS]
 # (default 3 rounds of 60 s). Without PERFETTO_BIN_DIR only ours is
-# measured. Not part of make check.
+# measured. PERPROC=1 also prints each process's share (pid, name, CPU ms
+# per minute, switches per second, RSS and PSS KiB), measured just after
+# the totals. Not part of make check.
 set -eu
 
 build=$(pwd)
@@ -113,6 +115,11 @@ run() {
         sleep 5
         # shellcheck disable=SC2086
         pids=$(tree $roots)
+        if [ "${PERPROC:-0}" = 1 ]; then
+                for p in $pids; do
+                        echo "$p $(ns_of_pids "$p") $(switches_of_pids "$p")"
+                done >"$work/perproc0"
+        fi
         # shellcheck disable=SC2086
         cpu0=$(ns_of_pids $pids)
         # shellcheck disable=SC2086
@@ -128,6 +135,14 @@ run() {
                 awk -v s="$seconds" '{ printf "%.1f %.2f %d %d %d\n", ($2 - $1) / 1e6 * 60 / s, ($4 - $3) / s, $5, $6, $7 }' \
                         >>"$work/$2"
         printf 'round %d %-4s: %s\n' "$1" "$2" "$(tail -n 1 "$work/$2")" >&2
+        if [ "${PERPROC:-0}" = 1 ]; then
+                # Each process: CPU ms per minute, switches per second, RSS, PSS.
+                while read -r p c0 s0; do
+                        printf '  %-7s %-16s %8.1f %7.2f %s\n' "$p" "$(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null | awk "{ print \$NF }" | sed "s,.*/,," | cut -c1-16)" \
+                                "$(( ($(ns_of_pids "$p") - c0) * 60 / seconds ))e-6" \
+                                "$(( ($(switches_of_pids "$p") - s0) * 100 / seconds ))e-2" "$(memory_of_pids "$p")" >&2
+                done <"$work/perproc0"
+        fi
         spawn_stop
         pkill -f "$work/up.pftrace" 2>/dev/null || true
         rm -f "$work/up.pftrace"
