@@ -11,6 +11,7 @@
 #include "basic/alloc.h"
 #include "basic/hashmap.h"
 #include "basic/macro.h"
+#include "profiling/jit-map.h"
 #include "profiling/procmaps.h"
 
 struct proc_table {
@@ -219,6 +220,7 @@ static void info_free(struct proc_table *t, struct proc_info *i) {
         proc_maps_clear(&i->prev_maps);
         if (i->userdata && t->free_userdata)
                 t->free_userdata(i->userdata);
+        jit_symbols_free(i->jit);
         free(i);
 }
 
@@ -397,6 +399,8 @@ int proc_table_exec(struct proc_table *t, int pid, const char *comm) {
         i->fork_parent = 0;
         i->generation++;
         i->maps_version++;
+        jit_symbols_free(i->jit);
+        i->jit = NULL;
         snprintf(i->comm, sizeof(i->comm), "%s", comm ? comm : "");
         return 0;
 }
@@ -425,6 +429,8 @@ int proc_table_fork(struct proc_table *t, int pid, int ppid) {
         child->fork_parent = 0;
         child->generation++;
         child->maps_version++;
+        jit_symbols_free(child->jit);
+        child->jit = NULL;
         child->comm[0] = '\0';
         if (!parent)
                 return 0;
@@ -462,6 +468,10 @@ size_t proc_table_reap(struct proc_table *t, uint64_t before) {
                 }
         }
         return n;
+}
+
+const char *proc_table_proc_dir(const struct proc_table *t) {
+        return t->proc_dir;
 }
 
 int proc_table_open_file(const struct proc_table *t, int pid, const char *path) {

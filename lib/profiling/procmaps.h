@@ -78,8 +78,12 @@ struct proc_info {
         /* The caller's, e.g. per-process unwinder state; freed with the
          * process by the table's free_userdata (if set). */
         void *userdata;
+        /* Names of its generated code (jit-map.h), read when first needed;
+         * dropped with the process and at its exec. */
+        struct jit_symbols *jit;
 };
 
+struct jit_symbols;
 struct proc_table;
 
 /* proc_dir: where procfs is, "/proc" normally (tests point it at a tree of
@@ -130,6 +134,9 @@ int proc_table_fork(struct proc_table *t, int pid, int ppid);
 void proc_table_exit(struct proc_table *t, int pid, uint64_t time);
 /* Drops the processes that exited before time; returns how many. */
 size_t proc_table_reap(struct proc_table *t, uint64_t before);
+
+/* Where procfs is, as given to proc_table_new. */
+const char *proc_table_proc_dir(const struct proc_table *t);
 
 /* Opens path as process pid sees it: PROC/PID/root/path first (its mount
  * namespace), then path itself (the process may be gone). Returns an fd

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/sysmacros.h>
 
+#include "profiling/jit-map.h"
 #include "profiling/symbolizer.h"
 
 struct elf_image *symbolizer_image(struct symbolizer *s, const struct proc_info *p, const struct pmap *m) {
@@ -20,6 +21,15 @@ struct elf_image *symbolizer_image(struct symbolizer *s, const struct proc_info 
         return img;
 }
 
+bool symbolizer_is_jit_memory(const struct pmap *m) {
+        if (!(m->prot & PROT_EXEC))
+                return false;
+        /* Anonymous memory ("", "[anon:NAME]" as prctl names it, "//anon"
+         * as perf's notes do) and a memfd runtimes map code from. */
+        return m->path[0] == '\0' || !strncmp(m->path, "[anon", 5) || !strcmp(m->path, "//anon") ||
+               !strncmp(m->path, "/memfd:", 7);
+}
+
 void symbolizer_resolve(struct symbolizer *s, const struct proc_info *p, uint64_t pc, struct symbolized *ret) {
         *ret = (struct symbolized) { .rel_pc = pc };
         const struct pmap *m = p ? proc_info_find_pc(p, pc) : NULL;
@@ -27,6 +37,12 @@ void symbolizer_resolve(struct symbolizer *s, const struct proc_info *p, uint64_
                 return;
         ret->map = m;
         ret->rel_pc = pc - m->start;
+        if (symbolizer_is_jit_memory(m)) {
+                /* The table's process, never a const object: its JIT names
+                 * are read into it on demand. */
+                ret->function = jit_symbols_lookup(s->procs, (struct proc_info *) p, pc);
+                return;
+        }
         struct elf_image *img = symbolizer_image(s, p, m);
         if (!img)
                 return;

@@ -11,6 +11,7 @@
  * kernel symbols given to it (they must outlive it) and owns nothing else.
  * One thread at a time (the same one as the table and cache). */
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "profiling/elf-image.h"
@@ -41,6 +42,14 @@ struct symbolized {
         const char *function;    /* NULL: no symbol; owned by the image */
 };
 
+/* Whether m is memory a runtime may generate code into (executable and
+ * backed by no file, or by a memfd): its addresses are named from the
+ * process's perf map and jitdump files (jit-map.h). */
+bool symbolizer_is_jit_memory(const struct pmap *m);
+
+/* An address in such memory gets its name from the JIT files (the string
+ * is then owned by the process, see jit-map.h) and keeps rel_pc as its
+ * offset in the mapping. */
 void symbolizer_resolve(struct symbolizer *s, const struct proc_info *p, uint64_t pc, struct symbolized *ret);
 
 /* The interned frame of user address pc of process p (0: out of memory).
