@@ -23,6 +23,7 @@
 #include "basic/macro.h"
 #include "basic/pbr.h"
 #include "plugin-fixture.h"
+#include "profiling/jit-map.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
 
@@ -927,4 +928,55 @@ Test(perf, packets_the_writer_refuses_are_counted) {
         cr_log_info("%s", line);
         cr_assert_gt(logged_count(line, " packets and "), 0, "%s", line);
         cr_assert(strstr(line, "refused by the writer (first: "), "the first reason is named: %s", line);
+}
+
+/* A JavaScript function compiled by V8 runs in anonymous memory no ELF
+ * file describes; node --perf-basic-prof names it in its perf map, and
+ * the samples carry that name. */
+Test(perf, javascript_functions_named_from_the_perf_map) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        const char *node = access("/usr/bin/node", X_OK) == 0     ? "/usr/bin/node"
+                           : access("/usr/bin/nodejs", X_OK) == 0 ? "/usr/bin/nodejs"
+                                                                  : NULL;
+        if (!node)
+                SKIP("node is not installed (tools/install-deps.sh installs Debian's nodejs)");
+        static const char script[] = "function busyLoop(n) { let s = 0; for (let i = 0; i < n; i++) s += Math.sqrt(i) % 7;"
+                                     " return s; }\n"
+                                     "function outer() { return busyLoop(200000); }\n"
+                                     "const end = Date.now() + 2000; let t = 0;\n"
+                                     "while (Date.now() < end) t += outer();\n"
+                                     "if (!(t > 0)) process.exit(1);\n";
+        struct run r = { .argv = { node, "--perf-basic-prof", "--interpreted-frames-native-stack", "-e", script, NULL } };
+        struct collect c = {};
+        char *cfg = config("target_cmdline: \"node\" target_cmdline: \"nodejs\"", "UNWIND_FRAME_POINTER", false, NULL);
+        fixture_record(&inst, ev, "linux.perf", cfg, run_and_wait, &r, collect_packet, &c);
+        free(cfg);
+        char map[64];
+        snprintf(map, sizeof(map), JIT_PERF_MAP_DIR "/perf-%d.map", (int) r.pid);
+        (void) unlink(map); /* node leaves it behind */
+        size_t total = 0, named = 0, outer = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                if (c.s[k].pid != (uint32_t) r.pid || c.s[k].skipped || c.s[k].cpu_mode != PERFETTO__PROTOS__PROFILING__CPU_MODE__MODE_USER)
+                        continue;
+                total++;
+                bool busy = false, in_outer = false;
+                for (size_t j = 0; j < c.s[k].n_names; j++) {
+                        const char *n = c.s[k].names[j];
+                        busy = busy || (n && strstr(n, "busyLoop"));
+                        in_outer = in_outer || (busy && n && strstr(n, "outer"));
+                }
+                named += busy;
+                outer += in_outer;
+        }
+        cr_log_info("node: %zu of %zu user samples name busyLoop, %zu of them under outer", named, total, outer);
+        cr_assert_gt(total, 50, "user samples of node: %zu", total);
+        /* Most of the program's time is in busyLoop; V8's start, its
+         * compiler and GC threads are the rest. */
+        cr_assert_geq(named * 2, total, "only %zu of %zu samples name busyLoop", named, total);
+        /* Interpreted callers too: --interpreted-frames-native-stack
+         * gives each its own named code. */
+        cr_assert_geq(outer * 2, named, "frame pointers lead from busyLoop to its caller, named too: %zu of %zu",
+                      outer, named);
+        collect_free(&c);
 }
