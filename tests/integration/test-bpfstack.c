@@ -28,6 +28,7 @@
 #include "bpfstack-collect.h"
 #include "bpfstack.h"
 #include "plugin-fixture.h"
+#include "profiling/jit-map.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
 
@@ -1077,5 +1078,41 @@ Test(bpfstack, more_processes_than_entries) {
         cr_assert_geq(not_walked, 1, "no process was left to frame pointers (%zu walked by tables)", walked);
         cr_assert_gt(refused, 0, "the entries refused are counted");
         cr_assert(traced_instance_alive(&inst), "traced keeps running");
+        collect_free(&c);
+}
+
+/* JavaScript compiled by V8 runs in anonymous memory: its frames are
+ * named from node's perf map (--perf-basic-prof). */
+Test(bpfstack, javascript_functions_named_from_the_perf_map) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        const char *node = access("/usr/bin/node", X_OK) == 0     ? "/usr/bin/node"
+                           : access("/usr/bin/nodejs", X_OK) == 0 ? "/usr/bin/nodejs"
+                                                                  : NULL;
+        if (!node)
+                SKIP("node is not installed (tools/install-deps.sh installs Debian's nodejs)");
+        static const char script[] = "function busyLoop(n) { let s = 0; for (let i = 0; i < n; i++) s += Math.sqrt(i) % 7;"
+                                     " return s; }\n"
+                                     "const end = Date.now() + 2000; let t = 0;\n"
+                                     "while (Date.now() < end) t += busyLoop(200000);\n"
+                                     "if (!(t > 0)) process.exit(1);\n";
+        struct unwind_run u = { .argv = { node, "--perf-basic-prof", "-e", script, NULL } };
+        struct collect c = {};
+        /* node's comm is its file's name. */
+        record_unwind(&u, "node", "nodejs", &c);
+        char map[64];
+        snprintf(map, sizeof(map), JIT_PERF_MAP_DIR "/perf-%d.map", (int) u.pid);
+        (void) unlink(map); /* node leaves it behind */
+        size_t total = 0, named = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                if (c.s[k].pid != (uint32_t) u.pid || !on_cpu(&c.s[k]) || c.s[k].n_names == 0)
+                        continue;
+                total++;
+                named += c.s[k].names[0] && strstr(c.s[k].names[0], "busyLoop");
+        }
+        cr_log_info("node: %zu of %zu on-CPU samples with a user stack are in busyLoop, named", named, total);
+        cr_assert_geq(total, share_of(u.cpu_ns, 999), "on-CPU samples of node: %zu", total);
+        cr_assert_geq(named * 2, total, "only %zu of %zu samples name busyLoop", named, total);
         collect_free(&c);
 }
