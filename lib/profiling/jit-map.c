@@ -26,6 +26,7 @@ struct jit_entry {
         uint64_t start, end;
         uint64_t seq; /* later entries win */
         char *name;
+        bool from_dump;
 };
 
 struct jit_source {
@@ -37,6 +38,8 @@ struct jit_source {
         bool dump;
         bool broken; /* cannot parse any more of it */
         bool skipping; /* inside an overlong perf map line */
+        uint8_t head[64]; /* the file's first bytes, to tell a rewrite from an append */
+        size_t head_len;
 };
 
 struct jit_symbols {
@@ -50,6 +53,7 @@ struct jit_symbols {
         int nspid;
         unsigned uid;
         bool ids_read;
+        bool reading_dump; /* the source add_entry is called for */
 };
 
 static uint64_t now_usec(void) {
@@ -255,7 +259,7 @@ static int add_entry(const struct jit_entry_in *in, void *userdata) {
                 return -ENOMEM;
         }
         j->v[j->n++] = (struct jit_entry) { .start = in->start, .end = in->start + in->size, .seq = ++j->seq,
-                                            .name = name };
+                                            .name = name, .from_dump = j->reading_dump };
         return 0;
 }
 
@@ -321,10 +325,53 @@ static const char *jitdump_path(const struct proc_info *p) {
         return NULL;
 }
 
+/* Whether the file was written anew since the last read rather than
+ * appended to (JDK's Compiler.perfmap writes the whole map each time):
+ * shorter than what was read, its first bytes changed, or the last byte
+ * read no longer ending a line. */
+static bool rewritten(struct jit_source *s) {
+        struct stat st;
+        if (s->offset == 0 || fstat(s->fd, &st) < 0)
+                return false;
+        if ((uint64_t) st.st_size < s->offset)
+                return true;
+        uint8_t head[sizeof(s->head)], last;
+        if (pread(s->fd, head, s->head_len, 0) != (ssize_t) s->head_len || memcmp(head, s->head, s->head_len) != 0)
+                return true;
+        return !s->dump && s->len == 0 && !s->skipping &&
+               (pread(s->fd, &last, 1, (off_t) s->offset - 1) != 1 || last != '\n');
+}
+
+/* Forgets what the source gave: its entries, and where it was. */
+static void source_restart(struct jit_symbols *j, struct jit_source *s) {
+        size_t kept = 0;
+        for (size_t i = 0; i < j->n; i++) {
+                if (j->v[i].from_dump == s->dump)
+                        free(j->v[i].name);
+                else
+                        j->v[kept++] = j->v[i];
+        }
+        j->n = kept;
+        /* What the other source read just now is not sorted yet. */
+        qsort(j->v, j->n, sizeof(*j->v), cmp_entry);
+        j->n_sorted = j->n;
+        s->offset = 0;
+        s->len = 0;
+        s->head_len = 0;
+        s->header_done = 0;
+        s->skipping = false;
+        s->broken = false;
+}
+
 /* Reads what was added to s since the last read. */
 static void source_read(struct jit_symbols *j, struct jit_source *s) {
-        if (s->fd < 0 || s->broken)
+        if (s->fd < 0)
                 return;
+        if (rewritten(s))
+                source_restart(j, s);
+        if (s->broken)
+                return;
+        j->reading_dump = s->dump;
         for (;;) {
                 if (s->len >= JIT_RECORD_MAX) {
                         /* One entry longer than any runtime writes. */
@@ -340,6 +387,10 @@ static void source_read(struct jit_symbols *j, struct jit_source *s) {
                 ssize_t n = pread(s->fd, s->buf + s->len, s->cap - s->len, (off_t) s->offset);
                 if (n <= 0)
                         return;
+                if (s->offset == 0) {
+                        s->head_len = MIN((size_t) n, sizeof(s->head));
+                        memcpy(s->head, s->buf + s->len, s->head_len);
+                }
                 s->offset += (uint64_t) n;
                 s->len += (size_t) n;
                 size_t start = 0;
@@ -384,9 +435,10 @@ static void refresh(struct proc_table *t, struct proc_info *p, struct jit_symbol
                         close(fd);
         }
         size_t before = j->n;
+        uint64_t seq = j->seq;
         source_read(j, &j->map);
         source_read(j, &j->dump);
-        if (j->n != before) {
+        if (j->n != before || j->seq != seq) {
                 qsort(j->v, j->n, sizeof(*j->v), cmp_entry);
                 j->n_sorted = j->n;
                 p->maps_version++;

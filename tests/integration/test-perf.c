@@ -980,3 +980,81 @@ Test(perf, javascript_functions_named_from_the_perf_map) {
                       outer, named);
         collect_free(&c);
 }
+
+/* The JVM names its compiled methods in a perf map when asked (JDK 17:
+ * jcmd PID Compiler.perfmap, which writes the whole map anew each time):
+ * samples taken after that name them. */
+struct java_run {
+        const char *java, *jcmd;
+        pid_t pid;
+        bool mapped; /* the map named busyLoop before the program was stopped */
+};
+
+static void run_java(void *userdata) {
+        struct java_run *r = userdata;
+        const char *argv[] = { r->java, PERF_JAVA_PROGRAM, "60000", NULL };
+        r->pid = spawn(argv);
+        char map[64], pid[16];
+        snprintf(map, sizeof(map), JIT_PERF_MAP_DIR "/perf-%d.map", (int) r->pid);
+        snprintf(pid, sizeof(pid), "%d", (int) r->pid);
+        /* The JVM starts, compiles the source, then the hot method. */
+        for (int i = 0; i < 120 && !r->mapped; i++) {
+                usleep(500 * 1000);
+                const char *jargv[] = { r->jcmd, pid, "Compiler.perfmap", NULL };
+                pid_t j;
+                posix_spawn_file_actions_t fa;
+                posix_spawn_file_actions_init(&fa);
+                posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+                cr_assert_eq(posix_spawn(&j, r->jcmd, &fa, NULL, (char *const *) jargv, environ), 0);
+                posix_spawn_file_actions_destroy(&fa);
+                int status;
+                cr_assert_eq(waitpid(j, &status, 0), j);
+                FILE *f = fopen(map, "re");
+                char line[512];
+                while (f && fgets(line, sizeof(line), f))
+                        if (strstr(line, "JitBusy.busyLoop"))
+                                r->mapped = true;
+                if (f)
+                        fclose(f);
+        }
+        /* Sampled with the map there for two seconds. */
+        sleep(2);
+        kill(r->pid, SIGTERM);
+        int status;
+        cr_assert_eq(waitpid(r->pid, &status, 0), r->pid);
+        usleep(300 * 1000);
+        (void) unlink(map);
+}
+
+Test(perf, java_methods_named_from_the_jvm_perf_map) {
+        if (!perf_usable())
+                SKIP("perf_event_open with user registers and stacks is not available here");
+        struct java_run r = { .java = "/usr/bin/java", .jcmd = "/usr/bin/jcmd" };
+        if (access(r.java, X_OK) < 0 || access(r.jcmd, X_OK) < 0)
+                SKIP("no JDK (java and jcmd) is installed (tools/install-deps.sh installs openjdk-17-jdk-headless)");
+        struct collect c = {};
+        char *cfg = config("target_cmdline: \"java\"", "UNWIND_FRAME_POINTER", false, NULL);
+        fixture_record(&inst, ev, "linux.perf", cfg, run_java, &r, collect_packet, &c);
+        free(cfg);
+        cr_assert(r.mapped, "jcmd %d Compiler.perfmap never named JitBusy.busyLoop", (int) r.pid);
+        /* The last second and a half of the program: the map was there. */
+        uint64_t last = 0;
+        for (size_t k = 0; k < c.n_s; k++)
+                if (c.s[k].pid == (uint32_t) r.pid && c.s[k].ts > last)
+                        last = c.s[k].ts;
+        size_t total = 0, named = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                if (c.s[k].pid != (uint32_t) r.pid || c.s[k].skipped ||
+                    c.s[k].cpu_mode != PERFETTO__PROTOS__PROFILING__CPU_MODE__MODE_USER || c.s[k].ts + 1500000000u < last)
+                        continue;
+                total++;
+                bool busy = false;
+                for (size_t j = 0; j < c.s[k].n_names; j++)
+                        busy = busy || (c.s[k].names[j] && strstr(c.s[k].names[j], "JitBusy.busyLoop"));
+                named += busy;
+        }
+        cr_log_info("java: %zu of %zu user samples of its last 1.5 s name JitBusy.busyLoop", named, total);
+        cr_assert_gt(total, 50, "user samples of java at the end: %zu", total);
+        cr_assert_geq(named * 2, total, "only %zu of %zu samples name JitBusy.busyLoop", named, total);
+        collect_free(&c);
+}

@@ -281,3 +281,26 @@ Test(jit_process, jitdump_found_in_the_maps_and_followed_through_moves) {
         cr_assert_str_eq(resolve(&s, p, ANON + 0x8004).function, "Main::loop");
         proc_table_free(t);
 }
+
+Test(jit_process, a_map_written_anew_replaces_the_old_one) {
+        /* JDK 17's jcmd PID Compiler.perfmap writes the whole map again
+         * each time, over the same file. */
+        write_text("4242/root/tmp/perf-42.map", "0x00007f0000001000 0x0000000000000100 void Main.old()\n", "w");
+        struct proc_table *t;
+        cr_assert_eq(proc_table_new(root, &t), 0);
+        struct symbolizer s = { .procs = t };
+        struct proc_info *p = proc_table_get(t, PID);
+        cr_assert_str_eq(resolve(&s, p, ANON + 0x1000).function, "void Main.old()");
+        write_text("4242/root/tmp/perf-42.map",
+                   "0x00007f0000005000 0x0000000000000100 void Main.warm()\n"
+                   "0x00007f0000001000 0x0000000000000080 double Main.busyLoop(int)\n"
+                   "0x00007f0000009000 0x0000000000000100 void Main.other()\n",
+                   "w");
+        usleep(JIT_REFRESH_USEC + 20000);
+        cr_assert_str_eq(resolve(&s, p, ANON + 0x5010).function, "void Main.warm()");
+        cr_assert_str_eq(resolve(&s, p, ANON + 0x1010).function, "double Main.busyLoop(int)");
+        /* Where the new map names nothing, the old name is gone too. */
+        cr_assert_null(resolve(&s, p, ANON + 0x10f0).function);
+        cr_assert_str_eq(resolve(&s, p, ANON + 0x9000).function, "void Main.other()");
+        proc_table_free(t);
+}
