@@ -28,6 +28,14 @@ bool fixture_tracefs_usable(void) {
                stat("/sys/kernel/tracing/trace_marker", &st) == 0;
 }
 
+const char *fixture_node_binary(void) {
+        if (access("/usr/bin/node", X_OK) == 0)
+                return "/usr/bin/node";
+        if (access("/usr/bin/nodejs", X_OK) == 0)
+                return "/usr/bin/nodejs";
+        return NULL;
+}
+
 int fixture_start(struct traced_instance *inst, sd_event **ret_event) {
         const char *const args[] = { "--plugin-dir=" TOP_BUILDDIR "/plugins/.libs",
                                      "--plugin-host=" TOP_BUILDDIR "/tests/bin/traced-plugin-host", NULL };

@@ -17,6 +17,11 @@
 
 /* Whether tracefs is mounted, or can be mounted here. */
 bool fixture_tracefs_usable(void);
+/* node (Debian's nodejs), or NULL when it is not installed. */
+const char *fixture_node_binary(void);
+/* tests/data/jit-busy.js: busyLoop under outer, as JIT
+ * code, for argv[2] ms. */
+#define FIXTURE_NODE_PROGRAM TEST_DATA_DIR "/jit-busy.js"
 /* Starts a socket-activated traced with the plugins of this build and an
  * event loop. Returns -errno. */
 int fixture_start(struct traced_instance *inst, sd_event **ret_event);

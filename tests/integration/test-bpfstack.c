@@ -1087,17 +1087,10 @@ Test(bpfstack, javascript_functions_named_from_the_perf_map) {
         const char *why = bpf_refused();
         if (why)
                 SKIP("%s", why);
-        const char *node = access("/usr/bin/node", X_OK) == 0     ? "/usr/bin/node"
-                           : access("/usr/bin/nodejs", X_OK) == 0 ? "/usr/bin/nodejs"
-                                                                  : NULL;
+        const char *node = fixture_node_binary();
         if (!node)
                 SKIP("node is not installed (tools/install-deps.sh installs Debian's nodejs)");
-        static const char script[] = "function busyLoop(n) { let s = 0; for (let i = 0; i < n; i++) s += Math.sqrt(i) % 7;"
-                                     " return s; }\n"
-                                     "const end = Date.now() + 2000; let t = 0;\n"
-                                     "while (Date.now() < end) t += busyLoop(200000);\n"
-                                     "if (!(t > 0)) process.exit(1);\n";
-        struct unwind_run u = { .argv = { node, "--perf-basic-prof", "-e", script, NULL } };
+        struct unwind_run u = { .argv = { node, "--perf-basic-prof", FIXTURE_NODE_PROGRAM, "2000", NULL } };
         struct collect c = {};
         /* node's comm is its file's name. */
         record_unwind(&u, "node", "nodejs", &c);

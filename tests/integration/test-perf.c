@@ -936,18 +936,11 @@ Test(perf, packets_the_writer_refuses_are_counted) {
 Test(perf, javascript_functions_named_from_the_perf_map) {
         if (!perf_usable())
                 SKIP("perf_event_open with user registers and stacks is not available here");
-        const char *node = access("/usr/bin/node", X_OK) == 0     ? "/usr/bin/node"
-                           : access("/usr/bin/nodejs", X_OK) == 0 ? "/usr/bin/nodejs"
-                                                                  : NULL;
+        const char *node = fixture_node_binary();
         if (!node)
                 SKIP("node is not installed (tools/install-deps.sh installs Debian's nodejs)");
-        static const char script[] = "function busyLoop(n) { let s = 0; for (let i = 0; i < n; i++) s += Math.sqrt(i) % 7;"
-                                     " return s; }\n"
-                                     "function outer() { return busyLoop(200000); }\n"
-                                     "const end = Date.now() + 2000; let t = 0;\n"
-                                     "while (Date.now() < end) t += outer();\n"
-                                     "if (!(t > 0)) process.exit(1);\n";
-        struct run r = { .argv = { node, "--perf-basic-prof", "--interpreted-frames-native-stack", "-e", script, NULL } };
+        struct run r = { .argv = { node, "--perf-basic-prof", "--interpreted-frames-native-stack", FIXTURE_NODE_PROGRAM, "2000",
+                                    NULL } };
         struct collect c = {};
         char *cfg = config("target_cmdline: \"node\" target_cmdline: \"nodejs\"", "UNWIND_FRAME_POINTER", false, NULL);
         fixture_record(&inst, ev, "linux.perf", cfg, run_and_wait, &r, collect_packet, &c);
