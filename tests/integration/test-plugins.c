@@ -451,7 +451,7 @@ static int producer_pid(struct test_consumer *c, const char *name) {
 struct proc_info {
         int ppid;
         unsigned uid;
-        unsigned long long cap_eff, cap_bnd;
+        unsigned long long cap_eff, cap_bnd, cap_amb;
         int no_new_privs;
 };
 
@@ -467,6 +467,7 @@ static bool proc_info(int pid, struct proc_info *ret) {
                 (void) sscanf(line, "Uid: %u", &ret->uid);
                 (void) sscanf(line, "CapEff: %llx", &ret->cap_eff);
                 (void) sscanf(line, "CapBnd: %llx", &ret->cap_bnd);
+                (void) sscanf(line, "CapAmb: %llx", &ret->cap_amb);
                 (void) sscanf(line, "NoNewPrivs: %d", &ret->no_new_privs);
         }
         fclose(f);
@@ -522,7 +523,9 @@ Test(plugins, the_core_runs_unprivileged_and_hosts_keep_declared_capabilities) {
 #define SUPERVISOR_OWN_CAPS 0x1e0ull
 
 /* Started as root outside systemd, the supervisor limits itself to its own
- * capabilities and those its plugins declare (it held 0x1fffeffffff). */
+ * capabilities and those its plugins declare (it held 0x1fffeffffff); the
+ * plugin's host runs as another user, holding what its plugin declares as
+ * ambient capabilities, and nothing else even in its bounding set. */
 static void check_supervisor_caps(const char *const *names, const char *producer, unsigned long long declared) {
         if (geteuid() != 0) {
                 cr_skip_test("the supervisor keeps capabilities only when started as root");
@@ -544,6 +547,13 @@ static void check_supervisor_caps(const char *const *names, const char *producer
         unsigned long long want = SUPERVISOR_OWN_CAPS | declared;
         cr_assert_eq(sup.cap_eff, want, "the supervisor's CapEff is 0x%llx, expected 0x%llx", sup.cap_eff, want);
         cr_assert_eq(sup.cap_bnd, want, "the supervisor's CapBnd is 0x%llx, expected 0x%llx", sup.cap_bnd, want);
+        struct proc_info h;
+        cr_assert(proc_info(host, &h));
+        cr_assert_neq(h.uid, 0, "the plugin host of %s runs as root", producer);
+        cr_assert_eq(h.cap_eff, declared, "the host's CapEff is 0x%llx, expected 0x%llx", h.cap_eff, declared);
+        cr_assert_eq(h.cap_amb, declared, "the host's CapAmb is 0x%llx, expected 0x%llx", h.cap_amb, declared);
+        cr_assert_eq(h.cap_bnd, declared, "the host's CapBnd is 0x%llx, expected 0x%llx", h.cap_bnd, declared);
+        cr_assert_eq(h.no_new_privs, 1);
         test_consumer_free(&cons);
 }
 
@@ -553,11 +563,54 @@ Test(plugins, the_supervisor_keeps_only_its_own_capabilities_for_plugins_declari
 }
 
 Test(plugins, the_supervisor_keeps_what_the_ftrace_plugin_declares) {
-        /* The ftrace plugin declares CAP_DAC_READ_SEARCH (2),
-         * CAP_SYS_ADMIN (21) and CAP_SYSLOG (34); its data sources appear
-         * even without tracefs. */
+        /* The ftrace plugin declares CAP_DAC_OVERRIDE (1), CAP_SYS_ADMIN
+         * (21) and CAP_SYSLOG (34); its data sources appear even without
+         * tracefs. */
         const char *const names[] = { TOP_BUILDDIR "/plugins/.libs/ftrace.so", NULL };
-        check_supervisor_caps(names, "traced.ftrace", (1ull << 2) | (1ull << 21) | (1ull << 34));
+        check_supervisor_caps(names, "traced.ftrace", (1ull << 1) | (1ull << 21) | (1ull << 34));
+}
+
+/* The sandbox plugin's report (tests/plugins/test-plugins.c): true when
+ * found. */
+static bool sandbox_report(const uint8_t *buf, size_t len, unsigned *uid, int *shadow, int *etc) {
+        static struct pbr_field pkts[10000];
+        int n = pbr_split_trace(buf, len, pkts, 10000);
+        for (int i = 0; i < n; i++) {
+                struct pbr_field t, s;
+                char text[128];
+                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t) || !pbr_get(t.data, t.len, 1, false, &s) ||
+                    s.len >= sizeof(text))
+                        continue;
+                memcpy(text, s.data, s.len);
+                text[s.len] = '\0';
+                if (sscanf(text, "sandbox uid=%u shadow=%d etc=%d", uid, shadow, etc) == 3)
+                        return true;
+        }
+        return false;
+}
+
+/* Issue #45: a plugin that declares no capability, under a traced started
+ * as root, reads nothing and writes nothing that an unprivileged user may
+ * not (it used to run as uid 0: it read /etc/shadow, created files in
+ * /etc). Its report comes back in the trace. */
+Test(plugins, a_plugin_declaring_no_capability_cannot_read_shadow_or_write_etc) {
+        if (geteuid() != 0) {
+                cr_skip_test("traced switches its plugin hosts' user only when started as root");
+                return;
+        }
+        const char *const names[] = { "sandbox", NULL };
+        start_with_plugins(names);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 1), "the plugin's data source never appeared");
+        cr_assert_eq(run_session(&cons, 300), 0);
+        unsigned uid = 0;
+        int shadow = -1, etc = -1;
+        cr_assert(sandbox_report(cons.data, cons.len, &uid, &shadow, &etc), "no report from the plugin in the trace");
+        cr_expect_neq(uid, 0, "the plugin runs as root");
+        cr_expect_eq(shadow, EACCES, "reading /etc/shadow: %s", shadow ? strerror(shadow) : "it read it");
+        cr_expect_eq(etc, EACCES, "creating a file in /etc: %s", etc ? strerror(etc) : "it created one");
+        test_consumer_free(&cons);
 }
 
 /* Distinct trusted_pid values of the hello packets. */

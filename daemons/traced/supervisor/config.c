@@ -197,12 +197,13 @@ static int handler(void *user, const char *section, const char *name, const char
         struct traced_config *cfg = k->cfg;
 
         if (strcasecmp(section, "service") == 0) {
-                if (strcmp(name, "user") == 0) {
+                if (strcmp(name, "user") == 0 || strcmp(name, "plugin_user") == 0) {
+                        char **slot = name[0] == 'u' ? &cfg->user : &cfg->plugin_user;
                         if (!value[0] || strlen(value) > 32 || strpbrk(value, " \t:/"))
                                 return fail(k, "\"%s\" is not a user name or uid (field \"%s\")", value, name);
-                        free(cfg->user);
-                        cfg->user = strdup(value);
-                        return cfg->user ? 1 : 0;
+                        free(*slot);
+                        *slot = strdup(value);
+                        return *slot ? 1 : 0;
                 }
                 if (strcmp(name, "trace_directory") == 0 || strcmp(name, "sessions_directory") == 0) {
                         bool trace = name[0] == 't';
@@ -319,6 +320,7 @@ int traced_config_load(const char *path, struct traced_config *cfg, char **ret_e
 void traced_config_done(struct traced_config *cfg) {
         free(cfg->plugin_dir);
         free(cfg->user);
+        free(cfg->plugin_user);
         free(cfg->trace_dir);
         for (unsigned i = 0; i < cfg->n_disabled; i++)
                 free(cfg->disabled[i]);

@@ -15,20 +15,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/capability.h"
 #include "basic/macro.h"
 #include "log/log.h"
+#include "supervisor/host-exec.h"
 #include "supervisor/plugins.h"
-#include "supervisor/selinux-label.h"
 #include "shared/control.h"
 
-#define MAX_PLUGINS 64
+#define MAX_PLUGINS PLUGINS_MAX
 #define EXIT_PLUGIN_REFUSED CONTROL_EXIT_PLUGIN_REFUSED
 #define BACKOFF_FIRST_USEC 1000000u
 #define BACKOFF_MAX_USEC (30u * 1000000u)
 /* A host that ran this long before dying starts the backoff over. */
 #define STABLE_USEC (60u * 1000000u)
-
-extern char **environ;
 
 struct plugin_proc {
         struct plugins *owner;
@@ -49,11 +48,13 @@ struct plugin_proc {
          * (NUL bytes): why it refuses its plugin. */
         char note[256];
         size_t note_len;
+        uint64_t caps; /* given to the host when it switches user */
 };
 
 struct plugins {
         sd_event *event;
         char *host_binary;
+        struct host_identity id;
         uint64_t watchdog_usec;
         plugins_handoff_fn handoff;
         plugins_exited_fn exited;
@@ -200,32 +201,31 @@ static int spawn(struct plugin_proc *pp) {
 
         char usec[32];
         snprintf(usec, sizeof(usec), "%llu", (unsigned long long) ps->watchdog_usec);
-        char *argv[10];
+        char *args[5];
         size_t k = 0;
-        argv[k++] = ps->host_binary;
-        argv[k++] = (char *) "--socket-fd=3";
+        args[k++] = ps->host_binary;
+        args[k++] = (char *) "--socket-fd=3";
         if (beat_w >= 0) {
-                argv[k++] = (char *) "--watchdog-fd=4";
-                argv[k++] = (char *) "--watchdog-usec";
-                argv[k++] = usec;
+                args[k++] = (char *) "--watchdog-fd=4";
+                args[k++] = (char *) "--watchdog-usec";
+                args[k++] = usec;
         }
-        argv[k++] = pp->path;
-        argv[k] = NULL;
-
-        char exec_context[512];
-        r = selinux_label_host_context(pp->path, exec_context, sizeof(exec_context));
+        struct host_exec e;
+        r = host_exec_prepare(&e, &ps->id, pp->name, pp->path, pp->caps, args, k);
         if (r < 0)
-                return log_error_errno(r, "Failed to find the SELinux domain of the plugin host for %s: %m", pp->path);
+                return r;
 
         pid_t pid = fork();
-        if (pid < 0)
-                return log_error_errno(errno, "Failed to start the plugin host for %s: %m", pp->path);
+        if (pid < 0) {
+                r = -errno;
+                host_exec_done(&e);
+                return log_error_errno(r, "Failed to start the plugin host for %s: %m", pp->path);
+        }
         if (pid == 0) {
                 /* Child: only async-signal-safe calls until exec. */
                 sigset_t none;
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
                 /* Park both ends above the target numbers first. */
                 int a = fcntl(sp1, F_DUPFD_CLOEXEC, 10);
                 int b = beat_w >= 0 ? fcntl(beat_w, F_DUPFD_CLOEXEC, 10) : -1;
@@ -233,11 +233,9 @@ static int spawn(struct plugin_proc *pp) {
                         _exit(127);
                 if (b >= 0 && move_fd(b, 4) < 0)
                         _exit(127);
-                if (selinux_label_set_exec(exec_context) < 0)
-                        _exit(127);
-                execve(ps->host_binary, argv, environ);
-                _exit(127);
+                host_exec_child(&e);
         }
+        host_exec_done(&e);
 
         pp->pid = pid;
         pp->hung = false;
@@ -273,27 +271,13 @@ static int cmp_str(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* Whether a plugin file or directory is safe to load code from: owned
- * by root (or by the user traced runs as) and not writable by everyone. */
 static bool path_trusted(const char *path, bool want_dir, char *why, size_t why_size) {
         struct stat st;
         if (stat(path, &st) < 0) {
                 snprintf(why, why_size, "%s: %s", path, strerror(errno));
                 return false;
         }
-        if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
-                snprintf(why, why_size, "%s is not a %s", path, want_dir ? "directory" : "regular file");
-                return false;
-        }
-        if (st.st_uid != 0 && st.st_uid != geteuid()) {
-                snprintf(why, why_size, "%s is owned by uid %u, not by root", path, (unsigned) st.st_uid);
-                return false;
-        }
-        if (st.st_mode & S_IWOTH) {
-                snprintf(why, why_size, "%s is writable by every user", path);
-                return false;
-        }
-        return true;
+        return host_exec_file_trusted(&st, path, want_dir, why, why_size);
 }
 
 int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, char **ret_paths, unsigned max) {
@@ -358,29 +342,34 @@ struct caps_probe {
         int rd;
 };
 
-static int caps_probe_start(const char *host_binary, const char *plugin, struct caps_probe *ret) {
+static int caps_probe_start(const char *host_binary, const struct host_identity *id, const char *plugin,
+                            struct caps_probe *ret) {
         int pfd[2];
         if (pipe2(pfd, O_CLOEXEC) < 0)
                 return -errno;
         _cleanup_close_ int rd = pfd[0];
         _cleanup_close_ int wr = pfd[1];
-        char *argv[] = { (char *) host_binary, (char *) "--print-capabilities", (char *) plugin, NULL };
-        char exec_context[512];
-        int r = selinux_label_host_context(plugin, exec_context, sizeof(exec_context));
+        char *args[] = { (char *) host_binary, (char *) "--print-capabilities" };
+        struct host_exec e;
+        /* Asked holding no capability, as the hosts' user. */
+        int r = host_exec_prepare(&e, id, NULL, plugin, 0, args, ELEMENTSOF(args));
         if (r < 0)
                 return r;
         pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
+        if (pid < 0) {
+                r = -errno;
+                host_exec_done(&e);
+                return r;
+        }
         if (pid == 0) {
                 sigset_t none;
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                if (dup2(wr, STDOUT_FILENO) < 0 || selinux_label_set_exec(exec_context) < 0)
+                if (dup2(wr, STDOUT_FILENO) < 0)
                         _exit(127);
-                execve(host_binary, argv, environ);
-                _exit(127);
+                host_exec_child(&e);
         }
+        host_exec_done(&e);
         ret->pid = pid;
         ret->rd = TAKE_FD(rd);
         return 0;
@@ -420,16 +409,18 @@ static int caps_probe_finish(struct caps_probe *p, uint64_t *ret) {
         return 0;
 }
 
-int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret) {
+int plugins_declared_capabilities(struct plugins_options *o, uint64_t *ret) {
         char *paths[MAX_PLUGINS];
         struct caps_probe probes[MAX_PLUGINS] = {};
         int errors[MAX_PLUGINS] = {};
+        struct host_identity id = { .switch_user = o->switch_user, .uid = o->host_uid, .gid = o->host_gid };
         uint64_t all = 0;
         int n = plugins_scan(o->dir, o->disabled, o->n_disabled, paths, MAX_PLUGINS);
         if (n < 0)
                 return n;
+        o->n_declared = 0;
         for (int i = 0; i < n; i++)
-                errors[i] = caps_probe_start(o->host_binary, paths[i], &probes[i]);
+                errors[i] = caps_probe_start(o->host_binary, &id, paths[i], &probes[i]);
         for (int i = 0; i < n; i++) {
                 uint64_t caps = 0;
                 int r = errors[i] < 0 ? errors[i] : caps_probe_finish(&probes[i], &caps);
@@ -438,8 +429,14 @@ int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret
                                     "will not run.", paths[i]);
                 else if (r < 0)
                         log_warning_errno(r, "Plugin %s could not be asked for its capabilities: %m", paths[i]);
-                else
+                else {
+                        caps = capability_for_kernel(caps);
                         all |= caps;
+                        struct plugins_declared *d = &o->declared[o->n_declared++];
+                        const char *base = strrchr(paths[i], '/');
+                        snprintf(d->file, sizeof(d->file), "%s", base ? base + 1 : paths[i]);
+                        d->caps = caps;
+                }
                 free(paths[i]);
         }
         *ret = all;
@@ -453,6 +450,7 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
         ps->event = sd_event_ref(event);
         ps->host_binary = strdup(o->host_binary);
         ps->watchdog_usec = o->watchdog_usec;
+        ps->id = (struct host_identity) { .switch_user = o->switch_user, .uid = o->host_uid, .gid = o->host_gid };
         ps->handoff = o->handoff;
         ps->exited = o->exited;
         ps->userdata = o->userdata;
@@ -468,6 +466,13 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
                 log_notice_errno(n, "No plugin directory %s: %m", o->dir);
                 return 0;
         }
+        if (!ps->id.switch_user && geteuid() != 0)
+                log_notice("traced runs as uid %u, not root: its plugin hosts run as that user, each with what "
+                           "traced holds of the capabilities its plugin declares.",
+                           (unsigned) geteuid());
+        else if (!ps->id.switch_user)
+                log_notice("The plugin hosts' user is root: each runs as root, with only the capabilities its "
+                           "plugin declares.");
         for (int i = 0; i < n; i++) {
                 struct plugin_proc *pp = &ps->procs[ps->n++];
                 *pp = (struct plugin_proc) {
@@ -479,6 +484,11 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
                 const char *base = strrchr(paths[i], '/');
                 base = base ? base + 1 : paths[i];
                 snprintf(pp->name, sizeof(pp->name), "%.*s", (int) (strlen(base) - 3), base);
+                /* What it declared when traced started (the supervisor
+                 * holds no more than that since). */
+                for (unsigned j = 0; j < o->n_declared; j++)
+                        if (strcmp(o->declared[j].file, base) == 0)
+                                pp->caps = o->declared[j].caps;
                 if (spawn(pp) < 0)
                         (void) sd_event_add_time_relative(ps->event, &pp->restart, CLOCK_MONOTONIC,
                                                           pp->backoff_usec, 100000, on_restart, pp);

@@ -23,12 +23,29 @@ struct control_exit;
 typedef void (*plugins_exited_fn)(pid_t host_pid, const char *plugin, const struct control_exit *how,
                                   void *userdata);
 
+#define PLUGINS_MAX 64
+
+/* What a plugin declared (plugins_declared_capabilities()), for its host
+ * (as this kernel grants it: capability_for_kernel()). */
+struct plugins_declared {
+        char file[256]; /* its file name in the plugin directory */
+        uint64_t caps;
+};
+
 struct plugins_options {
         const char *dir;
         const char *host_binary;
         char *const *disabled; /* plugin names (file names without .so) not to run */
         unsigned n_disabled;
         uint64_t watchdog_usec; /* 0: no hang detection */
+        /* traced started as root: each host runs as host_uid/host_gid with
+         * its plugin's declared capabilities (supervisor/host-exec.h). */
+        bool switch_user;
+        uid_t host_uid;
+        gid_t host_gid;
+        /* Filled by plugins_declared_capabilities(). */
+        struct plugins_declared declared[PLUGINS_MAX];
+        unsigned n_declared;
         plugins_handoff_fn handoff;
         plugins_exited_fn exited; /* optional */
         void *userdata;
@@ -50,10 +67,11 @@ void plugins_stop(struct plugins *p);
 
 /* The union of the capabilities the plugins of o->dir (not disabled)
  * declare, each asked of the plugin host (--print-capabilities) in a
- * process holding none. A plugin that does not answer adds nothing (the
- * host refuses it later anyway). Returns 0, or -errno when the directory
- * cannot be read. */
-int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret);
+ * process holding none (as the hosts' user when switching), each noted in
+ * o->declared for its host. A plugin that does not answer adds nothing
+ * (the host refuses it later anyway). Returns 0, or -errno when the
+ * directory cannot be read. */
+int plugins_declared_capabilities(struct plugins_options *o, uint64_t *ret);
 
 /* Finds the *.so files of dir that are not disabled, sorted by name.
  * Returns the number found (at most max) or -errno. */
