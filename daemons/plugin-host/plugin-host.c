@@ -103,7 +103,7 @@ static int parse_fd(const char *s) {
 }
 
 static int run(int argc, char **argv) {
-        enum { ARG_SOCKET_FD = 0x100, ARG_WATCHDOG_FD, ARG_WATCHDOG_USEC, ARG_PRINT_CAPS, ARG_PLUGIN_FD };
+        enum { ARG_SOCKET_FD = 0x100, ARG_WATCHDOG_FD, ARG_WATCHDOG_USEC, ARG_PRINT_CAPS, ARG_PLUGIN_FD, ARG_CHECK };
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, 's' },
                 { "socket-fd", required_argument, NULL, ARG_SOCKET_FD },
@@ -111,13 +111,14 @@ static int run(int argc, char **argv) {
                 { "watchdog-usec", required_argument, NULL, ARG_WATCHDOG_USEC },
                 { "print-capabilities", no_argument, NULL, ARG_PRINT_CAPS },
                 { "plugin-fd", required_argument, NULL, ARG_PLUGIN_FD },
+                { "check", no_argument, NULL, ARG_CHECK },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *socket_path = NULL;
         int socket_fd = -EBADF, plugin_fd = -EBADF;
         struct heartbeat hb = { .fd = -EBADF };
-        bool print_caps = false;
+        bool print_caps = false, check = false;
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         char why[512];
         int c, r;
@@ -150,6 +151,9 @@ static int run(int argc, char **argv) {
                 case ARG_PRINT_CAPS:
                         print_caps = true;
                         break;
+                case ARG_CHECK:
+                        check = true;
+                        break;
                 case ARG_PLUGIN_FD:
                         plugin_fd = parse_fd(optarg);
                         if (plugin_fd < 0)
@@ -160,8 +164,10 @@ static int run(int argc, char **argv) {
                                "                          [--watchdog-fd FD --watchdog-usec USEC]\n"
                                "                          [--plugin-fd FD] PLUGIN.so\n"
                                "       traced-plugin-host --print-capabilities [--plugin-fd FD] PLUGIN.so\n"
+                               "       traced-plugin-host --check [--plugin-fd FD] PLUGIN.so\n"
                                "Loads one traced producer plugin and connects it to the service, or\n"
-                               "prints the capabilities it declares (hexadecimal bits) and exits.\n"
+                               "prints the capabilities it declares (hexadecimal bits) and exits, or\n"
+                               "loads it as it would to serve it and exits (0: it loaded).\n"
                                "With --plugin-fd the plugin is the file open on FD (PLUGIN.so names it).\n");
                         return 0;
                 default:
@@ -194,6 +200,18 @@ static int run(int argc, char **argv) {
                         return log_error_errno(r, "Failed to load plugin %s: %m", path);
                 printf("%llx\n", (unsigned long long) plugin_runner_capabilities(q));
                 return fflush(stdout) == 0 ? 0 : -EIO;
+        }
+        if (check) {
+                /* traced's supervisor asks whether a host started as this
+                 * one was (its user, its capabilities) can load the
+                 * plugin: loaded as below, then nothing more. */
+                _cleanup_(plugin_runner_freep) struct plugin_runner *q = NULL;
+                r = plugin_runner_load(load, &q, why, sizeof(why));
+                if (r == -ENOEXEC)
+                        return refuse(NULL, path, why);
+                if (r < 0)
+                        return log_error_errno(r, "Failed to load plugin %s: %m", path);
+                return 0;
         }
         if (hb.fd >= 0) {
                 (void) fcntl(hb.fd, F_SETFL, O_NONBLOCK);
