@@ -3,6 +3,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +167,59 @@ int host_exec_prepare(struct host_exec *e, const struct host_identity *id, const
         return 0;
 }
 
+/* Appends s to buf (of size, holding *len), async-signal-safe. */
+static void append(char *buf, size_t size, size_t *len, const char *s) {
+        while (*s && *len + 1 < size)
+                buf[(*len)++] = *s++;
+        buf[*len] = '\0';
+}
+
+static void append_uint(char *buf, size_t size, size_t *len, unsigned long v) {
+        char digits[24];
+        size_t n = sizeof(digits) - 1;
+        digits[n] = '\0';
+        do
+                digits[--n] = (char) ('0' + v % 10);
+        while ((v /= 10) && n > 0);
+        append(buf, size, len, digits + n);
+}
+
+/* The exec of the host failed with error: says on the child's standard
+ * error (traced's log, or a probe's) which path this process (the hosts'
+ * user) could not reach: the first directory on the way it may not
+ * search, else the file. Async-signal-safe. */
+static void say_exec_failed(const char *path, int error) {
+        char msg[PATH_MAX + 256], prefix[PATH_MAX];
+        size_t len = 0, k;
+        const char *reach = path;
+        for (k = 1; path[k] && k < sizeof(prefix); k++) {
+                if (path[k] != '/')
+                        continue;
+                memcpy(prefix, path, k);
+                prefix[k] = '\0';
+                if (access(prefix, X_OK) < 0) {
+                        reach = prefix;
+                        error = errno;
+                        break;
+                }
+        }
+        append(msg, sizeof(msg), &len, "cannot execute ");
+        append(msg, sizeof(msg), &len, path);
+        append(msg, sizeof(msg), &len, " as uid ");
+        append_uint(msg, sizeof(msg), &len, (unsigned long) getuid());
+        append(msg, sizeof(msg), &len, ": ");
+        append(msg, sizeof(msg), &len, reach);
+        append(msg, sizeof(msg), &len,
+               error == EACCES ? ": permission denied"
+               : error == ENOENT ? ": no such file or directory"
+               : ": error ");
+        if (error != EACCES && error != ENOENT)
+                append_uint(msg, sizeof(msg), &len, (unsigned long) error);
+        append(msg, sizeof(msg), &len, "\n");
+        ssize_t w = write(STDERR_FILENO, msg, len);
+        (void) w;
+}
+
 _Noreturn void host_exec_child(struct host_exec *e) {
         if (dup2(e->plugin_fd, HOST_EXEC_PLUGIN_FD) < 0)
                 _exit(127);
@@ -178,6 +232,7 @@ _Noreturn void host_exec_child(struct host_exec *e) {
         /* Set after the switch of user, which clears it. */
         (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
         execve(e->argv[0], e->argv, e->envp);
+        say_exec_failed(e->argv[0], errno);
         _exit(127);
 }
 

@@ -55,6 +55,7 @@ struct host_identity {
         bool switch_user; /* started as root: hosts run as uid/gid */
         uid_t uid;
         gid_t gid;
+        char name[64]; /* uid's user name (its number without one), for messages */
 };
 
 /*

@@ -312,6 +312,7 @@ static int run(int argc, char **argv) {
                 /* A plugin user of uid 0 (plugin_user=root) keeps today's
                  * hosts: root with their plugins' capabilities. */
                 so.plugin.switch_user = so.plugin.host_uid != 0;
+                so.plugin.user_required = cfg.plugin_user_required;
         }
 
         const char *bad = NULL;

@@ -48,13 +48,14 @@ struct plugin_proc {
          * (NUL bytes): why it refuses its plugin. */
         char note[256];
         size_t note_len;
-        uint64_t caps; /* given to the host when it switches user */
+        struct plugins_declared decl; /* its capabilities, its host's user */
 };
 
 struct plugins {
         sd_event *event;
         char *host_binary;
         struct host_identity id;
+        bool user_required;
         uint64_t watchdog_usec;
         plugins_handoff_fn handoff;
         plugins_exited_fn exited;
@@ -183,6 +184,22 @@ static int move_fd(int fd, int target) {
         return dup2(fd, target) < 0 ? -errno : 0;
 }
 
+/* A plugin whose host its user cannot run, with plugin_user_required=yes:
+ * not started, and refused as a host refuses its plugin (the service
+ * lists it, QueryServiceState, and names it to a consumer asking for
+ * its data sources). */
+static void refuse_unreachable(struct plugin_proc *pp) {
+        struct plugins *ps = pp->owner;
+        struct control_exit how = {
+                .code = CLD_EXITED,
+                .status = EXIT_PLUGIN_REFUSED,
+                .refused = true,
+        };
+        snprintf(how.reason, sizeof(how.reason), "%s", pp->decl.reason);
+        if (ps->exited)
+                ps->exited(0, pp->name, &how, ps->userdata);
+}
+
 static int spawn(struct plugin_proc *pp) {
         struct plugins *ps = pp->owner;
         _cleanup_close_ int sp0 = -EBADF, sp1 = -EBADF, beat_r = -EBADF, beat_w = -EBADF;
@@ -210,8 +227,17 @@ static int spawn(struct plugin_proc *pp) {
                 args[k++] = (char *) "--watchdog-usec";
                 args[k++] = usec;
         }
+        /* Asked again when the plugin or the host changed since. */
+        plugins_declared_recheck(&pp->decl, pp->path, ps->host_binary, &ps->id, ps->user_required);
+        if (pp->decl.refused) {
+                refuse_unreachable(pp);
+                return 0;
+        }
+        struct host_identity id = ps->id;
+        if (pp->decl.as_root)
+                id.switch_user = false;
         struct host_exec e;
-        r = host_exec_prepare(&e, &ps->id, pp->name, pp->path, pp->caps, args, k);
+        r = host_exec_prepare(&e, &id, pp->name, pp->path, pp->decl.caps, args, k);
         if (r < 0)
                 return r;
 
@@ -263,7 +289,8 @@ static int spawn(struct plugin_proc *pp) {
         r = ps->handoff(TAKE_FD(sp0), pid, pp->name, ps->userdata);
         if (r < 0)
                 log_error_errno(r, "Failed to connect plugin host %d (%s) to the service: %m", (int) pid, pp->path);
-        log_info("Started plugin host %d for %s.", (int) pid, pp->path);
+        log_info("Started plugin host %d for %s, as %s.", (int) pid, pp->path,
+                 id.switch_user ? id.name : geteuid() == 0 ? "root" : "traced's user");
         return 0;
 }
 
@@ -334,115 +361,6 @@ int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, ch
         return (int) n;
 }
 
-/* A host asked for a plugin's capabilities (--print-capabilities): all
- * are asked at once and answered in turn, so that the start waits for
- * the slowest, not for the sum (a host loads its plugin to answer). */
-struct caps_probe {
-        pid_t pid; /* 0: not started */
-        int rd;
-};
-
-static int caps_probe_start(const char *host_binary, const struct host_identity *id, const char *plugin,
-                            struct caps_probe *ret) {
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) < 0)
-                return -errno;
-        _cleanup_close_ int rd = pfd[0];
-        _cleanup_close_ int wr = pfd[1];
-        char *args[] = { (char *) host_binary, (char *) "--print-capabilities" };
-        struct host_exec e;
-        /* Asked holding no capability, as the hosts' user. */
-        int r = host_exec_prepare(&e, id, NULL, plugin, 0, args, ELEMENTSOF(args));
-        if (r < 0)
-                return r;
-        pid_t pid = fork();
-        if (pid < 0) {
-                r = -errno;
-                host_exec_done(&e);
-                return r;
-        }
-        if (pid == 0) {
-                sigset_t none;
-                sigemptyset(&none);
-                (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                if (dup2(wr, STDOUT_FILENO) < 0)
-                        _exit(127);
-                host_exec_child(&e);
-        }
-        host_exec_done(&e);
-        ret->pid = pid;
-        ret->rd = TAKE_FD(rd);
-        return 0;
-}
-
-/* Reads the probe's answer and reaps it. */
-static int caps_probe_finish(struct caps_probe *p, uint64_t *ret) {
-        _cleanup_close_ int rd = TAKE_FD(p->rd);
-        char buf[64];
-        size_t n = 0;
-        for (;;) {
-                ssize_t k = read(rd, buf + n, sizeof(buf) - 1 - n);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;
-                n += (size_t) k;
-                if (n == sizeof(buf) - 1)
-                        break;
-        }
-        buf[n] = '\0';
-        int status;
-        while (waitpid(p->pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return -errno;
-        p->pid = 0;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_PLUGIN_REFUSED)
-                return -EPERM;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                return -ENOEXEC;
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(buf, &end, 16);
-        if (errno || end == buf || (*end != '\n' && *end != '\0'))
-                return -EBADMSG;
-        *ret = v;
-        return 0;
-}
-
-int plugins_declared_capabilities(struct plugins_options *o, uint64_t *ret) {
-        char *paths[MAX_PLUGINS];
-        struct caps_probe probes[MAX_PLUGINS] = {};
-        int errors[MAX_PLUGINS] = {};
-        struct host_identity id = { .switch_user = o->switch_user, .uid = o->host_uid, .gid = o->host_gid };
-        uint64_t all = 0;
-        int n = plugins_scan(o->dir, o->disabled, o->n_disabled, paths, MAX_PLUGINS);
-        if (n < 0)
-                return n;
-        o->n_declared = 0;
-        for (int i = 0; i < n; i++)
-                errors[i] = caps_probe_start(o->host_binary, &id, paths[i], &probes[i]);
-        for (int i = 0; i < n; i++) {
-                uint64_t caps = 0;
-                int r = errors[i] < 0 ? errors[i] : caps_probe_finish(&probes[i], &caps);
-                if (r == -EPERM)
-                        log_warning("Plugin %s was refused by the plugin host (its message above says why); it "
-                                    "will not run.", paths[i]);
-                else if (r < 0)
-                        log_warning_errno(r, "Plugin %s could not be asked for its capabilities: %m", paths[i]);
-                else {
-                        caps = capability_for_kernel(caps);
-                        all |= caps;
-                        struct plugins_declared *d = &o->declared[o->n_declared++];
-                        const char *base = strrchr(paths[i], '/');
-                        snprintf(d->file, sizeof(d->file), "%s", base ? base + 1 : paths[i]);
-                        d->caps = caps;
-                }
-                free(paths[i]);
-        }
-        *ret = all;
-        return 0;
-}
-
 int plugins_start(sd_event *event, const struct plugins_options *o, struct plugins **ret) {
         struct plugins *ps = calloc(1, sizeof(*ps));
         if (!ps)
@@ -450,7 +368,8 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
         ps->event = sd_event_ref(event);
         ps->host_binary = strdup(o->host_binary);
         ps->watchdog_usec = o->watchdog_usec;
-        ps->id = (struct host_identity) { .switch_user = o->switch_user, .uid = o->host_uid, .gid = o->host_gid };
+        plugins_host_identity(o, &ps->id);
+        ps->user_required = o->user_required;
         ps->handoff = o->handoff;
         ps->exited = o->exited;
         ps->userdata = o->userdata;
@@ -488,7 +407,7 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
                  * holds no more than that since). */
                 for (unsigned j = 0; j < o->n_declared; j++)
                         if (strcmp(o->declared[j].file, base) == 0)
-                                pp->caps = o->declared[j].caps;
+                                pp->decl = o->declared[j];
                 if (spawn(pp) < 0)
                         (void) sd_event_add_time_relative(ps->event, &pp->restart, CLOCK_MONOTONIC,
                                                           pp->backoff_usec, 100000, on_restart, pp);
