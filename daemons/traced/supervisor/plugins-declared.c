@@ -211,9 +211,13 @@ int plugins_declared_capabilities(struct plugins_options *o, uint64_t *ret) {
 void plugins_declared_recheck(struct plugins_declared *d, const char *path, const char *host_binary,
                               const struct host_identity *id, bool user_required) {
         struct plugins_declared now = *d;
+        /* A plugin that did not answer at the start is left to its host,
+         * which says why it fails. */
+        if (!id->switch_user || !d->file[0])
+                return;
         stamp(&now, path, host_binary);
-        if (!id->switch_user || (host_probe_stamp_equal(&now.plugin_stamp, &d->plugin_stamp) &&
-                                 host_probe_stamp_equal(&now.host_stamp, &d->host_stamp)))
+        if (host_probe_stamp_equal(&now.plugin_stamp, &d->plugin_stamp) &&
+            host_probe_stamp_equal(&now.host_stamp, &d->host_stamp))
                 return;
         d->plugin_stamp = now.plugin_stamp;
         d->host_stamp = now.host_stamp;
@@ -225,10 +229,18 @@ void plugins_declared_recheck(struct plugins_declared *d, const char *path, cons
                 note_reachable(d);
                 if (was_root || was_refused)
                         log_notice("Plugin %s changed: the plugin hosts' user %s can run it now.", path, id->name);
-        } else {
-                log_info("Plugin %s or the plugin host changed, and the plugin hosts' user %s cannot run it.", path,
-                         id->name);
-                note_unreachable(d, path, id, user_required, j.why[0] ? j.why : "its probe failed");
+                free(j.output);
+                return;
         }
+        /* Not as that user: as root? (Else the plugin or the host is
+         * broken for all, and its host says why.) */
+        char why[256];
+        memcpy(why, j.why, sizeof(why));
+        const struct host_identity root = { .switch_user = false };
+        run_round(&j, 1, host_binary, &root, HOST_PROBE_CAPABILITIES);
+        if (j.r < 0)
+                note_reachable(d);
+        else
+                note_unreachable(d, path, id, user_required, why[0] ? why : "its probe failed");
         free(j.output);
 }

@@ -98,8 +98,10 @@ void plugins_host_identity(const struct plugins_options *o, struct host_identity
 
 /* Before a host of d's plugin (at path) starts again: when the plugin
  * file or the host binary changed since d's answer, asks again whether
- * the hosts' user (id) can run it (--check, holding d->caps), and notes
- * the answer in d as plugins_declared_capabilities() does. */
+ * the hosts' user (id) can run it (--check, holding d->caps; when not,
+ * whether root can), and notes the answer in d as
+ * plugins_declared_capabilities() does. Nothing for a plugin that did not
+ * answer at the start (d->file empty). Blocks until the probes ended. */
 void plugins_declared_recheck(struct plugins_declared *d, const char *path, const char *host_binary,
                               const struct host_identity *id, bool user_required);
 
