@@ -186,32 +186,27 @@ static int run(int argc, char **argv) {
                 snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", plugin_fd);
                 load = fd_path;
         }
-        if (print_caps) {
-                /* traced's supervisor asks before it limits itself: load
-                 * the plugin holding nothing, answer, exit. */
-                r = drop_capabilities(0, true);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to drop capabilities: %m");
+        if (print_caps || check) {
+                /* traced's supervisor asks, before it limits itself, what
+                 * the plugin declares: loaded holding nothing, answered.
+                 * Or (--check) whether a host started as this one was
+                 * (its user, its capabilities) can load the plugin:
+                 * loaded as below, then nothing more. */
+                if (print_caps) {
+                        r = drop_capabilities(0, true);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to drop capabilities: %m");
+                }
                 _cleanup_(plugin_runner_freep) struct plugin_runner *q = NULL;
                 r = plugin_runner_load(load, &q, why, sizeof(why));
                 if (r == -ENOEXEC)
                         return refuse(NULL, path, why);
                 if (r < 0)
                         return log_error_errno(r, "Failed to load plugin %s: %m", path);
+                if (check)
+                        return 0;
                 printf("%llx\n", (unsigned long long) plugin_runner_capabilities(q));
                 return fflush(stdout) == 0 ? 0 : -EIO;
-        }
-        if (check) {
-                /* traced's supervisor asks whether a host started as this
-                 * one was (its user, its capabilities) can load the
-                 * plugin: loaded as below, then nothing more. */
-                _cleanup_(plugin_runner_freep) struct plugin_runner *q = NULL;
-                r = plugin_runner_load(load, &q, why, sizeof(why));
-                if (r == -ENOEXEC)
-                        return refuse(NULL, path, why);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to load plugin %s: %m", path);
-                return 0;
         }
         if (hb.fd >= 0) {
                 (void) fcntl(hb.fd, F_SETFL, O_NONBLOCK);

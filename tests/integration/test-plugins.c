@@ -696,6 +696,20 @@ static void start_private(const char *host, const char *extra) {
         cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
 }
 
+/* As root: the private install, traced on it (with extra) and a consumer
+ * connected to it. false (the test skipped) when not root. */
+static bool start_private_connected(char *priv, size_t priv_size, char *host, size_t size, const char *extra,
+                                    struct test_consumer *cons) {
+        if (geteuid() != 0) {
+                cr_skip_test("traced switches its plugin hosts' user only when started as root");
+                return false;
+        }
+        make_private_install(priv, priv_size, host, size);
+        start_private(host, extra);
+        cr_assert_eq(test_consumer_connect(cons, ev, inst.consumer_path), 0);
+        return true;
+}
+
 #define FALLBACK_WARNING                                                                                    \
         "its host runs as root, holding only the capabilities it declares (none), not as the plugin hosts' user"
 
@@ -705,15 +719,10 @@ static void start_private(const char *host, const char *extra) {
  * declares (nothing), and traced says so once, naming the plugin, the
  * path out of reach and the way out. */
 Test(plugins, a_host_its_user_cannot_reach_runs_as_root_with_one_warning) {
-        if (geteuid() != 0) {
-                cr_skip_test("traced switches its plugin hosts' user only when started as root");
-                return;
-        }
         char priv[300], host[400];
-        make_private_install(priv, sizeof(priv), host, sizeof(host));
-        start_private(host, NULL);
         struct test_consumer cons;
-        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        if (!start_private_connected(priv, sizeof(priv), host, sizeof(host), NULL, &cons))
+                return;
         char log[16384];
         if (!wait_for_data_source(&cons, 1)) {
                 read_log(log, sizeof(log));
@@ -750,16 +759,11 @@ Test(plugins, a_host_its_user_cannot_reach_runs_as_root_with_one_warning) {
 /* With plugin_user_required=yes such a plugin is refused instead: no host
  * runs it, and the service lists it as refused, with why. */
 Test(plugins, plugin_user_required_refuses_a_plugin_its_user_cannot_run) {
-        if (geteuid() != 0) {
-                cr_skip_test("traced switches its plugin hosts' user only when started as root");
-                return;
-        }
         char priv[300], host[400], arg[600];
-        make_private_install(priv, sizeof(priv), host, sizeof(host));
         config_arg("[service]\nplugin_user_required = yes\n", arg, sizeof(arg));
-        start_private(host, arg);
         struct test_consumer cons;
-        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        if (!start_private_connected(priv, sizeof(priv), host, sizeof(host), arg, &cons))
+                return;
         bool listed = false;
         char reason[512] = "";
         for (int i = 0; i < 200 && !listed; i++) {
@@ -792,19 +796,26 @@ Test(plugins, plugin_user_required_refuses_a_plugin_its_user_cannot_run) {
         test_consumer_free(&cons);
 }
 
+/* Kills the host pid of traced.test and waits for its restart (traced's
+ * backoff: 1 s); returns the new host's pid (0: none came). */
+static int kill_and_wait_restart(struct test_consumer *cons, int pid) {
+        cr_assert_eq(kill(pid, SIGKILL), 0);
+        int again = 0;
+        for (int i = 0; i < 200 && (again <= 0 || again == pid); i++) {
+                spin_ms(ev, 50);
+                again = producer_pid(cons, "traced.test");
+        }
+        return again != pid ? again : 0;
+}
+
 /* What traced learnt about a host holds until the plugin or the host
  * changes: once the host is within its user's reach and it changed, the
  * next start of the host (after it died) runs as that user again. */
 Test(plugins, a_changed_host_is_asked_again_at_its_restart) {
-        if (geteuid() != 0) {
-                cr_skip_test("traced switches its plugin hosts' user only when started as root");
-                return;
-        }
         char priv[300], host[400];
-        make_private_install(priv, sizeof(priv), host, sizeof(host));
-        start_private(host, NULL);
         struct test_consumer cons;
-        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        if (!start_private_connected(priv, sizeof(priv), host, sizeof(host), NULL, &cons))
+                return;
         cr_assert(wait_for_data_source(&cons, 1), "the plugin's data source never appeared");
         int pid = producer_pid(&cons, "traced.test");
         struct proc_info h;
@@ -812,13 +823,8 @@ Test(plugins, a_changed_host_is_asked_again_at_its_restart) {
         cr_assert_eq(h.uid, 0);
         /* Not changed: the host restarts as root without a new probe or
          * warning. */
-        cr_assert_eq(kill(pid, SIGKILL), 0);
-        int again = 0;
-        for (int i = 0; i < 200 && (again <= 0 || again == pid); i++) {
-                spin_ms(ev, 50);
-                again = producer_pid(&cons, "traced.test");
-        }
-        cr_assert(again > 0 && again != pid, "the plugin host was not restarted");
+        int again = kill_and_wait_restart(&cons, pid);
+        cr_assert(again > 0, "the plugin host was not restarted");
         cr_assert(proc_info(again, &h));
         cr_expect_eq(h.uid, 0);
         cr_expect_eq(log_lines(FALLBACK_WARNING, NULL), 1);
@@ -832,16 +838,10 @@ Test(plugins, a_changed_host_is_asked_again_at_its_restart) {
         snprintf(fresh, sizeof(fresh), "%s.new", host);
         copy_file(HOST, fresh, 0755);
         cr_assert_eq(rename(fresh, host), 0);
-        pid = again;
-        cr_assert_eq(kill(pid, SIGKILL), 0);
-        again = 0;
-        for (int i = 0; i < 200 && (again <= 0 || again == pid); i++) {
-                spin_ms(ev, 50);
-                again = producer_pid(&cons, "traced.test");
-        }
+        again = kill_and_wait_restart(&cons, again);
         char log[16384];
         read_log(log, sizeof(log));
-        cr_assert(again > 0 && again != pid, "the plugin host was not restarted:\n%s", log);
+        cr_assert(again > 0, "the plugin host was not restarted:\n%s", log);
         cr_assert(proc_info(again, &h));
         cr_expect_neq(h.uid, 0, "the host still runs as root:\n%s", log);
         cr_expect_eq(log_lines("sandbox.so changed: the plugin hosts' user ", "can run it now"), 1, "%s", log);
