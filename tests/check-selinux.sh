@@ -9,7 +9,10 @@
 #   - only the ftrace host writes tracefs;
 #   - only the perf and bpf hosts open perf events, only the bpf host uses
 #     BPF;
-#   - only the journald host reads the journal, with no capability.
+#   - only the journald host reads the journal, with CAP_DAC_READ_SEARCH
+#     alone;
+#   - the supervisor makes the plugin hosts' cache directories, and
+#     writes no file there.
 set -eu
 builddir=${TOP_BUILDDIR:-.}
 pp="$builddir/selinux/traced.pp"
@@ -106,7 +109,12 @@ for d in $all; do
         *)
                 query "$d cannot use BPF" empty -s $d -c bpf
                 query "$d has no CAP_BPF" empty -s $d -c capability2 -p bpf
-                query "$d cannot write /var/cache/traced" empty -s $d -t traced_cache_t -c file,dir -p write,append,create,add_name ;;
+                case $d in
+                traced_t)
+                        query "$d makes the hosts' directories in /var/cache/traced" nonempty -s $d -t traced_cache_t -c dir -p create,add_name
+                        query "$d writes no file in /var/cache/traced" empty -s $d -t traced_cache_t -c file -p write,append,create ;;
+                *) query "$d cannot write /var/cache/traced" empty -s $d -t traced_cache_t -c file,dir -p write,append,create,add_name ;;
+                esac ;;
         esac
         case $d in
         traced_ftrace_host_t) ;;
@@ -116,19 +124,25 @@ done
 
 # linux.inode_file_map: the ftrace host lists directories of any owner
 # but reads no file of theirs.
-query "traced_ftrace_host_t has CAP_DAC_READ_SEARCH" nonempty -s traced_ftrace_host_t -c capability -p dac_read_search
+# It runs as the traced-plugin user, which owns neither tracefs nor its
+# state: CAP_DAC_OVERRIDE, with this policy's types the bound.
+query "traced_ftrace_host_t has CAP_DAC_OVERRIDE" nonempty -s traced_ftrace_host_t -c capability -p dac_override
 query "traced_ftrace_host_t lists any directory" nonempty -s traced_ftrace_host_t -t etc_t -c dir -p read
 query "traced_ftrace_host_t reads no file it lists" empty -s traced_ftrace_host_t -t etc_t -c file -p read
-query "traced_ftrace_host_t has no CAP_DAC_OVERRIDE" empty -s traced_ftrace_host_t -c capability -p dac_override
+query "traced_ftrace_host_t reads no shadow file" empty -s traced_ftrace_host_t -t shadow_t -c file -p read
 
-# The journal: only the journald host reads it, and it holds no capability.
+# The journal: only the journald host reads it, and it holds no capability
+# but CAP_DAC_READ_SEARCH (the journal is root's, the host runs as the
+# traced-plugin user).
 for d in $all; do
         case $d in
         traced_journald_host_t)
                 query "$d reads the journal" nonempty -s $d -t systemd_journal_t -c file -p read
                 query "$d watches the journal's directories" nonempty -s $d -t systemd_journal_t -c dir -p watch
                 query "$d writes no journal file" empty -s $d -t systemd_journal_t -c file,dir -p write,append,create
-                query "$d has no capability" empty -s $d -c capability,capability2 -p dac_override,dac_read_search,sys_admin,sys_ptrace,syslog,perfmon,bpf ;;
+                query "$d has CAP_DAC_READ_SEARCH" nonempty -s $d -c capability -p dac_read_search
+                query "$d reads no shadow file" empty -s $d -t shadow_t -c file -p read
+                query "$d has no other capability" empty -s $d -c capability,capability2 -p dac_override,sys_admin,sys_ptrace,syslog,perfmon,bpf ;;
         *) query "$d cannot read the journal" empty -s $d -t systemd_journal_t -c file -p read ;;
         esac
 done

@@ -59,13 +59,15 @@ grep -q "/run/$statedir/" "$builddir/man/traced.8" || { echo "traced(8) does not
 echo "plugin state in /run/$statedir, apart from the sockets in $(dirname "$sock"): ok"
 
 # The cache directory the bpf_stack plugin keeps its unwind tables in
-# ($CACHE_DIRECTORY): the unit's, labelled by the SELinux policy, named by
-# traced-bpf-stack(7) with the subdirectory the plugin writes.
+# ($CACHE_DIRECTORY of its host: the unit's, with a directory per plugin
+# host, "bpfstack" for plugins/bpfstack.so): labelled by the SELinux
+# policy, named by traced-bpf-stack(7) with the subdirectory the plugin
+# writes.
 cachedir=$(sed -n 's/^CacheDirectory=//p' traced.service)
 sub=$(sed -n 's/^#define UNWIND_CACHE_SUBDIR "\(.*\)"$/\1/p' "$srcdir/plugins/bpfstack/bpfstack-session.h")
 [ -n "$cachedir" ] && [ -n "$sub" ] || { echo "no CacheDirectory= in traced.service, or no UNWIND_CACHE_SUBDIR"; exit 1; }
 grep -q "^/var/cache/$cachedir(/\.\*)?.*traced_cache_t" "$srcdir/selinux/traced.fc" || {
         echo "selinux/traced.fc does not label /var/cache/$cachedir traced_cache_t"; exit 1; }
-sed 's/\\-/-/g' "$builddir/man/traced-bpf-stack.7" | grep -q "/var/cache/$cachedir/$sub" || {
-        echo "traced-bpf-stack(7) does not name /var/cache/$cachedir/$sub"; exit 1; }
-echo "unwind table cache in /var/cache/$cachedir/$sub: ok"
+sed 's/\\-/-/g' "$builddir/man/traced-bpf-stack.7" | grep -q "/var/cache/$cachedir/bpfstack/$sub" || {
+        echo "traced-bpf-stack(7) does not name /var/cache/$cachedir/bpfstack/$sub"; exit 1; }
+echo "unwind table cache in /var/cache/$cachedir/bpfstack/$sub: ok"

@@ -6,6 +6,12 @@
 # tree and a CPU profile of every process) and print its summary. The
 # trace is kept under the build directory. Needs root (tracefs, perf).
 #
+# The plugin hosts run as the traced-plugin user (else nobody) only when
+# that user can execute the build's plugin host: build under directories
+# everyone may search (/usr/src, /opt, /srv). A build in /root (mode 0700)
+# works too: traced runs its plugin hosts as root, each holding only its
+# plugin's capabilities, and warns once per plugin (shown below).
+#
 #   tools/run.sh [--build-only]
 #
 # Each step says what it does. A second run builds only what changed:
@@ -142,6 +148,10 @@ for pid in $activator $children; do
         printf '%-8s %-16s user %-8s CapEff %s\n' "$pid" "$(cat "/proc/$pid/comm")" "${user:-$uid}" \
                 "$(awk '/^CapEff/ {print $2}' "/proc/$pid/status")"
 done
+if grep -q "its host runs as root" "$run/traced.log"; then
+        say "the plugin hosts' user cannot run the plugin host of $build (a directory above it is not searchable by all): the hosts run as root, each with only its plugin's capabilities; build under /usr/src, /opt or /srv for the sandbox (README.md). traced says:"
+        grep "its host runs as root" "$run/traced.log"
+fi
 step "recording 3 s: scheduling, the process tree and every CPU's stacks at 99 Hz"
 echo "== tracectl record -t 3s --perf 99 sched/sched_switch sched/sched_waking -o $trace"
 ./tracectl --socket "$run/consumer.sock" record -t 3s -b 32mb --perf 99 sched/sched_switch sched/sched_waking \

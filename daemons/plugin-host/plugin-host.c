@@ -21,6 +21,7 @@
 
 #include <systemd/sd-event.h>
 
+#include "basic/capability.h"
 #include "basic/macro.h"
 #include "log/log.h"
 #include "runner.h"
@@ -28,51 +29,35 @@
 /* Exit status for a plugin that must not be restarted (bad plugin). */
 #define EXIT_PLUGIN_REFUSED 78
 
-/* Keeps only the capabilities the plugin declared: everything else leaves
- * the bounding set, and the effective/permitted/inheritable sets. */
-/* CAP_PERFMON (38) arrived in Linux 5.8; before it, perf_event_open's
- * privileged uses needed CAP_SYS_ADMIN (21). A plugin declaring CAP_PERFMON
- * gets CAP_SYS_ADMIN on a kernel that does not know CAP_PERFMON. */
-static uint64_t perfmon_fallback(uint64_t keep) {
-        const uint64_t perfmon = (uint64_t) 1 << 38, sys_admin = (uint64_t) 1 << 21;
-        if (!(keep & perfmon))
-                return keep;
-        FILE *f = fopen("/proc/sys/kernel/cap_last_cap", "re");
-        int last = 63;
-        if (f) {
-                if (fscanf(f, "%d", &last) != 1)
-                        last = 63;
-                fclose(f);
-        }
-        return last < 38 ? keep | sys_admin : keep;
-}
+/* Keeps only the capabilities the plugin declared (as this kernel grants
+ * them): everything else leaves the bounding set (when this host may
+ * change it: started as root) and the effective, permitted, inheritable
+ * and ambient sets. Started by traced as the plugin hosts' user, the host
+ * holds just those already, as ambient capabilities, and keeps them so. */
+static int drop_capabilities(uint64_t declared, bool quiet) {
+        uint64_t keep = capability_for_kernel(declared), mask = 0;
 
-static int drop_capabilities(uint64_t keep, bool quiet) {
-        struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-        struct __user_cap_data_struct data[2];
-
-        keep = perfmon_fallback(keep);
         for (unsigned cap = 0; cap < 64; cap++) {
                 if (keep & ((uint64_t) 1 << cap))
                         continue;
                 if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL && errno != EPERM)
                         return -errno;
         }
-        if (syscall(SYS_capget, &hdr, data) < 0)
-                return -errno;
-        uint64_t permitted = (uint64_t) data[0].permitted | ((uint64_t) data[1].permitted << 32);
-        uint64_t mask = keep & permitted;
-        data[0].effective = data[0].permitted = (uint32_t) mask;
-        data[1].effective = data[1].permitted = (uint32_t) (mask >> 32);
-        data[0].inheritable = data[1].inheritable = 0;
-        if (syscall(SYS_capset, &hdr, data) < 0)
-                return -errno;
+        /* Inheritable as permitted: the ambient set keeps them. */
+        int r = capability_keep(keep, &mask);
+        if (r < 0)
+                return r;
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 return -errno;
         if (quiet)
                 return 0;
-        log_info("Plugin host keeps capabilities 0x%llx (requested 0x%llx).", (unsigned long long) mask,
-                 (unsigned long long) keep);
+        char held[512], missing[512];
+        if (keep & ~mask)
+                log_warning("Plugin host runs as uid %u without %s, which its plugin declares (traced does not run "
+                            "as root, or does not hold them: see traced(8), PRIVILEGES).",
+                            (unsigned) getuid(), capability_mask_names(keep & ~mask, missing, sizeof(missing)));
+        log_info("Plugin host runs as uid %u, gid %u, with capabilities 0x%llx (%s).", (unsigned) getuid(),
+                 (unsigned) getgid(), (unsigned long long) mask, capability_mask_names(mask, held, sizeof(held)));
         return 0;
 }
 
@@ -118,20 +103,22 @@ static int parse_fd(const char *s) {
 }
 
 static int run(int argc, char **argv) {
-        enum { ARG_SOCKET_FD = 0x100, ARG_WATCHDOG_FD, ARG_WATCHDOG_USEC, ARG_PRINT_CAPS };
+        enum { ARG_SOCKET_FD = 0x100, ARG_WATCHDOG_FD, ARG_WATCHDOG_USEC, ARG_PRINT_CAPS, ARG_PLUGIN_FD, ARG_CHECK };
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, 's' },
                 { "socket-fd", required_argument, NULL, ARG_SOCKET_FD },
                 { "watchdog-fd", required_argument, NULL, ARG_WATCHDOG_FD },
                 { "watchdog-usec", required_argument, NULL, ARG_WATCHDOG_USEC },
                 { "print-capabilities", no_argument, NULL, ARG_PRINT_CAPS },
+                { "plugin-fd", required_argument, NULL, ARG_PLUGIN_FD },
+                { "check", no_argument, NULL, ARG_CHECK },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *socket_path = NULL;
-        int socket_fd = -EBADF;
+        int socket_fd = -EBADF, plugin_fd = -EBADF;
         struct heartbeat hb = { .fd = -EBADF };
-        bool print_caps = false;
+        bool print_caps = false, check = false;
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         char why[512];
         int c, r;
@@ -164,12 +151,24 @@ static int run(int argc, char **argv) {
                 case ARG_PRINT_CAPS:
                         print_caps = true;
                         break;
+                case ARG_CHECK:
+                        check = true;
+                        break;
+                case ARG_PLUGIN_FD:
+                        plugin_fd = parse_fd(optarg);
+                        if (plugin_fd < 0)
+                                return log_error_errno(EINVAL, "Bad --plugin-fd \"%s\".", optarg);
+                        break;
                 case 'h':
                         printf("Usage: traced-plugin-host [--socket PATH | --socket-fd FD]\n"
-                               "                          [--watchdog-fd FD --watchdog-usec USEC] PLUGIN.so\n"
-                               "       traced-plugin-host --print-capabilities PLUGIN.so\n"
+                               "                          [--watchdog-fd FD --watchdog-usec USEC]\n"
+                               "                          [--plugin-fd FD] PLUGIN.so\n"
+                               "       traced-plugin-host --print-capabilities [--plugin-fd FD] PLUGIN.so\n"
+                               "       traced-plugin-host --check [--plugin-fd FD] PLUGIN.so\n"
                                "Loads one traced producer plugin and connects it to the service, or\n"
-                               "prints the capabilities it declares (hexadecimal bits) and exits.\n");
+                               "prints the capabilities it declares (hexadecimal bits) and exits, or\n"
+                               "loads it as it would to serve it and exits (0: it loaded).\n"
+                               "With --plugin-fd the plugin is the file open on FD (PLUGIN.so names it).\n");
                         return 0;
                 default:
                         return -EINVAL;
@@ -178,18 +177,34 @@ static int run(int argc, char **argv) {
         if (optind + 1 != argc)
                 return log_error_errno(EINVAL, "Expected exactly one plugin path.");
         const char *path = argv[optind];
-        if (print_caps) {
-                /* traced's supervisor asks before it limits itself: load
-                 * the plugin holding nothing, answer, exit. */
-                r = drop_capabilities(0, true);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to drop capabilities: %m");
+        /* The file traced's supervisor opened and checked (the plugin
+         * directory may be out of this user's reach). */
+        char fd_path[64];
+        const char *load = path;
+        if (plugin_fd >= 0) {
+                (void) fcntl(plugin_fd, F_SETFD, FD_CLOEXEC);
+                snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", plugin_fd);
+                load = fd_path;
+        }
+        if (print_caps || check) {
+                /* traced's supervisor asks, before it limits itself, what
+                 * the plugin declares: loaded holding nothing, answered.
+                 * Or (--check) whether a host started as this one was
+                 * (its user, its capabilities) can load the plugin:
+                 * loaded as below, then nothing more. */
+                if (print_caps) {
+                        r = drop_capabilities(0, true);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to drop capabilities: %m");
+                }
                 _cleanup_(plugin_runner_freep) struct plugin_runner *q = NULL;
-                r = plugin_runner_load(path, &q, why, sizeof(why));
+                r = plugin_runner_load(load, &q, why, sizeof(why));
                 if (r == -ENOEXEC)
                         return refuse(NULL, path, why);
                 if (r < 0)
                         return log_error_errno(r, "Failed to load plugin %s: %m", path);
+                if (check)
+                        return 0;
                 printf("%llx\n", (unsigned long long) plugin_runner_capabilities(q));
                 return fflush(stdout) == 0 ? 0 : -EIO;
         }
@@ -202,7 +217,7 @@ static int run(int argc, char **argv) {
                 (void) fcntl(socket_fd, F_SETFD, FD_CLOEXEC);
 
         _cleanup_(plugin_runner_freep) struct plugin_runner *runner = NULL;
-        r = plugin_runner_load(path, &runner, why, sizeof(why));
+        r = plugin_runner_load(load, &runner, why, sizeof(why));
         if (r == -ENOEXEC)
                 return refuse(&hb, path, why);
         if (r < 0)

@@ -88,5 +88,8 @@ static void clear_incremental_state(void *state, uint64_t id) {
  * programs, cpu-clock events on every CPU, bpf_get_stackid and kernel
  * addresses; the plugin host grants CAP_SYS_ADMIN (21) instead on kernels
  * older than CAP_BPF/CAP_PERFMON. CAP_SYSLOG (34): real addresses in
- * /proc/kallsyms, to name kernel frames. */
-PLUGIN_DEFINE_CLEARING("bpfstack", TRACED_CAP(39) | TRACED_CAP(38) | TRACED_CAP(34))
+ * /proc/kallsyms, to name kernel frames. The host runs as traced's plugin
+ * user: CAP_SYS_PTRACE (19) for /proc/PID/maps and /proc/PID/root of the
+ * processes it unwinds (ptrace read access), CAP_DAC_READ_SEARCH (2) for
+ * their binaries and libraries wherever they lie. */
+PLUGIN_DEFINE_CLEARING("bpfstack", TRACED_CAP(39) | TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(2))

@@ -96,7 +96,9 @@ static void clear_incremental_state(void *state, uint64_t id) {
         process_stats_clear(state, id);
 }
 
-/* CAP_SYS_ADMIN (21) for tracefs, CAP_SYSLOG (34) for the addresses in
- * /proc/kallsyms (symbolize_ksyms), CAP_DAC_READ_SEARCH (2) for
- * linux.inode_file_map's scans of directories of every owner. */
-PLUGIN_DEFINE_CLEARING("ftrace", TRACED_CAP(2) | TRACED_CAP(21) | TRACED_CAP(34))
+/* The host runs as traced's plugin user: CAP_DAC_OVERRIDE (1) to read and
+ * write tracefs (root's, mode 0700 and 0640) and its state file under
+ * /run/traced-plugins (root's 0700), and for linux.inode_file_map's scans
+ * of directories of every owner; CAP_SYS_ADMIN (21) for tracefs;
+ * CAP_SYSLOG (34) for the addresses in /proc/kallsyms (symbolize_ksyms). */
+PLUGIN_DEFINE_CLEARING("ftrace", TRACED_CAP(1) | TRACED_CAP(21) | TRACED_CAP(34))

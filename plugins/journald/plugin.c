@@ -54,10 +54,8 @@ static void flush(void *state, uint64_t id) {
         journald_session_flush(state, id);
 }
 
-/* No capability: the plugin host runs as root (uid 0), and the journal's
- * files and directories belong to root (0640 root:systemd-journal, the
- * users' journals too), so the owner's read access is all it takes.
- * CAP_DAC_READ_SEARCH would add every other owner's files of the machine.
- * A traced run as another user needs that user in group systemd-journal.
- * The SELinux domain (traced_journald_host_t) narrows it to the journal. */
-PLUGIN_DEFINE("journald", 0)
+/* CAP_DAC_READ_SEARCH (2): the plugin host runs as traced's plugin user,
+ * and the journal's files belong to root (0640 root:systemd-journal, the
+ * users' journals too). It reads, never writes; the SELinux domain
+ * (traced_journald_host_t) narrows it to the journal. */
+PLUGIN_DEFINE("journald", TRACED_CAP(2))

@@ -67,5 +67,8 @@ static void clear_incremental_state(void *state, uint64_t id) {
  * other users' processes (ptrace read access is what the kernel checks
  * there; CAP_DAC_READ_SEARCH is not enough). CAP_IPC_LOCK (14): rings
  * beyond perf_event_mlock_kb per CPU (the default 2 or 4 MiB rings on a
- * machine with many CPUs, or larger ring_buffer_pages). */
-PLUGIN_DEFINE_CLEARING("perf", TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(14))
+ * machine with many CPUs, or larger ring_buffer_pages). CAP_DAC_READ_SEARCH
+ * (2): the binaries and libraries of the processes it samples, to
+ * symbolize them, wherever they lie (the host runs as traced's plugin
+ * user, and a root-only directory is no less profiled). */
+PLUGIN_DEFINE_CLEARING("perf", TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(14) | TRACED_CAP(2))

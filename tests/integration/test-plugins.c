@@ -451,7 +451,7 @@ static int producer_pid(struct test_consumer *c, const char *name) {
 struct proc_info {
         int ppid;
         unsigned uid;
-        unsigned long long cap_eff, cap_bnd;
+        unsigned long long cap_eff, cap_bnd, cap_amb;
         int no_new_privs;
 };
 
@@ -467,6 +467,7 @@ static bool proc_info(int pid, struct proc_info *ret) {
                 (void) sscanf(line, "Uid: %u", &ret->uid);
                 (void) sscanf(line, "CapEff: %llx", &ret->cap_eff);
                 (void) sscanf(line, "CapBnd: %llx", &ret->cap_bnd);
+                (void) sscanf(line, "CapAmb: %llx", &ret->cap_amb);
                 (void) sscanf(line, "NoNewPrivs: %d", &ret->no_new_privs);
         }
         fclose(f);
@@ -522,7 +523,9 @@ Test(plugins, the_core_runs_unprivileged_and_hosts_keep_declared_capabilities) {
 #define SUPERVISOR_OWN_CAPS 0x1e0ull
 
 /* Started as root outside systemd, the supervisor limits itself to its own
- * capabilities and those its plugins declare (it held 0x1fffeffffff). */
+ * capabilities and those its plugins declare (it held 0x1fffeffffff); the
+ * plugin's host runs as another user, holding what its plugin declares as
+ * ambient capabilities, and nothing else even in its bounding set. */
 static void check_supervisor_caps(const char *const *names, const char *producer, unsigned long long declared) {
         if (geteuid() != 0) {
                 cr_skip_test("the supervisor keeps capabilities only when started as root");
@@ -544,6 +547,13 @@ static void check_supervisor_caps(const char *const *names, const char *producer
         unsigned long long want = SUPERVISOR_OWN_CAPS | declared;
         cr_assert_eq(sup.cap_eff, want, "the supervisor's CapEff is 0x%llx, expected 0x%llx", sup.cap_eff, want);
         cr_assert_eq(sup.cap_bnd, want, "the supervisor's CapBnd is 0x%llx, expected 0x%llx", sup.cap_bnd, want);
+        struct proc_info h;
+        cr_assert(proc_info(host, &h));
+        cr_assert_neq(h.uid, 0, "the plugin host of %s runs as root", producer);
+        cr_assert_eq(h.cap_eff, declared, "the host's CapEff is 0x%llx, expected 0x%llx", h.cap_eff, declared);
+        cr_assert_eq(h.cap_amb, declared, "the host's CapAmb is 0x%llx, expected 0x%llx", h.cap_amb, declared);
+        cr_assert_eq(h.cap_bnd, declared, "the host's CapBnd is 0x%llx, expected 0x%llx", h.cap_bnd, declared);
+        cr_assert_eq(h.no_new_privs, 1);
         test_consumer_free(&cons);
 }
 
@@ -553,11 +563,76 @@ Test(plugins, the_supervisor_keeps_only_its_own_capabilities_for_plugins_declari
 }
 
 Test(plugins, the_supervisor_keeps_what_the_ftrace_plugin_declares) {
-        /* The ftrace plugin declares CAP_DAC_READ_SEARCH (2),
-         * CAP_SYS_ADMIN (21) and CAP_SYSLOG (34); its data sources appear
-         * even without tracefs. */
+        /* The ftrace plugin declares CAP_DAC_OVERRIDE (1), CAP_SYS_ADMIN
+         * (21) and CAP_SYSLOG (34); its data sources appear even without
+         * tracefs. */
         const char *const names[] = { TOP_BUILDDIR "/plugins/.libs/ftrace.so", NULL };
-        check_supervisor_caps(names, "traced.ftrace", (1ull << 2) | (1ull << 21) | (1ull << 34));
+        check_supervisor_caps(names, "traced.ftrace", (1ull << 1) | (1ull << 21) | (1ull << 34));
+}
+
+static void read_log(char *buf, size_t size) {
+        FILE *f = fopen(inst.log_path, "r");
+        size_t n = f ? fread(buf, 1, size - 1, f) : 0;
+        buf[n] = '\0';
+        if (f)
+                fclose(f);
+}
+
+/* Lines of traced's log holding a (and b, when not NULL). */
+static unsigned log_lines(const char *a, const char *b) {
+        FILE *f = fopen(inst.log_path, "r");
+        char line[4096];
+        unsigned n = 0;
+        while (f && fgets(line, sizeof(line), f))
+                n += strstr(line, a) && (!b || strstr(line, b));
+        if (f)
+                fclose(f);
+        return n;
+}
+
+/* The sandbox plugin's report (tests/plugins/test-plugins.c): true when
+ * found. */
+static bool sandbox_report(const uint8_t *buf, size_t len, unsigned *uid, int *shadow, int *etc) {
+        static struct pbr_field pkts[10000];
+        int n = pbr_split_trace(buf, len, pkts, 10000);
+        for (int i = 0; i < n; i++) {
+                struct pbr_field t, s;
+                char text[128];
+                if (!pbr_get(pkts[i].data, pkts[i].len, 900, false, &t) || !pbr_get(t.data, t.len, 1, false, &s) ||
+                    s.len >= sizeof(text))
+                        continue;
+                memcpy(text, s.data, s.len);
+                text[s.len] = '\0';
+                if (sscanf(text, "sandbox uid=%u shadow=%d etc=%d", uid, shadow, etc) == 3)
+                        return true;
+        }
+        return false;
+}
+
+/* Issue #45: a plugin that declares no capability, under a traced started
+ * as root, reads nothing and writes nothing that an unprivileged user may
+ * not (it used to run as uid 0: it read /etc/shadow, created files in
+ * /etc). Its report comes back in the trace. */
+Test(plugins, a_plugin_declaring_no_capability_cannot_read_shadow_or_write_etc) {
+        if (geteuid() != 0) {
+                cr_skip_test("traced switches its plugin hosts' user only when started as root");
+                return;
+        }
+        const char *const names[] = { "sandbox", NULL };
+        start_with_plugins(names);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(wait_for_data_source(&cons, 1), "the plugin's data source never appeared");
+        cr_assert_eq(run_session(&cons, 300), 0);
+        unsigned uid = 0;
+        int shadow = -1, etc = -1;
+        cr_assert(sandbox_report(cons.data, cons.len, &uid, &shadow, &etc), "no report from the plugin in the trace");
+        cr_expect_neq(uid, 0, "the plugin runs as root");
+        cr_expect_eq(shadow, EACCES, "reading /etc/shadow: %s", shadow ? strerror(shadow) : "it read it");
+        cr_expect_eq(etc, EACCES, "creating a file in /etc: %s", etc ? strerror(etc) : "it created one");
+        test_consumer_free(&cons);
+        /* Its host within its user's reach: no word of root. */
+        cr_expect_eq(log_lines("its host runs as root", NULL), 0);
 }
 
 /* Distinct trusted_pid values of the hello packets. */
@@ -580,12 +655,197 @@ static size_t hello_pids(const uint8_t *buf, size_t len) {
         return n_pids;
 }
 
-static void read_log(char *buf, size_t size) {
-        FILE *f = fopen(inst.log_path, "r");
-        size_t n = f ? fread(buf, 1, size - 1, f) : 0;
-        buf[n] = '\0';
-        if (f)
-                fclose(f);
+static void copy_file(const char *src, const char *dst, mode_t mode) {
+        int in = open(src, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(in, 0, "%s: %s", src, strerror(errno));
+        int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+        cr_assert_geq(out, 0, "%s: %s", dst, strerror(errno));
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                cr_assert_eq(write(out, buf, (size_t) n), n);
+        cr_assert_eq(n, 0);
+        cr_assert_eq(fchmod(out, mode), 0);
+        close(in);
+        cr_assert_eq(close(out), 0);
+}
+
+/* The plugin host and the sandbox plugin copied under scratch/private,
+ * root's, mode 0700, as a build in /root is (tools/run.sh on a fresh
+ * machine): the plugin hosts' user cannot execute that host. The
+ * host's path into host, the plugin directory into plugin_dir. */
+static void make_private_install(char *priv, size_t priv_size, char *host, size_t size) {
+        scratch_path(priv, priv_size, "private");
+        cr_assert_eq(mkdir(priv, 0700), 0);
+        cr_assert_eq(chmod(priv, 0700), 0);
+        cr_assert_lt((size_t) snprintf(host, size, "%s/traced-plugin-host", priv), size);
+        copy_file(HOST, host, 0755);
+        cr_assert_lt((size_t) snprintf(plugin_dir, sizeof(plugin_dir), "%s/plugins", priv), sizeof(plugin_dir));
+        cr_assert_eq(mkdir(plugin_dir, 0755), 0);
+        char plugin[400];
+        snprintf(plugin, sizeof(plugin), "%s/sandbox.so", plugin_dir);
+        copy_file(PLUGIN("sandbox"), plugin, 0644);
+}
+
+static void start_private(const char *host, const char *extra) {
+        char dir_arg[400], host_arg[450];
+        snprintf(dir_arg, sizeof(dir_arg), "--plugin-dir=%s", plugin_dir);
+        snprintf(host_arg, sizeof(host_arg), "--plugin-host=%s", host);
+        const char *const args[] = { dir_arg, host_arg, extra, NULL };
+        cr_assert_eq(sd_event_new(&ev), 0);
+        cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
+}
+
+/* As root: the private install, traced on it (with extra) and a consumer
+ * connected to it. false (the test skipped) when not root. */
+static bool start_private_connected(char *priv, size_t priv_size, char *host, size_t size, const char *extra,
+                                    struct test_consumer *cons) {
+        if (geteuid() != 0) {
+                cr_skip_test("traced switches its plugin hosts' user only when started as root");
+                return false;
+        }
+        make_private_install(priv, priv_size, host, size);
+        start_private(host, extra);
+        cr_assert_eq(test_consumer_connect(cons, ev, inst.consumer_path), 0);
+        return true;
+}
+
+#define FALLBACK_WARNING                                                                                    \
+        "its host runs as root, holding only the capabilities it declares (none), not as the plugin hosts' user"
+
+/* A plugin host its user cannot execute (a build under root's home, mode
+ * 0700) used to exit with status 127 at every restart, and the plugin
+ * never recorded: its host runs as root now, holding only what the plugin
+ * declares (nothing), and traced says so once, naming the plugin, the
+ * path out of reach and the way out. */
+Test(plugins, a_host_its_user_cannot_reach_runs_as_root_with_one_warning) {
+        char priv[300], host[400];
+        struct test_consumer cons;
+        if (!start_private_connected(priv, sizeof(priv), host, sizeof(host), NULL, &cons))
+                return;
+        char log[16384];
+        if (!wait_for_data_source(&cons, 1)) {
+                read_log(log, sizeof(log));
+                cr_assert_fail("the plugin's data source never appeared; traced's log:\n%s", log);
+        }
+        cr_assert_eq(run_session(&cons, 300), 0);
+        unsigned uid = 1;
+        int shadow = -1, etc = -1;
+        cr_assert(sandbox_report(cons.data, cons.len, &uid, &shadow, &etc), "no report from the plugin in the trace");
+        cr_expect_eq(uid, 0, "the plugin's host runs as uid %u", uid);
+        int pid = producer_pid(&cons, "traced.test");
+        struct proc_info h;
+        cr_assert(pid > 0 && proc_info(pid, &h));
+        cr_expect_eq(h.uid, 0);
+        cr_expect_eq(h.cap_eff, 0, "the host holds 0x%llx", h.cap_eff);
+        cr_expect_eq(h.cap_bnd, 0, "the host's bounding set is 0x%llx", h.cap_bnd);
+        cr_expect_eq(h.no_new_privs, 1);
+        test_consumer_free(&cons);
+        read_log(log, sizeof(log));
+        /* The first directory on the way the user may not search (the
+         * test's own, or private). */
+        char out_of_reach[500];
+        snprintf(out_of_reach, sizeof(out_of_reach), "cannot execute %s as uid ", host);
+        cr_expect_eq(log_lines(FALLBACK_WARNING, NULL), 1, "not one warning:\n%s", log);
+        cr_expect_eq(log_lines(FALLBACK_WARNING, "/sandbox.so"), 1, "the warning does not name the plugin:\n%s", log);
+        cr_expect_eq(log_lines(FALLBACK_WARNING, out_of_reach), 1, "the warning does not name %s:\n%s", host, log);
+        cr_expect_eq(log_lines(FALLBACK_WARNING, ": permission denied. "), 1, "the warning does not say why:\n%s",
+                     log);
+        cr_expect_eq(log_lines(FALLBACK_WARNING, "set plugin_user=root in traced.conf"), 1,
+                     "the warning does not say how to silence it:\n%s", log);
+        cr_expect_eq(log_lines("exited with status 127", NULL), 0, "the host failed:\n%s", log);
+}
+
+/* With plugin_user_required=yes such a plugin is refused instead: no host
+ * runs it, and the service lists it as refused, with why. */
+Test(plugins, plugin_user_required_refuses_a_plugin_its_user_cannot_run) {
+        char priv[300], host[400], arg[600];
+        config_arg("[service]\nplugin_user_required = yes\n", arg, sizeof(arg));
+        struct test_consumer cons;
+        if (!start_private_connected(priv, sizeof(priv), host, sizeof(host), arg, &cons))
+                return;
+        bool listed = false;
+        char reason[512] = "";
+        for (int i = 0; i < 200 && !listed; i++) {
+                Perfetto__Protos__QueryServiceStateRequest rq = PERFETTO__PROTOS__QUERY_SERVICE_STATE_REQUEST__INIT;
+                ProtobufCMessage *reply = NULL;
+                if (test_consumer_call(&cons, "QueryServiceState", &rq.base,
+                                       &perfetto__protos__query_service_state_response__descriptor, &reply, 5000) == 0 &&
+                    reply) {
+                        const Perfetto__Protos__TracingServiceState *st =
+                                ((Perfetto__Protos__QueryServiceStateResponse *) reply)->service_state;
+                        for (size_t k = 0; st && k < st->n_traced_failed_plugins; k++)
+                                if (st->traced_failed_plugins[k]->plugin &&
+                                    strcmp(st->traced_failed_plugins[k]->plugin, "sandbox") == 0) {
+                                        listed = true;
+                                        snprintf(reason, sizeof(reason), "%s",
+                                                 st->traced_failed_plugins[k]->reason ?: "");
+                                }
+                        protobuf_c_message_free_unpacked(reply, NULL);
+                }
+                if (!listed)
+                        spin_ms(ev, 50);
+        }
+        char log[16384];
+        read_log(log, sizeof(log));
+        cr_assert(listed, "the plugin is not listed as refused; traced's log:\n%s", log);
+        cr_expect(strstr(reason, "plugin_user_required=yes"), "reason: %s", reason);
+        cr_expect_not(wait_for_data_source_quick(&cons, 1), "the plugin runs");
+        cr_expect_eq(log_lines("Refusing plugin ", "/sandbox.so"), 1, "%s", log);
+        cr_expect_eq(log_lines(FALLBACK_WARNING, NULL), 0, "%s", log);
+        test_consumer_free(&cons);
+}
+
+/* Kills the host pid of traced.test and waits for its restart (traced's
+ * backoff: 1 s); returns the new host's pid (0: none came). */
+static int kill_and_wait_restart(struct test_consumer *cons, int pid) {
+        cr_assert_eq(kill(pid, SIGKILL), 0);
+        int again = 0;
+        for (int i = 0; i < 200 && (again <= 0 || again == pid); i++) {
+                spin_ms(ev, 50);
+                again = producer_pid(cons, "traced.test");
+        }
+        return again != pid ? again : 0;
+}
+
+/* What traced learnt about a host holds until the plugin or the host
+ * changes: once the host is within its user's reach and it changed, the
+ * next start of the host (after it died) runs as that user again. */
+Test(plugins, a_changed_host_is_asked_again_at_its_restart) {
+        char priv[300], host[400];
+        struct test_consumer cons;
+        if (!start_private_connected(priv, sizeof(priv), host, sizeof(host), NULL, &cons))
+                return;
+        cr_assert(wait_for_data_source(&cons, 1), "the plugin's data source never appeared");
+        int pid = producer_pid(&cons, "traced.test");
+        struct proc_info h;
+        cr_assert(pid > 0 && proc_info(pid, &h));
+        cr_assert_eq(h.uid, 0);
+        /* Not changed: the host restarts as root without a new probe or
+         * warning. */
+        int again = kill_and_wait_restart(&cons, pid);
+        cr_assert(again > 0, "the plugin host was not restarted");
+        cr_assert(proc_info(again, &h));
+        cr_expect_eq(h.uid, 0);
+        cr_expect_eq(log_lines(FALLBACK_WARNING, NULL), 1);
+        /* Within reach (this test's own directories searchable by all:
+         * run-test.sh's is 0700) and changed (a new copy): asked again. */
+        if (strcmp(test_tmp_dir(), "/tmp") != 0)
+                cr_assert_eq(chmod(test_tmp_dir(), 0755), 0);
+        cr_assert_eq(chmod(scratch, 0755), 0);
+        cr_assert_eq(chmod(priv, 0755), 0);
+        char fresh[450];
+        snprintf(fresh, sizeof(fresh), "%s.new", host);
+        copy_file(HOST, fresh, 0755);
+        cr_assert_eq(rename(fresh, host), 0);
+        again = kill_and_wait_restart(&cons, again);
+        char log[16384];
+        read_log(log, sizeof(log));
+        cr_assert(again > 0, "the plugin host was not restarted:\n%s", log);
+        cr_assert(proc_info(again, &h));
+        cr_expect_neq(h.uid, 0, "the host still runs as root:\n%s", log);
+        cr_expect_eq(log_lines("sandbox.so changed: the plugin hosts' user ", "can run it now"), 1, "%s", log);
+        test_consumer_free(&cons);
 }
 
 Test(plugins, killing_a_host_mid_session_is_survived) {

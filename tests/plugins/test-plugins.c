@@ -4,6 +4,7 @@
  * source, built several times with -DVARIANT=... */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #define V_HANG_ON_START 11
 #define V_NULL_DESCRIPTOR 12
 #define V_OVERSIZE 13
+#define V_SANDBOX 14
 
 /* The packet V_OVERSIZE tries first: more than a writer that drops when
  * the buffer is full (the default) carries with the host's 4 MiB buffer. */
@@ -103,6 +105,29 @@ static void write_oversize(const struct traced_host_api *api, struct traced_writ
         (void) api->write_packet(w, pkt, test_packet(pkt, text));
 }
 
+/* What a plugin declaring no capability may do, as "sandbox uid=U
+ * shadow=E etc=E": U its uid, E 0 when it read /etc/shadow or created a
+ * file in /etc (removed at once), else the errno. */
+static void sandbox_report(char *buf, size_t size) {
+        int shadow = 0, etc = 0;
+        int fd = open("/etc/shadow", O_RDONLY | O_CLOEXEC);
+        char c;
+        if (fd < 0 || read(fd, &c, 1) < 0)
+                shadow = errno;
+        if (fd >= 0)
+                close(fd);
+        char path[64];
+        snprintf(path, sizeof(path), "/etc/traced-sandbox-test.%d", (int) getpid());
+        fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0)
+                etc = errno;
+        else {
+                close(fd);
+                unlink(path);
+        }
+        snprintf(buf, size, "sandbox uid=%u shadow=%d etc=%d", (unsigned) getuid(), shadow, etc);
+}
+
 static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, size_t n) {
         struct state *s = state;
         struct traced_writer *w;
@@ -114,10 +139,13 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
                 pause();
         if (s->api->new_writer(s->host, id, &w) < 0)
                 return;
+        char msg[100] = "hello from a plugin";
+        if (VARIANT == V_SANDBOX)
+                sandbox_report(msg, sizeof(msg));
         if (VARIANT == V_OVERSIZE)
                 write_oversize(s->api, w);
         else
-                s->api->write_packet(w, pkt, test_packet(pkt, "hello from a plugin"));
+                s->api->write_packet(w, pkt, test_packet(pkt, msg));
         s->api->flush_writer(w);
         /* Its packet is committed; now it dies. */
         if (VARIANT == V_CRASH_AFTER_COMMIT)
@@ -147,7 +175,7 @@ int traced_plugin_not_the_entry(void) {
 }
 #elif VARIANT == V_GOOD || VARIANT == V_CREATE_FAILS || VARIANT == V_CRASH_ON_START || VARIANT == V_HANG_ON_STOP || \
         VARIANT == V_CRASH_AFTER_COMMIT || VARIANT == V_CRASH_AT_LOAD || VARIANT == V_HANG_ON_START ||              \
-        VARIANT == V_OVERSIZE
+        VARIANT == V_OVERSIZE || VARIANT == V_SANDBOX
 TRACED_PLUGIN_DEFINE("test", "1.0", 0, ops)
 #elif VARIANT == V_NULL_DESCRIPTOR
 /* An entry point that gives no descriptor. */

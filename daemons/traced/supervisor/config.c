@@ -192,17 +192,33 @@ static int address_list(struct ctx *k, const char *name, const char *value) {
         return 1;
 }
 
+static int parse_yes_no(const char *value, bool *ret) {
+        if (strcasecmp(value, "yes") == 0 || strcasecmp(value, "true") == 0 || strcmp(value, "1") == 0)
+                *ret = true;
+        else if (strcasecmp(value, "no") == 0 || strcasecmp(value, "false") == 0 || strcmp(value, "0") == 0)
+                *ret = false;
+        else
+                return -EINVAL;
+        return 0;
+}
+
 static int handler(void *user, const char *section, const char *name, const char *value) {
         struct ctx *k = user;
         struct traced_config *cfg = k->cfg;
 
         if (strcasecmp(section, "service") == 0) {
-                if (strcmp(name, "user") == 0) {
+                if (strcmp(name, "user") == 0 || strcmp(name, "plugin_user") == 0) {
+                        char **slot = name[0] == 'u' ? &cfg->user : &cfg->plugin_user;
                         if (!value[0] || strlen(value) > 32 || strpbrk(value, " \t:/"))
                                 return fail(k, "\"%s\" is not a user name or uid (field \"%s\")", value, name);
-                        free(cfg->user);
-                        cfg->user = strdup(value);
-                        return cfg->user ? 1 : 0;
+                        free(*slot);
+                        *slot = strdup(value);
+                        return *slot ? 1 : 0;
+                }
+                if (strcmp(name, "plugin_user_required") == 0) {
+                        if (parse_yes_no(value, &cfg->plugin_user_required) < 0)
+                                return fail(k, "\"%s\" is not yes or no (field \"%s\")", value, name);
+                        return 1;
                 }
                 if (strcmp(name, "trace_directory") == 0 || strcmp(name, "sessions_directory") == 0) {
                         bool trace = name[0] == 't';
@@ -241,11 +257,7 @@ static int handler(void *user, const char *section, const char *name, const char
                 return fail(k, "unknown section [%s]", section);
         if (strcmp(name, "enabled") == 0 || strcmp(name, "in_process") == 0) {
                 bool v;
-                if (strcasecmp(value, "yes") == 0 || strcasecmp(value, "true") == 0 || strcmp(value, "1") == 0)
-                        v = true;
-                else if (strcasecmp(value, "no") == 0 || strcasecmp(value, "false") == 0 || strcmp(value, "0") == 0)
-                        v = false;
-                else
+                if (parse_yes_no(value, &v) < 0)
                         return fail(k, "\"%s\" is not yes or no (field \"%s\")", value, name);
                 if (name[0] == 'e')
                         cfg->plugins_enabled = v;
@@ -319,6 +331,7 @@ int traced_config_load(const char *path, struct traced_config *cfg, char **ret_e
 void traced_config_done(struct traced_config *cfg) {
         free(cfg->plugin_dir);
         free(cfg->user);
+        free(cfg->plugin_user);
         free(cfg->trace_dir);
         for (unsigned i = 0; i < cfg->n_disabled; i++)
                 free(cfg->disabled[i]);

@@ -55,6 +55,8 @@ struct traced_config {
         unsigned start_timeout_sec;
         bool plugins_in_process;
         char *user; /* NULL: the default */
+        char *plugin_user; /* NULL: the default */
+        bool plugin_user_required; /* refuse a plugin that user cannot run */
         char *trace_dir; /* NULL: the default */
         bool no_trace_dir;
         char *trusted_data_sources[TRACED_CONFIG_MAX_TRUSTED];

@@ -14,6 +14,7 @@
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-event.h>
 
+#include "basic/capability.h"
 #include "basic/macro.h"
 #include "log/log.h"
 #include "supervisor/config.h"
@@ -34,6 +35,7 @@ struct options {
         const char *plugin_host;
         const char *config;
         const char *user;
+        const char *plugin_user;
         const char *sessions_dir;
         bool no_plugins;
         bool plugins_in_process;
@@ -63,6 +65,8 @@ static void help(void) {
                "                          isolation (debugging)\n"
                "  --user=USER             the service core's user when started as root\n"
                "                          (default: traced, else nobody)\n"
+               "  --plugin-user=USER      the plugin hosts' user when started as root\n"
+               "                          (default: traced-plugin, else nobody)\n"
                "  --config=PATH           configuration file (default: " SYSCONFDIR "/traced/traced.conf)\n"
                "  --sessions-dir=DIR      resident sessions' TraceConfig files, NAME.cfg (default:\n"
                "                          traced.conf's sessions_directory, else\n"
@@ -86,6 +90,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 ARG_CONFIG,
                 ARG_IN_PROCESS,
                 ARG_USER,
+                ARG_PLUGIN_USER,
                 ARG_RELAY,
                 ARG_SESSIONS_DIR,
         };
@@ -99,6 +104,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 { "config", required_argument, NULL, ARG_CONFIG },
                 { "plugins-in-process", no_argument, NULL, ARG_IN_PROCESS },
                 { "user", required_argument, NULL, ARG_USER },
+                { "plugin-user", required_argument, NULL, ARG_PLUGIN_USER },
                 { "enable-relay-endpoint-on", required_argument, NULL, ARG_RELAY },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "sessions-dir", required_argument, NULL, ARG_SESSIONS_DIR },
@@ -141,6 +147,9 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 case ARG_USER:
                         o->user = optarg;
                         break;
+                case ARG_PLUGIN_USER:
+                        o->plugin_user = optarg;
+                        break;
                 case ARG_RELAY:
                         o->relay_endpoints = optarg;
                         break;
@@ -177,27 +186,29 @@ static int parse_argv(int argc, char **argv, struct options *o) {
         return 1;
 }
 
-/* The user the service core runs as when traced starts as root: the
- * configured one must exist; the default "traced" falls back to nobody. */
-static int core_user(const char *configured, uid_t *ret_uid, gid_t *ret_gid) {
+/* The user a process of traced runs as when traced starts as root (what:
+ * its role, for the log): the configured one must exist; the default
+ * falls back to nobody. */
+static int service_user(const char *what, const char *configured, const char *fallback, uid_t *ret_uid,
+                        gid_t *ret_gid) {
         int r;
         if (configured) {
                 r = privileges_lookup_user(configured, ret_uid, ret_gid);
                 if (r < 0)
-                        return log_error_errno(r, "Unknown user \"%s\" for the service core.", configured);
+                        return log_error_errno(r, "Unknown user \"%s\" for %s.", configured, what);
                 return 0;
         }
-        r = privileges_lookup_user(TRACED_USER, ret_uid, ret_gid);
+        r = privileges_lookup_user(fallback, ret_uid, ret_gid);
         if (r >= 0)
                 return 0;
         r = privileges_lookup_user("nobody", ret_uid, ret_gid);
         if (r >= 0) {
-                log_notice("No user \"" TRACED_USER "\" (see sysusers.d/traced.conf); the service core runs as nobody.");
+                log_notice("No user \"%s\" (see sysusers.d/traced.conf); %s runs as nobody.", fallback, what);
                 return 0;
         }
         *ret_uid = 65534;
         *ret_gid = 65534;
-        log_notice("No user \"" TRACED_USER "\" or nobody; the service core runs as uid 65534.");
+        log_notice("No user \"%s\" or nobody; %s runs as uid 65534.", fallback, what);
         return 0;
 }
 
@@ -205,7 +216,7 @@ static int core_user(const char *configured, uid_t *ret_uid, gid_t *ret_gid) {
  * keep only the supervisor's own and those its plugins declare (under
  * systemd the unit's CapabilityBoundingSet= is the outer limit; this is
  * the inner one). */
-static int limit_supervisor(const struct plugins_options *po, bool plugins) {
+static int limit_supervisor(struct plugins_options *po, bool plugins) {
         uint64_t keep = PRIVILEGES_SUPERVISOR_CAPS, declared = 0, kept = 0;
         int r;
 
@@ -218,16 +229,10 @@ static int limit_supervisor(const struct plugins_options *po, bool plugins) {
         r = privileges_limit(keep, &kept);
         if (r < 0)
                 return log_error_errno(r, "Failed to limit the supervisor's capabilities: %m");
-        char names[512] = "";
-        size_t len = 0;
-        for (unsigned cap = 0; cap < 64; cap++) {
-                const char *n = privileges_cap_name(cap);
-                if (!(kept & ((uint64_t) 1 << cap)) || !n || len >= sizeof(names))
-                        continue;
-                len += (size_t) snprintf(names + len, sizeof(names) - len, "%s%s", len ? " " : "", n);
-        }
+        char names[512];
         log_info("Supervisor keeps capabilities 0x%llx (%s); its plugins declare 0x%llx.",
-                 (unsigned long long) kept, len ? names : "none", (unsigned long long) declared);
+                 (unsigned long long) kept, capability_mask_names(kept, names, sizeof(names)),
+                 (unsigned long long) declared);
         return 0;
 }
 
@@ -294,10 +299,20 @@ static int run(int argc, char **argv) {
                 },
         };
         if (!in_process && geteuid() == 0) {
-                r = core_user(o.user ? o.user : cfg.user, &so.uid, &so.gid);
+                r = service_user("the service core", o.user ? o.user : cfg.user, TRACED_USER, &so.uid, &so.gid);
                 if (r < 0)
                         goto out;
                 so.drop_user = true;
+        }
+        if (!in_process && plugins && geteuid() == 0) {
+                r = service_user("every plugin host", o.plugin_user ? o.plugin_user : cfg.plugin_user,
+                                 TRACED_PLUGIN_USER, &so.plugin.host_uid, &so.plugin.host_gid);
+                if (r < 0)
+                        goto out;
+                /* A plugin user of uid 0 (plugin_user=root) keeps today's
+                 * hosts: root with their plugins' capabilities. */
+                so.plugin.switch_user = so.plugin.host_uid != 0;
+                so.plugin.user_required = cfg.plugin_user_required;
         }
 
         const char *bad = NULL;

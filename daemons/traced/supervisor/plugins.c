@@ -15,20 +15,19 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/capability.h"
 #include "basic/macro.h"
 #include "log/log.h"
+#include "supervisor/host-exec.h"
 #include "supervisor/plugins.h"
-#include "supervisor/selinux-label.h"
 #include "shared/control.h"
 
-#define MAX_PLUGINS 64
+#define MAX_PLUGINS PLUGINS_MAX
 #define EXIT_PLUGIN_REFUSED CONTROL_EXIT_PLUGIN_REFUSED
 #define BACKOFF_FIRST_USEC 1000000u
 #define BACKOFF_MAX_USEC (30u * 1000000u)
 /* A host that ran this long before dying starts the backoff over. */
 #define STABLE_USEC (60u * 1000000u)
-
-extern char **environ;
 
 struct plugin_proc {
         struct plugins *owner;
@@ -49,11 +48,14 @@ struct plugin_proc {
          * (NUL bytes): why it refuses its plugin. */
         char note[256];
         size_t note_len;
+        struct plugins_declared decl; /* its capabilities, its host's user */
 };
 
 struct plugins {
         sd_event *event;
         char *host_binary;
+        struct host_identity id;
+        bool user_required;
         uint64_t watchdog_usec;
         plugins_handoff_fn handoff;
         plugins_exited_fn exited;
@@ -182,6 +184,22 @@ static int move_fd(int fd, int target) {
         return dup2(fd, target) < 0 ? -errno : 0;
 }
 
+/* A plugin whose host its user cannot run, with plugin_user_required=yes:
+ * not started, and refused as a host refuses its plugin (the service
+ * lists it, QueryServiceState, and names it to a consumer asking for
+ * its data sources). */
+static void refuse_unreachable(struct plugin_proc *pp) {
+        struct plugins *ps = pp->owner;
+        struct control_exit how = {
+                .code = CLD_EXITED,
+                .status = EXIT_PLUGIN_REFUSED,
+                .refused = true,
+        };
+        snprintf(how.reason, sizeof(how.reason), "%s", pp->decl.reason);
+        if (ps->exited)
+                ps->exited(0, pp->name, &how, ps->userdata);
+}
+
 static int spawn(struct plugin_proc *pp) {
         struct plugins *ps = pp->owner;
         _cleanup_close_ int sp0 = -EBADF, sp1 = -EBADF, beat_r = -EBADF, beat_w = -EBADF;
@@ -200,32 +218,40 @@ static int spawn(struct plugin_proc *pp) {
 
         char usec[32];
         snprintf(usec, sizeof(usec), "%llu", (unsigned long long) ps->watchdog_usec);
-        char *argv[10];
+        char *args[5];
         size_t k = 0;
-        argv[k++] = ps->host_binary;
-        argv[k++] = (char *) "--socket-fd=3";
+        args[k++] = ps->host_binary;
+        args[k++] = (char *) "--socket-fd=3";
         if (beat_w >= 0) {
-                argv[k++] = (char *) "--watchdog-fd=4";
-                argv[k++] = (char *) "--watchdog-usec";
-                argv[k++] = usec;
+                args[k++] = (char *) "--watchdog-fd=4";
+                args[k++] = (char *) "--watchdog-usec";
+                args[k++] = usec;
         }
-        argv[k++] = pp->path;
-        argv[k] = NULL;
-
-        char exec_context[512];
-        r = selinux_label_host_context(pp->path, exec_context, sizeof(exec_context));
+        /* Asked again when the plugin or the host changed since. */
+        plugins_declared_recheck(&pp->decl, pp->path, ps->host_binary, &ps->id, ps->user_required);
+        if (pp->decl.refused) {
+                refuse_unreachable(pp);
+                return 0;
+        }
+        struct host_identity id = ps->id;
+        if (pp->decl.as_root)
+                id.switch_user = false;
+        struct host_exec e;
+        r = host_exec_prepare(&e, &id, pp->name, pp->path, pp->decl.caps, args, k);
         if (r < 0)
-                return log_error_errno(r, "Failed to find the SELinux domain of the plugin host for %s: %m", pp->path);
+                return r;
 
         pid_t pid = fork();
-        if (pid < 0)
-                return log_error_errno(errno, "Failed to start the plugin host for %s: %m", pp->path);
+        if (pid < 0) {
+                r = -errno;
+                host_exec_done(&e);
+                return log_error_errno(r, "Failed to start the plugin host for %s: %m", pp->path);
+        }
         if (pid == 0) {
                 /* Child: only async-signal-safe calls until exec. */
                 sigset_t none;
                 sigemptyset(&none);
                 (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                (void) prctl(PR_SET_PDEATHSIG, SIGTERM);
                 /* Park both ends above the target numbers first. */
                 int a = fcntl(sp1, F_DUPFD_CLOEXEC, 10);
                 int b = beat_w >= 0 ? fcntl(beat_w, F_DUPFD_CLOEXEC, 10) : -1;
@@ -233,11 +259,9 @@ static int spawn(struct plugin_proc *pp) {
                         _exit(127);
                 if (b >= 0 && move_fd(b, 4) < 0)
                         _exit(127);
-                if (selinux_label_set_exec(exec_context) < 0)
-                        _exit(127);
-                execve(ps->host_binary, argv, environ);
-                _exit(127);
+                host_exec_child(&e);
         }
+        host_exec_done(&e);
 
         pp->pid = pid;
         pp->hung = false;
@@ -265,7 +289,8 @@ static int spawn(struct plugin_proc *pp) {
         r = ps->handoff(TAKE_FD(sp0), pid, pp->name, ps->userdata);
         if (r < 0)
                 log_error_errno(r, "Failed to connect plugin host %d (%s) to the service: %m", (int) pid, pp->path);
-        log_info("Started plugin host %d for %s.", (int) pid, pp->path);
+        log_info("Started plugin host %d for %s, as %s.", (int) pid, pp->path,
+                 id.switch_user ? id.name : geteuid() == 0 ? "root" : "traced's user");
         return 0;
 }
 
@@ -273,27 +298,13 @@ static int cmp_str(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
-/* Whether a plugin file or directory is safe to load code from: owned
- * by root (or by the user traced runs as) and not writable by everyone. */
 static bool path_trusted(const char *path, bool want_dir, char *why, size_t why_size) {
         struct stat st;
         if (stat(path, &st) < 0) {
                 snprintf(why, why_size, "%s: %s", path, strerror(errno));
                 return false;
         }
-        if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
-                snprintf(why, why_size, "%s is not a %s", path, want_dir ? "directory" : "regular file");
-                return false;
-        }
-        if (st.st_uid != 0 && st.st_uid != geteuid()) {
-                snprintf(why, why_size, "%s is owned by uid %u, not by root", path, (unsigned) st.st_uid);
-                return false;
-        }
-        if (st.st_mode & S_IWOTH) {
-                snprintf(why, why_size, "%s is writable by every user", path);
-                return false;
-        }
-        return true;
+        return host_exec_file_trusted(&st, path, want_dir, why, why_size);
 }
 
 int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, char **ret_paths, unsigned max) {
@@ -350,102 +361,6 @@ int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, ch
         return (int) n;
 }
 
-/* A host asked for a plugin's capabilities (--print-capabilities): all
- * are asked at once and answered in turn, so that the start waits for
- * the slowest, not for the sum (a host loads its plugin to answer). */
-struct caps_probe {
-        pid_t pid; /* 0: not started */
-        int rd;
-};
-
-static int caps_probe_start(const char *host_binary, const char *plugin, struct caps_probe *ret) {
-        int pfd[2];
-        if (pipe2(pfd, O_CLOEXEC) < 0)
-                return -errno;
-        _cleanup_close_ int rd = pfd[0];
-        _cleanup_close_ int wr = pfd[1];
-        char *argv[] = { (char *) host_binary, (char *) "--print-capabilities", (char *) plugin, NULL };
-        char exec_context[512];
-        int r = selinux_label_host_context(plugin, exec_context, sizeof(exec_context));
-        if (r < 0)
-                return r;
-        pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
-        if (pid == 0) {
-                sigset_t none;
-                sigemptyset(&none);
-                (void) sigprocmask(SIG_SETMASK, &none, NULL);
-                if (dup2(wr, STDOUT_FILENO) < 0 || selinux_label_set_exec(exec_context) < 0)
-                        _exit(127);
-                execve(host_binary, argv, environ);
-                _exit(127);
-        }
-        ret->pid = pid;
-        ret->rd = TAKE_FD(rd);
-        return 0;
-}
-
-/* Reads the probe's answer and reaps it. */
-static int caps_probe_finish(struct caps_probe *p, uint64_t *ret) {
-        _cleanup_close_ int rd = TAKE_FD(p->rd);
-        char buf[64];
-        size_t n = 0;
-        for (;;) {
-                ssize_t k = read(rd, buf + n, sizeof(buf) - 1 - n);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        break;
-                n += (size_t) k;
-                if (n == sizeof(buf) - 1)
-                        break;
-        }
-        buf[n] = '\0';
-        int status;
-        while (waitpid(p->pid, &status, 0) < 0)
-                if (errno != EINTR)
-                        return -errno;
-        p->pid = 0;
-        if (WIFEXITED(status) && WEXITSTATUS(status) == EXIT_PLUGIN_REFUSED)
-                return -EPERM;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-                return -ENOEXEC;
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(buf, &end, 16);
-        if (errno || end == buf || (*end != '\n' && *end != '\0'))
-                return -EBADMSG;
-        *ret = v;
-        return 0;
-}
-
-int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret) {
-        char *paths[MAX_PLUGINS];
-        struct caps_probe probes[MAX_PLUGINS] = {};
-        int errors[MAX_PLUGINS] = {};
-        uint64_t all = 0;
-        int n = plugins_scan(o->dir, o->disabled, o->n_disabled, paths, MAX_PLUGINS);
-        if (n < 0)
-                return n;
-        for (int i = 0; i < n; i++)
-                errors[i] = caps_probe_start(o->host_binary, paths[i], &probes[i]);
-        for (int i = 0; i < n; i++) {
-                uint64_t caps = 0;
-                int r = errors[i] < 0 ? errors[i] : caps_probe_finish(&probes[i], &caps);
-                if (r == -EPERM)
-                        log_warning("Plugin %s was refused by the plugin host (its message above says why); it "
-                                    "will not run.", paths[i]);
-                else if (r < 0)
-                        log_warning_errno(r, "Plugin %s could not be asked for its capabilities: %m", paths[i]);
-                else
-                        all |= caps;
-                free(paths[i]);
-        }
-        *ret = all;
-        return 0;
-}
-
 int plugins_start(sd_event *event, const struct plugins_options *o, struct plugins **ret) {
         struct plugins *ps = calloc(1, sizeof(*ps));
         if (!ps)
@@ -453,6 +368,8 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
         ps->event = sd_event_ref(event);
         ps->host_binary = strdup(o->host_binary);
         ps->watchdog_usec = o->watchdog_usec;
+        plugins_host_identity(o, &ps->id);
+        ps->user_required = o->user_required;
         ps->handoff = o->handoff;
         ps->exited = o->exited;
         ps->userdata = o->userdata;
@@ -468,6 +385,13 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
                 log_notice_errno(n, "No plugin directory %s: %m", o->dir);
                 return 0;
         }
+        if (!ps->id.switch_user && geteuid() != 0)
+                log_notice("traced runs as uid %u, not root: its plugin hosts run as that user, each with what "
+                           "traced holds of the capabilities its plugin declares.",
+                           (unsigned) geteuid());
+        else if (!ps->id.switch_user)
+                log_notice("The plugin hosts' user is root: each runs as root, with only the capabilities its "
+                           "plugin declares.");
         for (int i = 0; i < n; i++) {
                 struct plugin_proc *pp = &ps->procs[ps->n++];
                 *pp = (struct plugin_proc) {
@@ -479,6 +403,11 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
                 const char *base = strrchr(paths[i], '/');
                 base = base ? base + 1 : paths[i];
                 snprintf(pp->name, sizeof(pp->name), "%.*s", (int) (strlen(base) - 3), base);
+                /* What it declared when traced started (the supervisor
+                 * holds no more than that since). */
+                for (unsigned j = 0; j < o->n_declared; j++)
+                        if (strcmp(o->declared[j].file, base) == 0)
+                                pp->decl = o->declared[j];
                 if (spawn(pp) < 0)
                         (void) sd_event_add_time_relative(ps->event, &pp->restart, CLOCK_MONOTONIC,
                                                           pp->backoff_usec, 100000, on_restart, pp);

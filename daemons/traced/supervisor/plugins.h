@@ -13,6 +13,9 @@
 
 #include <systemd/sd-event.h>
 
+#include "supervisor/host-exec.h"
+#include "supervisor/host-probe.h"
+
 struct plugins;
 
 /* Gives the service's end of a new plugin host's connection to the
@@ -23,12 +26,41 @@ struct control_exit;
 typedef void (*plugins_exited_fn)(pid_t host_pid, const char *plugin, const struct control_exit *how,
                                   void *userdata);
 
+#define PLUGINS_MAX 64
+
+/* What a plugin declared (plugins_declared_capabilities()), for its host
+ * (as this kernel grants it: capability_for_kernel()), and whom its host
+ * runs as. */
+struct plugins_declared {
+        char file[256]; /* its file name in the plugin directory */
+        uint64_t caps;
+        /* The plugin hosts' user cannot run it (supervisor/host-probe.h):
+         * its host runs as root, holding only caps, or, with
+         * plugins_options.user_required, it is refused for reason. */
+        bool as_root;
+        bool refused;
+        char reason[256];
+        /* The plugin file and the host binary that answered. */
+        struct host_probe_stamp plugin_stamp, host_stamp;
+};
+
 struct plugins_options {
         const char *dir;
         const char *host_binary;
         char *const *disabled; /* plugin names (file names without .so) not to run */
         unsigned n_disabled;
         uint64_t watchdog_usec; /* 0: no hang detection */
+        /* traced started as root: each host runs as host_uid/host_gid with
+         * its plugin's declared capabilities (supervisor/host-exec.h). */
+        bool switch_user;
+        uid_t host_uid;
+        gid_t host_gid;
+        /* traced.conf's plugin_user_required=yes: a plugin the hosts' user
+         * cannot run is refused rather than run as root. */
+        bool user_required;
+        /* Filled by plugins_declared_capabilities(). */
+        struct plugins_declared declared[PLUGINS_MAX];
+        unsigned n_declared;
         plugins_handoff_fn handoff;
         plugins_exited_fn exited; /* optional */
         void *userdata;
@@ -50,10 +82,28 @@ void plugins_stop(struct plugins *p);
 
 /* The union of the capabilities the plugins of o->dir (not disabled)
  * declare, each asked of the plugin host (--print-capabilities) in a
- * process holding none. A plugin that does not answer adds nothing (the
- * host refuses it later anyway). Returns 0, or -errno when the directory
- * cannot be read. */
-int plugins_declared_capabilities(const struct plugins_options *o, uint64_t *ret);
+ * process holding none (as the hosts' user when switching), each noted in
+ * o->declared for its host. When switching, a plugin the hosts' user
+ * cannot run (its probe fails as that user, answers as root, and a host
+ * holding what it declares cannot load it either: --check) is noted to
+ * run as root, with one warning, or refused (o->user_required). A plugin
+ * that does not answer adds nothing (the host refuses it later anyway).
+ * Returns 0, or -errno when the directory cannot be read. (In
+ * plugins-declared.c.) */
+int plugins_declared_capabilities(struct plugins_options *o, uint64_t *ret);
+
+/* Whom o's hosts run as (a plugin's host may run as root instead:
+ * plugins_declared.as_root). */
+void plugins_host_identity(const struct plugins_options *o, struct host_identity *ret);
+
+/* Before a host of d's plugin (at path) starts again: when the plugin
+ * file or the host binary changed since d's answer, asks again whether
+ * the hosts' user (id) can run it (--check, holding d->caps; when not,
+ * whether root can), and notes the answer in d as
+ * plugins_declared_capabilities() does. Nothing for a plugin that did not
+ * answer at the start (d->file empty). Blocks until the probes ended. */
+void plugins_declared_recheck(struct plugins_declared *d, const char *path, const char *host_binary,
+                              const struct host_identity *id, bool user_required);
 
 /* Finds the *.so files of dir that are not disabled, sorted by name.
  * Returns the number found (at most max) or -errno. */

@@ -11,6 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "basic/capability.h"
 #include "basic/macro.h"
 #include "supervisor/privileges.h"
 
@@ -82,6 +83,37 @@ int privileges_drop(uid_t uid, gid_t gid) {
         return 0;
 }
 
+int privileges_enter_host(uid_t uid, gid_t gid, uint64_t keep) {
+        uint64_t mask = 0;
+        int r;
+
+        /* Bounding set first, while CAP_SETPCAP is still held. */
+        for (unsigned cap = 0; cap < 64; cap++) {
+                if (keep & ((uint64_t) 1 << cap))
+                        continue;
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+                        return -errno;
+        }
+        if (prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0) < 0)
+                return -errno;
+        if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+                return -errno;
+        /* Ambient capabilities must be permitted and inheritable. */
+        r = capability_keep(keep, &mask);
+        if (r < 0)
+                return r;
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+                return -errno;
+        for (unsigned cap = 0; cap < 64; cap++)
+                if ((mask & ((uint64_t) 1 << cap)) && prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) < 0)
+                        return -errno;
+        if (prctl(PR_SET_KEEPCAPS, 0, 0, 0, 0) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return -errno;
+        if (getuid() != uid || geteuid() != uid || getegid() != gid)
+                return -EPERM;
+        return 0;
+}
+
 int privileges_limit(uint64_t keep, uint64_t *ret_kept) {
         for (unsigned cap = 0; cap < 64; cap++) {
                 if (keep & ((uint64_t) 1 << cap))
@@ -120,21 +152,4 @@ int privileges_limit(uint64_t keep, uint64_t *ret_kept) {
         if (ret_kept)
                 *ret_kept = eff;
         return 0;
-}
-
-const char *privileges_cap_name(unsigned cap) {
-        static const char *const names[] = {
-                "CAP_CHOWN",           "CAP_DAC_OVERRIDE",   "CAP_DAC_READ_SEARCH", "CAP_FOWNER",
-                "CAP_FSETID",          "CAP_KILL",           "CAP_SETGID",          "CAP_SETUID",
-                "CAP_SETPCAP",         "CAP_LINUX_IMMUTABLE", "CAP_NET_BIND_SERVICE", "CAP_NET_BROADCAST",
-                "CAP_NET_ADMIN",       "CAP_NET_RAW",        "CAP_IPC_LOCK",        "CAP_IPC_OWNER",
-                "CAP_SYS_MODULE",      "CAP_SYS_RAWIO",      "CAP_SYS_CHROOT",      "CAP_SYS_PTRACE",
-                "CAP_SYS_PACCT",       "CAP_SYS_ADMIN",      "CAP_SYS_BOOT",        "CAP_SYS_NICE",
-                "CAP_SYS_RESOURCE",    "CAP_SYS_TIME",       "CAP_SYS_TTY_CONFIG",  "CAP_MKNOD",
-                "CAP_LEASE",           "CAP_AUDIT_WRITE",    "CAP_AUDIT_CONTROL",   "CAP_SETFCAP",
-                "CAP_MAC_OVERRIDE",    "CAP_MAC_ADMIN",      "CAP_SYSLOG",          "CAP_WAKE_ALARM",
-                "CAP_BLOCK_SUSPEND",   "CAP_AUDIT_READ",     "CAP_PERFMON",         "CAP_BPF",
-                "CAP_CHECKPOINT_RESTORE",
-        };
-        return cap < ELEMENTSOF(names) ? names[cap] : NULL;
 }

@@ -21,10 +21,23 @@ int privileges_lookup_user(const char *name, uid_t *ret_uid, gid_t *ret_gid);
  */
 int privileges_drop(uid_t uid, gid_t gid);
 
+/*
+ * Becomes a plugin host's user in a freshly forked child of a supervisor
+ * running as root (only async-signal-safe calls): every capability outside
+ * keep leaves the bounding set, the process switches to uid/gid with no
+ * supplementary groups, holding keep (effective, permitted, inheritable)
+ * and raising each of keep in the ambient set, so that keep, and only
+ * keep, survives the exec of the host; then no_new_privs (ambient
+ * capabilities survive it). What of keep the caller does not hold is not
+ * held after (the host says so when its plugin asks for it).
+ */
+int privileges_enter_host(uid_t uid, gid_t gid, uint64_t keep);
+
 /* What traced's supervisor uses itself (bits = capability numbers): the
- * switch of the core to its user (CAP_SETUID, CAP_SETGID), emptying the
- * bounding sets of the core and of the plugin hosts (CAP_SETPCAP) and
- * signals to the core, which runs as another user (CAP_KILL). */
+ * switch of the core and of the plugin hosts to their users (CAP_SETUID,
+ * CAP_SETGID), emptying or trimming their bounding sets (CAP_SETPCAP),
+ * and signals to the core and the hosts, which run as other users
+ * (CAP_KILL). */
 #define PRIVILEGES_SUPERVISOR_CAPS                                                                     \
         (((uint64_t) 1 << 6) | ((uint64_t) 1 << 7) | ((uint64_t) 1 << 8) | ((uint64_t) 1 << 5))
 
@@ -37,6 +50,3 @@ int privileges_drop(uid_t uid, gid_t gid);
  * keep is left.
  */
 int privileges_limit(uint64_t keep, uint64_t *ret_kept);
-
-/* The name of capability cap as in capabilities(7), or NULL. */
-const char *privileges_cap_name(unsigned cap);

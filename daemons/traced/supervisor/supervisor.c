@@ -177,8 +177,9 @@ static int on_reload(sd_event_source *src, const struct signalfd_siginfo *si, vo
                             streq_null(next.plugin_dir, cur->plugin_dir) && next.n_disabled == cur->n_disabled;
         for (unsigned i = 0; plugins_same && i < next.n_disabled; i++)
                 plugins_same = strcmp(next.disabled[i], cur->disabled[i]) == 0;
-        if (!plugins_same || !streq_null(next.user, cur->user))
-                log_notice("Reloaded %s: the plugin set and the core's user change at the next start of traced.",
+        if (!plugins_same || !streq_null(next.user, cur->user) || !streq_null(next.plugin_user, cur->plugin_user) ||
+            next.plugin_user_required != cur->plugin_user_required)
+                log_notice("Reloaded %s: the plugin set and the users of the core and the plugin hosts change at the next start of traced.",
                            o->config_path);
         else
                 log_info("Reloaded %s.", o->config_path);

@@ -194,7 +194,10 @@ void sessions_host_exited(struct traced_service *svc, pid_t pid, const char *plu
         snprintf(he->recent[he->next_recent].plugin, sizeof(he->recent[0].plugin), "%s", plugin ? plugin : "");
         he->recent[he->next_recent].pid = pid;
         he->next_recent = (he->next_recent + 1) % RECENT_EXITS;
-        settle(he, NULL, pid, plugin, cause, false);
+        /* pid 0: a plugin the supervisor refused without starting a host
+         * (lost no data source instance). */
+        if (pid > 0)
+                settle(he, NULL, pid, plugin, cause, false);
 }
 
 void host_exits_settle_session(struct session *s) {

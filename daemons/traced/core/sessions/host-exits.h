@@ -46,7 +46,8 @@ struct host_failed_plugin {
 void host_exits_instance_lost(struct session *s, const struct producer *p, const struct ds_instance *i,
                               bool before_start);
 /* The supervisor says plugin host pid (of plugin) ended: cause is how
- * (control_exit_describe); refused with the host's reason (may be empty). */
+ * (control_exit_describe); refused with the host's reason (may be empty).
+ * pid 0: the supervisor refused the plugin without starting its host. */
 void sessions_host_exited(struct traced_service *svc, pid_t pid, const char *plugin, const char *cause, bool refused,
                           const char *reason);
 /* s ends: its losses still waiting for a cause are reported now. */
