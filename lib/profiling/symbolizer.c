@@ -41,6 +41,8 @@ void symbolizer_resolve(struct symbolizer *s, const struct proc_info *p, uint64_
                 /* The table's process, never a const object: its JIT names
                  * are read into it on demand. */
                 ret->function = jit_symbols_lookup(s->procs, (struct proc_info *) p, pc);
+                if (!ret->function)
+                        s->jit_unnamed++;
                 return;
         }
         struct elf_image *img = symbolizer_image(s, p, m);

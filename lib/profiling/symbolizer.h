@@ -26,6 +26,11 @@ struct symbolizer {
         struct proc_table *procs;
         struct elf_cache *elves;
         const struct ksyms *ksyms; /* may be NULL: kernel frames unnamed */
+        /* Addresses in generated code (symbolizer_is_jit_memory) left
+         * unnamed so far: their runtime may name them a moment later, so
+         * a caller that caches frames or stacks does not keep one whose
+         * resolution bumped this. */
+        uint64_t jit_unnamed;
 };
 
 /* The ELF image of a process's mapping, opened through the process's root

@@ -291,12 +291,17 @@ static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, cons
                 if (!p || p->maps_unreadable || !proc_maps_find(&p->maps, user[0]))
                         *cacheable = false;
         }
+        uint64_t jit_unnamed = s->sym.jit_unnamed;
         for (size_t k = n_user; k-- > 0;) {
                 /* Return addresses but the innermost: the call is the byte before. */
                 uint64_t f = symbolizer_user_frame(&s->sym, q->iw, p, k > 0 ? user[k] - 1 : user[k]);
                 if (f)
                         frames[n++] = f;
         }
+        /* Generated code its runtime has not named yet may be named at the
+         * next sample. */
+        if (s->sym.jit_unnamed != jit_unnamed)
+                *cacheable = false;
         size_t top = rec->kind == BPFSTACK_OFF_CPU ? tracing_frames_on_top(s->ksyms, kern, n_kern) : 0;
         for (size_t k = n_kern; k-- > top;) {
                 uint64_t f = symbolizer_kernel_frame(&s->sym, q->iw, kern[k]);

@@ -193,8 +193,10 @@ static uint64_t cached_frame(struct perf_session *s, const struct proc_info *p, 
         struct frame_slot *f = &s->frames[(h >> 40) & (FRAME_CACHE_SLOTS - 1)];
         if (f->epoch == s->epoch && f->pc == pc && f->pid == pid && f->maps_version == mv && f->generation == gen)
                 return f->iid;
+        uint64_t jit_unnamed = s->sym.jit_unnamed;
         uint64_t iid = p ? symbolizer_user_frame(&s->sym, s->iw, p, pc) : symbolizer_kernel_frame(&s->sym, s->iw, pc);
-        if (iid)
+        /* Generated code its runtime has not named yet is asked again. */
+        if (iid && s->sym.jit_unnamed == jit_unnamed)
                 *f = (struct frame_slot) { .pc = pc, .pid = pid, .maps_version = mv, .generation = gen,
                                            .epoch = s->epoch, .iid = iid };
         return iid;

@@ -237,7 +237,9 @@ Test(jit_process, the_map_is_read_again_as_it_grows) {
         struct symbolizer s = { .procs = t };
         struct proc_info *p = proc_table_get(t, PID);
         cr_assert_str_eq(resolve(&s, p, ANON + 0x1000).function, "first");
+        cr_assert_eq(s.jit_unnamed, 0);
         cr_assert_null(resolve(&s, p, ANON + 0x2000).function);
+        cr_assert_eq(s.jit_unnamed, 1, "callers caching frames are told a name may come later");
         /* The runtime finishes the line and compiles more. */
         write_text("4242/root/tmp/perf-42.map", "00 40 second\n7f0000003000 40 third\n", "a");
         usleep(JIT_REFRESH_USEC + 20000);
