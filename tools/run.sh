@@ -149,7 +149,7 @@ for pid in $activator $children; do
                 "$(awk '/^CapEff/ {print $2}' "/proc/$pid/status")"
 done
 if grep -q "its host runs as root" "$run/traced.log"; then
-        say "the plugin hosts' user cannot run the plugin host of $build (a directory above it is not searchable by all): the hosts run as root, each with only its plugin's capabilities; build under /usr/src, /opt or /srv for the sandbox (README.md). traced says:"
+        say "the plugin hosts' user cannot run the plugin host of $build (a directory above it is not searchable by all): the hosts of plugins that declare no capability to read past that (below) run as root, each with only its plugin's capabilities; build under /usr/src, /opt or /srv for the sandbox (README.md). traced says:"
         grep "its host runs as root" "$run/traced.log"
 fi
 step "recording 3 s: scheduling, the process tree and every CPU's stacks at 99 Hz"
