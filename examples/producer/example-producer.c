@@ -276,6 +276,7 @@ static void write_on_loop(struct state *st, uint64_t id) {
 
 static int on_later(sd_event_source *s, uint64_t usec, void *ud) {
         struct state *st = ud;
+        (void) s;
         (void) usec;
         st->later = sd_event_source_disable_unref(st->later);
         write_on_loop(st, st->later_id);

@@ -46,40 +46,14 @@ static traced_producer *fake_producer(sd_event **ret_event) {
         return p;
 }
 
+static void commit_into(traced_producer *p, struct trace_buffer *tb);
+
 /* What traced does with the SMB: take every complete chunk, then apply
  * the patches, then read. */
 static struct trace_buffer *service_side(traced_producer *p) {
         struct trace_buffer *tb;
         cr_assert_eq(trace_buffer_new(16u << 20, TRACE_BUFFER_RING_BUFFER, &tb), 0);
-        for (size_t page = 0; page < p->abi.num_pages; page++) {
-                uint32_t bm = smb_page_bitmap(&p->abi, page);
-                for (uint32_t i = 0; i < smb_bitmap_num_chunks(bm); i++) {
-                        struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, page, i);
-                        if (!smb_chunk_is_valid(&c))
-                                continue;
-                        struct smb_chunk_header *h = smb_chunk_header(&c);
-                        uint16_t packets = atomic_load(&h->packets);
-                        cr_assert_eq(trace_buffer_copy_chunk(tb, &(struct trace_buffer_chunk) {
-                                                                         .producer_id = 1,
-                                                                         .writer_id = atomic_load(&h->writer_id),
-                                                                         .chunk_id = atomic_load(&h->chunk_id),
-                                                                         .num_fragments = smb_packets_count(packets),
-                                                                         .flags = smb_packets_flags(packets),
-                                                                         .complete = true,
-                                                                         .payload = smb_chunk_payload(&c),
-                                                                         .payload_size = smb_chunk_payload_size(&c),
-                                                                 }),
-                                     0);
-                        cr_assert_geq(smb_release_chunk_as_free(&p->abi, &c), 0);
-                }
-        }
-        for (size_t i = 0; i < p->n_patches; i++) {
-                struct trace_buffer_patch tp = { .offset = p->patches[i].offset };
-                memcpy(tp.data, p->patches[i].data, 4);
-                cr_assert_eq(trace_buffer_try_patch(tb, 1, p->patches[i].writer_id, p->patches[i].chunk_id, &tp, 1,
-                                                    p->patches[i].more),
-                             0, "patch %zu did not apply", i);
-        }
+        commit_into(p, tb);
         return tb;
 }
 
