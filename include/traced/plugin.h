@@ -97,8 +97,9 @@ struct traced_host_api {
          * TraceConfig.producers sizes it (traced-plugin(7), LIMITS).
          * -ESHUTDOWN: the instance ended (its stop returned, or
          * notify_stopped was called), or, for a writer waiting for room,
-         * the service's stop of it came meanwhile: the packet is in no
-         * trace. */
+         * the service's stop of it came before the packet was written
+         * whole: the packet is in no trace (traced-plugin(7), for a
+         * packet another thread writes as the stop returns). */
         int32_t (*write_packet)(struct traced_writer *writer, const void *packet, size_t size);
         int32_t (*flush_writer)(struct traced_writer *writer);
         void (*free_writer)(struct traced_writer *writer);

@@ -199,7 +199,10 @@ traced_trace_writer *traced_trace_writer_free(traced_trace_writer *w);
  * traced_producer_notify_stopped for TRACED_DS_WILL_NOTIFY_ON_STOP), as
  * the packet would be in no trace; a writer waiting for room then wakes
  * with it (on the loop thread, without WILL_NOTIFY_ON_STOP, it finds the
- * service's stop among what the service sent while it waits);
+ * service's stop among what the service sent while it waits, or when it
+ * needs a new chunk; a packet already written whole returns 0). A packet
+ * another thread finished as the stop was acknowledged gets -ESHUTDOWN
+ * and may still be in the trace;
  * -EMSGSIZE, at once, for a packet larger than the writer can ever carry
  * (TRACED_MAX_PACKET_SIZE above): nothing of it is written, and the next
  * packet succeeds as if it had not been tried (it carries

@@ -198,9 +198,9 @@ _public_ int traced_trace_writer_end_pb_packet(traced_trace_writer *w, struct tr
         if (!w || !w->in_packet || !root || root != w->stream.root)
                 return -EINVAL;
         int r = end_packet(w, traced_pb_msg_finish(root));
-        /* Lost or written after its instance ended, the packet is not in
-         * the session's trace. */
-        if (writer_instance_over(w)) {
+        /* Lost because its instance ended, or written whole while it
+         * ended (see traced_trace_writer_write_packet). */
+        if (r < 0 ? writer_instance_over(w) : writer_ended_meanwhile(w)) {
                 if (r >= 0)
                         writer_note_loss(w);
                 return -ESHUTDOWN;

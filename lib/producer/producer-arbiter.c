@@ -43,6 +43,10 @@ bool writer_instance_over(traced_trace_writer *w) {
         return w->stalled_on_loop && loop_writer_sees_stop(w);
 }
 
+bool writer_ended_meanwhile(const traced_trace_writer *w) {
+        return atomic_load(&w->ended);
+}
+
 int writer_fail(traced_trace_writer *w, int r) {
         writer_note_loss(w);
         return writer_instance_over(w) ? -ESHUTDOWN : r;

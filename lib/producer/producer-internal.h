@@ -291,6 +291,12 @@ void writer_begin_write(traced_trace_writer *w);
  * the command cannot reach) the service's StopDataSource for it waits to
  * be handled: a packet written now is not in the session's trace. */
 bool writer_instance_over(traced_trace_writer *w);
+/* After a packet was written whole: whether w's instance ended
+ * meanwhile (its stop was acknowledged while another thread wrote). A
+ * stop that waited to be handled behind a writer on the loop thread does
+ * not count: the service reads the buffer once more after the loop
+ * acknowledges it, and finds the packet. */
+bool writer_ended_meanwhile(const traced_trace_writer *w);
 /* A write of w failed with r: counts the loss; -ESHUTDOWN instead of r
  * when it failed because the instance was over. */
 int writer_fail(traced_trace_writer *w, int r);

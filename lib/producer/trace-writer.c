@@ -187,9 +187,9 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
                 if (r < 0)
                         return writer_fail(w, r);
         }
-        /* Written, but after its instance ended (a writer of another
-         * thread, or one that waited for room): the session has it not. */
-        if (writer_instance_over(w))
+        /* Written, but its instance ended meanwhile (a writer of
+         * another thread): the session may not have it. */
+        if (writer_ended_meanwhile(w))
                 return writer_fail(w, -ESHUTDOWN);
         if (n_marker)
                 w->signal_loss = false;
