@@ -54,12 +54,22 @@ static void host_log(struct traced_host *h, int level, const char *message) {
                  (h)->desc->ops->op :                                                                          \
                  NULL)
 
+/* The data source flags a plugin of the given minor may pass: a bit its
+ * header did not have is refused as it was then. */
+static uint32_t known_ds_flags(uint32_t abi_minor) {
+        uint32_t known = TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP | TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR;
+        if (abi_minor >= 3)
+                known |= TRACED_PLUGIN_DS_STALL_WHEN_FULL;
+        return known;
+}
+
 static int32_t host_register(struct traced_host *h, const char *name, uint32_t flags) {
-        int r = abi_check_flags(flags, TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP |
-                                               TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR);
+        int r = abi_check_flags(flags, known_ds_flags(h->desc->abi_minor));
         if (r < 0)
                 return r;
         uint32_t f = (flags & TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP) ? TRACED_DS_WILL_NOTIFY_ON_STOP : 0;
+        if (flags & TRACED_PLUGIN_DS_STALL_WHEN_FULL)
+                f |= TRACED_DS_STALL_WHEN_FULL;
         if (flags & TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR) {
                 if (!PLUGIN_OP(h, clear_incremental_state))
                         return -EINVAL; /* it promises what it has no callback for */

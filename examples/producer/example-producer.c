@@ -44,6 +44,9 @@ struct state {
         bool track_events; /* slices on a thread track instead of for_testing */
         bool reconnect;
         bool hold;
+        bool after_start; /* --after-start: the loop thread writes once the start is acknowledged */
+        sd_event_source *later;
+        uint64_t later_id;
         unsigned long burst;    /* --burst: pause after this many packets */
         unsigned pause_ms;
         unsigned threads;
@@ -257,23 +260,44 @@ static void join_threads(struct state *st) {
         st->n_tids = 0;
 }
 
+/* Writes the instance's packets on the loop thread, timed. */
+static void write_on_loop(struct state *st, uint64_t id) {
+        traced_trace_writer *w;
+        if (traced_producer_new_writer(st->producer, id, &w) < 0)
+                return;
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        write_all(st, w);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double secs = (double) (b.tv_sec - a.tv_sec) + (double) (b.tv_nsec - a.tv_nsec) / 1e9;
+        fprintf(stderr, "example-producer: instance %llu: wrote %lu packets of %zu bytes, dropped %lu, in %.6f s\n",
+                (unsigned long long) id, st->written, st->size, st->dropped, secs);
+}
+
+static int on_later(sd_event_source *s, uint64_t usec, void *ud) {
+        struct state *st = ud;
+        (void) s;
+        (void) usec;
+        st->later = sd_event_source_disable_unref(st->later);
+        write_on_loop(st, st->later_id);
+        return 0;
+}
+
 static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t n, void *ud) {
         struct state *st = ud;
         (void) ds;
         (void) cfg;
         (void) n;
-        traced_trace_writer *w;
         if (st->threads == 0) {
-                if (traced_producer_new_writer(p, id, &w) < 0)
+                if (!st->after_start) {
+                        write_on_loop(st, id);
                         return;
-                struct timespec a, b;
-                clock_gettime(CLOCK_MONOTONIC, &a);
-                write_all(st, w);
-                clock_gettime(CLOCK_MONOTONIC, &b);
-                double secs = (double) (b.tv_sec - a.tv_sec) + (double) (b.tv_nsec - a.tv_nsec) / 1e9;
-                fprintf(stderr,
-                        "example-producer: instance %llu: wrote %lu packets of %zu bytes, dropped %lu, in %.6f s\n",
-                        (unsigned long long) id, st->written, st->size, st->dropped, secs);
+                }
+                /* The service hears the instance started when this
+                 * returns; the packets follow on the next turn. */
+                st->later_id = id;
+                if (!st->later)
+                        (void) sd_event_add_time_relative(st->event, &st->later, CLOCK_MONOTONIC, 10000, 0, on_later, st);
                 return;
         }
         /* The writers are made here, used and freed on their threads; the
@@ -358,6 +382,7 @@ int main(int argc, char **argv) {
                 { "reconnect", no_argument, NULL, 'R' },      { "hold", no_argument, NULL, 'H' },
                 { "burst", required_argument, NULL, 'B' },    { "pause-ms", required_argument, NULL, 'P' },
                 { "track-events", no_argument, NULL, 'E' },  { "help", no_argument, NULL, 'h' },
+                { "after-start", no_argument, NULL, 'A' },
                 {},
         };
         int c, r;
@@ -401,6 +426,9 @@ int main(int argc, char **argv) {
                 case 'H':
                         st.hold = true;
                         break;
+                case 'A':
+                        st.after_start = true;
+                        break;
                 case 'B':
                         st.burst = strtoul(optarg, NULL, 0);
                         break;
@@ -412,6 +440,7 @@ int main(int argc, char **argv) {
                                "                        [--smb-kb KB] [--page-kb KB] [--once] [--stream]\n"
                                "                        [--threads T] [--reconnect] [--hold]\n"
                                "                        [--burst N --pause-ms MS] [--track-events]\n"
+                               "                        [--after-start]\n"
                                "Registers \"example.data\"; each started instance gets N packets.\n"
                                "--once exits when the first instance stops; --stream writes packets\n"
                                "field by field with the zero-copy API; --threads writes N packets\n"
@@ -420,7 +449,9 @@ int main(int argc, char **argv) {
                                "over TCP the library on Flush, must scrape it); --burst pauses MS\n"
                                "milliseconds after every N packets; --track-events writes N slices\n"
                                "(TrackEvent) on a thread track, each with an argument and a counter\n"
-                               "sampled at its end, instead of test packets.\n");
+                               "sampled at its end, instead of test packets; --after-start writes\n"
+                               "them on the loop thread once the start was acknowledged, not in the\n"
+                               "start callback (without --threads).\n");
                         return 0;
                 default:
                         return 2;
@@ -463,6 +494,7 @@ int main(int argc, char **argv) {
         atomic_store(&st.stopping, true);
         join_threads(&st);
         st.reaper = sd_event_source_disable_unref(st.reaper);
+        st.later = sd_event_source_disable_unref(st.later);
         traced_producer_free(p);
         sd_event_unref(st.event);
         return r < 0 ? 1 : r;

@@ -32,7 +32,7 @@ extern "C" {
 
 #define TRACED_PLUGIN_MAGIC 0x44435254u /* "TRCD" little-endian */
 #define TRACED_PLUGIN_ABI_MAJOR 1u
-#define TRACED_PLUGIN_ABI_MINOR 2u
+#define TRACED_PLUGIN_ABI_MINOR 3u
 #define TRACED_PLUGIN_ENTRY_SYMBOL "traced_plugin_entry"
 
 /* Log levels (syslog's). */
@@ -54,6 +54,17 @@ extern "C" {
 #define TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP 0x1u
 /* Since 1.1: the plugin's ops have clear_incremental_state. */
 #define TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR 0x2u
+/* Since 1.3 (set it only when api->abi_minor >= 3: an older host refuses
+ * the bit with -EINVAL): when the shared memory buffer is full, the data
+ * source's writers wait for a free chunk rather than drop the packet, up
+ * to 5 s in all per chunk, then drop it (-ENOBUFS). The wait blocks the
+ * host's event loop, which meanwhile hands what was written to the
+ * service, whose copying frees chunks; a packet may then be as large as
+ * TRACED_PLUGIN_MAX_PACKET_SIZE. What a session's
+ * DataSourceConfig.buffer_exhausted_policy says wins over this default.
+ * Without the flag the writers drop (BUFFER_EXHAUSTED_DROP): a full
+ * buffer costs packets, counted and marked in the trace, never time. */
+#define TRACED_PLUGIN_DS_STALL_WHEN_FULL 0x4u
 
 struct traced_host;   /* opaque: the host's state */
 struct traced_pb_msg; /* traced/pbzero.h: a message of the typed writers */
@@ -83,7 +94,12 @@ struct traced_host_api {
          * TRACED_PLUGIN_MAX_PACKET_SIZE for a data source that stalls when
          * the buffer is full; one that drops (the default) carries at most
          * what the host's buffer holds at once: 4 MiB - 2560 bytes unless
-         * TraceConfig.producers sizes it (traced-plugin(7), LIMITS). */
+         * TraceConfig.producers sizes it (traced-plugin(7), LIMITS).
+         * -ESHUTDOWN: the instance ended (its stop returned, or
+         * notify_stopped was called), or, for a writer waiting for room,
+         * the service's stop of it came before the packet was written
+         * whole: the packet is in no trace (traced-plugin(7), for a
+         * packet another thread writes as the stop returns). */
         int32_t (*write_packet)(struct traced_writer *writer, const void *packet, size_t size);
         int32_t (*flush_writer)(struct traced_writer *writer);
         void (*free_writer)(struct traced_writer *writer);
@@ -115,7 +131,8 @@ struct traced_host_api {
          * message still open. begin: -EBUSY while a packet of the writer is
          * open, else as write_packet; end: negative errno when the packet
          * was lost (the buffer was full: -ENOBUFS; -EMSGSIZE: it grew past
-         * what the writer can carry). libtraced-client's
+         * what the writer can carry, and the service drops what it had of
+         * it; -ESHUTDOWN: the instance ended first). libtraced-client's
          * traced_trace_writer_begin_pb_packet(3) says more. */
         int32_t (*begin_packet)(struct traced_writer *writer, struct traced_pb_msg *root);
         int32_t (*end_packet)(struct traced_writer *writer, struct traced_pb_msg *root);

@@ -71,6 +71,9 @@ typedef struct traced_trace_writer traced_trace_writer;
  * TRACED_DS_STALL_WHEN_FULL. The two stall values are those of the proto's
  * BufferExhaustedPolicy; its BUFFER_EXHAUSTED_DROP (1) means
  * TRACED_BUFFER_EXHAUSTED_DROP. */
+/* What each costs: DROP costs packets, never time; a STALL costs the
+ * writer's thread time (on the loop thread, everything the loop runs),
+ * up to 5 s per chunk. */
 #define TRACED_BUFFER_EXHAUSTED_DROP 0u /* drop the packet; the loss is visible in the trace */
 #define TRACED_BUFFER_EXHAUSTED_STALL_THEN_ABORT 2u /* wait up to 5 s for room, then abort() */
 #define TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP 3u  /* wait up to 5 s for room, then drop */
@@ -191,6 +194,15 @@ traced_trace_writer *traced_trace_writer_free(traced_trace_writer *w);
 
 /* Appends one serialized TracePacket (fragmented across chunks as
  * needed). -ENOBUFS when the buffer was full and the packet was dropped;
+ * -ESHUTDOWN once the writer's instance ended (the library acknowledged
+ * the service's stop: after the stop callback returned, or at
+ * traced_producer_notify_stopped for TRACED_DS_WILL_NOTIFY_ON_STOP), as
+ * the packet would be in no trace; a writer waiting for room then wakes
+ * with it (on the loop thread, without WILL_NOTIFY_ON_STOP, it finds the
+ * service's stop among what the service sent while it waits, or when it
+ * needs a new chunk; a packet already written whole returns 0). A packet
+ * another thread finished as the stop was acknowledged gets -ESHUTDOWN
+ * and may still be in the trace;
  * -EMSGSIZE, at once, for a packet larger than the writer can ever carry
  * (TRACED_MAX_PACKET_SIZE above): nothing of it is written, and the next
  * packet succeeds as if it had not been tried (it carries
@@ -234,10 +246,12 @@ int traced_trace_writer_end_packet(traced_trace_writer *w);
  * a chunk fills up. Nested messages get a 4-byte size field, filled in
  * place when they end (or sent as a patch of an earlier chunk); messages
  * still open are ended by end_pb_packet. begin: -EBUSY while a packet is
- * open, -ENOTCONN, -ENOBUFS as write_packet; end: -ENOBUFS when the buffer
- * filled up and the packet was dropped (-EMSGSIZE: the packet grew past
+ * open, -ENOTCONN, -ENOBUFS, -ESHUTDOWN as write_packet; end: -ENOBUFS when
+ * the buffer filled up and the packet was dropped, -ESHUTDOWN when the
+ * instance ended before the packet did (-EMSGSIZE: the packet grew past
  * what the writer can carry, see TRACED_MAX_PACKET_SIZE, and was given up
- * there, its fragments so far marked dropped; -E2BIG: more than
+ * there, its fragments so far marked dropped, which the service then
+ * drops from the session's buffer and counts; -E2BIG: more than
  * TRACED_MSG_MAX_DEPTH messages open across a chunk boundary), counted in
  * traced_trace_writer_dropped. The traced_msg
  * calls above are these packets, written field by field through calls.

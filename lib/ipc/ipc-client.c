@@ -213,6 +213,42 @@ static void on_frame(ipc_conn *conn, const Perfetto__Protos__IPCFrame *f, void *
         client_unref(c);
 }
 
+struct peek {
+        const struct pending *pending;
+        ipc_peek_reply_fn fn;
+        void *userdata;
+};
+
+static void peek_frame(const uint8_t *data, size_t size, void *userdata) {
+        struct peek *k = userdata;
+        Perfetto__Protos__IPCFrame *f = perfetto__protos__ipcframe__unpack(NULL, size, data);
+        if (!f)
+                return; /* the loop will find it bad */
+        const Perfetto__Protos__IPCFrame__InvokeMethodReply *r = f->msg_invoke_method_reply;
+        if (f->msg_case == PERFETTO__PROTOS__IPCFRAME__MSG_MSG_INVOKE_METHOD_REPLY &&
+            f->request_id == k->pending->request_id && r->has_success && r->success && r->has_reply_proto) {
+                ProtobufCMessage *m =
+                        protobuf_c_message_unpack(k->pending->reply_desc, NULL, r->reply_proto.len, r->reply_proto.data);
+                if (m) {
+                        k->fn(m, k->userdata);
+                        protobuf_c_message_free_unpacked(m, NULL);
+                }
+        }
+        perfetto__protos__ipcframe__free_unpacked(f, NULL);
+}
+
+int ipc_client_peek_replies(ipc_client *c, int64_t request_id, ipc_peek_reply_fn fn, void *userdata) {
+        if (!c || !fn || request_id <= 0)
+                return -EINVAL;
+        if (!c->connected)
+                return -ENOTCONN;
+        const struct pending *p = pending_find(c, (uint64_t) request_id);
+        if (!p || !p->reply_desc)
+                return -ENOENT;
+        struct peek k = { .pending = p, .fn = fn, .userdata = userdata };
+        return ipc_conn_read_ahead(c->conn, peek_frame, &k);
+}
+
 static void on_closed(ipc_conn *conn, int error, void *userdata) {
         ipc_client *c = userdata;
 

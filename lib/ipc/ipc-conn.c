@@ -56,6 +56,10 @@ struct ipc_conn {
          * on_closed frees. */
         sd_event_source *close_defer;
         int close_error;
+        /* Frames read ahead (ipc_conn_read_ahead) are dispatched from
+         * here, and a read error it met is acted on. */
+        sd_event_source *rx_defer;
+        int rx_error;
 };
 
 static void tx_item_free(struct tx_item *t) {
@@ -77,6 +81,7 @@ static void tx_clear(ipc_conn *c) {
 static void conn_free(ipc_conn *c) {
         tx_clear(c);
         sd_event_source_disable_unref(c->io);
+        sd_event_source_disable_unref(c->rx_defer);
         safe_close(c->fd);
         safe_close(c->pending_fd);
         ipc_frame_decoder_done(&c->dec);
@@ -286,8 +291,10 @@ static void keep_received_fds(ipc_conn *c, struct msghdr *mh, uint64_t owner) {
  * starve the others on the loop. */
 #define IPC_MAX_READS_PER_WAKEUP 16
 
-static int receive(ipc_conn *c) {
-        for (unsigned iter = 0; iter < IPC_MAX_READS_PER_WAKEUP; iter++) {
+/* One read into the frame buffer: 1 when bytes came, 0 when there were
+ * none (EAGAIN), -ECONNRESET at the end of the stream, else -errno. */
+static int receive_some(ipc_conn *c) {
+        for (;;) {
                 uint8_t *space;
                 size_t avail;
                 int r = ipc_frame_decoder_space(&c->dec, &space, &avail);
@@ -327,29 +334,50 @@ static int receive(ipc_conn *c) {
                 }
                 if (n == 0)
                         return -ECONNRESET;
+                return 1;
+        }
+}
 
-                for (;;) {
-                        Perfetto__Protos__IPCFrame *f = NULL;
-                        size_t before = c->dec.len;
-                        uint64_t start = c->rx_abs;
-                        r = ipc_frame_decoder_pop_into(&c->dec, &c->arena.allocator, &f);
-                        if (r < 0) {
-                                ipc_arena_reset(&c->arena);
-                                return r;
-                        }
-                        if (r == 0)
-                                break;
-                        c->rx_abs += before - c->dec.len;
-                        c->cur_frame_abs = start;
-                        if (c->ops && c->ops->on_frame)
-                                c->ops->on_frame(c, f, c->userdata);
+/* Dispatches the whole frames in the buffer. */
+static int dispatch_buffered(ipc_conn *c) {
+        for (;;) {
+                Perfetto__Protos__IPCFrame *f = NULL;
+                size_t before = c->dec.len;
+                uint64_t start = c->rx_abs;
+                int r = ipc_frame_decoder_pop_into(&c->dec, &c->arena.allocator, &f);
+                if (r < 0) {
                         ipc_arena_reset(&c->arena);
-                        if (!c->open)
-                                return 0;
-                        /* An fd its frame did not claim is closed. */
-                        if (c->pending_fd >= 0 && c->pending_fd_frame == start)
-                                c->pending_fd = safe_close(c->pending_fd);
+                        return r;
                 }
+                if (r == 0)
+                        return 0;
+                c->rx_abs += before - c->dec.len;
+                c->cur_frame_abs = start;
+                if (c->ops && c->ops->on_frame)
+                        c->ops->on_frame(c, f, c->userdata);
+                ipc_arena_reset(&c->arena);
+                if (!c->open)
+                        return 0;
+                /* An fd its frame did not claim is closed. */
+                if (c->pending_fd >= 0 && c->pending_fd_frame == start)
+                        c->pending_fd = safe_close(c->pending_fd);
+        }
+}
+
+static int receive(ipc_conn *c) {
+        /* What was read ahead first, then what the socket holds. */
+        int r = dispatch_buffered(c);
+        if (r < 0 || !c->open)
+                return r;
+        if (c->rx_error < 0)
+                return c->rx_error;
+        for (unsigned iter = 0; iter < IPC_MAX_READS_PER_WAKEUP; iter++) {
+                r = receive_some(c);
+                if (r <= 0)
+                        return r;
+                r = dispatch_buffered(c);
+                if (r < 0 || !c->open)
+                        return r;
         }
         return 0;
 }
@@ -384,6 +412,37 @@ static int on_io(sd_event_source *s, int fd, uint32_t revents, void *userdata) {
                 ipc_conn_close(c, 0);
 out:
         ipc_conn_unref(c);
+        return 0;
+}
+
+static int on_rx_defer(sd_event_source *s, void *userdata) {
+        ipc_conn *c = userdata;
+        c->rx_defer = sd_event_source_disable_unref(c->rx_defer);
+        if (c->open)
+                (void) on_io(NULL, c->fd, EPOLLIN, c);
+        return 0;
+}
+
+int ipc_conn_read_ahead(ipc_conn *c, ipc_conn_peek_fn fn, void *userdata) {
+        if (!c->open)
+                return -ENOTCONN;
+        for (unsigned iter = 0; iter < IPC_MAX_READS_PER_WAKEUP && c->rx_error == 0; iter++) {
+                int r = receive_some(c);
+                if (r == 0 || r == -EMSGSIZE)
+                        break; /* nothing more, or the buffer is full until the loop takes frames */
+                if (r < 0)
+                        c->rx_error = r;
+        }
+        size_t off = 0, size;
+        const uint8_t *frame;
+        while (ipc_frame_decoder_peek(&c->dec, &off, &frame, &size) > 0)
+                fn(frame, size, userdata);
+        /* The socket may hold nothing more to wake the loop with. */
+        if ((c->dec.len > 0 || c->rx_error < 0) && !c->rx_defer) {
+                int r = sd_event_add_defer(c->event, &c->rx_defer, on_rx_defer, c);
+                if (r < 0)
+                        return r;
+        }
         return 0;
 }
 

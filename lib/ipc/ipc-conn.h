@@ -55,6 +55,14 @@ int ipc_conn_fd(const ipc_conn *c);
 uid_t ipc_conn_peer_uid(const ipc_conn *c);
 pid_t ipc_conn_peer_pid(const ipc_conn *c);
 size_t ipc_conn_queued_bytes(const ipc_conn *c);
+/* For a caller that holds the loop thread: reads what the socket holds
+ * now into the frame buffer, without dispatching it, and hands fn each
+ * whole frame buffered (its serialized IPCFrame) that was not dispatched
+ * yet. They are dispatched as usual once the loop runs again. A read
+ * error is kept for the loop to act on. -ENOTCONN once closed. */
+typedef void (*ipc_conn_peek_fn)(const uint8_t *frame, size_t size, void *userdata);
+int ipc_conn_read_ahead(ipc_conn *c, ipc_conn_peek_fn fn, void *userdata);
+
 /* Sends what the socket takes of the queue now, without waiting for the
  * event loop (a caller that holds the loop thread). -ENOTCONN once the
  * connection failed (it is closed then). */

@@ -96,6 +96,22 @@ int ipc_frame_decoder_pop_into(struct ipc_frame_decoder *d, ProtobufCAllocator *
         return 1;
 }
 
+int ipc_frame_decoder_peek(const struct ipc_frame_decoder *d, size_t *off, const uint8_t **ret_data,
+                           size_t *ret_size) {
+        size_t o = *off;
+        if (o > d->len || d->len - o < IPC_FRAME_HEADER_SIZE)
+                return 0;
+        uint32_t size = read_le32(d->buf + o);
+        if (size > d->max_frame_size)
+                return -EMSGSIZE;
+        if (d->len - o - IPC_FRAME_HEADER_SIZE < size)
+                return 0;
+        *ret_data = d->buf + o + IPC_FRAME_HEADER_SIZE;
+        *ret_size = size;
+        *off = o + IPC_FRAME_HEADER_SIZE + size;
+        return 1;
+}
+
 static void put_header(uint8_t *buf, size_t size) {
         buf[0] = (uint8_t) size;
         buf[1] = (uint8_t) (size >> 8);

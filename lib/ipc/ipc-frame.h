@@ -47,6 +47,13 @@ int ipc_frame_decoder_pop(struct ipc_frame_decoder *d, Perfetto__Protos__IPCFram
 int ipc_frame_decoder_pop_into(struct ipc_frame_decoder *d, ProtobufCAllocator *allocator,
                                Perfetto__Protos__IPCFrame **ret);
 
+/* Looks at the whole frames buffered from *off on without taking them:
+ * 1 and the next one's serialized IPCFrame (*off moves past it), 0 when no
+ * whole frame is left, -EMSGSIZE for a length over the bound. Start with
+ * *off 0; the pointers last until the decoder is next changed. */
+int ipc_frame_decoder_peek(const struct ipc_frame_decoder *d, size_t *off, const uint8_t **ret_data,
+                           size_t *ret_size);
+
 /* Serializes a frame with its length header into a new buffer. -EMSGSIZE if
  * the frame exceeds IPC_FRAME_MAX_SEND_SIZE. */
 int ipc_frame_encode(const Perfetto__Protos__IPCFrame *frame, uint8_t **ret_buf, size_t *ret_len);

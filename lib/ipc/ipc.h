@@ -215,6 +215,14 @@ int ipc_client_flush(ipc_client *c);
 int64_t ipc_client_invoke(ipc_client *c, const char *method_name, const ProtobufCMessage *args,
                           const ProtobufCMessageDescriptor *reply_desc, int fd, ipc_reply_cb cb, void *userdata);
 
+/* For a caller that holds the loop thread (a writer waiting for room):
+ * reads ahead what the peer sent and calls fn with each reply to
+ * request_id that arrived and was not handed to its callback yet,
+ * decoded with the request's reply_desc. The callback still gets each of
+ * them, in order, once the loop runs. -ENOTCONN when closed. */
+typedef void (*ipc_peek_reply_fn)(const ProtobufCMessage *reply, void *userdata);
+int ipc_client_peek_replies(ipc_client *c, int64_t request_id, ipc_peek_reply_fn fn, void *userdata);
+
 /* Forgets the callback of a request the caller gave up on (a timeout):
  * a late reply is then dropped and the callback's userdata is the
  * caller's to free. */

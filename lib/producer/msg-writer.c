@@ -132,13 +132,14 @@ _public_ int traced_trace_writer_begin_pb_packet(traced_trace_writer *w, struct 
                 writer_note_loss(w);
                 return -ENOTCONN;
         }
+        writer_begin_write(w);
+        if (atomic_load(&w->ended) || w->stop_seen)
+                return writer_fail(w, -ESHUTDOWN);
         /* A new packet needs room for its header and one byte. */
         if (!writer_new_packet_fits(w)) {
                 int r = writer_start_chunk(w);
-                if (r < 0) {
-                        writer_note_loss(w);
-                        return r;
-                }
+                if (r < 0)
+                        return writer_fail(w, r);
         }
         w->in_packet = true;
         w->slots_overflow = false;
@@ -196,7 +197,15 @@ static int end_packet(traced_trace_writer *w, int r) {
 _public_ int traced_trace_writer_end_pb_packet(traced_trace_writer *w, struct traced_pb_msg *root) {
         if (!w || !w->in_packet || !root || root != w->stream.root)
                 return -EINVAL;
-        return end_packet(w, traced_pb_msg_finish(root));
+        int r = end_packet(w, traced_pb_msg_finish(root));
+        /* Lost because its instance ended, or written whole while it
+         * ended (see traced_trace_writer_write_packet). */
+        if (r < 0 ? writer_instance_over(w) : writer_ended_meanwhile(w)) {
+                if (r >= 0)
+                        writer_note_loss(w);
+                return -ESHUTDOWN;
+        }
+        return r;
 }
 
 /* ---- the traced_msg calls, over the same stream ---- */

@@ -38,6 +38,35 @@ static void commit_instance_writers(traced_producer *p, uint64_t instance_id) {
         producer_unlock(p);
 }
 
+void producer_end_instance_writers(traced_producer *p, uint64_t id) {
+        producer_lock(p);
+        for (traced_trace_writer *w = p->writers; w; w = w->next)
+                if (w->instance_id == id)
+                        atomic_store(&w->ended, true);
+        producer_unlock(p);
+}
+
+struct stop_lookup {
+        uint64_t id;
+        bool found;
+};
+
+static void look_for_stop(const ProtobufCMessage *reply, void *userdata) {
+        const Perfetto__Protos__GetAsyncCommandResponse *cmd = (const void *) reply;
+        struct stop_lookup *l = userdata;
+        if (cmd->cmd_case == PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE &&
+            cmd->stop_data_source->instance_id == l->id)
+                l->found = true;
+}
+
+bool producer_stop_pending(traced_producer *p, uint64_t id) {
+        struct stop_lookup l = { .id = id };
+        if (!p->client || p->commands_request_id <= 0)
+                return false;
+        (void) ipc_client_peek_replies(p->client, p->commands_request_id, look_for_stop, &l);
+        return l.found;
+}
+
 static int notify(traced_producer *p, const char *method, uint64_t instance_id) {
         Perfetto__Protos__NotifyDataSourceStoppedRequest rq = PERFETTO__PROTOS__NOTIFY_DATA_SOURCE_STOPPED_REQUEST__INIT;
         rq.has_data_source_id = true;
@@ -51,7 +80,11 @@ _public_ int traced_producer_notify_stopped(traced_producer *p, uint64_t instanc
                 return -ENOTCONN;
         commit_instance_writers(p, instance_id);
         (void) producer_commit(p, 0);
-        return notify(p, "NotifyDataSourceStopped", instance_id);
+        int r = notify(p, "NotifyDataSourceStopped", instance_id);
+        /* The service has what it waited for: later writes go nowhere. */
+        producer_end_instance_writers(p, instance_id);
+        producer_remove_instance(p, instance_id);
+        return r;
 }
 
 _public_ int traced_producer_report_error(traced_producer *p, uint64_t instance_id, const char *field,
@@ -287,6 +320,10 @@ void producer_on_async_command(ipc_client *c, int error, const ProtobufCMessage 
                 (void) producer_commit(p, 0);
                 if (notify_on_stop)
                         break; /* the data source acknowledges itself */
+                /* The service waits for nothing more of the instance:
+                 * its writers' later packets are refused, not lost
+                 * silently. */
+                producer_end_instance_writers(p, id);
                 producer_remove_instance(p, id);
                 break;
         }

@@ -113,6 +113,10 @@ struct traced_producer {
         struct pending_patch *patches;
         size_t n_patches, cap_patches;
 
+        /* The GetAsyncCommand call whose replies are the service's
+         * commands. */
+        int64_t commands_request_id;
+
         traced_trace_writer *writers;
         uint16_t last_writer_id;
         atomic_size_t next_page_hint; /* where the last search for a chunk ended */
@@ -175,6 +179,17 @@ struct traced_trace_writer {
         uint16_t cur_count;
         uint8_t cur_flags;
         uint64_t dropped;
+        /* The data source instance ended (its stop acknowledged): what is
+         * written now does not reach its session. Set by the loop thread. */
+        atomic_bool ended;
+        /* The instance does not wait for its data source to say it
+         * stopped: the service's StopDataSource ends it. */
+        bool ends_at_stop;
+        /* A writer of the loop thread, waiting for room or going on after
+         * a wait, saw that StopDataSource waiting to be handled (the loop
+         * cannot handle it meanwhile): the instance is over for it. */
+        bool stop_seen;
+        bool stalled_on_loop; /* this write waited for room on the loop thread */
         /* Packets were lost: the next packet written says so
          * (previous_packet_dropped). */
         bool signal_loss;
@@ -270,6 +285,26 @@ bool writer_new_packet_fits(const traced_trace_writer *w);
 size_t writer_max_packet_size(const traced_trace_writer *w);
 /* A packet of w was dropped. */
 void writer_note_loss(traced_trace_writer *w);
+/* A write begins. */
+void writer_begin_write(traced_trace_writer *w);
+/* Whether w's instance ended, or (after a stall on the loop thread, which
+ * the command cannot reach) the service's StopDataSource for it waits to
+ * be handled: a packet written now is not in the session's trace. */
+bool writer_instance_over(traced_trace_writer *w);
+/* After a packet was written whole: whether w's instance ended
+ * meanwhile (its stop was acknowledged while another thread wrote). A
+ * stop that waited to be handled behind a writer on the loop thread does
+ * not count: the service reads the buffer once more after the loop
+ * acknowledges it, and finds the packet. */
+bool writer_ended_meanwhile(const traced_trace_writer *w);
+/* A write of w failed with r: counts the loss; -ESHUTDOWN instead of r
+ * when it failed because the instance was over. */
+int writer_fail(traced_trace_writer *w, int r);
+/* The loop thread: the instance id ended, its writers write nothing more. */
+void producer_end_instance_writers(traced_producer *p, uint64_t id);
+/* Whether a StopDataSource for instance id arrived and waits to be
+ * handled (read ahead from the socket). Loop thread. */
+bool producer_stop_pending(traced_producer *p, uint64_t id);
 /* A fresh chunk for a new packet; the current one is handed over either
  * way. -ENOBUFS when there is none. */
 int writer_start_chunk(traced_trace_writer *w);

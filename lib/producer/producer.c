@@ -175,7 +175,10 @@ static int send_hello(traced_producer *p) {
         if (id >= 0)
                 id = ipc_client_invoke(p->client, "GetAsyncCommand", &get.base,
                                        &perfetto__protos__get_async_command_response__descriptor, -EBADF, producer_on_async_command, p);
-        return id < 0 ? (int) id : 0;
+        if (id < 0)
+                return (int) id;
+        p->commands_request_id = id;
+        return 0;
 }
 
 int producer_init(traced_producer *p) {

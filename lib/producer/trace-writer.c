@@ -150,6 +150,9 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
                 writer_note_loss(w);
                 return -ENOTCONN;
         }
+        writer_begin_write(w);
+        if (atomic_load(&w->ended) || w->stop_seen)
+                return writer_fail(w, -ESHUTDOWN);
         /* After a loss, the packet tells the service (and the trace) that
          * packets before it on this sequence were lost. */
         if (w->signal_loss)
@@ -164,10 +167,8 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
 
         if (!writer_new_packet_fits(w)) {
                 r = writer_start_chunk(w);
-                if (r < 0) {
-                        writer_note_loss(w);
-                        return r;
-                }
+                if (r < 0)
+                        return writer_fail(w, r);
         }
         for (;;) {
                 size_t frag_off = w->cur_off;
@@ -183,11 +184,13 @@ _public_ int traced_trace_writer_write_packet(traced_trace_writer *w, const void
                 if (off == total)
                         break;
                 r = writer_continue_in_next_chunk(w, frag_off, NULL);
-                if (r < 0) {
-                        writer_note_loss(w);
-                        return r;
-                }
+                if (r < 0)
+                        return writer_fail(w, r);
         }
+        /* Written, but its instance ended meanwhile (a writer of
+         * another thread): the session may not have it. */
+        if (writer_ended_meanwhile(w))
+                return writer_fail(w, -ESHUTDOWN);
         if (n_marker)
                 w->signal_loss = false;
         return 0;
@@ -244,6 +247,7 @@ _public_ int traced_producer_new_writer(traced_producer *p, uint64_t instance_id
                 .abi = p->abi,
                 .generation = atomic_load(&p->generation),
                 .exhausted_policy = inst->exhausted_policy,
+                .ends_at_stop = !inst->notify_on_stop,
                 .instance_id = instance_id,
                 .target_buffer = inst->target_buffer,
                 .writer_id = id,

@@ -364,6 +364,61 @@ Test(client, loop_thread_writer_stalls_without_loss, .init = setup, .fini = tear
         close(fd);
 }
 
+/* A writer on the loop thread (writing without end once its start was
+ * acknowledged),
+ * STALL_THEN_DROP through a 64 KiB SMB, when the session ends: the loop
+ * cannot handle the service's StopDataSource meanwhile, so the writer
+ * looks for it in what the service sent each time it needs a chunk. From
+ * then on its writes are refused (-ESHUTDOWN), at once, instead of going
+ * on reported as written into a session that is gone: the producer gives
+ * up long before its million packets. */
+Test(client, loop_thread_writer_is_refused_once_its_session_ended, .init = setup, .fini = teardown_logged,
+     .timeout = 120) {
+        char *argv[] = { (char *) EXAMPLE_PRODUCER, (char *) "--socket", (char *) producer_address, (char *) "--packets",
+                         (char *) "1000000", (char *) "--size", (char *) "1000", (char *) "--smb-kb", (char *) "64",
+                         (char *) "--after-start", (char *) "--once", NULL };
+        int fd;
+        pid_t pid = spawn_logged(argv, &fd);
+        cr_assert(wait_log(fd, "ready", 1, 10000), "the producer did not start");
+        spin_ms(ev, 200);
+        struct test_consumer cons;
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        Perfetto__Protos__TraceConfig *cfg = test_config_new(4 * 1024, "example.data", 500);
+        /* The flush before the end times out: the producer's loop is busy. */
+        cfg->has_flush_timeout_ms = true;
+        cfg->flush_timeout_ms = 200;
+        cfg->data_sources[0]->config->has_buffer_exhausted_policy = true;
+        cfg->data_sources[0]->config->buffer_exhausted_policy =
+                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        cr_assert_eq(test_consumer_enable(&cons, cfg, -EBADF), 0);
+        test_config_free(cfg);
+        cr_assert(test_consumer_wait_disabled(&cons, 30000));
+        test_consumer_free(&cons);
+        if (!wait_log(fd, "packets of 1000 bytes, dropped", 1, 60000)) {
+                char log[4096];
+                read_log(fd, log, sizeof(log));
+                int wst = 0;
+                pid_t wp = waitpid(pid, &wst, WNOHANG);
+                cr_assert_fail("the producer did not finish (%s, status 0x%x):\n%s", wp == pid ? "exited" : "running",
+                               wst, log);
+        }
+        int st;
+        cr_assert_eq(waitpid(pid, &st, 0), pid);
+        logged_pid = 0;
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "example-producer failed");
+        char out[4096];
+        read_log(fd, out, sizeof(out));
+        close(fd);
+        const char *w = strstr(out, "wrote ");
+        unsigned long written = 0, dropped = 0;
+        cr_assert(w && sscanf(w, "wrote %lu packets of 1000 bytes, dropped %lu", &written, &dropped) == 2,
+                  "producer log: %s", out);
+        cr_assert_eq(written + dropped, 1000000);
+        cr_assert_gt(written, 0, "producer log: %s", out);
+        cr_assert_gt(dropped, 0, "every packet was reported written, the session long gone: %s", out);
+        cr_log_info("written %lu, refused %lu", written, dropped);
+}
+
 /* The service goes away while four threads write (and stall on a small
  * SMB): the instance gets its stop, the writers drop what follows without
  * touching the old SMB, the producer connects again, and a new session

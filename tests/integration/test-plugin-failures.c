@@ -264,3 +264,150 @@ Test(plugin_failures, a_packet_larger_than_the_writer_carries_is_refused_and_cos
                      (unsigned long long) d.bytes_written);
         cr_assert_neq(life.all_started, 0);
 }
+
+/* What the flood plugins wrote, per data source (0: the stalling one). */
+struct flood {
+        unsigned packets[2], in_order[2], marked_loss[2], next[2];
+        /* The packet each writes after its flood, once its loop ran. */
+        bool tail[2], tail_marks_loss[2];
+};
+
+static void on_flood_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
+        struct flood *f = userdata;
+        if (p->data_case != PERFETTO__PROTOS__TRACE_PACKET__DATA_FOR_TESTING || !p->for_testing->str)
+                return;
+        char name[8], tail[8];
+        unsigned n;
+        bool dropped = p->has_previous_packet_dropped && p->previous_packet_dropped;
+        if (sscanf(p->for_testing->str, "flood %7[a-z] %7[a-z]", name, tail) == 2 && strcmp(tail, "tail") == 0) {
+                int k = strcmp(name, "stall") == 0 ? 0 : 1;
+                f->tail[k] = true;
+                f->tail_marks_loss[k] = dropped;
+                return;
+        }
+        if (sscanf(p->for_testing->str, "flood %7[a-z] %u ", name, &n) != 2)
+                return;
+        int k = strcmp(name, "stall") == 0 ? 0 : 1;
+        f->packets[k]++;
+        f->in_order[k] += n == f->next[k];
+        f->next[k] = n + 1;
+        f->marked_loss[k] += dropped;
+}
+
+/* What a flood plugin logged at its stop: what its writes returned. */
+struct flood_sum {
+        unsigned written, failed;
+        int error;
+};
+
+static struct flood_sum flood_sum(const char *name) {
+        char want[64];
+        snprintf(want, sizeof(want), "flood %s: written ", name);
+        struct flood_sum sum = { .error = 1 };
+        /* The hosts log as they stop, after tracectl is done. */
+        for (unsigned tries = 0; tries < 200; tries++) {
+                char *log = traced_log();
+                const char *l = strstr(log, want);
+                if (l) {
+                        cr_assert_eq(sscanf(l + strlen(want), "%u failed %u error %d", &sum.written, &sum.failed,
+                                            &sum.error),
+                                     3, "%s", l);
+                        free(log);
+                        return sum;
+                }
+                free(log);
+                usleep(50 * 1000);
+        }
+        char *log = traced_log();
+        cr_assert_fail("the %s plugin did not log its sum:\n%s", name, log);
+        free(log);
+        return sum;
+}
+
+static struct flood record_flood(const char *name, const char *text) {
+        char cfg[300], path[400];
+        snprintf(cfg, sizeof(cfg), "%s/%s.pbtxt", scratch, name);
+        write_file(cfg, text);
+        snprintf(path, sizeof(path), "%s/%s.pftrace", scratch, name);
+        struct run r = tracectl((const char *const[]) { "record", "-c", cfg, "--txt", "-o", path, NULL });
+        cr_assert_eq(r.status, 0, "tracectl exited %d:\n%s", r.status, r.err);
+        run_done(&r);
+        struct flood f = {};
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0, "no trace at %s: %s", path, strerror(errno));
+        fixture_for_each_packet(fd, on_flood_packet, &f);
+        close(fd);
+        return f;
+}
+
+/* Two plugins flood a 64 KiB shared memory buffer from their start
+ * callbacks (3000 packets of 1000 bytes, on the host's loop thread, which
+ * sends nothing meanwhile unless a writer waits): the one whose data
+ * source registered with TRACED_PLUGIN_DS_STALL_WHEN_FULL loses nothing,
+ * the one that drops (a plugin of ABI 1.2, for which the flag does not
+ * exist and is refused) loses packets, and says how many, as the trace
+ * does. */
+Test(plugin_failures, a_data_source_registered_to_stall_loses_nothing_where_one_that_drops_loses_packets) {
+        start((const char *const[]) { "flood_stall", "flood_drop", NULL }, NULL);
+        struct flood f =
+                record_flood("flood", "buffers { size_kb: 16384 }\n"
+                                      "producers { producer_name: \"traced.flood-stall\" shm_size_kb: 64 page_size_kb: 4 }\n"
+                                      "producers { producer_name: \"traced.flood-drop\" shm_size_kb: 64 page_size_kb: 4 }\n"
+                                      "data_sources { config { name: \"test.flood_stall\" legacy_config: \"packets=3000\" } }\n"
+                                      "data_sources { config { name: \"test.flood_drop\" legacy_config: \"packets=3000\" } }\n"
+                                      "duration_ms: 1500\n");
+
+        /* Stalling: every write 0, every packet in the trace, in order. */
+        struct flood_sum stall = flood_sum("stall");
+        cr_assert_eq(stall.written, 3000, "the stalling plugin wrote %u, %u failed (%d)", stall.written, stall.failed,
+                     stall.error);
+        cr_assert_eq(stall.failed, 0);
+        cr_assert_eq(f.packets[0], 3000, "the stalling data source's packets in the trace: %u", f.packets[0]);
+        cr_assert_eq(f.in_order[0], 3000);
+        cr_assert_eq(f.marked_loss[0], 0, "the stalling data source's sequence says it lost packets");
+        cr_assert(f.tail[0] && !f.tail_marks_loss[0], "the stalling data source's last packet: %d, marks a loss %d",
+                  f.tail[0], f.tail_marks_loss[0]);
+
+        /* Dropping: what the writes said is what the trace holds, and the
+         * loss is marked in it. */
+        struct flood_sum drop = flood_sum("drop");
+        cr_assert_eq(drop.written + drop.failed, 3000);
+        cr_assert_gt(drop.failed, 0, "the dropping data source lost nothing: the test buffer is too large");
+        cr_assert_eq(drop.error, -ENOBUFS);
+        cr_assert_eq(f.packets[1], drop.written, "%u packets in the trace, %u written", f.packets[1], drop.written);
+        cr_assert(f.tail[1], "the dropping data source's packet after the flood is missing");
+        cr_assert(f.tail_marks_loss[1] || f.marked_loss[1] > 0,
+                  "the dropping data source's losses are not marked in its sequence");
+}
+
+/* A stalling plugin writes without pause on its loop thread (from a timer,
+ * once its instance runs) into a 64 KiB buffer when the session ends (the
+ * flush before the end times out after 200 ms: the host's loop is busy):
+ * its next write waiting for room sees the service's stop waiting behind
+ * it and fails with -ESHUTDOWN rather than go on reporting packets
+ * written that no trace will hold; the trace holds what it wrote before. */
+Test(plugin_failures, a_stalled_plugin_writer_is_told_when_its_session_ended) {
+        start((const char *const[]) { "flood_stall", NULL }, NULL);
+        /* The trace buffer holds all it can write (150-190 MB here in
+         * 0.7 s) even when the file's writer falls behind on a loaded
+         * machine and the ring would wrap: a gap the buffer made is not
+         * what this test looks for. */
+        struct flood f = record_flood("late", "buffers { size_kb: 524288 }\n"
+                                              "producers { producer_name: \"traced.flood-stall\" shm_size_kb: 64 "
+                                              "page_size_kb: 4 }\n"
+                                              "data_sources { config { name: \"test.flood_stall\" legacy_config: "
+                                              "\"until-refused\" } }\n"
+                                              "duration_ms: 500\n"
+                                              "flush_timeout_ms: 200\n");
+        struct flood_sum sum = flood_sum("stall");
+        cr_assert_eq(sum.failed, 1, "the writer was not refused: wrote %u, %u failed (%d)", sum.written, sum.failed,
+                     sum.error);
+        cr_assert_eq(sum.error, -ESHUTDOWN);
+        cr_assert_gt(f.packets[0], 0);
+        cr_assert_eq(f.in_order[0], f.packets[0]);
+        cr_assert_leq(f.packets[0], sum.written);
+        /* What it wrote and the trace lacks: at most the chunks not yet
+         * sent when the session ended (half the buffer waits at most). */
+        cr_assert_leq(sum.written - f.packets[0], 64, "written %u, in the trace %u", sum.written, f.packets[0]);
+        cr_log_info("written %u, in the trace %u", sum.written, f.packets[0]);
+}

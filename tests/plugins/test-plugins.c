@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,15 +30,48 @@
 #define V_NULL_DESCRIPTOR 12
 #define V_OVERSIZE 13
 #define V_SANDBOX 14
+#define V_FLOOD_STALL 15 /* data source test.flood_stall, registered to stall when full */
+#define V_FLOOD_DROP 16  /* test.flood_drop, built against ABI 1.2: drops when full */
 
 /* The packet V_OVERSIZE tries first: more than a writer that drops when
  * the buffer is full (the default) carries with the host's 4 MiB buffer. */
 #define OVERSIZE_BYTES (10u * 1024u * 1024u)
 
+/* V_FLOOD_*: packets of this size, on the loop thread without pause. The
+ * session's legacy_config says how many and when: "packets=N" (N of them
+ * in start), or "until-refused" (from a timer, once the instance runs,
+ * until a write fails or FLOOD_MAX were written). */
+#define FLOOD_PACKET_BYTES 1000u
+#define FLOOD_MAX 2000000u
+
 struct state {
         const struct traced_host_api *api;
         struct traced_host *host;
+        /* V_FLOOD_*: the writer, what its writes returned (logged at
+         * stop), and the timer of "until-refused". */
+        struct traced_writer *flood;
+        unsigned flood_packets, flood_written, flood_failed;
+        int32_t flood_error;
+        struct traced_source *flood_timer;
 };
+
+#if VARIANT == V_FLOOD_STALL || VARIANT == V_FLOOD_DROP
+/* The data source the flood variants register: the stalling one with the
+ * flag of ABI 1.3, after checking that a bit the host does not know is
+ * still refused; the dropping one is built as against ABI 1.2, whose
+ * hosts knew no such flag, and checks that this host refuses it as those
+ * did. */
+static int32_t register_flood(const struct traced_host_api *api, struct traced_host *host) {
+        if (api->register_data_source(host, "test.unknown_flag", 0x8u) != -EINVAL)
+                return -EPROTO;
+        if (VARIANT == V_FLOOD_DROP) {
+                if (api->register_data_source(host, "test.flood_drop", TRACED_PLUGIN_DS_STALL_WHEN_FULL) != -EINVAL)
+                        return -EPROTO;
+                return api->register_data_source(host, "test.flood_drop", 0);
+        }
+        return api->register_data_source(host, "test.flood_stall", TRACED_PLUGIN_DS_STALL_WHEN_FULL);
+}
+#endif
 
 static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {
         if (VARIANT == V_CREATE_FAILS)
@@ -56,7 +90,11 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 return -ENOMEM;
         s->api = api;
         s->host = host;
+#if VARIANT == V_FLOOD_STALL || VARIANT == V_FLOOD_DROP
+        int32_t r = register_flood(api, host);
+#else
         int32_t r = api->register_data_source(host, "test.plugin", 0);
+#endif
         if (r < 0) {
                 free(s);
                 return r;
@@ -79,6 +117,117 @@ static size_t test_packet(uint8_t pkt[128], const char *msg) {
         pkt[4] = (uint8_t) len;
         memcpy(pkt + 5, msg, len);
         return len + 5;
+}
+
+/* TracePacket { for_testing { str: text padded with '.' } }: size bytes
+ * in all, for size from 200 to 16000. */
+static void flood_packet(uint8_t *pkt, size_t size, const char *text) {
+        size_t str = size - 7, test = str + 3;
+        pkt[0] = 0xa2; /* for_testing (900), length-delimited */
+        pkt[1] = 0x38;
+        pkt[2] = (uint8_t) (0x80 | (test & 0x7f));
+        pkt[3] = (uint8_t) (test >> 7);
+        pkt[4] = 0x0a; /* str (1) */
+        pkt[5] = (uint8_t) (0x80 | (str & 0x7f));
+        pkt[6] = (uint8_t) (str >> 7);
+        memset(pkt + 7, '.', str);
+        memcpy(pkt + 7, text, strlen(text));
+}
+
+#define FLOOD_NAME (VARIANT == V_FLOOD_STALL ? "stall" : "drop")
+
+/* V_FLOOD_*: packets "flood stall N" (or drop) for N from 0, counting
+ * what the writes returned; until_refused: up to the first failure. */
+static void write_flood(struct state *s, bool until_refused) {
+        uint8_t pkt[FLOOD_PACKET_BYTES];
+        char text[32];
+        for (unsigned i = 0; i < s->flood_packets; i++) {
+                snprintf(text, sizeof(text), "flood %s %u ", FLOOD_NAME, i);
+                flood_packet(pkt, sizeof(pkt), text);
+                int32_t r = s->api->write_packet(s->flood, pkt, sizeof(pkt));
+                if (r == 0)
+                        s->flood_written++;
+                else {
+                        s->flood_failed++;
+                        s->flood_error = r;
+                        if (until_refused)
+                                break;
+                }
+        }
+        s->api->flush_writer(s->flood);
+}
+
+static void flood_tick(void *userdata) {
+        struct state *s = userdata;
+        s->api->remove_source(s->host, s->flood_timer);
+        s->flood_timer = NULL;
+        write_flood(s, true);
+}
+
+/* "packets=N": once the loop ran (and the service took what the flood
+ * left in the buffer), one more packet, which says whether packets before
+ * it were lost. */
+static void flood_tail(void *userdata) {
+        struct state *s = userdata;
+        uint8_t pkt[128];
+        char text[32];
+        s->api->remove_source(s->host, s->flood_timer);
+        s->flood_timer = NULL;
+        snprintf(text, sizeof(text), "flood %s tail", FLOOD_NAME);
+        (void) s->api->write_packet(s->flood, pkt, test_packet(pkt, text));
+        s->api->flush_writer(s->flood);
+}
+
+/* The string of DataSourceConfig.legacy_config (1000) in config, or "". */
+static void legacy_config(const uint8_t *cfg, size_t n, char *buf, size_t size) {
+        size_t k = 0;
+        buf[0] = 0;
+        while (k < n) {
+                uint64_t key = 0, len = 0;
+                for (unsigned sh = 0; k < n && sh < 64; sh += 7) {
+                        key |= (uint64_t) (cfg[k] & 0x7f) << sh;
+                        if (!(cfg[k++] & 0x80))
+                                break;
+                }
+                if ((key & 7) == 0) {
+                        while (k < n && (cfg[k++] & 0x80))
+                                ;
+                        continue;
+                }
+                if ((key & 7) != 2)
+                        return; /* no other wire types in what the tests send */
+                for (unsigned sh = 0; k < n && sh < 64; sh += 7) {
+                        len |= (uint64_t) (cfg[k] & 0x7f) << sh;
+                        if (!(cfg[k++] & 0x80))
+                                break;
+                }
+                if (len > n - k)
+                        return;
+                if (key >> 3 == 1000) {
+                        snprintf(buf, size, "%.*s", (int) len, (const char *) cfg + k);
+                        return;
+                }
+                k += len;
+        }
+}
+
+static void start_flood(struct state *s, struct traced_writer *w, const uint8_t *cfg, size_t n) {
+        char how[64];
+        legacy_config(cfg, n, how, sizeof(how));
+        s->flood = w;
+        s->flood_written = s->flood_failed = 0;
+        s->flood_error = 0;
+        if (strcmp(how, "until-refused") == 0) {
+                s->flood_packets = FLOOD_MAX;
+                if (s->api->add_timer(s->host, 10, flood_tick, s, &s->flood_timer) < 0)
+                        s->flood_timer = NULL;
+                return;
+        }
+        if (sscanf(how, "packets=%u", &s->flood_packets) != 1)
+                s->flood_packets = 0;
+        write_flood(s, false);
+        if (s->api->add_timer(s->host, 200, flood_tail, s, &s->flood_timer) < 0)
+                s->flood_timer = NULL;
 }
 
 /* V_OVERSIZE: a packet bigger than any writer carries, then the usual
@@ -139,6 +288,10 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
                 pause();
         if (s->api->new_writer(s->host, id, &w) < 0)
                 return;
+        if (VARIANT == V_FLOOD_STALL || VARIANT == V_FLOOD_DROP) {
+                start_flood(s, w, cfg, n);
+                return;
+        }
         char msg[100] = "hello from a plugin";
         if (VARIANT == V_SANDBOX)
                 sandbox_report(msg, sizeof(msg));
@@ -154,9 +307,22 @@ static void start(void *state, uint64_t id, const char *ds, const uint8_t *cfg, 
 }
 
 static void stop(void *state, uint64_t id) {
+        struct state *s = state;
         /* Never returns: the host's loop stops, and with it its heartbeat. */
         while (VARIANT == V_HANG_ON_STOP)
                 pause();
+        if (s->flood) {
+                /* What the writes returned, in traced's log. */
+                char text[100];
+                snprintf(text, sizeof(text), "flood %s: written %u failed %u error %d", FLOOD_NAME, s->flood_written,
+                         s->flood_failed, (int) s->flood_error);
+                s->api->log(s->host, TRACED_LOG_INFO, text);
+                if (s->flood_timer)
+                        s->api->remove_source(s->host, s->flood_timer);
+                s->flood_timer = NULL;
+                s->api->free_writer(s->flood);
+                s->flood = NULL;
+        }
 }
 
 static const struct traced_plugin_ops ops = {
@@ -177,6 +343,18 @@ int traced_plugin_not_the_entry(void) {
         VARIANT == V_CRASH_AFTER_COMMIT || VARIANT == V_CRASH_AT_LOAD || VARIANT == V_HANG_ON_START ||              \
         VARIANT == V_OVERSIZE || VARIANT == V_SANDBOX
 TRACED_PLUGIN_DEFINE("test", "1.0", 0, ops)
+#elif VARIANT == V_FLOOD_STALL
+TRACED_PLUGIN_DEFINE("flood-stall", "1.0", 0, ops)
+#elif VARIANT == V_FLOOD_DROP
+/* As built against ABI 1.2. */
+TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void);
+TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void) {
+        static const struct traced_plugin_descriptor d = {
+                TRACED_PLUGIN_MAGIC, TRACED_PLUGIN_ABI_MAJOR, 2, sizeof(struct traced_plugin_descriptor),
+                "flood-drop",        "1.0",                   0, &ops,
+        };
+        return &d;
+}
 #elif VARIANT == V_NULL_DESCRIPTOR
 /* An entry point that gives no descriptor. */
 TRACED_PLUGIN_EXPORT const struct traced_plugin_descriptor *traced_plugin_entry(void);

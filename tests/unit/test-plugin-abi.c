@@ -15,7 +15,11 @@
 Test(plugin_abi, constants) {
         cr_assert_eq(TRACED_PLUGIN_MAGIC, 0x44435254u);
         cr_assert_eq(TRACED_PLUGIN_ABI_MAJOR, 1);
-        cr_assert_eq(TRACED_PLUGIN_ABI_MINOR, 2);
+        cr_assert_eq(TRACED_PLUGIN_ABI_MINOR, 3);
+        /* The data source flags, each a bit of its own for good. */
+        cr_assert_eq(TRACED_PLUGIN_DS_WILL_NOTIFY_ON_STOP, 0x1u);
+        cr_assert_eq(TRACED_PLUGIN_DS_HANDLES_INCREMENTAL_STATE_CLEAR, 0x2u);
+        cr_assert_eq(TRACED_PLUGIN_DS_STALL_WHEN_FULL, 0x4u);
         cr_assert_str_eq(TRACED_PLUGIN_ENTRY_SYMBOL, "traced_plugin_entry");
         cr_assert_eq(TRACED_CAP(21), (uint64_t) 1 << 21);
 }

@@ -46,40 +46,14 @@ static traced_producer *fake_producer(sd_event **ret_event) {
         return p;
 }
 
+static void commit_into(traced_producer *p, struct trace_buffer *tb);
+
 /* What traced does with the SMB: take every complete chunk, then apply
  * the patches, then read. */
 static struct trace_buffer *service_side(traced_producer *p) {
         struct trace_buffer *tb;
         cr_assert_eq(trace_buffer_new(16u << 20, TRACE_BUFFER_RING_BUFFER, &tb), 0);
-        for (size_t page = 0; page < p->abi.num_pages; page++) {
-                uint32_t bm = smb_page_bitmap(&p->abi, page);
-                for (uint32_t i = 0; i < smb_bitmap_num_chunks(bm); i++) {
-                        struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, page, i);
-                        if (!smb_chunk_is_valid(&c))
-                                continue;
-                        struct smb_chunk_header *h = smb_chunk_header(&c);
-                        uint16_t packets = atomic_load(&h->packets);
-                        cr_assert_eq(trace_buffer_copy_chunk(tb, &(struct trace_buffer_chunk) {
-                                                                         .producer_id = 1,
-                                                                         .writer_id = atomic_load(&h->writer_id),
-                                                                         .chunk_id = atomic_load(&h->chunk_id),
-                                                                         .num_fragments = smb_packets_count(packets),
-                                                                         .flags = smb_packets_flags(packets),
-                                                                         .complete = true,
-                                                                         .payload = smb_chunk_payload(&c),
-                                                                         .payload_size = smb_chunk_payload_size(&c),
-                                                                 }),
-                                     0);
-                        cr_assert_geq(smb_release_chunk_as_free(&p->abi, &c), 0);
-                }
-        }
-        for (size_t i = 0; i < p->n_patches; i++) {
-                struct trace_buffer_patch tp = { .offset = p->patches[i].offset };
-                memcpy(tp.data, p->patches[i].data, 4);
-                cr_assert_eq(trace_buffer_try_patch(tb, 1, p->patches[i].writer_id, p->patches[i].chunk_id, &tp, 1,
-                                                    p->patches[i].more),
-                             0, "patch %zu did not apply", i);
-        }
+        commit_into(p, tb);
         return tb;
 }
 
@@ -921,6 +895,217 @@ Test(trace_writer_drop, flush_mid_packet_is_refused) {
         result_free(&r);
         strict_free(&st);
         traced_trace_writer_free(w);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
+/* ---- the instance ended ------------------------------------------------ */
+
+/* Once the instance ended (its stop acknowledged), a write is refused
+ * with -ESHUTDOWN, not reported written: the session holds nothing
+ * written now. */
+Test(trace_writer_end, writes_after_the_instance_ended_are_refused) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        traced_trace_writer *w, *other;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        cr_assert_eq(write_one(w), 0);
+        /* A streamed packet begun before the end and ended after it. */
+        TracePacket pkt;
+        cr_assert_eq(traced_trace_writer_begin_pb_packet(w, &pkt.msg), 0);
+        TracePacket_set_timestamp(&pkt, 1);
+        /* What the library does once the service's stop is acknowledged. */
+        producer_end_instance_writers(p, 7);
+        cr_assert_eq(traced_trace_writer_end_pb_packet(w, &pkt.msg), -ESHUTDOWN);
+        cr_assert_eq(write_one(w), -ESHUTDOWN);
+        cr_assert_eq(traced_trace_writer_begin_pb_packet(w, &pkt.msg), -ESHUTDOWN);
+        cr_assert_eq(traced_trace_writer_dropped(w), 3);
+        /* Writers of other instances go on. */
+        struct producer_instance *i = calloc(1, sizeof(*i));
+        i->id = 8;
+        i->target_buffer = 1;
+        i->data_source = strdup("test");
+        i->next = p->instances;
+        p->instances = i;
+        cr_assert_eq(traced_producer_new_writer(p, 8, &other), 0);
+        cr_assert_eq(write_one(other), 0);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
+struct ender {
+        traced_producer *p;
+        atomic_bool ended;
+};
+
+/* Plays the loop thread: after a while, the instance's stop. */
+static void *end_instance_later(void *arg) {
+        struct ender *x = arg;
+        struct timespec ts = { .tv_nsec = 100 * 1000000L };
+        nanosleep(&ts, NULL);
+        atomic_store(&x->ended, true);
+        producer_end_instance_writers(x->p, 7);
+        return NULL;
+}
+
+/* A writer waiting for room (STALL_THEN_DROP, nobody frees chunks) when
+ * its instance ends wakes and says -ESHUTDOWN, long before its 5 s. */
+Test(trace_writer_end, a_stalled_writer_wakes_when_its_instance_ends) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        p->stall_limit_usec = 60u * 1000000u; /* the end, not the bound, must end the wait */
+        fill_smb(p);
+        p->instances->exhausted_policy = TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP;
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        struct ender x = { .p = p };
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, end_instance_later, &x), 0);
+        cr_assert_eq(write_one(w), -ESHUTDOWN);
+        cr_assert(atomic_load(&x.ended), "the write ended before the instance did");
+        pthread_join(t, NULL);
+        cr_assert_eq(traced_trace_writer_dropped(w), 1);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
+
+/* ---- a streamed packet past the limit ---------------------------------- */
+
+struct seen_chunk {
+        uint16_t writer_id;
+        uint32_t chunk_id;
+        uint16_t packets;
+        struct smb_chunk c;
+};
+
+static int by_chunk_id(const void *a, const void *b) {
+        const struct seen_chunk *x = a, *y = b;
+        return x->chunk_id < y->chunk_id ? -1 : x->chunk_id > y->chunk_id;
+}
+
+/* What traced does on each CommitData: the complete chunks into the trace
+ * buffer in their writer's order, freed in the SMB, then the patches. */
+static void commit_into(traced_producer *p, struct trace_buffer *tb) {
+        static struct seen_chunk seen[4096];
+        size_t n = 0;
+        for (size_t page = 0; page < p->abi.num_pages; page++) {
+                uint32_t bm = smb_page_bitmap(&p->abi, page);
+                for (uint32_t i = 0; i < smb_bitmap_num_chunks(bm); i++) {
+                        if (smb_bitmap_chunk_state(bm, i) != SMB_CHUNK_COMPLETE)
+                                continue;
+                        struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, page, i);
+                        if (!smb_chunk_is_valid(&c))
+                                continue;
+                        struct smb_chunk_header *h = smb_chunk_header(&c);
+                        cr_assert_lt(n, sizeof(seen) / sizeof(seen[0]));
+                        seen[n++] = (struct seen_chunk) { .writer_id = atomic_load(&h->writer_id),
+                                                          .chunk_id = atomic_load(&h->chunk_id),
+                                                          .packets = atomic_load(&h->packets),
+                                                          .c = c };
+                }
+        }
+        qsort(seen, n, sizeof(seen[0]), by_chunk_id);
+        for (size_t k = 0; k < n; k++) {
+                struct smb_chunk c = seen[k].c;
+                cr_assert_eq(trace_buffer_copy_chunk(tb, &(struct trace_buffer_chunk) {
+                                                                 .producer_id = 1,
+                                                                 .writer_id = seen[k].writer_id,
+                                                                 .chunk_id = seen[k].chunk_id,
+                                                                 .num_fragments = smb_packets_count(seen[k].packets),
+                                                                 .flags = smb_packets_flags(seen[k].packets),
+                                                                 .complete = true,
+                                                                 .payload = smb_chunk_payload(&c),
+                                                                 .payload_size = smb_chunk_payload_size(&c),
+                                                         }),
+                             0);
+                cr_assert_geq(smb_release_chunk_as_free(&p->abi, &c), 0);
+        }
+        for (size_t i = 0; i < p->n_patches; i++) {
+                struct trace_buffer_patch tp = { .offset = p->patches[i].offset };
+                memcpy(tp.data, p->patches[i].data, 4);
+                cr_assert_eq(trace_buffer_try_patch(tb, 1, p->patches[i].writer_id, p->patches[i].chunk_id, &tp, 1,
+                                                    p->patches[i].more),
+                             0, "patch %zu of chunk %u did not apply", i, p->patches[i].chunk_id);
+        }
+        p->n_patches = 0;
+}
+
+/* A packet streamed a piece at a time grows past what its dropping writer
+ * carries (the SMB's size, 256 KiB: 10 MB were meant), while the service
+ * takes its chunks as they fill, into a session buffer of 384 KiB (discard
+ * when full): the writer gives it up (-EMSGSIZE); the service drops what
+ * had arrived of it as soon as the end that gives it up does, rather than
+ * keep it to the end of the session, and counts the loss; the next
+ * packets go in, all 200 KB of them, the first saying that one was lost;
+ * the trace holds nothing of the big one. */
+Test(trace_writer_end, a_streamed_packet_given_up_past_the_limit_costs_the_session_buffer_nothing) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        struct trace_buffer *tb;
+        cr_assert_eq(trace_buffer_new(384u * 1024u, TRACE_BUFFER_DISCARD, &tb), 0);
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        cr_assert_eq(write_one(w), 0);
+
+        static char piece[16 * 1024];
+        memset(piece, 'x', sizeof(piece));
+        TracePacket pkt;
+        TestEvent ev;
+        TestEvent_TestPayload pl;
+        cr_assert_eq(traced_trace_writer_begin_pb_packet(w, &pkt.msg), 0);
+        TracePacket_begin_for_testing(&pkt, &ev);
+        TestEvent_begin_payload(&ev, &pl);
+        size_t streamed = 0;
+        while (streamed < 10u * 1024u * 1024u && pkt.msg.stream->error == 0) {
+                TestEvent_TestPayload_add_str_n(&pl, piece, sizeof(piece));
+                streamed += sizeof(piece);
+                commit_into(p, tb);
+        }
+        TestEvent_end_payload(&ev, &pl);
+        TracePacket_end_for_testing(&pkt, &ev);
+        cr_assert_eq(traced_trace_writer_end_pb_packet(w, &pkt.msg), -EMSGSIZE);
+        cr_assert_lt(streamed, 10u * 1024u * 1024u, "10 MB went through a 256 KiB writer");
+        cr_assert_gt(streamed, SMB_SIZE / 2);
+        commit_into(p, tb);
+        /* Only what the packet starts in and ends in is left of it. */
+        cr_assert_lt(trace_buffer_used_bytes(tb), 8u * 1024u, "the given-up packet still takes %zu bytes",
+                     trace_buffer_used_bytes(tb));
+
+        for (uint32_t seq = 0; seq < 200; seq++) {
+                struct pb_buf b = {};
+                expected_packet(seq, 1000, &b);
+                cr_assert_eq(traced_trace_writer_write_packet(w, pb_buf_data(&b), pb_buf_len(&b)), 0);
+                pb_buf_done(&b);
+                commit_into(p, tb);
+        }
+        (void) traced_trace_writer_flush(w);
+        commit_into(p, tb);
+        struct trace_buffer_packet pk;
+        struct trace_buffer_packet_info info;
+        trace_buffer_set_final(tb, true);
+        trace_buffer_begin_read(tb);
+        for (unsigned k = 0; k < 201; k++) {
+                cr_assert_eq(trace_buffer_read_next_packet(tb, &pk, &info), 1, "packet %u is missing", k);
+                uint8_t *flat = malloc(pk.size ? pk.size : 1);
+                cr_assert_eq(trace_buffer_packet_gather(&pk, flat, pk.size), pk.size);
+                Perfetto__Protos__TracePacket *tp = perfetto__protos__trace_packet__unpack(NULL, pk.size, flat);
+                cr_assert_not_null(tp, "packet %u does not decode: a fragment of the big one?", k);
+                cr_assert(tp->for_testing && !tp->for_testing->payload &&
+                                  tp->for_testing->seq_value == (k == 0 ? 1 : k - 1),
+                          "packet %u is not the small one written then", k);
+                cr_assert_eq(info.previous_packet_dropped, k == 1, "packet %u: previous_packet_dropped %d", k,
+                             info.previous_packet_dropped);
+                perfetto__protos__trace_packet__free_unpacked(tp, NULL);
+                free(flat);
+        }
+        cr_assert_eq(trace_buffer_read_next_packet(tb, &pk, &info), 0, "more than the small packets");
+        const struct trace_buffer_stats *st = trace_buffer_get_stats(tb);
+        cr_assert_eq(st->trace_writer_packet_loss, 1, "the loss is not counted");
+        cr_assert_eq(st->chunks_discarded, 0, "the session buffer refused %llu chunks",
+                     (unsigned long long) st->chunks_discarded);
+        cr_assert_eq(st->patches_failed, 0);
+        cr_assert_eq(st->abi_violations, 0);
+        trace_buffer_free(tb);
         traced_producer_free(p);
         sd_event_unref(e);
 }

@@ -289,6 +289,7 @@ int summary_print_json(FILE *f, const struct summary *s, const char *path, uint6
                 put_u64(&w, st, "chunks_discarded", s->chunks_discarded);
                 put_u64(&w, st, "invalid_packets", s->stats_invalid_packets);
                 put_u64(&w, st, "abi_violations", s->abi_violations);
+                put_u64(&w, st, "writer_packet_loss", s->writer_packet_loss);
                 put_opt(&w, st, "ended_early", s->end_reason != 0,
                         s->end_reason ? json_object_new_string(trace_end_reason_name(s->end_reason)) : NULL);
         }

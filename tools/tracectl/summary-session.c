@@ -26,9 +26,10 @@ void summary_print_session(FILE *f, const struct summary *s) {
                         "Service stats:  %" PRIu64 " chunks (%" PRIu64 " bytes, headers and padding included) "
                         "from the producers,\n"
                         "                %" PRIu64 " chunks overwritten, %" PRIu64 " discarded, %" PRIu64
-                        " invalid packets, %" PRIu64 " ABI violations\n",
+                        " invalid packets, %" PRIu64 " ABI violations,\n"
+                        "                %" PRIu64 " packets given up by their writers part-way\n",
                         s->chunks_written, s->bytes_written, s->chunks_overwritten, s->chunks_discarded,
-                        s->stats_invalid_packets, s->abi_violations);
+                        s->stats_invalid_packets, s->abi_violations, s->writer_packet_loss);
         if (s->end_reason)
                 fprintf(f, "Ended early:    %s\n", trace_end_reason_text(s->end_reason));
         for (size_t i = 0; i < s->n_ds_errors; i++)

@@ -471,12 +471,14 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                 const Perfetto__Protos__TraceStats *st = p->trace_stats;
                 s->have_stats = true;
                 s->chunks_overwritten = s->chunks_discarded = s->abi_violations = s->patches_failed = 0;
+                s->writer_packet_loss = 0;
                 s->bytes_written = s->chunks_written = 0;
                 for (size_t i = 0; i < st->n_buffer_stats; i++) {
                         s->chunks_overwritten += st->buffer_stats[i]->chunks_overwritten;
                         s->chunks_discarded += st->buffer_stats[i]->chunks_discarded;
                         s->abi_violations += st->buffer_stats[i]->abi_violations;
                         s->patches_failed += st->buffer_stats[i]->patches_failed;
+                        s->writer_packet_loss += st->buffer_stats[i]->trace_writer_packet_loss;
                         s->bytes_written += st->buffer_stats[i]->bytes_written;
                         s->chunks_written += st->buffer_stats[i]->chunks_written;
                 }

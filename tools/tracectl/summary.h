@@ -120,6 +120,9 @@ struct summary {
         char ds_errors[SUMMARY_MAX_DS_ERRORS][256];
         size_t n_ds_errors, n_ds_errors_total;
         uint64_t chunks_overwritten, chunks_discarded, abi_violations, stats_invalid_packets, patches_failed;
+        /* Packets their writers gave up after handing some of them over
+         * (TraceStats.BufferStats.trace_writer_packet_loss). */
+        uint64_t writer_packet_loss;
         uint64_t bytes_written, chunks_written; /* chunks producers committed, headers included */
         int end_reason; /* traced_end_reason: why the session ended early (0: it did not) */
         /* from SystemInfo */

@@ -40,6 +40,9 @@ struct tb_chunk {
          * producer's, the chunk is in its sequence only, for that call or
          * (payload_stays) until trace_buffer_settle. */
         bool external;
+        /* Its last fragment starts a packet its writer gave up later
+         * (tb_drop_torn_chain): read as lost. */
+        bool last_torn;
         size_t read_off;
         size_t size;
         size_t cost;
@@ -59,6 +62,10 @@ struct tb_seq {
         bool have_last;
         uint32_t last_chunk_id; /* last chunk consumed or given up on */
         bool data_lost;
+        /* The chunks of the last packet given up that tb_drop_torn_chain
+         * dropped: patches of them are no failure. */
+        bool have_torn;
+        uint32_t torn_first, torn_last;
 };
 
 struct trace_buffer {
@@ -122,6 +129,18 @@ void tb_chunk_consumed(struct trace_buffer *tb, struct tb_chunk *c);
 /* The same for a chunk the packet being handed out still points into: it
  * leaves the buffer now, its memory at the next call (tb_release_retired). */
 void tb_chunk_consumed_retired(struct trace_buffer *tb, struct tb_chunk *c);
+
+/* Reads the fragment header at off of a payload of size bytes. Every
+ * byte is loaded once (the payload may be shared memory its producer is
+ * still writing). 0 ok, -EBADMSG. */
+int tb_fragment_header(const uint8_t *payload, size_t size, size_t off, size_t *ret_data_off, uint32_t *ret_size);
+
+/* A chunk arrives whose first fragment ends, with the drop-packet size,
+ * the packet the chunks before it carry: that packet's fragments, which
+ * can never be read, leave the buffer now rather than when read (their
+ * chunks are freed, the chunk it starts in marked last_torn), and the
+ * loss is counted (trace_writer_packet_loss). */
+void tb_drop_torn_chain(struct trace_buffer *tb, const struct trace_buffer_chunk *in);
 
 /* 1: a packet from s, as *ret_n_slices slices in tb->iov (pointing into
  * the chunks); 0: nothing ready in s; -ENOMEM. */

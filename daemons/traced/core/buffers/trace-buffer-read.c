@@ -17,11 +17,7 @@ void trace_buffer_begin_read(struct trace_buffer *tb) {
         tb->read_seq = tb->seqs;
 }
 
-/* Reads the fragment header at off of a payload of size bytes. Every
- * byte is loaded once (the payload may be shared memory its producer is
- * still writing). 0 ok, -EBADMSG. */
-static int fragment_header(const uint8_t *payload, size_t size, size_t off, size_t *ret_data_off,
-                           uint32_t *ret_size) {
+int tb_fragment_header(const uint8_t *payload, size_t size, size_t off, size_t *ret_data_off, uint32_t *ret_size) {
         uint64_t v = 0;
         size_t p = off;
         /* At most 5 bytes: a fragment's size fits 32 bits. */
@@ -45,7 +41,7 @@ static int fragment_header(const uint8_t *payload, size_t size, size_t off, size
 
 /* The same at the read offset of a stored chunk. */
 static int fragment_at(const struct tb_chunk *c, size_t off, size_t *ret_data_off, uint32_t *ret_size) {
-        return fragment_header(c->payload, c->size, off, ret_data_off, ret_size);
+        return tb_fragment_header(c->payload, c->size, off, ret_data_off, ret_size);
 }
 
 /* Room for n slices in tb->iov. */
@@ -188,6 +184,12 @@ int tb_seq_next_packet(struct trace_buffer *tb, struct tb_seq *s, size_t *ret_n_
                 size_t next_off = doff + size;
                 bool from_prev = c->fragments_read == 0 && (c->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV);
                 bool to_next = last && (c->flags & SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT);
+                if (last && c->last_torn) {
+                        /* The start of a packet its writer gave up
+                         * (tb_drop_torn_chain): counted then. */
+                        skip_fragment(c, next_off);
+                        continue;
+                }
                 if (from_prev) {
                         /* The rest of a packet whose start we never saw. */
                         skip_fragment(c, next_off);

@@ -323,12 +323,65 @@ void tb_fifo_append(struct trace_buffer *tb, struct tb_chunk *c) {
         tb->fifo_tail = c;
 }
 
+/* Whether in's first fragment gives up the packet the chunks before it
+ * carry. */
+static bool ends_torn_chain(const struct trace_buffer_chunk *in) {
+        size_t doff;
+        uint32_t size;
+        return (in->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV) && in->num_fragments > 0 &&
+               tb_fragment_header(in->payload, in->payload_size, 0, &doff, &size) == 0 &&
+               size == SMB_PACKET_SIZE_DROP_PACKET;
+}
+
+void tb_drop_torn_chain(struct trace_buffer *tb, const struct trace_buffer_chunk *in) {
+        if (!ends_torn_chain(in))
+                return;
+        struct tb_seq *s = seq_find(tb, in->producer_id, in->writer_id);
+        if (!s)
+                return;
+        bool found;
+        size_t pos = tb_seq_search(s, in->chunk_id, &found);
+        if (found)
+                return; /* a copy of it is there: this was done then */
+        /* Backwards from the chunk before it: each chunk holding only a
+         * middle fragment goes (those the buffer had no room for left a
+         * gap: the ones before it are of the same packet all the same),
+         * and the one the packet starts in keeps the packets before it. */
+        bool first = true;
+        while (pos > s->head) {
+                struct tb_chunk *c = s->chunks[pos - 1];
+                if (c->external || !(c->flags & SMB_CHUNK_LAST_PACKET_CONTINUES_ON_NEXT) ||
+                    c->fragments_read >= c->num_fragments)
+                        break;
+                if (c->num_fragments == 1 && (c->flags & SMB_CHUNK_FIRST_PACKET_CONTINUES_FROM_PREV) &&
+                    c->fragments_read == 0) {
+                        /* The patches its writer still sends for it are
+                         * let go quietly (trace_buffer_try_patch). */
+                        if (first)
+                                s->torn_last = c->chunk_id;
+                        first = false;
+                        s->torn_first = c->chunk_id;
+                        s->have_torn = true;
+                        chunk_delete(tb, c);
+                        pos--;
+                        continue;
+                }
+                c->last_torn = true;
+                break;
+        }
+        /* The chunk that ends the packet is then read after a gap (the
+         * loss is marked on the next packet) and counts it as its
+         * writer's loss. */
+}
+
 int trace_buffer_copy_chunk(struct trace_buffer *tb, const struct trace_buffer_chunk *in) {
         tb_release_retired(tb);
         if (in->payload_size > MAX_CHUNK_PAYLOAD || in->num_fragments > SMB_MAX_PACKET_COUNT) {
                 tb->stats.abi_violations++;
                 return -EINVAL;
         }
+        /* Before it takes room: what a torn packet left goes first. */
+        tb_drop_torn_chain(tb, in);
         struct tb_seq *s = tb_seq_get(tb, in);
         if (!s) {
                 tb->stats.chunks_discarded++;
@@ -438,6 +491,11 @@ int trace_buffer_try_patch(struct trace_buffer *tb, uint16_t producer_id, uint16
         bool found = false;
         size_t pos = s ? tb_seq_search(s, chunk_id, &found) : 0;
         if (!found) {
+                /* A chunk of a packet given up, dropped on arrival of its
+                 * end: nothing to patch, nothing failed. */
+                if (s && s->have_torn && tb_id_cmp(chunk_id, s->torn_first) >= 0 &&
+                    tb_id_cmp(chunk_id, s->torn_last) <= 0)
+                        return 0;
                 tb->stats.patches_failed++;
                 return -ENOENT;
         }

@@ -83,26 +83,81 @@ static void settle_chunks(struct producer *p) {
         p->n_held = 0;
 }
 
+void producer_commit_done(struct producer *p) {
+        free(p->held);
+        free(p->scraped);
+        p->held = NULL;
+        p->scraped = NULL;
+        p->n_held = p->cap_held = p->n_scraped = p->cap_scraped = 0;
+}
+
+/* Copies one chunk found by a scrape: a complete one taken for reading
+ * (c), given back free; one being written as is, its state unchanged (its
+ * writer still owns it; it is committed again, and replaces this copy,
+ * later). */
+static void scrape_copy(struct producer *p, const struct smb_chunk *c, bool complete) {
+        (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c->begin, c->size,
+                               complete ? CHUNK_SINK_COMPLETE : 0);
+        if (complete)
+                (void) smb_release_chunk_as_free(&p->abi, c);
+}
+
+static int scraped_cmp(const void *a, const void *b) {
+        const struct scraped_chunk *x = a, *y = b;
+        if (x->writer_id != y->writer_id)
+                return x->writer_id < y->writer_id ? -1 : 1;
+        int32_t d = (int32_t) (x->chunk_id - y->chunk_id);
+        if (d != 0)
+                return d < 0 ? -1 : 1;
+        /* The same chunk found being written, then complete: the
+         * complete copy goes in last and replaces the other. */
+        return (int) x->complete - (int) y->complete;
+}
+
+/* Notes a chunk found by the scrape; false when there is no room (the
+ * chunk is then copied at once). */
+static bool scrape_note(struct producer *p, const struct smb_chunk *c, bool complete) {
+        if (GREEDY_REALLOC(p->scraped, p->cap_scraped, p->n_scraped + 1) < 0)
+                return false;
+        const struct smb_chunk_header *h = smb_chunk_header(c);
+        p->scraped[p->n_scraped++] = (struct scraped_chunk) {
+                .chunk = *c,
+                .writer_id = atomic_load_explicit(&h->writer_id, memory_order_relaxed),
+                .chunk_id = atomic_load_explicit(&h->chunk_id, memory_order_relaxed),
+                .complete = complete,
+        };
+        return true;
+}
+
 void producer_scrape(struct producer *p, bool scrape_incomplete) {
         if (!p->smb)
                 return;
-        unsigned states = SMB_STATE_BIT(SMB_CHUNK_COMPLETE) |
-                          (scrape_incomplete ? SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN) : 0);
-        for (struct smb_walk w = smb_walk_start(&p->abi, states); smb_walk_next(&w);) {
-                if (w.state == SMB_CHUNK_COMPLETE) {
-                        struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, w.page, w.chunk_idx);
-                        if (!smb_chunk_is_valid(&c))
-                                continue;
-                        (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, c.begin, c.size,
-                                               CHUNK_SINK_COMPLETE);
-                        (void) smb_release_chunk_as_free(&p->abi, &c);
-                } else
-                        /* Copy without changing its state: the writer
-                         * still owns it; it is committed again (and
-                         * replaces this copy) later. */
-                        (void) chunk_sink_copy(p->svc, p, CHUNK_SINK_TARGET_FROM_WRITER, w.chunk.begin, w.chunk.size,
-                                               0);
+        /* The chunks are copied in each writer's order, not the buffer's:
+         * what they hold may be read (and written to the session's file)
+         * between two copies, and a chunk copied after a later one of its
+         * sequence was read would be a gap in the trace. The producer
+         * writes on meanwhile: the chunks being written are looked for
+         * first, the complete ones after. A writer has one chunk being
+         * written at a time, and those it completed before it stay
+         * complete until freed here: the second walk finds every one of
+         * them, also those completed behind the first walk. */
+        p->n_scraped = 0;
+        if (scrape_incomplete)
+                for (struct smb_walk w = smb_walk_start(&p->abi, SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN));
+                     smb_walk_next(&w);)
+                        if (!scrape_note(p, &w.chunk, false))
+                                scrape_copy(p, &w.chunk, false);
+        for (struct smb_walk w = smb_walk_start(&p->abi, SMB_STATE_BIT(SMB_CHUNK_COMPLETE)); smb_walk_next(&w);) {
+                struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, w.page, w.chunk_idx);
+                if (!smb_chunk_is_valid(&c))
+                        continue;
+                if (!scrape_note(p, &c, true))
+                        scrape_copy(p, &c, true);
         }
+        qsort(p->scraped, p->n_scraped, sizeof(p->scraped[0]), scraped_cmp);
+        for (size_t i = 0; i < p->n_scraped; i++)
+                scrape_copy(p, &p->scraped[i].chunk, p->scraped[i].complete);
+        p->n_scraped = 0;
 }
 
 void m_commit_data(ipc_request *req, const ProtobufCMessage *args, void *userdata) {

@@ -63,7 +63,7 @@ static void producer_free(struct producer *p) {
         }
         free(p->data_sources);
         free(p->writer_targets);
-        free(p->held);
+        producer_commit_done(p);
         if (p->smb)
                 munmap(p->smb, p->smb_size);
         free(p->machine_name);

@@ -32,6 +32,8 @@ void producer_kick(struct producer *p, const char *why);
  * sessions their writers served. Returns the number counted. */
 size_t producer_count_torn_chunks(struct producer *p);
 void producer_scrape(struct producer *p, bool scrape_incomplete);
+/* Frees what the commit path and the scrape keep between calls. */
+void producer_commit_done(struct producer *p);
 void m_commit_data(ipc_request *req, const ProtobufCMessage *args, void *userdata);
 void m_register_trace_writer(ipc_request *req, const ProtobufCMessage *args, void *userdata);
 void m_unregister_trace_writer(ipc_request *req, const ProtobufCMessage *args, void *userdata);

@@ -33,6 +33,14 @@ struct data_source_reg {
         size_t descriptor_size;
 };
 
+/* A chunk a scrape of the producer's SMB found (producer_scrape). */
+struct scraped_chunk {
+        struct smb_chunk chunk;
+        uint32_t chunk_id;
+        uint16_t writer_id;
+        bool complete;
+};
+
 struct producer {
         const struct producer_ops *ops;
         struct producer *next;
@@ -86,5 +94,8 @@ struct producer {
          * (CHUNK_SINK_MAY_HOLD): given back after chunk_sink_settle. */
         struct smb_chunk *held;
         size_t n_held, cap_held;
+        /* What a scrape found, copied in each writer's order after. */
+        struct scraped_chunk *scraped;
+        size_t n_scraped, cap_scraped;
         uint64_t abi_violations;
 };
