@@ -48,12 +48,10 @@ KEEP=${SYSTEMD_TEST_KEEP:-}
 TRACECTL=$TOP_BUILDDIR/tracectl
 TIMEOUT=${SYSTEMD_TEST_TIMEOUT:-120}
 
-# The unit that fails, its program and the marker it writes.
+# The unit that fails and its program.
 UNIT=traced-onfailure-victim.service
 SNAPUNIT="traced-snapshot@$UNIT.service"
 VICTIM_COMM=onfail-victim
-MARKER=${MARKER:-traced-onfailure-marker-$$-$RANDOM$RANDOM}
-INSTANCE=${INSTANCE:-traced-onfailure-$$}
 TARGET=traced-onfailure-test.target
 
 say() { echo "onfailure: $*"; }
@@ -146,6 +144,11 @@ if [ "${1:-}" = --boot-stage ]; then
         boot_stage
         exit 1
 fi
+
+# The marker the failing unit writes, unique to the run, and the flight
+# recorder's tracefs instance (the boot stage has them from the run).
+MARKER="traced-onfailure-marker-$$-$RANDOM$RANDOM"
+INSTANCE="traced-onfailure-$$"
 
 # ---- what the run needs ------------------------------------------------
 [ "$(id -u)" = 0 ] || skip "needs root (mounts, namespaces, systemd as PID 1): run make check-systemd as root"
