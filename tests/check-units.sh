@@ -40,8 +40,8 @@ level=$(systemd-analyze security --offline=yes "$snap" | sed -n 's/.*exposure le
 awk -v l="$level" -v m="$max" 'BEGIN { exit !(l != "" && l + 0 <= m + 0) }' || {
         echo "exposure $level of traced-snapshot@.service is above $max (UNIT_MAX_EXPOSURE)"; exit 1; }
 echo "exposure $level of traced-snapshot@.service <= $max: ok"
-grep -q "^ExecStart=.*tracectl snapshot flight-recorder --unit %I$" "$builddir/units/traced-snapshot@.service" || {
-        echo "traced-snapshot@.service does not snapshot the flight recorder for %I"; exit 1; }
+grep -q "^ExecStart=.*tracectl snapshot flight-recorder --unit %i$" "$builddir/units/traced-snapshot@.service" || {
+        echo "traced-snapshot@.service does not snapshot the flight recorder for %i (the unit's name as given: %I would turn its dashes into slashes)"; exit 1; }
 grep -q "^StateDirectory=traced/snapshots$" "$builddir/units/traced-snapshot@.service" || {
         echo "traced-snapshot@.service does not make /var/lib/traced/snapshots"; exit 1; }
 

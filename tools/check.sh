@@ -7,7 +7,12 @@
 # With --deb, the Debian packages are built (dpkg-buildpackage -us -uc -b,
 # from a copy of the tree) and lintian checks them: any error or warning
 # fails.
-#   tools/check.sh [--sanitizers | --no-sanitizers] [--distcheck] [--fuzz=SECONDS] [--deb]
+# With --systemd, `make check-systemd` (root) then boots systemd as PID 1
+# in a container over the host's root with the build installed, and checks
+# traced-snapshot@.service there (HACKING.md, "Under systemd as PID 1";
+# about 30 s, no network); a SKIP (no root, a kernel without what it
+# needs) does not fail the run.
+#   tools/check.sh [--sanitizers | --no-sanitizers] [--distcheck] [--fuzz=SECONDS] [--deb] [--systemd]
 set -eu
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +20,7 @@ sanitizers=yes
 distcheck=no
 fuzz_seconds=
 deb=no
+systemd=no
 for a in "$@"; do
         case "$a" in
         --sanitizers) sanitizers=yes ;;
@@ -22,7 +28,8 @@ for a in "$@"; do
         --distcheck) distcheck=yes ;;
         --fuzz=*) fuzz_seconds=${a#--fuzz=} ;;
         --deb) deb=yes ;;
-        *) echo "usage: $0 [--sanitizers | --no-sanitizers] [--distcheck] [--fuzz=SECONDS] [--deb]" >&2; exit 2 ;;
+        --systemd) systemd=yes ;;
+        *) echo "usage: $0 [--sanitizers | --no-sanitizers] [--distcheck] [--fuzz=SECONDS] [--deb] [--systemd]" >&2; exit 2 ;;
         esac
 done
 
@@ -70,6 +77,11 @@ run_suite() {
 
 echo "== build and test ($out/build-check)"
 run_suite "$out/build-check"
+
+if [ "$systemd" = yes ]; then
+        echo "== traced-snapshot@.service under systemd as PID 1 (make check-systemd)"
+        (cd "$out/build-check" && make check-systemd)
+fi
 
 if [ "$sanitizers" = yes ]; then
         echo "== build and test with ASan+UBSan ($out/build-asan)"

@@ -6,7 +6,7 @@ set -eu
 PACKAGES="
 build-essential autoconf automake libtool pkg-config make
 debhelper lintian
-libsystemd-dev systemd
+libsystemd-dev systemd dbus util-linux
 libprotobuf-c-dev protobuf-c-compiler protobuf-compiler
 libunwind-dev libbpf-dev libinih-dev libelf-dev libdw-dev libdebuginfod-dev zlib1g-dev libjson-c-dev libseccomp-dev libiberty-dev
 libcriterion-dev libxml2-dev

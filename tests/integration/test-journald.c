@@ -261,6 +261,12 @@ Test(journald, entries_with_priority_tag_and_time) {
         snprintf(want, sizeof(want), "journald_event: err tracedtesta[%d] (syslog): %s\n", (int) t.err.pid,
                  t.err.message);
         cr_assert(tracectl_says("print", want), "tracectl print has no line \"%s\"", want);
+        /* print --journal: those lines alone (traced(8)'s way to read a
+         * failed unit's snapshot). */
+        snprintf(want, sizeof(want), " err tracedtesta[%d] (syslog): %s\n", (int) t.err.pid, t.err.message);
+        cr_assert(tracectl_says("print --journal", want), "tracectl print --journal has no line \"%s\"", want);
+        cr_assert(!tracectl_says("print --journal", "journald_event:"), "print --journal printed packet types");
+        cr_assert(!tracectl_says("print --journal", "clock_snapshot"), "print --journal printed other packets");
         cr_assert(tracectl_says("summary", "Journal:        2 entries (1 err, 1 info)\n"),
                   "tracectl summary does not count the entries");
         cr_assert(tracectl_says("summary", "the data source counted 2 written, 0 failed\n"));

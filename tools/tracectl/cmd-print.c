@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -175,15 +176,18 @@ static void print_syscall(const Perfetto__Protos__FtraceEvent *e, const char *ma
 }
 
 int cmd_print(int argc, char **argv) {
-        if (argc != 2 || strcmp(argv[1], "--help") == 0) {
-                printf("Usage: tracectl print FILE\n\nPrints every packet of a trace on a line: index, timestamp,\n"
-                       "sequence, type and its fields; ftrace events one per line below.\n");
+        bool journal = argc == 3 && strcmp(argv[1], "--journal") == 0;
+        if (!(argc == 2 || journal) || strcmp(argv[1], "--help") == 0) {
+                printf("Usage: tracectl print [--journal] FILE\n\nPrints every packet of a trace on a line: index, timestamp,\n"
+                       "sequence, type and its fields; ftrace events one per line below.\n"
+                       "--journal prints the journal entries (linux.systemd_journald) alone.\n");
                 return argc == 2 ? EXIT_OK : EXIT_USAGE;
         }
+        const char *path = argv[argc - 1];
         struct trace_reader rd;
-        int r = trace_reader_open(&rd, argv[1]);
+        int r = trace_reader_open(&rd, path);
         if (r < 0) {
-                fprintf(stderr, "tracectl: cannot open %s: %s\n", argv[1], strerror(-r));
+                fprintf(stderr, "tracectl: cannot open %s: %s\n", path, strerror(-r));
                 return EXIT_OTHER;
         }
         const uint8_t *data;
@@ -195,6 +199,15 @@ int cmd_print(int argc, char **argv) {
                 Perfetto__Protos__TracePacket *p = perfetto__protos__trace_packet__unpack(NULL, len, data);
                 if (!p) {
                         printf("%6" PRIu64 " undecodable packet (%zu bytes)\n", idx++, len);
+                        continue;
+                }
+                if (journal) {
+                        if (p->data_case == PERFETTO__PROTOS__TRACE_PACKET__DATA_JOURNALD_EVENT) {
+                                printf("%6" PRIu64 " ts=%-16" PRIu64 " ", idx, p->has_timestamp ? p->timestamp : 0);
+                                journald_print_event(stdout, p->journald_event);
+                        }
+                        idx++;
+                        perfetto__protos__trace_packet__free_unpacked(p, NULL);
                         continue;
                 }
                 const ProtobufCMessage *sub;
@@ -248,7 +261,7 @@ int cmd_print(int argc, char **argv) {
         cpu_current_done(&cur);
         syscalls_done();
         if (r < 0) {
-                fprintf(stderr, "tracectl: %s is damaged after %" PRIu64 " packets\n", argv[1], idx);
+                fprintf(stderr, "tracectl: %s is damaged after %" PRIu64 " packets\n", path, idx);
                 return EXIT_OTHER;
         }
         return EXIT_OK;
