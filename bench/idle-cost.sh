@@ -18,7 +18,8 @@
 # (default 3 rounds of 60 s). Without PERFETTO_BIN_DIR only ours is
 # measured. PERPROC=1 also prints each process's share (pid, name, CPU ms
 # per minute, switches per second, RSS and PSS KiB), measured just after
-# the totals. Not part of make check.
+# the totals. HOSTS=eager|lazy runs ours with --plugin-hosts=HOSTS
+# (default: traced.conf's, eager). Not part of make check.
 set -eu
 
 build=$(pwd)
@@ -106,7 +107,8 @@ run() {
                 # The detached CLI waits to write the file at the end: it
                 # is the consumer's, not the service's.
         else
-                traced_start linux.sys_stats
+                # shellcheck disable=SC2034
+                TRACED_BENCH_ARGS=${HOSTS:+--plugin-hosts=$HOSTS} traced_start linux.sys_stats
                 roots=$tpid
                 "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/flight.cfg" --detach idle_cost -o "$work/ours.pftrace" \
                         >"$work/ours-rec.log" 2>&1 || { cat "$work/ours-rec.log" >&2; exit 1; }
