@@ -174,7 +174,7 @@ static int run(int argc, char **argv) {
                                "prints the capabilities it declares (hexadecimal bits) and exits, or\n"
                                "loads it as it would to serve it and exits (0: it loaded), or\n"
                                "initializes it as it would to serve it, prints the data sources it\n"
-                               "registers (NAME FLAGS, one a line) and exits.\n"
+                               "registers (NAME and the descriptor's flags set, one a line) and exits.\n"
                                "With --plugin-fd the plugin is the file open on FD (PLUGIN.so names it).\n");
                         return 0;
                 default:

@@ -71,7 +71,13 @@ static int32_t host_register(struct traced_host *h, const char *name, uint32_t f
         if (h->listing) {
                 if (!name || !name[0] || strpbrk(name, " \t\n"))
                         return -EINVAL;
-                return fprintf(h->listing, "%s %x\n", name, (unsigned) f) < 0 ? -EIO : 0;
+                /* The descriptor's fields, by their names. */
+                return fprintf(h->listing, "%s%s%s\n", name,
+                               (f & TRACED_DS_WILL_NOTIFY_ON_STOP) ? " will_notify_on_stop" : "",
+                               (f & TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR) ? " handles_incremental_state_clear" :
+                                                                                 "") < 0 ?
+                               -EIO :
+                               0;
         }
         return traced_producer_register_data_source(h->producer, name, f);
 }

@@ -33,8 +33,9 @@ int plugin_runner_start(struct plugin_runner *r, sd_event *event, int socket_fd,
                         char *why, size_t why_size);
 /*
  * Calls the plugin's create() with no service behind it, writes to out one
- * line per data source it registers ("NAME FLAGS", FLAGS the hexadecimal
- * TRACED_DS_* bits the service is told) and destroys it. event is given to
+ * line per data source it registers ("NAME", then " will_notify_on_stop"
+ * and " handles_incremental_state_clear" when its descriptor says so) and
+ * destroys it. event is given to
  * create() for its sources and never run. -ENOEXEC: create() failed (the
  * reason in why).
  */

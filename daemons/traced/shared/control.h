@@ -27,9 +27,10 @@ enum control_kind {
         CONTROL_PLUGIN_EXITED,   /* the plugin host pid (plugin name) exited: how in exit */
         CONTROL_RESIDENT_SESSIONS, /* fd: a sealed memfd, the whole set of resident sessions (resident.h) */
         /* Plugin name's host is not running (parked): path lists the data
-         * sources it offers, "NAME FLAGS\n" each (FLAGS: hexadecimal
-         * TRACED_DS_* bits), as traced-plugin-host --print-data-sources
-         * printed them. */
+         * sources it offers, a line each as traced-plugin-host
+         * --print-data-sources printed them: "NAME", then
+         * " will_notify_on_stop" and " handles_incremental_state_clear"
+         * when its descriptor says so. */
         CONTROL_PLUGIN_PARKED,
         /* Core to supervisor: start the host of parked plugin name. */
         CONTROL_START_PLUGIN,

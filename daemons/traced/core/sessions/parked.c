@@ -14,7 +14,6 @@
 #include "core/sessions/parked.h"
 #include "core/sessions/session-internal.h"
 #include "perfetto/common/data_source_descriptor.pb-c.h"
-#include "traced/producer.h"
 
 struct parked_set {
         struct parked_plugin *plugins;
@@ -45,9 +44,9 @@ static struct parked_plugin *find_plugin(const struct traced_service *svc, const
 static int describe(struct parked_data_source *d) {
         Perfetto__Protos__DataSourceDescriptor desc = PERFETTO__PROTOS__DATA_SOURCE_DESCRIPTOR__INIT;
         desc.name = d->name;
-        desc.has_will_notify_on_stop = desc.will_notify_on_stop = (d->flags & TRACED_DS_WILL_NOTIFY_ON_STOP) != 0;
+        desc.has_will_notify_on_stop = desc.will_notify_on_stop = d->will_notify_on_stop;
         desc.has_handles_incremental_state_clear = desc.handles_incremental_state_clear =
-                (d->flags & TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR) != 0;
+                d->handles_incremental_state_clear;
         d->descriptor_size = perfetto__protos__data_source_descriptor__get_packed_size(&desc);
         d->descriptor = malloc(d->descriptor_size ? d->descriptor_size : 1);
         if (!d->descriptor)
@@ -56,23 +55,24 @@ static int describe(struct parked_data_source *d) {
         return 0;
 }
 
-/* One "NAME FLAGS" line into d. */
+/* One line into d: "NAME" and the descriptor's flags set, by name. */
 static int parse_line(const char *line, size_t len, struct parked_data_source *d) {
-        const char *sp = memchr(line, ' ', len);
-        if (!sp || sp == line)
+        _cleanup_free_ char *copy = strndup(line, len);
+        if (!copy)
+                return -ENOMEM;
+        char *save = NULL, *name = strtok_r(copy, " ", &save);
+        if (!name)
                 return -EBADMSG;
-        char flags[16];
-        size_t flen = len - (size_t) (sp + 1 - line);
-        if (flen == 0 || flen >= sizeof(flags))
-                return -EBADMSG;
-        memcpy(flags, sp + 1, flen);
-        flags[flen] = '\0';
-        char *end;
-        errno = 0;
-        unsigned long v = strtoul(flags, &end, 16);
-        if (errno || *end || v > UINT32_MAX)
-                return -EBADMSG;
-        *d = (struct parked_data_source) { .name = strndup(line, (size_t) (sp - line)), .flags = (uint32_t) v };
+        *d = (struct parked_data_source) {};
+        for (char *w = strtok_r(NULL, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+                if (strcmp(w, "will_notify_on_stop") == 0)
+                        d->will_notify_on_stop = true;
+                else if (strcmp(w, "handles_incremental_state_clear") == 0)
+                        d->handles_incremental_state_clear = true;
+                else
+                        return -EBADMSG;
+        }
+        d->name = strdup(name);
         if (!d->name)
                 return -ENOMEM;
         int r = describe(d);

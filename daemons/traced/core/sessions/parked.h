@@ -32,7 +32,8 @@ struct traced_service;
 
 struct parked_data_source {
         char *name;
-        uint32_t flags; /* TRACED_DS_* */
+        bool will_notify_on_stop;
+        bool handles_incremental_state_clear;
         /* A DataSourceDescriptor as the host will send it, for
          * QueryServiceState. */
         uint8_t *descriptor;
@@ -50,7 +51,7 @@ struct parked_plugin {
         uint64_t idle_since; /* CLOCK_MONOTONIC, 0: serving (or not looked at) */
 };
 
-/* The supervisor named plugin as parked: text is its "NAME FLAGS\n" list.
+/* The supervisor named plugin as parked: text is its list (control.h).
  * Replaces what was known of it. -EBADMSG for a bad list (nothing kept). */
 int parked_set(struct traced_service *svc, const char *plugin, const char *text, uint64_t idle_usec);
 /* Plugin's host pid was handed over / ended (by pid; pid 0 with plugin:
