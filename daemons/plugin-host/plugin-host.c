@@ -196,37 +196,16 @@ static int run(int argc, char **argv) {
         if ((int) print_caps + (int) check + (int) print_ds > 1)
                 return log_error_errno(EINVAL, "--print-capabilities, --check and --print-data-sources exclude "
                                                "each other.");
-        if (print_ds) {
-                /* traced's supervisor asks which data sources a plugin
-                 * whose host it starts only when a session needs one
-                 * offers: the plugin is initialized as its host would
-                 * do it (this process started as the host is, keeping
-                 * only what it declares), then destroyed. */
-                _cleanup_(plugin_runner_freep) struct plugin_runner *q = NULL;
-                r = plugin_runner_load(load, &q, why, sizeof(why));
-                if (r == -ENOEXEC)
-                        return refuse(NULL, path, why);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to load plugin %s: %m", path);
-                r = drop_capabilities(plugin_runner_capabilities(q), true);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to restrict the capabilities of plugin %s: %m", path);
-                r = sd_event_new(&event);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to create the event loop: %m");
-                r = plugin_runner_list_data_sources(q, event, stdout, why, sizeof(why));
-                if (r == -ENOEXEC)
-                        return refuse(NULL, plugin_runner_name(q), why);
-                if (r < 0)
-                        return log_error_errno(r, "Failed to list the data sources of plugin %s: %m", path);
-                return 0;
-        }
-        if (print_caps || check) {
+        if (print_caps || check || print_ds) {
                 /* traced's supervisor asks, before it limits itself, what
                  * the plugin declares: loaded holding nothing, answered.
                  * Or (--check) whether a host started as this one was
                  * (its user, its capabilities) can load the plugin:
-                 * loaded as below, then nothing more. */
+                 * loaded as below, then nothing more. Or
+                 * (--print-data-sources, for a plugin whose host starts
+                 * when a session needs it) which data sources it offers:
+                 * initialized as its host would do it, keeping only what
+                 * it declares, then destroyed. */
                 if (print_caps) {
                         r = drop_capabilities(0, true);
                         if (r < 0)
@@ -240,6 +219,21 @@ static int run(int argc, char **argv) {
                         return log_error_errno(r, "Failed to load plugin %s: %m", path);
                 if (check)
                         return 0;
+                if (print_ds) {
+                        r = drop_capabilities(plugin_runner_capabilities(q), true);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to restrict the capabilities of plugin %s: %m",
+                                                       path);
+                        r = sd_event_new(&event);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to create the event loop: %m");
+                        r = plugin_runner_list_data_sources(q, event, stdout, why, sizeof(why));
+                        if (r == -ENOEXEC)
+                                return refuse(NULL, plugin_runner_name(q), why);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to list the data sources of plugin %s: %m", path);
+                        return 0;
+                }
                 printf("%llx\n", (unsigned long long) plugin_runner_capabilities(q));
                 return fflush(stdout) == 0 ? 0 : -EIO;
         }

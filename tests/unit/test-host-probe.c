@@ -142,9 +142,19 @@ Test(host_probe, a_stamp_changes_with_the_file) {
         cr_expect_not(host_probe_stamp_equal(&none, &b));
 }
 
-Test(host_probe, plugin_user_required_in_traced_conf) {
+/* Loads text as traced.conf: traced_config_load's result. */
+static int load_conf(const char *text, struct traced_config *cfg, char **error) {
         char path[600];
         snprintf(path, sizeof(path), "%s/traced.conf", dir);
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        fputs(text, f);
+        cr_assert_eq(fclose(f), 0);
+        *error = NULL;
+        return traced_config_load(path, cfg, error);
+}
+
+Test(host_probe, plugin_user_required_in_traced_conf) {
         static const struct {
                 const char *text;
                 int r;
@@ -156,13 +166,9 @@ Test(host_probe, plugin_user_required_in_traced_conf) {
                 { "[service]\nplugin_user_required = maybe\n", -EINVAL, false },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                FILE *f = fopen(path, "w");
-                cr_assert_not_null(f);
-                fputs(cases[i].text, f);
-                cr_assert_eq(fclose(f), 0);
                 struct traced_config cfg;
-                char *error = NULL;
-                int r = traced_config_load(path, &cfg, &error);
+                char *error;
+                int r = load_conf(cases[i].text, &cfg, &error);
                 cr_expect_eq(r, cases[i].r, "%s: %d (%s)", cases[i].text, r, error ? error : "");
                 if (r == 0) {
                         cr_expect_eq(cfg.plugin_user_required, cases[i].required, "%s", cases[i].text);
@@ -190,8 +196,6 @@ Test(host_probe, data_sources_mode_keeps_the_whole_answer) {
 }
 
 Test(host_probe, plugin_hosts_and_idle_stop_in_traced_conf) {
-        char path[600];
-        snprintf(path, sizeof(path), "%s/traced.conf", dir);
         static const struct {
                 const char *text;
                 int r;
@@ -206,13 +210,9 @@ Test(host_probe, plugin_hosts_and_idle_stop_in_traced_conf) {
                 { "[plugins]\nidle_stop_sec = 86401\n", -EINVAL, false, 0 },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                FILE *f = fopen(path, "w");
-                cr_assert_not_null(f);
-                fputs(cases[i].text, f);
-                cr_assert_eq(fclose(f), 0);
                 struct traced_config cfg;
-                char *error = NULL;
-                int r = traced_config_load(path, &cfg, &error);
+                char *error;
+                int r = load_conf(cases[i].text, &cfg, &error);
                 cr_expect_eq(r, cases[i].r, "%s: %d (%s)", cases[i].text, r, error ? error : "");
                 if (r == 0) {
                         cr_expect_eq(cfg.plugin_hosts_lazy, cases[i].lazy, "%s", cases[i].text);

@@ -202,13 +202,9 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
         for (;;) {
                 struct control_msg msg;
                 int pfd = -EBADF;
-                int r = control_recv(fd, &msg, &pfd);
+                int r = control_recv_next(fd, "the supervisor", &msg, &pfd);
                 if (r == -EAGAIN)
                         return 0;
-                if (r == -EBADMSG) {
-                        log_warning("Ignoring a malformed message from the supervisor.");
-                        continue;
-                }
                 if (r <= 0) {
                         if (r < 0)
                                 log_warning_errno(r, "Failed to read from the supervisor: %m");

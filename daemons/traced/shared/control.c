@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "log/log.h"
 #include "shared/control.h"
 
 int control_pair(int ret_fds[2]) {
@@ -174,4 +175,13 @@ int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
         *ret_msg = msg;
         *ret_fd = fd;
         return 1;
+}
+
+int control_recv_next(int ctl_fd, const char *peer, struct control_msg *ret_msg, int *ret_fd) {
+        for (;;) {
+                int r = control_recv(ctl_fd, ret_msg, ret_fd);
+                if (r != -EBADMSG)
+                        return r;
+                log_warning("Ignoring a malformed message from %s.", peer);
+        }
 }

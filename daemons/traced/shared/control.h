@@ -96,3 +96,6 @@ int control_send_resident(int ctl_fd, int fd);
  * with it), 0 at end of file, -EAGAIN when nothing is pending, or -errno;
  * a malformed message is -EBADMSG (any fd it carried is closed). */
 int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd);
+/* control_recv(), a malformed message skipped with a warning naming peer
+ * ("the supervisor", "the service core"): never -EBADMSG. */
+int control_recv_next(int ctl_fd, const char *peer, struct control_msg *ret_msg, int *ret_fd);

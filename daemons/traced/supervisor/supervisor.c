@@ -67,13 +67,9 @@ static int on_control(sd_event_source *src, int fd, uint32_t revents, void *user
         for (;;) {
                 struct control_msg msg;
                 int pfd = -EBADF;
-                int r = control_recv(fd, &msg, &pfd);
+                int r = control_recv_next(fd, "the service core", &msg, &pfd);
                 if (r == -EAGAIN)
                         return 0;
-                if (r == -EBADMSG) {
-                        log_warning("Ignoring a malformed message from the service core.");
-                        continue;
-                }
                 if (r <= 0) {
                         /* The core's end: its exit is handled as a child's. */
                         (void) sd_event_source_set_enabled(src, SD_EVENT_OFF);
