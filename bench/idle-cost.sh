@@ -18,7 +18,9 @@
 # (default 3 rounds of 60 s). Without PERFETTO_BIN_DIR only ours is
 # measured. PERPROC=1 also prints each process's share (pid, name, CPU ms
 # per minute, switches per second, RSS and PSS KiB), measured just after
-# the totals. Not part of make check.
+# the totals. HOSTS="eager lazy" measures ours once per plugin host mode
+# in each round (sides ours-eager and ours-lazy, --plugin-hosts=), HOSTS=lazy
+# one (default: traced.conf's, eager). Not part of make check.
 set -eu
 
 build=$(pwd)
@@ -93,6 +95,8 @@ memory_of_pids() { # -> "RSS_KiB PSS_KiB"
 run() {
         local roots pids cpu0 cpu1 sw0 sw1 mem
         rm -f "$work"/*.sock
+        local hosts=
+        case $2 in ours-*) hosts=${2#ours-} ;; ours) hosts=${HOSTS:-} ;; esac
         if [ "$2" = up ]; then
                 spawn env PERFETTO_PRODUCER_SOCK_NAME="$work/p.sock" PERFETTO_CONSUMER_SOCK_NAME="$work/c.sock" \
                         "$BIN/traced" >"$work/up-traced.log" 2>&1
@@ -106,7 +110,7 @@ run() {
                 # The detached CLI waits to write the file at the end: it
                 # is the consumer's, not the service's.
         else
-                traced_start linux.sys_stats
+                TRACED_BENCH_ARGS=${hosts:+--plugin-hosts=$hosts} traced_start linux.sys_stats
                 roots=$tpid
                 "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/flight.cfg" --detach idle_cost -o "$work/ours.pftrace" \
                         >"$work/ours-rec.log" 2>&1 || { cat "$work/ours-rec.log" >&2; exit 1; }
@@ -155,11 +159,14 @@ if [ "${LOAD:-0}" = 1 ]; then
         done
 fi
 
-sides="ours"
-! $upstream || sides="ours up"
+ours="ours"
+# shellcheck disable=SC2086 # HOSTS: words
+[ "$(echo ${HOSTS:-} | wc -w)" -le 1 ] || ours=$(for h in $HOSTS; do printf 'ours-%s ' "$h"; done)
+sides=$ours
+! $upstream || sides="$ours up"
 for r in $(seq "$rounds"); do
         order=$sides
-        [ $((r % 2)) = 0 ] && [ "$upstream" = true ] && order="up ours"
+        [ $((r % 2)) = 0 ] && [ "$upstream" = true ] && order="up $ours"
         for side in $order; do
                 run "$r" "$side"
         done
@@ -173,9 +180,11 @@ for side in $sides; do
                 "$(cut -d' ' -f5 "$work/$side" | stats)"
 done
 if $upstream; then
-        paste -d' ' "$work/ours" "$work/up" | awk '{ printf "%.3f %.3f %.3f %.3f\n", $1 / ($6 > 0 ? $6 : 1),
-                $2 / ($7 > 0 ? $7 : 1), $3 / $8, $4 / $9 }' >"$work/ratio"
-        printf 'ours/up   cpu %s  switches %s  rss %s  pss %s\n' "$(cut -d' ' -f1 "$work/ratio" | stats)" \
-                "$(cut -d' ' -f2 "$work/ratio" | stats)" "$(cut -d' ' -f3 "$work/ratio" | stats)" \
-                "$(cut -d' ' -f4 "$work/ratio" | stats)"
+        for side in $ours; do
+                paste -d' ' "$work/$side" "$work/up" | awk '{ printf "%.3f %.3f %.3f %.3f\n", $1 / ($6 > 0 ? $6 : 1),
+                        $2 / ($7 > 0 ? $7 : 1), $3 / $8, $4 / $9 }' >"$work/ratio"
+                printf '%s/up cpu %s  switches %s  rss %s  pss %s\n' "$side" "$(cut -d' ' -f1 "$work/ratio" | stats)" \
+                        "$(cut -d' ' -f2 "$work/ratio" | stats)" "$(cut -d' ' -f3 "$work/ratio" | stats)" \
+                        "$(cut -d' ' -f4 "$work/ratio" | stats)"
+        done
 fi

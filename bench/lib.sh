@@ -121,13 +121,15 @@ spawn_stop() {
 # the data source to be registered. TRACED_BENCH_LOG_LEVEL: its
 # --log-level (warning).
 # shellcheck disable=SC2154 # $work and $build are the caller's
+# TRACED_BENCH_ARGS: more traced options (words split on blanks).
 traced_start() {
         local ds=$1
         shift
         rm -f "$work"/*.sock
+        # shellcheck disable=SC2086 # TRACED_BENCH_ARGS: words
         spawn "$@" "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
                 --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
-                --log-level="${TRACED_BENCH_LOG_LEVEL:-warning}" 2>"$work/traced.log"
+                --log-level="${TRACED_BENCH_LOG_LEVEL:-warning}" ${TRACED_BENCH_ARGS:-} 2>"$work/traced.log"
         tpid=$spawned_pid
         for _ in $(seq 100); do
                 "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q "$ds" && break

@@ -103,7 +103,7 @@ static int parse_fd(const char *s) {
 }
 
 static int run(int argc, char **argv) {
-        enum { ARG_SOCKET_FD = 0x100, ARG_WATCHDOG_FD, ARG_WATCHDOG_USEC, ARG_PRINT_CAPS, ARG_PLUGIN_FD, ARG_CHECK };
+        enum { ARG_SOCKET_FD = 0x100, ARG_WATCHDOG_FD, ARG_WATCHDOG_USEC, ARG_PRINT_CAPS, ARG_PLUGIN_FD, ARG_CHECK, ARG_PRINT_DS };
         static const struct option opts[] = {
                 { "socket", required_argument, NULL, 's' },
                 { "socket-fd", required_argument, NULL, ARG_SOCKET_FD },
@@ -112,13 +112,14 @@ static int run(int argc, char **argv) {
                 { "print-capabilities", no_argument, NULL, ARG_PRINT_CAPS },
                 { "plugin-fd", required_argument, NULL, ARG_PLUGIN_FD },
                 { "check", no_argument, NULL, ARG_CHECK },
+                { "print-data-sources", no_argument, NULL, ARG_PRINT_DS },
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
         const char *socket_path = NULL;
         int socket_fd = -EBADF, plugin_fd = -EBADF;
         struct heartbeat hb = { .fd = -EBADF };
-        bool print_caps = false, check = false;
+        bool print_caps = false, check = false, print_ds = false;
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
         char why[512];
         int c, r;
@@ -154,6 +155,9 @@ static int run(int argc, char **argv) {
                 case ARG_CHECK:
                         check = true;
                         break;
+                case ARG_PRINT_DS:
+                        print_ds = true;
+                        break;
                 case ARG_PLUGIN_FD:
                         plugin_fd = parse_fd(optarg);
                         if (plugin_fd < 0)
@@ -165,9 +169,12 @@ static int run(int argc, char **argv) {
                                "                          [--plugin-fd FD] PLUGIN.so\n"
                                "       traced-plugin-host --print-capabilities [--plugin-fd FD] PLUGIN.so\n"
                                "       traced-plugin-host --check [--plugin-fd FD] PLUGIN.so\n"
+                               "       traced-plugin-host --print-data-sources [--plugin-fd FD] PLUGIN.so\n"
                                "Loads one traced producer plugin and connects it to the service, or\n"
                                "prints the capabilities it declares (hexadecimal bits) and exits, or\n"
-                               "loads it as it would to serve it and exits (0: it loaded).\n"
+                               "loads it as it would to serve it and exits (0: it loaded), or\n"
+                               "initializes it as it would to serve it, prints the data sources it\n"
+                               "registers (NAME and the descriptor's flags set, one a line) and exits.\n"
                                "With --plugin-fd the plugin is the file open on FD (PLUGIN.so names it).\n");
                         return 0;
                 default:
@@ -186,12 +193,19 @@ static int run(int argc, char **argv) {
                 snprintf(fd_path, sizeof(fd_path), "/proc/self/fd/%d", plugin_fd);
                 load = fd_path;
         }
-        if (print_caps || check) {
+        if ((int) print_caps + (int) check + (int) print_ds > 1)
+                return log_error_errno(EINVAL, "--print-capabilities, --check and --print-data-sources exclude "
+                                               "each other.");
+        if (print_caps || check || print_ds) {
                 /* traced's supervisor asks, before it limits itself, what
                  * the plugin declares: loaded holding nothing, answered.
                  * Or (--check) whether a host started as this one was
                  * (its user, its capabilities) can load the plugin:
-                 * loaded as below, then nothing more. */
+                 * loaded as below, then nothing more. Or
+                 * (--print-data-sources, for a plugin whose host starts
+                 * when a session needs it) which data sources it offers:
+                 * initialized as its host would do it, keeping only what
+                 * it declares, then destroyed. */
                 if (print_caps) {
                         r = drop_capabilities(0, true);
                         if (r < 0)
@@ -205,6 +219,21 @@ static int run(int argc, char **argv) {
                         return log_error_errno(r, "Failed to load plugin %s: %m", path);
                 if (check)
                         return 0;
+                if (print_ds) {
+                        r = drop_capabilities(plugin_runner_capabilities(q), true);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to restrict the capabilities of plugin %s: %m",
+                                                       path);
+                        r = sd_event_new(&event);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to create the event loop: %m");
+                        r = plugin_runner_list_data_sources(q, event, stdout, why, sizeof(why));
+                        if (r == -ENOEXEC)
+                                return refuse(NULL, plugin_runner_name(q), why);
+                        if (r < 0)
+                                return log_error_errno(r, "Failed to list the data sources of plugin %s: %m", path);
+                        return 0;
+                }
                 printf("%llx\n", (unsigned long long) plugin_runner_capabilities(q));
                 return fflush(stdout) == 0 ? 0 : -EIO;
         }

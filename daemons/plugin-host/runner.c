@@ -28,6 +28,9 @@ struct traced_host {
          * behind the plugin's other work, whatever else the machine ran. */
         uint64_t longest_turn_ns;
         bool turn_restart; /* a data source started in this turn: count from the next */
+        /* plugin_runner_list_data_sources(): what create() registers is
+         * written here instead of to a service. */
+        FILE *listing;
 };
 
 struct plugin_runner {
@@ -74,6 +77,17 @@ static int32_t host_register(struct traced_host *h, const char *name, uint32_t f
                 if (!PLUGIN_OP(h, clear_incremental_state))
                         return -EINVAL; /* it promises what it has no callback for */
                 f |= TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR;
+        }
+        if (h->listing) {
+                if (!name || !name[0] || strpbrk(name, " \t\n"))
+                        return -EINVAL;
+                /* The descriptor's fields, by their names. */
+                return fprintf(h->listing, "%s%s%s\n", name,
+                               (f & TRACED_DS_WILL_NOTIFY_ON_STOP) ? " will_notify_on_stop" : "",
+                               (f & TRACED_DS_HANDLES_INCREMENTAL_STATE_CLEAR) ? " handles_incremental_state_clear" :
+                                                                                 "") < 0 ?
+                               -EIO :
+                               0;
         }
         return traced_producer_register_data_source(h->producer, name, f);
 }
@@ -144,6 +158,8 @@ static void host_remove(struct traced_host *h, struct traced_source *s) {
 }
 
 static int32_t host_new_writer(struct traced_host *h, uint64_t instance_id, struct traced_writer **ret) {
+        if (!h->producer)
+                return -ENOTCONN;
         return traced_producer_new_writer(h->producer, instance_id, (traced_trace_writer **) ret);
 }
 static int32_t host_write(struct traced_writer *w, const void *packet, size_t size) {
@@ -156,11 +172,15 @@ static void host_free_writer(struct traced_writer *w) {
         traced_trace_writer_free((traced_trace_writer *) w);
 }
 static int32_t host_notify_stopped(struct traced_host *h, uint64_t instance_id) {
+        if (!h->producer)
+                return -ENOTCONN;
         return traced_producer_notify_stopped(h->producer, instance_id);
 }
 
 static int32_t host_report_error(struct traced_host *h, uint64_t instance_id, const char *field,
                                  const char *message) {
+        if (!h->producer)
+                return -ENOTCONN;
         return traced_producer_report_error(h->producer, instance_id, field, message);
 }
 
@@ -313,6 +333,24 @@ int plugin_runner_start(struct plugin_runner *r, sd_event *event, int socket_fd,
         if (k < 0)
                 log_debug_errno(k, "%s: cannot tell the service the data sources are registered: %m", h->name);
         return 0;
+}
+
+int plugin_runner_list_data_sources(struct plugin_runner *r, sd_event *event, FILE *out, char *why, size_t why_size) {
+        struct traced_host *h = &r->host;
+        h->event = sd_event_ref(event);
+        h->listing = out;
+        int k = h->desc->ops->create(&host_api, h, &h->state);
+        if (k < 0) {
+                h->listing = NULL;
+                snprintf(why, why_size, "its create() failed: %s", strerror(k < -4095 ? EINVAL : -k));
+                return -ENOEXEC;
+        }
+        h->created = true;
+        if (h->desc->ops->destroy)
+                h->desc->ops->destroy(h->state);
+        h->created = false;
+        h->listing = NULL;
+        return fflush(out) == 0 ? 0 : -EIO;
 }
 
 struct plugin_runner *plugin_runner_free(struct plugin_runner *r) {

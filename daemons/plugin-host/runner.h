@@ -8,6 +8,7 @@
  * traced --plugins-in-process (one thread per plugin). */
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include <systemd/sd-event.h>
@@ -30,6 +31,16 @@ uint64_t plugin_runner_capabilities(const struct plugin_runner *r);
  */
 int plugin_runner_start(struct plugin_runner *r, sd_event *event, int socket_fd, const char *socket_path,
                         char *why, size_t why_size);
+/*
+ * Calls the plugin's create() with no service behind it, writes to out one
+ * line per data source it registers ("NAME", then " will_notify_on_stop"
+ * and " handles_incremental_state_clear" when its descriptor says so) and
+ * destroys it. event is given to
+ * create() for its sources and never run. -ENOEXEC: create() failed (the
+ * reason in why).
+ */
+int plugin_runner_list_data_sources(struct plugin_runner *r, sd_event *event, FILE *out, char *why,
+                                    size_t why_size);
 /* Runs event until it exits (sd_event_loop's return values), keeping the
  * most CPU one turn of it took; each data source's stop logs that since
  * its start. */

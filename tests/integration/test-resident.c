@@ -368,3 +368,31 @@ Test(resident, snapshot_directory_kept_within_max_use) {
         cr_assert_eq(unlink(out), 0);
         cr_assert_eq(rmdir(path), 0);
 }
+
+/* With [plugins] hosts=lazy no plugin host runs at the start: the resident
+ * session that names linux.process_stats has the ftrace plugin's host
+ * started, and again after the core died and traced started again. */
+Test(resident, a_lazy_plugin_host_starts_for_a_resident_session_also_after_a_core_restart) {
+        write_recorder("recorder.cfg", 1024);
+        const char *lazy_args[] = { args[0], args[1], args[2], "--plugin-hosts=lazy", NULL };
+        cr_assert_eq(traced_instance_restart(&inst, true, lazy_args), 0);
+        wait_listed("recorder", true);
+        cr_assert(fixture_wait_log(&inst, ev, "linux.process_stats instance ", " processes at start", 0, 30000),
+                  "linux.process_stats never joined the resident session");
+        cr_assert_neq(fixture_plugin_host_pid(&inst, "ftrace.so"), 0, "no host of the ftrace plugin runs");
+        /* Nothing named the others. */
+        cr_assert_eq(fixture_plugin_host_pid(&inst, "perf.so"), 0, "the perf plugin's host runs");
+        cr_assert_eq(fixture_plugin_host_pid(&inst, "sysstats.so"), 0, "the sysstats plugin's host runs");
+
+        pid_t core = traced_instance_core_pid(&inst);
+        cr_assert_gt(core, 0);
+        cr_assert_eq(kill(core, SIGKILL), 0);
+        cr_assert_neq(traced_instance_stop(&inst), 0, "traced exited cleanly after losing its core");
+        unsigned scans = fixture_log_count(&inst, "linux.process_stats instance ", " processes at start");
+        cr_assert_eq(traced_instance_restart(&inst, true, lazy_args), 0);
+        wait_listed("recorder", true);
+        cr_assert(fixture_wait_log(&inst, ev, "linux.process_stats instance ", " processes at start", scans, 30000),
+                  "linux.process_stats never joined the restarted resident session");
+        cr_assert_neq(fixture_plugin_host_pid(&inst, "ftrace.so"), 0, "no host of the ftrace plugin runs");
+        cr_assert_eq(fixture_plugin_host_pid(&inst, "perf.so"), 0, "the perf plugin's host runs");
+}

@@ -142,9 +142,19 @@ Test(host_probe, a_stamp_changes_with_the_file) {
         cr_expect_not(host_probe_stamp_equal(&none, &b));
 }
 
-Test(host_probe, plugin_user_required_in_traced_conf) {
+/* Loads text as traced.conf: traced_config_load's result. */
+static int load_conf(const char *text, struct traced_config *cfg, char **error) {
         char path[600];
         snprintf(path, sizeof(path), "%s/traced.conf", dir);
+        FILE *f = fopen(path, "w");
+        cr_assert_not_null(f);
+        fputs(text, f);
+        cr_assert_eq(fclose(f), 0);
+        *error = NULL;
+        return traced_config_load(path, cfg, error);
+}
+
+Test(host_probe, plugin_user_required_in_traced_conf) {
         static const struct {
                 const char *text;
                 int r;
@@ -156,19 +166,61 @@ Test(host_probe, plugin_user_required_in_traced_conf) {
                 { "[service]\nplugin_user_required = maybe\n", -EINVAL, false },
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-                FILE *f = fopen(path, "w");
-                cr_assert_not_null(f);
-                fputs(cases[i].text, f);
-                cr_assert_eq(fclose(f), 0);
                 struct traced_config cfg;
-                char *error = NULL;
-                int r = traced_config_load(path, &cfg, &error);
+                char *error;
+                int r = load_conf(cases[i].text, &cfg, &error);
                 cr_expect_eq(r, cases[i].r, "%s: %d (%s)", cases[i].text, r, error ? error : "");
                 if (r == 0) {
                         cr_expect_eq(cfg.plugin_user_required, cases[i].required, "%s", cases[i].text);
                         traced_config_done(&cfg);
                 } else
                         cr_expect(error && strstr(error, "plugin_user_required"), "%s", error ? error : "");
+                free(error);
+        }
+}
+
+Test(host_probe, data_sources_mode_keeps_the_whole_answer) {
+        char host[512], err[256], text[1024];
+        host_script(host, sizeof(host),
+                    "[ \"$1\" = --print-data-sources ] || exit 1\n"
+                    "echo 'linux.ftrace will_notify_on_stop'\necho 'linux.process_stats'");
+        struct host_probe p;
+        cr_assert_eq(host_probe_start(&p, host, &self, plugin, HOST_PROBE_DATA_SOURCES, 0), 0);
+        cr_assert_eq(host_probe_finish_text(&p, text, sizeof(text), err, sizeof(err), NULL), 0, "%s", err);
+        cr_expect_str_eq(text, "linux.ftrace will_notify_on_stop\nlinux.process_stats\n");
+        /* One longer than the buffer: refused, not cut. */
+        host_script(host, sizeof(host), "i=0; while [ $i -lt 100 ]; do echo linux.data_source_$i; i=$((i+1)); done");
+        cr_assert_eq(host_probe_start(&p, host, &self, plugin, HOST_PROBE_DATA_SOURCES, 0), 0);
+        cr_expect_eq(host_probe_finish_text(&p, text, sizeof(text), err, sizeof(err), NULL), -EMSGSIZE);
+        cr_expect(strstr(err, "longer than"), "%s", err);
+}
+
+Test(host_probe, plugin_hosts_and_idle_stop_in_traced_conf) {
+        static const struct {
+                const char *text;
+                int r;
+                bool lazy;
+                unsigned idle;
+        } cases[] = {
+                { "[plugins]\n", 0, false, TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC },
+                { "[plugins]\nhosts = lazy\n", 0, true, TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC },
+                { "[plugins]\nhosts = eager\nidle_stop_sec = 0\n", 0, false, 0 },
+                { "[plugins]\nhosts = lazy\nidle_stop_sec = 30\n", 0, true, 30 },
+                { "[plugins]\nhosts = sometimes\n", -EINVAL, false, 0 },
+                { "[plugins]\nidle_stop_sec = 86401\n", -EINVAL, false, 0 },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct traced_config cfg;
+                char *error;
+                int r = load_conf(cases[i].text, &cfg, &error);
+                cr_expect_eq(r, cases[i].r, "%s: %d (%s)", cases[i].text, r, error ? error : "");
+                if (r == 0) {
+                        cr_expect_eq(cfg.plugin_hosts_lazy, cases[i].lazy, "%s", cases[i].text);
+                        cr_expect_eq(cfg.idle_stop_sec, cases[i].idle, "%s", cases[i].text);
+                        traced_config_done(&cfg);
+                } else
+                        cr_expect(error && (strstr(error, "hosts") || strstr(error, "idle_stop_sec")), "%s",
+                                  error ? error : "");
                 free(error);
         }
 }

@@ -67,9 +67,16 @@ int cmd_query(struct tracectl *t, int argc, char **argv) {
         printf("Data sources (%zu):\n", st->n_data_sources);
         for (size_t i = 0; i < st->n_data_sources; i++) {
                 const Perfetto__Protos__TracingServiceState__DataSource *d = st->data_sources[i];
-                printf("  %-36s producer %-4d descriptor %zu bytes\n",
-                       d->ds_descriptor && d->ds_descriptor->name ? d->ds_descriptor->name : "?", d->producer_id,
-                       d->ds_descriptor ? protobuf_c_message_get_packed_size(&d->ds_descriptor->base) : 0);
+                char producer[32];
+                /* None: its plugin's host starts when a session names it. */
+                if (d->has_producer_id)
+                        snprintf(producer, sizeof(producer), "%d", d->producer_id);
+                else
+                        snprintf(producer, sizeof(producer), "-");
+                printf("  %-36s producer %-4s descriptor %zu bytes%s\n",
+                       d->ds_descriptor && d->ds_descriptor->name ? d->ds_descriptor->name : "?", producer,
+                       d->ds_descriptor ? protobuf_c_message_get_packed_size(&d->ds_descriptor->base) : 0,
+                       d->has_producer_id ? "" : "  (started when a session names it)");
         }
         printf("Tracing sessions (%d, %d started):\n", st->num_sessions, st->num_sessions_started);
         for (size_t i = 0; i < st->n_tracing_sessions; i++) {

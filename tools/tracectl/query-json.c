@@ -42,7 +42,10 @@ static json_object *producer(bool *failed, const Perfetto__Protos__TracingServic
 static json_object *data_source(bool *failed, const Perfetto__Protos__TracingServiceState__DataSource *d) {
         json_object *o = json_object_new_object();
         add(failed, o, "name", str(d->ds_descriptor ? d->ds_descriptor->name : NULL));
-        add(failed, o, "producer_id", json_object_new_int(d->producer_id));
+        /* null: no producer yet (its plugin's host starts when a session
+         * names it) */
+        if (json_object_object_add(o, "producer_id", d->has_producer_id ? json_object_new_int(d->producer_id) : NULL) < 0)
+                *failed = true;
         return o;
 }
 

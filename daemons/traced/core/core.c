@@ -18,6 +18,7 @@
 #include "core/ports/startup-hold.h"
 #include "core/service.h"
 #include "core/sessions/host-exits.h"
+#include "core/sessions/parked.h"
 #include "core/sessions/session.h"
 
 struct core {
@@ -32,7 +33,25 @@ struct core {
          * sources registered. */
         struct resident_set pending_resident;
         bool has_pending_resident;
+        int control_fd; /* to the supervisor (-EBADF: none) */
 };
+
+/* A session names a data source of a parked plugin: the supervisor starts
+ * its host. */
+static int start_plugin_host(struct traced_service *svc, const char *plugin) {
+        struct core *c = svc->start_plugin_host_userdata;
+        if (c->control_fd < 0)
+                return -ENOTCONN;
+        return control_send_start_plugin(c->control_fd, plugin);
+}
+
+/* Such a host served no session for a while: the supervisor stops it. */
+static int stop_plugin_host(struct traced_service *svc, const char *plugin, pid_t pid) {
+        struct core *c = svc->start_plugin_host_userdata;
+        if (c->control_fd < 0)
+                return -ENOTCONN;
+        return control_send_stop_plugin(c->control_fd, plugin, pid);
+}
 
 /* How often a stopping core looks whether every session's end is
  * written and told. */
@@ -183,13 +202,9 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
         for (;;) {
                 struct control_msg msg;
                 int pfd = -EBADF;
-                int r = control_recv(fd, &msg, &pfd);
+                int r = control_recv_next(fd, "the supervisor", &msg, &pfd);
                 if (r == -EAGAIN)
                         return 0;
-                if (r == -EBADMSG) {
-                        log_warning("Ignoring a malformed message from the supervisor.");
-                        continue;
-                }
                 if (r <= 0) {
                         if (r < 0)
                                 log_warning_errno(r, "Failed to read from the supervisor: %m");
@@ -219,12 +234,26 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                         take_resident(c, &set);
                         continue;
                 }
+                if (msg.kind == CONTROL_PLUGIN_PARKED) {
+                        r = parked_set(c->svc, msg.name, msg.path, msg.idle_usec);
+                        if (r < 0)
+                                log_warning_errno(r, "Bad data source list of parked plugin %s from the supervisor: %m",
+                                                  msg.name);
+                        else
+                                log_debug("Plugin %s is parked: its host starts when a session needs it.", msg.name);
+                        continue;
+                }
+                if (msg.kind == CONTROL_START_PLUGIN || msg.kind == CONTROL_STOP_PLUGIN) {
+                        log_warning("Ignoring a request to start a plugin host from the supervisor.");
+                        continue;
+                }
                 if (msg.kind == CONTROL_PLUGINS_LAUNCHED) {
                         startup_hold_all_launched(c->svc);
                         continue;
                 }
                 if (msg.kind == CONTROL_PLUGIN_EXITED) {
-                        startup_hold_host_exited(c->svc, msg.pid);
+                        startup_hold_host_exited(c->svc, msg.pid, msg.name);
+                        parked_host_exited(c->svc, msg.name, msg.pid);
                         /* Stopped with the service: not a failure. */
                         if (msg.exit.stopping || c->shutting_down)
                                 continue;
@@ -244,6 +273,7 @@ static int on_control(sd_event_source *s, int fd, uint32_t revents, void *userda
                 else {
                         log_debug("Serving plugin %s (host %d).", msg.name, (int) msg.pid);
                         startup_hold_expect(c->svc, conn_id, msg.pid, msg.name);
+                        parked_host_adopted(c->svc, msg.name, msg.pid);
                 }
         }
 }
@@ -252,7 +282,7 @@ int core_run(const struct core_options *o) {
         /* Declared first, closed last: the loop goes before its fds. */
         _cleanup_close_ int producer_fd = o->producer_fd, consumer_fd = o->consumer_fd, control_fd = o->control_fd;
         _cleanup_(sd_event_unrefp) sd_event *event = NULL;
-        struct core c = { .o = o };
+        struct core c = { .o = o, .control_fd = o->control_fd };
         int r;
 
         /* A consumer or producer going away mid-write must not kill us. */
@@ -266,6 +296,9 @@ int core_run(const struct core_options *o) {
         if (r < 0)
                 return log_error_errno(r, "Failed to create the service: %m");
         c.svc->state_changed = notify_status;
+        c.svc->start_plugin_host = start_plugin_host;
+        c.svc->stop_plugin_host = stop_plugin_host;
+        c.svc->start_plugin_host_userdata = &c;
         c.svc->trusted_names = o->trusted_names;
         c.svc->n_trusted_names = o->n_trusted_names;
         c.svc->trusted_uids = o->trusted_uids;

@@ -10,6 +10,7 @@
 #include "core/ports/startup-hold.h"
 #include "core/service.h"
 #include "core/sessions/host-exits.h"
+#include "core/sessions/parked.h"
 #include "core/sessions/producer.h"
 #include "core/sessions/session.h"
 
@@ -90,6 +91,7 @@ struct traced_service *service_free(struct traced_service *svc) {
         while (svc->sessions)
                 session_free(svc->sessions);
         host_exits_free(svc);
+        parked_free(svc);
         /* Connections go away with the hosts (producers are freed by the
          * disconnect callbacks). */
         svc->consumer_host = ipc_host_free(svc->consumer_host);

@@ -77,6 +77,13 @@ struct traced_service {
         struct relay_machines machines;
         /* Plugin hosts that ended (sessions/host-exits.h). */
         struct host_exits *host_exits;
+        /* Plugins whose host starts when a session needs it
+         * (sessions/parked.h), and how to ask for one (core.c: the
+         * supervisor's CONTROL_START_PLUGIN), or its stop when idle. */
+        struct parked_set *parked;
+        int (*start_plugin_host)(struct traced_service *svc, const char *plugin);
+        int (*stop_plugin_host)(struct traced_service *svc, const char *plugin, pid_t pid);
+        void *start_plugin_host_userdata;
 };
 
 int service_new(sd_event *event, struct traced_service **ret);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "log/log.h"
 #include "shared/control.h"
 
 int control_pair(int ret_fds[2]) {
@@ -77,6 +78,31 @@ int control_send_plugin_exited(int ctl_fd, pid_t pid, const char *name, const st
         return send_msg(ctl_fd, &m, -EBADF);
 }
 
+int control_send_plugin_parked(int ctl_fd, const char *name, const char *data_sources, uint64_t idle_usec) {
+        struct control_msg m = { .kind = CONTROL_PLUGIN_PARKED, .idle_usec = idle_usec };
+        if (!name || strlen(name) >= sizeof(m.name) || !data_sources || strlen(data_sources) >= sizeof(m.path))
+                return -ENAMETOOLONG;
+        strcpy(m.name, name);
+        strcpy(m.path, data_sources);
+        return send_msg(ctl_fd, &m, -EBADF);
+}
+
+int control_send_start_plugin(int ctl_fd, const char *name) {
+        struct control_msg m = { .kind = CONTROL_START_PLUGIN };
+        if (!name || !name[0] || strlen(name) >= sizeof(m.name))
+                return -EINVAL;
+        strcpy(m.name, name);
+        return send_msg(ctl_fd, &m, -EBADF);
+}
+
+int control_send_stop_plugin(int ctl_fd, const char *name, pid_t pid) {
+        struct control_msg m = { .kind = CONTROL_STOP_PLUGIN, .pid = pid };
+        if (!name || !name[0] || strlen(name) >= sizeof(m.name) || pid <= 0)
+                return -EINVAL;
+        strcpy(m.name, name);
+        return send_msg(ctl_fd, &m, -EBADF);
+}
+
 const char *control_exit_describe(const struct control_exit *how, char *buf, size_t size) {
         if (how->hung_usec)
                 snprintf(buf, size, "was killed by traced's watchdog after %.1f s without a sign of life",
@@ -138,11 +164,24 @@ int control_recv(int ctl_fd, struct control_msg *ret_msg, int *ret_fd) {
             memchr(msg.exit.reason, '\0', sizeof(msg.exit.reason)) == NULL ||
             (msg.kind != CONTROL_PRODUCER && msg.kind != CONTROL_TRACE_DIRECTORY &&
              msg.kind != CONTROL_RESIDENT_SESSIONS && msg.kind != CONTROL_PLUGINS_LAUNCHED &&
-             msg.kind != CONTROL_PLUGIN_EXITED)) {
+             msg.kind != CONTROL_PLUGIN_EXITED && msg.kind != CONTROL_PLUGIN_PARKED &&
+             msg.kind != CONTROL_START_PLUGIN && msg.kind != CONTROL_STOP_PLUGIN) ||
+            ((msg.kind == CONTROL_PLUGIN_PARKED || msg.kind == CONTROL_START_PLUGIN || msg.kind == CONTROL_STOP_PLUGIN) &&
+             (fd >= 0 || !msg.name[0])) ||
+            (msg.kind == CONTROL_STOP_PLUGIN && msg.pid <= 0)) {
                 safe_close(fd);
                 return -EBADMSG;
         }
         *ret_msg = msg;
         *ret_fd = fd;
         return 1;
+}
+
+int control_recv_next(int ctl_fd, const char *peer, struct control_msg *ret_msg, int *ret_fd) {
+        for (;;) {
+                int r = control_recv(ctl_fd, ret_msg, ret_fd);
+                if (r != -EBADMSG)
+                        return r;
+                log_warning("Ignoring a malformed message from %s.", peer);
+        }
 }

@@ -265,9 +265,12 @@ static int handler(void *user, const char *section, const char *name, const char
                         cfg->plugins_in_process = v;
                 return 1;
         }
-        if (strcmp(name, "watchdog_sec") == 0 || strcmp(name, "start_timeout_sec") == 0) {
-                bool watchdog = name[0] == 'w';
-                unsigned max = watchdog ? TRACED_CONFIG_MAX_WATCHDOG_SEC : TRACED_CONFIG_MAX_START_TIMEOUT_SEC;
+        if (strcmp(name, "watchdog_sec") == 0 || strcmp(name, "start_timeout_sec") == 0 ||
+            strcmp(name, "idle_stop_sec") == 0) {
+                bool watchdog = name[0] == 'w', idle = name[0] == 'i';
+                unsigned max = watchdog ? TRACED_CONFIG_MAX_WATCHDOG_SEC
+                               : idle   ? TRACED_CONFIG_MAX_IDLE_STOP_SEC
+                                        : TRACED_CONFIG_MAX_START_TIMEOUT_SEC;
                 char *end;
                 errno = 0;
                 unsigned long v = strtoul(value, &end, 10);
@@ -276,8 +279,19 @@ static int handler(void *user, const char *section, const char *name, const char
                                     name);
                 if (watchdog)
                         cfg->watchdog_sec = (unsigned) v;
+                else if (idle)
+                        cfg->idle_stop_sec = (unsigned) v;
                 else
                         cfg->start_timeout_sec = (unsigned) v;
+                return 1;
+        }
+        if (strcmp(name, "hosts") == 0) {
+                if (strcmp(value, "eager") == 0)
+                        cfg->plugin_hosts_lazy = false;
+                else if (strcmp(value, "lazy") == 0)
+                        cfg->plugin_hosts_lazy = true;
+                else
+                        return fail(k, "\"%s\" is not eager or lazy (field \"%s\")", value, name);
                 return 1;
         }
         if (strcmp(name, "directory") == 0) {
@@ -309,7 +323,8 @@ static int handler(void *user, const char *section, const char *name, const char
 
 int traced_config_load(const char *path, struct traced_config *cfg, char **ret_error) {
         *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC,
-                                        .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC };
+                                        .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC,
+                                        .idle_stop_sec = TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC };
         if (ret_error)
                 *ret_error = NULL;
         FILE *f = fopen(path, "re");
@@ -341,7 +356,8 @@ void traced_config_done(struct traced_config *cfg) {
         free(cfg->relay_endpoint_on);
         free(cfg->sessions_dir);
         *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC,
-                                        .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC };
+                                        .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC,
+                                        .idle_stop_sec = TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC };
 }
 
 const char *traced_config_sessions_directory(const struct traced_config *cfg) {

@@ -10,6 +10,12 @@
  *   watchdog_sec = SECONDS    a plugin host silent this long is killed and
  *                             restarted (default 10, 0 = never)
  *   in_process = yes|no       run plugins as threads of traced (debugging)
+ *   hosts = eager|lazy        start every plugin host with traced (eager,
+ *                             the default), or each when a session first
+ *                             names one of its data sources (lazy)
+ *   idle_stop_sec = SECONDS   hosts=lazy: a host started for a session that
+ *                             served no data source this long is stopped
+ *                             (default 60, 0 = never)
  *   start_timeout_sec = SECONDS  at the service's start, sessions wait this
  *                             long at most for the plugin hosts to register
  *                             their data sources (default 10, 0 = no wait)
@@ -54,6 +60,8 @@ struct traced_config {
         unsigned watchdog_sec;
         unsigned start_timeout_sec;
         bool plugins_in_process;
+        bool plugin_hosts_lazy; /* hosts = lazy */
+        unsigned idle_stop_sec;
         char *user; /* NULL: the default */
         char *plugin_user; /* NULL: the default */
         bool plugin_user_required; /* refuse a plugin that user cannot run */
@@ -87,6 +95,8 @@ const char *traced_config_trace_directory(const struct traced_config *cfg);
 #define TRACED_CONFIG_MAX_WATCHDOG_SEC 3600u
 #define TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC 10u
 #define TRACED_CONFIG_MAX_START_TIMEOUT_SEC 600u
+#define TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC 60u
+#define TRACED_CONFIG_MAX_IDLE_STOP_SEC 86400u
 
 /* Reads path into cfg (defaults for what it does not set). A missing
  * file is not an error (0). On a bad file returns -EINVAL and *ret_error

@@ -33,7 +33,9 @@ int host_probe_start(struct host_probe *p, const char *host_binary, const struct
         if (err < 0)
                 return log_error_errno(errno, "Failed to ask the plugin host about %s: %m", plugin);
         char *args[] = { (char *) host_binary,
-                         (char *) (mode == HOST_PROBE_CHECK ? "--check" : "--print-capabilities") };
+                         (char *) (mode == HOST_PROBE_CHECK          ? "--check"
+                                   : mode == HOST_PROBE_DATA_SOURCES ? "--print-data-sources"
+                                                                     : "--print-capabilities") };
         struct host_exec e;
         int r = host_exec_prepare(&e, id, NULL, plugin, caps, args, ELEMENTSOF(args));
         if (r < 0)
@@ -65,9 +67,11 @@ static uint64_t now_msec(void) {
         return (uint64_t) ts.tv_sec * 1000u + (uint64_t) ts.tv_nsec / 1000000u;
 }
 
-/* Reads its standard output until end of file or the deadline. */
-static bool read_output(int fd, char *buf, size_t size, uint64_t deadline) {
+/* Reads its standard output until end of file or the deadline; *overflow
+ * when more came than buf holds. */
+static bool read_output(int fd, char *buf, size_t size, uint64_t deadline, bool *overflow) {
         size_t n = 0;
+        *overflow = false;
         for (;;) {
                 uint64_t now = now_msec();
                 if (now >= deadline)
@@ -89,6 +93,8 @@ static bool read_output(int fd, char *buf, size_t size, uint64_t deadline) {
                         break;
                 if (!full)
                         n += (size_t) got;
+                else
+                        *overflow = true;
         }
         buf[n] = '\0';
         return true;
@@ -137,9 +143,10 @@ void host_probe_abandon(struct host_probe *p) {
         p->err = safe_close(p->err);
 }
 
-int host_probe_finish(struct host_probe *p, uint64_t *ret_caps, char *err, size_t err_size, char **ret_output) {
-        char buf[64];
-        bool done = read_output(p->out, buf, sizeof(buf), now_msec() + HOST_PROBE_TIMEOUT_MSEC);
+/* Waits for the probe, its standard output into buf: 0 when it answered. */
+static int finish(struct host_probe *p, char *buf, size_t size, bool *overflow, char *err, size_t err_size,
+                  char **ret_output) {
+        bool done = read_output(p->out, buf, size, now_msec() + HOST_PROBE_TIMEOUT_MSEC, overflow);
         if (!done)
                 (void) kill(p->pid, SIGKILL);
         int status = 0;
@@ -164,6 +171,29 @@ int host_probe_finish(struct host_probe *p, uint64_t *ret_caps, char *err, size_
                 return -EPERM;
         if (status < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
                 return -ENOEXEC;
+        return 0;
+}
+
+int host_probe_finish_text(struct host_probe *p, char *out, size_t out_size, char *err, size_t err_size,
+                           char **ret_output) {
+        bool overflow;
+        int r = finish(p, out, out_size, &overflow, err, err_size, ret_output);
+        if (r < 0)
+                return r;
+        if (overflow) {
+                if (err && err_size > 0)
+                        snprintf(err, err_size, "its answer is longer than %zu bytes", out_size - 1);
+                return -EMSGSIZE;
+        }
+        return 0;
+}
+
+int host_probe_finish(struct host_probe *p, uint64_t *ret_caps, char *err, size_t err_size, char **ret_output) {
+        char buf[64];
+        bool overflow;
+        int r = finish(p, buf, sizeof(buf), &overflow, err, err_size, ret_output);
+        if (r < 0)
+                return r;
         if (!ret_caps)
                 return 0;
         char *end;

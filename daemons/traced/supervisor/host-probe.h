@@ -34,6 +34,9 @@ struct host_identity;
 enum host_probe_mode {
         HOST_PROBE_CAPABILITIES, /* --print-capabilities: holding nothing */
         HOST_PROBE_CHECK,        /* --check: holding what its host would */
+        /* --print-data-sources: holding what its host would, the plugin
+         * initialized and destroyed. */
+        HOST_PROBE_DATA_SOURCES,
 };
 
 struct host_probe {
@@ -58,6 +61,11 @@ int host_probe_start(struct host_probe *p, const char *host_binary, const struct
  * NULL when empty), to pass on to the log.
  */
 int host_probe_finish(struct host_probe *p, uint64_t *ret_caps, char *err, size_t err_size, char **ret_output);
+
+/* As host_probe_finish(), for a probe whose standard output is kept
+ * whole: into out (NUL-terminated; -EMSGSIZE when it does not fit). */
+int host_probe_finish_text(struct host_probe *p, char *out, size_t out_size, char *err, size_t err_size,
+                           char **ret_output);
 
 /* Kills and reaps a started probe (nothing if not started). */
 void host_probe_abandon(struct host_probe *p);

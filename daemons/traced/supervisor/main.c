@@ -39,6 +39,7 @@ struct options {
         const char *sessions_dir;
         bool no_plugins;
         bool plugins_in_process;
+        int plugin_hosts_lazy; /* -1: traced.conf's hosts= */
         enum log_target log_target;
 };
 
@@ -63,6 +64,10 @@ static void help(void) {
                "  --no-plugins            run no plugins\n"
                "  --plugins-in-process    run the plugins as threads of traced, without\n"
                "                          isolation (debugging)\n"
+               "  --plugin-hosts=eager|lazy\n"
+               "                          start every plugin host with traced, or each when\n"
+               "                          a session names one of its data sources (default:\n"
+               "                          traced.conf's hosts=, else eager)\n"
                "  --user=USER             the service core's user when started as root\n"
                "                          (default: traced, else nobody)\n"
                "  --plugin-user=USER      the plugin hosts' user when started as root\n"
@@ -93,6 +98,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 ARG_PLUGIN_USER,
                 ARG_RELAY,
                 ARG_SESSIONS_DIR,
+                ARG_PLUGIN_HOSTS,
         };
         static const struct option opts[] = {
                 { "producer-socket", required_argument, NULL, ARG_PRODUCER },
@@ -108,6 +114,7 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                 { "enable-relay-endpoint-on", required_argument, NULL, ARG_RELAY },
                 { "log-target", required_argument, NULL, ARG_LOG_TARGET },
                 { "sessions-dir", required_argument, NULL, ARG_SESSIONS_DIR },
+                { "plugin-hosts", required_argument, NULL, ARG_PLUGIN_HOSTS },
                 { "help", no_argument, NULL, 'h' },
                 { "version", no_argument, NULL, ARG_VERSION },
                 {},
@@ -143,6 +150,11 @@ static int parse_argv(int argc, char **argv, struct options *o) {
                         break;
                 case ARG_IN_PROCESS:
                         o->plugins_in_process = true;
+                        break;
+                case ARG_PLUGIN_HOSTS:
+                        if (strcmp(optarg, "eager") != 0 && strcmp(optarg, "lazy") != 0)
+                                return log_error_errno(EINVAL, "--plugin-hosts=%s: not eager or lazy.", optarg);
+                        o->plugin_hosts_lazy = optarg[0] == 'l';
                         break;
                 case ARG_USER:
                         o->user = optarg;
@@ -237,7 +249,7 @@ static int limit_supervisor(struct plugins_options *po, bool plugins) {
 }
 
 static int run(int argc, char **argv) {
-        struct options o = { .log_target = LOG_TARGET_AUTO };
+        struct options o = { .log_target = LOG_TARGET_AUTO, .plugin_hosts_lazy = -1 };
         struct listen_sockets ls = { .producer_fd = -EBADF, .consumer_fd = -EBADF };
         int r;
 
@@ -296,6 +308,8 @@ static int run(int argc, char **argv) {
                         .disabled = cfg.disabled,
                         .n_disabled = cfg.n_disabled,
                         .watchdog_usec = (uint64_t) cfg.watchdog_sec * 1000000u,
+                        .lazy = o.plugin_hosts_lazy >= 0 ? o.plugin_hosts_lazy : cfg.plugin_hosts_lazy,
+                        .idle_usec = (uint64_t) cfg.idle_stop_sec * 1000000u,
                 },
         };
         if (!in_process && geteuid() == 0) {

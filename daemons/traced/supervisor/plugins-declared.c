@@ -244,3 +244,38 @@ void plugins_declared_recheck(struct plugins_declared *d, const char *path, cons
                 note_unreachable(d, path, id, user_required, why[0] ? why : "its probe failed");
         free(j.output);
 }
+
+int plugins_probe_data_sources(const char *const *paths, const struct plugins_declared *const *decls, size_t n,
+                               const char *host_binary, const struct host_identity *id, char (*ret_text)[1024],
+                               int *ret_r) {
+        struct host_probe probes[PLUGINS_MAX];
+        if (n > PLUGINS_MAX)
+                return -E2BIG;
+        /* All at once, each as its host would run (its user, what it
+         * declares): the start waits for the slowest. */
+        for (size_t i = 0; i < n; i++) {
+                struct host_identity as = *id;
+                if (decls[i]->as_root)
+                        as.switch_user = false;
+                ret_r[i] = decls[i]->refused ? -EPERM
+                                             : host_probe_start(&probes[i], host_binary, &as, paths[i],
+                                                                HOST_PROBE_DATA_SOURCES, decls[i]->caps);
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (ret_r[i] < 0)
+                        continue;
+                char why[256] = "";
+                _cleanup_free_ char *output = NULL;
+                ret_r[i] = host_probe_finish_text(&probes[i], ret_text[i], sizeof(ret_text[i]), why, sizeof(why),
+                                                  &output);
+                if (ret_r[i] < 0)
+                        log_warning("Plugin %s could not be asked for its data sources (%s): its host starts now, "
+                                    "not when a session needs it.",
+                                    paths[i], why[0] ? why : strerror(-ret_r[i]));
+                else if (!ret_text[i][0]) {
+                        log_notice("Plugin %s offers no data source here: its host is not started.", paths[i]);
+                        ret_r[i] = 0;
+                }
+        }
+        return 0;
+}

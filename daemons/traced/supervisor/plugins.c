@@ -49,6 +49,11 @@ struct plugin_proc {
         char note[256];
         size_t note_len;
         struct plugins_declared decl; /* its capabilities, its host's user */
+        /* [plugins] hosts=lazy: its host starts when a session needs it. */
+        bool parked;
+        bool refused; /* its host refused it: not started again */
+        bool parking;     /* stopped as idle (plugins_stop_host) */
+        bool start_again; /* asked for while parking */
 };
 
 struct plugins {
@@ -59,6 +64,9 @@ struct plugins {
         uint64_t watchdog_usec;
         plugins_handoff_fn handoff;
         plugins_exited_fn exited;
+        plugins_parked_fn parked;
+        bool lazy;
+        uint64_t idle_usec;
         void *userdata;
         struct plugin_proc procs[MAX_PLUGINS];
         size_t n;
@@ -113,11 +121,13 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
         /* The host's last words are read before the pipe goes. */
         keep_note(pp);
         stop_watching(pp);
+        bool parking = pp->parking;
+        pp->parking = false;
         struct control_exit how = {
                 .code = si->si_code,
                 .status = si->si_status,
                 .hung_usec = pp->hung ? pp->hung_usec : 0,
-                .stopping = ps->stopping,
+                .stopping = ps->stopping || parking,
                 .refused = si->si_code == CLD_EXITED && si->si_status == EXIT_PLUGIN_REFUSED,
         };
         snprintf(how.reason, sizeof(how.reason), "%.*s", (int) pp->note_len, pp->note);
@@ -126,7 +136,21 @@ static int on_child(sd_event_source *s, const siginfo_t *si, void *userdata) {
                 ps->exited(pid, pp->name, &how, ps->userdata);
         if (ps->stopping)
                 return 0;
+        if (parking && !pp->hung) {
+                pp->parked = true;
+                log_info("Plugin host %d for %s stopped: it served no session for %.0f s ([plugins] hosts=lazy).",
+                         (int) pid, pp->path, (double) ps->idle_usec / 1e6);
+                if (pp->start_again) {
+                        pp->start_again = false;
+                        log_info("Starting the plugin host for %s again: a session needs it.", pp->path);
+                        if (spawn(pp) < 0)
+                                (void) sd_event_add_time_relative(ps->event, &pp->restart, CLOCK_MONOTONIC,
+                                                                  pp->backoff_usec, 100000, on_restart, pp);
+                }
+                return 0;
+        }
         if (how.refused) {
+                pp->refused = true;
                 log_error("Plugin %s was refused by its host; not restarting it.", pp->path);
                 return 0;
         }
@@ -230,9 +254,11 @@ static int spawn(struct plugin_proc *pp) {
         /* Asked again when the plugin or the host changed since. */
         plugins_declared_recheck(&pp->decl, pp->path, ps->host_binary, &ps->id, ps->user_required);
         if (pp->decl.refused) {
+                pp->refused = true;
                 refuse_unreachable(pp);
                 return 0;
         }
+        pp->parked = false;
         struct host_identity id = ps->id;
         if (pp->decl.as_root)
                 id.switch_user = false;
@@ -361,6 +387,42 @@ int plugins_scan(const char *dir, char *const *disabled, unsigned n_disabled, ch
         return (int) n;
 }
 
+/* [plugins] hosts=lazy: which data sources each plugin offers, asked of
+ * them all at once; a plugin that answered is parked (the core told), one
+ * that did not starts now, and its host says why it fails. */
+static void park_all(struct plugins *ps) {
+        const char *paths[MAX_PLUGINS];
+        const struct plugins_declared *decls[MAX_PLUGINS];
+        int r[MAX_PLUGINS];
+        _cleanup_free_ char(*text)[1024] = calloc(MAX_PLUGINS, sizeof(*text));
+        if (!text) {
+                log_oom();
+                return;
+        }
+        size_t n = 0, idx[MAX_PLUGINS];
+        for (size_t i = 0; i < ps->n; i++) {
+                /* One that did not answer its first probe, or is refused,
+                 * is left to spawn(). */
+                if (!ps->procs[i].decl.file[0] || ps->procs[i].decl.refused)
+                        continue;
+                idx[n] = i;
+                paths[n] = ps->procs[i].path;
+                decls[n] = &ps->procs[i].decl;
+                n++;
+        }
+        if (plugins_probe_data_sources(paths, decls, n, ps->host_binary, &ps->id, text, r) < 0)
+                return;
+        for (size_t k = 0; k < n; k++) {
+                struct plugin_proc *pp = &ps->procs[idx[k]];
+                if (r[k] < 0)
+                        continue;
+                pp->parked = true;
+                log_info("Plugin %s waits until a session needs it ([plugins] hosts=lazy).", pp->path);
+                if (ps->parked)
+                        ps->parked(pp->name, text[k], ps->userdata);
+        }
+}
+
 int plugins_start(sd_event *event, const struct plugins_options *o, struct plugins **ret) {
         struct plugins *ps = calloc(1, sizeof(*ps));
         if (!ps)
@@ -372,6 +434,9 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
         ps->user_required = o->user_required;
         ps->handoff = o->handoff;
         ps->exited = o->exited;
+        ps->parked = o->parked;
+        ps->lazy = o->lazy;
+        ps->idle_usec = o->idle_usec;
         ps->userdata = o->userdata;
         if (!ps->host_binary) {
                 plugins_stop(ps);
@@ -408,11 +473,56 @@ int plugins_start(sd_event *event, const struct plugins_options *o, struct plugi
                 for (unsigned j = 0; j < o->n_declared; j++)
                         if (strcmp(o->declared[j].file, base) == 0)
                                 pp->decl = o->declared[j];
-                if (spawn(pp) < 0)
+        }
+        if (ps->lazy)
+                park_all(ps);
+        for (size_t i = 0; i < ps->n; i++) {
+                struct plugin_proc *pp = &ps->procs[i];
+                if (!pp->parked && spawn(pp) < 0)
                         (void) sd_event_add_time_relative(ps->event, &pp->restart, CLOCK_MONOTONIC,
                                                           pp->backoff_usec, 100000, on_restart, pp);
         }
         return 0;
+}
+
+int plugins_start_host(struct plugins *ps, const char *plugin) {
+        if (!ps)
+                return -ENOENT;
+        for (size_t i = 0; i < ps->n; i++) {
+                struct plugin_proc *pp = &ps->procs[i];
+                if (strcmp(pp->name, plugin) != 0)
+                        continue;
+                if (pp->refused)
+                        return -EPERM;
+                if (pp->parking) {
+                        pp->start_again = true;
+                        return 0;
+                }
+                if (pp->pid > 0 || pp->restart || ps->stopping)
+                        return 0;
+                log_info("Starting the plugin host for %s: a session needs it.", pp->path);
+                int r = spawn(pp);
+                if (r < 0)
+                        (void) sd_event_add_time_relative(ps->event, &pp->restart, CLOCK_MONOTONIC,
+                                                          pp->backoff_usec, 100000, on_restart, pp);
+                return r;
+        }
+        return -ENOENT;
+}
+
+int plugins_stop_host(struct plugins *ps, const char *plugin, pid_t pid) {
+        for (size_t i = 0; ps && ps->lazy && i < ps->n; i++) {
+                struct plugin_proc *pp = &ps->procs[i];
+                if (strcmp(pp->name, plugin) != 0)
+                        continue;
+                if (pp->pid != pid || pid <= 0 || pp->parking || ps->stopping)
+                        return -ESRCH;
+                pp->parking = true;
+                pp->start_again = false;
+                (void) kill(pp->pid, SIGTERM);
+                return 0;
+        }
+        return -ESRCH;
 }
 
 void plugins_set_watchdog(struct plugins *ps, uint64_t usec) {

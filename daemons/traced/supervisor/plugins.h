@@ -26,6 +26,10 @@ struct control_exit;
 typedef void (*plugins_exited_fn)(pid_t host_pid, const char *plugin, const struct control_exit *how,
                                   void *userdata);
 
+/* [plugins] hosts=lazy: plugin's host is not running; data_sources are the
+ * data sources it offers (control.h, CONTROL_PLUGIN_PARKED). */
+typedef void (*plugins_parked_fn)(const char *plugin, const char *data_sources, void *userdata);
+
 #define PLUGINS_MAX 64
 
 /* What a plugin declared (plugins_declared_capabilities()), for its host
@@ -63,12 +67,32 @@ struct plugins_options {
         unsigned n_declared;
         plugins_handoff_fn handoff;
         plugins_exited_fn exited; /* optional */
+        /* traced.conf's [plugins] hosts=lazy: a plugin's host starts when
+         * plugins_start_host() asks for it, not with traced (parked is
+         * told of each plugin that waits so). */
+        bool lazy;
+        /* How long such a host may serve no data source before the core
+         * asks to stop it (plugins_stop_host; 0: never). */
+        uint64_t idle_usec;
+        plugins_parked_fn parked;
         void *userdata;
 };
 
 /* Starts a host for each plugin of o->dir (not disabled), each handed off
  * before this returns; one that could not start is retried later. */
 int plugins_start(sd_event *event, const struct plugins_options *o, struct plugins **ret);
+/* Starts the host of plugin (its name: the file name without .so), when it
+ * is not running or waiting for its restart. Returns 0, -ENOENT for no
+ * such plugin, -EPERM for a plugin refused, or -errno when the host could
+ * not start. */
+int plugins_start_host(struct plugins *p, const char *plugin);
+/* The core saw the host pid of plugin (started for a session) serve
+ * nothing for a while: it is stopped (SIGTERM) and its plugin parked again,
+ * not restarted (its exit is told as the service's stop is: not a
+ * failure). A plugins_start_host() meanwhile starts it again once it
+ * exited. Returns 0, or -ESRCH when pid is not that plugin's host now, or
+ * the plugin's host is not one started on demand. */
+int plugins_stop_host(struct plugins *p, const char *plugin, pid_t pid);
 /* The hang timeout for hosts from now on (0: none); a host's pipe is set
  * up when it starts, so a change from or to 0 applies to hosts started
  * later. */
@@ -104,6 +128,16 @@ void plugins_host_identity(const struct plugins_options *o, struct host_identity
  * answer at the start (d->file empty). Blocks until the probes ended. */
 void plugins_declared_recheck(struct plugins_declared *d, const char *path, const char *host_binary,
                               const struct host_identity *id, bool user_required);
+
+/* [plugins] hosts=lazy: asks, for each of the n plugins at paths (decls:
+ * what they declared), which data sources it offers, in a process started
+ * as its host would be (traced-plugin-host --print-data-sources). Each
+ * answer into ret_text[i] ("NAME FLAGS\n" lines), ret_r[i] 0 or -errno
+ * (logged: such a plugin's host is started at once). Blocks until the
+ * probes ended. (In plugins-declared.c.) */
+int plugins_probe_data_sources(const char *const *paths, const struct plugins_declared *const *decls, size_t n,
+                               const char *host_binary, const struct host_identity *id, char (*ret_text)[1024],
+                               int *ret_r);
 
 /* Finds the *.so files of dir that are not disabled, sorted by name.
  * Returns the number found (at most max) or -errno. */

@@ -52,6 +52,63 @@ static void host_exited(pid_t host_pid, const char *plugin, const struct control
                 log_debug_errno(r, "Failed to tell the service core that plugin host %d exited: %m", (int) host_pid);
 }
 
+/* [plugins] hosts=lazy: the core learns which data sources a plugin whose
+ * host is not running offers. */
+static void host_parked(const char *plugin, const char *data_sources, void *userdata) {
+        struct supervisor *s = userdata;
+        int r = control_send_plugin_parked(s->control_fd, plugin, data_sources, s->o->plugin.idle_usec);
+        if (r < 0)
+                log_warning_errno(r, "Failed to tell the service core the data sources of plugin %s: %m", plugin);
+}
+
+/* What the core asks: only that the host of a plugin we know starts. */
+static int on_control(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        struct supervisor *s = userdata;
+        for (;;) {
+                struct control_msg msg;
+                int pfd = -EBADF;
+                int r = control_recv_next(fd, "the service core", &msg, &pfd);
+                if (r == -EAGAIN)
+                        return 0;
+                if (r <= 0) {
+                        /* The core's end: its exit is handled as a child's. */
+                        (void) sd_event_source_set_enabled(src, SD_EVENT_OFF);
+                        return 0;
+                }
+                safe_close(pfd);
+                if (msg.kind == CONTROL_STOP_PLUGIN) {
+                        r = plugins_stop_host(s->plugins, msg.name, msg.pid);
+                        if (r < 0)
+                                log_debug("Not stopping plugin host %d (%s) for the service core: not one started "
+                                          "for a session, or gone already.",
+                                          (int) msg.pid, msg.name);
+                        continue;
+                }
+                if (msg.kind != CONTROL_START_PLUGIN) {
+                        log_warning("Ignoring a message of kind %d from the service core: it may only ask to start or "
+                                    "stop a plugin host.",
+                                    msg.kind);
+                        continue;
+                }
+                r = s->plugins ? plugins_start_host(s->plugins, msg.name) : -ENOENT;
+                if (r == -ENOENT)
+                        log_warning("The service core asked for the host of plugin \"%s\", which traced does not "
+                                    "run; ignoring it.",
+                                    msg.name);
+                else if (r < 0)
+                        log_warning_errno(r, "Failed to start the host of plugin %s for the service core: %m",
+                                          msg.name);
+                if (r == -ENOENT || r == -EPERM) {
+                        /* The core stops waiting for it. */
+                        struct control_exit how = { .code = CLD_EXITED, .status = CONTROL_EXIT_PLUGIN_REFUSED,
+                                                    .refused = true };
+                        snprintf(how.reason, sizeof(how.reason), "%s",
+                                 r == -ENOENT ? "traced runs no such plugin" : "traced refused it");
+                        host_exited(0, msg.name, &how, s);
+                }
+        }
+}
+
 static void stop_plugins(struct supervisor *s) {
         plugins_stop(s->plugins);
         s->plugins = NULL;
@@ -265,6 +322,8 @@ int supervisor_run(struct supervisor_options *o) {
                 r = sd_event_add_signal(s.event, NULL, SIGINT, on_terminate, &s);
         if (r >= 0)
                 r = sd_event_add_signal(s.event, NULL, SIGHUP, on_reload, &s);
+        if (r >= 0)
+                r = sd_event_add_io(s.event, NULL, s.control_fd, EPOLLIN, on_control, &s);
         if (r < 0) {
                 log_error_errno(r, "Failed to set up the supervisor: %m");
                 (void) kill(pid, SIGTERM);
@@ -276,6 +335,7 @@ int supervisor_run(struct supervisor_options *o) {
         if (o->plugins) {
                 o->plugin.handoff = handoff;
                 o->plugin.exited = host_exited;
+                o->plugin.parked = host_parked;
                 o->plugin.userdata = &s;
                 r = plugins_start(s.event, &o->plugin, &s.plugins);
                 if (r < 0)

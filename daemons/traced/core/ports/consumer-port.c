@@ -19,6 +19,7 @@
 #include "core/ports/consumer-port.h"
 #include "core/ports/ports.h"
 #include "core/ports/startup-hold.h"
+#include "core/sessions/parked.h"
 #include "core/service.h"
 #include "core/sessions/producer.h"
 #include "core/sessions/session.h"
@@ -453,7 +454,25 @@ const struct session_consumer_ops consumer_port_session_ops = {
                 if (!startup_hold_call(userdata, req, fn, hold))                              \
                         fn(req, args, userdata);                                              \
         }
-ENTRY(m_enable_tracing, HOLD)
+/* A config that names a data source of a plugin whose host is not
+ * running (hosts=lazy) asks for the host, and waits, as at the start,
+ * until it registered its data sources. */
+static void m_enable_tracing_entry(ipc_request *req, const ProtobufCMessage *args, void *userdata) {
+        const Perfetto__Protos__EnableTracingRequest *a = (const void *) args;
+        struct traced_service *svc = userdata;
+        for (size_t i = 0; a->trace_config && !svc->stopping && i < a->trace_config->n_data_sources; i++) {
+                const Perfetto__Protos__TraceConfig__DataSource *ds = a->trace_config->data_sources[i];
+                const char *plugin = ds && ds->config ? parked_request(svc, ds->config->name) : NULL;
+                if (plugin && startup_hold_demand(svc, plugin) < 0)
+                        log_warning("Failed to hold a session until the host of plugin %s registered its data "
+                                    "sources: they join it when they do.",
+                                    plugin);
+        }
+        /* Held, it comes back here: a plugin parked meanwhile is asked
+         * for then. */
+        if (!startup_hold_call(userdata, req, m_enable_tracing_entry, HOLD))
+                m_enable_tracing(req, args, userdata);
+}
 ENTRY(m_start_tracing, HOLD)
 ENTRY(m_query_service_state, HOLD)
 ENTRY(m_disable_tracing, SERVE)

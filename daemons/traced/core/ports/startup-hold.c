@@ -45,6 +45,11 @@ struct startup_hold {
         size_t n_held_total; /* ever, for the log */
         startup_hold_done_fn done;
         void *userdata;
+        /* Plugins whose host a session asked for (startup_hold_demand),
+         * not handed over yet. */
+        char (*wanted)[64];
+        size_t n_wanted, cap_wanted;
+        bool demand; /* this hold is for them, not the start's */
 };
 
 static double seconds_since_start(const struct startup_hold *h) {
@@ -80,11 +85,28 @@ static void release(struct startup_hold *h) {
         if (n)
                 log_debug("Serving %zu call(s) held until now.", n);
         h->n_calls = h->cap_calls = 0;
-        for (size_t i = 0; i < n; i++)
+        h->n_wanted = 0;
+        h->demand = false;
+        /* A call served now may put the hold on again (a session that
+         * names a parked plugin's data source). */
+        for (size_t i = 0; i < n; i++) {
+                /* Behind one held again, a call of its connection waits
+                 * again (its order stays). */
+                bool behind = false;
+                for (size_t k = 0; h->holding && k < h->n_calls && !behind; k++)
+                        behind = h->calls[k].conn == calls[i].conn;
+                if (behind && GREEDY_REALLOC(h->calls, h->cap_calls, h->n_calls + 1) >= 0) {
+                        h->calls[h->n_calls++] = calls[i];
+                        continue;
+                }
                 ipc_request_redispatch(calls[i].req, calls[i].fn, h->svc);
+        }
         free(calls);
-        if (h->done)
-                h->done(h->svc, h->userdata);
+        /* The start's end, told once. */
+        startup_hold_done_fn done = h->done;
+        h->done = NULL;
+        if (done)
+                done(h->svc, h->userdata);
 }
 
 static int on_release(sd_event_source *s, void *userdata) {
@@ -95,7 +117,7 @@ static int on_release(sd_event_source *s, void *userdata) {
 /* Every host of the start registered or went: the hold ends, from the
  * loop (not inside the producer's call that ended it). */
 static void check_done(struct startup_hold *h) {
-        if (!h->holding || !h->launched || h->release)
+        if (!h->holding || !h->launched || h->release || h->n_wanted > 0)
                 return;
         for (size_t i = 0; i < h->n_hosts; i++)
                 if (h->hosts[i].state == HOST_PENDING)
@@ -103,7 +125,10 @@ static void check_done(struct startup_hold *h) {
         char gone[512];
         size_t n_gone = host_names(h, HOST_GONE, gone, sizeof(gone));
         size_t n_ok = h->n_hosts - n_gone;
-        if (n_gone)
+        if (h->demand)
+                log_info("Plugin host(s) a session asked for ready after %.1f s%s%s.", seconds_since_start(h),
+                         n_gone ? "; gone before they registered: " : "", n_gone ? gone : "");
+        else if (n_gone)
                 log_info("Plugins ready %.1f s after the start: %zu registered their data sources, %zu did not "
                          "(%s: gone before).",
                          seconds_since_start(h), n_ok, n_gone, gone);
@@ -118,7 +143,12 @@ static int on_timeout(sd_event_source *s, uint64_t usec, void *userdata) {
         struct startup_hold *h = userdata;
         char pending[512];
         size_t n = host_names(h, HOST_PENDING, pending, sizeof(pending));
-        if (!h->launched)
+        if (h->demand)
+                log_warning("Plugin host(s) %s%s%s did not register their data sources within %.0f s of a "
+                            "session's request; serving the session without them.",
+                            n ? pending : "", n && h->n_wanted ? ", " : "", h->n_wanted ? h->wanted[0] : "",
+                            (double) h->timeout_usec / 1e6);
+        else if (!h->launched)
                 log_warning("The supervisor did not hand over the plugin hosts within %.0f s of the start; serving "
                             "sessions without waiting for them (start_timeout_sec= in traced.conf).",
                             (double) h->timeout_usec / 1e6);
@@ -165,9 +195,58 @@ int startup_hold_begin(struct traced_service *svc, uint64_t timeout_usec, startu
         return 0;
 }
 
+/* Takes plugin off the wanted list: true if it was on it. */
+static bool unwant(struct startup_hold *h, const char *plugin) {
+        for (size_t i = 0; plugin && i < h->n_wanted; i++)
+                if (strcmp(h->wanted[i], plugin) == 0) {
+                        memmove(&h->wanted[i], &h->wanted[i + 1], (h->n_wanted - i - 1) * sizeof(h->wanted[0]));
+                        h->n_wanted--;
+                        return true;
+                }
+        return false;
+}
+
+int startup_hold_demand(struct traced_service *svc, const char *plugin) {
+        struct startup_hold *h = svc->startup_hold;
+        if (!h) {
+                /* No hold at the start (start_timeout_sec=0): one now,
+                 * with the default bound. */
+                h = calloc(1, sizeof(*h));
+                if (!h)
+                        return -ENOMEM;
+                *h = (struct startup_hold) { .svc = svc, .launched = true,
+                                             .timeout_usec = STARTUP_HOLD_DEMAND_USEC };
+                svc->startup_hold = h;
+        }
+        for (size_t i = 0; i < h->n_wanted; i++)
+                if (strcmp(h->wanted[i], plugin) == 0)
+                        return 0;
+        if (GREEDY_REALLOC(h->wanted, h->cap_wanted, h->n_wanted + 1) < 0)
+                return -ENOMEM;
+        snprintf(h->wanted[h->n_wanted++], sizeof(h->wanted[0]), "%s", plugin);
+        if (h->holding)
+                return 0;
+        h->holding = true;
+        h->demand = true;
+        h->release = sd_event_source_disable_unref(h->release);
+        int r = sd_event_now(svc->event, CLOCK_MONOTONIC, &h->started_usec);
+        if (r >= 0)
+                r = sd_event_add_time_relative(svc->event, &h->timer, CLOCK_MONOTONIC, h->timeout_usec, 10000,
+                                               on_timeout, h);
+        if (r < 0) {
+                h->holding = false;
+                h->n_wanted = 0;
+                return r;
+        }
+        return 0;
+}
+
 void startup_hold_expect(struct traced_service *svc, uint64_t conn_id, pid_t pid, const char *plugin) {
         struct startup_hold *h = svc->startup_hold;
-        if (!h || !h->holding || h->launched)
+        if (!h || !h->holding)
+                return;
+        bool wanted = unwant(h, plugin);
+        if (h->launched && !wanted)
                 return; /* a restart: not waited for */
         if (GREEDY_REALLOC(h->hosts, h->cap_hosts, h->n_hosts + 1) < 0) {
                 log_oom();
@@ -214,8 +293,12 @@ void startup_hold_conn_gone(struct traced_service *svc, uint64_t conn_id) {
                         host_done(h, &h->hosts[i], HOST_GONE);
 }
 
-void startup_hold_host_exited(struct traced_service *svc, pid_t pid) {
+void startup_hold_host_exited(struct traced_service *svc, pid_t pid, const char *plugin) {
         struct startup_hold *h = svc->startup_hold;
+        /* One asked for that will not come (refused, or an earlier host
+         * of it that ended). */
+        if (h && h->holding && unwant(h, plugin))
+                check_done(h);
         for (size_t i = 0; h && h->holding && i < h->n_hosts; i++)
                 if (h->hosts[i].pid == pid)
                         host_done(h, &h->hosts[i], HOST_GONE);
@@ -246,6 +329,7 @@ void startup_hold_free(struct traced_service *svc) {
         sd_event_source_disable_unref(h->release);
         free(h->calls);
         free(h->hosts);
+        free(h->wanted);
         free(h);
 }
 

@@ -20,7 +20,9 @@
  * port's ActivateTriggers (a trigger for a session held). When the hold
  * ends they are served in the order they came, as if they came then.
  * Plugin hosts restarted later, in-process plugins and other producers
- * are not waited for; everything else is served at once.
+ * are not waited for; everything else is served at once. The hold comes
+ * back while a plugin host a session asked for starts
+ * (startup_hold_demand).
  */
 
 #include <stdbool.h>
@@ -46,7 +48,17 @@ void startup_hold_all_launched(struct traced_service *svc);
 void startup_hold_registered(struct traced_service *svc, uint64_t conn_id);
 /* The connection closed, or (by pid) the supervisor saw the host exit. */
 void startup_hold_conn_gone(struct traced_service *svc, uint64_t conn_id);
-void startup_hold_host_exited(struct traced_service *svc, pid_t pid);
+void startup_hold_host_exited(struct traced_service *svc, pid_t pid, const char *plugin);
+/*
+ * traced.conf's hosts=lazy: a session asked for the host of plugin
+ * (sessions/parked.h). The hold is on again (or still) until that host
+ * was handed over and registered its data sources, ended, or
+ * timeout passed (the start's bound, else STARTUP_HOLD_DEMAND_USEC): the
+ * same calls wait, so the session that asked starts with the plugin's
+ * data sources.
+ */
+#define STARTUP_HOLD_DEMAND_USEC (10u * 1000000u)
+int startup_hold_demand(struct traced_service *svc, const char *plugin);
 /* Whether the hold is on. */
 bool startup_hold_active(const struct traced_service *svc);
 /* Ends the hold now and serves what it held (the service stops). */

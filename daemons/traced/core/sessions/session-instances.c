@@ -17,6 +17,7 @@
 #include "basic/regex-limits.h"
 #include "log/log.h"
 #include "core/sessions/host-exits.h"
+#include "core/sessions/parked.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-stats.h"
 
@@ -292,8 +293,12 @@ void session_setup_data_sources(struct session *s) {
                 const Perfetto__Protos__TraceConfig__DataSource *ds = cfg->data_sources[i];
                 if (!ds->config || !ds->config->name)
                         continue;
+                /* Its plugin's host is asked for: its data sources join
+                 * when it registers them. */
+                (void) parked_request(s->svc, ds->config->name);
                 for (struct producer *p = s->svc->producers; p; p = p->next) {
-                        if (!p->initialized || !producer_matches(s, i, p))
+                        if (!p->initialized || !producer_matches(s, i, p) ||
+                            (p->plugin_host && parked_host_retiring(s->svc, p->pid)))
                                 continue;
                         for (size_t k = 0; k < p->n_data_sources; k++)
                                 if (strcmp(p->data_sources[k].name, ds->config->name) == 0)
@@ -463,6 +468,8 @@ void session_on_producer_gone(struct traced_service *svc, struct producer *p) {
 
 void session_on_data_source_registered(struct traced_service *svc, struct producer *p, struct data_source_reg *reg) {
         /* A data source that appears while a session wants it joins it. */
+        if (p->plugin_host && parked_host_retiring(svc, p->pid))
+                return;
         for (struct session *s = svc->sessions; s; s = s->next) {
                 if (s->state != SESSION_CONFIGURED && s->state != SESSION_STARTED)
                         continue;
@@ -567,7 +574,8 @@ int session_change_config(struct session *s, const Perfetto__Protos__TraceConfig
                 s->ds_regex[i] = re;
 
                 for (struct producer *p = s->svc->producers; p; p = p->next) {
-                        if (!p->initialized || !producer_matches(s, i, p))
+                        if (!p->initialized || !producer_matches(s, i, p) ||
+                            (p->plugin_host && parked_host_retiring(s->svc, p->pid)))
                                 continue;
                         for (size_t k = 0; k < p->n_data_sources; k++) {
                                 if (strcmp(p->data_sources[k].name, cur->config->name) != 0)

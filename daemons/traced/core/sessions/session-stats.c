@@ -10,6 +10,7 @@
 
 #include "basic/macro.h"
 #include "core/sessions/host-exits.h"
+#include "core/sessions/parked.h"
 #include "core/sessions/session-internal.h"
 #include "core/sessions/session-rotate.h"
 #include "core/sessions/session-stats.h"
@@ -242,9 +243,12 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
                 st->traced_failed_plugins[st->n_traced_failed_plugins++] = f;
         }
 
-        size_t n_ds = 0;
+        size_t n_ds = 0, n_parked = 0;
         for (struct producer *p = svc->producers; p; p = p->next)
                 n_ds += p->n_data_sources;
+        const struct parked_plugin *parked = parked_list(svc, &n_parked);
+        for (size_t i = 0; i < n_parked; i++)
+                n_ds += parked[i].n_data_sources;
         st->producers = calloc(svc->n_producers + 1, sizeof(*st->producers));
         st->data_sources = calloc(n_ds + 1, sizeof(*st->data_sources));
         st->tracing_sessions = calloc(svc->n_sessions + 1, sizeof(*st->tracing_sessions));
@@ -278,6 +282,23 @@ Perfetto__Protos__TracingServiceState *service_build_state(struct traced_service
                                 d->producer_id = p->id;
                                 d->ds_descriptor = perfetto__protos__data_source_descriptor__unpack(
                                         NULL, p->data_sources[i].descriptor_size, p->data_sources[i].descriptor);
+                                st->data_sources[st->n_data_sources++] = d;
+                        }
+                }
+                /* A parked plugin's data sources (hosts=lazy): offered,
+                 * by no producer yet (its host starts when a session
+                 * names one). */
+                for (size_t i = 0; i < n_parked; i++) {
+                        if (parked[i].host_pid != 0)
+                                continue;
+                        for (size_t k = 0; k < parked[i].n_data_sources; k++) {
+                                Perfetto__Protos__TracingServiceState__DataSource *d = calloc(1, sizeof(*d));
+                                if (!d)
+                                        goto fail;
+                                perfetto__protos__tracing_service_state__data_source__init(d);
+                                d->ds_descriptor = perfetto__protos__data_source_descriptor__unpack(
+                                        NULL, parked[i].data_sources[k].descriptor_size,
+                                        parked[i].data_sources[k].descriptor);
                                 st->data_sources[st->n_data_sources++] = d;
                         }
                 }
