@@ -154,7 +154,8 @@ void producer_scrape(struct producer *p, bool scrape_incomplete) {
                 if (!scrape_note(p, &c, true))
                         scrape_copy(p, &c, true);
         }
-        qsort(p->scraped, p->n_scraped, sizeof(p->scraped[0]), scraped_cmp);
+        if (p->n_scraped > 1)
+                qsort(p->scraped, p->n_scraped, sizeof(p->scraped[0]), scraped_cmp);
         for (size_t i = 0; i < p->n_scraped; i++)
                 scrape_copy(p, &p->scraped[i].chunk, p->scraped[i].complete);
         p->n_scraped = 0;
