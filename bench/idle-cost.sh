@@ -20,7 +20,11 @@
 # per minute, switches per second, RSS and PSS KiB), measured just after
 # the totals. HOSTS="eager lazy" measures ours once per plugin host mode
 # in each round (sides ours-eager and ours-lazy, --plugin-hosts=), HOSTS=lazy
-# one (default: traced.conf's, eager). Not part of make check.
+# one (default: traced.conf's, eager). Ours records the config as a
+# resident session (--sessions-dir), which is how the shipped flight
+# recorder runs; OURS_AS=detached records it with `tracectl record --detach
+# -o FILE` instead, which also streams the buffer into the file every
+# second (write_into_file). Not part of make check.
 set -eu
 
 build=$(pwd)
@@ -110,10 +114,29 @@ run() {
                 # The detached CLI waits to write the file at the end: it
                 # is the consumer's, not the service's.
         else
-                TRACED_BENCH_ARGS=${hosts:+--plugin-hosts=$hosts} traced_start linux.sys_stats
-                roots=$tpid
-                "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/flight.cfg" --detach idle_cost -o "$work/ours.pftrace" \
-                        >"$work/ours-rec.log" 2>&1 || { cat "$work/ours-rec.log" >&2; exit 1; }
+                if [ "${OURS_AS:-resident}" = detached ]; then
+                        TRACED_BENCH_ARGS=${hosts:+--plugin-hosts=$hosts} traced_start linux.sys_stats
+                        roots=$tpid
+                        "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/flight.cfg" --detach idle_cost \
+                                -o "$work/ours.pftrace" >"$work/ours-rec.log" 2>&1 || { cat "$work/ours-rec.log" >&2; exit 1; }
+                else
+                        # As the shipped flight recorder runs: a resident
+                        # session, its ring buffer kept in memory as
+                        # upstream's detached session keeps its own.
+                        rm -rf "$work/sessions"
+                        mkdir "$work/sessions"
+                        # Named by its file and running until it is removed.
+                        grep -v '^duration_ms\|^unique_session_name' "$work/flight.cfg" >"$work/sessions/idle_cost.cfg"
+                        TRACED_BENCH_ARGS="${hosts:+--plugin-hosts=$hosts} --sessions-dir=$work/sessions" \
+                                traced_start linux.sys_stats
+                        roots=$tpid
+                        for _ in $(seq 100); do
+                                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q idle_cost && break
+                                sleep 0.1
+                        done
+                        "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q idle_cost ||
+                                { echo "the resident session idle_cost did not start:" >&2; cat "$work/traced.log" >&2; exit 1; }
+                fi
         fi
         # Settled: the start's scan of every process is done.
         sleep 5
