@@ -11,8 +11,9 @@
 # over the processes (smaps_rollup). Then min/median/max per side over the
 # rounds, and ours/upstream round by round. Issue #49 asks for CPU at most
 # 0.5x upstream's, and switches, RSS and PSS at most upstream's, on an
-# idle machine and with a compile beside (LOAD=1 runs `nice -n 19` busy
-# loops on every CPU but one during the measurement).
+# idle machine and with a compile beside (LOAD=compile compiles the tree's
+# C files over and over with `nice -n 19 gcc`, a process per file as a
+# build has, on every CPU but one; LOAD=1 runs busy loops there instead).
 # Run as root from a build directory:
 #   PERFETTO_BIN_DIR=/path/to/upstream/bin ../bench/idle-cost.sh [ROUNDS] [SECONDS]
 # (default 3 rounds of 60 s). Without PERFETTO_BIN_DIR only ours is
@@ -20,7 +21,7 @@
 # per minute, switches per second, RSS and PSS KiB), measured just after
 # the totals. HOSTS="eager lazy" measures ours once per plugin host mode
 # in each round (sides ours-eager and ours-lazy, --plugin-hosts=), HOSTS=lazy
-# one (default: traced.conf's, eager). Ours records the config as a
+# one (default: traced.conf's, else lazy). Ours records the config as a
 # resident session (--sessions-dir), which is how the shipped flight
 # recorder runs; OURS_AS=detached records it with `tracectl record --detach
 # -o FILE` instead, which also streams the buffer into the file every
@@ -175,7 +176,17 @@ run() {
         rm -f "$work/up.pftrace"
 }
 
-if [ "${LOAD:-0}" = 1 ]; then
+if [ "${LOAD:-0}" = compile ]; then
+        # A compile's churn: a new cc1 and as for every file, every file of
+        # lib/ and plugins/ over and over, on all CPUs but one.
+        src=$(cd "$(dirname "$0")/.." && pwd)
+        for _ in $(seq $(($(nproc) > 1 ? $(nproc) - 1 : 1))); do
+                nice -n 19 sh -c 'while :; do for f in "$1"/lib/*/*.c "$1"/plugins/*/*.c; do
+                        gcc -O2 -w -I"$2" -I"$1/lib" -I"$1/include" -I"$2/include" -I"$2/protos" -I"$1/plugins" \
+                                -I"$(dirname "$f")" -c "$f" -o /dev/null 2>/dev/null || :; done; done' sh "$src" "$build" &
+                load_pids="$load_pids $!"
+        done
+elif [ "${LOAD:-0}" = 1 ]; then
         for _ in $(seq $(($(nproc) > 1 ? $(nproc) - 1 : 1))); do
                 nice -n 19 sh -c 'while :; do :; done' &
                 load_pids="$load_pids $!"
