@@ -11,8 +11,9 @@
 # over the processes (smaps_rollup). Then min/median/max per side over the
 # rounds, and ours/upstream round by round. Issue #49 asks for CPU at most
 # 0.5x upstream's, and switches, RSS and PSS at most upstream's, on an
-# idle machine and with a compile beside (LOAD=1 runs `nice -n 19` busy
-# loops on every CPU but one during the measurement).
+# idle machine and with a compile beside (LOAD=compile compiles the tree's
+# C files over and over with `nice -n 19 gcc`, a process per file as a
+# build has, on every CPU but one; LOAD=1 runs busy loops there instead).
 # Run as root from a build directory:
 #   PERFETTO_BIN_DIR=/path/to/upstream/bin ../bench/idle-cost.sh [ROUNDS] [SECONDS]
 # (default 3 rounds of 60 s). Without PERFETTO_BIN_DIR only ours is
@@ -20,7 +21,11 @@
 # per minute, switches per second, RSS and PSS KiB), measured just after
 # the totals. HOSTS="eager lazy" measures ours once per plugin host mode
 # in each round (sides ours-eager and ours-lazy, --plugin-hosts=), HOSTS=lazy
-# one (default: traced.conf's, eager). Not part of make check.
+# one (default: traced.conf's, else lazy). Ours records the config as a
+# resident session (--sessions-dir), which is how the shipped flight
+# recorder runs; OURS_AS=detached records it with `tracectl record --detach
+# -o FILE` instead, which also streams the buffer into the file every
+# second (write_into_file). Not part of make check.
 set -eu
 
 build=$(pwd)
@@ -110,10 +115,29 @@ run() {
                 # The detached CLI waits to write the file at the end: it
                 # is the consumer's, not the service's.
         else
-                TRACED_BENCH_ARGS=${hosts:+--plugin-hosts=$hosts} traced_start linux.sys_stats
-                roots=$tpid
-                "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/flight.cfg" --detach idle_cost -o "$work/ours.pftrace" \
-                        >"$work/ours-rec.log" 2>&1 || { cat "$work/ours-rec.log" >&2; exit 1; }
+                if [ "${OURS_AS:-resident}" = detached ]; then
+                        TRACED_BENCH_ARGS=${hosts:+--plugin-hosts=$hosts} traced_start linux.sys_stats
+                        roots=$tpid
+                        "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/flight.cfg" --detach idle_cost \
+                                -o "$work/ours.pftrace" >"$work/ours-rec.log" 2>&1 || { cat "$work/ours-rec.log" >&2; exit 1; }
+                else
+                        # As the shipped flight recorder runs: a resident
+                        # session, its ring buffer kept in memory as
+                        # upstream's detached session keeps its own.
+                        rm -rf "$work/sessions"
+                        mkdir "$work/sessions"
+                        # Named by its file and running until it is removed.
+                        grep -v '^duration_ms\|^unique_session_name' "$work/flight.cfg" >"$work/sessions/idle_cost.cfg"
+                        TRACED_BENCH_ARGS="${hosts:+--plugin-hosts=$hosts} --sessions-dir=$work/sessions" \
+                                traced_start linux.sys_stats
+                        roots=$tpid
+                        for _ in $(seq 100); do
+                                "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q idle_cost && break
+                                sleep 0.1
+                        done
+                        "$build/tracectl" --socket "$work/c.sock" query 2>/dev/null | grep -q idle_cost ||
+                                { echo "the resident session idle_cost did not start:" >&2; cat "$work/traced.log" >&2; exit 1; }
+                fi
         fi
         # Settled: the start's scan of every process is done.
         sleep 5
@@ -152,7 +176,17 @@ run() {
         rm -f "$work/up.pftrace"
 }
 
-if [ "${LOAD:-0}" = 1 ]; then
+if [ "${LOAD:-0}" = compile ]; then
+        # A compile's churn: a new cc1 and as for every file, every file of
+        # lib/ and plugins/ over and over, on all CPUs but one.
+        src=$(cd "$(dirname "$0")/.." && pwd)
+        for _ in $(seq $(($(nproc) > 1 ? $(nproc) - 1 : 1))); do
+                nice -n 19 sh -c 'while :; do for f in "$1"/lib/*/*.c "$1"/plugins/*/*.c; do
+                        gcc -O2 -w -I"$2" -I"$1/lib" -I"$1/include" -I"$2/include" -I"$2/protos" -I"$1/plugins" \
+                                -I"$(dirname "$f")" -c "$f" -o /dev/null 2>/dev/null || :; done; done' sh "$src" "$build" &
+                load_pids="$load_pids $!"
+        done
+elif [ "${LOAD:-0}" = 1 ]; then
         for _ in $(seq $(($(nproc) > 1 ? $(nproc) - 1 : 1))); do
                 nice -n 19 sh -c 'while :; do :; done' &
                 load_pids="$load_pids $!"

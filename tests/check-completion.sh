@@ -38,6 +38,11 @@ expect "tracectl query --j" --json
 expect "tracectl summary --j" --json
 expect "tracectl report --off" --off-cpu
 expect "tracectl record --bpf" --bpf-stacks
+expect "tracectl sn" snapshot
+expect "tracectl tri" trigger
+expect "tracectl snapshot flight-recorder --un" --unit
+expect "tracectl snapshot flight-recorder --dir" --directory
+expect "tracectl trigger --pro" --producer-socket
 expect "tracectl record --ds linux.p" linux.perf
 # --ds offers every data source a plugin of ours registers.
 for ds in $(grep -ho '"linux\.[a-z_]*"' "$srcdir"/plugins/*/plugin.c "$srcdir"/plugins/*/*.h | tr -d '"' | sort -u); do

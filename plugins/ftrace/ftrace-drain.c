@@ -14,6 +14,7 @@
 #include "basic/hash.h"
 #include "basic/macro.h"
 #include "ftrace-session.h"
+#include "ftrace-wake.h"
 #include "inode-map.h"
 #include "page-walk.h"
 #include "ring-map.h"
@@ -572,10 +573,10 @@ enum ftrace_reader ftrace_drain_reader(const struct ftrace_session *s, int cpu) 
         return s->readers ? (enum ftrace_reader) s->readers[cpu] : FTRACE_READER_READ;
 }
 
-/* An FtraceStats packet (TracePacket.ftrace_stats): the kernel's per-CPU
- * counters of our instance, at the start and at the end of the trace, so
- * overruns and drops are visible in the trace itself. */
+/* The drain period: CPUs whose watch a fruitless wake dropped are watched
+ * again, and whatever every CPU holds is read. */
 void ftrace_on_timer(void *userdata) {
+        ftrace_wake_rearm(userdata);
         ftrace_drain(userdata, false);
 }
 

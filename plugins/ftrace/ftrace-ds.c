@@ -23,10 +23,16 @@
 #include "root-journal.h"
 #include "subbuf.h"
 #include "tracefs.h"
+#include "ftrace-wake.h"
 
 #define MAX_CPUS 1024
 #define DEFAULT_BUFFER_KB 2048u
+/* Without drain_period_ms: drained when a CPU's buffer is half full
+ * (ftrace-wake.h) and at least this often; where the kernel cannot wake a
+ * reader at a fill level, every DEFAULT_DRAIN_MS. */
+#define WAKE_DRAIN_MS 1000u
 #define DEFAULT_DRAIN_MS 100u
+_Static_assert(FTRACE_WAKE_PERCENT == 50, "the start's log line says half full");
 /* "mmap": map each CPU's buffer where the kernel offers it (Linux 6.10
  * and later) instead of read(): no copy, but on the kernels measured so far
  * (6.18) each sub-buffer the reader is handed costs the kernel a walk over
@@ -121,6 +127,7 @@ void ftrace_session_free(struct ftrace_session *s) {
         struct plugin *pl = s->pl;
         if (s->timer)
                 pl->api->remove_source(pl->host, s->timer);
+        ftrace_wake_stop(s);
         /* Unmapped first: the kernel refuses to size a mapped buffer back. */
         ftrace_drain_unmap(s);
         for (int i = 0; s->cpu_fds && i < s->n_cpus; i++)
@@ -329,7 +336,7 @@ int ftrace_session_open_cpus(struct ftrace_session *s) {
 
 int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t *config, size_t size) {
         struct pbr_field fc, f;
-        uint32_t buffer_kb = DEFAULT_BUFFER_KB, drain_ms = DEFAULT_DRAIN_MS;
+        uint32_t buffer_kb = DEFAULT_BUFFER_KB, drain_ms = 0;
         char val[64];
         int r;
 
@@ -488,6 +495,18 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
                 ftrace_session_free(s);
                 return r;
         }
+        r = ftrace_wake_start(s);
+        if (r == -ENOMEM) {
+                ftrace_session_free(s);
+                return r;
+        }
+        if (r < 0)
+                plugin_log(pl, TRACED_LOG_INFO,
+                           "linux.ftrace instance %llu: the kernel cannot wake a reader at a fill level (%s/buffer_percent: "
+                           "%s); the buffers are read on a timer only",
+                           (unsigned long long) instance_id, s->root, strerror(-r));
+        if (drain_ms == 0)
+                drain_ms = s->cpu_wake ? WAKE_DRAIN_MS : DEFAULT_DRAIN_MS;
         r = pl->api->add_timer(pl->host, drain_ms, ftrace_on_timer, s, &s->timer);
         if (r < 0) {
                 ftrace_session_free(s);
@@ -500,8 +519,9 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         cpu_list(s, FTRACE_READER_READ, read_cpus, sizeof(read_cpus));
         plugin_log(pl, TRACED_LOG_INFO,
                    "linux.ftrace instance %llu: %zu events, %u KiB per CPU in %zu KiB sub-buffers, "
-                   "drain every %u ms%s, in %s; buffers spliced on CPUs %s, mapped on CPUs %s, read() on CPUs %s%s%s%s",
-                   (unsigned long long) instance_id, s->n_formats, buffer_kb, s->page_size / 1024, drain_ms,
+                   "drained %s%u ms%s, in %s; buffers spliced on CPUs %s, mapped on CPUs %s, read() on CPUs %s%s%s%s",
+                   (unsigned long long) instance_id, s->n_formats, buffer_kb, s->page_size / 1024,
+                   s->cpu_wake ? "when a CPU's buffer is half full and at least every " : "every ", drain_ms,
                    s->compact ? ", compact sched" : "", s->in_root ? "the root instance" : s->root, spliced, mapped,
                    read_cpus, how ? " (" READ_MODE_ENV "=" : "", how ? how : "", how ? ")" : "");
         return 0;

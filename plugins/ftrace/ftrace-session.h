@@ -95,6 +95,10 @@ struct ftrace_session {
         uint8_t *page;
         size_t page_size;
         struct traced_source *timer;
+        /* ftrace-wake.c: per CPU, the watch of its buffer's fill (NULL
+         * where none); NULL when the timer alone drains */
+        struct traced_source **cpu_wake;
+        uint64_t wakes_idle; /* wakes that found nothing to read */
         /* the events of the bundle being built */
         struct pb_buf bundle;
         FtraceEventBundle bundle_msg;

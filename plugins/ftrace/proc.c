@@ -57,7 +57,11 @@ int proc_read_status(const char *root, int pid, struct proc_status *ret) {
         ssize_t n = read_file(root, pid, "status", buf + 1, sizeof(buf) - 1);
         if (n < 0)
                 return (int) n;
-        buf[0] = '\n'; /* so the first line matches "\nName:" too */
+        buf[0] = '\n';
+        return proc_parse_status(buf, ret);
+}
+
+int proc_parse_status(const char *buf, struct proc_status *ret) {
         *ret = (struct proc_status) { .tgid = -1, .ppid = -1, .uid = -1 };
         const char *name = strstr(buf, "\nName:");
         if (name) {
@@ -91,6 +95,10 @@ int proc_read_times(const char *root, int pid, uint64_t *ret_utime, uint64_t *re
         ssize_t n = read_file(root, pid, "stat", buf, sizeof(buf));
         if (n < 0)
                 return (int) n;
+        return proc_parse_times(buf, ret_utime, ret_stime);
+}
+
+int proc_parse_times(const char *buf, uint64_t *ret_utime, uint64_t *ret_stime) {
         /* "pid (comm) state ppid ...": comm may hold spaces and ')', so
          * fields count from the last ')'. utime and stime are fields 14
          * and 15, the 12th and 13th after it. */
@@ -125,6 +133,10 @@ int proc_read_oom_score_adj(const char *root, int pid, int64_t *ret) {
         ssize_t n = read_file(root, pid, "oom_score_adj", buf, sizeof(buf));
         if (n < 0)
                 return (int) n;
+        return proc_parse_oom_score_adj(buf, ret);
+}
+
+int proc_parse_oom_score_adj(const char *buf, int64_t *ret) {
         char *end;
         errno = 0;
         long v = strtol(buf, &end, 10);

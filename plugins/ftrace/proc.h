@@ -24,5 +24,10 @@ int proc_read_status(const char *root, int pid, struct proc_status *ret);
 /* utime and stime of /proc/<pid>/stat, in clock ticks. */
 int proc_read_times(const char *root, int pid, uint64_t *ret_utime, uint64_t *ret_stime);
 int proc_read_oom_score_adj(const char *root, int pid, int64_t *ret);
+/* The same from a file's text already read (NUL-terminated); the text of
+ * status starts with a newline added before its first line. */
+int proc_parse_status(const char *buf, struct proc_status *ret);
+int proc_parse_times(const char *buf, uint64_t *ret_utime, uint64_t *ret_stime);
+int proc_parse_oom_score_adj(const char *buf, int64_t *ret);
 /* The NUL-separated arguments; 0 for a kernel thread (none). */
 ssize_t proc_read_cmdline(const char *root, int pid, char *buf, size_t size);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "basic/hashmap.h"
@@ -20,6 +21,7 @@
 #include "basic/pbr.h"
 #include "ftrace-ds.h"
 #include "proc.h"
+#include "proc-files.h"
 #include "traced/pbzero/perfetto/config/data_source_config.pbw.h"
 #include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
@@ -29,6 +31,11 @@
 #define SEEN_MAX (1u << 20) /* pids remembered per session */
 #define MAX_POLL_PROCESSES 16384 /* bound on one poll's work */
 #define COUNTERS 11
+/* proc-files.h: processes whose files one session keeps open, the soft
+ * RLIMIT_NOFILE asked for to hold them, and descriptors left for the rest. */
+#define KEEP_FILES_MAX_PROCESSES 4096u
+#define KEEP_FILES_NOFILE 65536u
+#define KEEP_FILES_RESERVE 256u
 /* proc_stats_cache_ttl_ms: last values per pid, open addressing; a power
  * of two well above MAX_POLL_PROCESSES. */
 #define CACHE_SLOTS 32768u
@@ -51,6 +58,7 @@ struct ps_session {
          * cleared every ttl_polls polls. NULL when every value is sent. */
         uint32_t ttl_polls;
         struct cached_counters *cache;
+        struct proc_files *files; /* with poll_ms: what each poll reads */
         bool on_demand, record_runtime;
         long ticks_per_sec;
         struct hashmap seen; /* pids (and tids) already described (a set) */
@@ -291,8 +299,11 @@ static void poll_stats(struct ps_session *ps) {
         DIR *d = opendir("/proc");
         if (!d)
                 return;
-        if (ps->cache && ps->polls % ps->ttl_polls == 0)
+        /* The cache renewed: every value is sent, so every value is read. */
+        bool fresh = ps->cache && ps->polls % ps->ttl_polls == 0;
+        if (fresh)
                 memset(ps->cache, 0, CACHE_SLOTS * sizeof(*ps->cache));
+        proc_files_begin(ps->files);
         struct batch b = { .ps = ps, .stats = true };
         unsigned total = 0;
         struct dirent *de;
@@ -300,27 +311,26 @@ static void poll_stats(struct ps_session *ps) {
                 if (!isdigit((unsigned char) de->d_name[0]))
                         continue;
                 int pid = atoi(de->d_name);
-                struct proc_status st;
-                if (pid <= 0 || proc_read_status("/proc", pid, &st) < 0)
+                struct proc_counters pc;
+                if (pid <= 0 || proc_files_read(ps->files, pid, fresh, &pc) < 0)
                         continue;
+                const struct proc_status *st = &pc.st;
                 struct cached_counters c = { .pid = pid };
-                const int64_t kb[8] = { st.vm_size,   st.vm_rss,  st.rss_anon,  st.rss_file,
-                                        st.rss_shmem, st.vm_swap, st.vm_locked, st.vm_hwm };
+                const int64_t kb[8] = { st->vm_size,   st->vm_rss,  st->rss_anon,  st->rss_file,
+                                        st->rss_shmem, st->vm_swap, st->vm_locked, st->vm_hwm };
                 for (unsigned i = 0; i < 8; i++)
                         if (kb[i] != PROC_NO_VALUE && kb[i] >= 0) {
                                 c.v[i] = (uint64_t) kb[i];
                                 c.has |= 1u << i;
                         }
-                int64_t oom;
-                if (proc_read_oom_score_adj("/proc", pid, &oom) == 0) {
-                        c.v[8] = (uint64_t) oom; /* int64: two's complement */
+                if (pc.has_oom_score_adj) {
+                        c.v[8] = (uint64_t) pc.oom_score_adj; /* int64: two's complement */
                         c.has |= 1u << 8;
                 }
-                uint64_t ut, stt;
-                if (ps->record_runtime && proc_read_times("/proc", pid, &ut, &stt) == 0) {
+                if (pc.has_times) {
                         uint64_t ns_per_tick = 1000000000u / (uint64_t) ps->ticks_per_sec;
-                        c.v[9] = ut * ns_per_tick;
-                        c.v[10] = stt * ns_per_tick;
+                        c.v[9] = pc.utime * ns_per_tick;
+                        c.v[10] = pc.stime * ns_per_tick;
                         c.has |= 3u << 9;
                 }
                 struct cached_counters *prev = ps->cache ? cache_slot(ps, pid) : NULL;
@@ -342,6 +352,7 @@ static void poll_stats(struct ps_session *ps) {
                 batch_count(&b);
         }
         closedir(d);
+        proc_files_end(ps->files);
         batch_close(&b);
         ps->polls++;
 }
@@ -358,6 +369,37 @@ struct ps_session *process_stats_for_session(struct plugin *pl, uint64_t tracing
         return NULL;
 }
 
+/* How many processes' /proc files a poll may keep open: the soft limit on
+ * open files raised towards its hard one (sd-event uses epoll: nothing
+ * here needs descriptors below 1024), minus those open now and a reserve,
+ * halved for a second session in this host. */
+static size_t kept_processes(struct plugin *pl, bool want_times) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return 0;
+        if (rl.rlim_cur < KEEP_FILES_NOFILE && rl.rlim_cur < rl.rlim_max) {
+                struct rlimit want = { .rlim_cur = MIN(rl.rlim_max, (rlim_t) KEEP_FILES_NOFILE), .rlim_max = rl.rlim_max };
+                if (setrlimit(RLIMIT_NOFILE, &want) == 0)
+                        rl = want;
+        }
+        size_t used = 0;
+        DIR *d = opendir("/proc/self/fd");
+        for (struct dirent *de; d && (de = readdir(d));)
+                used += de->d_name[0] != '.';
+        if (d)
+                closedir(d);
+        size_t reserve = used + KEEP_FILES_RESERVE;
+        if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > SIZE_MAX)
+                return KEEP_FILES_MAX_PROCESSES;
+        size_t n = rl.rlim_cur > reserve ? ((size_t) rl.rlim_cur - reserve) / proc_files_fds(2, want_times) : 0;
+        if (n < KEEP_FILES_MAX_PROCESSES)
+                plugin_log(pl, TRACED_LOG_INFO,
+                           "linux.process_stats: %zu open files allowed (RLIMIT_NOFILE); the files of %zu processes "
+                           "are kept open between polls, the others opened at each",
+                           (size_t) rl.rlim_cur, n);
+        return MIN(n, (size_t) KEEP_FILES_MAX_PROCESSES);
+}
+
 static void ps_free(struct ps_session *ps) {
         struct plugin *pl = ps->pl;
         if (ps->poll_timer)
@@ -368,6 +410,7 @@ static void ps_free(struct ps_session *ps) {
         }
         hashmap_clear(&ps->seen);
         free(ps->cache);
+        proc_files_free(ps->files);
         free(ps);
 }
 
@@ -422,6 +465,13 @@ int process_stats_start(struct plugin *pl, uint64_t instance_id, const uint8_t *
         }
         if (scan_all)
                 scan_all_processes(ps);
+        if (ps->poll_ms && !ps->files) {
+                r = proc_files_new("/proc", kept_processes(pl, ps->record_runtime), ps->record_runtime, &ps->files);
+                if (r < 0) {
+                        ps_free(ps);
+                        return r;
+                }
+        }
         if (ps->poll_ms) {
                 poll_stats(ps);
                 r = pl->api->add_timer(pl->host, ps->poll_ms, on_poll, ps, &ps->poll_timer);

@@ -79,12 +79,17 @@ static void make_plugin_dir(const char *const *names) {
         }
 }
 
+/* These tests watch the plugin hosts from traced's start (their users,
+ * capabilities, crashes, restarts): every host starts with traced
+ * (hosts started on demand: test-lazy-hosts, test-resident). */
+#define EAGER "--plugin-hosts=eager"
+
 /* traced, socket-activated, with the plugins of plugin_dir (and up to two
  * more arguments). */
 static void start_traced_with_plugin_dir(const char *extra1, const char *extra2) {
         char dir_arg[400];
         snprintf(dir_arg, sizeof(dir_arg), "--plugin-dir=%s", plugin_dir);
-        const char *const args[] = { dir_arg, "--plugin-host=" HOST, extra1, extra2, NULL };
+        const char *const args[] = { dir_arg, "--plugin-host=" HOST, EAGER, extra1, extra2, NULL };
         cr_assert_eq(sd_event_new(&ev), 0);
         cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
 }
@@ -691,7 +696,7 @@ static void start_private(const char *host, const char *extra) {
         char dir_arg[400], host_arg[450];
         snprintf(dir_arg, sizeof(dir_arg), "--plugin-dir=%s", plugin_dir);
         snprintf(host_arg, sizeof(host_arg), "--plugin-host=%s", host);
-        const char *const args[] = { dir_arg, host_arg, extra, NULL };
+        const char *const args[] = { dir_arg, host_arg, EAGER, extra, NULL };
         cr_assert_eq(sd_event_new(&ev), 0);
         cr_assert_eq(traced_instance_start_args(&inst, true, args), 0);
 }

@@ -202,7 +202,7 @@ Test(host_probe, plugin_hosts_and_idle_stop_in_traced_conf) {
                 bool lazy;
                 unsigned idle;
         } cases[] = {
-                { "[plugins]\n", 0, false, TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC },
+                { "[plugins]\n", 0, true, TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC },
                 { "[plugins]\nhosts = lazy\n", 0, true, TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC },
                 { "[plugins]\nhosts = eager\nidle_stop_sec = 0\n", 0, false, 0 },
                 { "[plugins]\nhosts = lazy\nidle_stop_sec = 30\n", 0, true, 30 },

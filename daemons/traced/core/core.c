@@ -20,6 +20,7 @@
 #include "core/sessions/host-exits.h"
 #include "core/sessions/parked.h"
 #include "core/sessions/session.h"
+#include "perfetto/config/trace_config.pb-c.h"
 
 struct core {
         const struct core_options *o;
@@ -33,6 +34,7 @@ struct core {
          * sources registered. */
         struct resident_set pending_resident;
         bool has_pending_resident;
+        bool pending_demanded; /* the hosts it names were asked for */
         int control_fd; /* to the supervisor (-EBADF: none) */
 };
 
@@ -147,12 +149,43 @@ static void log_resident_error(const char *message, void *userdata) {
         log_error("Resident session file %s", message);
 }
 
-/* The set now, or when the start's hold ends. Takes set. */
+static void plugins_ready(struct traced_service *svc, void *userdata);
+
+/* hosts=lazy: the hosts of the plugins the resident sessions name are
+ * asked for, and the hold is on until they registered their data sources,
+ * so that a resident session starts with them, as a consumer's session
+ * does, and a snapshot or query right after its start finds them. */
+static void demand_resident_hosts(struct core *c, const struct resident_set *set) {
+        for (size_t i = 0; i < set->n; i++) {
+                Perfetto__Protos__TraceConfig *cfg =
+                        perfetto__protos__trace_config__unpack(NULL, set->v[i].size, set->v[i].config);
+                for (size_t k = 0; cfg && k < cfg->n_data_sources; k++) {
+                        const Perfetto__Protos__TraceConfig__DataSource *ds = cfg->data_sources[k];
+                        const char *plugin = ds->config && ds->config->name ? parked_request(c->svc, ds->config->name)
+                                                                             : NULL;
+                        if (plugin && startup_hold_demand(c->svc, plugin) < 0)
+                                log_warning("Resident session %s: failed to wait for the host of plugin %s; its data "
+                                            "sources join the session when they register.",
+                                            set->v[i].name, plugin);
+                }
+                if (cfg)
+                        perfetto__protos__trace_config__free_unpacked(cfg, NULL);
+        }
+}
+
+/* The set now, or when the hold (the start's, or the one its plugin hosts
+ * bring) ends. Takes set. */
 static void take_resident(struct core *c, struct resident_set *set) {
-        if (startup_hold_active(c->svc)) {
+        /* During the start's hold the plugins are not all known to be
+         * parked yet: asked for when it ends (plugins_ready). */
+        bool demanded = !startup_hold_active(c->svc);
+        if (demanded)
+                demand_resident_hosts(c, set);
+        if (startup_hold_when_done(c->svc, plugins_ready, c)) {
                 resident_set_done(&c->pending_resident);
                 c->pending_resident = *set;
                 c->has_pending_resident = true;
+                c->pending_demanded = demanded;
                 *set = (struct resident_set) {};
                 return;
         }
@@ -188,6 +221,12 @@ static void plugins_ready(struct traced_service *svc, void *userdata) {
         if (c->shutting_down)
                 return;
         if (c->has_pending_resident) {
+                if (!c->pending_demanded) {
+                        c->pending_demanded = true;
+                        demand_resident_hosts(c, &c->pending_resident);
+                        if (startup_hold_when_done(svc, plugins_ready, c))
+                                return; /* back here once they registered */
+                }
                 apply_resident(c, &c->pending_resident);
                 resident_set_done(&c->pending_resident);
                 c->has_pending_resident = false;

@@ -324,7 +324,8 @@ static int handler(void *user, const char *section, const char *name, const char
 int traced_config_load(const char *path, struct traced_config *cfg, char **ret_error) {
         *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC,
                                         .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC,
-                                        .idle_stop_sec = TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC };
+                                        .idle_stop_sec = TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC,
+                                        .plugin_hosts_lazy = true };
         if (ret_error)
                 *ret_error = NULL;
         FILE *f = fopen(path, "re");
@@ -357,7 +358,8 @@ void traced_config_done(struct traced_config *cfg) {
         free(cfg->sessions_dir);
         *cfg = (struct traced_config) { .plugins_enabled = true, .watchdog_sec = TRACED_CONFIG_DEFAULT_WATCHDOG_SEC,
                                         .start_timeout_sec = TRACED_CONFIG_DEFAULT_START_TIMEOUT_SEC,
-                                        .idle_stop_sec = TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC };
+                                        .idle_stop_sec = TRACED_CONFIG_DEFAULT_IDLE_STOP_SEC,
+                                        .plugin_hosts_lazy = true };
 }
 
 const char *traced_config_sessions_directory(const struct traced_config *cfg) {

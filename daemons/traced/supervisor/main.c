@@ -67,7 +67,7 @@ static void help(void) {
                "  --plugin-hosts=eager|lazy\n"
                "                          start every plugin host with traced, or each when\n"
                "                          a session names one of its data sources (default:\n"
-               "                          traced.conf's hosts=, else eager)\n"
+               "                          traced.conf's hosts=, else lazy)\n"
                "  --user=USER             the service core's user when started as root\n"
                "                          (default: traced, else nobody)\n"
                "  --plugin-user=USER      the plugin hosts' user when started as root\n"

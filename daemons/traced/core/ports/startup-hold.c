@@ -304,6 +304,17 @@ void startup_hold_host_exited(struct traced_service *svc, pid_t pid, const char 
                         host_done(h, &h->hosts[i], HOST_GONE);
 }
 
+bool startup_hold_when_done(struct traced_service *svc, startup_hold_done_fn done, void *userdata) {
+        struct startup_hold *h = svc->startup_hold;
+        if (!h || !h->holding)
+                return false;
+        if (!h->done) {
+                h->done = done;
+                h->userdata = userdata;
+        }
+        return true;
+}
+
 bool startup_hold_active(const struct traced_service *svc) {
         return svc->startup_hold && svc->startup_hold->holding;
 }

@@ -61,6 +61,10 @@ void startup_hold_host_exited(struct traced_service *svc, pid_t pid, const char 
 int startup_hold_demand(struct traced_service *svc, const char *plugin);
 /* Whether the hold is on. */
 bool startup_hold_active(const struct traced_service *svc);
+/* While a hold is on (the start's, or one a session's demand brought
+ * back): done runs once it ends, unless the start's own is still to run
+ * (it is then the one that runs). false, and nothing kept, without a hold. */
+bool startup_hold_when_done(struct traced_service *svc, startup_hold_done_fn done, void *userdata);
 /* Ends the hold now and serves what it held (the service stops). */
 void startup_hold_end(struct traced_service *svc);
 /* Frees it; calls still held are failed. */
