@@ -1,0 +1,34 @@
+# A CPython workload for linux.bpf_stack's Python frames
+# (tests/integration/test-bpfstack-python.c): main calls work, which
+# runs a recursive fib, and rest, which sleeps. Runs until killed, or
+# for argv[1] rounds.
+import sys
+import time
+
+
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+
+
+def work():
+    total = 0
+    for _ in range(3):
+        total += fib(24)
+    return total
+
+
+def rest():
+    time.sleep(0.02)
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else -1
+    while rounds != 0:
+        work()
+        rest()
+        rounds -= 1
+
+
+main()

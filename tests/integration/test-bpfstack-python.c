@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.bpf_stack names CPython's frames: tests/data/pyframes-busy.py
+ * (main -> work -> fib -> fib ..., and main -> rest, which sleeps) run by
+ * Debian's python3.11, whose stacks without them show the interpreter's
+ * _PyEval_EvalFrameDefault and none of the program's functions. The
+ * Python frames must stand in its place, root first <module>, main, then
+ * work and fib, or rest, each with the script's file and a line; the
+ * off-CPU samples must name rest as the function that slept. Shares are
+ * of the samples the recording got, whatever the machine's load. */
+
+#include <bpf/libbpf.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bpfstack-collect.h"
+#include "plugin-fixture.h"
+
+extern char **environ;
+
+#define PYTHON "/usr/bin/python3.11"
+#define SCRIPT TEST_DATA_DIR "/pyframes-busy.py"
+
+static struct traced_instance inst;
+static sd_event *ev;
+
+static void setup(void) {
+        cr_assert_eq(fixture_start(&inst, &ev), 0);
+}
+
+static void teardown(void) {
+        cr_expect(fixture_stop(&inst, &ev), "traced did not exit cleanly");
+}
+
+TestSuite(bpfstack_python, .init = setup, .fini = teardown, .timeout = 180);
+
+#define SKIP(...)                                                                                                      \
+        do {                                                                                                           \
+                teardown();                                                                                            \
+                cr_skip_test(__VA_ARGS__);                                                                             \
+        } while (0)
+
+static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap) {
+        return 0;
+}
+
+static const char *bpf_refused(void) {
+        libbpf_set_print(quiet);
+        if (access("/sys/kernel/btf/vmlinux", R_OK) < 0)
+                return "the kernel has no BTF (/sys/kernel/btf/vmlinux)";
+        if (libbpf_probe_bpf_prog_type(BPF_PROG_TYPE_PERF_EVENT, NULL) != 1)
+                return "BPF perf_event programs are refused here";
+        if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, NULL) != 1)
+                return "BPF ring buffers are refused here";
+        return NULL;
+}
+
+struct pyrun {
+        pid_t pid;
+        bool start_during; /* started once the instance is set up, else before the recording */
+};
+
+static pid_t spawn_python(void) {
+        const char *argv[] = {PYTHON, SCRIPT, NULL};
+        pid_t pid;
+        int e = posix_spawn(&pid, PYTHON, NULL, NULL, (char *const *) argv, environ);
+        cr_assert_eq(e, 0, "%s: %s", PYTHON, strerror(e));
+        return pid;
+}
+
+static void run_python(void *userdata) {
+        struct pyrun *r = userdata;
+        if (!fixture_wait_log(&inst, ev, "linux.bpf_stack instance ", ": on-CPU ", 0, 30000)) {
+                traced_instance_dump_log(&inst);
+                (void) kill(r->pid, SIGKILL);
+                (void) waitpid(r->pid, NULL, 0);
+                cr_assert_fail("the linux.bpf_stack instance was never set up");
+        }
+        if (r->start_during)
+                r->pid = spawn_python();
+        for (int i = 0; i < 30; i++)
+                (void) sd_event_run(ev, 100 * 1000);
+        (void) kill(r->pid, SIGKILL);
+        (void) waitpid(r->pid, NULL, 0);
+}
+
+/* A Python frame's name: "FUNCTION (SCRIPT:LINE)"; its function into fn. */
+static bool python_frame(const char *name, char *fn, size_t size) {
+        const char *open = strstr(name, " (" SCRIPT ":");
+        if (!open)
+                return false;
+        const char *line = open + strlen(" (" SCRIPT ":");
+        char *end;
+        long l = strtol(line, &end, 10);
+        if (end == line || l <= 0 || strcmp(end, ")") != 0)
+                return false;
+        snprintf(fn, size, "%.*s", (int) (open - name), name);
+        return true;
+}
+
+/* Whether the sample's Python frames read, root first, <module>, main,
+ * then work, fib, fib..., or rest (or stop before), with no evaluation
+ * frame of the interpreter left. *innermost: the innermost Python
+ * function ("" if none). */
+static bool python_stack_right(const struct sample *s, char *innermost, size_t size) {
+        const char *want[] = {"<module>", "main"};
+        size_t depth = 0;
+        innermost[0] = 0;
+        bool ok = true;
+        for (size_t k = s->n_names; k-- > 0;) {
+                const char *n = s->names[k] ? s->names[k] : "";
+                char fn[256];
+                if (strcmp(n, "_PyEval_EvalFrameDefault") == 0)
+                        ok = false;
+                if (!python_frame(n, fn, sizeof(fn)))
+                        continue;
+                if (depth < 2)
+                        ok = ok && strcmp(fn, want[depth]) == 0;
+                else if (depth == 2)
+                        ok = ok && (strcmp(fn, "work") == 0 || strcmp(fn, "rest") == 0);
+                else
+                        ok = ok && strcmp(fn, "fib") == 0 && strcmp(innermost, "rest") != 0;
+                snprintf(innermost, size, "%s", fn);
+                depth++;
+        }
+        return ok && depth >= 2;
+}
+
+static void record_python(struct pyrun *r, struct collect *c) {
+        char cfg[1024];
+        snprintf(cfg, sizeof(cfg),
+                 "buffers { size_kb: 65536 }\n"
+                 "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config {\n"
+                 "  frequency: 499 kernel_frames: false min_blocked_us: 5000 drain_period_ms: 50\n"
+                 "  filter: \"comm=python3.11\"\n"
+                 "} } }\n"
+                 "write_into_file: true file_write_period_ms: 250\n");
+        fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_python, r, collect_packet, c);
+}
+
+static void check_python(bool start_during) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        if (access(PYTHON, X_OK) < 0)
+                SKIP("no %s (tools/install-deps.sh installs Debian's python3)", PYTHON);
+        struct pyrun r = {.start_during = start_during};
+        if (!start_during) {
+                r.pid = spawn_python();
+                usleep(200 * 1000); /* past the interpreter's start */
+        }
+        struct collect c = {.orphans_ok = true};
+        record_python(&r, &c);
+        cr_assert(fixture_wait_log(&inst, ev, "linux.bpf_stack instance ", " stopped: ", 0, 10000));
+
+        size_t on = 0, on_right = 0, in_fib = 0, off = 0, off_rest = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                const struct sample *s = &c.s[k];
+                if (s->pid != (uint32_t) r.pid)
+                        continue;
+                char inner[256];
+                bool right = python_stack_right(s, inner, sizeof(inner));
+                if (!s->off_cpu) {
+                        on++;
+                        on_right += right;
+                        in_fib += right && strcmp(inner, "fib") == 0;
+                } else if (s->blocked_ns >= 10000000u) {
+                        /* Slept in rest (20 ms); shorter waits are the
+                         * interpreter's own. */
+                        off++;
+                        off_rest += right && strcmp(inner, "rest") == 0;
+                }
+        }
+        char *stats = fixture_log_last(&inst, "linux.bpf_stack instance ", ": CPython: ");
+        cr_log_info("python3.11 %s: %zu of %zu on-CPU samples with the Python frames right (%zu in fib); %zu of %zu "
+                    "off-CPU samples of 10 ms or more slept in rest; %s",
+                    start_during ? "started during the recording" : "running before it", on_right, on, in_fib, off_rest,
+                    off, stats ? stats : "(no CPython line in the log)");
+        free(stats);
+        cr_assert_geq(on, 20, "on-CPU samples of python3.11: %zu", on);
+        cr_assert_geq(on_right * 100, on * 95, "only %zu of %zu on-CPU samples carry the Python frames in order",
+                      on_right, on);
+        cr_assert_gt(in_fib * 2, on_right, "most samples run fib: %zu of %zu", in_fib, on_right);
+        cr_assert_geq(off, 5, "off-CPU samples of python3.11 in rest's sleep: %zu", off);
+        cr_assert_geq(off_rest * 100, off * 95, "only %zu of %zu off-CPU samples name rest", off_rest, off);
+        collect_free(&c);
+}
+
+Test(bpfstack_python, frames_of_a_python_started_before_the_recording) {
+        check_python(false);
+}
