@@ -1,8 +1,10 @@
 # A CPython workload for linux.bpf_stack's Python frames
-# (tests/integration/test-bpfstack-python.c): main calls work, which
-# runs a recursive fib, and rest, which sleeps. Runs until killed, or
-# for argv[1] rounds.
+# (tests/integration/test-bpfstack-python.c): loop calls work, which runs
+# a recursive fib, and rest, which sleeps; main runs loop, and with
+# "threads" a second thread runs it too. Runs until killed, or for
+# argv[1] rounds (-1: until killed).
 import sys
+import threading
 import time
 
 
@@ -23,12 +25,18 @@ def rest():
     time.sleep(0.02)
 
 
-def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else -1
+def loop(rounds):
     while rounds != 0:
         work()
         rest()
         rounds -= 1
+
+
+def main():
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else -1
+    if len(sys.argv) > 2 and sys.argv[2] == "threads":
+        threading.Thread(target=loop, args=(rounds,), daemon=True).start()
+    loop(rounds)
 
 
 main()

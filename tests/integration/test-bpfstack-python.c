@@ -65,10 +65,11 @@ static const char *bpf_refused(void) {
 struct pyrun {
         pid_t pid;
         bool start_during; /* started once the instance is set up, else before the recording */
+        bool threads;      /* a second thread runs the loop too */
 };
 
-static pid_t spawn_python(void) {
-        const char *argv[] = {PYTHON, SCRIPT, NULL};
+static pid_t spawn_python(bool threads) {
+        const char *argv[] = {PYTHON, SCRIPT, "-1", threads ? "threads" : NULL, NULL};
         pid_t pid;
         int e = posix_spawn(&pid, PYTHON, NULL, NULL, (char *const *) argv, environ);
         cr_assert_eq(e, 0, "%s: %s", PYTHON, strerror(e));
@@ -84,7 +85,7 @@ static void run_python(void *userdata) {
                 cr_assert_fail("the linux.bpf_stack instance was never set up");
         }
         if (r->start_during)
-                r->pid = spawn_python();
+                r->pid = spawn_python(r->threads);
         for (int i = 0; i < 30; i++)
                 (void) sd_event_run(ev, 100 * 1000);
         (void) kill(r->pid, SIGKILL);
@@ -105,12 +106,15 @@ static bool python_frame(const char *name, char *fn, size_t size) {
         return true;
 }
 
-/* Whether the sample's Python frames read, root first, <module>, main,
- * then work, fib, fib..., or rest (or stop before), with no evaluation
- * frame of the interpreter left. *innermost: the innermost Python
- * function ("" if none). */
+/* Whether the sample's Python frames read, root first, <module>, main
+ * (the main thread only), loop, then work, fib, fib..., or rest (or stop
+ * before), with no evaluation frame of the interpreter left.
+ * *innermost: the innermost Python function ("" if none). */
 static bool python_stack_right(const struct sample *s, char *innermost, size_t size) {
-        const char *want[] = {"<module>", "main"};
+        static const char *const main_thread[] = {"<module>", "main", "loop"};
+        static const char *const other[] = {"loop"};
+        const char *const *want = s->tid == s->pid ? main_thread : other;
+        size_t n_want = s->tid == s->pid ? 3 : 1;
         size_t depth = 0;
         innermost[0] = 0;
         bool ok = true;
@@ -121,16 +125,16 @@ static bool python_stack_right(const struct sample *s, char *innermost, size_t s
                         ok = false;
                 if (!python_frame(n, fn, sizeof(fn)))
                         continue;
-                if (depth < 2)
+                if (depth < n_want)
                         ok = ok && strcmp(fn, want[depth]) == 0;
-                else if (depth == 2)
+                else if (depth == n_want)
                         ok = ok && (strcmp(fn, "work") == 0 || strcmp(fn, "rest") == 0);
                 else
                         ok = ok && strcmp(fn, "fib") == 0 && strcmp(innermost, "rest") != 0;
                 snprintf(innermost, size, "%s", fn);
                 depth++;
         }
-        return ok && depth >= 2;
+        return ok && depth >= n_want;
 }
 
 static void record_python(struct pyrun *r, struct collect *c) {
@@ -145,28 +149,40 @@ static void record_python(struct pyrun *r, struct collect *c) {
         fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_python, r, collect_packet, c);
 }
 
-static void check_python(bool start_during) {
+static void check_python(bool start_during, bool threads) {
         const char *why = bpf_refused();
         if (why)
                 SKIP("%s", why);
         if (access(PYTHON, X_OK) < 0)
                 SKIP("no %s (tools/install-deps.sh installs Debian's python3)", PYTHON);
-        struct pyrun r = {.start_during = start_during};
+        struct pyrun r = {.start_during = start_during, .threads = threads};
         if (!start_during) {
-                r.pid = spawn_python();
+                r.pid = spawn_python(threads);
                 usleep(200 * 1000); /* past the interpreter's start */
         }
         struct collect c = {.orphans_ok = true};
         record_python(&r, &c);
         cr_assert(fixture_wait_log(&inst, ev, "linux.bpf_stack instance ", " stopped: ", 0, 10000));
 
-        size_t on = 0, on_right = 0, in_fib = 0, off = 0, off_rest = 0;
+        size_t on = 0, on_right = 0, in_fib = 0, off = 0, off_rest = 0, before = 0, other_thread = 0;
+        bool begun = !start_during;
         for (size_t k = 0; k < c.n_s; k++) {
                 const struct sample *s = &c.s[k];
                 if (s->pid != (uint32_t) r.pid)
                         continue;
                 char inner[256];
                 bool right = python_stack_right(s, inner, sizeof(inner));
+                /* Started during the recording: its samples count from the
+                 * first with the script's frames (the interpreter's start
+                 * runs no script, and its first samples may come before
+                 * the plugin has looked at it). */
+                if (!begun && !(right && inner[0])) {
+                        before++;
+                        continue;
+                }
+                begun = true;
+                if (right && s->tid != s->pid && strcmp(inner, "fib") == 0)
+                        other_thread++;
                 if (!s->off_cpu) {
                         on++;
                         on_right += right;
@@ -190,9 +206,19 @@ static void check_python(bool start_during) {
         cr_assert_gt(in_fib * 2, on_right, "most samples run fib: %zu of %zu", in_fib, on_right);
         cr_assert_geq(off, 5, "off-CPU samples of python3.11 in rest's sleep: %zu", off);
         cr_assert_geq(off_rest * 100, off * 95, "only %zu of %zu off-CPU samples name rest", off_rest, off);
+        if (threads)
+                cr_assert_gt(other_thread, 0, "no sample of the second thread in fib");
         collect_free(&c);
 }
 
 Test(bpfstack_python, frames_of_a_python_started_before_the_recording) {
-        check_python(false);
+        check_python(false, false);
+}
+
+Test(bpfstack_python, frames_of_a_python_started_during_the_recording) {
+        check_python(true, false);
+}
+
+Test(bpfstack_python, frames_of_each_thread) {
+        check_python(false, true);
 }
