@@ -12,6 +12,7 @@
 #include <bpf/libbpf.h>
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -63,16 +64,17 @@ static const char *bpf_refused(void) {
 }
 
 struct pyrun {
+        const char *python; /* PYTHON, or a copy */
         pid_t pid;
         bool start_during; /* started once the instance is set up, else before the recording */
         bool threads;      /* a second thread runs the loop too */
 };
 
-static pid_t spawn_python(bool threads) {
-        const char *argv[] = {PYTHON, SCRIPT, "-1", threads ? "threads" : NULL, NULL};
+static pid_t spawn_python(const char *python, bool threads) {
+        const char *argv[] = {python, SCRIPT, "-1", threads ? "threads" : NULL, NULL};
         pid_t pid;
-        int e = posix_spawn(&pid, PYTHON, NULL, NULL, (char *const *) argv, environ);
-        cr_assert_eq(e, 0, "%s: %s", PYTHON, strerror(e));
+        int e = posix_spawn(&pid, python, NULL, NULL, (char *const *) argv, environ);
+        cr_assert_eq(e, 0, "%s: %s", python, strerror(e));
         return pid;
 }
 
@@ -85,7 +87,7 @@ static void run_python(void *userdata) {
                 cr_assert_fail("the linux.bpf_stack instance was never set up");
         }
         if (r->start_during)
-                r->pid = spawn_python(r->threads);
+                r->pid = spawn_python(r->python, r->threads);
         for (int i = 0; i < 30; i++)
                 (void) sd_event_run(ev, 100 * 1000);
         (void) kill(r->pid, SIGKILL);
@@ -137,15 +139,16 @@ static bool python_stack_right(const struct sample *s, char *innermost, size_t s
         return ok && depth >= n_want;
 }
 
-static void record_python(struct pyrun *r, struct collect *c) {
+static void record_python(struct pyrun *r, const char *comm, struct collect *c) {
         char cfg[1024];
         snprintf(cfg, sizeof(cfg),
                  "buffers { size_kb: 65536 }\n"
                  "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config {\n"
                  "  frequency: 499 kernel_frames: false min_blocked_us: 5000 drain_period_ms: 50\n"
-                 "  filter: \"comm=python3.11\"\n"
+                 "  filter: \"comm=%s\"\n"
                  "} } }\n"
-                 "write_into_file: true file_write_period_ms: 250\n");
+                 "write_into_file: true file_write_period_ms: 250\n",
+                 comm);
         fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_python, r, collect_packet, c);
 }
 
@@ -155,13 +158,13 @@ static void check_python(bool start_during, bool threads) {
                 SKIP("%s", why);
         if (access(PYTHON, X_OK) < 0)
                 SKIP("no %s (tools/install-deps.sh installs Debian's python3)", PYTHON);
-        struct pyrun r = {.start_during = start_during, .threads = threads};
+        struct pyrun r = {.python = PYTHON, .start_during = start_during, .threads = threads};
         if (!start_during) {
-                r.pid = spawn_python(threads);
+                r.pid = spawn_python(r.python, threads);
                 usleep(200 * 1000); /* past the interpreter's start */
         }
         struct collect c = {.orphans_ok = true};
-        record_python(&r, &c);
+        record_python(&r, "python3.11", &c);
         cr_assert(fixture_wait_log(&inst, ev, "linux.bpf_stack instance ", " stopped: ", 0, 10000));
 
         size_t on = 0, on_right = 0, in_fib = 0, off = 0, off_rest = 0, before = 0, other_thread = 0;
@@ -221,4 +224,56 @@ Test(bpfstack_python, frames_of_a_python_started_during_the_recording) {
 
 Test(bpfstack_python, frames_of_each_thread) {
         check_python(false, true);
+}
+
+/* A CPython whose layout is not known (here python3.11 copied under the
+ * name python3.99, which the plugin takes for 3.99): said once in the
+ * log, counted, and its stacks stay native, the evaluation frames in. */
+Test(bpfstack_python, an_unknown_version_is_said_once_and_stays_native) {
+        const char *why = bpf_refused();
+        if (why)
+                SKIP("%s", why);
+        if (access(PYTHON, X_OK) < 0)
+                SKIP("no %s (tools/install-deps.sh installs Debian's python3)", PYTHON);
+        char copy[512];
+        snprintf(copy, sizeof(copy), "%s/python3.99", inst.dir);
+        int in = open(PYTHON, O_RDONLY | O_CLOEXEC), out = open(copy, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
+        cr_assert(in >= 0 && out >= 0);
+        char buf[65536];
+        ssize_t n;
+        while ((n = read(in, buf, sizeof(buf))) > 0)
+                cr_assert_eq(write(out, buf, (size_t) n), n);
+        close(in);
+        close(out);
+        struct pyrun r = {.python = copy};
+        r.pid = spawn_python(copy, false);
+        usleep(200 * 1000);
+        struct collect c = {.orphans_ok = true};
+        record_python(&r, "python3.99", &c);
+        cr_assert(fixture_wait_log(&inst, ev, "linux.bpf_stack instance ", " stopped: ", 0, 10000));
+        size_t on = 0, native = 0, python = 0;
+        for (size_t k = 0; k < c.n_s; k++) {
+                const struct sample *s = &c.s[k];
+                if (s->pid != (uint32_t) r.pid || s->off_cpu)
+                        continue;
+                on++;
+                for (size_t j = 0; j < s->n_names; j++) {
+                        char fn[256];
+                        native += s->names[j] && strcmp(s->names[j], "_PyEval_EvalFrameDefault") == 0;
+                        python += s->names[j] && python_frame(s->names[j], fn, sizeof(fn));
+                }
+        }
+        char said[64];
+        snprintf(said, sizeof(said), "pid %d runs CPython 3.99 ", (int) r.pid);
+        unsigned times = fixture_log_count(&inst, said, "whose layout is not known");
+        char *stats = fixture_log_last(&inst, "linux.bpf_stack instance ", ": CPython: ");
+        cr_log_info("python3.99: %zu on-CPU samples, %zu evaluation frames, %zu Python frames; said %u times; %s", on,
+                    native, python, times, stats ? stats : "(no CPython line)");
+        cr_assert_gt(on, 0, "samples of python3.99");
+        cr_assert_eq(python, 0, "Python frames for a layout not known");
+        cr_assert_gt(native, 0, "its stacks stay native");
+        cr_assert_eq(times, 1, "said once in the log: %u", times);
+        cr_assert(stats && strstr(stats, " 1 with a layout not known"), "counted: %s", stats ? stats : "");
+        free(stats);
+        collect_free(&c);
 }
