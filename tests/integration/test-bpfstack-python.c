@@ -152,19 +152,21 @@ static void record_python(struct pyrun *r, const char *comm, struct collect *c) 
         fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_python, r, collect_packet, c);
 }
 
-static void check_python(bool start_during, bool threads) {
+/* python: the interpreter to run (PYTHON, or a program embedding
+ * libpython), comm its name. */
+static void check_python_with(const char *python, const char *comm, bool start_during, bool threads) {
         const char *why = bpf_refused();
         if (why)
                 SKIP("%s", why);
         if (access(PYTHON, X_OK) < 0)
                 SKIP("no %s (tools/install-deps.sh installs Debian's python3)", PYTHON);
-        struct pyrun r = {.python = PYTHON, .start_during = start_during, .threads = threads};
+        struct pyrun r = {.python = python, .start_during = start_during, .threads = threads};
         if (!start_during) {
                 r.pid = spawn_python(r.python, threads);
                 usleep(200 * 1000); /* past the interpreter's start */
         }
         struct collect c = {.orphans_ok = true};
-        record_python(&r, "python3.11", &c);
+        record_python(&r, comm, &c);
         cr_assert(fixture_wait_log(&inst, ev, "linux.bpf_stack instance ", " stopped: ", 0, 10000));
 
         size_t on = 0, on_right = 0, in_fib = 0, off = 0, off_rest = 0, before = 0, other_thread = 0;
@@ -198,10 +200,12 @@ static void check_python(bool start_during, bool threads) {
                 }
         }
         char *stats = fixture_log_last(&inst, "linux.bpf_stack instance ", ": CPython: ");
-        cr_log_info("python3.11 %s: %zu of %zu on-CPU samples with the Python frames right (%zu in fib); %zu of %zu "
-                    "off-CPU samples of 10 ms or more slept in rest; %s",
-                    start_during ? "started during the recording" : "running before it", on_right, on, in_fib, off_rest,
-                    off, stats ? stats : "(no CPython line in the log)");
+        cr_log_info("%s %s%s: %zu of %zu on-CPU samples with the Python frames right (%zu in fib, %zu of them in "
+                    "another thread); %zu of %zu off-CPU samples of 10 ms or more slept in rest; %zu samples before "
+                    "the script's first; %s",
+                    comm, start_during ? "started during the recording" : "running before it",
+                    threads ? " with two threads" : "", on_right, on, in_fib, other_thread, off_rest, off, before,
+                    stats ? stats : "(no CPython line in the log)");
         free(stats);
         cr_assert_geq(on, 20, "on-CPU samples of python3.11: %zu", on);
         cr_assert_geq(on_right * 100, on * 95, "only %zu of %zu on-CPU samples carry the Python frames in order",
@@ -212,6 +216,19 @@ static void check_python(bool start_during, bool threads) {
         if (threads)
                 cr_assert_gt(other_thread, 0, "no sample of the second thread in fib");
         collect_free(&c);
+}
+
+static void check_python(bool start_during, bool threads) {
+        check_python_with(PYTHON, "python3.11", start_during, threads);
+}
+
+/* CPython as a shared library: tests/bpfstack/pyembed runs the script
+ * through libpython3.11.so's Py_BytesMain. */
+Test(bpfstack_python, frames_of_a_program_embedding_libpython) {
+        const char *embed = BPFSTACK_TEST_BIN_DIR "/pyembed";
+        if (access(embed, X_OK) < 0)
+                SKIP("no %s: libpython's development files (python3-dev) were missing at configure", embed);
+        check_python_with(embed, "pyembed", false, false);
 }
 
 Test(bpfstack_python, frames_of_a_python_started_before_the_recording) {
