@@ -1,6 +1,7 @@
 # A CPython workload for linux.bpf_stack's Python frames
 # (tests/integration/test-bpfstack-python.c): loop calls work, which runs
-# a recursive fib, and rest, which sleeps; main runs loop, and with
+# a recursive fib and then csum (the builtin sum, C code called from
+# Python), and rest, which sleeps; main runs loop, and with
 # "threads" a second thread runs it too. Runs until killed, or for
 # argv[1] rounds (-1: until killed).
 import sys
@@ -14,11 +15,15 @@ def fib(n):
     return fib(n - 1) + fib(n - 2)
 
 
+def csum():
+    return sum(range(150000))
+
+
 def work():
     total = 0
     for _ in range(3):
         total += fib(24)
-    return total
+    return total + csum()
 
 
 def rest():
