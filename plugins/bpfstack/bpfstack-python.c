@@ -102,18 +102,45 @@ static bool runtime_address(struct bpfstack_session *s, struct proc_info *p, con
         return false;
 }
 
-/* Looks at process p: its kind, and its py_procs entry when known. */
+/* Looks at process p: its kind, and its py_procs entry when known. The
+ * interpreter's state is in whichever of its CPython files exports
+ * _PyRuntime: the executable (Debian's python3.11), or libpythonX.Y.so
+ * beside an executable that is only a stub (a --enable-shared build,
+ * pyenv's) or a program embedding it. */
 static void classify(struct bpfstack_session *s, struct proc_info *p, struct py_proc *pp) {
         unsigned major = 0, minor = 0;
-        const struct pmap *m = NULL;
-        for (size_t k = 0; k < p->maps.n && !m; k++)
-                if (p->maps.v[k].path[0] == '/' && py_version_of_path(p->maps.v[k].path, &major, &minor))
-                        m = &p->maps.v[k];
+        const struct pmap *m = NULL, *tried = NULL;
+        uint64_t runtime = 0;
+        bool found = false;
         pp->kind = PY_NOT;
+        pp->l = NULL;
+        for (size_t k = 0; k < p->maps.n && !found; k++) {
+                const struct pmap *c = &p->maps.v[k];
+                unsigned ma, mi;
+                if (c->path[0] != '/' || !py_version_of_path(c->path, &ma, &mi))
+                        continue;
+                if (tried && c->inode == tried->inode && c->dev_major == tried->dev_major &&
+                    c->dev_minor == tried->dev_minor)
+                        continue; /* another mapping of a file looked at */
+                tried = c;
+                if (!m || !pp->l) {
+                        m = c;
+                        major = ma;
+                        minor = mi;
+                        pp->l = py_layout_find(ma, mi);
+                }
+                const struct py_layout *l = py_layout_find(ma, mi);
+                if (l && runtime_address(s, p, c, &runtime)) {
+                        m = c;
+                        major = ma;
+                        minor = mi;
+                        pp->l = l;
+                        found = true;
+                }
+        }
         if (!m)
                 return;
         snprintf(pp->mapping, sizeof(pp->mapping), "[cpython%u.%u]", major, minor);
-        pp->l = py_layout_find(major, minor);
         if (!pp->l) {
                 pp->kind = PY_UNKNOWN;
                 s->py_unknown++;
@@ -123,12 +150,11 @@ static void classify(struct bpfstack_session *s, struct proc_info *p, struct py_
                            (unsigned long long) s->inst.id, p->pid, major, minor, m->path);
                 return;
         }
-        uint64_t runtime;
-        if (!runtime_address(s, p, m, &runtime)) {
+        if (!found) {
                 s->py_unknown++;
                 plugin_log(s->pl, TRACED_LOG_INFO,
-                           "linux.bpf_stack instance %llu: pid %d maps %s but its _PyRuntime was not found: its "
-                           "stacks stay native",
+                           "linux.bpf_stack instance %llu: pid %d maps %s but no _PyRuntime was found in its "
+                           "CPython files: its stacks stay native",
                            (unsigned long long) s->inst.id, p->pid, m->path);
                 pp->kind = PY_UNKNOWN;
                 return;
