@@ -191,6 +191,10 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                 r = config_error(err, en, "kernel_frames, user_frames: both off, no stacks to record");
                 goto out;
         }
+        /* Python frames are user frames: none without them (and no
+         * process looked at for them). */
+        if (!c.user_frames)
+                c.python_frames = false;
         *ret = c;
 out:
         perfetto__protos__data_source_config__free_unpacked(ds, NULL);
