@@ -52,14 +52,14 @@ void py_proc_counts(const struct py_proc *pp, uint64_t *ret_read, uint64_t *ret_
         *ret_unreadable = pp->unreadable;
 }
 
-/* Where _PyRuntime of the file mapped at m is in p's memory. */
-static bool runtime_address(struct symbolizer *sym, const struct proc_info *p, const struct pmap *m, uint64_t *ret) {
+/* Where symbol name of the file mapped at m is in p's memory. */
+static bool symbol_address(struct symbolizer *sym, const struct proc_info *p, const struct pmap *m, const char *name,
+                           uint64_t *ret) {
         struct elf_image *img = symbolizer_image(sym, p, m);
         size_t size;
         const uint8_t *data = img ? elf_image_data(img, &size) : NULL;
         uint64_t vaddr, off;
-        if (!data || py_elf_symbol(data, size, "_PyRuntime", &vaddr) < 0 ||
-            !elf_image_vaddr_to_offset(img, vaddr, &off))
+        if (!data || py_elf_symbol(data, size, name, &vaddr) < 0 || !elf_image_vaddr_to_offset(img, vaddr, &off))
                 return false;
         /* The mapping of the same file holding that offset (the data
          * segment, mapped apart from the code). */
@@ -98,12 +98,15 @@ static void classify(struct symbolizer *sym, const struct proc_info *p, struct p
                         in->layout = l;
                 }
                 uint64_t runtime;
-                if (l && runtime_address(sym, p, c, &runtime)) {
+                if (l && symbol_address(sym, p, c, "_PyRuntime", &runtime)) {
                         named = c;
                         in->major = ma;
                         in->minor = mi;
                         in->layout = l;
                         in->runtime = runtime;
+                        /* Code objects are checked to be of its type. */
+                        if (!symbol_address(sym, p, c, "PyCode_Type", &in->code_type))
+                                in->code_type = 0;
                         in->kind = PY_KNOWN;
                         break;
                 }
@@ -146,7 +149,7 @@ static const struct py_code *code_of(struct py_proc *pp, uint64_t addr) {
                 codes_clear(&pp->codes);
         struct py_code *c = calloc(1, sizeof(*c));
         int pid = pp->pid;
-        if (c && py_code_read(pp->info.layout, read_mem, &pid, addr, c) < 0) {
+        if (c && py_code_read(pp->info.layout, read_mem, &pid, addr, pp->info.code_type, c) < 0) {
                 free(c);
                 c = NULL;
                 pp->unreadable++;

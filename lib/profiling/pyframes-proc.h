@@ -41,6 +41,7 @@ struct py_proc_info {
         const char *path;               /* the CPython file named (owned by the py_proc) */
         const struct py_layout *layout; /* PY_KNOWN */
         uint64_t runtime;               /* PY_KNOWN: the address of _PyRuntime in the process */
+        uint64_t code_type;             /* PY_KNOWN: the address of PyCode_Type, 0 if not found */
 };
 
 /* Looks at process p (its maps, and the ELF files of its CPython files

@@ -28,6 +28,7 @@ static const struct py_layout py_layouts[] = {
                 .frame_is_entry = 68,
                 .frame_owner = 69,
                 .frame_size = 72,
+                .object_type = 8,
                 .code_firstlineno = 72,
                 .code_filename = 112,
                 .code_qualname = 128,
@@ -233,12 +234,20 @@ void py_code_done(struct py_code *c) {
         *c = (struct py_code){};
 }
 
-int py_code_read(const struct py_layout *l, py_read_fn read, void *u, uint64_t addr, struct py_code *ret) {
+int py_code_read(const struct py_layout *l, py_read_fn read, void *u, uint64_t addr, uint64_t code_type,
+                 struct py_code *ret) {
         struct py_code c = {};
         char name[PY_NAME_MAX * 2], file[PY_NAME_MAX * 2];
         uint64_t qualname, filename, linetable, lt_size;
         int32_t first;
         int r;
+        if (code_type) {
+                uint64_t type;
+                if ((r = read_u64(read, u, addr + l->object_type, &type)) < 0)
+                        return r;
+                if (type != code_type)
+                        return -EBADMSG;
+        }
         if ((r = read_u64(read, u, addr + l->code_qualname, &qualname)) < 0 ||
             (r = read_u64(read, u, addr + l->code_filename, &filename)) < 0 ||
             (r = read_u64(read, u, addr + l->code_linetable, &linetable)) < 0 ||

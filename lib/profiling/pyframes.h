@@ -39,6 +39,8 @@ struct py_layout {
         /* _PyInterpreterFrame */
         uint16_t frame_code, frame_previous, frame_prev_instr, frame_is_entry, frame_owner;
         uint16_t frame_size; /* bytes to read to get all of the above */
+        /* PyObject */
+        uint16_t object_type; /* ob_type */
         /* PyCodeObject */
         uint16_t code_firstlineno, code_filename, code_qualname, code_linetable, code_code;
         /* str (PyASCIIObject, PyCompactUnicodeObject) and bytes */
@@ -73,10 +75,13 @@ struct py_code {
         size_t linetable_len;
 };
 
-/* Reads the code object at addr. -EFAULT when memory could not be read,
- * -EBADMSG when what was read is not a code object of this layout (not a
- * str where one is expected, lengths out of bounds), -ENOMEM. */
-int py_code_read(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t addr, struct py_code *ret);
+/* Reads the code object at addr; code_type: the address of PyCode_Type in
+ * the process, which its ob_type must be (0: not checked). -EFAULT when
+ * memory could not be read, -EBADMSG when what was read is not a code
+ * object of this layout (another type, not a str where one is expected,
+ * lengths out of bounds), -ENOMEM. */
+int py_code_read(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t addr, uint64_t code_type,
+                 struct py_code *ret);
 void py_code_done(struct py_code *c);
 
 /* Reads the str object at addr as UTF-8 into buf (NUL-terminated,

@@ -81,6 +81,11 @@ static void take(struct bpfstack_session *s, const struct proc_info *p, struct p
                 return;
         }
         s->py_procs++;
+        plugin_log(s->pl, TRACED_LOG_DEBUG,
+                   "linux.bpf_stack instance %llu: pid %d runs CPython %u.%u (%s): _PyRuntime at 0x%llx, code "
+                   "objects %s",
+                   (unsigned long long) s->inst.id, p->pid, in->major, in->minor, in->path,
+                   (unsigned long long) in->runtime, in->code_type ? "checked against PyCode_Type" : "not checked");
 }
 
 /* The process's state for its current exec; NULL when out of memory. */

@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         struct image m = {.data = data, .size = size};
         uint64_t at = BASE + ((uint64_t) data[0] | (uint64_t) data[1] << 8);
         struct py_code c;
-        if (py_code_read(l, image_read, &m, at, &c) < 0)
+        if (py_code_read(l, image_read, &m, at, 0, &c) < 0)
                 return 0;
         if (!c.qualname || !c.filename || strlen(c.qualname) >= 4 * PY_NAME_MAX ||
             strlen(c.filename) >= 4 * PY_NAME_MAX || c.linetable_len > PY_LINETABLE_MAX)

@@ -232,6 +232,10 @@ static void check_python_with(const char *python, const char *comm, bool start_d
                     threads ? " with two threads" : "", on_right, on, in_fib, other_thread, off_rest, off, before,
                     stats ? stats : "(no CPython line in the log)");
         free(stats);
+        char found[64];
+        snprintf(found, sizeof(found), "pid %d runs CPython 3.11 ", (int) r.pid);
+        cr_assert_eq(fixture_log_count(&inst, found, "code objects checked against PyCode_Type"), 1,
+                     "the interpreter and PyCode_Type were found once");
         cr_assert_geq(on, 20, "on-CPU samples of python3.11: %zu", on);
         cr_assert_geq(on_right * 100, on * 95, "only %zu of %zu on-CPU samples carry the Python frames in order",
                       on_right, on);

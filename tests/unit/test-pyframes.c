@@ -90,6 +90,7 @@ Test(pyframes, versions_from_paths) {
 /* --- a fake process memory ----------------------------------------------- */
 
 #define BASE 0x10000u
+#define CODE_TYPE 0x5555u /* where PyCode_Type would be */
 static uint8_t mem[4096];
 
 static int fake_read(void *userdata, uint64_t addr, void *buf, size_t len) {
@@ -123,6 +124,7 @@ static void fake_code(const struct py_layout *l) {
         put64(code + l->code_filename, BASE + file);
         put64(code + l->code_linetable, BASE + table);
         put32(code + l->code_firstlineno, 1);
+        put64(code + l->object_type, CODE_TYPE);
         put_str(l, name, "Outer.f", 7, 1, true);
         /* "/tmp/é.py" as a kind-1 (latin-1) string. */
         put_str(l, file, "/tmp/\xe9.py", 9, 1, false);
@@ -136,7 +138,7 @@ Test(pyframes, code_objects_read_from_memory) {
         fake_code(l);
         int reads = 0;
         struct py_code c;
-        cr_assert_eq(py_code_read(l, fake_read, &reads, BASE, &c), 0);
+        cr_assert_eq(py_code_read(l, fake_read, &reads, BASE, CODE_TYPE, &c), 0);
         cr_expect_str_eq(c.qualname, "Outer.f");
         cr_expect_str_eq(c.filename, "/tmp/\xc3\xa9.py", "latin-1 turned into UTF-8: %s", c.filename);
         cr_expect_eq(c.firstlineno, 1);
@@ -149,7 +151,7 @@ Test(pyframes, code_objects_read_from_memory) {
         /* A UCS-2 name. */
         static const uint16_t ucs2[] = {'f', 0x3b1};
         put_str(l, 512, ucs2, 2, 2, false);
-        cr_assert_eq(py_code_read(l, fake_read, &reads, BASE, &c), 0);
+        cr_assert_eq(py_code_read(l, fake_read, &reads, BASE, CODE_TYPE, &c), 0);
         cr_expect_str_eq(c.qualname, "f\xce\xb1");
         py_code_done(&c);
 }
@@ -159,24 +161,30 @@ Test(pyframes, garbage_is_refused) {
         int reads = 0;
         struct py_code c;
         /* Out of the process's memory. */
-        cr_expect_eq(py_code_read(l, fake_read, &reads, 0x100, &c), -EFAULT);
+        cr_expect_eq(py_code_read(l, fake_read, &reads, 0x100, CODE_TYPE, &c), -EFAULT);
         /* A name that is not a compact str. */
         fake_code(l);
         put32(512 + l->str_state, 0);
-        cr_expect_eq(py_code_read(l, fake_read, &reads, BASE, &c), -EBADMSG);
+        cr_expect_eq(py_code_read(l, fake_read, &reads, BASE, CODE_TYPE, &c), -EBADMSG);
         /* "ascii" with a byte past 127. */
         fake_code(l);
         mem[512 + l->str_ascii_data] = 0xff;
-        cr_expect_eq(py_code_read(l, fake_read, &reads, BASE, &c), -EBADMSG);
+        cr_expect_eq(py_code_read(l, fake_read, &reads, BASE, CODE_TYPE, &c), -EBADMSG);
+        /* An object of another type. */
+        fake_code(l);
+        put64(l->object_type, CODE_TYPE + 8);
+        cr_expect_eq(py_code_read(l, fake_read, &reads, BASE, CODE_TYPE, &c), -EBADMSG);
+        cr_expect_eq(py_code_read(l, fake_read, &reads, BASE, 0, &c), 0, "the type not checked");
+        py_code_done(&c);
         /* A line table too long. */
         fake_code(l);
         put64(1536 + l->bytes_size, (uint64_t) PY_LINETABLE_MAX + 1);
-        cr_expect_eq(py_code_read(l, fake_read, &reads, BASE, &c), -EBADMSG);
+        cr_expect_eq(py_code_read(l, fake_read, &reads, BASE, CODE_TYPE, &c), -EBADMSG);
         /* A name far longer than kept: read up to PY_NAME_MAX only (then
          * the read goes past the fake memory: -EFAULT, not a crash). */
         fake_code(l);
         put64(512 + l->str_length, 1u << 19);
-        int r = py_code_read(l, fake_read, &reads, BASE, &c);
+        int r = py_code_read(l, fake_read, &reads, BASE, CODE_TYPE, &c);
         cr_expect(r == 0 || r == -EFAULT);
         if (r == 0) {
                 cr_expect_leq(strlen(c.qualname), PY_NAME_MAX);
