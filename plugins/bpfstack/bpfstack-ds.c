@@ -328,7 +328,8 @@ static int setup(struct bpfstack_session *s) {
                 return r;
         if ((r = pl->api->new_writer(pl->host, s->inst.id, &s->on.writer)) < 0 ||
             (r = pl->api->new_writer(pl->host, s->inst.id, &s->off.writer)) < 0 ||
-            (s->tables && (r = pl->api->new_writer(pl->host, s->inst.id, &s->counters_writer)) < 0))
+            ((s->tables || c->python_frames) &&
+             (r = pl->api->new_writer(pl->host, s->inst.id, &s->counters_writer)) < 0))
                 return r;
         /* Track uuids of this instance: distinct from other instances'. */
         s->counters_uuid = (s->inst.id * 0x9E3779B97F4A7C15u) & ~(uint64_t) 0xff;

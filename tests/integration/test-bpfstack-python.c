@@ -236,6 +236,12 @@ static void check_python_with(const char *python, const char *comm, bool start_d
         snprintf(found, sizeof(found), "pid %d runs CPython 3.11 ", (int) r.pid);
         cr_assert_eq(fixture_log_count(&inst, found, "code objects checked against PyCode_Type"), 1,
                      "the interpreter and PyCode_Type were found once");
+        int64_t procs = 0, walked = 0;
+        cr_assert(counter_value(&c, "linux.bpf_stack python: processes with Python frames", &procs) && procs >= 1,
+                  "the trace counts the processes with Python frames");
+        cr_assert(counter_value(&c, "linux.bpf_stack python: samples with Python frames walked", &walked) &&
+                          (size_t) walked >= on_right,
+                  "the trace counts the samples walked: %lld", (long long) walked);
         cr_assert_geq(on, 20, "on-CPU samples of python3.11: %zu", on);
         cr_assert_geq(on_right * 100, on * 95, "only %zu of %zu on-CPU samples carry the Python frames in order",
                       on_right, on);
@@ -340,6 +346,11 @@ Test(bpfstack_python, an_unknown_version_is_said_once_and_stays_native) {
         cr_assert_gt(native, 0, "its stacks stay native");
         cr_assert_eq(times, 1, "said once in the log: %u", times);
         cr_assert(stats && strstr(stats, " 1 with a layout not known"), "counted: %s", stats ? stats : "");
+        int64_t unknown = 0;
+        cr_assert(counter_value(&c, "linux.bpf_stack python: CPython processes left native (layout not known)",
+                                &unknown) &&
+                          unknown == 1,
+                  "the trace counts it: %lld", (long long) unknown);
         free(stats);
         collect_free(&c);
 }
