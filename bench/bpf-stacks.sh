@@ -148,6 +148,11 @@ busy() {
         workload_wait
 }
 
+py_samples() { # "samples lost" of the last recording, from tracectl report
+        "$build/tracectl" report "$work/t.pftrace" 2>/dev/null | awk '
+                /^# Samples:/ { n = $3 } /^# Lost:/ { l = $3 } END { print n + 0, l + 0 }'
+}
+
 pyframes_start() { # two python3 running pyframes-busy.py, one with two threads, for $duration seconds
         spawn timeout "$duration" python3 "$src/tests/data/pyframes-busy.py"
         workload_pids=$spawned_pid
@@ -352,12 +357,21 @@ case " $what " in
                 : >"$work/traced.rows"
                 : >"$work/no-py.rows"
                 r=0
+                : >"$work/traced.samples"
+                : >"$work/no-py.samples"
                 while [ $r -lt "$rounds" ]; do
                         run_traced "frequency: $hz off_cpu: false" pyframes >>"$work/traced.rows"
+                        py_samples >>"$work/traced.samples"
                         run_traced "frequency: $hz off_cpu: false python_frames: false" pyframes >>"$work/no-py.rows"
+                        py_samples >>"$work/no-py.samples"
                         r=$((r + 1))
                 done
                 table "python ${hz}Hz" traced no-py
+                for tool in traced no-py; do
+                        printf "%-14s %-9s samples kept, records lost in the ring (min/med/max): %s, %s\n" \
+                                "python ${hz}Hz" $tool "$(cut -d' ' -f1 "$work/$tool.samples" | stats | tr ' ' /)" \
+                                "$(cut -d' ' -f2 "$work/$tool.samples" | stats | tr ' ' /)"
+                done
         done
         ;;
 esac
