@@ -52,26 +52,20 @@ void py_proc_counts(const struct py_proc *pp, uint64_t *ret_read, uint64_t *ret_
         *ret_unreadable = pp->unreadable;
 }
 
-/* Where symbol name of the file mapped at m is in p's memory. */
+/* Where symbol name of the file mapped at m is in p's memory: the file's
+ * segments keep their distances when mapped, so the mapping m (of
+ * whichever segment: the kernel's notes tell of executable mappings
+ * only, and _PyRuntime is in the data) gives the load bias. */
 static bool symbol_address(struct symbolizer *sym, const struct proc_info *p, const struct pmap *m, const char *name,
                            uint64_t *ret) {
         struct elf_image *img = symbolizer_image(sym, p, m);
         size_t size;
         const uint8_t *data = img ? elf_image_data(img, &size) : NULL;
-        uint64_t vaddr, off;
-        if (!data || py_elf_symbol(data, size, name, &vaddr) < 0 || !elf_image_vaddr_to_offset(img, vaddr, &off))
+        uint64_t vaddr, at;
+        if (!data || py_elf_symbol(data, size, name, &vaddr) < 0 || !elf_image_offset_to_vaddr(img, m->pgoff, &at))
                 return false;
-        /* The mapping of the same file holding that offset (the data
-         * segment, mapped apart from the code). */
-        for (size_t k = 0; k < p->maps.n; k++) {
-                const struct pmap *o = &p->maps.v[k];
-                if (o->inode == m->inode && o->dev_major == m->dev_major && o->dev_minor == m->dev_minor &&
-                    !strcmp(o->path, m->path) && off >= o->pgoff && off - o->pgoff < o->end - o->start) {
-                        *ret = o->start + (off - o->pgoff);
-                        return true;
-                }
-        }
-        return false;
+        *ret = vaddr + (m->start - at);
+        return true;
 }
 
 /* The interpreter's state is in whichever of the process's CPython files

@@ -26,7 +26,9 @@
 
 /* A process's state, as its proc_info's userdata. */
 struct py_state {
-        uint32_t generation; /* the proc_info generation it was made for */
+        uint32_t generation;   /* the proc_info generation it was made for */
+        uint32_t maps_version; /* and its maps' version (a process without CPython is looked at again when
+                                  they change: a dlopen of libpython) */
         struct py_proc *pp;
         uint64_t codes_read, codes_unreadable; /* counted into the session so far */
 };
@@ -91,7 +93,8 @@ static void take(struct bpfstack_session *s, const struct proc_info *p, struct p
 /* The process's state for its current exec; NULL when out of memory. */
 static struct py_state *py_state(struct bpfstack_session *s, struct proc_info *p) {
         struct py_state *st = p->userdata;
-        if (st && st->generation == p->generation)
+        if (st && st->generation == p->generation &&
+            (st->maps_version == p->maps_version || (st->pp && py_proc_info(st->pp)->kind != PY_NOT)))
                 return st;
         if (!st) {
                 st = calloc(1, sizeof(*st));
@@ -100,7 +103,7 @@ static struct py_state *py_state(struct bpfstack_session *s, struct proc_info *p
                 p->userdata = st;
         }
         py_proc_free(st->pp);
-        *st = (struct py_state){.generation = p->generation};
+        *st = (struct py_state){.generation = p->generation, .maps_version = p->maps_version};
         if (py_proc_new(&s->sym, p, &st->pp) < 0)
                 return st;
         take(s, p, st->pp);

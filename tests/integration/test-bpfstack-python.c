@@ -198,9 +198,10 @@ static void check_python_with(const char *python, const char *comm, bool start_d
                 size_t under;
                 bool right = python_stack_right_under(s, inner, sizeof(inner), &under);
                 /* Started during the recording: its samples count from the
-                 * first with the script's frames (the interpreter's start
-                 * runs no script, and its first samples may come before
-                 * the plugin has looked at it). */
+                 * first with the script's frames (the interpreter's start,
+                 * or pydlopen's before it loads libpython, runs no script,
+                 * and its first samples may come before the plugin has
+                 * looked at it). */
                 if (!begun && !(right && inner[0])) {
                         before++;
                         continue;
@@ -269,6 +270,17 @@ static void check_python_with(const char *python, const char *comm, bool start_d
 
 static void check_python(bool start_during, bool threads) {
         check_python_with(PYTHON, "python3.11", start_during, threads);
+}
+
+/* CPython loaded late: tests/bpfstack/pydlopen, started during the
+ * recording, runs on the CPU for half a second (sampled, looked at: no
+ * interpreter) before it dlopen()s libpython3.11.so and runs the script:
+ * the plugin looks at it again when its maps change. */
+Test(bpfstack_python, frames_of_a_program_loading_libpython_by_dlopen) {
+        const char *late = BPFSTACK_TEST_BIN_DIR "/pydlopen";
+        if (access(late, X_OK) < 0)
+                SKIP("no %s: libpython's development files (python3-dev) were missing at configure", late);
+        check_python_with(late, "pydlopen", true, false);
 }
 
 /* CPython as a shared library: tests/bpfstack/pyembed runs the script
