@@ -71,6 +71,13 @@
 # and the cached recording's compile time as a share of the uncached one's
 # in the same round (target: 10 %).
 #
+# CPython frames (WHAT=python), at each rate: two python3 running
+# tests/data/pyframes-busy.py (fib under main -> loop -> work; one of
+# them with a second thread), sampled on CPU by linux.bpf_stack with its
+# Python frames (the default) and with python_frames: false, ROUNDS
+# rounds each: the BPF run time per sample and the CPU per sample of
+# both, and their ratio (target: at most 1.5).
+#
 # bcc compiles its programs against the running kernel's headers; on a
 # kernel without them set BCC_KERNEL_SOURCE to the closest headers (the
 # numbers are then indicative: offcputime reads task_struct fields at the
@@ -80,8 +87,8 @@
 #   ../bench/bpf-stacks.sh [HZ...]          (default: 99 999)
 # Environment: DURATION (default 10, at least 5), ROUNDS (default 3),
 #              PIPE_LOOPS (default 2000000), WHAT (default "on off unwind
-#              crowd": which of the on-CPU, off-CPU, unwinding and crowd
-#              runs to make), SLEEPERS (100), BUILD_JOBS (2).
+#              crowd python": which of the on-CPU, off-CPU, unwinding,
+#              crowd and CPython runs to make), SLEEPERS (100), BUILD_JOBS (2).
 # Not part of make check.
 set -eu
 
@@ -90,11 +97,13 @@ build=$(pwd)
 . "$(cd "$(dirname "$0")" && pwd)/lib.sh"
 [ -x "$build/traced" ] && [ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
 rates=${*:-99 999}
-what=${WHAT:-on off unwind crowd}
+what=${WHAT:-on off unwind crowd python}
+src=$(cd "$(dirname "$0")/.." && pwd)
 # The peers for on, off and unwind; the crowd needs a compiler.
 tools="python3"
 case " $what " in *" on "* | *" off "* | *" unwind "*) tools="$tools bpftool bpftrace perf" ;; esac
 case " $what " in *" crowd "*) tools="$tools cc" ;; esac
+case " $what " in *" python "*) tools="$tools bpftool" ;; esac
 for t in $tools; do
         command -v $t >/dev/null || { echo "needs $t (Debian: bpftool bpftrace python3 linux-perf gcc)" >&2; exit 2; }
 done
@@ -137,6 +146,18 @@ pipes_start() { # the off-CPU workload: until done, at most $duration seconds
 busy() {
         busy_start
         workload_wait
+}
+
+py_samples() { # "samples lost" of the last recording, from tracectl report
+        "$build/tracectl" report "$work/t.pftrace" 2>/dev/null | awk '
+                /^# Samples:/ { n = $3 } /^# Lost:/ { l = $3 } END { print n + 0, l + 0 }'
+}
+
+pyframes_start() { # two python3 running pyframes-busy.py, one with two threads, for $duration seconds
+        spawn timeout "$duration" python3 "$src/tests/data/pyframes-busy.py"
+        workload_pids=$spawned_pid
+        spawn timeout "$duration" python3 "$src/tests/data/pyframes-busy.py" -1 threads
+        workload_pids="$workload_pids $spawned_pid"
 }
 
 pipes() {
@@ -328,6 +349,32 @@ for hz in $rates; do
         done
         table "on-CPU ${hz}Hz" traced bpftrace bcc
 done
+case " $what " in
+*" python "*)
+        printf "%-14s %-9s %-24s %-24s %-24s\n" run tool "bpf_ns/run min/med/max" "cpu_us/run min/med/max" \
+                "cpu% min/med/max"
+        for hz in $all_rates; do
+                : >"$work/traced.rows"
+                : >"$work/no-py.rows"
+                r=0
+                : >"$work/traced.samples"
+                : >"$work/no-py.samples"
+                while [ $r -lt "$rounds" ]; do
+                        run_traced "frequency: $hz off_cpu: false" pyframes >>"$work/traced.rows"
+                        py_samples >>"$work/traced.samples"
+                        run_traced "frequency: $hz off_cpu: false python_frames: false" pyframes >>"$work/no-py.rows"
+                        py_samples >>"$work/no-py.samples"
+                        r=$((r + 1))
+                done
+                table "python ${hz}Hz" traced no-py
+                for tool in traced no-py; do
+                        printf "%-14s %-9s samples kept, records lost in the ring (min/med/max): %s, %s\n" \
+                                "python ${hz}Hz" $tool "$(cut -d' ' -f1 "$work/$tool.samples" | stats | tr ' ' /)" \
+                                "$(cut -d' ' -f2 "$work/$tool.samples" | stats | tr ' ' /)"
+                done
+        done
+        ;;
+esac
 unwind_runs() {
         [ -x "$build/tracectl" ] || return 0
         # Each tool's stacks, parsed: "share_to_main_or_start median_frames samples".

@@ -14,7 +14,7 @@ bpftool
 clang llvm lld libclang-rt-14-dev
 libselinux1-dev selinux-policy-dev selinux-policy-default setools semodule-utils bzip2
 mandoc man-db procps bash-completion
-python3-minimal python3-protobuf nodejs openjdk-17-jdk-headless
+python3-minimal python3-dev python3-protobuf nodejs openjdk-17-jdk-headless
 abigail-tools
 debuginfod golang-go
 "

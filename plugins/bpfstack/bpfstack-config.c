@@ -72,6 +72,7 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                 .walk_tables = true,
                 .unwind_rows = BPFSTACK_DEFAULT_UNWIND_ROWS,
                 .unwind_procs = BPFSTACK_DEFAULT_UNWIND_PROCS,
+                .python_frames = true,
         };
         int r = 0;
         err[0] = '\0';
@@ -169,6 +170,8 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                         }
                         c.unwind_procs = b->unwind_processes;
                 }
+                if (b->has_python_frames)
+                        c.python_frames = b->python_frames;
                 for (size_t k = 0; k < b->n_filter; k++)
                         if ((r = add_filter(&c, b->filter[k], err, en)) < 0)
                                 goto out;
@@ -188,6 +191,10 @@ int bpfstack_config_parse(const uint8_t *buf, size_t size, struct bpfstack_confi
                 r = config_error(err, en, "kernel_frames, user_frames: both off, no stacks to record");
                 goto out;
         }
+        /* Python frames are user frames: none without them (and no
+         * process looked at for them). */
+        if (!c.user_frames)
+                c.python_frames = false;
         *ret = c;
 out:
         perfetto__protos__data_source_config__free_unpacked(ds, NULL);
@@ -199,7 +206,10 @@ int bpfstack_record_decode(const void *data, size_t size, struct bpfstack_record
                 return -EBADMSG;
         memcpy(ret, data, sizeof(*ret));
         if (ret->n_uframes > BPFSTACK_MAX_DEPTH || (ret->n_uframes > 0 && ret->ustack_id != BPFSTACK_USTACK_WALKED) ||
-            size != sizeof(*ret) + (size_t) ret->n_uframes * sizeof(uint64_t) || ret->ustop >= BPFSTACK_STOP_MAX)
+            ret->n_pyframes > BPFSTACK_MAX_PYFRAMES ||
+            size != sizeof(*ret) + (size_t) ret->n_uframes * sizeof(uint64_t) +
+                            (size_t) ret->n_pyframes * sizeof(struct bpfstack_pyframe) ||
+            ret->ustop >= BPFSTACK_STOP_MAX || ret->pystop >= BPFSTACK_PY_MAX)
                 return -EBADMSG;
         if (ret->kind != BPFSTACK_ON_CPU && ret->kind != BPFSTACK_OFF_CPU)
                 return -EBADMSG;

@@ -39,6 +39,7 @@ struct bpfstack_config {
         char btf_path[256];
         bool walk_tables; /* user_unwind: DWARF_TABLES */
         uint32_t unwind_rows, unwind_procs;
+        bool python_frames; /* CPython's frames in place of its evaluation frames */
 };
 
 /* Parses a serialized DataSourceConfig. On error returns -EINVAL and the

@@ -273,8 +273,9 @@ static void cs_cache_add(struct bpfstack_session *s, const struct bpfstack_recor
  * *cacheable when the result depends on nothing but the key (the
  * process's maps were read and held the innermost user frame). */
 static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, const struct bpfstack_record *rec,
-                                 const uint64_t *walked, uint64_t *leaf, bool *cacheable) {
-        uint64_t kern[BPFSTACK_MAX_DEPTH], frames[2 * BPFSTACK_MAX_DEPTH];
+                                 const uint64_t *walked, const struct bpfstack_pyframe *py, uint64_t *leaf,
+                                 bool *cacheable) {
+        uint64_t kern[BPFSTACK_MAX_DEPTH], frames[2 * BPFSTACK_MAX_DEPTH + BPFSTACK_MAX_PYFRAMES];
         size_t n_kern = read_stack(s, rec->kstack_id), n = 0;
         memcpy(kern, s->stack_buf, n_kern * sizeof(uint64_t));
         size_t n_user = walked ? rec->n_uframes : read_stack(s, rec->ustack_id);
@@ -292,12 +293,12 @@ static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, cons
                         *cacheable = false;
         }
         uint64_t jit_unnamed = s->sym.jit_unnamed;
-        for (size_t k = n_user; k-- > 0;) {
-                /* Return addresses but the innermost: the call is the byte before. */
-                uint64_t f = symbolizer_user_frame(&s->sym, q->iw, p, k > 0 ? user[k] - 1 : user[k]);
-                if (f)
-                        frames[n++] = f;
+        if (rec->n_pyframes > 0 && !p) {
+                p = proc_table_get(s->procs, (int) rec->pid);
+                if (p && p->maps_unreadable)
+                        p = NULL;
         }
+        n = bpfstack_py_user_frames(s, q->iw, p, user, n_user, py, rec->n_pyframes, frames);
         /* Generated code its runtime has not named yet may be named at the
          * next sample. */
         if (s->sym.jit_unnamed != jit_unnamed)
@@ -437,7 +438,8 @@ static void name_task(struct bpfstack_session *s, struct seq *q, const struct bp
         seq_end_packet(s, q, &pkt);
 }
 
-static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec, const uint64_t *walked) {
+static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec, const uint64_t *walked,
+                   const struct bpfstack_pyframe *py) {
         struct seq *q = rec->kind == BPFSTACK_ON_CPU ? &s->on : &s->off;
         name_task(s, q, rec);
         seq_defaults_packet(s, q);
@@ -447,7 +449,13 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
          * pc is in none of them. */
         if (rec->ustop == BPFSTACK_STOP_NO_MAPPING && walked && rec->n_uframes > 0)
                 check_new_mapping(s, rec->pid, walked[rec->n_uframes - 1], rec->kind == BPFSTACK_ON_CPU);
+        if (rec->pystop == BPFSTACK_PY_NONE && s->cfg.python_frames)
+                bpfstack_py_seen(s, rec->pid);
+        else
+                s->py_stops[rec->pystop]++;
         uint64_t uhash = walked ? frames_hash(walked, rec->n_uframes) : 0;
+        if (rec->n_pyframes > 0)
+                uhash ^= frames_hash((const uint64_t *) py, 2 * (size_t) rec->n_pyframes) * 0x9E3779B97F4A7C15u;
         uint64_t callstack, leaf;
         struct cs_cache_entry *e = cs_cache_find(s, rec, uhash);
         if (e) {
@@ -456,7 +464,7 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
                 s->cs_hits++;
         } else {
                 bool cacheable;
-                callstack = record_callstack(s, q, rec, walked, &leaf, &cacheable);
+                callstack = record_callstack(s, q, rec, walked, py, &leaf, &cacheable);
                 s->cs_misses++;
                 if (cacheable)
                         cs_cache_add(s, rec, uhash, callstack, leaf);
@@ -511,10 +519,11 @@ int bpfstack_on_record(void *ctx, void *data, size_t size) {
         /* The processes as they were when the sample was taken. */
         if (s->notes)
                 perf_notes_apply(s->notes, s->procs, rec.ts);
-        /* The frames follow the record, 8-byte aligned in the ring. */
-        handle(s, &rec,
-               rec.ustack_id == BPFSTACK_USTACK_WALKED ? (const uint64_t *) ((const uint8_t *) data + sizeof(rec))
-                                                       : NULL);
+        /* The frames follow the record, 8-byte aligned in the ring: the
+         * walked user frames, then the Python frames. */
+        const uint64_t *trailer = (const uint64_t *) ((const uint8_t *) data + sizeof(rec));
+        handle(s, &rec, rec.ustack_id == BPFSTACK_USTACK_WALKED ? trailer : NULL,
+               (const struct bpfstack_pyframe *) (trailer + rec.n_uframes));
         return s->asked && s->slice_end && now_ns() >= s->slice_end ? SLICE_END : 0;
 }
 
@@ -555,6 +564,7 @@ static void housekeeping(struct bpfstack_session *s, uint64_t now_boot) {
                  * read maps again as needed. */
                 struct proc_table *t;
                 if (proc_table_new(NULL, &t) == 0) {
+                        proc_table_set_free_userdata(t, bpfstack_py_proc_free);
                         proc_table_free(s->procs);
                         s->procs = t;
                         s->sym.procs = t;

@@ -166,13 +166,17 @@ static int open_load(struct bpfstack_session *s, uint64_t cgroup_id, bool btf_tp
         bool walk = c->walk_tables && c->user_frames;
         ro->walk_user = walk;
         ro->max_depth = c->max_depth;
+        bool py = c->python_frames && c->user_frames;
+        ro->want_python = py;
         if ((r = bpf_map__set_max_entries(s->skel->maps.unwind_rows, walk ? c->unwind_rows : 1)) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.unwind_pages, walk ? UNWIND_PAGES(c) : 1)) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.unwind_procs, walk ? c->unwind_procs : 1)) < 0 ||
-            (r = bpf_map__set_max_entries(s->skel->maps.out_ustack, walk && c->off_cpu ? OUT_USTACKS : 1)) < 0)
+            (r = bpf_map__set_max_entries(s->skel->maps.out_ustack, (walk || py) && c->off_cpu ? OUT_USTACKS : 1)) <
+                    0 ||
+            (r = bpf_map__set_max_entries(s->skel->maps.py_procs, py ? c->unwind_procs : 1)) < 0)
                 return r;
-        (void) bpf_program__set_autoload(s->skel->progs.on_exec, walk);
-        (void) bpf_program__set_autoload(s->skel->progs.on_exit, walk);
+        (void) bpf_program__set_autoload(s->skel->progs.on_exec, walk || py);
+        (void) bpf_program__set_autoload(s->skel->progs.on_exit, walk || py);
         if ((r = bpf_map__set_value_size(s->skel->maps.stacks, c->max_depth * sizeof(uint64_t))) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.stacks, c->stack_map_entries)) < 0 ||
             (r = bpf_map__set_max_entries(s->skel->maps.records, c->ring_buffer_kb * 1024u)) < 0)
@@ -216,6 +220,7 @@ static int setup(struct bpfstack_session *s) {
 
         if ((r = proc_table_new(NULL, &s->procs)) < 0 || (r = elf_cache_new(NULL, &s->elves)) < 0)
                 return r;
+        proc_table_set_free_userdata(s->procs, bpfstack_py_proc_free);
         s->sym = (struct symbolizer){.procs = s->procs, .elves = s->elves};
         if (c->user_frames && (r = perf_notes_new(CLOCK_BOOTTIME, NOTES_RING_PAGES, &s->notes)) < 0)
                 plugin_log(pl, TRACED_LOG_WARNING,
@@ -281,6 +286,8 @@ static int setup(struct bpfstack_session *s) {
                                    id, strerror(-r));
                         return r;
                 }
+        }
+        if (s->tables || (c->python_frames && c->user_frames)) {
                 if (!(s->exec_link = bpf_program__attach(s->skel->progs.on_exec)) ||
                     !(s->exit_link = bpf_program__attach(s->skel->progs.on_exit))) {
                         r = -errno;
@@ -290,6 +297,10 @@ static int setup(struct bpfstack_session *s) {
                         return r;
                 }
         }
+        /* The CPython processes running now get their entries before
+         * their first samples. */
+        if (c->python_frames && c->user_frames)
+                bpfstack_py_scan(s);
 
         /* Timebases: what each sequence's samples count. */
         _cleanup_(pb_buf_done) struct pb_buf b = {};
@@ -317,7 +328,8 @@ static int setup(struct bpfstack_session *s) {
                 return r;
         if ((r = pl->api->new_writer(pl->host, s->inst.id, &s->on.writer)) < 0 ||
             (r = pl->api->new_writer(pl->host, s->inst.id, &s->off.writer)) < 0 ||
-            (s->tables && (r = pl->api->new_writer(pl->host, s->inst.id, &s->counters_writer)) < 0))
+            ((s->tables || c->python_frames) &&
+             (r = pl->api->new_writer(pl->host, s->inst.id, &s->counters_writer)) < 0))
                 return r;
         /* Track uuids of this instance: distinct from other instances'. */
         s->counters_uuid = (s->inst.id * 0x9E3779B97F4A7C15u) & ~(uint64_t) 0xff;
@@ -454,6 +466,20 @@ static void stop_session(struct bpfstack_session *s) {
                    (unsigned long long) s->bad_records, (unsigned long long) s->packets_dropped,
                    (unsigned long long) s->cs_hits,
                    (unsigned long long) (s->cs_hits + s->cs_misses));
+        if (s->cfg.python_frames && s->cfg.user_frames) {
+                const uint64_t *y = s->py_stops;
+                plugin_log(s->pl, TRACED_LOG_INFO,
+                           "linux.bpf_stack instance %llu: CPython: %llu processes with Python frames, %llu with a "
+                           "layout not known (stacks native), %llu refused by the map; samples: %llu walked whole, "
+                           "%llu at %u frames, %llu of threads not running Python, %llu unreadable; %llu stacks "
+                           "merged, %llu code objects read (%llu unreadable)",
+                           (unsigned long long) s->inst.id, (unsigned long long) s->py_procs,
+                           (unsigned long long) s->py_unknown, (unsigned long long) s->py_map_full,
+                           (unsigned long long) y[BPFSTACK_PY_END], (unsigned long long) y[BPFSTACK_PY_DEPTH],
+                           BPFSTACK_MAX_PYFRAMES, (unsigned long long) y[BPFSTACK_PY_NO_THREAD],
+                           (unsigned long long) y[BPFSTACK_PY_FAULT], (unsigned long long) s->py_samples,
+                           (unsigned long long) s->py_codes_read, (unsigned long long) s->py_code_unreadable);
+        }
         if (s->tables) {
                 struct unwind_stats u;
                 unwind_tables_stats(s->tables, &u);

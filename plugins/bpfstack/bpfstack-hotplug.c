@@ -64,21 +64,29 @@ uint64_t bpfstack_boottime_ns(void) {
         return (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec;
 }
 
-/* The unwind counters, at most once a second (and at the end): each one
- * whose value changed, all of them the first time. */
+/* The unwind counters (with unwind tables) and the CPython ones (with
+ * Python frames), at most once a second (and at the end): each one whose
+ * value changed, all of them the first time. */
 void bpfstack_write_counters(struct bpfstack_session *s, bool final) {
-        if (!s->tables || !s->counters_writer)
+        if (!s->counters_writer)
                 return;
         uint64_t now = bpfstack_boottime_ns();
         if (!final && now < s->counters_next_ns)
                 return;
         s->counters_next_ns = now + 1000000000u;
-        struct unwind_stats st;
-        unwind_tables_stats(s->tables, &st);
+        struct unwind_stats st = {};
+        if (s->tables)
+                unwind_tables_stats(s->tables, &st);
         int64_t v[UNWIND_COUNTER_MAX];
         unwind_counters_values(&st, s->stops, s->counters_seen[BPFSTACK_CNT_USTACK_FULL], v);
+        v[UNWIND_COUNTER_PY_PROCESSES] = (int64_t) s->py_procs;
+        v[UNWIND_COUNTER_PY_UNKNOWN] = (int64_t) s->py_unknown;
+        v[UNWIND_COUNTER_PY_SAMPLES] = (int64_t) (s->py_stops[BPFSTACK_PY_END] + s->py_stops[BPFSTACK_PY_DEPTH]);
         const struct traced_host_api *api = s->pl->api;
         for (unsigned k = 0; k < UNWIND_COUNTER_MAX; k++) {
+                bool py = k >= UNWIND_COUNTER_PY_PROCESSES;
+                if ((py && !s->cfg.python_frames) || (!py && !s->tables))
+                        continue;
                 if (s->counters_described && v[k] == s->counters_sent[k])
                         continue;
                 /* The descriptor again with each value: a ring buffer may

@@ -124,6 +124,9 @@ struct bpfstack_session {
         uint64_t lost_unreported;
         uint64_t samples_on, samples_off, blocked_ns, bad_records, stacks_missing, procs_gone, stacks_collected;
         uint64_t packets_dropped; /* writes refused (shared memory full): interning started over */
+        /* CPython frames (bpfstack-python.c) */
+        uint64_t py_procs, py_unknown, py_map_full, py_samples, py_codes_read, py_code_unreadable;
+        uint64_t py_stops[BPFSTACK_PY_MAX];
 };
 
 /* bpfstack-drain.c */
@@ -148,6 +151,22 @@ void bpfstack_on_notes(int fd, uint32_t revents, void *userdata);
 /* Both sequences forget what they interned: their next packets carry
  * SEQ_INCREMENTAL_STATE_CLEARED and intern (emit) anew what they use. */
 void bpfstack_clear_interned(struct bpfstack_session *s);
+
+/* bpfstack-python.c */
+/* Process pid sampled: looked at once per exec, its py_procs entry
+ * written when it runs a CPython we know. */
+void bpfstack_py_seen(struct bpfstack_session *s, uint32_t pid);
+/* The CPython processes running now (by their executable). */
+void bpfstack_py_scan(struct bpfstack_session *s);
+/* Frees a process's state (the process table's free_userdata). */
+void bpfstack_py_proc_free(void *userdata);
+/* The interned user frames of a sample into out, outermost first: the
+ * native frames (user, innermost first) with the Python frames (py)
+ * in place of the interpreter's evaluation frames when p runs a CPython
+ * we know. out has room for n_user + n_py frames. Returns the count. */
+size_t bpfstack_py_user_frames(struct bpfstack_session *s, struct intern_writer *iw, struct proc_info *p,
+                               const uint64_t *user, size_t n_user, const struct bpfstack_pyframe *py, size_t n_py,
+                               uint64_t *out);
 
 /* bpfstack-prewarm.c */
 /* Queues the files of the processes running now for compiling, and the

@@ -45,6 +45,8 @@ const volatile bool on_cpu_wakeups = true;
  * pointers, by bpf_get_stackid). */
 const volatile bool walk_user = false;
 const volatile __u32 max_depth = BPFSTACK_MAX_DEPTH;
+/* CPython frames of the processes in py_procs. */
+const volatile bool want_python = false;
 
 /* Sizes are set by the plugin before load (max depth, entries). */
 struct {
@@ -106,11 +108,21 @@ struct {
         __uint(max_entries, 1);
 } out_ustack SEC(".maps");
 
+/* The CPython processes: where their interpreter state is (set by the
+ * plugin when it first sees them). */
+struct {
+        __uint(type, BPF_MAP_TYPE_HASH);
+        __type(key, __u32); /* thread group id */
+        __type(value, struct bpfstack_pyproc);
+        __uint(max_entries, 1024);
+} py_procs SEC(".maps");
+
 /* Where a record with walked frames is put together before it is sent. */
 struct scratch {
         struct bpfstack_record rec;
-        __u64 frames[BPFSTACK_MAX_DEPTH]; /* sent right after rec */
-        struct bpfstack_ustack u;          /* what out_ustack keeps */
+        __u64 frames[256 + 1]; /* sent right after rec: user, then Python frames (BPFSTACK_MAX_TRAILER) */
+        struct bpfstack_ustack u;            /* what out_ustack keeps */
+        __u8 pyframe[BPFSTACK_PY_FRAME_READ + 8]; /* one _PyInterpreterFrame as read */
 };
 
 struct {
@@ -396,21 +408,142 @@ static __always_inline __u32 walk_user_stack(struct task_struct *t, __u32 pid, _
         return w.n;
 }
 
-/* The bytes of n <= BPFSTACK_MAX_DEPTH frames, bounded where the verifier
- * sees it (clang would otherwise test a copy of n and use another). */
+/* The bytes of n <= BPFSTACK_MAX_TRAILER __u64, bounded where the
+ * verifier sees it (clang would otherwise test a copy of n and use
+ * another). */
 static __always_inline __u64 frames_len(__u32 n) {
         __u64 len = (__u64) n * sizeof(__u64);
-        asm volatile("%[len] &= 0x3ff" : [len] "+r"(len));
+        asm volatile("%[len] &= 0x7ff" : [len] "+r"(len));
         return len;
 }
 
-/* Sends the scratch record with its n walked frames. */
-static __always_inline void send_walked(struct scratch *sc, __u32 n, __u64 flags) {
+/* Sends the scratch record with its n walked frames and n_py Python
+ * frames (after them). */
+static __always_inline void send_walked(struct scratch *sc, __u32 n, __u32 n_py, __u64 flags) {
         if (n > BPFSTACK_MAX_DEPTH)
                 n = BPFSTACK_MAX_DEPTH;
+        if (n_py > BPFSTACK_MAX_PYFRAMES)
+                n_py = BPFSTACK_MAX_PYFRAMES;
         sc->rec.n_uframes = (__u16) n;
-        if (bpf_ringbuf_output(&records, sc, frames_len(n) + sizeof(sc->rec), flags) < 0)
+        sc->rec.n_pyframes = (__u16) n_py;
+        if (bpf_ringbuf_output(&records, sc, frames_len(n + 2 * n_py) + sizeof(sc->rec), flags) < 0)
                 count(BPFSTACK_CNT_RING_LOST);
+}
+
+/* --- CPython frames ---------------------------------------------------------- */
+
+struct pywalk {
+        const struct bpfstack_pyproc *pp;
+        __u32 tid;
+        bool started;
+        __u64 interp, ts, found; /* the thread search */
+        __u64 frame;             /* the frame walk */
+        __u32 base, n;           /* frames go to scratch's frames[base + 2 * k] */
+        __u8 stop;
+};
+
+/* One thread state of the search for w->tid; 1 ends it. */
+static long py_thread_step(__u32 i, void *ctx) {
+        struct pywalk *w = ctx;
+        const struct bpfstack_pyproc *pp = w->pp;
+        if (!w->ts) {
+                /* The next interpreter's threads. */
+                __u64 at = w->started ? w->interp + pp->interp_next : pp->runtime + pp->runtime_interp_head;
+                if (w->started && !w->interp)
+                        return 1;
+                w->started = true;
+                if (bpf_probe_read_user(&w->interp, sizeof(w->interp), (const void *) at) < 0 || !w->interp)
+                        return 1;
+                if (bpf_probe_read_user(&w->ts, sizeof(w->ts), (const void *) (w->interp + pp->interp_threads_head)) <
+                    0)
+                        return 1;
+                return 0;
+        }
+        __u64 tid = 0;
+        if (bpf_probe_read_user(&tid, sizeof(tid), (const void *) (w->ts + pp->tstate_native_tid)) < 0)
+                return 1;
+        if ((__u32) tid == w->tid) {
+                w->found = w->ts;
+                return 1;
+        }
+        if (bpf_probe_read_user(&w->ts, sizeof(w->ts), (const void *) (w->ts + pp->tstate_next)) < 0)
+                return 1;
+        return 0;
+}
+
+/* The thread state of tid: the GIL holder's first (most samples of a
+ * busy Python thread), else by a bounded walk of the threads. 0: none. */
+static __always_inline __u64 py_thread_state(const struct bpfstack_pyproc *pp, __u32 tid) {
+        __u64 ts = 0, t = 0;
+        if (bpf_probe_read_user(&ts, sizeof(ts), (const void *) (pp->runtime + pp->runtime_tstate_current)) == 0 &&
+            ts && bpf_probe_read_user(&t, sizeof(t), (const void *) (ts + pp->tstate_native_tid)) == 0 &&
+            (__u32) t == tid)
+                return ts;
+        struct pywalk w = {.pp = pp, .tid = tid};
+        bpf_loop(BPFSTACK_PY_THREADS, py_thread_step, &w, 0);
+        return w.found;
+}
+
+/* One Python frame into scratch; 1 ends the walk. */
+static long py_frame_step(__u32 i, void *ctx) {
+        struct pywalk *w = ctx;
+        if (!w->frame) {
+                w->stop = BPFSTACK_PY_END;
+                return 1;
+        }
+        if (w->n >= BPFSTACK_MAX_PYFRAMES) {
+                w->stop = BPFSTACK_PY_DEPTH;
+                return 1;
+        }
+        __u32 zero = 0;
+        struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+        if (!sc)
+                return 1;
+        const struct bpfstack_pyproc *pp = w->pp;
+        __u32 size = pp->frame_size;
+        if (size == 0 || size > BPFSTACK_PY_FRAME_READ ||
+            bpf_probe_read_user(sc->pyframe, size, (const void *) w->frame) < 0) {
+                w->stop = BPFSTACK_PY_FAULT;
+                return 1;
+        }
+        __u64 code = *(__u64 *) (sc->pyframe + (pp->frame_code & (BPFSTACK_PY_FRAME_READ - 1)));
+        __u64 prev = *(__u64 *) (sc->pyframe + (pp->frame_previous & (BPFSTACK_PY_FRAME_READ - 1)));
+        __u64 instr = *(__u64 *) (sc->pyframe + (pp->frame_prev_instr & (BPFSTACK_PY_FRAME_READ - 1)));
+        __u8 entry = sc->pyframe[pp->frame_is_entry & (BPFSTACK_PY_FRAME_READ - 1)];
+        __u64 at = w->base + 2 * w->n;
+        if (at >= BPFSTACK_MAX_TRAILER - 1) {
+                w->stop = BPFSTACK_PY_DEPTH;
+                return 1;
+        }
+        /* Bounded where the verifier sees it (frames has room past it). */
+        asm volatile("%[at] &= 0xff" : [at] "+r"(at));
+        sc->frames[at] = code | (entry ? BPFSTACK_PY_ENTRY : 0);
+        sc->frames[at + 1] = instr;
+        w->n++;
+        w->frame = prev;
+        return 0;
+}
+
+/* Walks the Python frames of thread tid of a CPython process into
+ * scratch's frames from index base (after the user frames): their
+ * number, how the walk ended in *stop. */
+static __always_inline __u32 walk_python(const struct bpfstack_pyproc *pp, __u32 tid, __u32 base, __u8 *stop) {
+        *stop = BPFSTACK_PY_NO_THREAD;
+        __u64 ts = py_thread_state(pp, tid);
+        if (!ts)
+                return 0;
+        __u64 cframe = 0, frame = 0;
+        if (bpf_probe_read_user(&cframe, sizeof(cframe), (const void *) (ts + pp->tstate_cframe)) < 0 || !cframe ||
+            bpf_probe_read_user(&frame, sizeof(frame), (const void *) (cframe + pp->cframe_current_frame)) < 0) {
+                *stop = BPFSTACK_PY_FAULT;
+                return 0;
+        }
+        struct pywalk w = {.pp = pp, .frame = frame, .base = base};
+        bpf_loop(BPFSTACK_MAX_PYFRAMES + 1, py_frame_step, &w, 0);
+        *stop = w.stop ? w.stop : BPFSTACK_PY_DEPTH;
+        if (w.n)
+                count(BPFSTACK_CNT_PY_WALKED);
+        return w.n;
 }
 
 SEC("perf_event")
@@ -425,13 +558,16 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
         bpf_get_current_comm(comm, sizeof(comm));
         if (!wanted(pid, tid, comm, true))
                 return 0;
-        if (walk_user && want_user) {
+        const struct bpfstack_pyproc *pp = want_python ? bpf_map_lookup_elem(&py_procs, &pid) : NULL;
+        if ((walk_user && want_user) || pp) {
                 __u32 zero = 0;
                 struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
                 if (!sc)
                         return 0;
-                __u8 stop;
-                __u32 n = walk_user_stack(bpf_get_current_task_btf(), pid, &stop);
+                __u8 stop = BPFSTACK_STOP_NONE, pystop = BPFSTACK_PY_NONE;
+                __u32 n = 0, n_py = 0;
+                if (walk_user && want_user)
+                        n = walk_user_stack(bpf_get_current_task_btf(), pid, &stop);
                 struct bpfstack_record *r = &sc->rec;
                 r->ts = bpf_ktime_get_boot_ns();
                 r->blocked_ns = 0;
@@ -439,14 +575,23 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
                 r->tid = tid;
                 r->cpu = bpf_get_smp_processor_id();
                 r->kstack_id = stack_of(ctx, 0, want_kernel);
-                r->ustack_id = stop == BPFSTACK_STOP_NO_TABLES || stop == BPFSTACK_STOP_NONE
-                                       ? stack_of(ctx, BPF_F_USER_STACK, true)
-                                       : BPFSTACK_USTACK_WALKED;
+                if (!walk_user || !want_user)
+                        r->ustack_id = stack_of(ctx, BPF_F_USER_STACK, want_user);
+                else
+                        r->ustack_id = stop == BPFSTACK_STOP_NO_TABLES || stop == BPFSTACK_STOP_NONE
+                                               ? stack_of(ctx, BPF_F_USER_STACK, true)
+                                               : BPFSTACK_USTACK_WALKED;
+                if (r->ustack_id != BPFSTACK_USTACK_WALKED)
+                        n = 0;
+                if (n > BPFSTACK_MAX_DEPTH)
+                        n = BPFSTACK_MAX_DEPTH;
+                if (pp)
+                        n_py = walk_python(pp, tid, n, &pystop);
                 r->kind = BPFSTACK_ON_CPU;
                 r->ustop = stop;
+                r->pystop = pystop;
                 __builtin_memcpy(r->comm, comm, sizeof(comm));
-                send_walked(sc, r->ustack_id == BPFSTACK_USTACK_WALKED ? n : 0,
-                            on_cpu_wakeups ? submit_flags() : BPF_RB_NO_WAKEUP);
+                send_walked(sc, n, n_py, on_cpu_wakeups ? submit_flags() : BPF_RB_NO_WAKEUP);
                 return 0;
         }
         struct bpfstack_record *r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
@@ -464,6 +609,8 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
         r->kind = BPFSTACK_ON_CPU;
         r->ustop = BPFSTACK_STOP_NONE;
         r->n_uframes = 0;
+        r->n_pyframes = 0;
+        r->pystop = BPFSTACK_PY_NONE;
         __builtin_memcpy(r->comm, comm, sizeof(comm));
         bpf_ringbuf_submit(r, on_cpu_wakeups ? submit_flags() : BPF_RB_NO_WAKEUP);
         return 0;
@@ -496,28 +643,40 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
                 o.cpu = bpf_get_smp_processor_id();
                 o.kstack_id = stack_of(ctx, 0, want_kernel);
                 o.ustack_id = -EFAULT;
+                const struct bpfstack_pyproc *pp = want_python ? bpf_map_lookup_elem(&py_procs, &pid) : NULL;
+                __u32 zero = 0;
+                struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+                __u32 n = 0, n_py = 0;
+                __u8 stop = BPFSTACK_STOP_NONE, pystop = BPFSTACK_PY_NONE;
                 if (walk_user && want_user) {
-                        __u8 stop;
-                        __u32 n = walk_user_stack(bpf_get_current_task_btf(), pid, &stop); /* prev is current */
-                        __u32 zero = 0;
-                        struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
+                        n = walk_user_stack(bpf_get_current_task_btf(), pid, &stop); /* prev is current */
                         o.ustop = stop;
-                        if (stop != BPFSTACK_STOP_NO_TABLES && stop != BPFSTACK_STOP_NONE && sc) {
-                                /* The frames wait in out_ustack for the task's return. */
-                                if (n > BPFSTACK_MAX_DEPTH)
-                                        n = BPFSTACK_MAX_DEPTH;
-                                sc->u.n = (__u16) n;
-                                sc->u.stop = stop;
-                                bpf_probe_read_kernel(sc->u.frames, frames_len(n), sc->frames);
-                                if (bpf_map_update_elem(&out_ustack, &tid, &sc->u, BPF_ANY) == 0)
-                                        o.ustack_id = BPFSTACK_USTACK_WALKED;
-                                else {
-                                        count(BPFSTACK_CNT_USTACK_FULL);
-                                        o.ustack_id = stack_of(ctx, BPF_F_USER_STACK, true);
-                                }
-                        } else
-                                o.ustack_id = stack_of(ctx, BPF_F_USER_STACK, true);
-                } else
+                        if (stop != BPFSTACK_STOP_NO_TABLES && stop != BPFSTACK_STOP_NONE && sc)
+                                o.ustack_id = BPFSTACK_USTACK_WALKED;
+                        else
+                                n = 0;
+                }
+                if (n > BPFSTACK_MAX_DEPTH)
+                        n = BPFSTACK_MAX_DEPTH;
+                if (pp && sc)
+                        n_py = walk_python(pp, tid, n, &pystop);
+                if (n_py > BPFSTACK_MAX_PYFRAMES)
+                        n_py = BPFSTACK_MAX_PYFRAMES;
+                if ((o.ustack_id == BPFSTACK_USTACK_WALKED || n_py > 0) && sc) {
+                        /* The frames wait in out_ustack for the task's return. */
+                        sc->u.n = (__u16) n;
+                        sc->u.stop = stop;
+                        sc->u.pystop = pystop;
+                        sc->u.n_py = (__u16) n_py;
+                        bpf_probe_read_kernel(sc->u.frames, frames_len(n + 2 * n_py), sc->frames);
+                        if (bpf_map_update_elem(&out_ustack, &tid, &sc->u, BPF_ANY) == 0)
+                                o.has_trailer = 1;
+                        else {
+                                count(BPFSTACK_CNT_USTACK_FULL);
+                                o.ustack_id = -EFAULT;
+                        }
+                }
+                if (o.ustack_id != BPFSTACK_USTACK_WALKED)
                         o.ustack_id = stack_of(ctx, BPF_F_USER_STACK, want_user);
                 if (bpf_map_update_elem(&out_since, &tid, &o, BPF_ANY) < 0)
                         count(BPFSTACK_CNT_START_FULL);
@@ -528,30 +687,43 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
         if (!was)
                 return 0;
         __u64 blocked = now - was->ts;
-        if (blocked >= min_block_ns && was->ustack_id == BPFSTACK_USTACK_WALKED) {
+        if (blocked >= min_block_ns && was->has_trailer) {
                 __u32 zero = 0;
                 struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
                 struct bpfstack_ustack *u = bpf_map_lookup_elem(&out_ustack, &next_tid);
                 if (sc) {
                         struct bpfstack_record *r = &sc->rec;
-                        __u32 n = 0;
+                        __u32 n = 0, n_py = 0;
                         if (u) {
                                 n = u->n;
+                                n_py = u->n_py;
                                 if (n > BPFSTACK_MAX_DEPTH)
                                         n = BPFSTACK_MAX_DEPTH;
-                                bpf_probe_read_kernel(sc->frames, frames_len(n), u->frames);
-                        }
+                                if (n_py > BPFSTACK_MAX_PYFRAMES)
+                                        n_py = BPFSTACK_MAX_PYFRAMES;
+                                bpf_probe_read_kernel(sc->frames, frames_len(n + 2 * n_py), u->frames);
+                                r->pystop = u->pystop;
+                        } else
+                                r->pystop = BPFSTACK_PY_NONE;
                         r->ts = was->ts;
                         r->blocked_ns = blocked;
                         r->pid = was->pid;
                         r->tid = next_tid;
                         r->cpu = was->cpu;
                         r->kstack_id = was->kstack_id;
-                        r->ustack_id = u ? BPFSTACK_USTACK_WALKED : -EFAULT;
+                        if (was->ustack_id == BPFSTACK_USTACK_WALKED)
+                                r->ustack_id = u ? BPFSTACK_USTACK_WALKED : -EFAULT;
+                        else
+                                r->ustack_id = was->ustack_id;
+                        if (r->ustack_id != BPFSTACK_USTACK_WALKED)
+                                n = 0;
                         r->kind = BPFSTACK_OFF_CPU;
                         r->ustop = was->ustop;
                         __builtin_memcpy(r->comm, was->comm, sizeof(r->comm));
-                        send_walked(sc, n, submit_flags());
+                        if (u)
+                                send_walked(sc, n, n_py, submit_flags());
+                        else
+                                send_walked(sc, 0, 0, submit_flags());
                 }
         } else if (blocked >= min_block_ns) {
                 struct bpfstack_record *r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
@@ -562,16 +734,18 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
                         r->tid = next_tid;
                         r->cpu = was->cpu;
                         r->kstack_id = was->kstack_id;
-                        r->ustack_id = was->ustack_id;
+                        r->ustack_id = was->ustack_id == BPFSTACK_USTACK_WALKED ? -EFAULT : was->ustack_id;
                         r->kind = BPFSTACK_OFF_CPU;
                         r->ustop = was->ustop;
                         r->n_uframes = 0;
+                        r->n_pyframes = 0;
+                        r->pystop = BPFSTACK_PY_NONE;
                         __builtin_memcpy(r->comm, was->comm, sizeof(r->comm));
                         bpf_ringbuf_submit(r, submit_flags());
                 } else
                         count(BPFSTACK_CNT_RING_LOST);
         }
-        if (was->ustack_id == BPFSTACK_USTACK_WALKED)
+        if (was->has_trailer)
                 bpf_map_delete_elem(&out_ustack, &next_tid);
         bpf_map_delete_elem(&out_since, &next_tid);
         return 0;
@@ -597,6 +771,7 @@ SEC("raw_tp/sched_process_exec")
 int on_exec(struct bpf_raw_tracepoint_args *ctx) {
         __u32 pid = bpf_get_current_pid_tgid() >> 32;
         bpf_map_delete_elem(&unwind_procs, &pid);
+        bpf_map_delete_elem(&py_procs, &pid);
         return 0;
 }
 
@@ -604,7 +779,9 @@ SEC("raw_tp/sched_process_exit")
 int on_exit(struct bpf_raw_tracepoint_args *ctx) {
         __u64 id = bpf_get_current_pid_tgid();
         __u32 pid = id >> 32;
-        if (pid == (__u32) id)
+        if (pid == (__u32) id) {
                 bpf_map_delete_elem(&unwind_procs, &pid);
+                bpf_map_delete_elem(&py_procs, &pid);
+        }
         return 0;
 }

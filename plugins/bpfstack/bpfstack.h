@@ -34,8 +34,54 @@ struct bpfstack_record {
         __u8 ustop;    /* enum bpfstack_unwind_stop: how the user walk in BPF ended */
         __u16 n_uframes; /* ustack_id BPFSTACK_USTACK_WALKED: user frames after the record */
         char comm[BPFSTACK_COMM_LEN];
+        __u16 n_pyframes; /* struct bpfstack_pyframe after the user frames */
+        __u8 pystop;      /* enum bpfstack_py_stop */
+        __u8 pad[5];
         /* With ustack_id BPFSTACK_USTACK_WALKED, n_uframes __u64 follow:
-         * the interrupted instruction, then return addresses. */
+         * the interrupted instruction, then return addresses. Then
+         * n_pyframes Python frames, innermost first. */
+};
+
+/* --- CPython frames ------------------------------------------------------- */
+
+#define BPFSTACK_MAX_PYFRAMES 64 /* Python frames walked per sample */
+#define BPFSTACK_PY_THREADS 64   /* thread states looked at per sample */
+/* The frames a record carries after it, in __u64: user frames and two per
+ * Python frame. */
+#define BPFSTACK_MAX_TRAILER (BPFSTACK_MAX_DEPTH + 2 * BPFSTACK_MAX_PYFRAMES)
+
+/* One _PyInterpreterFrame: its code object (bit 0 set when the frame is
+ * the entry frame of its evaluation call: code objects are aligned) and
+ * its prev_instr. */
+struct bpfstack_pyframe {
+        __u64 code;
+        __u64 instr;
+};
+#define BPFSTACK_PY_ENTRY 1ull
+#define BPFSTACK_PY_FRAME_READ 128
+
+/* py_procs' value (key: thread group id): where the process's
+ * _PyRuntime is and the offsets of its CPython version, set by the
+ * plugin (lib/profiling/pyframes.h's layout). */
+struct bpfstack_pyproc {
+        __u64 runtime;
+        __u16 runtime_interp_head, runtime_tstate_current;
+        __u16 interp_next, interp_threads_head;
+        __u16 tstate_next, tstate_native_tid, tstate_cframe;
+        __u16 cframe_current_frame;
+        __u16 frame_code, frame_previous, frame_prev_instr, frame_is_entry;
+        __u16 frame_size; /* bytes read per frame (<= BPFSTACK_PY_FRAME_READ) */
+        __u16 pad[3];
+};
+
+/* How the walk of a sample's Python frames went. */
+enum bpfstack_py_stop {
+        BPFSTACK_PY_NONE = 0,      /* not a Python process we know (or Python frames off) */
+        BPFSTACK_PY_END = 1,       /* every frame of the thread */
+        BPFSTACK_PY_DEPTH = 2,     /* BPFSTACK_MAX_PYFRAMES frames */
+        BPFSTACK_PY_NO_THREAD = 3, /* the thread has no thread state (not running Python) */
+        BPFSTACK_PY_FAULT = 4,     /* the interpreter's memory could not be read */
+        BPFSTACK_PY_MAX,
 };
 
 /* ustack_id of a record whose user stack the BPF walker took from the
@@ -120,8 +166,10 @@ struct bpfstack_uproc {
 struct bpfstack_ustack {
         __u16 n;
         __u8 stop;
-        __u8 pad[5];
-        __u64 frames[BPFSTACK_MAX_DEPTH];
+        __u8 pystop;
+        __u16 n_py;
+        __u8 pad[2];
+        __u64 frames[BPFSTACK_MAX_TRAILER]; /* n user frames, then n_py Python frames */
 };
 
 /* out_since's value (key: tid): a task that left a CPU, not yet back. */
@@ -130,7 +178,8 @@ struct bpfstack_switched_out {
         __u32 pid, cpu;
         __s32 kstack_id, ustack_id;
         __u8 ustop;
-        __u8 pad[3];
+        __u8 has_trailer; /* out_ustack holds its frames (walked or Python) */
+        __u8 pad[2];
         char comm[BPFSTACK_COMM_LEN];
 };
 
@@ -141,5 +190,6 @@ enum bpfstack_counter {
         BPFSTACK_CNT_STACK_ERROR,     /* another error but -EFAULT */
         BPFSTACK_CNT_START_FULL,      /* switch-out not remembered: map full */
         BPFSTACK_CNT_USTACK_FULL,     /* a walked user stack not kept at switch-out: out_ustack full */
+        BPFSTACK_CNT_PY_WALKED,       /* samples whose Python frames were walked */
         BPFSTACK_CNT_MAX,
 };

@@ -31,6 +31,12 @@ static const struct {
                 "linux.bpf_stack unwind: walks ended at unreadable frames", CounterDescriptor_UNIT_COUNT },
         [UNWIND_COUNTER_STOP_FIRST + BPFSTACK_STOP_BAD_FRAME - 1] = {
                 "linux.bpf_stack unwind: walks ended at bad frames", CounterDescriptor_UNIT_COUNT },
+        [UNWIND_COUNTER_PY_PROCESSES] = { "linux.bpf_stack python: processes with Python frames",
+                                          CounterDescriptor_UNIT_COUNT },
+        [UNWIND_COUNTER_PY_UNKNOWN] = { "linux.bpf_stack python: CPython processes left native (layout not known)",
+                                        CounterDescriptor_UNIT_COUNT },
+        [UNWIND_COUNTER_PY_SAMPLES] = { "linux.bpf_stack python: samples with Python frames walked",
+                                        CounterDescriptor_UNIT_COUNT },
 };
 
 const char *unwind_counter_name(unsigned counter) {
@@ -48,6 +54,8 @@ void unwind_counters_values(const struct unwind_stats *st, const uint64_t stops[
         values[UNWIND_COUNTER_USTACKS_NOT_KEPT] = (int64_t) ustacks_not_kept;
         for (unsigned k = 1; k < BPFSTACK_STOP_MAX; k++)
                 values[UNWIND_COUNTER_STOP_FIRST + k - 1] = (int64_t) stops[k];
+        for (unsigned k = UNWIND_COUNTER_PY_PROCESSES; k < UNWIND_COUNTER_MAX; k++)
+                values[k] = 0;
 }
 
 void unwind_counter_descriptor(struct TracePacket *pkt, uint64_t uuid_base, unsigned counter) {

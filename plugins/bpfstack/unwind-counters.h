@@ -21,7 +21,12 @@ enum {
         UNWIND_COUNTER_COMPILE_NS,
         UNWIND_COUNTER_USTACKS_NOT_KEPT,
         UNWIND_COUNTER_STOP_FIRST, /* then one per enum bpfstack_unwind_stop but NONE */
-        UNWIND_COUNTER_MAX = UNWIND_COUNTER_STOP_FIRST + BPFSTACK_STOP_MAX - 1,
+        /* CPython frames (set by the caller; unwind_counters_values
+         * leaves them 0) */
+        UNWIND_COUNTER_PY_PROCESSES = UNWIND_COUNTER_STOP_FIRST + BPFSTACK_STOP_MAX - 1,
+        UNWIND_COUNTER_PY_UNKNOWN,
+        UNWIND_COUNTER_PY_SAMPLES,
+        UNWIND_COUNTER_MAX,
 };
 
 /* The track names, e.g. "linux.bpf_stack unwind: table bytes". */

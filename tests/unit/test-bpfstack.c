@@ -186,3 +186,48 @@ Test(bpfstack_record, walked_frames) {
         in.r.n_uframes = BPFSTACK_MAX_DEPTH + 1;
         cr_assert_eq(bpfstack_record_decode(&in, sizeof(in), &out), -EBADMSG, "too many frames");
 }
+
+Test(bpfstack_config, python_frames) {
+        struct bpfstack_config c;
+        char err[256];
+        cr_assert_eq(parse("name: \"linux.bpf_stack\"", &c, err, sizeof(err)), 0, "%s", err);
+        cr_assert(c.python_frames, "Python frames by default");
+        cr_assert_eq(parse("bpf_stack_config { python_frames: false }", &c, err, sizeof(err)), 0, "%s", err);
+        cr_assert(!c.python_frames);
+        cr_assert_eq(parse("bpf_stack_config { python_frames: true user_frames: false }", &c, err, sizeof(err)), 0,
+                     "%s", err);
+        cr_assert(!c.python_frames, "no Python frames without user frames");
+}
+
+/* A record with walked user frames and Python frames after them. */
+Test(bpfstack_record, python_frames) {
+        struct {
+                struct bpfstack_record r;
+                uint64_t f[2];
+                struct bpfstack_pyframe py[2];
+        } in = {.r = {.ts = 1, .pid = 10, .tid = 10, .kind = BPFSTACK_ON_CPU, .kstack_id = -14,
+                      .ustack_id = BPFSTACK_USTACK_WALKED, .ustop = BPFSTACK_STOP_END, .n_uframes = 2,
+                      .n_pyframes = 2, .pystop = BPFSTACK_PY_END},
+                .f = {0x1000, 0x2000},
+                .py = {{0x7000, 0x70c0}, {0x8000 | BPFSTACK_PY_ENTRY, 0x80c0}}};
+        struct bpfstack_record out;
+        cr_assert_eq(bpfstack_record_decode(&in, sizeof(in), &out), 0);
+        cr_assert_eq(out.n_pyframes, 2);
+        cr_assert_eq(out.pystop, BPFSTACK_PY_END);
+        cr_assert_eq(bpfstack_record_decode(&in, sizeof(in) - sizeof(in.py[0]), &out), -EBADMSG, "a frame short");
+        in.r.pystop = BPFSTACK_PY_MAX;
+        cr_assert_eq(bpfstack_record_decode(&in, sizeof(in), &out), -EBADMSG, "unknown stop");
+        in.r.pystop = BPFSTACK_PY_DEPTH;
+        in.r.n_pyframes = BPFSTACK_MAX_PYFRAMES + 1;
+        cr_assert_eq(bpfstack_record_decode(&in, sizeof(in), &out), -EBADMSG, "too many frames");
+        /* Python frames without walked user frames (a frame-pointer stack). */
+        struct {
+                struct bpfstack_record r;
+                struct bpfstack_pyframe py[1];
+        } fp = {.r = {.ts = 1, .pid = 10, .tid = 10, .kind = BPFSTACK_OFF_CPU, .blocked_ns = 9, .kstack_id = 3,
+                      .ustack_id = 4, .n_pyframes = 1, .pystop = BPFSTACK_PY_END},
+                .py = {{0x7000 | BPFSTACK_PY_ENTRY, 0x70c0}}};
+        cr_assert_eq(bpfstack_record_decode(&fp, sizeof(fp), &out), 0);
+        cr_assert_eq(out.n_pyframes, 1);
+        cr_assert_eq(out.n_uframes, 0);
+}

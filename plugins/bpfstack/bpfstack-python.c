@@ -1,0 +1,200 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/* linux.bpf_stack's CPython frames, user space side: a process is looked
+ * at once (per exec) when first sampled, or at the start when its
+ * executable is a CPython; when it runs a CPython of a known layout
+ * (lib/profiling/pyframes-proc.h), the address of its _PyRuntime and the
+ * version's offsets go into the BPF map py_procs, and its samples come
+ * with the thread's Python frames, which take the place of the
+ * evaluation function's native frames (lib/profiling/pyframes.h's
+ * merge). */
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "bpfstack-session.h"
+#include "profiling/pyframes-proc.h"
+#include "profiling/pyframes.h"
+
+/* A process's state, as its proc_info's userdata. */
+struct py_state {
+        uint32_t generation;   /* the proc_info generation it was made for */
+        uint32_t maps_version; /* and its maps' version (a process without CPython is looked at again when
+                                  they change: a dlopen of libpython) */
+        struct py_proc *pp;
+        uint64_t codes_read, codes_unreadable; /* counted into the session so far */
+};
+
+void bpfstack_py_proc_free(void *userdata) {
+        struct py_state *st = userdata;
+        if (!st)
+                return;
+        py_proc_free(st->pp);
+        free(st);
+}
+
+/* Writes the process's py_procs entry, logs and counts what it runs. */
+static void take(struct bpfstack_session *s, const struct proc_info *p, struct py_proc *pp) {
+        const struct py_proc_info *in = py_proc_info(pp);
+        if (in->kind == PY_NOT)
+                return;
+        if (in->kind != PY_KNOWN) {
+                s->py_unknown++;
+                if (in->kind == PY_UNKNOWN)
+                        plugin_log(s->pl, TRACED_LOG_INFO,
+                                   "linux.bpf_stack instance %llu: pid %d runs CPython %u.%u (%s), whose layout is "
+                                   "not known: its stacks stay native",
+                                   (unsigned long long) s->inst.id, p->pid, in->major, in->minor, in->path);
+                else
+                        plugin_log(s->pl, TRACED_LOG_INFO,
+                                   "linux.bpf_stack instance %llu: pid %d maps %s but no _PyRuntime was found in its "
+                                   "CPython files: its stacks stay native",
+                                   (unsigned long long) s->inst.id, p->pid, in->path);
+                return;
+        }
+        const struct py_layout *l = in->layout;
+        struct bpfstack_pyproc v = {
+                .runtime = in->runtime,
+                .runtime_interp_head = l->runtime_interp_head,
+                .runtime_tstate_current = l->runtime_tstate_current,
+                .interp_next = l->interp_next,
+                .interp_threads_head = l->interp_threads_head,
+                .tstate_next = l->tstate_next,
+                .tstate_native_tid = l->tstate_native_tid,
+                .tstate_cframe = l->tstate_cframe,
+                .cframe_current_frame = l->cframe_current_frame,
+                .frame_code = l->frame_code,
+                .frame_previous = l->frame_previous,
+                .frame_prev_instr = l->frame_prev_instr,
+                .frame_is_entry = l->frame_is_entry,
+                .frame_size = l->frame_size,
+        };
+        uint32_t key = (uint32_t) p->pid;
+        if (bpf_map__update_elem(s->skel->maps.py_procs, &key, sizeof(key), &v, sizeof(v), BPF_ANY) < 0) {
+                s->py_map_full++;
+                return;
+        }
+        s->py_procs++;
+        plugin_log(s->pl, TRACED_LOG_DEBUG,
+                   "linux.bpf_stack instance %llu: pid %d runs CPython %u.%u (%s): _PyRuntime at 0x%llx, code "
+                   "objects %s",
+                   (unsigned long long) s->inst.id, p->pid, in->major, in->minor, in->path,
+                   (unsigned long long) in->runtime, in->code_type ? "checked against PyCode_Type" : "not checked");
+}
+
+/* The process's state for its current exec; NULL when out of memory. */
+static struct py_state *py_state(struct bpfstack_session *s, struct proc_info *p) {
+        struct py_state *st = p->userdata;
+        if (st && st->generation == p->generation &&
+            (st->maps_version == p->maps_version || (st->pp && py_proc_info(st->pp)->kind != PY_NOT)))
+                return st;
+        if (!st) {
+                st = calloc(1, sizeof(*st));
+                if (!st)
+                        return NULL;
+                p->userdata = st;
+        }
+        py_proc_free(st->pp);
+        *st = (struct py_state){.generation = p->generation, .maps_version = p->maps_version};
+        if (py_proc_new(&s->sym, p, &st->pp) < 0)
+                return st;
+        take(s, p, st->pp);
+        return st;
+}
+
+void bpfstack_py_seen(struct bpfstack_session *s, uint32_t pid) {
+        if (!s->cfg.python_frames || !s->skel)
+                return;
+        struct proc_info *p = proc_table_get(s->procs, (int) pid);
+        if (!p || p->maps_unreadable || !p->maps.n)
+                return;
+        (void) py_state(s, p);
+}
+
+void bpfstack_py_scan(struct bpfstack_session *s) {
+        if (!s->cfg.python_frames)
+                return;
+        DIR *d = opendir("/proc");
+        if (!d)
+                return;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                char *end;
+                long pid = strtol(de->d_name, &end, 10);
+                if (*end || pid <= 0 || pid > INT_MAX)
+                        continue;
+                char path[64], exe[PATH_MAX];
+                snprintf(path, sizeof(path), "/proc/%ld/exe", pid);
+                ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+                unsigned major, minor;
+                if (n <= 0)
+                        continue;
+                exe[n] = 0;
+                if (py_version_of_path(exe, &major, &minor))
+                        bpfstack_py_seen(s, (uint32_t) pid);
+        }
+        closedir(d);
+}
+
+size_t bpfstack_py_user_frames(struct bpfstack_session *s, struct intern_writer *iw, struct proc_info *p,
+                               const uint64_t *user, size_t n_user, const struct bpfstack_pyframe *py, size_t n_py,
+                               uint64_t *out) {
+        struct py_state *st =
+                p && p->userdata && p->generation == ((struct py_state *) p->userdata)->generation ? p->userdata : NULL;
+        struct py_proc *pp = st ? st->pp : NULL;
+        bool use_py = pp && py_proc_info(pp)->kind == PY_KNOWN && n_py > 0;
+        bool is_eval[BPFSTACK_MAX_DEPTH], is_entry[BPFSTACK_MAX_PYFRAMES];
+        uint64_t native[BPFSTACK_MAX_DEPTH];
+        if (n_user > BPFSTACK_MAX_DEPTH)
+                n_user = BPFSTACK_MAX_DEPTH;
+        if (n_py > BPFSTACK_MAX_PYFRAMES)
+                n_py = BPFSTACK_MAX_PYFRAMES;
+        for (size_t k = 0; k < n_user; k++) {
+                /* Return addresses but the innermost: the call is the byte before. */
+                uint64_t pc = k > 0 ? user[k] - 1 : user[k];
+                native[k] = symbolizer_user_frame(&s->sym, iw, p, pc);
+                is_eval[k] = false;
+                if (use_py) {
+                        struct symbolized r;
+                        symbolizer_resolve(&s->sym, p, pc, &r);
+                        is_eval[k] = r.function && strcmp(r.function, PY_EVAL_FUNCTION) == 0;
+                }
+        }
+        size_t n = 0;
+        if (!use_py) {
+                for (size_t k = n_user; k-- > 0;)
+                        if (native[k])
+                                out[n++] = native[k];
+                return n;
+        }
+        for (size_t j = 0; j < n_py; j++)
+                is_entry[j] = py[j].code & BPFSTACK_PY_ENTRY;
+        struct py_merged m[BPFSTACK_MAX_DEPTH + BPFSTACK_MAX_PYFRAMES];
+        size_t nm = py_merge(is_eval, n_user, is_entry, n_py, m, sizeof(m) / sizeof(m[0]));
+        s->py_samples++;
+        for (size_t k = nm; k-- > 0;) {
+                uint64_t iid;
+                if (m[k].python) {
+                        const struct bpfstack_pyframe *f = &py[m[k].index];
+                        iid = py_proc_frame(pp, iw, f->code & ~BPFSTACK_PY_ENTRY, f->instr);
+                } else
+                        iid = native[m[k].index];
+                if (iid)
+                        out[n++] = iid;
+        }
+        uint64_t r, u;
+        py_proc_counts(pp, &r, &u);
+        s->py_codes_read += r - st->codes_read;
+        s->py_code_unreadable += u - st->codes_unreadable;
+        st->codes_read = r;
+        st->codes_unreadable = u;
+        return n;
+}
