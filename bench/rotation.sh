@@ -51,16 +51,6 @@ run() { # round way(plain|rotated)
         round=$1 way=$2
         rm -rf "$work/out" "$work/out.pftrace"
         traced_start linux.ftrace
-        core=$tpid
-        host=""
-        for p in $(pgrep -P $tpid); do
-                case $(readlink "/proc/$p/exe") in
-                */traced-plugin-host)
-                        tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'ftrace\.so' && host=$p ;;
-                *) core="$core $p" ;;
-                esac
-        done
-        [ -n "$host" ] || { echo "no plugin host runs ftrace.so" >&2; cat "$work/traced.log" >&2; exit 1; }
         if [ "$way" = rotated ]; then
                 mkdir "$work/out"
                 chgrp "$core_group" "$work/out"
@@ -74,6 +64,17 @@ run() { # round way(plain|rotated)
                 >"$work/tracectl.log" 2>&1
         cpid=$spawned_pid
         sleep 1
+        # The plugin host started for the session (hosts=lazy).
+        core=$tpid
+        host=""
+        for p in $(pgrep -P $tpid); do
+                case $(readlink "/proc/$p/exe") in
+                */traced-plugin-host)
+                        tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'ftrace\.so' && host=$p ;;
+                *) core="$core $p" ;;
+                esac
+        done
+        [ -n "$host" ] || { echo "no plugin host runs ftrace.so" >&2; cat "$work/traced.log" >&2; exit 1; }
         h0=$(ns_of_pids "$host")
         t0=$(ns_of_pids $core)
         spawn perf bench sched pipe -l "$loops" >/dev/null 2>&1

@@ -95,9 +95,18 @@ run_reader() { # round reader(mmap|read|up)
                         -o "$work/r.pftrace" >"$work/up-cli.log" 2>&1
         else
                 TRACED_BENCH_LOG_LEVEL=info traced_start linux.ftrace env TRACED_FTRACE_READ="$2"
-                core=$tpid # the supervisor and the service core, a child of it
-                # The core's command line names the plugin host too
+                spawn perf stat -x, -e task-clock -o "$work/consumer.time" \
+                        "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/readers.cfg" \
+                        -o "$work/r.pftrace" --no-summary >/dev/null 2>&1
+        fi
+        cpid=$spawned_pid
+        sleep 1
+        if [ "$2" != up ]; then
+                # The supervisor, the service core (a child of it) and the
+                # plugin host started for the session (hosts=lazy). The
+                # core's command line names the plugin host too
                 # (--plugin-host=): tell them apart by executable.
+                core=$tpid
                 for p in $(pgrep -P $tpid); do
                         case $(readlink "/proc/$p/exe") in
                         */traced-plugin-host)
@@ -107,12 +116,7 @@ run_reader() { # round reader(mmap|read|up)
                 done
                 [ "$core" != "$tpid" ] || { echo "no service core under traced ($tpid)" >&2; exit 1; }
                 [ -n "$host" ] || { echo "no plugin host runs ftrace.so" >&2; cat "$work/traced.log" >&2; exit 1; }
-                spawn perf stat -x, -e task-clock -o "$work/consumer.time" \
-                        "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/readers.cfg" \
-                        -o "$work/r.pftrace" --no-summary >/dev/null 2>&1
         fi
-        cpid=$spawned_pid
-        sleep 1
         h0=$(ns_of_pids "$host")
         t0=$(ns_of_pids $core)
         [ -n "${PROFILE_HOST:-}" ] && spawn perf record -g -q -o "$work/profile-$2.data" -p "$host" >/dev/null 2>&1 &&
