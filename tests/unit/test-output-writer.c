@@ -281,3 +281,38 @@ Test(output_writer, fill_takes_what_fits) {
         close(p[0]);
         close(p[1]);
 }
+
+/* One file after another (a rotation): the second writer fills the first
+ * one's memory, and each file still holds exactly its own bytes. */
+Test(output_writer, a_freed_writers_memory_is_the_next_ones) {
+        char path1[64], path2[64];
+        int fd1 = temp_file(path1, sizeof(path1)), fd2 = temp_file(path2, sizeof(path2));
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(fd1, &w), 0);
+        size_t avail;
+        uint8_t *first = output_writer_space(w, &avail);
+        cr_assert_not_null(first);
+        size_t at = 0, n1 = 3u * 1024u * 1024u + 777u;
+        put(w, &at, n1);
+        output_writer_submit(w, true);
+        wait_written(w);
+        struct output_region *region = output_writer_free_keep(w);
+        cr_assert_not_null(region);
+        check_file(fd1, 0, n1);
+
+        cr_assert_eq(output_writer_new_in(fd2, region, &w), 0);
+        uint8_t *again = output_writer_space(w, &avail);
+        cr_assert_eq((void *) again, (void *) first, "the next writer has memory of its own");
+        at = 0;
+        size_t n2 = 2u * 1024u * 1024u + 99u;
+        put(w, &at, n2);
+        output_writer_submit(w, true);
+        wait_written(w);
+        cr_assert_eq(output_writer_error(w), 0);
+        output_writer_free(w);
+        check_file(fd2, 0, n2);
+        close(fd1);
+        close(fd2);
+        unlink(path1);
+        unlink(path2);
+}

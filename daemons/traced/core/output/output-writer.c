@@ -197,12 +197,22 @@ static void *thread_main(void *userdata) {
         return NULL;
 }
 
+void output_region_free(struct output_region *region) {
+        free(region);
+}
+
 int output_writer_new(int fd, struct output_writer **ret) {
+        return output_writer_new_in(fd, NULL, ret);
+}
+
+int output_writer_new_in(int fd, struct output_region *reuse, struct output_writer **ret) {
         struct output_writer *w = calloc(1, sizeof(*w));
         int r;
 
-        if (!w)
+        if (!w) {
+                output_region_free(reuse);
                 return -ENOMEM;
+        }
         w->fd = fd;
         w->direct_fd = -EBADF;
         w->event_fd = -EBADF;
@@ -210,6 +220,7 @@ int output_writer_new(int fd, struct output_writer **ret) {
         int flags = w->flags = fcntl(fd, F_GETFL);
         if (flags < 0) {
                 r = -errno;
+                output_region_free(reuse);
                 free(w);
                 return r;
         }
@@ -225,12 +236,14 @@ int output_writer_new(int fd, struct output_writer **ret) {
          * where the kernel has them (transparent huge pages, madvise
          * mode): fewer TLB misses for the copies into them, and the disk
          * pins two pages per block write instead of 256. */
-        uint8_t *region;
-        if (posix_memalign((void **) &region, OW_HUGE_PAGE, (size_t) OW_BLOCK * OW_BLOCKS) != 0) {
-                output_writer_free(w);
-                return -ENOMEM;
+        uint8_t *region = (uint8_t *) reuse;
+        if (!region) {
+                if (posix_memalign((void **) &region, OW_HUGE_PAGE, (size_t) OW_BLOCK * OW_BLOCKS) != 0) {
+                        output_writer_free(w);
+                        return -ENOMEM;
+                }
+                (void) madvise(region, (size_t) OW_BLOCK * OW_BLOCKS, MADV_HUGEPAGE);
         }
-        (void) madvise(region, (size_t) OW_BLOCK * OW_BLOCKS, MADV_HUGEPAGE);
         for (unsigned i = 0; i < OW_BLOCKS; i++)
                 w->blocks[i].data = region + (size_t) i * OW_BLOCK;
         w->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -274,8 +287,12 @@ int output_writer_new(int fd, struct output_writer **ret) {
 }
 
 void output_writer_free(struct output_writer *w) {
+        output_region_free(output_writer_free_keep(w));
+}
+
+struct output_region *output_writer_free_keep(struct output_writer *w) {
         if (!w)
-                return;
+                return NULL;
         if (w->thread_started) {
                 pthread_mutex_lock(&w->lock);
                 w->stop = true;
@@ -288,12 +305,13 @@ void output_writer_free(struct output_writer *w) {
         if (w->direct_fd >= 0)
                 (void) lseek(w->fd, (off_t) w->end, SEEK_SET);
         close_direct(w);
-        free(w->blocks[0].data); /* the region of all of them */
+        struct output_region *region = (struct output_region *) w->blocks[0].data; /* the region of all of them */
         safe_close(w->event_fd);
         pthread_cond_destroy(&w->cond);
         pthread_cond_destroy(&w->freed);
         pthread_mutex_destroy(&w->lock);
         free(w);
+        return region;
 }
 
 int output_writer_event_fd(const struct output_writer *w) {

@@ -22,6 +22,18 @@ int output_writer_new(int fd, struct output_writer **ret);
  * submitted is dropped. */
 void output_writer_free(struct output_writer *w);
 
+/* The memory of a writer's blocks, handed from one writer to the next
+ * (a rotation's files, one after another): its pages are in place
+ * already, where a new region would fault in and zero every page it
+ * fills, which was most of the service's work per rotated file. */
+struct output_region;
+/* As output_writer_new, in region (taken, whatever the outcome; NULL: a
+ * new one). */
+int output_writer_new_in(int fd, struct output_region *region, struct output_writer **ret);
+/* As output_writer_free, handing back the writer's region. */
+struct output_region *output_writer_free_keep(struct output_writer *w);
+void output_region_free(struct output_region *region);
+
 /* Readable (EPOLLIN) whenever a block was written or writing failed; the
  * loop calls output_writer_ack (which returns how many blocks were done
  * since the last call) before looking at the writer again. */

@@ -140,6 +140,7 @@ struct session {
         bool out_finalizing; /* the session is over once the output drained */
         bool out_pressure; /* file_timer moved forward: a buffer is filling */
         struct output_writer *out_writer; /* regular files: the thread that writes them */
+        struct output_region *out_spare;  /* a rotation: the last file's writer's memory, for the next */
         int out_error; /* the first write error, -errno */
         sd_event_source *out_io;
         sd_event_source *out_stall;

@@ -90,6 +90,8 @@ void session_output_free(struct session *s) {
         s->out_off = s->out_len = s->out_cap = 0;
         output_writer_free(s->out_writer);
         s->out_writer = NULL;
+        output_region_free(s->out_spare);
+        s->out_spare = NULL;
 }
 
 static int on_out_io(sd_event_source *src, int fd, uint32_t revents, void *userdata);
@@ -504,7 +506,8 @@ void session_output_swap(struct session *s, int fd, struct output_writer *w, uin
                          uint64_t bytes) {
         s->out_io = sd_event_source_disable_unref(s->out_io);
         s->out_stall = sd_event_source_disable_unref(s->out_stall);
-        output_writer_free(s->out_writer);
+        output_region_free(s->out_spare);
+        s->out_spare = output_writer_free_keep(s->out_writer);
         safe_close(s->file_fd);
         free(s->out_buf);
         s->file_fd = fd;

@@ -242,7 +242,7 @@ static void rotate_begin(struct session *s) {
                         session_disable(s, "The service cannot create the next trace file of the rotation");
                 return;
         }
-        r = output_writer_new(rot->next_fd, &rot->next_writer);
+        r = output_writer_new_in(rot->next_fd, TAKE_PTR(s->out_spare), &rot->next_writer);
         if (r >= 0) {
                 rot->cutting = true;
                 if (rot->crossed)
