@@ -122,6 +122,26 @@ spawn_stop() {
 # --log-level (warning).
 # shellcheck disable=SC2154 # $work and $build are the caller's
 # TRACED_BENCH_ARGS: more traced options (words split on blanks).
+# service_pids PLUGIN: once a session runs (with hosts=lazy its plugin
+# host starts for it), $core holds traced's pid ($tpid) and the service
+# core's (a child of it), $host the pid of the host of PLUGIN (ftrace.so).
+# The core's command line names the plugin host too (--plugin-host=):
+# they are told apart by executable.
+service_pids() {
+        local p
+        core=$tpid
+        host=""
+        for p in $(pgrep -P "$tpid"); do
+                case $(readlink "/proc/$p/exe") in
+                */traced-plugin-host)
+                        tr '\0' ' ' <"/proc/$p/cmdline" | grep -q "$1" && host=$p ;;
+                *) core="$core $p" ;;
+                esac
+        done
+        [ "$core" != "$tpid" ] || { echo "no service core under traced ($tpid)" >&2; exit 1; }
+        [ -n "$host" ] || { echo "no plugin host runs $1" >&2; cat "$work/traced.log" >&2; exit 1; }
+}
+
 traced_start() {
         local ds=$1
         shift

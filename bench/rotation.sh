@@ -64,17 +64,7 @@ run() { # round way(plain|rotated)
                 >"$work/tracectl.log" 2>&1
         cpid=$spawned_pid
         sleep 1
-        # The plugin host started for the session (hosts=lazy).
-        core=$tpid
-        host=""
-        for p in $(pgrep -P $tpid); do
-                case $(readlink "/proc/$p/exe") in
-                */traced-plugin-host)
-                        tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'ftrace\.so' && host=$p ;;
-                *) core="$core $p" ;;
-                esac
-        done
-        [ -n "$host" ] || { echo "no plugin host runs ftrace.so" >&2; cat "$work/traced.log" >&2; exit 1; }
+        service_pids ftrace.so
         h0=$(ns_of_pids "$host")
         t0=$(ns_of_pids $core)
         spawn perf bench sched pipe -l "$loops" >/dev/null 2>&1

@@ -101,22 +101,7 @@ run_reader() { # round reader(mmap|read|up)
         fi
         cpid=$spawned_pid
         sleep 1
-        if [ "$2" != up ]; then
-                # The supervisor, the service core (a child of it) and the
-                # plugin host started for the session (hosts=lazy). The
-                # core's command line names the plugin host too
-                # (--plugin-host=): tell them apart by executable.
-                core=$tpid
-                for p in $(pgrep -P $tpid); do
-                        case $(readlink "/proc/$p/exe") in
-                        */traced-plugin-host)
-                                tr '\0' ' ' <"/proc/$p/cmdline" | grep -q 'ftrace\.so' && host=$p ;;
-                        *) core="$core $p" ;;
-                        esac
-                done
-                [ "$core" != "$tpid" ] || { echo "no service core under traced ($tpid)" >&2; exit 1; }
-                [ -n "$host" ] || { echo "no plugin host runs ftrace.so" >&2; cat "$work/traced.log" >&2; exit 1; }
-        fi
+        [ "$2" = up ] || service_pids ftrace.so
         h0=$(ns_of_pids "$host")
         t0=$(ns_of_pids $core)
         [ -n "${PROFILE_HOST:-}" ] && spawn perf record -g -q -o "$work/profile-$2.data" -p "$host" >/dev/null 2>&1 &&
