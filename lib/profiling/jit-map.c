@@ -40,6 +40,8 @@ struct jit_source {
         bool skipping; /* inside an overlong perf map line */
         uint8_t head[64]; /* the file's first bytes, to tell a rewrite from an append */
         size_t head_len;
+        uint8_t tail[64]; /* the bytes read last, ending at offset: the same */
+        size_t tail_len;
 };
 
 struct jit_symbols {
@@ -326,17 +328,21 @@ static const char *jitdump_path(const struct proc_info *p) {
 }
 
 /* Whether the file was written anew since the last read rather than
- * appended to (JDK's Compiler.perfmap writes the whole map each time):
- * shorter than what was read, its first bytes changed, or the last byte
- * read no longer ending a line. */
+ * appended to (JDK's Compiler.perfmap writes the whole map each time, in
+ * the code cache's order, so a method compiled since may land anywhere in
+ * it): shorter than what was read, its first bytes or the last ones read
+ * changed, or the last byte read no longer ending a line. */
 static bool rewritten(struct jit_source *s) {
         struct stat st;
         if (s->offset == 0 || fstat(s->fd, &st) < 0)
                 return false;
         if ((uint64_t) st.st_size < s->offset)
                 return true;
-        uint8_t head[sizeof(s->head)], last;
+        uint8_t head[sizeof(s->head)], tail[sizeof(s->tail)], last;
         if (pread(s->fd, head, s->head_len, 0) != (ssize_t) s->head_len || memcmp(head, s->head, s->head_len) != 0)
+                return true;
+        if (pread(s->fd, tail, s->tail_len, (off_t) (s->offset - s->tail_len)) != (ssize_t) s->tail_len ||
+            memcmp(tail, s->tail, s->tail_len) != 0)
                 return true;
         return !s->dump && s->len == 0 && !s->skipping &&
                (pread(s->fd, &last, 1, (off_t) s->offset - 1) != 1 || last != '\n');
@@ -358,6 +364,7 @@ static void source_restart(struct jit_symbols *j, struct jit_source *s) {
         s->offset = 0;
         s->len = 0;
         s->head_len = 0;
+        s->tail_len = 0;
         s->header_done = 0;
         s->skipping = false;
         s->broken = false;
@@ -392,6 +399,17 @@ static void source_read(struct jit_symbols *j, struct jit_source *s) {
                         memcpy(s->head, s->buf + s->len, s->head_len);
                 }
                 s->offset += (uint64_t) n;
+                /* The last bytes read, for rewritten(). */
+                const uint8_t *got = s->buf + s->len;
+                if ((size_t) n >= sizeof(s->tail)) {
+                        memcpy(s->tail, got + n - sizeof(s->tail), sizeof(s->tail));
+                        s->tail_len = sizeof(s->tail);
+                } else {
+                        size_t keep = MIN(s->tail_len, sizeof(s->tail) - (size_t) n);
+                        memmove(s->tail, s->tail + s->tail_len - keep, keep);
+                        memcpy(s->tail + keep, got, (size_t) n);
+                        s->tail_len = keep + (size_t) n;
+                }
                 s->len += (size_t) n;
                 size_t start = 0;
                 if (s->skipping) {

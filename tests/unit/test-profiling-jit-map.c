@@ -306,3 +306,29 @@ Test(jit_process, a_map_written_anew_replaces_the_old_one) {
         cr_assert_str_eq(resolve(&s, p, ANON + 0x9000).function, "void Main.other()");
         proc_table_free(t);
 }
+
+/* A map written anew with a method compiled since in its middle, the same
+ * first line, and a newline where the last read ended: a rewrite, not an
+ * append (read as an append, the new method was never named). */
+Test(jit_process, a_map_written_anew_with_an_entry_inserted_is_read_whole) {
+        const char *a = "0x00007f0000001000 0x0000000000000100 void Main.first()\n";
+        const char *b = "0x00007f0000009000 0x0000000000000100 void Main.later()\n";
+        const char *x = "0x00007f0000005000 0x0000000000000100 void Main.burst()\n";
+        char text[512];
+        snprintf(text, sizeof(text), "%s%s", a, b);
+        write_text("4242/root/tmp/perf-42.map", text, "w");
+        struct proc_table *t;
+        cr_assert_eq(proc_table_new(root, &t), 0);
+        struct symbolizer s = { .procs = t };
+        struct proc_info *p = proc_table_get(t, PID);
+        cr_assert_str_eq(resolve(&s, p, ANON + 0x9010).function, "void Main.later()");
+        /* x has b's length: where the first read ended, a line ends again. */
+        cr_assert_eq(strlen(x), strlen(b));
+        snprintf(text, sizeof(text), "%s%s%s", a, x, b);
+        write_text("4242/root/tmp/perf-42.map", text, "w");
+        usleep(JIT_REFRESH_USEC + 20000);
+        cr_assert_str_eq(resolve(&s, p, ANON + 0x5010).function, "void Main.burst()");
+        cr_assert_str_eq(resolve(&s, p, ANON + 0x9010).function, "void Main.later()");
+        cr_assert_str_eq(resolve(&s, p, ANON + 0x1010).function, "void Main.first()");
+        proc_table_free(t);
+}
