@@ -25,7 +25,10 @@
 # resident session (--sessions-dir), which is how the shipped flight
 # recorder runs; OURS_AS=detached records it with `tracectl record --detach
 # -o FILE` instead, which also streams the buffer into the file every
-# second (write_into_file). Not part of make check.
+# second (write_into_file). CONFIG=FILE measures that config (text format,
+# upstream's fields only) instead of the built-in one, e.g.
+# CONFIG=../sessions.d/flight-recorder.cfg, the shipped flight recorder.
+# Not part of make check.
 set -eu
 
 build=$(pwd)
@@ -64,6 +67,13 @@ trap 'exit 143' TERM
 mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing
 
 # Upstream's names and fields only: both services take it unchanged.
+# CONFIG=FILE records that text config instead (both sides), e.g. the
+# shipped ../sessions.d/flight-recorder.cfg, which is what issue #49 asks
+# to measure.
+if [ -n "${CONFIG:-}" ]; then
+        [ -r "$CONFIG" ] || { echo "CONFIG=$CONFIG: no such file" >&2; exit 2; }
+        { cat "$CONFIG"; echo; echo 'unique_session_name: "idle_cost"'; } >"$work/flight.cfg"
+else
 cat >"$work/flight.cfg" <<'EOF'
 buffers { size_kb: 65536 fill_policy: RING_BUFFER }
 data_sources { config { name: "linux.ftrace" ftrace_config {
@@ -77,6 +87,7 @@ data_sources { config { name: "linux.sys_stats" sys_stats_config {
 duration_ms: 3600000
 unique_session_name: "idle_cost"
 EOF
+fi
 
 # The pids of the process trees under these pids.
 tree() {
