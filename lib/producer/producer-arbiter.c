@@ -53,23 +53,23 @@ int writer_fail(traced_trace_writer *w, int r) {
 }
 
 static struct smb_chunk try_acquire(traced_trace_writer *w, uint32_t chunk_id) {
-        traced_producer *p = w->producer;
         struct smb_abi *abi = &w->abi;
-        /* Start where the last search ended, so writers spread over pages.
-         * The SMB's own compare-and-swap makes concurrent writers safe; the
-         * hint is only a hint. */
-        size_t hint = atomic_load_explicit(&p->next_page_hint, memory_order_relaxed);
-        for (size_t k = 0; k < abi->num_pages; k++) {
-                size_t page = (hint + k) % abi->num_pages;
+        /* The first free chunk from the start of the SMB, every time: the
+         * pages in use stay the few at its start that the writers keep
+         * busy, rather than every page of it in turn (a search resumed
+         * where the last one ended walks the whole SMB, and each page it
+         * touches stays resident in both processes for the session: 4 MiB
+         * of a plugin host that writes a few KiB a second, and as much of
+         * the service). The SMB's own compare-and-swap makes concurrent
+         * writers safe. */
+        for (size_t page = 0; page < abi->num_pages; page++) {
                 if (smb_page_bitmap(abi, page) == 0)
                         (void) smb_try_partition_page(abi, page, SMB_PAGE_DIV4);
                 uint32_t n = smb_bitmap_num_chunks(smb_page_bitmap(abi, page));
                 for (uint32_t i = 0; i < n; i++) {
                         struct smb_chunk c = smb_try_acquire_chunk_for_writing(abi, page, i, w->writer_id, chunk_id);
-                        if (smb_chunk_is_valid(&c)) {
-                                atomic_store_explicit(&p->next_page_hint, page, memory_order_relaxed);
+                        if (smb_chunk_is_valid(&c))
                                 return c;
-                        }
                 }
         }
         return (struct smb_chunk) {};

@@ -119,7 +119,6 @@ struct traced_producer {
 
         traced_trace_writer *writers;
         uint16_t last_writer_id;
-        atomic_size_t next_page_hint; /* where the last search for a chunk ended */
 
         struct producer_sync *syncs; /* traced_producer_sync calls not answered yet */
 };

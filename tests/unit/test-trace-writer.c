@@ -1109,3 +1109,46 @@ Test(trace_writer_end, a_streamed_packet_given_up_past_the_limit_costs_the_sessi
         traced_producer_free(p);
         sd_event_unref(e);
 }
+
+/* A writer that writes a few chunks at a time, the service taking them
+ * between bursts (an idle plugin host draining each second): the chunks
+ * it gets are the first free ones, so it keeps using the same pages at
+ * the start of the SMB instead of walking through all of them, each one
+ * it touches resident in both processes for the rest of the session. 200
+ * bursts of about 5 chunks of 1 KiB in an SMB of 64 pages of 4: at most
+ * 2 pages ever hold a chunk (a search that resumed where the last ended
+ * went on to the next page at each burst, and touched all 64); every
+ * packet arrives. */
+Test(trace_writer, bursts_reuse_the_first_pages) {
+        sd_event *e;
+        traced_producer *p = fake_producer(&e);
+        traced_trace_writer *w;
+        cr_assert_eq(traced_producer_new_writer(p, 7, &w), 0);
+        struct trace_buffer *tb;
+        cr_assert_eq(trace_buffer_new(16u << 20, TRACE_BUFFER_RING_BUFFER, &tb), 0);
+        uint32_t seq = 0;
+        for (int burst = 0; burst < 200; burst++) {
+                for (int k = 0; k < 8; k++, seq++) {
+                        struct pb_buf pkt = {};
+                        expected_packet(seq, 600, &pkt);
+                        cr_assert_eq(traced_trace_writer_write_packet(w, pb_buf_data(&pkt), pb_buf_len(&pkt)), 0);
+                        pb_buf_done(&pkt);
+                }
+                (void) traced_trace_writer_flush(w);
+                commit_into(p, tb);
+        }
+        size_t used = 0;
+        for (size_t page = 0; page < p->abi.num_pages; page++) {
+                const uint8_t *b = p->abi.start + page * p->abi.page_size;
+                bool touched = false;
+                /* Past the page header: a chunk's header and payload. */
+                for (size_t k = 8; k < p->abi.page_size && !touched; k++)
+                        touched = b[k] != 0;
+                used += touched;
+        }
+        cr_assert_leq(used, 2, "%zu of %zu pages held chunks", used, p->abi.num_pages);
+        check_all(tb, seq, 600);
+        trace_buffer_free(tb);
+        traced_producer_free(p);
+        sd_event_unref(e);
+}
