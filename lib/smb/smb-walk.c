@@ -1,12 +1,48 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <errno.h>
+#include <unistd.h>
+
 #include "smb/smb-walk.h"
 
 struct smb_walk smb_walk_start(const struct smb_abi *abi, unsigned state_mask) {
         return (struct smb_walk) {
                 .abi = abi,
                 .state_mask = state_mask,
+                .fd = -EBADF,
         };
+}
+
+struct smb_walk smb_walk_start_fd(const struct smb_abi *abi, int fd, unsigned state_mask) {
+        struct smb_walk w = smb_walk_start(abi, state_mask);
+        w.fd = fd;
+        return w;
+}
+
+/* The first page from w->next_page on whose header the file has data, in
+ * w->next_page; false when there is none. */
+static bool skip_to_data(struct smb_walk *w) {
+        uint64_t at = (uint64_t) w->next_page * w->abi->page_size;
+        if (at >= w->data_start && at < w->data_end)
+                return true;
+        off_t data = lseek(w->fd, (off_t) at, SEEK_DATA);
+        if (data < 0) {
+                if (errno == ENXIO) /* nothing written from here on */
+                        return false;
+                w->fd = -EBADF; /* cannot tell: every page */
+                return true;
+        }
+        off_t hole = lseek(w->fd, data, SEEK_HOLE);
+        if (hole < 0 || hole <= data) {
+                w->fd = -EBADF;
+                return true;
+        }
+        /* The page the data starts in (its header may be in it, or not:
+         * then it reads as a page with no chunks). */
+        w->next_page = (size_t) ((uint64_t) data / w->abi->page_size);
+        w->data_start = (uint64_t) w->next_page * w->abi->page_size;
+        w->data_end = (uint64_t) hole;
+        return true;
 }
 
 /* Whether c ends inside page page_idx of abi. */
@@ -18,6 +54,8 @@ static bool chunk_in_page(const struct smb_abi *abi, size_t page_idx, const stru
 /* Enters the next page; false when there is none. */
 static bool enter_next_page(struct smb_walk *w) {
         if (!w->abi || w->next_page >= w->abi->num_pages)
+                return false;
+        if (w->fd >= 0 && (!skip_to_data(w) || w->next_page >= w->abi->num_pages))
                 return false;
         w->page = w->next_page++;
         w->bitmap = smb_page_bitmap(w->abi, w->page);

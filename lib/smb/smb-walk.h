@@ -15,6 +15,12 @@
  *   - every page is entered exactly once: the walk ends after num_pages
  *     pages and at most SMB_MAX_CHUNKS_PER_PAGE chunks each.
  *
+ * Walked with the SMB's file (smb_walk_start_fd, a memfd), pages that
+ * were never written are skipped without being read: reading a page of
+ * shared memory nobody wrote gives it memory of its own, and a service
+ * scraping every page header at each flush would keep a page of every
+ * SMB page resident that its producer never used.
+ *
  * The walk changes no chunk state: a caller that takes a chunk (for reading,
  * say) does so itself with the chunk's page and index.
  *
@@ -46,10 +52,21 @@ struct smb_walk {
         size_t next_page;
         uint32_t next_chunk;
         uint32_t n_chunks; /* of the current page, per bitmap */
+
+        /* With the SMB's file: pages whose header lies in [data_start,
+         * data_end) of it hold data; fd < 0 enters every page. */
+        int fd;
+        uint64_t data_start, data_end;
 };
 
 /* A walk over the chunks of abi whose state is one of state_mask's. */
 struct smb_walk smb_walk_start(const struct smb_abi *abi, unsigned state_mask);
+
+/* The same, skipping the pages fd (the file abi maps from its offset 0)
+ * has no data at: never written, they hold no chunk. A file that cannot
+ * say where its data is (lseek SEEK_DATA fails other than with ENXIO)
+ * has every page entered. */
+struct smb_walk smb_walk_start_fd(const struct smb_abi *abi, int fd, unsigned state_mask);
 
 /* Moves to the next chunk selected; false once every page was seen. */
 bool smb_walk_next(struct smb_walk *w);

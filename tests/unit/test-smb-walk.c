@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "smb/smb-walk.h"
 
@@ -224,4 +225,64 @@ Test(smb_walk, taking_a_chunk_during_the_walk) {
         cr_assert_eq(taken, 4);
         cr_assert_eq(smb_page_bitmap(&abi, 0), 0);
         cr_assert_eq(smb_page_bitmap(&abi, 1), 0);
+}
+
+/* Walked with its memfd, an SMB of 16 pages of 32 KiB where only pages 2
+ * and 9 were written yields the chunks of those two and reads no other
+ * page: the file still has holes everywhere else (a walk that read every
+ * page header would have given each of those pages memory). With a file
+ * that has no data at all, nothing is read. */
+static bool page_has_data(int fd, size_t page, size_t page_size) {
+        off_t at = (off_t) (page * page_size);
+        off_t d = lseek(fd, at, SEEK_DATA);
+        return d >= 0 && d < at + (off_t) page_size;
+}
+
+Test(smb_walk, with_its_file_unwritten_pages_are_not_read) {
+        const size_t ps = 32 * 1024, n = 16;
+        int fd = memfd_create("test-smb", MFD_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(ftruncate(fd, (off_t) (ps * n)), 0);
+        mem_size = ps * n;
+        mem = mmap(NULL, mem_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        cr_assert_neq(mem, MAP_FAILED);
+        cr_assert_eq(smb_abi_init(&abi, mem, mem_size, ps), 0);
+
+        struct smb_walk w = smb_walk_start_fd(&abi, fd, ALL_STATES);
+        cr_assert_not(smb_walk_next(&w), "an SMB nobody wrote has no chunks");
+
+        set_bitmap(2, layout_bits(SMB_PAGE_DIV2) | state_bits(1, SMB_CHUNK_COMPLETE));
+        set_bitmap(9, layout_bits(SMB_PAGE_DIV4) | state_bits(3, SMB_CHUNK_BEING_WRITTEN));
+        size_t pages[8], k = 0;
+        uint32_t idx[8];
+        for (w = smb_walk_start_fd(&abi, fd, SMB_STATE_BIT(SMB_CHUNK_COMPLETE) | SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN));
+             smb_walk_next(&w);) {
+                cr_assert_lt(k, 8);
+                pages[k] = w.page;
+                idx[k++] = w.chunk_idx;
+        }
+        cr_assert_eq(k, 2);
+        cr_assert_eq(pages[0], 2);
+        cr_assert_eq(idx[0], 1);
+        cr_assert_eq(pages[1], 9);
+        cr_assert_eq(idx[1], 3);
+        for (size_t p = 0; p < n; p++)
+                cr_assert_eq(page_has_data(fd, p, ps), p == 2 || p == 9, "page %zu %s", p,
+                             p == 2 || p == 9 ? "lost its data" : "was read");
+        close(fd);
+}
+
+/* A file that cannot say where its data is (a pipe here) has every page
+ * walked, as without one. */
+Test(smb_walk, a_file_without_data_offsets_walks_every_page) {
+        setup_smb(4 * 4096, 4096);
+        set_bitmap(3, layout_bits(SMB_PAGE_DIV1) | state_bits(0, SMB_CHUNK_COMPLETE));
+        int pfd[2];
+        cr_assert_eq(pipe(pfd), 0);
+        struct smb_walk w = smb_walk_start_fd(&abi, pfd[0], ALL_STATES);
+        cr_assert(smb_walk_next(&w));
+        cr_assert_eq(w.page, 3);
+        cr_assert_not(smb_walk_next(&w));
+        close(pfd[0]);
+        close(pfd[1]);
 }

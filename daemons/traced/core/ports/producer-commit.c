@@ -27,7 +27,7 @@
 size_t producer_count_torn_chunks(struct producer *p) {
         size_t n = 0;
 
-        for (struct smb_walk w = smb_walk_start(&p->abi, SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN)); smb_walk_next(&w);)
+        for (struct smb_walk w = smb_walk_start_fd(&p->abi, p->smb_fd, SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN)); smb_walk_next(&w);)
                 if (chunk_sink_count_torn(p, smb_chunk_writer_id(&w.chunk)))
                         n++;
         return n;
@@ -143,11 +143,11 @@ void producer_scrape(struct producer *p, bool scrape_incomplete) {
          * them, also those completed behind the first walk. */
         p->n_scraped = 0;
         if (scrape_incomplete)
-                for (struct smb_walk w = smb_walk_start(&p->abi, SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN));
+                for (struct smb_walk w = smb_walk_start_fd(&p->abi, p->smb_fd, SMB_STATE_BIT(SMB_CHUNK_BEING_WRITTEN));
                      smb_walk_next(&w);)
                         if (!scrape_note(p, &w.chunk, false))
                                 scrape_copy(p, &w.chunk, false);
-        for (struct smb_walk w = smb_walk_start(&p->abi, SMB_STATE_BIT(SMB_CHUNK_COMPLETE)); smb_walk_next(&w);) {
+        for (struct smb_walk w = smb_walk_start_fd(&p->abi, p->smb_fd, SMB_STATE_BIT(SMB_CHUNK_COMPLETE)); smb_walk_next(&w);) {
                 struct smb_chunk c = smb_try_acquire_chunk_for_reading(&p->abi, w.page, w.chunk_idx);
                 if (!smb_chunk_is_valid(&c))
                         continue;
