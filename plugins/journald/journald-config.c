@@ -8,7 +8,8 @@
 #include "common/config-error.h"
 #include "basic/alloc.h"
 #include "journald-config.h"
-#include "perfetto/config/data_source_config.pb-c.h"
+#include "basic/pbr.h"
+#include "perfetto/config/linux/journald_config.pb-c.h"
 
 static void strv_free(char **v, size_t n) {
         for (size_t i = 0; i < n; i++)
@@ -41,16 +42,42 @@ static int copy_filters(char *const *in, size_t n, const char *field, char ***re
         return 0;
 }
 
+/* DataSourceConfig.journald_config */
+#define DATA_SOURCE_CONFIG_JOURNALD_CONFIG 141
+
 int journald_config_parse(const uint8_t *config, size_t size, struct journald_config *ret, char *err,
                           size_t err_size) {
         *ret = (struct journald_config) { .min_prio = 7 };
-        Perfetto__Protos__DataSourceConfig *ds = perfetto__protos__data_source_config__unpack(NULL, size, config);
-        if (!ds)
+        /* Only journald_config (141) of the DataSourceConfig is decoded
+         * with generated code: unpacking the whole message would link the
+         * descriptors of every data source's config into the plugin, 100
+         * KiB of pointers relocated into private memory at each load. Its
+         * occurrences are concatenated, which decodes as their merge, as
+         * the whole message's unpack would have merged them. */
+        struct pbr_field f;
+        size_t pos = 0, n = 0;
+        int k;
+        _cleanup_free_ uint8_t *jbuf = NULL;
+        while ((k = pbr_next(config, size, &pos, &f)) > 0) {
+                if (f.number != DATA_SOURCE_CONFIG_JOURNALD_CONFIG)
+                        continue;
+                if (f.wire_type != 2)
+                        return config_error(err, err_size, "DataSourceConfig does not decode");
+                uint8_t *b = realloc(jbuf, n + f.len + 1);
+                if (!b)
+                        return -ENOMEM;
+                jbuf = b;
+                memcpy(jbuf + n, f.data, f.len);
+                n += f.len;
+        }
+        if (k < 0)
                 return config_error(err, err_size, "DataSourceConfig does not decode");
-        const Perfetto__Protos__SystemdJournaldConfig *jc = ds->journald_config;
-        int r = 0;
+        if (!jbuf)
+                return 0;
+        Perfetto__Protos__SystemdJournaldConfig *jc = perfetto__protos__systemd_journald_config__unpack(NULL, n, jbuf);
         if (!jc)
-                goto out;
+                return config_error(err, err_size, "journald_config does not decode");
+        int r = 0;
         if (jc->has_min_prio && jc->min_prio > 7) {
                 r = config_error(err, err_size, "min_prio: %u is not a syslog priority (0 emerg .. 7 debug)", jc->min_prio);
                 goto out;
@@ -80,7 +107,7 @@ int journald_config_parse(const uint8_t *config, size_t size, struct journald_co
                 r = copy_filters(jc->filter_units, jc->n_filter_units, "filter_units", &ret->units, &ret->n_units,
                                  err, err_size);
 out:
-        perfetto__protos__data_source_config__free_unpacked(ds, NULL);
+        perfetto__protos__systemd_journald_config__free_unpacked(jc, NULL);
         if (r < 0)
                 journald_config_done(ret);
         return r;

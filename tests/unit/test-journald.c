@@ -121,6 +121,37 @@ Test(journald_config, refuses_what_is_no_filter) {
         refused(text, "filter_identifiers");
 }
 
+/* The plugin decodes only journald_config of the DataSourceConfig: two
+ * occurrences of it merge as protobuf merges them (the second's fields
+ * added to the first's), the fields of other data sources around it are
+ * skipped, and bytes that are no protobuf are refused. */
+Test(journald_config, only_its_own_field_is_decoded) {
+        uint8_t buf[64];
+        size_t n = 0;
+        /* name: "x" */
+        buf[n++] = 0x0a, buf[n++] = 1, buf[n++] = 'x';
+        /* journald_config (141, length-delimited) { min_prio: 3 } */
+        buf[n++] = 0xea, buf[n++] = 0x08, buf[n++] = 2, buf[n++] = 0x08, buf[n++] = 3;
+        /* ftrace_config (100) { buffer_size_kb (10): 1 }: another source's */
+        buf[n++] = 0xa2, buf[n++] = 0x06, buf[n++] = 2, buf[n++] = 0x50, buf[n++] = 1;
+        /* journald_config { filter_identifiers (2): "ab" } */
+        buf[n++] = 0xea, buf[n++] = 0x08, buf[n++] = 4, buf[n++] = 0x12, buf[n++] = 2, buf[n++] = 'a', buf[n++] = 'b';
+        struct journald_config c;
+        char err[256] = "";
+        cr_assert_eq(journald_config_parse(buf, n, &c, err, sizeof(err)), 0, "%s", err);
+        cr_assert_eq(c.min_prio, 3);
+        cr_assert_eq(c.n_identifiers, 1);
+        cr_assert_str_eq(c.identifiers[0], "ab");
+        journald_config_done(&c);
+
+        /* A field cut short. */
+        cr_assert_eq(journald_config_parse(buf, n - 1, &c, err, sizeof(err)), -EINVAL);
+        cr_assert(strstr(err, "does not decode"), "%s", err);
+        /* journald_config as a varint. */
+        const uint8_t varint[] = { 0xe8, 0x08, 1 };
+        cr_assert_eq(journald_config_parse(varint, sizeof(varint), &c, err, sizeof(err)), -EINVAL);
+}
+
 /* ---- entries ---- */
 
 struct fake_entry {
