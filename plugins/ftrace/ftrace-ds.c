@@ -416,11 +416,18 @@ int ftrace_session_start(struct plugin *pl, uint64_t instance_id, const uint8_t 
         }
         if (have_cfg && pbr_get(fc.data, fc.len, 13, false, &f) && f.wire_type == 0 && f.varint)
                 ftrace_load_ksyms(s);
+        /* compact_sched: on whenever sched_switch is recorded unless the
+         * config sets enabled: false, as upstream since v42 (sched_waking
+         * alone stays one event each: its compact form takes the waker
+         * from the switches). */
+        bool compact = true;
         if (have_cfg && pbr_get(fc.data, fc.len, 12, false, &f) && f.wire_type == 2) {
                 struct pbr_field en;
-                s->compact = pbr_get(f.data, f.len, 1, false, &en) && en.varint;
+                if (pbr_get(f.data, f.len, 1, false, &en))
+                        compact = en.varint != 0;
         }
         ftrace_drain_init(s);
+        s->compact = compact && s->switch_fmt;
         s->pid_field = calloc(MAX_EVENTS, sizeof(*s->pid_field));
         if (!s->pid_field) {
                 ftrace_session_free(s);

@@ -100,7 +100,7 @@ Test(ftrace, markers_child_and_every_cpu) {
                            "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"sched/sched_waking\"\n"
                            "  ftrace_events: \"sched/sched_process_fork\" ftrace_events: \"task/task_newtask\"\n"
                            "  ftrace_events: \"task/task_rename\" ftrace_events: \"ftrace/print\"\n"
-                           "  drain_period_ms: 50 } } }\n"
+                           "  compact_sched { enabled: false } drain_period_ms: 50 } } }\n"
                            "data_sources { config { name: \"linux.process_stats\" } }\n"
                            "write_into_file: true file_write_period_ms: 200\n";
 
@@ -212,7 +212,7 @@ Test(ftrace, compact_sched_columns) {
         const char *text = "buffers { size_kb: 32768 }\n"
                            "data_sources { config { name: \"linux.ftrace\" ftrace_config {\n"
                            "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"sched/sched_waking\"\n"
-                           "  compact_sched { enabled: true } drain_period_ms: 50 } } }\n"
+                           "  drain_period_ms: 50 } } }\n" /* compact: the default with sched_switch */
                            "write_into_file: true file_write_period_ms: 200\n";
         int root = fixture_root_lock(); /* records in the root instance */
         int hotplug = fixture_hotplug_lock(false); /* every CPU is expected */
