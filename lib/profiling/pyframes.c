@@ -22,6 +22,7 @@ static const struct py_layout py_layouts[] = {
                 .tstate_native_tid = 160,
                 .tstate_cframe = 56,
                 .cframe_current_frame = 8,
+                .cframe_previous = 16,
                 .frame_code = 32,
                 .frame_previous = 48,
                 .frame_prev_instr = 56,

@@ -34,8 +34,8 @@ struct py_layout {
         uint16_t interp_next, interp_threads_head;
         /* PyThreadState */
         uint16_t tstate_next, tstate_native_tid, tstate_cframe;
-        /* _PyCFrame */
-        uint16_t cframe_current_frame;
+        /* _PyCFrame (one per evaluation call, on the C stack) */
+        uint16_t cframe_current_frame, cframe_previous;
         /* _PyInterpreterFrame */
         uint16_t frame_code, frame_previous, frame_prev_instr, frame_is_entry, frame_owner;
         uint16_t frame_size; /* bytes to read to get all of the above */

@@ -1,0 +1,154 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <errno.h>
+#include <string.h>
+
+#include "profiling/pyframes-walk.h"
+
+static int read_u64(py_read_fn read, void *userdata, uint64_t addr, uint64_t *ret) {
+        return read(userdata, addr, ret, sizeof(*ret));
+}
+
+/* Whether the thread state at ts is thread tid's. */
+static int is_thread(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t ts, uint32_t tid) {
+        uint64_t t;
+        int r = read_u64(read, userdata, ts + l->tstate_native_tid, &t);
+        if (r < 0)
+                return r;
+        return (uint32_t) t == tid;
+}
+
+int py_walk_thread_state(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t runtime, uint32_t tid,
+                         uint64_t *ret) {
+        uint64_t ts = 0, interp = 0;
+        *ret = 0;
+        if (read_u64(read, userdata, runtime + l->runtime_tstate_current, &ts) == 0 && ts &&
+            is_thread(l, read, userdata, ts, tid) > 0) {
+                *ret = ts;
+                return 0;
+        }
+        if (read_u64(read, userdata, runtime + l->runtime_interp_head, &interp) < 0)
+                return -EFAULT;
+        unsigned seen = 0;
+        for (unsigned i = 0; interp && i < PY_WALK_MAX_INTERPS; i++) {
+                if (read_u64(read, userdata, interp + l->interp_threads_head, &ts) < 0)
+                        return -EFAULT;
+                for (; ts && seen < PY_WALK_MAX_THREADS; seen++) {
+                        int r = is_thread(l, read, userdata, ts, tid);
+                        if (r < 0)
+                                return -EFAULT;
+                        if (r > 0) {
+                                *ret = ts;
+                                return 0;
+                        }
+                        if (read_u64(read, userdata, ts + l->tstate_next, &ts) < 0)
+                                return -EFAULT;
+                }
+                if (read_u64(read, userdata, interp + l->interp_next, &interp) < 0)
+                        return -EFAULT;
+        }
+        return 0;
+}
+
+/* The 8 bytes of the copy at address addr, if it holds them. */
+static bool copy_u64(const uint8_t *stack, size_t size, uint64_t sp, uint64_t addr, uint64_t *ret) {
+        if (addr < sp || addr - sp > size || size - (addr - sp) < sizeof(*ret))
+                return false;
+        memcpy(ret, stack + (addr - sp), sizeof(*ret));
+        return true;
+}
+
+/* The current_frame of each evaluation call whose _PyCFrame the copy
+ * holds, innermost first, from cframe (the thread state's, now): their
+ * number; 0 when cframe is not in the copy. */
+static size_t calls_in_copy(const struct py_layout *l, const uint8_t *stack, size_t size, uint64_t sp, uint64_t cframe,
+                            uint64_t *current, size_t cap) {
+        size_t n = 0;
+        while (n < cap) {
+                uint64_t frame, previous;
+                if (!copy_u64(stack, size, sp, cframe + l->cframe_current_frame, &frame) ||
+                    !copy_u64(stack, size, sp, cframe + l->cframe_previous, &previous))
+                        break;
+                current[n++] = frame;
+                /* The caller's is further up the stack, or not on it (the
+                 * thread state's root_cframe), or past the copy. */
+                if (previous <= cframe)
+                        break;
+                cframe = previous;
+        }
+        return n;
+}
+
+enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t runtime, uint32_t tid,
+                            const uint8_t *stack, size_t stack_size, uint64_t sp, struct py_walk *ret) {
+        ret->n = ret->entries = ret->checked = 0;
+        ret->has_copy = stack != NULL;
+        ret->truncated = false;
+        if (l->frame_size == 0 || l->frame_size > 256)
+                return PY_WALK_FAULT;
+        uint64_t ts, cframe, frame;
+        if (py_walk_thread_state(l, read, userdata, runtime, tid, &ts) < 0)
+                return PY_WALK_FAULT;
+        if (!ts)
+                return PY_WALK_NO_THREAD;
+        if (read_u64(read, userdata, ts + l->tstate_cframe, &cframe) < 0 || !cframe)
+                return PY_WALK_FAULT;
+        uint64_t current[PY_WALK_MAX_FRAMES];
+        size_t n_calls = 0;
+        if (stack) {
+                n_calls = calls_in_copy(l, stack, stack_size, sp, cframe, current, PY_WALK_MAX_FRAMES);
+                if (n_calls == 0)
+                        return PY_WALK_MOVED;
+                frame = current[0];
+        } else if (read_u64(read, userdata, cframe + l->cframe_current_frame, &frame) < 0)
+                return PY_WALK_FAULT;
+        if (!frame)
+                return PY_WALK_NO_THREAD;
+        uint8_t buf[256];
+        while (frame) {
+                if (ret->n >= PY_WALK_MAX_FRAMES) {
+                        ret->truncated = true;
+                        break;
+                }
+                if (read(userdata, frame, buf, l->frame_size) < 0)
+                        return PY_WALK_FAULT;
+                uint64_t code, previous, instr;
+                memcpy(&code, buf + l->frame_code, sizeof(code));
+                memcpy(&previous, buf + l->frame_previous, sizeof(previous));
+                memcpy(&instr, buf + l->frame_prev_instr, sizeof(instr));
+                bool entry = buf[l->frame_is_entry] != 0;
+                if (!code || (code & PY_WALK_ENTRY))
+                        return PY_WALK_MOVED;
+                ret->frames[2 * ret->n] = code | (entry ? PY_WALK_ENTRY : 0);
+                ret->frames[2 * ret->n + 1] = instr;
+                ret->n++;
+                if (entry) {
+                        ret->entries++;
+                        /* The call outside this one ran previous at the
+                         * sample, as its _PyCFrame in the copy says. */
+                        if (ret->entries < n_calls && previous != current[ret->entries])
+                                return PY_WALK_MOVED;
+                }
+                frame = previous;
+        }
+        if (!ret->truncated && ret->entries < n_calls)
+                return PY_WALK_MOVED;
+        ret->checked = (uint32_t) n_calls;
+        return PY_WALK_OK;
+}
+
+bool py_walk_matches(const struct py_walk *w, size_t n_eval) {
+        if (w->has_copy)
+                return w->checked == n_eval;
+        return w->entries == n_eval;
+}
+
+const char *py_walk_result_name(enum py_walk_result r) {
+        static const char *const names[_PY_WALK_RESULT_MAX] = {
+                [PY_WALK_OK] = "ok",
+                [PY_WALK_NO_THREAD] = "no thread state",
+                [PY_WALK_MOVED] = "moved on",
+                [PY_WALK_FAULT] = "unreadable",
+        };
+        return (unsigned) r < _PY_WALK_RESULT_MAX ? names[r] : "?";
+}
