@@ -79,6 +79,29 @@ static size_t calls_in_copy(const struct py_layout *l, const uint8_t *stack, siz
         return n;
 }
 
+/* Frames further apart than this are in different chunks of the data
+ * stack (or not on it), where nothing is said about their distance. */
+#define CHUNK_SPAN (1u << 20)
+#define FRAME_OWNED_BY_THREAD 0
+
+/* The bytes a frame of code takes on the thread's data stack; 0 when not
+ * known. *cache_code, *cache_size: the last code object asked about. */
+static uint64_t frame_bytes(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t code,
+                            uint64_t *cache_code, uint64_t *cache_size) {
+        if (!l->frame_specials)
+                return 0;
+        if (code == *cache_code)
+                return *cache_size;
+        int32_t stacksize, nlocalsplus;
+        if (read(userdata, code + l->code_stacksize, &stacksize, sizeof(stacksize)) < 0 ||
+            read(userdata, code + l->code_nlocalsplus, &nlocalsplus, sizeof(nlocalsplus)) < 0 || stacksize < 0 ||
+            nlocalsplus < 0)
+                return 0;
+        *cache_code = code;
+        *cache_size = ((uint64_t) stacksize + (uint64_t) nlocalsplus + l->frame_specials) * sizeof(uint64_t);
+        return *cache_size;
+}
+
 enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t runtime, uint32_t tid,
                             const uint8_t *stack, size_t stack_size, uint64_t sp, struct py_walk *ret) {
         ret->n = ret->entries = ret->checked = 0;
@@ -105,6 +128,8 @@ enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read, void *us
         if (!frame)
                 return PY_WALK_NO_THREAD;
         uint8_t buf[256];
+        uint64_t inner = 0, cache_code = 0, cache_size = 0;
+        bool inner_on_stack = false;
         while (frame) {
                 if (ret->n >= PY_WALK_MAX_FRAMES) {
                         ret->truncated = true;
@@ -117,8 +142,19 @@ enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read, void *us
                 memcpy(&previous, buf + l->frame_previous, sizeof(previous));
                 memcpy(&instr, buf + l->frame_prev_instr, sizeof(instr));
                 bool entry = buf[l->frame_is_entry] != 0;
+                bool on_stack = buf[l->frame_owner] == FRAME_OWNED_BY_THREAD;
                 if (!code || (code & PY_WALK_ENTRY))
                         return PY_WALK_MOVED;
+                /* The frame it called (the one before in the walk) starts
+                 * right after it on the data stack: when not, that one was
+                 * popped and this slot taken by another call since. */
+                if (inner_on_stack && on_stack && inner > frame && inner - frame < CHUNK_SPAN) {
+                        uint64_t size = frame_bytes(l, read, userdata, code, &cache_code, &cache_size);
+                        if (size && inner != frame + size)
+                                return PY_WALK_MOVED;
+                }
+                inner = frame;
+                inner_on_stack = on_stack;
                 ret->frames[2 * ret->n] = code | (entry ? PY_WALK_ENTRY : 0);
                 ret->frames[2 * ret->n + 1] = instr;
                 ret->n++;

@@ -15,14 +15,16 @@
  * evaluation call whose _PyCFrame it holds, as they were at the sample.
  * The frames are then walked in memory from the innermost one, and the
  * run of each call must end in an entry frame whose previous is the next
- * call's current_frame as the copy has it. Whatever does not agree
- * means the thread moved on since the sample (returned, or entered
- * another evaluation call) and the walk is refused.
+ * call's current_frame as the copy has it. Frames on the thread's data
+ * stack follow one another, each right after its caller (whose size its
+ * code object gives): a frame that does not was returned from, and its
+ * caller's place taken by another call. Whatever does not agree means the
+ * thread moved on since the sample and the walk is refused.
  *
  * What this cannot tell: the instruction of the innermost frame of each
  * run is the one the frame is at now (its line may be past the sample's),
- * and a frame the thread returned from, whose memory a new call took,
- * between the innermost frame of a run and its entry frame.
+ * and a frame returned from whose place a call of the same size took (a
+ * recursion's next call).
  *
  * Library code: memory is read through a py_read_fn, and what it returns
  * is untrusted (bounded walks, addresses checked against the copy).

@@ -46,8 +46,16 @@ static void put64(uint8_t *m, uint64_t at, uint64_t v) {
         memcpy(m + at, &v, 8);
 }
 
+/* A code object whose frames take words words of the data stack. */
+static void code_size(unsigned k, unsigned words) {
+        int32_t stacksize = 3, nlocalsplus = (int32_t) (words - l->frame_specials - 3);
+        memcpy(heap + (CODE(k) - HEAP) + l->code_stacksize, &stacksize, 4);
+        memcpy(heap + (CODE(k) - HEAP) + l->code_nlocalsplus, &nlocalsplus, 4);
+}
+
 static void frame(unsigned k, uint64_t previous, bool entry) {
         uint64_t at = FRAME(k) - HEAP;
+        code_size(k, 0x80 / 8); /* each frame right after its caller's */
         put64(heap, at + l->frame_code, CODE(k));
         put64(heap, at + l->frame_previous, previous);
         put64(heap, at + l->frame_prev_instr, CODE(k) + 0x20);
@@ -141,12 +149,29 @@ Test(pyframes_walk, a_chain_that_left_the_sample_is_refused) {
         build();
         struct py_walk w;
         frame(2, FRAME(0), true);
+        code_size(0, 0x100 / 8); /* F2 right after F0 */
         cr_assert_eq(walk(TID, true, &w), PY_WALK_MOVED);
         /* Without a copy nothing says so: read as it is. */
         cr_assert_eq(walk(TID, false, &w), PY_WALK_OK);
         cr_assert_eq(w.n, 3);
         cr_assert_not(w.has_copy);
         cr_assert(py_walk_matches(&w, 2), "without a copy: the entry frames are what a native stack must match");
+}
+
+/* A frame's caller slot taken by another call since (the frame was
+ * popped, its caller returned, another function called in its place):
+ * the frame no longer starts where its caller's ends. */
+Test(pyframes_walk, a_frame_not_right_after_its_caller_is_refused) {
+        build();
+        struct py_walk w;
+        code_size(1, 0x60 / 8);
+        cr_assert_eq(walk(TID, true, &w), PY_WALK_MOVED);
+        cr_assert_eq(walk(TID, false, &w), PY_WALK_MOVED, "with or without a copy");
+        /* A frame that is not on the data stack (a generator's) says
+         * nothing about it. */
+        heap[FRAME(1) - HEAP + l->frame_owner] = 1;
+        cr_assert_eq(walk(TID, true, &w), PY_WALK_OK);
+        cr_assert_eq(w.n, 4);
 }
 
 /* Fewer entry frames than calls in the copy: the outer call returned. */
