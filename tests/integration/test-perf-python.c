@@ -75,7 +75,7 @@ static void run_python(void *userdata) {
 }
 
 struct tally {
-        size_t on, right, in_fib, other_thread, no_stack, with_eval;
+        size_t on, right, in_fib, other_thread, no_stack, with_eval, with_py;
 };
 
 static struct tally record(struct pyrun *r, bool frames, struct collect *c) {
@@ -124,6 +124,13 @@ static struct tally record(struct pyrun *r, bool frames, struct collect *c) {
                                 t.with_eval++;
                                 break;
                         }
+                for (size_t j = 0; j < s->n_names; j++) {
+                        char fn[256];
+                        if (s->names[j] && python_frame(s->names[j], fn, sizeof(fn))) {
+                                t.with_py++;
+                                break;
+                        }
+                }
         }
         return t;
 }
@@ -138,9 +145,10 @@ static void check_frames(bool threads) {
         struct tally t = record(&r, true, &c);
         char *stats = fixture_log_last(&inst, "linux.perf instance ", ": CPython: ");
         cr_log_info("python3.11%s: %zu of %zu on-CPU samples with the Python frames right (%zu in fib, %zu of them in "
-                    "another thread; %zu without a stack, %zu with an evaluation frame left); %s",
-                    threads ? " with two threads" : "", t.right, t.on, t.in_fib, t.other_thread, t.no_stack,
-                    t.with_eval, stats ? stats : "(no CPython line in the log)");
+                    "another thread; %zu with Python frames; %zu without a stack, %zu with an evaluation frame left); "
+                    "%s",
+                    threads ? " with two threads" : "", t.right, t.on, t.in_fib, t.other_thread, t.with_py,
+                    t.no_stack, t.with_eval, stats ? stats : "(no CPython line in the log)");
         cr_assert_not_null(stats, "the stop says what the CPython frames did");
         cr_assert(strstr(stats, ": CPython: 1 processes with Python frames"), "%s", stats);
         free(stats);
@@ -153,6 +161,15 @@ static void check_frames(bool threads) {
         cr_assert_geq(t.right * 100, t.on * 80, "only %zu of %zu on-CPU samples carry the Python frames in order",
                       t.right, t.on);
         cr_assert_gt(t.in_fib * 2, t.right, "most samples run fib: %zu of %zu", t.in_fib, t.right);
+        /* What does not match the sample stays native rather than wrong
+         * (a frame's slot taken by another call of the same size is not
+         * seen: a few are allowed). */
+        cr_assert_leq((t.with_py - t.right) * 100, t.with_py, "%zu of %zu samples with Python frames are wrong",
+                      t.with_py - t.right, t.with_py);
+        int64_t moved = 0;
+        cr_assert(counter_value(&c, "linux.perf python: samples left native (the thread moved on)", &moved) &&
+                          moved >= 0,
+                  "the trace counts the samples left native");
         if (threads)
                 cr_assert_gt(t.other_thread, 0, "no sample of the second thread in fib");
         collect_free(&c);
