@@ -31,6 +31,12 @@
 size_t py_stack_frames(struct py_proc *pp, struct intern_writer *iw, const uint64_t *native, const bool *is_eval,
                        size_t n_native, const uint64_t *py, size_t n_py, uint64_t *out, size_t cap);
 
+/* The same merge with the Python frames already interned: py_iids[j]
+ * the frame of Python frame j (innermost first, 0: none), py[2 * j] its
+ * code object | PY_FRAME_ENTRY as above. */
+size_t py_stack_frames_interned(const uint64_t *native, const bool *is_eval, size_t n_native, const uint64_t *py,
+                                const uint64_t *py_iids, size_t n_py, uint64_t *out, size_t cap);
+
 /* Calls seen(pid, userdata) for each process whose executable is named
  * as a CPython's (pythonX.Y): those a sampler looks at as it starts. */
 void py_scan_processes(void (*seen)(int pid, void *userdata), void *userdata);

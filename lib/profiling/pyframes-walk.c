@@ -84,33 +84,105 @@ static size_t calls_in_copy(const struct py_layout *l, const uint8_t *stack, siz
 #define CHUNK_SPAN (1u << 20)
 #define FRAME_OWNED_BY_THREAD 0
 
+static size_t slot_of(uint64_t process, uint64_t v, size_t slots) {
+        return (size_t) (((v ^ (process << 32)) * 0x9e3779b97f4a7c15ull) >> 40) & (slots - 1);
+}
+
 /* The bytes a frame of code takes on the thread's data stack; 0 when not
- * known. *cache_code, *cache_size: the last code object asked about. */
-static uint64_t frame_bytes(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t code,
-                            uint64_t *cache_code, uint64_t *cache_size) {
+ * known. Kept per code object (a code object's sizes never change). */
+static uint64_t frame_bytes(const struct py_layout *l, py_read_fn read, void *userdata, struct py_walk *w,
+                            uint64_t code) {
         if (!l->frame_specials)
                 return 0;
-        if (code == *cache_code)
-                return *cache_size;
+        size_t k = slot_of(w->process, code, PY_WALK_CODES);
+        if (w->codes[k].code == code && w->codes[k].process == w->process && w->codes[k].size)
+                return w->codes[k].size;
         int32_t stacksize, nlocalsplus;
         if (read(userdata, code + l->code_stacksize, &stacksize, sizeof(stacksize)) < 0 ||
             read(userdata, code + l->code_nlocalsplus, &nlocalsplus, sizeof(nlocalsplus)) < 0 || stacksize < 0 ||
             nlocalsplus < 0)
                 return 0;
-        *cache_code = code;
-        *cache_size = ((uint64_t) stacksize + (uint64_t) nlocalsplus + l->frame_specials) * sizeof(uint64_t);
-        return *cache_size;
+        uint64_t size = ((uint64_t) stacksize + (uint64_t) nlocalsplus + l->frame_specials) * sizeof(uint64_t);
+        w->codes[k].process = w->process;
+        w->codes[k].code = code;
+        w->codes[k].size = size;
+        return size;
 }
 
-enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t runtime, uint32_t tid,
-                            const uint8_t *stack, size_t stack_size, uint64_t sp, struct py_walk *ret) {
+/* The thread state of tid, from where it was last time if it is still
+ * tid's there, else looked up and kept. */
+static int thread_state(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t runtime, uint32_t tid,
+                        struct py_walk *w, uint64_t *ret) {
+        size_t k = slot_of(w->process, tid, PY_WALK_THREADS);
+        if (w->threads[k].process == w->process && w->threads[k].tid == tid && w->threads[k].ts &&
+            is_thread(l, read, userdata, w->threads[k].ts, tid) > 0) {
+                *ret = w->threads[k].ts;
+                return 0;
+        }
+        int r = py_walk_thread_state(l, read, userdata, runtime, tid, ret);
+        if (r >= 0 && *ret) {
+                w->threads[k].process = w->process;
+                w->threads[k].tid = tid;
+                w->threads[k].ts = *ret;
+        }
+        return r;
+}
+
+/* A py_read_fn through the walk's pages: each page read once. */
+struct paged {
+        py_read_fn read;
+        void *userdata;
+        struct py_walk *w;
+};
+
+static const uint8_t *page_of(struct paged *p, uint64_t page) {
+        struct py_walk *w = p->w;
+        for (uint32_t k = 0; k < w->n_pages; k++)
+                if (w->page_addr[k] == page)
+                        return w->pages[k];
+        uint32_t k = w->n_pages < PY_WALK_PAGES ? w->n_pages++ : w->next_page++ % PY_WALK_PAGES;
+        w->reads++;
+        if (p->read(p->userdata, page, w->pages[k], PY_WALK_PAGE) < 0) {
+                /* Not kept: the slot is the next one taken. */
+                w->page_addr[k] = 0;
+                return NULL;
+        }
+        w->page_addr[k] = page;
+        return w->pages[k];
+}
+
+static int paged_read(void *userdata, uint64_t addr, void *buf, size_t len) {
+        struct paged *p = userdata;
+        uint8_t *out = buf;
+        if (addr + len < addr)
+                return -EFAULT;
+        while (len > 0) {
+                uint64_t page = addr & ~(uint64_t) (PY_WALK_PAGE - 1), off = addr - page;
+                size_t n = PY_WALK_PAGE - off < len ? PY_WALK_PAGE - off : len;
+                const uint8_t *data = page ? page_of(p, page) : NULL;
+                if (!data)
+                        return -EFAULT;
+                memcpy(out, data + off, n);
+                out += n;
+                addr += n;
+                len -= n;
+        }
+        return 0;
+}
+
+enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read_fn, void *userdata_fn, uint64_t runtime,
+                            uint32_t tid, const uint8_t *stack, size_t stack_size, uint64_t sp, struct py_walk *ret) {
+        struct paged paged = {.read = read_fn, .userdata = userdata_fn, .w = ret};
+        py_read_fn read = paged_read;
+        void *userdata = &paged;
+        ret->n_pages = ret->next_page = ret->reads = 0;
         ret->n = ret->entries = ret->checked = 0;
         ret->has_copy = stack != NULL;
         ret->truncated = false;
         if (l->frame_size == 0 || l->frame_size > 256)
                 return PY_WALK_FAULT;
         uint64_t ts, cframe, frame;
-        if (py_walk_thread_state(l, read, userdata, runtime, tid, &ts) < 0)
+        if (thread_state(l, read, userdata, runtime, tid, ret, &ts) < 0)
                 return PY_WALK_FAULT;
         if (!ts)
                 return PY_WALK_NO_THREAD;
@@ -128,7 +200,7 @@ enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read, void *us
         if (!frame)
                 return PY_WALK_NO_THREAD;
         uint8_t buf[256];
-        uint64_t inner = 0, cache_code = 0, cache_size = 0;
+        uint64_t inner = 0;
         bool inner_on_stack = false;
         while (frame) {
                 if (ret->n >= PY_WALK_MAX_FRAMES) {
@@ -149,7 +221,7 @@ enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read, void *us
                  * right after it on the data stack: when not, that one was
                  * popped and this slot taken by another call since. */
                 if (inner_on_stack && on_stack && inner > frame && inner - frame < CHUNK_SPAN) {
-                        uint64_t size = frame_bytes(l, read, userdata, code, &cache_code, &cache_size);
+                        uint64_t size = frame_bytes(l, read, userdata, ret, code);
                         if (size && inner != frame + size)
                                 return PY_WALK_MOVED;
                 }

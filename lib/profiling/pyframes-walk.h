@@ -51,7 +51,35 @@ enum py_walk_result {
         _PY_WALK_RESULT_MAX,
 };
 
+/* Memory is read a page at a time, and kept for the rest of the walk:
+ * most of a thread's frames lie in a page or two of its data stack. */
+#define PY_WALK_PAGE 4096u
+#define PY_WALK_PAGES 8u
+
+#define PY_WALK_CODES 256  /* code objects whose frame size is kept */
+#define PY_WALK_THREADS 64 /* threads whose thread state is kept */
+
 struct py_walk {
+        /* The caller's name for the process walked (its pid), set before
+         * each walk: what is kept from one walk to the next (the frame
+         * size of code objects, where threads' states are) is kept per
+         * process, and checked again where it can be. Zero the struct
+         * before the first walk. */
+        uint64_t process;
+        struct {
+                uint64_t process, code, size;
+        } codes[PY_WALK_CODES];
+        struct {
+                uint64_t process, ts;
+                uint32_t tid;
+        } threads[PY_WALK_THREADS];
+
+        /* the pages read (scratch: filled and used by py_walk) */
+        uint64_t page_addr[PY_WALK_PAGES];
+        uint32_t n_pages, next_page;
+        uint8_t pages[PY_WALK_PAGES][PY_WALK_PAGE];
+        uint32_t reads; /* reads of the process the last walk made */
+
         /* innermost first: code object (| PY_WALK_ENTRY), last instruction */
         uint64_t frames[2 * PY_WALK_MAX_FRAMES];
         uint32_t n;        /* frames */
@@ -67,9 +95,10 @@ struct py_walk {
 int py_walk_thread_state(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t runtime, uint32_t tid,
                          uint64_t *ret);
 
-/* Thread tid's Python frames into *ret. stack: the sample's copy of the
- * thread's user stack, stack_size bytes from address sp (NULL: none, the
- * frames are read unchecked). */
+/* Thread tid's Python frames into *ret (some 40 KiB: the caller's, kept
+ * from one walk to the next). stack: the sample's copy of the thread's
+ * user stack, stack_size bytes from address sp (NULL: none, the frames
+ * are read unchecked). */
 enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read, void *userdata, uint64_t runtime, uint32_t tid,
                             const uint8_t *stack, size_t stack_size, uint64_t sp, struct py_walk *ret);
 

@@ -17,7 +17,7 @@
 #define TID 42
 
 static uint8_t heap[16384];
-static uint8_t stack[2048]; /* the sample's copy, at SP */
+static uint8_t stack[4096]; /* the sample's copy, at SP */
 static const struct py_layout *l;
 
 /* Where things are in the heap. */
@@ -92,7 +92,7 @@ static enum py_walk_result walk(uint32_t tid, bool copy, struct py_walk *w) {
 
 Test(pyframes_walk, frames_checked_against_the_stack_copy) {
         build();
-        struct py_walk w;
+        static struct py_walk w;
         cr_assert_eq(walk(TID, true, &w), PY_WALK_OK);
         cr_assert_eq(w.n, 4);
         cr_assert_eq(w.entries, 2);
@@ -124,7 +124,7 @@ Test(pyframes_walk, the_gil_holder_is_found_first) {
 
 Test(pyframes_walk, a_thread_without_state_or_frames) {
         build();
-        struct py_walk w;
+        static struct py_walk w;
         cr_assert_eq(walk(99, true, &w), PY_WALK_NO_THREAD);
         cr_assert_eq(w.n, 0);
         /* Between evaluation calls (its cframe the root one, with no frame). */
@@ -136,7 +136,7 @@ Test(pyframes_walk, a_thread_without_state_or_frames) {
  * one since the sample (below the copied stack), or is off the stack. */
 Test(pyframes_walk, a_call_not_in_the_copy_is_refused) {
         build();
-        struct py_walk w;
+        static struct py_walk w;
         put64(heap, TS2 + l->tstate_cframe, SP - 0x200);
         cr_assert_eq(walk(TID, true, &w), PY_WALK_MOVED);
         put64(heap, TS2 + l->tstate_cframe, SP + sizeof(stack) - 8); /* its fields past the copy's end */
@@ -147,7 +147,7 @@ Test(pyframes_walk, a_call_not_in_the_copy_is_refused) {
  * ran at the sample: the program moved on. */
 Test(pyframes_walk, a_chain_that_left_the_sample_is_refused) {
         build();
-        struct py_walk w;
+        static struct py_walk w;
         frame(2, FRAME(0), true);
         code_size(0, 0x100 / 8); /* F2 right after F0 */
         cr_assert_eq(walk(TID, true, &w), PY_WALK_MOVED);
@@ -163,7 +163,7 @@ Test(pyframes_walk, a_chain_that_left_the_sample_is_refused) {
  * the frame no longer starts where its caller's ends. */
 Test(pyframes_walk, a_frame_not_right_after_its_caller_is_refused) {
         build();
-        struct py_walk w;
+        static struct py_walk w;
         code_size(1, 0x60 / 8);
         cr_assert_eq(walk(TID, true, &w), PY_WALK_MOVED);
         cr_assert_eq(walk(TID, false, &w), PY_WALK_MOVED, "with or without a copy");
@@ -177,7 +177,7 @@ Test(pyframes_walk, a_frame_not_right_after_its_caller_is_refused) {
 /* Fewer entry frames than calls in the copy: the outer call returned. */
 Test(pyframes_walk, calls_without_their_entry_frame_are_refused) {
         build();
-        struct py_walk w;
+        static struct py_walk w;
         frame(1, 0, false);
         frame(2, FRAME(1), false);
         put64(stack, CF1 + l->cframe_current_frame, 0);
@@ -186,10 +186,11 @@ Test(pyframes_walk, calls_without_their_entry_frame_are_refused) {
 
 Test(pyframes_walk, unreadable_memory) {
         build();
-        struct py_walk w;
+        static struct py_walk w;
         frame(1, 0xdead0000, false);
         cr_assert_eq(walk(TID, true, &w), PY_WALK_FAULT);
         build();
+        memset(&w, 0, sizeof(w)); /* the thread state not kept from the walk before */
         put64(heap, RUNTIME + l->runtime_tstate_current, 0);
         put64(heap, RUNTIME + l->runtime_interp_head, 0xdead0000);
         cr_assert_eq(walk(TID, true, &w), PY_WALK_FAULT);
@@ -199,7 +200,7 @@ Test(pyframes_walk, unreadable_memory) {
  * bound. */
 Test(pyframes_walk, a_looping_list_ends) {
         build();
-        struct py_walk w;
+        static struct py_walk w;
         frame(3, FRAME(3), false);
         cr_assert_eq(walk(TID, false, &w), PY_WALK_OK);
         cr_assert(w.truncated);
@@ -215,4 +216,32 @@ Test(pyframes_walk, a_looping_list_ends) {
 Test(pyframes_walk, result_names) {
         cr_assert_str_eq(py_walk_result_name(PY_WALK_MOVED), "moved on");
         cr_assert_str_eq(py_walk_result_name(_PY_WALK_RESULT_MAX), "?");
+}
+
+/* The process is read a page at a time: the whole walk here (thread
+ * list, thread state, four frames, their code objects) in four reads; a
+ * walk reads afresh what the one before read, but for where the thread
+ * state is and the code objects' sizes (not read again), and all of it
+ * is kept per process. */
+Test(pyframes_walk, memory_is_read_a_page_at_a_time) {
+        build();
+        static struct py_walk w;
+        int reads = 0;
+        cr_assert_eq(py_walk(l, fake_read, &reads, HEAP + RUNTIME, TID, stack, sizeof(stack), SP, &w), PY_WALK_OK);
+        cr_assert_eq(w.reads, 4, "pages read: %u", w.reads);
+        cr_assert_eq(reads, 4);
+        frame(1, FRAME(0), true);
+        cr_assert_eq(py_walk(l, fake_read, &reads, HEAP + RUNTIME, TID, stack, sizeof(stack), SP, &w), PY_WALK_OK);
+        cr_assert_eq(w.entries, 3, "the change made since the last walk is seen");
+        cr_assert_eq(reads, 6, "the thread state's page and the frames' page");
+        /* Another process (its memory the same here): nothing kept. */
+        w.process = 1;
+        cr_assert_eq(py_walk(l, fake_read, &reads, HEAP + RUNTIME, TID, stack, sizeof(stack), SP, &w), PY_WALK_OK);
+        cr_assert_eq(reads, 10);
+        /* A thread state kept that is no longer the thread's is looked up again. */
+        put64(heap, TS2 + l->tstate_native_tid, 43);
+        put64(heap, TS1 + l->tstate_native_tid, TID);
+        put64(heap, TS1 + l->tstate_cframe, SP + CF0);
+        cr_assert_eq(py_walk(l, fake_read, &reads, HEAP + RUNTIME, TID, stack, sizeof(stack), SP, &w), PY_WALK_OK);
+        cr_assert_eq(w.n, 4);
 }
