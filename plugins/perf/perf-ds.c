@@ -349,11 +349,13 @@ static void log_stopped(struct perf_session *s) {
                 plugin_log(s->pl, TRACED_LOG_INFO,
                            "linux.perf instance %llu: CPython: %llu processes with Python frames, %llu with a layout "
                            "not known; %llu samples with Python frames, left native: %llu the thread moved on, %llu "
-                           "no thread state, %llu memory unreadable, %llu process looked at after the drain",
+                           "no thread state, %llu memory unreadable, %llu process looked at after the drain; %llu reads of "
+                           "their memory",
                            (unsigned long long) s->inst.id, (unsigned long long) s->py_procs,
                            (unsigned long long) s->py_unknown, (unsigned long long) s->py_samples,
                            (unsigned long long) s->py_moved, (unsigned long long) s->py_no_thread,
-                           (unsigned long long) s->py_unreadable, (unsigned long long) s->py_late);
+                           (unsigned long long) s->py_unreadable, (unsigned long long) s->py_late,
+                           (unsigned long long) s->py_reads);
 }
 
 static void stop_session(struct perf_session *s) {

@@ -85,21 +85,25 @@ struct perf_item *perf_py_attach(struct perf_session *s, struct perf_item *it, c
                 stack = sv->stack;
                 sp = regs[UREG_SP];
         }
+        if (!s->py_walk && !(s->py_walk = calloc(1, sizeof(*s->py_walk))))
+                return it;
+        struct py_walk *w = s->py_walk;
         int pid = (int) sv->pid;
-        struct py_walk w;
+        w->process = (uint64_t) pid;
         enum py_walk_result res =
-                py_walk(e.layout, py_read_process, &pid, e.runtime, sv->tid, stack, sv->stack_size, sp, &w);
-        size_t n = res == PY_WALK_OK ? w.n : 0;
+                py_walk(e.layout, py_read_process, &pid, e.runtime, sv->tid, stack, sv->stack_size, sp, w);
+        s->py_reads += w->reads;
+        size_t n = res == PY_WALK_OK ? w->n : 0;
         size_t extra = sizeof(struct perf_py_trailer) + 2 * n * sizeof(uint64_t);
         struct perf_item *grown = realloc(it, sizeof(*it) + PERF_ITEM_EXTRA(it->len) + extra);
         if (!grown)
                 return it;
         struct perf_py_trailer t = {
-                .result = (uint8_t) res, .n = (uint32_t) n, .entries = w.entries, .checked = w.checked,
-                .has_copy = w.has_copy};
+                .result = (uint8_t) res, .n = (uint32_t) n, .entries = w->entries, .checked = w->checked,
+                .has_copy = w->has_copy};
         uint8_t *at = grown->rec + PERF_ITEM_EXTRA(grown->len);
         memcpy(at, &t, sizeof(t));
-        memcpy(at + sizeof(t), w.frames, 2 * n * sizeof(uint64_t));
+        memcpy(at + sizeof(t), w->frames, 2 * n * sizeof(uint64_t));
         grown->extra = (uint32_t) extra;
         return grown;
 }
@@ -192,9 +196,27 @@ void perf_py_scan(struct perf_session *s) {
                 py_scan_processes(scan_seen, s);
 }
 
+/* The interned frame of a Python frame (code object, last instruction) of
+ * process p: most samples repeat the frames of the last ones, and their
+ * names, lines and interning are looked up once per interning epoch. */
+static uint64_t python_frame(struct perf_session *s, const struct proc_info *p, struct py_proc *pp, uint64_t code,
+                             uint64_t instr) {
+        uint64_t h = (code ^ (instr << 7) ^ ((uint64_t) (uint32_t) p->pid << 40)) * 0x9e3779b97f4a7c15ull;
+        struct perf_py_frame_slot *f = &s->py_frames[(h >> 44) & (PERF_PY_FRAME_SLOTS - 1)];
+        if (f->epoch == s->epoch && f->code == code && f->instr == instr && f->pid == p->pid &&
+            f->generation == p->generation && f->iid)
+                return f->iid;
+        uint64_t iid = py_proc_frame(pp, s->iw, code, instr);
+        *f = (struct perf_py_frame_slot){.code = code, .instr = instr, .pid = p->pid, .generation = p->generation,
+                                         .epoch = s->epoch, .iid = iid};
+        return iid;
+}
+
 size_t perf_py_user_frames(struct perf_session *s, const struct perf_item *it, struct proc_info *p,
                            const uint64_t *user, const uint64_t *native, size_t n_user, uint64_t *out, size_t cap) {
         struct perf_py *py = s->cfg.python_frames && p && p->maps.n ? py_state(s, p) : NULL;
+        if (py && !s->py_frames && !(s->py_frames = calloc(PERF_PY_FRAME_SLOTS, sizeof(*s->py_frames))))
+                py = NULL;
         struct py_proc *pp = py ? py->pp : NULL;
         bool is_eval[PERF_PY_MAX_NATIVE];
         size_t n_eval = 0;
@@ -202,9 +224,7 @@ size_t perf_py_user_frames(struct perf_session *s, const struct perf_item *it, s
                 n_user = PERF_PY_MAX_NATIVE;
         if (pp && py_proc_info(pp)->kind == PY_KNOWN)
                 for (size_t k = 0; k < n_user; k++) {
-                        struct symbolized r;
-                        symbolizer_resolve(&s->sym, p, k > 0 ? user[k] - 1 : user[k], &r);
-                        is_eval[k] = r.function && strcmp(r.function, PY_EVAL_FUNCTION) == 0;
+                        is_eval[k] = perf_frame_is_eval(s, p, k > 0 ? user[k] - 1 : user[k]);
                         n_eval += is_eval[k];
                 }
         struct perf_py_trailer t = {0};
@@ -227,10 +247,12 @@ size_t perf_py_user_frames(struct perf_session *s, const struct perf_item *it, s
                                           n_eval))
                         s->py_moved++;
                 else {
-                        uint64_t frames[2 * PY_WALK_MAX_FRAMES];
+                        uint64_t frames[2 * PY_WALK_MAX_FRAMES], iids[PY_WALK_MAX_FRAMES];
                         memcpy(frames, at + sizeof(t), 2 * (size_t) t.n * sizeof(uint64_t));
+                        for (size_t j = 0; j < t.n; j++)
+                                iids[j] = python_frame(s, p, pp, frames[2 * j] & ~PY_FRAME_ENTRY, frames[2 * j + 1]);
                         s->py_samples++;
-                        return py_stack_frames(pp, s->iw, native, is_eval, n_user, frames, t.n, out, cap);
+                        return py_stack_frames_interned(native, is_eval, n_user, frames, iids, t.n, out, cap);
                 }
         }
         size_t n = 0;
@@ -253,6 +275,10 @@ void perf_py_reap(struct perf_session *s) {
 }
 
 void perf_py_free(struct perf_session *s) {
+        free(s->py_frames);
+        s->py_frames = NULL;
+        free(s->py_walk);
+        s->py_walk = NULL;
         uint64_t key, v;
         for (size_t i = 0; hashmap_next(&s->py_states, &i, &key, &v);)
                 py_free((struct perf_py *) (uintptr_t) v);

@@ -74,6 +74,7 @@ struct frame_slot {
         uint64_t pc;
         int32_t pid; /* -1: kernel */
         uint32_t maps_version, generation, epoch;
+        int8_t is_eval; /* -1: not known yet; else whether it is in CPython's evaluation function */
         uint64_t iid;
 };
 
@@ -103,6 +104,15 @@ struct perf_py_trailer {
 #define PERF_PY_DRAIN_MS 5u
 #define PERF_PY_MAX_NATIVE 256 /* native frames a Python sample's merge looks at */
 #define PERF_PY_COUNTERS 7
+#define PERF_PY_FRAME_SLOTS 4096u /* a power of two */
+
+/* A Python frame's interned frame (perf-python.c), valid for one epoch. */
+struct perf_py_frame_slot {
+        uint64_t code, instr;
+        int32_t pid;
+        uint32_t generation, epoch;
+        uint64_t iid;
+};
 
 struct perf_session {
         struct plugin_instance inst; /* first: the plugin's list, by instance id */
@@ -161,8 +171,11 @@ struct perf_session {
         size_t py_n;
         atomic_bool py_any;
         struct traced_source *py_timer; /* loop thread: the drains every PERF_PY_DRAIN_MS */
+        struct py_walk *py_walk;        /* loop thread: the walk's pages and frames */
+        atomic_uint_fast64_t py_reads;  /* loop thread: reads of processes' memory */
         /* the worker's: pid -> its state; counters, as last written */
         struct hashmap py_states;
+        struct perf_py_frame_slot *py_frames; /* PERF_PY_FRAME_SLOTS, allocated with the first CPython met */
         uint64_t py_procs, py_unknown, py_samples, py_moved, py_no_thread, py_unreadable, py_late;
         uint64_t py_written[PERF_PY_COUNTERS];
         uint32_t py_epoch[PERF_PY_COUNTERS];
@@ -223,6 +236,9 @@ void perf_py_free(struct perf_session *s);
 void perf_py_write_counters(struct perf_session *s);
 
 /* perf-worker.c */
+/* Whether user address pc of p (a return address less one but for the
+ * innermost) is in CPython's evaluation function; kept with the frame. */
+bool perf_frame_is_eval(struct perf_session *s, const struct proc_info *p, uint64_t pc);
 /* A counter track of the session (described once per interning epoch,
  * *epoch the one it was last described in) and its value at time. */
 void perf_write_counter_track(struct perf_session *s, uint64_t uuid, const char *name, uint32_t *epoch, uint64_t time,

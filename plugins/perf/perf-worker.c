@@ -14,6 +14,7 @@
 #include "perf-session.h"
 #include "profiling/intern.h"
 #include "profiling/procmaps.h"
+#include "profiling/pyframes.h"
 #include "profiling/unwind.h"
 #include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
@@ -186,19 +187,41 @@ static void write_dropped(struct perf_session *s) {
         s->dropped_written = total;
 }
 
-static uint64_t cached_frame(struct perf_session *s, const struct proc_info *p, uint64_t pc) {
+static struct frame_slot *frame_slot(struct perf_session *s, const struct proc_info *p, uint64_t pc, bool *hit) {
         int32_t pid = p ? p->pid : -1;
         uint32_t mv = p ? p->maps_version : 0, gen = p ? p->generation : 0;
         uint64_t h = (pc ^ ((uint64_t) (uint32_t) pid << 40)) * 0x9e3779b97f4a7c15ull;
         struct frame_slot *f = &s->frames[(h >> 40) & (FRAME_CACHE_SLOTS - 1)];
-        if (f->epoch == s->epoch && f->pc == pc && f->pid == pid && f->maps_version == mv && f->generation == gen)
+        *hit = f->epoch == s->epoch && f->pc == pc && f->pid == pid && f->maps_version == mv && f->generation == gen;
+        return f;
+}
+
+bool perf_frame_is_eval(struct perf_session *s, const struct proc_info *p, uint64_t pc) {
+        bool hit;
+        struct frame_slot *f = frame_slot(s, p, pc, &hit);
+        if (hit && f->is_eval >= 0)
+                return f->is_eval;
+        struct symbolized r;
+        symbolizer_resolve(&s->sym, p, pc, &r);
+        bool is_eval = r.function && strcmp(r.function, PY_EVAL_FUNCTION) == 0;
+        if (hit)
+                f->is_eval = is_eval;
+        return is_eval;
+}
+
+static uint64_t cached_frame(struct perf_session *s, const struct proc_info *p, uint64_t pc) {
+        int32_t pid = p ? p->pid : -1;
+        uint32_t mv = p ? p->maps_version : 0, gen = p ? p->generation : 0;
+        bool hit;
+        struct frame_slot *f = frame_slot(s, p, pc, &hit);
+        if (hit)
                 return f->iid;
         uint64_t jit_unnamed = s->sym.jit_unnamed;
         uint64_t iid = p ? symbolizer_user_frame(&s->sym, s->iw, p, pc) : symbolizer_kernel_frame(&s->sym, s->iw, pc);
         /* Generated code its runtime has not named yet is asked again. */
         if (iid && s->sym.jit_unnamed == jit_unnamed)
                 *f = (struct frame_slot) { .pc = pc, .pid = pid, .maps_version = mv, .generation = gen,
-                                           .epoch = s->epoch, .iid = iid };
+                                           .epoch = s->epoch, .is_eval = -1, .iid = iid };
         return iid;
 }
 
