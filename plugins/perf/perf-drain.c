@@ -357,7 +357,10 @@ void perf_drain_all(struct perf_session *s) {
         }
         for (size_t i = 0; i < all; i++)
                 __atomic_store_n(&ring_page(v[i].ring)->data_tail, v[i].tail, __ATOMIC_RELEASE);
-        perf_queue_publish(&s->q);
+        /* The drains for the Python frames leave the batch to the next
+         * regular one unless it grew: the worker is not woken for them. */
+        if (!s->py_hold || s->q.batch_items >= PERF_PY_HOLD_ITEMS)
+                perf_queue_publish(&s->q);
         free(v);
 }
 

@@ -109,16 +109,22 @@ struct perf_item *perf_py_attach(struct perf_session *s, struct perf_item *it, c
 }
 
 static void on_py_timer(void *userdata) {
-        perf_drain_all(userdata);
+        struct perf_session *s = userdata;
+        s->py_hold = true;
+        perf_drain_all(s);
+        s->py_hold = false;
 }
 
 /* While the table holds a process, the rings are drained every
- * PERF_PY_DRAIN_MS as well: the Python frames read are those of a moment
- * at most that long after the sample (besides the time the drain takes). */
+ * PERF_PY_DRAIN_MS (PERF_PY_DRAIN_SLOW_MS at low rates) as well: the
+ * Python frames read are those of a moment at most that long after the
+ * sample (besides the time the drain takes). */
 void perf_py_timer_check(struct perf_session *s) {
-        bool want = s->cfg.python_frames && atomic_load(&s->py_any) && s->cfg.read_period_ms > PERF_PY_DRAIN_MS;
+        const struct perf_event_attr *a = &s->cfg.attr;
+        uint32_t period = a->freq && a->sample_freq >= PERF_PY_DRAIN_FAST_HZ ? PERF_PY_DRAIN_MS : PERF_PY_DRAIN_SLOW_MS;
+        bool want = s->cfg.python_frames && atomic_load(&s->py_any) && s->cfg.read_period_ms > period;
         if (want && !s->py_timer)
-                (void) s->pl->api->add_timer(s->pl->host, PERF_PY_DRAIN_MS, on_py_timer, s, &s->py_timer);
+                (void) s->pl->api->add_timer(s->pl->host, period, on_py_timer, s, &s->py_timer);
         else if (!want && s->py_timer) {
                 s->pl->api->remove_source(s->pl->host, s->py_timer);
                 s->py_timer = NULL;

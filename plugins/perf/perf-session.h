@@ -101,7 +101,15 @@ struct perf_py_trailer {
         uint32_t n, entries, checked;
 };
 
-#define PERF_PY_DRAIN_MS 5u
+/* The drains for the Python frames: every 3 ms at 500 Hz or more per
+ * CPU, every 5 ms below (or with a period), where drains would otherwise
+ * outnumber samples and their wake-ups cost more than the samples. */
+#define PERF_PY_DRAIN_MS 3u
+#define PERF_PY_DRAIN_SLOW_MS 5u
+#define PERF_PY_DRAIN_FAST_HZ 500u
+/* Items those drains batch before they hand them to the worker (the
+ * regular drains hand over whatever there is). */
+#define PERF_PY_HOLD_ITEMS 512u
 #define PERF_PY_MAX_NATIVE 256 /* native frames a Python sample's merge looks at */
 #define PERF_PY_COUNTERS 7
 #define PERF_PY_FRAME_SLOTS 4096u /* a power of two */
@@ -171,6 +179,7 @@ struct perf_session {
         size_t py_n;
         atomic_bool py_any;
         struct traced_source *py_timer; /* loop thread: the drains every PERF_PY_DRAIN_MS */
+        bool py_hold;                   /* loop thread: in one of those, which publish only PERF_PY_HOLD_ITEMS */
         struct py_walk *py_walk;        /* loop thread: the walk's pages and frames */
         atomic_uint_fast64_t py_reads;  /* loop thread: reads of processes' memory */
         /* the worker's: pid -> its state; counters, as last written */

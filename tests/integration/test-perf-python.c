@@ -110,7 +110,7 @@ static struct tally record(struct pyrun *r, bool frames, struct collect *c) {
         snprintf(cfg, sizeof(cfg),
                  "buffers { size_kb: 65536 }\n"
                  "data_sources { config { name: \"linux.perf\" perf_event_config {\n"
-                 "  timebase { frequency: 499 counter: SW_CPU_CLOCK }\n"
+                 "  timebase { frequency: 999 counter: SW_CPU_CLOCK }\n"
                  "  callstack_sampling { scope { %s } user_frames: UNWIND_DWARF%s }\n"
                  "} } }\n"
                  "write_into_file: true file_write_period_ms: 250\n",
