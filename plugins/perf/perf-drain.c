@@ -385,6 +385,7 @@ void perf_on_timer(void *userdata) {
         (void) cpu_hotplug_check(&s->hotplug);
         perf_drain_all(s);
         perf_py_timer_check(s);
+        perf_py_log(s);
         /* The worker reads the notes' rings at least this often, samples
          * or not. */
         if (s->notes) {

@@ -375,6 +375,7 @@ static void stop_session(struct perf_session *s) {
                 }
                 s->worker_started = false;
         }
+        perf_py_log(s); /* what the worker met since the last read period */
         log_stopped(s);
 }
 

@@ -14,6 +14,7 @@
  * evaluation frames as the walk checked, and otherwise leaves the stack
  * native and counts why. */
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,6 +67,54 @@ static bool table_get(struct perf_session *s, int pid, struct perf_py_pid *ret) 
                 }
         pthread_mutex_unlock(&s->py_mu);
         return found;
+}
+
+/* Worker: what it found in a process, for the loop thread to say. */
+static void note_process(struct perf_session *s, int pid, const struct py_proc_info *in) {
+        pthread_mutex_lock(&s->py_mu);
+        if (s->py_n_notes < PERF_PY_NOTES) {
+                struct perf_py_note *n = &s->py_notes[s->py_n_notes++];
+                *n = (struct perf_py_note){.pid = pid, .kind = (uint8_t) in->kind, .major = in->major,
+                                           .minor = in->minor, .runtime = in->runtime, .code_type = in->code_type != 0};
+                snprintf(n->path, sizeof(n->path), "%s", in->path ? in->path : "?");
+        } else
+                s->py_notes_lost++;
+        pthread_mutex_unlock(&s->py_mu);
+}
+
+void perf_py_log(struct perf_session *s) {
+        struct perf_py_note notes[PERF_PY_NOTES];
+        size_t n, lost;
+        pthread_mutex_lock(&s->py_mu);
+        n = s->py_n_notes;
+        lost = s->py_notes_lost;
+        memcpy(notes, s->py_notes, n * sizeof(notes[0]));
+        s->py_n_notes = s->py_notes_lost = 0;
+        pthread_mutex_unlock(&s->py_mu);
+        unsigned long long id = (unsigned long long) s->inst.id;
+        for (size_t k = 0; k < n; k++) {
+                const struct perf_py_note *x = &notes[k];
+                if (x->kind == PY_KNOWN)
+                        plugin_log(s->pl, TRACED_LOG_DEBUG,
+                                   "linux.perf instance %llu: pid %d runs CPython %u.%u (%s): _PyRuntime at 0x%llx, "
+                                   "code objects %s",
+                                   id, x->pid, x->major, x->minor, x->path, (unsigned long long) x->runtime,
+                                   x->code_type ? "checked against PyCode_Type" : "not checked");
+                else if (x->kind == PY_UNKNOWN)
+                        plugin_log(s->pl, TRACED_LOG_INFO,
+                                   "linux.perf instance %llu: pid %d runs CPython %u.%u (%s), whose layout is not "
+                                   "known: its stacks stay native",
+                                   id, x->pid, x->major, x->minor, x->path);
+                else
+                        plugin_log(s->pl, TRACED_LOG_INFO,
+                                   "linux.perf instance %llu: pid %d maps %s but no _PyRuntime was found in its "
+                                   "CPython files: its stacks stay native",
+                                   id, x->pid, x->path);
+        }
+        if (lost)
+                plugin_log(s->pl, TRACED_LOG_INFO,
+                           "linux.perf instance %llu: %zu more CPython processes looked at (counted at the stop)", id,
+                           lost);
 }
 
 /* ---- the loop thread: the frames read as the ring is drained ---- */
@@ -168,6 +217,8 @@ static struct perf_py *py_state(struct perf_session *s, const struct proc_info *
                 return py;
         }
         const struct py_proc_info *in = py_proc_info(py->pp);
+        if (in->kind != PY_NOT)
+                note_process(s, p->pid, in);
         if (in->kind == PY_KNOWN) {
                 table_set(s, p->pid, in);
                 py->published = true;

@@ -111,6 +111,18 @@ struct perf_py_trailer {
  * regular drains hand over whatever there is). */
 #define PERF_PY_HOLD_ITEMS 512u
 #define PERF_PY_MAX_NATIVE 256 /* native frames a Python sample's merge looks at */
+#define PERF_PY_NOTES 16        /* processes looked at, to be logged by the loop thread */
+
+/* A CPython process the worker looked at, for the loop thread to log
+ * (the worker does not log). */
+struct perf_py_note {
+        int32_t pid;
+        uint8_t kind; /* enum py_kind */
+        unsigned major, minor;
+        uint64_t runtime;
+        bool code_type;
+        char path[256];
+};
 #define PERF_PY_COUNTERS 7
 #define PERF_PY_FRAME_SLOTS 4096u /* a power of two */
 
@@ -178,6 +190,8 @@ struct perf_session {
         struct perf_py_pid py_pids[PERF_PY_PIDS];
         size_t py_n;
         atomic_bool py_any;
+        struct perf_py_note py_notes[PERF_PY_NOTES]; /* under py_mu */
+        size_t py_n_notes, py_notes_lost;
         struct traced_source *py_timer; /* loop thread: the drains every PERF_PY_DRAIN_MS */
         bool py_hold;                   /* loop thread: in one of those, which publish only PERF_PY_HOLD_ITEMS */
         struct py_walk *py_walk;        /* loop thread: the walk's pages and frames */
@@ -227,6 +241,8 @@ extern const struct cpu_hotplug_ops perf_hotplug_ops;
  * the record when its process is a known CPython's (it may move: the
  * item returned replaces it). r: the record parsed from it. */
 struct perf_item *perf_py_attach(struct perf_session *s, struct perf_item *it, const struct perf_record *r);
+/* Loop thread: logs the CPython processes the worker looked at since. */
+void perf_py_log(struct perf_session *s);
 /* Loop thread: the drain timer of the Python frames, started while the
  * table holds a process, stopped when it does not. */
 void perf_py_timer_check(struct perf_session *s);

@@ -189,6 +189,10 @@ static void check_frames_of(const char *python, bool start_during, bool threads)
                           (start_during ? logged >= 1 : logged == 1),
                   "%s", stats);
         free(stats);
+        char found[64];
+        snprintf(found, sizeof(found), "pid %d runs CPython 3.11 ", (int) r.pid);
+        cr_assert_eq(fixture_log_count(&inst, found, "code objects checked against PyCode_Type"), 1,
+                     "the interpreter and PyCode_Type were found, and said once");
         int64_t procs = 0, with = 0;
         cr_assert(counter_value(&c, "linux.perf python: processes with Python frames", &procs) &&
                           (uint64_t) procs == logged,
@@ -249,7 +253,8 @@ static void copy_file(const char *from, const char *to) {
 }
 
 /* A CPython whose layout is not known (python3.11 copied as python3.99):
- * counted, in the stop line and the trace, and its stacks stay native. */
+ * said once in the log, counted in the stop line and the trace, and its
+ * stacks stay native. */
 Test(perf_python, an_unknown_version_is_counted_and_stays_native) {
         if (!perf_usable())
                 SKIP("perf_event_open with user registers and stacks is not available here");
@@ -270,6 +275,10 @@ Test(perf_python, an_unknown_version_is_counted_and_stays_native) {
         cr_assert(stats && strstr(stats, ": CPython: 0 processes with Python frames, 1 with a layout not known"), "%s",
                   stats ? stats : "(no CPython line)");
         free(stats);
+        char said[64];
+        snprintf(said, sizeof(said), "pid %d runs CPython 3.99 ", (int) r.pid);
+        unsigned times = fixture_log_count(&inst, said, "whose layout is not known");
+        cr_assert_eq(times, 1, "said once in the log: %u", times);
         int64_t unknown = 0;
         cr_assert(counter_value(&c, "linux.perf python: CPython processes left native (layout not known)",
                                 &unknown) &&
