@@ -20,10 +20,19 @@
 #            tracectl; perf record + perf report) per sample kept
 # and the ratio of traced's median us/smp to perf's.
 #
+# CPython frames (WHAT=python): two python3.11 running
+# tests/data/pyframes-busy.py (one of them with a second thread), sampled
+# system-wide by linux.perf with DWARF stacks, with its Python frames (the
+# default) and with callstack_sampling.traced_python_frames: false, ROUNDS
+# rounds each: samples kept, samples of the two with Python frames, and
+# the CPU of traced, its plugin host and tracectl per sample kept, with
+# the ratio of the medians (target: at most 1.5).
+#
 # Run as root from a build directory (after make check, which builds the
 # test program):
 #   ../bench/perf-sampling.sh [HZ...]          (default: 99 999)
-# Environment: DURATION (default 10), ROUNDS (default 3).
+# Environment: DURATION (default 10), ROUNDS (default 3), WHAT (default
+# "peers": against perf; or "python"), PYTHON (default /usr/bin/python3.11).
 # Not part of make check.
 set -eu
 
@@ -34,7 +43,7 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 [ -x "$build/traced" ] && [ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
 chain="$build/tests/perf/chain-O2-nofp"
 [ -x "$chain" ] || { echo "build the test program first: make tests/perf/chain-O2-nofp" >&2; exit 2; }
-command -v perf >/dev/null || { echo "needs perf (Debian: linux-perf)" >&2; exit 2; }
+[ "${WHAT:-peers}" = python ] || command -v perf >/dev/null || { echo "needs perf (Debian: linux-perf)" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "needs python3" >&2; exit 2; }
 rates=${*:-99 999}
 duration=${DURATION:-10}
@@ -114,6 +123,64 @@ stats() { # column of numbers -> "min median max"
                 m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
                 printf "%s %s %s\n", v[1], m, v[NR] }'
 }
+
+run_python() { # hz "callstack_sampling fields" -> "kept% with_py us"
+        rm -f "$work/t.pftrace"
+        traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
+        printf 'buffers { size_kb: 262144 }\ndata_sources { config { name: "linux.perf" perf_event_config {
+  timebase { frequency: %s counter: SW_CPU_CLOCK } callstack_sampling { user_frames: UNWIND_DWARF %s } } } }
+duration_ms: %s\n' "$1" "$2" "$((duration * 1000))" >"$work/cfg.pbtxt"
+        spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+                "$build/tracectl" --socket "$work/c.sock" record -c "$work/cfg.pbtxt" --txt --no-summary \
+                -o "$work/t.pftrace" >/dev/null 2>&1
+        cpid=$spawned_pid
+        spawn timeout "$duration" "$python" "$src/tests/data/pyframes-busy.py"
+        p1=$spawned_pid
+        spawn timeout "$duration" "$python" "$src/tests/data/pyframes-busy.py" -1 threads
+        p2=$spawned_pid
+        spawn_wait $p1 || true
+        spawn_wait $p2 || true
+        spawn_wait $cpid || true
+        pkill -TERM -P $tpid
+        spawn_wait $tpid || true
+        "$build/tracectl" summary "$work/t.pftrace" >"$work/summary.txt"
+        n=$(sed -n 's/^Perf samples: *\([0-9]*\) .*/\1/p' "$work/summary.txt")
+        # Samples with a Python frame of the script (its path in a frame's name).
+        py=$("$build/tracectl" report --folded "$work/t.pftrace" 2>/dev/null |
+                awk -v f="pyframes-busy.py:" 'index($0, f) { n += $NF } END { print n + 0 }')
+        cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time")" | awk '{ print $1 + $2 }')
+        echo "${n:-0} $py $cpu" | awk -v want="$((cpus * $1 * duration))" \
+                '{ printf "%.2f %d %.2f\n", 100 * $1 / want, $2, $1 ? $3 * 1e6 / $1 : 0 }'
+}
+
+if [ "${WHAT:-peers}" = python ]; then
+        python=${PYTHON:-/usr/bin/python3.11}
+        [ -x "$python" ] || { echo "needs $python (Debian: python3.11)" >&2; exit 2; }
+        echo "workload: 2 $python running pyframes-busy.py (one with two threads) for ${duration}s; $cpus CPUs;" \
+                "$rounds rounds"
+        printf "%-5s %-10s %-22s %-22s %-24s\n" hz frames "kept% min/med/max" "with Python min/med/max" \
+                "us/sample min/med/max"
+        for hz in $rates; do
+                : >"$work/on.rows"
+                : >"$work/off.rows"
+                r=0
+                while [ $r -lt "$rounds" ]; do
+                        run_python "$hz" "" >>"$work/on.rows"
+                        run_python "$hz" "traced_python_frames: false" >>"$work/off.rows"
+                        r=$((r + 1))
+                done
+                for f in on off; do
+                        printf "%-5s %-10s %-22s %-22s %-24s\n" "$hz" "$f" \
+                                "$(cut -d' ' -f1 "$work/$f.rows" | stats | tr ' ' /)" \
+                                "$(cut -d' ' -f2 "$work/$f.rows" | stats | tr ' ' /)" \
+                                "$(cut -d' ' -f3 "$work/$f.rows" | stats | tr ' ' /)"
+                done
+                on=$(cut -d' ' -f3 "$work/on.rows" | stats | cut -d' ' -f2)
+                off=$(cut -d' ' -f3 "$work/off.rows" | stats | cut -d' ' -f2)
+                echo "$on $off" | awk -v hz="$hz" '{ if ($2 > 0) printf "%-5s CPU per sample, frames on / off (medians): %.3f\n", hz, $1 / $2 }'
+        done
+        exit 0
+fi
 
 echo "workload: 2 python3 (through an exec shim) + chain-O2-nofp for ${duration}s; $cpus CPUs; $rounds rounds"
 printf "%-5s %-7s %-22s %-22s %-24s\n" hz tool "kept% min/med/max" "uerr% min/med/max" "us/sample min/med/max"

@@ -122,6 +122,16 @@ for d in $all; do
         esac
 done
 
+# process_vm_readv(2) (CPython's frames and code objects): the two
+# profilers' hosts only.
+for d in $all; do
+        case $d in
+        traced_perf_host_t | traced_bpf_host_t)
+                query "$d reads the memory of the processes it samples" nonempty -s $d -c process -p ptrace ;;
+        *) query "$d cannot ptrace" empty -s $d -c process -p ptrace ;;
+        esac
+done
+
 # linux.inode_file_map: the ftrace host lists directories of any owner
 # but reads no file of theirs.
 # It runs as the traced-plugin user, which owns neither tracefs nor its

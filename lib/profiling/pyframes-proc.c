@@ -124,7 +124,7 @@ int py_proc_new(struct symbolizer *sym, const struct proc_info *p, struct py_pro
         return 0;
 }
 
-static int read_mem(void *userdata, uint64_t addr, void *buf, size_t len) {
+int py_read_process(void *userdata, uint64_t addr, void *buf, size_t len) {
         int pid = *(const int *) userdata;
         struct iovec local = {.iov_base = buf, .iov_len = len};
         struct iovec remote = {.iov_base = (void *) (uintptr_t) addr, .iov_len = len};
@@ -143,7 +143,7 @@ static const struct py_code *code_of(struct py_proc *pp, uint64_t addr) {
                 codes_clear(&pp->codes);
         struct py_code *c = calloc(1, sizeof(*c));
         int pid = pp->pid;
-        if (c && py_code_read(pp->info.layout, read_mem, &pid, addr, pp->info.code_type, c) < 0) {
+        if (c && py_code_read(pp->info.layout, py_read_process, &pid, addr, pp->info.code_type, c) < 0) {
                 free(c);
                 c = NULL;
                 pp->unreadable++;

@@ -56,5 +56,9 @@ const struct py_proc_info *py_proc_info(const struct py_proc *pp);
  * "[python code 0xADDR]". */
 uint64_t py_proc_frame(struct py_proc *pp, struct intern_writer *iw, uint64_t code, uint64_t instr);
 
+/* A py_read_fn reading process *(const int *) userdata's memory
+ * (process_vm_readv: ptrace read access). */
+int py_read_process(void *userdata, uint64_t addr, void *buf, size_t len);
+
 /* Code objects read and found unreadable, since the process was met. */
 void py_proc_counts(const struct py_proc *pp, uint64_t *ret_read, uint64_t *ret_unreadable);

@@ -34,8 +34,8 @@ struct py_layout {
         uint16_t interp_next, interp_threads_head;
         /* PyThreadState */
         uint16_t tstate_next, tstate_native_tid, tstate_cframe;
-        /* _PyCFrame */
-        uint16_t cframe_current_frame;
+        /* _PyCFrame (one per evaluation call, on the C stack) */
+        uint16_t cframe_current_frame, cframe_previous;
         /* _PyInterpreterFrame */
         uint16_t frame_code, frame_previous, frame_prev_instr, frame_is_entry, frame_owner;
         uint16_t frame_size; /* bytes to read to get all of the above */
@@ -43,6 +43,11 @@ struct py_layout {
         uint16_t object_type; /* ob_type */
         /* PyCodeObject */
         uint16_t code_firstlineno, code_filename, code_qualname, code_linetable, code_code;
+        /* co_stacksize, co_nlocalsplus (ints), and the words of a frame's
+         * own fields: a frame on the thread's data stack takes
+         * (nlocalsplus + stacksize + specials) words, and the frame it calls
+         * starts right after (0: not known, not checked) */
+        uint16_t code_stacksize, code_nlocalsplus, frame_specials;
         /* str (PyASCIIObject, PyCompactUnicodeObject) and bytes */
         uint16_t str_length, str_state, str_ascii_data, str_compact_data;
         uint16_t bytes_size, bytes_data;

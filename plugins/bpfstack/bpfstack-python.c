@@ -9,9 +9,7 @@
  * evaluation function's native frames (lib/profiling/pyframes.h's
  * merge). */
 
-#include <dirent.h>
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +20,7 @@
 
 #include "bpfstack-session.h"
 #include "profiling/pyframes-proc.h"
+#include "profiling/pyframes-stack.h"
 #include "profiling/pyframes.h"
 
 /* A process's state, as its proc_info's userdata. */
@@ -119,29 +118,14 @@ void bpfstack_py_seen(struct bpfstack_session *s, uint32_t pid) {
         (void) py_state(s, p);
 }
 
+static void scan_seen(int pid, void *userdata) {
+        bpfstack_py_seen(userdata, (uint32_t) pid);
+}
+
 void bpfstack_py_scan(struct bpfstack_session *s) {
         if (!s->cfg.python_frames)
                 return;
-        DIR *d = opendir("/proc");
-        if (!d)
-                return;
-        struct dirent *de;
-        while ((de = readdir(d))) {
-                char *end;
-                long pid = strtol(de->d_name, &end, 10);
-                if (*end || pid <= 0 || pid > INT_MAX)
-                        continue;
-                char path[64], exe[PATH_MAX];
-                snprintf(path, sizeof(path), "/proc/%ld/exe", pid);
-                ssize_t n = readlink(path, exe, sizeof(exe) - 1);
-                unsigned major, minor;
-                if (n <= 0)
-                        continue;
-                exe[n] = 0;
-                if (py_version_of_path(exe, &major, &minor))
-                        bpfstack_py_seen(s, (uint32_t) pid);
-        }
-        closedir(d);
+        py_scan_processes(scan_seen, s);
 }
 
 size_t bpfstack_py_user_frames(struct bpfstack_session *s, struct intern_writer *iw, struct proc_info *p,
@@ -151,7 +135,7 @@ size_t bpfstack_py_user_frames(struct bpfstack_session *s, struct intern_writer 
                 p && p->userdata && p->generation == ((struct py_state *) p->userdata)->generation ? p->userdata : NULL;
         struct py_proc *pp = st ? st->pp : NULL;
         bool use_py = pp && py_proc_info(pp)->kind == PY_KNOWN && n_py > 0;
-        bool is_eval[BPFSTACK_MAX_DEPTH], is_entry[BPFSTACK_MAX_PYFRAMES];
+        bool is_eval[BPFSTACK_MAX_DEPTH];
         uint64_t native[BPFSTACK_MAX_DEPTH];
         if (n_user > BPFSTACK_MAX_DEPTH)
                 n_user = BPFSTACK_MAX_DEPTH;
@@ -175,21 +159,11 @@ size_t bpfstack_py_user_frames(struct bpfstack_session *s, struct intern_writer 
                                 out[n++] = native[k];
                 return n;
         }
-        for (size_t j = 0; j < n_py; j++)
-                is_entry[j] = py[j].code & BPFSTACK_PY_ENTRY;
-        struct py_merged m[BPFSTACK_MAX_DEPTH + BPFSTACK_MAX_PYFRAMES];
-        size_t nm = py_merge(is_eval, n_user, is_entry, n_py, m, sizeof(m) / sizeof(m[0]));
+        _Static_assert(sizeof(struct bpfstack_pyframe) == 2 * sizeof(uint64_t) && BPFSTACK_PY_ENTRY == PY_FRAME_ENTRY,
+                       "a Python frame of a record is a pair of py_stack_frames");
+        n = py_stack_frames(pp, iw, native, is_eval, n_user, (const uint64_t *) py, n_py, out,
+                            BPFSTACK_MAX_DEPTH + BPFSTACK_MAX_PYFRAMES);
         s->py_samples++;
-        for (size_t k = nm; k-- > 0;) {
-                uint64_t iid;
-                if (m[k].python) {
-                        const struct bpfstack_pyframe *f = &py[m[k].index];
-                        iid = py_proc_frame(pp, iw, f->code & ~BPFSTACK_PY_ENTRY, f->instr);
-                } else
-                        iid = native[m[k].index];
-                if (iid)
-                        out[n++] = iid;
-        }
         uint64_t r, u;
         py_proc_counts(pp, &r, &u);
         s->py_codes_read += r - st->codes_read;

@@ -216,6 +216,8 @@ static int parse(const Perfetto__Protos__PerfEventConfig *pc, struct perf_config
         if (cs && legacy_scope)
                 return config_error(err, en, "callstack_sampling: cannot be combined with the older flat target_*/"
                                      "exclude_*/kernel_frames fields");
+        /* linux.perf's own field: on unless said otherwise. */
+        c->python_frames = !cs || !cs->has_traced_python_frames || cs->traced_python_frames;
         if (cs) {
                 c->callstacks = true;
                 c->kernel_frames = cs->has_kernel_frames && cs->kernel_frames;

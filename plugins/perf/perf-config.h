@@ -25,6 +25,7 @@ struct perf_config {
         bool callstacks;
         bool kernel_frames;
         enum perf_unwind_mode user_frames;
+        bool python_frames; /* CPython's frames in place of its evaluation frames */
         /* scope */
         int32_t target_pid[PERF_MAX_SCOPE], exclude_pid[PERF_MAX_SCOPE];
         size_t n_target_pid, n_exclude_pid;

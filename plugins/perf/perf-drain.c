@@ -106,8 +106,9 @@ static int note(struct perf_session *s, const struct perf_record *r, struct cpu_
         return ret;
 }
 
-/* Takes it, the copy of a sample: queued to be unwound, or replaced by a
- * note, or counted as dropped when not even a note can be queued. */
+/* Takes it, the copy of a sample: queued to be unwound (with its
+ * thread's Python frames, read now), or replaced by a note, or counted as
+ * dropped when not even a note can be queued. */
 static void take_sample(struct perf_session *s, struct cpu_ring *ring, struct perf_item *it,
                         const struct perf_record *r) {
         atomic_uint_fast64_t *counter = NULL;
@@ -118,7 +119,7 @@ static void take_sample(struct perf_session *s, struct cpu_ring *ring, struct pe
                 if (!in_scope(s, (int) r->u.sample.pid, r->u.sample.time)) {
                         counter = &s->skipped_scope;
                         reason = SKIP_NOT_IN_SCOPE;
-                } else if (perf_queue_push(&s->q, it) >= 0)
+                } else if (perf_queue_push(&s->q, it = perf_py_attach(s, it, r)) >= 0)
                         return;
                 else {
                         counter = &s->skipped_enqueue;
@@ -356,7 +357,10 @@ void perf_drain_all(struct perf_session *s) {
         }
         for (size_t i = 0; i < all; i++)
                 __atomic_store_n(&ring_page(v[i].ring)->data_tail, v[i].tail, __ATOMIC_RELEASE);
-        perf_queue_publish(&s->q);
+        /* The drains for the Python frames leave the batch to the next
+         * regular one unless it grew: the worker is not woken for them. */
+        if (!s->py_hold || s->q.batch_items >= PERF_PY_HOLD_ITEMS)
+                perf_queue_publish(&s->q);
         free(v);
 }
 
@@ -380,6 +384,8 @@ void perf_on_timer(void *userdata) {
         struct perf_session *s = userdata;
         (void) cpu_hotplug_check(&s->hotplug);
         perf_drain_all(s);
+        perf_py_timer_check(s);
+        perf_py_log(s);
         /* The worker reads the notes' rings at least this often, samples
          * or not. */
         if (s->notes) {

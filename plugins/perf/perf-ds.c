@@ -93,6 +93,8 @@ static void session_free(struct perf_session *s) {
         cpu_hotplug_done(&s->hotplug);
         if (s->timer)
                 s->pl->api->remove_source(s->pl->host, s->timer);
+        if (s->py_timer)
+                s->pl->api->remove_source(s->pl->host, s->py_timer);
         if (s->writer)
                 s->pl->api->free_writer(s->writer);
         if (s->queue_ready)
@@ -103,6 +105,7 @@ static void session_free(struct perf_session *s) {
         free(s->track_epoch);
         unwinder_free(s->unw);
         perf_notes_free(s->notes);
+        perf_py_free(s);
         proc_table_free(s->procs);
         task_names_done(&s->names);
         elf_cache_free(s->elves);
@@ -110,6 +113,7 @@ static void session_free(struct perf_session *s) {
         intern_writer_free(s->iw);
         perf_config_done(&s->cfg);
         pthread_mutex_destroy(&s->mu);
+        pthread_mutex_destroy(&s->py_mu);
         pthread_cond_destroy(&s->done_cv);
         free(s);
 }
@@ -251,6 +255,7 @@ int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8
         s->pl = pl;
         s->inst.id = instance_id;
         pthread_mutex_init(&s->mu, NULL);
+        pthread_mutex_init(&s->py_mu, NULL);
         pthread_cond_init(&s->done_cv, NULL);
         int r = perf_config_parse(config, size, &s->cfg, err, sizeof(err));
         if (r < 0) {
@@ -340,6 +345,17 @@ static void log_stopped(struct perf_session *s) {
                    (unsigned long long) s->write_errors, (unsigned long long) s->flush_errors,
                    first_error ? " (first: " : "", first_error ? strerror(-first_error) : "", first_error ? ")" : "",
                    (unsigned long long) s->scanned);
+        if (s->cfg.python_frames && (s->py_procs || s->py_unknown))
+                plugin_log(s->pl, TRACED_LOG_INFO,
+                           "linux.perf instance %llu: CPython: %llu processes with Python frames, %llu with a layout "
+                           "not known; %llu samples with Python frames, left native: %llu the thread moved on, %llu "
+                           "no thread state, %llu memory unreadable, %llu process looked at after the drain; %llu reads of "
+                           "their memory",
+                           (unsigned long long) s->inst.id, (unsigned long long) s->py_procs,
+                           (unsigned long long) s->py_unknown, (unsigned long long) s->py_samples,
+                           (unsigned long long) s->py_moved, (unsigned long long) s->py_no_thread,
+                           (unsigned long long) s->py_unreadable, (unsigned long long) s->py_late,
+                           (unsigned long long) s->py_reads);
 }
 
 static void stop_session(struct perf_session *s) {
@@ -359,6 +375,7 @@ static void stop_session(struct perf_session *s) {
                 }
                 s->worker_started = false;
         }
+        perf_py_log(s); /* what the worker met since the last read period */
         log_stopped(s);
 }
 

@@ -73,12 +73,12 @@ bool perf_queue_room(const struct perf_queue *q, enum perf_item_kind kind, size_
 }
 
 int perf_queue_push(struct perf_queue *q, struct perf_item *it) {
-        if (!perf_queue_room(q, (enum perf_item_kind) it->kind, it->len))
+        if (!perf_queue_room(q, (enum perf_item_kind) it->kind, (size_t) it->len + it->extra))
                 return -ENOBUFS;
         it->next = NULL;
         *q->batch_tailp = it;
         q->batch_tailp = &it->next;
-        q->batch_bytes += it->len;
+        q->batch_bytes += (uint64_t) it->len + it->extra;
         q->batch_items++;
         return 0;
 }
@@ -107,7 +107,7 @@ struct perf_item *perf_queue_pop(struct perf_queue *q) {
         q->head = it->next;
         if (!q->head)
                 q->tailp = &q->head;
-        __atomic_store_n(&q->queued_bytes, q->queued_bytes - it->len, __ATOMIC_RELAXED);
+        __atomic_store_n(&q->queued_bytes, q->queued_bytes - it->len - it->extra, __ATOMIC_RELAXED);
         __atomic_store_n(&q->queued_items, q->queued_items - 1, __ATOMIC_RELAXED);
         pthread_mutex_unlock(&q->mu);
         return it;

@@ -48,9 +48,13 @@ struct perf_item {
         uint16_t misc;  /* NOTE: the record's misc (cpu mode) */
         uint32_t cpu, pid, tid;
         uint64_t time, count; /* NOTE, SAMPLE: timebase count; LOST: records lost; THROTTLE: throttles */
-        uint32_t len;
+        uint32_t len;   /* the record's bytes */
+        uint32_t extra; /* SAMPLE: bytes after the record, from PERF_ITEM_EXTRA(len): its thread's Python frames */
         uint8_t rec[];
 };
+
+/* Where an item's extra bytes start in rec (8-byte aligned). */
+#define PERF_ITEM_EXTRA(len) (((size_t) (len) + 7u) & ~(size_t) 7u)
 
 /* What one item takes of the plugin's memory besides its record bytes
  * (its header and the allocator's share), and so how many items a

@@ -27,9 +27,11 @@
 #include "perf-config.h"
 #include "perf-ds.h"
 #include "perf-queue.h"
+#include "basic/hashmap.h"
 #include "profiling/cpus.h"
 #include "profiling/perf-notes.h"
 #include "profiling/perf-record.h"
+#include "profiling/pyframes-walk.h"
 #include "profiling/symbolizer.h"
 #include "profiling/task-names.h"
 
@@ -72,6 +74,7 @@ struct frame_slot {
         uint64_t pc;
         int32_t pid; /* -1: kernel */
         uint32_t maps_version, generation, epoch;
+        int8_t is_eval; /* -1: not known yet; else whether it is in CPython's evaluation function */
         uint64_t iid;
 };
 
@@ -79,6 +82,56 @@ struct scope_slot {
         int32_t pid; /* 0: free */
         uint8_t state; /* 0 unknown, 1 in scope, 2 out, 3 out for now: no command line read */
         uint64_t read_at; /* state 3: the time of the sample it was read for */
+};
+
+/* CPython processes whose samples get their Python frames read (the
+ * worker sets them, the loop thread reads them; perf-python.c). */
+#define PERF_PY_PIDS 256
+struct perf_py_pid {
+        int32_t pid; /* 0: free */
+        uint64_t runtime;
+        const struct py_layout *layout;
+};
+
+/* What follows a sample's record in its item (PERF_ITEM_EXTRA), then n
+ * pairs (code object | PY_FRAME_ENTRY, last instruction). */
+struct perf_py_trailer {
+        uint8_t result; /* enum py_walk_result */
+        bool has_copy;
+        uint32_t n, entries, checked;
+};
+
+/* The drains for the Python frames: every 3 ms at 500 Hz or more per
+ * CPU, every 5 ms below (or with a period), where drains would otherwise
+ * outnumber samples and their wake-ups cost more than the samples. */
+#define PERF_PY_DRAIN_MS 3u
+#define PERF_PY_DRAIN_SLOW_MS 5u
+#define PERF_PY_DRAIN_FAST_HZ 500u
+/* Items those drains batch before they hand them to the worker (the
+ * regular drains hand over whatever there is). */
+#define PERF_PY_HOLD_ITEMS 512u
+#define PERF_PY_MAX_NATIVE 256 /* native frames a Python sample's merge looks at */
+#define PERF_PY_NOTES 16        /* processes looked at, to be logged by the loop thread */
+
+/* A CPython process the worker looked at, for the loop thread to log
+ * (the worker does not log). */
+struct perf_py_note {
+        int32_t pid;
+        uint8_t kind; /* enum py_kind */
+        unsigned major, minor;
+        uint64_t runtime;
+        bool code_type;
+        char path[256];
+};
+#define PERF_PY_COUNTERS 7
+#define PERF_PY_FRAME_SLOTS 4096u /* a power of two */
+
+/* A Python frame's interned frame (perf-python.c), valid for one epoch. */
+struct perf_py_frame_slot {
+        uint64_t code, instr;
+        int32_t pid;
+        uint32_t generation, epoch;
+        uint64_t iid;
 };
 
 struct perf_session {
@@ -121,7 +174,7 @@ struct perf_session {
         struct symbolizer sym;
         struct unwinder *unw;
         struct intern_writer *iw;
-        uint64_t last_clear, last_reap, latest_time;
+        uint64_t last_clear, last_reap, last_py_counters, latest_time;
         struct frame_slot *frames;
         uint32_t epoch; /* bumped with every intern_clear */
         uint64_t dropped_written;           /* the total of dropped samples last written */
@@ -130,6 +183,25 @@ struct perf_session {
          * those the worker carried out */
         atomic_uint_fast64_t clears_asked;
         uint64_t clears_done;
+
+        /* CPython (perf-python.c): the table, and whether it ever held a
+         * process (the loop thread's test before it takes the lock) */
+        pthread_mutex_t py_mu;
+        struct perf_py_pid py_pids[PERF_PY_PIDS];
+        size_t py_n;
+        atomic_bool py_any;
+        struct perf_py_note py_notes[PERF_PY_NOTES]; /* under py_mu */
+        size_t py_n_notes, py_notes_lost;
+        struct traced_source *py_timer; /* loop thread: the drains every PERF_PY_DRAIN_MS */
+        bool py_hold;                   /* loop thread: in one of those, which publish only PERF_PY_HOLD_ITEMS */
+        struct py_walk *py_walk;        /* loop thread: the walk's pages and frames */
+        atomic_uint_fast64_t py_reads;  /* loop thread: reads of processes' memory */
+        /* the worker's: pid -> its state; counters, as last written */
+        struct hashmap py_states;
+        struct perf_py_frame_slot *py_frames; /* PERF_PY_FRAME_SLOTS, allocated with the first CPython met */
+        uint64_t py_procs, py_unknown, py_samples, py_moved, py_no_thread, py_unreadable, py_late;
+        uint64_t py_written[PERF_PY_COUNTERS];
+        uint32_t py_epoch[PERF_PY_COUNTERS];
 
         /* counters (any thread) */
         atomic_uint_fast64_t samples, unwound, unwind_errors, skipped_enqueue, skipped_scope, skipped_stop, lost,
@@ -164,6 +236,37 @@ void perf_on_ring(int fd, uint32_t revents, void *userdata);
 void perf_on_timer(void *userdata);
 extern const struct cpu_hotplug_ops perf_hotplug_ops;
 
+/* perf-python.c */
+/* Loop thread: the sample's item, with its thread's Python frames after
+ * the record when its process is a known CPython's (it may move: the
+ * item returned replaces it). r: the record parsed from it. */
+struct perf_item *perf_py_attach(struct perf_session *s, struct perf_item *it, const struct perf_record *r);
+/* Loop thread: logs the CPython processes the worker looked at since. */
+void perf_py_log(struct perf_session *s);
+/* Loop thread: the drain timer of the Python frames, started while the
+ * table holds a process, stopped when it does not. */
+void perf_py_timer_check(struct perf_session *s);
+/* Worker: the processes running a CPython executable, looked at. */
+void perf_py_scan(struct perf_session *s);
+/* Worker: the user frames of a sample, root first, into out (at most cap):
+ * native[k] the interned frame of user[k] (innermost first), with the
+ * Python frames the item carries in place of the evaluation frames when
+ * they match; counts what it did. */
+size_t perf_py_user_frames(struct perf_session *s, const struct perf_item *it, struct proc_info *p,
+                           const uint64_t *user, const uint64_t *native, size_t n_user, uint64_t *out, size_t cap);
+/* Worker: forgets the processes the table dropped; frees all. */
+void perf_py_reap(struct perf_session *s);
+void perf_py_free(struct perf_session *s);
+/* Worker: the counters that moved, into the trace. */
+void perf_py_write_counters(struct perf_session *s);
+
 /* perf-worker.c */
+/* Whether user address pc of p (a return address less one but for the
+ * innermost) is in CPython's evaluation function; kept with the frame. */
+bool perf_frame_is_eval(struct perf_session *s, const struct proc_info *p, uint64_t pc);
+/* A counter track of the session (described once per interning epoch,
+ * *epoch the one it was last described in) and its value at time. */
+void perf_write_counter_track(struct perf_session *s, uint64_t uuid, const char *name, uint32_t *epoch, uint64_t time,
+                              uint64_t value);
 /* The worker thread (userdata: the session): until it pops PERF_ITEM_STOP. */
 void *perf_worker_main(void *userdata);

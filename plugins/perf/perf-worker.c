@@ -14,6 +14,7 @@
 #include "perf-session.h"
 #include "profiling/intern.h"
 #include "profiling/procmaps.h"
+#include "profiling/pyframes.h"
 #include "profiling/unwind.h"
 #include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
@@ -129,32 +130,23 @@ static uint64_t counter_track_uuid(const struct perf_session *s, enum counter_ki
         return counter_tracks[kind].uuid_base ^ (s->inst.id << 16) ^ cpu;
 }
 
-static void describe_counter_track(struct perf_session *s, enum counter_kind kind, uint32_t cpu) {
-        uint32_t *epoch = &s->track_epoch[(size_t) kind * MAX_CPUS + cpu];
-        if (*epoch == s->epoch)
-                return;
+void perf_write_counter_track(struct perf_session *s, uint64_t uuid, const char *name, uint32_t *epoch, uint64_t time,
+                              uint64_t value) {
         TracePacket pkt;
-        TrackDescriptor td;
-        CounterDescriptor counter;
-        char name[96];
-        snprintf(name, sizeof(name), "%s (CPU %u)", counter_tracks[kind].name, cpu);
-        if (packet_begin(s, &pkt) < 0)
-                return;
-        TracePacket_begin_track_descriptor(&pkt, &td);
-        TrackDescriptor_set_uuid(&td, counter_track_uuid(s, kind, cpu));
-        TrackDescriptor_set_name(&td, name);
-        TrackDescriptor_begin_counter(&td, &counter); /* a counter track */
-        TrackDescriptor_end_counter(&td, &counter);
-        TracePacket_end_track_descriptor(&pkt, &td);
-        packet_end(s, &pkt);
-        *epoch = s->epoch;
-}
-
-static void write_counter(struct perf_session *s, enum counter_kind kind, uint32_t cpu, uint64_t time, uint64_t value) {
-        if (cpu >= MAX_CPUS)
-                return;
-        describe_counter_track(s, kind, cpu);
-        TracePacket pkt;
+        if (*epoch != s->epoch) {
+                TrackDescriptor td;
+                CounterDescriptor counter;
+                if (packet_begin(s, &pkt) < 0)
+                        return;
+                TracePacket_begin_track_descriptor(&pkt, &td);
+                TrackDescriptor_set_uuid(&td, uuid);
+                TrackDescriptor_set_name(&td, name);
+                TrackDescriptor_begin_counter(&td, &counter); /* a counter track */
+                TrackDescriptor_end_counter(&td, &counter);
+                TracePacket_end_track_descriptor(&pkt, &td);
+                packet_end(s, &pkt);
+                *epoch = s->epoch;
+        }
         TrackEvent te;
         if (packet_begin(s, &pkt) < 0)
                 return;
@@ -162,10 +154,19 @@ static void write_counter(struct perf_session *s, enum counter_kind kind, uint32
         TracePacket_set_timestamp_clock_id(&pkt, s->cfg.clock_id);
         TracePacket_begin_track_event(&pkt, &te);
         TrackEvent_set_type(&te, TrackEvent_TYPE_COUNTER);
-        TrackEvent_set_track_uuid(&te, counter_track_uuid(s, kind, cpu));
+        TrackEvent_set_track_uuid(&te, uuid);
         TrackEvent_set_counter_value(&te, (int64_t) value);
         TracePacket_end_track_event(&pkt, &te);
         packet_end(s, &pkt);
+}
+
+static void write_counter(struct perf_session *s, enum counter_kind kind, uint32_t cpu, uint64_t time, uint64_t value) {
+        if (cpu >= MAX_CPUS)
+                return;
+        char name[96];
+        snprintf(name, sizeof(name), "%s (CPU %u)", counter_tracks[kind].name, cpu);
+        perf_write_counter_track(s, counter_track_uuid(s, kind, cpu), name,
+                                 &s->track_epoch[(size_t) kind * MAX_CPUS + cpu], time, value);
 }
 
 /* The counts of dropped samples that moved since last written. Cheap when
@@ -186,19 +187,41 @@ static void write_dropped(struct perf_session *s) {
         s->dropped_written = total;
 }
 
-static uint64_t cached_frame(struct perf_session *s, const struct proc_info *p, uint64_t pc) {
+static struct frame_slot *frame_slot(struct perf_session *s, const struct proc_info *p, uint64_t pc, bool *hit) {
         int32_t pid = p ? p->pid : -1;
         uint32_t mv = p ? p->maps_version : 0, gen = p ? p->generation : 0;
         uint64_t h = (pc ^ ((uint64_t) (uint32_t) pid << 40)) * 0x9e3779b97f4a7c15ull;
         struct frame_slot *f = &s->frames[(h >> 40) & (FRAME_CACHE_SLOTS - 1)];
-        if (f->epoch == s->epoch && f->pc == pc && f->pid == pid && f->maps_version == mv && f->generation == gen)
+        *hit = f->epoch == s->epoch && f->pc == pc && f->pid == pid && f->maps_version == mv && f->generation == gen;
+        return f;
+}
+
+bool perf_frame_is_eval(struct perf_session *s, const struct proc_info *p, uint64_t pc) {
+        bool hit;
+        struct frame_slot *f = frame_slot(s, p, pc, &hit);
+        if (hit && f->is_eval >= 0)
+                return f->is_eval;
+        struct symbolized r;
+        symbolizer_resolve(&s->sym, p, pc, &r);
+        bool is_eval = r.function && strcmp(r.function, PY_EVAL_FUNCTION) == 0;
+        if (hit)
+                f->is_eval = is_eval;
+        return is_eval;
+}
+
+static uint64_t cached_frame(struct perf_session *s, const struct proc_info *p, uint64_t pc) {
+        int32_t pid = p ? p->pid : -1;
+        uint32_t mv = p ? p->maps_version : 0, gen = p ? p->generation : 0;
+        bool hit;
+        struct frame_slot *f = frame_slot(s, p, pc, &hit);
+        if (hit)
                 return f->iid;
         uint64_t jit_unnamed = s->sym.jit_unnamed;
         uint64_t iid = p ? symbolizer_user_frame(&s->sym, s->iw, p, pc) : symbolizer_kernel_frame(&s->sym, s->iw, pc);
         /* Generated code its runtime has not named yet is asked again. */
         if (iid && s->sym.jit_unnamed == jit_unnamed)
                 *f = (struct frame_slot) { .pc = pc, .pid = pid, .maps_version = mv, .generation = gen,
-                                           .epoch = s->epoch, .iid = iid };
+                                           .epoch = s->epoch, .is_eval = -1, .iid = iid };
         return iid;
 }
 
@@ -208,7 +231,7 @@ static bool is_marker(uint64_t v) {
 
 static void process_sample(struct perf_session *s, const struct perf_item *it, const struct perf_record *r) {
         const struct perf_sample_view *sv = &r->u.sample;
-        uint64_t user[MAX_FRAMES], kern[MAX_FRAMES], frames[2 * MAX_FRAMES];
+        uint64_t user[MAX_FRAMES], native[MAX_FRAMES], kern[MAX_FRAMES], frames[2 * MAX_FRAMES + PY_WALK_MAX_FRAMES];
         size_t n_user = 0, n_kern = 0, n = 0;
         int err = UNWIND_ERR_NONE;
 
@@ -243,12 +266,12 @@ static void process_sample(struct perf_session *s, const struct perf_item *it, c
                 err = UNWIND_ERR_INVALID_MAP; /* gone before we saw its maps */
 
         write_defaults(s);
-        for (size_t k = n_user; k-- > 0;) {
+        for (size_t k = 0; k < n_user; k++) {
+                /* Return addresses but the innermost: the call is the byte before. */
                 uint64_t pc = k > 0 ? user[k] - 1 : user[k];
-                uint64_t f = p ? cached_frame(s, p, pc) : symbolizer_user_frame(&s->sym, s->iw, NULL, pc);
-                if (f)
-                        frames[n++] = f;
+                native[k] = p ? cached_frame(s, p, pc) : symbolizer_user_frame(&s->sym, s->iw, NULL, pc);
         }
+        n = perf_py_user_frames(s, it, p, user, native, n_user, frames, MAX_FRAMES + PY_WALK_MAX_FRAMES);
         for (size_t k = n_kern; k-- > 0;) {
                 uint64_t f = cached_frame(s, NULL, kern[k]);
                 if (f)
@@ -346,7 +369,12 @@ static void housekeeping(struct perf_session *s) {
         }
         if (now - s->last_reap >= 1000 && s->latest_time > REAP_DELAY_NS) {
                 proc_table_reap(s->procs, s->latest_time - REAP_DELAY_NS);
+                perf_py_reap(s);
                 s->last_reap = now;
+        }
+        if (now - s->last_py_counters >= 1000) {
+                perf_py_write_counters(s);
+                s->last_py_counters = now;
         }
 }
 
@@ -365,6 +393,7 @@ static void scan_processes(struct perf_session *s) {
 void *perf_worker_main(void *userdata) {
         struct perf_session *s = userdata;
         scan_processes(s);
+        perf_py_scan(s);
         s->last_clear = s->last_reap = now_ms();
         for (;;) {
                 struct perf_item *it = perf_queue_pop(&s->q);
@@ -403,6 +432,7 @@ void *perf_worker_main(void *userdata) {
                         }
                         break;
                 case PERF_ITEM_FLUSH: {
+                        perf_py_write_counters(s);
                         int r = s->pl->api->flush_writer(s->writer);
                         if (r < 0)
                                 writer_refused(s, &s->flush_errors, r);
@@ -413,6 +443,7 @@ void *perf_worker_main(void *userdata) {
                         break;
                 }
                 case PERF_ITEM_STOP:
+                        perf_py_write_counters(s);
                         free(it);
                         s->pl->api->free_writer(s->writer);
                         s->writer = NULL;

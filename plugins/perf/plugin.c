@@ -65,7 +65,8 @@ static void clear_incremental_state(void *state, uint64_t id) {
  * CAP_PERFMON. CAP_SYSLOG (34): real addresses in /proc/kallsyms, to name
  * kernel frames. CAP_SYS_PTRACE (19): /proc/PID/maps and /proc/PID/root of
  * other users' processes (ptrace read access is what the kernel checks
- * there; CAP_DAC_READ_SEARCH is not enough). CAP_IPC_LOCK (14): rings
+ * there; CAP_DAC_READ_SEARCH is not enough), and their memory through
+ * process_vm_readv(2): CPython's frames and code objects. CAP_IPC_LOCK (14): rings
  * beyond perf_event_mlock_kb per CPU (the default 2 or 4 MiB rings on a
  * machine with many CPUs, or larger ring_buffer_pages). CAP_DAC_READ_SEARCH
  * (2): the binaries and libraries of the processes it samples, to

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 #pragma once
 
-/* Reading a linux.bpf_stack trace in the integration tests: each
+/* Reading a linux.bpf_stack (or linux.perf) trace in the integration tests: each
  * PerfSample with its callstack's function names (interned per packet
  * sequence), and the unwind counter tracks with their last values. */
 
@@ -54,6 +54,9 @@ struct collect {
          * held the descriptor or the interned data. */
         bool orphans_ok;
         size_t orphans;
+        /* linux.perf's trace (its timebase is the config's, unnamed: every
+         * sample on-CPU) rather than linux.bpf_stack's */
+        bool linux_perf;
 };
 
 /* The last value of the counter track named name; false if none. */

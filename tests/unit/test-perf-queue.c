@@ -201,3 +201,21 @@ Test(perf_queue, with_a_consumer) {
         cr_assert_eq(perf_queue_items(&q), 0);
         perf_queue_done(&q);
 }
+
+/* A sample's extra bytes (its Python frames, after the record) count
+ * toward the byte bound as its record does, and leave with it. */
+Test(perf_queue, extra_bytes_count_toward_the_byte_bound) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, 16 * 1024), 0);
+        struct perf_item *it = new_item(PERF_ITEM_SAMPLE, 1024);
+        it->extra = 14 * 1024;
+        cr_assert_eq(perf_queue_push(&q, it), 0);
+        cr_assert_eq(q.batch_bytes, 15 * 1024);
+        cr_assert_not(push(&q, PERF_ITEM_SAMPLE, 2048), "past the bound with the extra bytes");
+        cr_assert(push(&q, PERF_ITEM_SAMPLE, 1024));
+        perf_queue_publish(&q);
+        free(perf_queue_pop(&q));
+        cr_assert_eq(q.queued_bytes, 1024, "the extra bytes left with their item");
+        cr_assert_eq(pop_all(&q), 1);
+        perf_queue_done(&q);
+}

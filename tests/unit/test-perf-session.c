@@ -401,3 +401,33 @@ Test(perf_session, every_unwind_error_counted_is_written) {
         }
         cr_assert_eq(samples, 1);
 }
+
+/* The drains for the Python frames (py_hold) batch what they read without
+ * handing it to the worker, until PERF_PY_HOLD_ITEMS wait or a regular
+ * drain comes; a sample of a process not in the table of CPython
+ * processes is queued as it was, with no extra bytes. */
+Test(perf_session, python_drains_hand_over_with_the_next_regular_one) {
+        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
+        pthread_mutex_init(&s->py_mu, NULL);
+        s->cfg.callstacks = true;
+        s->cfg.python_frames = true;
+        s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope));
+        put_sample(1000, 7);
+        put_sample(1200, 5);
+        s->py_hold = true;
+        perf_drain_all(s);
+        s->py_hold = false;
+        cr_expect_eq(s->samples, 2);
+        cr_expect_eq(s->q.queued_items, 0, "nothing handed over");
+        cr_expect_eq(s->q.batch_items, 2);
+        perf_drain_all(s);
+        cr_expect_eq(s->q.queued_items, 2, "the regular drain hands the batch over");
+        for (int k = 0; k < 2; k++) {
+                struct perf_item *it = perf_queue_pop(&s->q);
+                cr_expect_eq(it->kind, PERF_ITEM_SAMPLE);
+                cr_expect_eq(it->extra, 0, "no Python frames for a process not known to run CPython");
+                free(it);
+        }
+        free(s->scope);
+        pthread_mutex_destroy(&s->py_mu);
+}

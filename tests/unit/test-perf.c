@@ -54,11 +54,28 @@ Test(perf_config, upstream_style_config) {
         cr_assert_eq(c.read_period_ms, 50);
         cr_assert_eq(c.max_enqueued_bytes, 1024 * 1024);
         cr_assert_eq(c.unwind_state_clear_period_ms, 5000);
+        cr_assert(c.python_frames, "CPython's frames: on unless said otherwise");
         cr_assert_gt(c.timebase_size, 0, "the timebase goes into PerfSampleDefaults");
         cr_assert(perf_config_in_scope(&c, 100, "/usr/bin/python3.11", NULL), "basename matches");
         cr_assert(perf_config_in_scope(&c, 100, "python3", NULL));
         cr_assert_not(perf_config_in_scope(&c, 100, "/bin/sh", NULL));
         cr_assert_not(perf_config_in_scope(&c, 1, "python3", NULL), "excluded by pid");
+        perf_config_done(&c);
+}
+
+Test(perf_config, python_frames_off) {
+        struct perf_config c;
+        char err[256] = "";
+        cr_assert_eq(parse_text("perf_event_config { callstack_sampling { traced_python_frames: false } }", &c, err,
+                                sizeof(err)),
+                     0, "%s", err);
+        cr_assert(c.callstacks);
+        cr_assert_not(c.python_frames);
+        perf_config_done(&c);
+        cr_assert_eq(parse_text("perf_event_config { callstack_sampling { traced_python_frames: true } }", &c, err,
+                                sizeof(err)),
+                     0, "%s", err);
+        cr_assert(c.python_frames);
         perf_config_done(&c);
 }
 
