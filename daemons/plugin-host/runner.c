@@ -374,10 +374,13 @@ static uint64_t thread_cpu_ns(void) {
 }
 
 int plugin_runner_loop(struct plugin_runner *r, sd_event *event) {
+        /* One read of the thread's CPU clock per turn (a system call, not
+         * the vDSO): a turn's end is the next one's start. */
+        uint64_t before = thread_cpu_ns();
         while (sd_event_get_state(event) != SD_EVENT_FINISHED) {
-                uint64_t before = thread_cpu_ns();
                 int k = sd_event_run(event, UINT64_MAX);
-                uint64_t spent = thread_cpu_ns() - before;
+                uint64_t after = thread_cpu_ns(), spent = after - before;
+                before = after;
                 /* The start's own turn (loading BPF programs, say) is
                  * not counted: what follows it is. */
                 if (r->host.turn_restart) {
