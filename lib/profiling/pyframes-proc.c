@@ -134,6 +134,22 @@ int py_read_process(void *userdata, uint64_t addr, void *buf, size_t len) {
         return (size_t) n == len ? 0 : -EFAULT;
 }
 
+int py_readv_process(void *userdata, const uint64_t *addrs, void *const *bufs, size_t len, size_t n) {
+        int pid = *(const int *) userdata;
+        struct iovec local[8], remote[8];
+        if (n > 8)
+                n = 8;
+        for (size_t k = 0; k < n; k++) {
+                local[k] = (struct iovec){.iov_base = bufs[k], .iov_len = len};
+                remote[k] = (struct iovec){.iov_base = (void *) (uintptr_t) addrs[k], .iov_len = len};
+        }
+        ssize_t got = process_vm_readv(pid, local, n, remote, n, 0);
+        if (got < 0)
+                return -errno;
+        /* The kernel stops at the first part it cannot read. */
+        return (int) ((size_t) got / len);
+}
+
 /* The code object at addr, read once. */
 static const struct py_code *code_of(struct py_proc *pp, uint64_t addr) {
         uint64_t v;

@@ -59,6 +59,8 @@ uint64_t py_proc_frame(struct py_proc *pp, struct intern_writer *iw, uint64_t co
 /* A py_read_fn reading process *(const int *) userdata's memory
  * (process_vm_readv: ptrace read access). */
 int py_read_process(void *userdata, uint64_t addr, void *buf, size_t len);
+/* A py_readv_fn of the same process (userdata: a pointer to its pid). */
+int py_readv_process(void *userdata, const uint64_t *addrs, void *const *bufs, size_t len, size_t n);
 
 /* Code objects read and found unreadable, since the process was met. */
 void py_proc_counts(const struct py_proc *pp, uint64_t *ret_read, uint64_t *ret_unreadable);

@@ -151,6 +151,20 @@ static const uint8_t *page_of(struct paged *p, uint64_t page) {
         return w->pages[k];
 }
 
+/* The two pages at a and b (a != b) read in one call of the caller's
+ * readv, into free slots of the walk: those it read are kept. */
+static void paged_prefetch(struct paged *p, uint64_t a, uint64_t b) {
+        struct py_walk *w = p->w;
+        if (!w->readv || !a || !b || a == b || w->n_pages + 2 > PY_WALK_PAGES)
+                return;
+        uint64_t addrs[2] = {a, b};
+        void *bufs[2] = {w->pages[w->n_pages], w->pages[w->n_pages + 1]};
+        w->reads++;
+        int n = w->readv(p->userdata, addrs, bufs, PY_WALK_PAGE, 2);
+        for (int k = 0; k < n && k < 2; k++)
+                w->page_addr[w->n_pages++] = addrs[k];
+}
+
 static int paged_read(void *userdata, uint64_t addr, void *buf, size_t len) {
         struct paged *p = userdata;
         uint8_t *out = buf;
@@ -182,6 +196,10 @@ enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read_fn, void 
         if (l->frame_size == 0 || l->frame_size > 256)
                 return PY_WALK_FAULT;
         uint64_t ts, cframe, frame;
+        size_t slot = slot_of(ret->process, tid, PY_WALK_THREADS);
+        if (ret->threads[slot].process == ret->process && ret->threads[slot].tid == tid && ret->threads[slot].ts)
+                paged_prefetch(&paged, ret->threads[slot].ts & ~(uint64_t) (PY_WALK_PAGE - 1),
+                               ret->threads[slot].frame_page);
         if (thread_state(l, read, userdata, runtime, tid, ret, &ts) < 0)
                 return PY_WALK_FAULT;
         if (!ts)
@@ -199,6 +217,9 @@ enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read_fn, void 
                 return PY_WALK_FAULT;
         if (!frame)
                 return PY_WALK_NO_THREAD;
+        /* Where the next walk of the thread will likely find its frames. */
+        if (ret->threads[slot].process == ret->process && ret->threads[slot].tid == tid)
+                ret->threads[slot].frame_page = frame & ~(uint64_t) (PY_WALK_PAGE - 1);
         uint8_t buf[256];
         uint64_t inner = 0;
         bool inner_on_stack = false;

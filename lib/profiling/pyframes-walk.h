@@ -66,11 +66,15 @@ struct py_walk {
          * process, and checked again where it can be. Zero the struct
          * before the first walk. */
         uint64_t process;
+        /* Optional, set by the caller with the walk's reader: the page of
+         * a kept thread state and the page its innermost frame was in
+         * last time are read in one call (most walks need no other). */
+        py_readv_fn readv;
         struct {
                 uint64_t process, code, size;
         } codes[PY_WALK_CODES];
         struct {
-                uint64_t process, ts;
+                uint64_t process, ts, frame_page;
                 uint32_t tid;
         } threads[PY_WALK_THREADS];
 

@@ -68,6 +68,10 @@ int py_line_of(const uint8_t *table, size_t size, int firstlineno, uint32_t unit
 
 /* Reads len bytes of the process at addr into buf: 0, or a negative errno. */
 typedef int (*py_read_fn)(void *userdata, uint64_t addr, void *buf, size_t len);
+/* n reads of len bytes each (addrs[k] into bufs[k]) in one go, for the
+ * same userdata as the py_read_fn: how many of them, from the first, were
+ * read whole (0..n), or a negative errno. */
+typedef int (*py_readv_fn)(void *userdata, const uint64_t *addrs, void *const *bufs, size_t len, size_t n);
 
 #define PY_NAME_MAX 512             /* bytes of a name or file kept */
 #define PY_LINETABLE_MAX (1u << 16) /* bytes of a line table read */

@@ -245,3 +245,41 @@ Test(pyframes_walk, memory_is_read_a_page_at_a_time) {
         cr_assert_eq(py_walk(l, fake_read, &reads, HEAP + RUNTIME, TID, stack, sizeof(stack), SP, &w), PY_WALK_OK);
         cr_assert_eq(w.n, 4);
 }
+
+static int fake_readv(void *userdata, const uint64_t *addrs, void *const *bufs, size_t len, size_t n) {
+        int *calls = userdata;
+        size_t k = 0;
+        /* One call, however many pages: counted once, as one read. */
+        if (calls)
+                (*calls)++;
+        for (; k < n; k++)
+                if (fake_read(NULL, addrs[k], bufs[k], len) < 0)
+                        break;
+        return (int) k;
+}
+
+/* With a readv, a thread walked before has its thread state's page and
+ * the page its frames were in read in one call: the second walk makes
+ * that one read and no other, and still sees what changed in memory. */
+Test(pyframes_walk, a_known_thread_takes_one_read) {
+        build();
+        static struct py_walk w;
+        int calls = 0;
+        w.readv = fake_readv;
+        cr_assert_eq(py_walk(l, fake_read, &calls, HEAP + RUNTIME, TID, stack, sizeof(stack), SP, &w), PY_WALK_OK);
+        cr_assert_eq(calls, 4, "first walk: %d reads", calls);
+        frame(1, FRAME(0), true);
+        calls = 0;
+        cr_assert_eq(py_walk(l, fake_read, &calls, HEAP + RUNTIME, TID, stack, sizeof(stack), SP, &w), PY_WALK_OK);
+        cr_assert_eq(w.entries, 3, "the change made since the last walk is seen");
+        cr_assert_eq(calls, 1, "second walk: %d reads", calls);
+        cr_assert_eq(w.reads, 1);
+        cr_assert_eq(w.n, 4);
+        /* The frames' page unreadable now: the walk reads on its own. */
+        for (size_t k = 0; k < PY_WALK_THREADS; k++)
+                if (w.threads[k].tid == TID)
+                        w.threads[k].frame_page = 0x10;
+        calls = 0;
+        cr_assert_eq(py_walk(l, fake_read, &calls, HEAP + RUNTIME, TID, stack, sizeof(stack), SP, &w), PY_WALK_OK);
+        cr_assert_eq(w.n, 4);
+}
