@@ -241,7 +241,12 @@ static bool drain_one(struct perf_session *s, struct cpu_ring *ring, uint64_t he
                 return true;
         }
         int n = perf_record_compact(src, h.size, &s->layout, NULL);
-        struct perf_item *it = perf_item_new(PERF_ITEM_RECORD, n > 0 ? (size_t) n : h.size);
+        size_t len = n > 0 ? (size_t) n : h.size;
+        /* A sample that may get its Python frames has room for a few. */
+        size_t room = h.type == PERF_RECORD_SAMPLE && s->cfg.python_frames && atomic_load(&s->py_any)
+                              ? PERF_ITEM_EXTRA(len) - len + PERF_PY_ROOM
+                              : 0;
+        struct perf_item *it = perf_item_new_room(PERF_ITEM_RECORD, len, room);
         if (!it) {
                 s->skipped_enqueue++;
                 return true;

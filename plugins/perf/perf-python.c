@@ -14,9 +14,11 @@
  * evaluation frames as the walk checked, and otherwise leaves the stack
  * native and counts why. */
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 #include "perf-session.h"
 #include "profiling/pyframes-stack.h"
@@ -139,12 +141,16 @@ struct perf_item *perf_py_attach(struct perf_session *s, struct perf_item *it, c
         struct py_walk *w = s->py_walk;
         int pid = (int) sv->pid;
         w->process = (uint64_t) pid;
+        w->readv = py_readv_process;
         enum py_walk_result res =
                 py_walk(e.layout, py_read_process, &pid, e.runtime, sv->tid, stack, sv->stack_size, sp, w);
         s->py_reads += w->reads;
         size_t n = res == PY_WALK_OK ? w->n : 0;
         size_t extra = sizeof(struct perf_py_trailer) + 2 * n * sizeof(uint64_t);
-        struct perf_item *grown = realloc(it, sizeof(*it) + PERF_ITEM_EXTRA(it->len) + extra);
+        size_t need = sizeof(*it) + PERF_ITEM_EXTRA(it->len) + extra;
+        /* The drain made room for a few frames (PERF_PY_ROOM): most items
+         * are not copied again here. */
+        struct perf_item *grown = malloc_usable_size(it) >= need ? it : realloc(it, need);
         if (!grown)
                 return it;
         struct perf_py_trailer t = {
@@ -164,6 +170,39 @@ static void on_py_timer(void *userdata) {
         s->py_hold = false;
 }
 
+/* Whether every ring holds 8 times what its CPU writes in a period of
+ * the drains for the Python frames (at the configured frequency, each
+ * sample with a whole stack copy): then those drains alone keep up. */
+static bool rings_outlast(const struct perf_session *s, uint32_t period_ms) {
+        const struct perf_event_attr *a = &s->cfg.attr;
+        if (!a->freq)
+                return false;
+        uint64_t per_sample = (uint64_t) a->sample_stack_user + 1024u;
+        uint64_t per_period = a->sample_freq * period_ms / 1000u + 1u;
+        for (size_t k = 0; k < s->n_rings; k++)
+                if (s->rings[k].base && s->rings[k].data_size < 8u * per_period * per_sample)
+                        return false;
+        return true;
+}
+
+/* A ring wakes the loop each time its watermark's worth is written,
+ * however much of it was read: with drains every few milliseconds those
+ * wake-ups only cost, and the rings' fds leave the loop while the drains
+ * run (a ring that opens meanwhile, after a CPU came back, is the
+ * exception until they stop). */
+static void rings_listen(struct perf_session *s, bool on) {
+        for (size_t k = 0; k < s->n_rings; k++) {
+                struct cpu_ring *ring = &s->rings[k];
+                if (on && !ring->src && ring->base && ring->fd >= 0)
+                        (void) s->pl->api->add_fd(s->pl->host, ring->fd, EPOLLIN, perf_on_ring, ring, &ring->src);
+                else if (!on && ring->src) {
+                        s->pl->api->remove_source(s->pl->host, ring->src);
+                        ring->src = NULL;
+                }
+        }
+        s->rings_quiet = !on;
+}
+
 /* While the table holds a process, the rings are drained every
  * PERF_PY_DRAIN_MS (PERF_PY_DRAIN_SLOW_MS at low rates) as well: the
  * Python frames read are those of a moment at most that long after the
@@ -172,11 +211,14 @@ void perf_py_timer_check(struct perf_session *s) {
         const struct perf_event_attr *a = &s->cfg.attr;
         uint32_t period = a->freq && a->sample_freq >= PERF_PY_DRAIN_FAST_HZ ? PERF_PY_DRAIN_MS : PERF_PY_DRAIN_SLOW_MS;
         bool want = s->cfg.python_frames && atomic_load(&s->py_any) && s->cfg.read_period_ms > period;
-        if (want && !s->py_timer)
-                (void) s->pl->api->add_timer(s->pl->host, period, on_py_timer, s, &s->py_timer);
-        else if (!want && s->py_timer) {
+        if (want && !s->py_timer) {
+                if (s->pl->api->add_timer(s->pl->host, period, on_py_timer, s, &s->py_timer) >= 0 &&
+                    rings_outlast(s, period))
+                        rings_listen(s, false);
+        } else if (!want && s->py_timer) {
                 s->pl->api->remove_source(s->pl->host, s->py_timer);
                 s->py_timer = NULL;
+                rings_listen(s, true);
         }
 }
 

@@ -41,9 +41,13 @@ void perf_queue_done(struct perf_queue *q) {
 }
 
 struct perf_item *perf_item_new(enum perf_item_kind kind, size_t len) {
-        if (len > UINT32_MAX)
+        return perf_item_new_room(kind, len, 0);
+}
+
+struct perf_item *perf_item_new_room(enum perf_item_kind kind, size_t len, size_t room) {
+        if (len > UINT32_MAX || room > UINT32_MAX)
                 return NULL;
-        struct perf_item *it = malloc(sizeof(*it) + len);
+        struct perf_item *it = malloc(sizeof(*it) + len + room);
         if (it)
                 *it = (struct perf_item) { .kind = (uint8_t) kind, .len = (uint32_t) len };
         return it;

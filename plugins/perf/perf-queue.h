@@ -94,6 +94,9 @@ void perf_queue_done(struct perf_queue *q);
 /* An item with room for len record bytes, zeroed but for kind and len;
  * NULL when out of memory. Freed with free(). */
 struct perf_item *perf_item_new(enum perf_item_kind kind, size_t len);
+/* The same with room bytes more, unused, past the record (for extra bytes
+ * to come without a copy). */
+struct perf_item *perf_item_new_room(enum perf_item_kind kind, size_t len, size_t room);
 
 /* Loop thread: whether an item of that kind and record length would be
  * taken now. */

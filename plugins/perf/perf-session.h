@@ -110,6 +110,9 @@ struct perf_py_trailer {
 /* Items those drains batch before they hand them to the worker (the
  * regular drains hand over whatever there is). */
 #define PERF_PY_HOLD_ITEMS 512u
+/* Bytes a sample of a Python process is allocated with past its record
+ * for the frames read with it: its trailer and 30 frames (more: a copy). */
+#define PERF_PY_ROOM (sizeof(struct perf_py_trailer) + 30u * 2u * sizeof(uint64_t))
 #define PERF_PY_MAX_NATIVE 256 /* native frames a Python sample's merge looks at */
 #define PERF_PY_NOTES 16        /* processes looked at, to be logged by the loop thread */
 
@@ -194,6 +197,7 @@ struct perf_session {
         size_t py_n_notes, py_notes_lost;
         struct traced_source *py_timer; /* loop thread: the drains every PERF_PY_DRAIN_MS */
         bool py_hold;                   /* loop thread: in one of those, which publish only PERF_PY_HOLD_ITEMS */
+        bool rings_quiet;               /* loop thread: the rings' fds out of the loop while those drains run */
         struct py_walk *py_walk;        /* loop thread: the walk's pages and frames */
         atomic_uint_fast64_t py_reads;  /* loop thread: reads of processes' memory */
         /* the worker's: pid -> its state; counters, as last written */
