@@ -431,3 +431,68 @@ Test(perf_session, python_drains_hand_over_with_the_next_regular_one) {
         free(s->scope);
         pthread_mutex_destroy(&s->py_mu);
 }
+
+static unsigned timers_added, fds_added, removed;
+static struct traced_source *const fake_source = (struct traced_source *) (uintptr_t) 0x5000;
+
+static int32_t fake_add_timer(struct traced_host *h, uint32_t period_ms, traced_timer_cb cb, void *userdata,
+                              struct traced_source **ret) {
+        timers_added++;
+        *ret = fake_source;
+        return 0;
+}
+
+static int32_t fake_add_fd(struct traced_host *h, int fd, uint32_t events, traced_fd_cb cb, void *userdata,
+                           struct traced_source **ret) {
+        fds_added++;
+        *ret = fake_source;
+        return 0;
+}
+
+static void fake_remove_source(struct traced_host *h, struct traced_source *src) {
+        removed++;
+}
+
+/* While the drains for the Python frames run, a ring that holds 8 of
+ * their periods leaves the loop (its watermark's wake-ups would only
+ * cost); a smaller one stays; both are back when the drains stop. */
+static void python_drains(uint64_t data_size, bool expect_quiet) {
+        struct traced_host_api a = api;
+        a.add_timer = fake_add_timer;
+        a.add_fd = fake_add_fd;
+        a.remove_source = fake_remove_source;
+        struct perf_plugin p = { .api = &a };
+        s->pl = &p;
+        timers_added = fds_added = removed = 0;
+        s->cfg.python_frames = true;
+        s->cfg.read_period_ms = 100;
+        s->cfg.attr.freq = 1;
+        s->cfg.attr.sample_freq = 999;
+        s->cfg.attr.sample_stack_user = 65280;
+        s->rings[0].fd = 7;
+        s->rings[0].data_size = data_size;
+        s->rings[0].src = fake_source;
+        atomic_store(&s->py_any, true);
+        perf_py_timer_check(s);
+        cr_expect_eq(timers_added, 1);
+        cr_expect_eq(s->rings_quiet, expect_quiet);
+        cr_expect_eq(s->rings[0].src == NULL, expect_quiet);
+        cr_expect_eq(removed, expect_quiet ? 1 : 0);
+        perf_py_timer_check(s);
+        cr_expect_eq(timers_added, 1, "the drains' timer is added once");
+        atomic_store(&s->py_any, false);
+        perf_py_timer_check(s);
+        cr_expect_eq(s->rings_quiet, false);
+        cr_expect_not_null(s->rings[0].src, "the ring is back in the loop");
+        cr_expect_eq(fds_added, expect_quiet ? 1 : 0);
+        s->rings[0].src = NULL;
+        s->pl = &pl;
+}
+
+Test(perf_session, python_drains_take_the_rings_out_of_the_loop) {
+        python_drains(4u << 20, true);
+}
+
+Test(perf_session, python_drains_leave_a_small_ring_in_the_loop) {
+        python_drains(1u << 20, false);
+}
