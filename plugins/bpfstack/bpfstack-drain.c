@@ -447,7 +447,9 @@ static void handle(struct bpfstack_session *s, const struct bpfstack_record *rec
                 s->stops[rec->ustop]++;
         /* Before the symbolization, which reads the maps again when the
          * pc is in none of them. */
-        if (rec->ustop == BPFSTACK_STOP_NO_MAPPING && walked && rec->n_uframes > 0)
+        if (walked && rec->unmapped > 0 && rec->unmapped <= rec->n_uframes)
+                check_new_mapping(s, rec->pid, walked[rec->unmapped - 1], rec->kind == BPFSTACK_ON_CPU);
+        else if (rec->ustop == BPFSTACK_STOP_NO_MAPPING && walked && rec->n_uframes > 0)
                 check_new_mapping(s, rec->pid, walked[rec->n_uframes - 1], rec->kind == BPFSTACK_ON_CPU);
         if (rec->pystop == BPFSTACK_PY_NONE && s->cfg.python_frames)
                 bpfstack_py_seen(s, rec->pid);

@@ -212,6 +212,7 @@ struct walk {
         __u32 n;     /* the frames go into scratch */
         __u32 last;  /* the mapping of the previous frame: most callers share it */
         __u8 stop;
+        __u8 unmapped; /* bpfstack_record's */
 };
 
 /* Binary searches run as bpf_loop callbacks: the verifier checks a
@@ -303,6 +304,43 @@ static __always_inline const struct bpfstack_row *find_row(const struct bpfstack
         return bpf_map_lookup_elem(&unwind_rows, &c.lo);
 }
 
+/* A frame no table covers (code generated at run time in anonymous
+ * memory: V8's, HotSpot's, CPython's perf trampolines; or a function with
+ * no unwind rule) is left by its frame pointer, as those runtimes keep
+ * one: the caller's BP saved at BP, the return address above it. The walk
+ * goes on with the tables from the caller, or ends with why (the frame
+ * pointer is not one: outside the stack above SP, or unreadable). */
+static __always_inline long fp_step(struct walk *w, __u8 why) {
+        if (w->bp_at) {
+                if (bpf_probe_read_user(&w->bp, sizeof(w->bp), (const void *) w->bp_at) < 0) {
+                        w->stop = why;
+                        return 1;
+                }
+                w->bp_at = 0;
+        }
+        __u64 bp = w->bp, frame[2];
+        /* A zero frame pointer ends the chain (_start clears it), as it
+         * ends perf's and the kernel's walks by frame pointers. */
+        if (bp == 0) {
+                w->stop = BPFSTACK_STOP_END;
+                return 1;
+        }
+        /* A frame pointer lies on the stack, above SP and not far. */
+        if (bp < w->sp || bp - w->sp > BPFSTACK_FP_SPAN || (bp & 7) ||
+            bpf_probe_read_user(frame, sizeof(frame), (const void *) bp) < 0) {
+                w->stop = why;
+                return 1;
+        }
+        if (frame[1] == 0) {
+                w->stop = BPFSTACK_STOP_END;
+                return 1;
+        }
+        w->ip = frame[1];
+        w->sp = bp + 16;
+        w->bp = frame[0];
+        return 0;
+}
+
 /* One frame: records ip, then finds the caller's registers. 1 ends the
  * loop. */
 static long walk_step(__u32 i, void *ctx) {
@@ -330,10 +368,14 @@ static long walk_step(__u32 i, void *ctx) {
         __u32 last = w->last;
         const struct bpfstack_umap *m = find_map(p, pc, &last);
         w->last = last;
-        if (!m) {
-                w->stop = n == 0 && (p->flags & BPFSTACK_UPROC_PARTIAL) ? BPFSTACK_STOP_NO_TABLES
-                                                                        : BPFSTACK_STOP_NO_MAPPING;
+        if (!m && n == 0 && (p->flags & BPFSTACK_UPROC_PARTIAL)) {
+                w->stop = BPFSTACK_STOP_NO_TABLES;
                 return 1;
+        }
+        if (!m) {
+                if (!w->unmapped)
+                        w->unmapped = (__u8) (n + 1);
+                return fp_step(w, BPFSTACK_STOP_NO_MAPPING);
         }
         __u64 rel = pc - m->bias;
         const struct bpfstack_row *r = rel >> 32 ? NULL : find_row(m, (__u32) rel);
@@ -342,10 +384,8 @@ static long walk_step(__u32 i, void *ctx) {
                 w->stop = BPFSTACK_STOP_END;
                 return 1;
         }
-        if (kind == BPFSTACK_ROW_NONE || !r) {
-                w->stop = BPFSTACK_STOP_NO_CFI;
-                return 1;
-        }
+        if (kind == BPFSTACK_ROW_NONE || !r)
+                return fp_step(w, BPFSTACK_STOP_NO_CFI);
         if (kind == BPFSTACK_ROW_CFA_BP && w->bp_at) {
                 if (bpf_probe_read_user(&w->bp, sizeof(w->bp), (const void *) w->bp_at) < 0) {
                         w->stop = BPFSTACK_STOP_READ_FAULT;
@@ -384,8 +424,9 @@ static long walk_step(__u32 i, void *ctx) {
 
 /* Walks the user stack of task t (current) into scratch's frames: their
  * count, the reason the walk ended in *stop. */
-static __always_inline __u32 walk_user_stack(struct task_struct *t, __u32 pid, __u8 *stop) {
+static __always_inline __u32 walk_user_stack(struct task_struct *t, __u32 pid, __u8 *stop, __u8 *unmapped) {
         *stop = BPFSTACK_STOP_NONE;
+        *unmapped = 0;
         /* t and regs are BTF pointers: read directly, no helper call. */
         if (!t->mm)
                 return 0; /* a kernel thread */
@@ -405,6 +446,7 @@ static __always_inline __u32 walk_user_stack(struct task_struct *t, __u32 pid, _
         }
         bpf_loop(BPFSTACK_MAX_DEPTH + 1, walk_step, &w, 0);
         *stop = w.stop;
+        *unmapped = w.unmapped;
         return w.n;
 }
 
@@ -564,10 +606,10 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
                 struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
                 if (!sc)
                         return 0;
-                __u8 stop = BPFSTACK_STOP_NONE, pystop = BPFSTACK_PY_NONE;
+                __u8 stop = BPFSTACK_STOP_NONE, pystop = BPFSTACK_PY_NONE, unmapped = 0;
                 __u32 n = 0, n_py = 0;
                 if (walk_user && want_user)
-                        n = walk_user_stack(bpf_get_current_task_btf(), pid, &stop);
+                        n = walk_user_stack(bpf_get_current_task_btf(), pid, &stop, &unmapped);
                 struct bpfstack_record *r = &sc->rec;
                 r->ts = bpf_ktime_get_boot_ns();
                 r->blocked_ns = 0;
@@ -589,6 +631,7 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
                         n_py = walk_python(pp, tid, n, &pystop);
                 r->kind = BPFSTACK_ON_CPU;
                 r->ustop = stop;
+                r->unmapped = n ? unmapped : 0;
                 r->pystop = pystop;
                 __builtin_memcpy(r->comm, comm, sizeof(comm));
                 send_walked(sc, n, n_py, on_cpu_wakeups ? submit_flags() : BPF_RB_NO_WAKEUP);
@@ -608,6 +651,7 @@ int on_cpu(struct bpf_perf_event_data *ctx) {
         r->ustack_id = stack_of(ctx, BPF_F_USER_STACK, want_user);
         r->kind = BPFSTACK_ON_CPU;
         r->ustop = BPFSTACK_STOP_NONE;
+        r->unmapped = 0;
         r->n_uframes = 0;
         r->n_pyframes = 0;
         r->pystop = BPFSTACK_PY_NONE;
@@ -647,10 +691,11 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
                 __u32 zero = 0;
                 struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
                 __u32 n = 0, n_py = 0;
-                __u8 stop = BPFSTACK_STOP_NONE, pystop = BPFSTACK_PY_NONE;
+                __u8 stop = BPFSTACK_STOP_NONE, pystop = BPFSTACK_PY_NONE, unmapped = 0;
                 if (walk_user && want_user) {
-                        n = walk_user_stack(bpf_get_current_task_btf(), pid, &stop); /* prev is current */
+                        n = walk_user_stack(bpf_get_current_task_btf(), pid, &stop, &unmapped); /* prev is current */
                         o.ustop = stop;
+                        o.unmapped = unmapped;
                         if (stop != BPFSTACK_STOP_NO_TABLES && stop != BPFSTACK_STOP_NONE && sc)
                                 o.ustack_id = BPFSTACK_USTACK_WALKED;
                         else
@@ -719,6 +764,7 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
                                 n = 0;
                         r->kind = BPFSTACK_OFF_CPU;
                         r->ustop = was->ustop;
+                        r->unmapped = n ? was->unmapped : 0;
                         __builtin_memcpy(r->comm, was->comm, sizeof(r->comm));
                         if (u)
                                 send_walked(sc, n, n_py, submit_flags());
@@ -737,6 +783,7 @@ static __always_inline int switched(void *ctx, struct task_struct *prev, struct 
                         r->ustack_id = was->ustack_id == BPFSTACK_USTACK_WALKED ? -EFAULT : was->ustack_id;
                         r->kind = BPFSTACK_OFF_CPU;
                         r->ustop = was->ustop;
+                        r->unmapped = 0;
                         r->n_uframes = 0;
                         r->n_pyframes = 0;
                         r->pystop = BPFSTACK_PY_NONE;

@@ -11,6 +11,8 @@
 
 #define BPFSTACK_COMM_LEN 16
 #define BPFSTACK_MAX_DEPTH 127 /* PERF_MAX_STACK_DEPTH */
+/* How far above SP a frame pointer may be and still be taken for one. */
+#define BPFSTACK_FP_SPAN (64ull << 20)
 #define BPFSTACK_MAX_PIDS 16   /* pid= and tid= filters, each */
 #define BPFSTACK_MAX_COMMS 4   /* comm= filters */
 
@@ -36,7 +38,11 @@ struct bpfstack_record {
         char comm[BPFSTACK_COMM_LEN];
         __u16 n_pyframes; /* struct bpfstack_pyframe after the user frames */
         __u8 pystop;      /* enum bpfstack_py_stop */
-        __u8 pad[5];
+        /* 1 + the index of the first user frame whose pc was outside every
+         * mapping with a table, left by its frame pointer (JIT code, or a
+         * file mapped since the process's entry was written); 0: none. */
+        __u8 unmapped;
+        __u8 pad[4];
         /* With ustack_id BPFSTACK_USTACK_WALKED, n_uframes __u64 follow:
          * the interrupted instruction, then return addresses. Then
          * n_pyframes Python frames, innermost first. */
@@ -179,7 +185,8 @@ struct bpfstack_switched_out {
         __s32 kstack_id, ustack_id;
         __u8 ustop;
         __u8 has_trailer; /* out_ustack holds its frames (walked or Python) */
-        __u8 pad[2];
+        __u8 unmapped;    /* as bpfstack_record's */
+        __u8 pad[1];
         char comm[BPFSTACK_COMM_LEN];
 };
 

@@ -1097,15 +1097,27 @@ Test(bpfstack, javascript_functions_named_from_the_perf_map) {
         char map[64];
         snprintf(map, sizeof(map), JIT_PERF_MAP_DIR "/perf-%d.map", (int) u.pid);
         (void) unlink(map); /* node leaves it behind */
-        size_t total = 0, named = 0;
+        size_t total = 0, named = 0, whole = 0;
         for (size_t k = 0; k < c.n_s; k++) {
                 if (c.s[k].pid != (uint32_t) u.pid || !on_cpu(&c.s[k]) || c.s[k].n_names == 0)
                         continue;
                 total++;
-                named += c.s[k].names[0] && strstr(c.s[k].names[0], "busyLoop");
+                bool busy = c.s[k].names[0] && strstr(c.s[k].names[0], "busyLoop");
+                named += busy;
+                /* The walk goes on through the generated code (no table
+                 * covers it: its frame pointers lead on) to libc's start. */
+                for (size_t j = 1; busy && j < c.s[k].n_names; j++)
+                        if (c.s[k].names[j] && strcmp(c.s[k].names[j], "__libc_start_main") == 0) {
+                                whole++;
+                                break;
+                        }
         }
-        cr_log_info("node: %zu of %zu on-CPU samples with a user stack are in busyLoop, named", named, total);
+        cr_log_info("node: %zu of %zu on-CPU samples with a user stack are in busyLoop, named, %zu of them walked to "
+                    "__libc_start_main",
+                    named, total, whole);
         cr_assert_geq(total, share_of(u.cpu_ns, 999), "on-CPU samples of node: %zu", total);
         cr_assert_geq(named * 2, total, "only %zu of %zu samples name busyLoop", named, total);
+        cr_assert_geq(whole * 10, named * 9, "only %zu of the %zu samples in busyLoop walked to __libc_start_main", whole,
+                      named);
         collect_free(&c);
 }
