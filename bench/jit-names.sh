@@ -77,7 +77,8 @@ start_runtime() {
 
 stop_runtime() {
         kill -TERM "$rpid" 2>/dev/null || true
-        spawn_wait "$rpid" || true
+        # (the shell would say "Terminated" of it)
+        { spawn_wait "$rpid" || true; } 2>/dev/null
         rm -f "/tmp/perf-$rpid.map"
 }
 
