@@ -13,11 +13,13 @@
 
 #include <systemd/sd-journal.h>
 
+#include "basic/macro.h"
 #include "basic/pb-buf.h"
 #include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 #include "journald-config.h"
 #include "journald-ds.h"
 #include "journald-entry.h"
+#include "journald/journald-dirs.h"
 
 /* Entries written per wake-up of the loop; what is left (a look-back, a
  * burst) is taken on a 1 ms timer, so the loop keeps serving the others. */
@@ -253,6 +255,14 @@ static void on_reopen(void *userdata) {
         struct journald_session *s = userdata;
         struct journald_plugin *pl = s->pl;
         if (!has_files(s)) {
+                /* Most often journald does not run at all: its
+                 * directories are not there, and sd-journal is not
+                 * opened (its inotify watches set up and torn down) for
+                 * nothing each period. A namespace's files lie in the
+                 * same directories. */
+                static const char *const dirs[] = {JOURNALD_RUNTIME_DIR, JOURNALD_PERSISTENT_DIR};
+                if (!journald_dirs_have_entries(dirs, ELEMENTSOF(dirs)))
+                        return;
                 close_journal(s);
                 if (open_journal(s) < 0 || !has_files(s)) {
                         close_journal(s);

@@ -8,10 +8,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "basic/pb-buf.h"
 #include "journald-config.h"
+#include "journald-dirs.h"
+#include "test-scratch.h"
 #include "journald-entry.h"
 #include "pbtxt/pbtxt.h"
 
@@ -280,4 +284,24 @@ Test(journald_entry, wall_clock_to_boot_time) {
         uint64_t after = journald_boottime_now();
         cr_assert(ts + 1000000 >= before && ts <= after + 1000000, "%llu not within [%llu, %llu] (1 ms slack)",
                   (unsigned long long) ts, (unsigned long long) before, (unsigned long long) after);
+}
+
+/* The look before sd-journal is opened again: a directory that is not
+ * there, or empty, holds nothing; one entry (a machine's directory) in any
+ * of them is enough. */
+Test(journald_dirs, an_entry_in_any_directory) {
+        char root[512], a[600], b[600], sub[700];
+        cr_assert_eq(test_mkdtemp(root, sizeof(root), "journald-dirs-"), 0);
+        snprintf(a, sizeof(a), "%s/run", root);
+        snprintf(b, sizeof(b), "%s/var", root);
+        const char *const dirs[] = {a, b};
+        cr_expect_not(journald_dirs_have_entries(dirs, 2), "neither directory exists");
+        cr_assert_eq(mkdir(a, 0755), 0);
+        cr_assert_eq(mkdir(b, 0755), 0);
+        cr_expect_not(journald_dirs_have_entries(dirs, 2), "both empty");
+        snprintf(sub, sizeof(sub), "%s/0123456789abcdef", b);
+        cr_assert_eq(mkdir(sub, 0755), 0);
+        cr_expect(journald_dirs_have_entries(dirs, 2), "a machine directory in the second");
+        cr_expect_not(journald_dirs_have_entries(dirs, 1), "the first alone is still empty");
+        cr_expect_eq(rm_rf(root), 0);
 }
