@@ -15,6 +15,7 @@
 #include "producer-internal.h"
 
 #include "perfetto/ipc/producer_port.pb-c.h"
+#include "traced/ipc/producer_command_view.pb-c.h"
 
 struct producer_instance *producer_find_instance(traced_producer *p, uint64_t id) {
         struct producer_instance *found = NULL;
@@ -52,9 +53,9 @@ struct stop_lookup {
 };
 
 static void look_for_stop(const ProtobufCMessage *reply, void *userdata) {
-        const Perfetto__Protos__GetAsyncCommandResponse *cmd = (const void *) reply;
+        const Traced__View__GetAsyncCommandResponseView *cmd = (const void *) reply;
         struct stop_lookup *l = userdata;
-        if (cmd->cmd_case == PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE &&
+        if (cmd->cmd_case == TRACED__VIEW__GET_ASYNC_COMMAND_RESPONSE_VIEW__CMD_STOP_DATA_SOURCE &&
             cmd->stop_data_source->instance_id == l->id)
                 l->found = true;
 }
@@ -182,7 +183,7 @@ static size_t emulated_smb_size(const traced_producer *p, size_t page) {
         return size / page * page;
 }
 
-static void on_setup_tracing(traced_producer *p, const Perfetto__Protos__GetAsyncCommandResponse__SetupTracing *st,
+static void on_setup_tracing(traced_producer *p, const Traced__View__GetAsyncCommandResponseView__SetupTracing *st,
                              int fd) {
         void *m;
         off_t size;
@@ -216,12 +217,23 @@ static void on_setup_tracing(traced_producer *p, const Perfetto__Protos__GetAsyn
         producer_unlock(p);
 }
 
-static void add_instance(traced_producer *p, uint64_t id, const Perfetto__Protos__DataSourceConfig *cfg) {
-        if (producer_find_instance(p, id) || !cfg || !cfg->name)
+static void add_instance(traced_producer *p, uint64_t id, bool has_config, ProtobufCBinaryData config) {
+        if (producer_find_instance(p, id) || !has_config)
                 return;
+        /* The config as it came: only its head is read here. */
+        Traced__View__DataSourceConfigHead *cfg =
+                traced__view__data_source_config_head__unpack(NULL, config.len, config.data);
+        if (!cfg)
+                return;
+        if (!cfg->name) {
+                traced__view__data_source_config_head__free_unpacked(cfg, NULL);
+                return;
+        }
         struct producer_instance *i = calloc(1, sizeof(*i));
-        if (!i)
+        if (!i) {
+                traced__view__data_source_config_head__free_unpacked(cfg, NULL);
                 return;
+        }
         i->id = id;
         i->target_buffer = cfg->target_buffer;
         i->data_source = strdup(cfg->name);
@@ -242,6 +254,7 @@ static void add_instance(traced_producer *p, uint64_t id, const Perfetto__Protos
                 i->exhausted_policy = (flags & TRACED_DS_STALL_WHEN_FULL) ? TRACED_BUFFER_EXHAUSTED_STALL_THEN_DROP :
                                                                            TRACED_BUFFER_EXHAUSTED_DROP;
         }
+        traced__view__data_source_config_head__free_unpacked(cfg, NULL);
         producer_lock(p);
         i->next = p->instances;
         p->instances = i;
@@ -264,7 +277,7 @@ void producer_remove_instance(traced_producer *p, uint64_t id) {
 /* To the running instances whose data source said it handles a clear;
  * ids the service names for others (or that ended) are ignored. */
 static void on_clear_incremental_state(traced_producer *p,
-                                       const Perfetto__Protos__GetAsyncCommandResponse__ClearIncrementalState *c) {
+                                       const Traced__View__GetAsyncCommandResponseView__ClearIncrementalState *c) {
         if (!p->ops.clear_incremental_state)
                 return;
         for (size_t k = 0; k < c->n_data_source_ids; k++) {
@@ -277,37 +290,34 @@ static void on_clear_incremental_state(traced_producer *p,
 void producer_on_async_command(ipc_client *c, int error, const ProtobufCMessage *reply, bool has_more, int fd,
                                void *ud) {
         traced_producer *p = ud;
-        const Perfetto__Protos__GetAsyncCommandResponse *cmd = (const void *) reply;
+        const Traced__View__GetAsyncCommandResponseView *cmd = (const void *) reply;
         _cleanup_close_ int owned = fd;
 
         if (error < 0 || !cmd || c != p->client)
                 return;
         switch (cmd->cmd_case) {
-        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_TRACING:
+        case TRACED__VIEW__GET_ASYNC_COMMAND_RESPONSE_VIEW__CMD_SETUP_TRACING:
                 on_setup_tracing(p, cmd->setup_tracing, owned);
                 break;
-        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE:
-                add_instance(p, cmd->setup_data_source->new_instance_id, cmd->setup_data_source->config);
+        case TRACED__VIEW__GET_ASYNC_COMMAND_RESPONSE_VIEW__CMD_SETUP_DATA_SOURCE:
+                add_instance(p, cmd->setup_data_source->new_instance_id, cmd->setup_data_source->has_config,
+                             cmd->setup_data_source->config);
                 break;
-        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE: {
-                const Perfetto__Protos__GetAsyncCommandResponse__StartDataSource *s = cmd->start_data_source;
-                add_instance(p, s->new_instance_id, s->config);
+        case TRACED__VIEW__GET_ASYNC_COMMAND_RESPONSE_VIEW__CMD_START_DATA_SOURCE: {
+                const Traced__View__GetAsyncCommandResponseView__StartDataSource *s = cmd->start_data_source;
+                add_instance(p, s->new_instance_id, s->has_config, s->config);
                 struct producer_instance *i = producer_find_instance(p, s->new_instance_id);
-                size_t n = s->config ? perfetto__protos__data_source_config__get_packed_size(s->config) : 0;
-                uint8_t *buf = i && p->ops.start ? malloc(n ? n : 1) : NULL;
-                if (buf) {
-                        if (s->config)
-                                perfetto__protos__data_source_config__pack(s->config, buf);
-                        p->ops.start(p, i->id, i->data_source, buf, n, p->userdata);
-                        free(buf);
-                }
+                /* The DataSourceConfig's bytes as the service sent them. */
+                if (i && p->ops.start)
+                        p->ops.start(p, i->id, i->data_source, s->has_config ? s->config.data : (const uint8_t *) "",
+                                     s->has_config ? s->config.len : 0, p->userdata);
                 /* Registered with will_notify_on_start: the service (and its
                  * consumer, ALL_DATA_SOURCES_STARTED) learns the instance
                  * runs once the start callback returned, not before. */
                 (void) notify(p, "NotifyDataSourceStarted", s->new_instance_id);
                 break;
         }
-        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE: {
+        case TRACED__VIEW__GET_ASYNC_COMMAND_RESPONSE_VIEW__CMD_STOP_DATA_SOURCE: {
                 uint64_t id = cmd->stop_data_source->instance_id;
                 struct producer_instance *i = producer_find_instance(p, id);
                 if (!i)
@@ -327,8 +337,8 @@ void producer_on_async_command(ipc_client *c, int error, const ProtobufCMessage 
                 producer_remove_instance(p, id);
                 break;
         }
-        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_FLUSH: {
-                const Perfetto__Protos__GetAsyncCommandResponse__Flush *f = cmd->flush;
+        case TRACED__VIEW__GET_ASYNC_COMMAND_RESPONSE_VIEW__CMD_FLUSH: {
+                const Traced__View__GetAsyncCommandResponseView__Flush *f = cmd->flush;
                 for (size_t k = 0; k < f->n_data_source_ids; k++) {
                         if (p->ops.flush)
                                 p->ops.flush(p, f->data_source_ids[k], p->userdata);
@@ -344,7 +354,7 @@ void producer_on_async_command(ipc_client *c, int error, const ProtobufCMessage 
                 (void) producer_commit(p, f->request_id ? f->request_id : 0);
                 break;
         }
-        case PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_CLEAR_INCREMENTAL_STATE:
+        case TRACED__VIEW__GET_ASYNC_COMMAND_RESPONSE_VIEW__CMD_CLEAR_INCREMENTAL_STATE:
                 on_clear_incremental_state(p, cmd->clear_incremental_state);
                 break;
         default:

@@ -17,6 +17,7 @@
 #include "producer-internal.h"
 
 #include "perfetto/ipc/producer_port.pb-c.h"
+#include "traced/ipc/producer_command_view.pb-c.h"
 
 #define DEFAULT_PRODUCER_SOCKET "/run/traced/producer.sock"
 
@@ -174,7 +175,7 @@ static int send_hello(traced_producer *p) {
                                        on_init_reply, p);
         if (id >= 0)
                 id = ipc_client_invoke(p->client, "GetAsyncCommand", &get.base,
-                                       &perfetto__protos__get_async_command_response__descriptor, -EBADF, producer_on_async_command, p);
+                                       &traced__view__get_async_command_response_view__descriptor, -EBADF, producer_on_async_command, p);
         if (id < 0)
                 return (int) id;
         p->commands_request_id = id;

@@ -16,6 +16,7 @@
 #include "producer-internal.h"
 
 #include "perfetto/ipc/producer_port.pb-c.h"
+#include "traced/ipc/producer_command_view.pb-c.h"
 
 struct calls {
         unsigned starts, stops, clears;
@@ -23,6 +24,7 @@ struct calls {
         uint64_t last_id;
         char data_source[32];
         size_t config_size;
+        uint8_t config[512];
 };
 
 static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint8_t *cfg, size_t size, void *ud) {
@@ -31,6 +33,8 @@ static void on_start(traced_producer *p, uint64_t id, const char *ds, const uint
         c->last_id = id;
         snprintf(c->data_source, sizeof(c->data_source), "%s", ds);
         c->config_size = size;
+        if (size <= sizeof(c->config))
+                memcpy(c->config, cfg, size);
 }
 
 static void on_stop(traced_producer *p, uint64_t id, void *ud) {
@@ -78,8 +82,24 @@ static void add_ds(const char *name, uint32_t flags) {
         producer->n_ds++;
 }
 
+/* The command as the client gets it: the service's message on the wire,
+ * read back as the client's view of it. */
+static ProtobufCMessage *as_received(Perfetto__Protos__GetAsyncCommandResponse *cmd) {
+        size_t n = perfetto__protos__get_async_command_response__get_packed_size(cmd);
+        uint8_t *buf = malloc(n ? n : 1);
+        cr_assert_not_null(buf);
+        perfetto__protos__get_async_command_response__pack(cmd, buf);
+        Traced__View__GetAsyncCommandResponseView *v =
+                traced__view__get_async_command_response_view__unpack(NULL, n, buf);
+        free(buf);
+        cr_assert_not_null(v);
+        return &v->base;
+}
+
 static void send_cmd(Perfetto__Protos__GetAsyncCommandResponse *cmd) {
-        producer_on_async_command(NULL, 0, &cmd->base, true, -EBADF, producer);
+        ProtobufCMessage *m = as_received(cmd);
+        producer_on_async_command(NULL, 0, m, true, -EBADF, producer);
+        protobuf_c_message_free_unpacked(m, NULL);
 }
 
 /* A SetupDataSource or StartDataSource command, built in b. */
@@ -98,13 +118,16 @@ static Perfetto__Protos__GetAsyncCommandResponse *ds_cmd(struct ds_cmd *b, bool 
                 .cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT,
         };
         b->cfg.name = (char *) name;
+        b->cfg.has_target_buffer = true;
         b->cfg.target_buffer = 3;
         if (start) {
+                b->start.has_new_instance_id = true;
                 b->start.new_instance_id = id;
                 b->start.config = &b->cfg;
                 b->cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_START_DATA_SOURCE;
                 b->cmd.start_data_source = &b->start;
         } else {
+                b->setup.has_new_instance_id = true;
                 b->setup.new_instance_id = id;
                 b->setup.config = &b->cfg;
                 b->cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_SETUP_DATA_SOURCE;
@@ -127,6 +150,7 @@ static void stop_ds(uint64_t id) {
         Perfetto__Protos__GetAsyncCommandResponse__StopDataSource st =
                 PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__STOP_DATA_SOURCE__INIT;
         Perfetto__Protos__GetAsyncCommandResponse cmd = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__INIT;
+        st.has_instance_id = true;
         st.instance_id = id;
         cmd.cmd_case = PERFETTO__PROTOS__GET_ASYNC_COMMAND_RESPONSE__CMD_STOP_DATA_SOURCE;
         cmd.stop_data_source = &st;
@@ -192,9 +216,11 @@ Test(producer_commands, stop_ends_the_instance_unless_it_notifies_itself) {
 Test(producer_commands, failed_replies_and_other_clients_are_ignored) {
         struct ds_cmd b;
         Perfetto__Protos__GetAsyncCommandResponse *cmd = ds_cmd(&b, false, 5, "x");
-        producer_on_async_command(NULL, -ECONNRESET, &cmd->base, false, -EBADF, producer);
-        producer_on_async_command((ipc_client *) &calls, 0, &cmd->base, true, -EBADF, producer);
+        ProtobufCMessage *m = as_received(cmd);
+        producer_on_async_command(NULL, -ECONNRESET, m, false, -EBADF, producer);
+        producer_on_async_command((ipc_client *) &calls, 0, m, true, -EBADF, producer);
         producer_on_async_command(NULL, 0, NULL, true, -EBADF, producer);
+        protobuf_c_message_free_unpacked(m, NULL);
         cr_assert_null(producer->instances);
 }
 
@@ -232,4 +258,34 @@ Test(producer_commands, clear_incremental_state_reaches_who_handles_it) {
         producer->ops.clear_incremental_state = NULL;
         clear_ids(ids, ELEMENTSOF(ids));
         cr_assert_eq(calls.clears, 3);
+}
+
+/* A data source gets its DataSourceConfig as the service sent it, fields
+ * the client itself never decodes (a plugin's own config) included; the
+ * client reads the head: name, target buffer, buffer exhausted policy. */
+Test(producer_commands, start_hands_over_the_config_bytes_as_sent) {
+        add_ds("x", 0);
+        struct ds_cmd b;
+        Perfetto__Protos__GetAsyncCommandResponse *cmd = ds_cmd(&b, true, 8, "x");
+        b.cfg.has_target_buffer = true;
+        b.cfg.target_buffer = 2;
+        b.cfg.has_buffer_exhausted_policy = true;
+        b.cfg.buffer_exhausted_policy =
+                PERFETTO__PROTOS__DATA_SOURCE_CONFIG__BUFFER_EXHAUSTED_POLICY__BUFFER_EXHAUSTED_STALL_THEN_ABORT;
+        b.cfg.legacy_config = (char *) "a plugin's own words";
+        b.cfg.has_trace_duration_ms = true;
+        b.cfg.trace_duration_ms = 1234;
+        uint8_t want[512];
+        size_t n = perfetto__protos__data_source_config__get_packed_size(&b.cfg);
+        cr_assert_leq(n, sizeof(want));
+        perfetto__protos__data_source_config__pack(&b.cfg, want);
+        send_cmd(cmd);
+        cr_assert_eq(calls.starts, 1);
+        cr_assert_eq(calls.config_size, n);
+        cr_assert_arr_eq(calls.config, want, n, "the config's bytes are not the service's");
+        struct producer_instance *i = producer_find_instance(producer, 8);
+        cr_assert_not_null(i);
+        cr_assert_eq(i->target_buffer, 2);
+        cr_assert_eq(i->exhausted_policy, TRACED_BUFFER_EXHAUSTED_STALL_THEN_ABORT);
+        cr_assert_str_eq(i->data_source, "x");
 }
