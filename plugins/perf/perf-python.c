@@ -237,8 +237,14 @@ static struct perf_py *py_state(struct perf_session *s, const struct proc_info *
         uint64_t v;
         struct perf_py *py = hashmap_get(&s->py_states, (uint64_t) p->pid, &v) ? (struct perf_py *) (uintptr_t) v
                                                                                  : NULL;
+        /* A CPython found is kept for the exec, but for one found before
+         * the mapping that holds PyCode_Type was noted (an exec's
+         * mappings come one record at a time): looked at again when its
+         * maps change. */
         if (py && py->generation == p->generation &&
-            (py->maps_version == p->maps_version || (py->pp && py_proc_info(py->pp)->kind != PY_NOT)))
+            (py->maps_version == p->maps_version ||
+             (py->pp && py_proc_info(py->pp)->kind != PY_NOT &&
+              (py_proc_info(py->pp)->kind != PY_KNOWN || py_proc_info(py->pp)->code_type))))
                 return py;
         if (!py) {
                 py = calloc(1, sizeof(*py));
@@ -264,7 +270,8 @@ static struct perf_py *py_state(struct perf_session *s, const struct proc_info *
         if (in->kind == PY_KNOWN) {
                 table_set(s, p->pid, in);
                 py->published = true;
-                s->py_procs++;
+                if (!was_published)
+                        s->py_procs++;
         } else {
                 if (was_published)
                         table_set(s, p->pid, NULL);

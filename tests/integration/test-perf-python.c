@@ -191,8 +191,10 @@ static void check_frames_of(const char *python, bool start_during, bool threads)
         free(stats);
         char found[64];
         snprintf(found, sizeof(found), "pid %d runs CPython 3.11 ", (int) r.pid);
-        cr_assert_eq(fixture_log_count(&inst, found, "code objects checked against PyCode_Type"), 1,
-                     "the interpreter and PyCode_Type were found, and said once");
+        size_t said = (size_t) fixture_log_count(&inst, found, "code objects checked against PyCode_Type");
+        cr_assert_eq(said, 1, "the interpreter and PyCode_Type were found, and said once (said %zu times; %zu "
+                              "times without PyCode_Type)",
+                     said, (size_t) fixture_log_count(&inst, found, "code objects not checked"));
         int64_t procs = 0, with = 0;
         cr_assert(counter_value(&c, "linux.perf python: processes with Python frames", &procs) &&
                           (uint64_t) procs == logged,
