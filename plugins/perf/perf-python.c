@@ -256,6 +256,10 @@ static struct perf_py *py_state(struct perf_session *s, const struct proc_info *
                 }
         }
         bool was_published = py->published;
+        /* The interpreter it was found running before, if any: the same
+         * one found again (the exec's note applied after the process was
+         * read from /proc, its maps read anew) is not said again. */
+        uint64_t was_runtime = was_published && py->pp ? py_proc_info(py->pp)->runtime : 0;
         py_proc_free(py->pp);
         *py = (struct perf_py){.generation = p->generation, .maps_version = p->maps_version};
         if (py_proc_new(&s->sym, p, &py->pp) < 0) {
@@ -265,7 +269,7 @@ static struct perf_py *py_state(struct perf_session *s, const struct proc_info *
                 return py;
         }
         const struct py_proc_info *in = py_proc_info(py->pp);
-        if (in->kind != PY_NOT)
+        if (in->kind != PY_NOT && !(in->kind == PY_KNOWN && was_runtime && in->runtime == was_runtime))
                 note_process(s, p->pid, in);
         if (in->kind == PY_KNOWN) {
                 table_set(s, p->pid, in);
