@@ -990,9 +990,13 @@ static void run_java(void *userdata) {
         char map[64], pid[16];
         snprintf(map, sizeof(map), JIT_PERF_MAP_DIR "/perf-%d.map", (int) r->pid);
         snprintf(pid, sizeof(pid), "%d", (int) r->pid);
-        /* The JVM starts, compiles the source, then the hot method. */
-        for (int i = 0; i < 120 && !r->mapped; i++) {
+        /* The JVM starts, compiles the source, then the hot method; it
+         * may compile it again later (C2, on-stack replacement) at another
+         * address: the map is asked for every half second to the end, as
+         * whoever profiles a JVM this way does. */
+        for (int i = 0, after = 0; i < 120 && after < 4; i++) {
                 usleep(500 * 1000);
+                after += r->mapped;
                 const char *jargv[] = { r->jcmd, pid, "Compiler.perfmap", NULL };
                 pid_t j;
                 posix_spawn_file_actions_t fa;
@@ -1010,8 +1014,7 @@ static void run_java(void *userdata) {
                 if (f)
                         fclose(f);
         }
-        /* Sampled with the map there for two seconds. */
-        sleep(2);
+        /* Sampled with the map there for two seconds and more. */
         kill(r->pid, SIGTERM);
         int status;
         cr_assert_eq(waitpid(r->pid, &status, 0), r->pid);
