@@ -62,7 +62,7 @@ int proc_read_status(const char *root, int pid, struct proc_status *ret) {
 }
 
 int proc_parse_status(const char *buf, struct proc_status *ret) {
-        *ret = (struct proc_status) { .tgid = -1, .ppid = -1, .uid = -1 };
+        *ret = (struct proc_status) { .tgid = -1, .ppid = -1, .uid = -1, .kthread = -1 };
         const char *name = strstr(buf, "\nName:");
         if (name) {
                 name += 6;
@@ -79,6 +79,8 @@ int proc_parse_status(const char *buf, struct proc_status *ret) {
                 ret->ppid = (int32_t) v;
         if ((v = kb_value(buf, "Uid")) != PROC_NO_VALUE && v >= 0 && v <= INT32_MAX)
                 ret->uid = (int32_t) v;
+        if ((v = kb_value(buf, "Kthread")) != PROC_NO_VALUE && (v == 0 || v == 1))
+                ret->kthread = (int8_t) v;
         ret->vm_size = kb_value(buf, "VmSize");
         ret->vm_rss = kb_value(buf, "VmRSS");
         ret->rss_anon = kb_value(buf, "RssAnon");
@@ -88,6 +90,17 @@ int proc_parse_status(const char *buf, struct proc_status *ret) {
         ret->vm_locked = kb_value(buf, "VmLck");
         ret->vm_hwm = kb_value(buf, "VmHWM");
         return ret->tgid >= 0 ? 0 : -EBADMSG;
+}
+
+int proc_read_comm(const char *root, int pid, char *name, size_t size) {
+        char buf[64];
+        ssize_t n = read_file(root, pid, "comm", buf, sizeof(buf) - 1);
+        if (n < 0)
+                return (int) n;
+        buf[n] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        snprintf(name, size, "%s", buf);
+        return 0;
 }
 
 int proc_read_times(const char *root, int pid, uint64_t *ret_utime, uint64_t *ret_stime) {

@@ -163,7 +163,8 @@ static void add_process(struct batch *b, int pid, const struct proc_status *st) 
         ProcessTree_begin_processes(&b->tree, &proc);
         ProcessTree_Process_set_pid(&proc, pid);
         ProcessTree_Process_set_ppid(&proc, st->ppid >= 0 ? st->ppid : 0);
-        ssize_t n = proc_read_cmdline("/proc", pid, buf, sizeof(buf));
+        /* A kernel thread has no arguments: not asked for them. */
+        ssize_t n = st->kthread == 1 ? 0 : proc_read_cmdline("/proc", pid, buf, sizeof(buf));
         if (n > 0) {
                 for (ssize_t off = 0; off < n;) {
                         size_t l = strnlen(buf + off, (size_t) (n - off));
@@ -199,6 +200,15 @@ static void describe_process(struct ps_session *ps, struct batch *b, int pid) {
                 return; /* gone meanwhile */
         seen_insert(ps, pid);
         add_process(b, pid, &st);
+        ps->described++;
+        /* Its main thread is named as the process; a kernel thread (most
+         * of an idle machine's processes) has no other, and the others'
+         * names are their comm, a far cheaper file than status. A clear
+         * of the incremental state describes every process again: this
+         * is most of what an always-on recording costs an idle machine. */
+        add_thread(b, pid, pid, st.name);
+        if (st.kthread == 1)
+                return;
         char path[64];
         snprintf(path, sizeof(path), "/proc/%d/task", pid);
         DIR *t = opendir(path);
@@ -207,14 +217,15 @@ static void describe_process(struct ps_session *ps, struct batch *b, int pid) {
                 if (!isdigit((unsigned char) te->d_name[0]))
                         continue;
                 int tid = atoi(te->d_name);
-                struct proc_status ts;
+                char name[sizeof(st.name)];
+                if (tid == pid)
+                        continue;
                 seen_insert(ps, tid);
-                if (proc_read_status(path, tid, &ts) == 0)
-                        add_thread(b, tid, pid, ts.name);
+                if (proc_read_comm(path, tid, name, sizeof(name)) == 0)
+                        add_thread(b, tid, pid, name);
         }
         if (t)
                 closedir(t);
-        ps->described++;
 }
 
 static void scan_all_processes(struct ps_session *ps) {

@@ -201,3 +201,32 @@ Test(proc_files, a_process_that_exits_reads_as_gone) {
         cr_assert_eq(c.st.tgid, getpid());
         proc_files_free(pf);
 }
+
+/* What a clear's description of every process reads: status says whether
+ * a process is a kernel thread (Linux 6.0 and later; unknown before), and
+ * a thread's name comes from its comm. */
+Test(proc_files, status_says_kernel_threads_and_comm_names_threads, .init = make_root, .fini = remove_root) {
+        struct proc_status st;
+        cr_assert_eq(proc_parse_status("\nName:\tkworker/0:1\nKthread:\t1\nTgid:\t7\nPPid:\t2\n", &st), 0);
+        cr_assert_eq(st.kthread, 1);
+        cr_assert_str_eq(st.name, "kworker/0:1");
+        cr_assert_eq(proc_parse_status("\nName:\tbash\nKthread:\t0\nTgid:\t9\nPPid:\t1\n", &st), 0);
+        cr_assert_eq(st.kthread, 0);
+        cr_assert_eq(proc_parse_status("\nName:\told\nTgid:\t9\nPPid:\t1\n", &st), 0);
+        cr_assert_eq(st.kthread, -1, "a kernel that does not say");
+        put(42, "comm", "worker-3\n");
+        char name[64];
+        cr_assert_eq(proc_read_comm(root, 42, name, sizeof(name)), 0);
+        cr_assert_str_eq(name, "worker-3");
+        cr_assert_lt(proc_read_comm(root, 43, name, sizeof(name)), 0, "no such thread");
+        /* And on the real /proc: this thread's comm, and this process's
+         * status, not a kernel thread's. */
+        char self[64];
+        snprintf(self, sizeof(self), "/proc/%d/task", (int) getpid());
+        cr_assert_eq(proc_read_comm(self, (int) getpid(), name, sizeof(name)), 0);
+        cr_assert_gt(strlen(name), 0);
+        cr_assert_eq(proc_read_status("/proc", (int) getpid(), &st), 0);
+        cr_assert_neq(st.kthread, 1);
+        if (proc_read_status("/proc", 2, &st) == 0 && st.kthread >= 0)
+                cr_assert_eq(st.kthread, 1, "kthreadd is a kernel thread");
+}
