@@ -48,11 +48,13 @@ lib/log/                        lib/basic libsystemd
 lib/smb/                        lib/basic
 lib/pbtxt/                      lib/basic protos
 lib/profiling/                  lib/basic writers
+lib/heap/                       -
 lib/ipc/                        lib/basic libsystemd protos wire
 lib/consumer/                   lib/basic lib/log lib/ipc libsystemd protos wire
 lib/producer/                   public writers lib/basic lib/log lib/ipc lib/smb libsystemd protos wire
 plugins/                        public writers lib/basic lib/profiling lib/pbtxt protos
 plugins/journald/               public writers lib/basic lib/pbtxt protos libsystemd
+plugins/heap/                   public writers lib/basic lib/profiling lib/pbtxt lib/heap protos
 daemons/plugin-host/            public writers lib/basic lib/log lib/producer libsystemd protos
 daemons/traced/                 writers lib/basic lib/log lib/ipc lib/smb lib/pbtxt libsystemd protos wire daemons/traced
 tools/                          writers lib/basic lib/log lib/ipc lib/pbtxt lib/consumer lib/profiling libsystemd protos wire

@@ -62,7 +62,7 @@ query() {
 }
 
 core=traced_core_t
-hosts="traced_plugin_host_t traced_ftrace_host_t traced_perf_host_t traced_bpf_host_t traced_journald_host_t traced_sysstats_host_t"
+hosts="traced_plugin_host_t traced_ftrace_host_t traced_perf_host_t traced_bpf_host_t traced_journald_host_t traced_sysstats_host_t traced_heap_host_t"
 all="traced_t $core $hosts"
 
 # The core.
@@ -163,6 +163,18 @@ query "traced_sysstats_host_t holds no capability but setpcap" empty -s traced_s
 query "traced_sysstats_host_t has no capability2" empty -s traced_sysstats_host_t -c capability2
 query "traced_sysstats_host_t reads /proc counters" nonempty -s traced_sysstats_host_t -t proc_t -c file -p read
 query "traced_sysstats_host_t reads sysfs" nonempty -s traced_sysstats_host_t -t sysfs_t -c file -p read
+
+# The heap host: its state page and socket, the profiled processes' maps
+# and binaries (sys_ptrace, dac_read_search), never their memory (above:
+# no ptrace), no other capability.
+query "traced_heap_host_t makes its socket in /run/traced-heap" nonempty -s traced_heap_host_t -t traced_heap_sock_t \
+        -c sock_file -p create
+query "traced_heap_host_t writes its state page" nonempty -s traced_heap_host_t -t traced_heap_runtime_t -c file -p write
+query "traced_heap_host_t has CAP_SYS_PTRACE" nonempty -s traced_heap_host_t -c capability -p sys_ptrace
+query "traced_heap_host_t has no other capability" empty -s traced_heap_host_t -c capability \
+        -p chown,dac_override,fowner,kill,setuid,setgid,sys_admin,sys_resource,ipc_lock
+query "traced_heap_host_t has no capability2" empty -s traced_heap_host_t -c capability2
+query "any process may connect to the heap socket" nonempty -t traced_heap_sock_t -c sock_file -p write
 
 # Other domains reach traced through the interfaces only: the producer and
 # consumer sockets are distinct types.

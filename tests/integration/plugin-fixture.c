@@ -317,6 +317,8 @@ static void record(struct traced_instance *inst, sd_event *event, const char *wa
         unsigned j_started = journald ? fixture_log_count(inst, FIXTURE_JOURNALD_STARTED) : 0;
         unsigned p_started = perf ? fixture_log_count(inst, FIXTURE_PERF_STARTED) : 0;
         unsigned b_started = bpf ? fixture_log_count(inst, FIXTURE_BPFSTACK_STARTED) : 0;
+        bool heap = strstr(config, "\"android.heapprofd\"") != NULL;
+        unsigned h_started = heap ? fixture_log_count(inst, FIXTURE_HEAP_STARTED) : 0;
         fixture_enable_text(&cons, config, read_back ? -EBADF : fd);
         /* The plugins set their instances up after EnableTracing returned;
          * on a loaded machine that can take seconds. A test whose config
@@ -330,6 +332,8 @@ static void record(struct traced_instance *inst, sd_event *event, const char *wa
                 cr_log_warn("the perf plugin did not say it samples within 30 s");
         if (bpf && !fixture_wait_log(inst, event, FIXTURE_BPFSTACK_STARTED, b_started, 30000))
                 cr_log_warn("the bpfstack plugin did not say it samples within 30 s");
+        if (heap && !fixture_wait_log(inst, event, FIXTURE_HEAP_STARTED, h_started, 30000))
+                cr_log_warn("the heap plugin did not say it profiles within 30 s");
         spin_ms(event, 500);
         action(action_data);
         Perfetto__Protos__DisableTracingRequest dis = PERFETTO__PROTOS__DISABLE_TRACING_REQUEST__INIT;

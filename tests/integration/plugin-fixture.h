@@ -110,6 +110,8 @@ bool fixture_wait_log(const struct traced_instance *inst, sd_event *event, const
  * verified, which takes seconds on a loaded machine). */
 #define FIXTURE_PERF_STARTED "linux.perf instance ", " pages per ring, "
 #define FIXTURE_BPFSTACK_STARTED "linux.bpf_stack instance ", ": on-CPU "
+/* The heap plugin's, once an instance takes processes in. */
+#define FIXTURE_HEAP_STARTED "android.heapprofd instance ", ": profiling "
 
 /* Whether pid descends from ancestor. */
 bool fixture_descends_from(pid_t pid, pid_t ancestor);

@@ -160,6 +160,12 @@ static int spawn_instance(struct traced_instance *t, bool socket_activated, cons
                                 argv[n++] = (char *) "-E";
                                 argv[n++] = (char *) "TRACED_FTRACE_SUBBUF_KB";
                         }
+                        /* The heap plugin's directory (state page and
+                         * socket) of a test that has its own. */
+                        if (getenv("TRACED_HEAP_DIR")) {
+                                argv[n++] = (char *) "-E";
+                                argv[n++] = (char *) "TRACED_HEAP_DIR";
+                        }
                         argv[n++] = (char *) TRACED_BINARY;
                 } else {
                         snprintf(l1, sizeof(l1), "--producer-socket=%s", t->producer_path);

@@ -66,6 +66,9 @@ static void record_help(void) {
                "                         (linux.perf), with kernel and user stacks\n"
                "      --bpf-stacks       quick mode: on-CPU stacks at 99 Hz and off-CPU\n"
                "                         stacks with blocked time, every process (linux.bpf_stack)\n"
+               "      --heap PID|NAME    quick mode: native heap profile of process PID, or of\n"
+               "                         the processes named NAME, run with libtraced-heap.so\n"
+               "                         preloaded (android.heapprofd; traced-heap(7))\n"
                "  EVENT...               quick mode: ftrace events (group/name, group/*)\n"
                "      --stop-on-trigger NAME  stop when a producer activates NAME\n"
                "      --detach KEY       start, detach the session under KEY, exit\n"
@@ -99,7 +102,7 @@ static int kept_as_it_was(const char *out, bool service_opens, int code) {
 
 int cmd_record(struct tracectl *t, int argc, char **argv) {
         enum { ARG_TXT = 0x100, ARG_DS, ARG_NO_PS, ARG_TRIGGER, ARG_DETACH, ARG_NO_SUMMARY, ARG_PERF, ARG_BPF_STACKS, ARG_DRY_RUN,
-               ARG_ALLOW_MISSING, ARG_ROTATE, ARG_KEEP };
+               ARG_ALLOW_MISSING, ARG_ROTATE, ARG_KEEP, ARG_HEAP };
         /* record [OPTIONS] -- CMD ARGS: getopt sees what is before "--". */
         char **command = NULL;
         for (int i = 1; i < argc; i++)
@@ -126,6 +129,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 { "no-summary", no_argument, NULL, ARG_NO_SUMMARY },
                 { "perf", required_argument, NULL, ARG_PERF },
                 { "bpf-stacks", no_argument, NULL, ARG_BPF_STACKS },
+                { "heap", required_argument, NULL, ARG_HEAP },
                 { "dry-run", no_argument, NULL, ARG_DRY_RUN },
                 { "allow-missing", no_argument, NULL, ARG_ALLOW_MISSING },
                 { "pid", required_argument, NULL, 'p' },
@@ -134,7 +138,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 { "help", no_argument, NULL, 'h' },
                 {},
         };
-        const char *config_path = NULL, *out = NULL, *trigger = NULL, *detach = NULL;
+        const char *config_path = NULL, *out = NULL, *trigger = NULL, *detach = NULL, *heap_target = NULL;
         bool txt = false, process_stats = true, summary = true, bpf_stacks = false, dry_run = false,
              allow_missing = false, duration_set = false;
         pid_t pids[RECORD_TARGET_MAX_PIDS + 1];
@@ -214,6 +218,18 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                         perf_hz = (uint32_t) hz;
                         break;
                 }
+                case ARG_HEAP:
+                        if (!optarg[0] || strlen(optarg) > 1024 || strchr(optarg, '\n') ||
+                            (optarg[strspn(optarg, "0123456789")] == '\0' &&
+                             (strlen(optarg) > 10 || strtoull(optarg, NULL, 10) == 0 ||
+                              strtoull(optarg, NULL, 10) > INT32_MAX))) {
+                                fprintf(stderr, "tracectl: bad --heap \"%s\": a process id, or a command name "
+                                                "(a glob: myd, srv-*)\n",
+                                        optarg);
+                                return EXIT_USAGE;
+                        }
+                        heap_target = optarg;
+                        break;
                 case ARG_DRY_RUN:
                         dry_run = true;
                         break;
@@ -298,7 +314,7 @@ int cmd_record(struct tracectl *t, int argc, char **argv) {
                 (void) config_lint(cfg, true, name, stderr);
         } else {
                 cfg = quick_config(duration_ms, buffer_kb, argv + optind, (size_t) (argc - optind), extra, n_extra,
-                                   process_stats, perf_hz, bpf_stacks);
+                                   process_stats, perf_hz, bpf_stacks, heap_target);
                 if (!cfg)
                         return EXIT_CONFIG;
         }

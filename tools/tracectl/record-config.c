@@ -139,7 +139,7 @@ int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig **ret,
 
 Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffer_kb, char **events,
                                                    size_t n_events, char **extra_ds, size_t n_extra, bool process_stats,
-                                                   uint32_t perf_hz, bool bpf_stacks) {
+                                                   uint32_t perf_hz, bool bpf_stacks, const char *heap_target) {
         /* Built as text and parsed, so quick flags and config files take
          * exactly the same path. */
         char *text = NULL;
@@ -180,6 +180,23 @@ Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffe
                  * off-CPU each time a task comes back from blocking. */
                 fprintf(f, "data_sources { config { name: \"linux.bpf_stack\" bpf_stack_config { "
                            "frequency: 99 on_cpu: true off_cpu: true } } }\n");
+        if (heap_target) {
+                /* A pid, or a command line (argv[0]'s last component, a
+                 * glob) of processes preloading libtraced-heap.so. */
+                fprintf(f, "data_sources { config { name: \"android.heapprofd\" heapprofd_config { ");
+                if (heap_target[strspn(heap_target, "0123456789")] == '\0')
+                        fprintf(f, "pid: %s", heap_target);
+                else {
+                        fputs("process_cmdline: \"", f);
+                        for (const char *c = heap_target; *c; c++)
+                                if (*c == '"' || *c == '\\')
+                                        fprintf(f, "\\%c", *c);
+                                else
+                                        fputc(*c, f);
+                        fputc('"', f);
+                }
+                fprintf(f, " sampling_interval_bytes: %u } } }\n", QUICK_HEAP_INTERVAL);
+        }
         for (size_t i = 0; i < n_extra; i++) {
                 fprintf(f, "data_sources { config { name: \"%s\"", extra_ds[i]);
                 if (strcmp(extra_ds[i], "linux.sys_stats") == 0)

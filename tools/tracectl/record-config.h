@@ -19,11 +19,14 @@ int parse_size_kb(const char *s, uint32_t *ret);
  * returns EXIT_CONFIG. For a text config, ret_pos (may be NULL) gets
  * where each field was written (pbtxt_parse_positions). */
 int load_config(const char *path, bool txt, Perfetto__Protos__TraceConfig **ret, struct pbtxt_positions *ret_pos);
+/* The mean bytes between heap samples of --heap (heapprofd's default). */
+#define QUICK_HEAP_INTERVAL 4096u
+
 /* The config of quick mode (NULL after printing why). duration_ms 0: until
- * stopped. */
+ * stopped. heap_target: --heap's pid or command line, or NULL. */
 Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffer_kb, char **events, size_t n_events,
                                             char **extra_ds, size_t n_extra, bool process_stats, uint32_t perf_hz,
-                                            bool bpf_stacks);
+                                            bool bpf_stacks, const char *heap_target);
 /* Waits for the data sources cfg names to be registered (a service just
  * started registers its plugins a moment later); a misspelt name fails at
  * once, and one never registered after the wait unless allow_missing or it

@@ -64,6 +64,7 @@ int selinux_label_host_context(const char *plugin_path, char *buf, size_t size) 
                 { "traced_bpf_plugin_t", "traced_bpf_host_t" },
                 { "traced_journald_plugin_t", "traced_journald_host_t" },
                 { "traced_sysstats_plugin_t", "traced_sysstats_host_t" },
+                { "traced_heap_plugin_t", "traced_heap_host_t" },
         };
         const char *domain = "traced_plugin_host_t";
         char *fcon = NULL;

@@ -1,0 +1,108 @@
+#!/bin/bash
+# What native heap profiles cost the profiled program (issue #48): a
+# malloc-heavy program (bench/heap-malloc.c: THREADS threads making
+# millions of small allocations and frees) timed, in the same rounds:
+#   plain       as it is
+#   loaded      with libtraced-heap.so preloaded and no session
+#   s512k       in an android.heapprofd session, a sample every 512 KiB
+#   s4096       the same, every 4096 bytes
+#   heaptrack   under Debian's heaptrack (every allocation recorded), when
+#               installed
+# Per run: the program's wall time and CPU time (user + system, its
+# threads). Then min/median/max per side, and the medians' ratios to
+# plain: the issue asks loaded <= 1.05, s512k <= 1.2, and s4096's slowdown
+# <= 0.5 x heaptrack's.
+# Run as root from a build directory (after make check, or
+# `make libtraced-heap.la plugins/heap.la traced traced-plugin-host tracectl`):
+#   ../bench/heap-cost.sh [ROUNDS]
+# Environment: THREADS (default 4), MROUNDS (thousands of allocations per
+# thread, default 4000). Not part of make check.
+set -eu
+
+build=$(pwd)
+src=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$src/bench/lib.sh"
+[ -x "$build/traced" ] && [ -x "$build/tracectl" ] || { echo "run from the build directory" >&2; exit 2; }
+lib="$build/.libs/libtraced-heap.so"
+[ -r "$lib" ] || { echo "build libtraced-heap.la first" >&2; exit 2; }
+rounds=${1:-3}
+threads=${THREADS:-4}
+mrounds=${MROUNDS:-4000}
+work=$(mktemp -d /tmp/traced-heap-bench-XXXXXX)
+chmod 0755 "$work"
+trap 'spawn_stop; rm -rf "$work"' EXIT
+trap 'exit 129' HUP
+trap 'exit 130' INT
+trap 'exit 143' TERM
+${CC:-cc} -O2 -pthread -o "$work/heap-malloc" "$src/bench/heap-malloc.c"
+export TRACED_HEAP_DIR="$work/heap"
+mkdir -p "$TRACED_HEAP_DIR"
+
+sides="plain loaded s512k s4096"
+command -v heaptrack >/dev/null && sides="$sides heaptrack" ||
+        echo "heaptrack is not installed (Debian: heaptrack): not measured" >&2
+
+timed() { # side -> "wall cpu" of one run
+        local out="$work/time.$1"
+        case $1 in
+        plain) /usr/bin/time -f "%e %U %S" -o "$out" "$work/heap-malloc" "$threads" "$mrounds" ;;
+        loaded | s512k | s4096)
+                /usr/bin/time -f "%e %U %S" -o "$out" env LD_PRELOAD="$lib" "$work/heap-malloc" "$threads" "$mrounds" ;;
+        heaptrack)
+                # heaptrack's own wrapper: the program, and its
+                # interpreter of the recording as it runs.
+                /usr/bin/time -f "%e %U %S" -o "$out" heaptrack -o "$work/ht" "$work/heap-malloc" "$threads" \
+                        "$mrounds" >/dev/null 2>&1
+                rm -f "$work"/ht* ;;
+        esac
+        tail -n 1 "$out" | awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }'
+}
+
+session() { # interval: starts a session naming heap-malloc, waits for it
+        traced_start android.heapprofd
+        cat >"$work/heap.cfg" <<CFG
+buffers { size_kb: 65536 }
+data_sources { config { name: "android.heapprofd" heapprofd_config {
+  process_cmdline: "heap-malloc" sampling_interval_bytes: $1 shmem_size_bytes: 67108864 } } }
+duration_ms: 600000
+CFG
+        spawn "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/heap.cfg" --no-summary \
+                -o "$work/heap.pftrace" >"$work/record.log" 2>&1
+        rec=$spawned_pid
+        for _ in $(seq 100); do
+                grep -q "android.heapprofd instance .*: profiling" "$work/traced.log" 2>/dev/null && break
+                sleep 0.1
+        done
+}
+
+session_end() {
+        kill -INT "$rec" 2>/dev/null || true
+        spawn_wait "$rec" || true
+        kill -TERM "$tpid" 2>/dev/null || true
+        spawn_wait "$tpid" || true
+}
+
+for r in $(seq "$rounds"); do
+        for side in $sides; do
+                case $side in
+                s512k) TRACED_BENCH_LOG_LEVEL=info session 524288 ;;
+                s4096) TRACED_BENCH_LOG_LEVEL=info session 4096 ;;
+                esac
+                timed "$side" >>"$work/$side"
+                case $side in s512k | s4096) session_end ;; esac
+                printf 'round %d %-9s %s\n' "$r" "$side" "$(tail -n 1 "$work/$side")" >&2
+        done
+done
+
+echo "per run, $threads threads x ${mrounds}000 allocations (min/median/max over $rounds rounds): wall s, CPU s"
+for side in $sides; do
+        printf '%-9s wall %s  cpu %s\n' "$side" "$(cut -d' ' -f1 "$work/$side" | stats)" \
+                "$(cut -d' ' -f2 "$work/$side" | stats)"
+done
+med() { cut -d' ' -f"$2" "$work/$1" | stats | cut -d/ -f2; }
+for side in $sides; do
+        [ "$side" = plain ] && continue
+        echo "$side/plain wall $(echo "$(med "$side" 1) $(med plain 1)" | awk '{ printf "%.3f", $1 / $2 }')" \
+                "cpu $(echo "$(med "$side" 2) $(med plain 2)" | awk '{ printf "%.3f", $1 / $2 }')"
+done

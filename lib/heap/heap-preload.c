@@ -1,0 +1,319 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+/*
+ * libtraced-heap.so: the allocation family of glibc, wrapped. Each call
+ * first compares the state page's generation with the quiet one (a load
+ * and a branch) and, while no session targets the process, goes straight
+ * to glibc's own entry points (__libc_malloc and the rest, so no dlsym
+ * and no recursion). In a session, each allocation the thread's sampler
+ * picks is written into the ring with the registers and a copy of the
+ * stack, for the plugin to unwind; each free of a sampled allocation is
+ * written too. The process never unwinds.
+ *
+ * Reentrancy: a thread-local flag sends every call made while the thread
+ * is already inside a hook (from glibc, from a signal handler) straight
+ * to glibc.
+ */
+
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "heap-sampler.h"
+#include "heap-session.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define TLS __thread __attribute__((tls_model("initial-exec")))
+
+extern void *__libc_malloc(size_t);
+extern void __libc_free(void *);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_realloc(void *, size_t);
+extern void *__libc_memalign(size_t, size_t);
+extern void *__libc_valloc(size_t);
+extern void *__libc_pvalloc(size_t);
+
+static TLS int in_hook;
+static TLS struct heap_sampler sampler;
+static TLS uint64_t sampler_session;
+static TLS uintptr_t stack_lo, stack_top;
+
+static inline int quiet(void) {
+        return __builtin_expect(__atomic_load_n(&heap_state_page->generation, __ATOMIC_RELAXED) ==
+                                        __atomic_load_n(&heap_quiet_generation, __ATOMIC_RELAXED),
+                                1);
+}
+
+/* The thread's stack, [stack_lo, stack_top). */
+static uintptr_t thread_stack_top(void) {
+        if (stack_top)
+                return stack_top;
+        pthread_attr_t a;
+        void *addr;
+        size_t size;
+        if (pthread_getattr_np(pthread_self(), &a) == 0) {
+                if (pthread_attr_getstack(&a, &addr, &size) == 0) {
+                        stack_lo = (uintptr_t) addr;
+                        stack_top = (uintptr_t) addr + size;
+                }
+                pthread_attr_destroy(&a);
+        }
+        return stack_top;
+}
+
+/* The ring passed half full: the plugin reads it now, not at its next
+ * period (a burst of allocations fills a ring in milliseconds). */
+static void wake(struct heap_session *s) {
+        if (heap_ring_wants_wake(&s->ring)) {
+                const char b = HEAP_WAKE;
+                (void) send(s->sock, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+        }
+}
+
+/* The registers here, and the stack from here up: what the plugin unwinds
+ * from. Not inlined: its frame is one of the library's, which the plugin
+ * takes off the stack. */
+__attribute__((noinline)) static void send_alloc(struct heap_session *s, uint64_t addr, uint64_t size,
+                                                 uint64_t weight) {
+        struct heap_alloc_regs regs = { { 0 } };
+#if defined(__x86_64__)
+        /* UREG_* order: ax bx cx dx si di bp sp ip r8 .. r15. */
+        __asm__ volatile("movq %%rax, 0(%0)\n\t"
+                         "movq %%rbx, 8(%0)\n\t"
+                         "movq %%rcx, 16(%0)\n\t"
+                         "movq %%rdx, 24(%0)\n\t"
+                         "movq %%rsi, 32(%0)\n\t"
+                         "movq %%rdi, 40(%0)\n\t"
+                         "movq %%rbp, 48(%0)\n\t"
+                         "movq %%rsp, 56(%0)\n\t"
+                         "leaq 0(%%rip), %%r11\n\t"
+                         "movq %%r11, 64(%0)\n\t"
+                         "movq %%r8, 72(%0)\n\t"
+                         "movq %%r9, 80(%0)\n\t"
+                         "movq %%r10, 88(%0)\n\t"
+                         "movq %%r11, 96(%0)\n\t"
+                         "movq %%r12, 104(%0)\n\t"
+                         "movq %%r13, 112(%0)\n\t"
+                         "movq %%r14, 120(%0)\n\t"
+                         "movq %%r15, 128(%0)\n\t"
+                         :
+                         : "r"(regs.regs)
+                         : "r11", "memory");
+#else
+        /* The plugin unwinds x86-64 only: elsewhere, no stack. */
+        regs.regs[7] = (uint64_t) (uintptr_t) __builtin_frame_address(0);
+#endif
+        uintptr_t sp = (uintptr_t) regs.regs[7], top = thread_stack_top();
+        /* On another stack (a signal handler's, sigaltstack(2)), nothing
+         * is known of its extent: no copy, the plugin says so. */
+        uint64_t n = sp >= stack_lo && sp < top ? top - sp : 0;
+        if (n > s->stack_bytes)
+                n = s->stack_bytes;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+        uint32_t payload = (uint32_t) (sizeof(struct heap_record) + sizeof(regs) + n);
+        uint8_t *at = heap_ring_begin_write(&s->ring, payload, s->block, s->block_timeout_us);
+        if (!at) {
+                heap_session_dropped(s);
+                return;
+        }
+        struct heap_record rec = {
+                .type = HEAP_RECORD_ALLOC, .stack_size = (uint32_t) n, .addr = addr, .size = size,
+                .weight = weight, .time = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec,
+                .tid = (uint32_t) gettid(),
+        };
+        memcpy(at, &rec, sizeof(rec));
+        memcpy(at + sizeof(rec), &regs, sizeof(regs));
+        memcpy(at + sizeof(rec) + sizeof(regs), (const void *) sp, n);
+        heap_ring_end_write(&s->ring);
+        wake(s);
+}
+
+static void send_free(struct heap_session *s, uint64_t addr) {
+        uint8_t *at = heap_ring_begin_write(&s->ring, sizeof(struct heap_record), s->block, s->block_timeout_us);
+        if (!at) {
+                heap_session_dropped(s);
+                return;
+        }
+        struct heap_record rec = { .type = HEAP_RECORD_FREE, .addr = addr };
+        memcpy(at, &rec, sizeof(rec));
+        heap_ring_end_write(&s->ring);
+        wake(s);
+}
+
+/* After glibc allocated p (size bytes), in the slow path. */
+static void sample(void *p, size_t size) {
+        if (!p)
+                return;
+        struct heap_session *s = heap_session_get();
+        if (!s)
+                return;
+        if (sampler_session != s->id) {
+                uint64_t seed = (uint64_t) gettid() * 0x9e3779b97f4a7c15ull ^ (uint64_t) (uintptr_t) &seed ^ s->id;
+                heap_sampler_init(&sampler, s->interval, seed);
+                sampler_session = s->id;
+        }
+        uint64_t w = heap_sampler_weight(&sampler, size);
+        if (w && heap_addrset_insert(&s->set, (uint64_t) (uintptr_t) p))
+                send_alloc(s, (uint64_t) (uintptr_t) p, size, w);
+        heap_session_put();
+}
+
+/* Before glibc frees p, in the slow path: once it is freed, another
+ * thread may get the address back. */
+static void forget(void *p) {
+        if (!p)
+                return;
+        struct heap_session *s = heap_session_get();
+        if (!s)
+                return;
+        if (heap_addrset_remove(&s->set, (uint64_t) (uintptr_t) p))
+                send_free(s, (uint64_t) (uintptr_t) p);
+        heap_session_put();
+}
+
+static int enter(void) {
+        if (in_hook)
+                return 0;
+        in_hook = 1;
+        heap_session_refresh();
+        return 1;
+}
+
+static void leave_hook(void) {
+        in_hook = 0;
+}
+
+EXPORT void *malloc(size_t size) {
+        if (quiet() || !enter())
+                return __libc_malloc(size);
+        void *p = __libc_malloc(size);
+        sample(p, size);
+        leave_hook();
+        return p;
+}
+
+EXPORT void free(void *p) {
+        if (quiet() || !enter()) {
+                __libc_free(p);
+                return;
+        }
+        forget(p);
+        __libc_free(p);
+        leave_hook();
+}
+
+EXPORT void *calloc(size_t n, size_t size) {
+        if (quiet() || !enter())
+                return __libc_calloc(n, size);
+        void *p = __libc_calloc(n, size);
+        sample(p, n * size);
+        leave_hook();
+        return p;
+}
+
+EXPORT void *realloc(void *old, size_t size) {
+        if (quiet() || !enter())
+                return __libc_realloc(old, size);
+        /* The old block is gone once glibc moves it: said first. (A
+         * realloc that fails keeps it, unsampled from then on.) */
+        forget(old);
+        void *p = __libc_realloc(old, size);
+        sample(p, size);
+        leave_hook();
+        return p;
+}
+
+EXPORT void *reallocarray(void *old, size_t n, size_t size) {
+        size_t total;
+        if (__builtin_mul_overflow(n, size, &total)) {
+                errno = ENOMEM;
+                return NULL;
+        }
+        return realloc(old, total);
+}
+
+static void *aligned(size_t alignment, size_t size) {
+        if (quiet() || !enter())
+                return __libc_memalign(alignment, size);
+        void *p = __libc_memalign(alignment, size);
+        sample(p, size);
+        leave_hook();
+        return p;
+}
+
+EXPORT void *memalign(size_t alignment, size_t size) {
+        return aligned(alignment, size);
+}
+
+EXPORT void *aligned_alloc(size_t alignment, size_t size) {
+        /* As glibc 2.36: a power of two, else EINVAL. */
+        if (alignment == 0 || (alignment & (alignment - 1))) {
+                errno = EINVAL;
+                return NULL;
+        }
+        return aligned(alignment, size);
+}
+
+EXPORT int posix_memalign(void **ret, size_t alignment, size_t size) {
+        if (alignment % sizeof(void *) != 0 || (alignment & (alignment - 1)) || alignment == 0)
+                return EINVAL;
+        int saved = errno;
+        void *p = aligned(alignment, size);
+        if (!p && size) {
+                errno = saved;
+                return ENOMEM;
+        }
+        *ret = p;
+        errno = saved;
+        return 0;
+}
+
+EXPORT void *valloc(size_t size) {
+        if (quiet() || !enter())
+                return __libc_valloc(size);
+        void *p = __libc_valloc(size);
+        sample(p, size);
+        leave_hook();
+        return p;
+}
+
+EXPORT void *pvalloc(size_t size) {
+        if (quiet() || !enter())
+                return __libc_pvalloc(size);
+        void *p = __libc_pvalloc(size);
+        size_t page = (size_t) sysconf(_SC_PAGESIZE);
+        sample(p, (size + page - 1) & ~(page - 1));
+        leave_hook();
+        return p;
+}
+
+static void fork_prepare(void) {
+        in_hook++;
+        heap_session_fork_prepare();
+}
+
+static void fork_parent(void) {
+        heap_session_fork_parent();
+        in_hook--;
+}
+
+static void fork_child(void) {
+        heap_session_forked_child();
+        sampler_session = 0;
+        in_hook--;
+}
+
+__attribute__((constructor)) static void heap_preload_init(void) {
+        in_hook++;
+        heap_session_setup();
+        (void) pthread_atfork(fork_prepare, fork_parent, fork_child);
+        in_hook--;
+}

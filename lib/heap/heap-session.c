@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "heap-session.h"
+
+/* Live sampled allocations a session tracks at most (8 MiB of address
+ * space, touched as it fills). */
+#define SET_SLOTS (1u << 20)
+
+static const struct heap_state no_state; /* generation 0: no plugin yet */
+const struct heap_state *heap_state_page = &no_state;
+uint32_t heap_quiet_generation;
+
+static uint32_t seen_generation = UINT32_MAX;
+static struct heap_session *current;
+static uint32_t users;
+static uint64_t next_id;
+static pthread_mutex_t join_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Room for the socket's name after it in sockaddr_un's 108 bytes. */
+static char dir[96];
+static uint64_t text_start, text_end;
+
+/* Maps the state page. Any file of at least a byte will do: the page it
+ * is in reads whole (zeros past the end), and the plugin makes it a page
+ * when it starts. systemd-tmpfiles creates it at boot with a line of text
+ * (units/tmpfiles.d/traced.conf), so a process started before the
+ * plugin's first session sees that session's generation all the same.
+ * What it holds is checked (magic, version) before acting on it. */
+static int map_state(void) {
+        char path[160];
+        snprintf(path, sizeof(path), "%s/" HEAP_STATE_FILE, dir);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        void *m = MAP_FAILED;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+                m = mmap(NULL, HEAP_STATE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+        close(fd);
+        if (m == MAP_FAILED)
+                return -ENODATA;
+        __atomic_store_n(&heap_state_page, (const struct heap_state *) m, __ATOMIC_RELEASE);
+        return 0;
+}
+
+static int find_text(struct dl_phdr_info *info, size_t size, void *data) {
+        (void) size;
+        uintptr_t base = (uintptr_t) data;
+        if (info->dlpi_addr != base)
+                return 0;
+        for (int i = 0; i < info->dlpi_phnum; i++) {
+                const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+                if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+                        text_start = info->dlpi_addr + ph->p_vaddr;
+                        text_end = text_start + ph->p_memsz;
+                }
+        }
+        return 1;
+}
+
+void heap_session_setup(void) {
+        const char *d = secure_getenv(HEAP_DIR_ENV);
+        snprintf(dir, sizeof(dir), "%s", d && d[0] == '/' ? d : HEAP_DIR_DEFAULT);
+        Dl_info info;
+        if (dladdr((void *) heap_session_setup, &info) && info.dli_fbase)
+                dl_iterate_phdr(find_text, info.dli_fbase);
+        /* With no state page, no plugin ran since boot: the hooks stay on
+         * their fast path (its generation 0 is the quiet one), and a child
+         * this process forks looks again. Else the first call of a hook
+         * looks at the generation. */
+        if (map_state() == 0)
+                __atomic_store_n(&heap_quiet_generation, 1u, __ATOMIC_RELEASE);
+}
+
+static void *map_anon(size_t n) {
+        void *m = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        return m == MAP_FAILED ? NULL : m;
+}
+
+static void session_free(struct heap_session *s) {
+        if (s->ring_mem)
+                munmap(s->ring_mem, s->ring_size);
+        if (s->set_mem)
+                munmap(s->set_mem, s->set_size);
+        if (s->sock >= 0)
+                close(s->sock);
+        munmap(s, sizeof(*s));
+}
+
+/* Takes the session away from the hooks, waits for those using it. */
+static void leave(void) {
+        struct heap_session *s = __atomic_exchange_n(&current, NULL, __ATOMIC_ACQ_REL);
+        if (!s)
+                return;
+        for (unsigned k = 0; __atomic_load_n(&users, __ATOMIC_ACQUIRE) > 0; k++) {
+                struct timespec ts = { .tv_nsec = 50000 };
+                nanosleep(&ts, NULL);
+                if (k > 200000) /* 10 s: a thread stuck inside a hook; keep its memory */
+                        return;
+        }
+        session_free(s);
+}
+
+static ssize_t recv_reply(int sock, struct heap_reply *reply, int *ret_fd) {
+        char control[CMSG_SPACE(sizeof(int))];
+        struct iovec iov = { .iov_base = reply, .iov_len = sizeof(*reply) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
+                             .msg_controllen = sizeof(control) };
+        *ret_fd = -1;
+        ssize_t n;
+        do
+                n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -errno;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
+                if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+                    c->cmsg_len == CMSG_LEN(sizeof(int)))
+                        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+        return n;
+}
+
+/* Asks the plugin whether this process is targeted; a session when it is. */
+static struct heap_session *join(uint32_t generation) {
+        int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (sock < 0)
+                return NULL;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/" HEAP_SOCKET_FILE, dir);
+        struct timeval tv = { .tv_sec = 2 };
+        (void) setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        (void) setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        struct heap_hello hello = { .magic = HEAP_WIRE_MAGIC, .version = HEAP_WIRE_VERSION, .pid = getpid(),
+                                    .generation = generation, .text_start = text_start, .text_end = text_end };
+        struct heap_reply reply = { 0 };
+        int fd = -1;
+        struct heap_session *s = NULL;
+        if (connect(sock, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
+            send(sock, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t) sizeof(hello) ||
+            recv_reply(sock, &reply, &fd) != (ssize_t) sizeof(reply) || reply.magic != HEAP_WIRE_MAGIC ||
+            reply.status != HEAP_REPLY_TARGETED || fd < 0)
+                goto fail;
+        struct stat st;
+        if (fstat(fd, &st) < 0 || st.st_size <= (off_t) HEAP_RING_HEADER)
+                goto fail;
+        s = map_anon(sizeof(*s));
+        if (!s)
+                goto fail;
+        *s = (struct heap_session) { .sock = sock, .interval = reply.interval, .stack_bytes = reply.stack_bytes,
+                                     .block = reply.block_client != 0, .block_timeout_us = reply.block_timeout_us,
+                                     .ring_size = (size_t) st.st_size, .set_size = heap_addrset_bytes(SET_SLOTS) };
+        s->ring_mem = mmap(NULL, s->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (s->ring_mem == MAP_FAILED) {
+                s->ring_mem = NULL;
+                goto fail;
+        }
+        if (heap_ring_attach(s->ring_mem, s->ring_size, &s->ring) < 0 || !(s->set_mem = map_anon(s->set_size)))
+                goto fail;
+        heap_addrset_init(&s->set, s->set_mem, SET_SLOTS);
+        s->id = ++next_id;
+        close(fd);
+        return s;
+fail:
+        if (fd >= 0)
+                close(fd);
+        if (s)
+                session_free(s); /* closes sock */
+        else
+                close(sock);
+        return NULL;
+}
+
+void heap_session_refresh(void) {
+        const struct heap_state *st = __atomic_load_n(&heap_state_page, __ATOMIC_ACQUIRE);
+        uint32_t g = __atomic_load_n(&st->generation, __ATOMIC_ACQUIRE);
+        if (g == __atomic_load_n(&seen_generation, __ATOMIC_ACQUIRE))
+                return;
+        if (pthread_mutex_trylock(&join_lock) != 0)
+                return; /* another thread is at it */
+        if (g != seen_generation) {
+                leave();
+                /* Only a page the plugin wrote says anything. */
+                bool valid = __atomic_load_n(&st->magic, __ATOMIC_ACQUIRE) == HEAP_WIRE_MAGIC &&
+                             st->version == HEAP_WIRE_VERSION;
+                struct heap_session *s = valid ? join(g) : NULL;
+                __atomic_store_n(&current, s, __ATOMIC_RELEASE);
+                __atomic_store_n(&seen_generation, g, __ATOMIC_RELEASE);
+                __atomic_store_n(&heap_quiet_generation, s ? 1u : g, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&join_lock);
+}
+
+struct heap_session *heap_session_get(void) {
+        __atomic_fetch_add(&users, 1, __ATOMIC_ACQ_REL);
+        struct heap_session *s = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+        if (!s)
+                __atomic_fetch_sub(&users, 1, __ATOMIC_RELEASE);
+        return s;
+}
+
+void heap_session_put(void) {
+        __atomic_fetch_sub(&users, 1, __ATOMIC_RELEASE);
+}
+
+void heap_session_dropped(struct heap_session *s) {
+        if (++s->drops_seen % 256 != 1 && !s->block)
+                return;
+        struct pollfd p = { .fd = s->sock, .events = POLLIN };
+        if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLIN))) {
+                /* The plugin is gone (or says the session ended): leave
+                 * at the next call, whichever thread makes it. */
+                __atomic_store_n(&seen_generation, UINT32_MAX, __ATOMIC_RELEASE);
+        }
+}
+
+void heap_session_fork_prepare(void) {
+        pthread_mutex_lock(&join_lock);
+}
+
+void heap_session_fork_parent(void) {
+        pthread_mutex_unlock(&join_lock);
+}
+
+void heap_session_forked_child(void) {
+        /* One thread now: nothing else uses the session. Its mappings are
+         * the parent's ring; the child asks for its own. */
+        struct heap_session *s = current;
+        current = NULL;
+        users = 0;
+        if (s)
+                session_free(s);
+        seen_generation = UINT32_MAX;
+        pthread_mutex_init(&join_lock, NULL);
+        if (heap_state_page != &no_state || map_state() == 0)
+                heap_quiet_generation = 1;
+}

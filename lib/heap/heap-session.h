@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * libtraced-heap.so's side of a session (heap-wire.h): the state page it
+ * watches, joining and leaving, and the session the hooks sample into.
+ * Internal to the library.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "heap-addrset.h"
+#include "heap-ring.h"
+#include "heap-wire.h"
+
+struct heap_session {
+        uint64_t id; /* a new one per join: threads reset their sampler on a change */
+        struct heap_ring ring;
+        void *ring_mem;
+        size_t ring_size;
+        struct heap_addrset set;
+        void *set_mem;
+        size_t set_size;
+        int sock;
+        uint64_t interval;
+        uint32_t stack_bytes;
+        bool block;
+        uint32_t block_timeout_us;
+        uint32_t drops_seen; /* drops since the plugin's liveness was last checked */
+};
+
+/* The generation the hooks compare with on their fast path: the state
+ * page's when the process is settled and in no session; an odd value
+ * (generations are even) while a session runs or a look is due. */
+extern uint32_t heap_quiet_generation;
+extern const struct heap_state *heap_state_page;
+
+/* Maps the state page (or a page of zeros when there is none yet: the
+ * library then looks again now and then). Called once, at load. */
+void heap_session_setup(void);
+/* The slow path's first step: joins or leaves as the generation says. */
+void heap_session_refresh(void);
+/* The current session, held until heap_session_put; NULL when none. */
+struct heap_session *heap_session_get(void);
+void heap_session_put(void);
+/* The ring dropped an entry: every so often, is the plugin still there?
+ * (When it is not, the session is left.) */
+void heap_session_dropped(struct heap_session *s);
+/* The child of a fork: whatever the parent had is not the child's. */
+void heap_session_forked_child(void);
+void heap_session_fork_prepare(void);
+void heap_session_fork_parent(void);

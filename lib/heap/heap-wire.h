@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+#pragma once
+
+/*
+ * What libtraced-heap.so (the preload library, in the profiled process)
+ * and the android.heapprofd plugin (plugins/heap/) say to each other.
+ * Both sides are built from this header in one package, so the layout is
+ * checked by a magic and a version, not negotiated.
+ *
+ *   DIR/state     a page the plugin owns (DIR: /run/traced-heap, or
+ *                 $TRACED_HEAP_DIR): the library maps it read-only and
+ *                 compares `generation` with the one it saw last on each
+ *                 call; the plugin bumps it whenever the set of targeted
+ *                 processes may have changed (a session started or
+ *                 ended). That compare is all a process pays while no
+ *                 session targets it.
+ *   DIR/heap.sock a SOCK_SEQPACKET socket. On a new generation the library
+ *                 connects and sends a heap_hello; the plugin answers a
+ *                 heap_reply, with the memfd of a ring (heap-ring.h) as
+ *                 SCM_RIGHTS when the process is targeted. The connection
+ *                 stays open while the process is in a session: its end
+ *                 tells the plugin the process is gone (or exec'd), and
+ *                 tells the library the plugin is. The library sends one
+ *                 byte on it (HEAP_WAKE) when its ring passes half full,
+ *                 for the plugin to read it before its next period.
+ */
+
+#include <stdint.h>
+
+#define HEAP_DIR_DEFAULT "/run/traced-heap"
+#define HEAP_DIR_ENV "TRACED_HEAP_DIR"
+#define HEAP_STATE_FILE "state"
+#define HEAP_SOCKET_FILE "heap.sock"
+
+#define HEAP_WIRE_MAGIC 0x50414548u /* "HEAP" */
+#define HEAP_WAKE 'w'
+#define HEAP_WIRE_VERSION 1u
+
+/* The state page. */
+struct heap_state {
+        uint32_t magic;
+        uint32_t version;
+        uint32_t generation; /* read and written with __atomic builtins */
+        uint32_t pad;
+};
+#define HEAP_STATE_SIZE 4096u
+
+struct heap_hello {
+        uint32_t magic;
+        uint32_t version;
+        int32_t pid; /* as the process sees itself; the plugin trusts SO_PEERCRED */
+        uint32_t generation;
+        /* The library's own code, [text_start, text_end): the frames of the
+         * hooks, which the plugin takes off the top of each stack. */
+        uint64_t text_start, text_end;
+};
+
+enum heap_reply_status {
+        HEAP_REPLY_NOT_TARGETED = 0,
+        HEAP_REPLY_TARGETED = 1,
+};
+
+struct heap_reply {
+        uint32_t magic;
+        uint32_t status; /* enum heap_reply_status */
+        uint64_t interval;     /* mean bytes between samples */
+        uint32_t stack_bytes;  /* at most this much stack is copied per sample */
+        uint32_t block_client; /* 1: wait for room in the ring, up to block_timeout_us */
+        uint32_t block_timeout_us;
+        uint32_t pad;
+};
+
+/* The registers a sample carries: lib/profiling/unwind.h's UREG_* order. */
+#define HEAP_REGS 17u
+
+enum heap_record_type {
+        HEAP_RECORD_ALLOC = 1,
+        HEAP_RECORD_FREE = 2,
+};
+
+/* A record in the ring: the header, then for an allocation the registers
+ * and stack_size bytes of stack from regs[SP] up. */
+struct heap_record {
+        uint32_t type; /* enum heap_record_type */
+        uint32_t stack_size;
+        uint64_t addr;
+        uint64_t size;   /* the allocation's size (ALLOC) */
+        uint64_t weight; /* the bytes the sample stands for (ALLOC) */
+        uint64_t time;   /* CLOCK_MONOTONIC_COARSE, ns */
+        uint32_t tid;
+        uint32_t pad;
+};
+
+struct heap_alloc_regs {
+        uint64_t regs[HEAP_REGS];
+};
