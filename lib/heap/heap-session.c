@@ -186,6 +186,22 @@ fail:
         return NULL;
 }
 
+/* In a session, on a new generation: still named? Asked on the session's
+ * own connection, so the plugin never sees the process twice. */
+static bool still_targeted(struct heap_session *s, uint32_t generation) {
+        struct heap_hello hello = { .magic = HEAP_WIRE_MAGIC, .version = HEAP_WIRE_VERSION, .pid = getpid(),
+                                    .generation = generation, .text_start = text_start, .text_end = text_end };
+        struct heap_reply reply = { 0 };
+        int fd = -1;
+        if (send(s->sock, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t) sizeof(hello))
+                return false;
+        /* Wakes are one byte and go the other way: the reply is next. */
+        ssize_t n = recv_reply(s->sock, &reply, &fd);
+        if (fd >= 0)
+                close(fd);
+        return n == (ssize_t) sizeof(reply) && reply.magic == HEAP_WIRE_MAGIC && reply.status == HEAP_REPLY_KEEP;
+}
+
 void heap_session_refresh(void) {
         const struct heap_state *st = __atomic_load_n(&heap_state_page, __ATOMIC_ACQUIRE);
         uint32_t g = __atomic_load_n(&st->generation, __ATOMIC_ACQUIRE);
@@ -194,10 +210,16 @@ void heap_session_refresh(void) {
         if (pthread_mutex_trylock(&join_lock) != 0)
                 return; /* another thread is at it */
         if (g != seen_generation) {
-                leave();
                 /* Only a page the plugin wrote says anything. */
                 bool valid = __atomic_load_n(&st->magic, __ATOMIC_ACQUIRE) == HEAP_WIRE_MAGIC &&
                              st->version == HEAP_WIRE_VERSION;
+                struct heap_session *cur = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+                if (cur && valid && seen_generation != UINT32_MAX && still_targeted(cur, g)) {
+                        __atomic_store_n(&seen_generation, g, __ATOMIC_RELEASE);
+                        pthread_mutex_unlock(&join_lock);
+                        return;
+                }
+                leave();
                 struct heap_session *s = valid ? join(g) : NULL;
                 __atomic_store_n(&current, s, __ATOMIC_RELEASE);
                 __atomic_store_n(&seen_generation, g, __ATOMIC_RELEASE);

@@ -22,7 +22,10 @@
  *                 tells the plugin the process is gone (or exec'd), and
  *                 tells the library the plugin is. The library sends one
  *                 byte on it (HEAP_WAKE) when its ring passes half full,
- *                 for the plugin to read it before its next period.
+ *                 for the plugin to read it before its next period. On a
+ *                 new generation, a process in a session sends its hello
+ *                 again on the same connection, and keeps its ring when
+ *                 the plugin answers HEAP_REPLY_KEEP.
  */
 
 #include <stdint.h>
@@ -58,6 +61,9 @@ struct heap_hello {
 enum heap_reply_status {
         HEAP_REPLY_NOT_TARGETED = 0,
         HEAP_REPLY_TARGETED = 1,
+        /* To a hello on a connection that has a ring: keep it (the
+         * generation changed for another session's sake). */
+        HEAP_REPLY_KEEP = 2,
 };
 
 struct heap_reply {

@@ -245,13 +245,22 @@ static void on_client(int fd, uint32_t revents, void *userdata) {
          * half full: read it now). Anything else is its end (exit, exec)
          * or garbage: what its ring holds is read, and its profile kept
          * for the dumps. */
-        char buf[64];
+        char buf[sizeof(struct heap_hello)];
         ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
         if (n == 1 && buf[0] == HEAP_WAKE && !(revents & (EPOLLHUP | EPOLLERR))) {
                 heap_client_drain(c);
                 return;
+        }
+        struct heap_hello hello;
+        if (n == (ssize_t) sizeof(hello) && !(revents & (EPOLLHUP | EPOLLERR))) {
+                /* Its hello again (the generation changed): a process with
+                 * a ring keeps it while its instance runs. */
+                memcpy(&hello, buf, sizeof(hello));
+                struct heap_reply reply = { .magic = HEAP_WIRE_MAGIC, .status = HEAP_REPLY_KEEP };
+                if (hello.magic == HEAP_WIRE_MAGIC && c->inst && c->ring_mem && send_reply(c->fd, &reply, -1) == 0)
+                        return;
         }
         heap_client_drain(c);
         c->disconnected = true;

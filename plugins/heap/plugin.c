@@ -32,6 +32,9 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
         if (r < 0)
                 plugin_log(pl, TRACED_LOG_INFO, HEAP_DS_NAME ": no state page in %s yet: %s", pl->dir,
                            strerror(-r));
+        /* A host started again (the last one was killed): processes still
+         * writing into its rings look again, and leave them. */
+        heap_server_bump(pl);
         *ret = pl;
         return 0;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "plugin-fixture.h"
+#include "test-consumer.h"
 #include "test-scratch.h"
 
 #include "perfetto/trace/trace_packet.pb-c.h"
@@ -426,6 +427,64 @@ Test(heap, joins_a_running_process_and_leaves_it) {
         usleep(300 * 1000);
         cr_assert(alive(r.pid) && read_count(r.count) > before, "and runs on");
         stop_workload(r.pid);
+        collect_free(&c);
+}
+
+/* ---- a second session ---- */
+
+/* The inode of the process's ring (its memfd, in /proc/PID/maps); 0: none. */
+static unsigned long ring_inode(pid_t pid) {
+        char path[64], line[512];
+        snprintf(path, sizeof(path), "/proc/%d/maps", (int) pid);
+        FILE *f = fopen(path, "r");
+        unsigned long inode = 0;
+        while (f && fgets(line, sizeof(line), f))
+                if (strstr(line, "traced-heap-ring") && sscanf(line, "%*s %*s %*s %*s %lu", &inode) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        return inode;
+}
+
+struct second_run {
+        struct loop_run loop;
+        unsigned long before, after;
+};
+
+static void run_second_session(void *userdata) {
+        struct second_run *r = userdata;
+        for (int i = 0; i < 100 && !(r->before = ring_inode(r->loop.pid)); i++)
+                usleep(20 * 1000);
+        /* Another session of the plugin starts (it bumps the generation
+         * every process watches) and ends. */
+        struct test_consumer other;
+        cr_assert_eq(test_consumer_connect(&other, ev, inst.consumer_path), 0);
+        fixture_enable_text(&other, "buffers { size_kb: 1024 }\n"
+                                    "data_sources { config { name: \"android.heapprofd\" heapprofd_config {\n"
+                                    "  process_cmdline: \"no-such-program\" } } }\n",
+                            -EBADF);
+        spin_ms(ev, 500);
+        r->after = ring_inode(r->loop.pid);
+        test_consumer_free(&other);
+        spin_ms(ev, 300);
+}
+
+Test(heap, another_session_leaves_a_process_its_ring) {
+        struct second_run r = { 0 };
+        snprintf(r.loop.count, sizeof(r.loop.count), "%s/count", heap_dir);
+        r.loop.pid = spawn_workload("loop", r.loop.count);
+        cr_assert(wait_file(r.loop.count, 10000), "the workload runs");
+        char target[64];
+        snprintf(target, sizeof(target), "pid: %d", (int) r.loop.pid);
+        char *cfg = heap_config(target, "sampling_interval_bytes: 4096");
+        struct collect c = { .pid = r.loop.pid };
+        fixture_record(&inst, ev, "android.heapprofd", cfg, run_second_session, &r, collect_packet, &c);
+        free(cfg);
+        cr_assert_neq(r.before, 0, "the process joined the first session");
+        cr_assert_eq(r.after, r.before, "it kept its ring while another session started (%lu, then %lu)", r.before,
+                     r.after);
+        cr_assert_gt(c.heap_samples, 0);
+        stop_workload(r.loop.pid);
         collect_free(&c);
 }
 
