@@ -173,7 +173,9 @@ static void dump_client(struct heap_instance *h, struct heap_client *c, uint64_t
         TracePacket_set_sequence_flags(&pkt, intern_packet_flags(h->iw));
         intern_write_pending(h->iw, &pkt);
         TracePacket_begin_profile_packet(&pkt, &pp);
-        ProfilePacket_set_index(&pp, h->dumps);
+        /* Per packet of the sequence, from 0 (trace_processor counts a gap
+         * as a lost packet). */
+        ProfilePacket_set_index(&pp, h->packets++);
         ProfilePacket_begin_process_dumps(&pp, &d);
         ProfilePacket_ProcessHeapSamples_set_pid(&d, (uint64_t) c->pid);
         ProfilePacket_ProcessHeapSamples_set_heap_name(&d, "libc.malloc");

@@ -77,7 +77,7 @@ struct heap_instance {
         struct intern_writer *iw;
         struct traced_source *dump_timer;
         uint64_t start_ticks; /* boot time in clock ticks at the start (/proc/PID/stat's unit) */
-        uint64_t dumps;
+        uint64_t dumps, packets;
         uint64_t write_errors;
         bool dump_phase_pending;
 };

@@ -127,6 +127,11 @@ struct collect {
         struct site *sites;
         size_t n_sites;
         size_t dumps, pids_dumped;
+        /* ProfilePacket.index counts the packets of a sequence from 0, as
+         * trace_processor checks (else heapprofd_missing_packet) */
+        uint32_t index_seq;
+        uint64_t index_next;
+        size_t index_gaps;
         uint64_t pids[64];
         bool buffer_overran, disconnected, corrupted;
         uint64_t heap_samples, interval;
@@ -192,6 +197,13 @@ static void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdat
                 intern(c, p->interned_data);
         if (!profile)
                 return;
+        if (c->index_next == 0)
+                c->index_seq = p->trusted_packet_sequence_id;
+        if (p->trusted_packet_sequence_id == c->index_seq) {
+                if (p->profile_packet->index != c->index_next)
+                        c->index_gaps++;
+                c->index_next = p->profile_packet->index + 1;
+        }
         for (size_t k = 0; k < p->profile_packet->n_process_dumps; k++) {
                 const Perfetto__Protos__ProfilePacket__ProcessHeapSamples *d = p->profile_packet->process_dumps[k];
                 c->dumps++;
@@ -374,6 +386,7 @@ Test(heap, forks_and_threads_unharmed) {
         cr_assert(access(r.done, F_OK) == 0);
         cr_assert_gt(c.heap_samples, 0, "the parent was profiled");
         cr_assert_gt(c.pids_dumped, 1, "children were profiled too (%zu processes)", c.pids_dumped);
+        cr_assert_eq(c.index_gaps, 0, "ProfilePacket.index counts the packets of the sequence");
         collect_free(&c);
 }
 
