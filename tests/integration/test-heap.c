@@ -346,6 +346,76 @@ Test(heap, callsites_within_ten_percent_at_4096) {
         collect_free(&c);
 }
 
+/* ---- tracectl record --heap, tracectl report ---- */
+
+/* The value of the folded stacks ending in fn, summed. */
+static uint64_t folded_sum(const char *args, const char *trace, const char *fn) {
+        char cmd[1600], line[4096];
+        snprintf(cmd, sizeof(cmd), "%s report --no-debuginfod %s %s", TRACECTL_BINARY, args, trace);
+        FILE *f = popen(cmd, "r");
+        cr_assert_not_null(f);
+        uint64_t sum = 0;
+        size_t k = strlen(fn);
+        while (fgets(line, sizeof(line), f)) {
+                char *sp = strrchr(line, ' ');
+                if (!sp || (size_t) (sp - line) < k + 1)
+                        continue;
+                if (strncmp(sp - k, fn, k) == 0 && sp[-(ssize_t) k - 1] == ';')
+                        sum += strtoull(sp + 1, NULL, 10);
+        }
+        cr_assert_eq(pclose(f), 0, "%s failed", cmd);
+        return sum;
+}
+
+Test(heap, tracectl_record_heap_and_report) {
+        char done[600], out[600], pid_arg[32];
+        snprintf(done, sizeof(done), "%s/done", heap_dir);
+        snprintf(out, sizeof(out), "%s/heap.pftrace", inst.dir);
+        pid_t w = spawn_workload("callsites", done);
+        snprintf(pid_arg, sizeof(pid_arg), "%d", (int) w);
+        struct test_consumer cons = {};
+        cr_assert_eq(test_consumer_connect(&cons, ev, inst.consumer_path), 0);
+        cr_assert(fixture_wait_data_source(&cons, ev, "android.heapprofd", 1, 5000), "android.heapprofd registered");
+        test_consumer_free(&cons);
+        unsigned started = fixture_log_count(&inst, FIXTURE_HEAP_STARTED);
+        const char *argv[] = { TRACECTL_BINARY, "--socket", inst.consumer_path, "record", "-t", "5s", "--heap",
+                               pid_arg, "--no-summary", "-o", out, NULL };
+        pid_t tc;
+        cr_assert_eq(posix_spawn(&tc, TRACECTL_BINARY, NULL, NULL, (char *const *) argv, environ), 0);
+        cr_assert(fixture_wait_log(&inst, ev, FIXTURE_HEAP_STARTED, started, 30000), "the plugin profiles");
+        /* The process joins at its next allocation after the start. */
+        usleep(300 * 1000);
+        cr_assert_eq(kill(w, SIGUSR1), 0);
+        cr_assert(wait_file(done, 30000), "the workload allocated");
+        int status;
+        cr_assert_eq(waitpid(tc, &status, 0), tc);
+        cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tracectl record --heap succeeded");
+        cr_assert(alive(w), "the workload outlived its profile");
+        stop_workload(w);
+        unlink(done);
+
+        /* What is in use at the end, and what was allocated, per callsite,
+         * as the folded stacks of tracectl report give them. */
+        within("small_kept in use", folded_sum("--folded", out, "small_kept"), 200000 * 64, 10);
+        within("medium_half in use", folded_sum("--folded", out, "medium_half"), 2000 * 4000, 10);
+        cr_assert_eq(folded_sum("--folded", out, "large_freed"), 0, "large_freed freed everything");
+        within("large_freed allocated", folded_sum("--alloc --folded", out, "large_freed"), 8 * 512 * 1024, 10);
+        within("medium_half allocated", folded_sum("--alloc --folded", out, "medium_half"), 4000 * 4000, 10);
+
+        /* The text report names the process and its sampling. */
+        char cmd[1400], text[8192];
+        snprintf(cmd, sizeof(cmd), "%s report --no-debuginfod %s", TRACECTL_BINARY, out);
+        FILE *f = popen(cmd, "r");
+        cr_assert_not_null(f);
+        size_t n = fread(text, 1, sizeof(text) - 1, f);
+        text[n] = 0;
+        cr_assert_eq(pclose(f), 0);
+        cr_assert_not_null(strstr(text, "sampled every 4096 bytes"), "%s", text);
+        cr_assert_not_null(strstr(text, "# Process heap-workload"), "%s", text);
+        cr_assert_not_null(strstr(text, "0 dropped for a full buffer"), "%s", text);
+        unlink(out);
+}
+
 Test(heap, every_large_allocation_seen_at_512k) {
         struct collect c;
         record_callsites(512 * 1024, &c);

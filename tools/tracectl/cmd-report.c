@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /* tracectl report: where the time went, from the PerfSample packets of a
- * trace, as text, folded stacks or an SVG flamegraph. */
+ * trace, or where the memory went, from its heap dumps (ProfilePacket), as
+ * text, folded stacks, an SVG flamegraph or pprof. */
 
 #include <errno.h>
 #include <getopt.h>
@@ -23,8 +24,9 @@ static void help(void) {
                "       tracectl report [OPTIONS] --pprof DIR/\n"
                "\n"
                "Profiles from the callstack samples of a trace (perf, bpfstack, upstream\n"
-               "traced_perf): top functions by self and total samples per process and\n"
-               "thread, folded stacks, or an interactive SVG flamegraph.\n"
+               "traced_perf) or its heap profiles (android.heapprofd): top functions by\n"
+               "self and total per process and thread, folded stacks, an interactive SVG\n"
+               "flamegraph, or pprof.\n"
                "\n"
                "  --folded          folded stacks (comm;frame;...;frame count), for\n"
                "                    FlameGraph and inferno\n"
@@ -50,9 +52,13 @@ static void help(void) {
                "  --since SEC --until SEC\n"
                "                    time window, seconds after the first sample\n"
                "  --kernel | --user only kernel or only user frames of each stack\n"
-               "  --on-cpu | --off-cpu\n"
-               "                    which samples (default: on-CPU, or off-CPU when the\n"
-               "                    trace has only those, weighted by blocked time)\n"
+               "  --on-cpu | --off-cpu | --inuse | --alloc\n"
+               "                    which samples (default: on-CPU; else off-CPU, weighted\n"
+               "                    by blocked time; else the heap profiles' bytes not\n"
+               "                    released at their last dump, --inuse; --alloc: bytes\n"
+               "                    allocated since the profile began). A heap profile is\n"
+               "                    each heap's last dump (at or before --until; less the\n"
+               "                    last before --since)\n"
                "  --no-demangle     show C++ and Rust function names as the trace holds\n"
                "                    them (mangled), not demangled\n");
 }
@@ -163,16 +169,24 @@ static int report_file(const struct report_job *j, const char *path, const char 
         }
         if (bad)
                 fprintf(stderr, "tracectl report: %" PRIu64 " packets did not decode and were skipped\n", bad);
-        if (p.samples == 0) {
-                fprintf(stderr, "tracectl report: %s has no callstack samples (PerfSample packets)\n", path);
+        if (p.samples == 0 && p.heap_dumps == 0) {
+                fprintf(stderr, "tracectl report: %s has no callstack samples (PerfSample packets) and no heap "
+                                "profiles (ProfilePacket)%s\n",
+                        path, p.heap_legacy ? " that this version reads" : "");
                 if (ret == EXIT_OK)
                         ret = j->dir ? REPORT_DIR_NO_SAMPLES : EXIT_OTHER;
                 goto out;
         }
         profile_finish(&p);
-        if (p.samples_kind[p.kind == PROFILE_ON_CPU ? PROFILE_OFF_CPU : PROFILE_ON_CPU] && !flt.kind_explicit && !j->dir)
-                fprintf(stderr, "tracectl report: the trace also has %" PRIu64 " off-CPU samples; --off-cpu shows them\n",
-                        p.samples_kind[PROFILE_OFF_CPU]);
+        if (!flt.kind_explicit && !j->dir && !pprof) {
+                if (p.kind == PROFILE_ON_CPU && p.samples_kind[PROFILE_OFF_CPU])
+                        fprintf(stderr, "tracectl report: the trace also has %" PRIu64 " off-CPU samples; --off-cpu "
+                                        "shows them\n",
+                                p.samples_kind[PROFILE_OFF_CPU]);
+                if (!profile_kind_heap(p.kind) && p.heap_dumps)
+                        fprintf(stderr, "tracectl report: the trace also has heap profiles; --inuse or --alloc "
+                                        "shows them\n");
+        }
         if (pprof) {
                 struct pprof_stats st;
                 r = report_pprof(pw, &p, &st);
@@ -227,7 +241,7 @@ static int report_dir_one(void *userdata, const char *trace, const char *pprof) 
 
 int cmd_report(int argc, char **argv) {
         enum { O_FOLDED = 0x100, O_SVG, O_ICICLE, O_TITLE, O_TOP, O_PID, O_TID, O_COMM, O_CPU, O_SINCE, O_UNTIL,
-               O_KERNEL, O_USER, O_ON, O_OFF, O_PPROF, O_DEBUGINFOD, O_NO_DEBUGINFOD, O_DEBUGINFOD_TIMEOUT, O_NO_INLINE, O_NO_DEMANGLE };
+               O_KERNEL, O_USER, O_ON, O_OFF, O_INUSE, O_ALLOC, O_PPROF, O_DEBUGINFOD, O_NO_DEBUGINFOD, O_DEBUGINFOD_TIMEOUT, O_NO_INLINE, O_NO_DEMANGLE };
         static const struct option opts[] = {
                 { "help", no_argument, NULL, 'h' },   { "folded", no_argument, NULL, O_FOLDED },
                 { "svg", required_argument, NULL, O_SVG }, { "icicle", no_argument, NULL, O_ICICLE },
@@ -237,6 +251,7 @@ int cmd_report(int argc, char **argv) {
                 { "since", required_argument, NULL, O_SINCE }, { "until", required_argument, NULL, O_UNTIL },
                 { "kernel", no_argument, NULL, O_KERNEL }, { "user", no_argument, NULL, O_USER },
                 { "on-cpu", no_argument, NULL, O_ON }, { "off-cpu", no_argument, NULL, O_OFF },
+                { "inuse", no_argument, NULL, O_INUSE }, { "alloc", no_argument, NULL, O_ALLOC },
                 { "pprof", required_argument, NULL, O_PPROF }, { "debuginfod", optional_argument, NULL, O_DEBUGINFOD },
                 { "no-debuginfod", no_argument, NULL, O_NO_DEBUGINFOD }, { "no-inline", no_argument, NULL, O_NO_INLINE },
                 { "debuginfod-timeout", required_argument, NULL, O_DEBUGINFOD_TIMEOUT },
@@ -328,13 +343,21 @@ int cmd_report(int argc, char **argv) {
                         break;
                 case O_ON:
                 case O_OFF:
-                        if (flt.kind_explicit && flt.kind != (c == O_OFF ? PROFILE_OFF_CPU : PROFILE_ON_CPU)) {
-                                fprintf(stderr, "tracectl report: --on-cpu and --off-cpu exclude each other\n");
+                case O_INUSE:
+                case O_ALLOC: {
+                        enum profile_kind k = c == O_ON    ? PROFILE_ON_CPU
+                                              : c == O_OFF ? PROFILE_OFF_CPU
+                                              : c == O_INUSE ? PROFILE_HEAP_INUSE
+                                                             : PROFILE_HEAP_ALLOC;
+                        if (flt.kind_explicit && flt.kind != k) {
+                                fprintf(stderr, "tracectl report: --on-cpu, --off-cpu, --inuse and --alloc exclude "
+                                                "each other\n");
                                 return EXIT_USAGE;
                         }
-                        flt.kind = c == O_OFF ? PROFILE_OFF_CPU : PROFILE_ON_CPU;
+                        flt.kind = k;
                         flt.kind_explicit = true;
                         break;
+                }
                 case O_NO_DEMANGLE:
                         mangled = true;
                         break;

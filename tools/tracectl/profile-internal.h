@@ -39,6 +39,9 @@ struct profile_seq {
         uint64_t sample_ns; /* CPU time of an on-CPU sample, 0: unknown */
         bool bpf; /* linux.bpf_stack's: its walks are told by its counters */
         bool lost;
+        /* its last ProfilePacket goes on in the next; the dumps read so far */
+        bool heap_continued;
+        uint64_t heap_dump_id;
         /* the thread node of the last sample */
         bool have_last;
         uint32_t last_pid, last_tid, last_kind, last_thread;
@@ -59,6 +62,14 @@ void profile_seq_defaults(struct profile *p, struct profile_seq *s, const uint8_
 struct seq_callstack *profile_seq_callstack(struct profile_seq *s, uint64_t iid);
 /* Fills c->syms (and its hashes) on first use: 0 or -ENOMEM. */
 int profile_seq_resolve_callstack(struct profile *p, struct profile_seq *s, struct seq_callstack *c);
+
+/* profile-heap.c */
+/* A ProfilePacket of sequence s: its heap dumps. 0 or -ENOMEM. */
+int profile_heap_packet(struct profile *p, struct profile_seq *s, bool have_ts, uint64_t ts, const uint8_t *d,
+                        size_t n);
+/* The last dumps into the heap trees; their samples_kind. 0 or -ENOMEM. */
+int profile_heap_finish(struct profile *p);
+void profile_heaps_done(struct profile *p);
 
 /* profile-names.c */
 /* Reads a ProcessTree message of a packet at ts (0: none): names of

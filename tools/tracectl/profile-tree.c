@@ -62,14 +62,19 @@ static void zero_subtree(struct profile_tree *t, uint32_t n) {
 }
 
 void profile_finish(struct profile *p) {
+        if (p->heap_dumps && profile_heap_finish(p) < 0)
+                p->heap_incomplete = true;
         if (p->filter.kind_explicit)
                 p->kind = p->filter.kind;
+        else if (p->samples_kind[PROFILE_ON_CPU] == 0 && p->samples_kind[PROFILE_OFF_CPU] > 0)
+                p->kind = PROFILE_OFF_CPU;
+        else if (p->samples_kind[PROFILE_ON_CPU] == 0 && p->heap_dumps > 0)
+                p->kind = PROFILE_HEAP_INUSE; /* a heap profile only */
         else
-                p->kind = p->samples_kind[PROFILE_ON_CPU] == 0 && p->samples_kind[PROFILE_OFF_CPU] > 0 ? PROFILE_OFF_CPU
-                                                                                                    : PROFILE_ON_CPU;
+                p->kind = PROFILE_ON_CPU;
         p->tree = &p->trees[p->kind];
-        p->metric = p->kind == PROFILE_OFF_CPU ? 1 : 0;
-        /* Every tree (pprof writes both kinds): the comm filter, totals. */
+        p->metric = p->kind == PROFILE_ON_CPU ? 0 : 1;
+        /* Every tree (pprof writes every kind): the comm filter, totals. */
         for (size_t k = 0; k < _PROFILE_KIND_MAX; k++) {
                 struct profile_tree *t = &p->trees[k];
                 if (p->filter.comm && t->n_nodes) {
@@ -87,10 +92,14 @@ void profile_finish(struct profile *p) {
 }
 
 const char *profile_unit(const struct profile *p) {
+        if (profile_kind_heap(p->kind))
+                return "KiB";
         return p->metric == 1 ? "ms" : "samples";
 }
 
 double profile_value(const struct profile *p, uint64_t w) {
+        if (profile_kind_heap(p->kind))
+                return (double) w / 1024.0;
         return p->metric == 1 ? (double) w / 1e6 : (double) w;
 }
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* Folds PerfSample packets into call trees. Packets are read with the
+/* Folds PerfSample packets (and heap dumps, profile-heap.c) into call trees. Packets are read with the
  * small protobuf reader (no allocation per packet): a trace of a million
  * samples is mostly PerfSample packets, and unpacking each into generated
  * structs would cost more than the rest of the report. */
@@ -26,6 +26,7 @@ enum {
         PKT_FIRST_PACKET_ON_SEQUENCE = 87,
         PKT_DEFAULTS = 59,
         PKT_PERF_SAMPLE = 66,
+        PKT_PROFILE_PACKET = 37,
         PKT_TRACK_EVENT = 11,
         PKT_TRACK_DESCRIPTOR = 60,
         SEQ_INCREMENTAL_STATE_CLEARED = 1,
@@ -45,6 +46,7 @@ void profile_init(struct profile *p, const struct profile_filter *filter) {
 void profile_done(struct profile *p) {
         profile_seqs_done(p);
         profile_names_done(p);
+        profile_heaps_done(p);
         for (size_t k = 0; k < _PROFILE_KIND_MAX; k++) {
                 profile_tree_done(&p->trees[k]);
                 hashmap_clear(&p->leaves[k]);
@@ -285,8 +287,8 @@ int profile_add_packet(struct profile *p, const uint8_t *data, size_t len) {
         uint32_t seq_id = 0;
         uint64_t flags = 0, ts = 0;
         bool cleared = false, have_ts = false, dropped = false, first = false, counter = false;
-        const uint8_t *sample = NULL, *interned = NULL, *defs = NULL, *ptree = NULL;
-        size_t sample_len = 0, interned_len = 0, defs_len = 0, ptree_len = 0;
+        const uint8_t *sample = NULL, *interned = NULL, *defs = NULL, *ptree = NULL, *heap = NULL;
+        size_t sample_len = 0, interned_len = 0, defs_len = 0, ptree_len = 0, heap_len = 0;
         int r;
 
         p->packets++;
@@ -323,6 +325,12 @@ int profile_add_packet(struct profile *p, const uint8_t *data, size_t len) {
                         sample = f.data;
                         sample_len = f.len;
                         break;
+                case PKT_PROFILE_PACKET:
+                        if (f.wire_type == 2) {
+                                heap = f.data;
+                                heap_len = f.len;
+                        }
+                        break;
                 case PKT_PROCESS_TREE:
                         ptree = f.data;
                         ptree_len = f.len;
@@ -345,7 +353,7 @@ int profile_add_packet(struct profile *p, const uint8_t *data, size_t len) {
                 stack_walks_packet(&p->walks, data, len);
         if (ptree)
                 profile_process_tree(p, have_ts ? ts : 0, ptree, ptree_len);
-        if (!sample && !interned && !defs && !(flags & SEQ_INCREMENTAL_STATE_CLEARED) && !cleared)
+        if (!sample && !heap && !interned && !defs && !(flags & SEQ_INCREMENTAL_STATE_CLEARED) && !cleared)
                 return 0;
         struct profile_seq *s = profile_seq_get(p, seq_id);
         if (!s)
@@ -359,6 +367,8 @@ int profile_add_packet(struct profile *p, const uint8_t *data, size_t len) {
         if (defs)
                 profile_seq_defaults(p, s, defs, defs_len);
         if (interned && (r = profile_seq_interned_data(s, interned, interned_len)) < 0)
+                return r;
+        if (heap && (r = profile_heap_packet(p, s, have_ts, ts, heap, heap_len)) < 0)
                 return r;
         if (sample)
                 return perf_sample(p, s, have_ts, ts, sample, sample_len);

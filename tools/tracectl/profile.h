@@ -16,12 +16,20 @@
 #include "stack-walks.h"
 
 /* What a sample counts. On-CPU samples count 1 each; off-CPU samples weigh
- * the time the thread was blocked, in nanoseconds. */
+ * the time the thread was blocked, in nanoseconds. Heap profiles count
+ * objects and weigh bytes: not released at the last dump (in use), or
+ * allocated since the profile began. */
 enum profile_kind {
         PROFILE_ON_CPU,
         PROFILE_OFF_CPU,
+        PROFILE_HEAP_INUSE,
+        PROFILE_HEAP_ALLOC,
         _PROFILE_KIND_MAX,
 };
+
+static inline bool profile_kind_heap(enum profile_kind k) {
+        return k == PROFILE_HEAP_INUSE || k == PROFILE_HEAP_ALLOC;
+}
 
 struct profile_filter {
         int64_t pid, tid, cpu;   /* -1: any */
@@ -89,6 +97,32 @@ struct profile_task {
         char *guess;     /* processes without a name: their executable, else "[pid N]" */
 };
 
+/* A callsite of a heap dump: its leaf in the allocation tree, its totals. */
+struct profile_heap_entry {
+        uint32_t leaf;
+        uint64_t allocated, freed, allocs, frees;
+};
+
+/* One heap of one process (ProcessHeapSamples): its last dump. */
+struct profile_heap {
+        int32_t pid;
+        char *name; /* "libc.malloc", or "" */
+        uint64_t dumps;
+        bool have_cur;
+        struct profile_heap_entry *cur, *base; /* the last dump; the last before --since */
+        size_t n_cur, cap_cur, n_base, cap_base;
+        uint32_t dump_seq;   /* sequence (+1) and dump the entries are of */
+        uint64_t dump_id;
+        /* as the last dump says */
+        uint64_t interval, dropped, unwind_errors, samples;
+        bool overran, corrupted, disconnected;
+};
+
+struct profile_heap_totals {
+        uint64_t heaps, dropped, unwind_errors, samples, overran, corrupted;
+        uint64_t interval_min, interval_max;
+};
+
 struct profile_seq; /* per packet sequence interning state, in profile-internal.h */
 struct debuginfo;   /* debuginfo.h */
 
@@ -150,6 +184,12 @@ struct profile {
         int64_t realtime_delta;
         bool mangled_names; /* show C++ and Rust names as the trace has them (else demangled) */
         struct stack_walks walks; /* how linux.bpf_stack walked user stacks */
+        /* heap profiles (profile-heap.c) */
+        struct profile_heap *heaps;
+        size_t n_heaps, cap_heaps;
+        uint64_t heap_dumps, heap_dumps_filtered;
+        uint64_t heap_legacy;   /* dumps in ProfilePackets with their own callstacks: not read */
+        bool heap_incomplete;   /* out of memory while building the heap trees */
         uint32_t *scratch;
         size_t cap_scratch;
 };
@@ -162,6 +202,9 @@ int profile_add_packet(struct profile *p, const uint8_t *data, size_t len);
 /* Picks the tree to report (the filter's kind; else on-CPU unless the
  * trace has only off-CPU samples), applies the comm filter, sums totals. */
 void profile_finish(struct profile *p);
+
+/* What the last dumps of the heaps say, summed. */
+void profile_heap_totals(const struct profile *p, struct profile_heap_totals *ret);
 
 /* Names for reports. */
 const char *profile_process_name(const struct profile *p, int32_t pid);
@@ -208,7 +251,7 @@ struct pprof_stats {
         uint64_t samples, locations, locations_with_lines, functions, mappings;
 };
 int report_pprof(struct pprof_writer *w, struct profile *p, struct pprof_stats *ret_stats);
-/* "samples" or "ms" (off-CPU), for headers. */
+/* "samples", "ms" (off-CPU) or "KiB" (heap), for headers. */
 const char *profile_unit(const struct profile *p);
 /* A weight as the unit prints it. */
 double profile_value(const struct profile *p, uint64_t w);

@@ -2,7 +2,8 @@
 
 /* Folded stacks, the input of FlameGraph's flamegraph.pl and inferno: one
  * line per distinct stack, "comm;outermost;...;innermost count". Off-CPU
- * counts are blocked microseconds (as bcc's offcputime -f writes them). */
+ * counts are blocked microseconds (as bcc's offcputime -f writes them),
+ * heap counts bytes. */
 
 #include <errno.h>
 #include <inttypes.h>
@@ -41,7 +42,9 @@ static int walk(struct folded *w, uint32_t n, size_t len) {
                 len += k;
         }
         if (node->self[0] && len) {
-                uint64_t v = w->p->metric == 1 ? node->self[1] / 1000 : node->self[w->p->metric];
+                uint64_t v = profile_kind_heap(w->p->kind) ? node->self[1]
+                             : w->p->metric == 1            ? node->self[1] / 1000
+                                                            : node->self[0];
                 fprintf(w->f, "%.*s %" PRIu64 "\n", (int) len, w->line, v);
         }
         uint32_t *kids;

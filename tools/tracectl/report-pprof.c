@@ -8,7 +8,9 @@
  * (debuginfo.c); Mappings as the trace recorded them, build IDs kept, so
  * that an address no one could name can be symbolized later by pprof or
  * a backend. Sample types: on-CPU samples and their CPU time, off-CPU
- * samples and their blocked time, as the trace has them. */
+ * samples and their blocked time, and heap profiles' objects and bytes
+ * allocated and in use (as Go's heap profiles name them), as the trace
+ * has them. */
 
 #include <errno.h>
 #include <stdlib.h>
@@ -21,7 +23,17 @@
 #include "pprof-writer.h"
 #include "profile.h"
 
-enum { COL_SAMPLES, COL_CPU, COL_OFF_SAMPLES, COL_OFF_TIME, _COL_MAX };
+enum {
+        COL_SAMPLES,
+        COL_CPU,
+        COL_OFF_SAMPLES,
+        COL_OFF_TIME,
+        COL_ALLOC_OBJECTS,
+        COL_ALLOC_SPACE,
+        COL_INUSE_OBJECTS,
+        COL_INUSE_SPACE,
+        _COL_MAX
+};
 
 struct function_key {
         int64_t name, system_name, file;
@@ -109,9 +121,15 @@ static int sample(struct pprof_build *b, const struct profile_tree *t, enum prof
         if (k == PROFILE_ON_CPU) {
                 v[COL_SAMPLES] = node->self[0];
                 v[COL_CPU] = b->p->sample_ns ? node->self[1] : node->self[0] * b->p->sample_period;
-        } else {
+        } else if (k == PROFILE_OFF_CPU) {
                 v[COL_OFF_SAMPLES] = node->self[0];
                 v[COL_OFF_TIME] = node->self[1];
+        } else if (k == PROFILE_HEAP_ALLOC) {
+                v[COL_ALLOC_OBJECTS] = node->self[0];
+                v[COL_ALLOC_SPACE] = node->self[1];
+        } else {
+                v[COL_INUSE_OBJECTS] = node->self[0];
+                v[COL_INUSE_SPACE] = node->self[1];
         }
         int64_t vals[_COL_MAX];
         for (int c = 0; c < _COL_MAX; c++)
@@ -123,9 +141,11 @@ static int sample(struct pprof_build *b, const struct profile_tree *t, enum prof
         perftools_profiles_Sample_set_location_id(&s, b->stack, depth);
         perftools_profiles_Sample_set_value(&s, vals, b->n_cols);
         label(b, &s, "pid", NULL, pid, NULL);
-        label(b, &s, "tid", NULL, tid, NULL);
         label(b, &s, "process", profile_process_name(b->p, pid), 0, NULL);
-        label(b, &s, "thread", profile_thread_name(b->p, tid), 0, NULL);
+        if (!profile_kind_heap(k)) { /* a heap's callsites are the process's */
+                label(b, &s, "tid", NULL, tid, NULL);
+                label(b, &s, "thread", profile_thread_name(b->p, tid), 0, NULL);
+        }
         perftools_profiles_Profile_end_sample(pr, &s);
         pprof_writer_flush(b->w);
         b->stats.samples++;
@@ -301,8 +321,10 @@ static uint32_t main_mapping(const struct pprof_build *b) {
         return best;
 }
 
-static void header(struct pprof_build *b, bool on, bool off) {
+static void header(struct pprof_build *b, const bool *kinds) {
         struct profile *p = b->p;
+        bool on = kinds[PROFILE_ON_CPU], off = kinds[PROFILE_OFF_CPU];
+        bool alloc = kinds[PROFILE_HEAP_ALLOC], inuse = kinds[PROFILE_HEAP_INUSE];
         for (int c = 0; c < _COL_MAX; c++)
                 b->col[c] = -1;
         if (on) {
@@ -316,10 +338,22 @@ static void header(struct pprof_build *b, bool on, bool off) {
                 add_column(b, COL_OFF_SAMPLES, "off_cpu_samples", "count");
                 add_column(b, COL_OFF_TIME, "off_cpu", "nanoseconds");
         }
+        if (alloc) {
+                add_column(b, COL_ALLOC_OBJECTS, "alloc_objects", "count");
+                add_column(b, COL_ALLOC_SPACE, "alloc_space", "bytes");
+        }
+        if (inuse) {
+                add_column(b, COL_INUSE_OBJECTS, "inuse_objects", "count");
+                add_column(b, COL_INUSE_SPACE, "inuse_space", "bytes");
+        }
         perftools_profiles_Profile *pr = pprof_writer_profile(b->w);
         perftools_profiles_ValueType vt;
         /* What tracectl report shows by default. */
-        perftools_profiles_Profile_set_default_sample_type(pr, pprof_string(b->w, on ? "samples" : "off_cpu"));
+        const char *def = on ? "samples" : off ? "off_cpu" : p->kind == PROFILE_HEAP_ALLOC || !inuse ? "alloc_space"
+                                                                                                     : "inuse_space";
+        perftools_profiles_Profile_set_default_sample_type(pr, pprof_string(b->w, def));
+        struct profile_heap_totals h;
+        profile_heap_totals(p, &h);
         perftools_profiles_Profile_begin_period_type(pr, &vt);
         if (on && p->sample_ns) {
                 value_type(b, &vt, "cpu", "nanoseconds");
@@ -329,6 +363,12 @@ static void header(struct pprof_build *b, bool on, bool off) {
                 value_type(b, &vt, p->sample_event ? p->sample_event : "events", "count");
                 perftools_profiles_Profile_end_period_type(pr, &vt);
                 perftools_profiles_Profile_set_period(pr, (int64_t) p->sample_period);
+        } else if (!on && !off) {
+                /* A heap profile: sampled every so many bytes. */
+                value_type(b, &vt, "space", "bytes");
+                perftools_profiles_Profile_end_period_type(pr, &vt);
+                if (h.interval_min)
+                        perftools_profiles_Profile_set_period(pr, (int64_t) h.interval_min);
         } else {
                 /* Off-CPU samples have no period: each weighs what it waited. */
                 value_type(b, &vt, on ? "samples" : "off_cpu", on ? "count" : "nanoseconds");
@@ -367,7 +407,7 @@ int report_pprof(struct pprof_writer *w, struct profile *p, struct pprof_stats *
         bool kinds[_PROFILE_KIND_MAX];
         for (int k = 0; k < _PROFILE_KIND_MAX; k++)
                 kinds[k] = p->filter.kind_explicit ? p->kind == (enum profile_kind) k : p->samples_kind[k] > 0;
-        header(&b, kinds[PROFILE_ON_CPU], kinds[PROFILE_OFF_CPU]);
+        header(&b, kinds);
         for (int k = 0; k < _PROFILE_KIND_MAX && r >= 0; k++) {
                 if (!kinds[k])
                         continue;

@@ -206,7 +206,10 @@ int report_svg(FILE *f, struct profile *p, const struct report_options *o) {
         fprintf(f, "<text x=\"%.0f\" y=\"20\" text-anchor=\"middle\" font-size=\"16\">", SVG_WIDTH / 2);
         xml_escape(f, title);
         fprintf(f, " (%.*f %s%s)</text>\n", m ? 3 : 0, profile_value(p, s.all), profile_unit(p),
-                p->kind == PROFILE_OFF_CPU ? " off-CPU" : "");
+                p->kind == PROFILE_OFF_CPU      ? " off-CPU"
+                : p->kind == PROFILE_HEAP_INUSE ? " in use"
+                : p->kind == PROFILE_HEAP_ALLOC ? " allocated"
+                                                : "");
         fprintf(f, "<text id=\"unzoom\" x=\"%.0f\" y=\"20\" style=\"display:none\">[reset zoom]</text>\n", SVG_PAD);
         fprintf(f, "<text id=\"search\" x=\"%.0f\" y=\"20\" text-anchor=\"end\">[search]</text>\n", SVG_WIDTH - SVG_PAD);
         fprintf(f, "<text id=\"matched\" x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\"></text>\n", SVG_WIDTH - SVG_PAD,

@@ -125,7 +125,74 @@ static void process_walks(FILE *f, const struct profile *p, int32_t pid) {
         fputc('\n', f);
 }
 
+/* The other kinds the trace has, and the options that show them. */
+static void other_kinds(FILE *f, const struct profile *p) {
+        bool heap = p->heap_dumps > 0 && !profile_kind_heap(p->kind);
+        bool on = p->samples_kind[PROFILE_ON_CPU] && p->kind != PROFILE_ON_CPU;
+        bool off = p->samples_kind[PROFILE_OFF_CPU] && p->kind != PROFILE_OFF_CPU;
+        bool in = profile_kind_heap(p->kind) && p->kind != PROFILE_HEAP_INUSE;
+        bool al = profile_kind_heap(p->kind) && p->kind != PROFILE_HEAP_ALLOC;
+        if (!heap && !on && !off && !in && !al)
+                return;
+        fprintf(f, " (not shown:");
+        const char *sep = " ";
+        if (on) {
+                fprintf(f, "%s%" PRIu64 " on-CPU samples, --on-cpu", sep, p->samples_kind[PROFILE_ON_CPU]);
+                sep = "; ";
+        }
+        if (off) {
+                fprintf(f, "%s%" PRIu64 " off-CPU samples, --off-cpu", sep, p->samples_kind[PROFILE_OFF_CPU]);
+                sep = "; ";
+        }
+        if (heap) {
+                fprintf(f, "%sheap profiles, --inuse or --alloc", sep);
+                sep = "; ";
+        }
+        if (in)
+                fprintf(f, "%sbytes in use, --inuse", sep);
+        if (al)
+                fprintf(f, "%sbytes allocated, --alloc", sep);
+        fputc(')', f);
+}
+
+static void heap_header(FILE *f, const struct profile *p) {
+        struct profile_heap_totals h;
+        profile_heap_totals(p, &h);
+        fprintf(f, "# Heaps: %" PRIu64 " (%" PRIu64 " dumps read)", h.heaps, p->heap_dumps);
+        if (h.interval_min && h.interval_min == h.interval_max)
+                fprintf(f, ", sampled every %" PRIu64 " bytes", h.interval_min);
+        else if (h.interval_min)
+                fprintf(f, ", sampled every %" PRIu64 " to %" PRIu64 " bytes", h.interval_min, h.interval_max);
+        fprintf(f, "; each as its last dump says\n");
+        fprintf(f, "# Samples: %" PRIu64 " taken, %" PRIu64 " dropped for a full buffer", h.samples, h.dropped);
+        if (h.overran)
+                fprintf(f, " (in %" PRIu64 " of them: a larger shmem_size_bytes, or block_client, keeps them)",
+                        h.overran);
+        fprintf(f, "; %" PRIu64 " stacks cut short by unwind errors\n", h.unwind_errors);
+        if (h.corrupted)
+                fprintf(f, "# Damaged: %" PRIu64 " heaps whose buffer did not read: their profiles end early\n",
+                        h.corrupted);
+        if (p->missing_interned)
+                fprintf(f, "# Damaged: %" PRIu64 " references to callstacks or frames never interned\n", p->missing_interned);
+        if (p->heap_legacy)
+                fprintf(f, "# Not read: %" PRIu64 " dumps whose packets carry their own callstacks (heapprofd before "
+                           "it interned them)\n", p->heap_legacy);
+        if (p->heap_incomplete)
+                fprintf(f, "# Incomplete: out of memory while adding up the dumps\n");
+        fprintf(f, "# Showing: %s, in KiB", p->kind == PROFILE_HEAP_INUSE
+                                                    ? "bytes not released at the last dump (in use)"
+                                                    : "bytes allocated since the profile began");
+        other_kinds(f, p);
+        if (p->heap_dumps_filtered)
+                fprintf(f, "; %" PRIu64 " dumps filtered out", p->heap_dumps_filtered);
+        fprintf(f, "\n#\n");
+}
+
 static void header(FILE *f, const struct profile *p) {
+        if (profile_kind_heap(p->kind)) {
+                heap_header(f, p);
+                return;
+        }
         fprintf(f, "# Samples: %" PRIu64 " (%" PRIu64 " with a callstack, %" PRIu64 " without", p->samples,
                 p->samples - p->samples_no_stack, p->samples_no_stack);
         static const char *const why[] = { "unknown", "read stage", "unwind stage", "unwind queue full", "out of scope" };
@@ -143,12 +210,9 @@ static void header(FILE *f, const struct profile *p) {
         stack_walks_print(f, &p->walks, "# ");
         if (p->have_first_ts)
                 fprintf(f, "# Time span: %.3f s\n", (double) (p->last_ts - p->first_ts) / 1e9);
-        uint64_t other = p->samples_kind[p->kind == PROFILE_ON_CPU ? PROFILE_OFF_CPU : PROFILE_ON_CPU];
         fprintf(f, "# Showing: %s samples, in %s", p->kind == PROFILE_ON_CPU ? "on-CPU" : "off-CPU (blocked time)",
                 p->kind == PROFILE_ON_CPU ? "samples" : "milliseconds blocked");
-        if (other)
-                fprintf(f, " (%" PRIu64 " %s samples not shown: %s)", other, p->kind == PROFILE_ON_CPU ? "off-CPU" : "on-CPU",
-                        p->kind == PROFILE_ON_CPU ? "--off-cpu" : "--on-cpu");
+        other_kinds(f, p);
         if (p->samples_filtered)
                 fprintf(f, "; %" PRIu64 " samples filtered out", p->samples_filtered);
         fprintf(f, "\n#\n");
@@ -211,7 +275,9 @@ int report_text(FILE *f, struct profile *p, const struct report_options *o) {
                 free(threads);
         }
         free(procs);
-        if (np == 0 || all == 0)
+        if ((np == 0 || all == 0) && profile_kind_heap(p->kind))
+                fprintf(f, "# No heap callsites%s.\n", p->heap_dumps_filtered ? " passed the filters" : "");
+        else if (np == 0 || all == 0)
                 fprintf(f, "# No samples with a callstack%s.\n", p->samples_filtered ? " passed the filters" : "");
 out:
         free(s.self);

@@ -102,6 +102,35 @@ static json_object *perf(struct jw *w, const struct summary *s, size_t top_n) {
         return o;
 }
 
+static json_object *heap(struct jw *w, const struct summary *s, size_t top_n) {
+        json_object *o = obj(w), *procs = json_object_new_array();
+        struct summary_heap h;
+        summary_heap_totals(s, &h);
+        put_u64(w, o, "dumps", s->heap_dumps);
+        put_u64(w, o, "processes", h.processes);
+        put_u64(w, o, "samples", h.samples);
+        put_u64(w, o, "unwind_errors", h.unwind_errors);
+        put_u64(w, o, "dropped", h.dropped);
+        put_u64(w, o, "overran", h.overran);
+        put_u64(w, o, "corrupted", h.corrupted);
+        size_t shown = 0;
+        for (size_t i = 0; i < s->n_procs && shown < top_n; i++) {
+                const struct summary_proc *sp = &s->procs[i];
+                if (!sp->heap_dumps)
+                        continue;
+                json_object *p = obj(w);
+                put(w, p, "pid", json_object_new_int(sp->pid));
+                put_str(w, p, "name", sp->name);
+                put_u64(w, p, "dumps", sp->heap_dumps);
+                put_u64(w, p, "samples", sp->heap_samples);
+                put_u64(w, p, "dropped", sp->heap_dropped);
+                push(w, procs, p);
+                shown++;
+        }
+        put(w, o, "processes_profiled", procs);
+        return o;
+}
+
 static json_object *walks(struct jw *w, const struct stack_walks *sw) {
         static const char *const keys[_WALK_MAX] = {
                 [WALK_WHOLE] = "whole", [WALK_FRAME_POINTERS] = "frame_pointers",
@@ -264,6 +293,7 @@ int summary_print_json(FILE *f, const struct summary *s, const char *path, uint6
         put_opt(&w, root, "ftrace", s->ftrace_events > 0, s->ftrace_events ? ftrace(&w, s) : NULL);
         bool have_perf = s->perf_samples || s->perf_skipped || s->perf_lost;
         put_opt(&w, root, "perf", have_perf, have_perf ? perf(&w, s, top_n) : NULL);
+        put_opt(&w, root, "heap", s->heap_dumps > 0, s->heap_dumps ? heap(&w, s, top_n) : NULL);
         bool any_walks = s->walks.seen || stack_walks_sampled(&s->walks);
         put_opt(&w, root, "stack_walks", any_walks, any_walks ? walks(&w, &s->walks) : NULL);
         bool have_syscalls = s->syscalls.calls > 0;

@@ -56,6 +56,21 @@ static struct summary_proc *proc(struct summary *s, int32_t pid) {
         return p;
 }
 
+void summary_heap_totals(const struct summary *s, struct summary_heap *ret) {
+        *ret = (struct summary_heap) {};
+        for (size_t i = 0; i < s->n_procs; i++) {
+                const struct summary_proc *sp = &s->procs[i];
+                if (!sp->heap_dumps)
+                        continue;
+                ret->processes++;
+                ret->samples += sp->heap_samples;
+                ret->dropped += sp->heap_dropped;
+                ret->unwind_errors += sp->heap_unwind_errors;
+                ret->overran += sp->heap_overran;
+                ret->corrupted += sp->heap_corrupted;
+        }
+}
+
 static void count_type(struct summary *s, const char *name) {
         for (size_t i = 0; i < s->n_types; i++)
                 if (strcmp(s->types[i].name, name) == 0) {
@@ -398,6 +413,28 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len) {
                 }
                 break;
         }
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROFILE_PACKET:
+                type = "profile_packet";
+                for (size_t i = 0; i < p->profile_packet->n_process_dumps; i++) {
+                        const Perfetto__Protos__ProfilePacket__ProcessHeapSamples *d = p->profile_packet->process_dumps[i];
+                        struct summary_proc *sp = d->has_pid && d->pid <= INT32_MAX ? proc(s, (int32_t) d->pid) : NULL;
+                        s->heap_dumps++;
+                        if (!sp)
+                                continue;
+                        /* Each dump gives the totals since the start (a
+                         * continued packet repeats its header). */
+                        sp->heap_dumps++;
+                        if (d->stats) {
+                                sp->heap_samples = MAX(sp->heap_samples, d->stats->heap_samples);
+                                sp->heap_unwind_errors = MAX(sp->heap_unwind_errors, d->stats->unwinding_errors);
+                        }
+                        sp->heap_dropped = MAX(sp->heap_dropped, d->traced_samples_dropped);
+                        sp->heap_overran |= d->buffer_overran ||
+                                            d->client_error ==
+                                                    PERFETTO__PROTOS__PROFILE_PACKET__PROCESS_HEAP_SAMPLES__CLIENT_ERROR__CLIENT_ERROR_HIT_TIMEOUT;
+                        sp->heap_corrupted |= d->buffer_corrupted;
+                }
+                break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE:
                 type = "process_tree";
                 for (size_t i = 0; i < p->process_tree->n_processes; i++) {
@@ -662,6 +699,25 @@ void summary_print(FILE *f, const struct summary *s, size_t top_n) {
                         s->procs[best].name[0] ? s->procs[best].name : "?", s->procs[best].perf_samples,
                         s->procs[best].perf_unwind_errors);
                 last = best;
+        }
+        if (s->heap_dumps) {
+                struct summary_heap h;
+                summary_heap_totals(s, &h);
+                fprintf(f, "Heap profiles:  %" PRIu64 " processes, %" PRIu64 " dumps: %" PRIu64 " samples (%" PRIu64
+                           " unwind errors), %" PRIu64 " dropped for a full buffer%s%s\n",
+                        h.processes, s->heap_dumps, h.samples, h.unwind_errors, h.dropped,
+                        h.overran ? " (a larger shmem_size_bytes, or block_client, keeps them)" : "",
+                        h.corrupted ? "; some buffers did not read: those profiles end early" : "");
+                size_t shown = 0;
+                for (size_t i = 0; i < s->n_procs && shown < top_n; i++) {
+                        const struct summary_proc *sp = &s->procs[i];
+                        if (!sp->heap_dumps)
+                                continue;
+                        fprintf(f, "  pid %-8d %-16s %8" PRIu64 " samples, %" PRIu64 " dropped, %" PRIu64 " dumps\n",
+                                sp->pid, sp->name[0] ? sp->name : "?", sp->heap_samples, sp->heap_dropped,
+                                sp->heap_dumps);
+                        shown++;
+                }
         }
         syscall_stats_print(f, &s->syscalls, s->machine, top_n);
         stack_walks_print(f, &s->walks, "");

@@ -42,6 +42,9 @@ struct summary_proc {
         uint64_t runtime_first_ns, runtime_last_ns; /* user + kernel */
         uint64_t rss_kb;
         uint64_t perf_samples, perf_unwind_errors; /* linux.perf */
+        /* android.heapprofd: dumps of its heaps, and what the last says */
+        uint64_t heap_dumps, heap_samples, heap_dropped, heap_unwind_errors;
+        bool heap_overran, heap_corrupted;
 };
 
 #define SUMMARY_MAX_DS_ERRORS 8
@@ -70,6 +73,7 @@ struct summary {
         /* linux.perf: samples with a callstack, without (skipped: out of
          * scope, dropped), with an unwind error; records the kernel lost */
         uint64_t perf_samples, perf_stacks, perf_skipped, perf_unwind_errors, perf_lost;
+        uint64_t heap_dumps; /* ProcessHeapSamples (android.heapprofd) */
         struct stack_walks walks; /* how the user stacks were walked */
         struct syscall_stats syscalls; /* raw_syscalls or syscalls/ events */
         uint64_t sched_switches;
@@ -175,6 +179,12 @@ void summary_add_packet(struct summary *s, const uint8_t *data, size_t len);
 /* Sorts tasks by runtime, descending. */
 void summary_finish(struct summary *s);
 void summary_print(FILE *f, const struct summary *s, size_t top_n);
+/* The heap profiles' processes, samples and drops (summed over the last
+ * dump of each process). */
+struct summary_heap {
+        uint64_t processes, samples, dropped, unwind_errors, overran, corrupted;
+};
+void summary_heap_totals(const struct summary *s, struct summary_heap *ret);
 uint64_t summary_type_count(const struct summary *s, const char *name);
 
 struct Perfetto__Protos__SysStats;
