@@ -16,7 +16,8 @@
 # `make libtraced-heap.la plugins/heap.la traced traced-plugin-host tracectl`):
 #   ../bench/heap-cost.sh [ROUNDS]
 # Environment: THREADS (default 4), MROUNDS (thousands of allocations per
-# thread, default 4000). Not part of make check.
+# thread, default 4000), SIDES (which of the sides above, default all).
+# Not part of make check.
 set -eu
 
 build=$(pwd)
@@ -38,10 +39,15 @@ trap 'exit 143' TERM
 ${CC:-cc} -O2 -pthread -o "$work/heap-malloc" "$src/bench/heap-malloc.c"
 export TRACED_HEAP_DIR="$work/heap"
 mkdir -p "$TRACED_HEAP_DIR"
+# Owned by the plugin hosts' user, as tmpfiles.d makes /run/traced-heap
+# (the hosts run as root where that user does not exist).
+if getent passwd traced-plugin >/dev/null; then chown traced-plugin: "$TRACED_HEAP_DIR"; fi
 
 sides="plain loaded s512k s4096"
 command -v heaptrack >/dev/null && sides="$sides heaptrack" ||
         echo "heaptrack is not installed (Debian: heaptrack): not measured" >&2
+sides=${SIDES:-$sides}
+case " $sides " in *" plain "*) ;; *) echo "SIDES must name plain (the ratios are to it)" >&2; exit 2 ;; esac
 
 timed() { # side -> "wall cpu" of one run
         local out="$work/time.$1"
@@ -71,16 +77,23 @@ CFG
                 -o "$work/heap.pftrace" >"$work/record.log" 2>&1
         rec=$spawned_pid
         for _ in $(seq 100); do
-                grep -q "android.heapprofd instance .*: profiling" "$work/traced.log" 2>/dev/null && break
+                grep -q "android.heapprofd instance .*: profiling" "$work/traced.log" 2>/dev/null && return
                 sleep 0.1
         done
+        echo "the heap plugin did not start profiling; traced's log:" >&2
+        cat "$work/traced.log" "$work/record.log" >&2
+        exit 1
 }
 
-session_end() {
+session_end() { # side: what the trace holds, to show the session sampled
         kill -INT "$rec" 2>/dev/null || true
         spawn_wait "$rec" || true
         kill -TERM "$tpid" 2>/dev/null || true
         spawn_wait "$tpid" || true
+        local held
+        held=$("$build/tracectl" summary "$work/heap.pftrace" 2>&1 | grep '^Heap profiles:') ||
+                { echo "$1: no heap profile in the trace; traced's log:" >&2; cat "$work/traced.log" >&2; exit 1; }
+        printf '%-9s %s\n' "$1" "$held" >>"$work/traces"
 }
 
 for r in $(seq "$rounds"); do
@@ -90,7 +103,7 @@ for r in $(seq "$rounds"); do
                 s4096) TRACED_BENCH_LOG_LEVEL=info session 4096 ;;
                 esac
                 timed "$side" >>"$work/$side"
-                case $side in s512k | s4096) session_end ;; esac
+                case $side in s512k | s4096) session_end "$side" ;; esac
                 printf 'round %d %-9s %s\n' "$r" "$side" "$(tail -n 1 "$work/$side")" >&2
         done
 done
@@ -100,6 +113,7 @@ for side in $sides; do
         printf '%-9s wall %s  cpu %s\n' "$side" "$(cut -d' ' -f1 "$work/$side" | stats)" \
                 "$(cut -d' ' -f2 "$work/$side" | stats)"
 done
+[ -f "$work/traces" ] && { echo "what each session's trace holds:"; cat "$work/traces"; }
 med() { cut -d' ' -f"$2" "$work/$1" | stats | cut -d/ -f2; }
 for side in $sides; do
         [ "$side" = plain ] && continue

@@ -48,3 +48,28 @@ bool heap_addrset_remove(struct heap_addrset *s, uint64_t addr) {
         }
         return false;
 }
+
+void heap_addrfilter_add(struct heap_addrfilter *f, uint64_t addr) {
+        uint8_t *c = &f->count[heap_addrfilter_bucket(addr)];
+        uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+        while (v != UINT8_MAX && !__atomic_compare_exchange_n(c, &v, (uint8_t) (v + 1), true, __ATOMIC_RELEASE,
+                                                              __ATOMIC_RELAXED))
+                ;
+}
+
+void heap_addrfilter_del(struct heap_addrfilter *f, uint64_t addr) {
+        uint8_t *c = &f->count[heap_addrfilter_bucket(addr)];
+        uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+        /* A saturated bucket no longer knows its count: it stays. */
+        while (v != UINT8_MAX && v != 0 &&
+               !__atomic_compare_exchange_n(c, &v, (uint8_t) (v - 1), true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+                ;
+}
+
+void heap_addrset_unfilter(const struct heap_addrset *s, struct heap_addrfilter *f) {
+        for (uint64_t i = 0; i <= s->mask; i++) {
+                uint64_t v = __atomic_load_n(&s->slots[i], __ATOMIC_RELAXED);
+                if (v != EMPTY && v != TOMBSTONE)
+                        heap_addrfilter_del(f, v);
+        }
+}

@@ -40,6 +40,9 @@ extern void *__libc_memalign(size_t, size_t);
 extern void *__libc_valloc(size_t);
 extern void *__libc_pvalloc(size_t);
 
+/* Out of line, not cold: in a session it is the path every call takes. */
+#define SLOW __attribute__((noinline))
+
 static TLS int in_hook;
 static TLS struct heap_sampler sampler;
 static TLS uint64_t sampler_session;
@@ -132,7 +135,7 @@ __attribute__((noinline)) static void send_alloc(struct heap_session *s, uint64_
         memcpy(at, &rec, sizeof(rec));
         memcpy(at + sizeof(rec), &regs, sizeof(regs));
         memcpy(at + sizeof(rec) + sizeof(regs), (const void *) sp, n);
-        heap_ring_end_write(&s->ring);
+        heap_ring_end_write(&s->ring, at);
         wake(s);
 }
 
@@ -144,39 +147,52 @@ static void send_free(struct heap_session *s, uint64_t addr) {
         }
         struct heap_record rec = { .type = HEAP_RECORD_FREE, .addr = addr };
         memcpy(at, &rec, sizeof(rec));
-        heap_ring_end_write(&s->ring);
+        heap_ring_end_write(&s->ring, at);
         wake(s);
 }
 
-/* After glibc allocated p (size bytes), in the slow path. */
+/* After glibc allocated p (size bytes), in the slow path. Most are not
+ * sampled: the sampler decides before the session is held. */
 static void sample(void *p, size_t size) {
-        if (!p)
+        uint64_t id, interval;
+        if (!p || !heap_session_peek(&id, &interval))
+                return;
+        if (sampler_session != id) {
+                uint64_t seed = (uint64_t) gettid() * 0x9e3779b97f4a7c15ull ^ (uint64_t) (uintptr_t) &seed ^ id;
+                heap_sampler_init(&sampler, interval, seed);
+                sampler_session = id;
+        }
+        uint64_t w = heap_sampler_weight(&sampler, size);
+        if (!w)
                 return;
         struct heap_session *s = heap_session_get();
         if (!s)
                 return;
-        if (sampler_session != s->id) {
-                uint64_t seed = (uint64_t) gettid() * 0x9e3779b97f4a7c15ull ^ (uint64_t) (uintptr_t) &seed ^ s->id;
-                heap_sampler_init(&sampler, s->interval, seed);
-                sampler_session = s->id;
-        }
-        uint64_t w = heap_sampler_weight(&sampler, size);
-        if (w && heap_addrset_insert(&s->set, (uint64_t) (uintptr_t) p))
+        /* (A session that changed since the sampler drew: not sampled.) */
+        if (s->id == id && heap_addrset_insert(&s->set, (uint64_t) (uintptr_t) p)) {
+                heap_addrfilter_add(&heap_filter, (uint64_t) (uintptr_t) p);
                 send_alloc(s, (uint64_t) (uintptr_t) p, size, w);
+        }
         heap_session_put();
 }
 
 /* Before glibc frees p, in the slow path: once it is freed, another
- * thread may get the address back. */
-static void forget(void *p) {
-        if (!p)
-                return;
+ * thread may get the address back. Only an address the filter may hold
+ * was sampled. */
+SLOW static void forget_sampled(void *p) {
         struct heap_session *s = heap_session_get();
         if (!s)
                 return;
-        if (heap_addrset_remove(&s->set, (uint64_t) (uintptr_t) p))
+        if (heap_addrset_remove(&s->set, (uint64_t) (uintptr_t) p)) {
+                heap_addrfilter_del(&heap_filter, (uint64_t) (uintptr_t) p);
                 send_free(s, (uint64_t) (uintptr_t) p);
+        }
         heap_session_put();
+}
+
+static inline void forget(void *p) {
+        if (p && heap_addrfilter_maybe(&heap_filter, (uint64_t) (uintptr_t) p))
+                forget_sampled(p);
 }
 
 static int enter(void) {
@@ -195,7 +211,6 @@ static void leave_hook(void) {
  * out of line, so that the quiet path saves no registers and builds no
  * frame (a malloc and free of a small block take some 20 ns in glibc: a
  * frame more is a tenth of that). */
-#define SLOW __attribute__((noinline, cold))
 
 SLOW static void *malloc_slow(size_t size) {
         if (!enter())

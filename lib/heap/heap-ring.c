@@ -118,17 +118,18 @@ void *heap_ring_begin_write(struct heap_ring *r, uint32_t payload, bool block, u
                 __atomic_fetch_add(&r->h->dropped, 1, __ATOMIC_RELAXED);
                 return NULL;
         }
-        uint32_t hdr[2] = { (uint32_t) need, HEAP_RING_DATA };
+        uint32_t hdr[2] = { (uint32_t) need, HEAP_RING_BUSY };
         memcpy(at, hdr, sizeof(hdr));
+        /* Reserved: the reader sees it, and waits for its commit. */
+        __atomic_store_n(&r->h->head, r->h->head + need, __ATOMIC_RELEASE);
+        unlock(r->h);
         return at + ENTRY_HEADER;
 }
 
-void heap_ring_end_write(struct heap_ring *r) {
-        uint64_t head = r->h->head;
-        uint32_t len;
-        memcpy(&len, r->data + (head & (r->size - 1)), sizeof(len));
-        __atomic_store_n(&r->h->head, head + len, __ATOMIC_RELEASE);
-        unlock(r->h);
+void heap_ring_end_write(struct heap_ring *r, void *at) {
+        (void) r;
+        uint32_t *kind = (uint32_t *) ((uint8_t *) at - ENTRY_HEADER) + 1;
+        __atomic_store_n(kind, HEAP_RING_DATA, __ATOMIC_RELEASE);
 }
 
 const void *heap_ring_read(struct heap_ring *r, uint64_t *pos, uint32_t *ret_size, int *ret_error) {
@@ -143,12 +144,15 @@ const void *heap_ring_read(struct heap_ring *r, uint64_t *pos, uint32_t *ret_siz
                 }
                 uint64_t off = *pos & (r->size - 1);
                 uint32_t hdr[2];
-                memcpy(hdr, r->data + off, sizeof(hdr));
+                hdr[0] = __atomic_load_n((uint32_t *) (r->data + off), __ATOMIC_RELAXED);
+                hdr[1] = __atomic_load_n((uint32_t *) (r->data + off) + 1, __ATOMIC_ACQUIRE);
                 if (hdr[0] < ENTRY_HEADER || (hdr[0] & 7u) || hdr[0] > r->size - off || hdr[0] > head - *pos ||
-                    (hdr[1] != HEAP_RING_DATA && hdr[1] != HEAP_RING_PAD)) {
+                    (hdr[1] != HEAP_RING_DATA && hdr[1] != HEAP_RING_PAD && hdr[1] != HEAP_RING_BUSY)) {
                         *ret_error = -EBADMSG;
                         return NULL;
                 }
+                if (hdr[1] == HEAP_RING_BUSY)
+                        return NULL; /* its writer is still copying it in */
                 *pos += hdr[0];
                 if (hdr[1] == HEAP_RING_PAD)
                         continue;

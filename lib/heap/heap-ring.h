@@ -5,15 +5,19 @@
  * The ring a profiled process writes its samples into and the plugin
  * reads: a memfd the plugin creates and formats, mapped by both. A header
  * page, then a power of two of data bytes. Writers (any thread of the
- * process) take a spin lock, copy their entry in and publish it by moving
- * `head`; the one reader publishes what it consumed by moving `tail`. An
- * entry that would not fit before the end of the data wraps: the bytes to
- * the end become a padding entry.
+ * process) take a spin lock only to reserve their entry (marked
+ * HEAP_RING_BUSY) by moving `head`, then copy it in unlocked and commit it
+ * by marking it HEAP_RING_DATA: a thread that copies a large stack, or is
+ * descheduled while it does, holds up no other writer. The one reader
+ * stops at an entry not yet committed, and publishes what it consumed by
+ * moving `tail`. An entry that would not fit before the end of the data
+ * wraps: the bytes to the end become a padding entry.
  *
  * Each entry: a uint32_t length (the whole entry, a multiple of 8, header
- * included), a uint32_t kind (HEAP_RING_DATA or HEAP_RING_PAD), then the
- * payload. The reader checks every length against the ring: a process
- * that scribbles over its ring costs its own profile, nothing else.
+ * included), a uint32_t kind (HEAP_RING_BUSY, HEAP_RING_DATA or
+ * HEAP_RING_PAD), then the payload. The reader checks every length against
+ * the ring: a process that scribbles over its ring costs its own profile,
+ * nothing else.
  *
  * No allocation and no libc call but nanosleep and clock_gettime on the
  * writer's side: it runs inside malloc.
@@ -28,13 +32,13 @@
 #define HEAP_RING_MIN_DATA 4096u
 #define HEAP_RING_MAX_DATA (1ull << 30)
 
-enum { HEAP_RING_DATA = 1, HEAP_RING_PAD = 2 };
+enum { HEAP_RING_DATA = 1, HEAP_RING_PAD = 2, HEAP_RING_BUSY = 3 };
 
 struct heap_ring_header {
         uint32_t magic;
         uint32_t lock;
         uint64_t data_size;
-        uint64_t head; /* bytes ever written (writers, under the lock) */
+        uint64_t head; /* bytes ever reserved (writers, under the lock) */
         uint64_t tail; /* bytes ever consumed (the reader) */
         /* Written by the process, read by the plugin. */
         uint64_t dropped;         /* entries that found the ring full */
@@ -62,14 +66,16 @@ int heap_ring_format(void *mem, size_t total, struct heap_ring *ret);
 int heap_ring_attach(void *mem, size_t total, struct heap_ring *ret);
 
 /* Writer: room for an entry of payload bytes. Returns where to write it,
- * with the ring locked until heap_ring_end_write, or NULL when the ring
- * has no room (counted in dropped): at once, or after waiting up to
- * timeout_us when block is set (counted in timeouts too). */
+ * reserved until heap_ring_end_write commits it, or NULL when the ring has
+ * no room (counted in dropped): at once, or after waiting up to timeout_us
+ * when block is set (counted in timeouts too). */
 void *heap_ring_begin_write(struct heap_ring *r, uint32_t payload, bool block, uint32_t timeout_us);
-void heap_ring_end_write(struct heap_ring *r);
+/* Commits the entry begin_write returned (at). */
+void heap_ring_end_write(struct heap_ring *r, void *at);
 
 /* Reader: the next entry's payload and its size, or NULL when there is
- * none; -EBADMSG in *ret_error (and NULL) when the ring is corrupt. Each
+ * none (or the next is not committed yet); -EBADMSG in *ret_error (and
+ * NULL) when the ring is corrupt. Each
  * entry read is consumed by heap_ring_consume, which frees all that was
  * read so far. */
 const void *heap_ring_read(struct heap_ring *r, uint64_t *pos, uint32_t *ret_size, int *ret_error);

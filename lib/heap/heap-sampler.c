@@ -30,12 +30,9 @@ void heap_sampler_init(struct heap_sampler *s, uint64_t interval, uint64_t seed)
         s->bytes_left = s->interval > 1 ? heap_sampler_draw(s) : 0;
 }
 
-uint64_t heap_sampler_weight(struct heap_sampler *s, uint64_t size) {
+uint64_t heap_sampler_weight_slow(struct heap_sampler *s, uint64_t size) {
         if (s->interval <= 1 || size >= s->interval)
                 return size;
-        s->bytes_left -= (int64_t) size;
-        if (s->bytes_left > 0)
-                return 0;
         uint64_t count = 0;
         while (s->bytes_left <= 0) {
                 s->bytes_left += heap_sampler_draw(s);

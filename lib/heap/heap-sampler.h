@@ -22,7 +22,17 @@ struct heap_sampler {
 };
 
 void heap_sampler_init(struct heap_sampler *s, uint64_t interval, uint64_t seed);
-/* 0: not sampled; else the bytes the sample stands for. */
-uint64_t heap_sampler_weight(struct heap_sampler *s, uint64_t size);
+/* The rest of heap_sampler_weight, bytes_left already counted down. */
+uint64_t heap_sampler_weight_slow(struct heap_sampler *s, uint64_t size);
+/* 0: not sampled; else the bytes the sample stands for. Inline: in a
+ * session every allocation asks. */
+static inline uint64_t heap_sampler_weight(struct heap_sampler *s, uint64_t size) {
+        if (__builtin_expect(size < s->interval && s->interval > 1, 1)) {
+                s->bytes_left -= (int64_t) size;
+                if (s->bytes_left > 0)
+                        return 0;
+        }
+        return heap_sampler_weight_slow(s, size);
+}
 /* One draw of the bytes to the next sample (at least 1). */
 int64_t heap_sampler_draw(struct heap_sampler *s);

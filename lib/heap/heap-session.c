@@ -27,9 +27,28 @@ static const struct heap_state no_state; /* generation 0: no plugin yet */
 const struct heap_state *heap_state_page = &no_state;
 uint32_t heap_quiet_generation;
 
-static uint32_t seen_generation = UINT32_MAX;
+uint32_t heap_seen_generation = UINT32_MAX;
 static struct heap_session *current;
-static uint32_t users;
+/* current's id and interval, for heap_session_peek: the id is written
+ * last and read first and last (0: none). */
+static uint64_t current_id, current_interval;
+struct heap_addrfilter heap_filter;
+/* Threads inside a hook with the session: counted per shard, each thread
+ * on its own (all threads on one counter made every call of a session
+ * move its cache line between CPUs). */
+#define USER_SHARDS 64
+static struct user_shard {
+        uint32_t n;
+} __attribute__((aligned(64))) users[USER_SHARDS];
+static uint32_t next_shard;
+static __thread uint32_t my_shard; /* +1; 0: none yet */
+
+static uint32_t users_now(void) {
+        uint32_t n = 0;
+        for (size_t i = 0; i < USER_SHARDS; i++)
+                n += __atomic_load_n(&users[i].n, __ATOMIC_SEQ_CST);
+        return n;
+}
 static uint64_t next_id;
 static pthread_mutex_t join_lock = PTHREAD_MUTEX_INITIALIZER;
 /* Room for the socket's name after it in sockaddr_un's 108 bytes. */
@@ -96,8 +115,10 @@ static void *map_anon(size_t n) {
 static void session_free(struct heap_session *s) {
         if (s->ring_mem)
                 munmap(s->ring_mem, s->ring_size);
-        if (s->set_mem)
+        if (s->set_mem) {
+                heap_addrset_unfilter(&s->set, &heap_filter);
                 munmap(s->set_mem, s->set_size);
+        }
         if (s->sock >= 0)
                 close(s->sock);
         munmap(s, sizeof(*s));
@@ -105,10 +126,13 @@ static void session_free(struct heap_session *s) {
 
 /* Takes the session away from the hooks, waits for those using it. */
 static void leave(void) {
-        struct heap_session *s = __atomic_exchange_n(&current, NULL, __ATOMIC_ACQ_REL);
+        struct heap_session *s = __atomic_exchange_n(&current, NULL, __ATOMIC_SEQ_CST);
+        __atomic_store_n(&current_id, 0, __ATOMIC_RELEASE);
         if (!s)
                 return;
-        for (unsigned k = 0; __atomic_load_n(&users, __ATOMIC_ACQUIRE) > 0; k++) {
+        /* A thread counted before the exchange may hold s; one counted
+         * after it sees NULL. */
+        for (unsigned k = 0; users_now() > 0; k++) {
                 struct timespec ts = { .tv_nsec = 50000 };
                 nanosleep(&ts, NULL);
                 if (k > 200000) /* 10 s: a thread stuck inside a hook; keep its memory */
@@ -202,42 +226,63 @@ static bool still_targeted(struct heap_session *s, uint32_t generation) {
         return n == (ssize_t) sizeof(reply) && reply.magic == HEAP_WIRE_MAGIC && reply.status == HEAP_REPLY_KEEP;
 }
 
-void heap_session_refresh(void) {
+void heap_session_refresh_slow(void) {
         const struct heap_state *st = __atomic_load_n(&heap_state_page, __ATOMIC_ACQUIRE);
         uint32_t g = __atomic_load_n(&st->generation, __ATOMIC_ACQUIRE);
-        if (g == __atomic_load_n(&seen_generation, __ATOMIC_ACQUIRE))
+        if (g == __atomic_load_n(&heap_seen_generation, __ATOMIC_ACQUIRE))
                 return;
         if (pthread_mutex_trylock(&join_lock) != 0)
                 return; /* another thread is at it */
-        if (g != seen_generation) {
+        if (g != heap_seen_generation) {
                 /* Only a page the plugin wrote says anything. */
                 bool valid = __atomic_load_n(&st->magic, __ATOMIC_ACQUIRE) == HEAP_WIRE_MAGIC &&
                              st->version == HEAP_WIRE_VERSION;
                 struct heap_session *cur = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
-                if (cur && valid && seen_generation != UINT32_MAX && still_targeted(cur, g)) {
-                        __atomic_store_n(&seen_generation, g, __ATOMIC_RELEASE);
+                if (cur && valid && heap_seen_generation != UINT32_MAX && still_targeted(cur, g)) {
+                        __atomic_store_n(&heap_seen_generation, g, __ATOMIC_RELEASE);
                         pthread_mutex_unlock(&join_lock);
                         return;
                 }
                 leave();
                 struct heap_session *s = valid ? join(g) : NULL;
                 __atomic_store_n(&current, s, __ATOMIC_RELEASE);
-                __atomic_store_n(&seen_generation, g, __ATOMIC_RELEASE);
+                if (s) {
+                        __atomic_store_n(&current_interval, s->interval, __ATOMIC_RELAXED);
+                        __atomic_store_n(&current_id, s->id, __ATOMIC_RELEASE);
+                }
+                __atomic_store_n(&heap_seen_generation, g, __ATOMIC_RELEASE);
                 __atomic_store_n(&heap_quiet_generation, s ? 1u : g, __ATOMIC_RELEASE);
         }
         pthread_mutex_unlock(&join_lock);
 }
 
+bool heap_session_peek(uint64_t *ret_id, uint64_t *ret_interval) {
+        uint64_t id = __atomic_load_n(&current_id, __ATOMIC_ACQUIRE);
+        if (!id)
+                return false;
+        *ret_interval = __atomic_load_n(&current_interval, __ATOMIC_ACQUIRE);
+        *ret_id = id;
+        /* (A join between the loads: the caller's session check fails.) */
+        return __atomic_load_n(&current_id, __ATOMIC_ACQUIRE) == id;
+}
+
+static uint32_t *shard(void) {
+        if (!my_shard)
+                my_shard = __atomic_fetch_add(&next_shard, 1, __ATOMIC_RELAXED) % USER_SHARDS + 1;
+        return &users[my_shard - 1].n;
+}
+
 struct heap_session *heap_session_get(void) {
-        __atomic_fetch_add(&users, 1, __ATOMIC_ACQ_REL);
-        struct heap_session *s = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+        uint32_t *n = shard();
+        __atomic_fetch_add(n, 1, __ATOMIC_SEQ_CST);
+        struct heap_session *s = __atomic_load_n(&current, __ATOMIC_SEQ_CST);
         if (!s)
-                __atomic_fetch_sub(&users, 1, __ATOMIC_RELEASE);
+                __atomic_fetch_sub(n, 1, __ATOMIC_RELEASE);
         return s;
 }
 
 void heap_session_put(void) {
-        __atomic_fetch_sub(&users, 1, __ATOMIC_RELEASE);
+        __atomic_fetch_sub(&users[my_shard - 1].n, 1, __ATOMIC_RELEASE);
 }
 
 void heap_session_dropped(struct heap_session *s) {
@@ -247,7 +292,7 @@ void heap_session_dropped(struct heap_session *s) {
         if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLIN))) {
                 /* The plugin is gone (or says the session ended): leave
                  * at the next call, whichever thread makes it. */
-                __atomic_store_n(&seen_generation, UINT32_MAX, __ATOMIC_RELEASE);
+                __atomic_store_n(&heap_seen_generation, UINT32_MAX, __ATOMIC_RELEASE);
         }
 }
 
@@ -264,10 +309,11 @@ void heap_session_forked_child(void) {
          * the parent's ring; the child asks for its own. */
         struct heap_session *s = current;
         current = NULL;
-        users = 0;
+        current_id = 0;
+        memset(users, 0, sizeof(users));
         if (s)
                 session_free(s);
-        seen_generation = UINT32_MAX;
+        heap_seen_generation = UINT32_MAX;
         pthread_mutex_init(&join_lock, NULL);
         if (heap_state_page != &no_state || map_state() == 0)
                 heap_quiet_generation = 1;

@@ -39,8 +39,24 @@ extern const struct heap_state *heap_state_page;
 /* Maps the state page (or a page of zeros when there is none yet: the
  * library then looks again now and then). Called once, at load. */
 void heap_session_setup(void);
-/* The slow path's first step: joins or leaves as the generation says. */
-void heap_session_refresh(void);
+/* The generation the process last acted on (UINT32_MAX: look again). */
+extern uint32_t heap_seen_generation;
+void heap_session_refresh_slow(void);
+/* The slow path's first step: joins or leaves as the generation says
+ * (a load and a compare while it is the one acted on). */
+static inline void heap_session_refresh(void) {
+        const struct heap_state *st = __atomic_load_n(&heap_state_page, __ATOMIC_ACQUIRE);
+        if (__builtin_expect(__atomic_load_n(&st->generation, __ATOMIC_ACQUIRE) ==
+                                     __atomic_load_n(&heap_seen_generation, __ATOMIC_ACQUIRE),
+                             1))
+                return;
+        heap_session_refresh_slow();
+}
+/* The sampled addresses of every session of the process (heap-addrset.h). */
+extern struct heap_addrfilter heap_filter;
+/* The current session's id and sampling interval, without holding it:
+ * false when there is none. */
+bool heap_session_peek(uint64_t *ret_id, uint64_t *ret_interval);
 /* The current session, held until heap_session_put; NULL when none. */
 struct heap_session *heap_session_get(void);
 void heap_session_put(void);

@@ -37,7 +37,7 @@
 
 #define HEAP_WIRE_MAGIC 0x50414548u /* "HEAP" */
 #define HEAP_WAKE 'w'
-#define HEAP_WIRE_VERSION 1u
+#define HEAP_WIRE_VERSION 2u
 
 /* The state page. */
 struct heap_state {

@@ -22,7 +22,7 @@ static void put(struct heap_ring *r, uint32_t value, uint32_t size) {
         cr_assert_not_null(at, "room for %u bytes", size);
         memset(at, 0, size);
         memcpy(at, &value, sizeof(value));
-        heap_ring_end_write(r);
+        heap_ring_end_write(r, at);
 }
 
 Test(heap_ring, sizes_are_powers_of_two_past_the_header) {
@@ -58,6 +58,38 @@ Test(heap_ring, entries_come_back_in_order_across_the_wrap) {
         free(m);
 }
 
+/* A writer copying its entry in (reserved, not committed) holds up the
+ * reader there, not the other writers. */
+Test(heap_ring, an_entry_not_committed_stops_the_reader) {
+        struct heap_ring r;
+        void *m = ring_mem(4096, &r);
+        put(&r, 1, 16);
+        uint8_t *slow = heap_ring_begin_write(&r, 16, false, 0);
+        cr_assert_not_null(slow);
+        put(&r, 3, 16); /* another writer, meanwhile */
+        uint64_t pos = 0;
+        uint32_t size, v;
+        int err;
+        const uint8_t *e = heap_ring_read(&r, &pos, &size, &err);
+        cr_assert_not_null(e);
+        memcpy(&v, e, sizeof(v));
+        cr_assert_eq(v, 1);
+        cr_assert_null(heap_ring_read(&r, &pos, &size, &err), "the reserved entry is not read yet");
+        cr_assert_eq(err, 0, "and the ring is not called corrupt");
+        uint32_t two = 2;
+        memset(slow, 0, 16);
+        memcpy(slow, &two, sizeof(two));
+        heap_ring_end_write(&r, slow);
+        for (uint32_t want = 2; want <= 3; want++) {
+                e = heap_ring_read(&r, &pos, &size, &err);
+                cr_assert_not_null(e, "entry %u after the commit", want);
+                memcpy(&v, e, sizeof(v));
+                cr_assert_eq(v, want);
+        }
+        cr_assert_null(heap_ring_read(&r, &pos, &size, &err));
+        free(m);
+}
+
 Test(heap_ring, a_full_ring_drops_and_counts) {
         struct heap_ring r;
         void *m = ring_mem(4096, &r);
@@ -65,7 +97,7 @@ Test(heap_ring, a_full_ring_drops_and_counts) {
         for (int k = 0; k < 100; k++) {
                 uint8_t *at = heap_ring_begin_write(&r, 200, false, 0);
                 if (at) {
-                        heap_ring_end_write(&r);
+                        heap_ring_end_write(&r, at);
                         kept++;
                 }
         }
@@ -80,8 +112,8 @@ Test(heap_ring, a_full_ring_drops_and_counts) {
 Test(heap_ring, a_blocked_writer_gives_up_after_its_timeout) {
         struct heap_ring r;
         void *m = ring_mem(4096, &r);
-        while (heap_ring_begin_write(&r, 500, false, 0))
-                heap_ring_end_write(&r);
+        for (void *at; (at = heap_ring_begin_write(&r, 500, false, 0));)
+                heap_ring_end_write(&r, at);
         cr_assert_null(heap_ring_begin_write(&r, 500, true, 20000));
         cr_assert_eq(r.h->timeouts, 1);
         cr_assert_gt(r.h->blocked_ns, 10000000u, "it waited: %llu ns", (unsigned long long) r.h->blocked_ns);
@@ -130,7 +162,7 @@ static void *writer(void *p) {
                 while (!(at = heap_ring_begin_write(a->r, sizeof(v), false, 0)))
                         ;
                 memcpy(at, v, sizeof(v));
-                heap_ring_end_write(a->r);
+                heap_ring_end_write(a->r, at);
         }
         return NULL;
 }
@@ -200,5 +232,54 @@ Test(heap_addrset, a_full_neighbourhood_refuses) {
         for (uint64_t a = 16; a < 16 * 100; a += 16)
                 in += heap_addrset_insert(&s, a);
         cr_assert_eq(in, 64, "the 64 slots fill, then inserts fail");
+        free(mem);
+}
+
+/* The filter in front of the sets: no bucket of a live sampled address is
+ * ever empty (a free of it is never skipped), every other one is, and a
+ * saturated bucket stays "maybe". */
+Test(heap_addrfilter, never_misses_a_live_address) {
+        static struct heap_addrfilter f;
+        memset(&f, 0, sizeof(f));
+        enum { N = 5000 };
+        static uint64_t a[N];
+        for (uint64_t i = 0; i < N; i++) {
+                a[i] = 0x7f0000000000ull + i * 48;
+                heap_addrfilter_add(&f, a[i]);
+        }
+        for (uint64_t i = 0; i < N; i++)
+                cr_assert(heap_addrfilter_maybe(&f, a[i]), "live %#llx", (unsigned long long) a[i]);
+        for (uint64_t i = 0; i < N; i += 2)
+                heap_addrfilter_del(&f, a[i]);
+        for (uint64_t i = 1; i < N; i += 2)
+                cr_assert(heap_addrfilter_maybe(&f, a[i]), "still live %#llx", (unsigned long long) a[i]);
+        for (uint64_t i = 1; i < N; i += 2)
+                heap_addrfilter_del(&f, a[i]);
+        for (size_t b = 0; b < HEAP_ADDRFILTER_BUCKETS; b++)
+                cr_assert_eq(f.count[b], 0, "bucket %zu empties", b);
+        /* 300 adds to one bucket: it saturates and stays. */
+        for (int i = 0; i < 300; i++)
+                heap_addrfilter_add(&f, 0x1000);
+        for (int i = 0; i < 300; i++)
+                heap_addrfilter_del(&f, 0x1000);
+        cr_assert(heap_addrfilter_maybe(&f, 0x1000), "a saturated bucket no longer counts");
+}
+
+Test(heap_addrfilter, a_freed_set_leaves_the_filter) {
+        static struct heap_addrfilter f;
+        memset(&f, 0, sizeof(f));
+        uint64_t n = 1024;
+        void *mem = calloc(1, heap_addrset_bytes(n));
+        struct heap_addrset s;
+        heap_addrset_init(&s, mem, n);
+        for (uint64_t a = 64; a < 64 + 100 * 16; a += 16) {
+                cr_assert(heap_addrset_insert(&s, a));
+                heap_addrfilter_add(&f, a);
+        }
+        cr_assert(heap_addrset_remove(&s, 64));
+        heap_addrfilter_del(&f, 64);
+        heap_addrset_unfilter(&s, &f);
+        for (size_t b = 0; b < HEAP_ADDRFILTER_BUCKETS; b++)
+                cr_assert_eq(f.count[b], 0, "bucket %zu", b);
         free(mem);
 }
