@@ -6,6 +6,9 @@
 #   loaded      with libtraced-heap.so preloaded and no session
 #   s512k       in an android.heapprofd session, a sample every 512 KiB
 #   s4096       the same, every 4096 bytes
+#   s4096b      the same with block_client: nothing dropped, the program
+#               waits for the plugin instead (the fair side against
+#               heaptrack, which records everything)
 #   heaptrack   under Debian's heaptrack (every allocation recorded), when
 #               installed
 # Per run: the program's wall time and CPU time (user + system, its
@@ -43,7 +46,7 @@ mkdir -p "$TRACED_HEAP_DIR"
 # (the hosts run as root where that user does not exist).
 if getent passwd traced-plugin >/dev/null; then chown traced-plugin: "$TRACED_HEAP_DIR"; fi
 
-sides="plain loaded s512k s4096"
+sides="plain loaded s512k s4096 s4096b"
 command -v heaptrack >/dev/null && sides="$sides heaptrack" ||
         echo "heaptrack is not installed (Debian: heaptrack): not measured" >&2
 sides=${SIDES:-$sides}
@@ -53,7 +56,7 @@ timed() { # side -> "wall cpu" of one run
         local out="$work/time.$1"
         case $1 in
         plain) /usr/bin/time -f "%e %U %S" -o "$out" "$work/heap-malloc" "$threads" "$mrounds" ;;
-        loaded | s512k | s4096)
+        loaded | s512k | s4096 | s4096b)
                 /usr/bin/time -f "%e %U %S" -o "$out" env LD_PRELOAD="$lib" "$work/heap-malloc" "$threads" "$mrounds" ;;
         heaptrack)
                 # heaptrack's own wrapper: the program, and its
@@ -65,12 +68,12 @@ timed() { # side -> "wall cpu" of one run
         tail -n 1 "$out" | awk '{ printf "%.3f %.3f\n", $1, $2 + $3 }'
 }
 
-session() { # interval: starts a session naming heap-malloc, waits for it
+session() { # interval [more]: starts a session naming heap-malloc, waits for it
         traced_start android.heapprofd
         cat >"$work/heap.cfg" <<CFG
 buffers { size_kb: 65536 }
 data_sources { config { name: "android.heapprofd" heapprofd_config {
-  process_cmdline: "heap-malloc" sampling_interval_bytes: $1 shmem_size_bytes: 67108864 } } }
+  process_cmdline: "heap-malloc" sampling_interval_bytes: $1 shmem_size_bytes: 67108864 ${2:-} } } }
 duration_ms: 600000
 CFG
         spawn "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/heap.cfg" --no-summary \
@@ -101,9 +104,10 @@ for r in $(seq "$rounds"); do
                 case $side in
                 s512k) TRACED_BENCH_LOG_LEVEL=info session 524288 ;;
                 s4096) TRACED_BENCH_LOG_LEVEL=info session 4096 ;;
+                s4096b) TRACED_BENCH_LOG_LEVEL=info session 4096 "block_client: true block_client_timeout_us: 10000000" ;;
                 esac
                 timed "$side" >>"$work/$side"
-                case $side in s512k | s4096) session_end "$side" ;; esac
+                case $side in s512k | s4096 | s4096b) session_end "$side" ;; esac
                 printf 'round %d %-9s %s\n' "$r" "$side" "$(tail -n 1 "$work/$side")" >&2
         done
 done

@@ -48,7 +48,8 @@ static int64_t callsite(struct heap_callsites *c, const uint64_t *pcs, size_t n,
         uint64_t *copy = malloc((n ? n : 1) * sizeof(*copy));
         if (!copy)
                 return -ENOMEM;
-        memcpy(copy, pcs, n * sizeof(*pcs));
+        if (n)
+                memcpy(copy, pcs, n * sizeof(*pcs));
         int r = hashmap_put(&c->by_hash, h, c->n + 1);
         if (r < 0) {
                 free(copy);

@@ -151,7 +151,8 @@ int heap_config_parse(const uint8_t *config, size_t size, struct heap_config *re
                 r = -ENOMEM;
                 goto out;
         }
-        memcpy(ret->pids, h->pid, h->n_pid * sizeof(*ret->pids));
+        if (h->n_pid)
+                memcpy(ret->pids, h->pid, h->n_pid * sizeof(*ret->pids));
         ret->n_pids = h->n_pid;
         if (h->n_process_cmdline && !(ret->cmdlines = calloc(h->n_process_cmdline, sizeof(char *)))) {
                 r = -ENOMEM;

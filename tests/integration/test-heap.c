@@ -301,7 +301,10 @@ static void record_callsites(uint64_t interval, struct collect *c) {
         r.pid = spawn_workload("callsites", r.done);
         char target[128], extra[128];
         snprintf(target, sizeof(target), "pid: %d", (int) r.pid);
-        snprintf(extra, sizeof(extra), "sampling_interval_bytes: %llu", (unsigned long long) interval);
+        /* Every sample kept, however slow the plugin (a sanitized build
+         * beside other tests): what is measured is the accuracy. */
+        snprintf(extra, sizeof(extra), "sampling_interval_bytes: %llu block_client: true",
+                 (unsigned long long) interval);
         char *cfg = heap_config(target, extra);
         *c = (struct collect) { .pid = r.pid };
         fixture_record(&inst, ev, "android.heapprofd", cfg, run_callsites, &r, collect_packet, c);

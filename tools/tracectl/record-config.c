@@ -195,7 +195,10 @@ Perfetto__Protos__TraceConfig *quick_config(uint32_t duration_ms, uint32_t buffe
                                         fputc(*c, f);
                         fputc('"', f);
                 }
-                fprintf(f, " sampling_interval_bytes: %u } } }\n", QUICK_HEAP_INTERVAL);
+                /* A profile asked for by hand is wanted whole: a burst of
+                 * allocations that outruns the plugin waits for it (as the
+                 * Perfetto UI's default) rather than losing samples. */
+                fprintf(f, " sampling_interval_bytes: %u block_client: true } } }\n", QUICK_HEAP_INTERVAL);
         }
         for (size_t i = 0; i < n_extra; i++) {
                 fprintf(f, "data_sources { config { name: \"%s\"", extra_ds[i]);
