@@ -62,6 +62,11 @@ void profile_seq_defaults(struct profile *p, struct profile_seq *s, const uint8_
 struct seq_callstack *profile_seq_callstack(struct profile_seq *s, uint64_t iid);
 /* Fills c->syms (and its hashes) on first use: 0 or -ENOMEM. */
 int profile_seq_resolve_callstack(struct profile *p, struct profile_seq *s, struct seq_callstack *c);
+/* The frames of callstack iid, root first: the callstack, resolved, in
+ * *ret_c; or, when it was never interned (counted), NULL and the one frame
+ * "[missing callstack]" in *missing. 0 or -ENOMEM. */
+int profile_seq_stack(struct profile *p, struct profile_seq *s, uint64_t iid, struct seq_callstack **ret_c,
+                      uint32_t *missing, const uint32_t **ret_syms, size_t *ret_n);
 
 /* profile-heap.c */
 /* A ProfilePacket of sequence s: its heap dumps. 0 or -ENOMEM. */

@@ -519,3 +519,23 @@ int profile_seq_resolve_callstack(struct profile *p, struct profile_seq *s, stru
         c->resolved = true;
         return 0;
 }
+
+int profile_seq_stack(struct profile *p, struct profile_seq *s, uint64_t iid, struct seq_callstack **ret_c,
+                      uint32_t *missing, const uint32_t **ret_syms, size_t *ret_n) {
+        struct seq_callstack *c = profile_seq_callstack(s, iid);
+        *ret_c = c;
+        if (!c) {
+                p->missing_interned++;
+                *missing = profile_intern_name(p, "[missing callstack]", NULL, false, false, NULL, NULL);
+                if (*missing == UINT32_MAX)
+                        return -ENOMEM;
+                *ret_syms = missing;
+                *ret_n = 1;
+                return 0;
+        }
+        if (profile_seq_resolve_callstack(p, s, c) < 0)
+                return -ENOMEM;
+        *ret_syms = c->syms;
+        *ret_n = c->n_syms;
+        return 0;
+}

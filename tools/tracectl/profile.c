@@ -169,17 +169,12 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                 p->samples_filtered++;
                 return 0;
         }
-        struct seq_callstack *c = profile_seq_callstack(s, stack);
+        struct seq_callstack *c;
         uint32_t missing;
-        if (!c) {
-                p->missing_interned++;
-                missing = profile_intern_name(p, "[missing callstack]", NULL, false, false, NULL, NULL);
-                if (missing == UINT32_MAX)
-                        return -ENOMEM;
-        } else if (profile_seq_resolve_callstack(p, s, c) < 0)
+        const uint32_t *syms;
+        size_t nf;
+        if (profile_seq_stack(p, s, stack, &c, &missing, &syms, &nf) < 0)
                 return -ENOMEM;
-        size_t nf = c ? c->n_syms : 1;
-        const uint32_t *syms = c ? c->syms : &missing;
         if (unwind_error)
                 p->unwind_errors++;
         if (!s->bpf)
