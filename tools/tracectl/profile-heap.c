@@ -80,13 +80,7 @@ static int heap_leaf(struct profile *p, struct profile_seq *s, int32_t pid, uint
                 *ret = c->cache_leaf;
                 return 0;
         }
-        uint32_t node = thread;
-        for (size_t i = 0; i < nf && node != UINT32_MAX; i++) {
-                bool k = p->syms[syms[i]].kernel;
-                if ((p->filter.kernel_only && !k) || (p->filter.user_only && k))
-                        continue;
-                node = profile_tree_child(t, node, NODE_FRAME, syms[i]);
-        }
+        uint32_t node = profile_walk_frames(p, t, thread, syms, nf);
         if (node == UINT32_MAX)
                 return -ENOMEM;
         if (c) {

@@ -68,6 +68,12 @@ int profile_seq_resolve_callstack(struct profile *p, struct profile_seq *s, stru
 int profile_seq_stack(struct profile *p, struct profile_seq *s, uint64_t iid, struct seq_callstack **ret_c,
                       uint32_t *missing, const uint32_t **ret_syms, size_t *ret_n);
 
+/* profile.c */
+/* The node under from for the frames syms (root first) that --kernel or
+ * --user keep, created as needed; UINT32_MAX on ENOMEM. */
+uint32_t profile_walk_frames(struct profile *p, struct profile_tree *t, uint32_t from, const uint32_t *syms,
+                             size_t nf);
+
 /* profile-heap.c */
 /* A ProfilePacket of sequence s: its heap dumps. 0 or -ENOMEM. */
 int profile_heap_packet(struct profile *p, struct profile_seq *s, bool have_ts, uint64_t ts, const uint8_t *d,

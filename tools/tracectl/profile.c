@@ -65,6 +65,15 @@ static bool frame_wanted(const struct profile *p, uint32_t sym) {
         return !((p->filter.kernel_only && !k) || (p->filter.user_only && k));
 }
 
+uint32_t profile_walk_frames(struct profile *p, struct profile_tree *t, uint32_t from, const uint32_t *syms,
+                             size_t nf) {
+        uint32_t node = from;
+        for (size_t i = 0; i < nf && node != UINT32_MAX; i++)
+                if (frame_wanted(p, syms[i]))
+                        node = profile_tree_child(t, node, NODE_FRAME, syms[i]);
+        return node;
+}
+
 /* (thread, stack) -> leaf, keyed by one 64-bit hash of both and checked
  * with the thread and a second, independent 64-bit hash of the stack. */
 static bool leaf_lookup(struct profile *p, enum profile_kind kind, uint64_t key, uint32_t thread, uint64_t check,
@@ -212,12 +221,7 @@ static int perf_sample(struct profile *p, struct profile_seq *s, bool have_ts, u
                 c->cache_leaf = node;
                 c->cache_kind = kind;
         } else {
-                node = thread;
-                for (size_t i = 0; i < nf && node != UINT32_MAX; i++) {
-                        if (!frame_wanted(p, syms[i]))
-                                continue;
-                        node = profile_tree_child(t, node, NODE_FRAME, syms[i]);
-                }
+                node = profile_walk_frames(p, t, thread, syms, nf);
                 if (node == UINT32_MAX)
                         return -ENOMEM;
                 if (c) {
