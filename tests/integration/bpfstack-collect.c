@@ -24,16 +24,6 @@ bool counter_value(const struct collect *c, const char *name, int64_t *ret) {
         return false;
 }
 
-static void grow(void **p, size_t *n, size_t need, size_t elem) {
-        if (need <= *n)
-                return;
-        size_t cap = need * 2;
-        *p = realloc(*p, cap * elem);
-        cr_assert_not_null(*p);
-        memset((char *) *p + *n * elem, 0, (cap - *n) * elem);
-        *n = cap;
-}
-
 static struct seqstate *seq_of(struct collect *c, uint32_t id) {
         for (size_t k = 0; k < c->n_seq; k++)
                 if (c->seq[k].id == id)
@@ -88,33 +78,11 @@ void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
                 }
         }
         const Perfetto__Protos__InternedData *d = p->interned_data;
-        if (d) {
-                for (size_t k = 0; k < d->n_function_names; k++) {
-                        uint64_t iid = d->function_names[k]->iid;
-                        grow((void **) &q->fn, &q->n_fn, iid + 1, sizeof(*q->fn));
-                        free(q->fn[iid]);
-                        q->fn[iid] =
-                                strndup((const char *) d->function_names[k]->str.data, d->function_names[k]->str.len);
-                }
-                for (size_t k = 0; k < d->n_frames; k++) {
-                        uint64_t iid = d->frames[k]->iid;
-                        grow((void **) &q->frame_fn, &q->n_frame, iid + 1, sizeof(*q->frame_fn));
-                        q->frame_fn[iid] = d->frames[k]->function_name_id;
-                }
-                for (size_t k = 0; k < d->n_callstacks; k++) {
-                        uint64_t iid = d->callstacks[k]->iid;
-                        size_t had = q->n_cs;
-                        grow((void **) &q->cs, &had, iid + 1, sizeof(*q->cs));
-                        grow((void **) &q->cs_n, &q->n_cs, iid + 1, sizeof(*q->cs_n));
-                        free(q->cs[iid]);
-                        q->cs_n[iid] = d->callstacks[k]->n_frame_ids;
-                        q->cs[iid] = malloc((q->cs_n[iid] + 1) * sizeof(uint64_t));
-                        memcpy(q->cs[iid], d->callstacks[k]->frame_ids, q->cs_n[iid] * sizeof(uint64_t));
-                }
-        }
+        if (d)
+                interned_names_add(&q->names, d);
         if (!ps)
                 return;
-        grow((void **) &c->s, &c->cap_s, c->n_s + 1, sizeof(*c->s));
+        grow_zeroed((void **) &c->s, &c->cap_s, c->n_s + 1, sizeof(*c->s));
         struct sample *s = &c->s[c->n_s++];
         s->off_cpu = q->off_cpu;
         s->pid = ps->pid;
@@ -124,35 +92,28 @@ void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
         s->blocked_ns = ps->timebase_count;
         if (!ps->has_callstack_iid)
                 return;
-        if (c->orphans_ok && (ps->callstack_iid >= q->n_cs || !q->cs[ps->callstack_iid])) {
+        if (c->orphans_ok && (ps->callstack_iid >= q->names.n_cs || !q->names.cs[ps->callstack_iid])) {
                 c->orphans++; /* a sample without its stack */
                 return;
         }
-        cr_assert_lt(ps->callstack_iid, q->n_cs, "callstack interned before its use");
-        uint64_t *frames = q->cs[ps->callstack_iid];
-        size_t n = q->cs_n[ps->callstack_iid];
+        cr_assert_lt(ps->callstack_iid, q->names.n_cs, "callstack interned before its use");
+        uint64_t *frames = q->names.cs[ps->callstack_iid];
+        size_t n = q->names.cs_n[ps->callstack_iid];
         cr_assert_not_null(frames);
         s->n_names = n;
         s->names = calloc(n + 1, sizeof(char *));
         for (size_t k = 0; k < n; k++) {
                 uint64_t f = frames[n - 1 - k];
-                cr_assert_lt(f, q->n_frame, "frame %llu interned", (unsigned long long) f);
-                uint64_t name = q->frame_fn[f];
-                s->names[k] = name && name < q->n_fn ? q->fn[name] : NULL;
+                cr_assert_lt(f, q->names.n_frame, "frame %llu interned", (unsigned long long) f);
+                uint64_t name = q->names.frame_fn[f];
+                s->names[k] = name && name < q->names.n_fn ? q->names.fn[name] : NULL;
         }
 }
 
 void collect_free(struct collect *c) {
         for (size_t j = 0; j < c->n_seq; j++) {
                 struct seqstate *q = &c->seq[j];
-                for (size_t k = 0; k < q->n_fn; k++)
-                        free(q->fn[k]);
-                for (size_t k = 0; k < q->n_cs; k++)
-                        free(q->cs[k]);
-                free(q->fn);
-                free(q->frame_fn);
-                free(q->cs);
-                free(q->cs_n);
+                interned_names_free(&q->names);
         }
         for (size_t k = 0; k < c->n_s; k++)
                 free(c->s[k].names);

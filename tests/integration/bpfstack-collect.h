@@ -9,18 +9,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "interned-names.h"
 #include "perfetto/trace/trace_packet.pb-c.h"
 
 struct seqstate {
         uint32_t id;
         bool off_cpu; /* its timebase is the off-CPU one */
-        char **fn;
-        size_t n_fn;
-        uint64_t *frame_fn;
-        size_t n_frame;
-        uint64_t **cs;
-        size_t *cs_n;
-        size_t n_cs;
+        struct interned_names names;
 };
 
 struct sample {

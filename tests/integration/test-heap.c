@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "interned-names.h"
 #include "plugin-fixture.h"
 #include "test-consumer.h"
 #include "test-scratch.h"
@@ -115,14 +116,9 @@ struct site {
 
 struct collect {
         pid_t pid;
-        /* interned state of the heap plugin's sequence (iid-indexed; it
-         * is the one sequence of the trace that interns) */
-        char **fn;
-        size_t n_fn;
-        uint64_t *frame_fn;
-        size_t n_frame;
-        uint64_t **cs;
-        size_t *cs_n, n_cs;
+        /* interned state of the heap plugin's sequence (the one
+         * sequence of the trace that interns) */
+        struct interned_names names;
         /* the last dump of pid */
         struct site *sites;
         size_t n_sites;
@@ -137,51 +133,18 @@ struct collect {
         uint64_t heap_samples, interval;
 };
 
-static void grow(void **p, size_t *n, size_t need, size_t elem) {
-        if (need <= *n)
-                return;
-        size_t cap = need * 2;
-        *p = realloc(*p, cap * elem);
-        cr_assert_not_null(*p);
-        memset((char *) *p + *n * elem, 0, (cap - *n) * elem);
-        *n = cap;
-}
-
-static void intern(struct collect *c, const Perfetto__Protos__InternedData *d) {
-        for (size_t k = 0; k < d->n_function_names; k++) {
-                uint64_t iid = d->function_names[k]->iid;
-                grow((void **) &c->fn, &c->n_fn, iid + 1, sizeof(*c->fn));
-                free(c->fn[iid]);
-                c->fn[iid] = strndup((const char *) d->function_names[k]->str.data, d->function_names[k]->str.len);
-        }
-        for (size_t k = 0; k < d->n_frames; k++) {
-                uint64_t iid = d->frames[k]->iid;
-                grow((void **) &c->frame_fn, &c->n_frame, iid + 1, sizeof(*c->frame_fn));
-                c->frame_fn[iid] = d->frames[k]->function_name_id;
-        }
-        for (size_t k = 0; k < d->n_callstacks; k++) {
-                uint64_t iid = d->callstacks[k]->iid;
-                size_t n_cs = c->n_cs;
-                grow((void **) &c->cs, &n_cs, iid + 1, sizeof(*c->cs));
-                grow((void **) &c->cs_n, &c->n_cs, iid + 1, sizeof(*c->cs_n));
-                free(c->cs[iid]);
-                c->cs_n[iid] = d->callstacks[k]->n_frame_ids;
-                c->cs[iid] = calloc(c->cs_n[iid] + 1, sizeof(uint64_t));
-                memcpy(c->cs[iid], d->callstacks[k]->frame_ids, c->cs_n[iid] * sizeof(uint64_t));
-        }
-}
 
 /* "leaf middle ... root" of an interned callstack. */
 static char *stack_names(struct collect *c, uint64_t iid) {
-        cr_assert_lt(iid, c->n_cs, "callstack %llu was interned before its use", (unsigned long long) iid);
-        cr_assert_not_null(c->cs[iid], "callstack %llu was interned", (unsigned long long) iid);
+        cr_assert_lt(iid, c->names.n_cs, "callstack %llu was interned before its use", (unsigned long long) iid);
+        cr_assert_not_null(c->names.cs[iid], "callstack %llu was interned", (unsigned long long) iid);
         size_t len = 0;
         char *out = calloc(1, 1);
-        for (size_t k = c->cs_n[iid]; k-- > 0;) {
-                uint64_t f = c->cs[iid][k];
-                cr_assert_lt(f, c->n_frame, "frame %llu was interned", (unsigned long long) f);
-                uint64_t fn = c->frame_fn[f];
-                const char *name = fn && fn < c->n_fn && c->fn[fn] ? c->fn[fn] : "?";
+        for (size_t k = c->names.cs_n[iid]; k-- > 0;) {
+                uint64_t f = c->names.cs[iid][k];
+                cr_assert_lt(f, c->names.n_frame, "frame %llu was interned", (unsigned long long) f);
+                uint64_t fn = c->names.frame_fn[f];
+                const char *name = fn && fn < c->names.n_fn && c->names.fn[fn] ? c->names.fn[fn] : "?";
                 out = realloc(out, len + strlen(name) + 2);
                 len += (size_t) sprintf(out + len, "%s%s", len ? " " : "", name);
         }
@@ -194,7 +157,7 @@ static void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdat
         if (!profile && !p->interned_data)
                 return;
         if (p->interned_data)
-                intern(c, p->interned_data);
+                interned_names_add(&c->names, p->interned_data);
         if (!profile)
                 return;
         if (c->index_next == 0)
@@ -235,16 +198,9 @@ static void collect_packet(const Perfetto__Protos__TracePacket *p, void *userdat
 }
 
 static void collect_free(struct collect *c) {
-        for (size_t k = 0; k < c->n_fn; k++)
-                free(c->fn[k]);
-        for (size_t k = 0; k < c->n_cs; k++)
-                free(c->cs[k]);
+        interned_names_free(&c->names);
         for (size_t i = 0; i < c->n_sites; i++)
                 free(c->sites[i].names);
-        free(c->fn);
-        free(c->frame_fn);
-        free(c->cs);
-        free(c->cs_n);
         free(c->sites);
 }
 
