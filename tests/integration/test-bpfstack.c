@@ -1117,10 +1117,12 @@ Test(bpfstack, javascript_functions_named_from_the_perf_map) {
                     named, total, whole);
         cr_assert_geq(total, share_of(u.cpu_ns, 999), "on-CPU samples of node: %zu", total);
         cr_assert_geq(named * 2, total, "only %zu of %zu samples name busyLoop", named, total);
-        /* Most, not all: under load (a sanitized build) some 35 % of them
-         * ended short of it while the process's tables were being loaded;
-         * without the frame-pointer step none gets there. */
-        cr_assert_geq(whole * 2, named, "only %zu of the %zu samples in busyLoop walked to __libc_start_main", whole,
+        /* Not all: stacks end short of it while the process's tables
+         * are being loaded, and a sanitized build beside a compile loads
+         * them slowly (37-39 % got there, against 95-100 % plain); without
+         * the frame-pointer step none gets there. A fifth tells the two
+         * apart. */
+        cr_assert_geq(whole * 5, named, "only %zu of the %zu samples in busyLoop walked to __libc_start_main", whole,
                       named);
         collect_free(&c);
 }
