@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
+#include <sched.h>
+
 #include "heap-addrset.h"
 
 #define EMPTY 0u
@@ -26,11 +28,17 @@ bool heap_addrset_insert(struct heap_addrset *s, uint64_t addr) {
         uint64_t h = hash(addr);
         for (uint64_t i = 0; i < HEAP_ADDRSET_PROBES; i++) {
                 uint64_t *slot = &s->slots[(h + i) & s->mask];
-                uint64_t v = __atomic_load_n(slot, __ATOMIC_RELAXED);
-                while (v == EMPTY || v == TOMBSTONE) {
+                /* A write first, not a load: a page of the set no one
+                 * touched yet is then mapped once, zeroed and writable. A
+                 * load first maps the zero page, and the write after it
+                 * copies it and flushes the TLB of every CPU the process
+                 * runs on (an interrupt each). */
+                uint64_t v = EMPTY;
+                if (__atomic_compare_exchange_n(slot, &v, addr, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+                        return true;
+                while (v == TOMBSTONE)
                         if (__atomic_compare_exchange_n(slot, &v, addr, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
                                 return true;
-                }
         }
         return false;
 }
@@ -49,21 +57,35 @@ bool heap_addrset_remove(struct heap_addrset *s, uint64_t addr) {
         return false;
 }
 
+void heap_addrfilter_lock(struct heap_addrfilter *f) {
+        for (unsigned spins = 0; __atomic_exchange_n(&f->lock, 1u, __ATOMIC_ACQUIRE); spins++)
+                if (spins >= 64) {
+                        /* Its holder is off its CPU. */
+                        sched_yield();
+                        spins = 0;
+                }
+}
+
+void heap_addrfilter_unlock(struct heap_addrfilter *f) {
+        __atomic_store_n(&f->lock, 0u, __ATOMIC_RELEASE);
+}
+
 void heap_addrfilter_add(struct heap_addrfilter *f, uint64_t addr) {
-        uint8_t *c = &f->count[heap_addrfilter_bucket(addr)];
-        uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
-        while (v != UINT8_MAX && !__atomic_compare_exchange_n(c, &v, (uint8_t) (v + 1), true, __ATOMIC_RELEASE,
-                                                              __ATOMIC_RELAXED))
-                ;
+        uint32_t b = heap_addrfilter_bucket(addr);
+        heap_addrfilter_lock(f);
+        if (f->count[b] != UINT8_MAX)
+                f->count[b]++;
+        __atomic_fetch_or(&f->bits[b / 64], 1ull << (b % 64), __ATOMIC_RELEASE);
+        heap_addrfilter_unlock(f);
 }
 
 void heap_addrfilter_del(struct heap_addrfilter *f, uint64_t addr) {
-        uint8_t *c = &f->count[heap_addrfilter_bucket(addr)];
-        uint8_t v = __atomic_load_n(c, __ATOMIC_RELAXED);
+        uint32_t b = heap_addrfilter_bucket(addr);
+        heap_addrfilter_lock(f);
         /* A saturated bucket no longer knows its count: it stays. */
-        while (v != UINT8_MAX && v != 0 &&
-               !__atomic_compare_exchange_n(c, &v, (uint8_t) (v - 1), true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-                ;
+        if (f->count[b] != UINT8_MAX && f->count[b] != 0 && --f->count[b] == 0)
+                __atomic_fetch_and(&f->bits[b / 64], ~(1ull << (b % 64)), __ATOMIC_RELEASE);
+        heap_addrfilter_unlock(f);
 }
 
 void heap_addrset_unfilter(const struct heap_addrset *s, struct heap_addrfilter *f) {

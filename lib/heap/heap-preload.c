@@ -25,6 +25,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "heap-sampler.h"
 #include "heap-session.h"
@@ -46,12 +49,42 @@ extern void *__libc_pvalloc(size_t);
 static TLS int in_hook;
 static TLS struct heap_sampler sampler;
 static TLS uint64_t sampler_session;
+/* The generation (heap_gate.active) at which the sampler was last set up
+ * for the session: while the page still says it, an allocation the
+ * sampler does not pick needs nothing but the sampler's count. */
+static TLS uint32_t sampler_armed;
 static TLS uintptr_t stack_lo, stack_top;
 
+static inline uint32_t generation(void) {
+        return __atomic_load_n(&__atomic_load_n(&heap_gate.page, __ATOMIC_RELAXED)->generation, __ATOMIC_RELAXED);
+}
+
 static inline int quiet(void) {
-        return __builtin_expect(__atomic_load_n(&heap_state_page->generation, __ATOMIC_RELAXED) ==
-                                        __atomic_load_n(&heap_quiet_generation, __ATOMIC_RELAXED),
-                                1);
+        return __builtin_expect(generation() == __atomic_load_n(&heap_gate.quiet, __ATOMIC_RELAXED), 1);
+}
+
+/* An allocation of size bytes that needs no more than glibc: no session,
+ * or one the thread is set up for and whose sampler does not pick it (it
+ * is counted here). Anything else takes the slow path, which counts it
+ * again from the sampler's state before this. */
+static inline int alloc_passes(size_t size) {
+        uint32_t g = generation();
+        if (__builtin_expect(g == __atomic_load_n(&heap_gate.quiet, __ATOMIC_RELAXED), 1))
+                return 1;
+        if (g != sampler_armed || g != __atomic_load_n(&heap_gate.active, __ATOMIC_RELAXED) ||
+            size >= sampler.interval)
+                return 0;
+        int64_t left = sampler.bytes_left - (int64_t) size;
+        if (left <= 0)
+                return 0;
+        sampler.bytes_left = left;
+        return 1;
+}
+
+/* A free (or the old block of a realloc) that needs no more than glibc:
+ * no session, or an address no session sampled. */
+static inline int free_passes(void *p) {
+        return quiet() || !heap_addrfilter_maybe(&heap_gate.filter, (uint64_t) (uintptr_t) p);
 }
 
 /* The thread's stack, [stack_lo, stack_top). */
@@ -78,6 +111,36 @@ static void wake(struct heap_session *s) {
                 const char b = HEAP_WAKE;
                 (void) send(s->sock, &b, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
         }
+}
+
+/* The copy of a stack into the ring: stores that go around the caches
+ * for all but a few bytes (the plugin reads it from another CPU, and a
+ * copy of tens of KiB through the caches evicted the program's own data
+ * and first read every line of the ring it overwrote). */
+static void copy_out(uint8_t *to, const uint8_t *from, size_t n) {
+#if defined(__x86_64__)
+        if (n >= 4096) {
+                size_t head = (16u - ((uintptr_t) to & 15u)) & 15u;
+                memcpy(to, from, head);
+                to += head;
+                from += head;
+                n -= head;
+                for (; n >= 64; n -= 64, to += 64, from += 64) {
+                        __m128i a = _mm_loadu_si128((const __m128i *) from);
+                        __m128i b = _mm_loadu_si128((const __m128i *) (from + 16));
+                        __m128i c = _mm_loadu_si128((const __m128i *) (from + 32));
+                        __m128i d = _mm_loadu_si128((const __m128i *) (from + 48));
+                        _mm_stream_si128((__m128i *) to, a);
+                        _mm_stream_si128((__m128i *) (to + 16), b);
+                        _mm_stream_si128((__m128i *) (to + 32), c);
+                        _mm_stream_si128((__m128i *) (to + 48), d);
+                }
+                /* Those stores are not ordered with the commit's: they
+                 * are done before it. */
+                _mm_sfence();
+        }
+#endif
+        memcpy(to, from, n);
 }
 
 /* The registers here, and the stack from here up: what the plugin unwinds
@@ -134,7 +197,7 @@ __attribute__((noinline)) static void send_alloc(struct heap_session *s, uint64_
         };
         memcpy(at, &rec, sizeof(rec));
         memcpy(at + sizeof(rec), &regs, sizeof(regs));
-        memcpy(at + sizeof(rec) + sizeof(regs), (const void *) sp, n);
+        copy_out(at + sizeof(rec) + sizeof(regs), (const uint8_t *) sp, n);
         heap_ring_end_write(&s->ring, at);
         wake(s);
 }
@@ -155,6 +218,7 @@ static void send_free(struct heap_session *s, uint64_t addr) {
  * sampled: the sampler decides before the session is held. */
 static void sample(void *p, size_t size) {
         uint64_t id, interval;
+        uint32_t active = __atomic_load_n(&heap_gate.active, __ATOMIC_ACQUIRE);
         if (!p || !heap_session_peek(&id, &interval))
                 return;
         if (sampler_session != id) {
@@ -162,6 +226,9 @@ static void sample(void *p, size_t size) {
                 heap_sampler_init(&sampler, interval, seed);
                 sampler_session = id;
         }
+        /* The session peeked at is the one settled at `active` when that
+         * did not change around the peek (a change first makes it odd). */
+        sampler_armed = __atomic_load_n(&heap_gate.active, __ATOMIC_ACQUIRE) == active ? active : 1u;
         uint64_t w = heap_sampler_weight(&sampler, size);
         if (!w)
                 return;
@@ -170,7 +237,7 @@ static void sample(void *p, size_t size) {
                 return;
         /* (A session that changed since the sampler drew: not sampled.) */
         if (s->id == id && heap_addrset_insert(&s->set, (uint64_t) (uintptr_t) p)) {
-                heap_addrfilter_add(&heap_filter, (uint64_t) (uintptr_t) p);
+                heap_addrfilter_add(&heap_gate.filter, (uint64_t) (uintptr_t) p);
                 send_alloc(s, (uint64_t) (uintptr_t) p, size, w);
         }
         heap_session_put();
@@ -184,14 +251,14 @@ SLOW static void forget_sampled(void *p) {
         if (!s)
                 return;
         if (heap_addrset_remove(&s->set, (uint64_t) (uintptr_t) p)) {
-                heap_addrfilter_del(&heap_filter, (uint64_t) (uintptr_t) p);
+                heap_addrfilter_del(&heap_gate.filter, (uint64_t) (uintptr_t) p);
                 send_free(s, (uint64_t) (uintptr_t) p);
         }
         heap_session_put();
 }
 
 static inline void forget(void *p) {
-        if (p && heap_addrfilter_maybe(&heap_filter, (uint64_t) (uintptr_t) p))
+        if (p && heap_addrfilter_maybe(&heap_gate.filter, (uint64_t) (uintptr_t) p))
                 forget_sampled(p);
 }
 
@@ -207,10 +274,11 @@ static void leave_hook(void) {
         in_hook = 0;
 }
 
-/* Each wrapper is the quiet test and a tail call into glibc; the rest is
- * out of line, so that the quiet path saves no registers and builds no
- * frame (a malloc and free of a small block take some 20 ns in glibc: a
- * frame more is a tenth of that). */
+/* Each wrapper is the quiet test (or, in a session, the sampler's count
+ * or the filter's bit) and a tail call into glibc; the rest is out of
+ * line, so that the quiet path saves no registers and builds no frame (a
+ * malloc and free of a small block take some 20 ns in glibc: a frame
+ * more is a tenth of that). */
 
 SLOW static void *malloc_slow(size_t size) {
         if (!enter())
@@ -222,7 +290,7 @@ SLOW static void *malloc_slow(size_t size) {
 }
 
 EXPORT void *malloc(size_t size) {
-        if (quiet())
+        if (alloc_passes(size))
                 return __libc_malloc(size);
         return malloc_slow(size);
 }
@@ -238,7 +306,7 @@ SLOW static void free_slow(void *p) {
 }
 
 EXPORT void free(void *p) {
-        if (quiet()) {
+        if (free_passes(p)) {
                 __libc_free(p);
                 return;
         }
@@ -255,7 +323,8 @@ SLOW static void *calloc_slow(size_t n, size_t size) {
 }
 
 EXPORT void *calloc(size_t n, size_t size) {
-        if (quiet())
+        size_t total;
+        if (!__builtin_mul_overflow(n, size, &total) && alloc_passes(total))
                 return __libc_calloc(n, size);
         return calloc_slow(n, size);
 }
@@ -273,7 +342,7 @@ SLOW static void *realloc_slow(void *old, size_t size) {
 }
 
 EXPORT void *realloc(void *old, size_t size) {
-        if (quiet())
+        if (free_passes(old) && alloc_passes(size))
                 return __libc_realloc(old, size);
         return realloc_slow(old, size);
 }
@@ -355,6 +424,7 @@ static void fork_parent(void) {
 static void fork_child(void) {
         heap_session_forked_child();
         sampler_session = 0;
+        sampler_armed = 0;
         in_hook--;
 }
 

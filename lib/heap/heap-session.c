@@ -19,20 +19,25 @@
 
 #include "heap-session.h"
 
-/* Live sampled allocations a session tracks at most (8 MiB of address
- * space, touched as it fills). */
-#define SET_SLOTS (1u << 20)
+/* The slots of a session's set of live sampled allocations: twice the
+ * samples a live heap of 64 GiB holds at the interval, between 64 Ki
+ * (512 KiB of address space) and 1 Mi (8 MiB), touched as it fills. (At
+ * 512 KiB, 8 MiB of slots had every insert land on a page of its own.) */
+static uint64_t set_slots(uint64_t interval) {
+        uint64_t n = 1u << 16, want = (1ull << 37) / (interval ? interval : 1);
+        while (n < (1u << 20) && n < want)
+                n <<= 1;
+        return n;
+}
 
 static const struct heap_state no_state; /* generation 0: no plugin yet */
-const struct heap_state *heap_state_page = &no_state;
-uint32_t heap_quiet_generation;
+struct heap_gate heap_gate = { .page = &no_state, .quiet = 0, .active = 1 };
 
 uint32_t heap_seen_generation = UINT32_MAX;
 static struct heap_session *current;
 /* current's id and interval, for heap_session_peek: the id is written
  * last and read first and last (0: none). */
 static uint64_t current_id, current_interval;
-struct heap_addrfilter heap_filter;
 /* Threads inside a hook with the session: counted per shard, each thread
  * on its own (all threads on one counter made every call of a session
  * move its cache line between CPUs). */
@@ -74,7 +79,7 @@ static int map_state(void) {
         close(fd);
         if (m == MAP_FAILED)
                 return -ENODATA;
-        __atomic_store_n(&heap_state_page, (const struct heap_state *) m, __ATOMIC_RELEASE);
+        __atomic_store_n(&heap_gate.page, (const struct heap_state *) m, __ATOMIC_RELEASE);
         return 0;
 }
 
@@ -104,7 +109,7 @@ void heap_session_setup(void) {
          * this process forks looks again. Else the first call of a hook
          * looks at the generation. */
         if (map_state() == 0)
-                __atomic_store_n(&heap_quiet_generation, 1u, __ATOMIC_RELEASE);
+                __atomic_store_n(&heap_gate.quiet, 1u, __ATOMIC_RELEASE);
 }
 
 static void *map_anon(size_t n) {
@@ -116,7 +121,7 @@ static void session_free(struct heap_session *s) {
         if (s->ring_mem)
                 munmap(s->ring_mem, s->ring_size);
         if (s->set_mem) {
-                heap_addrset_unfilter(&s->set, &heap_filter);
+                heap_addrset_unfilter(&s->set, &heap_gate.filter);
                 munmap(s->set_mem, s->set_size);
         }
         if (s->sock >= 0)
@@ -188,7 +193,8 @@ static struct heap_session *join(uint32_t generation) {
                 goto fail;
         *s = (struct heap_session) { .sock = sock, .interval = reply.interval, .stack_bytes = reply.stack_bytes,
                                      .block = reply.block_client != 0, .block_timeout_us = reply.block_timeout_us,
-                                     .ring_size = (size_t) st.st_size, .set_size = heap_addrset_bytes(SET_SLOTS) };
+                                     .ring_size = (size_t) st.st_size,
+                                     .set_size = heap_addrset_bytes(set_slots(reply.interval)) };
         s->ring_mem = mmap(NULL, s->ring_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         if (s->ring_mem == MAP_FAILED) {
                 s->ring_mem = NULL;
@@ -196,7 +202,7 @@ static struct heap_session *join(uint32_t generation) {
         }
         if (heap_ring_attach(s->ring_mem, s->ring_size, &s->ring) < 0 || !(s->set_mem = map_anon(s->set_size)))
                 goto fail;
-        heap_addrset_init(&s->set, s->set_mem, SET_SLOTS);
+        heap_addrset_init(&s->set, s->set_mem, set_slots(reply.interval));
         s->id = ++next_id;
         close(fd);
         return s;
@@ -227,7 +233,7 @@ static bool still_targeted(struct heap_session *s, uint32_t generation) {
 }
 
 void heap_session_refresh_slow(void) {
-        const struct heap_state *st = __atomic_load_n(&heap_state_page, __ATOMIC_ACQUIRE);
+        const struct heap_state *st = __atomic_load_n(&heap_gate.page, __ATOMIC_ACQUIRE);
         uint32_t g = __atomic_load_n(&st->generation, __ATOMIC_ACQUIRE);
         if (g == __atomic_load_n(&heap_seen_generation, __ATOMIC_ACQUIRE))
                 return;
@@ -238,8 +244,11 @@ void heap_session_refresh_slow(void) {
                 bool valid = __atomic_load_n(&st->magic, __ATOMIC_ACQUIRE) == HEAP_WIRE_MAGIC &&
                              st->version == HEAP_WIRE_VERSION;
                 struct heap_session *cur = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+                /* No thread skips the slow path until this is settled. */
+                __atomic_store_n(&heap_gate.active, 1u, __ATOMIC_SEQ_CST);
                 if (cur && valid && heap_seen_generation != UINT32_MAX && still_targeted(cur, g)) {
                         __atomic_store_n(&heap_seen_generation, g, __ATOMIC_RELEASE);
+                        __atomic_store_n(&heap_gate.active, g, __ATOMIC_RELEASE);
                         pthread_mutex_unlock(&join_lock);
                         return;
                 }
@@ -251,7 +260,8 @@ void heap_session_refresh_slow(void) {
                         __atomic_store_n(&current_id, s->id, __ATOMIC_RELEASE);
                 }
                 __atomic_store_n(&heap_seen_generation, g, __ATOMIC_RELEASE);
-                __atomic_store_n(&heap_quiet_generation, s ? 1u : g, __ATOMIC_RELEASE);
+                __atomic_store_n(&heap_gate.quiet, s ? 1u : g, __ATOMIC_RELEASE);
+                __atomic_store_n(&heap_gate.active, s ? g : 1u, __ATOMIC_RELEASE);
         }
         pthread_mutex_unlock(&join_lock);
 }
@@ -291,20 +301,25 @@ void heap_session_dropped(struct heap_session *s) {
         struct pollfd p = { .fd = s->sock, .events = POLLIN };
         if (poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLERR | POLLIN))) {
                 /* The plugin is gone (or says the session ended): leave
-                 * at the next call, whichever thread makes it. */
+                 * at the next call, whichever thread makes it (none
+                 * skips the slow path from now). */
                 __atomic_store_n(&heap_seen_generation, UINT32_MAX, __ATOMIC_RELEASE);
+                __atomic_store_n(&heap_gate.active, 1u, __ATOMIC_RELEASE);
         }
 }
 
 void heap_session_fork_prepare(void) {
         pthread_mutex_lock(&join_lock);
+        heap_addrfilter_lock(&heap_gate.filter);
 }
 
 void heap_session_fork_parent(void) {
+        heap_addrfilter_unlock(&heap_gate.filter);
         pthread_mutex_unlock(&join_lock);
 }
 
 void heap_session_forked_child(void) {
+        heap_addrfilter_unlock(&heap_gate.filter);
         /* One thread now: nothing else uses the session. Its mappings are
          * the parent's ring; the child asks for its own. */
         struct heap_session *s = current;
@@ -314,7 +329,8 @@ void heap_session_forked_child(void) {
         if (s)
                 session_free(s);
         heap_seen_generation = UINT32_MAX;
+        heap_gate.active = 1;
         pthread_mutex_init(&join_lock, NULL);
-        if (heap_state_page != &no_state || map_state() == 0)
-                heap_quiet_generation = 1;
+        if (heap_gate.page != &no_state || map_state() == 0)
+                heap_gate.quiet = 1;
 }

@@ -30,11 +30,27 @@ struct heap_session {
         uint32_t drops_seen; /* drops since the plugin's liveness was last checked */
 };
 
-/* The generation the hooks compare with on their fast path: the state
- * page's when the process is settled and in no session; an odd value
- * (generations are even) while a session runs or a look is due. */
-extern uint32_t heap_quiet_generation;
-extern const struct heap_state *heap_state_page;
+/* What the hooks read on every call, in one page (a malloc-heavy
+ * program's own memory keeps the TLB busy: each page more a hook touches
+ * cost it a miss on many calls). Changed only when the process joins or
+ * leaves a session, and the filter's bits as sampled allocations come
+ * and go. */
+struct heap_gate {
+        /* The state page, or a page of zeros while there is none. */
+        const struct heap_state *page;
+        /* The page's generation when the process is settled and in no
+         * session; an odd value (generations are even) while a session
+         * runs or a look is due. */
+        uint32_t quiet;
+        /* The page's generation when the process is settled in a session
+         * (a thread whose sampler was set up at it may skip the slow path
+         * while its sampler says no); an odd value otherwise. */
+        uint32_t active;
+        /* The sampled addresses of every session of the process
+         * (heap-addrset.h): its bits follow in this page. */
+        struct heap_addrfilter filter;
+} __attribute__((aligned(4096)));
+extern struct heap_gate heap_gate;
 
 /* Maps the state page (or a page of zeros when there is none yet: the
  * library then looks again now and then). Called once, at load. */
@@ -45,15 +61,13 @@ void heap_session_refresh_slow(void);
 /* The slow path's first step: joins or leaves as the generation says
  * (a load and a compare while it is the one acted on). */
 static inline void heap_session_refresh(void) {
-        const struct heap_state *st = __atomic_load_n(&heap_state_page, __ATOMIC_ACQUIRE);
+        const struct heap_state *st = __atomic_load_n(&heap_gate.page, __ATOMIC_ACQUIRE);
         if (__builtin_expect(__atomic_load_n(&st->generation, __ATOMIC_ACQUIRE) ==
                                      __atomic_load_n(&heap_seen_generation, __ATOMIC_ACQUIRE),
                              1))
                 return;
         heap_session_refresh_slow();
 }
-/* The sampled addresses of every session of the process (heap-addrset.h). */
-extern struct heap_addrfilter heap_filter;
 /* The current session's id and sampling interval, without holding it:
  * false when there is none. */
 bool heap_session_peek(uint64_t *ret_id, uint64_t *ret_interval);

@@ -257,6 +257,11 @@ Test(heap_addrfilter, never_misses_a_live_address) {
                 heap_addrfilter_del(&f, a[i]);
         for (size_t b = 0; b < HEAP_ADDRFILTER_BUCKETS; b++)
                 cr_assert_eq(f.count[b], 0, "bucket %zu empties", b);
+        /* The frees read the bits: an emptied bucket's bit is clear. */
+        for (size_t w = 0; w < HEAP_ADDRFILTER_BUCKETS / 64; w++)
+                cr_assert_eq(f.bits[w], 0, "word %zu of the bits clears", w);
+        for (uint64_t i = 0; i < N; i++)
+                cr_assert_not(heap_addrfilter_maybe(&f, a[i]), "gone %#llx", (unsigned long long) a[i]);
         /* 300 adds to one bucket: it saturates and stays. */
         for (int i = 0; i < 300; i++)
                 heap_addrfilter_add(&f, 0x1000);
@@ -282,4 +287,49 @@ Test(heap_addrfilter, a_freed_set_leaves_the_filter) {
         for (size_t b = 0; b < HEAP_ADDRFILTER_BUCKETS; b++)
                 cr_assert_eq(f.count[b], 0, "bucket %zu", b);
         free(mem);
+}
+
+/* Threads adding and removing addresses of one bucket at once: an address
+ * between its add and its del is always seen, whatever the others do (a
+ * clear of the bit racing with another thread's add would lose it). */
+struct filter_race {
+        struct heap_addrfilter *f;
+        uint64_t addr;
+        long misses;
+};
+
+static void *filter_racer(void *arg) {
+        struct filter_race *r = arg;
+        for (int i = 0; i < 2000000; i++) {
+                heap_addrfilter_add(r->f, r->addr);
+                if (!heap_addrfilter_maybe(r->f, r->addr))
+                        r->misses++;
+                heap_addrfilter_del(r->f, r->addr);
+        }
+        return NULL;
+}
+
+Test(heap_addrfilter, adds_and_dels_racing_in_one_bucket) {
+        static struct heap_addrfilter f;
+        memset(&f, 0, sizeof(f));
+        enum { T = 4 };
+        struct filter_race r[T];
+        pthread_t t[T];
+        /* T addresses of one bucket. */
+        uint64_t a = 0x7f0000000000ull;
+        uint32_t want = heap_addrfilter_bucket(a);
+        for (int i = 0; i < T; a += 16) {
+                if (heap_addrfilter_bucket(a) != want)
+                        continue;
+                r[i] = (struct filter_race) { .f = &f, .addr = a };
+                i++;
+        }
+        for (int i = 0; i < T; i++)
+                cr_assert_eq(pthread_create(&t[i], NULL, filter_racer, &r[i]), 0);
+        for (int i = 0; i < T; i++) {
+                pthread_join(t[i], NULL);
+                cr_expect_eq(r[i].misses, 0, "thread %d missed its live address %ld times", i, r[i].misses);
+        }
+        cr_assert_eq(f.count[want], 0);
+        cr_assert_not(heap_addrfilter_maybe(&f, r[0].addr), "the bucket's bit clears at the end");
 }
