@@ -223,6 +223,33 @@ result() {
         printf '%-56s %-4s %s\n' "$1" "$2" "$3"
 }
 
+# start_ours NAME DIR [VAR=VALUE...]: our traced with its plugins on DIR's
+# sockets, the variables in its environment; once it listens, a second
+# for its plugins to register. False (the pairing failed) when it does
+# not listen.
+start_ours() {
+        local name=$1 d=$2
+        shift 2
+        start "$d" traced "$@" "$OURS_TRACED" --producer-socket="$d/p" --consumer-socket="$d/c" \
+                --plugin-dir="$OURS_PLUGINS" --plugin-host="$OURS_HOST" --log-target=stderr --log-level=info
+        if ! wait_socket "$d/c"; then
+                result "$name" FAIL "our traced: no consumer socket"
+                stop_all
+                return 1
+        fi
+        sleep 1
+}
+
+# verdict NAME WHY PASS_DETAIL: FAIL with WHY (reasons each led by "; ")
+# when there is any, else PASS with PASS_DETAIL.
+verdict() {
+        if [ -n "$2" ]; then
+                result "$1" FAIL "${2#; }"
+        else
+                result "$1" PASS "$3"
+        fi
+}
+
 # needs NAME BINARY...: prints what is missing; false if anything is.
 MISSING=""
 needs() {
@@ -669,6 +696,206 @@ pair_ours_to_trace_processor() {
                 return
         fi
         result "$name" PASS "$(tp_num "$d/trace" "select count(*) from sched_slice") sched slices, $(tp_num "$d/trace" "select count(*) from counter") counter values"
+}
+
+# Upstream's perfetto CLI with a native heap profile config (upstream's
+# fields only: android.heapprofd, heapprofd_config by pid, and
+# linux.process_stats for the names) against our traced and heap plugin,
+# profiling tests/heap/heap-workload under
+# libtraced-heap.so: trace_processor must read the dump into
+# heap_profile_allocation, with the workload's callsites named and their
+# bytes within 10 % of what it allocated (small_kept 12 800 000 B,
+# medium_half 16 000 000 B), the process named, and no error stats (a
+# repeated ProfilePacket index counts as heapprofd_missing_packet).
+HEAP_LIB="$TOP_BUILDDIR/.libs/libtraced-heap.so"
+HEAP_WORKLOAD="$TOP_BUILDDIR/tests/heap/heap-workload"
+# heap_site_bytes TRACE FUNCTION: the bytes allocated at the callsites
+# whose leaf is FUNCTION (the library's own frames are off the stacks).
+heap_site_bytes() {
+        tp_num "$1" "select cast(sum(a.size) as int) from heap_profile_allocation a
+                     join stack_profile_callsite c on a.callsite_id = c.id
+                     join stack_profile_frame f on c.frame_id = f.id
+                     where a.size > 0 and f.name = '$2'"
+}
+pair_heap_cli_to_trace_processor() {
+        local name="upstream perfetto heapprofd config -> our heap plugin"
+        selected "$name" || return 0
+        needs perfetto trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_HOST" "ours:$OURS_PLUGINS/heap.so" \
+                "ours:$OURS_PLUGINS/ftrace.so" "ours:$HEAP_LIB" "ours:$HEAP_WORKLOAD" || { skip_missing "$name"; return; }
+        local d h wl cli st
+        d=$(pairing_dir)
+        chmod 0711 "$d"
+        # The plugin's state page and socket, in a directory of the
+        # pairing's own owned by the plugin hosts' user (as tmpfiles.d
+        # makes /run/traced-heap).
+        h="$d/heap"
+        mkdir -m 0755 "$h"
+        echo "traced-heap state page" >"$h/state"
+        if getent passwd traced-plugin >/dev/null; then chown -R traced-plugin: "$h"; fi
+        start_ours "$name" "$d" TRACED_HEAP_DIR="$h" || return
+        start "$d" workload LD_PRELOAD="$HEAP_LIB" TRACED_HEAP_DIR="$h" "$HEAP_WORKLOAD" callsites "$d/done"
+        wl=$LAUNCHED
+        sleep 1
+        printf '%s\n' 'buffers { size_kb: 65536 }' \
+                'data_sources { config { name: "android.heapprofd" heapprofd_config {' \
+                "  sampling_interval_bytes: 4096 pid: $wl shmem_size_bytes: 8388608 block_client: true } } }" \
+                'data_sources { config { name: "linux.process_stats" process_stats_config {' \
+                '  scan_all_processes_on_start: true } } }' \
+                'duration_ms: 8000' >"$d/cfg"
+        launch env PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+                >"$d/perfetto.log" 2>&1
+        cli=$LAUNCHED
+        if ! wait_log "$d/traced.log" "android.heapprofd instance .*: profiling" 15; then
+                result "$name" FAIL "the heap plugin did not start profiling: $(tail -n 3 "$d/traced.log" | tr '\n' ' ')"
+                stop_all
+                return
+        fi
+        # The workload joins at its next call, then allocates.
+        kill -USR1 "$wl"
+        for _ in $(seq 100); do
+                [ -e "$d/done" ] && break
+                sleep 0.1
+        done
+        finish "$cli"
+        st=$?
+        stop_all
+        if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
+                result "$name" FAIL "perfetto exited $st: $(tail -n 2 "$d/perfetto.log" | tr '\n' ' ')"
+                return
+        fi
+        local rows small medium pname bad why=""
+        rows=$(tp_num "$d/trace" "select count(*) from heap_profile_allocation")
+        small=$(heap_site_bytes "$d/trace" small_kept)
+        medium=$(heap_site_bytes "$d/trace" medium_half)
+        pname=$(tp "$d/trace" "select name from process where pid = $wl")
+        bad=$(bad_stats "$d/trace" "")
+        [ "$rows" -gt 0 ] || why="$why; no heap_profile_allocation rows"
+        { [ "$small" -ge 11520000 ] && [ "$small" -le 14080000 ]; } ||
+                why="$why; small_kept: $small bytes (12800000 allocated)"
+        { [ "$medium" -ge 14400000 ] && [ "$medium" -le 17600000 ]; } ||
+                why="$why; medium_half: $medium bytes (16000000 allocated)"
+        [[ $pname == *heap-workload* ]] || why="$why; process $wl named '$pname'"
+        [ -z "$bad" ] || why="$why; stats with severity error/data_loss: $bad"
+        verdict "$name" "${why:+; trace_processor: ${why#; }}" \
+                "$rows allocation rows; small_kept $small B, medium_half $medium B"
+}
+
+# Our tracectl record --rotate (traced_rotation, our own TraceConfig
+# fields) with sched, process_stats and numbered counter markers: every
+# file must open alone in trace_processor (its trace config, the system's
+# name, named processes and threads, no error stats), and each numbered
+# marker must be in exactly one of them.
+pair_rotation_to_trace_processor() {
+        local name="our rotated files -> trace_processor, each alone"
+        selected "$name" || return 0
+        needs trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_HOST" "ours:$OURS_PLUGINS/ftrace.so" \
+                "ours:$OURS_TRACECTL" || { skip_missing "$name"; return; }
+        local d cli st n=3000 i
+        d=$(pairing_dir)
+        chmod 0711 "$d"
+        mkdir "$d/out"
+        chgrp "$(id -gn traced 2>/dev/null || id -gn nobody)" "$d/out"
+        chmod 2770 "$d/out"
+        start_ours "$name" "$d" || return
+        ftrace_config "" | sed 's/duration_ms: 3000/duration_ms: 600000/' >"$d/cfg"
+        launch timeout 120 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt --rotate 64kb -o "$d/out/" \
+                --no-summary >"$d/tracectl.log" 2>&1
+        cli=$LAUNCHED
+        sleep 2
+        # Numbered markers over some seconds, with tasks between them: the
+        # cuts fall among them.
+        for i in $(seq "$n"); do
+                echo "C|$$|traced_interop_seq|$i" >"$TRACEFS/trace_marker"
+                if [ $((i % 150)) -eq 0 ]; then
+                        sh -c 'true' </dev/null
+                        sleep 0.3
+                fi
+        done
+        sleep 1
+        kill -INT "$cli" 2>/dev/null
+        finish "$cli"
+        st=$?
+        stop_all
+        local files=("$d"/out/*.pftrace)
+        if [ "$st" != 0 ] || [ ! -s "${files[0]}" ]; then
+                result "$name" FAIL "tracectl exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                return
+        fi
+        if [ "${#files[@]}" -lt 3 ]; then
+                result "$name" FAIL "only ${#files[@]} file(s) written: no cut to check"
+                return
+        fi
+        local f v procs threads cfg sys bad why="" seen="$d/seen"
+        : >"$seen"
+        for f in "${files[@]}"; do
+                v=${f##*/}
+                procs=$(tp_num "$f" "select count(*) from process where pid > 1 and name is not null")
+                threads=$(tp_num "$f" "select count(*) from thread where name is not null and tid != 0")
+                cfg=$(tp_num "$f" "select count(*) from metadata where name = 'trace_config_pbtxt'")
+                sys=$(tp "$f" "select str_value from metadata where name = 'system_name'")
+                bad=$(bad_stats "$f" "mismatched_sched_switch_tids")
+                [ "$procs" -gt 1 ] || why="$why; $v: $procs named processes"
+                [ "$threads" -gt 1 ] || why="$why; $v: $threads named threads"
+                [ "$cfg" -gt 0 ] || why="$why; $v: no trace config"
+                [ -n "$sys" ] || why="$why; $v: no system name"
+                [ -z "$bad" ] || why="$why; $v: stats with severity error/data_loss: $bad"
+                tp "$f" "select group_concat(cast(c.value as int), ' ') from counter c
+                         join counter_track t on c.track_id = t.id where t.name = 'traced_interop_seq'" |
+                        tr ' ' '\n' | grep -E '^[0-9]+$' >>"$seen" || true
+        done
+        local total distinct missing doubled
+        total=$(wc -l <"$seen")
+        distinct=$(sort -n -u "$seen" | awk -v n="$n" '$1 >= 1 && $1 <= n' | wc -l)
+        doubled=$((total - $(sort -n -u "$seen" | wc -l)))
+        missing=$((n - distinct))
+        [ "$missing" -eq 0 ] || why="$why; $missing of $n numbered markers in no file"
+        [ "$doubled" -eq 0 ] || why="$why; $doubled markers in two files"
+        verdict "$name" "${why:+; trace_processor: ${why#; }}" \
+                "${#files[@]} files, each opened alone; $n markers, each in one file"
+}
+
+# Two snapshots (`tracectl snapshot`: flush and clone underneath) of one
+# running ring-buffer session of ours, activity between them: each must
+# open alone in trace_processor (named processes and threads, sched
+# slices, no error stats), and the session must go on after them.
+pair_snapshots_to_trace_processor() {
+        local name="our snapshots of a running session -> trace_processor"
+        selected "$name" || return 0
+        needs trace_processor_shell "ours:$OURS_TRACED" "ours:$OURS_HOST" "ours:$OURS_PLUGINS/ftrace.so" \
+                "ours:$OURS_TRACECTL" || { skip_missing "$name"; return; }
+        local d st k why=""
+        d=$(pairing_dir)
+        chmod 0711 "$d"
+        start_ours "$name" "$d" || return
+        { ftrace_config "" | sed 's/duration_ms: 3000/duration_ms: 600000/'
+          echo 'unique_session_name: "interop_snapshots"'; } >"$d/cfg"
+        run_fg timeout 60 "$OURS_TRACECTL" --socket "$d/c" record -c "$d/cfg" --txt --detach interop_snapshots \
+                -o "$d/session.pftrace" >"$d/tracectl.log" 2>&1
+        st=$?
+        if [ "$st" != 0 ]; then
+                result "$name" FAIL "tracectl record --detach exited $st: $(tail -n 2 "$d/tracectl.log" | tr '\n' ' ')"
+                stop_all
+                return
+        fi
+        for k in 1 2; do
+                make_activity "$TRACEFS/trace_marker"
+                run_fg timeout 60 "$OURS_TRACECTL" --socket "$d/c" snapshot interop_snapshots -o "$d/snap$k.pftrace" \
+                        >>"$d/tracectl.log" 2>&1
+                st=$?
+                [ "$st" = 0 ] && [ -s "$d/snap$k.pftrace" ] ||
+                        why="$why; snapshot $k: tracectl exited $st: $(tail -n 1 "$d/tracectl.log")"
+        done
+        run_fg timeout 60 "$OURS_TRACECTL" --socket "$d/c" stop interop_snapshots >>"$d/tracectl.log" 2>&1 ||
+                why="$why; the session did not stop after the snapshots: $(tail -n 1 "$d/tracectl.log")"
+        stop_all
+        for k in 1 2; do
+                [ -s "$d/snap$k.pftrace" ] || continue
+                check_system_trace "$d/snap$k.pftrace" "our snapshot $k" "mismatched_sched_switch_tids" ||
+                        why="$why; snapshot $k: $WHY"
+        done
+        [ -s "$d/session.pftrace" ] || why="$why; the session's own file is empty"
+        verdict "$name" "$why" "2 snapshots, each opened alone: $(tp_num "$d/snap1.pftrace" \
+                "select count(*) from sched_slice") and $(tp_num "$d/snap2.pftrace" "select count(*) from sched_slice") sched slices"
 }
 
 # Upstream traced_perf under our traced: perf samples with callstacks. At
@@ -1517,6 +1744,9 @@ pair_ours_to_trace_processor
 pair_perf_to_ours
 pair_perf_plugin_to_trace_processor
 pair_sysstats_to_trace_processor
+pair_heap_cli_to_trace_processor
+pair_rotation_to_trace_processor
+pair_snapshots_to_trace_processor
 pair_cli_system_sources
 pair_sdk_examples_tracectl
 pair_relay_to_ours 1
