@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -315,4 +317,75 @@ Test(output_writer, a_freed_writers_memory_is_the_next_ones) {
         close(fd2);
         unlink(path1);
         unlink(path2);
+}
+
+/* What a finishing writer's thread calls at the end: it sees the whole file
+ * (its size then), and runs off the caller's thread. */
+struct finish_probe {
+        pthread_t caller;
+        off_t size;
+        bool other_thread;
+        int calls;
+        int result;
+};
+
+static int finish_probe_done(int fd, void *userdata) {
+        struct finish_probe *p = userdata;
+        struct stat st;
+        p->calls++;
+        p->other_thread = !pthread_equal(pthread_self(), p->caller);
+        p->size = fstat(fd, &st) == 0 ? st.st_size : -1;
+        return p->result;
+}
+
+/* finish: the unaligned end goes out too, done() runs once on the writer's
+ * thread after the last byte is in the file, the event fd wakes the caller,
+ * and done()'s result is the writer's. */
+Test(output_writer, finish_ends_the_file_on_the_thread) {
+        char path[64];
+        int fd = temp_file(path, sizeof(path));
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(fd, &w), 0);
+        size_t at = 0, n = 5u * 1024u * 1024u + 4321u;
+        put(w, &at, n);
+        struct finish_probe probe = { .caller = pthread_self(), .result = -EXDEV };
+        output_writer_finish(w, finish_probe_done, &probe);
+        int r = 0;
+        bool finished = false;
+        for (int i = 0; i < 2000 && !finished; i++) {
+                struct pollfd p = { .fd = output_writer_event_fd(w), .events = POLLIN };
+                (void) poll(&p, 1, 10);
+                (void) output_writer_ack(w);
+                finished = output_writer_finished(w, &r);
+        }
+        cr_assert(finished, "the writer never said it was finished");
+        cr_assert_eq(r, -EXDEV, "done()'s result is not the writer's: %d", r);
+        cr_assert_eq(output_writer_wait_finished(w), -EXDEV);
+        cr_assert_eq(probe.calls, 1);
+        cr_assert(probe.other_thread, "done() ran on the caller's thread");
+        cr_assert_eq((size_t) probe.size, n, "done() saw %lld bytes of %zu", (long long) probe.size, n);
+        output_writer_free(w);
+        check_file(fd, 0, n);
+        close(fd);
+        unlink(path);
+}
+
+/* A writer whose writes failed does not call done(), and says the error. */
+Test(output_writer, finish_after_a_failed_write_skips_done) {
+        char path[64];
+        int fd = temp_file(path, sizeof(path));
+        int ro = open(path, O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(ro, 0);
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(ro, &w), 0);
+        size_t at = 0;
+        put(w, &at, 70000);
+        struct finish_probe probe = { .caller = pthread_self() };
+        output_writer_finish(w, finish_probe_done, &probe);
+        cr_assert_eq(output_writer_wait_finished(w), -EBADF);
+        cr_assert_eq(probe.calls, 0, "done() ran after a failed write");
+        output_writer_free(w);
+        close(ro);
+        close(fd);
+        unlink(path);
 }

@@ -56,6 +56,12 @@ struct output_writer {
         size_t queued_bytes;
         int error;
         bool stop;
+        /* output_writer_finish: called by the thread at the end; finished
+         * once it returned (or was skipped), with its result. */
+        int (*done)(int fd, void *userdata);
+        void *done_userdata;
+        bool finished;
+        int done_result;
 
         /* Loop only: the block being filled, once known to be free (-1:
          * not looked up yet), so that filling takes no lock; how many of
@@ -193,7 +199,19 @@ static void *thread_main(void *userdata) {
                 pthread_cond_signal(&w->freed);
                 (void) eventfd_write(w->event_fd, 1);
         }
+        int (*done)(int, void *) = w->done;
+        bool failed = w->error < 0;
         pthread_mutex_unlock(&w->lock);
+
+        if (done) {
+                int r = failed ? 0 : done(w->fd, w->done_userdata);
+                pthread_mutex_lock(&w->lock);
+                w->done_result = r;
+                w->finished = true;
+                pthread_cond_broadcast(&w->freed);
+                pthread_mutex_unlock(&w->lock);
+                (void) eventfd_write(w->event_fd, 1);
+        }
         return NULL;
 }
 
@@ -462,6 +480,35 @@ int output_writer_wait_idle(struct output_writer *w) {
         while (w->n_queued > 0 && w->error == 0)
                 pthread_cond_wait(&w->freed, &w->lock);
         int r = w->error;
+        pthread_mutex_unlock(&w->lock);
+        return r;
+}
+
+void output_writer_finish(struct output_writer *w, int (*done)(int fd, void *userdata), void *userdata) {
+        output_writer_submit(w, true);
+        pthread_mutex_lock(&w->lock);
+        w->done = done;
+        w->done_userdata = userdata;
+        w->stop = true;
+        pthread_cond_signal(&w->cond);
+        pthread_mutex_unlock(&w->lock);
+}
+
+bool output_writer_finished(struct output_writer *w, int *ret) {
+        pthread_mutex_lock(&w->lock);
+        bool f = w->finished;
+        int r = w->error < 0 ? w->error : w->done_result;
+        pthread_mutex_unlock(&w->lock);
+        if (f && ret)
+                *ret = r;
+        return f;
+}
+
+int output_writer_wait_finished(struct output_writer *w) {
+        pthread_mutex_lock(&w->lock);
+        while (!w->finished)
+                pthread_cond_wait(&w->freed, &w->lock);
+        int r = w->error < 0 ? w->error : w->done_result;
         pthread_mutex_unlock(&w->lock);
         return r;
 }

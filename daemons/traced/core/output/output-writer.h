@@ -71,6 +71,19 @@ int output_writer_wait_space_for(struct output_writer *w, uint64_t usec);
 /* Blocks until every submitted block is written. 0, or the write error. */
 int output_writer_wait_idle(struct output_writer *w);
 
+/* Ends the file without the loop waiting for it: what was put is
+ * submitted as the trace's end, and once the thread has written it, the
+ * thread calls done(fd, userdata) (what makes the file whole: fsync,
+ * rename) and stops. Its event fd is readable then, and
+ * output_writer_finished says so. Nothing may be put afterwards. A write
+ * that failed skips done(). */
+void output_writer_finish(struct output_writer *w, int (*done)(int fd, void *userdata), void *userdata);
+/* Whether the thread of a finishing writer is through; *ret: the first
+ * write error, else what done() returned. */
+bool output_writer_finished(struct output_writer *w, int *ret);
+/* Blocks until it is; the same result. */
+int output_writer_wait_finished(struct output_writer *w);
+
 /* Bytes put but not yet in the file (submitted or not). */
 size_t output_writer_pending(const struct output_writer *w);
 /* The first write error (-errno), 0 if none. */

@@ -267,15 +267,16 @@ typedef int (*session_put_fn)(struct session *s, const uint8_t *p, size_t n);
 int session_put_packet(struct session *s, session_put_fn put, const uint8_t *hdr, size_t hn,
                        const struct iovec *iov, size_t n_iov);
 /* Rotation: writes what the buffers hold for the file being written (the
- * rotation routes the rest to the next file), then the file's tail, and
- * waits until all of it is in the file. 0 or -errno. */
+ * rotation routes the rest to the next file), then the file's tail, into
+ * its writer (waiting only while all of the writer's blocks are full); the
+ * caller ends the file (output_writer_finish). 0 or -errno. */
 int session_output_cut(struct session *s);
 /* Rotation: the session writes into fd (taken) through w (taken) from
  * now on, over (taken, len of cap bytes) waiting for w first, with
- * bytes written so far; the old file's writer is freed (its fd is the
- * caller's to close... closed here). */
+ * bytes written so far; the old file's fd and writer become the
+ * caller's. */
 void session_output_swap(struct session *s, int fd, struct output_writer *w, uint8_t *over, size_t len, size_t cap,
-                         uint64_t bytes);
+                         uint64_t bytes, int *ret_old_fd, struct output_writer **ret_old_writer);
 /* session.c: the finalizing session's output drained or failed. */
 void session_output_finished(struct session *s);
 uint32_t session_sequence_id(struct session *s, uint16_t producer_id, uint16_t writer_id, bool *ret_first);

@@ -493,22 +493,17 @@ int session_output_cut(struct session *s) {
                         r = output_writer_wait_space(s->out_writer);
                 }
         }
-        if (r >= 0) {
-                output_writer_submit(s->out_writer, true);
-                r = output_writer_wait_idle(s->out_writer);
-        }
         if (r < 0)
                 return output_fail(s, r);
         return 0;
 }
 
 void session_output_swap(struct session *s, int fd, struct output_writer *w, uint8_t *over, size_t len, size_t cap,
-                         uint64_t bytes) {
+                         uint64_t bytes, int *ret_old_fd, struct output_writer **ret_old_writer) {
         s->out_io = sd_event_source_disable_unref(s->out_io);
         s->out_stall = sd_event_source_disable_unref(s->out_stall);
-        output_region_free(s->out_spare);
-        s->out_spare = output_writer_free_keep(s->out_writer);
-        safe_close(s->file_fd);
+        *ret_old_fd = s->file_fd;
+        *ret_old_writer = s->out_writer;
         free(s->out_buf);
         s->file_fd = fd;
         s->out_writer = w;

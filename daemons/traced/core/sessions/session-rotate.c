@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -373,16 +374,131 @@ static int close_file(struct session *s, int fd, uint64_t index) {
         return r;
 }
 
+/* As close_file, for a file whose writing failed (err < 0): it is cut
+ * after its last whole packet first, and removed if nothing of it is left.
+ * 1 closed, 0 removed, or -errno. */
+static int close_file_after(struct session *s, int fd, uint64_t index, int err) {
+        if (err < 0) {
+                struct stat st;
+                int r = output_dir_trim(fd);
+                if (r < 0)
+                        log_warning("Session %" PRIu64 ": cannot cut trace file %" PRIu64
+                                    " after its last whole packet: %s",
+                                    s->id, index, strerror(-r));
+                else if (fstat(fd, &st) == 0 && st.st_size == 0) {
+                        /* Nothing of it reached the disk. */
+                        output_dir_remove_part(s->rot->dir_fd, s->rot->prefix, index);
+                        return 0;
+                }
+        }
+        int r = close_file(s, fd, index);
+        return r < 0 ? r : 1;
+}
+
+/* A file cut from the session: its writer's thread writes what is left of
+ * it, then fsyncs and renames it (close_done), so that the loop never waits
+ * for the disk at a cut; the loop hears of it on the writer's event fd. */
+struct rotate_closing {
+        struct rotate_closing *next;
+        struct session *s;
+        struct output_writer *w;
+        int fd;
+        uint64_t index;
+        sd_event_source *src;
+};
+
+/* On the writer's thread: rot's directory and prefix stay as they are
+ * until every closing has been waited for (session_rotate_free). */
+static int close_done(int fd, void *userdata) {
+        struct rotate_closing *c = userdata;
+        struct session_rotation *rot = c->s->rot;
+        return output_dir_close(rot->dir_fd, fd, rot->prefix, c->index);
+}
+
+/* The closing is over (r: how it went): its writer's memory goes to the
+ * next cut, and the file counts. A file that could not be made whole stops
+ * a running session, as any failed write does (unless act is false: the
+ * session is being freed). */
+static void closing_end(struct rotate_closing *c, int r, bool act) {
+        struct session *s = c->s;
+        struct session_rotation *rot = s->rot;
+        for (struct rotate_closing **p = &rot->closing; *p; p = &(*p)->next)
+                if (*p == c) {
+                        *p = c->next;
+                        break;
+                }
+        c->src = sd_event_source_disable_unref(c->src);
+        struct output_region *region = output_writer_free_keep(c->w);
+        if (!s->out_spare && s->state == SESSION_STARTED)
+                s->out_spare = region;
+        else
+                output_region_free(region);
+        if (r < 0) {
+                log_error("Session %" PRIu64 ": cannot complete trace file %" PRIu64 ": %s", s->id, c->index,
+                          strerror(-r));
+                /* Whole up to where the writing failed, here and now. */
+                (void) close_file_after(s, c->fd, c->index, r);
+                safe_close(c->fd);
+                if (act && (r == -ENOSPC || r == -EDQUOT))
+                        disk_full(s, strerror(-r));
+                else if (act && s->state == SESSION_STARTED)
+                        session_disable(s, output_error_message(r));
+        } else {
+                safe_close(c->fd);
+                rot->files_closed++;
+                if (act) {
+                        prune(s);
+                        prune_trace_dir(s);
+                }
+        }
+        free(c);
+}
+
+static int on_closing_io(sd_event_source *src, int fd, uint32_t revents, void *userdata) {
+        struct rotate_closing *c = userdata;
+        int r;
+        (void) output_writer_ack(c->w);
+        if (output_writer_finished(c->w, &r))
+                closing_end(c, r, true);
+        return 0;
+}
+
+/* Every file still closing is whole (or failed) before this returns. */
+static void closings_wait(struct session *s, bool act) {
+        while (s->rot->closing) {
+                struct rotate_closing *c = s->rot->closing;
+                closing_end(c, output_writer_wait_finished(c->w), act);
+        }
+}
+
+/* The session's old file (fd and writer, taken) is ended off the loop. */
+static void closing_start(struct session *s, struct rotate_closing *c, int fd, struct output_writer *w,
+                          uint64_t index) {
+        struct session_rotation *rot = s->rot;
+        *c = (struct rotate_closing) { .s = s, .w = w, .fd = fd, .index = index };
+        struct rotate_closing **tail = &rot->closing;
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = c;
+        output_writer_finish(w, close_done, c);
+        if (sd_event_add_io(s->svc->event, &c->src, output_writer_event_fd(w), EPOLLIN, on_closing_io, c) < 0) {
+                /* Without a wakeup: it is waited for here. */
+                log_debug("Session %" PRIu64 ": trace file %" PRIu64 " is closed without the loop going on.", s->id,
+                          index);
+                closing_end(c, output_writer_wait_finished(w), true);
+        }
+}
+
 void session_rotate_finish(struct session *s) {
         struct session_rotation *rot = s->rot;
         if (!rot || !rot->cutting)
                 return;
         rot->begin_defer = sd_event_source_disable_unref(rot->begin_defer);
         /* What is left for the old file, then its end. */
-        int r = session_output_cut(s);
-        if (r >= 0)
-                r = close_file(s, s->file_fd, rot->index);
+        struct rotate_closing *c = calloc(1, sizeof(*c));
+        int r = c ? session_output_cut(s) : -ENOMEM;
         if (r < 0) {
+                free(c);
                 drop_next(rot);
                 if (r == -ENOSPC || r == -EDQUOT)
                         disk_full(s, strerror(-r));
@@ -390,9 +506,12 @@ void session_rotate_finish(struct session *s) {
                         session_disable(s, output_error_message(r));
                 return;
         }
-        /* The next file is the file from now on. */
+        /* The next file is the file from now on; the old one is made whole
+         * by its writer. */
+        int old_fd;
+        struct output_writer *old_writer;
         session_output_swap(s, rot->next_fd, rot->next_writer, rot->next_over, rot->next_len, rot->next_cap,
-                            rot->next_bytes);
+                            rot->next_bytes, &old_fd, &old_writer);
         rot->next_fd = -EBADF;
         rot->next_writer = NULL;
         rot->next_over = NULL;
@@ -402,8 +521,7 @@ void session_rotate_finish(struct session *s) {
         rot->index++;
         stats_snapshot(s);
         log_debug("Session %" PRIu64 ": trace file %" PRIu64 " started.", s->id, rot->index);
-        prune(s);
-        prune_trace_dir(s);
+        closing_start(s, c, old_fd, old_writer, rot->index - 1);
         if (s->state == SESSION_STARTED) {
                 arm_period(s);
                 (void) session_write_into_file(s);
@@ -412,23 +530,12 @@ void session_rotate_finish(struct session *s) {
 }
 
 void session_rotate_close_last(struct session *s, int err) {
-        if (!s->rot || s->file_fd < 0)
+        if (!s->rot)
                 return;
-        if (err < 0) {
-                struct stat st;
-                int r = output_dir_trim(s->file_fd);
-                if (r < 0)
-                        log_warning("Session %" PRIu64 ": cannot cut its last trace file after its last whole packet: "
-                                    "%s",
-                                    s->id, strerror(-r));
-                else if (fstat(s->file_fd, &st) == 0 && st.st_size == 0) {
-                        /* Nothing of it reached the disk. */
-                        output_dir_remove_part(s->rot->dir_fd, s->rot->prefix, s->rot->index);
-                        prune(s);
-                        return;
-                }
-        }
-        if (close_file(s, s->file_fd, s->rot->index) >= 0)
+        closings_wait(s, true);
+        if (s->file_fd < 0)
+                return;
+        if (close_file_after(s, s->file_fd, s->rot->index, err) > 0)
                 log_info("Session %" PRIu64 ": %" PRIu64 " trace file(s) written, the last %s-%06" PRIu64
                          OUTPUT_DIR_SUFFIX ".",
                          s->id, s->rot->files_closed, s->rot->prefix, s->rot->index);
@@ -442,6 +549,7 @@ void session_rotate_free(struct session *s) {
                 return;
         rot->period_timer = sd_event_source_disable_unref(rot->period_timer);
         rot->begin_defer = sd_event_source_disable_unref(rot->begin_defer);
+        closings_wait(s, false);
         drop_next(rot);
         safe_close(rot->dir_fd);
         free(rot->crossed);

@@ -17,8 +17,9 @@
  * belongs with the interned data of the old file, what it wrote after
  * with the new. Once the flush is over, everything written before the
  * clear has been committed: what is left for the old file is written,
- * its TraceStats (the counts of that file alone) closes it, and it is
- * fsync'd and renamed into place (session_rotate_finish). Sequences that
+ * its TraceStats (the counts of that file alone) closes it, and its
+ * writer's thread, once it has written the rest, fsyncs it and renames it
+ * into place while the loop goes on (session_rotate_finish). Sequences that
  * never clear (no incremental state) move over at that point. Each packet
  * goes into exactly one file.
  */
@@ -35,6 +36,7 @@
 
 struct session;
 struct output_writer;
+struct rotate_closing;
 
 struct session_rotation {
         int dir_fd;
@@ -47,6 +49,9 @@ struct session_rotation {
         sd_event_source *period_timer;
         sd_event_source *begin_defer;
         uint64_t files_closed;
+        /* Files cut from the session whose writers still write their end
+         * and make them whole, oldest first. */
+        struct rotate_closing *closing;
 
         /* During a cut: the next file, what its writer could not take yet
          * (next_over), and the sequences already going into it (a bit per
