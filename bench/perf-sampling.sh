@@ -20,6 +20,19 @@
 #            tracectl; perf record + perf report) per sample kept
 # and the ratio of traced's median us/smp to perf's.
 #
+# With PERFETTO_BIN_DIR naming a directory with upstream's traced,
+# traced_perf and perfetto, upstream is a third tool in the same rounds:
+#
+#   traced_perf: upstream traced + traced_perf, the same config as ours
+#           (tracectl record --perf HZ --dry-run prints it) given to a
+#           `perfetto` consumer, with ring_buffer_pages: 2048: its default
+#           ring (1 MiB a CPU, read every 100 ms) holds 16 of its 64 KiB
+#           stack copies, and at 999 Hz it lost 84 % of the samples to the
+#           kernel (ours sizes its ring, 4 MiB, and drains it when a
+#           quarter full); CPU of traced, traced_perf and perfetto
+#
+# with the ratio of traced's median us/smp to traced_perf's.
+#
 # CPython frames (WHAT=python): two python3.11 running
 # tests/data/pyframes-busy.py (one of them with a second thread), sampled
 # system-wide by linux.perf with DWARF stacks, with its Python frames (the
@@ -32,7 +45,10 @@
 # test program):
 #   ../bench/perf-sampling.sh [HZ...]          (default: 99 999)
 # Environment: DURATION (default 10), ROUNDS (default 3), WHAT (default
-# "peers": against perf; or "python"), PYTHON (default /usr/bin/python3.11).
+# "peers": against perf; or "python"), PYTHON (default /usr/bin/python3.11),
+# SHIM (default 1; 0: no exec shim), PRESTART (default 0; 1: the workload
+# runs from before the recording to after it), PERFETTO_BIN_DIR (upstream's
+# binaries).
 # Not part of make check.
 set -eu
 
@@ -55,22 +71,57 @@ trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-workload() { # the three processes, for $duration seconds; their pids in $work/pids
-        spawn timeout "$duration" "$src/tests/perf/exec-shim.sh" python3 -c 'while True: sum(range(1000))'
+# SHIM=0: the python3 processes are started directly. traced_perf keeps
+# the memory map it read of a process before its exec (the shim's): it
+# then unwinds none of that process's samples (invalid_map), which makes
+# its samples cheaper than they would be.
+shim="$src/tests/perf/exec-shim.sh"
+[ "${SHIM:-1}" = 1 ] || shim=
+
+# PRESTART=1: the workload starts (and execs) before the recording and
+# outlives it: what traced_perf needs to unwind it (see SHIM).
+extra=0
+[ "${PRESTART:-0}" = 0 ] || extra=3
+
+workload_start() { # the three processes, for $duration seconds; their pids in $work/pids
+        spawn timeout "$((duration + extra))" $shim python3 -c 'while True: sum(range(1000))'
         t1=$spawned_pid
-        spawn timeout "$duration" "$src/tests/perf/exec-shim.sh" python3 -c 'while True: sorted(range(500), key=lambda x: -x)'
+        spawn timeout "$((duration + extra))" $shim python3 -c 'while True: sorted(range(500), key=lambda x: -x)'
         t2=$spawned_pid
-        spawn "$chain" "$duration" >/dev/null
+        spawn "$chain" "$((duration + extra))" >/dev/null
         t3=$spawned_pid
         echo $t3 >"$work/pids"
         sleep 0.5
-        # timeout's child is the shim, which becomes python3 (same pid).
+        # timeout's child is the shim, which becomes python3 (same pid), or
+        # python3 itself.
         pgrep -P $t1 >>"$work/pids" || true
         pgrep -P $t2 >>"$work/pids" || true
+}
+
+workload_wait() {
         for t in $t1 $t2 $t3; do
                 spawn_wait "$t" || true
         done
 }
+
+# Around a tool's recording (spawned between the two): the workload.
+workload_before() {
+        [ "$extra" = 0 ] || workload_start
+}
+workload_during() {
+        [ "$extra" != 0 ] || { workload_start; workload_wait; }
+}
+workload_after() {
+        [ "$extra" = 0 ] || workload_wait
+}
+
+BIN=${PERFETTO_BIN_DIR:-}
+upstream=false
+if [ -n "$BIN" ] && [ -x "$BIN/traced" ] && [ -x "$BIN/traced_perf" ] && [ -x "$BIN/perfetto" ]; then
+        upstream=true
+elif [ -n "$BIN" ]; then
+        echo "PERFETTO_BIN_DIR names no upstream traced, traced_perf and perfetto: upstream is not measured" >&2
+fi
 
 cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
         tail -n 1 "$1" | awk '{ print $1 + $2 }'
@@ -79,35 +130,76 @@ cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
 run_traced() { # hz -> "kept uerr us"
         rm -f "$work/t.pftrace"
         traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
+        workload_before
         spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
                 "$build/tracectl" --socket "$work/c.sock" record -t "${duration}s" -b 256mb --no-process-stats \
                 --no-summary --perf "$1" -o "$work/t.pftrace" >/dev/null 2>&1
         cpid=$spawned_pid
-        workload
+        workload_during
         spawn_wait $cpid || true
+        workload_after
         # traced's children (the plugin host) are counted with it.
         pkill -TERM -P $tpid
         spawn_wait $tpid || true
-        "$build/tracectl" summary "$work/t.pftrace" >"$work/summary.txt"
+        cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time")" | awk '{ print $1 + $2 }')
+        sample_row "$1" "$work/t.pftrace" "$cpu"
+}
+
+# Samples kept and the workload's unwind errors, from tracectl summary of
+# a trace (ours or upstream's: the same PerfSample packets), with CPU
+# seconds -> "kept uerr us".
+sample_row() { # hz trace cpu
+        "$build/tracectl" summary "$2" >"$work/summary.txt"
         line=$(grep '^Perf samples:' "$work/summary.txt" || echo "Perf samples: 0 (0 with callstacks, 0 unwind errors)")
         n=$(echo "$line" | sed -n 's/^Perf samples: *\([0-9]*\) .*/\1/p')
         # Unwind errors of the workload's processes (the per-process lines).
         we=$(for p in $(cat "$work/pids"); do
                 sed -n "s/^  pid $p  *[^ ]*  *\([0-9]*\) samples, \([0-9]*\) unwind errors/\1 \2/p" "$work/summary.txt"
         done | awk '{ n += $1; e += $2 } END { printf "%d %d", n, e }')
-        cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time")" | awk '{ print $1 + $2 }')
-        echo "${n:-0} $we $cpu" | awk -v want="$((cpus * $1 * duration))" \
+        echo "${n:-0} $we $3" | awk -v want="$((cpus * $1 * duration))" \
                 '{ printf "%.2f %.3f %.2f\n", 100 * $1 / want, $2 ? 100 * $3 / $2 : 0, $1 ? $4 * 1e6 / $1 : 0 }'
+}
+
+run_upstream() { # hz -> "kept uerr us"
+        rm -f "$work/u.pftrace" "$work"/up-*.sock
+        "$build/tracectl" record --perf "$1" -t "${duration}s" -b 256mb --no-process-stats --dry-run \
+                -o "$work/u.pftrace" 2>/dev/null |
+                sed 's/^    perf_event_config {$/&\n      ring_buffer_pages: 2048/' >"$work/up.cfg"
+        grep -q 'ring_buffer_pages: 2048' "$work/up.cfg" || { echo "cannot make upstream's config" >&2; exit 1; }
+        spawn env PERFETTO_PRODUCER_SOCK_NAME="$work/up-p.sock" PERFETTO_CONSUMER_SOCK_NAME="$work/up-c.sock" \
+                /usr/bin/time -f "%U %S" -o "$work/up-traced.time" "$BIN/traced" >"$work/up-traced.log" 2>&1
+        upid=$spawned_pid
+        sleep 0.5
+        spawn env PERFETTO_PRODUCER_SOCK_NAME="$work/up-p.sock" \
+                /usr/bin/time -f "%U %S" -o "$work/up-perf.time" "$BIN/traced_perf" >"$work/up-perf.log" 2>&1
+        uperf=$spawned_pid
+        sleep 1
+        workload_before
+        spawn env PERFETTO_CONSUMER_SOCK_NAME="$work/up-c.sock" /usr/bin/time -f "%U %S" -o "$work/up-cli.time" \
+                "$BIN/perfetto" --txt -c "$work/up.cfg" -o "$work/u.pftrace" >"$work/up-cli.log" 2>&1
+        cpid=$spawned_pid
+        workload_during
+        spawn_wait $cpid || { cat "$work/up-cli.log" >&2; }
+        workload_after
+        pkill -TERM -P $uperf || true
+        spawn_wait $uperf || true
+        pkill -TERM -P $upid || true
+        spawn_wait $upid || true
+        cpu=$(echo "$(cpu_of "$work/up-traced.time") $(cpu_of "$work/up-perf.time") $(cpu_of "$work/up-cli.time")" |
+                awk '{ print $1 + $2 + $3 }')
+        sample_row "$1" "$work/u.pftrace" "$cpu"
 }
 
 run_perf() { # hz -> "kept - us"
         rm -f "$work/perf.data"
+        workload_before
         spawn /usr/bin/time -f "%U %S" -o "$work/perf.time" \
                 perf record -q -a --call-graph dwarf -F "$1" -o "$work/perf.data" -- sleep "$duration" \
                 >/dev/null 2>"$work/perf.log"
         ppid=$spawned_pid
-        workload
+        workload_during
         spawn_wait $ppid || true
+        workload_after
         /usr/bin/time -f "%U %S" -o "$work/report.time" \
                 perf report -i "$work/perf.data" --stdio >/dev/null 2>&1 || true
         perf report -i "$work/perf.data" --stats >"$work/perf.stats" 2>/dev/null || true
@@ -182,25 +274,33 @@ if [ "${WHAT:-peers}" = python ]; then
         exit 0
 fi
 
-echo "workload: 2 python3 (through an exec shim) + chain-O2-nofp for ${duration}s; $cpus CPUs; $rounds rounds"
-printf "%-5s %-7s %-22s %-22s %-24s\n" hz tool "kept% min/med/max" "uerr% min/med/max" "us/sample min/med/max"
+how="started directly"
+[ -z "$shim" ] || how="through an exec shim"
+echo "workload: 2 python3 ($how) + chain-O2-nofp for ${duration}s$([ "$extra" = 0 ] || echo ", started before the recording"); $cpus CPUs; $rounds rounds"
+printf "%-5s %-11s %-22s %-22s %-24s\n" hz tool "kept% min/med/max" "uerr% min/med/max" "us/sample min/med/max"
+tools="traced perf"
+! $upstream || tools="traced perf traced_perf"
 for hz in $rates; do
-        : >"$work/traced.rows"
-        : >"$work/perf.rows"
         r=0
+        for tool in $tools; do : >"$work/$tool.rows"; done
         while [ $r -lt "$rounds" ]; do
                 run_traced "$hz" >>"$work/traced.rows"
                 run_perf "$hz" >>"$work/perf.rows"
+                ! $upstream || run_upstream "$hz" >>"$work/traced_perf.rows"
                 r=$((r + 1))
         done
-        for tool in traced perf; do
+        for tool in $tools; do
                 k=$(cut -d' ' -f1 "$work/$tool.rows" | stats)
                 if [ "$tool" = perf ]; then e="- - -"; else e=$(cut -d' ' -f2 "$work/$tool.rows" | stats); fi
                 u=$(cut -d' ' -f3 "$work/$tool.rows" | stats)
-                printf "%-5s %-7s %-22s %-22s %-24s\n" "$hz" "$tool" "$(echo $k | tr ' ' /)" "$(echo $e | tr ' ' /)" \
+                printf "%-5s %-11s %-22s %-22s %-24s\n" "$hz" "$tool" "$(echo $k | tr ' ' /)" "$(echo $e | tr ' ' /)" \
                         "$(echo $u | tr ' ' /)"
         done
         ours=$(cut -d' ' -f3 "$work/traced.rows" | stats | cut -d' ' -f2)
         theirs=$(cut -d' ' -f3 "$work/perf.rows" | stats | cut -d' ' -f2)
         echo "$ours $theirs" | awk -v hz="$hz" '{ if ($2 > 0) printf "%-5s CPU per sample, traced / perf (medians): %.3f\n", hz, $1 / $2 }'
+        if $upstream; then
+                up=$(cut -d' ' -f3 "$work/traced_perf.rows" | stats | cut -d' ' -f2)
+                echo "$ours $up" | awk -v hz="$hz" '{ if ($2 > 0) printf "%-5s CPU per sample, traced / traced_perf (medians): %.3f\n", hz, $1 / $2 }'
+        fi
 done
