@@ -49,6 +49,7 @@ struct state {
         uint64_t later_id;
         unsigned long burst;    /* --burst: pause after this many packets */
         unsigned pause_ms;
+        unsigned delay_ms; /* --delay-ms: each thread waits this long before its first packet */
         unsigned threads;
         pthread_t tids[64];
         unsigned n_tids;
@@ -248,6 +249,10 @@ static void write_all(struct state *st, traced_trace_writer *w) {
 static void *thread_main(void *arg) {
         struct job *j = arg;
         struct state *st = j->st;
+        if (st->delay_ms) {
+                struct timespec ts = { .tv_sec = st->delay_ms / 1000, .tv_nsec = (long) (st->delay_ms % 1000) * 1000000 };
+                (void) nanosleep(&ts, NULL);
+        }
         write_all(st, j->w);
         free(j);
         atomic_fetch_add(&st->n_done, 1);
@@ -382,7 +387,7 @@ int main(int argc, char **argv) {
                 { "reconnect", no_argument, NULL, 'R' },      { "hold", no_argument, NULL, 'H' },
                 { "burst", required_argument, NULL, 'B' },    { "pause-ms", required_argument, NULL, 'P' },
                 { "track-events", no_argument, NULL, 'E' },  { "help", no_argument, NULL, 'h' },
-                { "after-start", no_argument, NULL, 'A' },
+                { "after-start", no_argument, NULL, 'A' },   { "delay-ms", required_argument, NULL, 'D' },
                 {},
         };
         int c, r;
@@ -435,12 +440,15 @@ int main(int argc, char **argv) {
                 case 'P':
                         st.pause_ms = (unsigned) strtoul(optarg, NULL, 0);
                         break;
+                case 'D':
+                        st.delay_ms = (unsigned) strtoul(optarg, NULL, 0);
+                        break;
                 case 'h':
                         printf("Usage: example-producer [--socket PATH] [--packets N] [--size BYTES]\n"
                                "                        [--smb-kb KB] [--page-kb KB] [--once] [--stream]\n"
                                "                        [--threads T] [--reconnect] [--hold]\n"
                                "                        [--burst N --pause-ms MS] [--track-events]\n"
-                               "                        [--after-start]\n"
+                               "                        [--after-start] [--delay-ms MS]\n"
                                "Registers \"example.data\"; each started instance gets N packets.\n"
                                "--once exits when the first instance stops; --stream writes packets\n"
                                "field by field with the zero-copy API; --threads writes N packets\n"
@@ -451,7 +459,8 @@ int main(int argc, char **argv) {
                                "(TrackEvent) on a thread track, each with an argument and a counter\n"
                                "sampled at its end, instead of test packets; --after-start writes\n"
                                "them on the loop thread once the start was acknowledged, not in the\n"
-                               "start callback (without --threads).\n");
+                               "start callback (without --threads); --delay-ms has each thread wait\n"
+                               "MS milliseconds before its first packet (with --threads).\n");
                         return 0;
                 default:
                         return 2;

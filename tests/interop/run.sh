@@ -538,6 +538,7 @@ pair_client_to_upstream() {
                         "$BIN/traced" --enable-relay-endpoint-on="127.0.0.1:$port"
                 psock="127.0.0.1:$port"
         fi
+        local traced_pid=$LAUNCHED
         wait_socket "$d/p" || { result "$name" FAIL "upstream traced: no producer socket"; stop_all; return; }
         if [ "$via" = relay ]; then
                 start "$d" relay PERFETTO_RELAY_SOCK_NAME="127.0.0.1:$port" PERFETTO_PRODUCER_SOCK_NAME="$d/r" \
@@ -551,9 +552,25 @@ pair_client_to_upstream() {
         printf 'buffers { size_kb: 65536 }\ndata_sources { config { name: "example.data" } }\nduration_ms: 3000\n' >"$d/cfg"
         # Behind a relay the producer is on another machine.
         [ "$via" != relay ] || echo 'trace_all_machines: true' >>"$d/cfg"
-        run_fg env PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
-                >"$d/perfetto.log" 2>&1
-        local st=$?
+        local st=0
+        if [ "$want_drop" = drop ]; then
+                # Upstream traced is stopped while the producer writes (it
+                # waits a while after the start: --delay-ms), so that its
+                # SMB fills and the rest is dropped however fast traced
+                # would have drained it; traced goes on once it wrote all.
+                launch env PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" \
+                        -o "$d/trace" >"$d/perfetto.log" 2>&1 </dev/null
+                local cli=$LAUNCHED
+                if wait_log "$d/producer.log" "threads writing" 20; then
+                        kill -STOP "$traced_pid"
+                        wait_log "$d/producer.log" "dropped" 20 || true
+                        kill -CONT "$traced_pid"
+                fi
+                finish "$cli" || st=$?
+        else
+                run_fg env PERFETTO_CONSUMER_SOCK_NAME="$d/c" timeout 60 "$BIN/perfetto" --txt -c "$d/cfg" -o "$d/trace" \
+                        >"$d/perfetto.log" 2>&1 || st=$?
+        fi
         stop_all
         if [ "$st" != 0 ] || [ ! -s "$d/trace" ]; then
                 result "$name" FAIL "upstream perfetto CLI exited $st: $(tail -n 2 "$d/perfetto.log" | tr '\n' ' ')"
@@ -1732,9 +1749,9 @@ pair_client_to_upstream "whole packets" "--packets 2000 --size 100"
 pair_client_to_upstream "large packets" "--packets 100 --size 20000 --smb-kb 2048"
 pair_client_to_upstream "fragmented streamed" "--packets 500 --size 3000 --stream --smb-kb 2048"
 pair_client_to_upstream "multi-threaded" "--packets 1000 --size 200 --threads 4 --smb-kb 2048"
-pair_client_to_upstream "dropping (small SMB)" "--packets 2000 --size 900 --threads 1" \
+pair_client_to_upstream "dropping (small SMB)" "--packets 2000 --size 900 --threads 1 --delay-ms 500" \
         "traced_buf_trace_writer_packet_loss|traced_buf_sequence_packet_loss" drop
-pair_client_to_upstream "dropping large (small SMB)" "--packets 1000 --size 20000 --threads 1" \
+pair_client_to_upstream "dropping large (small SMB)" "--packets 1000 --size 20000 --threads 1 --delay-ms 500" \
         "traced_buf_trace_writer_packet_loss|traced_buf_sequence_packet_loss" drop
 pair_client_to_upstream "large packets" "--packets 100 --size 20000" "" "" tcp
 pair_client_to_upstream "fragmented streamed" "--packets 500 --size 3000 --stream" "" "" tcp
