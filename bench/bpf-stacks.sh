@@ -214,9 +214,9 @@ result() { # "bpf_ns runs progs cpu_s" -> "bpf_ns/run cpu_us/run cpu%"
 
 start_traced() {
         rm -f "$work"/*.sock
-        spawn /usr/bin/time -f "%U %S" -o "$work/traced.time" \
-                "$build/traced" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
-                --plugin-dir="$build/plugins/.libs" --plugin-host="$build/traced-plugin-host" \
+        spawn /usr/bin/time -f "%U %S" -o "$work/traced.time" env LD_LIBRARY_PATH="$(build_libs)" \
+                "$(build_program traced)" --producer-socket="$work/p.sock" --consumer-socket="$work/c.sock" \
+                --plugin-dir="$build/plugins/.libs" --plugin-host="$(build_program traced-plugin-host)" \
                 --log-level="${traced_log_level:-warning}" 2>"$work/traced.log"
         tpid=$spawned_pid
         for _ in $(seq 100); do
