@@ -17,7 +17,9 @@
 #            (and count in kept% and us/smp) but not here: a deep stack
 #            (a compiler's) outgrows any stack copy.
 #   us/smp   CPU time of the whole tool (traced with its plugin host and
-#            tracectl; perf record + perf report) per sample kept
+#            tracectl, and the run time of linux.perf's BPF walk of the
+#            Python frames in the sampled threads; perf record + perf
+#            report) per sample kept
 # and the ratio of traced's median us/smp to perf's.
 #
 # With PERFETTO_BIN_DIR naming a directory with upstream's traced,
@@ -66,7 +68,10 @@ duration=${DURATION:-10}
 rounds=${ROUNDS:-3}
 cpus=$(nproc)
 work=$(mktemp -d /tmp/traced-perf-bench-XXXXXX)
-trap 'spawn_stop; rm -rf "$work"' EXIT
+old_stats=$(sysctl -n kernel.bpf_stats_enabled 2>/dev/null || echo 0)
+trap 'spawn_stop; sysctl -q -w kernel.bpf_stats_enabled="$old_stats" 2>/dev/null || true; rm -rf "$work"' EXIT
+# The kernel counts the run time of BPF programs only with this on.
+sysctl -q -w kernel.bpf_stats_enabled=1 2>/dev/null || echo "kernel.bpf_stats_enabled cannot be set: BPF run time not counted" >&2
 trap 'exit 129' HUP
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -127,9 +132,18 @@ cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
         tail -n 1 "$1" | awk '{ print $1 + $2 }'
 }
 
+# The seconds linux.perf's BPF program (the walk of the Python frames, at
+# each sample) ran, from traced's log (its plugin logs what the kernel
+# counted at the stop, with kernel.bpf_stats_enabled on): time spent in
+# the sampled threads, not in traced's processes, counted with them here.
+bpf_of() {
+        sed -n 's/.*the BPF walk of the Python frames ran [0-9]* times for \([0-9.]*\) ms in all.*/\1/p' \
+                "$work/traced.log" | awk '{ s += $1 } END { printf "%.6f\n", s / 1000 }'
+}
+
 run_traced() { # hz -> "kept uerr us"
         rm -f "$work/t.pftrace"
-        traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
+        TRACED_BENCH_LOG_LEVEL=info traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
         workload_before
         spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
                 "$build/tracectl" --socket "$work/c.sock" record -t "${duration}s" -b 256mb --no-process-stats \
@@ -141,7 +155,8 @@ run_traced() { # hz -> "kept uerr us"
         # traced's children (the plugin host) are counted with it.
         pkill -TERM -P $tpid
         spawn_wait $tpid || true
-        cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time")" | awk '{ print $1 + $2 }')
+        cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time") $(bpf_of)" |
+                awk '{ print $1 + $2 + $3 }')
         sample_row "$1" "$work/t.pftrace" "$cpu"
 }
 
@@ -218,7 +233,7 @@ stats() { # column of numbers -> "min median max"
 
 run_python() { # hz "callstack_sampling fields" -> "kept% with_py us"
         rm -f "$work/t.pftrace"
-        traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
+        TRACED_BENCH_LOG_LEVEL=info traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
         printf 'buffers { size_kb: 262144 }\ndata_sources { config { name: "linux.perf" perf_event_config {
   timebase { frequency: %s counter: SW_CPU_CLOCK } callstack_sampling { user_frames: UNWIND_DWARF %s } } } }
 duration_ms: %s\n' "$1" "$2" "$((duration * 1000))" >"$work/cfg.pbtxt"
@@ -240,7 +255,8 @@ duration_ms: %s\n' "$1" "$2" "$((duration * 1000))" >"$work/cfg.pbtxt"
         # Samples with a Python frame of the script (its path in a frame's name).
         py=$("$build/tracectl" report --folded "$work/t.pftrace" 2>/dev/null |
                 awk -v f="pyframes-busy.py:" 'index($0, f) { n += $NF } END { print n + 0 }')
-        cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time")" | awk '{ print $1 + $2 }')
+        cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time") $(bpf_of)" |
+                awk '{ print $1 + $2 + $3 }')
         echo "${n:-0} $py $cpu" | awk -v want="$((cpus * $1 * duration))" \
                 '{ printf "%.2f %d %.2f\n", 100 * $1 / want, $2, $1 ? $3 * 1e6 / $1 : 0 }'
 }

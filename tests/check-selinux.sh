@@ -7,7 +7,7 @@
 #     events or BPF, and writes files only in the trace directory (so never
 #     in home directories);
 #   - only the ftrace host writes tracefs;
-#   - only the perf and bpf hosts open perf events, only the bpf host uses
+#   - only the perf and bpf hosts open perf events, only those two use
 #     BPF;
 #   - only the journald host reads the journal, with CAP_DAC_READ_SEARCH
 #     alone;
@@ -102,10 +102,11 @@ for d in $all; do
                 query "$d has no CAP_PERFMON" empty -s $d -c capability2 -p perfmon ;;
         esac
         case $d in
-        traced_bpf_host_t)
+        traced_bpf_host_t | traced_perf_host_t)
                 query "$d loads BPF" nonempty -s $d -c bpf -p prog_load
                 query "$d has CAP_BPF" nonempty -s $d -c capability2 -p bpf
-                query "$d keeps its unwind tables in /var/cache/traced" nonempty -s $d -t traced_cache_t -c file -p create,write ;;
+                [ "$d" != traced_bpf_host_t ] ||
+                        query "$d keeps its unwind tables in /var/cache/traced" nonempty -s $d -t traced_cache_t -c file -p create,write ;;
         *)
                 query "$d cannot use BPF" empty -s $d -c bpf
                 query "$d has no CAP_BPF" empty -s $d -c capability2 -p bpf

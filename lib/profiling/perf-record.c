@@ -136,7 +136,7 @@ static int parse_sample(struct cursor *c, const struct perf_layout *l, struct pe
         }
         if (t & PERF_SAMPLE_PERIOD)
                 s->period = u64(c);
-        if (t & (PERF_SAMPLE_READ | PERF_SAMPLE_RAW | PERF_SAMPLE_BRANCH_STACK))
+        if (t & (PERF_SAMPLE_READ | PERF_SAMPLE_BRANCH_STACK))
                 return -EOPNOTSUPP; /* never asked for */
         if (t & PERF_SAMPLE_CALLCHAIN) {
                 uint64_t n = u64(c);
@@ -144,6 +144,19 @@ static int parse_sample(struct cursor *c, const struct perf_layout *l, struct pe
                         return -EBADMSG;
                 s->callchain = (const uint64_t *) (const void *) take(c, n * 8);
                 s->callchain_len = n;
+        }
+        if (t & PERF_SAMPLE_RAW) {
+                /* A u32 size, then that many bytes (which pad the two to
+                 * a multiple of 8). */
+                uint32_t size = 0;
+                if (c->end - c->p < 4)
+                        c->bad = true;
+                else {
+                        memcpy(&size, c->p, 4);
+                        c->p += 4;
+                }
+                s->raw = take(c, size);
+                s->raw_size = c->bad ? 0 : size;
         }
         if (t & PERF_SAMPLE_REGS_USER) {
                 s->regs_abi = u64(c);
@@ -163,6 +176,17 @@ static int parse_sample(struct cursor *c, const struct perf_layout *l, struct pe
                 }
         }
         return c->bad ? -EBADMSG : 0;
+}
+
+bool perf_record_sample_id(const uint8_t *rec, size_t len, const struct perf_layout *l, uint64_t *ret) {
+        struct perf_event_header h;
+        if (!(l->sample_type & PERF_SAMPLE_IDENTIFIER) || len < sizeof(h) + 8)
+                return false;
+        memcpy(&h, rec, sizeof(h));
+        if (h.type != PERF_RECORD_SAMPLE)
+                return false;
+        memcpy(ret, rec + sizeof(h), 8);
+        return true;
 }
 
 int perf_record_parse(const uint8_t *rec, size_t len, const struct perf_layout *l, struct perf_record *r) {

@@ -33,6 +33,8 @@ struct perf_sample_view {
         uint64_t regs[PERF_MAX_USER_REGS];
         const uint8_t *stack;
         uint64_t stack_size; /* bytes valid (dyn_size) */
+        const uint8_t *raw;  /* PERF_SAMPLE_RAW: what a BPF program sent (padding included) */
+        uint32_t raw_size;
 };
 
 enum perf_rec_kind {
@@ -83,6 +85,11 @@ struct perf_record {
 /* Parses one whole record (header included; len = header.size). -EBADMSG
  * when it does not hold what its type and the layout say. */
 int perf_record_parse(const uint8_t *rec, size_t len, const struct perf_layout *layout, struct perf_record *ret);
+
+/* The id a sample record starts with when the layout asks for
+ * PERF_SAMPLE_IDENTIFIER (which event of those writing into one ring
+ * wrote it, and so its layout): false for another record, or without. */
+bool perf_record_sample_id(const uint8_t *rec, size_t len, const struct perf_layout *layout, uint64_t *ret);
 
 /* Where the time of a record of this type and size lies in it (to order
  * the records of several rings without parsing them): false when it has

@@ -18,6 +18,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "bpfstack-pyproc.h"
 #include "bpfstack-session.h"
 #include "profiling/pyframes-proc.h"
 #include "profiling/pyframes-stack.h"
@@ -59,23 +60,7 @@ static void take(struct bpfstack_session *s, const struct proc_info *p, struct p
                                    (unsigned long long) s->inst.id, p->pid, in->path);
                 return;
         }
-        const struct py_layout *l = in->layout;
-        struct bpfstack_pyproc v = {
-                .runtime = in->runtime,
-                .runtime_interp_head = l->runtime_interp_head,
-                .runtime_tstate_current = l->runtime_tstate_current,
-                .interp_next = l->interp_next,
-                .interp_threads_head = l->interp_threads_head,
-                .tstate_next = l->tstate_next,
-                .tstate_native_tid = l->tstate_native_tid,
-                .tstate_cframe = l->tstate_cframe,
-                .cframe_current_frame = l->cframe_current_frame,
-                .frame_code = l->frame_code,
-                .frame_previous = l->frame_previous,
-                .frame_prev_instr = l->frame_prev_instr,
-                .frame_is_entry = l->frame_is_entry,
-                .frame_size = l->frame_size,
-        };
+        struct bpfstack_pyproc v = bpfstack_pyproc_of(in);
         uint32_t key = (uint32_t) p->pid;
         if (bpf_map__update_elem(s->skel->maps.py_procs, &key, sizeof(key), &v, sizeof(v), BPF_ANY) < 0) {
                 s->py_map_full++;

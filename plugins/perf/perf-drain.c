@@ -119,7 +119,7 @@ static void take_sample(struct perf_session *s, struct cpu_ring *ring, struct pe
                 if (!in_scope(s, (int) r->u.sample.pid, r->u.sample.time)) {
                         counter = &s->skipped_scope;
                         reason = SKIP_NOT_IN_SCOPE;
-                } else if (perf_queue_push(&s->q, it = perf_py_attach(s, it, r)) >= 0)
+                } else if (perf_queue_push(&s->q, it = perf_py_attach(s, ring, it, r)) >= 0)
                         return;
                 else {
                         counter = &s->skipped_enqueue;
@@ -202,6 +202,32 @@ static void count_sample_dropped(struct perf_session *s, struct cpu_ring *ring, 
         drop_sample(s, ring, r.u.sample.time);
 }
 
+/* A record of the sampling event, or a note of the kernel's: copied into
+ * what the worker gets, or counted. */
+static void take_record(struct perf_session *s, struct cpu_ring *ring, const struct perf_event_header *h,
+                        const uint8_t *src) {
+        if (h->type == PERF_RECORD_SAMPLE && !perf_queue_room(&s->q, PERF_ITEM_NOTE, 0)) {
+                count_sample_dropped(s, ring, src, h->size);
+                return;
+        }
+        int n = perf_record_compact(src, h->size, &s->layout, NULL);
+        size_t len = n > 0 ? (size_t) n : h->size;
+        /* A sample that may get its Python frames has room for a few. */
+        bool py = s->py_bpf ? ring->py_pending && ring->py_pending->valid
+                            : s->cfg.python_frames && atomic_load(&s->py_any);
+        size_t room = h->type == PERF_RECORD_SAMPLE && py ? PERF_ITEM_EXTRA(len) - len + PERF_PY_ROOM : 0;
+        struct perf_item *it = perf_item_new_room(PERF_ITEM_RECORD, len, room);
+        if (!it) {
+                s->skipped_enqueue++;
+                return;
+        }
+        if (n > 0)
+                (void) perf_record_compact(src, h->size, &s->layout, it->rec);
+        else
+                memcpy(it->rec, src, h->size); /* counted as a bad record by handle_record */
+        handle_record(s, ring, it);
+}
+
 /* Handles the record at *tail (there is one) and moves past it. False
  * when the drain stops here: the queue is congested, or the ring is
  * damaged (then *tail is head). */
@@ -236,26 +262,16 @@ static bool drain_one(struct perf_session *s, struct cpu_ring *ring, uint64_t he
                 }
                 src = ring->scratch;
         }
-        if (h.type == PERF_RECORD_SAMPLE && !perf_queue_room(&s->q, PERF_ITEM_NOTE, 0)) {
-                count_sample_dropped(s, ring, src, h.size);
+        uint64_t id;
+        if (ring->py_id && perf_record_sample_id(src, h.size, &s->layout, &id) && id == ring->py_id) {
+                /* The BPF walk of the sample that follows. */
+                perf_py_take_record(s, ring, src, h.size);
                 return true;
         }
-        int n = perf_record_compact(src, h.size, &s->layout, NULL);
-        size_t len = n > 0 ? (size_t) n : h.size;
-        /* A sample that may get its Python frames has room for a few. */
-        size_t room = h.type == PERF_RECORD_SAMPLE && s->cfg.python_frames && atomic_load(&s->py_any)
-                              ? PERF_ITEM_EXTRA(len) - len + PERF_PY_ROOM
-                              : 0;
-        struct perf_item *it = perf_item_new_room(PERF_ITEM_RECORD, len, room);
-        if (!it) {
-                s->skipped_enqueue++;
-                return true;
-        }
-        if (n > 0)
-                (void) perf_record_compact(src, h.size, &s->layout, it->rec);
-        else
-                memcpy(it->rec, src, h.size); /* counted as a bad record by handle_record */
-        handle_record(s, ring, it);
+        take_record(s, ring, &h, src);
+        /* A walk is for the record right after it, whatever that was. */
+        if (ring->py_pending)
+                ring->py_pending->valid = false;
         return true;
 }
 

@@ -69,6 +69,18 @@ int perf_open_ring(struct perf_session *s, struct perf_event_attr *attr, struct 
         uint64_t off = mp->data_offset ? mp->data_offset : (uint64_t) page;
         ring->data_size = mp->data_size ? mp->data_size : (uint64_t) page * s->cfg.ring_buffer_pages;
         ring->data = ring->base + off;
+        if (s->py_bpf) {
+                int r = perf_pybpf_attach(s->py_bpf, attr, ring->cpu, ring->fd, &ring->py_fd, &ring->py_id);
+                if (r < 0) {
+                        /* This CPU's samples then stay native, counted as
+                         * left so: the others go on. */
+                        plugin_log(s->pl, TRACED_LOG_WARNING,
+                                   "linux.perf instance %llu: no BPF walk of the Python frames on CPU %d: %s",
+                                   (unsigned long long) s->inst.id, ring->cpu, strerror(-r));
+                        ring->py_fd = -EBADF;
+                        ring->py_id = 0;
+                }
+        }
         return 0;
 }
 
@@ -80,6 +92,12 @@ void perf_close_ring(struct perf_session *s, struct cpu_ring *ring) {
                 munmap(ring->base, ring->mmap_size);
         ring->base = ring->data = NULL;
         ring->mmap_size = 0;
+        if (ring->py_fd >= 0)
+                perf_pybpf_detach(s->py_bpf, ring->cpu, ring->py_fd);
+        ring->py_fd = -EBADF;
+        ring->py_id = 0;
+        if (ring->py_pending)
+                ring->py_pending->valid = false;
         ring->fd = safe_close(ring->fd);
 }
 
@@ -89,7 +107,9 @@ static void session_free(struct perf_session *s) {
         for (size_t k = 0; k < s->n_rings; k++) {
                 perf_close_ring(s, &s->rings[k]);
                 free(s->rings[k].scratch);
+                free(s->rings[k].py_pending);
         }
+        perf_pybpf_free(s->py_bpf);
         cpu_hotplug_done(&s->hotplug);
         if (s->timer)
                 s->pl->api->remove_source(s->pl->host, s->timer);
@@ -166,6 +186,21 @@ static int setup(struct perf_session *s) {
         a->comm_exec = 1;
         a->sample_id_all = 1;
         a->read_format |= CPU_HOTPLUG_READ_FORMAT;
+        /* The Python frames walked by BPF as each sample is taken: its
+         * records share the sampling rings, every record of the two
+         * events then starting with its event's id. */
+        if (c->python_frames && c->callstacks && c->user_frames != PERF_UNWIND_SKIP) {
+                r = perf_pybpf_new(pl, &s->py_bpf);
+                if (r >= 0) {
+                        a->sample_type |= PERF_SAMPLE_IDENTIFIER;
+                        s->py_layout = (struct perf_layout){.sample_type = PERF_PYBPF_SAMPLE_TYPE};
+                } else if (r != -EOPNOTSUPP)
+                        plugin_log(pl, TRACED_LOG_INFO,
+                                   "linux.perf instance %llu: the Python frames are read as the rings are drained, "
+                                   "not walked at the sample: its BPF program did not load (%s)",
+                                   (unsigned long long) s->inst.id, strerror(-r));
+                r = 0;
+        }
         a->disabled = 1;
         a->watermark = 1;
         /* Woken with a quarter of the ring filled: room for three more
@@ -192,7 +227,7 @@ static int setup(struct perf_session *s) {
                 return -ENOMEM;
         for (size_t k = 0; k < n_cpus; k++) {
                 struct cpu_ring *ring = &s->rings[s->n_rings];
-                *ring = (struct cpu_ring) { .s = s, .cpu = (int) cpus[k], .fd = -EBADF };
+                *ring = (struct cpu_ring) { .s = s, .cpu = (int) cpus[k], .fd = -EBADF, .py_fd = -EBADF };
                 s->n_rings++;
                 r = perf_open_ring(s, a, ring);
                 if (r < 0) {
@@ -349,13 +384,28 @@ static void log_stopped(struct perf_session *s) {
                 plugin_log(s->pl, TRACED_LOG_INFO,
                            "linux.perf instance %llu: CPython: %llu processes with Python frames, %llu with a layout "
                            "not known; %llu samples with Python frames, left native: %llu the thread moved on, %llu "
-                           "no thread state, %llu memory unreadable, %llu process looked at after the drain; %llu reads of "
-                           "their memory",
+                           "no thread state, %llu memory unreadable, %llu process looked at after the %s; %s %llu "
+                           "reads of their memory",
                            (unsigned long long) s->inst.id, (unsigned long long) s->py_procs,
                            (unsigned long long) s->py_unknown, (unsigned long long) s->py_samples,
                            (unsigned long long) s->py_moved, (unsigned long long) s->py_no_thread,
                            (unsigned long long) s->py_unreadable, (unsigned long long) s->py_late,
+                           s->py_bpf ? "sample" : "drain",
+                           s->py_bpf ? "frames walked by BPF at the sample;" : "frames read at the drains;",
                            (unsigned long long) s->py_reads);
+}
+
+/* What the BPF walks of the Python frames cost, in the sampled threads'
+ * time: counted by the kernel only while kernel.bpf_stats_enabled is set. */
+static void log_bpf_cost(struct perf_session *s) {
+        uint64_t ns = 0, runs = 0;
+        if (!s->py_bpf || perf_pybpf_stats(s->py_bpf, &ns, &runs) < 0 || runs == 0)
+                return;
+        plugin_log(s->pl, TRACED_LOG_INFO,
+                   "linux.perf instance %llu: the BPF walk of the Python frames ran %llu times for %.3f ms in all "
+                   "(%.2f us each), %llu records",
+                   (unsigned long long) s->inst.id, (unsigned long long) runs, (double) ns / 1e6,
+                   (double) ns / 1e3 / (double) runs, (unsigned long long) s->py_bpf_records);
 }
 
 static void stop_session(struct perf_session *s) {
@@ -377,6 +427,7 @@ static void stop_session(struct perf_session *s) {
         }
         perf_py_log(s); /* what the worker met since the last read period */
         log_stopped(s);
+        log_bpf_cost(s);
 }
 
 void perf_session_stop(struct perf_plugin *pl, uint64_t id) {

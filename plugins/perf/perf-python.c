@@ -20,7 +20,9 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "bpfstack/bpfstack.h"
 #include "perf-session.h"
+#include "perfpy.h"
 #include "profiling/pyframes-stack.h"
 #include "profiling/unwind.h"
 
@@ -57,6 +59,10 @@ static void table_set(struct perf_session *s, int pid, const struct py_proc_info
         }
         atomic_store(&s->py_any, s->py_n > 0);
         pthread_mutex_unlock(&s->py_mu);
+        /* The BPF program's own table (a process it no longer finds there
+         * is one whose samples stay native). */
+        if (s->py_bpf && perf_pybpf_set(s->py_bpf, pid, in) < 0)
+                s->py_bpf_set_errors++;
 }
 
 static bool table_get(struct perf_session *s, int pid, struct perf_py_pid *ret) {
@@ -121,8 +127,66 @@ void perf_py_log(struct perf_session *s) {
 
 /* ---- the loop thread: the frames read as the ring is drained ---- */
 
-struct perf_item *perf_py_attach(struct perf_session *s, struct perf_item *it, const struct perf_record *r) {
+/* The item it with the trailer t and its frames after its record (it
+ * may move: the item returned replaces it; it, unchanged, when out of
+ * memory). */
+static struct perf_item *with_trailer(struct perf_item *it, const struct perf_py_trailer *t, const uint64_t *frames) {
+        size_t extra = sizeof(*t) + 2 * (size_t) t->n * sizeof(uint64_t);
+        size_t need = sizeof(*it) + PERF_ITEM_EXTRA(it->len) + extra;
+        /* The drain made room for a few frames (PERF_PY_ROOM): most items
+         * are not copied again here. */
+        struct perf_item *grown = malloc_usable_size(it) >= need ? it : realloc(it, need);
+        if (!grown)
+                return it;
+        uint8_t *at = grown->rec + PERF_ITEM_EXTRA(grown->len);
+        memcpy(at, t, sizeof(*t));
+        memcpy(at + sizeof(*t), frames, 2 * (size_t) t->n * sizeof(uint64_t));
+        grown->extra = (uint32_t) extra;
+        return grown;
+}
+
+void perf_py_take_record(struct perf_session *s, struct cpu_ring *ring, const uint8_t *rec, size_t len) {
+        struct perf_record r;
+        struct perf_pyrec h;
+        s->py_bpf_records++;
+        if (!ring->py_pending && !(ring->py_pending = calloc(1, sizeof(*ring->py_pending))))
+                return;
+        struct perf_py_pending *p = ring->py_pending;
+        p->valid = false;
+        if (perf_record_parse(rec, len, &s->py_layout, &r) < 0 || r.kind != PERF_REC_SAMPLE ||
+            r.u.sample.raw_size < sizeof(h)) {
+                s->bad_records++;
+                return;
+        }
+        memcpy(&h, r.u.sample.raw, sizeof(h));
+        if (h.magic != PERF_PYREC_MAGIC || h.n > PY_WALK_MAX_FRAMES ||
+            r.u.sample.raw_size - sizeof(h) < 2 * (size_t) h.n * sizeof(uint64_t)) {
+                s->bad_records++;
+                return;
+        }
+        p->tid = h.tid;
+        p->stop = h.stop;
+        p->n = h.n;
+        memcpy(p->frames, r.u.sample.raw + sizeof(h), 2 * (size_t) h.n * sizeof(uint64_t));
+        p->valid = true;
+}
+
+struct perf_item *perf_py_attach(struct perf_session *s, struct cpu_ring *ring, struct perf_item *it,
+                                 const struct perf_record *r) {
         const struct perf_sample_view *sv = &r->u.sample;
+        if (s->py_bpf) {
+                struct perf_py_pending *p = ring->py_pending;
+                if (!p || !p->valid || p->tid != sv->tid)
+                        return it;
+                p->valid = false;
+                struct perf_py_trailer t = {.n = p->stop == BPFSTACK_PY_END || p->stop == BPFSTACK_PY_DEPTH ? p->n : 0};
+                t.result = t.n                              ? PY_WALK_OK
+                           : p->stop == BPFSTACK_PY_FAULT ? PY_WALK_FAULT
+                                                          : PY_WALK_NO_THREAD;
+                for (uint32_t k = 0; k < t.n; k++)
+                        t.entries += (p->frames[2 * k] & PY_WALK_ENTRY) != 0;
+                return with_trailer(it, &t, p->frames);
+        }
         struct perf_py_pid e;
         if (!s->cfg.python_frames || !atomic_load(&s->py_any) || sv->pid <= 0 || !table_get(s, (int) sv->pid, &e))
                 return it;
@@ -145,22 +209,10 @@ struct perf_item *perf_py_attach(struct perf_session *s, struct perf_item *it, c
         enum py_walk_result res =
                 py_walk(e.layout, py_read_process, &pid, e.runtime, sv->tid, stack, sv->stack_size, sp, w);
         s->py_reads += w->reads;
-        size_t n = res == PY_WALK_OK ? w->n : 0;
-        size_t extra = sizeof(struct perf_py_trailer) + 2 * n * sizeof(uint64_t);
-        size_t need = sizeof(*it) + PERF_ITEM_EXTRA(it->len) + extra;
-        /* The drain made room for a few frames (PERF_PY_ROOM): most items
-         * are not copied again here. */
-        struct perf_item *grown = malloc_usable_size(it) >= need ? it : realloc(it, need);
-        if (!grown)
-                return it;
         struct perf_py_trailer t = {
-                .result = (uint8_t) res, .n = (uint32_t) n, .entries = w->entries, .checked = w->checked,
-                .has_copy = w->has_copy};
-        uint8_t *at = grown->rec + PERF_ITEM_EXTRA(grown->len);
-        memcpy(at, &t, sizeof(t));
-        memcpy(at + sizeof(t), w->frames, 2 * n * sizeof(uint64_t));
-        grown->extra = (uint32_t) extra;
-        return grown;
+                .result = (uint8_t) res, .n = res == PY_WALK_OK ? w->n : 0, .entries = w->entries,
+                .checked = w->checked, .has_copy = w->has_copy};
+        return with_trailer(it, &t, w->frames);
 }
 
 static void on_py_timer(void *userdata) {
@@ -210,7 +262,8 @@ static void rings_listen(struct perf_session *s, bool on) {
 void perf_py_timer_check(struct perf_session *s) {
         const struct perf_event_attr *a = &s->cfg.attr;
         uint32_t period = a->freq && a->sample_freq >= PERF_PY_DRAIN_FAST_HZ ? PERF_PY_DRAIN_MS : PERF_PY_DRAIN_SLOW_MS;
-        bool want = s->cfg.python_frames && atomic_load(&s->py_any) && s->cfg.read_period_ms > period;
+        /* Frames walked by BPF at the sample need no early drains. */
+        bool want = s->cfg.python_frames && !s->py_bpf && atomic_load(&s->py_any) && s->cfg.read_period_ms > period;
         if (want && !s->py_timer) {
                 if (s->pl->api->add_timer(s->pl->host, period, on_py_timer, s, &s->py_timer) >= 0 &&
                     rings_outlast(s, period))

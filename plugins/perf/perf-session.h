@@ -26,6 +26,7 @@
 
 #include "perf-config.h"
 #include "perf-ds.h"
+#include "perf-pybpf.h"
 #include "perf-queue.h"
 #include "basic/hashmap.h"
 #include "profiling/cpus.h"
@@ -66,6 +67,12 @@ struct cpu_ring {
          * was taken; the worker writes the count into the trace. */
         atomic_uint_fast64_t dropped, dropped_time;
         uint64_t dropped_written; /* worker: the count last written */
+        /* The Python frames walked by BPF at the sample (perf-pybpf.h):
+         * the CPU's output event (-EBADF: none) and its id, and the frames
+         * its last record holds, waiting for the sample after it. */
+        int py_fd;
+        uint64_t py_id;
+        struct perf_py_pending *py_pending;
 };
 
 /* pc -> interned frame, per process and state of its maps, valid for one
@@ -101,6 +108,14 @@ struct perf_py_trailer {
         uint32_t n, entries, checked;
 };
 
+/* A BPF record's frames (perfpy.h), for the sample right after it in its
+ * ring (loop thread). */
+struct perf_py_pending {
+        bool valid;
+        uint8_t stop; /* enum bpfstack_py_stop */
+        uint32_t tid, n;
+        uint64_t frames[2 * PY_WALK_MAX_FRAMES];
+};
 /* The drains for the Python frames: every 3 ms at 500 Hz or more per
  * CPU, every 5 ms below (or with a period), where drains would otherwise
  * outnumber samples and their wake-ups cost more than the samples. */
@@ -199,6 +214,12 @@ struct perf_session {
         bool py_hold;                   /* loop thread: in one of those, which publish only PERF_PY_HOLD_ITEMS */
         bool rings_quiet;               /* loop thread: the rings' fds out of the loop while those drains run */
         struct py_walk *py_walk;        /* loop thread: the walk's pages and frames */
+        /* The BPF program walking the Python frames at the sample (NULL:
+         * they are read as the rings are drained), and the layout of its
+         * output events' records. */
+        struct perf_pybpf *py_bpf;
+        struct perf_layout py_layout;
+        atomic_uint_fast64_t py_bpf_records, py_bpf_set_errors;
         atomic_uint_fast64_t py_reads;  /* loop thread: reads of processes' memory */
         /* the worker's: pid -> its state; counters, as last written */
         struct hashmap py_states;
@@ -244,7 +265,11 @@ extern const struct cpu_hotplug_ops perf_hotplug_ops;
 /* Loop thread: the sample's item, with its thread's Python frames after
  * the record when its process is a known CPython's (it may move: the
  * item returned replaces it). r: the record parsed from it. */
-struct perf_item *perf_py_attach(struct perf_session *s, struct perf_item *it, const struct perf_record *r);
+struct perf_item *perf_py_attach(struct perf_session *s, struct cpu_ring *ring, struct perf_item *it,
+                                 const struct perf_record *r);
+/* Loop thread: a record of ring's BPF output event (rec, len bytes): its
+ * frames wait for the sample after it. */
+void perf_py_take_record(struct perf_session *s, struct cpu_ring *ring, const uint8_t *rec, size_t len);
 /* Loop thread: logs the CPython processes the worker looked at since. */
 void perf_py_log(struct perf_session *s);
 /* Loop thread: the drain timer of the Python frames, started while the

@@ -71,5 +71,9 @@ static void clear_incremental_state(void *state, uint64_t id) {
  * machine with many CPUs, or larger ring_buffer_pages). CAP_DAC_READ_SEARCH
  * (2): the binaries and libraries of the processes it samples, to
  * symbolize them, wherever they lie (the host runs as traced's plugin
- * user, and a root-only directory is no less profiled). */
-PLUGIN_DEFINE_CLEARING("perf", TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(14) | TRACED_CAP(2))
+ * user, and a root-only directory is no less profiled). CAP_BPF (39): the
+ * program that walks CPython's frames as each sample is taken (without
+ * it they are read from the process after the sample, by the ptrace
+ * access above). */
+PLUGIN_DEFINE_CLEARING("perf",
+                       TRACED_CAP(38) | TRACED_CAP(34) | TRACED_CAP(19) | TRACED_CAP(14) | TRACED_CAP(2) | TRACED_CAP(39))

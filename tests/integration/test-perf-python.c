@@ -182,6 +182,16 @@ static void check_frames_of(const char *python, bool start_during, bool threads)
                     t.right, t.on, t.in_fib, t.other_thread, t.with_py, t.no_stack, t.with_eval, t.before,
                     stats ? stats : "(no CPython line in the log)");
         cr_assert_not_null(stats, "the stop says what the CPython frames did");
+        /* Walked by BPF as each sample is taken, where the program loads
+         * (this kernel's BPF, the plugin's CAP_BPF); else read from the
+         * process as the rings are drained, which the log says. */
+        char *no_bpf = fixture_log_last(&inst, "linux.perf instance ", "its BPF program did not load");
+        bool at_sample = !no_bpf;
+        if (no_bpf)
+                cr_log_info("no BPF walk here: %s", no_bpf);
+        else
+                cr_assert_not_null(strstr(stats, "frames walked by BPF at the sample"), "%s", stats);
+        free(no_bpf);
         /* With a scope of names, other python3.11 of the machine too. */
         unsigned long long logged = 0;
         const char *at = strstr(stats, ": CPython: ");
@@ -202,8 +212,12 @@ static void check_frames_of(const char *python, bool start_during, bool threads)
         cr_assert(counter_value(&c, "linux.perf python: samples with Python frames", &with) && (size_t) with >= t.right,
                   "the trace counts the samples with Python frames: %lld", (long long) with);
         cr_assert_geq(t.on, 100, "on-CPU samples of python3.11: %zu", t.on);
-        cr_assert_geq(t.right * 100, t.on * 80, "only %zu of %zu on-CPU samples carry the Python frames in order",
-                      t.right, t.on);
+        /* Walked at the sample, the frames are the sample's (a few are
+         * taken before the process is looked at, or mid-call); read
+         * after it, those of a thread that moved on are left out. */
+        size_t want = at_sample ? 95 : 80;
+        cr_assert_geq(t.right * 100, t.on * want, "only %zu of %zu on-CPU samples carry the Python frames in order "
+                      "(%zu %% wanted)", t.right, t.on, want);
         cr_assert_gt(t.in_fib * 2, t.right, "most samples run fib: %zu of %zu", t.in_fib, t.right);
         /* What does not match the sample stays native rather than wrong
          * (a frame's slot taken by another call of the same size is not

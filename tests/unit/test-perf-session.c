@@ -12,7 +12,9 @@
 #include "test-packets.h"
 #include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 #include "basic/pbr.h"
+#include "bpfstack/bpfstack.h"
 #include "perf-session.h"
+#include "perfpy.h"
 #include "profiling/elf-image.h"
 #include "profiling/intern.h"
 #include "profiling/procmaps.h"
@@ -183,6 +185,102 @@ Test(perf_session, drain_queues_notes_and_bookkeeping) {
         cr_expect_eq(it->kind, PERF_ITEM_NOTE);
         cr_expect_eq(it->count, 12);
         free(it);
+}
+
+/* A sample of event id (pid 42, thread tid) at time, its identifier first. */
+static void put_sample_id(uint64_t id, uint32_t tid, uint64_t time) {
+        uint64_t body[] = { id, 0x401000, pair(42, tid), time, pair(2, 0), 1 };
+        ring_put(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_USER, body, 6);
+}
+
+/* A record of the BPF output event id: the walk of thread tid, with its
+ * n frames (code objects 0x1000 * (k + 1), the first an entry frame), or
+ * a record whose magic is wrong. */
+static void put_walk(uint64_t id, uint32_t tid, uint8_t stop, uint16_t n, bool bad_magic) {
+        uint64_t body[64] = { id, 0x401000, pair(42, tid), 900, pair(2, 0), 1 };
+        uint8_t raw[4 + 16 + 16 * 8 + 4];
+        struct perf_pyrec h = { .magic = bad_magic ? 0 : PERF_PYREC_MAGIC, .tid = tid, .stop = stop, .n = n };
+        uint32_t size = (uint32_t) (sizeof(h) + 16u * n + 4u); /* 4 + size: a multiple of 8 */
+        cr_assert_leq(n, 8);
+        memset(raw, 0, sizeof(raw));
+        memcpy(raw, &size, 4);
+        memcpy(raw + 4, &h, sizeof(h));
+        for (uint16_t k = 0; k < n; k++) {
+                uint64_t code = 0x1000u * (k + 1u) | (k == 0 ? PY_WALK_ENTRY : 0), instr = 0x2000u + k;
+                memcpy(raw + 4 + sizeof(h) + 16u * k, &code, 8);
+                memcpy(raw + 4 + sizeof(h) + 16u * k + 8, &instr, 8);
+        }
+        memcpy(body + 6, raw, 4 + size);
+        ring_put(PERF_RECORD_SAMPLE, PERF_RECORD_MISC_KERNEL, body, 6 + (4 + size) / 8);
+}
+
+/* The Python frames of the item's trailer: their number, -1 without one. */
+static int item_walk(const struct perf_item *it, struct perf_py_trailer *t) {
+        if (it->extra < sizeof(*t))
+                return -1;
+        memcpy(t, it->rec + PERF_ITEM_EXTRA(it->len), sizeof(*t));
+        return (int) t->n;
+}
+
+/* Python frames walked by BPF at the sample: each record goes with the
+ * sample right after it in the ring, of the same thread, and with no
+ * other; a record that is not one is counted, never attached. */
+Test(perf_session, bpf_walks_go_with_the_sample_after_them) {
+        cr_assert_eq(perf_queue_init(&s->q, 1u << 20), 0);
+        s->cfg.callstacks = true;
+        s->cfg.python_frames = true;
+        s->layout.sample_type |= PERF_SAMPLE_IDENTIFIER;
+        s->py_layout = (struct perf_layout){ .sample_type = PERF_PYBPF_SAMPLE_TYPE };
+        s->py_bpf = (struct perf_pybpf *) (uintptr_t) 1; /* only its presence is looked at here */
+        s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope));
+        s->rings[0].py_id = 77;
+        put_walk(77, 43, BPFSTACK_PY_END, 3, false);
+        put_sample_id(5, 43, 1000); /* 1: three frames */
+        put_walk(77, 43, BPFSTACK_PY_END, 1, false);
+        put_throttle(1100);
+        put_sample_id(5, 43, 1200); /* 2: none, a throttle came between */
+        put_walk(77, 99, BPFSTACK_PY_END, 2, false);
+        put_sample_id(5, 43, 1300); /* 3: none, another thread's walk */
+        put_walk(77, 43, BPFSTACK_PY_END, 2, true);
+        put_sample_id(5, 43, 1400); /* 4: none, a bad record */
+        put_walk(77, 43, BPFSTACK_PY_FAULT, 0, false);
+        put_sample_id(5, 43, 1500); /* 5: a walk that faulted */
+        put_sample_id(5, 43, 1600); /* 6: none, no walk before it */
+        perf_drain_ring(&s->rings[0]);
+
+        cr_expect_eq(s->samples, 6, "the walks are not samples");
+        cr_expect_eq(s->py_bpf_records, 5);
+        cr_expect_eq(s->bad_records, 1);
+        struct perf_py_trailer t;
+        int want[] = { 3, -1, -1, -1, 0, -1 };
+        size_t k = 0;
+        struct perf_item *it;
+        while (perf_queue_items(&s->q) > 0) {
+                it = perf_queue_pop(&s->q);
+                if (it->kind == PERF_ITEM_SAMPLE) {
+                        cr_assert_lt(k, 6);
+                        int n = item_walk(it, &t);
+                        cr_expect_eq(n, want[k], "sample %zu: %d frames, not %d", k + 1, n, want[k]);
+                        if (k == 0) {
+                                cr_expect_eq(t.result, PY_WALK_OK);
+                                cr_expect_eq(t.entries, 1);
+                                cr_expect_not(t.has_copy);
+                                uint64_t f[6];
+                                memcpy(f, it->rec + PERF_ITEM_EXTRA(it->len) + sizeof(t), sizeof(f));
+                                cr_expect_eq(f[0], 0x1000 | PY_WALK_ENTRY);
+                                cr_expect_eq(f[4], 0x3000);
+                                cr_expect_eq(f[5], 0x2002);
+                        }
+                        if (k == 4)
+                                cr_expect_eq(t.result, PY_WALK_FAULT);
+                        k++;
+                }
+                free(it);
+        }
+        cr_expect_eq(k, 6, "%zu samples queued", k);
+        free(s->scope);
+        s->scope = NULL;
+        free(s->rings[0].py_pending);
 }
 
 /* The time of an item, as the worker will read it. */

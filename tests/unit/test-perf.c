@@ -218,6 +218,66 @@ Test(perf_record, sample_with_stack) {
         }
 }
 
+/* Two events writing into one ring (linux.perf's sampling event and the
+ * BPF output event of its Python frames): each record starts with its
+ * event's id, and the BPF record carries its data as PERF_SAMPLE_RAW. */
+Test(perf_record, identifier_and_raw) {
+        const struct perf_layout raw = {
+                .sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+                               PERF_SAMPLE_CPU | PERF_SAMPLE_PERIOD | PERF_SAMPLE_RAW,
+                .sample_id_all = true,
+        };
+        uint8_t rec[128];
+        size_t n = sizeof(struct perf_event_header);
+        n += put64(rec + n, 77);                    /* identifier */
+        n += put64(rec + n, 0x401234);              /* ip */
+        n += put64(rec + n, 42ull | (43ull << 32)); /* pid, tid */
+        n += put64(rec + n, 5000);                  /* time */
+        n += put64(rec + n, 1);                     /* cpu */
+        n += put64(rec + n, 1);                     /* period */
+        uint32_t size = 20;                         /* 4 + 20: a multiple of 8 */
+        memcpy(rec + n, &size, 4);
+        n += 4;
+        for (uint32_t k = 0; k < size; k++)
+                rec[n + k] = (uint8_t) k;
+        n += size;
+        put_header(rec, PERF_RECORD_SAMPLE, PERF_RECORD_MISC_KERNEL, (uint16_t) n);
+        uint64_t id = 0;
+        cr_assert(perf_record_sample_id(rec, n, &raw, &id));
+        cr_assert_eq(id, 77);
+        cr_assert_not(perf_record_sample_id(rec, n, &dwarf, &id), "a layout without the identifier has no id");
+        struct perf_record r;
+        cr_assert_eq(perf_record_parse(rec, n, &raw, &r), 0);
+        cr_assert_eq(r.u.sample.tid, 43);
+        cr_assert_eq(r.time, 5000);
+        cr_assert_eq(r.u.sample.raw_size, 20);
+        cr_assert_eq(r.u.sample.raw[0], 0);
+        cr_assert_eq(r.u.sample.raw[19], 19);
+        size_t off;
+        cr_assert(perf_record_time_offset(&raw, PERF_RECORD_SAMPLE, n, &off));
+        uint64_t t;
+        memcpy(&t, rec + off, 8);
+        cr_assert_eq(t, 5000, "the time is found past the identifier");
+        /* A raw size past the record's end is refused, as is every cut. */
+        size = 28;
+        memcpy(rec + n - 24, &size, 4);
+        cr_assert_lt(perf_record_parse(rec, n, &raw, &r), 0);
+        size = 20;
+        memcpy(rec + n - 24, &size, 4);
+        for (size_t k = sizeof(struct perf_event_header); k < n; k++) {
+                struct perf_event_header h;
+                memcpy(&h, rec, sizeof(h));
+                h.size = (uint16_t) k;
+                uint8_t cut[128];
+                memcpy(cut, rec, k);
+                memcpy(cut, &h, sizeof(h));
+                cr_assert_lt(perf_record_parse(cut, k, &raw, &r), 0, "%zu bytes accepted", k);
+        }
+        /* A record of another type has no sample id. */
+        put_header(rec, PERF_RECORD_COMM, 0, (uint16_t) n);
+        cr_assert_not(perf_record_sample_id(rec, n, &raw, &id));
+}
+
 Test(perf_record, compact_cuts_the_unfilled_stack) {
         uint8_t rec[512], out[512];
         size_t n = build_sample(rec);
