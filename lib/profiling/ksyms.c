@@ -36,39 +36,101 @@ static bool is_text(char type) {
         return type == 't' || type == 'T' || type == 'w' || type == 'W';
 }
 
-int ksyms_load(FILE *f, struct ksyms **ret) {
-        struct ksyms *k = calloc(1, sizeof(*k));
-        size_t syms_cap = 0, names_cap = 0;
-        bool nonzero = false, any = false;
-        char line[512];
+/* The value of the hex digit c, or -1. */
+static int hex_digit(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        c = (char) (c | 0x20);
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        return -1;
+}
 
-        if (!k)
-                return -ENOMEM;
-        while (fgets(line, sizeof(line), f)) {
-                char *end, type, *name;
-                uint64_t addr = strtoull(line, &end, 16);
-                if (end == line || *end != ' ' || !end[1] || end[2] != ' ')
-                        continue;
-                any = true;
-                type = end[1];
-                name = end + 3;
-                size_t len = strcspn(name, " \t\n");
-                if (addr != 0)
-                        nonzero = true;
-                if (!is_text(type) || len == 0 || len >= MAX_NAME || addr == 0)
-                        continue;
-                if (k->n == MAX_SYMBOLS)
-                        break;
-                if (GREEDY_REALLOC_MIN(k->syms, syms_cap, k->n + 1, 4096) < 0)
-                        goto oom;
-                if (GREEDY_REALLOC_MIN(k->names, names_cap, k->names_len + len + 1, 65536) < 0)
-                        goto oom;
-                k->syms[k->n++] = (struct ksym) { .addr = addr, .name = (uint32_t) k->names_len };
-                memcpy(k->names + k->names_len, name, len);
-                k->names[k->names_len + len] = '\0';
-                k->names_len += len + 1;
+struct ksyms_parse {
+        struct ksyms *k;
+        size_t syms_cap, names_cap;
+        bool any, nonzero, sorted;
+};
+
+/* One line "ADDR TYPE NAME[\t[MODULE]]" (without its newline): false when
+ * out of memory or past MAX_SYMBOLS. Lines of another form are skipped. */
+static bool parse_line(struct ksyms_parse *p, const char *line, size_t len) {
+        const char *end = line + len, *c = line;
+        uint64_t addr = 0;
+        int d, digits = 0;
+        while (c < end && (d = hex_digit(*c)) >= 0 && digits < 16) {
+                addr = addr << 4 | (uint64_t) d;
+                c++, digits++;
         }
-        if (any && !nonzero) {
+        if (digits == 0 || end - c < 3 || c[0] != ' ' || c[2] != ' ')
+                return true;
+        p->any = true;
+        char type = c[1];
+        const char *name = c + 3;
+        size_t n = 0;
+        while (name + n < end && name[n] != ' ' && name[n] != '\t')
+                n++;
+        if (addr != 0)
+                p->nonzero = true;
+        if (!is_text(type) || n == 0 || n >= MAX_NAME || addr == 0)
+                return true;
+        struct ksyms *k = p->k;
+        if (k->n == MAX_SYMBOLS)
+                return false;
+        if (GREEDY_REALLOC_MIN(k->syms, p->syms_cap, k->n + 1, 4096) < 0 ||
+            GREEDY_REALLOC_MIN(k->names, p->names_cap, k->names_len + n + 1, 65536) < 0)
+                return false;
+        if (k->n > 0 && addr < k->syms[k->n - 1].addr)
+                p->sorted = false;
+        k->syms[k->n++] = (struct ksym) { .addr = addr, .name = (uint32_t) k->names_len };
+        memcpy(k->names + k->names_len, name, n);
+        k->names[k->names_len + n] = '\0';
+        k->names_len += n + 1;
+        return true;
+}
+
+int ksyms_load(FILE *f, struct ksyms **ret) {
+        /* The kernel writes /proc/kallsyms at the pace it is read: read in
+         * large pieces, lines parsed where they lie, a line cut by the
+         * piece's end moved to the front. */
+        enum { CHUNK = 256 * 1024 };
+        struct ksyms_parse p = { .sorted = true };
+        _cleanup_free_ char *buf = malloc(CHUNK);
+        if (!buf || !(p.k = calloc(1, sizeof(*p.k))))
+                return -ENOMEM;
+        size_t have = 0;
+        bool ok = true, eof = false;
+        while (ok && !eof) {
+                size_t got = fread(buf + have, 1, CHUNK - have, f);
+                eof = got < CHUNK - have;
+                have += got;
+                size_t at = 0;
+                for (;;) {
+                        const char *nl = memchr(buf + at, '\n', have - at);
+                        if (!nl) {
+                                /* The last line may lack its newline; one
+                                 * longer than the buffer is no symbol's. */
+                                if (eof || at == 0) {
+                                        if (have > at && !(ok = parse_line(&p, buf + at, have - at)))
+                                                break;
+                                        at = have;
+                                }
+                                break;
+                        }
+                        size_t len = (size_t) (nl - (buf + at));
+                        if (!(ok = parse_line(&p, buf + at, len)))
+                                break;
+                        at += len + 1;
+                }
+                memmove(buf, buf + at, have - at);
+                have -= at;
+        }
+        struct ksyms *k = p.k;
+        if (!ok && k->n != MAX_SYMBOLS) {
+                ksyms_free(k);
+                return -ENOMEM;
+        }
+        if (p.any && !p.nonzero) {
                 ksyms_free(k);
                 return -EPERM;
         }
@@ -83,12 +145,12 @@ int ksyms_load(FILE *f, struct ksyms **ret) {
         char *names = realloc(k->names, k->names_len);
         if (names)
                 k->names = names;
-        qsort(k->syms, k->n, sizeof(*k->syms), cmp_ksym);
+        /* The kernel's own symbols come in address order, modules' after
+         * them: most tables need no sort. */
+        if (!p.sorted)
+                qsort(k->syms, k->n, sizeof(*k->syms), cmp_ksym);
         *ret = k;
         return 0;
-oom:
-        ksyms_free(k);
-        return -ENOMEM;
 }
 
 int ksyms_load_proc(struct ksyms **ret) {

@@ -285,14 +285,18 @@ int perf_record_compact(const uint8_t *rec, size_t len, const struct perf_layout
         int e = perf_record_parse(rec, len, l, &r);
         if (e < 0)
                 return e;
+        return perf_record_compact_parsed(rec, len, &r, out);
+}
+
+int perf_record_compact_parsed(const uint8_t *rec, size_t len, const struct perf_record *r, uint8_t *out) {
         if (len > UINT16_MAX)
                 return -EBADMSG;
         size_t data_off = 0;
         uint64_t declared = 0, keep = 0;
-        if (r.kind == PERF_REC_SAMPLE && r.u.sample.stack) {
-                data_off = (size_t) (r.u.sample.stack - rec);
+        if (r->kind == PERF_REC_SAMPLE && r->u.sample.stack) {
+                data_off = (size_t) (r->u.sample.stack - rec);
                 memcpy(&declared, rec + data_off - 8, 8);
-                keep = (r.u.sample.stack_size + 7) & ~(uint64_t) 7;
+                keep = (r->u.sample.stack_size + 7) & ~(uint64_t) 7;
         }
         if (keep >= declared) {
                 if (out)

@@ -109,3 +109,6 @@ int perf_ring_copy(const uint8_t *data, uint64_t size, uint64_t tail, uint64_t h
  * to out (which must hold len bytes). A record with nothing to cut keeps
  * its length and is copied as it is. -EBADMSG when it does not parse. */
 int perf_record_compact(const uint8_t *rec, size_t len, const struct perf_layout *layout, uint8_t *out);
+/* The same, of a record parsed already (r, by perf_record_parse of rec:
+ * its views point into rec). */
+int perf_record_compact_parsed(const uint8_t *rec, size_t len, const struct perf_record *r, uint8_t *out);

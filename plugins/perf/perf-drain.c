@@ -140,45 +140,41 @@ static void push_bookkeeping(struct perf_session *s, struct perf_item *it) {
                 free(it);
 }
 
-/* Takes it (a copied record). */
-static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct perf_item *it) {
-        struct perf_record r;
-        if (perf_record_parse(it->rec, it->len, &s->layout, &r) < 0) {
-                s->bad_records++;
-                free(it);
-                return;
-        }
+/* Takes it (a copied record), r what the record parsed into (its views
+ * may point into the ring: used during the call only). */
+static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct perf_item *it,
+                          const struct perf_record *r) {
         it->cpu = (uint32_t) ring->cpu;
-        switch (r.kind) {
+        switch (r->kind) {
         case PERF_REC_SAMPLE:
                 s->samples++;
-                ring->count += r.u.sample.period;
-                take_sample(s, ring, it, &r);
+                ring->count += r->u.sample.period;
+                take_sample(s, ring, it, r);
                 return;
         case PERF_REC_COMM:
-                        if (r.u.comm.exec)
-                        scope_forget(s, (int) r.u.comm.pid);
+                        if (r->u.comm.exec)
+                        scope_forget(s, (int) r->u.comm.pid);
                 break;
         case PERF_REC_FORK:
         case PERF_REC_EXIT:
-                if (r.u.task.pid == r.u.task.tid)
-                        scope_forget(s, (int) r.u.task.pid);
+                if (r->u.task.pid == r->u.task.tid)
+                        scope_forget(s, (int) r->u.task.pid);
                 break;
         case PERF_REC_MMAP2:
                 break;
         case PERF_REC_LOST:
         case PERF_REC_LOST_SAMPLES:
-                s->lost += r.u.lost.lost;
+                s->lost += r->u.lost.lost;
                 it->kind = PERF_ITEM_LOST;
-                it->count = r.u.lost.lost;
-                it->time = r.time;
+                it->count = r->u.lost.lost;
+                it->time = r->time;
                 push_bookkeeping(s, it);
                 return;
         case PERF_REC_THROTTLE:
                 s->throttles++;
                 it->kind = PERF_ITEM_THROTTLE;
                 it->count = ++ring->throttles;
-                it->time = r.time;
+                it->time = r->time;
                 push_bookkeeping(s, it);
                 return;
         default:
@@ -191,27 +187,32 @@ static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct 
 
 /* With the queue at its item bound, a sample is only counted: read where
  * it lies in the ring, nothing allocated or copied. */
-static void count_sample_dropped(struct perf_session *s, struct cpu_ring *ring, const uint8_t *rec, size_t len) {
-        struct perf_record r;
-        if (perf_record_parse(rec, len, &s->layout, &r) < 0 || r.kind != PERF_REC_SAMPLE) {
-                s->bad_records++;
-                return;
-        }
+static void count_sample_dropped(struct perf_session *s, struct cpu_ring *ring, const struct perf_record *r) {
         s->samples++;
-        ring->count += r.u.sample.period;
-        drop_sample(s, ring, r.u.sample.time);
+        ring->count += r->u.sample.period;
+        drop_sample(s, ring, r->u.sample.time);
 }
 
 /* A record of the sampling event, or a note of the kernel's: copied into
  * what the worker gets, or counted. */
 static void take_record(struct perf_session *s, struct cpu_ring *ring, const struct perf_event_header *h,
                         const uint8_t *src) {
-        if (h->type == PERF_RECORD_SAMPLE && !perf_queue_room(&s->q, PERF_ITEM_NOTE, 0)) {
-                count_sample_dropped(s, ring, src, h->size);
+        /* Parsed once, where it lies: the copy is the same record. */
+        struct perf_record r;
+        if (perf_record_parse(src, h->size, &s->layout, &r) < 0) {
+                s->bad_records++;
                 return;
         }
-        int n = perf_record_compact(src, h->size, &s->layout, NULL);
-        size_t len = n > 0 ? (size_t) n : h->size;
+        if (r.kind == PERF_REC_SAMPLE && !perf_queue_room(&s->q, PERF_ITEM_NOTE, 0)) {
+                count_sample_dropped(s, ring, &r);
+                return;
+        }
+        int n = perf_record_compact_parsed(src, h->size, &r, NULL);
+        if (n < 0) {
+                s->bad_records++;
+                return;
+        }
+        size_t len = (size_t) n;
         /* A sample that may get its Python frames has room for a few. */
         bool py = s->py_bpf ? ring->py_pending && ring->py_pending->valid
                             : s->cfg.python_frames && atomic_load(&s->py_any);
@@ -221,11 +222,8 @@ static void take_record(struct perf_session *s, struct cpu_ring *ring, const str
                 s->skipped_enqueue++;
                 return;
         }
-        if (n > 0)
-                (void) perf_record_compact(src, h->size, &s->layout, it->rec);
-        else
-                memcpy(it->rec, src, h->size); /* counted as a bad record by handle_record */
-        handle_record(s, ring, it);
+        (void) perf_record_compact_parsed(src, h->size, &r, it->rec);
+        handle_record(s, ring, it, &r);
 }
 
 /* Handles the record at *tail (there is one) and moves past it. False

@@ -540,6 +540,44 @@ Test(ftrace_ksyms, hidden_or_empty_tables_are_errors) {
         cr_assert_null(ksyms_lookup(NULL, 0xffffffff81000000ull));
 }
 
+/* A table larger than the pieces it is read in (lines cut at their
+ * ends), out of order (modules' symbols come after the kernel's, at lower
+ * or higher addresses), and with no newline after its last line. */
+Test(ftrace_ksyms, a_large_table_in_any_order) {
+        enum { N = 30000 };
+        size_t cap = (size_t) N * 64, len = 0;
+        char *text = malloc(cap);
+        cr_assert_not_null(text);
+        for (unsigned i = 0; i < N; i++) {
+                /* Every third one a data symbol; descending addresses. */
+                unsigned k = N - 1 - i;
+                len += (size_t) snprintf(text + len, cap - len, "ffffffff8%07x %c func_%u%s%s", k * 16,
+                                         k % 3 == 2 ? 'd' : (k % 2 ? 't' : 'T'), k, k % 5 == 0 ? "\t[mod]" : "",
+                                         i + 1 < N ? "\n" : "");
+        }
+        FILE *f = fmemopen(text, len, "r");
+        cr_assert_not_null(f);
+        struct ksyms *k = NULL;
+        cr_assert_eq(ksyms_load(f, &k), 0);
+        fclose(f);
+        unsigned want = 0;
+        for (unsigned i = 0; i < N; i++)
+                want += i % 3 != 2;
+        cr_assert_eq(ksyms_count(k), want, "%zu text symbols of %u", ksyms_count(k), want);
+        char name[32];
+        for (unsigned i = 0; i < N; i += 7) {
+                uint64_t addr = 0xffffffff80000000ull + (uint64_t) i * 16 + 3;
+                /* A data symbol does not split the function before it. */
+                unsigned fn = i % 3 == 2 ? i - 1 : i;
+                snprintf(name, sizeof(name), "func_%u", fn);
+                const char *got = ksyms_lookup(k, addr);
+                cr_assert(got && strcmp(got, name) == 0, "0x%llx: %s, not %s", (unsigned long long) addr,
+                          got ? got : "(none)", name);
+        }
+        ksyms_free(k);
+        free(text);
+}
+
 Test(ftrace_ksyms, addresses_are_numbered_in_order_of_use) {
         struct kaddr_table *t = malloc(sizeof(*t));
         cr_assert_not_null(t);
