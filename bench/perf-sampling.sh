@@ -31,7 +31,9 @@
 #           ring (1 MiB a CPU, read every 100 ms) holds 16 of its 64 KiB
 #           stack copies, and at 999 Hz it lost 84 % of the samples to the
 #           kernel (ours sizes its ring, 4 MiB, and drains it when a
-#           quarter full); CPU of traced, traced_perf and perfetto
+#           quarter full); CPU of traced, traced_perf and perfetto.
+#           RING_PAGES=N gives both tools ring_buffer_pages: N (the same
+#           config in full; ours runs with its default otherwise).
 #
 # with the ratio of traced's median us/smp to traced_perf's.
 #
@@ -50,7 +52,7 @@
 # "peers": against perf; or "python"), PYTHON (default /usr/bin/python3.11),
 # SHIM (default 1; 0: no exec shim), PRESTART (default 0; 1: the workload
 # runs from before the recording to after it), PERFETTO_BIN_DIR (upstream's
-# binaries).
+# binaries), RING_PAGES (see traced_perf above).
 # Not part of make check.
 set -eu
 
@@ -141,13 +143,29 @@ bpf_of() {
                 "$work/traced.log" | awk '{ s += $1 } END { printf "%.6f\n", s / 1000 }'
 }
 
+# perf_config HZ PAGES FILE: the config tracectl record --perf HZ makes
+# (for DURATION, 256 MiB, no process stats), with ring_buffer_pages: PAGES.
+perf_config() {
+        "$build/tracectl" record --perf "$1" -t "${duration}s" -b 256mb --no-process-stats --dry-run \
+                -o "$work/unused.pftrace" 2>/dev/null |
+                sed "s/^    perf_event_config {\$/&\n      ring_buffer_pages: $2/" >"$3"
+        grep -q "ring_buffer_pages: $2" "$3" || { echo "cannot make the config of ring_buffer_pages: $2" >&2; exit 1; }
+}
+
 run_traced() { # hz -> "kept uerr us"
         rm -f "$work/t.pftrace"
         TRACED_BENCH_LOG_LEVEL=info traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
         workload_before
-        spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
-                "$build/tracectl" --socket "$work/c.sock" record -t "${duration}s" -b 256mb --no-process-stats \
-                --no-summary --perf "$1" -o "$work/t.pftrace" >/dev/null 2>&1
+        if [ -n "${RING_PAGES:-}" ]; then
+                perf_config "$1" "$RING_PAGES" "$work/ours.cfg"
+                spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+                        "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/ours.cfg" \
+                        --no-summary -o "$work/t.pftrace" >/dev/null 2>&1
+        else
+                spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+                        "$build/tracectl" --socket "$work/c.sock" record -t "${duration}s" -b 256mb \
+                        --no-process-stats --no-summary --perf "$1" -o "$work/t.pftrace" >/dev/null 2>&1
+        fi
         cpid=$spawned_pid
         workload_during
         spawn_wait $cpid || true
@@ -177,10 +195,7 @@ sample_row() { # hz trace cpu
 
 run_upstream() { # hz -> "kept uerr us"
         rm -f "$work/u.pftrace" "$work"/up-*.sock
-        "$build/tracectl" record --perf "$1" -t "${duration}s" -b 256mb --no-process-stats --dry-run \
-                -o "$work/u.pftrace" 2>/dev/null |
-                sed 's/^    perf_event_config {$/&\n      ring_buffer_pages: 2048/' >"$work/up.cfg"
-        grep -q 'ring_buffer_pages: 2048' "$work/up.cfg" || { echo "cannot make upstream's config" >&2; exit 1; }
+        perf_config "$1" "${RING_PAGES:-2048}" "$work/up.cfg"
         spawn env PERFETTO_PRODUCER_SOCK_NAME="$work/up-p.sock" PERFETTO_CONSUMER_SOCK_NAME="$work/up-c.sock" \
                 /usr/bin/time -f "%U %S" -o "$work/up-traced.time" "$BIN/traced" >"$work/up-traced.log" 2>&1
         upid=$spawned_pid
