@@ -195,22 +195,7 @@ run() {
         rm -f "$work/up.pftrace"
 }
 
-if [ "${LOAD:-0}" = compile ]; then
-        # A compile's churn: a new cc1 and as for every file, every file of
-        # lib/ and plugins/ over and over, on all CPUs but one.
-        src=$(cd "$(dirname "$0")/.." && pwd)
-        for _ in $(seq $(($(nproc) > 1 ? $(nproc) - 1 : 1))); do
-                nice -n 19 sh -c 'while :; do for f in "$1"/lib/*/*.c "$1"/plugins/*/*.c; do
-                        gcc -O2 -w -I"$2" -I"$1/lib" -I"$1/include" -I"$2/include" -I"$2/protos" -I"$1/plugins" \
-                                -I"$(dirname "$f")" -c "$f" -o /dev/null 2>/dev/null || :; done; done' sh "$src" "$build" &
-                load_pids="$load_pids $!"
-        done
-elif [ "${LOAD:-0}" = 1 ]; then
-        for _ in $(seq $(($(nproc) > 1 ? $(nproc) - 1 : 1))); do
-                nice -n 19 sh -c 'while :; do :; done' &
-                load_pids="$load_pids $!"
-        done
-fi
+load_start "${LOAD:-0}"
 
 ours="ours"
 # shellcheck disable=SC2086 # HOSTS: words

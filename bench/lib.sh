@@ -195,3 +195,31 @@ perf_workload_script() {
         spawn_stop
         perf script -i "$1.data" -F comm,pid,tid,cpu,time,ip,sym,dso >"$1.txt" 2>/dev/null
 }
+
+# ---- load beside a measurement -----------------------------------------
+#
+# load_start KIND: work on every CPU but one, in the background, niced, its
+# pids added to load_pids (the caller kills them when done): KIND compile
+# is a compile's churn (a new cc1 and as for every file: every C file of
+# lib/ and plugins/ over and over with gcc -O2), 1 busy loops, 0 nothing.
+# shellcheck disable=SC2154 # $build is the caller's
+load_start() {
+        local src n
+        src=$(cd "$(dirname "$0")/.." && pwd)
+        n=$(($(nproc) > 1 ? $(nproc) - 1 : 1))
+        case $1 in
+        compile)
+                for _ in $(seq "$n"); do
+                        nice -n 19 sh -c 'while :; do for f in "$1"/lib/*/*.c "$1"/plugins/*/*.c; do
+                                gcc -O2 -w -I"$2" -I"$1/lib" -I"$1/include" -I"$2/include" -I"$2/protos" \
+                                        -I"$1/plugins" -I"$(dirname "$f")" -c "$f" -o /dev/null 2>/dev/null || :
+                                done; done' sh "$src" "$build" &
+                        load_pids="${load_pids:-} $!"
+                done ;;
+        1)
+                for _ in $(seq "$n"); do
+                        nice -n 19 sh -c 'while :; do :; done' &
+                        load_pids="${load_pids:-} $!"
+                done ;;
+        esac
+}

@@ -52,7 +52,9 @@
 # "peers": against perf; or "python"), PYTHON (default /usr/bin/python3.11),
 # SHIM (default 1; 0: no exec shim), PRESTART (default 0; 1: the workload
 # runs from before the recording to after it), PERFETTO_BIN_DIR (upstream's
-# binaries), RING_PAGES (see traced_perf above).
+# binaries), RING_PAGES (see traced_perf above), LOAD (compile: a build
+# beside, on all CPUs but one, niced, sampled with the rest; 1: busy
+# loops; default 0: nothing).
 # Not part of make check.
 set -eu
 
@@ -71,7 +73,9 @@ rounds=${ROUNDS:-3}
 cpus=$(nproc)
 work=$(mktemp -d /tmp/traced-perf-bench-XXXXXX)
 old_stats=$(sysctl -n kernel.bpf_stats_enabled 2>/dev/null || echo 0)
-trap 'spawn_stop; sysctl -q -w kernel.bpf_stats_enabled="$old_stats" 2>/dev/null || true; rm -rf "$work"' EXIT
+load_pids=""
+# shellcheck disable=SC2086 # load_pids: words
+trap '[ -z "$load_pids" ] || kill $load_pids 2>/dev/null; spawn_stop; sysctl -q -w kernel.bpf_stats_enabled="$old_stats" 2>/dev/null || true; rm -rf "$work"' EXIT
 # The kernel counts the run time of BPF programs only with this on.
 sysctl -q -w kernel.bpf_stats_enabled=1 2>/dev/null || echo "kernel.bpf_stats_enabled cannot be set: BPF run time not counted" >&2
 trap 'exit 129' HUP
@@ -275,6 +279,9 @@ duration_ms: %s\n' "$1" "$2" "$((duration * 1000))" >"$work/cfg.pbtxt"
         echo "${n:-0} $py $cpu" | awk -v want="$((cpus * $1 * duration))" \
                 '{ printf "%.2f %d %.2f\n", 100 * $1 / want, $2, $1 ? $3 * 1e6 / $1 : 0 }'
 }
+
+# A build beside (LOAD=compile), sampled with the rest.
+load_start "${LOAD:-0}"
 
 if [ "${WHAT:-peers}" = python ]; then
         python=${PYTHON:-/usr/bin/python3.11}
