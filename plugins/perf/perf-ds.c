@@ -71,15 +71,25 @@ int perf_open_ring(struct perf_session *s, struct perf_event_attr *attr, struct 
         ring->data = ring->base + off;
         if (s->py_bpf) {
                 int r = perf_pybpf_attach(s->py_bpf, attr, ring->cpu, ring->fd, &ring->py_fd, &ring->py_id);
-                if (r < 0) {
+                bool any = false;
+                for (size_t k = 0; k < s->n_rings && !any; k++)
+                        any = s->rings[k].py_fd >= 0;
+                if (r < 0 && !any) {
+                        /* Refused from the first CPU on (a kernel without
+                         * BPF output events or programs on perf events):
+                         * the frames are read as the rings are drained. */
+                        plugin_log(s->pl, TRACED_LOG_INFO,
+                                   "linux.perf instance %llu: the Python frames are read as the rings are drained, "
+                                   "not walked at the sample: its BPF program did not attach (%s)",
+                                   (unsigned long long) s->inst.id, strerror(-r));
+                        perf_pybpf_free(s->py_bpf);
+                        s->py_bpf = NULL;
+                } else if (r < 0)
                         /* This CPU's samples then stay native, counted as
                          * left so: the others go on. */
                         plugin_log(s->pl, TRACED_LOG_WARNING,
                                    "linux.perf instance %llu: no BPF walk of the Python frames on CPU %d: %s",
                                    (unsigned long long) s->inst.id, ring->cpu, strerror(-r));
-                        ring->py_fd = -EBADF;
-                        ring->py_id = 0;
-                }
         }
         return 0;
 }
