@@ -9,27 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <bpf/libbpf.h>
-
 #include "bpfstack-ds.h"
+#include "common/libbpf-log.h"
 
 #define DS_NAME "linux.bpf_stack"
-
-/* libbpf's messages have no context pointer: the one plugin of this
- * process gets them. Warnings only (verifier logs, missing features). */
-static struct bpfstack_plugin *libbpf_owner;
-
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap) {
-        if (level == LIBBPF_DEBUG || !libbpf_owner)
-                return 0;
-        char buf[1024];
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        size_t n = strlen(buf);
-        while (n > 0 && buf[n - 1] == '\n')
-                buf[--n] = '\0';
-        plugin_log(libbpf_owner, level == LIBBPF_WARN ? TRACED_LOG_WARNING : TRACED_LOG_INFO, "libbpf: %s", buf);
-        return 0;
-}
 
 static int32_t create(const struct traced_host_api *api, struct traced_host *host, void **ret) {
         int r = plugin_check_host(api);
@@ -47,8 +30,7 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
                 free(pl);
                 return r;
         }
-        libbpf_owner = pl;
-        (void) libbpf_set_print(libbpf_print);
+        libbpf_log_to(api, host);
         *ret = pl;
         return 0;
 }
@@ -56,8 +38,7 @@ static int32_t create(const struct traced_host_api *api, struct traced_host *hos
 static void destroy(void *state) {
         struct bpfstack_plugin *pl = state;
         bpfstack_sessions_free(pl);
-        if (libbpf_owner == pl)
-                libbpf_owner = NULL;
+        libbpf_log_to(NULL, NULL);
         free(pl);
 }
 

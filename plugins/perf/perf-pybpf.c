@@ -20,6 +20,7 @@
 #include "perf-pybpf.h"
 #include "perfpy.h"
 #include "perfpy.skel.h"
+#include "common/libbpf-log.h"
 #include "common/plugin-common.h"
 
 struct perf_pybpf {
@@ -27,28 +28,11 @@ struct perf_pybpf {
         int out_map, procs_map, prog;
 };
 
-/* libbpf's messages have no context pointer: the plugin's host runs this
- * one plugin, whose log they go to. */
-static struct perf_plugin *libbpf_owner;
-
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap) {
-        if (level == LIBBPF_DEBUG || !libbpf_owner)
-                return 0;
-        char buf[512];
-        vsnprintf(buf, sizeof(buf), fmt, ap);
-        size_t n = strlen(buf);
-        while (n > 0 && buf[n - 1] == '\n')
-                buf[--n] = '\0';
-        plugin_log(libbpf_owner, level == LIBBPF_WARN ? TRACED_LOG_WARNING : TRACED_LOG_INFO, "libbpf: %s", buf);
-        return 0;
-}
-
 int perf_pybpf_new(struct perf_plugin *pl, struct perf_pybpf **ret) {
         struct perf_pybpf *b = calloc(1, sizeof(*b));
         if (!b)
                 return -ENOMEM;
-        libbpf_owner = pl;
-        libbpf_set_print(libbpf_print);
+        libbpf_log_to(pl->api, pl->host);
         b->skel = perfpy__open_and_load();
         if (!b->skel) {
                 int r = negative_errno();
