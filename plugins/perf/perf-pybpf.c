@@ -6,7 +6,6 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
