@@ -74,10 +74,12 @@ int perf_open_ring(struct perf_session *s, struct perf_event_attr *attr, struct 
                 bool any = false;
                 for (size_t k = 0; k < s->n_rings && !any; k++)
                         any = s->rings[k].py_fd >= 0;
-                if (r < 0 && !any) {
+                if (r < 0 && !any && !s->worker_started) {
                         /* Refused from the first CPU on (a kernel without
                          * BPF output events or programs on perf events):
-                         * the frames are read as the rings are drained. */
+                         * the frames are read as the rings are drained.
+                         * Only as the session starts: the worker uses the
+                         * program's table once it runs. */
                         plugin_log(s->pl, TRACED_LOG_INFO,
                                    "linux.perf instance %llu: the Python frames are read as the rings are drained, "
                                    "not walked at the sample: its BPF program did not attach (%s)",
@@ -418,6 +420,17 @@ static void log_bpf_cost(struct perf_session *s) {
                    (double) ns / 1e3 / (double) runs, (unsigned long long) s->py_bpf_records);
 }
 
+/* Processes the BPF program's table refused (full): their samples stayed
+ * native, counted as looked at after the sample. */
+static void log_bpf_refused(struct perf_session *s) {
+        uint64_t n = atomic_load(&s->py_bpf_set_errors);
+        if (s->py_bpf && n)
+                plugin_log(s->pl, TRACED_LOG_WARNING,
+                           "linux.perf instance %llu: the BPF walk's table of CPython processes refused %llu updates "
+                           "(it holds 1024 processes): their samples stayed native",
+                           (unsigned long long) s->inst.id, (unsigned long long) n);
+}
+
 static void stop_session(struct perf_session *s) {
         for (size_t k = 0; k < s->n_rings; k++)
                 if (s->rings[k].fd >= 0)
@@ -438,6 +451,7 @@ static void stop_session(struct perf_session *s) {
         perf_py_log(s); /* what the worker met since the last read period */
         log_stopped(s);
         log_bpf_cost(s);
+        log_bpf_refused(s);
 }
 
 void perf_session_stop(struct perf_plugin *pl, uint64_t id) {
