@@ -84,7 +84,9 @@ uint64_t symbolizer_kernel_frame(struct symbolizer *s, struct intern_writer *w, 
         uint64_t mapping = intern_mapping(w, &im);
         if (!mapping)
                 return 0;
-        const char *fn = s->ksyms ? ksyms_lookup(s->ksyms, pc) : NULL;
+        const char *fn = s->kernel_name ? s->kernel_name(s->kernel_name_userdata, pc)
+                         : s->ksyms     ? ksyms_lookup(s->ksyms, pc)
+                                        : NULL;
         uint64_t name = 0;
         if (fn && !(name = intern_function_name(w, fn)))
                 return 0;

@@ -26,6 +26,10 @@ struct symbolizer {
         struct proc_table *procs;
         struct elf_cache *elves;
         const struct ksyms *ksyms; /* may be NULL: kernel frames unnamed */
+        /* When set, kernel addresses are named by it instead of ksyms
+         * (NULL: unnamed); the name need last only until the next call. */
+        const char *(*kernel_name)(void *userdata, uint64_t pc);
+        void *kernel_name_userdata;
         /* Addresses in generated code (symbolizer_is_jit_memory) left
          * unnamed so far: their runtime may name them a moment later, so
          * a caller that caches frames or stacks does not keep one whose

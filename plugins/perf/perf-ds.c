@@ -142,6 +142,7 @@ static void session_free(struct perf_session *s) {
         task_names_done(&s->names);
         elf_cache_free(s->elves);
         ksyms_free(s->ksyms);
+        perf_ksym_free(s->ksym);
         intern_writer_free(s->iw);
         perf_config_done(&s->cfg);
         pthread_mutex_destroy(&s->mu);
@@ -264,7 +265,11 @@ static int setup(struct perf_session *s) {
                 return r;
         for (size_t k = 0; k < s->n_rings; k++)
                 cpu_hotplug_set(&s->hotplug, k, (uint32_t) s->rings[k].cpu, s->rings[k].fd);
-        if (c->kernel_frames) {
+        if (c->kernel_frames && (r = perf_ksym_new(&s->ksym)) < 0) {
+                plugin_log(pl, TRACED_LOG_DEBUG,
+                           "linux.perf: kernel frames named from /proc/kallsyms read whole: the BPF program that "
+                           "names them on demand did not load: %s",
+                           strerror(-r));
                 r = ksyms_load_proc(&s->ksyms);
                 if (r < 0)
                         plugin_log(pl, TRACED_LOG_WARNING, "linux.perf: kernel frames stay unnamed: /proc/kallsyms: %s",
@@ -274,6 +279,10 @@ static int setup(struct perf_session *s) {
             (r = intern_writer_new(&s->iw)) < 0)
                 return r;
         s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves, .ksyms = s->ksyms };
+        if (s->ksym) {
+                s->sym.kernel_name = perf_ksym_lookup;
+                s->sym.kernel_name_userdata = s->ksym;
+        }
         if ((r = unwinder_new(&s->sym, &s->unw)) < 0)
                 return r;
         s->additional_left = c->additional_cmdline_count;
@@ -431,6 +440,19 @@ static void log_bpf_refused(struct perf_session *s) {
                            (unsigned long long) s->inst.id, (unsigned long long) n);
 }
 
+/* How the kernel frames were named. */
+static void log_ksym(struct perf_session *s) {
+        struct perf_ksym_stats st;
+        if (!s->ksym)
+                return;
+        perf_ksym_stats(s->ksym, &st);
+        plugin_log(s->pl, TRACED_LOG_DEBUG,
+                   "linux.perf instance %llu: kernel addresses named on demand: %llu by BPF in %llu runs, %llu from "
+                   "/proc/kallsyms, %llu unnamed",
+                   (unsigned long long) s->inst.id, (unsigned long long) st.named, (unsigned long long) st.runs,
+                   (unsigned long long) st.kallsyms, (unsigned long long) st.unnamed);
+}
+
 static void stop_session(struct perf_session *s) {
         for (size_t k = 0; k < s->n_rings; k++)
                 if (s->rings[k].fd >= 0)
@@ -452,6 +474,7 @@ static void stop_session(struct perf_session *s) {
         log_stopped(s);
         log_bpf_cost(s);
         log_bpf_refused(s);
+        log_ksym(s);
 }
 
 void perf_session_stop(struct perf_plugin *pl, uint64_t id) {

@@ -272,6 +272,8 @@ static void process_sample(struct perf_session *s, const struct perf_item *it, c
                 native[k] = p ? cached_frame(s, p, pc) : symbolizer_user_frame(&s->sym, s->iw, NULL, pc);
         }
         n = perf_py_user_frames(s, it, p, user, native, n_user, frames, MAX_FRAMES + PY_WALK_MAX_FRAMES);
+        if (s->ksym)
+                perf_ksym_prefetch(s->ksym, kern, n_kern);
         for (size_t k = n_kern; k-- > 0;) {
                 uint64_t f = cached_frame(s, NULL, kern[k]);
                 if (f)

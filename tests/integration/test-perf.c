@@ -347,7 +347,37 @@ Test(perf, frame_pointers_O2) {
         check_variant("O2-fp", "UNWIND_FRAME_POINTER");
 }
 
-/* System calls in the leaf: kernel frames sit above the user ones. */
+/* The text symbols' names of /proc/kallsyms, sorted (for bsearch). */
+static int cmp_name(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static char **kallsyms_names(size_t *ret_n) {
+        FILE *f = fopen("/proc/kallsyms", "re");
+        cr_assert(f, "/proc/kallsyms: %s", strerror(errno));
+        char line[1024], name[512], type;
+        unsigned long long addr;
+        char **v = NULL;
+        size_t n = 0, cap = 0;
+        while (fgets(line, sizeof(line), f)) {
+                if (sscanf(line, "%llx %c %511s", &addr, &type, name) != 3 || (type != 't' && type != 'T'))
+                        continue;
+                if (n == cap) {
+                        cap = cap ? cap * 2 : 4096;
+                        v = realloc(v, cap * sizeof(*v));
+                        cr_assert(v);
+                }
+                v[n++] = strdup(name);
+        }
+        fclose(f);
+        qsort(v, n, sizeof(*v), cmp_name);
+        *ret_n = n;
+        return v;
+}
+
+/* System calls in the leaf: kernel frames sit above the user ones, named
+ * as /proc/kallsyms names them (whether the plugin looked them up on demand
+ * or read the file). */
 Test(perf, kernel_frames_above_user_frames) {
         if (!perf_usable())
                 SKIP("perf_event_open with user registers and stacks is not available here");
@@ -358,7 +388,8 @@ Test(perf, kernel_frames_above_user_frames) {
         char *cfg = config("target_cmdline: \"chain-O2-nofp\"", "UNWIND_DWARF", true, NULL);
         fixture_record(&inst, ev, "linux.perf", cfg, run_and_wait, &r, collect_packet, &c);
         free(cfg);
-        size_t total = 0, ok = 0, kernel_above = 0;
+        size_t total = 0, ok = 0, kernel_above = 0, kernel_names = 0, n_ksyms;
+        char **ksyms = kallsyms_names(&n_ksyms);
         for (size_t k = 0; k < c.n_s; k++) {
                 size_t leaf;
                 if (c.s[k].pid != (uint32_t) r.pid || c.s[k].skipped)
@@ -371,7 +402,18 @@ Test(perf, kernel_frames_above_user_frames) {
                 if (leaf > 0 && c.s[k].cpu_mode == PERFETTO__PROTOS__PROFILING__CPU_MODE__MODE_KERNEL &&
                     c.s[k].names[0] != NULL)
                         kernel_above++;
+                /* A sample in the kernel: its leaf is a kernel function. */
+                const char *name = c.s[k].names[0];
+                if (leaf > 0 && c.s[k].cpu_mode == PERFETTO__PROTOS__PROFILING__CPU_MODE__MODE_KERNEL && name) {
+                        cr_assert_not_null(bsearch(&name, ksyms, n_ksyms, sizeof(*ksyms), cmp_name),
+                                           "kernel leaf %s is no function of /proc/kallsyms", name);
+                        kernel_names++;
+                }
         }
+        for (size_t j = 0; j < n_ksyms; j++)
+                free(ksyms[j]);
+        free(ksyms);
+        cr_assert_gt(kernel_names, 0, "no kernel leaf named");
         cr_log_info("syscalls: %zu samples, %zu with the chain, %zu with kernel frames above it", total, ok,
                     kernel_above);
         cr_assert_gt(total, 50);
