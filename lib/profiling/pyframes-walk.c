@@ -267,9 +267,7 @@ enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read_fn, void 
 }
 
 bool py_walk_matches(const struct py_walk *w, size_t n_eval) {
-        if (w->has_copy)
-                return w->checked == n_eval;
-        return w->entries == n_eval;
+        return py_walk_counts_match(w->has_copy, w->entries, w->checked, n_eval);
 }
 
 const char *py_walk_result_name(enum py_walk_result r) {

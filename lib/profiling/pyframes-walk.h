@@ -110,6 +110,11 @@ enum py_walk_result py_walk(const struct py_layout *l, py_read_fn read, void *us
  * is the one the walk w was checked against: with a copy, its checked
  * calls; without, its entry frames. */
 bool py_walk_matches(const struct py_walk *w, size_t n_eval);
+/* The same from a walk's counts alone (a walk handed over without its
+ * struct, whose scratch is tens of KiB). */
+static inline bool py_walk_counts_match(bool has_copy, uint32_t entries, uint32_t checked, size_t n_eval) {
+        return has_copy ? checked == n_eval : entries == n_eval;
+}
 
 /* The names of the results, for logs: "ok", "no thread state", ... */
 const char *py_walk_result_name(enum py_walk_result r);

@@ -404,10 +404,7 @@ size_t perf_py_user_frames(struct perf_session *s, const struct perf_item *it, s
                         s->py_unreadable++;
                 else if (t.result == PY_WALK_NO_THREAD)
                         s->py_no_thread++;
-                else if (t.result != PY_WALK_OK ||
-                         !py_walk_matches(&(struct py_walk){.n = t.n, .entries = t.entries, .checked = t.checked,
-                                                            .has_copy = t.has_copy},
-                                          n_eval))
+                else if (t.result != PY_WALK_OK || !py_walk_counts_match(t.has_copy, t.entries, t.checked, n_eval))
                         s->py_moved++;
                 else {
                         uint64_t frames[2 * PY_WALK_MAX_FRAMES], iids[PY_WALK_MAX_FRAMES];
