@@ -217,7 +217,7 @@ static void take_record(struct perf_session *s, struct cpu_ring *ring, const str
         bool py = s->py_bpf ? ring->py_pending && ring->py_pending->valid
                             : s->cfg.python_frames && atomic_load(&s->py_any);
         size_t room = h->type == PERF_RECORD_SAMPLE && py ? PERF_ITEM_EXTRA(len) - len + PERF_PY_ROOM : 0;
-        struct perf_item *it = perf_item_new_room(PERF_ITEM_RECORD, len, room);
+        struct perf_item *it = perf_queue_item_new(&s->q, PERF_ITEM_RECORD, len, room);
         if (!it) {
                 s->skipped_enqueue++;
                 return;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <malloc.h>
 #include <stdlib.h>
 
 #include "basic/macro.h"
@@ -11,6 +12,7 @@ _Static_assert(sizeof(struct perf_item) <= PERF_ITEM_FOOTPRINT, "an item's heade
 int perf_queue_init(struct perf_queue *q, uint64_t max_bytes) {
         *q = (struct perf_queue) { .max_bytes = max_bytes };
         q->batch_tailp = &q->batch_head;
+        q->done_tailp = &q->done_head;
         q->tailp = &q->head;
         q->max_items =
                 (size_t) MIN(MAX(max_bytes / PERF_ITEM_FOOTPRINT, (uint64_t) 1), (uint64_t) PERF_QUEUE_MAX_ITEMS);
@@ -35,7 +37,11 @@ static void free_items(struct perf_item *it) {
 void perf_queue_done(struct perf_queue *q) {
         free_items(q->head);
         free_items(q->batch_head);
-        q->head = q->batch_head = NULL;
+        free_items(q->done_head);
+        free_items(q->back);
+        for (size_t c = 0; c < PERF_POOL_CLASSES; c++)
+                free_items(q->pool[c]);
+        q->head = q->batch_head = q->done_head = q->back = NULL;
         pthread_mutex_destroy(&q->mu);
         pthread_cond_destroy(&q->cv);
 }
@@ -51,6 +57,44 @@ struct perf_item *perf_item_new_room(enum perf_item_kind kind, size_t len, size_
         if (it)
                 *it = (struct perf_item) { .kind = (uint8_t) kind, .len = (uint32_t) len };
         return it;
+}
+
+struct perf_item *perf_queue_item_new(struct perf_queue *q, enum perf_item_kind kind, size_t len, size_t room) {
+        size_t size = sizeof(struct perf_item) + len + room;
+        size_t c = (size + PERF_POOL_STEP - 1) / PERF_POOL_STEP - 1;
+        if (size < PERF_POOL_STEP || c >= PERF_POOL_CLASSES || len > UINT32_MAX)
+                return perf_item_new_room(kind, len, room);
+        /* The item's own size, or a step or two more. */
+        struct perf_item *it = NULL;
+        for (size_t k = c; k < MIN(c + 3, (size_t) PERF_POOL_CLASSES) && !it; k++)
+                if ((it = q->pool[k])) {
+                        q->pool[k] = it->next;
+                        __atomic_fetch_sub(&q->pool_bytes, (uint64_t) (k + 1) * PERF_POOL_STEP, __ATOMIC_RELAXED);
+                }
+        /* New ones in whole steps, to come back in their class. */
+        if (!it && !(it = malloc((c + 1) * PERF_POOL_STEP)))
+                return NULL;
+        *it = (struct perf_item) { .kind = (uint8_t) kind, .len = (uint32_t) len };
+        return it;
+}
+
+/* The class of an item of the pool's sizes, or -1. */
+static int pool_class(struct perf_item *it) {
+        size_t n = malloc_usable_size(it) / PERF_POOL_STEP;
+        return n == 0 ? -1 : (int) MIN(n, (size_t) PERF_POOL_CLASSES) - 1;
+}
+
+void perf_queue_done_with(struct perf_queue *q, struct perf_item *it) {
+        int c = pool_class(it);
+        uint64_t size = (uint64_t) (c + 1) * PERF_POOL_STEP;
+        if (c < 0 || __atomic_load_n(&q->pool_bytes, __ATOMIC_RELAXED) + size > PERF_POOL_MAX_BYTES) {
+                free(it);
+                return;
+        }
+        __atomic_fetch_add(&q->pool_bytes, size, __ATOMIC_RELAXED);
+        it->next = NULL;
+        *q->done_tailp = it;
+        q->done_tailp = &it->next;
 }
 
 static uint64_t queued_bytes(const struct perf_queue *q) {
@@ -96,7 +140,15 @@ void perf_queue_publish(struct perf_queue *q) {
         __atomic_store_n(&q->queued_bytes, q->queued_bytes + q->batch_bytes, __ATOMIC_RELAXED);
         __atomic_store_n(&q->queued_items, q->queued_items + q->batch_items, __ATOMIC_RELAXED);
         pthread_cond_signal(&q->cv);
+        struct perf_item *back = q->back;
+        q->back = NULL;
         pthread_mutex_unlock(&q->mu);
+        for (struct perf_item *next; back; back = next) {
+                next = back->next;
+                int c = pool_class(back);
+                back->next = q->pool[c];
+                q->pool[c] = back;
+        }
         q->batch_head = NULL;
         q->batch_tailp = &q->batch_head;
         q->batch_bytes = 0;
@@ -105,6 +157,13 @@ void perf_queue_publish(struct perf_queue *q) {
 
 struct perf_item *perf_queue_pop(struct perf_queue *q) {
         pthread_mutex_lock(&q->mu);
+        /* What the worker is done with goes back under the same lock. */
+        if (q->done_head) {
+                *q->done_tailp = q->back;
+                q->back = q->done_head;
+                q->done_head = NULL;
+                q->done_tailp = &q->done_head;
+        }
         while (!q->head)
                 pthread_cond_wait(&q->cv, &q->mu);
         struct perf_item *it = q->head;

@@ -68,11 +68,29 @@ struct perf_item {
  * and at the stop they are written without unwinding after 3 s. */
 #define PERF_QUEUE_MAX_ITEMS (1u << 16)
 
+/* Items of at least PERF_POOL_STEP bytes (the copies of samples) are not
+ * freed once the worker is done with them but come back to the loop
+ * thread, in the same hand-overs as the batches, for the next copies: a
+ * sample costs no malloc and free of tens of KiB (glibc's bins sorted,
+ * its heap trimmed and grown again page by page). Sizes are counted in
+ * steps, up to PERF_POOL_CLASSES steps; the pool keeps PERF_POOL_MAX_BYTES
+ * at most, and frees the rest. */
+#define PERF_POOL_STEP 4096u
+#define PERF_POOL_CLASSES 32u
+#define PERF_POOL_MAX_BYTES (4u << 20)
+
 struct perf_queue {
         /* the loop thread's batch */
         struct perf_item *batch_head, **batch_tailp;
         uint64_t batch_bytes;
         size_t batch_items;
+        /* the loop thread's pool: pool[c] holds items with room for at
+         * least (c + 1) steps */
+        struct perf_item *pool[PERF_POOL_CLASSES];
+        /* the worker's items done with, not handed back yet */
+        struct perf_item *done_head, **done_tailp;
+        /* what the pool holds everywhere (both threads; atomic) */
+        uint64_t pool_bytes;
 
         /* handed over (under mu; the two sizes are also read without it) */
         pthread_mutex_t mu;
@@ -80,6 +98,7 @@ struct perf_queue {
         struct perf_item *head, **tailp;
         uint64_t queued_bytes;
         size_t queued_items;
+        struct perf_item *back; /* the worker's done items, for the loop thread's pool */
 
         uint64_t max_bytes;
         size_t max_items;
@@ -97,6 +116,12 @@ struct perf_item *perf_item_new(enum perf_item_kind kind, size_t len);
 /* The same with room bytes more, unused, past the record (for extra bytes
  * to come without a copy). */
 struct perf_item *perf_item_new_room(enum perf_item_kind kind, size_t len, size_t room);
+
+/* Loop thread: as perf_item_new_room, from the pool when the item is of
+ * its sizes. Freed with free() or handed back with perf_queue_done_with. */
+struct perf_item *perf_queue_item_new(struct perf_queue *q, enum perf_item_kind kind, size_t len, size_t room);
+/* Worker: it is done with; kept for the pool, or freed. */
+void perf_queue_done_with(struct perf_queue *q, struct perf_item *it);
 
 /* Loop thread: whether an item of that kind and record length would be
  * taken now. */

@@ -195,6 +195,7 @@ struct perf_session {
         struct unwinder *unw;
         struct intern_writer *iw;
         uint64_t last_clear, last_reap, last_py_counters, latest_time;
+        unsigned items_untimed; /* items since the worker last read the clock */
         struct frame_slot *frames;
         uint32_t epoch; /* bumped with every intern_clear */
         uint64_t dropped_written;           /* the total of dropped samples last written */

@@ -351,15 +351,12 @@ static void process_record(struct perf_session *s, const struct perf_item *it) {
         }
 }
 
-static void housekeeping(struct perf_session *s) {
-        uint64_t now = now_ms();
-        if ((s->cfg.unwind_state_clear_period_ms && now - s->last_clear >= s->cfg.unwind_state_clear_period_ms) ||
-            intern_memory(s->iw) > INTERN_MEMORY_BOUND) {
-                intern_clear(s->iw);
-                s->epoch++;
-                unwinder_flush(s->unw);
-                s->last_clear = now;
-        }
+/* After each item; what goes by the clock (periods of a second or more)
+ * on each read period's tick and every HOUSEKEEPING_ITEMS items between:
+ * the clock is read that often, not once a sample. */
+#define HOUSEKEEPING_ITEMS 64u
+
+static void housekeeping(struct perf_session *s, bool tick) {
         /* The service's clear: the next packet says so, and what later
          * samples refer to is interned (and emitted) again, the counter
          * tracks described again. The unwinder keeps its caches. */
@@ -368,6 +365,17 @@ static void housekeeping(struct perf_session *s) {
                 s->clears_done = asked;
                 intern_clear(s->iw);
                 s->epoch++;
+        }
+        if (!tick && ++s->items_untimed < HOUSEKEEPING_ITEMS)
+                return;
+        s->items_untimed = 0;
+        uint64_t now = now_ms();
+        if ((s->cfg.unwind_state_clear_period_ms && now - s->last_clear >= s->cfg.unwind_state_clear_period_ms) ||
+            intern_memory(s->iw) > INTERN_MEMORY_BOUND) {
+                intern_clear(s->iw);
+                s->epoch++;
+                unwinder_flush(s->unw);
+                s->last_clear = now;
         }
         if (now - s->last_reap >= 1000 && s->latest_time > REAP_DELAY_NS) {
                 proc_table_reap(s->procs, s->latest_time - REAP_DELAY_NS);
@@ -451,7 +459,8 @@ void *perf_worker_main(void *userdata) {
                         s->writer = NULL;
                         return NULL;
                 }
-                free(it);
-                housekeeping(s);
+                bool tick = it->kind == PERF_ITEM_TICK || it->kind == PERF_ITEM_FLUSH;
+                perf_queue_done_with(&s->q, it);
+                housekeeping(s, tick);
         }
 }

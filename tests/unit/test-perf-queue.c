@@ -219,3 +219,59 @@ Test(perf_queue, extra_bytes_count_toward_the_byte_bound) {
         cr_assert_eq(pop_all(&q), 1);
         perf_queue_done(&q);
 }
+
+/* The worker's items of the pool's sizes come back to the reader for its
+ * next copies (after a hand-over each way); small ones are freed. */
+Test(perf_queue, large_items_come_back_for_reuse) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, DEFAULT_FOOTPRINT), 0);
+        struct perf_item *big = perf_queue_item_new(&q, PERF_ITEM_RECORD, 33000, 100);
+        struct perf_item *small = perf_queue_item_new(&q, PERF_ITEM_RECORD, 200, 0);
+        cr_assert(big && small);
+        cr_assert_eq(big->len, 33000);
+        cr_assert_eq(perf_queue_push(&q, big), 0);
+        cr_assert_eq(perf_queue_push(&q, small), 0);
+        perf_queue_publish(&q);
+        struct perf_item *a = perf_queue_pop(&q), *b = perf_queue_pop(&q);
+        cr_assert(a == big && b == small);
+        perf_queue_done_with(&q, a);
+        perf_queue_done_with(&q, b); /* freed: ASan would see it otherwise */
+        cr_assert_eq(q.pool_bytes, 9 * PERF_POOL_STEP, "%llu", (unsigned long long) q.pool_bytes);
+        /* The worker hands it back as it takes the next item, the reader
+         * gets it as it hands over its next batch. */
+        cr_assert_eq(perf_queue_push(&q, perf_item_new(PERF_ITEM_TICK, 0)), 0);
+        perf_queue_publish(&q);
+        free(perf_queue_pop(&q));
+        cr_assert_null(q.pool[8]);
+        cr_assert_eq(perf_queue_push(&q, perf_item_new(PERF_ITEM_TICK, 0)), 0);
+        perf_queue_publish(&q);
+        cr_assert_eq(q.pool[8], big);
+        /* A copy of the same size, or a step smaller, takes it again. */
+        struct perf_item *again = perf_queue_item_new(&q, PERF_ITEM_SAMPLE, 30000, 0);
+        cr_assert_eq(again, big);
+        cr_assert_eq(again->kind, PERF_ITEM_SAMPLE);
+        cr_assert_eq(again->len, 30000);
+        cr_assert_eq(again->extra, 0);
+        cr_assert_eq(q.pool_bytes, 0);
+        /* Two steps too small for it: a new one. */
+        perf_queue_done_with(&q, again);
+        free(perf_queue_pop(&q));
+        cr_assert_eq(perf_queue_push(&q, perf_item_new(PERF_ITEM_TICK, 0)), 0);
+        perf_queue_publish(&q);
+        struct perf_item *other = perf_queue_item_new(&q, PERF_ITEM_RECORD, 20000, 0);
+        cr_assert_neq(other, big);
+        free(other);
+        perf_queue_done(&q);
+}
+
+/* The pool keeps PERF_POOL_MAX_BYTES at most: the rest is freed. */
+Test(perf_queue, the_pool_is_bounded) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, DEFAULT_FOOTPRINT), 0);
+        size_t n = PERF_POOL_MAX_BYTES / (16 * PERF_POOL_STEP) + 8;
+        for (size_t k = 0; k < n; k++)
+                perf_queue_done_with(&q, perf_queue_item_new(&q, PERF_ITEM_RECORD, 16 * PERF_POOL_STEP - 200, 0));
+        cr_assert_leq(q.pool_bytes, PERF_POOL_MAX_BYTES);
+        cr_assert_geq(q.pool_bytes, PERF_POOL_MAX_BYTES - 16 * PERF_POOL_STEP);
+        perf_queue_done(&q);
+}
