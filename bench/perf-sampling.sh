@@ -30,8 +30,8 @@
 #           `perfetto` consumer, with ring_buffer_pages: 2048: its default
 #           ring (1 MiB a CPU, read every 100 ms) holds 16 of its 64 KiB
 #           stack copies, and at 999 Hz it lost 84 % of the samples to the
-#           kernel (ours sizes its ring, 4 MiB, and drains it when a
-#           quarter full); CPU of traced, traced_perf and perfetto.
+#           kernel (ours sizes its ring, 4 MiB, and drains it when
+#           half full); CPU of traced, traced_perf and perfetto.
 #           RING_PAGES=N gives both tools ring_buffer_pages: N (the same
 #           config in full; ours runs with its default otherwise).
 #
