@@ -14,7 +14,6 @@
  * evaluation frames as the walk checked, and otherwise leaves the stack
  * native and counts why. */
 
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,9 +134,11 @@ static struct perf_item *with_trailer(struct perf_item *it, const struct perf_py
         size_t need = sizeof(*it) + PERF_ITEM_EXTRA(it->len) + extra;
         /* The drain made room for a few frames (PERF_PY_ROOM): most items
          * are not copied again here. */
-        struct perf_item *grown = malloc_usable_size(it) >= need ? it : realloc(it, need);
+        struct perf_item *grown = it->cap >= need ? it : realloc(it, need);
         if (!grown)
                 return it;
+        if (grown->cap < need)
+                grown->cap = (uint32_t) need;
         uint8_t *at = grown->rec + PERF_ITEM_EXTRA(grown->len);
         memcpy(at, t, sizeof(*t));
         memcpy(at + sizeof(*t), frames, 2 * (size_t) t->n * sizeof(uint64_t));

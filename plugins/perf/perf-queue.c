@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
-#include <malloc.h>
 #include <stdlib.h>
 
 #include "basic/macro.h"
@@ -53,9 +52,12 @@ struct perf_item *perf_item_new(enum perf_item_kind kind, size_t len) {
 struct perf_item *perf_item_new_room(enum perf_item_kind kind, size_t len, size_t room) {
         if (len > UINT32_MAX || room > UINT32_MAX)
                 return NULL;
-        struct perf_item *it = malloc(sizeof(*it) + len + room);
+        size_t cap = sizeof(struct perf_item) + len + room;
+        if (cap > UINT32_MAX)
+                return NULL;
+        struct perf_item *it = malloc(cap);
         if (it)
-                *it = (struct perf_item) { .kind = (uint8_t) kind, .len = (uint32_t) len };
+                *it = (struct perf_item) { .kind = (uint8_t) kind, .len = (uint32_t) len, .cap = (uint32_t) cap };
         return it;
 }
 
@@ -72,15 +74,18 @@ struct perf_item *perf_queue_item_new(struct perf_queue *q, enum perf_item_kind 
                         __atomic_fetch_sub(&q->pool_bytes, (uint64_t) (k + 1) * PERF_POOL_STEP, __ATOMIC_RELAXED);
                 }
         /* New ones in whole steps, to come back in their class. */
-        if (!it && !(it = malloc((c + 1) * PERF_POOL_STEP)))
-                return NULL;
-        *it = (struct perf_item) { .kind = (uint8_t) kind, .len = (uint32_t) len };
+        if (!it) {
+                if (!(it = malloc((c + 1) * PERF_POOL_STEP)))
+                        return NULL;
+                it->cap = (uint32_t) ((c + 1) * PERF_POOL_STEP);
+        }
+        *it = (struct perf_item) { .kind = (uint8_t) kind, .len = (uint32_t) len, .cap = it->cap };
         return it;
 }
 
 /* The class of an item of the pool's sizes, or -1. */
-static int pool_class(struct perf_item *it) {
-        size_t n = malloc_usable_size(it) / PERF_POOL_STEP;
+static int pool_class(const struct perf_item *it) {
+        size_t n = it->cap / PERF_POOL_STEP;
         return n == 0 ? -1 : (int) MIN(n, (size_t) PERF_POOL_CLASSES) - 1;
 }
 

@@ -50,6 +50,7 @@ struct perf_item {
         uint64_t time, count; /* NOTE, SAMPLE: timebase count; LOST: records lost; THROTTLE: throttles */
         uint32_t len;   /* the record's bytes */
         uint32_t extra; /* SAMPLE: bytes after the record, from PERF_ITEM_EXTRA(len): its thread's Python frames */
+        uint32_t cap;   /* bytes allocated, header included */
         uint8_t rec[];
 };
 
