@@ -44,19 +44,32 @@ static struct ksym *read_kallsyms(size_t *ret_n) {
         return v;
 }
 
-static struct perf_ksym *load_or_skip(void) {
-        struct perf_ksym *k = NULL;
+/* Each test's program and /proc/kallsyms, read once. */
+static struct perf_ksym *k;
+static struct ksym *v;
+static size_t n;
+
+static void load_or_skip(void) {
         int r = perf_ksym_new(&k);
         if (r < 0)
                 cr_skip_test("the kernel-name BPF program does not load here (%s): it needs CAP_BPF and "
                              "BPF_PROG_TYPE_SYSCALL (Linux 5.14)",
                              strerror(-r));
-        return k;
+        v = read_kallsyms(&n);
+        cr_assert_gt(n, 1000);
+        cr_assert_neq(v[0].addr, 0, "kallsyms reads as zeros: run as root");
+}
+
+static void unload(void) {
+        free(v);
+        perf_ksym_free(k);
+        v = NULL;
+        k = NULL;
 }
 
 /* Every name given at addr: aliases share an address, and either is the
  * function's. */
-static bool named_at(const struct ksym *v, size_t n, size_t i, const char *name) {
+static bool named_at(size_t i, const char *name) {
         size_t lo = i;
         while (lo > 0 && v[lo - 1].addr == v[i].addr)
                 lo--;
@@ -66,12 +79,9 @@ static bool named_at(const struct ksym *v, size_t n, size_t i, const char *name)
         return false;
 }
 
+TestSuite(perf_ksym, .init = load_or_skip, .fini = unload);
+
 Test(perf_ksym, names_what_kallsyms_names) {
-        struct perf_ksym *k = load_or_skip();
-        size_t n;
-        struct ksym *v = read_kallsyms(&n);
-        cr_assert_gt(n, 1000);
-        cr_assert_neq(v[0].addr, 0, "kallsyms reads as zeros: run as root");
         /* Spread over the kernel's own symbols (sorted by address), each at
          * its start and a few bytes into it. */
         size_t checked = 0, core = 0;
@@ -81,10 +91,10 @@ Test(perf_ksym, names_what_kallsyms_names) {
                 if (v[i + 1].addr <= v[i].addr + 4 || v[i].addr == v[i - 1].addr)
                         continue;
                 const char *at = perf_ksym_lookup(k, v[i].addr);
-                cr_assert(at && named_at(v, n, i, at), "%llx: %s, kallsyms says %s", v[i].addr, at ? at : "(none)",
+                cr_assert(at && named_at(i, at), "%llx: %s, kallsyms says %s", v[i].addr, at ? at : "(none)",
                           v[i].name);
                 const char *in = perf_ksym_lookup(k, v[i].addr + 3);
-                cr_assert(in && named_at(v, n, i, in), "%llx+3: %s, kallsyms says %s", v[i].addr,
+                cr_assert(in && named_at(i, in), "%llx+3: %s, kallsyms says %s", v[i].addr,
                           in ? in : "(none)", v[i].name);
                 checked++;
         }
@@ -94,14 +104,9 @@ Test(perf_ksym, names_what_kallsyms_names) {
         cr_assert_eq(st.named, 2 * checked);
         cr_assert_eq(st.kallsyms + st.unnamed, 0, "%llu from kallsyms, %llu unnamed",
                      (unsigned long long) st.kallsyms, (unsigned long long) st.unnamed);
-        free(v);
-        perf_ksym_free(k);
 }
 
 Test(perf_ksym, each_address_named_once_a_batch_a_run) {
-        struct perf_ksym *k = load_or_skip();
-        size_t n;
-        struct ksym *v = read_kallsyms(&n);
         uint64_t addrs[40];
         for (size_t i = 0; i < 40; i++)
                 addrs[i] = v[(i + 1) * (n / 50)].addr + 1;
@@ -117,14 +122,9 @@ Test(perf_ksym, each_address_named_once_a_batch_a_run) {
         perf_ksym_prefetch(k, addrs, 40);
         perf_ksym_stats(k, &st);
         cr_assert_eq(st.runs, 2, "kept names looked up again: %llu runs", (unsigned long long) st.runs);
-        free(v);
-        perf_ksym_free(k);
 }
 
 Test(perf_ksym, module_names_left_out_and_no_symbol_no_name) {
-        struct perf_ksym *k = load_or_skip();
-        size_t n;
-        struct ksym *v = read_kallsyms(&n);
         /* An address below every kernel symbol: the program prints it in
          * hex, kallsyms names nothing there either. */
         cr_assert_null(perf_ksym_lookup(k, 0x1000));
@@ -146,6 +146,4 @@ Test(perf_ksym, module_names_left_out_and_no_symbol_no_name) {
                           got ? got : "(none)");
         } else
                 cr_log_info("no module loaded: the module case is not checked");
-        free(v);
-        perf_ksym_free(k);
 }
