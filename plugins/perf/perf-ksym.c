@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "basic/hashmap.h"
 #include "basic/macro.h"
 #include "perf-ksym.h"
 #include "perfksym.h"
@@ -19,18 +20,11 @@
 /* Addresses kept at most: past that the table starts again (a session
  * that keeps meeting new kernel addresses pays a run per address). */
 #define CACHE_MAX (1u << 16)
-#define CACHE_MIN 1024u
-
-struct slot {
-        uint64_t addr; /* 0: free */
-        char *name;    /* NULL: unnamed */
-};
 
 struct perf_ksym {
         struct perfksym *skel;
         int prog;
-        struct slot *slots;
-        size_t cap, used;
+        struct hashmap names;   /* address -> its name (char *), 0 for none */
         struct ksyms *kallsyms; /* read at the first address the program does not name */
         bool kallsyms_tried;
         struct perf_ksym_stats st;
@@ -45,10 +39,6 @@ int perf_ksym_new(struct perf_ksym **ret) {
         _cleanup_free_ struct perf_ksym *k = calloc(1, sizeof(*k));
         if (!k)
                 return -ENOMEM;
-        k->slots = calloc(CACHE_MIN, sizeof(*k->slots));
-        if (!k->slots)
-                return -ENOMEM;
-        k->cap = CACHE_MIN;
         libbpf_print_fn_t old = libbpf_set_print(quiet);
         k->skel = perfksym__open_and_load();
         int r = k->skel ? 0 : negative_errno();
@@ -56,7 +46,6 @@ int perf_ksym_new(struct perf_ksym **ret) {
         if (r < 0 || !k->skel->bss) {
                 /* No mmap'able global data: nothing to hand addresses over in. */
                 perfksym__destroy(k->skel);
-                free(k->slots);
                 return r < 0 ? r : -EOPNOTSUPP;
         }
         k->prog = bpf_program__fd(k->skel->progs.ksym_names);
@@ -64,58 +53,23 @@ int perf_ksym_new(struct perf_ksym **ret) {
         return 0;
 }
 
-static void slots_free(struct slot *slots, size_t cap) {
-        for (size_t i = 0; i < cap; i++)
-                free(slots[i].name);
-        free(slots);
+static void names_clear(struct hashmap *names) {
+        size_t iter = 0;
+        uint64_t v;
+        while (hashmap_next(names, &iter, NULL, &v))
+                free((char *) (uintptr_t) v);
+        hashmap_clear(names);
 }
 
 void perf_ksym_free(struct perf_ksym *k) {
         if (!k)
                 return;
-        slots_free(k->slots, k->cap);
+        names_clear(&k->names);
         ksyms_free(k->kallsyms);
         perfksym__destroy(k->skel);
         free(k);
 }
 
-static size_t slot_of(const struct perf_ksym *k, uint64_t addr) {
-        size_t mask = k->cap - 1;
-        size_t i = (size_t) ((addr * 0x9e3779b97f4a7c15ull) >> 32) & mask;
-        while (k->slots[i].addr && k->slots[i].addr != addr)
-                i = (i + 1) & mask;
-        return i;
-}
-
-/* Room for one more address: the table doubles, or, at its bound, starts
- * again. */
-static int make_room(struct perf_ksym *k) {
-        if ((k->used + 1) * 4 <= k->cap * 3)
-                return 0;
-        if (k->cap >= CACHE_MAX) {
-                for (size_t i = 0; i < k->cap; i++) {
-                        free(k->slots[i].name);
-                        k->slots[i] = (struct slot) {};
-                }
-                k->used = 0;
-                return 0;
-        }
-        struct slot *old = k->slots;
-        size_t old_cap = k->cap;
-        struct slot *slots = calloc(old_cap * 2, sizeof(*slots));
-        if (!slots)
-                return -ENOMEM;
-        k->slots = slots;
-        k->cap = old_cap * 2;
-        for (size_t i = 0; i < old_cap; i++)
-                if (old[i].addr)
-                        k->slots[slot_of(k, old[i].addr)] = old[i];
-        free(old);
-        return 0;
-}
-
-/* The function's name out of what %ps printed, or NULL when it printed
- * none (the address in hex) or cut it short. */
 static char *name_of(const char *printed, int len) {
         if (len <= 1 || len > PERF_KSYM_NAME_MAX || !strncmp(printed, "0x", 2))
                 return NULL;
@@ -156,12 +110,10 @@ static void name_batch(struct perf_ksym *k, const uint64_t *addrs, size_t n) {
                         k->st.kallsyms++;
                 else
                         k->st.unnamed++;
-                if (make_room(k) < 0) {
+                if (hashmap_size(&k->names) >= CACHE_MAX)
+                        names_clear(&k->names);
+                if (hashmap_put_ptr(&k->names, addrs[j], name) < 0)
                         free(name);
-                        continue;
-                }
-                k->slots[slot_of(k, addrs[j])] = (struct slot) { .addr = addrs[j], .name = name };
-                k->used++;
         }
 }
 
@@ -170,7 +122,7 @@ void perf_ksym_prefetch(struct perf_ksym *k, const uint64_t *addrs, size_t n) {
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
                 uint64_t a = addrs[i];
-                if (!a || k->slots[slot_of(k, a)].addr)
+                if (!a || hashmap_get(&k->names, a, NULL))
                         continue;
                 bool dup = false;
                 for (size_t j = 0; j < m && !dup; j++)
@@ -191,15 +143,16 @@ const char *perf_ksym_lookup(void *userdata, uint64_t addr) {
         struct perf_ksym *k = userdata;
         if (!addr)
                 return NULL;
-        size_t i = slot_of(k, addr);
-        if (!k->slots[i].addr) {
+        uint64_t v;
+        if (!hashmap_get(&k->names, addr, &v)) {
                 name_batch(k, &addr, 1);
-                i = slot_of(k, addr);
+                if (!hashmap_get(&k->names, addr, &v))
+                        return NULL;
         }
-        return k->slots[i].addr ? k->slots[i].name : NULL;
+        return (const char *) (uintptr_t) v;
 }
 
 void perf_ksym_stats(const struct perf_ksym *k, struct perf_ksym_stats *ret) {
         *ret = k->st;
-        ret->cached = k->used;
+        ret->cached = hashmap_size(&k->names);
 }
