@@ -272,8 +272,20 @@ static void process_sample(struct perf_session *s, const struct perf_item *it, c
                 native[k] = p ? cached_frame(s, p, pc) : symbolizer_user_frame(&s->sym, s->iw, NULL, pc);
         }
         n = perf_py_user_frames(s, it, p, user, native, n_user, frames, MAX_FRAMES + PY_WALK_MAX_FRAMES);
-        if (s->ksym)
-                perf_ksym_prefetch(s->ksym, kern, n_kern);
+        if (s->ksym) {
+                /* The kernel addresses the frame cache does not hold are
+                 * named in one run of the program. */
+                uint64_t missed[MAX_FRAMES];
+                size_t n_missed = 0;
+                for (size_t k = 0; k < n_kern; k++) {
+                        bool hit;
+                        (void) frame_slot(s, NULL, kern[k], &hit);
+                        if (!hit)
+                                missed[n_missed++] = kern[k];
+                }
+                if (n_missed)
+                        perf_ksym_prefetch(s->ksym, missed, n_missed);
+        }
         for (size_t k = n_kern; k-- > 0;) {
                 uint64_t f = cached_frame(s, NULL, kern[k]);
                 if (f)
