@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -317,6 +318,40 @@ Test(output_writer, a_freed_writers_memory_is_the_next_ones) {
         close(fd2);
         unlink(path1);
         unlink(path2);
+}
+
+/* A region made ahead (a rotation's second one, made as the session
+ * starts) has its pages in memory before any writer touches them, and a
+ * writer made in it writes from it. */
+Test(output_writer, a_region_made_ahead_is_in_memory_before_use) {
+        struct output_region *region = output_region_new();
+        cr_assert_not_null(region);
+        char path[64];
+        int fd = temp_file(path, sizeof(path));
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new_in(fd, region, &w), 0);
+        size_t avail;
+        uint8_t *first = output_writer_space(w, &avail);
+        cr_assert_eq((void *) first, (void *) region, "the writer does not write from the region it was given");
+        size_t page = (size_t) sysconf(_SC_PAGESIZE), n = avail / page;
+        cr_assert_gt(n, 0);
+        unsigned char *vec = malloc(n);
+        cr_assert_not_null(vec);
+        cr_assert_eq(mincore(first, n * page, vec), 0);
+        size_t missing = 0;
+        for (size_t i = 0; i < n; i++)
+                missing += !(vec[i] & 1);
+        free(vec);
+        cr_assert_eq(missing, 0, "%zu of the %zu pages of the first block were not in memory yet", missing, n);
+        size_t at = 0, total = 1024u * 1024u + 4321u;
+        put(w, &at, total);
+        output_writer_submit(w, true);
+        wait_written(w);
+        cr_assert_eq(output_writer_error(w), 0);
+        output_writer_free(w);
+        check_file(fd, 0, total);
+        close(fd);
+        unlink(path);
 }
 
 /* What a finishing writer's thread calls at the end: it sees the whole file

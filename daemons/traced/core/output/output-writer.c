@@ -215,6 +215,30 @@ static void *thread_main(void *userdata) {
         return NULL;
 }
 
+/* The blocks in one region on huge page boundaries, in huge pages where
+ * the kernel has them (transparent huge pages, madvise mode): fewer TLB
+ * misses for the copies into them, and the disk pins two pages per block
+ * write instead of 256. */
+static uint8_t *region_alloc(void) {
+        uint8_t *region;
+        if (posix_memalign((void **) &region, OW_HUGE_PAGE, (size_t) OW_BLOCK * OW_BLOCKS) != 0)
+                return NULL;
+        (void) madvise(region, (size_t) OW_BLOCK * OW_BLOCKS, MADV_HUGEPAGE);
+        return region;
+}
+
+struct output_region *output_region_new(void) {
+        uint8_t *region = region_alloc();
+        if (!region)
+                return NULL;
+        /* Faulted in now, in one call where the kernel can (5.14+), else a
+         * write per page. */
+        if (madvise(region, (size_t) OW_BLOCK * OW_BLOCKS, MADV_POPULATE_WRITE) < 0)
+                for (size_t k = 0; k < (size_t) OW_BLOCK * OW_BLOCKS; k += OW_ALIGN)
+                        ((volatile uint8_t *) region)[k] = 0;
+        return (struct output_region *) region;
+}
+
 void output_region_free(struct output_region *region) {
         free(region);
 }
@@ -250,17 +274,10 @@ int output_writer_new_in(int fd, struct output_region *reuse, struct output_writ
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
         pthread_cond_init(&w->freed, &ca);
         pthread_condattr_destroy(&ca);
-        /* The blocks in one region on huge page boundaries, in huge pages
-         * where the kernel has them (transparent huge pages, madvise
-         * mode): fewer TLB misses for the copies into them, and the disk
-         * pins two pages per block write instead of 256. */
-        uint8_t *region = (uint8_t *) reuse;
+        uint8_t *region = reuse ? (uint8_t *) reuse : region_alloc();
         if (!region) {
-                if (posix_memalign((void **) &region, OW_HUGE_PAGE, (size_t) OW_BLOCK * OW_BLOCKS) != 0) {
-                        output_writer_free(w);
-                        return -ENOMEM;
-                }
-                (void) madvise(region, (size_t) OW_BLOCK * OW_BLOCKS, MADV_HUGEPAGE);
+                output_writer_free(w);
+                return -ENOMEM;
         }
         for (unsigned i = 0; i < OW_BLOCKS; i++)
                 w->blocks[i].data = region + (size_t) i * OW_BLOCK;

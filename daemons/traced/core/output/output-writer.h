@@ -30,6 +30,10 @@ struct output_region;
 /* As output_writer_new, in region (taken, whatever the outcome; NULL: a
  * new one). */
 int output_writer_new_in(int fd, struct output_region *region, struct output_writer **ret);
+/* A region with its pages in place now (NULL: out of memory), for a
+ * writer to come: its faults and zeroing are paid here, not when that
+ * writer fills its first blocks. */
+struct output_region *output_region_new(void);
 /* As output_writer_free, handing back the writer's region. */
 struct output_region *output_writer_free_keep(struct output_writer *w);
 void output_region_free(struct output_region *region);

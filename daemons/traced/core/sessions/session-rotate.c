@@ -115,6 +115,13 @@ int session_rotate_open(struct session *s, int dir_fd, char **ret_error) {
                 output_dir_remove_part(rot->dir_fd, rot->prefix, rot->index);
                 return r;
         }
+        /* The first cut's file is written while the first file closes, in
+         * a second region: it is faulted in now, not by the loop in the
+         * middle of that cut (where, zeroed page by page, it held the
+         * producers' commits back by milliseconds). Without it the cut
+         * allocates one. */
+        if (!s->out_spare)
+                s->out_spare = output_region_new();
         return 0;
 }
 
