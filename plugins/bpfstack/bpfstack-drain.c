@@ -198,9 +198,11 @@ static struct proc_info *proc_for(struct bpfstack_session *s, uint32_t pid, uint
  * kernel stack it takes starts with the program itself and the
  * tracepoint's dispatch, above __schedule. Those frames are the
  * collector's, not the task's: they are left out. */
-static bool tracing_frame(const struct ksyms *k, uint64_t addr) {
+static bool tracing_frame(struct bpfstack_session *s, uint64_t addr) {
         static const char *const prefixes[] = {"bpf_prog_", "bpf_trace_run", "__bpf_trace_", "__traceiter_"};
-        const char *name = k ? ksyms_lookup(k, addr) : NULL;
+        const char *name = s->knames ? kernel_names_lookup(s->knames, addr)
+                           : s->ksyms ? ksyms_lookup(s->ksyms, addr)
+                                      : NULL;
         if (!name)
                 return false;
         for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
@@ -209,9 +211,9 @@ static bool tracing_frame(const struct ksyms *k, uint64_t addr) {
         return false;
 }
 
-static size_t tracing_frames_on_top(const struct ksyms *k, const uint64_t *kern, size_t n) {
+static size_t tracing_frames_on_top(struct bpfstack_session *s, const uint64_t *kern, size_t n) {
         size_t skip = 0;
-        while (skip < n && tracing_frame(k, kern[skip]))
+        while (skip < n && tracing_frame(s, kern[skip]))
                 skip++;
         return skip;
 }
@@ -303,7 +305,7 @@ static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, cons
          * next sample. */
         if (s->sym.jit_unnamed != jit_unnamed)
                 *cacheable = false;
-        size_t top = rec->kind == BPFSTACK_OFF_CPU ? tracing_frames_on_top(s->ksyms, kern, n_kern) : 0;
+        size_t top = rec->kind == BPFSTACK_OFF_CPU ? tracing_frames_on_top(s, kern, n_kern) : 0;
         for (size_t k = n_kern; k-- > top;) {
                 uint64_t f = symbolizer_kernel_frame(&s->sym, q->iw, kern[k]);
                 if (f)

@@ -77,6 +77,7 @@ static void session_free(struct bpfstack_session *s) {
         proc_table_free(s->procs);
         task_names_done(&s->names);
         elf_cache_free(s->elves);
+        kernel_names_free(s->knames);
         ksyms_free(s->ksyms);
         free(s->stack_buf);
         free(s->cs_cache);
@@ -271,12 +272,22 @@ static int setup(struct bpfstack_session *s) {
         s->cs_cache = calloc(CS_CACHE_SIZE, sizeof(*s->cs_cache));
         if (!(s->stack_buf = calloc(c->max_depth, sizeof(uint64_t))))
                 return -ENOMEM;
-        if (c->kernel_frames && (r = ksyms_load_proc(&s->ksyms)) < 0)
-                plugin_log(pl, TRACED_LOG_WARNING, "linux.bpf_stack: kernel frames stay unnamed: /proc/kallsyms: %s",
+        if (c->kernel_frames && (r = kernel_names_new(&s->knames)) < 0) {
+                plugin_log(pl, TRACED_LOG_DEBUG,
+                           "linux.bpf_stack: kernel frames named from /proc/kallsyms read whole: the BPF program "
+                           "that names them on demand did not load: %s",
                            strerror(-r));
+                if ((r = ksyms_load_proc(&s->ksyms)) < 0)
+                        plugin_log(pl, TRACED_LOG_WARNING,
+                                   "linux.bpf_stack: kernel frames stay unnamed: /proc/kallsyms: %s", strerror(-r));
+        }
         if ((r = intern_writer_new(&s->on.iw)) < 0 || (r = intern_writer_new(&s->off.iw)) < 0)
                 return r;
         s->sym.ksyms = s->ksyms;
+        if (s->knames) {
+                s->sym.kernel_name = kernel_names_lookup;
+                s->sym.kernel_name_userdata = s->knames;
+        }
         if (s->tables) {
                 r = unwind_tables_map(s->tables, bpf_map__fd(s->skel->maps.unwind_rows),
                                       bpf_map__fd(s->skel->maps.unwind_pages), UNWIND_PAGES(c),
@@ -450,6 +461,16 @@ static void stop_session(struct bpfstack_session *s) {
         }
         bpfstack_drain(s, false);
         bpfstack_write_counters(s, true);
+        if (s->knames) {
+                struct kernel_names_stats st;
+                kernel_names_stats(s->knames, &st);
+                plugin_log(s->pl, TRACED_LOG_DEBUG,
+                           "linux.bpf_stack instance %llu: kernel addresses named on demand: %llu by BPF in %llu "
+                           "runs, %llu from /proc/kallsyms, %llu unnamed",
+                           (unsigned long long) s->inst.id, (unsigned long long) st.named,
+                           (unsigned long long) st.runs, (unsigned long long) st.kallsyms,
+                           (unsigned long long) st.unnamed);
+        }
         plugin_log(s->pl, TRACED_LOG_INFO,
                    "linux.bpf_stack instance %llu stopped: %llu on-CPU samples, %llu off-CPU samples "
                    "(%llu ms blocked), %llu records lost in the ring buffer, %llu stacks lost to map collisions, "

@@ -17,6 +17,7 @@
 #include "bpfstack.skel.h"
 #include "profiling/cpus.h"
 #include "profiling/intern.h"
+#include "common/kernel-names.h"
 #include "profiling/ksyms.h"
 #include "profiling/perf-notes.h"
 #include "profiling/symbolizer.h"
@@ -95,6 +96,9 @@ struct bpfstack_session {
         struct traced_source *notes_src;
         struct task_names names; /* comms written, from the records */
         struct elf_cache *elves;
+        /* Kernel frames: named on demand, or (without the program that
+         * names them) from /proc/kallsyms read whole. */
+        struct kernel_names *knames;
         struct ksyms *ksyms;
         struct symbolizer sym;
         struct seq on, off;

@@ -142,7 +142,7 @@ static void session_free(struct perf_session *s) {
         task_names_done(&s->names);
         elf_cache_free(s->elves);
         ksyms_free(s->ksyms);
-        perf_ksym_free(s->ksym);
+        kernel_names_free(s->ksym);
         intern_writer_free(s->iw);
         perf_config_done(&s->cfg);
         pthread_mutex_destroy(&s->mu);
@@ -268,7 +268,7 @@ static int setup(struct perf_session *s) {
                 return r;
         for (size_t k = 0; k < s->n_rings; k++)
                 cpu_hotplug_set(&s->hotplug, k, (uint32_t) s->rings[k].cpu, s->rings[k].fd);
-        if (c->kernel_frames && (r = perf_ksym_new(&s->ksym)) < 0) {
+        if (c->kernel_frames && (r = kernel_names_new(&s->ksym)) < 0) {
                 plugin_log(pl, TRACED_LOG_DEBUG,
                            "linux.perf: kernel frames named from /proc/kallsyms read whole: the BPF program that "
                            "names them on demand did not load: %s",
@@ -283,7 +283,7 @@ static int setup(struct perf_session *s) {
                 return r;
         s->sym = (struct symbolizer) { .procs = s->procs, .elves = s->elves, .ksyms = s->ksyms };
         if (s->ksym) {
-                s->sym.kernel_name = perf_ksym_lookup;
+                s->sym.kernel_name = kernel_names_lookup;
                 s->sym.kernel_name_userdata = s->ksym;
         }
         if ((r = unwinder_new(&s->sym, &s->unw)) < 0)
@@ -445,10 +445,10 @@ static void log_bpf_refused(struct perf_session *s) {
 
 /* How the kernel frames were named. */
 static void log_ksym(struct perf_session *s) {
-        struct perf_ksym_stats st;
+        struct kernel_names_stats st;
         if (!s->ksym)
                 return;
-        perf_ksym_stats(s->ksym, &st);
+        kernel_names_stats(s->ksym, &st);
         plugin_log(s->pl, TRACED_LOG_DEBUG,
                    "linux.perf instance %llu: kernel addresses named on demand: %llu by BPF in %llu runs, %llu from "
                    "/proc/kallsyms, %llu unnamed",

@@ -26,7 +26,7 @@
 
 #include "perf-config.h"
 #include "perf-ds.h"
-#include "perf-ksym.h"
+#include "common/kernel-names.h"
 #include "perf-pybpf.h"
 #include "perf-queue.h"
 #include "basic/hashmap.h"
@@ -190,7 +190,7 @@ struct perf_session {
         struct task_names names; /* comms written (PERF_RECORD_COMM) */
         struct elf_cache *elves;
         struct ksyms *ksyms;       /* /proc/kallsyms whole, when ksym cannot be */
-        struct perf_ksym *ksym;    /* kernel addresses named on demand */
+        struct kernel_names *ksym;    /* kernel addresses named on demand */
         struct symbolizer sym;
         struct unwinder *unw;
         struct intern_writer *iw;

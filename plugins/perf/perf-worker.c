@@ -284,7 +284,7 @@ static void process_sample(struct perf_session *s, const struct perf_item *it, c
                                 missed[n_missed++] = kern[k];
                 }
                 if (n_missed)
-                        perf_ksym_prefetch(s->ksym, missed, n_missed);
+                        kernel_names_prefetch(s->ksym, missed, n_missed);
         }
         for (size_t k = n_kern; k-- > 0;) {
                 uint64_t f = cached_frame(s, NULL, kern[k]);

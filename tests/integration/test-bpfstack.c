@@ -60,6 +60,20 @@ static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap) {
         return 0;
 }
 
+/* Whether /proc/kallsyms has a function (text symbol) of that name. */
+static bool kallsyms_has(const char *name) {
+        FILE *f = fopen("/proc/kallsyms", "re");
+        cr_assert(f, "/proc/kallsyms: %s", strerror(errno));
+        char line[1024], sym[512], type;
+        unsigned long long addr;
+        bool found = false;
+        while (!found && fgets(line, sizeof(line), f))
+                found = sscanf(line, "%llx %c %511s", &addr, &type, sym) == 3 && (type == 't' || type == 'T') &&
+                        strcmp(sym, name) == 0;
+        fclose(f);
+        return found;
+}
+
 /* What the plugin needs from the kernel, and whether we may use it. */
 static const char *bpf_refused(void) {
         libbpf_set_print(quiet);
@@ -265,8 +279,9 @@ Test(bpfstack, on_cpu_and_off_cpu_stacks_and_blocked_time) {
         fixture_record(&inst, ev, "linux.bpf_stack", cfg, run_workload_once_set_up, &r, collect_packet, &c);
         free(cfg);
 
-        size_t on = 0, on_chain = 0, off = 0, off_blocking = 0;
+        size_t on = 0, on_chain = 0, off = 0, off_blocking = 0, n_leaves = 0;
         uint64_t blocked_total = 0, blocked_in_blocking = 0;
+        const char *leaves[16];
         for (size_t k = 0; k < c.n_s; k++) {
                 const struct sample *s = &c.s[k];
                 cr_assert_eq(s->pid, (uint32_t) r.pid, "the comm filter keeps only the workload (%u, %u, %s)", s->pid,
@@ -285,6 +300,11 @@ Test(bpfstack, on_cpu_and_off_cpu_stacks_and_blocked_time) {
                 cr_assert(s->n_names > 0 && s->names[0], "an off-CPU sample without a leaf frame");
                 cr_assert(strncmp(s->names[0], "bpf_prog_", 9) != 0 && strncmp(s->names[0], "bpf_trace_run", 13) != 0,
                           "the off-CPU leaf is the collector's own frame %s, not the task's", s->names[0]);
+                bool seen = false;
+                for (size_t i = 0; i < n_leaves && !seen; i++)
+                        seen = strcmp(leaves[i], s->names[0]) == 0;
+                if (!seen && n_leaves < ELEMENTSOF(leaves))
+                        leaves[n_leaves++] = s->names[0];
                 blocked_total += s->blocked_ns;
                 cr_log_info("off-CPU at %llu for %.1f ms in %s <- %s", (unsigned long long) s->ts, s->blocked_ns / 1e6,
                             s->n_names > 2 && s->names[s->n_names - 3] ? s->names[s->n_names - 3] : "?",
@@ -294,6 +314,11 @@ Test(bpfstack, on_cpu_and_off_cpu_stacks_and_blocked_time) {
                         blocked_in_blocking += s->blocked_ns;
                 }
         }
+        /* Each off-CPU leaf (a kernel frame: where the task blocked) is a
+         * function as /proc/kallsyms names it, whether the plugin named it
+         * on demand or read that file. */
+        for (size_t i = 0; i < n_leaves; i++)
+                cr_assert(kallsyms_has(leaves[i]), "the off-CPU leaf %s is no function of /proc/kallsyms", leaves[i]);
         cr_log_info("on-CPU: %zu samples, %zu with spin_inner <- spin_outer <- main; off-CPU: %zu samples, %zu in "
                     "block_sleep/block_read, %.1f ms of %.1f ms blocked there; the program measured %.1f ms",
                     on, on_chain, off, off_blocking, blocked_in_blocking / 1e6, blocked_total / 1e6,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* linux.perf's kernel frames named on demand (perf-ksym.c) against
+/* The profilers' kernel frames named on demand (kernel-names.c) against
  * /proc/kallsyms read whole: the same function for each address, the
  * module's name left out, nothing for an address no symbol holds, and
  * each address named by one run of the BPF program at most. Needs root
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "perf-ksym.h"
+#include "common/kernel-names.h"
 
 struct ksym {
         unsigned long long addr;
@@ -45,12 +45,12 @@ static struct ksym *read_kallsyms(size_t *ret_n) {
 }
 
 /* Each test's program and /proc/kallsyms, read once. */
-static struct perf_ksym *k;
+static struct kernel_names *k;
 static struct ksym *v;
 static size_t n;
 
 static void load_or_skip(void) {
-        int r = perf_ksym_new(&k);
+        int r = kernel_names_new(&k);
         if (r < 0)
                 cr_skip_test("the kernel-name BPF program does not load here (%s): it needs CAP_BPF and "
                              "BPF_PROG_TYPE_SYSCALL (Linux 5.14)",
@@ -62,7 +62,7 @@ static void load_or_skip(void) {
 
 static void unload(void) {
         free(v);
-        perf_ksym_free(k);
+        kernel_names_free(k);
         v = NULL;
         k = NULL;
 }
@@ -79,9 +79,9 @@ static bool named_at(size_t i, const char *name) {
         return false;
 }
 
-TestSuite(perf_ksym, .init = load_or_skip, .fini = unload);
+TestSuite(kernel_names, .init = load_or_skip, .fini = unload);
 
-Test(perf_ksym, names_what_kallsyms_names) {
+Test(kernel_names, names_what_kallsyms_names) {
         /* Spread over the kernel's own symbols (sorted by address), each at
          * its start and a few bytes into it. */
         size_t checked = 0, core = 0;
@@ -90,46 +90,46 @@ Test(perf_ksym, names_what_kallsyms_names) {
         for (size_t i = 1; i < core; i += core / 400) {
                 if (v[i + 1].addr <= v[i].addr + 4 || v[i].addr == v[i - 1].addr)
                         continue;
-                const char *at = perf_ksym_lookup(k, v[i].addr);
+                const char *at = kernel_names_lookup(k, v[i].addr);
                 cr_assert(at && named_at(i, at), "%llx: %s, kallsyms says %s", v[i].addr, at ? at : "(none)",
                           v[i].name);
-                const char *in = perf_ksym_lookup(k, v[i].addr + 3);
+                const char *in = kernel_names_lookup(k, v[i].addr + 3);
                 cr_assert(in && named_at(i, in), "%llx+3: %s, kallsyms says %s", v[i].addr,
                           in ? in : "(none)", v[i].name);
                 checked++;
         }
         cr_assert_gt(checked, 200);
-        struct perf_ksym_stats st;
-        perf_ksym_stats(k, &st);
+        struct kernel_names_stats st;
+        kernel_names_stats(k, &st);
         cr_assert_eq(st.named, 2 * checked);
         cr_assert_eq(st.kallsyms + st.unnamed, 0, "%llu from kallsyms, %llu unnamed",
                      (unsigned long long) st.kallsyms, (unsigned long long) st.unnamed);
 }
 
-Test(perf_ksym, each_address_named_once_a_batch_a_run) {
+Test(kernel_names, each_address_named_once_a_batch_a_run) {
         uint64_t addrs[40];
         for (size_t i = 0; i < 40; i++)
                 addrs[i] = v[(i + 1) * (n / 50)].addr + 1;
         addrs[39] = addrs[0]; /* twice in one sample */
-        perf_ksym_prefetch(k, addrs, 40);
-        struct perf_ksym_stats st;
-        perf_ksym_stats(k, &st);
+        kernel_names_prefetch(k, addrs, 40);
+        struct kernel_names_stats st;
+        kernel_names_stats(k, &st);
         /* 39 new addresses: a full batch of 32 and one of 7. */
         cr_assert_eq(st.runs, 2);
         cr_assert_eq(st.cached, 39);
         for (size_t i = 0; i < 40; i++)
-                cr_assert_not_null(perf_ksym_lookup(k, addrs[i]));
-        perf_ksym_prefetch(k, addrs, 40);
-        perf_ksym_stats(k, &st);
+                cr_assert_not_null(kernel_names_lookup(k, addrs[i]));
+        kernel_names_prefetch(k, addrs, 40);
+        kernel_names_stats(k, &st);
         cr_assert_eq(st.runs, 2, "kept names looked up again: %llu runs", (unsigned long long) st.runs);
 }
 
-Test(perf_ksym, module_names_left_out_and_no_symbol_no_name) {
+Test(kernel_names, module_names_left_out_and_no_symbol_no_name) {
         /* An address below every kernel symbol: the program prints it in
          * hex, kallsyms names nothing there either. */
-        cr_assert_null(perf_ksym_lookup(k, 0x1000));
-        struct perf_ksym_stats st;
-        perf_ksym_stats(k, &st);
+        cr_assert_null(kernel_names_lookup(k, 0x1000));
+        struct kernel_names_stats st;
+        kernel_names_stats(k, &st);
         cr_assert_eq(st.unnamed, 1);
         /* A module's function, when one is loaded: its name alone. */
         FILE *f = fopen("/proc/kallsyms", "re");
@@ -141,7 +141,7 @@ Test(perf_ksym, module_names_left_out_and_no_symbol_no_name) {
                         (type == 't' || type == 'T') && strncmp(mod, "__builtin", 9) && strncmp(mod, "bpf", 3);
         fclose(f);
         if (found) {
-                const char *got = perf_ksym_lookup(k, addr);
+                const char *got = kernel_names_lookup(k, addr);
                 cr_assert(got && !strchr(got, ' ') && !strchr(got, '['), "%s [%s]: %s", name, mod,
                           got ? got : "(none)");
         } else

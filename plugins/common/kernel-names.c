@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-/* Kernel addresses named by linux.perf's BPF program as the worker meets
- * them (a sample's new ones in one run) and kept (see perf-ksym.h). */
+/* Kernel addresses named by the profilers' BPF program as they are met (a
+ * stack's new ones in one run) and kept (see kernel-names.h). */
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -12,22 +12,22 @@
 
 #include "basic/hashmap.h"
 #include "basic/macro.h"
-#include "perf-ksym.h"
-#include "perfksym.h"
-#include "perfksym.skel.h"
+#include "common/kernel-names.h"
+#include "kernelnames.h"
+#include "kernelnames.skel.h"
 #include "profiling/ksyms.h"
 
 /* Addresses kept at most: past that the table starts again (a session
  * that keeps meeting new kernel addresses pays a run per address). */
 #define CACHE_MAX (1u << 16)
 
-struct perf_ksym {
-        struct perfksym *skel;
+struct kernel_names {
+        struct kernelnames *skel;
         int prog;
         struct hashmap names;   /* address -> its name (char *), 0 for none */
         struct ksyms *kallsyms; /* read at the first address the program does not name */
         bool kallsyms_tried;
-        struct perf_ksym_stats st;
+        struct kernel_names_stats st;
 };
 
 static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap) {
@@ -35,17 +35,17 @@ static int quiet(enum libbpf_print_level level, const char *fmt, va_list ap) {
         return 0;
 }
 
-int perf_ksym_new(struct perf_ksym **ret) {
-        _cleanup_free_ struct perf_ksym *k = calloc(1, sizeof(*k));
+int kernel_names_new(struct kernel_names **ret) {
+        _cleanup_free_ struct kernel_names *k = calloc(1, sizeof(*k));
         if (!k)
                 return -ENOMEM;
         libbpf_print_fn_t old = libbpf_set_print(quiet);
-        k->skel = perfksym__open_and_load();
+        k->skel = kernelnames__open_and_load();
         int r = k->skel ? 0 : negative_errno();
         (void) libbpf_set_print(old);
         if (r < 0 || !k->skel->bss) {
                 /* No mmap'able global data: nothing to hand addresses over in. */
-                perfksym__destroy(k->skel);
+                kernelnames__destroy(k->skel);
                 return r < 0 ? r : -EOPNOTSUPP;
         }
         k->prog = bpf_program__fd(k->skel->progs.ksym_names);
@@ -61,24 +61,24 @@ static void names_clear(struct hashmap *names) {
         hashmap_clear(names);
 }
 
-void perf_ksym_free(struct perf_ksym *k) {
+void kernel_names_free(struct kernel_names *k) {
         if (!k)
                 return;
         names_clear(&k->names);
         ksyms_free(k->kallsyms);
-        perfksym__destroy(k->skel);
+        kernelnames__destroy(k->skel);
         free(k);
 }
 
 static char *name_of(const char *printed, int len) {
-        if (len <= 1 || len > PERF_KSYM_NAME_MAX || !strncmp(printed, "0x", 2))
+        if (len <= 1 || len > KERNEL_NAMES_NAME_MAX || !strncmp(printed, "0x", 2))
                 return NULL;
         /* "function [module]": the function. */
         size_t n = strcspn(printed, " ");
         return n ? strndup(printed, n) : NULL;
 }
 
-static char *from_kallsyms(struct perf_ksym *k, uint64_t addr) {
+static char *from_kallsyms(struct kernel_names *k, uint64_t addr) {
         if (!k->kallsyms_tried) {
                 k->kallsyms_tried = true;
                 (void) ksyms_load_proc(&k->kallsyms);
@@ -87,10 +87,10 @@ static char *from_kallsyms(struct perf_ksym *k, uint64_t addr) {
         return fn ? strdup(fn) : NULL;
 }
 
-/* Names addrs[0..n) (n at most PERF_KSYM_BATCH, none kept yet, no two
+/* Names addrs[0..n) (n at most KERNEL_NAMES_BATCH, none kept yet, no two
  * alike) in one run and keeps them. */
-static void name_batch(struct perf_ksym *k, const uint64_t *addrs, size_t n) {
-        struct perfksym__bss *bss = k->skel->bss;
+static void name_batch(struct kernel_names *k, const uint64_t *addrs, size_t n) {
+        struct kernelnames__bss *bss = k->skel->bss;
         bool ran = false;
         for (size_t j = 0; j < n; j++) {
                 bss->ksym_addr[j] = addrs[j];
@@ -117,8 +117,8 @@ static void name_batch(struct perf_ksym *k, const uint64_t *addrs, size_t n) {
         }
 }
 
-void perf_ksym_prefetch(struct perf_ksym *k, const uint64_t *addrs, size_t n) {
-        uint64_t batch[PERF_KSYM_BATCH];
+void kernel_names_prefetch(struct kernel_names *k, const uint64_t *addrs, size_t n) {
+        uint64_t batch[KERNEL_NAMES_BATCH];
         size_t m = 0;
         for (size_t i = 0; i < n; i++) {
                 uint64_t a = addrs[i];
@@ -130,7 +130,7 @@ void perf_ksym_prefetch(struct perf_ksym *k, const uint64_t *addrs, size_t n) {
                 if (dup)
                         continue;
                 batch[m++] = a;
-                if (m == PERF_KSYM_BATCH) {
+                if (m == KERNEL_NAMES_BATCH) {
                         name_batch(k, batch, m);
                         m = 0;
                 }
@@ -139,8 +139,8 @@ void perf_ksym_prefetch(struct perf_ksym *k, const uint64_t *addrs, size_t n) {
                 name_batch(k, batch, m);
 }
 
-const char *perf_ksym_lookup(void *userdata, uint64_t addr) {
-        struct perf_ksym *k = userdata;
+const char *kernel_names_lookup(void *userdata, uint64_t addr) {
+        struct kernel_names *k = userdata;
         if (!addr)
                 return NULL;
         uint64_t v;
@@ -152,7 +152,7 @@ const char *perf_ksym_lookup(void *userdata, uint64_t addr) {
         return (const char *) (uintptr_t) v;
 }
 
-void perf_ksym_stats(const struct perf_ksym *k, struct perf_ksym_stats *ret) {
+void kernel_names_stats(const struct kernel_names *k, struct kernel_names_stats *ret) {
         *ret = k->st;
         ret->cached = hashmap_size(&k->names);
 }
