@@ -305,6 +305,10 @@ static uint64_t record_callstack(struct bpfstack_session *s, struct seq *q, cons
          * next sample. */
         if (s->sym.jit_unnamed != jit_unnamed)
                 *cacheable = false;
+        /* The stack's kernel addresses not named yet, in one run of the
+         * naming program rather than one each. */
+        if (s->knames && n_kern > 0)
+                kernel_names_prefetch(s->knames, kern, n_kern);
         size_t top = rec->kind == BPFSTACK_OFF_CPU ? tracing_frames_on_top(s, kern, n_kern) : 0;
         for (size_t k = n_kern; k-- > top;) {
                 uint64_t f = symbolizer_kernel_frame(&s->sym, q->iw, kern[k]);

@@ -9,9 +9,9 @@
  * few thousand addresses it sees. An address the program cannot name (an
  * ftrace trampoline, a name longer than it prints) is looked up in
  * /proc/kallsyms instead, read then, once. Built with the BPF toolchain
- * (TRACED_KERNEL_NAMES_BPF); without it kernel_names_new answers -EOPNOTSUPP and the
- * caller reads /proc/kallsyms whole, as before. One thread at a time.
- * Errors are returned, not logged. */
+ * (TRACED_KERNEL_NAMES_BPF); without it kernel_names_new answers
+ * -EOPNOTSUPP and the caller reads /proc/kallsyms whole, as before. One
+ * thread at a time. Errors are returned, not logged. */
 
 #include <errno.h>
 #include <stddef.h>
