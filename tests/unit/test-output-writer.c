@@ -74,6 +74,15 @@ static void wait_written(struct output_writer *w) {
         cr_assert_eq(output_writer_pending(w), 0, "%zu bytes never reached the file", output_writer_pending(w));
 }
 
+/* Submits everything put, waits until it is in the file, checks that no
+ * write failed, and frees the writer. */
+static void end_without_error(struct output_writer *w) {
+        output_writer_submit(w, true);
+        wait_written(w);
+        cr_assert_eq(output_writer_error(w), 0);
+        output_writer_free(w);
+}
+
 static void check_file(int fd, size_t skip, size_t n) {
         struct stat st;
         cr_assert_eq(fstat(fd, &st), 0);
@@ -95,10 +104,7 @@ Test(output_writer, writes_every_byte_in_order) {
         cr_assert_eq(output_writer_new(fd, &w), 0);
         size_t at = 0, total = 9u * 1024u * 1024u + 12345u;
         put(w, &at, total);
-        output_writer_submit(w, true);
-        wait_written(w);
-        cr_assert_eq(output_writer_error(w), 0);
-        output_writer_free(w);
+        end_without_error(w);
         cr_assert_eq(fcntl(fd, F_GETFL), flags, "the file's flags were not restored");
         check_file(fd, 0, total);
         close(fd);
@@ -309,10 +315,7 @@ Test(output_writer, a_freed_writers_memory_is_the_next_ones) {
         at = 0;
         size_t n2 = 2u * 1024u * 1024u + 99u;
         put(w, &at, n2);
-        output_writer_submit(w, true);
-        wait_written(w);
-        cr_assert_eq(output_writer_error(w), 0);
-        output_writer_free(w);
+        end_without_error(w);
         check_file(fd2, 0, n2);
         close(fd1);
         close(fd2);
@@ -345,10 +348,7 @@ Test(output_writer, a_region_made_ahead_is_in_memory_before_use) {
         cr_assert_eq(missing, 0, "%zu of the %zu pages of the first block were not in memory yet", missing, n);
         size_t at = 0, total = 1024u * 1024u + 4321u;
         put(w, &at, total);
-        output_writer_submit(w, true);
-        wait_written(w);
-        cr_assert_eq(output_writer_error(w), 0);
-        output_writer_free(w);
+        end_without_error(w);
         check_file(fd, 0, total);
         close(fd);
         unlink(path);
