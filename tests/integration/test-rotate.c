@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -67,6 +68,7 @@ struct file_check {
         bool *described;
         unsigned packets;
         Perfetto__Protos__TracePacket__DataCase last;
+        uint64_t flushes_requested; /* the file's TraceStats */
 };
 
 static void check_packet(const Perfetto__Protos__TracePacket *p, void *userdata) {
@@ -82,6 +84,9 @@ static void check_packet(const Perfetto__Protos__TracePacket *p, void *userdata)
                 break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_SYSTEM_INFO:
                 k->system_info = true;
+                break;
+        case PERFETTO__PROTOS__TRACE_PACKET__DATA_TRACE_STATS:
+                k->flushes_requested = p->trace_stats->flushes_requested;
                 break;
         case PERFETTO__PROTOS__TRACE_PACKET__DATA_PROCESS_TREE:
                 for (size_t i = 0; i < p->process_tree->n_processes; i++)
@@ -137,6 +142,7 @@ static void check_file(const char *dir, const char *name, struct file_check *k) 
         cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
         k->config = k->clock = k->system_info = k->thread_names = false;
         k->packets = 0;
+        k->flushes_requested = UINT64_MAX;
         k->n_lived_described = 0;
         if (k->described)
                 memset(k->described, 0, k->n_lived * sizeof(bool));
@@ -187,7 +193,9 @@ static void check_in_trace_processor(const char *path) {
         cr_assert(!bad, "trace_processor reports errors or data loss in %s: %s", path, all);
 }
 
-static void write_config(char *path, size_t size, unsigned duration_ms) {
+/* linux.ftrace and linux.process_stats, which keeps incremental state;
+ * with ftrace_only, linux.ftrace alone and no periodic flush. */
+static void write_config_of(char *path, size_t size, unsigned duration_ms, bool ftrace_only) {
         snprintf(path, size, "%s/rotate.pbtxt", inst.dir);
         FILE *f = fopen(path, "we");
         cr_assert_not_null(f);
@@ -197,12 +205,18 @@ static void write_config(char *path, size_t size, unsigned duration_ms) {
                 "  ftrace_events: \"sched/sched_switch\" ftrace_events: \"sched/sched_waking\"\n"
                 "  ftrace_events: \"task/task_newtask\" ftrace_events: \"task/task_rename\"\n"
                 "  ftrace_events: \"ftrace/print\" compact_sched { enabled: true } drain_period_ms: 100 } } }\n"
-                "data_sources { config { name: \"linux.process_stats\" process_stats_config {\n"
-                "  scan_all_processes_on_start: true } } }\n"
-                "duration_ms: %u\n"
-                "flush_period_ms: 2000\n",
+                "%s"
+                "duration_ms: %u\n",
+                ftrace_only ? ""
+                            : "data_sources { config { name: \"linux.process_stats\" process_stats_config {\n"
+                              "  scan_all_processes_on_start: true } } }\n"
+                              "flush_period_ms: 2000\n",
                 duration_ms);
         cr_assert_eq(fclose(f), 0);
+}
+
+static void write_config(char *path, size_t size, unsigned duration_ms) {
+        write_config_of(path, size, duration_ms, false);
 }
 
 /* dir, made as a user would for the service (tracectl(1)): group of the
@@ -221,10 +235,11 @@ static void make_rotation_dir(const char *dir) {
 
 /* Records with tracectl into dir with the extra arguments while n
  * numbered markers are written, and returns tracectl's exit status. */
-static int record_markers(const char *dir, const char *rotate, const char *keep, unsigned n, unsigned duration_ms) {
+static int record_markers_of(const char *dir, const char *rotate, const char *keep, unsigned n, unsigned duration_ms,
+                             bool ftrace_only) {
         char config[1024], out[1100];
         struct tracectl_child c;
-        write_config(config, sizeof(config), duration_ms);
+        write_config_of(config, sizeof(config), duration_ms, ftrace_only);
         snprintf(out, sizeof(out), "%s/", dir);
         make_rotation_dir(dir);
         const char *args[] = { "record", "-c", config, "--txt", "--rotate", rotate, "-o", out,
@@ -251,6 +266,10 @@ static int record_markers(const char *dir, const char *rotate, const char *keep,
                 free(se);
         }
         return rc;
+}
+
+static int record_markers(const char *dir, const char *rotate, const char *keep, unsigned n, unsigned duration_ms) {
+        return record_markers_of(dir, rotate, keep, n, duration_ms, false);
 }
 
 Test(rotate, each_marker_in_exactly_one_file_and_each_file_alone) {
@@ -294,6 +313,33 @@ Test(rotate, each_marker_in_exactly_one_file_and_each_file_alone) {
                 cr_assert_eq(count[i], 1, "marker %u is in %u files", i, count[i]);
         free(count);
         free(described);
+}
+
+/* With no data source that keeps incremental state, nothing waits at a
+ * cut: no flush is asked (each closed file's TraceStats counts none), and
+ * still every packet is in exactly one file. */
+Test(rotate, a_cut_flushes_only_data_sources_with_incremental_state) {
+        enum { N = 3000 };
+        char dir[600], names[MAX_FILES][128];
+        snprintf(dir, sizeof(dir), "%s/traces", inst.dir);
+        int rc = record_markers_of(dir, "96kb", NULL, N, 5000, true);
+        cr_assert_eq(rc, 0, "tracectl record --rotate failed (%d)", rc);
+        size_t n = list_dir(dir, ".pftrace", names, MAX_FILES);
+        cr_assert_geq(n, 3, "only %zu files for a 96 KiB rotation", n);
+        unsigned *count = calloc(N, sizeof(unsigned));
+        struct file_check k = { .marker_count = count, .n_markers = N };
+        for (size_t i = 0; i < n; i++) {
+                check_file(dir, names[i], &k);
+                cr_assert(k.config && k.clock && k.system_info && k.stats_last, "%s is not a whole trace",
+                          names[i]);
+                /* The last file holds the flush of the session's end. */
+                if (i + 1 < n)
+                        cr_assert_eq(k.flushes_requested, 0, "%s: %" PRIu64 " flush(es) at its cut", names[i],
+                                     k.flushes_requested);
+        }
+        for (unsigned i = 0; i < N; i++)
+                cr_assert_eq(count[i], 1, "marker %u is in %u files", i, count[i]);
+        free(count);
 }
 
 Test(rotate, keep_holds_the_newest_files) {

@@ -85,7 +85,8 @@ static int on_flush_now(sd_event_source *src, void *userdata) {
         return 0;
 }
 
-int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, void *userdata) {
+static int flush_start(struct session *s, uint32_t timeout_ms, bool clearing_only, flush_done_fn done,
+                       void *userdata) {
         struct traced_service *svc = s->svc;
         int r;
 
@@ -115,7 +116,8 @@ int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, vo
                          * (loading BPF programs): a flush would only wait
                          * for it. */
                 for (struct ds_instance *i = s->instances; i; i = i->next)
-                        if (i->producer == p && i->state == DS_STARTED && n < ELEMENTSOF(ids))
+                        if (i->producer == p && i->state == DS_STARTED && n < ELEMENTSOF(ids) &&
+                            (!clearing_only || session_instance_clears(i)))
                                 ids[n++] = i->id;
                 if (n == 0)
                         continue;
@@ -139,6 +141,17 @@ int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, vo
         r = sd_event_add_time_relative(svc->event, &f->timeout, CLOCK_MONOTONIC, (uint64_t) timeout_ms * 1000u, 1000,
                                        on_flush_timeout, f);
         return r < 0 ? r : 0;
+}
+
+int session_flush(struct session *s, uint32_t timeout_ms, flush_done_fn done, void *userdata) {
+        return flush_start(s, timeout_ms, false, done, userdata);
+}
+
+int session_flush_clearing(struct session *s, flush_done_fn done, void *userdata) {
+        bool any = false;
+        for (struct ds_instance *i = s->instances; i && !any; i = i->next)
+                any = session_instance_clears(i);
+        return any ? flush_start(s, 0, true, done, userdata) : -ENOENT;
 }
 
 void session_cancel_flushes(struct session *s) {

@@ -493,20 +493,25 @@ void session_on_data_source_registered(struct traced_service *svc, struct produc
         }
 }
 
+bool session_instance_clears(const struct ds_instance *i) {
+        const struct producer *p = i->producer;
+        if (!p || i->state != DS_STARTED)
+                return false;
+        for (size_t k = 0; k < p->n_data_sources; k++)
+                if (strcmp(p->data_sources[k].name, i->name) == 0 && p->data_sources[k].handles_incremental_state_clear)
+                        return true;
+        return false;
+}
+
 void session_clear_incremental_state(struct session *s) {
         struct traced_service *svc = s->svc;
 
         for (struct producer *p = svc->producers; p; p = p->next) {
                 uint64_t ids[64];
                 size_t n = 0;
-                for (struct ds_instance *i = s->instances; i; i = i->next) {
-                        if (i->producer != p || i->state != DS_STARTED)
-                                continue;
-                        for (size_t k = 0; k < p->n_data_sources; k++)
-                                if (strcmp(p->data_sources[k].name, i->name) == 0 &&
-                                    p->data_sources[k].handles_incremental_state_clear && n < ELEMENTSOF(ids))
-                                        ids[n++] = i->id;
-                }
+                for (struct ds_instance *i = s->instances; i; i = i->next)
+                        if (i->producer == p && session_instance_clears(i) && n < ELEMENTSOF(ids))
+                                ids[n++] = i->id;
                 if (n)
                         (void) p->ops->clear_incremental_state(p, ids, n);
         }

@@ -324,6 +324,9 @@ int session_on_start_timeout(sd_event_source *src, uint64_t usec, void *userdata
  * that producer's); returns how many. */
 size_t session_list_data_sources(struct session *s, enum ds_instance_state state, uint16_t producer_id,
                                  TracingServiceEvent_DataSources *list);
+/* Whether i is started and its data source registered with
+ * handles_incremental_state_clear. */
+bool session_instance_clears(const struct ds_instance *i);
 /* Asks every started data source that handles it to clear its
  * incremental state. */
 void session_clear_incremental_state(struct session *s);
@@ -331,6 +334,10 @@ void session_clear_incremental_state(struct session *s);
 int session_on_clear_timer(sd_event_source *src, uint64_t usec, void *userdata);
 
 /* session-flush.c */
+/* As session_flush, asking only the started instances that take
+ * ClearIncrementalState (a rotation's cut waits for those alone); -ENOENT,
+ * with nothing asked and done never called, when the session has none. */
+int session_flush_clearing(struct session *s, flush_done_fn done, void *userdata);
 void session_flush_ack(struct pending_flush *f, uint16_t producer_id);
 void session_check_all_stopped(struct session *s);
 void session_stop_all_instances(struct session *s);

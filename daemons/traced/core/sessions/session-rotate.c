@@ -264,7 +264,15 @@ static void rotate_begin(struct session *s) {
                 return;
         }
         session_clear_incremental_state(s);
-        r = session_flush(s, 0, cut_flushed, NULL);
+        /* The cut waits for the data sources that keep incremental state
+         * alone: each of their sequences goes on in the next file from its
+         * first packet after the clear, and a flush makes them write it
+         * now. The other data sources' packets go to the old file up to the
+         * cut and to the next one after it, wherever their producers stand:
+         * flushing them would only make them read out and commit early
+         * what the next file takes anyway (linux.ftrace: each CPU's partly
+         * filled sub-buffer, at every cut). */
+        r = session_flush_clearing(s, cut_flushed, NULL);
         if (r < 0)
                 session_rotate_finish(s);
 }
