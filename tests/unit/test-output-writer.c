@@ -360,6 +360,7 @@ struct finish_probe {
         pthread_t caller;
         off_t size;
         bool other_thread;
+        pid_t tid; /* the thread's, in the kernel */
         int calls;
         int result;
 };
@@ -368,6 +369,7 @@ static int finish_probe_done(int fd, void *userdata) {
         struct finish_probe *p = userdata;
         struct stat st;
         p->calls++;
+        p->tid = gettid();
         p->other_thread = !pthread_equal(pthread_self(), p->caller);
         p->size = fstat(fd, &st) == 0 ? st.st_size : -1;
         return p->result;
@@ -423,4 +425,82 @@ Test(output_writer, finish_after_a_failed_write_skips_done) {
         close(ro);
         close(fd);
         unlink(path);
+}
+
+static void finish_probed(struct output_writer *w, struct finish_probe *probe) {
+        *probe = (struct finish_probe) { .caller = pthread_self() };
+        output_writer_finish(w, finish_probe_done, probe);
+}
+
+/* Writes n pattern bytes into a new file with a writer started now, and
+ * finishes it if probe is given (it tells where done() ran). The writer is
+ * returned unfreed, its file open in *ret_fd. */
+static struct output_writer *write_one(char *path, size_t path_size, int *ret_fd, size_t n,
+                                       struct finish_probe *probe) {
+        int fd = temp_file(path, path_size);
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(fd, &w), 0);
+        size_t at = 0;
+        put(w, &at, n);
+        if (probe)
+                finish_probed(w, probe);
+        *ret_fd = fd;
+        return w;
+}
+
+/* A rotation's files one after another: the next writer is served by the
+ * thread of the one before (parked when it was freed), not a new thread. */
+Test(output_writer, the_next_writer_runs_on_the_last_ones_thread) {
+        char path[2][64];
+        int fd[2];
+        struct finish_probe probe[2];
+        size_t n = 2u * 1024u * 1024u + 77u;
+        for (int i = 0; i < 2; i++) {
+                struct output_writer *w = write_one(path[i], sizeof(path[i]), &fd[i], n + (size_t) i, &probe[i]);
+                cr_assert_eq(output_writer_wait_finished(w), 0);
+                output_writer_free(w);
+                check_file(fd[i], 0, n + (size_t) i);
+                cr_assert_eq(probe[i].calls, 1);
+                cr_assert(probe[i].other_thread, "done() ran on the caller's thread");
+        }
+        cr_assert_eq(probe[0].tid, probe[1].tid, "the second writer ran on thread %d, the first on %d", probe[1].tid,
+                     probe[0].tid);
+        for (int i = 0; i < 2; i++) {
+                close(fd[i]);
+                unlink(path[i]);
+        }
+}
+
+/* Writers writing at once (a file closing while the next is written)
+ * each have a thread, a parked one first, and each file is whole. */
+Test(output_writer, writers_at_once_each_have_a_thread) {
+        enum { N = 4 };
+        char path[N][64];
+        int fd[N];
+        struct finish_probe probe[N];
+        struct output_writer *w[N];
+        size_t n = 1024u * 1024u + 4099u;
+        /* One thread parked first. */
+        w[0] = write_one(path[0], sizeof(path[0]), &fd[0], n, &probe[0]);
+        cr_assert_eq(output_writer_wait_finished(w[0]), 0);
+        output_writer_free(w[0]);
+        check_file(fd[0], 0, n);
+        /* Unfinished, each keeps its thread. */
+        for (int i = 1; i < N; i++)
+                w[i] = write_one(path[i], sizeof(path[i]), &fd[i], n * (size_t) i, NULL);
+        for (int i = 1; i < N; i++)
+                finish_probed(w[i], &probe[i]);
+        for (int i = 1; i < N; i++) {
+                cr_assert_eq(output_writer_wait_finished(w[i]), 0);
+                output_writer_free(w[i]);
+                check_file(fd[i], 0, n * (size_t) i);
+                cr_assert_eq(probe[i].calls, 1);
+                for (int k = 1; k < i; k++)
+                        cr_assert_neq(probe[i].tid, probe[k].tid, "writers %d and %d, alive at once, shared a thread",
+                                      k, i);
+        }
+        for (int i = 0; i < N; i++) {
+                close(fd[i]);
+                unlink(path[i]);
+        }
 }

@@ -44,8 +44,11 @@ struct output_writer {
         int event_fd;
         atomic_bool direct; /* cleared by the thread when it gives O_DIRECT up */
 
-        pthread_t thread;
         bool thread_started;
+        /* Under pool.lock: the thread is done with this writer (it may go
+         * on to serve another); its next in pool.waiting. */
+        bool released;
+        struct output_writer *pool_next;
         pthread_mutex_t lock;
         pthread_cond_t cond;  /* to the thread: a block was queued, or stop */
         pthread_cond_t freed; /* from the thread: a block was written */
@@ -72,6 +75,22 @@ struct output_writer {
         /* Thread only: where the next block goes and where the file ends
          * (direct mode), page cache windows (without O_DIRECT). */
         uint64_t off, end, window_start, last_window_off, last_window_len;
+};
+
+/* Threads whose writer ended wait here a while for the next one (a
+ * rotation's next file), so that a cut does not create and end a thread:
+ * a writer starts on a parked thread when there is one. */
+#define POOL_MAX_PARKED 2u
+#define POOL_PARK_SEC 60
+static struct {
+        pthread_mutex_t lock;
+        pthread_cond_t cond; /* to the parked: a writer waits; to freers: a writer was released */
+        unsigned n_parked;
+        struct output_writer *waiting, **waiting_tail;
+} pool = {
+        .lock = PTHREAD_MUTEX_INITIALIZER,
+        .cond = PTHREAD_COND_INITIALIZER,
+        .waiting_tail = &pool.waiting,
 };
 
 static unsigned fill_index(const struct output_writer *w) {
@@ -172,9 +191,8 @@ static int write_block(struct output_writer *w, const struct ow_block *b) {
         return 0;
 }
 
-static void *thread_main(void *userdata) {
-        struct output_writer *w = userdata;
-
+/* Writes w's blocks until it stops, then calls its done(). */
+static void serve(struct output_writer *w) {
         pthread_mutex_lock(&w->lock);
         for (;;) {
                 while (w->n_queued == 0 && !w->stop)
@@ -212,7 +230,79 @@ static void *thread_main(void *userdata) {
                 pthread_mutex_unlock(&w->lock);
                 (void) eventfd_write(w->event_fd, 1);
         }
+}
+
+/* The thread is done with w (nothing of it is touched after this: its
+ * freer waits for that, then frees it), and parks for up to
+ * POOL_PARK_SEC: the next writer it serves, or NULL, and the thread ends.
+ * Released and parked at once, so that a writer made as soon as the last
+ * one is freed finds the thread parked. */
+static struct output_writer *release_and_park(struct output_writer *w) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += POOL_PARK_SEC;
+        struct output_writer *next = NULL;
+        pthread_mutex_lock(&pool.lock);
+        w->released = true;
+        pthread_cond_broadcast(&pool.cond);
+        if (pool.n_parked < POOL_MAX_PARKED) {
+                pool.n_parked++;
+                int r = 0;
+                while (!pool.waiting && r != ETIMEDOUT)
+                        r = pthread_cond_timedwait(&pool.cond, &pool.lock, &until);
+                next = pool.waiting;
+                if (next) {
+                        pool.waiting = next->pool_next;
+                        if (!pool.waiting)
+                                pool.waiting_tail = &pool.waiting;
+                }
+                pool.n_parked--;
+        }
+        pthread_mutex_unlock(&pool.lock);
+        return next;
+}
+
+static void *thread_main(void *userdata) {
+        for (struct output_writer *w = userdata; w; w = release_and_park(w))
+                serve(w);
         return NULL;
+}
+
+/* Starts w's thread: a parked one, else a new one (detached: its writers'
+ * freers wait for their release instead of a join). */
+static int thread_start(struct output_writer *w) {
+        pthread_mutex_lock(&pool.lock);
+        /* Each writer queued has a parked thread of its own: one that
+         * leaves the pool does so only with the queue empty. */
+        size_t queued = 0;
+        for (struct output_writer *q = pool.waiting; q; q = q->pool_next)
+                queued++;
+        if (queued < pool.n_parked) {
+                w->pool_next = NULL;
+                *pool.waiting_tail = w;
+                pool.waiting_tail = &w->pool_next;
+                pthread_cond_broadcast(&pool.cond);
+                pthread_mutex_unlock(&pool.lock);
+                return 0;
+        }
+        pthread_mutex_unlock(&pool.lock);
+        pthread_attr_t attr;
+        pthread_t t;
+        int r = pthread_attr_init(&attr);
+        if (r != 0)
+                return -r;
+        (void) pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        r = pthread_create(&t, &attr, thread_main, w);
+        pthread_attr_destroy(&attr);
+        return -r;
+}
+
+/* Blocks until w's thread is done with it. */
+static void thread_release_wait(struct output_writer *w) {
+        pthread_mutex_lock(&pool.lock);
+        while (!w->released)
+                pthread_cond_wait(&pool.cond, &pool.lock);
+        pthread_mutex_unlock(&pool.lock);
 }
 
 /* The blocks in one region on huge page boundaries, in huge pages where
@@ -311,7 +401,7 @@ int output_writer_new_in(int fd, struct output_region *reuse, struct output_writ
                 }
                 w->direct = w->direct_fd >= 0;
         }
-        r = -pthread_create(&w->thread, NULL, thread_main, w);
+        r = thread_start(w);
         if (r < 0) {
                 output_writer_free(w);
                 return r;
@@ -333,7 +423,7 @@ struct output_region *output_writer_free_keep(struct output_writer *w) {
                 w->stop = true;
                 pthread_cond_signal(&w->cond);
                 pthread_mutex_unlock(&w->lock);
-                (void) pthread_join(w->thread, NULL);
+                thread_release_wait(w);
         }
         /* Positioned writes leave the consumer's offset alone: move it to
          * the end, as writes through it would have. */

@@ -3,7 +3,9 @@
 
 /* Writing a trace into a regular file without the event loop ever waiting
  * for the disk. The loop fills fixed blocks of memory; a thread of the
- * writer's own writes the full ones into the file, in order. When the
+ * writer's own writes the full ones into the file, in order (a thread
+ * whose writer ended waits a minute for the next writer, a rotation's
+ * next file, rather than one being made for it). When the
  * file allows it (its offset is block-aligned, no O_APPEND, a file system
  * that takes O_DIRECT) blocks go to the disk without a copy into the page
  * cache; otherwise they are written through it, and each written window
