@@ -250,9 +250,12 @@ static int record_markers_of(const char *dir, const char *rotate, const char *ke
         cr_assert(fixture_wait_log(&inst, ev, FIXTURE_FTRACE_STARTED, started, 90000), "linux.ftrace never started");
         for (unsigned i = 0; i < n; i++) {
                 /* Long enough that the markers alone fill several files,
-                 * however little else the machine does meanwhile. */
+                 * however little else the machine does meanwhile; in
+                 * atrace's counter syntax, which trace_processor parses
+                 * (free text counts as a systrace_parse_failure there). */
                 char text[160];
-                snprintf(text, sizeof(text), MARKER_PREFIX "%u, long enough that the markers alone rotate the files", i);
+                snprintf(text, sizeof(text), "C|%d|" MARKER_PREFIX "%u-long-enough-that-markers-alone-rotate-files|%u",
+                         (int) getpid(), i, i);
                 int r = fixture_write_root_marker(text);
                 cr_assert_eq(r, 0, "trace_marker: %s", strerror(-r));
                 if (i % 50 == 49)
