@@ -246,6 +246,11 @@ void session_output_unsync(struct session *s);
  * file's writer (a pipe still takes the rest from the loop). */
 int session_output_complete(struct session *s);
 bool session_output_drained(const struct session *s);
+/* Waits for a regular file's writer to write what it was handed, and
+ * makes a write error the session's (one can come after the loop last
+ * looked: the file is then cut after its last whole packet, not left
+ * torn). The session's write error, or 0. */
+int session_output_settle(struct session *s);
 /* A chunk went into tb: once it holds a quarter of its size the file is
  * written at the next turn of the loop instead of at the next period, and
  * at half its size at once, so that a fast writer fills its SMB and waits

@@ -629,6 +629,15 @@ int session_output_complete(struct session *s) {
         return r;
 }
 
+int session_output_settle(struct session *s) {
+        if (s->out_writer && s->out_error == 0) {
+                int r = output_writer_wait_idle(s->out_writer);
+                if (r < 0)
+                        (void) output_fail(s, r);
+        }
+        return s->out_error;
+}
+
 static void output_progressed(struct session *s, int r) {
         if (r < 0 || session_output_drained(s)) {
                 if (s->out_finalizing)

@@ -521,6 +521,7 @@ void session_output_finished(struct session *s) {
                           " waits for the disk, %" PRIu64 " held for the next chunk of their commit), %" PRIu64
                           " through the buffers.",
                           s->id, s->chunks_taken, s->take_waits, s->chunks_held, s->chunks_stored);
+                (void) session_output_settle(s);
                 if (s->out_error < 0 && !s->disable_error)
                         s->disable_error = strdup(output_error_message(s->out_error));
                 session_output_free(s);
