@@ -325,18 +325,19 @@ Test(rotate, a_cut_flushes_only_data_sources_with_incremental_state) {
         enum { N = 3000 };
         char dir[600], names[MAX_FILES][128];
         snprintf(dir, sizeof(dir), "%s/traces", inst.dir);
-        int rc = record_markers_of(dir, "96kb", NULL, N, 5000, true);
+        int rc = record_markers_of(dir, "64kb", NULL, N, 5000, true);
         cr_assert_eq(rc, 0, "tracectl record --rotate failed (%d)", rc);
         size_t n = list_dir(dir, ".pftrace", names, MAX_FILES);
-        cr_assert_geq(n, 3, "only %zu files for a 96 KiB rotation", n);
+        cr_assert_geq(n, 4, "only %zu files for a 64 KiB rotation", n);
         unsigned *count = calloc(N, sizeof(unsigned));
         struct file_check k = { .marker_count = count, .n_markers = N };
         for (size_t i = 0; i < n; i++) {
                 check_file(dir, names[i], &k);
                 cr_assert(k.config && k.clock && k.system_info && k.stats_last, "%s is not a whole trace",
                           names[i]);
-                /* The last file holds the flush of the session's end. */
-                if (i + 1 < n)
+                /* The flush of the session's end is in the last file, or
+                 * in the one before when a cut came while it ran. */
+                if (i + 2 < n)
                         cr_assert_eq(k.flushes_requested, 0, "%s: %" PRIu64 " flush(es) at its cut", names[i],
                                      k.flushes_requested);
         }
