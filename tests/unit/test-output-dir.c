@@ -51,7 +51,7 @@ static void make_closed(const char *prefix, uint64_t index, size_t packets, time
         cr_assert_geq(fd, 0, "%s", strerror(-fd));
         for (size_t i = 0; i < packets; i++)
                 put_packet(fd, 98);
-        cr_assert_eq(output_dir_close(top_fd, fd, prefix, index), 0);
+        cr_assert_eq(output_dir_close(top_fd, fd, prefix, index, true), 0);
         close(fd);
         char name[OUTPUT_DIR_NAME_MAX];
         snprintf(name, sizeof(name), "%s-%06llu.pftrace", prefix, (unsigned long long) index);
@@ -75,7 +75,7 @@ Test(output_dir, a_file_is_part_until_closed_whole) {
         /* Never an existing name. */
         cr_assert_eq(output_dir_create(top_fd, "trace-x", 1), -EEXIST);
         put_packet(fd, 10);
-        cr_assert_eq(output_dir_close(top_fd, fd, "trace-x", 1), 0);
+        cr_assert_eq(output_dir_close(top_fd, fd, "trace-x", 1, true), 0);
         close(fd);
         cr_assert(exists("trace-x-000001.pftrace"));
         cr_assert(!exists("trace-x-000001.pftrace.part"));
@@ -84,6 +84,39 @@ Test(output_dir, a_file_is_part_until_closed_whole) {
         close(fd);
         output_dir_remove_part(top_fd, "trace-x", 2);
         cr_assert(!exists("trace-x-000002.pftrace.part"));
+}
+
+/* fsync, counted by what it syncs (the test links with --wrap=fsync). */
+static unsigned fsyncs_of_files, fsyncs_of_dirs;
+int __real_fsync(int fd);
+int __wrap_fsync(int fd);
+int __wrap_fsync(int fd) {
+        struct stat st;
+        if (fstat(fd, &st) == 0)
+                ++*(S_ISDIR(st.st_mode) ? &fsyncs_of_dirs : &fsyncs_of_files);
+        return __real_fsync(fd);
+}
+
+Test(output_dir, a_close_syncs_the_file_and_the_directory_only_when_asked) {
+        /* A cut's close: the file, not its directory. */
+        int fd = output_dir_create(top_fd, "trace-x", 1);
+        cr_assert_geq(fd, 0);
+        put_packet(fd, 10);
+        fsyncs_of_files = fsyncs_of_dirs = 0;
+        cr_assert_eq(output_dir_close(top_fd, fd, "trace-x", 1, false), 0);
+        close(fd);
+        cr_assert_eq(fsyncs_of_files, 1);
+        cr_assert_eq(fsyncs_of_dirs, 0);
+        cr_assert(exists("trace-x-000001.pftrace"));
+        /* The last file's: both. */
+        fd = output_dir_create(top_fd, "trace-x", 2);
+        cr_assert_geq(fd, 0);
+        put_packet(fd, 10);
+        cr_assert_eq(output_dir_close(top_fd, fd, "trace-x", 2, true), 0);
+        close(fd);
+        cr_assert_eq(fsyncs_of_files, 2);
+        cr_assert_eq(fsyncs_of_dirs, 1);
+        cr_assert(exists("trace-x-000002.pftrace"));
 }
 
 Test(output_dir, a_symbolic_link_is_never_followed) {
@@ -144,7 +177,7 @@ Test(output_dir, the_tree_is_listed_across_subdirectories_without_links) {
         cr_assert_geq(sub, 0);
         int fd = output_dir_create(sub, "trace-s", 1);
         put_packet(fd, 10);
-        cr_assert_eq(output_dir_close(sub, fd, "trace-s", 1), 0);
+        cr_assert_eq(output_dir_close(sub, fd, "trace-s", 1, true), 0);
         close(fd);
         struct timespec ts[2] = { { .tv_sec = 1000 }, { .tv_sec = 1000 } };
         cr_assert_eq(utimensat(sub, "trace-s-000001.pftrace", ts, 0), 0);

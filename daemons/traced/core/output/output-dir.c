@@ -40,7 +40,7 @@ void output_dir_remove_part(int dir_fd, const char *prefix, uint64_t index) {
         (void) unlinkat(dir_fd, name, 0);
 }
 
-int output_dir_close(int dir_fd, int fd, const char *prefix, uint64_t index) {
+int output_dir_close(int dir_fd, int fd, const char *prefix, uint64_t index, bool sync_dir) {
         char from[OUTPUT_DIR_NAME_MAX], to[OUTPUT_DIR_NAME_MAX];
         if (fsync(fd) < 0)
                 return -errno;
@@ -57,7 +57,8 @@ int output_dir_close(int dir_fd, int fd, const char *prefix, uint64_t index) {
                 (void) unlinkat(dir_fd, from, 0);
         }
         /* The rename itself reaches the disk with the directory. */
-        (void) fsync(dir_fd);
+        if (sync_dir)
+                (void) fsync(dir_fd);
         return 0;
 }
 

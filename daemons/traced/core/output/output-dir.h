@@ -46,8 +46,15 @@ void output_dir_remove_part(int dir_fd, const char *prefix, uint64_t index);
 
 /* The file written into fd is complete: fsync'd, then renamed from its
  * ".part" name to its final one (never over an existing file). fd stays
- * the caller's. 0 or -errno (the file keeps its ".part" name then). */
-int output_dir_close(int dir_fd, int fd, const char *prefix, uint64_t index);
+ * the caller's. 0 or -errno (the file keeps its ".part" name then).
+ *
+ * The fsync makes the file's bytes and its ".part" entry durable. With
+ * sync_dir the directory is fsync'd after the rename too, so that the
+ * final name is as well (and every earlier rename in it); without, the
+ * name reaches the disk with the directory's next sync or the file
+ * system's next commit, and a power cut before that leaves the file whole
+ * under its ".part" name. */
+int output_dir_close(int dir_fd, int fd, const char *prefix, uint64_t index, bool sync_dir);
 
 /* The closed files in dir_fd whose names start with prefix (NULL: every
  * PREFIX-NNNNNN.pftrace this module makes), oldest first (by time closed,

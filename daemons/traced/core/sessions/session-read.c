@@ -310,7 +310,12 @@ static int emit_system_info(struct session *s, packet_sink_fn sink, void *userda
         long page = sysconf(_SC_PAGESIZE);
         if (page > 0)
                 SystemInfo_set_page_size(&si, (uint32_t) page);
-        long cpus = sysconf(_SC_NPROCESSORS_CONF);
+        /* The CPUs possible (glibc reads them from sysfs at each call) do
+         * not change while the system runs: read once, not at every file
+         * a rotation opens. */
+        static long cpus = 0;
+        if (cpus <= 0)
+                cpus = sysconf(_SC_NPROCESSORS_CONF);
         if (cpus > 0)
                 SystemInfo_set_num_cpus(&si, (uint32_t) cpus);
         long hz = sysconf(_SC_CLK_TCK);
