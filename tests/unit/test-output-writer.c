@@ -168,6 +168,69 @@ Test(output_writer, partial_submit_shows_everything_in_the_file) {
         unlink(path);
 }
 
+/* n pattern bytes from *at, committed without a submit. */
+static void put_quiet(struct output_writer *w, size_t *at, size_t n) {
+        while (n > 0) {
+                size_t avail;
+                uint8_t *dst = output_writer_space(w, &avail);
+                if (!dst) {
+                        cr_assert_eq(output_writer_wait_space(w), 0);
+                        continue;
+                }
+                size_t k = n < avail ? n : avail;
+                for (size_t i = 0; i < k; i++)
+                        dst[i] = pattern(*at + i);
+                output_writer_commit(w, k);
+                *at += k;
+                n -= k;
+        }
+}
+
+static void wait_size(int fd, size_t size) {
+        struct stat st = {};
+        for (int i = 0; i < 1000 && (size_t) st.st_size < size; i++) {
+                usleep(5000);
+                cr_assert_eq(fstat(fd, &st), 0);
+        }
+        cr_assert_geq((size_t) st.st_size, size, "the file shows %zu bytes of %zu", (size_t) st.st_size, size);
+}
+
+/* Direct mode: the page of a shown tail is not written back and dropped
+ * by the next block's write (that block's first page goes through the
+ * page cache as well), and the file holds every byte. */
+Test(output_writer, a_shown_tails_page_stays_in_the_page_cache) {
+        char path[64];
+        int fd = temp_file(path, sizeof(path));
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(fd, &w), 0);
+        if (!output_writer_is_direct(w)) {
+                cr_log_info("skipped: the file system of %s takes no O_DIRECT writes", path);
+                output_writer_free(w);
+                close(fd);
+                unlink(path);
+                return;
+        }
+        size_t at = 0;
+        put_quiet(w, &at, 10000); /* its tail: 1808 bytes in the page at 8192 */
+        output_writer_submit(w, false);
+        wait_size(fd, 10000);
+        put_quiet(w, &at, 2u * 1024u * 1024u);
+        output_writer_submit(w, false);
+        wait_size(fd, at);
+        long page = sysconf(_SC_PAGESIZE);
+        void *map = mmap(NULL, (size_t) page, PROT_READ, MAP_SHARED, fd, 8192);
+        cr_assert_neq(map, MAP_FAILED);
+        unsigned char in_core = 0;
+        cr_assert_eq(mincore(map, (size_t) page, &in_core), 0);
+        munmap(map, (size_t) page);
+        cr_assert(in_core & 1, "the shown tail's page was dropped from the page cache by a direct write over it");
+        put_quiet(w, &at, 777);
+        end_without_error(w);
+        check_file(fd, 0, at);
+        close(fd);
+        unlink(path);
+}
+
 /* A destination that takes nothing: once every block waits, there is no
  * space; when it takes data again, space comes back and the event fd
  * says so. */

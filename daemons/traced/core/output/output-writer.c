@@ -75,6 +75,9 @@ struct output_writer {
         /* Thread only: where the next block goes and where the file ends
          * (direct mode), page cache windows (without O_DIRECT). */
         uint64_t off, end, window_start, last_window_off, last_window_len;
+        /* Thread only, direct mode: a shown tail is in the page cache up
+         * to here, in the page at off (0: none). */
+        uint64_t paged_end;
 };
 
 /* Threads whose writer ended wait here a while for the next one (a
@@ -169,16 +172,30 @@ static int write_block(struct output_writer *w, const struct ow_block *b) {
         int r;
         if (w->direct_fd >= 0) {
                 size_t aligned = b->len - b->len % OW_ALIGN;
-                r = write_all(w->direct_fd, b->data, aligned, (int64_t) w->off);
-                if (r == -EINVAL) {
-                        /* The file system refused a direct write after all. */
-                        r = stop_direct(w);
-                        return r < 0 ? r : write_block(w, b);
+                /* After a shown tail the block's first page goes through
+                 * the page cache too, where that tail is, and the direct
+                 * write starts at the next page: a direct write over a
+                 * dirty page makes the kernel write it back and drop it
+                 * first, a synchronous page write on this thread at every
+                 * show (each second of a recording, and each cut of a
+                 * rotation). The page reaches the disk with the file's
+                 * writeback or its fsync instead. */
+                size_t lead = w->paged_end > w->off ? MIN(b->len, (size_t) OW_ALIGN) : 0;
+                r = lead ? write_buffered_at(w, b->data, lead, w->off) : 0;
+                if (r >= 0 && aligned > lead) {
+                        r = write_all(w->direct_fd, b->data + lead, aligned - lead, (int64_t) (w->off + lead));
+                        if (r == -EINVAL) {
+                                /* The file system refused a direct write after all. */
+                                r = stop_direct(w);
+                                return r < 0 ? r : write_block(w, b);
+                        }
                 }
-                if (r >= 0 && aligned < b->len)
-                        r = write_buffered_at(w, b->data + aligned, b->len - aligned, w->off + aligned);
+                size_t tail = MAX(aligned, lead);
+                if (r >= 0 && tail < b->len)
+                        r = write_buffered_at(w, b->data + tail, b->len - tail, w->off + tail);
                 if (r < 0)
                         return r;
+                w->paged_end = aligned < b->len ? w->off + b->len : 0;
                 w->end = MAX(w->end, w->off + b->len);
                 w->off += b->tail_again ? aligned : b->len;
                 return 0;
