@@ -41,9 +41,10 @@ static uint8_t pattern(size_t i) {
         return (uint8_t) (i * 7 + i / 4093);
 }
 
-/* Puts n pattern bytes (starting at pattern index *at) in pieces of
- * varying size, waiting for space like the service does. */
-static void put(struct output_writer *w, size_t *at, size_t n) {
+/* Puts n pattern bytes (starting at pattern index *at), waiting for space
+ * like the service does: with odd, in pieces of varying size with partial
+ * submits between; else as much as fits each time, and no submit. */
+static void put_as(struct output_writer *w, size_t *at, size_t n, bool odd) {
         size_t piece = 1;
         while (n > 0) {
                 size_t avail;
@@ -53,16 +54,20 @@ static void put(struct output_writer *w, size_t *at, size_t n) {
                         continue;
                 }
                 size_t k = n < avail ? n : avail;
-                k = k < piece ? k : piece;
+                k = !odd || k < piece ? k : piece;
                 for (size_t i = 0; i < k; i++)
                         dst[i] = pattern(*at + i);
                 output_writer_commit(w, k);
                 *at += k;
                 n -= k;
                 piece = piece * 3 % 70001 + 1;
-                if (piece % 5 == 0)
+                if (odd && piece % 5 == 0)
                         output_writer_submit(w, false);
         }
+}
+
+static void put(struct output_writer *w, size_t *at, size_t n) {
+        put_as(w, at, n, true);
 }
 
 static void wait_written(struct output_writer *w) {
@@ -168,24 +173,6 @@ Test(output_writer, partial_submit_shows_everything_in_the_file) {
         unlink(path);
 }
 
-/* n pattern bytes from *at, committed without a submit. */
-static void put_quiet(struct output_writer *w, size_t *at, size_t n) {
-        while (n > 0) {
-                size_t avail;
-                uint8_t *dst = output_writer_space(w, &avail);
-                if (!dst) {
-                        cr_assert_eq(output_writer_wait_space(w), 0);
-                        continue;
-                }
-                size_t k = n < avail ? n : avail;
-                for (size_t i = 0; i < k; i++)
-                        dst[i] = pattern(*at + i);
-                output_writer_commit(w, k);
-                *at += k;
-                n -= k;
-        }
-}
-
 static void wait_size(int fd, size_t size) {
         struct stat st = {};
         for (int i = 0; i < 1000 && (size_t) st.st_size < size; i++) {
@@ -211,10 +198,10 @@ Test(output_writer, a_shown_tails_page_stays_in_the_page_cache) {
                 return;
         }
         size_t at = 0;
-        put_quiet(w, &at, 10000); /* its tail: 1808 bytes in the page at 8192 */
+        put_as(w, &at, 10000, false); /* its tail: 1808 bytes in the page at 8192 */
         output_writer_submit(w, false);
         wait_size(fd, 10000);
-        put_quiet(w, &at, 2u * 1024u * 1024u);
+        put_as(w, &at, 2u * 1024u * 1024u, false);
         output_writer_submit(w, false);
         wait_size(fd, at);
         long page = sysconf(_SC_PAGESIZE);
@@ -224,7 +211,7 @@ Test(output_writer, a_shown_tails_page_stays_in_the_page_cache) {
         cr_assert_eq(mincore(map, (size_t) page, &in_core), 0);
         munmap(map, (size_t) page);
         cr_assert(in_core & 1, "the shown tail's page was dropped from the page cache by a direct write over it");
-        put_quiet(w, &at, 777);
+        put_as(w, &at, 777, false);
         end_without_error(w);
         check_file(fd, 0, at);
         close(fd);
