@@ -457,6 +457,42 @@ Test(output_writer, finish_ends_the_file_on_the_thread) {
         unlink(path);
 }
 
+/* A finishing writer wakes its owner once, when it is finished, not for
+ * each block it writes on the way (the blocks are held in a pipe nobody
+ * reads until the finish is asked for). */
+Test(output_writer, a_finishing_writer_wakes_its_owner_once) {
+        int p[2];
+        cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+        struct output_writer *w;
+        cr_assert_eq(output_writer_new(p[1], &w), 0);
+        size_t at = 0, avail;
+        uint8_t *dst;
+        while ((dst = output_writer_space(w, &avail))) {
+                memset(dst, 'x', avail);
+                output_writer_commit(w, avail);
+                at += avail;
+        }
+        (void) output_writer_ack(w);
+        struct finish_probe probe = { .caller = pthread_self() };
+        output_writer_finish(w, finish_probe_done, &probe);
+        size_t got = 0;
+        uint8_t buf[65536];
+        while (got < at) {
+                ssize_t n = read(p[0], buf, sizeof(buf));
+                cr_assert_gt(n, 0);
+                got += (size_t) n;
+        }
+        cr_assert_eq(output_writer_wait_finished(w), 0);
+        cr_assert_eq(probe.calls, 1);
+        /* The wake-up follows the finish. */
+        struct pollfd pf = { .fd = output_writer_event_fd(w), .events = POLLIN };
+        cr_assert_eq(poll(&pf, 1, 10000), 1, "the owner was never woken");
+        cr_assert_eq(output_writer_ack(w), 1, "the owner was woken more than once");
+        output_writer_free(w);
+        close(p[0]);
+        close(p[1]);
+}
+
 /* A writer whose writes failed does not call done(), and says the error. */
 Test(output_writer, finish_after_a_failed_write_skips_done) {
         char path[64];

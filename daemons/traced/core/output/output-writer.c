@@ -232,7 +232,10 @@ static void serve(struct output_writer *w) {
                 w->head = (w->head + 1) % OW_BLOCKS;
                 w->n_queued--;
                 pthread_cond_signal(&w->freed);
-                (void) eventfd_write(w->event_fd, 1);
+                /* A finishing writer's owner waits for the end alone
+                 * (output_writer_finished): one wake-up, after done(). */
+                if (!w->done)
+                        (void) eventfd_write(w->event_fd, 1);
         }
         int (*done)(int, void *) = w->done;
         bool failed = w->error < 0;
