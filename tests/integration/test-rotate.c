@@ -327,8 +327,11 @@ Test(rotate, a_cut_flushes_only_data_sources_with_incremental_state) {
         snprintf(dir, sizeof(dir), "%s/traces", inst.dir);
         int rc = record_markers_of(dir, "64kb", NULL, N, 5000, true);
         cr_assert_eq(rc, 0, "tracectl record --rotate failed (%d)", rc);
+        /* Files are cut at the first drain past the size: a loaded
+         * machine drains less often, in larger pieces, and makes fewer. At
+         * least one of them is then before the last two. */
         size_t n = list_dir(dir, ".pftrace", names, MAX_FILES);
-        cr_assert_geq(n, 4, "only %zu files for a 64 KiB rotation", n);
+        cr_assert_geq(n, 3, "only %zu files for a 64 KiB rotation", n);
         unsigned *count = calloc(N, sizeof(unsigned));
         struct file_check k = { .marker_count = count, .n_markers = N };
         for (size_t i = 0; i < n; i++) {
