@@ -221,8 +221,9 @@ Test(output_writer, a_shown_tails_page_stays_in_the_page_cache) {
 /* A destination that takes nothing: once every block waits, there is no
  * space; when it takes data again, space comes back and the event fd
  * says so. */
-Test(output_writer, full_blocks_give_no_space_until_written) {
-        int p[2];
+/* A writer into a new pipe (p) with every block filled with pattern bytes
+ * (*ret_at of them): nobody reads the pipe yet. */
+static struct output_writer *writer_on_full_pipe(int p[2], size_t *ret_at) {
         cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
         struct output_writer *w;
         cr_assert_eq(output_writer_new(p[1], &w), 0);
@@ -235,6 +236,14 @@ Test(output_writer, full_blocks_give_no_space_until_written) {
                 at += avail;
                 cr_assert_lt(at, 64u * 1024u * 1024u, "the writer never ran out of blocks");
         }
+        *ret_at = at;
+        return w;
+}
+
+Test(output_writer, full_blocks_give_no_space_until_written) {
+        int p[2];
+        size_t at, avail;
+        struct output_writer *w = writer_on_full_pipe(p, &at);
         cr_assert_gt(output_writer_pending(w), 0);
         /* Nobody reads the pipe: a bounded wait for space ends unanswered. */
         cr_assert_eq(output_writer_wait_space_for(w, 30000), -ETIMEDOUT);
@@ -462,16 +471,8 @@ Test(output_writer, finish_ends_the_file_on_the_thread) {
  * reads until the finish is asked for). */
 Test(output_writer, a_finishing_writer_wakes_its_owner_once) {
         int p[2];
-        cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
-        struct output_writer *w;
-        cr_assert_eq(output_writer_new(p[1], &w), 0);
-        size_t at = 0, avail;
-        uint8_t *dst;
-        while ((dst = output_writer_space(w, &avail))) {
-                memset(dst, 'x', avail);
-                output_writer_commit(w, avail);
-                at += avail;
-        }
+        size_t at;
+        struct output_writer *w = writer_on_full_pipe(p, &at);
         (void) output_writer_ack(w);
         struct finish_probe probe = { .caller = pthread_self() };
         output_writer_finish(w, finish_probe_done, &probe);
