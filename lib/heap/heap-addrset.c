@@ -1,7 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
-#include <sched.h>
-
 #include "heap-addrset.h"
 
 #define EMPTY 0u
@@ -55,43 +53,4 @@ bool heap_addrset_remove(struct heap_addrset *s, uint64_t addr) {
                                                            __ATOMIC_RELAXED);
         }
         return false;
-}
-
-void heap_addrfilter_lock(struct heap_addrfilter *f) {
-        for (unsigned spins = 0; __atomic_exchange_n(&f->lock, 1u, __ATOMIC_ACQUIRE); spins++)
-                if (spins >= 64) {
-                        /* Its holder is off its CPU. */
-                        sched_yield();
-                        spins = 0;
-                }
-}
-
-void heap_addrfilter_unlock(struct heap_addrfilter *f) {
-        __atomic_store_n(&f->lock, 0u, __ATOMIC_RELEASE);
-}
-
-void heap_addrfilter_add(struct heap_addrfilter *f, uint64_t addr) {
-        uint32_t b = heap_addrfilter_bucket(addr);
-        heap_addrfilter_lock(f);
-        if (f->count[b] != UINT8_MAX)
-                f->count[b]++;
-        __atomic_fetch_or(&f->bits[b / 64], 1ull << (b % 64), __ATOMIC_RELEASE);
-        heap_addrfilter_unlock(f);
-}
-
-void heap_addrfilter_del(struct heap_addrfilter *f, uint64_t addr) {
-        uint32_t b = heap_addrfilter_bucket(addr);
-        heap_addrfilter_lock(f);
-        /* A saturated bucket no longer knows its count: it stays. */
-        if (f->count[b] != UINT8_MAX && f->count[b] != 0 && --f->count[b] == 0)
-                __atomic_fetch_and(&f->bits[b / 64], ~(1ull << (b % 64)), __ATOMIC_RELEASE);
-        heap_addrfilter_unlock(f);
-}
-
-void heap_addrset_unfilter(const struct heap_addrset *s, struct heap_addrfilter *f) {
-        for (uint64_t i = 0; i <= s->mask; i++) {
-                uint64_t v = __atomic_load_n(&s->slots[i], __ATOMIC_RELAXED);
-                if (v != EMPTY && v != TOMBSTONE)
-                        heap_addrfilter_del(f, v);
-        }
 }

@@ -10,14 +10,24 @@
  * stack, for the plugin to unwind; each free of a sampled allocation is
  * written too. The process never unwinds.
  *
+ * A sampled block carries a mark: glibc allocates it 16 bytes (or its
+ * alignment) longer, and the program gets the address past a header whose
+ * last word, where glibc keeps an unsampled block's size, holds
+ * HEAP_MARK. So a free knows a sampled block from the word glibc's free
+ * reads next anyway: no table is looked up for the frees of a session,
+ * and none at all while there is none (a block sampled in an ended
+ * session still goes back to glibc from its header).
+ *
  * Reentrancy: a thread-local flag sends every call made while the thread
  * is already inside a hook (from glibc, from a signal handler) straight
  * to glibc.
  */
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,8 +50,6 @@ extern void __libc_free(void *);
 extern void *__libc_calloc(size_t, size_t);
 extern void *__libc_realloc(void *, size_t);
 extern void *__libc_memalign(size_t, size_t);
-extern void *__libc_valloc(size_t);
-extern void *__libc_pvalloc(size_t);
 
 /* Out of line, not cold: in a session it is the path every call takes. */
 #define SLOW __attribute__((noinline))
@@ -54,6 +62,25 @@ static TLS uint64_t sampler_session;
  * sampler does not pick needs nothing but the sampler's count. */
 static TLS uint32_t sampler_armed;
 static TLS uintptr_t stack_lo, stack_top;
+static TLS uint32_t tid;
+
+/* The last word before a sampled block: never the size field glibc keeps
+ * there for any other block (no chunk's size reaches 2^63). The word
+ * before it holds how far the block glibc allocated starts before the
+ * program's address. */
+#define HEAP_MARK 0xfa11b1ed5a3b1ed0ull
+#define HEAP_HEADER 16u
+
+static inline int marked(const void *p) {
+        return __builtin_expect(p && ((const uint64_t *) p)[-1] == HEAP_MARK, 0);
+}
+
+static inline void *block_of(void *p) {
+        return (char *) p - ((const uint64_t *) p)[-2];
+}
+
+/* glibc's malloc_usable_size (this library's takes its name). */
+static size_t (*libc_usable_size)(void *);
 
 static inline uint32_t generation(void) {
         return __atomic_load_n(&__atomic_load_n(&heap_gate.page, __ATOMIC_RELAXED)->generation, __ATOMIC_RELAXED);
@@ -82,9 +109,9 @@ static inline int alloc_passes(size_t size) {
 }
 
 /* A free (or the old block of a realloc) that needs no more than glibc:
- * no session, or an address no session sampled. */
+ * a block never sampled. */
 static inline int free_passes(void *p) {
-        return quiet() || !heap_addrfilter_maybe(&heap_gate.filter, (uint64_t) (uintptr_t) p);
+        return !marked(p);
 }
 
 /* The thread's stack, [stack_lo, stack_top). */
@@ -193,7 +220,7 @@ __attribute__((noinline)) static void send_alloc(struct heap_session *s, uint64_
         struct heap_record rec = {
                 .type = HEAP_RECORD_ALLOC, .stack_size = (uint32_t) n, .addr = addr, .size = size,
                 .weight = weight, .time = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec,
-                .tid = (uint32_t) gettid(),
+                .tid = tid ? tid : (tid = (uint32_t) gettid()),
         };
         memcpy(at, &rec, sizeof(rec));
         memcpy(at + sizeof(rec), &regs, sizeof(regs));
@@ -214,13 +241,15 @@ static void send_free(struct heap_session *s, uint64_t addr) {
         wake(s);
 }
 
-/* After glibc allocated p (size bytes), in the slow path. Most are not
- * sampled: the sampler decides before the session is held. */
-static void sample(void *p, size_t size) {
+/* In the slow path, before glibc allocates size bytes: the session (held,
+ * until heap_session_put) when the thread's sampler picks this
+ * allocation, with the bytes it stands for; NULL when it does not. Most
+ * are not picked: the sampler decides before the session is held. */
+static struct heap_session *pick(size_t size, uint64_t *ret_weight) {
         uint64_t id, interval;
         uint32_t active = __atomic_load_n(&heap_gate.active, __ATOMIC_ACQUIRE);
-        if (!p || !heap_session_peek(&id, &interval))
-                return;
+        if (!heap_session_peek(&id, &interval))
+                return NULL;
         if (sampler_session != id) {
                 uint64_t seed = (uint64_t) gettid() * 0x9e3779b97f4a7c15ull ^ (uint64_t) (uintptr_t) &seed ^ id;
                 heap_sampler_init(&sampler, interval, seed);
@@ -231,35 +260,51 @@ static void sample(void *p, size_t size) {
         sampler_armed = __atomic_load_n(&heap_gate.active, __ATOMIC_ACQUIRE) == active ? active : 1u;
         uint64_t w = heap_sampler_weight(&sampler, size);
         if (!w)
-                return;
+                return NULL;
         struct heap_session *s = heap_session_get();
-        if (!s)
-                return;
         /* (A session that changed since the sampler drew: not sampled.) */
-        if (s->id == id && heap_addrset_insert(&s->set, (uint64_t) (uintptr_t) p)) {
-                heap_addrfilter_add(&heap_gate.filter, (uint64_t) (uintptr_t) p);
-                send_alloc(s, (uint64_t) (uintptr_t) p, size, w);
+        if (s && s->id != id) {
+                heap_session_put();
+                s = NULL;
         }
-        heap_session_put();
+        *ret_weight = w;
+        return s;
 }
 
-/* Before glibc frees p, in the slow path: once it is freed, another
- * thread may get the address back. Only an address the filter may hold
- * was sampled. */
-SLOW static void forget_sampled(void *p) {
+/* The block glibc allocated for a picked allocation of size bytes, `off`
+ * bytes (HEAP_HEADER, or the alignment asked for) longer: marked, written
+ * into the ring, and the session put. */
+static void *sampled(struct heap_session *s, void *block, size_t off, size_t size, uint64_t weight) {
+        if (!block) {
+                heap_session_put();
+                return NULL;
+        }
+        void *p = (char *) block + off;
+        ((uint64_t *) p)[-2] = off;
+        ((uint64_t *) p)[-1] = HEAP_MARK;
+        if (heap_addrset_insert(&s->set, (uint64_t) (uintptr_t) p))
+                send_alloc(s, (uint64_t) (uintptr_t) p, size, weight);
+        heap_session_put();
+        return p;
+}
+
+/* A picked allocation whose size with the header does not fit. */
+static void *too_large(void) {
+        heap_session_put();
+        errno = ENOMEM;
+        return NULL;
+}
+
+/* A sampled block's free, said before glibc has it back: once it is
+ * freed, another thread may get the address back. Only the session that
+ * sampled it holds it. */
+static void forget(void *p) {
         struct heap_session *s = heap_session_get();
         if (!s)
                 return;
-        if (heap_addrset_remove(&s->set, (uint64_t) (uintptr_t) p)) {
-                heap_addrfilter_del(&heap_gate.filter, (uint64_t) (uintptr_t) p);
+        if (heap_addrset_remove(&s->set, (uint64_t) (uintptr_t) p))
                 send_free(s, (uint64_t) (uintptr_t) p);
-        }
         heap_session_put();
-}
-
-static inline void forget(void *p) {
-        if (p && heap_addrfilter_maybe(&heap_gate.filter, (uint64_t) (uintptr_t) p))
-                forget_sampled(p);
 }
 
 static int enter(void) {
@@ -274,6 +319,18 @@ static void leave_hook(void) {
         in_hook = 0;
 }
 
+/* How many bytes of p the program may use. */
+static size_t usable(void *p) {
+        if (!libc_usable_size)
+                libc_usable_size = (size_t(*)(void *)) dlsym(RTLD_NEXT, "malloc_usable_size");
+        if (!p || !libc_usable_size)
+                return 0;
+        if (!marked(p))
+                return libc_usable_size(p);
+        size_t off = (size_t) ((const uint64_t *) p)[-2];
+        return libc_usable_size(block_of(p)) - off;
+}
+
 /* Each wrapper is the quiet test (or, in a session, the sampler's count
  * or the filter's bit) and a tail call into glibc; the rest is out of
  * line, so that the quiet path saves no registers and builds no frame (a
@@ -283,8 +340,15 @@ static void leave_hook(void) {
 SLOW static void *malloc_slow(size_t size) {
         if (!enter())
                 return __libc_malloc(size);
-        void *p = __libc_malloc(size);
-        sample(p, size);
+        uint64_t w;
+        struct heap_session *s = pick(size, &w);
+        void *p;
+        if (!s)
+                p = __libc_malloc(size);
+        else if (size > SIZE_MAX - HEAP_HEADER)
+                p = too_large();
+        else
+                p = sampled(s, __libc_malloc(size + HEAP_HEADER), HEAP_HEADER, size, w);
         leave_hook();
         return p;
 }
@@ -295,14 +359,14 @@ EXPORT void *malloc(size_t size) {
         return malloc_slow(size);
 }
 
+/* A sampled block: its free said (outside a hook), and its block back
+ * to glibc. */
 SLOW static void free_slow(void *p) {
-        if (!enter()) {
-                __libc_free(p);
-                return;
+        if (enter()) {
+                forget(p);
+                leave_hook();
         }
-        forget(p);
-        __libc_free(p);
-        leave_hook();
+        __libc_free(block_of(p));
 }
 
 EXPORT void free(void *p) {
@@ -314,10 +378,18 @@ EXPORT void free(void *p) {
 }
 
 SLOW static void *calloc_slow(size_t n, size_t size) {
-        if (!enter())
+        size_t total;
+        if (__builtin_mul_overflow(n, size, &total) || !enter())
                 return __libc_calloc(n, size);
-        void *p = __libc_calloc(n, size);
-        sample(p, n * size);
+        uint64_t w;
+        struct heap_session *s = pick(total, &w);
+        void *p;
+        if (!s)
+                p = __libc_calloc(n, size);
+        else if (total > SIZE_MAX - HEAP_HEADER)
+                p = too_large();
+        else
+                p = sampled(s, __libc_calloc(1, total + HEAP_HEADER), HEAP_HEADER, total, w);
         leave_hook();
         return p;
 }
@@ -329,14 +401,53 @@ EXPORT void *calloc(size_t n, size_t size) {
         return calloc_slow(n, size);
 }
 
-SLOW static void *realloc_slow(void *old, size_t size) {
-        if (!enter())
+/* A realloc of a sampled block, or one the sampler picks: the new block
+ * is allocated (marked when picked), the bytes copied, and the old block
+ * freed (its free said first), as glibc does when it moves a block. In
+ * a hook (in_hook), nothing is sampled and nothing said. */
+static void release(void *old, bool hooked) {
+        if (!marked(old)) {
+                __libc_free(old);
+                return;
+        }
+        if (hooked)
+                forget(old);
+        __libc_free(block_of(old));
+}
+
+static void *realloc_moved(void *old, size_t size, bool hooked) {
+        uint64_t w = 0;
+        struct heap_session *s = hooked ? pick(size, &w) : NULL;
+        if (!marked(old) && !s)
                 return __libc_realloc(old, size);
-        /* The old block is gone once glibc moves it: said first. (A
-         * realloc that fails keeps it, unsampled from then on.) */
-        forget(old);
-        void *p = __libc_realloc(old, size);
-        sample(p, size);
+        if (!size) {
+                /* glibc frees old and gives NULL. */
+                if (s)
+                        heap_session_put();
+                release(old, hooked);
+                return NULL;
+        }
+        void *p;
+        if (!s)
+                p = __libc_malloc(size);
+        else if (size > SIZE_MAX - HEAP_HEADER)
+                p = too_large();
+        else
+                p = sampled(s, __libc_malloc(size + HEAP_HEADER), HEAP_HEADER, size, w);
+        if (!p)
+                return NULL; /* old stays, as glibc leaves it */
+        size_t n = usable(old);
+        memcpy(p, old, n < size ? n : size);
+        release(old, hooked);
+        return p;
+}
+
+SLOW static void *realloc_slow(void *old, size_t size) {
+        if (!old)
+                return malloc(size);
+        if (!enter())
+                return realloc_moved(old, size, false);
+        void *p = realloc_moved(old, size, true);
         leave_hook();
         return p;
 }
@@ -356,11 +467,24 @@ EXPORT void *reallocarray(void *old, size_t n, size_t size) {
         return realloc(old, total);
 }
 
+/* The memalign family's slow path: a picked block is allocated with its
+ * alignment (at least the header's) before the program's address. */
 static void *aligned(size_t alignment, size_t size) {
         if (quiet() || !enter())
                 return __libc_memalign(alignment, size);
-        void *p = __libc_memalign(alignment, size);
-        sample(p, size);
+        uint64_t w;
+        struct heap_session *s = pick(size, &w);
+        void *p;
+        /* glibc takes an alignment that is not a power of two up to one. */
+        size_t off = HEAP_HEADER;
+        while (off < alignment && off <= SIZE_MAX / 2)
+                off *= 2;
+        if (!s)
+                p = __libc_memalign(alignment, size);
+        else if (size > SIZE_MAX - off)
+                p = too_large();
+        else
+                p = sampled(s, __libc_memalign(off, size + off), off, size, w);
         leave_hook();
         return p;
 }
@@ -393,22 +517,22 @@ EXPORT int posix_memalign(void **ret, size_t alignment, size_t size) {
 }
 
 EXPORT void *valloc(size_t size) {
-        if (quiet() || !enter())
-                return __libc_valloc(size);
-        void *p = __libc_valloc(size);
-        sample(p, size);
-        leave_hook();
-        return p;
+        return aligned((size_t) sysconf(_SC_PAGESIZE), size);
 }
 
 EXPORT void *pvalloc(size_t size) {
-        if (quiet() || !enter())
-                return __libc_pvalloc(size);
-        void *p = __libc_pvalloc(size);
         size_t page = (size_t) sysconf(_SC_PAGESIZE);
-        sample(p, (size + page - 1) & ~(page - 1));
-        leave_hook();
-        return p;
+        if (size > SIZE_MAX - page) {
+                errno = ENOMEM;
+                return NULL;
+        }
+        /* At least a page, as glibc. */
+        return aligned(page, size ? (size + page - 1) & ~(page - 1) : page);
+}
+
+/* glibc's would read a sampled block's mark as its size. */
+EXPORT size_t malloc_usable_size(void *p) {
+        return usable(p);
 }
 
 static void fork_prepare(void) {
@@ -425,12 +549,14 @@ static void fork_child(void) {
         heap_session_forked_child();
         sampler_session = 0;
         sampler_armed = 0;
+        tid = 0;
         in_hook--;
 }
 
 __attribute__((constructor)) static void heap_preload_init(void) {
         in_hook++;
         heap_session_setup();
+        libc_usable_size = (size_t(*)(void *)) dlsym(RTLD_NEXT, "malloc_usable_size");
         (void) pthread_atfork(fork_prepare, fork_parent, fork_child);
         in_hook--;
 }

@@ -120,10 +120,8 @@ static void *map_anon(size_t n) {
 static void session_free(struct heap_session *s) {
         if (s->ring_mem)
                 munmap(s->ring_mem, s->ring_size);
-        if (s->set_mem) {
-                heap_addrset_unfilter(&s->set, &heap_gate.filter);
+        if (s->set_mem)
                 munmap(s->set_mem, s->set_size);
-        }
         if (s->sock >= 0)
                 close(s->sock);
         munmap(s, sizeof(*s));
@@ -310,16 +308,13 @@ void heap_session_dropped(struct heap_session *s) {
 
 void heap_session_fork_prepare(void) {
         pthread_mutex_lock(&join_lock);
-        heap_addrfilter_lock(&heap_gate.filter);
 }
 
 void heap_session_fork_parent(void) {
-        heap_addrfilter_unlock(&heap_gate.filter);
         pthread_mutex_unlock(&join_lock);
 }
 
 void heap_session_forked_child(void) {
-        heap_addrfilter_unlock(&heap_gate.filter);
         /* One thread now: nothing else uses the session. Its mappings are
          * the parent's ring; the child asks for its own. */
         struct heap_session *s = current;

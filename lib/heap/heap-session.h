@@ -30,11 +30,9 @@ struct heap_session {
         uint32_t drops_seen; /* drops since the plugin's liveness was last checked */
 };
 
-/* What the hooks read on every call, in one page (a malloc-heavy
- * program's own memory keeps the TLB busy: each page more a hook touches
- * cost it a miss on many calls). Changed only when the process joins or
- * leaves a session, and the filter's bits as sampled allocations come
- * and go. */
+/* What the allocation hooks read on every call (frees read none of it:
+ * a sampled block carries its own mark, heap-preload.c), in one cache
+ * line. Changed only when the process joins or leaves a session. */
 struct heap_gate {
         /* The state page, or a page of zeros while there is none. */
         const struct heap_state *page;
@@ -46,10 +44,7 @@ struct heap_gate {
          * (a thread whose sampler was set up at it may skip the slow path
          * while its sampler says no); an odd value otherwise. */
         uint32_t active;
-        /* The sampled addresses of every session of the process
-         * (heap-addrset.h): its bits follow in this page. */
-        struct heap_addrfilter filter;
-} __attribute__((aligned(4096)));
+} __attribute__((aligned(64)));
 extern struct heap_gate heap_gate;
 
 /* Maps the state page (or a page of zeros when there is none yet: the

@@ -16,9 +16,19 @@
  *                                  and free; DONE when all went well
  *   heap-workload loop COUNT       allocates and frees forever, writing
  *                                  how many rounds it made into COUNT
+ *   heap-workload blocks DONE      waits for SIGUSR1, allocates through every
+ *                                  call of the family, fills, reallocs and
+ *                                  frees part of it, checking alignment,
+ *                                  malloc_usable_size and contents; writes
+ *                                  DONE, waits for SIGUSR1 again (the
+ *                                  session over), checks, reallocs and frees
+ *                                  the rest; exits 0 when all held
  */
 
+#include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -157,9 +167,122 @@ static int loop(const char *count) {
         }
 }
 
+/* ---- blocks ---- */
+
+#define BLOCKS 3000
+
+struct block {
+        unsigned char *p;
+        size_t size, align;
+};
+
+static unsigned char fill_byte(size_t i, size_t k) {
+        return (unsigned char) (i * 31u + k * 7u + 1u);
+}
+
+static int fail(const char *what, size_t i) {
+        fprintf(stderr, "heap-workload blocks: block %zu: %s\n", i, what);
+        return 5;
+}
+
+/* Alignment, usable size, and the pattern in the first `filled` bytes. */
+static int check(const struct block *b, size_t i, size_t filled) {
+        if (!b->p)
+                return fail("not allocated", i);
+        if ((uintptr_t) b->p % (b->align ? b->align : 16) != 0)
+                return fail("misaligned", i);
+        size_t usable = malloc_usable_size(b->p);
+        if (usable < b->size)
+                return fail("malloc_usable_size short of the size asked", i);
+        /* (glibc's would read the library's mark as a size.) */
+        if (usable > b->size + 4096 + 64)
+                return fail("malloc_usable_size far past the size asked", i);
+        for (size_t k = 0; k < filled && k < b->size; k++)
+                if (b->p[k] != fill_byte(i, k))
+                        return fail("contents changed", i);
+        return 0;
+}
+
+static void fill(struct block *b, size_t i) {
+        for (size_t k = 0; k < b->size; k++)
+                b->p[k] = fill_byte(i, k);
+}
+
+/* Block i's size and the call that allocates it. */
+static void allocate(struct block *b, size_t i) {
+        size_t size = 1 + (i * 977u) % 6000u, align = (size_t) 16 << (i % 9); /* 16 .. 4096 */
+        void *p = NULL;
+        switch (i % 9) {
+        case 0: b->p = malloc(size); align = 0; break;
+        case 1: b->p = calloc(1, size); align = 0; break;
+        case 2: b->p = realloc(NULL, size); align = 0; break;
+        case 3: b->p = reallocarray(NULL, size, 1); align = 0; break;
+        case 4: b->p = posix_memalign(&p, align, size) == 0 ? p : NULL; break;
+        case 5: b->p = aligned_alloc(align, (size + align - 1) / align * align); break;
+        case 6: b->p = memalign(align, size); break;
+        case 7: b->p = valloc(size); align = (size_t) sysconf(_SC_PAGESIZE); break;
+        default: b->p = pvalloc(size); align = (size_t) sysconf(_SC_PAGESIZE); break;
+        }
+        b->size = size;
+        b->align = align;
+        if (i % 9 == 1 && b->p)
+                for (size_t k = 0; k < size; k++)
+                        if (b->p[k])
+                                b->p = NULL; /* calloc's block not zeroed: check() says so */
+}
+
+/* Grows or shrinks block i by realloc: its first bytes stay. */
+static int resize(struct block *b, size_t i, size_t size) {
+        unsigned char *p = realloc(b->p, size);
+        if (!p)
+                return fail("realloc failed", i);
+        size_t kept = size < b->size ? size : b->size;
+        b->p = p;
+        b->size = size;
+        b->align = 0;
+        if (check(b, i, kept))
+                return 5;
+        fill(b, i);
+        return 0;
+}
+
+static int blocks(const char *done) {
+        wait_usr1();
+        static struct block b[BLOCKS];
+        for (size_t i = 0; i < BLOCKS; i++) {
+                allocate(&b[i], i);
+                if (check(&b[i], i, 0))
+                        return 5;
+                fill(&b[i], i);
+        }
+        for (size_t i = 0; i < BLOCKS; i += 2)
+                if (resize(&b[i], i, b[i].size * 2 + 100) || resize(&b[i], i, b[i].size / 3 + 1))
+                        return 5;
+        for (size_t i = 0; i < BLOCKS; i += 3) {
+                free(b[i].p);
+                b[i].p = NULL;
+        }
+        /* realloc to 0 frees, as glibc does. */
+        errno = 0;
+        if (realloc(malloc(5000), 0) != NULL)
+                return fail("realloc(p, 0) kept a block", 0);
+        touch(done, "done\n");
+        wait_usr1();
+        /* The session is over: its sampled blocks go back all the same. */
+        for (size_t i = 0; i < BLOCKS; i++) {
+                if (i % 3 == 0)
+                        continue;
+                if (check(&b[i], i, b[i].size) || resize(&b[i], i, b[i].size + 4000))
+                        return 5;
+                free(b[i].p);
+        }
+        free(NULL);
+        return 0;
+}
+
 int main(int argc, char **argv) {
         if (argc != 3) {
-                fprintf(stderr, "usage: heap-workload callsites|forks|loop FILE\n");
+                fprintf(stderr, "usage: heap-workload callsites|forks|loop|blocks FILE\n");
                 return 2;
         }
         if (strcmp(argv[1], "callsites") == 0)
@@ -168,5 +291,7 @@ int main(int argc, char **argv) {
                 return forks(argv[2]);
         if (strcmp(argv[1], "loop") == 0)
                 return loop(argv[2]);
+        if (strcmp(argv[1], "blocks") == 0)
+                return blocks(argv[2]);
         return 2;
 }

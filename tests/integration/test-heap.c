@@ -419,6 +419,55 @@ Test(heap, forks_and_threads_unharmed) {
         collect_free(&c);
 }
 
+/* ---- sampled blocks through every call of the family ---- */
+
+static void run_blocks(void *userdata) {
+        struct forks_run *r = userdata;
+        cr_assert_eq(kill(r->pid, SIGUSR1), 0);
+        for (int i = 0; i < 1500 && access(r->done, F_OK) != 0; i++) {
+                pid_t w = waitpid(r->pid, &r->status, WNOHANG);
+                cr_assert_eq(w, 0, "the workload exited in the session (status %d)", r->status);
+                usleep(20 * 1000);
+        }
+        cr_assert(access(r->done, F_OK) == 0, "the workload allocated");
+        usleep(200 * 1000);
+}
+
+/* At 64 bytes nearly every block is sampled: each then carries the
+ * library's mark before it. Their contents, alignment and usable size
+ * hold through realloc, in the session and after it, and their frees
+ * reach the trace. */
+Test(heap, sampled_blocks_of_every_call_stay_whole) {
+        struct forks_run r = { 0 };
+        snprintf(r.done, sizeof(r.done), "%s/blocks-done", heap_dir);
+        r.pid = spawn_workload("blocks", r.done);
+        char target[64];
+        snprintf(target, sizeof(target), "pid: %d", (int) r.pid);
+        char *cfg = heap_config(target, "sampling_interval_bytes: 64 block_client: true");
+        struct collect c = { .pid = r.pid };
+        fixture_record(&inst, ev, "android.heapprofd", cfg, run_blocks, &r, collect_packet, &c);
+        free(cfg);
+        cr_assert_eq(kill(r.pid, SIGUSR1), 0, "the workload waits for the session's end");
+        cr_assert_eq(waitpid(r.pid, &r.status, 0), r.pid);
+        cr_assert(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
+                  "every block held its contents, alignment and usable size (status %d)", r.status);
+        uint64_t allocated = 0, freed = 0, frees = 0;
+        for (size_t i = 0; i < c.n_sites; i++) {
+                allocated += c.sites[i].allocated;
+                freed += c.sites[i].freed;
+                frees += c.sites[i].free_count;
+        }
+        cr_log_info("blocks: %llu samples, %llu bytes allocated, %llu freed in %llu frees",
+                    (unsigned long long) c.heap_samples, (unsigned long long) allocated, (unsigned long long) freed,
+                    (unsigned long long) frees);
+        cr_assert_gt(c.heap_samples, 3000, "the blocks were sampled");
+        /* A third of the blocks, and the reallocs' old blocks, were freed
+         * in the session. */
+        cr_assert_gt(frees, 1000, "the frees of sampled blocks were seen");
+        cr_assert_lt(freed, allocated);
+        collect_free(&c);
+}
+
 /* ---- joining and leaving a running process ---- */
 
 static bool ring_mapped(pid_t pid) {
