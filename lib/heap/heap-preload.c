@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 /*
- * libtraced-heap.so: the allocation family of glibc, wrapped. Each call
- * first compares the state page's generation with the quiet one (a load
- * and a branch) and, while no session targets the process, goes straight
- * to glibc's own entry points (__libc_malloc and the rest, so no dlsym
- * and no recursion). In a session, each allocation the thread's sampler
- * picks is written into the ring with the registers and a copy of the
- * stack, for the plugin to unwind; each free of a sampled allocation is
- * written too. The process never unwinds.
+ * libtraced-heap.so: the allocation family of glibc, wrapped. Each
+ * allocation first compares the state page's generation with the quiet
+ * one (a load and a branch) and, while no session targets the process,
+ * goes straight to glibc's own entry points (__libc_malloc and the rest,
+ * so no dlsym and no recursion). In a session, it counts its size off
+ * the thread's credit, which runs to the sampler's next point; when that
+ * runs out, the slow path samples and sets it again. Each allocation the
+ * thread's sampler picks is written into the ring with the registers and
+ * a copy of the stack, for the plugin to unwind; each free of a sampled
+ * allocation is written too. The process never unwinds.
  *
  * A sampled block carries a mark: glibc allocates it 16 bytes (or its
  * alignment) longer, and the program gets the address past a header whose
@@ -57,10 +59,14 @@ extern void *__libc_memalign(size_t, size_t);
 static TLS int in_hook;
 static TLS struct heap_sampler sampler;
 static TLS uint64_t sampler_session;
-/* The generation (heap_gate.active) at which the sampler was last set up
- * for the session: while the page still says it, an allocation the
- * sampler does not pick needs nothing but the sampler's count. */
-static TLS uint32_t sampler_armed;
+/* In a session, the bytes the thread may allocate before its next slow
+ * path, and what that was when last set: never past the sampler's next
+ * point nor the interval (an allocation of at least the interval is
+ * always sampled), nor LOOK_BYTES (within which the thread notices that
+ * the session ended). An allocation within it needs nothing but glibc
+ * and the count. 0: the next allocation takes the slow path. */
+static TLS uint64_t credit, credit_set;
+#define LOOK_BYTES (256u << 10)
 static TLS uintptr_t stack_lo, stack_top;
 static TLS uint32_t tid;
 
@@ -90,22 +96,20 @@ static inline int quiet(void) {
         return __builtin_expect(generation() == __atomic_load_n(&heap_gate.quiet, __ATOMIC_RELAXED), 1);
 }
 
-/* An allocation of size bytes that needs no more than glibc: no session,
- * or one the thread is set up for and whose sampler does not pick it (it
- * is counted here). Anything else takes the slow path, which counts it
- * again from the sampler's state before this. */
+/* An allocation of size bytes that needs no more than glibc: no session
+ * (the page's generation is the quiet one, so a session that starts is
+ * seen at the next call), or within the thread's credit (counted here).
+ * Anything else takes the slow path, which counts what the credit let
+ * through into the sampler. */
 static inline int alloc_passes(size_t size) {
-        uint32_t g = generation();
-        if (__builtin_expect(g == __atomic_load_n(&heap_gate.quiet, __ATOMIC_RELAXED), 1))
+        if (quiet())
                 return 1;
-        if (g != sampler_armed || g != __atomic_load_n(&heap_gate.active, __ATOMIC_RELAXED) ||
-            size >= sampler.interval)
-                return 0;
-        int64_t left = sampler.bytes_left - (int64_t) size;
-        if (left <= 0)
-                return 0;
-        sampler.bytes_left = left;
-        return 1;
+        uint64_t c = credit;
+        if (__builtin_expect(size < c, 1)) {
+                credit = c - size;
+                return 1;
+        }
+        return 0;
 }
 
 /* A free (or the old block of a realloc) that needs no more than glibc:
@@ -247,6 +251,10 @@ static void send_free(struct heap_session *s, uint64_t addr) {
  * are not picked: the sampler decides before the session is held. */
 static struct heap_session *pick(size_t size, uint64_t *ret_weight) {
         uint64_t id, interval;
+        /* What the credit let through since it was set: all short of the
+         * sampler's next point. */
+        uint64_t passed = credit_set - credit;
+        credit = credit_set = 0;
         uint32_t active = __atomic_load_n(&heap_gate.active, __ATOMIC_ACQUIRE);
         if (!heap_session_peek(&id, &interval))
                 return NULL;
@@ -254,11 +262,18 @@ static struct heap_session *pick(size_t size, uint64_t *ret_weight) {
                 uint64_t seed = (uint64_t) gettid() * 0x9e3779b97f4a7c15ull ^ (uint64_t) (uintptr_t) &seed ^ id;
                 heap_sampler_init(&sampler, interval, seed);
                 sampler_session = id;
+        } else {
+                sampler.bytes_left -= (int64_t) passed;
         }
-        /* The session peeked at is the one settled at `active` when that
-         * did not change around the peek (a change first makes it odd). */
-        sampler_armed = __atomic_load_n(&heap_gate.active, __ATOMIC_ACQUIRE) == active ? active : 1u;
         uint64_t w = heap_sampler_weight(&sampler, size);
+        /* A credit only for the session settled at `active`, when that did
+         * not change around the peek (a change first makes it odd). */
+        if (__atomic_load_n(&heap_gate.active, __ATOMIC_ACQUIRE) == active && active == generation() &&
+            sampler.bytes_left > 0) {
+                uint64_t c = (uint64_t) sampler.bytes_left;
+                c = c < sampler.interval ? c : sampler.interval;
+                credit = credit_set = c < LOOK_BYTES ? c : LOOK_BYTES;
+        }
         if (!w)
                 return NULL;
         struct heap_session *s = heap_session_get();
@@ -548,7 +563,7 @@ static void fork_parent(void) {
 static void fork_child(void) {
         heap_session_forked_child();
         sampler_session = 0;
-        sampler_armed = 0;
+        credit = credit_set = 0;
         tid = 0;
         in_hook--;
 }

@@ -41,8 +41,8 @@ struct heap_gate {
          * runs or a look is due. */
         uint32_t quiet;
         /* The page's generation when the process is settled in a session
-         * (a thread whose sampler was set up at it may skip the slow path
-         * while its sampler says no); an odd value otherwise. */
+         * (a thread that set up its sampler at it gets a credit up to the
+         * sampler's next point); an odd value otherwise. */
         uint32_t active;
 } __attribute__((aligned(64)));
 extern struct heap_gate heap_gate;
