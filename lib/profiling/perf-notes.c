@@ -91,7 +91,7 @@ void perf_notes_apply_record(struct proc_table *t, const struct perf_record *r) 
                 if (r->u.comm.pid != r->u.comm.tid)
                         break;
                 if (r->u.comm.exec)
-                        (void) proc_table_exec(t, (int) r->u.comm.pid, r->u.comm.comm);
+                        (void) proc_table_exec_noted(t, (int) r->u.comm.pid, r->u.comm.comm);
                 else
                         (void) proc_table_comm(t, (int) r->u.comm.pid, r->u.comm.comm);
                 break;

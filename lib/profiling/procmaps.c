@@ -341,6 +341,13 @@ struct proc_info *proc_table_get(struct proc_table *t, int pid) {
         struct proc_info *i = get_or_add(t, pid);
         if (!i || i->maps_loaded)
                 return i;
+        if (i->maps_noted && i->maps.n > 0) {
+                /* Exec'd while the notes came: they are its maps (a
+                 * compiler's cc1 and as each cost a read of /proc and its
+                 * path walk, a tenth of a profiler's CPU beside a build). */
+                i->maps_loaded = true;
+                return i;
+        }
         if (!i->maps_unreadable && !i->exited)
                 load_maps(t, i, true);
         if (!i->maps_loaded && i->fork_parent)
@@ -395,6 +402,7 @@ int proc_table_exec(struct proc_table *t, int pid, const char *comm) {
         i->maps = (struct proc_maps) {};
         i->maps_loaded = false;
         i->maps_unreadable = false;
+        i->maps_noted = false;
         i->exited = false;
         i->fork_parent = 0;
         i->generation++;
@@ -402,6 +410,16 @@ int proc_table_exec(struct proc_table *t, int pid, const char *comm) {
         jit_symbols_free(i->jit);
         i->jit = NULL;
         snprintf(i->comm, sizeof(i->comm), "%s", comm ? comm : "");
+        return 0;
+}
+
+int proc_table_exec_noted(struct proc_table *t, int pid, const char *comm) {
+        int r = proc_table_exec(t, pid, comm);
+        if (r < 0)
+                return r;
+        struct proc_info *i = proc_table_peek(t, pid);
+        if (i)
+                i->maps_noted = true;
         return 0;
 }
 
@@ -425,7 +443,7 @@ int proc_table_fork(struct proc_table *t, int pid, int ppid) {
         /* pid reuse: whatever was known under this pid is void. */
         proc_maps_clear(&child->maps);
         proc_maps_clear(&child->prev_maps);
-        child->maps_loaded = child->maps_unreadable = child->exited = false;
+        child->maps_loaded = child->maps_unreadable = child->exited = child->maps_noted = false;
         child->fork_parent = 0;
         child->generation++;
         child->maps_version++;
@@ -435,7 +453,9 @@ int proc_table_fork(struct proc_table *t, int pid, int ppid) {
         if (!parent)
                 return 0;
         snprintf(child->comm, sizeof(child->comm), "%s", parent->comm);
-        if (!parent->maps_loaded) {
+        /* A parent exec'd while the notes came has its maps in them. */
+        bool known = parent->maps_loaded || (parent->maps_noted && parent->maps.n > 0);
+        if (!known) {
                 /* Known later, if at all: inherited when looked up. */
                 child->fork_parent = ppid;
                 child->fork_generation = parent->generation;
@@ -445,6 +465,7 @@ int proc_table_fork(struct proc_table *t, int pid, int ppid) {
         if (r < 0)
                 return r;
         child->maps_loaded = true;
+        child->maps_noted = parent->maps_noted;
         return 0;
 }
 

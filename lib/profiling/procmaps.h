@@ -62,6 +62,10 @@ struct proc_info {
         /* reading /proc/PID/maps failed since the last exec (the process is
          * gone, or hidden from us): do not retry for every sample */
         bool maps_unreadable;
+        /* the kernel's notes of every executable mapping since the last
+         * exec reach the table (proc_table_exec_noted): once they hold
+         * one, maps need no read of /proc/PID/maps */
+        bool maps_noted;
         bool exited;
         uint64_t exit_time;
         /* Forked from this process (0: not known) before its maps were
@@ -123,6 +127,11 @@ int proc_table_mmap(struct proc_table *t, int pid, const struct pmap *e);
 /* An exec: every old map is gone (kept as prev_maps); maps are read again
  * at the next get. */
 int proc_table_exec(struct proc_table *t, int pid, const char *comm);
+/* The same, told by a stream of notes that goes on with every executable
+ * mmap of the process (a perf event's mmap records): its maps are then
+ * built from the notes alone, as perf(1) builds them, and /proc/PID/maps
+ * is read only when a caller asks again (proc_table_reload). */
+int proc_table_exec_noted(struct proc_table *t, int pid, const char *comm);
 /* A rename without exec (prctl PR_SET_NAME). */
 int proc_table_comm(struct proc_table *t, int pid, const char *comm);
 /* A new process pid forked from ppid (threads, pid == ppid, are ignored):

@@ -186,6 +186,53 @@ Test(procmaps, table_follows_exec_fork_exit, .fini = rm_fake_proc) {
         proc_table_free(t);
 }
 
+/* An exec told by notes that go on with every executable mmap: the maps
+ * are the notes', and /proc/PID/maps (here a different text) is not read,
+ * unless no note came yet or a caller asks for a reload. */
+Test(procmaps, an_exec_told_by_notes_is_not_read_from_proc, .fini = rm_fake_proc) {
+        char *dir = fake_proc(42, maps_text);
+        struct proc_table *t;
+        cr_assert_eq(proc_table_new(dir, &t), 0);
+        cr_assert_eq(proc_table_exec_noted(t, 42, "cc1"), 0);
+        struct pmap bin = region(0x400000, 0x500000, 0x1000, "/usr/lib/gcc/cc1");
+        cr_assert_eq(proc_table_mmap(t, 42, &bin), 0);
+        struct proc_info *p = proc_table_get(t, 42);
+        cr_assert_not_null(p);
+        cr_assert(p->maps_loaded && p->maps_noted);
+        cr_assert_eq(p->maps.n, 1, "the note alone, not the 7 maps of /proc (%zu)", p->maps.n);
+        cr_assert_str_eq(p->maps.v[0].path, "/usr/lib/gcc/cc1");
+        cr_assert_str_eq(p->comm, "cc1");
+
+        /* Its child, forked before either was looked up, has them too. */
+        cr_assert_eq(proc_table_exec_noted(t, 50, "as"), 0);
+        struct pmap as = region(0x600000, 0x700000, 0x1000, "/usr/bin/as");
+        cr_assert_eq(proc_table_mmap(t, 50, &as), 0);
+        cr_assert_eq(proc_table_fork(t, 51, 50), 0);
+        struct proc_info *c = proc_table_get(t, 51);
+        cr_assert(c && c->maps_loaded && c->maps.n == 1);
+        cr_assert_str_eq(c->maps.v[0].path, "/usr/bin/as");
+
+        /* No note yet (a sample inside the exec): /proc is read. */
+        cr_assert_eq(proc_table_exec_noted(t, 42, "cc1"), 0);
+        p = proc_table_get(t, 42);
+        cr_assert_eq(p->maps.n, 7);
+
+        /* A plain exec (no notes follow) reads /proc, as before. */
+        cr_assert_eq(proc_table_exec(t, 42, "prog"), 0);
+        cr_assert_eq(proc_table_mmap(t, 42, &bin), 0);
+        p = proc_table_get(t, 42);
+        cr_assert_not(p->maps_noted);
+        cr_assert_eq(p->maps.n, 8, "/proc's and the note (%zu)", p->maps.n);
+
+        /* A reload reads /proc whatever the notes said. */
+        cr_assert_eq(proc_table_exec_noted(t, 42, "cc1"), 0);
+        cr_assert_eq(proc_table_mmap(t, 42, &bin), 0);
+        proc_table_reload(t, 42);
+        p = proc_table_peek(t, 42);
+        cr_assert_eq(p->maps.n, 7);
+        proc_table_free(t);
+}
+
 /* Many processes, most of them exited at different times: a reap drops
  * exactly those before its time (with their userdata), and the others
  * stay where they were. */
