@@ -13,7 +13,10 @@
 
 /* One table: byte strings to iids (iid = index + 1), open addressing. */
 struct itab {
-        uint32_t *slots; /* iid, 0: free */
+        /* iid in the low half (0: free), the top half of its hash in the
+         * high one: a probe that does not match reads no entry (each is a
+         * cache miss in a table of a busy machine's callstacks) */
+        uint64_t *slots;
         size_t n_slots;  /* a power of two, > 2 x n */
         struct ient {
                 uint64_t hash;
@@ -78,16 +81,20 @@ static InternedData *pending(struct intern_writer *w, unsigned table) {
         return &t->pending_msg;
 }
 
+static uint64_t slot_of(uint64_t hash, uint64_t iid) {
+        return (hash & 0xffffffff00000000ull) | iid;
+}
+
 static int itab_grow(struct itab *t) {
         size_t n_slots = t->n_slots ? t->n_slots * 2 : 256;
-        uint32_t *slots = calloc(n_slots, sizeof(*slots));
+        uint64_t *slots = calloc(n_slots, sizeof(*slots));
         if (!slots)
                 return -ENOMEM;
         for (size_t k = 0; k < t->n; k++) {
                 size_t i = t->ents[k].hash & (n_slots - 1);
                 while (slots[i])
                         i = (i + 1) & (n_slots - 1);
-                slots[i] = (uint32_t) (k + 1);
+                slots[i] = slot_of(t->ents[k].hash, k + 1);
         }
         free(t->slots);
         t->slots = slots;
@@ -105,9 +112,12 @@ static uint64_t itab_intern(struct itab *t, const void *key, size_t len, bool *r
         uint64_t h = hash_bytes(key, len);
         size_t i = h & (t->n_slots - 1);
         for (;; i = (i + 1) & (t->n_slots - 1)) {
-                uint32_t iid = t->slots[i];
-                if (!iid)
+                uint64_t v = t->slots[i];
+                if (!v)
                         break;
+                if ((v ^ h) >> 32)
+                        continue;
+                uint32_t iid = (uint32_t) v;
                 const struct ient *e = &t->ents[iid - 1];
                 if (e->hash == h && e->len == len && (len == 0 || memcmp(t->arena + e->off, key, len) == 0))
                         return iid;
@@ -130,7 +140,7 @@ static uint64_t itab_intern(struct itab *t, const void *key, size_t len, bool *r
                 memcpy(t->arena + t->arena_len, key, len);
         t->ents[t->n] = (struct ient) { .hash = h, .off = (uint32_t) t->arena_len, .len = (uint32_t) len };
         t->arena_len += len;
-        t->slots[i] = (uint32_t) ++t->n;
+        t->slots[i] = slot_of(h, ++t->n);
         *ret_new = true;
         return t->n;
 }
@@ -328,7 +338,7 @@ void intern_clear(struct intern_writer *w) {
 size_t intern_memory(const struct intern_writer *w) {
         size_t n = 0;
         for (size_t k = 0; k < N_TABLES; k++)
-                n += w->t[k].n_slots * sizeof(uint32_t) + w->t[k].cap * sizeof(struct ient) + w->t[k].arena_cap +
+                n += w->t[k].n_slots * sizeof(uint64_t) + w->t[k].cap * sizeof(struct ient) + w->t[k].arena_cap +
                      w->t[k].pending.cap;
         return n;
 }
