@@ -35,6 +35,12 @@ enum { T_FUNC, T_BUILD_ID, T_PATH, T_MAPPING, T_FRAME, T_CALLSTACK, N_TABLES };
 
 struct intern_writer {
         struct itab t[N_TABLES];
+        /* Mappings as callers describe them (the path whole, the build id's
+         * bytes) to their iids, never written out: a mapping met again costs
+         * one look-up, not one per path component and the build id's. */
+        struct itab described;
+        uint64_t *described_iids; /* by the description's index; 0: none yet */
+        size_t described_cap;
         bool cleared; /* the next packet carries SEQ_INCREMENTAL_STATE_CLEARED */
         int error;
 };
@@ -159,6 +165,8 @@ void intern_writer_free(struct intern_writer *w) {
                 return;
         for (size_t k = 0; k < N_TABLES; k++)
                 itab_done(&w->t[k]);
+        itab_done(&w->described);
+        free(w->described_iids);
         free(w);
 }
 
@@ -213,7 +221,54 @@ uint64_t intern_mapping_path(struct intern_writer *w, const char *component) {
 
 #define MAX_PATH_COMPONENTS 64
 
+static uint64_t intern_mapping_parts(struct intern_writer *w, const struct intern_mapping *m);
+
+/* The description of m the described table keys: its numbers, the build
+ * id's length and bytes, the path. 0 when it does not fit in buf. */
+static size_t describe(const struct intern_mapping *m, uint8_t *buf, size_t size) {
+        const uint64_t v[5] = { m->start, m->end, m->exact_offset, m->start_offset, m->load_bias };
+        size_t blen = m->build_id ? m->build_id_len : 0, plen = m->path ? strlen(m->path) : 0;
+        uint32_t bl = (uint32_t) blen;
+        if (blen > UINT32_MAX || sizeof(v) + sizeof(bl) + blen + plen > size)
+                return 0;
+        memcpy(buf, v, sizeof(v));
+        memcpy(buf + sizeof(v), &bl, sizeof(bl));
+        if (blen)
+                memcpy(buf + sizeof(v) + sizeof(bl), m->build_id, blen);
+        if (plen)
+                memcpy(buf + sizeof(v) + sizeof(bl) + blen, m->path, plen);
+        return sizeof(v) + sizeof(bl) + blen + plen;
+}
+
 uint64_t intern_mapping(struct intern_writer *w, const struct intern_mapping *m) {
+        uint8_t buf[1024];
+        size_t len = describe(m, buf, sizeof(buf));
+        uint64_t d = 0;
+        if (len) {
+                bool added;
+                d = itab_intern(&w->described, buf, len, &added);
+                if (d && !added && d <= w->described_cap && w->described_iids[d - 1])
+                        return w->described_iids[d - 1];
+        }
+        uint64_t iid = intern_mapping_parts(w, m);
+        if (iid && d) {
+                if (d > w->described_cap) {
+                        size_t cap = MAX(w->described_cap * 2, (size_t) 256);
+                        while (cap < d)
+                                cap *= 2;
+                        uint64_t *a = realloc(w->described_iids, cap * sizeof(*a));
+                        if (!a)
+                                return iid; /* looked up the long way next time */
+                        memset(a + w->described_cap, 0, (cap - w->described_cap) * sizeof(*a));
+                        w->described_iids = a;
+                        w->described_cap = cap;
+                }
+                w->described_iids[d - 1] = iid;
+        }
+        return iid;
+}
+
+static uint64_t intern_mapping_parts(struct intern_writer *w, const struct intern_mapping *m) {
         uint64_t key[6 + MAX_PATH_COMPONENTS];
         size_t n = 0;
         key[n++] = intern_build_id(w, m->build_id, m->build_id_len);
@@ -331,6 +386,9 @@ uint32_t intern_packet_flags(struct intern_writer *w) {
 void intern_clear(struct intern_writer *w) {
         for (size_t k = 0; k < N_TABLES; k++)
                 itab_clear(&w->t[k]);
+        itab_clear(&w->described);
+        if (w->described_iids)
+                memset(w->described_iids, 0, w->described_cap * sizeof(*w->described_iids));
         w->cleared = true;
         w->error = 0;
 }
@@ -340,6 +398,8 @@ size_t intern_memory(const struct intern_writer *w) {
         for (size_t k = 0; k < N_TABLES; k++)
                 n += w->t[k].n_slots * sizeof(uint64_t) + w->t[k].cap * sizeof(struct ient) + w->t[k].arena_cap +
                      w->t[k].pending.cap;
+        n += w->described.n_slots * sizeof(uint64_t) + w->described.cap * sizeof(struct ient) +
+             w->described.arena_cap + w->described_cap * sizeof(uint64_t);
         return n;
 }
 

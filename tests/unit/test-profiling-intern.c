@@ -126,3 +126,55 @@ Test(profiling_intern, many_entries) {
         cr_assert_eq(intern_error(w), 0);
         intern_writer_free(w);
 }
+
+/* Mappings met again are answered from their description: the same iid
+ * for the same mapping, another for one that differs in any part (path,
+ * build id, numbers), and after a clear the mapping goes out again. */
+Test(profiling_intern, mappings_met_again) {
+        struct intern_writer *w;
+        cr_assert_eq(intern_writer_new(&w), 0);
+        static const uint8_t bid[] = { 1, 2, 3, 4 }, other_bid[] = { 1, 2, 3, 5 };
+        uint64_t iids[600];
+        char path[64];
+        for (int round = 0; round < 2; round++)
+                for (int k = 0; k < 600; k++) {
+                        snprintf(path, sizeof(path), "/usr/lib/lib%d.so", k % 300);
+                        struct intern_mapping im = { .build_id = bid, .build_id_len = 4, .path = path,
+                                                     .start = 0x1000u * (uint64_t) (k / 300 + 1),
+                                                     .end = 0x100000 };
+                        uint64_t m = intern_mapping(w, &im);
+                        cr_assert_gt(m, 0);
+                        if (round == 0)
+                                iids[k] = m;
+                        else
+                                cr_assert_eq(m, iids[k], "mapping %d: %llu, then %llu", k,
+                                             (unsigned long long) iids[k], (unsigned long long) m);
+                }
+        for (int k = 1; k < 600; k++)
+                cr_assert_neq(iids[k], iids[k - 1]);
+        size_t count = intern_count(w);
+        struct intern_mapping im = { .build_id = bid, .build_id_len = 4, .path = "/usr/lib/lib7.so",
+                                     .start = 0x1000, .end = 0x100000 };
+        cr_assert_eq(intern_mapping(w, &im), iids[7]);
+        cr_assert_eq(intern_count(w), count, "nothing new interned for a mapping met again");
+        im.build_id = other_bid;
+        cr_assert_neq(intern_mapping(w, &im), iids[7]);
+        im.build_id = bid;
+        im.load_bias = 0x10;
+        cr_assert_neq(intern_mapping(w, &im), iids[7]);
+        im.load_bias = 0;
+        im.path = "/usr/lib/lib8.so";
+        cr_assert_eq(intern_mapping(w, &im), iids[8]);
+
+        intern_clear(w);
+        struct test_packet pkt = {};
+        cr_assert_eq(intern_mapping(w, &im), 1, "ids restart after a clear");
+        intern_write_pending(w, test_packet_begin(&pkt));
+        Perfetto__Protos__TracePacket *p = decode(&pkt);
+        cr_assert_not_null(p->interned_data);
+        cr_assert_eq(p->interned_data->n_mappings, 1, "the mapping goes out again after a clear");
+        cr_assert_eq(p->interned_data->n_mapping_paths, 3);
+        perfetto__protos__trace_packet__free_unpacked(p, NULL);
+        test_packet_done(&pkt);
+        intern_writer_free(w);
+}
