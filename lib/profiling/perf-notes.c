@@ -191,10 +191,14 @@ void perf_notes_read(struct perf_notes *n, struct proc_table *t) {
                 ;
         compact(n);
         size_t from = n->n;
+        uint64_t lost = n->stats.lost;
         n->read_time = clock_now(n->clock);
         for (size_t cpu = 0; cpu < n->hotplug.n; cpu++)
                 read_ring(n, &n->rings[cpu]);
         sort_queue(n, from);
+        /* Maps built from the notes alone may now miss a mapping. */
+        if (t && n->stats.lost != lost)
+                proc_table_notes_lost(t);
         while (t && n->n - n->head > PERF_NOTES_MAX_QUEUED)
                 apply_front(n, t);
 }

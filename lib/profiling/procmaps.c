@@ -423,6 +423,17 @@ int proc_table_exec_noted(struct proc_table *t, int pid, const char *comm) {
         return 0;
 }
 
+void proc_table_notes_lost(struct proc_table *t) {
+        uint64_t v;
+        for (size_t it = 0; hashmap_next(&t->procs, &it, NULL, &v);) {
+                struct proc_info *i = (struct proc_info *) (uintptr_t) v;
+                if (!i->maps_noted)
+                        continue;
+                i->maps_noted = false;
+                i->maps_loaded = false;
+        }
+}
+
 int proc_table_comm(struct proc_table *t, int pid, const char *comm) {
         struct proc_info *i = get_or_add(t, pid);
         if (!i)

@@ -132,6 +132,10 @@ int proc_table_exec(struct proc_table *t, int pid, const char *comm);
  * built from the notes alone, as perf(1) builds them, and /proc/PID/maps
  * is read only when a caller asks again (proc_table_reload). */
 int proc_table_exec_noted(struct proc_table *t, int pid, const char *comm);
+/* Notes were lost: every process whose maps came from notes alone has
+ * /proc/PID/maps read at its next get (what the notes said stays over
+ * it). */
+void proc_table_notes_lost(struct proc_table *t);
 /* A rename without exec (prctl PR_SET_NAME). */
 int proc_table_comm(struct proc_table *t, int pid, const char *comm);
 /* A new process pid forked from ppid (threads, pid == ppid, are ignored):

@@ -437,6 +437,10 @@ void *perf_worker_main(void *userdata) {
                         break;
                 }
                 case PERF_ITEM_LOST: {
+                        /* Without rings of their own, the notes were lost
+                         * with the samples. */
+                        if (!s->notes)
+                                proc_table_notes_lost(s->procs);
                         struct sample_out o = { .cpu = it->cpu, .time = it->time, .lost = it->count };
                         write_defaults(s);
                         write_sample(s, &o);

@@ -212,6 +212,13 @@ Test(procmaps, an_exec_told_by_notes_is_not_read_from_proc, .fini = rm_fake_proc
         cr_assert(c && c->maps_loaded && c->maps.n == 1);
         cr_assert_str_eq(c->maps.v[0].path, "/usr/bin/as");
 
+        /* Notes lost: a process whose maps came from them alone has
+         * /proc read at its next get, the notes kept over it. */
+        proc_table_notes_lost(t);
+        p = proc_table_get(t, 42);
+        cr_assert_not(p->maps_noted);
+        cr_assert_eq(p->maps.n, 8, "/proc's 7 and the note (%zu)", p->maps.n);
+
         /* No note yet (a sample inside the exec): /proc is read. */
         cr_assert_eq(proc_table_exec_noted(t, 42, "cc1"), 0);
         p = proc_table_get(t, 42);
