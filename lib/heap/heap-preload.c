@@ -310,6 +310,16 @@ static void *too_large(void) {
         return NULL;
 }
 
+/* size bytes from glibc: marked and written into the ring when s (the
+ * session pick() held) is not NULL. */
+static void *allocate(struct heap_session *s, size_t size, uint64_t weight) {
+        if (!s)
+                return __libc_malloc(size);
+        if (size > SIZE_MAX - HEAP_HEADER)
+                return too_large();
+        return sampled(s, __libc_malloc(size + HEAP_HEADER), HEAP_HEADER, size, weight);
+}
+
 /* A sampled block's free, said before glibc has it back: once it is
  * freed, another thread may get the address back. Only the session that
  * sampled it holds it. */
@@ -346,24 +356,18 @@ static size_t usable(void *p) {
         return libc_usable_size(block_of(p)) - off;
 }
 
-/* Each wrapper is the quiet test (or, in a session, the sampler's count
- * or the filter's bit) and a tail call into glibc; the rest is out of
- * line, so that the quiet path saves no registers and builds no frame (a
- * malloc and free of a small block take some 20 ns in glibc: a frame
- * more is a tenth of that). */
+/* Each wrapper is the quiet test (or, in a session, the credit's count;
+ * for a free, the look at the word before its block) and a tail call
+ * into glibc; the rest is out of line, so that the quiet path saves no
+ * registers and builds no frame (a malloc and free of a small block take
+ * some 20 ns in glibc: a frame more is a tenth of that). */
 
 SLOW static void *malloc_slow(size_t size) {
         if (!enter())
                 return __libc_malloc(size);
-        uint64_t w;
+        uint64_t w = 0;
         struct heap_session *s = pick(size, &w);
-        void *p;
-        if (!s)
-                p = __libc_malloc(size);
-        else if (size > SIZE_MAX - HEAP_HEADER)
-                p = too_large();
-        else
-                p = sampled(s, __libc_malloc(size + HEAP_HEADER), HEAP_HEADER, size, w);
+        void *p = allocate(s, size, w);
         leave_hook();
         return p;
 }
@@ -442,13 +446,7 @@ static void *realloc_moved(void *old, size_t size, bool hooked) {
                 release(old, hooked);
                 return NULL;
         }
-        void *p;
-        if (!s)
-                p = __libc_malloc(size);
-        else if (size > SIZE_MAX - HEAP_HEADER)
-                p = too_large();
-        else
-                p = sampled(s, __libc_malloc(size + HEAP_HEADER), HEAP_HEADER, size, w);
+        void *p = allocate(s, size, w);
         if (!p)
                 return NULL; /* old stays, as glibc leaves it */
         size_t n = usable(old);
