@@ -12,7 +12,7 @@ struct walk {
          * only a frame whose CFA is BP-based needs the value, and most
          * code without frame pointers has none. */
         __u64 bp_at;
-        const struct bpfstack_uproc *p; /* the process's mappings */
+        __u32 pid; /* whose mappings (unwind_procs) the frames are looked up in */
         __u32 n;     /* the frames go into scratch */
         __u32 last;  /* the mapping of the previous frame: most callers share it */
         __u8 stop;
@@ -146,9 +146,10 @@ static __always_inline long fp_step(struct walk *w, __u8 why) {
 }
 
 /* One frame: records ip, then finds the caller's registers. 1 ends the
- * loop. */
-static long walk_step(__u32 i, void *ctx) {
-        struct walk *w = ctx;
+ * walk. */
+__noinline int walk_frame(struct walk *w) {
+        if (!w)
+                return 1;
         __u32 zero = 0;
         struct scratch *sc = bpf_map_lookup_elem(&scratch, &zero);
         if (!sc)
@@ -161,7 +162,10 @@ static long walk_step(__u32 i, void *ctx) {
         sc->frames[n] = w->ip;
         w->n = n + 1;
 
-        const struct bpfstack_uproc *p = w->p;
+        /* Looked up for each frame: a pointer kept in the walk's state
+         * would not be one to the verifier in here. */
+        __u32 pid = w->pid;
+        const struct bpfstack_uproc *p = bpf_map_lookup_elem(&unwind_procs, &pid);
         if (!p) {
                 w->stop = BPFSTACK_STOP_NO_TABLES;
                 return 1;
@@ -226,6 +230,14 @@ static long walk_step(__u32 i, void *ctx) {
         return 0;
 }
 
+/* A global function is checked once, whatever the walk's state: the loop
+ * around it is checked as the same call again and again (with the frame's
+ * work inline, a 6.18 verifier took each depth's states apart and went
+ * over its limit of instructions). */
+static long walk_step(__u32 i, void *ctx) {
+        return walk_frame(ctx) != 0;
+}
+
 /* Walks the user stack of task t (current) into scratch's frames: their
  * count, the reason the walk ended in *stop. */
 static __always_inline __u32 walk_user_stack(struct task_struct *t, __u32 pid, __u8 *stop, __u8 *unmapped) {
@@ -243,8 +255,8 @@ static __always_inline __u32 walk_user_stack(struct task_struct *t, __u32 pid, _
         w.bp = regs->bp;
         if (!w.ip)
                 return 0;
-        w.p = bpf_map_lookup_elem(&unwind_procs, &pid);
-        if (!w.p) {
+        w.pid = pid;
+        if (!bpf_map_lookup_elem(&unwind_procs, &pid)) {
                 *stop = BPFSTACK_STOP_NO_TABLES;
                 return 0;
         }
