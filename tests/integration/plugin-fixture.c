@@ -421,6 +421,21 @@ int fixture_write_marker(const char *path, const char *text) {
         }
 }
 
+int fixture_subbuf_resizable(void) {
+        char dir[128], path[192];
+        snprintf(dir, sizeof(dir), "/sys/kernel/tracing/instances/traced-test-subbuf-%d", (int) getpid());
+        if (mkdir(dir, 0755) < 0)
+                return -errno;
+        snprintf(path, sizeof(path), "%s/buffer_subbuf_size_kb", dir);
+        int r = 0, fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || write(fd, "8", 1) != 1)
+                r = -errno;
+        if (fd >= 0)
+                close(fd);
+        (void) rmdir(dir);
+        return r;
+}
+
 static int read_small(const char *path, char *buf, size_t size) {
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)

@@ -131,6 +131,15 @@ void fixture_cpu_offline_and_back(struct fixture_hotplug *h);
 int fixture_write_marker(const char *path, const char *text);
 
 /*
+ * Whether this kernel lets a tracefs instance's sub-buffers be sized
+ * (buffer_subbuf_size_kb, Linux 6.8 and later; some 6.18 kernels refuse
+ * every write of it with EPERM): asked of a scratch instance made and
+ * removed here. 0 when it does, else a negative errno (-ENOENT without
+ * the file).
+ */
+int fixture_subbuf_resizable(void);
+
+/*
  * Writes text into the root instance's trace_marker whatever the root's
  * tracing_on was before the test (a user's choice, or what upstream's
  * traced_probes leaves after a session: 0, when the kernel refuses marker

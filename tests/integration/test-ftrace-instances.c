@@ -101,28 +101,14 @@ static bool subbuf_default(void) {
         return !getenv("TRACED_FTRACE_SUBBUF_KB"); /* else the plugin asks for that */
 }
 
-/* Whether this kernel lets an instance's sub-buffers be sized (some
- * 6.18 kernels refuse every write of buffer_subbuf_size_kb with EPERM,
- * and the plugin then keeps the kernel's size): asked of a scratch
- * instance of its own, which is removed. Said in the log when not. */
+/* Whether the plugin could size the sub-buffers: said in the log when
+ * the kernel does not let them be sized. */
 static bool subbuf_resizable(void) {
-        char dir[128], path[192];
-        snprintf(dir, sizeof(dir), TRACEFS "/instances/traced-test-subbuf-%d", (int) getpid());
-        if (mkdir(dir, 0755) < 0) {
-                cr_log_info("cannot make %s to ask whether sub-buffers can be sized: %s", dir, strerror(errno));
-                return true;
-        }
-        snprintf(path, sizeof(path), "%s/buffer_subbuf_size_kb", dir);
-        int fd = open(path, O_WRONLY | O_CLOEXEC);
-        bool ok = fd >= 0 && write(fd, "8", 1) == 1;
-        int err = errno;
-        if (fd >= 0)
-                close(fd);
-        (void) rmdir(dir);
-        if (!ok)
+        int r = fixture_subbuf_resizable();
+        if (r < 0)
                 cr_log_info("this kernel does not let sub-buffers be sized (%s): their size is not checked",
-                            strerror(err));
-        return ok;
+                            strerror(-r));
+        return r >= 0;
 }
 
 /* An instance's sub-buffer size in KiB; 0 on kernels without the file
