@@ -12,7 +12,6 @@ struct walk {
          * only a frame whose CFA is BP-based needs the value, and most
          * code without frame pointers has none. */
         __u64 bp_at;
-        __u32 pid; /* whose mappings (unwind_procs) the frames are looked up in */
         __u32 n;     /* the frames go into scratch */
         __u32 last;  /* the mapping of the previous frame: most callers share it */
         __u8 stop;
@@ -147,7 +146,7 @@ static __always_inline long fp_step(struct walk *w, __u8 why) {
 
 /* One frame: records ip, then finds the caller's registers. 1 ends the
  * walk. */
-__noinline int walk_frame(struct walk *w) {
+__noinline int walk_frame(struct walk *w, const struct bpfstack_uproc *p) {
         if (!w)
                 return 1;
         __u32 zero = 0;
@@ -162,10 +161,6 @@ __noinline int walk_frame(struct walk *w) {
         sc->frames[n] = w->ip;
         w->n = n + 1;
 
-        /* Looked up for each frame: a pointer kept in the walk's state
-         * would not be one to the verifier in here. */
-        __u32 pid = w->pid;
-        const struct bpfstack_uproc *p = bpf_map_lookup_elem(&unwind_procs, &pid);
         if (!p) {
                 w->stop = BPFSTACK_STOP_NO_TABLES;
                 return 1;
@@ -234,8 +229,16 @@ __noinline int walk_frame(struct walk *w) {
  * around it is checked as the same call again and again (with the frame's
  * work inline, a 6.18 verifier took each depth's states apart and went
  * over its limit of instructions). */
+struct walk_loop {
+        struct walk w;
+        /* Beside the state the function gets, not in it: the verifier
+         * forgets what the memory it passes holds, pointers included. */
+        const struct bpfstack_uproc *p;
+};
+
 static long walk_step(__u32 i, void *ctx) {
-        return walk_frame(ctx) != 0;
+        struct walk_loop *l = ctx;
+        return walk_frame(&l->w, l->p) != 0;
 }
 
 /* Walks the user stack of task t (current) into scratch's frames: their
@@ -249,19 +252,20 @@ static __always_inline __u32 walk_user_stack(struct task_struct *t, __u32 pid, _
         struct pt_regs *regs = (struct pt_regs *) bpf_task_pt_regs(t);
         if (!regs)
                 return 0;
-        struct walk w = {};
-        w.ip = regs->ip;
-        w.sp = regs->sp;
-        w.bp = regs->bp;
-        if (!w.ip)
+        struct walk_loop l = {};
+        struct walk *wp = &l.w;
+        wp->ip = regs->ip;
+        wp->sp = regs->sp;
+        wp->bp = regs->bp;
+        if (!wp->ip)
                 return 0;
-        w.pid = pid;
-        if (!bpf_map_lookup_elem(&unwind_procs, &pid)) {
+        l.p = bpf_map_lookup_elem(&unwind_procs, &pid);
+        if (!l.p) {
                 *stop = BPFSTACK_STOP_NO_TABLES;
                 return 0;
         }
-        bpf_loop(BPFSTACK_MAX_DEPTH + 1, walk_step, &w, 0);
-        *stop = w.stop;
-        *unmapped = w.unmapped;
-        return w.n;
+        bpf_loop(BPFSTACK_MAX_DEPTH + 1, walk_step, &l, 0);
+        *stop = wp->stop;
+        *unmapped = wp->unmapped;
+        return wp->n;
 }
