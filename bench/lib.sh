@@ -223,3 +223,69 @@ load_start() {
                 done ;;
         esac
 }
+
+# ---- the steady state of a recording -----------------------------------
+#
+# A whole recording's CPU counts its start (the plugin host's start, its
+# BPF program's load, tracectl's start) with its samples: on a machine
+# where starting processes is dear that fixed part can outweigh what each
+# sample costs. These read the CPU of process trees between two moments
+# of a recording, for the samples taken between them.
+
+# tree_pids PID...: these processes and all their descendants.
+tree_pids() {
+        ps -e -o pid=,ppid= | awk -v roots=" $* " '
+                { parent[$1] = $2 }
+                END {
+                        for (p in parent)
+                                for (q = p; q != "" && q != 0; q = parent[q])
+                                        if (index(roots, " " q " ")) { print p; break }
+                }'
+}
+
+# tree_read PID...: "BOOTTIME_S CPU_NS BPF_NS" now, for these processes and
+# their descendants: the time their threads ran (/proc/PID/task/*/schedstat)
+# and the run time of the BPF programs they hold (fdinfo's run_time_ns,
+# counted with kernel.bpf_stats_enabled on), run in whatever thread the
+# program's event fired in.
+tree_read() {
+        local p cpu=0 bpf=0 up
+        up=$(cut -d' ' -f1 /proc/uptime)
+        for p in $(tree_pids "$@"); do
+                cpu=$(cat /proc/"$p"/task/*/schedstat 2>/dev/null | awk -v s="$cpu" '{ s += $1 } END { printf "%.0f", s }')
+                bpf=$(grep -h '^run_time_ns:' /proc/"$p"/fdinfo/* 2>/dev/null |
+                        awk -v s="$bpf" '{ s += $2 } END { printf "%.0f", s }')
+        done
+        echo "$up $cpu $bpf"
+}
+
+# tree_window FROM TO OUT PID...: (to be spawned) reads the trees at FROM
+# and at TO seconds from now, and writes both reads to OUT.
+tree_window() {
+        local from=$1 to=$2 out=$3
+        shift 3
+        sleep "$from"
+        tree_read "$@" >"$out.tmp"
+        sleep "$((to - from))"
+        tree_read "$@" >>"$out.tmp"
+        mv "$out.tmp" "$out"
+}
+
+# window_us_per_sample WINDOW TRACE: CPU (threads and BPF) per perf sample
+# of TRACE timestamped inside the window tree_window wrote (the trace's
+# timestamps are the boot clock /proc/uptime reads); "-" without one.
+window_us_per_sample() {
+        [ -s "$1" ] || { echo -; return; }
+        "$build/tracectl" print "$2" 2>/dev/null | awk -v w="$1" '
+                BEGIN {
+                        getline l <w; split(l, a, " ")
+                        getline l <w; split(l, b, " ")
+                        from = a[1] * 1e9; to = b[1] * 1e9
+                        cost = (b[2] - a[2]) + (b[3] - a[3])
+                }
+                / perf_sample: / {
+                        ts = $2; sub(/^ts=/, "", ts)
+                        if (ts + 0 >= from && ts + 0 < to) n++
+                }
+                END { if (n) printf "%.2f\n", cost / 1e3 / n; else print "-" }'
+}

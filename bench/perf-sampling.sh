@@ -20,6 +20,12 @@
 #            tracectl, and the run time of linux.perf's BPF walk of the
 #            Python frames in the sampled threads; perf record + perf
 #            report) per sample kept
+#   steady   traced only: the same CPU (traced, its plugin host, tracectl
+#            and the BPF walk) from STEADY_FROM seconds into the recording
+#            to a second before its end, per sample taken then: without
+#            the start of the plugin host and tracectl, which the whole
+#            figure counts (on a machine where processes start slowly it
+#            can be most of that figure)
 # and the ratio of traced's median us/smp to perf's.
 #
 # With PERFETTO_BIN_DIR naming a directory with upstream's traced,
@@ -42,19 +48,20 @@
 # system-wide by linux.perf with DWARF stacks, with its Python frames (the
 # default) and with callstack_sampling.traced_python_frames: false, ROUNDS
 # rounds each: samples kept, samples of the two with Python frames, and
-# the CPU of traced, its plugin host and tracectl per sample kept, with
-# the ratio of the medians (target: at most 1.5).
+# the CPU of traced, its plugin host and tracectl per sample kept, whole
+# and in the steady state, with the ratios of the medians (target: at
+# most 1.5).
 #
 # Run as root from a build directory (after make check, which builds the
 # test program):
 #   ../bench/perf-sampling.sh [HZ...]          (default: 99 999)
 # Environment: DURATION (default 10), ROUNDS (default 3), WHAT (default
 # "peers": against perf; or "python"), PYTHON (default /usr/bin/python3.11),
-# SHIM (default 1; 0: no exec shim), PRESTART (default 0; 1: the workload
-# runs from before the recording to after it), PERFETTO_BIN_DIR (upstream's
-# binaries), RING_PAGES (see traced_perf above), LOAD (compile: a build
-# beside, on all CPUs but one, niced, sampled with the rest; 1: busy
-# loops; default 0: nothing).
+# STEADY_FROM (default 3), SHIM (default 1; 0: no exec shim), PRESTART
+# (default 0; 1: the workload runs from before the recording to after it),
+# PERFETTO_BIN_DIR (upstream's binaries), RING_PAGES (see traced_perf
+# above), LOAD (compile: a build beside, on all CPUs but one, niced,
+# sampled with the rest; 1: busy loops; default 0: nothing).
 # Not part of make check.
 set -eu
 
@@ -70,6 +77,10 @@ command -v python3 >/dev/null || { echo "needs python3" >&2; exit 2; }
 rates=${*:-99 999}
 duration=${DURATION:-10}
 rounds=${ROUNDS:-3}
+# The steady state: from STEADY_FROM seconds after tracectl starts to a
+# second before the recording ends.
+steady_from=${STEADY_FROM:-3}
+[ "$duration" -ge "$((steady_from + 2))" ] || { echo "DURATION must be at least STEADY_FROM + 2" >&2; exit 2; }
 cpus=$(nproc)
 work=$(mktemp -d /tmp/traced-perf-bench-XXXXXX)
 old_stats=$(sysctl -n kernel.bpf_stats_enabled 2>/dev/null || echo 0)
@@ -171,15 +182,19 @@ run_traced() { # hz -> "kept uerr us"
                         --no-process-stats --no-summary --perf "$1" -o "$work/t.pftrace" >/dev/null 2>&1
         fi
         cpid=$spawned_pid
+        rm -f "$work/window"
+        (tree_window "$steady_from" "$((duration - 1))" "$work/window" "$tpid" "$cpid") &
+        wpid=$!
         workload_during
         spawn_wait $cpid || true
+        wait $wpid || true
         workload_after
         # traced's children (the plugin host) are counted with it.
         pkill -TERM -P $tpid
         spawn_wait $tpid || true
         cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time") $(bpf_of)" |
                 awk '{ print $1 + $2 + $3 }')
-        sample_row "$1" "$work/t.pftrace" "$cpu"
+        echo "$(sample_row "$1" "$work/t.pftrace" "$cpu") $(window_us_per_sample "$work/window" "$work/t.pftrace")"
 }
 
 # Samples kept and the workload's unwind errors, from tracectl summary of
@@ -221,7 +236,7 @@ run_upstream() { # hz -> "kept uerr us"
         spawn_wait $upid || true
         cpu=$(echo "$(cpu_of "$work/up-traced.time") $(cpu_of "$work/up-perf.time") $(cpu_of "$work/up-cli.time")" |
                 awk '{ print $1 + $2 + $3 }')
-        sample_row "$1" "$work/u.pftrace" "$cpu"
+        echo "$(sample_row "$1" "$work/u.pftrace" "$cpu") -"
 }
 
 run_perf() { # hz -> "kept - us"
@@ -240,11 +255,11 @@ run_perf() { # hz -> "kept - us"
         n=$(sed -n 's/^ *SAMPLE events: *\([0-9]*\).*/\1/p' "$work/perf.stats" | head -n 1)
         cpu=$(echo "$(cpu_of "$work/perf.time") $(cpu_of "$work/report.time")" | awk '{ print $1 + $2 }')
         echo "${n:-0} $cpu" | awk -v want="$((cpus * $1 * duration))" \
-                '{ printf "%.2f - %.2f\n", 100 * $1 / want, $1 ? $2 * 1e6 / $1 : 0 }'
+                '{ printf "%.2f - %.2f -\n", 100 * $1 / want, $1 ? $2 * 1e6 / $1 : 0 }'
 }
 
-stats() { # column of numbers -> "min median max"
-        sort -g | awk '{ v[NR] = $1 } END {
+stats() { # column of numbers ("-": none) -> "min median max"
+        grep -v '^-$' | sort -g | awk '{ v[NR] = $1 } END {
                 if (NR == 0) { print "- - -"; exit }
                 m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
                 printf "%s %s %s\n", v[1], m, v[NR] }'
@@ -260,6 +275,9 @@ duration_ms: %s\n' "$1" "$2" "$((duration * 1000))" >"$work/cfg.pbtxt"
                 "$build/tracectl" --socket "$work/c.sock" record -c "$work/cfg.pbtxt" --txt --no-summary \
                 -o "$work/t.pftrace" >/dev/null 2>&1
         cpid=$spawned_pid
+        rm -f "$work/window"
+        (tree_window "$steady_from" "$((duration - 1))" "$work/window" "$tpid" "$cpid") &
+        wpid=$!
         spawn timeout "$duration" "$python" "$src/tests/data/pyframes-busy.py"
         p1=$spawned_pid
         spawn timeout "$duration" "$python" "$src/tests/data/pyframes-busy.py" -1 threads
@@ -267,6 +285,7 @@ duration_ms: %s\n' "$1" "$2" "$((duration * 1000))" >"$work/cfg.pbtxt"
         spawn_wait $p1 || true
         spawn_wait $p2 || true
         spawn_wait $cpid || true
+        wait $wpid || true
         pkill -TERM -P $tpid
         spawn_wait $tpid || true
         "$build/tracectl" summary "$work/t.pftrace" >"$work/summary.txt"
@@ -276,8 +295,9 @@ duration_ms: %s\n' "$1" "$2" "$((duration * 1000))" >"$work/cfg.pbtxt"
                 awk -v f="pyframes-busy.py:" 'index($0, f) { n += $NF } END { print n + 0 }')
         cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time") $(bpf_of)" |
                 awk '{ print $1 + $2 + $3 }')
-        echo "${n:-0} $py $cpu" | awk -v want="$((cpus * $1 * duration))" \
-                '{ printf "%.2f %d %.2f\n", 100 * $1 / want, $2, $1 ? $3 * 1e6 / $1 : 0 }'
+        steady=$(window_us_per_sample "$work/window" "$work/t.pftrace")
+        echo "${n:-0} $py $cpu $steady" | awk -v want="$((cpus * $1 * duration))" \
+                '{ printf "%.2f %d %.2f %s\n", 100 * $1 / want, $2, $1 ? $3 * 1e6 / $1 : 0, $4 }'
 }
 
 # A build beside (LOAD=compile), sampled with the rest.
@@ -288,8 +308,8 @@ if [ "${WHAT:-peers}" = python ]; then
         [ -x "$python" ] || { echo "needs $python (Debian: python3.11)" >&2; exit 2; }
         echo "workload: 2 $python running pyframes-busy.py (one with two threads) for ${duration}s; $cpus CPUs;" \
                 "$rounds rounds"
-        printf "%-5s %-10s %-22s %-22s %-24s\n" hz frames "kept% min/med/max" "with Python min/med/max" \
-                "us/sample min/med/max"
+        printf "%-5s %-10s %-22s %-22s %-24s %-24s\n" hz frames "kept% min/med/max" "with Python min/med/max" \
+                "us/sample min/med/max" "steady us/smp min/med/max"
         for hz in $rates; do
                 : >"$work/on.rows"
                 : >"$work/off.rows"
@@ -300,14 +320,18 @@ if [ "${WHAT:-peers}" = python ]; then
                         r=$((r + 1))
                 done
                 for f in on off; do
-                        printf "%-5s %-10s %-22s %-22s %-24s\n" "$hz" "$f" \
+                        printf "%-5s %-10s %-22s %-22s %-24s %-24s\n" "$hz" "$f" \
                                 "$(cut -d' ' -f1 "$work/$f.rows" | stats | tr ' ' /)" \
                                 "$(cut -d' ' -f2 "$work/$f.rows" | stats | tr ' ' /)" \
-                                "$(cut -d' ' -f3 "$work/$f.rows" | stats | tr ' ' /)"
+                                "$(cut -d' ' -f3 "$work/$f.rows" | stats | tr ' ' /)" \
+                                "$(cut -d' ' -f4 "$work/$f.rows" | stats | tr ' ' /)"
                 done
                 on=$(cut -d' ' -f3 "$work/on.rows" | stats | cut -d' ' -f2)
                 off=$(cut -d' ' -f3 "$work/off.rows" | stats | cut -d' ' -f2)
                 echo "$on $off" | awk -v hz="$hz" '{ if ($2 > 0) printf "%-5s CPU per sample, frames on / off (medians): %.3f\n", hz, $1 / $2 }'
+                on=$(cut -d' ' -f4 "$work/on.rows" | stats | cut -d' ' -f2)
+                off=$(cut -d' ' -f4 "$work/off.rows" | stats | cut -d' ' -f2)
+                echo "$on $off" | awk -v hz="$hz" '{ if ($2 > 0) printf "%-5s CPU per sample in the steady state, frames on / off (medians): %.3f\n", hz, $1 / $2 }'
         done
         exit 0
 fi
@@ -315,7 +339,8 @@ fi
 how="started directly"
 [ -z "$shim" ] || how="through an exec shim"
 echo "workload: 2 python3 ($how) + chain-O2-nofp for ${duration}s$([ "$extra" = 0 ] || echo ", started before the recording"); $cpus CPUs; $rounds rounds"
-printf "%-5s %-11s %-22s %-22s %-24s\n" hz tool "kept% min/med/max" "uerr% min/med/max" "us/sample min/med/max"
+printf "%-5s %-11s %-22s %-22s %-24s %-24s\n" hz tool "kept% min/med/max" "uerr% min/med/max" "us/sample min/med/max" \
+        "steady us/smp min/med/max"
 tools="traced perf"
 ! $upstream || tools="traced perf traced_perf"
 for hz in $rates; do
@@ -331,8 +356,9 @@ for hz in $rates; do
                 k=$(cut -d' ' -f1 "$work/$tool.rows" | stats)
                 if [ "$tool" = perf ]; then e="- - -"; else e=$(cut -d' ' -f2 "$work/$tool.rows" | stats); fi
                 u=$(cut -d' ' -f3 "$work/$tool.rows" | stats)
-                printf "%-5s %-11s %-22s %-22s %-24s\n" "$hz" "$tool" "$(echo $k | tr ' ' /)" "$(echo $e | tr ' ' /)" \
-                        "$(echo $u | tr ' ' /)"
+                w=$(cut -d' ' -f4 "$work/$tool.rows" | stats)
+                printf "%-5s %-11s %-22s %-22s %-24s %-24s\n" "$hz" "$tool" "$(echo $k | tr ' ' /)" \
+                        "$(echo $e | tr ' ' /)" "$(echo $u | tr ' ' /)" "$(echo $w | tr ' ' /)"
         done
         ours=$(cut -d' ' -f3 "$work/traced.rows" | stats | cut -d' ' -f2)
         theirs=$(cut -d' ' -f3 "$work/perf.rows" | stats | cut -d' ' -f2)
