@@ -244,19 +244,22 @@ tree_pids() {
 }
 
 # tree_read PID...: "BOOTTIME_S CPU_NS BPF_NS" now, for these processes and
-# their descendants: the time their threads ran (/proc/PID/task/*/schedstat)
-# and the run time of the BPF programs they hold (fdinfo's run_time_ns,
-# counted with kernel.bpf_stats_enabled on), run in whatever thread the
-# program's event fired in.
+# their descendants: the CPU time of each (/proc/PID/stat: its threads',
+# the exited ones' too, and its children's that it reaped, so that what
+# ends between two reads still counts; in clock ticks) and the run time of
+# the BPF programs they hold (fdinfo's run_time_ns, counted with
+# kernel.bpf_stats_enabled on), run in whatever thread the program's event
+# fired in.
 tree_read() {
-        local p cpu=0 bpf=0 up
+        local p ticks=0 bpf=0 up
         up=$(cut -d' ' -f1 /proc/uptime)
         for p in $(tree_pids "$@"); do
-                cpu=$(cat /proc/"$p"/task/*/schedstat 2>/dev/null | awk -v s="$cpu" '{ s += $1 } END { printf "%.0f", s }')
+                ticks=$(sed 's/.*) //' /proc/"$p"/stat 2>/dev/null |
+                        awk -v s="$ticks" '{ s += $12 + $13 + $14 + $15 } END { printf "%.0f", s }')
                 bpf=$(grep -h '^run_time_ns:' /proc/"$p"/fdinfo/* 2>/dev/null |
                         awk -v s="$bpf" '{ s += $2 } END { printf "%.0f", s }')
         done
-        echo "$up $cpu $bpf"
+        echo "$up $ticks $(getconf CLK_TCK) $bpf" | awk '{ printf "%s %.0f %s\n", $1, $2 * 1e9 / $3, $4 }'
 }
 
 # tree_window FROM TO OUT PID...: (to be spawned) reads the trees at FROM
