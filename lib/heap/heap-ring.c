@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #include "heap-ring.h"
@@ -89,6 +90,25 @@ static uint8_t *room(struct heap_ring *r, uint64_t need) {
         return r->data + pos;
 }
 
+/* Maps the data's pages in [from, to) (offsets, multiples of the page
+ * size or the end) for writing, outside the lock: a writer that gets
+ * there first takes its page's fault itself. */
+static void populate(struct heap_ring *r, uint64_t from, uint64_t to) {
+#ifdef MADV_POPULATE_WRITE
+        /* The program's errno is its own (this runs inside its malloc). */
+        int saved = errno;
+        /* A kernel without it (EINVAL): not asked again. Out of memory, or
+         * a signal in between: the faults will say so or do it. */
+        if (madvise(r->data + from, to - from, MADV_POPULATE_WRITE) < 0 && errno == EINVAL)
+                __atomic_store_n(&r->populate_refused, true, __ATOMIC_RELAXED);
+        errno = saved;
+#else
+        (void) from;
+        (void) to;
+        __atomic_store_n(&r->populate_refused, true, __ATOMIC_RELAXED);
+#endif
+}
+
 void *heap_ring_begin_write(struct heap_ring *r, uint32_t payload, bool block, uint32_t timeout_us) {
         uint64_t need = align8((uint64_t) payload + ENTRY_HEADER);
         if (need > r->size / 2) {
@@ -121,8 +141,22 @@ void *heap_ring_begin_write(struct heap_ring *r, uint32_t payload, bool block, u
         uint32_t hdr[2] = { (uint32_t) need, HEAP_RING_BUSY };
         memcpy(at, hdr, sizeof(hdr));
         /* Reserved: the reader sees it, and waits for its commit. */
-        __atomic_store_n(&r->h->head, r->h->head + need, __ATOMIC_RELEASE);
+        uint64_t head = r->h->head + need;
+        __atomic_store_n(&r->h->head, head, __ATOMIC_RELEASE);
+        uint64_t from = 0, to = 0;
+        if (head + HEAP_RING_POPULATE_RUN > r->populated && r->populated < r->size &&
+            !__atomic_load_n(&r->populate_refused, __ATOMIC_RELAXED)) {
+                /* The run that holds the new head and the next one (the
+                 * first pass has the head's bytes at the same offsets). */
+                from = r->populated;
+                to = (head + 2 * (uint64_t) HEAP_RING_POPULATE_RUN - 1) & ~((uint64_t) HEAP_RING_POPULATE_RUN - 1);
+                if (to > r->size)
+                        to = r->size;
+                r->populated = to;
+        }
         unlock(r->h);
+        if (to > from)
+                populate(r, from, to);
         return at + ENTRY_HEADER;
 }
 

@@ -19,8 +19,8 @@
  * the ring: a process that scribbles over its ring costs its own profile,
  * nothing else.
  *
- * No allocation and no libc call but nanosleep and clock_gettime on the
- * writer's side: it runs inside malloc.
+ * No allocation and no libc call but nanosleep, clock_gettime and madvise
+ * on the writer's side: it runs inside malloc.
  */
 
 #include <stdbool.h>
@@ -50,10 +50,23 @@ struct heap_ring_header {
         uint32_t wake_pending;
 };
 
+/* The writers map the data's pages in runs of this many bytes, a run
+ * ahead of the head, on the ring's first pass (MADV_POPULATE_WRITE): a
+ * page fault each, for every page the first time round, is what a process
+ * joining a session pays most for at first (about 10 us a page under a
+ * hypervisor that shadows page tables; a run in one call, less than
+ * half). */
+#define HEAP_RING_POPULATE_RUN (256u << 10)
+
 struct heap_ring {
         struct heap_ring_header *h;
         uint8_t *data;
         uint64_t size; /* data bytes */
+        /* Writers' (under the lock): data bytes from the start already
+         * mapped on the first pass; the kernel refused to (no
+         * MADV_POPULATE_WRITE before Linux 5.14): they fault in. */
+        uint64_t populated;
+        bool populate_refused;
 };
 
 /* The memfd size for a ring of (at least) data_size data bytes: a power

@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "heap/heap-addrset.h"
 #include "heap/heap-ring.h"
@@ -60,6 +62,69 @@ Test(heap_ring, entries_come_back_in_order_across_the_wrap) {
 
 /* A writer copying its entry in (reserved, not committed) holds up the
  * reader there, not the other writers. */
+/* How many of the n pages from at are in memory. */
+static size_t resident_pages(const uint8_t *at, size_t n) {
+        unsigned char v[512];
+        cr_assert_leq(n, sizeof(v));
+        cr_assert_eq(mincore((void *) at, n * 4096u, v), 0, "mincore: %s", strerror(errno));
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++)
+                k += v[i] & 1u;
+        return k;
+}
+
+Test(heap_ring, the_first_pass_maps_a_run_ahead_of_the_head) {
+        const size_t data = 4u * HEAP_RING_POPULATE_RUN, total = heap_ring_total_size(data);
+        const size_t run_pages = HEAP_RING_POPULATE_RUN / 4096u;
+        int fd = memfd_create("test-heap-ring", MFD_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        cr_assert_eq(ftruncate(fd, (off_t) total), 0);
+        uint8_t *m = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        cr_assert_neq(m, MAP_FAILED);
+        struct heap_ring r;
+        cr_assert_eq(heap_ring_format(m, total, &r), 0);
+        cr_assert_eq(resident_pages(r.data, run_pages), 0, "a new memfd holds no page");
+        put(&r, 1, 64);
+        if (r.populate_refused) {
+                munmap(m, total);
+                close(fd);
+                cr_skip_test("this kernel has no MADV_POPULATE_WRITE (Linux 5.14)");
+        }
+        /* One small entry: its run and the next are in, the rest is not. */
+        cr_assert_eq(resident_pages(r.data, run_pages), run_pages);
+        cr_assert_eq(resident_pages(r.data + HEAP_RING_POPULATE_RUN, run_pages), run_pages);
+        cr_assert_eq(resident_pages(r.data + 2 * HEAP_RING_POPULATE_RUN, run_pages), 0);
+        cr_assert_eq(r.populated, 2 * HEAP_RING_POPULATE_RUN);
+        /* Past the first run, the third comes in. */
+        uint64_t pos = 0;
+        while (r.h->head <= HEAP_RING_POPULATE_RUN) {
+                put(&r, 2, 30000);
+                const uint8_t *e;
+                uint32_t size;
+                int err;
+                while ((e = heap_ring_read(&r, &pos, &size, &err)))
+                        ;
+                cr_assert_eq(err, 0);
+                heap_ring_consume(&r, pos);
+        }
+        cr_assert_eq(resident_pages(r.data + 2 * HEAP_RING_POPULATE_RUN, run_pages), run_pages);
+        cr_assert_eq(resident_pages(r.data + 3 * HEAP_RING_POPULATE_RUN, run_pages), 0);
+        /* To the end of the data, and no further. */
+        while (r.h->head <= data) {
+                put(&r, 3, 30000);
+                const uint8_t *e;
+                uint32_t size;
+                int err;
+                while ((e = heap_ring_read(&r, &pos, &size, &err)))
+                        ;
+                heap_ring_consume(&r, pos);
+        }
+        cr_assert_eq(r.populated, data);
+        cr_assert_eq(r.h->dropped, 0);
+        munmap(m, total);
+        close(fd);
+}
+
 Test(heap_ring, an_entry_not_committed_stops_the_reader) {
         struct heap_ring r;
         void *m = ring_mem(4096, &r);
