@@ -73,6 +73,17 @@ static size_t resident_pages(const uint8_t *at, size_t n) {
         return k;
 }
 
+/* An entry of 30000 bytes, then everything read and consumed. */
+static void put_and_drain(struct heap_ring *r, uint64_t *pos) {
+        put(r, 2, 30000);
+        uint32_t size;
+        int err;
+        while (heap_ring_read(r, pos, &size, &err))
+                ;
+        cr_assert_eq(err, 0);
+        heap_ring_consume(r, *pos);
+}
+
 Test(heap_ring, the_first_pass_maps_a_run_ahead_of_the_head) {
         const size_t data = 4u * HEAP_RING_POPULATE_RUN, total = heap_ring_total_size(data);
         const size_t run_pages = HEAP_RING_POPULATE_RUN / 4096u;
@@ -97,28 +108,13 @@ Test(heap_ring, the_first_pass_maps_a_run_ahead_of_the_head) {
         cr_assert_eq(r.populated, 2 * HEAP_RING_POPULATE_RUN);
         /* Past the first run, the third comes in. */
         uint64_t pos = 0;
-        while (r.h->head <= HEAP_RING_POPULATE_RUN) {
-                put(&r, 2, 30000);
-                const uint8_t *e;
-                uint32_t size;
-                int err;
-                while ((e = heap_ring_read(&r, &pos, &size, &err)))
-                        ;
-                cr_assert_eq(err, 0);
-                heap_ring_consume(&r, pos);
-        }
+        while (r.h->head <= HEAP_RING_POPULATE_RUN)
+                put_and_drain(&r, &pos);
         cr_assert_eq(resident_pages(r.data + 2 * HEAP_RING_POPULATE_RUN, run_pages), run_pages);
         cr_assert_eq(resident_pages(r.data + 3 * HEAP_RING_POPULATE_RUN, run_pages), 0);
         /* To the end of the data, and no further. */
-        while (r.h->head <= data) {
-                put(&r, 3, 30000);
-                const uint8_t *e;
-                uint32_t size;
-                int err;
-                while ((e = heap_ring_read(&r, &pos, &size, &err)))
-                        ;
-                heap_ring_consume(&r, pos);
-        }
+        while (r.h->head <= data)
+                put_and_drain(&r, &pos);
         cr_assert_eq(r.populated, data);
         cr_assert_eq(r.h->dropped, 0);
         munmap(m, total);
