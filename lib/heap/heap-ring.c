@@ -77,9 +77,14 @@ static uint64_t now_ns(void) {
  * entry goes, or NULL. Under the lock. */
 static uint8_t *room(struct heap_ring *r, uint64_t need) {
         uint64_t head = r->h->head, tail = __atomic_load_n(&r->h->tail, __ATOMIC_ACQUIRE);
-        uint64_t pos = head & (r->size - 1), to_end = r->size - pos;
+        uint64_t pos = head & (r->size - 1), to_end = r->size - pos, used = head - tail;
         uint64_t pad = to_end < need ? to_end : 0;
-        if (head - tail + pad + need > r->size)
+        /* Back to the start early while the reader keeps up, so that a
+         * large ring touches no more of its pages than its backlog
+         * needs. */
+        if (!pad && pos >= HEAP_RING_REWIND_AT && used + need <= pos / 2)
+                pad = to_end;
+        if (used + pad + need > r->size)
                 return NULL;
         if (pad) {
                 uint32_t hdr[2] = { (uint32_t) pad, HEAP_RING_PAD };
@@ -141,15 +146,13 @@ void *heap_ring_begin_write(struct heap_ring *r, uint32_t payload, bool block, u
         uint32_t hdr[2] = { (uint32_t) need, HEAP_RING_BUSY };
         memcpy(at, hdr, sizeof(hdr));
         /* Reserved: the reader sees it, and waits for its commit. */
-        uint64_t head = r->h->head + need;
-        __atomic_store_n(&r->h->head, head, __ATOMIC_RELEASE);
-        uint64_t from = 0, to = 0;
-        if (head + HEAP_RING_POPULATE_RUN > r->populated && r->populated < r->size &&
+        __atomic_store_n(&r->h->head, r->h->head + need, __ATOMIC_RELEASE);
+        uint64_t from = 0, to = 0, end = (uint64_t) (at - r->data) + need;
+        if (end + HEAP_RING_POPULATE_RUN > r->populated && r->populated < r->size &&
             !__atomic_load_n(&r->populate_refused, __ATOMIC_RELAXED)) {
-                /* The run that holds the new head and the next one (the
-                 * first pass has the head's bytes at the same offsets). */
+                /* The run that holds the entry's end and the next one. */
                 from = r->populated;
-                to = (head + 2 * (uint64_t) HEAP_RING_POPULATE_RUN - 1) & ~((uint64_t) HEAP_RING_POPULATE_RUN - 1);
+                to = (end + 2 * (uint64_t) HEAP_RING_POPULATE_RUN - 1) & ~((uint64_t) HEAP_RING_POPULATE_RUN - 1);
                 if (to > r->size)
                         to = r->size;
                 r->populated = to;

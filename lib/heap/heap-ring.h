@@ -11,7 +11,8 @@
  * descheduled while it does, holds up no other writer. The one reader
  * stops at an entry not yet committed, and publishes what it consumed by
  * moving `tail`. An entry that would not fit before the end of the data
- * wraps: the bytes to the end become a padding entry.
+ * wraps: the bytes to the end become a padding entry (as they do when a
+ * writer goes back to the start early, HEAP_RING_REWIND_AT).
  *
  * Each entry: a uint32_t length (the whole entry, a multiple of 8, header
  * included), a uint32_t kind (HEAP_RING_BUSY, HEAP_RING_DATA or
@@ -49,6 +50,13 @@ struct heap_ring_header {
          * the reader (heap-wire.h); cleared by the reader once it read. */
         uint32_t wake_pending;
 };
+
+/* A writer whose entry would start this far or further into the data,
+ * with a backlog of at most half the bytes behind it, pads the rest of
+ * the data and starts again at its beginning: a ring the reader keeps up
+ * with stays within the pages and cache lines its backlog needs, however
+ * large it is (the rest absorbs a burst). */
+#define HEAP_RING_REWIND_AT (1u << 20)
 
 /* The writers map the data's pages in runs of this many bytes, a run
  * ahead of the head, on the ring's first pass (MADV_POPULATE_WRITE): a

@@ -121,6 +121,74 @@ Test(heap_ring, the_first_pass_maps_a_run_ahead_of_the_head) {
         close(fd);
 }
 
+/* Entries of 30000 bytes, numbered from *next, until the head's offset
+ * in the data reaches `until`; read and consumed after each when drain. */
+static void fill_to(struct heap_ring *r, uint64_t *pos, uint32_t *next, uint64_t until, bool drain) {
+        while ((r->h->head & (r->size - 1)) < until) {
+                uint64_t before = r->h->head;
+                put(r, (*next)++, 30000);
+                cr_assert_gt(r->h->head & (r->size - 1), before & (r->size - 1), "no early return yet");
+                if (drain) {
+                        uint32_t size;
+                        int err;
+                        while (heap_ring_read(r, pos, &size, &err))
+                                ;
+                        cr_assert_eq(err, 0);
+                        heap_ring_consume(r, *pos);
+                }
+        }
+}
+
+Test(heap_ring, a_ring_the_reader_keeps_up_with_goes_back_to_its_start) {
+        struct heap_ring r;
+        const uint64_t data = 8u * HEAP_RING_REWIND_AT;
+        void *m = ring_mem(data, &r);
+        uint64_t pos = 0;
+        uint32_t next = 0;
+        fill_to(&r, &pos, &next, HEAP_RING_REWIND_AT, true);
+        /* Read up to here: the next entry starts the data again. */
+        uint8_t *at = heap_ring_begin_write(&r, 16, false, 0);
+        cr_assert_not_null(at);
+        cr_assert_lt((size_t) (at - r.data), 64u, "the entry went to offset %zu", (size_t) (at - r.data));
+        memcpy(at, &next, sizeof(next));
+        heap_ring_end_write(&r, at);
+        uint32_t size, v;
+        int err;
+        const uint8_t *e = heap_ring_read(&r, &pos, &size, &err);
+        cr_assert_not_null(e, "the reader passes the padding");
+        memcpy(&v, e, sizeof(v));
+        cr_assert_eq(v, next);
+        heap_ring_consume(&r, pos);
+        /* Its pages past the rewind were never needed. */
+        cr_assert_lt(r.populated, data);
+        cr_assert_eq(r.h->dropped, 0);
+        free(m);
+}
+
+Test(heap_ring, a_backlog_keeps_the_ring_going_forward) {
+        struct heap_ring r;
+        const uint64_t data = 8u * HEAP_RING_REWIND_AT;
+        void *m = ring_mem(data, &r);
+        uint64_t pos = 0;
+        uint32_t next = 0;
+        /* Nothing read: more than half the bytes behind the head wait. */
+        fill_to(&r, &pos, &next, HEAP_RING_REWIND_AT, false);
+        uint64_t before = r.h->head;
+        put(&r, next++, 30000);
+        cr_assert_eq(r.h->head, before + 30008u, "no padding while the reader is behind");
+        /* All of them, in order. */
+        uint32_t size, v, want = 0;
+        int err;
+        const uint8_t *e;
+        while ((e = heap_ring_read(&r, &pos, &size, &err))) {
+                memcpy(&v, e, sizeof(v));
+                cr_assert_eq(v, want++);
+        }
+        cr_assert_eq(err, 0);
+        cr_assert_eq(want, next);
+        free(m);
+}
+
 Test(heap_ring, an_entry_not_committed_stops_the_reader) {
         struct heap_ring r;
         void *m = ring_mem(4096, &r);
