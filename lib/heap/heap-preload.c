@@ -210,25 +210,43 @@ __attribute__((noinline)) static void send_alloc(struct heap_session *s, uint64_
         uintptr_t sp = (uintptr_t) regs.regs[7], top = thread_stack_top();
         /* On another stack (a signal handler's, sigaltstack(2)), nothing
          * is known of its extent: no copy, the plugin says so. */
-        uint64_t n = sp >= stack_lo && sp < top ? top - sp : 0;
+        uint64_t depth = sp >= stack_lo && sp < top ? top - sp : 0, n = depth;
         if (n > s->stack_bytes)
                 n = s->stack_bytes;
+        /* A stack the plugin walked before, the same way: its words only. */
+        const struct heap_template *t =
+                depth <= UINT32_MAX ? heap_template_find(s->templates, (const uint8_t *) sp, (uint32_t) depth,
+                                                         (uint32_t) n)
+                                    : NULL;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-        uint32_t payload = (uint32_t) (sizeof(struct heap_record) + sizeof(regs) + n);
+        uint32_t payload = (uint32_t) (sizeof(struct heap_record) + sizeof(regs) +
+                                       (t ? sizeof(struct heap_sparse_head) + t->nwords * 8u : n));
         uint8_t *at = heap_ring_begin_write(&s->ring, payload, s->block, s->block_timeout_us);
         if (!at) {
                 heap_session_dropped(s);
                 return;
         }
         struct heap_record rec = {
-                .type = HEAP_RECORD_ALLOC, .stack_size = (uint32_t) n, .addr = addr, .size = size,
-                .weight = weight, .time = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec,
+                .type = t ? HEAP_RECORD_ALLOC_SPARSE : HEAP_RECORD_ALLOC, .stack_size = (uint32_t) n,
+                .addr = addr, .size = size, .weight = weight,
+                .time = (uint64_t) ts.tv_sec * 1000000000u + (uint64_t) ts.tv_nsec,
                 .tid = tid ? tid : (tid = (uint32_t) gettid()),
+                .depth = depth <= UINT32_MAX ? (uint32_t) depth : 0,
         };
         memcpy(at, &rec, sizeof(rec));
         memcpy(at + sizeof(rec), &regs, sizeof(regs));
-        copy_out(at + sizeof(rec) + sizeof(regs), (const uint8_t *) sp, n);
+        uint8_t *to = at + sizeof(rec) + sizeof(regs);
+        if (t) {
+                /* The template's words may change under it only to dead:
+                 * its count and offsets are fixed once it is live. */
+                struct heap_sparse_head head = { .slot = (uint32_t) (t - s->templates), .nwords = t->nwords };
+                memcpy(to, &head, sizeof(head));
+                to += sizeof(head);
+                for (unsigned k = 0; k < head.nwords; k++)
+                        memcpy(to + 8u * k, (const uint8_t *) sp + t->offs[k], 8);
+        } else
+                copy_out(to, (const uint8_t *) sp, n);
         heap_ring_end_write(&s->ring, at);
         wake(s);
 }

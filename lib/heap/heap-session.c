@@ -122,6 +122,8 @@ static void session_free(struct heap_session *s) {
                 munmap(s->ring_mem, s->ring_size);
         if (s->set_mem)
                 munmap(s->set_mem, s->set_size);
+        if (s->templates)
+                munmap((void *) s->templates, HEAP_TEMPLATES_SIZE);
         if (s->sock >= 0)
                 close(s->sock);
         munmap(s, sizeof(*s));
@@ -144,12 +146,14 @@ static void leave(void) {
         session_free(s);
 }
 
-static ssize_t recv_reply(int sock, struct heap_reply *reply, int *ret_fd) {
-        char control[CMSG_SPACE(sizeof(int))];
+/* A reply, and the descriptors it passed (the ring's, then the
+ * templates'; -1 for each missing). */
+static ssize_t recv_reply(int sock, struct heap_reply *reply, int ret_fds[2]) {
+        char control[CMSG_SPACE(2 * sizeof(int))];
         struct iovec iov = { .iov_base = reply, .iov_len = sizeof(*reply) };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = control,
                              .msg_controllen = sizeof(control) };
-        *ret_fd = -1;
+        ret_fds[0] = ret_fds[1] = -1;
         ssize_t n;
         do
                 n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
@@ -158,9 +162,25 @@ static ssize_t recv_reply(int sock, struct heap_reply *reply, int *ret_fd) {
                 return -errno;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
                 if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-                    c->cmsg_len == CMSG_LEN(sizeof(int)))
-                        memcpy(ret_fd, CMSG_DATA(c), sizeof(int));
+                    c->cmsg_len >= CMSG_LEN(sizeof(int)) && c->cmsg_len <= CMSG_LEN(2 * sizeof(int)))
+                        memcpy(ret_fds, CMSG_DATA(c), c->cmsg_len - CMSG_LEN(0));
         return n;
+}
+
+static void close_fds(int fds[2]) {
+        for (int k = 0; k < 2; k++)
+                if (fds[k] >= 0)
+                        close(fds[k]);
+}
+
+/* The plugin's templates for this process, read-only; NULL without them
+ * (the samples then carry whole stacks). */
+static const struct heap_template *map_templates(int fd) {
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || st.st_size != (off_t) HEAP_TEMPLATES_SIZE)
+                return NULL;
+        void *m = mmap(NULL, HEAP_TEMPLATES_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+        return m == MAP_FAILED ? NULL : m;
 }
 
 /* Asks the plugin whether this process is targeted; a session when it is. */
@@ -176,12 +196,12 @@ static struct heap_session *join(uint32_t generation) {
         struct heap_hello hello = { .magic = HEAP_WIRE_MAGIC, .version = HEAP_WIRE_VERSION, .pid = getpid(),
                                     .generation = generation, .text_start = text_start, .text_end = text_end };
         struct heap_reply reply = { 0 };
-        int fd = -1;
+        int fds[2] = { -1, -1 }, fd = -1;
         struct heap_session *s = NULL;
         if (connect(sock, (struct sockaddr *) &sa, sizeof(sa)) < 0 ||
             send(sock, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t) sizeof(hello) ||
-            recv_reply(sock, &reply, &fd) != (ssize_t) sizeof(reply) || reply.magic != HEAP_WIRE_MAGIC ||
-            reply.status != HEAP_REPLY_TARGETED || fd < 0)
+            recv_reply(sock, &reply, fds) != (ssize_t) sizeof(reply) || reply.magic != HEAP_WIRE_MAGIC ||
+            reply.status != HEAP_REPLY_TARGETED || (fd = fds[0]) < 0)
                 goto fail;
         struct stat st;
         if (fstat(fd, &st) < 0 || st.st_size <= (off_t) HEAP_RING_HEADER)
@@ -201,12 +221,12 @@ static struct heap_session *join(uint32_t generation) {
         if (heap_ring_attach(s->ring_mem, s->ring_size, &s->ring) < 0 || !(s->set_mem = map_anon(s->set_size)))
                 goto fail;
         heap_addrset_init(&s->set, s->set_mem, set_slots(reply.interval));
+        s->templates = map_templates(fds[1]);
         s->id = ++next_id;
-        close(fd);
+        close_fds(fds);
         return s;
 fail:
-        if (fd >= 0)
-                close(fd);
+        close_fds(fds);
         if (s)
                 session_free(s); /* closes sock */
         else
@@ -220,13 +240,12 @@ static bool still_targeted(struct heap_session *s, uint32_t generation) {
         struct heap_hello hello = { .magic = HEAP_WIRE_MAGIC, .version = HEAP_WIRE_VERSION, .pid = getpid(),
                                     .generation = generation, .text_start = text_start, .text_end = text_end };
         struct heap_reply reply = { 0 };
-        int fd = -1;
+        int fds[2];
         if (send(s->sock, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t) sizeof(hello))
                 return false;
         /* Wakes are one byte and go the other way: the reply is next. */
-        ssize_t n = recv_reply(s->sock, &reply, &fd);
-        if (fd >= 0)
-                close(fd);
+        ssize_t n = recv_reply(s->sock, &reply, fds);
+        close_fds(fds);
         return n == (ssize_t) sizeof(reply) && reply.magic == HEAP_WIRE_MAGIC && reply.status == HEAP_REPLY_KEEP;
 }
 

@@ -12,6 +12,7 @@
 
 #include "heap-addrset.h"
 #include "heap-ring.h"
+#include "heap-template.h"
 #include "heap-wire.h"
 
 struct heap_session {
@@ -21,6 +22,9 @@ struct heap_session {
         size_t ring_size;
         struct heap_addrset set;
         void *set_mem;
+        /* The plugin's stack templates for this process (read-only), or
+         * NULL. */
+        const struct heap_template *templates;
         size_t set_size;
         int sock;
         uint64_t interval;

@@ -26,6 +26,17 @@
  *                 new generation, a process in a session sends its hello
  *                 again on the same connection, and keeps its ring when
  *                 the plugin answers HEAP_REPLY_KEEP.
+ *   templates     the second memfd of a targeted reply: the process's stack
+ *                 templates (struct heap_template), which the plugin writes
+ *                 and seals against any other writer, and the library maps
+ *                 read-only. A template says which words of the stack a
+ *                 walk from a sampled call read last time: a sample whose
+ *                 stack matches one (the same extent, the same return
+ *                 addresses at the same places) carries those words only
+ *                 (HEAP_RECORD_ALLOC_SPARSE), not the whole stack. A walk
+ *                 that reads any other word fails and the template dies:
+ *                 a sparse sample unwinds to what its whole stack would
+ *                 have, or is counted an unwind error.
  */
 
 #include <stdint.h>
@@ -37,7 +48,7 @@
 
 #define HEAP_WIRE_MAGIC 0x50414548u /* "HEAP" */
 #define HEAP_WAKE 'w'
-#define HEAP_WIRE_VERSION 2u
+#define HEAP_WIRE_VERSION 3u
 
 /* The state page. */
 struct heap_state {
@@ -82,10 +93,15 @@ struct heap_reply {
 enum heap_record_type {
         HEAP_RECORD_ALLOC = 1,
         HEAP_RECORD_FREE = 2,
+        HEAP_RECORD_ALLOC_SPARSE = 3,
 };
 
 /* A record in the ring: the header, then for an allocation the registers
- * and stack_size bytes of stack from regs[SP] up. */
+ * and then
+ *   ALLOC         stack_size bytes of stack from regs[SP] up;
+ *   ALLOC_SPARSE  a heap_sparse_head and the template's words, each the 8
+ *                 bytes at regs[SP] + offs[k] (stack_size is the extent
+ *                 of the copy the template was made from). */
 struct heap_record {
         uint32_t type; /* enum heap_record_type */
         uint32_t stack_size;
@@ -94,8 +110,42 @@ struct heap_record {
         uint64_t weight; /* the bytes the sample stands for (ALLOC) */
         uint64_t time;   /* CLOCK_MONOTONIC_COARSE, ns */
         uint32_t tid;
-        uint32_t pad;
+        uint32_t depth; /* the thread's stack above regs[SP], bytes (0: unknown) */
 };
+
+struct heap_sparse_head {
+        uint32_t slot;   /* the template's */
+        uint32_t nwords; /* its nwords: that many uint64_t follow */
+};
+
+/* Stack templates: HEAP_TEMPLATE_SLOTS of them, a slot found from the
+ * depth's hash and up to HEAP_TEMPLATE_PROBES after it. A slot is filled
+ * once (its state stored last), dies when a walk of its words missed,
+ * and is never emptied. */
+#define HEAP_TEMPLATE_SLOTS 512u
+#define HEAP_TEMPLATE_PROBES 8u
+#define HEAP_TEMPLATE_WORDS 48u
+#define HEAP_TEMPLATE_GUARDS 4u
+
+enum heap_template_state {
+        HEAP_TEMPLATE_EMPTY = 0,
+        HEAP_TEMPLATE_LIVE = 1,
+        HEAP_TEMPLATE_DEAD = 2,
+};
+
+struct heap_template {
+        uint32_t state; /* enum heap_template_state, with __atomic builtins */
+        uint32_t depth; /* the stack above regs[SP] of the samples it is for */
+        uint32_t copy;  /* the extent of their copy: depth, or less at stack_bytes */
+        uint16_t nwords, nguards;
+        /* Matched when the stack holds guard_vals at these offsets from
+         * regs[SP]: the return addresses of the program's innermost
+         * frames. */
+        uint32_t guard_offs[HEAP_TEMPLATE_GUARDS];
+        uint64_t guard_vals[HEAP_TEMPLATE_GUARDS];
+        uint32_t offs[HEAP_TEMPLATE_WORDS]; /* ascending, each + 8 <= copy */
+};
+#define HEAP_TEMPLATES_SIZE (HEAP_TEMPLATE_SLOTS * sizeof(struct heap_template))
 
 struct heap_alloc_regs {
         uint64_t regs[HEAP_REGS];

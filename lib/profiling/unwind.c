@@ -27,11 +27,47 @@ void unwind_regs_from_perf(const uint64_t *sample_regs, uint64_t regs[UREG_COUNT
         memcpy(regs, sample_regs, UREG_COUNT * sizeof(*regs));
 }
 
+static bool sparse_read(const struct unwind_sparse *sp, uint32_t off, uint64_t *ret) {
+        size_t lo = 0, hi = sp->n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (sp->offs[mid] == off) {
+                        *ret = sp->vals[mid];
+                        return true;
+                }
+                if (sp->offs[mid] < off)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return false;
+}
+
+static void log_read(struct unwind_stack_log *log, uint32_t off) {
+        for (size_t k = 0; k < log->n; k++)
+                if (log->offs[k] == off)
+                        return;
+        if (log->n < log->cap)
+                log->offs[log->n++] = off;
+        else
+                log->overflow = true;
+}
+
 static bool stack_read(const struct unwind_input *in, uint64_t addr, uint64_t *ret) {
         uint64_t sp = in->regs[UREG_SP];
-        if (addr < sp || addr - sp > in->stack_size || in->stack_size - (addr - sp) < 8)
+        if (addr < sp || addr - sp > in->stack_size || in->stack_size - (addr - sp) < 8 || addr - sp > UINT32_MAX)
                 return false;
-        memcpy(ret, in->stack + (addr - sp), 8);
+        uint32_t off = (uint32_t) (addr - sp);
+        if (in->sparse) {
+                if (!sparse_read(in->sparse, off, ret)) {
+                        if (in->log)
+                                in->log->misses++;
+                        return false;
+                }
+        } else
+                memcpy(ret, in->stack + off, 8);
+        if (in->log)
+                log_read(in->log, off);
         return true;
 }
 

@@ -50,10 +50,32 @@ uint64_t unwind_perf_regs_mask(void);
 /* Fills regs[UREG_*] from a sample's registers listed in mask order. */
 void unwind_regs_from_perf(const uint64_t *sample_regs, uint64_t regs[UREG_COUNT]);
 
+/* A stack copy of some words only (a heap sample's, lib/heap/heap-wire.h):
+ * the 8 bytes at sp + offs[k] are vals[k], offs ascending. A walk that
+ * reads any other word below sp + stack_size misses: the read fails, as
+ * no read of a whole copy would, and the log counts it. */
+struct unwind_sparse {
+        const uint32_t *offs;
+        const uint64_t *vals;
+        size_t n;
+};
+
+/* The words of the stack copy a walk read: each offset from sp once, in
+ * the order first read, up to cap (overflow: more were read). Reads of a
+ * sparse copy that missed are counted. */
+struct unwind_stack_log {
+        uint32_t *offs;
+        size_t n, cap;
+        bool overflow;
+        uint64_t misses;
+};
+
 struct unwind_input {
         uint64_t regs[UREG_COUNT];
         const uint8_t *stack; /* the bytes at regs[UREG_SP] onwards */
-        size_t stack_size;
+        size_t stack_size;    /* the copy's extent, sparse or not */
+        const struct unwind_sparse *sparse; /* not NULL: the copy, instead of stack */
+        struct unwind_stack_log *log;       /* not NULL: kept by the walks */
 };
 
 struct unwinder;

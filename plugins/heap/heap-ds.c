@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/macro.h"
 #include "heap-ds.h"
 #include "traced/pbzero/perfetto/trace/profiling/profile_packet.pbw.h"
 #include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
@@ -40,16 +41,53 @@ struct heap_instance *heap_instance_for(struct heap_plugin *pl, pid_t pid, const
 
 /* ---- reading the rings ---- */
 
+/* A template for the stacks like this whole one, from the words its walk
+ * read, when its walk reached the outermost frame. */
+static void make_template(struct heap_client *c, const struct heap_record *rec, const struct unwind_input *in,
+                          const struct unwind_stack_log *log, const uint64_t *ras, size_t n_ras, int err) {
+        struct heap_template t;
+        if (!c->templates || err != UNWIND_ERR_NONE || log->overflow || rec->depth == 0 ||
+            rec->stack_size > rec->depth ||
+            !heap_template_make(&t, log->offs, log->n, in->stack, rec->stack_size, rec->depth, ras, n_ras))
+                return;
+        if (heap_template_add(c->templates, &t) >= 0)
+                c->templates_made++;
+}
+
 static void on_alloc(struct heap_client *c, const struct heap_record *rec, const uint8_t *payload, uint32_t size) {
         struct heap_instance *h = c->inst;
         struct heap_alloc_regs regs;
-        if (size < sizeof(*rec) + sizeof(regs) || rec->stack_size > size - sizeof(*rec) - sizeof(regs)) {
+        size_t rest = size >= sizeof(*rec) + sizeof(regs) ? size - sizeof(*rec) - sizeof(regs) : 0;
+        if (size < sizeof(*rec) + sizeof(regs) || (rec->type == HEAP_RECORD_ALLOC && rec->stack_size > rest)) {
                 c->corrupted = true;
                 return;
         }
         memcpy(&regs, payload + sizeof(*rec), sizeof(regs));
-        struct unwind_input in = { .stack = payload + sizeof(*rec) + sizeof(regs), .stack_size = rec->stack_size };
+        const uint8_t *after = payload + sizeof(*rec) + sizeof(regs);
+        struct unwind_input in = { .stack = after, .stack_size = rec->stack_size };
         memcpy(in.regs, regs.regs, sizeof(in.regs));
+        /* A sparse sample: its template's words, at their offsets. */
+        struct heap_sparse_head head = { 0 };
+        uint64_t vals[HEAP_TEMPLATE_WORDS];
+        struct unwind_sparse sparse = { 0 };
+        if (rec->type == HEAP_RECORD_ALLOC_SPARSE) {
+                const struct heap_template *t = NULL;
+                if (rest >= sizeof(head))
+                        memcpy(&head, after, sizeof(head));
+                if (rest < sizeof(head) || !(t = heap_template_at(c->templates, head.slot, head.nwords)) ||
+                    rest - sizeof(head) != (size_t) head.nwords * 8u || t->copy != rec->stack_size) {
+                        c->corrupted = true;
+                        return;
+                }
+                memcpy(vals, after + sizeof(head), (size_t) head.nwords * 8u);
+                sparse = (struct unwind_sparse) { .offs = t->offs, .vals = vals, .n = head.nwords };
+                in.stack = NULL;
+                in.sparse = &sparse;
+                c->sparse_samples++;
+        }
+        uint32_t read_offs[HEAP_TEMPLATE_WORDS];
+        struct unwind_stack_log log = { .offs = read_offs, .cap = HEAP_TEMPLATE_WORDS };
+        in.log = &log;
         uint64_t pcs[MAX_FRAMES];
         size_t n = 0;
         int err = UNWIND_ERR_MEMORY_INVALID;
@@ -62,6 +100,7 @@ static void on_alloc(struct heap_client *c, const struct heap_record *rec, const
                         c->last_reload_ns = now;
                         c->reloads++;
                         proc_table_reload(h->procs, c->pid);
+                        log = (struct unwind_stack_log) { .offs = read_offs, .cap = HEAP_TEMPLATE_WORDS };
                         if ((p = proc_table_get(h->procs, c->pid)))
                                 n = unwinder_dwarf(h->unw, p, &in, pcs, MAX_FRAMES, &err);
                 }
@@ -72,6 +111,18 @@ static void on_alloc(struct heap_client *c, const struct heap_record *rec, const
         size_t skip = 0;
         while (skip < n && pcs[skip] >= c->text_start && pcs[skip] < c->text_end)
                 skip++;
+        if (in.sparse) {
+                /* The walk wanted a word the template lacks: the stack went
+                 * another way than the one it was made from. What it found
+                 * is as far as the words took it. */
+                if (log.misses > 0) {
+                        heap_template_kill(c->templates, head.slot);
+                        c->templates_killed++;
+                        if (err == UNWIND_ERR_NONE)
+                                err = UNWIND_ERR_MEMORY_INVALID;
+                }
+        } else if (rec->type == HEAP_RECORD_ALLOC && n > skip)
+                make_template(c, rec, &in, &log, pcs + skip, MIN(n - skip, (size_t) HEAP_TEMPLATE_GUARDS), err);
         for (size_t k = skip; k < n; k++)
                 if (k > 0)
                         pcs[k]--;
@@ -96,7 +147,7 @@ void heap_client_drain(struct heap_client *c) {
                         break;
                 }
                 memcpy(&rec, e, sizeof(rec));
-                if (rec.type == HEAP_RECORD_ALLOC)
+                if (rec.type == HEAP_RECORD_ALLOC || rec.type == HEAP_RECORD_ALLOC_SPARSE)
                         on_alloc(c, &rec, e, size);
                 else if (rec.type == HEAP_RECORD_FREE)
                         heap_callsites_free(&c->cs, rec.addr);
@@ -325,19 +376,24 @@ void heap_instance_stop(struct heap_plugin *pl, uint64_t id) {
         if (!h)
                 return;
         dump(h);
-        uint64_t procs = 0, samples = 0, errors = 0, dropped = 0;
+        uint64_t procs = 0, samples = 0, errors = 0, dropped = 0, sparse = 0, made = 0, killed = 0;
         for (struct heap_client *c = pl->clients; c; c = c->next)
                 if (c->inst == h) {
                         procs++;
                         samples += c->samples;
                         errors += c->unwind_errors;
+                        sparse += c->sparse_samples;
+                        made += c->templates_made;
+                        killed += c->templates_killed;
                         dropped += c->ring_mem ? __atomic_load_n(&c->ring.h->dropped, __ATOMIC_RELAXED) : 0;
                 }
         plugin_log(pl, TRACED_LOG_INFO,
-                   HEAP_DS_NAME " instance %llu stopped: %llu processes, %llu samples (%llu with unwind errors), "
+                   HEAP_DS_NAME " instance %llu stopped: %llu processes, %llu samples (%llu with unwind errors, "
+                                "%llu with a stack template's words only; %llu templates made, %llu died), "
                                 "%llu dropped for a full ring, %llu dumps",
                    (unsigned long long) id, (unsigned long long) procs, (unsigned long long) samples,
-                   (unsigned long long) errors, (unsigned long long) dropped, (unsigned long long) h->dumps);
+                   (unsigned long long) errors, (unsigned long long) sparse, (unsigned long long) made,
+                   (unsigned long long) killed, (unsigned long long) dropped, (unsigned long long) h->dumps);
         instance_free(h);
         /* Its processes look again, find themselves untargeted, leave. */
         heap_server_bump(pl);

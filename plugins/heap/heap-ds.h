@@ -23,6 +23,7 @@
 #include "heap-callsites.h"
 #include "heap-config.h"
 #include "heap/heap-ring.h"
+#include "heap/heap-template.h"
 #include "heap/heap-wire.h"
 #include "profiling/intern.h"
 #include "profiling/procmaps.h"
@@ -46,10 +47,15 @@ struct heap_client {
         void *ring_mem;
         size_t ring_size;
         struct heap_ring ring;
+        /* Its stack templates (heap-wire.h), or NULL. */
+        struct heap_template *templates;
         uint64_t read_pos;
         uint64_t text_start, text_end;
         struct heap_callsites cs;
         uint64_t samples, unwind_errors, no_stack, reloads, last_reload_ns;
+        /* Samples that came with a template's words only; templates made;
+         * those that died (a walk read a word they lack). */
+        uint64_t sparse_samples, templates_made, templates_killed;
         uint64_t start_ns; /* CLOCK_MONOTONIC_COARSE, when it joined */
 };
 

@@ -79,6 +79,8 @@ void heap_client_free(struct heap_plugin *pl, struct heap_client *c) {
                 close(c->fd);
         if (c->ring_mem)
                 munmap(c->ring_mem, c->ring_size);
+        if (c->templates)
+                munmap(c->templates, HEAP_TEMPLATES_SIZE);
         heap_callsites_done(&c->cs);
         free(c);
 }
@@ -133,30 +135,54 @@ static uint64_t start_ticks(pid_t pid) {
         return v;
 }
 
-static int send_reply(int fd, const struct heap_reply *reply, int pass_fd) {
-        char control[CMSG_SPACE(sizeof(int))] = { 0 };
+/* A reply, with up to two descriptors (the ring's, then the templates'). */
+static int send_reply(int fd, const struct heap_reply *reply, const int *pass_fds, size_t n_fds) {
+        char control[CMSG_SPACE(2 * sizeof(int))] = { 0 };
         struct iovec iov = { .iov_base = (void *) reply, .iov_len = sizeof(*reply) };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-        if (pass_fd >= 0) {
+        if (n_fds > 0 && n_fds <= 2) {
                 mh.msg_control = control;
-                mh.msg_controllen = sizeof(control);
+                mh.msg_controllen = CMSG_SPACE(n_fds * sizeof(int));
                 struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
                 c->cmsg_level = SOL_SOCKET;
                 c->cmsg_type = SCM_RIGHTS;
-                c->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+                c->cmsg_len = CMSG_LEN(n_fds * sizeof(int));
+                memcpy(CMSG_DATA(c), pass_fds, n_fds * sizeof(int));
         }
         return sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) == (ssize_t) sizeof(*reply) ? 0 : -errno;
 }
 
-/* A ring for the client's instance, passed to it: 0, or negative errno. */
+/* The client's stack templates: a memfd the plugin maps and writes, sealed
+ * so that the process can map it read-only and never resize it. Its fd,
+ * or negative errno. */
+static int make_templates(struct heap_client *c) {
+        int fd = memfd_create("traced-heap-templates", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return -errno;
+        void *m = MAP_FAILED;
+        if (ftruncate(fd, (off_t) HEAP_TEMPLATES_SIZE) < 0 ||
+            (m = mmap(NULL, HEAP_TEMPLATES_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED ||
+            fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) < 0) {
+                int r = -errno;
+                if (m != MAP_FAILED)
+                        munmap(m, HEAP_TEMPLATES_SIZE);
+                close(fd);
+                return r;
+        }
+        c->templates = m;
+        return fd;
+}
+
+/* A ring for the client's instance, passed to it with the client's
+ * templates (without them when those could not be made: its samples then
+ * carry whole stacks): 0, or negative errno. */
 static int give_ring(struct heap_client *c) {
         const struct heap_config *cfg = &c->inst->cfg;
         size_t total = heap_ring_total_size(cfg->shmem_size);
         int mfd = memfd_create("traced-heap-ring", MFD_CLOEXEC);
         if (mfd < 0)
                 return -errno;
-        int r = 0;
+        int r = 0, tfd = -1;
         if (ftruncate(mfd, (off_t) total) < 0) {
                 r = -errno;
                 goto out;
@@ -170,6 +196,8 @@ static int give_ring(struct heap_client *c) {
         c->ring_size = total;
         if ((r = heap_ring_format(m, total, &c->ring)) < 0)
                 goto out;
+        if (!c->templates)
+                tfd = make_templates(c);
         struct heap_reply reply = {
                 .magic = HEAP_WIRE_MAGIC, .status = HEAP_REPLY_TARGETED, .interval = cfg->interval,
                 .stack_bytes = (uint32_t) MIN((uint64_t) HEAP_DEFAULT_STACK_BYTES,
@@ -177,9 +205,12 @@ static int give_ring(struct heap_client *c) {
                 .block_client = cfg->block_client,
                 .block_timeout_us = cfg->block_timeout_us,
         };
-        r = send_reply(c->fd, &reply, mfd);
+        int fds[2] = { mfd, tfd };
+        r = send_reply(c->fd, &reply, fds, tfd >= 0 ? 2 : 1);
 out:
         close(mfd);
+        if (tfd >= 0)
+                close(tfd);
         return r;
 }
 
@@ -211,7 +242,7 @@ static void on_hello(struct heap_client *c) {
                         inst = NULL;
         if (!inst) {
                 struct heap_reply reply = { .magic = HEAP_WIRE_MAGIC, .status = HEAP_REPLY_NOT_TARGETED };
-                (void) send_reply(c->fd, &reply, -1);
+                (void) send_reply(c->fd, &reply, NULL, 0);
                 heap_client_free(pl, c);
                 return;
         }
@@ -259,7 +290,7 @@ static void on_client(int fd, uint32_t revents, void *userdata) {
                  * a ring keeps it while its instance runs. */
                 memcpy(&hello, buf, sizeof(hello));
                 struct heap_reply reply = { .magic = HEAP_WIRE_MAGIC, .status = HEAP_REPLY_KEEP };
-                if (hello.magic == HEAP_WIRE_MAGIC && c->inst && c->ring_mem && send_reply(c->fd, &reply, -1) == 0)
+                if (hello.magic == HEAP_WIRE_MAGIC && c->inst && c->ring_mem && send_reply(c->fd, &reply, NULL, 0) == 0)
                         return;
         }
         heap_client_drain(c);

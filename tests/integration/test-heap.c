@@ -277,11 +277,36 @@ static void record_callsites(uint64_t interval, struct collect *c) {
         cr_assert(!c->buffer_overran && !c->corrupted, "nothing was lost");
 }
 
+/* From the plugin's line on the instance's end: how many samples it read,
+ * and how many of those came with a stack template's words only. */
+static void template_counts(uint64_t *ret_samples, uint64_t *ret_sparse) {
+        cr_assert(fixture_wait_log(&inst, ev, "android.heapprofd instance ", " stopped: ", 0, 10000),
+                  "the plugin says what the instance read");
+        char *line = fixture_log_last(&inst, "android.heapprofd instance ", " stopped: ");
+        cr_assert_not_null(line);
+        const char *p = strstr(line, " processes, ");
+        unsigned long long samples = 0, errors = 0, sparse = 0;
+        cr_assert(p && sscanf(p, " processes, %llu samples (%llu with unwind errors, %llu with a stack template",
+                               &samples, &errors, &sparse) == 3,
+                  "the line counts them: %s", line);
+        cr_log_info("%s", line);
+        free(line);
+        *ret_samples = samples;
+        *ret_sparse = sparse;
+}
+
 Test(heap, callsites_within_ten_percent_at_4096) {
         struct collect c;
         record_callsites(4096, &c);
-        uint64_t a, f, unreleased = 0;
+        uint64_t a, f, unreleased = 0, samples, sparse;
         cr_assert(!c.buffer_overran, "no sample was dropped");
+        /* Most samples carried a template's words, not their stack: the
+         * figures below are theirs. (The workload's call sites are a few,
+         * each called from one place.) */
+        template_counts(&samples, &sparse);
+        cr_assert_gt(samples, 1000);
+        cr_assert_gt(sparse * 2, samples, "%llu of %llu samples from templates", (unsigned long long) sparse,
+                     (unsigned long long) samples);
         site_totals(&c, "small_kept", &a, &f);
         within("small_kept allocated", a, 200000 * 64, 10);
         cr_assert_eq(f, 0, "small_kept freed nothing: %llu", (unsigned long long) f);

@@ -75,6 +75,11 @@ __attribute__((noinline)) void unwind_outer(volatile int *x) {
         (*x)++;
 }
 
+static int cmp_u32(const void *a, const void *b) {
+        uint32_t x = *(const uint32_t *) a, y = *(const uint32_t *) b;
+        return x < y ? -1 : x > y;
+}
+
 static void check_chain(const uint64_t *pcs, size_t n, struct symbolizer *s, struct proc_info *p) {
         static const char *const want[] = { "unwind_leaf", "unwind_middle", "unwind_outer" };
         size_t w = 0;
@@ -164,6 +169,69 @@ Test(profiling_unwind, rows_walk_as_libunwind_does) {
                 cr_assert_eq(ea, eb, "bound %zu", max);
                 cr_assert_eq(memcmp(a, b, x * sizeof(*a)), 0, "bound %zu", max);
         }
+        teardown(&s, u);
+}
+
+/* A walk of the words a walk of the whole copy read, and nothing else:
+ * the same frames, by rows and by libunwind alike; without one of those
+ * words, a miss, counted. */
+static void sparse_walk(struct unwinder *u, struct proc_info *p, bool rows) {
+        uint64_t a[64], b[64];
+        int ea, eb;
+        uint32_t offs[256];
+        struct unwind_stack_log log = { .offs = offs, .cap = 256 };
+        struct unwind_input full = cap.in;
+        full.log = &log;
+        unwinder_use_rows(u, rows);
+        size_t na = unwinder_dwarf(u, p, &full, a, 64, &ea);
+        cr_assert_gt(na, 4);
+        cr_assert_not(log.overflow);
+        cr_assert_gt(log.n, 2, "a walk reads words of the stack");
+        cr_assert_eq(log.misses, 0);
+        /* Ascending, with their values from the copy. */
+        qsort(offs, log.n, sizeof(*offs), cmp_u32);
+        uint64_t vals[256];
+        for (size_t k = 0; k < log.n; k++)
+                memcpy(&vals[k], cap.stack + offs[k], 8);
+        struct unwind_sparse sp = { .offs = offs, .vals = vals, .n = log.n };
+        uint32_t again_offs[256];
+        struct unwind_stack_log again = { .offs = again_offs, .cap = 256 };
+        struct unwind_input in = cap.in;
+        in.stack = NULL;
+        in.sparse = &sp;
+        in.log = &again;
+        size_t nb = unwinder_dwarf(u, p, &in, b, 64, &eb);
+        cr_assert_eq(nb, na, "%zu frames from the words, %zu from the whole copy", nb, na);
+        cr_assert_eq(memcmp(a, b, na * sizeof(*a)), 0);
+        cr_assert_eq(eb, ea);
+        cr_assert_eq(again.misses, 0);
+        cr_assert_eq(again.n, log.n, "the same words read");
+        /* Each word is needed: without it, the walk misses. */
+        for (size_t drop = 0; drop < log.n; drop++) {
+                uint32_t o2[256];
+                uint64_t v2[256];
+                size_t m = 0;
+                for (size_t k = 0; k < log.n; k++)
+                        if (k != drop) {
+                                o2[m] = offs[k];
+                                v2[m++] = vals[k];
+                        }
+                struct unwind_sparse less = { .offs = o2, .vals = v2, .n = m };
+                struct unwind_stack_log l2 = { .offs = again_offs, .cap = 256 };
+                in.sparse = &less;
+                in.log = &l2;
+                (void) unwinder_dwarf(u, p, &in, b, 64, &eb);
+                cr_assert_gt(l2.misses, 0, "word %zu (offset %u) left out, and not missed", drop, offs[drop]);
+        }
+}
+
+Test(profiling_unwind, sparse_copies_walk_as_whole_ones) {
+        struct symbolizer s = {};
+        struct unwinder *u;
+        struct proc_info *p;
+        setup(&s, &u, &p);
+        sparse_walk(u, p, true);
+        sparse_walk(u, p, false);
         teardown(&s, u);
 }
 
