@@ -38,7 +38,10 @@ void interned_names_add(struct interned_names *q, const Perfetto__Protos__Intern
                 q->cs_n[iid] = d->callstacks[k]->n_frame_ids;
                 q->cs[iid] = calloc(q->cs_n[iid] + 1, sizeof(uint64_t));
                 cr_assert_not_null(q->cs[iid]);
-                memcpy(q->cs[iid], d->callstacks[k]->frame_ids, q->cs_n[iid] * sizeof(uint64_t));
+                /* An empty one (a process gone before its dump: nothing
+                 * symbolized) has no array at all. */
+                if (q->cs_n[iid] > 0)
+                        memcpy(q->cs[iid], d->callstacks[k]->frame_ids, q->cs_n[iid] * sizeof(uint64_t));
         }
 }
 
