@@ -100,7 +100,11 @@ session_end() { # side: what the trace holds, to show the session sampled
 }
 
 for r in $(seq "$rounds"); do
-        for side in $sides; do
+        # Each round starts at another side: the one run first (after the
+        # last round's session ended) is not always the same.
+        read -r -a all <<<"$sides"
+        k=$(( (r - 1) % ${#all[@]} ))
+        for side in "${all[@]:k}" "${all[@]:0:k}"; do
                 case $side in
                 s512k) TRACED_BENCH_LOG_LEVEL=info session 524288 ;;
                 s4096) TRACED_BENCH_LOG_LEVEL=info session 4096 ;;
