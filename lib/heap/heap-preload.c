@@ -18,7 +18,9 @@
  * HEAP_MARK. So a free knows a sampled block from the word glibc's free
  * reads next anyway: no table is looked up for the frees of a session,
  * and none at all while there is none (a block sampled in an ended
- * session still goes back to glibc from its header).
+ * session still goes back to glibc from its header). Until the process
+ * samples its first block, a free does not read that word either, only
+ * a flag beside what malloc reads.
  *
  * Reentrancy: a thread-local flag sends every call made while the thread
  * is already inside a hook (from glibc, from a signal handler) straight
@@ -115,7 +117,7 @@ static inline int alloc_passes(size_t size) {
 /* A free (or the old block of a realloc) that needs no more than glibc:
  * a block never sampled. */
 static inline int free_passes(void *p) {
-        return !marked(p);
+        return __builtin_expect(!__atomic_load_n(&heap_gate.marked, __ATOMIC_RELAXED), 1) || !marked(p);
 }
 
 /* The thread's stack, [stack_lo, stack_top). */
@@ -314,6 +316,8 @@ static void *sampled(struct heap_session *s, void *block, size_t off, size_t siz
         }
         void *p = (char *) block + off;
         ((uint64_t *) p)[-2] = off;
+        if (!__atomic_load_n(&heap_gate.marked, __ATOMIC_RELAXED))
+                __atomic_store_n(&heap_gate.marked, 1u, __ATOMIC_RELEASE);
         ((uint64_t *) p)[-1] = HEAP_MARK;
         if (heap_addrset_insert(&s->set, (uint64_t) (uintptr_t) p))
                 send_alloc(s, (uint64_t) (uintptr_t) p, size, weight);

@@ -34,9 +34,10 @@ struct heap_session {
         uint32_t drops_seen; /* drops since the plugin's liveness was last checked */
 };
 
-/* What the allocation hooks read on every call (frees read none of it:
- * a sampled block carries its own mark, heap-preload.c), in one cache
- * line. Changed only when the process joins or leaves a session. */
+/* What the allocation hooks read on every call (frees only `marked`: a
+ * sampled block carries its own mark, heap-preload.c), in one cache
+ * line. Changed only when the process joins or leaves a session, and
+ * once when it first samples. */
 struct heap_gate {
         /* The state page, or a page of zeros while there is none. */
         const struct heap_state *page;
@@ -48,6 +49,11 @@ struct heap_gate {
          * (a thread that set up its sampler at it gets a credit up to the
          * sampler's next point); an odd value otherwise. */
         uint32_t active;
+        /* Set (to 1) before the first block the process samples is marked,
+         * never cleared: until then a free need not read the word before
+         * its block. (A program hands a block to another thread after it
+         * was allocated, so that thread sees this set with it.) */
+        uint32_t marked;
 } __attribute__((aligned(64)));
 extern struct heap_gate heap_gate;
 
