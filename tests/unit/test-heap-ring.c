@@ -73,15 +73,20 @@ static size_t resident_pages(const uint8_t *at, size_t n) {
         return k;
 }
 
-/* An entry of 30000 bytes, then everything read and consumed. */
-static void put_and_drain(struct heap_ring *r, uint64_t *pos) {
-        put(r, 2, 30000);
+/* Everything written read and consumed. */
+static void drain(struct heap_ring *r, uint64_t *pos) {
         uint32_t size;
         int err;
         while (heap_ring_read(r, pos, &size, &err))
                 ;
         cr_assert_eq(err, 0);
         heap_ring_consume(r, *pos);
+}
+
+/* An entry of 30000 bytes, then everything read and consumed. */
+static void put_and_drain(struct heap_ring *r, uint64_t *pos) {
+        put(r, 2, 30000);
+        drain(r, pos);
 }
 
 Test(heap_ring, the_first_pass_maps_a_run_ahead_of_the_head) {
@@ -122,20 +127,14 @@ Test(heap_ring, the_first_pass_maps_a_run_ahead_of_the_head) {
 }
 
 /* Entries of 30000 bytes, numbered from *next, until the head's offset
- * in the data reaches `until`; read and consumed after each when drain. */
-static void fill_to(struct heap_ring *r, uint64_t *pos, uint32_t *next, uint64_t until, bool drain) {
+ * in the data reaches `until`; read and consumed after each when read. */
+static void fill_to(struct heap_ring *r, uint64_t *pos, uint32_t *next, uint64_t until, bool read) {
         while ((r->h->head & (r->size - 1)) < until) {
                 uint64_t before = r->h->head;
                 put(r, (*next)++, 30000);
                 cr_assert_gt(r->h->head & (r->size - 1), before & (r->size - 1), "no early return yet");
-                if (drain) {
-                        uint32_t size;
-                        int err;
-                        while (heap_ring_read(r, pos, &size, &err))
-                                ;
-                        cr_assert_eq(err, 0);
-                        heap_ring_consume(r, *pos);
-                }
+                if (read)
+                        drain(r, pos);
         }
 }
 

@@ -37,6 +37,15 @@ static void fill_stack(void) {
         put_word(3000, 9);
 }
 
+/* The stack above, and the walk's template in tab: its slot. */
+static int made(struct heap_template *tab, struct heap_template *t) {
+        fill_stack();
+        cr_assert(heap_template_make(t, walk, 4, stack, DEPTH, DEPTH, ras, 2));
+        int slot = heap_template_add(tab, t);
+        cr_assert_geq(slot, 0);
+        return slot;
+}
+
 Test(heap_template, a_walks_words_make_one_found_for_the_same_stack) {
         fill_stack();
         struct heap_template t, *tab = table();
@@ -65,10 +74,8 @@ Test(heap_template, a_walks_words_make_one_found_for_the_same_stack) {
 }
 
 Test(heap_template, another_stack_finds_none) {
-        fill_stack();
         struct heap_template t, *tab = table();
-        cr_assert(heap_template_make(&t, walk, 4, stack, DEPTH, DEPTH, ras, 2));
-        cr_assert_geq(heap_template_add(tab, &t), 0);
+        (void) made(tab, &t);
         cr_assert_null(heap_template_find(tab, stack, DEPTH - 16, DEPTH - 16), "another depth");
         cr_assert_null(heap_template_find(tab, stack, DEPTH, DEPTH - 8), "another extent of the copy");
         put_word(1000, ras[1] + 4);
@@ -80,11 +87,8 @@ Test(heap_template, another_stack_finds_none) {
 }
 
 Test(heap_template, a_dead_one_is_passed_over_and_made_again) {
-        fill_stack();
         struct heap_template t, *tab = table();
-        cr_assert(heap_template_make(&t, walk, 4, stack, DEPTH, DEPTH, ras, 2));
-        int slot = heap_template_add(tab, &t);
-        cr_assert_geq(slot, 0);
+        int slot = made(tab, &t);
         heap_template_kill(tab, (uint32_t) slot);
         cr_assert_null(heap_template_find(tab, stack, DEPTH, DEPTH));
         /* A record made before it died still reads its words. */
@@ -136,11 +140,8 @@ Test(heap_template, a_table_that_lies_is_not_believed) {
         /* The library reads what the table says at its own stack: a
          * template whose words reach past the copy is passed over, not
          * read. */
-        fill_stack();
         struct heap_template t, *tab = table();
-        cr_assert(heap_template_make(&t, walk, 4, stack, DEPTH, DEPTH, ras, 2));
-        int slot = heap_template_add(tab, &t);
-        cr_assert_geq(slot, 0);
+        int slot = made(tab, &t);
         tab[slot].offs[1] = DEPTH; /* past the end */
         cr_assert_null(heap_template_find(tab, stack, DEPTH, DEPTH));
         tab[slot].offs[1] = 40;
