@@ -138,13 +138,18 @@ static void fill_to(struct heap_ring *r, uint64_t *pos, uint32_t *next, uint64_t
         }
 }
 
+/* A ring of 8 x HEAP_RING_REWIND_AT data bytes, filled to that point. */
+static void *ring_to_rewind(struct heap_ring *r, uint64_t *pos, uint32_t *next, bool read) {
+        void *m = ring_mem(8u * HEAP_RING_REWIND_AT, r);
+        fill_to(r, pos, next, HEAP_RING_REWIND_AT, read);
+        return m;
+}
+
 Test(heap_ring, a_ring_the_reader_keeps_up_with_goes_back_to_its_start) {
         struct heap_ring r;
-        const uint64_t data = 8u * HEAP_RING_REWIND_AT;
-        void *m = ring_mem(data, &r);
         uint64_t pos = 0;
         uint32_t next = 0;
-        fill_to(&r, &pos, &next, HEAP_RING_REWIND_AT, true);
+        void *m = ring_to_rewind(&r, &pos, &next, true);
         /* Read up to here: the next entry starts the data again. */
         uint8_t *at = heap_ring_begin_write(&r, 16, false, 0);
         cr_assert_not_null(at);
@@ -159,19 +164,17 @@ Test(heap_ring, a_ring_the_reader_keeps_up_with_goes_back_to_its_start) {
         cr_assert_eq(v, next);
         heap_ring_consume(&r, pos);
         /* Its pages past the rewind were never needed. */
-        cr_assert_lt(r.populated, data);
+        cr_assert_lt(r.populated, r.size);
         cr_assert_eq(r.h->dropped, 0);
         free(m);
 }
 
 Test(heap_ring, a_backlog_keeps_the_ring_going_forward) {
         struct heap_ring r;
-        const uint64_t data = 8u * HEAP_RING_REWIND_AT;
-        void *m = ring_mem(data, &r);
         uint64_t pos = 0;
         uint32_t next = 0;
         /* Nothing read: more than half the bytes behind the head wait. */
-        fill_to(&r, &pos, &next, HEAP_RING_REWIND_AT, false);
+        void *m = ring_to_rewind(&r, &pos, &next, false);
         uint64_t before = r.h->head;
         put(&r, next++, 30000);
         cr_assert_eq(r.h->head, before + 30008u, "no padding while the reader is behind");
