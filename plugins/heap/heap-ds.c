@@ -85,8 +85,11 @@ static void on_alloc(struct heap_client *c, const struct heap_record *rec, const
                 in.sparse = &sparse;
                 c->sparse_samples++;
         }
+        /* The words a walk of a whole copy read, for a template; of a
+         * sparse one, only its misses. */
         uint32_t read_offs[HEAP_TEMPLATE_WORDS];
-        struct unwind_stack_log log = { .offs = read_offs, .cap = HEAP_TEMPLATE_WORDS };
+        const size_t cap = in.sparse ? 0 : HEAP_TEMPLATE_WORDS;
+        struct unwind_stack_log log = { .offs = read_offs, .cap = cap };
         in.log = &log;
         uint64_t pcs[MAX_FRAMES];
         size_t n = 0;
@@ -100,7 +103,7 @@ static void on_alloc(struct heap_client *c, const struct heap_record *rec, const
                         c->last_reload_ns = now;
                         c->reloads++;
                         proc_table_reload(h->procs, c->pid);
-                        log = (struct unwind_stack_log) { .offs = read_offs, .cap = HEAP_TEMPLATE_WORDS };
+                        log = (struct unwind_stack_log) { .offs = read_offs, .cap = cap };
                         if ((p = proc_table_get(h->procs, c->pid)))
                                 n = unwinder_dwarf(h->unw, p, &in, pcs, MAX_FRAMES, &err);
                 }

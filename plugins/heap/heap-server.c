@@ -196,8 +196,11 @@ static int give_ring(struct heap_client *c) {
         c->ring_size = total;
         if ((r = heap_ring_format(m, total, &c->ring)) < 0)
                 goto out;
-        if (!c->templates)
-                tfd = make_templates(c);
+        tfd = make_templates(c);
+        if (tfd < 0)
+                plugin_log(c->pl, TRACED_LOG_INFO,
+                           HEAP_DS_NAME ": process %d gets no stack templates (its samples carry whole stacks): %s",
+                           (int) c->pid, strerror(-tfd));
         struct heap_reply reply = {
                 .magic = HEAP_WIRE_MAGIC, .status = HEAP_REPLY_TARGETED, .interval = cfg->interval,
                 .stack_bytes = (uint32_t) MIN((uint64_t) HEAP_DEFAULT_STACK_BYTES,
