@@ -49,6 +49,7 @@ struct elf_image {
         uint64_t load_bias;
         bool has_eh_frame_hdr;
         uint64_t eh_vaddr, eh_offset, eh_size;
+        uint64_t entry; /* e_entry, 0 when the file has none */
         char *debuglink;
         char *debug_file;
         struct cfi_rows *cfi;
@@ -136,6 +137,9 @@ bool elf_cache_lookup(struct elf_cache *c, uint64_t dev, uint64_t inode, const c
 
 /* Reads the headers: segments, build id, debuglink. */
 static void read_headers(struct elf_image *img, Elf *e) {
+        GElf_Ehdr eh;
+        if (gelf_getehdr(e, &eh) && (eh.e_type == ET_EXEC || eh.e_type == ET_DYN))
+                img->entry = eh.e_entry;
         size_t n;
         if (elf_getphdrnum(e, &n) == 0) {
                 bool have_exec = false;
@@ -259,6 +263,10 @@ bool elf_image_vaddr_to_offset(const struct elf_image *img, uint64_t vaddr, uint
 
 uint64_t elf_image_load_bias(const struct elf_image *img) {
         return img->load_bias;
+}
+
+uint64_t elf_image_entry(const struct elf_image *img) {
+        return img->entry;
 }
 
 bool elf_image_eh_frame_hdr(const struct elf_image *img, uint64_t *ret_vaddr, uint64_t *ret_offset,

@@ -50,6 +50,10 @@ bool elf_image_vaddr_to_offset(const struct elf_image *img, uint64_t vaddr, uint
  * files): Mapping.load_bias. */
 uint64_t elf_image_load_bias(const struct elf_image *img);
 
+/* Any thread. The file's entry point (e_entry, a virtual address of the
+ * file), or 0 when it has none. */
+uint64_t elf_image_entry(const struct elf_image *img);
+
 /* Any thread. The PT_GNU_EH_FRAME segment (.eh_frame_hdr): its virtual
  * address and file offset, false when the file has none. */
 bool elf_image_eh_frame_hdr(const struct elf_image *img, uint64_t *ret_vaddr, uint64_t *ret_offset,

@@ -358,13 +358,29 @@ static bool push_frame(uint64_t *pcs, size_t *n, size_t max, uint64_t ip, uint64
         return true;
 }
 
+/* The code at a file's entry point, where its first thread starts (the
+ * dynamic loader's _start and what follows it, before the program's own
+ * entry): often without call frame information. Every sample of a process
+ * still being loaded ends there (a build beside starts thousands of
+ * them). With a frame pointer of zero, libunwind ends the walk there
+ * (rbp 0 marks the outermost frame in the x86-64 ABI), without an error;
+ * so does the rows walk, for a fraction of the cost. The bound keeps the
+ * rule to the entry code. */
+#define ENTRY_CODE_BYTES 256u
+
+static bool at_entry(const struct elf_image *img, uint64_t vaddr) {
+        uint64_t entry = img ? elf_image_entry(img) : 0;
+        return entry && vaddr >= entry && vaddr - entry < ENTRY_CODE_BYTES;
+}
+
 /* The walk by compact rows. Debian's libunwind takes a lock around its
  * cache of decoded frames on every step, and blocks all signals for it:
  * two system calls per frame, a third of the plugin's time per sample.
  * Frames whose rules are of the compact form (nearly all) are walked
  * here instead, from rows decoded by libdw and kept per image. True when
  * the walk ended as libunwind would end it (the outermost frame, a zero
- * return address, the bound, a repeated frame); false when a frame needs
+ * return address, the bound, a repeated frame, entry code without call
+ * frame information and a zero frame pointer); false when a frame needs
  * more than the rows say (no rows, another rule, memory outside the
  * stack copy): the caller then walks the whole stack with libunwind. */
 static bool walk_rows(struct walk *w, uint64_t *pcs, size_t max, size_t *ret_n, int *ret_error) {
@@ -382,7 +398,11 @@ static bool walk_rows(struct walk *w, uint64_t *pcs, size_t max, size_t *ret_n, 
                 struct cfi_row row;
                 /* A return address is the instruction after the call: the
                  * caller's rule is the one of the call itself. */
-                if (!rows || cfi_rows_lookup(rows, ip - base - (n > 1), &row) < 0)
+                uint64_t vaddr = ip - base - (n > 1);
+                int r = rows ? cfi_rows_lookup(rows, vaddr, &row) : -ENOENT;
+                if (r == -ENOENT && bp_known && bp == 0 && at_entry(img, vaddr))
+                        break;
+                if (r < 0)
                         return false;
                 if (row.flags & CFI_OUTERMOST)
                         break;

@@ -5,9 +5,11 @@
  * through a known chain of calls. */
 
 #include <criterion/criterion.h>
+#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <string.h>
@@ -169,6 +171,52 @@ Test(profiling_unwind, rows_walk_as_libunwind_does) {
                 cr_assert_eq(ea, eb, "bound %zu", max);
                 cr_assert_eq(memcmp(a, b, x * sizeof(*a)), 0, "bound %zu", max);
         }
+        teardown(&s, u);
+}
+
+/* A sample in the dynamic loader's entry code (its _start, which has no
+ * call frame information), with a frame pointer of zero: libunwind ends
+ * the walk there without an error, and the rows walk ends it alike,
+ * without handing the stack to libunwind. With a frame pointer that is
+ * not zero, libunwind follows it, and the rows walk hands over. */
+static size_t entry_walk(struct unwinder *u, struct proc_info *p, uint64_t bp, bool rows, uint64_t *pcs, int *err) {
+        static uint64_t words[16];
+        uint64_t base = getauxval(AT_BASE);
+        const Elf64_Ehdr *eh = (const Elf64_Ehdr *) base;
+        struct unwind_input in = { .stack = (const uint8_t *) words, .stack_size = sizeof(words) };
+        in.regs[UREG_IP] = base + eh->e_entry + 3;
+        in.regs[UREG_SP] = (uint64_t) (uintptr_t) words;
+        in.regs[UREG_BP] = bp;
+        unwinder_use_rows(u, rows);
+        return unwinder_dwarf(u, p, &in, pcs, 64, err);
+}
+
+Test(profiling_unwind, entry_code_ends_the_walk_as_libunwind_ends_it) {
+        if (getauxval(AT_BASE) == 0) {
+                cr_log_info("skipped: this program was started without a dynamic loader");
+                return;
+        }
+        struct symbolizer s = {};
+        struct unwinder *u;
+        struct proc_info *p;
+        setup(&s, &u, &p);
+        uint64_t a[64], b[64], by_rows, by_libunwind;
+        int ea, eb;
+        size_t na = entry_walk(u, p, 0, false, a, &ea);
+        size_t nb = entry_walk(u, p, 0, true, b, &eb);
+        unwinder_counts(u, &by_rows, &by_libunwind);
+        cr_assert_eq(by_rows, 1, "the rows walk handed the entry code to libunwind");
+        cr_assert_eq(by_libunwind, 1);
+        cr_assert_eq(na, 1);
+        cr_assert_eq(nb, na);
+        cr_assert_eq(b[0], a[0]);
+        cr_assert_eq(ea, UNWIND_ERR_NONE);
+        cr_assert_eq(eb, ea);
+        /* A frame pointer into the copy (the next one 0): not the rule. */
+        (void) entry_walk(u, p, (uint64_t) (uintptr_t) &cap.stack[0], true, b, &eb);
+        unwinder_counts(u, &by_rows, &by_libunwind);
+        cr_assert_eq(by_rows, 1);
+        cr_assert_eq(by_libunwind, 2);
         teardown(&s, u);
 }
 
