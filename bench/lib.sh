@@ -262,6 +262,27 @@ tree_read() {
         echo "$up $ticks $(getconf CLK_TCK) $bpf" | awk '{ printf "%s %.0f %s\n", $1, $2 * 1e9 / $3, $4 }'
 }
 
+# plugin_host_read ROOT PLUGIN: "CPU_NS BPF_NS" of the plugin host under
+# ROOT whose command line names PLUGIN (perf.so): its CPU time over its
+# whole life so far (its threads', the exited ones' too, and its reaped
+# children's) and the run time of the BPF programs it holds; "-" when no
+# such host runs.
+plugin_host_read() {
+        local p ticks bpf
+        for p in $(tree_pids "$1"); do
+                case $(readlink "/proc/$p/exe" 2>/dev/null) in
+                */traced-plugin-host) ;;
+                *) continue ;;
+                esac
+                tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "$2" || continue
+                ticks=$(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 + $14 + $15 }')
+                bpf=$(grep -h '^run_time_ns:' /proc/"$p"/fdinfo/* 2>/dev/null | awk '{ s += $2 } END { printf "%.0f", s }')
+                echo "$ticks $(getconf CLK_TCK) $bpf" | awk '{ printf "%.0f %s\n", $1 * 1e9 / $2, $3 }'
+                return
+        done
+        echo -
+}
+
 # tree_window FROM TO OUT PID...: (to be spawned) reads the trees at FROM
 # and at TO seconds from now, and writes both reads to OUT.
 tree_window() {

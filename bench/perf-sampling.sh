@@ -26,6 +26,11 @@
 #            the start of the plugin host and tracectl, which the whole
 #            figure counts (on a machine where processes start slowly it
 #            can be most of that figure)
+#   plugin   the profiler itself, per sample kept, over the whole
+#            recording: traced's linux.perf plugin host (read when the
+#            recording ended: from its start for the session, with the
+#            BPF walk's run time) or upstream's traced_perf (its whole
+#            run); not traced's service core, tracectl, or perfetto
 # and the ratio of traced's median us/smp to perf's.
 #
 # With PERFETTO_BIN_DIR naming a directory with upstream's traced,
@@ -188,13 +193,23 @@ run_traced() { # hz -> "kept uerr us"
         workload_during
         spawn_wait $cpid || true
         wait $wpid || true
+        host=$(plugin_host_read "$tpid" perf.so)
         workload_after
         # traced's children (the plugin host) are counted with it.
         pkill -TERM -P $tpid
         spawn_wait $tpid || true
         cpu=$(echo "$(cpu_of "$work/traced.time") $(cpu_of "$work/tracectl.time") $(bpf_of)" |
                 awk '{ print $1 + $2 + $3 }')
-        echo "$(sample_row "$1" "$work/t.pftrace" "$cpu") $(window_us_per_sample "$work/window" "$work/t.pftrace")"
+        echo "$(sample_row "$1" "$work/t.pftrace" "$cpu") $(window_us_per_sample "$work/window" "$work/t.pftrace")" \
+                "$(echo "$host" | awk '$1 != "-" { print ($1 + $2) / 1e9 }' | us_per_sample "$work/t.pftrace")"
+}
+
+# us_per_sample TRACE: CPU seconds (on standard input, "-" or nothing:
+# none) per perf sample of TRACE, in us; "-" without either.
+us_per_sample() {
+        us_cpu=$(cat)
+        us_n=$("$build/tracectl" summary "$1" 2>/dev/null | sed -n 's/^Perf samples: *\([0-9]*\) .*/\1/p')
+        echo "${us_cpu:--} ${us_n:-0}" | awk '{ if ($1 != "-" && $2 > 0) printf "%.2f\n", $1 * 1e6 / $2; else print "-" }'
 }
 
 # Samples kept and the workload's unwind errors, from tracectl summary of
@@ -236,7 +251,7 @@ run_upstream() { # hz -> "kept uerr us"
         spawn_wait $upid || true
         cpu=$(echo "$(cpu_of "$work/up-traced.time") $(cpu_of "$work/up-perf.time") $(cpu_of "$work/up-cli.time")" |
                 awk '{ print $1 + $2 + $3 }')
-        echo "$(sample_row "$1" "$work/u.pftrace" "$cpu") -"
+        echo "$(sample_row "$1" "$work/u.pftrace" "$cpu") - $(cpu_of "$work/up-perf.time" | us_per_sample "$work/u.pftrace")"
 }
 
 run_perf() { # hz -> "kept - us"
@@ -255,7 +270,7 @@ run_perf() { # hz -> "kept - us"
         n=$(sed -n 's/^ *SAMPLE events: *\([0-9]*\).*/\1/p' "$work/perf.stats" | head -n 1)
         cpu=$(echo "$(cpu_of "$work/perf.time") $(cpu_of "$work/report.time")" | awk '{ print $1 + $2 }')
         echo "${n:-0} $cpu" | awk -v want="$((cpus * $1 * duration))" \
-                '{ printf "%.2f - %.2f -\n", 100 * $1 / want, $1 ? $2 * 1e6 / $1 : 0 }'
+                '{ printf "%.2f - %.2f - -\n", 100 * $1 / want, $1 ? $2 * 1e6 / $1 : 0 }'
 }
 
 stats() { # column of numbers ("-": none) -> "min median max"
@@ -339,8 +354,8 @@ fi
 how="started directly"
 [ -z "$shim" ] || how="through an exec shim"
 echo "workload: 2 python3 ($how) + chain-O2-nofp for ${duration}s$([ "$extra" = 0 ] || echo ", started before the recording"); $cpus CPUs; $rounds rounds"
-printf "%-5s %-11s %-22s %-22s %-24s %-24s\n" hz tool "kept% min/med/max" "uerr% min/med/max" "us/sample min/med/max" \
-        "steady us/smp min/med/max"
+printf "%-5s %-11s %-22s %-22s %-24s %-24s %-24s\n" hz tool "kept% min/med/max" "uerr% min/med/max" \
+        "us/sample min/med/max" "steady us/smp min/med/max" "plugin us/smp min/med/max"
 tools="traced perf"
 ! $upstream || tools="traced perf traced_perf"
 for hz in $rates; do
@@ -357,8 +372,9 @@ for hz in $rates; do
                 if [ "$tool" = perf ]; then e="- - -"; else e=$(cut -d' ' -f2 "$work/$tool.rows" | stats); fi
                 u=$(cut -d' ' -f3 "$work/$tool.rows" | stats)
                 w=$(cut -d' ' -f4 "$work/$tool.rows" | stats)
-                printf "%-5s %-11s %-22s %-22s %-24s %-24s\n" "$hz" "$tool" "$(echo $k | tr ' ' /)" \
-                        "$(echo $e | tr ' ' /)" "$(echo $u | tr ' ' /)" "$(echo $w | tr ' ' /)"
+                g=$(cut -d' ' -f5 "$work/$tool.rows" | stats)
+                printf "%-5s %-11s %-22s %-22s %-24s %-24s %-24s\n" "$hz" "$tool" "$(echo $k | tr ' ' /)" \
+                        "$(echo $e | tr ' ' /)" "$(echo $u | tr ' ' /)" "$(echo $w | tr ' ' /)" "$(echo $g | tr ' ' /)"
         done
         ours=$(cut -d' ' -f3 "$work/traced.rows" | stats | cut -d' ' -f2)
         theirs=$(cut -d' ' -f3 "$work/perf.rows" | stats | cut -d' ' -f2)
@@ -366,5 +382,8 @@ for hz in $rates; do
         if $upstream; then
                 up=$(cut -d' ' -f3 "$work/traced_perf.rows" | stats | cut -d' ' -f2)
                 echo "$ours $up" | awk -v hz="$hz" '{ if ($2 > 0) printf "%-5s CPU per sample, traced / traced_perf (medians): %.3f\n", hz, $1 / $2 }'
+                ours=$(cut -d' ' -f5 "$work/traced.rows" | stats | cut -d' ' -f2)
+                up=$(cut -d' ' -f5 "$work/traced_perf.rows" | stats | cut -d' ' -f2)
+                echo "$ours $up" | awk -v hz="$hz" '{ if ($1 != "-" && $2 != "-" && $2 > 0) printf "%-5s CPU per sample of the profiler, traced'"'"'s linux.perf host / traced_perf (medians): %.3f\n", hz, $1 / $2 }'
         fi
 done
