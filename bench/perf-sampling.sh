@@ -172,7 +172,7 @@ perf_config() {
         grep -q "ring_buffer_pages: $2" "$3" || { echo "cannot make the config of ring_buffer_pages: $2" >&2; exit 1; }
 }
 
-run_traced() { # hz -> "kept uerr us"
+run_traced() { # hz -> "kept uerr us steady plugin"
         rm -f "$work/t.pftrace"
         TRACED_BENCH_LOG_LEVEL=info traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
         workload_before
@@ -227,7 +227,7 @@ sample_row() { # hz trace cpu
                 '{ printf "%.2f %.3f %.2f\n", 100 * $1 / want, $2 ? 100 * $3 / $2 : 0, $1 ? $4 * 1e6 / $1 : 0 }'
 }
 
-run_upstream() { # hz -> "kept uerr us"
+run_upstream() { # hz -> "kept uerr us - plugin"
         rm -f "$work/u.pftrace" "$work"/up-*.sock
         perf_config "$1" "${RING_PAGES:-2048}" "$work/up.cfg"
         spawn env PERFETTO_PRODUCER_SOCK_NAME="$work/up-p.sock" PERFETTO_CONSUMER_SOCK_NAME="$work/up-c.sock" \
@@ -254,7 +254,7 @@ run_upstream() { # hz -> "kept uerr us"
         echo "$(sample_row "$1" "$work/u.pftrace" "$cpu") - $(cpu_of "$work/up-perf.time" | us_per_sample "$work/u.pftrace")"
 }
 
-run_perf() { # hz -> "kept - us"
+run_perf() { # hz -> "kept - us - -"
         rm -f "$work/perf.data"
         workload_before
         spawn /usr/bin/time -f "%U %S" -o "$work/perf.time" \
