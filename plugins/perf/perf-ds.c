@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "basic/macro.h"
+#include "basic/prefault.h"
 #include "perf-session.h"
 #include "profiling/cpus.h"
 #include "profiling/intern.h"
@@ -235,8 +236,10 @@ static int setup(struct perf_session *s) {
                 return r;
         }
         s->rings = calloc(n_cpus, sizeof(*s->rings));
-        s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope));
-        s->frames = calloc(FRAME_CACHE_SLOTS, sizeof(*s->frames));
+        /* Both are read at random before they are written: their pages are
+         * mapped for writing now, or each would fault twice (basic/prefault.h). */
+        s->scope = calloc_prefaulted(SCOPE_SLOTS, sizeof(*s->scope));
+        s->frames = calloc_prefaulted(FRAME_CACHE_SLOTS, sizeof(*s->frames));
         s->track_epoch = calloc((size_t) _COUNTER_KIND_MAX * MAX_CPUS, sizeof(*s->track_epoch));
         s->epoch = 1;
         if (!s->rings || !s->scope || !s->frames || !s->track_epoch)

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+#include "basic/prefault.h"
 #include "bpfstack/bpfstack.h"
 #include "perf-session.h"
 #include "perfpy.h"
@@ -379,7 +380,7 @@ static uint64_t python_frame(struct perf_session *s, const struct proc_info *p, 
 size_t perf_py_user_frames(struct perf_session *s, const struct perf_item *it, struct proc_info *p,
                            const uint64_t *user, const uint64_t *native, size_t n_user, uint64_t *out, size_t cap) {
         struct perf_py *py = s->cfg.python_frames && p && p->maps.n ? py_state(s, p) : NULL;
-        if (py && !s->py_frames && !(s->py_frames = calloc(PERF_PY_FRAME_SLOTS, sizeof(*s->py_frames))))
+        if (py && !s->py_frames && !(s->py_frames = calloc_prefaulted(PERF_PY_FRAME_SLOTS, sizeof(*s->py_frames))))
                 py = NULL;
         struct py_proc *pp = py ? py->pp : NULL;
         bool is_eval[PERF_PY_MAX_NATIVE];
