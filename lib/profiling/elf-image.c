@@ -301,6 +301,17 @@ static int read_symtab(struct elf_image *img, Elf *e, Elf_Scn *scn, const GElf_S
         if (!d || sh->sh_entsize == 0)
                 return 0;
         size_t n = sh->sh_size / sh->sh_entsize;
+        /* Room for every entry and every name up front: growing one by one
+         * copied a large table (cc1's 29 000 dynamic symbols) a dozen times
+         * over fresh pages. load_symbols gives back what is not used. */
+        GElf_Shdr strsh;
+        Elf_Scn *strscn = elf_getscn(e, sh->sh_link);
+        size_t want_syms = img->n_syms + MIN(n, (size_t) MAX_SYMBOLS - img->n_syms);
+        if (GREEDY_REALLOC_MIN(img->syms, img->syms_cap, want_syms, 1024) < 0)
+                return -ENOMEM;
+        if (strscn && gelf_getshdr(strscn, &strsh) && strsh.sh_size < UINT32_MAX - img->names_len &&
+            GREEDY_REALLOC_MIN(img->names, img->names_cap, img->names_len + strsh.sh_size, 16384) < 0)
+                return -ENOMEM;
         for (size_t k = 0; k < n; k++) {
                 GElf_Sym s;
                 if (!gelf_getsym(d, (int) k, &s))
@@ -353,6 +364,52 @@ static int cmp_sym(const void *a, const void *b) {
                 return x->addr < y->addr ? -1 : 1;
         /* At one address, the one with a size first. */
         return (y->size != 0) - (x->size != 0);
+}
+
+#define KEY_UNSIZED 8u /* radix_key: whether the symbol has no size */
+
+/* The byte of a symbol's address (0: the lowest), or KEY_UNSIZED. */
+static inline unsigned radix_key(const struct sym *s, unsigned byte) {
+        return byte == KEY_UNSIZED ? s->size == 0 : (unsigned) (s->addr >> (8 * byte)) & 0xff;
+}
+
+/* One stable counting pass of a radix sort, from src into dst. */
+static void radix_pass(const struct sym *src, struct sym *dst, size_t n, unsigned byte) {
+        size_t count[257] = {};
+        for (size_t k = 0; k < n; k++)
+                count[radix_key(&src[k], byte) + 1]++;
+        for (size_t b = 1; b < 257; b++)
+                count[b] += count[b - 1];
+        for (size_t k = 0; k < n; k++)
+                dst[count[radix_key(&src[k], byte)]++] = src[k];
+}
+
+/* Sorts as cmp_sym orders, keeping the table's order among equals (as
+ * glibc's qsort does when it has the memory): a radix sort, by whether a
+ * symbol has no size, then by each byte of the address that is not the
+ * same in all. A libc-sized table sorts in a fraction of qsort's time,
+ * which calls cmp_sym through a pointer some 400 000 times for cc1's
+ * 29 000 symbols. */
+static void sort_syms(struct sym *syms, size_t n) {
+        _cleanup_free_ struct sym *tmp = malloc(n * sizeof(*syms));
+        if (!tmp) {
+                qsort(syms, n, sizeof(*syms), cmp_sym);
+                return;
+        }
+        uint64_t differ = 0;
+        for (size_t k = 1; k < n; k++)
+                differ |= syms[k].addr ^ syms[0].addr;
+        struct sym *from = syms, *to = tmp, *t;
+        radix_pass(from, to, n, KEY_UNSIZED);
+        t = from, from = to, to = t;
+        for (unsigned byte = 0; byte < 8; byte++) {
+                if (!((differ >> (8 * byte)) & 0xff))
+                        continue;
+                radix_pass(from, to, n, byte);
+                t = from, from = to, to = t;
+        }
+        if (from != syms)
+                memcpy(syms, from, n * sizeof(*syms));
 }
 
 /* a b c d into buf; false when it does not fit. */
@@ -419,6 +476,21 @@ static Elf *open_debug_file(struct elf_cache *c, struct elf_image *img, uint8_t 
         return NULL;
 }
 
+/* Gives back the room read_symtab reserved and did not use (a shrinking
+ * realloc that fails leaves the block as it was). */
+static void shrink(struct elf_image *img) {
+        struct sym *syms = realloc(img->syms, img->n_syms * sizeof(*img->syms));
+        if (syms) {
+                img->syms = syms;
+                img->syms_cap = img->n_syms;
+        }
+        char *names = img->names_len ? realloc(img->names, img->names_len) : NULL;
+        if (names) {
+                img->names = names;
+                img->names_cap = img->names_len;
+        }
+}
+
 static void load_symbols(struct elf_cache *c, struct elf_image *img) {
         img->syms_loaded = true;
         Elf *e = elf_memory((char *) img->data, img->size);
@@ -438,7 +510,8 @@ static void load_symbols(struct elf_cache *c, struct elf_image *img) {
         }
         if (img->n_syms == 0)
                 return;
-        qsort(img->syms, img->n_syms, sizeof(*img->syms), cmp_sym);
+        shrink(img);
+        sort_syms(img->syms, img->n_syms);
         /* One symbol per address (aliases: the first, sized, one). */
         size_t w = 1;
         for (size_t k = 1; k < img->n_syms; k++)

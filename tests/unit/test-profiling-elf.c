@@ -3,6 +3,9 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
+#include <gelf.h>
+#include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +92,60 @@ Test(profiling_elf, shared_libraries_by_dynsym_or_symtab) {
         const char *name = elf_image_symbolize(c, img, vaddr + 1, NULL);
         cr_assert_not_null(name);
         cr_assert_not_null(strstr(name, "qsort"), "%s", name);
+        elf_cache_free(c);
+        proc_table_free(t);
+}
+
+/* Every sized function of libc's .dynsym, looked up at its first byte and
+ * at its last: what comes back is a symbol of that address (one of its
+ * aliases), at the offset asked. The table comes in the order of its hash
+ * and is sorted by address when first used; a wrong order or a wrong
+ * choice among aliases shows here. */
+Test(profiling_elf, every_function_of_a_table_is_found_at_its_address) {
+        struct proc_table *t;
+        const struct pmap *m = self_map(&t, (const void *) qsort);
+        struct elf_cache *c;
+        cr_assert_eq(elf_cache_new(NULL, &c), 0);
+        struct elf_image *img = open_image(c, m->path, 0);
+        size_t size;
+        const uint8_t *data = elf_image_data(img, &size);
+        Elf *e = elf_memory((char *) data, size);
+        cr_assert_not_null(e);
+        Elf_Scn *scn = NULL;
+        GElf_Shdr sh = {};
+        while ((scn = elf_nextscn(e, scn)))
+                if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_DYNSYM)
+                        break;
+        cr_assert_not_null(scn, "%s has no .dynsym", m->path);
+        Elf_Data *d = elf_getdata(scn, NULL);
+        size_t n = sh.sh_size / sh.sh_entsize, checked = 0;
+        for (size_t k = 0; k < n; k++) {
+                GElf_Sym s;
+                cr_assert(gelf_getsym(d, (int) k, &s));
+                if (GELF_ST_TYPE(s.st_info) != STT_FUNC || s.st_size == 0 || s.st_shndx == SHN_UNDEF)
+                        continue;
+                uint64_t ends[2] = { s.st_value, s.st_value + s.st_size - 1 };
+                for (size_t i = 0; i < 2; i++) {
+                        uint64_t off = UINT64_MAX;
+                        const char *name = elf_image_symbolize(c, img, ends[i], &off);
+                        cr_assert_not_null(name, "%s at %#" PRIx64, elf_strptr(e, sh.sh_link, s.st_name), ends[i]);
+                        cr_assert_eq(off, ends[i] - s.st_value, "%s at %#" PRIx64 ": %s+%" PRIu64,
+                                     elf_strptr(e, sh.sh_link, s.st_name), ends[i], name, off);
+                        /* name is one of the functions at st_value. */
+                        bool alias = false;
+                        for (size_t j = 0; j < n && !alias; j++) {
+                                GElf_Sym o;
+                                cr_assert(gelf_getsym(d, (int) j, &o));
+                                alias = o.st_value == s.st_value && GELF_ST_TYPE(o.st_info) == STT_FUNC &&
+                                        strcmp(elf_strptr(e, sh.sh_link, o.st_name), name) == 0;
+                        }
+                        cr_assert(alias, "%s at %#" PRIx64 " came back as %s", elf_strptr(e, sh.sh_link, s.st_name),
+                                  ends[i], name);
+                }
+                checked++;
+        }
+        cr_assert_gt(checked, 1000, "only %zu sized functions in %s", checked, m->path);
+        elf_end(e);
         elf_cache_free(c);
         proc_table_free(t);
 }
