@@ -8,6 +8,7 @@
 #include "basic/alloc.h"
 #include "basic/macro.h"
 #include "basic/pb-buf.h"
+#include "basic/prefault.h"
 #include "profiling/intern.h"
 #include "traced/pbzero/perfetto/trace/trace_packet.pbw.h"
 
@@ -93,7 +94,9 @@ static uint64_t slot_of(uint64_t hash, uint64_t iid) {
 
 static int itab_grow(struct itab *t) {
         size_t n_slots = t->n_slots ? t->n_slots * 2 : 256;
-        uint64_t *slots = calloc(n_slots, sizeof(*slots));
+        /* Probed (read) before written, at random: its pages are mapped
+         * for writing first (basic/prefault.h). */
+        uint64_t *slots = calloc_prefaulted(n_slots, sizeof(*slots));
         if (!slots)
                 return -ENOMEM;
         for (size_t k = 0; k < t->n; k++) {
