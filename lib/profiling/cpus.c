@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <stdio.h>
@@ -9,17 +10,36 @@
 #include "basic/macro.h"
 #include "cpus.h"
 
+#define ONLINE_PATH "/sys/devices/system/cpu/online"
+
+/* The list in the file open at fd, read from its start into buf. */
+static int read_list(int fd, char *buf, size_t size) {
+        ssize_t n = pread(fd, buf, size - 1, 0);
+        if (n < 0)
+                return negative_errno();
+        if (n == 0)
+                return -EIO;
+        buf[n] = '\0';
+        return 0;
+}
+
 int cpus_online(uint32_t *cpus, size_t max, size_t *ret_n) {
-        FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+        char buf[1024];
+        int fd = open(ONLINE_PATH, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return negative_errno();
+        int r = read_list(fd, buf, sizeof(buf));
+        close(fd);
+        if (r < 0)
+                return r;
+        cpus_parse(buf, cpus, max, ret_n);
+        return 0;
+}
+
+void cpus_parse(const char *list, uint32_t *cpus, size_t max, size_t *ret_n) {
         char buf[1024], *save = NULL;
         size_t n = 0;
-        if (!f)
-                return negative_errno();
-        if (!fgets(buf, sizeof(buf), f)) {
-                fclose(f);
-                return -EIO;
-        }
-        fclose(f);
+        snprintf(buf, sizeof(buf), "%s", list);
         /* "0-3,5,7-8" */
         for (char *tok = strtok_r(buf, ",\n", &save); tok; tok = strtok_r(NULL, ",\n", &save)) {
                 unsigned a, b;
@@ -32,7 +52,6 @@ int cpus_online(uint32_t *cpus, size_t max, size_t *ret_n) {
                         cpus[n++] = c;
         }
         *ret_n = n;
-        return 0;
 }
 
 bool cpus_contain(const uint32_t *cpus, size_t n, uint32_t cpu) {
@@ -61,6 +80,8 @@ void cpu_hotplug_set(struct cpu_hotplug *h, size_t k, uint32_t cpu, int fd) {
 }
 
 void cpu_hotplug_done(struct cpu_hotplug *h) {
+        if (h->online_open)
+                close(h->online_fd);
         free(h->slots);
         *h = (struct cpu_hotplug) {};
 }
@@ -73,8 +94,9 @@ static void changed(struct cpu_hotplug *h, size_t k, enum cpu_hotplug_change wha
 /* Whether the event has stopped since the last look: its time_enabled
  * stands still (or it cannot be read). An event not enabled yet (time 0)
  * has not stopped. */
-static bool event_stopped(struct cpu_hotplug_slot *slot) {
+static bool event_stopped(struct cpu_hotplug *h, struct cpu_hotplug_slot *slot) {
         uint64_t v[4];
+        h->reads++;
         ssize_t n = read(slot->fd, v, sizeof(v));
         if (n < (ssize_t) (2 * sizeof(uint64_t)))
                 return true;
@@ -88,7 +110,9 @@ void cpu_hotplug_check_online(struct cpu_hotplug *h, const uint32_t *online, siz
                 struct cpu_hotplug_slot *slot = &h->slots[k];
                 bool on = cpus_contain(online, n_online, slot->cpu);
                 if (slot->fd >= 0) {
-                        if (on && !event_stopped(slot))
+                        bool active = slot->active;
+                        slot->active = false;
+                        if (on && (active || !event_stopped(h, slot)))
                                 continue;
                         h->ops->close(h->userdata, k);
                         slot->fd = -EBADF;
@@ -119,10 +143,17 @@ void cpu_hotplug_check_online(struct cpu_hotplug *h, const uint32_t *online, siz
 
 int cpu_hotplug_check(struct cpu_hotplug *h) {
         uint32_t online[1024];
+        char buf[1024];
         size_t n;
-        int r = cpus_online(online, ELEMENTSOF(online), &n);
+        if (!h->online_open) {
+                if ((h->online_fd = open(ONLINE_PATH, O_RDONLY | O_CLOEXEC)) < 0)
+                        return negative_errno();
+                h->online_open = true;
+        }
+        int r = read_list(h->online_fd, buf, sizeof(buf));
         if (r < 0)
                 return r;
+        cpus_parse(buf, online, ELEMENTSOF(online), &n);
         cpu_hotplug_check_online(h, online, n);
         return 0;
 }

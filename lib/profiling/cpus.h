@@ -11,6 +11,9 @@
  * max of them. Returns -errno when the list cannot be read. */
 int cpus_online(uint32_t *cpus, size_t max, size_t *ret_n);
 
+/* The same from a list already read ("0-3,5,7-8"). */
+void cpus_parse(const char *list, uint32_t *cpus, size_t max, size_t *ret_n);
+
 /* Whether cpu is among the n CPUs of the list. */
 bool cpus_contain(const uint32_t *cpus, size_t n, uint32_t cpu);
 
@@ -30,6 +33,12 @@ bool cpus_contain(const uint32_t *cpus, size_t n, uint32_t cpu);
  *
  * The tracker owns no event: it tells its user, through the ops, to close
  * one slot's event (keeping what it recorded) or to open it again.
+ *
+ * A read of a CPU's event from another CPU is an inter-processor
+ * interrupt. An event whose records arrived since the last look is not
+ * read (its user says so with cpu_hotplug_active): it is running. One
+ * that stops then is found a look later than it would be otherwise, as
+ * its time is read twice, two looks apart, once its records stop.
  */
 #define CPU_HOTPLUG_READ_FORMAT PERF_FORMAT_TOTAL_TIME_ENABLED
 
@@ -58,14 +67,21 @@ struct cpu_hotplug_slot {
         bool gave_up;          /* not tried again until its CPU goes offline */
         unsigned open_failures;
         uint64_t last_enabled; /* time_enabled at the last look, 0 before the first */
+        bool active;           /* records arrived since the last look */
 };
 
 struct cpu_hotplug {
         struct cpu_hotplug_slot *slots;
         size_t n;
         uint64_t stops; /* events found stopped: CPUs gone offline */
+        uint64_t reads; /* events' times read */
         const struct cpu_hotplug_ops *ops;
         void *userdata;
+        /* /sys/devices/system/cpu/online, kept open (read again from its
+         * start at each look); online_open says whether online_fd is (a
+         * zeroed tracker is a closed one). */
+        bool online_open;
+        int online_fd;
 };
 
 /* n slots, each closed on CPU k until cpu_hotplug_set says otherwise. */
@@ -73,6 +89,12 @@ int cpu_hotplug_init(struct cpu_hotplug *h, size_t n, const struct cpu_hotplug_o
 /* Slot k samples cpu with the event fd (negative: not open, its CPU is
  * offline; it is opened when the CPU comes online). */
 void cpu_hotplug_set(struct cpu_hotplug *h, size_t k, uint32_t cpu, int fd);
+/* Records of slot k's event arrived: it runs, and is not read at the
+ * next look. */
+static inline void cpu_hotplug_active(struct cpu_hotplug *h, size_t k) {
+        if (k < h->n)
+                h->slots[k].active = true;
+}
 /* One look, against the online CPUs read now. */
 int cpu_hotplug_check(struct cpu_hotplug *h);
 /* One look, against the given online CPUs. */

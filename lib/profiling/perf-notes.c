@@ -148,11 +148,13 @@ static void take(struct perf_notes *n, const uint8_t *rec, size_t len) {
         n->q[n->n++] = e;
 }
 
-static void read_ring(struct perf_notes *n, struct notes_ring *r) {
+/* Whether the ring held records: its event runs. */
+static bool read_ring(struct perf_notes *n, struct notes_ring *r) {
         if (!r->base)
-                return;
+                return false;
         struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) r->base;
         uint64_t head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE), tail = mp->data_tail;
+        bool any = head != tail;
         while (head - tail >= sizeof(struct perf_event_header)) {
                 int len = perf_ring_copy(r->data, r->data_size, tail, head, n->scratch, SCRATCH_SIZE);
                 if (len <= 0) {
@@ -164,6 +166,7 @@ static void read_ring(struct perf_notes *n, struct notes_ring *r) {
                 tail += (uint64_t) len;
         }
         __atomic_store_n(&mp->data_tail, tail, __ATOMIC_RELEASE);
+        return any;
 }
 
 /* Each ring is in time order, the rings together are not: the new notes
@@ -194,7 +197,8 @@ void perf_notes_read(struct perf_notes *n, struct proc_table *t) {
         uint64_t lost = n->stats.lost;
         n->read_time = clock_now(n->clock);
         for (size_t cpu = 0; cpu < n->hotplug.n; cpu++)
-                read_ring(n, &n->rings[cpu]);
+                if (read_ring(n, &n->rings[cpu]))
+                        cpu_hotplug_active(&n->hotplug, cpu);
         sort_queue(n, from);
         /* Maps built from the notes alone may now miss a mapping. */
         if (t && n->stats.lost != lost)

@@ -347,6 +347,9 @@ void perf_drain_all(struct perf_session *s) {
                 struct perf_event_mmap_page *mp = ring_page(ring);
                 v[n] = (struct pending) { .ring = ring, .head = __atomic_load_n(&mp->data_head, __ATOMIC_ACQUIRE),
                                           .tail = mp->data_tail };
+                /* Its event runs: the hotplug look need not read it. */
+                if (v[n].head != v[n].tail)
+                        cpu_hotplug_active(&s->hotplug, k);
                 v[n].time = time_at(s, ring, v[n].tail);
                 n++;
         }

@@ -116,6 +116,98 @@ Test(cpu_hotplug, offline_then_back_between_looks) {
         teardown_fake(&h, &f);
 }
 
+Test(cpu_hotplug, events_with_records_since_the_last_look_are_not_read) {
+        struct cpu_hotplug h;
+        struct fake f;
+        setup_two(&h, &f);
+        report(&f, 0, 1000);
+        report(&f, 1, 1000);
+        cpu_hotplug_check_online(&h, both, 2);
+        cr_assert_eq(h.reads, 2);
+        /* Nothing to read in the pipes: a read would find the events
+         * stopped and close them. */
+        for (int look = 0; look < 3; look++) {
+                cpu_hotplug_active(&h, 0);
+                cpu_hotplug_active(&h, 1);
+                cpu_hotplug_check_online(&h, both, 2);
+        }
+        cr_assert_eq(h.reads, 2, "events with records were read");
+        cr_assert_eq(f.closes[0] + f.closes[1], 0);
+        /* A slot out of range is ignored. */
+        cpu_hotplug_active(&h, 7);
+        teardown_fake(&h, &f);
+}
+
+Test(cpu_hotplug, an_event_that_stops_after_its_records_is_found_a_look_later) {
+        struct cpu_hotplug h;
+        struct fake f;
+        setup_two(&h, &f);
+        report(&f, 0, 1000);
+        report(&f, 1, 1000);
+        cpu_hotplug_check_online(&h, both, 2);
+        /* Records of CPU 1 came, then it went offline and back (its time
+         * stands at 1500 from then on). */
+        cpu_hotplug_active(&h, 1);
+        report(&f, 0, 2000);
+        cpu_hotplug_check_online(&h, both, 2);
+        cr_assert_eq(f.closes[1], 0, "not read: it had records");
+        report(&f, 0, 3000);
+        report(&f, 1, 1500);
+        cpu_hotplug_check_online(&h, both, 2);
+        cr_assert_eq(f.closes[1], 0, "its time moved since the last read");
+        report(&f, 0, 4000);
+        report(&f, 1, 1500);
+        cpu_hotplug_check_online(&h, both, 2);
+        cr_assert_eq(f.closes[1], 1, "the stopped event was not closed");
+        cr_assert_eq(f.opens[1], 1);
+        cr_assert_eq(f.last[1], CPU_HOTPLUG_BACK);
+        cr_assert_eq(h.stops, 1);
+        cr_assert_eq(f.closes[0], 0);
+        teardown_fake(&h, &f);
+}
+
+Test(cpu_hotplug, the_online_list_is_read_at_each_look_from_one_open_file) {
+        struct cpu_hotplug h;
+        struct fake f;
+        setup_two(&h, &f);
+        uint32_t cpus[1024];
+        size_t n = 0;
+        cr_assert_eq(cpus_online(cpus, 1024, &n), 0);
+        cr_assert_gt(n, 0);
+        int fd = -1;
+        for (int look = 0; look < 3; look++) {
+                cpu_hotplug_active(&h, 0);
+                cpu_hotplug_active(&h, 1);
+                cr_assert_eq(cpu_hotplug_check(&h), 0);
+                cr_assert(h.online_open);
+                /* The same file, not one more each look. */
+                if (look == 0)
+                        fd = h.online_fd;
+                cr_assert_eq(h.online_fd, fd);
+        }
+        cr_assert_geq(fcntl(fd, F_GETFD), 0);
+        cpu_hotplug_done(&h);
+        cr_assert_lt(fcntl(fd, F_GETFD), 0, "the online list's file is left open");
+        for (size_t k = 0; k < 2; k++) {
+                close(f.rd[k]);
+                close(f.wr[k]);
+        }
+}
+
+Test(cpu_hotplug, lists_parse) {
+        uint32_t cpus[16];
+        size_t n;
+        cpus_parse("0-3,5,7-8\n", cpus, 16, &n);
+        cr_assert_eq(n, 7);
+        static const uint32_t want[] = { 0, 1, 2, 3, 5, 7, 8 };
+        for (size_t k = 0; k < n; k++)
+                cr_assert_eq(cpus[k], want[k]);
+        cpus_parse("0-3", cpus, 2, &n);
+        cr_assert_eq(n, 2, "at most max");
+        cpus_parse("", cpus, 16, &n);
+        cr_assert_eq(n, 0);
+}
+
 Test(cpu_hotplug, offline_at_a_look_is_opened_when_back) {
         struct cpu_hotplug h;
         struct fake f;
