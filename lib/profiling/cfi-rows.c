@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "basic/alloc.h"
+#include "basic/macro.h"
 #include "profiling/cfi-frame.h"
 #include "profiling/cfi-rows.h"
 
@@ -87,25 +88,10 @@ static bool cfa_offset(const Dwarf_Op *ops, size_t n, int32_t *ret) {
         return true;
 }
 
-/* Declared in cfi-frame.h: cfi-table.c compiles its rows with it too. */
-int cfi_row_from_frame(Dwarf_Frame *f, struct cfi_row *row) {
-        Dwarf_Addr start, end;
-        bool signal;
-        int ra_col = dwarf_frame_info(f, &start, &end, &signal);
-        row->start = start;
-        row->end = end;
-        if (ra_col != DWREG_RA || signal)
-                return -EOPNOTSUPP;
-
+/* The return address's and rbp's rules of f into row. */
+static int row_registers(Dwarf_Frame *f, struct cfi_row *row) {
         Dwarf_Op *ops, mem[3];
         size_t n;
-        if (dwarf_frame_cfa(f, &ops, &n) != 0 || n != 1 || ops[0].atom != DW_OP_bregx ||
-            (ops[0].number != DWREG_RSP && ops[0].number != DWREG_RBP) || (int64_t) ops[0].number2 < INT32_MIN ||
-            (int64_t) ops[0].number2 > INT32_MAX)
-                return -EOPNOTSUPP;
-        row->cfa_reg = ops[0].number == DWREG_RSP ? CFI_CFA_SP : CFI_CFA_BP;
-        row->cfa_off = (int32_t) (int64_t) ops[0].number2;
-
         /* A register with no location: ops NULL means it keeps its value
          * (same value), ops set means it is undefined. */
         int r = dwarf_frame_register(f, DWREG_RA, mem, &ops, &n);
@@ -128,6 +114,67 @@ int cfi_row_from_frame(Dwarf_Frame *f, struct cfi_row *row) {
                 row->flags |= CFI_BP_SAVED;
         else
                 return -EOPNOTSUPP;
+        return 0;
+}
+
+/* The frame's range into row; false when its return address is not the
+ * psABI's column or it is a signal frame. */
+static bool row_range(Dwarf_Frame *f, struct cfi_row *row) {
+        Dwarf_Addr start, end;
+        bool signal;
+        int ra_col = dwarf_frame_info(f, &start, &end, &signal);
+        row->start = start;
+        row->end = end;
+        return ra_col == DWREG_RA && !signal;
+}
+
+/* Declared in cfi-frame.h: cfi-table.c compiles its rows with it too. */
+int cfi_row_from_frame(Dwarf_Frame *f, struct cfi_row *row) {
+        if (!row_range(f, row))
+                return -EOPNOTSUPP;
+        Dwarf_Op *ops;
+        size_t n;
+        if (dwarf_frame_cfa(f, &ops, &n) != 0 || n != 1 || ops[0].atom != DW_OP_bregx ||
+            (ops[0].number != DWREG_RSP && ops[0].number != DWREG_RBP) || (int64_t) ops[0].number2 < INT32_MIN ||
+            (int64_t) ops[0].number2 > INT32_MAX)
+                return -EOPNOTSUPP;
+        row->cfa_reg = ops[0].number == DWREG_RSP ? CFI_CFA_SP : CFI_CFA_BP;
+        row->cfa_off = (int32_t) (int64_t) ops[0].number2;
+        return row_registers(f, row);
+}
+
+/* The rule the linker writes for the entries of a lazy .plt (16 bytes
+ * each: a jump through the GOT, a push of the entry's index, a jump to the
+ * first entry), as an expression of rsp and rip: CFA = rsp + 8, and 8 more
+ * from the entry's byte K on, once the index is pushed
+ *   DW_OP_breg7 8; DW_OP_breg16 0; DW_OP_lit15; DW_OP_and; DW_OP_litK;
+ *   DW_OP_ge; DW_OP_lit3; DW_OP_shl; DW_OP_plus
+ * (K is 11 for the classic entries, 10 for others). A sample in a program's
+ * calls through its PLT stops there: the row for vaddr alone, up to the
+ * next byte where the rule changes, for the frame whose rip is vaddr's
+ * (the images are loaded at 16-byte multiples, so rip & 15 is vaddr & 15). */
+static int plt_row(Dwarf_Frame *f, uint64_t vaddr, struct cfi_row *row) {
+        static const uint8_t want[] = { DW_OP_breg7, DW_OP_breg16, DW_OP_lit15, DW_OP_and, 0,
+                                        DW_OP_ge,    DW_OP_lit3,   DW_OP_shl,   DW_OP_plus };
+        Dwarf_Op *ops;
+        size_t n;
+        if (!row_range(f, row) || dwarf_frame_cfa(f, &ops, &n) != 0 || n != ELEMENTSOF(want))
+                return -EOPNOTSUPP;
+        for (size_t k = 0; k < n; k++)
+                if (k != 4 && ops[k].atom != want[k])
+                        return -EOPNOTSUPP;
+        if (ops[0].number != 8 || ops[1].number != 0 || ops[4].atom < DW_OP_lit1 || ops[4].atom > DW_OP_lit15)
+                return -EOPNOTSUPP;
+        uint64_t k = (uint64_t) (ops[4].atom - DW_OP_lit0), at = vaddr & 15, entry = vaddr - at;
+        int r = row_registers(f, row);
+        if (r < 0)
+                return r;
+        row->cfa_reg = CFI_CFA_SP;
+        row->cfa_off = at >= k ? 16 : 8;
+        row->flags |= CFI_AT_PC;
+        uint64_t end = at >= k ? entry + 16 : entry + k;
+        if (end < row->end)
+                row->end = end;
         return 0;
 }
 
@@ -169,6 +216,10 @@ int cfi_rows_lookup(struct cfi_rows *t, uint64_t vaddr, struct cfi_row *ret) {
         if ((t->eh && dwarf_cfi_addrframe(t->eh, vaddr, &f) == 0) ||
             (t->debug && dwarf_cfi_addrframe(t->debug, vaddr, &f) == 0)) {
                 e.status = cfi_row_from_frame(f, &e.row);
+                if (e.status == -EOPNOTSUPP) {
+                        e.row = (struct cfi_row) {};
+                        e.status = plt_row(f, vaddr, &e.row);
+                }
                 free(f);
                 /* The row is kept from vaddr to its end, not from the start
                  * libdw reports: after a DW_CFA_restore_state that start is

@@ -5,7 +5,8 @@
  * x86-64 code needs: the canonical frame address (CFA) is the stack or
  * frame pointer plus an offset; the return address and the caller's frame
  * pointer are saved at offsets from the CFA. libdw decodes the image's
- * .eh_frame (or .debug_frame) on the first lookup of each address range;
+ * .eh_frame (or .debug_frame) on the first lookup of each address range
+ * (and the expression a lazy PLT's entries share, which depends on rip);
  * the decoded rows are kept, sorted, for the lookups after it. Rows whose
  * rules do not fit this form (DWARF expressions, other base registers,
  * signal frames) are kept as refusals, so that a caller can hand those
@@ -23,6 +24,9 @@ enum {
         CFI_OUTERMOST = 1 << 0, /* no return address: the first frame of a thread */
         CFI_BP_SAVED = 1 << 1,  /* the caller's rbp is saved at CFA + bp_off (else rbp is unchanged) */
         CFI_BP_LOST = 1 << 2,   /* the caller's rbp cannot be recovered */
+        /* The rule reads rip (a PLT entry's): the row holds for the frame
+         * whose rip is the address looked up, the innermost one. */
+        CFI_AT_PC = 1 << 5,
         /* Only in the rows of cfi-table.h, where the other fields are 0: */
         CFI_REFUSED = 1 << 3, /* the rule here is not of the compact form */
         CFI_NONE = 1 << 4,    /* no call frame information here */

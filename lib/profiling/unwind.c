@@ -406,15 +406,23 @@ static bool walk_rows(struct walk *w, uint64_t *pcs, size_t max, size_t *ret_n, 
                         return false;
                 if (row.flags & CFI_OUTERMOST)
                         break;
+                /* A rule of rip's (a PLT entry's) is for the sampled
+                 * instruction: a return address there is not ours. */
+                if ((row.flags & CFI_AT_PC) && n > 1)
+                        return false;
                 if (row.cfa_reg == CFI_CFA_BP && !bp_known)
                         return false;
                 uint64_t cfa = (row.cfa_reg == CFI_CFA_SP ? sp : bp) + (uint64_t) (int64_t) row.cfa_off, ra;
                 if (!stack_read(in, cfa + (uint64_t) (int64_t) row.ra_off, &ra))
                         return false;
-                if (row.flags & CFI_BP_SAVED) {
-                        if (!stack_read(in, cfa + (uint64_t) (int64_t) row.bp_off, &bp))
-                                return false;
-                } else if (row.flags & CFI_BP_LOST)
+                /* A saved rbp the copy does not hold (the slot below the
+                 * stack pointer: an epilogue popped it) is unknown from
+                 * here, and the walk goes on: libunwind reads a saved
+                 * register only when a later rule needs it, and a later
+                 * rule based on rbp hands the stack over below. */
+                if (row.flags & CFI_BP_SAVED)
+                        bp_known = stack_read(in, cfa + (uint64_t) (int64_t) row.bp_off, &bp);
+                else if (row.flags & CFI_BP_LOST)
                         bp_known = false;
                 sp = cfa;
                 if (ra == 0)

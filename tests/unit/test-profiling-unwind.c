@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <string.h>
+#include <stdio.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -381,6 +382,123 @@ Test(profiling_unwind, cfi_rows_of_this_program) {
         cr_assert_eq(cfi_rows_count(t), kept);
         cfi_rows_free(t);
         munmap(data, (size_t) st.st_size);
+}
+
+/* An epilogue whose rules still say rbp is saved after the pop (no
+ * DW_CFA_restore: the slot is below rsp now), and its caller, whose frame
+ * is rsp + 8 without a saved rbp. */
+__asm__(".text\n"
+        ".globl cfi_popped_bp\n"
+        ".type cfi_popped_bp, @function\n"
+        "cfi_popped_bp:\n"
+        ".cfi_startproc\n"
+        "push %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset %rbp, -16\n"
+        "pop %rbp\n"
+        ".cfi_def_cfa_offset 8\n"
+        ".globl cfi_popped_bp_ret\n"
+        "cfi_popped_bp_ret:\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size cfi_popped_bp, .-cfi_popped_bp\n"
+        ".globl cfi_caller\n"
+        ".type cfi_caller, @function\n"
+        "cfi_caller:\n"
+        ".cfi_startproc\n"
+        "call cfi_popped_bp\n"
+        ".globl cfi_caller_ret\n"
+        "cfi_caller_ret:\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size cfi_caller, .-cfi_caller\n");
+extern char cfi_popped_bp_ret[], cfi_caller_ret[];
+
+/* A walk from ip over the stack words (cfi_caller's return address, then
+ * the 0 that ends the walk, after extra words when pushed is set), by the
+ * rows and by libunwind: both must find ip and cfi_caller, without an
+ * error, and the rows walk must not hand the stack over. */
+static void two_frames(struct unwinder *u, struct proc_info *p, uint64_t ip, bool pushed, const char *what) {
+        uint64_t words[4] = { 0x1234, 0, 0, 0 }, *w = words + pushed;
+        w[0] = (uint64_t) (uintptr_t) cfi_caller_ret;
+        struct unwind_input in = { .stack = (const uint8_t *) words, .stack_size = sizeof(words) };
+        in.regs[UREG_IP] = ip;
+        in.regs[UREG_SP] = (uint64_t) (uintptr_t) words;
+        in.regs[UREG_BP] = 0x5555; /* not a stack address: no walk may use it */
+        uint64_t a[8], b[8], rows0, rows1, lu;
+        int ea, eb;
+        unwinder_use_rows(u, false);
+        size_t na = unwinder_dwarf(u, p, &in, a, 8, &ea);
+        unwinder_counts(u, &rows0, &lu);
+        unwinder_use_rows(u, true);
+        size_t nb = unwinder_dwarf(u, p, &in, b, 8, &eb);
+        unwinder_counts(u, &rows1, &lu);
+        cr_assert_eq(na, 2, "%s: libunwind found %zu frames (error %d)", what, na, ea);
+        cr_assert_eq(a[0], ip, "%s", what);
+        cr_assert_eq(a[1], w[0], "%s", what);
+        cr_assert_eq(ea, UNWIND_ERR_NONE, "%s", what);
+        cr_assert_eq(rows1, rows0 + 1, "%s: the rows walk handed the stack to libunwind", what);
+        cr_assert_eq(nb, na, "%s", what);
+        cr_assert_eq(memcmp(a, b, na * sizeof(*a)), 0, "%s", what);
+        cr_assert_eq(eb, ea, "%s", what);
+}
+
+/* rbp's slot below the stack pointer is not in the copy: libunwind never
+ * reads it (no later rule needs rbp), and the rows walk goes on as well. */
+Test(profiling_unwind, a_popped_frame_pointer_does_not_stop_the_rows) {
+        struct symbolizer s = {};
+        struct unwinder *u;
+        struct proc_info *p;
+        setup(&s, &u, &p);
+        two_frames(u, p, (uint64_t) (uintptr_t) cfi_popped_bp_ret, false, "after pop %rbp");
+        teardown(&s, u);
+}
+
+/* This program's .plt, from its section headers: the image address. */
+static uint64_t plt_of_this_program(size_t *ret_size) {
+        int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        cr_assert_geq(fd, 0);
+        struct stat st;
+        cr_assert_eq(fstat(fd, &st), 0);
+        const uint8_t *data = mmap(NULL, (size_t) st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+        cr_assert_neq(data, MAP_FAILED);
+        close(fd);
+        const Elf64_Ehdr *eh = (const Elf64_Ehdr *) data;
+        const Elf64_Shdr *sh = (const Elf64_Shdr *) (data + eh->e_shoff);
+        const char *names = (const char *) data + sh[eh->e_shstrndx].sh_offset;
+        uint64_t plt = 0;
+        for (size_t k = 0; k < eh->e_shnum; k++)
+                if (strcmp(names + sh[k].sh_name, ".plt") == 0) {
+                        plt = sh[k].sh_addr;
+                        *ret_size = sh[k].sh_size;
+                }
+        munmap((void *) data, (size_t) st.st_size);
+        return plt;
+}
+
+/* A sample in a PLT entry: the rule there is an expression of rip (8 bytes
+ * more on the stack once the entry pushed its index), which the rows walk
+ * reads for each byte of an entry, as libunwind evaluates it. */
+Test(profiling_unwind, plt_entries_walk_by_rows) {
+        size_t size = 0;
+        uint64_t plt = plt_of_this_program(&size);
+        /* This program calls its libraries through a lazy PLT (Debian's
+         * toolchain links so by default); the first entry is the resolver's. */
+        cr_assert_neq(plt, 0, "this program has no .plt");
+        cr_assert_geq(size, 32);
+        uint64_t bias = 0;
+        dl_iterate_phdr(first_object, &bias);
+        struct symbolizer s = {};
+        struct unwinder *u;
+        struct proc_info *p;
+        setup(&s, &u, &p);
+        for (unsigned off = 0; off < 16; off++) {
+                char what[64];
+                snprintf(what, sizeof(what), "byte %u of a PLT entry", off);
+                /* The entry pushes its index with the bytes 6 to 10. */
+                two_frames(u, p, bias + plt + 16 + off, off >= 11, what);
+        }
+        teardown(&s, u);
 }
 
 Test(profiling_unwind, frame_pointers) {
