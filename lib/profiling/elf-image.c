@@ -32,7 +32,8 @@ struct segment {
 
 struct sym {
         uint64_t addr, size;
-        uint32_t name; /* offset in names */
+        uint32_t name;   /* offset in the image's file when in_file, else in names */
+        uint8_t in_file; /* the name is read where the file has it (see read_symtab) */
 };
 
 /* An address looked up before and the symbol found for it (index + 1; 0:
@@ -309,49 +310,81 @@ static int add_name(struct elf_image *img, const char *name, uint32_t *ret) {
         return 0;
 }
 
-/* Function symbols of one symbol table section into img. */
-static int read_symtab(struct elf_image *img, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh) {
+/* The image's string table at strsh, when the names of a symbol table
+ * can be read where the file has them (NULL when not): it lies whole in
+ * the mapping, within the offsets a symbol keeps, and ends with a NUL, so
+ * that every name inside it is terminated. */
+static const char *strtab_in_file(const struct elf_image *img, const GElf_Shdr *strsh) {
+        if (strsh->sh_type != SHT_STRTAB || (strsh->sh_flags & SHF_COMPRESSED) || strsh->sh_size == 0 ||
+            strsh->sh_offset > img->size || strsh->sh_size > img->size - strsh->sh_offset ||
+            strsh->sh_offset + strsh->sh_size > UINT32_MAX)
+                return NULL;
+        const char *t = (const char *) img->data + strsh->sh_offset;
+        return t[strsh->sh_size - 1] == '\0' ? t : NULL;
+}
+
+/* Function symbols of one symbol table section into img. in_file: e is
+ * the image's own file (img->data, kept as long as the image), whose
+ * names then need no copy: a large table's string table (cc1's is some
+ * 1.5 MB) was copied whole into fresh pages. A debug file's are copied. */
+static int read_symtab(struct elf_image *img, Elf *e, Elf_Scn *scn, const GElf_Shdr *sh, bool in_file) {
         Elf_Data *d = elf_getdata(scn, NULL);
         if (!d || sh->sh_entsize == 0)
                 return 0;
         size_t n = sh->sh_size / sh->sh_entsize;
-        /* Room for every entry and every name up front: growing one by one
-         * copied a large table (cc1's 29 000 dynamic symbols) a dozen times
-         * over fresh pages. load_symbols gives back what is not used. */
+        /* Room for every entry (and every name to copy) up front: growing
+         * one by one copied a large table (cc1's 29 000 dynamic symbols) a
+         * dozen times over fresh pages. load_symbols gives back what is
+         * not used. */
         GElf_Shdr strsh;
         Elf_Scn *strscn = elf_getscn(e, sh->sh_link);
+        bool have_strsh = strscn && gelf_getshdr(strscn, &strsh);
+        const char *strtab = in_file && have_strsh ? strtab_in_file(img, &strsh) : NULL;
         size_t want_syms = img->n_syms + MIN(n, (size_t) MAX_SYMBOLS - img->n_syms);
         if (GREEDY_REALLOC_MIN(img->syms, img->syms_cap, want_syms, 1024) < 0)
                 return -ENOMEM;
-        if (strscn && gelf_getshdr(strscn, &strsh) && strsh.sh_size < UINT32_MAX - img->names_len &&
+        if (!strtab && have_strsh && strsh.sh_size < UINT32_MAX - img->names_len &&
             GREEDY_REALLOC_MIN(img->names, img->names_cap, img->names_len + strsh.sh_size, 16384) < 0)
                 return -ENOMEM;
+        /* The entries as libelf gives them (in this machine's byte order):
+         * read in place when they are 64-bit ones, not through a call and
+         * a copy per entry. */
+        const Elf64_Sym *raw = d->d_type == ELF_T_SYM && gelf_getclass(e) == ELFCLASS64 &&
+                                               d->d_size / sizeof(Elf64_Sym) >= n
+                                       ? d->d_buf
+                                       : NULL;
         for (size_t k = 0; k < n; k++) {
                 GElf_Sym s;
-                if (!gelf_getsym(d, (int) k, &s))
+                if (raw)
+                        s = raw[k];
+                else if (!gelf_getsym(d, (int) k, &s))
                         break;
                 int type = GELF_ST_TYPE(s.st_info);
                 if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_value == 0 || s.st_shndx == SHN_UNDEF)
                         continue;
-                const char *name = elf_strptr(e, sh->sh_link, s.st_name);
+                const char *name = strtab ? (s.st_name < strsh.sh_size ? strtab + s.st_name : NULL)
+                                          : elf_strptr(e, sh->sh_link, s.st_name);
                 if (!name || !*name)
                         continue;
                 if (img->n_syms == MAX_SYMBOLS)
                         return -E2BIG;
                 if (GREEDY_REALLOC_MIN(img->syms, img->syms_cap, img->n_syms + 1, 1024) < 0)
                         return -ENOMEM;
-                uint32_t off;
-                int r = add_name(img, name, &off);
-                if (r < 0)
-                        return r;
-                img->syms[img->n_syms++] = (struct sym) { .addr = s.st_value, .size = s.st_size, .name = off };
+                uint32_t off = strtab ? (uint32_t) (strsh.sh_offset + s.st_name) : 0;
+                if (!strtab) {
+                        int r = add_name(img, name, &off);
+                        if (r < 0)
+                                return r;
+                }
+                img->syms[img->n_syms++] =
+                        (struct sym) { .addr = s.st_value, .size = s.st_size, .name = off, .in_file = !!strtab };
         }
         return 0;
 }
 
 /* Reads .symtab if there is one, else .dynsym. Returns whether .symtab
  * was there. */
-static bool read_symbols(struct elf_image *img, Elf *e) {
+static bool read_symbols(struct elf_image *img, Elf *e, bool in_file) {
         Elf_Scn *scn = NULL, *dynsym = NULL;
         GElf_Shdr dynsym_sh = {};
         bool have_symtab = false;
@@ -360,7 +393,7 @@ static bool read_symbols(struct elf_image *img, Elf *e) {
                 if (!gelf_getshdr(scn, &sh))
                         continue;
                 if (sh.sh_type == SHT_SYMTAB) {
-                        (void) read_symtab(img, e, scn, &sh);
+                        (void) read_symtab(img, e, scn, &sh, in_file);
                         have_symtab = true;
                 } else if (sh.sh_type == SHT_DYNSYM) {
                         dynsym = scn;
@@ -368,7 +401,7 @@ static bool read_symbols(struct elf_image *img, Elf *e) {
                 }
         }
         if (!have_symtab && dynsym)
-                (void) read_symtab(img, e, dynsym, &dynsym_sh);
+                (void) read_symtab(img, e, dynsym, &dynsym_sh, in_file);
         return have_symtab;
 }
 
@@ -510,14 +543,14 @@ static void load_symbols(struct elf_cache *c, struct elf_image *img) {
         Elf *e = elf_memory((char *) img->data, img->size);
         if (!e)
                 return;
-        bool have_symtab = read_symbols(img, e);
+        bool have_symtab = read_symbols(img, e, true);
         elf_end(e);
         if (!have_symtab) {
                 uint8_t *data;
                 size_t size;
                 Elf *d = open_debug_file(c, img, &data, &size);
                 if (d) {
-                        (void) read_symbols(img, d);
+                        (void) read_symbols(img, d, false);
                         elf_end(d);
                         munmap(data, size);
                 }
@@ -568,7 +601,7 @@ const char *elf_image_symbolize(struct elf_cache *c, struct elf_image *img, uint
                 return NULL;
         if (ret_offset)
                 *ret_offset = vaddr - s->addr;
-        return img->names + s->name;
+        return s->in_file ? (const char *) img->data + s->name : img->names + s->name;
 }
 
 struct cfi_rows *elf_image_cfi_rows(struct elf_image *img) {

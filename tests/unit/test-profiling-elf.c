@@ -60,6 +60,11 @@ Test(profiling_elf, symbolizes_this_program) {
         cr_assert_not_null(name);
         cr_assert_str_eq(name, "profiling_elf_probe_function");
         cr_assert_eq(off, 4);
+        /* Read where the file has it, not copied. */
+        size_t data_size;
+        const uint8_t *data = elf_image_data(img, &data_size);
+        cr_assert((const uint8_t *) name >= data && (const uint8_t *) name < data + data_size,
+                  "the name is a copy, not the file's");
         cr_assert_gt(elf_image_symbol_count(c, img), 5);
         size_t len;
         cr_assert_not_null(elf_image_build_id(img, &len), "gcc on Debian links with --build-id");
@@ -229,6 +234,10 @@ static void check_stripped(bool by_build_id) {
         cr_assert_not_null(name, "symbols from the debug file");
         cr_assert_str_eq(name, "profiling_elf_probe_function");
         cr_assert_not_null(elf_image_debug_file(img));
+        /* The debug file is not kept mapped: its names are copied. */
+        size_t data_size;
+        const uint8_t *data = elf_image_data(img, &data_size);
+        cr_assert((const uint8_t *) name < data || (const uint8_t *) name >= data + data_size);
         elf_cache_free(c);
         proc_table_free(t);
 }
