@@ -379,9 +379,10 @@ void perf_drain_all(struct perf_session *s) {
         }
         for (size_t i = 0; i < all; i++)
                 __atomic_store_n(&ring_page(v[i].ring)->data_tail, v[i].tail, __ATOMIC_RELEASE);
-        /* The drains for the Python frames leave the batch to the next
-         * regular one unless it grew: the worker is not woken for them. */
-        if (!s->py_hold || s->q.batch_items >= PERF_PY_HOLD_ITEMS)
+        /* The drains for the Python frames and for a ring's watermark
+         * leave the batch to a later one unless it grew: the worker is not
+         * woken for each of them. */
+        if (s->q.batch_items >= s->hold_items)
                 perf_queue_publish(&s->q);
         free(v);
 }
@@ -423,7 +424,10 @@ void perf_on_timer(void *userdata) {
 /* A ring filling up: all of them are read, to keep the order. */
 void perf_on_ring(int fd, uint32_t revents, void *userdata) {
         struct cpu_ring *ring = userdata;
-        perf_drain_all(ring->s);
+        struct perf_session *s = ring->s;
+        s->hold_items = PERF_RING_HOLD_ITEMS;
+        perf_drain_all(s);
+        s->hold_items = 0;
 }
 
 /* ---- CPU hotplug (loop thread) ---- */

@@ -219,9 +219,9 @@ struct perf_item *perf_py_attach(struct perf_session *s, struct cpu_ring *ring, 
 
 static void on_py_timer(void *userdata) {
         struct perf_session *s = userdata;
-        s->py_hold = true;
+        s->hold_items = PERF_PY_HOLD_ITEMS;
         perf_drain_all(s);
-        s->py_hold = false;
+        s->hold_items = 0;
 }
 
 /* Whether every ring holds 8 times what its CPU writes in a period of

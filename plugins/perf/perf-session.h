@@ -123,9 +123,16 @@ struct perf_py_pending {
 #define PERF_PY_DRAIN_MS 3u
 #define PERF_PY_DRAIN_SLOW_MS 5u
 #define PERF_PY_DRAIN_FAST_HZ 500u
-/* Items those drains batch before they hand them to the worker (the
- * regular drains hand over whatever there is). */
+/* Items those drains batch before they hand them to the worker. */
 #define PERF_PY_HOLD_ITEMS 512u
+/* Items the drains a ring's watermark wakes the loop for batch before
+ * they hand them over (the read period's drain, a flush and the stop hand
+ * over whatever there is): the worker, woken by each hand-over it waits
+ * for, then wakes some 30 times a second at 999 Hz on 2 CPUs rather than
+ * at every watermark (twice as often), each wake-up of a thread costing
+ * tens of microseconds on a virtual machine; the samples wait at most a
+ * read period longer. */
+#define PERF_RING_HOLD_ITEMS 64u
 /* Bytes a sample of a Python process is allocated with past its record
  * for the frames read with it: its trailer and 30 frames (more: a copy). */
 #define PERF_PY_ROOM (sizeof(struct perf_py_trailer) + 30u * 2u * sizeof(uint64_t))
@@ -214,7 +221,7 @@ struct perf_session {
         struct perf_py_note py_notes[PERF_PY_NOTES]; /* under py_mu */
         size_t py_n_notes, py_notes_lost;
         struct traced_source *py_timer; /* loop thread: the drains every PERF_PY_DRAIN_MS */
-        bool py_hold;                   /* loop thread: in one of those, which publish only PERF_PY_HOLD_ITEMS */
+        size_t hold_items; /* loop thread: in a drain that hands over only from this many items on (0: any) */
         bool rings_quiet;               /* loop thread: the rings' fds out of the loop while those drains run */
         struct py_walk *py_walk;        /* loop thread: the walk's pages and frames */
         /* The BPF program walking the Python frames at the sample (NULL:

@@ -500,7 +500,7 @@ Test(perf_session, every_unwind_error_counted_is_written) {
         cr_assert_eq(samples, 1);
 }
 
-/* The drains for the Python frames (py_hold) batch what they read without
+/* The drains for the Python frames (hold_items) batch what they read without
  * handing it to the worker, until PERF_PY_HOLD_ITEMS wait or a regular
  * drain comes; a sample of a process not in the table of CPython
  * processes is queued as it was, with no extra bytes. */
@@ -512,9 +512,9 @@ Test(perf_session, python_drains_hand_over_with_the_next_regular_one) {
         s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope));
         put_sample(1000, 7);
         put_sample(1200, 5);
-        s->py_hold = true;
+        s->hold_items = PERF_PY_HOLD_ITEMS;
         perf_drain_all(s);
-        s->py_hold = false;
+        s->hold_items = 0;
         cr_expect_eq(s->samples, 2);
         cr_expect_eq(s->q.queued_items, 0, "nothing handed over");
         cr_expect_eq(s->q.batch_items, 2);
@@ -528,6 +528,33 @@ Test(perf_session, python_drains_hand_over_with_the_next_regular_one) {
         }
         free(s->scope);
         pthread_mutex_destroy(&s->py_mu);
+}
+
+/* A ring's watermark wakes the loop: what its drain reads waits in the
+ * batch until PERF_RING_HOLD_ITEMS do (the worker is not woken for fewer),
+ * or the read period's drain hands it over. */
+Test(perf_session, watermark_drains_hand_over_from_a_batch_of_items) {
+        cr_assert_eq(perf_queue_init(&s->q, 64u << 20), 0);
+        s->cfg.callstacks = true;
+        s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope));
+        put_sample(1000, 1);
+        put_sample(1100, 1);
+        perf_on_ring(-1, 0, &s->rings[0]);
+        cr_expect_eq(s->samples, 2);
+        cr_expect_eq(s->q.queued_items, 0, "handed over for 2 items");
+        cr_expect_eq(s->q.batch_items, 2);
+        cr_expect_eq(s->hold_items, 0, "the hold outlasted its drain");
+        perf_drain_all(s);
+        cr_expect_eq(s->q.queued_items, 2, "a regular drain hands the batch over");
+        size_t n = 2;
+        for (uint64_t k = 0; n < 2 + PERF_RING_HOLD_ITEMS; k++, n++)
+                put_sample(2000 + k, 1);
+        perf_on_ring(-1, 0, &s->rings[0]);
+        cr_expect_eq(s->q.queued_items, n, "%zu items held", s->q.batch_items);
+        cr_expect_eq(s->q.batch_items, 0);
+        for (size_t k = 0; k < n; k++)
+                free(perf_queue_pop(&s->q));
+        free(s->scope);
 }
 
 static unsigned timers_added, fds_added, removed;
