@@ -12,9 +12,10 @@
 #   heaptrack   under Debian's heaptrack (every allocation recorded), when
 #               installed
 # Per run: the program's wall time and CPU time (user + system, its
-# threads). Then min/median/max per side, and the medians' ratios to
-# plain: the issue asks loaded <= 1.05, s512k <= 1.2, and s4096's slowdown
-# <= 0.5 x heaptrack's.
+# threads). Then min/median/max per side, the medians' ratios to plain,
+# and min/median/max of each round's ratio to that round's plain run: the
+# issue asks loaded <= 1.05, s512k <= 1.2, and s4096's slowdown <= 0.5 x
+# heaptrack's.
 # Run as root from a build directory (after make check, or
 # `make libtraced-heap.la plugins/heap.la traced traced-plugin-host tracectl`):
 #   ../bench/heap-cost.sh [ROUNDS]
@@ -123,8 +124,16 @@ for side in $sides; do
 done
 [ -f "$work/traces" ] && { echo "what each session's trace holds:"; cat "$work/traces"; }
 med() { cut -d' ' -f"$2" "$work/$1" | stats | cut -d/ -f2; }
+# Per round, each side against the plain run of the same round (the runs
+# of a round follow each other, so the machine's slower and faster spells
+# touch both): min/median/max of those ratios, beside the medians' ratio.
+paired() { # side field
+        paste -d' ' "$work/$1" "$work/plain" | awk -v f="$2" '{ if ($(f + 2) > 0) printf "%.4f\n", $f / $(f + 2) }' |
+                stats
+}
 for side in $sides; do
         [ "$side" = plain ] && continue
         echo "$side/plain wall $(echo "$(med "$side" 1) $(med plain 1)" | awk '{ printf "%.3f", $1 / $2 }')" \
-                "cpu $(echo "$(med "$side" 2) $(med plain 2)" | awk '{ printf "%.3f", $1 / $2 }')"
+                "cpu $(echo "$(med "$side" 2) $(med plain 2)" | awk '{ printf "%.3f", $1 / $2 }')" \
+                "(round by round: wall $(paired "$side" 1), cpu $(paired "$side" 2))"
 done
