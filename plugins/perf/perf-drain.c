@@ -380,9 +380,11 @@ void perf_drain_all(struct perf_session *s) {
         for (size_t i = 0; i < all; i++)
                 __atomic_store_n(&ring_page(v[i].ring)->data_tail, v[i].tail, __ATOMIC_RELEASE);
         /* The drains for the Python frames and for a ring's watermark
-         * leave the batch to a later one unless it grew: the worker is not
-         * woken for each of them. */
-        if (s->q.batch_items >= s->hold_items)
+         * leave the batch to a later one unless it grew (in items, or to a
+         * quarter of the queue's byte bound, which a small
+         * max_enqueued_footprint_kb reaches first): the worker is not woken
+         * for each of them. */
+        if (s->q.batch_items >= s->hold_items || s->q.batch_bytes >= s->q.max_bytes / 4)
                 perf_queue_publish(&s->q);
         free(v);
 }

@@ -126,13 +126,13 @@ struct perf_py_pending {
 /* Items those drains batch before they hand them to the worker. */
 #define PERF_PY_HOLD_ITEMS 512u
 /* Items the drains a ring's watermark wakes the loop for batch before
- * they hand them over (the read period's drain, a flush and the stop hand
- * over whatever there is): the worker, woken by each hand-over it waits
- * for, then wakes some 30 times a second at 999 Hz on 2 CPUs rather than
- * at every watermark (twice as often), each wake-up of a thread costing
- * tens of microseconds on a virtual machine; the samples wait at most a
- * read period longer. */
-#define PERF_RING_HOLD_ITEMS 64u
+ * they hand them over (or a quarter of the queue's byte bound; the read
+ * period's drain, a flush and the stop hand over whatever there is): the
+ * worker, woken by each hand-over it waits for, then wakes some 25 times a
+ * second at 999 Hz on 2 CPUs rather than at every watermark (77), each
+ * wake-up of a thread costing tens of microseconds on a virtual machine;
+ * the samples wait at most a read period longer. */
+#define PERF_RING_HOLD_ITEMS 128u
 /* Bytes a sample of a Python process is allocated with past its record
  * for the frames read with it: its trailer and 30 frames (more: a copy). */
 #define PERF_PY_ROOM (sizeof(struct perf_py_trailer) + 30u * 2u * sizeof(uint64_t))

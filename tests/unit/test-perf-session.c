@@ -545,13 +545,53 @@ Test(perf_session, watermark_drains_hand_over_from_a_batch_of_items) {
         cr_expect_eq(s->q.batch_items, 2);
         cr_expect_eq(s->hold_items, 0, "the hold outlasted its drain");
         perf_drain_all(s);
-        cr_expect_eq(s->q.queued_items, 2, "a regular drain hands the batch over");
+        cr_assert_eq(s->q.queued_items, 2, "a regular drain hands the batch over");
+        /* PERF_RING_HOLD_ITEMS more, in drains of 32 (the ring laid out by
+         * hand does not wrap: it starts again at 0 once read). */
+        struct perf_event_mmap_page *mp = (struct perf_event_mmap_page *) (void *) area;
         size_t n = 2;
-        for (uint64_t k = 0; n < 2 + PERF_RING_HOLD_ITEMS; k++, n++)
+        for (uint64_t k = 0; n < 2 + PERF_RING_HOLD_ITEMS; k++, n++) {
+                put_sample(2000 + k, 1);
+                if ((k + 1) % 32 == 0 && n + 1 < 2 + PERF_RING_HOLD_ITEMS) {
+                        perf_on_ring(-1, 0, &s->rings[0]);
+                        cr_expect_eq(s->q.queued_items, 2, "handed over at %zu items", s->q.batch_items);
+                        cr_assert_eq(mp->data_tail, mp->data_head);
+                        mp->data_head = mp->data_tail = 0;
+                }
+        }
+        perf_on_ring(-1, 0, &s->rings[0]);
+        /* Asserted: the pops below would wait for items never handed over. */
+        cr_assert_eq(s->q.queued_items, n, "%zu items held", s->q.batch_items);
+        cr_expect_eq(s->q.batch_items, 0);
+        for (size_t k = 0; k < n; k++)
+                free(perf_queue_pop(&s->q));
+        free(s->scope);
+}
+
+/* With a small byte bound the batch goes over at a quarter of it, however
+ * few items that is: held longer, the samples after it would be refused
+ * while the worker waits for work. */
+Test(perf_session, watermark_drains_hand_over_a_quarter_of_the_byte_bound) {
+        cr_assert_eq(perf_queue_init(&s->q, 1024), 0);
+        s->cfg.callstacks = true;
+        s->scope = calloc(SCOPE_SLOTS, sizeof(*s->scope));
+        put_sample(1000, 1);
+        perf_on_ring(-1, 0, &s->rings[0]);
+        cr_expect_eq(s->q.queued_items, 0, "one sample handed over");
+        size_t n = 1;
+        while (s->q.batch_bytes + 64 < 256) {
+                put_sample(1100 + n, 1);
+                n++;
+                perf_on_ring(-1, 0, &s->rings[0]);
+                cr_assert_lt(n, PERF_RING_HOLD_ITEMS);
+        }
+        cr_expect_eq(s->q.queued_items, 0);
+        for (size_t k = 0; k < 4; k++, n++)
                 put_sample(2000 + k, 1);
         perf_on_ring(-1, 0, &s->rings[0]);
-        cr_expect_eq(s->q.queued_items, n, "%zu items held", s->q.batch_items);
-        cr_expect_eq(s->q.batch_items, 0);
+        cr_assert_eq(s->q.queued_items, n, "%zu items (%llu bytes) held", s->q.batch_items,
+                     (unsigned long long) s->q.batch_bytes);
+        cr_expect_eq(s->samples, n);
         for (size_t k = 0; k < n; k++)
                 free(perf_queue_pop(&s->q));
         free(s->scope);
