@@ -54,6 +54,12 @@ struct perf_config {
 #define PERF_MAX_RING_PAGES 65536u
 #define PERF_DEFAULT_READ_PERIOD_MS 100u
 #define PERF_DEFAULT_MAX_ENQUEUED_KB (64u * 1024u)
+/* The ring the stack copies come from first (perf-arena.h): a batch the
+ * loop thread holds (perf-session.h, 128 copies of some 9 KiB on average)
+ * and what the worker has still to unwind, with room for the queue's
+ * first second; copies past it come from malloc. No larger than the byte
+ * bound needs. */
+#define PERF_ARENA_BYTES (4u << 20)
 /* The user stack copied with each sample, as upstream traced_perf asks
  * for: the most the kernel allows (below 64 KiB, its low 8 bits clear)
  * with room left for the rest of the record. C++ compilers, browsers and

@@ -126,7 +126,7 @@ static void take_sample(struct perf_session *s, struct cpu_ring *ring, struct pe
                         reason = SKIP_UNWIND_ENQUEUE;
                 }
         }
-        free(it);
+        perf_queue_item_free(&s->q, it);
         if (note(s, r, ring, reason) < 0)
                 drop_sample(s, ring, r->u.sample.time);
         else if (counter)
@@ -137,7 +137,7 @@ static void take_sample(struct perf_session *s, struct cpu_ring *ring, struct pe
  * perf-queue.h); were it, it would be freed here, not leaked. */
 static void push_bookkeeping(struct perf_session *s, struct perf_item *it) {
         if (perf_queue_push(&s->q, it) < 0)
-                free(it);
+                perf_queue_item_free(&s->q, it);
 }
 
 /* Takes it (a copied record), r what the record parsed into (its views
@@ -178,7 +178,7 @@ static void handle_record(struct perf_session *s, struct cpu_ring *ring, struct 
                 push_bookkeeping(s, it);
                 return;
         default:
-                free(it);
+                perf_queue_item_free(&s->q, it);
                 return;
         }
         /* Process notes go to the worker, in ring order with the samples. */

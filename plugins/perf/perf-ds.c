@@ -332,6 +332,14 @@ int perf_session_start(struct perf_plugin *pl, uint64_t instance_id, const uint8
                 return r;
         }
         s->queue_ready = true;
+        if (s->cfg.callstacks && s->cfg.user_frames == PERF_UNWIND_DWARF) {
+                r = perf_queue_use_arena(&s->q, (size_t) MIN((uint64_t) PERF_ARENA_BYTES,
+                                                             s->cfg.max_enqueued_bytes + PERF_STACK_COPY_BYTES));
+                if (r < 0)
+                        plugin_log(pl, TRACED_LOG_DEBUG,
+                                   "linux.perf instance %llu: the stack copies come from malloc: no ring for them (%s)",
+                                   (unsigned long long) instance_id, strerror(-r));
+        }
         r = setup(s);
         if (r < 0) {
                 session_free(s);

@@ -130,16 +130,15 @@ void perf_py_log(struct perf_session *s) {
 /* The item it with the trailer t and its frames after its record (it
  * may move: the item returned replaces it; it, unchanged, when out of
  * memory). */
-static struct perf_item *with_trailer(struct perf_item *it, const struct perf_py_trailer *t, const uint64_t *frames) {
+static struct perf_item *with_trailer(struct perf_queue *q, struct perf_item *it, const struct perf_py_trailer *t,
+                                      const uint64_t *frames) {
         size_t extra = sizeof(*t) + 2 * (size_t) t->n * sizeof(uint64_t);
         size_t need = sizeof(*it) + PERF_ITEM_EXTRA(it->len) + extra;
         /* The drain made room for a few frames (PERF_PY_ROOM): most items
          * are not copied again here. */
-        struct perf_item *grown = it->cap >= need ? it : realloc(it, need);
+        struct perf_item *grown = perf_queue_item_grow(q, it, need);
         if (!grown)
                 return it;
-        if (grown->cap < need)
-                grown->cap = (uint32_t) need;
         uint8_t *at = grown->rec + PERF_ITEM_EXTRA(grown->len);
         memcpy(at, t, sizeof(*t));
         memcpy(at + sizeof(*t), frames, 2 * (size_t) t->n * sizeof(uint64_t));
@@ -187,7 +186,7 @@ struct perf_item *perf_py_attach(struct perf_session *s, struct cpu_ring *ring, 
                                                           : PY_WALK_NO_THREAD;
                 for (uint32_t k = 0; k < t.n; k++)
                         t.entries += (p->frames[2 * k] & PY_WALK_ENTRY) != 0;
-                return with_trailer(it, &t, p->frames);
+                return with_trailer(&s->q, it, &t, p->frames);
         }
         struct perf_py_pid e;
         if (!s->cfg.python_frames || !atomic_load(&s->py_any) || sv->pid <= 0 || !table_get(s, (int) sv->pid, &e))
@@ -214,7 +213,7 @@ struct perf_item *perf_py_attach(struct perf_session *s, struct cpu_ring *ring, 
         struct perf_py_trailer t = {
                 .result = (uint8_t) res, .n = res == PY_WALK_OK ? w->n : 0, .entries = w->entries,
                 .checked = w->checked, .has_copy = w->has_copy};
-        return with_trailer(it, &t, w->frames);
+        return with_trailer(&s->q, it, &t, w->frames);
 }
 
 static void on_py_timer(void *userdata) {

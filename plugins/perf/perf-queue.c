@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "basic/macro.h"
 #include "perf-queue.h"
@@ -26,21 +27,30 @@ int perf_queue_init(struct perf_queue *q, uint64_t max_bytes) {
         return 0;
 }
 
-static void free_items(struct perf_item *it) {
+/* The arena's items go with the arena. */
+static void free_items(struct perf_queue *q, struct perf_item *it) {
         for (struct perf_item *next; it; it = next) {
                 next = it->next;
-                free(it);
+                if (!perf_arena_holds(&q->arena, it))
+                        free(it);
         }
 }
 
+int perf_queue_use_arena(struct perf_queue *q, size_t bytes) {
+        if (q->arena.size)
+                return -EBUSY;
+        return perf_arena_init(&q->arena, bytes);
+}
+
 void perf_queue_done(struct perf_queue *q) {
-        free_items(q->head);
-        free_items(q->batch_head);
-        free_items(q->done_head);
-        free_items(q->back);
+        free_items(q, q->head);
+        free_items(q, q->batch_head);
+        free_items(q, q->done_head);
+        free_items(q, q->back);
         for (size_t c = 0; c < PERF_POOL_CLASSES; c++)
-                free_items(q->pool[c]);
+                free_items(q, q->pool[c]);
         q->head = q->batch_head = q->done_head = q->back = NULL;
+        perf_arena_done(&q->arena);
         pthread_mutex_destroy(&q->mu);
         pthread_cond_destroy(&q->cv);
 }
@@ -63,6 +73,14 @@ struct perf_item *perf_item_new_room(enum perf_item_kind kind, size_t len, size_
 
 struct perf_item *perf_queue_item_new(struct perf_queue *q, enum perf_item_kind kind, size_t len, size_t room) {
         size_t size = sizeof(struct perf_item) + len + room;
+        if (q->arena.size && len <= UINT32_MAX && size <= UINT32_MAX - PERF_ARENA_ALIGN) {
+                size_t n = (size + PERF_ARENA_ALIGN - 1) / PERF_ARENA_ALIGN * PERF_ARENA_ALIGN;
+                struct perf_item *it = perf_arena_take(&q->arena, n);
+                if (it) {
+                        *it = (struct perf_item) { .kind = (uint8_t) kind, .len = (uint32_t) len, .cap = (uint32_t) n };
+                        return it;
+                }
+        }
         size_t c = (size + PERF_POOL_STEP - 1) / PERF_POOL_STEP - 1;
         if (size < PERF_POOL_STEP || c >= PERF_POOL_CLASSES || len > UINT32_MAX)
                 return perf_item_new_room(kind, len, room);
@@ -89,7 +107,43 @@ static int pool_class(const struct perf_item *it) {
         return n == 0 ? -1 : (int) MIN(n, (size_t) PERF_POOL_CLASSES) - 1;
 }
 
+void perf_queue_item_free(struct perf_queue *q, struct perf_item *it) {
+        if (perf_arena_holds(&q->arena, it))
+                perf_arena_unused(&q->arena, it, it->cap);
+        else
+                free(it);
+}
+
+struct perf_item *perf_queue_item_grow(struct perf_queue *q, struct perf_item *it, size_t size) {
+        if (it->cap >= size)
+                return it;
+        if (size > UINT32_MAX || size < sizeof(*it) + it->len)
+                return NULL;
+        struct perf_item *grown;
+        if (perf_arena_holds(&q->arena, it)) {
+                /* A new item (from the arena if it has room, after it) and
+                 * the old one given back. */
+                grown = perf_queue_item_new(q, (enum perf_item_kind) it->kind, it->len,
+                                            size - sizeof(*it) - it->len);
+                if (!grown)
+                        return NULL;
+                uint32_t cap = grown->cap;
+                memcpy(grown, it, sizeof(*it) + it->len);
+                grown->cap = cap;
+                perf_queue_item_free(q, it);
+                return grown;
+        }
+        if (!(grown = realloc(it, size)))
+                return NULL;
+        grown->cap = (uint32_t) size;
+        return grown;
+}
+
 void perf_queue_done_with(struct perf_queue *q, struct perf_item *it) {
+        if (perf_arena_holds(&q->arena, it)) {
+                perf_arena_give_back(&q->arena, it, it->cap);
+                return;
+        }
         int c = pool_class(it);
         uint64_t size = (uint64_t) (c + 1) * PERF_POOL_STEP;
         if (c < 0 || __atomic_load_n(&q->pool_bytes, __ATOMIC_RELAXED) + size > PERF_POOL_MAX_BYTES) {

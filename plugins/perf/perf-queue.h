@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "perf-arena.h"
+
 enum perf_item_kind {
         PERF_ITEM_SAMPLE,   /* a sample record, to unwind */
         PERF_ITEM_NOTE,     /* a sample written without unwinding (0 bytes) */
@@ -103,6 +105,9 @@ struct perf_queue {
 
         uint64_t max_bytes;
         size_t max_items;
+        /* where the loop thread's copies come from first, when set up
+         * (perf_queue_use_arena); the pool's and malloc's otherwise */
+        struct perf_arena arena;
 };
 
 /* max_bytes: the byte bound; the item bound follows from it (one item per
@@ -110,6 +115,10 @@ struct perf_queue {
 int perf_queue_init(struct perf_queue *q, uint64_t max_bytes);
 /* Frees whatever is still queued or batched. */
 void perf_queue_done(struct perf_queue *q);
+/* Copies of bytes or less come from a ring of that size (perf-arena.h)
+ * while it has room. 0, or a negative errno (the queue then works as
+ * before, from malloc). */
+int perf_queue_use_arena(struct perf_queue *q, size_t bytes);
 
 /* An item with room for len record bytes, zeroed but for kind and len;
  * NULL when out of memory. Freed with free(). */
@@ -118,10 +127,19 @@ struct perf_item *perf_item_new(enum perf_item_kind kind, size_t len);
  * to come without a copy). */
 struct perf_item *perf_item_new_room(enum perf_item_kind kind, size_t len, size_t room);
 
-/* Loop thread: as perf_item_new_room, from the pool when the item is of
- * its sizes. Freed with free() or handed back with perf_queue_done_with. */
+/* Loop thread: as perf_item_new_room, from the arena, or from the pool
+ * when the item is of its sizes. Given back with perf_queue_item_free
+ * (not handed over) or perf_queue_done_with (the worker's), never free(). */
 struct perf_item *perf_queue_item_new(struct perf_queue *q, enum perf_item_kind kind, size_t len, size_t room);
-/* Worker: it is done with; kept for the pool, or freed. */
+/* Loop thread: it (of perf_queue_item_new, or perf_item_new), not handed
+ * over, is not needed. */
+void perf_queue_item_free(struct perf_queue *q, struct perf_item *it);
+/* Loop thread: it with room for size bytes in all (header included): it
+ * when it has, else a copy of its header and record bytes in a new item
+ * (it is then freed), or NULL when out of memory (it is then unchanged). */
+struct perf_item *perf_queue_item_grow(struct perf_queue *q, struct perf_item *it, size_t size);
+/* Worker: it is done with; back to the arena, kept for the pool, or
+ * freed. */
 void perf_queue_done_with(struct perf_queue *q, struct perf_item *it);
 
 /* Loop thread: whether an item of that kind and record length would be

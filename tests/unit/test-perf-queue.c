@@ -6,7 +6,9 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "perf-queue.h"
 
@@ -273,5 +275,114 @@ Test(perf_queue, the_pool_is_bounded) {
                 perf_queue_done_with(&q, perf_queue_item_new(&q, PERF_ITEM_RECORD, 16 * PERF_POOL_STEP - 200, 0));
         cr_assert_leq(q.pool_bytes, PERF_POOL_MAX_BYTES);
         cr_assert_geq(q.pool_bytes, PERF_POOL_MAX_BYTES - 16 * PERF_POOL_STEP);
+        perf_queue_done(&q);
+}
+
+/* Copies from the arena (perf-arena.h) with a worker taking them as they
+ * come: each copy reaches the worker with the bytes the loop thread wrote
+ * (no room handed out twice while held) and its room comes back. While
+ * the worker keeps up, every copy comes from the arena (room that did not
+ * come back would run it dry); when the loop thread runs ahead, the
+ * copies it has no room for come from malloc and go back the same way. */
+struct checker {
+        struct perf_queue *q;
+        uint64_t popped, bad, in_arena, done; /* done: atomic */
+};
+
+static void *check_copies(void *userdata) {
+        struct checker *c = userdata;
+        for (;;) {
+                struct perf_item *it = perf_queue_pop(c->q);
+                if (it->kind == PERF_ITEM_STOP) {
+                        free(it);
+                        return NULL;
+                }
+                for (uint32_t k = 0; k < it->len; k++)
+                        c->bad += it->rec[k] != (uint8_t) (it->count + k);
+                c->in_arena += perf_arena_holds(&c->q->arena, it);
+                c->popped++;
+                perf_queue_done_with(c->q, it);
+                __atomic_fetch_add(&c->done, 1, __ATOMIC_RELEASE);
+        }
+}
+
+Test(perf_queue, copies_from_the_arena_reach_the_worker_whole) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, DEFAULT_FOOTPRINT), 0);
+        cr_assert_eq(perf_queue_use_arena(&q, 1u << 20), 0);
+        cr_assert_eq(perf_queue_use_arena(&q, 1u << 20), -EBUSY);
+        struct checker c = { .q = &q };
+        pthread_t t;
+        cr_assert_eq(pthread_create(&t, NULL, check_copies, &c), 0);
+        uint64_t taken = 0, lockstep_from_arena = 0;
+        srand(3);
+        for (uint64_t k = 1; k <= 40000; k++) {
+                bool lockstep = k <= 20000;
+                size_t len = (size_t) rand() % 40000 + 1;
+                struct perf_item *it = perf_queue_item_new(&q, PERF_ITEM_RECORD, len, 0);
+                cr_assert_not_null(it);
+                lockstep_from_arena += lockstep && perf_arena_holds(&q.arena, it);
+                it->kind = PERF_ITEM_SAMPLE;
+                it->count = k;
+                for (size_t b = 0; b < len; b++)
+                        it->rec[b] = (uint8_t) (k + b);
+                /* Now and then one not handed over after all. */
+                if (k % 97 == 0) {
+                        perf_queue_item_free(&q, it);
+                        lockstep_from_arena -= lockstep;
+                        continue;
+                }
+                cr_assert_eq(perf_queue_push(&q, it), 0);
+                taken++;
+                if (k % 16 == 0) {
+                        perf_queue_publish(&q);
+                        /* The first half waits for the worker each time:
+                         * 16 copies of 40 KB at most in flight. */
+                        while (lockstep && __atomic_load_n(&c.done, __ATOMIC_ACQUIRE) < taken)
+                                sched_yield();
+                }
+        }
+        cr_assert_eq(perf_queue_push(&q, perf_item_new(PERF_ITEM_STOP, 0)), 0);
+        perf_queue_publish(&q);
+        cr_assert_eq(pthread_join(t, NULL), 0);
+        cr_assert_eq(c.popped, taken);
+        cr_assert_eq(c.bad, 0, "%llu bytes of the copies changed before the worker read them",
+                     (unsigned long long) c.bad);
+        cr_assert_eq(lockstep_from_arena, 20000 - 20000 / 97, "%llu copies of the worker's pace from the arena",
+                     (unsigned long long) lockstep_from_arena);
+        cr_assert_gt(c.in_arena, lockstep_from_arena);
+        cr_assert_eq(perf_arena_used(&q.arena), 0, "all the room is back");
+        perf_queue_done(&q);
+}
+
+/* A copy from the arena that needs more room (a sample's Python frames)
+ * moves to a larger one with its header and record; the old room is not
+ * lost. One from malloc grows in place as before. */
+Test(perf_queue, an_arena_copy_grows_into_a_new_one) {
+        struct perf_queue q;
+        cr_assert_eq(perf_queue_init(&q, DEFAULT_FOOTPRINT), 0);
+        cr_assert_eq(perf_queue_use_arena(&q, 64 * 1024), 0);
+        struct perf_item *it = perf_queue_item_new(&q, PERF_ITEM_RECORD, 1000, 0);
+        cr_assert(perf_arena_holds(&q.arena, it));
+        it->kind = PERF_ITEM_SAMPLE;
+        it->pid = 42;
+        memset(it->rec, 0xab, 1000);
+        cr_assert_eq(perf_queue_item_grow(&q, it, 512), it, "room enough: the same item");
+        struct perf_item *grown = perf_queue_item_grow(&q, it, sizeof(*it) + 5000);
+        cr_assert(grown && grown != it && perf_arena_holds(&q.arena, grown));
+        cr_assert_geq(grown->cap, sizeof(*it) + 5000);
+        cr_assert(grown->kind == PERF_ITEM_SAMPLE && grown->pid == 42 && grown->len == 1000);
+        for (size_t b = 0; b < 1000; b++)
+                cr_assert_eq(grown->rec[b], 0xab);
+        cr_assert_eq(perf_queue_push(&q, grown), 0);
+        perf_queue_publish(&q);
+        perf_queue_done_with(&q, perf_queue_pop(&q));
+        cr_assert_eq(perf_arena_used(&q.arena), 0, "the first room went back with the second");
+        /* Larger than the arena: from malloc, grown by realloc. */
+        struct perf_item *big = perf_queue_item_new(&q, PERF_ITEM_RECORD, 100 * 1024, 0);
+        cr_assert(big && !perf_arena_holds(&q.arena, big));
+        big = perf_queue_item_grow(&q, big, sizeof(*big) + 200 * 1024);
+        cr_assert(big && big->cap >= sizeof(*big) + 200 * 1024);
+        perf_queue_item_free(&q, big);
         perf_queue_done(&q);
 }
