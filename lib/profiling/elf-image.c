@@ -15,6 +15,7 @@
 #include "basic/alloc.h"
 #include "basic/hash.h"
 #include "basic/macro.h"
+#include "basic/prefault.h"
 #include "profiling/cfi-rows.h"
 #include "profiling/elf-image.h"
 
@@ -343,9 +344,13 @@ static int read_symtab(struct elf_image *img, Elf *e, Elf_Scn *scn, const GElf_S
         size_t want_syms = img->n_syms + MIN(n, (size_t) MAX_SYMBOLS - img->n_syms);
         if (GREEDY_REALLOC_MIN(img->syms, img->syms_cap, want_syms, 1024) < 0)
                 return -ENOMEM;
-        if (!strtab && have_strsh && strsh.sh_size < UINT32_MAX - img->names_len &&
-            GREEDY_REALLOC_MIN(img->names, img->names_cap, img->names_len + strsh.sh_size, 16384) < 0)
-                return -ENOMEM;
+        /* Mapped for writing at once, not a fault a page (basic/prefault.h). */
+        (void) prefault_write(img->syms + img->n_syms, (img->syms_cap - img->n_syms) * sizeof(*img->syms));
+        if (!strtab && have_strsh && strsh.sh_size < UINT32_MAX - img->names_len) {
+                if (GREEDY_REALLOC_MIN(img->names, img->names_cap, img->names_len + strsh.sh_size, 16384) < 0)
+                        return -ENOMEM;
+                (void) prefault_write(img->names + img->names_len, img->names_cap - img->names_len);
+        }
         /* The entries as libelf gives them (in this machine's byte order):
          * read in place when they are 64-bit ones, not through a call and
          * a copy per entry. */
@@ -443,6 +448,7 @@ static void sort_syms(struct sym *syms, size_t n) {
                 qsort(syms, n, sizeof(*syms), cmp_sym);
                 return;
         }
+        (void) prefault_write(tmp, n * sizeof(*syms));
         uint64_t differ = 0;
         for (size_t k = 1; k < n; k++)
                 differ |= syms[k].addr ^ syms[0].addr;

@@ -131,8 +131,15 @@ static uint64_t itab_intern(struct itab *t, const void *key, size_t len, bool *r
                 if (e->hash == h && e->len == len && (len == 0 || memcmp(t->arena + e->off, key, len) == 0))
                         return iid;
         }
+        /* Both grow as entries are appended, one by one: their new room
+         * is mapped for writing at once, not a page fault at a time
+         * (basic/prefault.h; a fault costs ten times more on a virtual
+         * machine, and a busy machine's callstacks take megabytes). */
+        size_t ents_cap = t->cap;
         if (GREEDY_REALLOC_MIN(t->ents, t->cap, t->n + 1, 256) < 0)
                 return 0;
+        if (t->cap != ents_cap)
+                (void) prefault_write(t->ents + t->n, (t->cap - t->n) * sizeof(*t->ents));
         if (t->arena_len + len > t->arena_cap) {
                 size_t cap = t->arena_cap ? t->arena_cap * 2 : 4096;
                 while (cap < t->arena_len + len)
@@ -144,6 +151,7 @@ static uint64_t itab_intern(struct itab *t, const void *key, size_t len, bool *r
                         return 0;
                 t->arena = p;
                 t->arena_cap = cap;
+                (void) prefault_write(p + t->arena_len, cap - t->arena_len);
         }
         if (len)
                 memcpy(t->arena + t->arena_len, key, len);
