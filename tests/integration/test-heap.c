@@ -300,12 +300,14 @@ Test(heap, callsites_within_ten_percent_at_4096) {
         record_callsites(4096, &c);
         uint64_t a, f, unreleased = 0, samples, sparse;
         cr_assert(!c.buffer_overran, "no sample was dropped");
-        /* Most samples carried a template's words, not their stack: the
-         * figures below are theirs. (The workload's call sites are a few,
-         * each called from one place.) */
+        /* Many samples carried a template's words, not their stack: the
+         * figures below are theirs too. (The workload's call sites are a
+         * few, each called from one place. How many depends on how soon
+         * the plugin first reads the ring, which makes the templates:
+         * from 29 % to 60 % of them on an idle 2-CPU VM, so a tenth.) */
         template_counts(&samples, &sparse);
         cr_assert_gt(samples, 1000);
-        cr_assert_gt(sparse * 2, samples, "%llu of %llu samples from templates", (unsigned long long) sparse,
+        cr_assert_gt(sparse * 10, samples, "%llu of %llu samples from templates", (unsigned long long) sparse,
                      (unsigned long long) samples);
         site_totals(&c, "small_kept", &a, &f);
         within("small_kept allocated", a, 200000 * 64, 10);
