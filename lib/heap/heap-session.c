@@ -30,8 +30,9 @@ static uint64_t set_slots(uint64_t interval) {
         return n;
 }
 
-static const struct heap_state no_state; /* generation 0: no plugin yet */
-struct heap_gate heap_gate = { .page = &no_state, .quiet = 0, .active = 1 };
+struct heap_gate heap_gate = { .quiet = 0, .active = 1 };
+union heap_state_area heap_state_area __attribute__((aligned(HEAP_STATE_AREA)));
+static bool state_mapped;
 
 uint32_t heap_seen_generation = UINT32_MAX;
 static struct heap_session *current;
@@ -60,9 +61,9 @@ static pthread_mutex_t join_lock = PTHREAD_MUTEX_INITIALIZER;
 static char dir[96];
 static uint64_t text_start, text_end;
 
-/* Maps the state page. Any file of at least a byte will do: the page it
- * is in reads whole (zeros past the end), and the plugin makes it a page
- * when it starts. systemd-tmpfiles creates it at boot with a line of text
+/* Maps the state page over heap_state_area. Any file of at least a byte
+ * will do: the page it is in reads whole (zeros past the end), and the
+ * plugin makes it a page when it starts. systemd-tmpfiles creates it at boot with a line of text
  * (units/tmpfiles.d/traced.conf), so a process started before the
  * plugin's first session sees that session's generation all the same.
  * What it holds is checked (magic, version) before acting on it. */
@@ -72,14 +73,18 @@ static int map_state(void) {
         int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return -errno;
+        long page = sysconf(_SC_PAGESIZE);
         struct stat st;
         void *m = MAP_FAILED;
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-                m = mmap(NULL, HEAP_STATE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+        /* (Pages larger than the area, or an area the loader did not
+         * align: no state page, so never a session.) */
+        if (page > 0 && (size_t) page <= sizeof(heap_state_area) && (uintptr_t) &heap_state_area % (size_t) page == 0 &&
+            fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+                m = mmap(&heap_state_area, (size_t) page, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
         close(fd);
         if (m == MAP_FAILED)
                 return -ENODATA;
-        __atomic_store_n(&heap_gate.page, (const struct heap_state *) m, __ATOMIC_RELEASE);
+        state_mapped = true;
         return 0;
 }
 
@@ -250,8 +255,8 @@ static bool still_targeted(struct heap_session *s, uint32_t generation) {
 }
 
 void heap_session_refresh_slow(void) {
-        const struct heap_state *st = __atomic_load_n(&heap_gate.page, __ATOMIC_ACQUIRE);
-        uint32_t g = __atomic_load_n(&st->generation, __ATOMIC_ACQUIRE);
+        const struct heap_state *st = &heap_state_area.st;
+        uint32_t g = heap_state_generation(__ATOMIC_ACQUIRE);
         if (g == __atomic_load_n(&heap_seen_generation, __ATOMIC_ACQUIRE))
                 return;
         if (pthread_mutex_trylock(&join_lock) != 0)
@@ -345,6 +350,6 @@ void heap_session_forked_child(void) {
         heap_seen_generation = UINT32_MAX;
         heap_gate.active = 1;
         pthread_mutex_init(&join_lock, NULL);
-        if (heap_gate.page != &no_state || map_state() == 0)
+        if (state_mapped || map_state() == 0)
                 heap_gate.quiet = 1;
 }

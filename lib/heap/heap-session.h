@@ -39,8 +39,6 @@ struct heap_session {
  * line. Changed only when the process joins or leaves a session, and
  * once when it first samples. */
 struct heap_gate {
-        /* The state page, or a page of zeros while there is none. */
-        const struct heap_state *page;
         /* The page's generation when the process is settled and in no
          * session; an odd value (generations are even) while a session
          * runs or a look is due. */
@@ -55,7 +53,23 @@ struct heap_gate {
          * was allocated, so that thread sees this set with it.) */
         uint32_t marked;
 } __attribute__((aligned(64)));
-extern struct heap_gate heap_gate;
+extern struct heap_gate heap_gate __attribute__((visibility("hidden")));
+
+/* Where the state page is mapped: zeros (generation 0) until the state
+ * file is, then the file's first page, mapped over it (MAP_FIXED). It is
+ * part of the library's own image, aligned for pages of up to 64 KiB, so
+ * a hook reads the generation at an offset from its own code in one
+ * load, not through a pointer to a mapping made at run time. */
+#define HEAP_STATE_AREA 65536u
+union heap_state_area {
+        struct heap_state st;
+        uint8_t bytes[HEAP_STATE_AREA];
+};
+extern union heap_state_area heap_state_area __attribute__((visibility("hidden")));
+
+static inline uint32_t heap_state_generation(int memorder) {
+        return __atomic_load_n(&heap_state_area.st.generation, memorder);
+}
 
 /* Maps the state page (or a page of zeros when there is none yet: the
  * library then looks again now and then). Called once, at load. */
@@ -66,8 +80,7 @@ void heap_session_refresh_slow(void);
 /* The slow path's first step: joins or leaves as the generation says
  * (a load and a compare while it is the one acted on). */
 static inline void heap_session_refresh(void) {
-        const struct heap_state *st = __atomic_load_n(&heap_gate.page, __ATOMIC_ACQUIRE);
-        if (__builtin_expect(__atomic_load_n(&st->generation, __ATOMIC_ACQUIRE) ==
+        if (__builtin_expect(heap_state_generation(__ATOMIC_ACQUIRE) ==
                                      __atomic_load_n(&heap_seen_generation, __ATOMIC_ACQUIRE),
                              1))
                 return;
