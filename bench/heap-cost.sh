@@ -82,7 +82,9 @@ CFG
                 -o "$work/heap.pftrace" >"$work/record.log" 2>&1
         rec=$spawned_pid
         for _ in $(seq 100); do
-                grep -q "android.heapprofd instance .*: profiling" "$work/traced.log" 2>/dev/null && return
+                # (Then a moment for the plugin host's own start to end, so
+                # that it does not run beside the timed program.)
+                grep -q "android.heapprofd instance .*: profiling" "$work/traced.log" 2>/dev/null && sleep 0.5 && return
                 sleep 0.1
         done
         echo "the heap plugin did not start profiling; traced's log:" >&2

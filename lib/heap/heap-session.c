@@ -122,6 +122,23 @@ static void *map_anon(size_t n) {
         return m == MAP_FAILED ? NULL : m;
 }
 
+/* The set's pages, mapped for writing in one call: its inserts land at
+ * random, and each page's first costs a fault (10 to 13 us under a
+ * hypervisor that shadows page tables, against some 0.7 us a page in
+ * one call). At 512 KiB the program touched all 512 pages of its 2 MiB
+ * within its first thousand samples. Without MADV_POPULATE_WRITE (Linux
+ * before 5.14), or short of memory, they fault in as before. */
+static void populate(void *p, size_t n) {
+#ifdef MADV_POPULATE_WRITE
+        int saved = errno; /* inside the program's malloc */
+        (void) madvise(p, n, MADV_POPULATE_WRITE);
+        errno = saved;
+#else
+        (void) p;
+        (void) n;
+#endif
+}
+
 static void session_free(struct heap_session *s) {
         if (s->ring_mem)
                 munmap(s->ring_mem, s->ring_size);
@@ -225,6 +242,7 @@ static struct heap_session *join(uint32_t generation) {
         }
         if (heap_ring_attach(s->ring_mem, s->ring_size, &s->ring) < 0 || !(s->set_mem = map_anon(s->set_size)))
                 goto fail;
+        populate(s->set_mem, s->set_size);
         heap_addrset_init(&s->set, s->set_mem, set_slots(reply.interval));
         s->templates = map_templates(fds[1]);
         s->id = ++next_id;
