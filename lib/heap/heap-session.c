@@ -63,9 +63,10 @@ static uint64_t text_start, text_end;
 
 /* Maps the state page over heap_state_area. Any file of at least a byte
  * will do: the page it is in reads whole (zeros past the end), and the
- * plugin makes it a page when it starts. systemd-tmpfiles creates it at boot with a line of text
- * (units/tmpfiles.d/traced.conf), so a process started before the
- * plugin's first session sees that session's generation all the same.
+ * plugin makes it a page when it starts. systemd-tmpfiles creates it at
+ * boot with a line of text (units/tmpfiles.d/traced.conf), so a process
+ * started before the plugin's first session sees that session's
+ * generation all the same.
  * What it holds is checked (magic, version) before acting on it. */
 static int map_state(void) {
         char path[160];
@@ -78,8 +79,9 @@ static int map_state(void) {
         void *m = MAP_FAILED;
         /* (Pages larger than the area, or an area the loader did not
          * align: no state page, so never a session.) */
-        if (page > 0 && (size_t) page <= sizeof(heap_state_area) && (uintptr_t) &heap_state_area % (size_t) page == 0 &&
-            fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        bool fits = page > 0 && (size_t) page <= sizeof(heap_state_area) &&
+                    (uintptr_t) &heap_state_area % (size_t) page == 0;
+        if (fits && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
                 m = mmap(&heap_state_area, (size_t) page, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
         close(fd);
         if (m == MAP_FAILED)
