@@ -150,7 +150,7 @@ elif [ -n "$BIN" ]; then
         echo "PERFETTO_BIN_DIR names no upstream traced, traced_perf and perfetto: upstream is not measured" >&2
 fi
 
-cpu_of() { # utime+stime (s) from /usr/bin/time -f "%U %S"
+cpu_of() { # utime+stime (s) from bench/cputime.py
         tail -n 1 "$1" | awk '{ print $1 + $2 }'
 }
 
@@ -174,15 +174,15 @@ perf_config() {
 
 run_traced() { # hz -> "kept uerr us steady plugin"
         rm -f "$work/t.pftrace"
-        TRACED_BENCH_LOG_LEVEL=info traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
+        TRACED_BENCH_LOG_LEVEL=info traced_start linux.perf "$src/bench/cputime.py" "$work/traced.time"
         workload_before
         if [ -n "${RING_PAGES:-}" ]; then
                 perf_config "$1" "$RING_PAGES" "$work/ours.cfg"
-                spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+                spawn "$src/bench/cputime.py" "$work/tracectl.time" \
                         "$build/tracectl" --socket "$work/c.sock" record --txt -c "$work/ours.cfg" \
                         --no-summary -o "$work/t.pftrace" >/dev/null 2>&1
         else
-                spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+                spawn "$src/bench/cputime.py" "$work/tracectl.time" \
                         "$build/tracectl" --socket "$work/c.sock" record -t "${duration}s" -b 256mb \
                         --no-process-stats --no-summary --perf "$1" -o "$work/t.pftrace" >/dev/null 2>&1
         fi
@@ -231,15 +231,15 @@ run_upstream() { # hz -> "kept uerr us - plugin"
         rm -f "$work/u.pftrace" "$work"/up-*.sock
         perf_config "$1" "${RING_PAGES:-2048}" "$work/up.cfg"
         spawn env PERFETTO_PRODUCER_SOCK_NAME="$work/up-p.sock" PERFETTO_CONSUMER_SOCK_NAME="$work/up-c.sock" \
-                /usr/bin/time -f "%U %S" -o "$work/up-traced.time" "$BIN/traced" >"$work/up-traced.log" 2>&1
+                "$src/bench/cputime.py" "$work/up-traced.time" "$BIN/traced" >"$work/up-traced.log" 2>&1
         upid=$spawned_pid
         sleep 0.5
         spawn env PERFETTO_PRODUCER_SOCK_NAME="$work/up-p.sock" \
-                /usr/bin/time -f "%U %S" -o "$work/up-perf.time" "$BIN/traced_perf" >"$work/up-perf.log" 2>&1
+                "$src/bench/cputime.py" "$work/up-perf.time" "$BIN/traced_perf" >"$work/up-perf.log" 2>&1
         uperf=$spawned_pid
         sleep 1
         workload_before
-        spawn env PERFETTO_CONSUMER_SOCK_NAME="$work/up-c.sock" /usr/bin/time -f "%U %S" -o "$work/up-cli.time" \
+        spawn env PERFETTO_CONSUMER_SOCK_NAME="$work/up-c.sock" "$src/bench/cputime.py" "$work/up-cli.time" \
                 "$BIN/perfetto" --txt -c "$work/up.cfg" -o "$work/u.pftrace" >"$work/up-cli.log" 2>&1
         cpid=$spawned_pid
         workload_during
@@ -257,14 +257,14 @@ run_upstream() { # hz -> "kept uerr us - plugin"
 run_perf() { # hz -> "kept - us - -"
         rm -f "$work/perf.data"
         workload_before
-        spawn /usr/bin/time -f "%U %S" -o "$work/perf.time" \
+        spawn "$src/bench/cputime.py" "$work/perf.time" \
                 perf record -q -a --call-graph dwarf -F "$1" -o "$work/perf.data" -- sleep "$duration" \
                 >/dev/null 2>"$work/perf.log"
         ppid=$spawned_pid
         workload_during
         spawn_wait $ppid || true
         workload_after
-        /usr/bin/time -f "%U %S" -o "$work/report.time" \
+        "$src/bench/cputime.py" "$work/report.time" \
                 perf report -i "$work/perf.data" --stdio >/dev/null 2>&1 || true
         perf report -i "$work/perf.data" --stats >"$work/perf.stats" 2>/dev/null || true
         n=$(sed -n 's/^ *SAMPLE events: *\([0-9]*\).*/\1/p' "$work/perf.stats" | head -n 1)
@@ -282,11 +282,11 @@ stats() { # column of numbers ("-": none) -> "min median max"
 
 run_python() { # hz "callstack_sampling fields" -> "kept% with_py us"
         rm -f "$work/t.pftrace"
-        TRACED_BENCH_LOG_LEVEL=info traced_start linux.perf /usr/bin/time -f "%U %S" -o "$work/traced.time"
+        TRACED_BENCH_LOG_LEVEL=info traced_start linux.perf "$src/bench/cputime.py" "$work/traced.time"
         printf 'buffers { size_kb: 262144 }\ndata_sources { config { name: "linux.perf" perf_event_config {
   timebase { frequency: %s counter: SW_CPU_CLOCK } callstack_sampling { user_frames: UNWIND_DWARF %s } } } }
 duration_ms: %s\n' "$1" "$2" "$((duration * 1000))" >"$work/cfg.pbtxt"
-        spawn /usr/bin/time -f "%U %S" -o "$work/tracectl.time" \
+        spawn "$src/bench/cputime.py" "$work/tracectl.time" \
                 "$build/tracectl" --socket "$work/c.sock" record -c "$work/cfg.pbtxt" --txt --no-summary \
                 -o "$work/t.pftrace" >/dev/null 2>&1
         cpid=$spawned_pid
