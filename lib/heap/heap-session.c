@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "basic/prefault.h"
 #include "heap-session.h"
 
 /* The slots of a session's set of live sampled allocations: twice the
@@ -124,23 +125,6 @@ static void *map_anon(size_t n) {
         return m == MAP_FAILED ? NULL : m;
 }
 
-/* The set's pages, mapped for writing in one call: its inserts land at
- * random, and each page's first costs a fault (10 to 13 us under a
- * hypervisor that shadows page tables, against some 0.7 us a page in
- * one call). At 512 KiB the program touched all 512 pages of its 2 MiB
- * within its first thousand samples. Without MADV_POPULATE_WRITE (Linux
- * before 5.14), or short of memory, they fault in as before. */
-static void populate(void *p, size_t n) {
-#ifdef MADV_POPULATE_WRITE
-        int saved = errno; /* inside the program's malloc */
-        (void) madvise(p, n, MADV_POPULATE_WRITE);
-        errno = saved;
-#else
-        (void) p;
-        (void) n;
-#endif
-}
-
 static void session_free(struct heap_session *s) {
         if (s->ring_mem)
                 munmap(s->ring_mem, s->ring_size);
@@ -244,7 +228,13 @@ static struct heap_session *join(uint32_t generation) {
         }
         if (heap_ring_attach(s->ring_mem, s->ring_size, &s->ring) < 0 || !(s->set_mem = map_anon(s->set_size)))
                 goto fail;
-        populate(s->set_mem, s->set_size);
+        /* The set's pages mapped for writing in one call: its inserts land
+         * at random, a page fault each the first time (at 512 KiB, all
+         * 512 pages of its 2 MiB within the first thousand samples). The
+         * program's errno is its own: this runs inside its malloc. */
+        int saved = errno;
+        (void) prefault_write(s->set_mem, s->set_size);
+        errno = saved;
         heap_addrset_init(&s->set, s->set_mem, set_slots(reply.interval));
         s->templates = map_templates(fds[1]);
         s->id = ++next_id;
