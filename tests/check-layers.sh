@@ -48,7 +48,7 @@ lib/log/                        lib/basic libsystemd
 lib/smb/                        lib/basic
 lib/pbtxt/                      lib/basic protos
 lib/profiling/                  lib/basic writers
-lib/heap/                       -
+lib/heap/                       lib/basic
 lib/ipc/                        lib/basic libsystemd protos wire
 lib/consumer/                   lib/basic lib/log lib/ipc libsystemd protos wire
 lib/producer/                   public writers lib/basic lib/log lib/ipc lib/smb libsystemd protos wire
